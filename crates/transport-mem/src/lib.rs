@@ -21,6 +21,7 @@
 mod apply;
 mod config;
 pub mod gate;
+pub mod sim;
 
 pub mod threaded;
 

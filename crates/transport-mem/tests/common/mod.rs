@@ -94,3 +94,123 @@ impl Fabric for Threaded {
         self.fabric.config().op_timeout
     }
 }
+
+use squall_transport_mem::sim::{Sabotage, Sim, SimConfig, SimNode};
+
+/// The simulated fabric: programs interleaved with scheduler steps, all chosen by the seed.
+pub struct Simulated {
+    pub config: SimConfig,
+    pub sim: Option<Sim>,
+    builds: u64,
+}
+
+impl Simulated {
+    pub fn new(seed: u64) -> Simulated {
+        Simulated::with(SimConfig::seeded(seed))
+    }
+
+    pub fn sabotaged(seed: u64, sabotage: Sabotage) -> Simulated {
+        Simulated::with(SimConfig {
+            sabotage,
+            ..SimConfig::seeded(seed)
+        })
+    }
+
+    pub fn with(config: SimConfig) -> Simulated {
+        Simulated {
+            config,
+            sim: None,
+            builds: 0,
+        }
+    }
+
+    fn sim(&self) -> &Sim {
+        self.sim.as_ref().expect("build() was called first")
+    }
+}
+
+impl Fabric for Simulated {
+    type Node = SimNode;
+
+    fn name(&self) -> String {
+        format!("mem-sim(seed={})", self.config.seed)
+    }
+
+    fn build(&mut self, n: usize, layout: &[RegionSpec]) -> Vec<SimNode> {
+        // Each cluster of one check gets its own seed derived from the fabric's.
+        let seed = self
+            .config
+            .seed
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(self.builds);
+        self.builds += 1;
+        let (sim, nodes) = Sim::cluster(
+            SimConfig {
+                seed,
+                ..self.config.clone()
+            },
+            n,
+            layout,
+        )
+        .expect("valid sim");
+        self.sim = Some(sim);
+        nodes
+    }
+
+    fn run(
+        &mut self,
+        nodes: &mut [SimNode],
+        programs: Vec<Slot<'_, SimNode>>,
+    ) -> Result<(), Stalled> {
+        let sim = self.sim().clone();
+        let start = sim.now();
+        let deadline = start + sim.op_timeout() * 200;
+        let mut programs: Vec<_> = programs
+            .into_iter()
+            .map(|p| p.map(|p| (p, false)))
+            .collect();
+        loop {
+            for (i, slot) in programs.iter_mut().enumerate() {
+                if let Some((prog, done)) = slot {
+                    if !*done && sim.takes_turn(NodeId(i as u32)) {
+                        *done = prog.step(&mut nodes[i]) == Progress::Done;
+                    }
+                }
+            }
+            let unfinished: Vec<usize> = programs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| matches!(s, Some((_, false))))
+                .map(|(i, _)| i)
+                .collect();
+            if unfinished.is_empty() {
+                return Ok(());
+            }
+            if sim.now() > deadline {
+                return Err(Stalled {
+                    after: sim.now() - start,
+                    unfinished,
+                });
+            }
+            let burst = 1 + sim.random(3);
+            let progressed = (0..burst).filter(|_| sim.step()).count();
+            if progressed == 0 {
+                // Nothing in flight: the programs wait on each other or on time itself.
+                sim.advance(Duration::from_micros(2));
+            }
+        }
+    }
+
+    fn crash(&mut self, _nodes: &mut [SimNode], victim: NodeId) {
+        self.sim().crash(victim);
+    }
+
+    fn partition(&mut self, _nodes: &mut [SimNode], a: NodeId, b: NodeId) -> bool {
+        self.sim().partition(&[a], &[b]);
+        true
+    }
+
+    fn timeout(&self) -> Duration {
+        self.config.op_timeout
+    }
+}

@@ -31,6 +31,6 @@ pub use directory::Directory;
 pub use error::{FailureCause, OpError, PostError, RegionError};
 pub use ids::{NodeId, OpId, RegionId};
 pub use op::{Completion, Event, LocalSlice, OpKind, RemoteAddr, Signal};
-pub use region::{Region, RegionSpec};
+pub use region::{REGION_ALIGN, Region, RegionSpec};
 pub use time::{Clock, SystemClock, Time};
 pub use transport::Transport;

@@ -1,6 +1,8 @@
 //! Registered regions: memory a node exposes to one-sided access by its peers.
 
+use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
 use std::fmt;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -69,7 +71,9 @@ impl RegionSpec {
 /// is atomic: a reader may see a multi-word value half-updated, which is why a guard counter must
 /// travel in a write *after* the data it guards.
 ///
-/// Cloning a `Region` shares the memory.
+/// [`Region::new`] allocates zeroed, page-aligned memory (what a NIC registers). Fabrics that need
+/// memory from elsewhere — a shared mapping between processes, a pinned buffer — wrap it with
+/// [`Region::from_raw`]. Cloning a `Region` shares the memory.
 ///
 /// ```
 /// use squall_transport::{Region, RegionId, RegionSpec};
@@ -85,8 +89,17 @@ impl RegionSpec {
 #[derive(Clone)]
 pub struct Region {
     id: RegionId,
-    words: Arc<[AtomicU64]>,
+    ptr: NonNull<AtomicU64>,
+    words: usize,
+    /// Keeps the memory alive while any clone exists.
+    _owner: Arc<dyn Send + Sync>,
 }
+
+// SAFETY: the memory behind `ptr` is only accessed through `AtomicU64`, which is Sync, and it
+// lives as long as `_owner`, which every clone holds.
+unsafe impl Send for Region {}
+// SAFETY: as above; all access is atomic.
+unsafe impl Sync for Region {}
 
 impl fmt::Debug for Region {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -97,12 +110,66 @@ impl fmt::Debug for Region {
     }
 }
 
+/// The page size regions are aligned to.
+pub const REGION_ALIGN: usize = 4096;
+
+/// Heap memory owned by a region created with [`Region::new`].
+struct HeapBlock {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: the block is plain memory, accessed only atomically through `Region`.
+unsafe impl Send for HeapBlock {}
+// SAFETY: as above.
+unsafe impl Sync for HeapBlock {}
+
+impl Drop for HeapBlock {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `Region::new` with exactly this layout.
+        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
 impl Region {
-    /// Allocates zeroed region memory for `spec`.
+    /// Allocates zeroed, page-aligned region memory for `spec`.
     pub fn new(spec: RegionSpec) -> Result<Region, RegionError> {
         spec.validate()?;
-        let words: Arc<[AtomicU64]> = (0..spec.len / 8).map(|_| AtomicU64::new(0)).collect();
-        Ok(Region { id: spec.id, words })
+        let layout = Layout::from_size_align(spec.len, REGION_ALIGN).map_err(|_| {
+            RegionError::BadLength {
+                region: spec.id,
+                len: spec.len,
+            }
+        })?;
+        // SAFETY: the layout has a non-zero size (validated above).
+        let raw = unsafe { alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            handle_alloc_error(layout)
+        };
+        let owner = Arc::new(HeapBlock { ptr, layout });
+        // SAFETY: the block is zeroed (a valid AtomicU64 bit pattern), aligned to a page, holds
+        // `spec.len` bytes, and lives as long as `owner`.
+        Ok(unsafe { Region::from_raw(spec.id, ptr.cast(), spec.len / 8, owner) })
+    }
+
+    /// Wraps memory that something else owns, such as a shared mapping.
+    ///
+    /// # Safety
+    /// `ptr` must point to `words` initialised, 8-byte-aligned `u64` words that stay valid for as
+    /// long as `owner` lives, and that nothing accesses except atomically (other processes
+    /// included). `words` must be positive.
+    pub unsafe fn from_raw(
+        id: RegionId,
+        ptr: NonNull<AtomicU64>,
+        words: usize,
+        owner: Arc<dyn Send + Sync>,
+    ) -> Region {
+        Region {
+            id,
+            ptr,
+            words,
+            _owner: owner,
+        }
     }
 
     /// The region's id.
@@ -112,17 +179,24 @@ impl Region {
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.words.len() * 8
+        self.words * 8
     }
 
     /// Always false: regions have a positive length.
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        self.words == 0
     }
 
     /// The raw word array, for fabrics that apply remote operations.
     pub fn words(&self) -> &[AtomicU64] {
-        &self.words
+        // SAFETY: `from_raw`'s contract: `words` valid, aligned, initialised atomics that live as
+        // long as `_owner`, which `self` holds.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.words) }
+    }
+
+    /// The address of the first byte, for registering the region with a NIC.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr().cast()
     }
 
     /// Loads word `index` (acquire).
@@ -130,7 +204,7 @@ impl Region {
     /// # Panics
     /// If `index` is past the end of the region, like slice indexing.
     pub fn load(&self, index: usize) -> u64 {
-        self.words[index].load(Ordering::Acquire)
+        self.words()[index].load(Ordering::Acquire)
     }
 
     /// Stores word `index` (release).
@@ -138,7 +212,7 @@ impl Region {
     /// # Panics
     /// If `index` is past the end of the region, like slice indexing.
     pub fn store(&self, index: usize, value: u64) {
-        self.words[index].store(value, Ordering::Release)
+        self.words()[index].store(value, Ordering::Release)
     }
 
     /// Atomic compare-and-swap of word `index`: `Ok(old)` if it held `expected`, else `Err(actual)`.
@@ -146,7 +220,7 @@ impl Region {
     /// # Panics
     /// If `index` is past the end of the region.
     pub fn compare_and_swap(&self, index: usize, expected: u64, new: u64) -> Result<u64, u64> {
-        self.words[index].compare_exchange(expected, new, Ordering::AcqRel, Ordering::Acquire)
+        self.words()[index].compare_exchange(expected, new, Ordering::AcqRel, Ordering::Acquire)
     }
 
     /// Atomic wrapping add to word `index`; returns the old value.
@@ -154,7 +228,7 @@ impl Region {
     /// # Panics
     /// If `index` is past the end of the region.
     pub fn fetch_add(&self, index: usize, delta: u64) -> u64 {
-        self.words[index].fetch_add(delta, Ordering::AcqRel)
+        self.words()[index].fetch_add(delta, Ordering::AcqRel)
     }
 
     /// Checks that `len` bytes at `offset` lie inside the region.
@@ -173,14 +247,14 @@ impl Region {
     /// Copies bytes out of the region (each word loaded whole, acquire).
     pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> Result<(), RegionError> {
         self.check_range(offset, dst.len())?;
-        word::copy_out(&self.words, offset, dst);
+        word::copy_out(self.words(), offset, dst);
         Ok(())
     }
 
     /// Copies bytes into the region (whole words stored with release, partial words merged).
     pub fn write_bytes(&self, offset: usize, src: &[u8]) -> Result<(), RegionError> {
         self.check_range(offset, src.len())?;
-        word::copy_in(&self.words, offset, src);
+        word::copy_in(self.words(), offset, src);
         Ok(())
     }
 
@@ -194,14 +268,14 @@ impl Region {
     ) -> Result<(), RegionError> {
         src.check_range(src_offset, len)?;
         self.check_range(offset, len)?;
-        word::copy_between(&src.words, src_offset, &self.words, offset, len);
+        word::copy_between(src.words(), src_offset, self.words(), offset, len);
         Ok(())
     }
 
     /// A copy of the whole region's bytes (for tests, snapshots and debugging).
     pub fn snapshot(&self) -> Vec<u8> {
         let mut out = vec![0u8; self.len()];
-        word::copy_out(&self.words, 0, &mut out);
+        word::copy_out(self.words(), 0, &mut out);
         out
     }
 }

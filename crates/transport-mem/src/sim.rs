@@ -412,6 +412,7 @@ impl World {
         match self.next_moment() {
             Some(t) if t <= limit => {
                 self.now = self.now.max(t);
+                self.fire_timeouts();
                 Stepped::Advanced
             }
             _ => Stepped::Idle,

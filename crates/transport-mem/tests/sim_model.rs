@@ -261,8 +261,7 @@ fn check(seed: u64, n: usize, actions: &[Action], sabotage: Sabotage) -> Result<
     let mut inbox: Vec<Vec<(usize, Vec<u8>)>> = vec![Vec::new(); n];
     let mut locals = run.locals.iter().peekable();
     let full = sim.trace();
-    let mut position = 0;
-    for e in &full {
+    for (position, e) in full.iter().enumerate() {
         while let Some((_, l)) = locals.next_if(|(p, _)| *p <= position) {
             match l {
                 Local::Store { node, word, value } => set_word(&mut mem[*node], *word, *value),
@@ -271,7 +270,6 @@ fn check(seed: u64, n: usize, actions: &[Action], sabotage: Sabotage) -> Result<
                 }
             }
         }
-        position += 1;
         if e.src == e.dst {
             continue; // crash marker
         }

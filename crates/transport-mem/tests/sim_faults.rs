@@ -1,0 +1,210 @@
+//! The simulator's determinism and its fault injection: crash, partition, heal, delay, slow.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use squall_transport::conformance::drain;
+use squall_transport::{
+    Event, FailureCause, LocalSlice, NodeId, OpError, RegionId, RegionSpec, RemoteAddr, Signal,
+    Transport,
+};
+use squall_transport_mem::ConfigError;
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
+
+const R: RegionId = RegionId(0);
+
+fn cluster(seed: u64, n: usize) -> (Sim, Vec<SimNode>) {
+    Sim::cluster(SimConfig::seeded(seed), n, &[RegionSpec::new(R, 256)]).expect("valid sim")
+}
+
+/// Every node CASes and writes to every other node, with steps interleaved by the seed.
+fn busy_run(seed: u64) -> u64 {
+    let (sim, mut nodes) = cluster(seed, 4);
+    for round in 0..20u64 {
+        for (i, node) in nodes.iter_mut().enumerate() {
+            let peer = NodeId(((i + 1 + round as usize % 3) % 4) as u32);
+            node.region(R).expect("registered").store(i, round);
+            let src = LocalSlice::new(R, i * 8, 8);
+            let _ = node.write(
+                peer,
+                src,
+                RemoteAddr::new(R, 64 + i * 8),
+                Signal::Unsignaled,
+            );
+            let _ = node.compare_and_swap(peer, RemoteAddr::new(R, 128), round, round + 1);
+        }
+        for _ in 0..sim.random(6) {
+            sim.step();
+        }
+    }
+    sim.run_until_idle(100_000);
+    sim.trace_hash()
+}
+
+#[test]
+fn same_seed_same_trace() {
+    check_seeds("same_seed_same_trace", 20, |seed| {
+        let (a, b) = (busy_run(seed), busy_run(seed));
+        if a == b {
+            Ok(())
+        } else {
+            Err(format!("hashes {a:#x} and {b:#x} differ"))
+        }
+    });
+}
+
+#[test]
+fn different_seeds_explore_different_interleavings() {
+    let hashes: BTreeSet<u64> = (0..32).map(busy_run).collect();
+    assert!(
+        hashes.len() >= 30,
+        "32 seeds gave only {} distinct traces",
+        hashes.len()
+    );
+}
+
+#[test]
+fn crashed_peer_ops_time_out_then_fail_fast() {
+    let (sim, mut nodes) = cluster(5, 2);
+    sim.crash(NodeId(1));
+    let start = sim.now();
+    let op = nodes[0]
+        .fetch_add(NodeId(1), RemoteAddr::new(R, 0), 1)
+        .expect("valid op");
+    let mut events = Vec::new();
+    while events.is_empty() {
+        nodes[0].wait(Duration::from_millis(10));
+        drain(&mut nodes[0], |e| events.push(e));
+    }
+    let waited = sim.now() - start;
+    assert!(
+        waited >= sim.op_timeout(),
+        "failed after {waited:?}, before the timeout"
+    );
+    assert!(waited <= sim.op_timeout() * 2, "took {waited:?} to fail");
+    assert_eq!(
+        events[0],
+        Event::PeerFailed {
+            peer: NodeId(1),
+            cause: FailureCause::TimedOut
+        }
+    );
+    assert!(
+        matches!(events[1], Event::Completion(c) if c.op == op && c.result == Err(OpError::TimedOut))
+    );
+    // Once the link is broken, later ops fail at once.
+    let later = nodes[0].fence(NodeId(1)).expect("valid op");
+    let mut again = Vec::new();
+    drain(&mut nodes[0], |e| again.push(e));
+    assert!(
+        matches!(again.as_slice(), [Event::Completion(c)] if c.op == later && c.result.is_err())
+    );
+    // A crashed node's endpoint refuses to post.
+    assert!(nodes[1].fence(NodeId(0)).is_err());
+}
+
+#[test]
+fn partition_holds_traffic_and_heal_releases_it_in_order() {
+    let (sim, mut nodes) = cluster(9, 3);
+    sim.partition(&[NodeId(0)], &[NodeId(1), NodeId(2)]);
+    for v in 1..=5u64 {
+        nodes[0].region(R).expect("registered").store(v as usize, v);
+        let src = LocalSlice::new(R, v as usize * 8, 8);
+        nodes[0]
+            .write(NodeId(1), src, RemoteAddr::new(R, 0), Signal::Unsignaled)
+            .expect("valid");
+    }
+    sim.advance(sim.op_timeout() / 2);
+    let target = nodes[1].region(R).expect("registered").clone();
+    assert_eq!(target.load(0), 0, "a partition must hold traffic");
+    sim.heal();
+    sim.run_until_idle(1000);
+    assert_eq!(
+        target.load(0),
+        5,
+        "held writes must apply in order after a heal"
+    );
+    let mut events = Vec::new();
+    drain(&mut nodes[0], |e| events.push(e));
+    assert!(
+        events.is_empty(),
+        "a healed partition is not a failure: {events:?}"
+    );
+}
+
+#[test]
+fn partition_beyond_the_timeout_breaks_both_directions() {
+    let (sim, mut nodes) = cluster(11, 2);
+    sim.partition(&[NodeId(0)], &[NodeId(1)]);
+    nodes[0].fence(NodeId(1)).expect("valid");
+    nodes[1].fence(NodeId(0)).expect("valid");
+    sim.advance(sim.op_timeout() * 2);
+    for (me, peer) in [(0, NodeId(1)), (1, NodeId(0))] {
+        let mut events = Vec::new();
+        drain(&mut nodes[me], |e| events.push(e));
+        assert_eq!(
+            events[0],
+            Event::PeerFailed {
+                peer,
+                cause: FailureCause::TimedOut
+            },
+            "n{me}"
+        );
+    }
+}
+
+#[test]
+fn delay_and_slow_stretch_latency() {
+    let latency = |configure: &dyn Fn(&Sim)| {
+        let (sim, mut nodes) = cluster(3, 2);
+        configure(&sim);
+        nodes[0].fence(NodeId(1)).expect("valid");
+        let start = sim.now();
+        sim.run_until_idle(100);
+        sim.now() - start
+    };
+    let base = latency(&|_| {});
+    let delayed = latency(&|s| s.delay(NodeId(1), Duration::from_micros(100)));
+    let slowed = latency(&|s| s.slow(NodeId(0), 50));
+    assert!(
+        delayed >= base + Duration::from_micros(100),
+        "{delayed:?} vs {base:?}"
+    );
+    assert!(
+        slowed >= Duration::from_micros(50),
+        "a 50x slower node took {slowed:?}"
+    );
+    let (sim, _) = cluster(3, 2);
+    sim.slow(NodeId(0), 4);
+    let turns = (0..4000).filter(|_| sim.takes_turn(NodeId(0))).count();
+    assert!(
+        (700..1300).contains(&turns),
+        "a 4x slower node took {turns} of 4000 turns"
+    );
+}
+
+#[test]
+fn config_errors_say_what_to_change() {
+    let zero = SimConfig {
+        op_timeout: Duration::ZERO,
+        ..SimConfig::seeded(1)
+    };
+    assert_eq!(zero.validate(), Err(ConfigError::ZeroTimeout));
+    let inverted = SimConfig {
+        min_latency: Duration::from_micros(9),
+        max_latency: Duration::from_micros(1),
+        ..SimConfig::seeded(1)
+    };
+    let err = inverted.validate().expect_err("inverted latency");
+    assert!(
+        err.to_string().contains("min_latency <= max_latency"),
+        "{err}"
+    );
+    let bad_layout =
+        Sim::cluster(SimConfig::seeded(1), 2, &[RegionSpec::new(R, 12)]).expect_err("bad length");
+    assert!(
+        bad_layout.to_string().contains("multiple of 8"),
+        "{bad_layout}"
+    );
+    assert!(Sim::cluster(SimConfig::seeded(1), 0, &[]).is_err());
+}

@@ -1,0 +1,132 @@
+//! The threaded fabric's fault injection beyond the conformance suite.
+
+use std::time::{Duration, Instant};
+
+use squall_transport::conformance::drain;
+use squall_transport::{
+    Event, FailureCause, LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport,
+};
+use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+
+const R: RegionId = RegionId(0);
+
+#[test]
+fn heal_applies_held_ops_in_order_and_completes_them() {
+    let fabric = ThreadedFabric::new(ThreadedConfig {
+        op_timeout: Duration::from_secs(5),
+        ..Default::default()
+    })
+    .expect("valid");
+    let mut nodes = fabric
+        .cluster(2, &[RegionSpec::new(R, 128)])
+        .expect("valid");
+    let faults = nodes[0].faults();
+    faults.partition(NodeId(0), NodeId(1));
+    for v in 1..=5u64 {
+        nodes[0].region(R).expect("registered").store(v as usize, v);
+        let src = LocalSlice::new(R, v as usize * 8, 8);
+        nodes[0]
+            .write(NodeId(1), src, RemoteAddr::new(R, 0), Signal::Unsignaled)
+            .expect("valid");
+    }
+    let cas = nodes[0]
+        .compare_and_swap(NodeId(1), RemoteAddr::new(R, 0), 5, 6)
+        .expect("valid");
+    // Sources change after posting: held writes captured their bytes at post time.
+    nodes[0].region(R).expect("registered").store(5, 99);
+    let target = nodes[1].region(R).expect("registered").clone();
+    assert_eq!(target.load(0), 0, "held ops must not apply");
+    faults.heal(NodeId(0), NodeId(1));
+    assert_eq!(target.load(0), 6, "held ops apply in order at heal");
+    let mut events = Vec::new();
+    drain(&mut nodes[0], |e| events.push(e));
+    assert!(
+        matches!(events.as_slice(), [Event::Completion(c)] if c.op == cas && c.result == Ok(5)),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn crash_is_seen_by_every_peer_once_without_posting() {
+    let fabric = ThreadedFabric::new(ThreadedConfig::default()).expect("valid");
+    let mut nodes = fabric.cluster(3, &[RegionSpec::new(R, 64)]).expect("valid");
+    nodes[0].faults().crash(NodeId(2));
+    for (me, node) in nodes.iter_mut().take(2).enumerate() {
+        let mut events = Vec::new();
+        let start = Instant::now();
+        while events.is_empty() && start.elapsed() < Duration::from_secs(5) {
+            node.wait(Duration::from_millis(10));
+            drain(node, |e| events.push(e));
+        }
+        drain(node, |e| events.push(e));
+        assert_eq!(
+            events,
+            vec![Event::PeerFailed {
+                peer: NodeId(2),
+                cause: FailureCause::ConnectionLost
+            }],
+            "n{me}"
+        );
+    }
+    assert!(
+        nodes[2].fence(NodeId(0)).is_err(),
+        "a crashed endpoint refuses ops"
+    );
+}
+
+#[test]
+fn wait_wakes_when_a_remote_write_lands() {
+    let fabric = ThreadedFabric::new(ThreadedConfig::default()).expect("valid");
+    let mut nodes = fabric.cluster(2, &[RegionSpec::new(R, 64)]).expect("valid");
+    let mut b = nodes.pop().expect("two nodes");
+    let mut a = nodes.pop().expect("two nodes");
+    let waiter = std::thread::spawn(move || {
+        let start = Instant::now();
+        let region = b.region(R).expect("registered").clone();
+        while region.load(0) == 0 {
+            b.wait(Duration::from_secs(10));
+        }
+        start.elapsed()
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    a.region(R).expect("registered").store(1, 7);
+    a.write(
+        NodeId(1),
+        LocalSlice::new(R, 8, 8),
+        RemoteAddr::new(R, 0),
+        Signal::Unsignaled,
+    )
+    .expect("valid");
+    let waited = waiter.join().expect("waiter");
+    assert!(
+        waited < Duration::from_secs(5),
+        "the parked driver was not woken ({waited:?})"
+    );
+}
+
+#[test]
+fn config_is_validated() {
+    assert!(
+        ThreadedFabric::new(ThreadedConfig {
+            op_timeout: Duration::ZERO,
+            ..Default::default()
+        })
+        .is_err()
+    );
+    assert!(
+        ThreadedFabric::new(ThreadedConfig {
+            max_message_len: 0,
+            ..Default::default()
+        })
+        .is_err()
+    );
+    let f = ThreadedFabric::new(ThreadedConfig::default()).expect("valid");
+    assert!(f.cluster(0, &[]).is_err());
+    let dup = [RegionSpec::new(R, 8), RegionSpec::new(R, 8)];
+    assert!(
+        f.cluster(2, &dup)
+            .expect_err("duplicate")
+            .to_string()
+            .contains("registered twice")
+    );
+}

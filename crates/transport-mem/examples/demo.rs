@@ -33,7 +33,9 @@ impl Incrementer {
     fn step<T: Transport>(&mut self, node: &mut T, target: u64) -> bool {
         if !self.pending && self.failures.is_empty() {
             let word = RemoteAddr::new(R, 0);
-            self.pending = node.compare_and_swap(NodeId(0), word, self.guess, self.guess + 1).is_ok();
+            self.pending = node
+                .compare_and_swap(NodeId(0), word, self.guess, self.guess + 1)
+                .is_ok();
         }
         drain(node, |e| match e {
             Event::Completion(c) if c.result.is_ok() => {
@@ -69,7 +71,11 @@ fn threaded() -> Result<(), Box<dyn std::error::Error>> {
     let took = start.elapsed();
     let total = counter.load(0);
     println!("threaded fabric: 3 nodes x {PER_NODE} contended remote CAS increments");
-    println!("  final counter {total} (expected {}), {:.1} M successful CAS/s", 3 * PER_NODE, total as f64 / took.as_secs_f64() / 1e6);
+    println!(
+        "  final counter {total} (expected {}), {:.1} M successful CAS/s",
+        3 * PER_NODE,
+        total as f64 / took.as_secs_f64() / 1e6
+    );
     Ok(())
 }
 
@@ -96,11 +102,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (a, _) = simulated(42, false)?;
     let (b, _) = simulated(42, false)?;
     let (c, _) = simulated(43, false)?;
-    println!("simulator: seed 42 trace {a:#018x}, again {b:#018x} (identical: {}), seed 43 {c:#018x}", a == b);
+    println!(
+        "simulator: seed 42 trace {a:#018x}, again {b:#018x} (identical: {}), seed 43 {c:#018x}",
+        a == b
+    );
     let (_, events) = simulated(42, true)?;
-    let failures = events.iter().filter(|e| matches!(e, Event::PeerFailed { .. })).count();
-    let errors = events.iter().filter(|e| matches!(e, Event::Completion(c) if c.result.is_err())).count();
-    println!("simulator with n0 crashed mid-run: n1 saw {failures} failure report and {errors} failed op(s)");
+    let failures = events
+        .iter()
+        .filter(|e| matches!(e, Event::PeerFailed { .. }))
+        .count();
+    let errors = events
+        .iter()
+        .filter(|e| matches!(e, Event::Completion(c) if c.result.is_err()))
+        .count();
+    println!(
+        "simulator with n0 crashed mid-run: n1 saw {failures} failure report and {errors} failed op(s)"
+    );
     for e in events.iter().take(3) {
         println!("  {e:?}");
     }

@@ -517,7 +517,7 @@ impl ThreadedNode {
         signaled: bool,
         op: Posted<'_>,
     ) -> Result<OpId, PostError> {
-        let s = Arc::clone(&self.shared);
+        let s = &*self.shared;
         if s.nodes[self.me.index()].crashed.load(Ordering::Acquire) {
             return Err(PostError::Closed);
         }
@@ -633,7 +633,7 @@ impl ThreadedNode {
     /// Reports links closed by others (crash, a peer's `report_failed`, a timeout seen by the
     /// peer) and fails this node's held ops whose deadline passed.
     fn refresh(&mut self) {
-        let s = Arc::clone(&self.shared);
+        let s = &*self.shared;
         let epoch = s.fault_epoch.load(Ordering::Acquire);
         if epoch != self.seen_epoch {
             self.seen_epoch = epoch;
@@ -657,7 +657,7 @@ impl ThreadedNode {
                 self.time_out(peer);
             }
         }
-        let node = &s.nodes[self.me.index()];
+        let node = &self.shared.nodes[self.me.index()];
         if node.has_deferred.swap(false, Ordering::AcqRel) {
             let deferred = std::mem::take(&mut *lock(&node.deferred));
             // Deferred events are older than anything posted since; put them first.

@@ -1,9 +1,9 @@
 //! Conformance harnesses for both in-process fabrics.
 #![allow(dead_code, unreachable_pub)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use squall_transport::conformance::{Fabric, Progress, Slot, Stalled};
+use squall_transport::conformance::{Fabric, Progress, Slot, Stalled, run_on_threads};
 use squall_transport::{NodeId, RegionSpec};
 use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric, ThreadedNode};
 
@@ -40,45 +40,7 @@ impl Fabric for Threaded {
         nodes: &mut [ThreadedNode],
         programs: Vec<Slot<'_, ThreadedNode>>,
     ) -> Result<(), Stalled> {
-        let limit = Duration::from_secs(20);
-        let start = Instant::now();
-        let unfinished: Vec<usize> = std::thread::scope(|scope| {
-            let handles: Vec<_> = nodes
-                .iter_mut()
-                .zip(programs)
-                .enumerate()
-                .filter_map(|(i, (node, prog))| prog.map(|p| (i, node, p)))
-                .map(|(i, node, mut prog)| {
-                    scope.spawn(move || {
-                        loop {
-                            match prog.step(node) {
-                                Progress::Done => return None,
-                                Progress::Busy => {}
-                                Progress::Idle => squall_transport::Transport::wait(
-                                    node,
-                                    Duration::from_millis(1),
-                                ),
-                            }
-                            if start.elapsed() > limit {
-                                return Some(i);
-                            }
-                        }
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .filter_map(|h| h.join().expect("program panicked"))
-                .collect()
-        });
-        if unfinished.is_empty() {
-            Ok(())
-        } else {
-            Err(Stalled {
-                after: start.elapsed(),
-                unfinished,
-            })
-        }
+        run_on_threads(nodes, programs, Duration::from_secs(20))
     }
 
     fn crash(&mut self, nodes: &mut [ThreadedNode], victim: NodeId) {

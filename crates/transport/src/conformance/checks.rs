@@ -750,28 +750,39 @@ pub fn messages_intact_and_ordered<F: Fabric>(f: &mut F) -> Result<(), Violation
         .collect();
     let total = sizes.len();
 
-    let mut sent = false;
+    let mut next = 0usize;
+    let mut refused_checked = false;
     let sizes_tx = sizes.clone();
     let sender = |n: &mut F::Node| {
-        if !sent {
-            sent = true;
-            for (seq, &len) in sizes_tx.iter().enumerate() {
-                let data: Vec<u8> = message_bytes(seq, len).collect();
-                p.post("send", n.send(NodeId(1), &data, Signal::Unsignaled));
-            }
-            if max < usize::MAX {
-                let too_big = vec![0u8; max + 1];
-                match n.send(NodeId(1), &too_big, Signal::Unsignaled) {
-                    Err(PostError::MessageTooLarge { len, max: m }) if len == max + 1 && m == max => {}
-                    other => p.add(format!(
-                        "a {}-byte message (max {max}) was not refused with MessageTooLarge: {other:?}",
-                        max + 1
-                    )),
+        // Post in order; a full send queue is back-pressure, not an error: poll and retry.
+        while let Some(&len) = sizes_tx.get(next) {
+            let data: Vec<u8> = message_bytes(next, len).collect();
+            match n.send(NodeId(1), &data, Signal::Unsignaled) {
+                Ok(_) => next += 1,
+                Err(PostError::QueueFull { .. }) => break,
+                Err(e) => {
+                    p.add(format!("send {next} was refused: {e}"));
+                    return Progress::Done;
                 }
             }
         }
+        if !refused_checked && max < usize::MAX {
+            refused_checked = true;
+            let too_big = vec![0u8; max + 1];
+            match n.send(NodeId(1), &too_big, Signal::Unsignaled) {
+                Err(PostError::MessageTooLarge { len, max: m }) if len == max + 1 && m == max => {}
+                other => p.add(format!(
+                    "a {}-byte message (max {max}) was not refused with MessageTooLarge: {other:?}",
+                    max + 1
+                )),
+            }
+        }
         drain(n, |e| p.add(format!("unexpected event {e:?}")));
-        Progress::Done
+        if next == sizes_tx.len() || !p.found.is_empty() {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
     };
     let mut got = 0usize;
     let mut buf = Vec::new();

@@ -148,6 +148,54 @@ pub fn run_all<F: Fabric>(fabric: &mut F) -> Vec<(&'static str, Result<(), Viola
         .collect()
 }
 
+/// Runs `programs[i]` on `nodes[i]`, each on its own OS thread, until all finish or `limit`
+/// passes: the runner for real fabrics (threaded, TCP, RDMA), where programs must truly race.
+/// An idle program parks its node for up to a millisecond.
+pub fn run_on_threads<T: Transport + Send>(
+    nodes: &mut [T],
+    programs: Vec<Slot<'_, T>>,
+    limit: Duration,
+) -> Result<(), Stalled> {
+    let start = std::time::Instant::now();
+    let unfinished: Vec<usize> = std::thread::scope(|scope| {
+        let handles: Vec<_> = nodes
+            .iter_mut()
+            .zip(programs)
+            .enumerate()
+            .filter_map(|(i, (node, prog))| prog.map(|p| (i, node, p)))
+            .map(|(i, node, mut prog)| {
+                scope.spawn(move || {
+                    loop {
+                        match prog.step(node) {
+                            Progress::Done => return None,
+                            Progress::Busy => {}
+                            Progress::Idle => node.wait(Duration::from_millis(1)),
+                        }
+                        if start.elapsed() > limit {
+                            return Some(i);
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    if unfinished.is_empty() {
+        Ok(())
+    } else {
+        Err(Stalled {
+            after: start.elapsed(),
+            unfinished,
+        })
+    }
+}
+
 /// Drains every pending event of `node` into `f`, without allocating.
 ///
 /// ```

@@ -1,0 +1,802 @@
+//! `RdmaNode`: the transport contract over RC queue pairs, on any [`Provider`].
+//!
+//! One queue pair per peer. Writes post unsignaled, with every `signal_every`-th one signaled so
+//! the batch retires (Derecho's technique; completions on a queue pair arrive in order, so one
+//! signaled success retires every earlier request). Atomics land their old value in a per-link
+//! result slot of a registered control region. Sends are copied into registered send slots; each
+//! peer keeps `rq_depth` receive buffers posted. A fence is a signaled, fenced 8-byte RDMA READ of
+//! the peer's control word: the responder executes requests in order, so its response means every
+//! earlier request on the link was applied. Any error completion on a queue pair — retry
+//! exceeded, remote access, flush — makes that peer failed: reported once, before the error
+//! completions, and the queue pair moves to the error state so nothing more it sends is applied.
+//!
+//! One-sided writes into this node raise no completion here, so `wait` wakes on completions and
+//! messages only; drivers that watch memory written by peers poll with short waits.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use squall_transport::{
+    Clock, Completion, Directory, Event, FailureCause, LocalSlice, NodeId, OpError, OpId, OpKind,
+    PostError, Region, RegionId, RegionSpec, RemoteAddr, Signal, SystemClock, Time, Transport,
+};
+use thiserror::Error;
+
+use crate::config::{ConfigError, RdmaConfig};
+use crate::exchange::{Hello, ReadError, RemoteRegion};
+use crate::provider::{
+    MemoryKeys, Provider, ProviderError, Sge, WcStatus, WorkCompletion, WorkOp, WorkRequest,
+};
+
+/// Why a node could not start.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// A setting is invalid.
+    #[error("invalid RDMA configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// The region layout is invalid.
+    #[error("invalid region layout: {0}")]
+    Region(#[from] squall_transport::RegionError),
+    /// The NIC failed (or there is none; the message says which).
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    /// This node has no address in the cluster map.
+    #[error("{0} has no address in the cluster map")]
+    NoAddress(NodeId),
+    /// The side channel failed.
+    #[error("side channel with {peer}: {source}")]
+    SideChannel {
+        /// The peer.
+        peer: NodeId,
+        /// What failed.
+        #[source]
+        source: ReadError,
+    },
+    /// Could not listen or connect.
+    #[error("side channel: {0}")]
+    Io(#[from] std::io::Error),
+    /// A peer belongs to another cluster or is not who it should be.
+    #[error("peer at {addr} is {what}; check cluster_id and the cluster map on both nodes")]
+    Mismatch {
+        /// The peer's address.
+        addr: SocketAddr,
+        /// What was wrong.
+        what: String,
+    },
+    /// Setup did not finish in time.
+    #[error("connecting to {0:?} did not finish within connect_timeout")]
+    Timeout(Vec<NodeId>),
+}
+
+const RECV_BIT: u64 = 1 << 63;
+
+/// An op on a link waiting for its completion.
+struct Pending {
+    wr_id: u64,
+    op: OpId,
+    kind: OpKind,
+    /// The user asked for a completion (else it was signaled only to retire the batch).
+    user_signaled: bool,
+    atomic_slot: Option<usize>,
+    send_slot: Option<usize>,
+}
+
+struct Link {
+    peer: NodeId,
+    failed: bool,
+    outstanding: VecDeque<Pending>,
+    unsignaled_run: usize,
+    atomic_free: Vec<usize>,
+    send_free: Vec<usize>,
+    control: MemoryKeys,
+    regions: Vec<RemoteRegion>,
+}
+
+/// One node's endpoint on an RDMA fabric.
+pub struct RdmaNode<P: Provider> {
+    me: NodeId,
+    cfg: RdmaConfig,
+    provider: P,
+    dir: Directory,
+    clock: SystemClock,
+    local_keys: Vec<(RegionId, MemoryKeys)>,
+    links: Vec<Link>,
+    /// Word 0: the fence word peers read; word 1: fence landing; then `sq_depth` atomic result
+    /// slots per link.
+    control: Region,
+    control_keys: MemoryKeys,
+    sends: Region,
+    sends_keys: MemoryKeys,
+    recvs: Region,
+    recvs_keys: MemoryKeys,
+    slot_len: usize,
+    events: VecDeque<Event>,
+    inbox: VecDeque<(NodeId, Vec<u8>)>,
+    next_op: u64,
+    next_wr: u64,
+    /// The completion queue overflowed: every link is dead.
+    broken: bool,
+    wcs: Vec<WorkCompletion>,
+}
+
+impl<P: Provider> std::fmt::Debug for RdmaNode<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmaNode")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+fn slot_len(max: usize) -> usize {
+    max.div_ceil(8) * 8
+}
+
+impl<P: Provider> RdmaNode<P> {
+    /// Starts node `me`: registers `layout`, creates a queue pair per peer, exchanges endpoints
+    /// and region keys with every peer of `cluster` over TCP (listening on `me`'s address;
+    /// connecting to lower ids, accepting higher ones), and connects the queue pairs.
+    pub fn connect(
+        cfg: RdmaConfig,
+        mut provider: P,
+        me: NodeId,
+        cluster: &BTreeMap<NodeId, SocketAddr>,
+        layout: &[RegionSpec],
+    ) -> Result<RdmaNode<P>, StartError> {
+        let peers: Vec<NodeId> = cluster.keys().copied().filter(|&p| p != me).collect();
+        cfg.validate(peers.len())?;
+        RegionSpec::validate_all(layout)?;
+        let my_addr = *cluster.get(&me).ok_or(StartError::NoAddress(me))?;
+
+        let mut dir = Directory::new(me);
+        let mut local_keys = Vec::new();
+        for spec in layout {
+            let region = Region::new(*spec)?;
+            local_keys.push((spec.id, provider.register(&region)?));
+            dir.add_local(region)?;
+        }
+        let n = peers.len().max(1);
+        let slot = slot_len(cfg.max_message_len);
+        let control = Region::new(RegionSpec::new(
+            RegionId(u32::MAX),
+            16 + n * cfg.sq_depth * 8,
+        ))?;
+        let sends = Region::new(RegionSpec::new(
+            RegionId(u32::MAX - 1),
+            n * cfg.send_slots * slot,
+        ))?;
+        let recvs = Region::new(RegionSpec::new(
+            RegionId(u32::MAX - 2),
+            n * cfg.rq_depth * slot,
+        ))?;
+        let control_keys = provider.register(&control)?;
+        let sends_keys = provider.register(&sends)?;
+        let recvs_keys = provider.register(&recvs)?;
+
+        let mut endpoints = BTreeMap::new();
+        for &peer in &peers {
+            endpoints.insert(peer, provider.create_qp(peer)?);
+        }
+        let hello_for = |peer: NodeId| Hello {
+            cluster_id: cfg.cluster_id,
+            node: me,
+            qp: endpoints[&peer],
+            control: control_keys,
+            regions: local_keys
+                .iter()
+                .map(|&(id, keys)| RemoteRegion { id, keys })
+                .collect(),
+        };
+
+        let hellos = exchange(&cfg, me, my_addr, cluster, &peers, hello_for)?;
+        let mut links = Vec::new();
+        for (i, &peer) in peers.iter().enumerate() {
+            let (hello, _) = &hellos[&peer];
+            provider.connect_qp(peer, &hello.qp)?;
+            let specs: Vec<RegionSpec> = hello
+                .regions
+                .iter()
+                .map(|r| RegionSpec::new(r.id, r.keys.len as usize))
+                .collect();
+            dir.add_peer(peer, &specs);
+            links.push(Link {
+                peer,
+                failed: false,
+                outstanding: VecDeque::new(),
+                unsignaled_run: 0,
+                atomic_free: (0..cfg.sq_depth)
+                    .map(|k| i * cfg.sq_depth + k)
+                    .rev()
+                    .collect(),
+                send_free: (0..cfg.send_slots)
+                    .map(|k| i * cfg.send_slots + k)
+                    .rev()
+                    .collect(),
+                control: hello.control,
+                regions: hello.regions.clone(),
+            });
+        }
+        let mut node = RdmaNode {
+            me,
+            provider,
+            dir,
+            clock: SystemClock::new(),
+            local_keys,
+            links,
+            control,
+            control_keys,
+            sends,
+            sends_keys,
+            recvs,
+            recvs_keys,
+            slot_len: slot,
+            events: VecDeque::new(),
+            inbox: VecDeque::new(),
+            next_op: 0,
+            next_wr: 0,
+            broken: false,
+            wcs: vec![
+                WorkCompletion {
+                    wr_id: 0,
+                    peer: me,
+                    status: WcStatus::Success,
+                    is_recv: false,
+                    byte_len: 0
+                };
+                64
+            ],
+            cfg,
+        };
+        for i in 0..node.links.len() {
+            for k in 0..node.cfg.rq_depth {
+                node.post_recv_slot(i, i * node.cfg.rq_depth + k)?;
+            }
+        }
+        // Every queue pair is ready to receive; tell the peers, and wait until they are too.
+        for (_, stream) in hellos.into_values() {
+            ready(stream)?;
+        }
+        tracing::info!(node = %me, peers = node.links.len(), "rdma transport connected");
+        Ok(node)
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RdmaConfig {
+        &self.cfg
+    }
+
+    fn post_recv_slot(&mut self, link: usize, slot: usize) -> Result<(), ProviderError> {
+        let peer = self.links[link].peer;
+        let sge = Sge {
+            addr: self.recvs_keys.addr + (slot * self.slot_len) as u64,
+            len: self.slot_len as u32,
+            lkey: self.recvs_keys.lkey,
+        };
+        self.provider.post_recv(peer, RECV_BIT | slot as u64, sge)
+    }
+
+    fn link_index(&self, peer: NodeId) -> Option<usize> {
+        self.links.iter().position(|l| l.peer == peer)
+    }
+
+    fn local_sge(&self, s: LocalSlice) -> Sge {
+        let keys = self
+            .local_keys
+            .iter()
+            .find(|(id, _)| *id == s.region)
+            .map(|(_, k)| *k)
+            .unwrap_or_else(|| unreachable!("local region {} was validated", s.region));
+        Sge {
+            addr: keys.addr + s.offset as u64,
+            len: s.len as u32,
+            lkey: keys.lkey,
+        }
+    }
+
+    fn remote(&self, link: usize, a: RemoteAddr) -> (u64, u32) {
+        let r = self.links[link]
+            .regions
+            .iter()
+            .find(|r| r.id == a.region)
+            .unwrap_or_else(|| unreachable!("remote region {} was validated", a.region));
+        (r.keys.addr + a.offset as u64, r.keys.rkey)
+    }
+
+    fn report(&mut self, link: usize, cause: FailureCause) {
+        let l = &mut self.links[link];
+        if !l.failed {
+            l.failed = true;
+            self.events.push_back(Event::PeerFailed {
+                peer: l.peer,
+                cause,
+            });
+            tracing::warn!(me = %self.me, peer = %l.peer, %cause, "rdma peer failed");
+        }
+    }
+
+    fn fail_op(&mut self, peer: NodeId, op: OpId, kind: OpKind, error: OpError) {
+        self.events.push_back(Event::Completion(Completion {
+            op,
+            peer,
+            kind,
+            result: Err(error),
+        }));
+    }
+
+    /// Posts one work request on a link, with the bookkeeping every op shares.
+    fn post(
+        &mut self,
+        peer: NodeId,
+        kind: OpKind,
+        signal: Signal,
+        build: impl FnOnce(&mut Self, usize, &mut Pending) -> Result<(WorkOp, Sge, bool), PostError>,
+    ) -> Result<OpId, PostError> {
+        let link = self
+            .link_index(peer)
+            .ok_or(PostError::UnknownPeer { peer })?;
+        let op = OpId(self.next_op);
+        self.next_op += 1;
+        if self.links[link].failed || self.broken {
+            self.fail_op(peer, op, kind, OpError::PeerFailed);
+            return Ok(op);
+        }
+        if self.links[link].outstanding.len() >= self.cfg.sq_depth {
+            return Err(PostError::QueueFull {
+                peer,
+                depth: self.cfg.sq_depth,
+            });
+        }
+        let wr_id = self.next_wr;
+        let user_signaled = signal == Signal::Signaled;
+        let mut pending = Pending {
+            wr_id,
+            op,
+            kind,
+            user_signaled,
+            atomic_slot: None,
+            send_slot: None,
+        };
+        let (work, local, fence) = build(self, link, &mut pending)?;
+        self.next_wr += 1;
+        let l = &mut self.links[link];
+        // Signal when asked, for ops that return something, and every `signal_every` ops.
+        let signaled = user_signaled || l.unsignaled_run + 1 >= self.cfg.signal_every;
+        l.unsignaled_run = if signaled { 0 } else { l.unsignaled_run + 1 };
+        let wr = WorkRequest {
+            wr_id,
+            op: work,
+            local,
+            signaled,
+            fence,
+        };
+        l.outstanding.push_back(pending);
+        if let Err(e) = self.provider.post_send(peer, &wr) {
+            tracing::warn!(me = %self.me, %peer, error = %e, "ibv_post_send failed; failing the link");
+            self.provider.set_error(peer);
+            self.report(link, FailureCause::ConnectionLost);
+            self.flush_link(link, OpError::PeerFailed);
+        }
+        Ok(op)
+    }
+
+    /// Fails everything outstanding on a link (the completions were lost with the queue).
+    fn flush_link(&mut self, link: usize, error: OpError) {
+        let peer = self.links[link].peer;
+        let drained: Vec<Pending> = self.links[link].outstanding.drain(..).collect();
+        for p in drained {
+            self.release(link, &p);
+            self.fail_op(peer, p.op, p.kind, error);
+        }
+    }
+
+    fn release(&mut self, link: usize, p: &Pending) {
+        let l = &mut self.links[link];
+        if let Some(s) = p.atomic_slot {
+            l.atomic_free.push(s);
+        }
+        if let Some(s) = p.send_slot {
+            l.send_free.push(s);
+        }
+    }
+
+    fn handle(&mut self, wc: WorkCompletion) {
+        let Some(link) = self.link_index(wc.peer) else {
+            return;
+        };
+        if wc.is_recv || wc.wr_id & RECV_BIT != 0 {
+            self.handle_recv(link, wc);
+            return;
+        }
+        // Completions arrive in post order: everything before this request is done too.
+        while let Some(front) = self.links[link].outstanding.front() {
+            if front.wr_id > wc.wr_id {
+                break;
+            }
+            let p = self.links[link]
+                .outstanding
+                .pop_front()
+                .unwrap_or_else(|| unreachable!());
+            self.release(link, &p);
+            let peer = wc.peer;
+            if p.wr_id < wc.wr_id {
+                // An earlier unsignaled request: succeeded if this one did; flushed otherwise.
+                if wc.status != WcStatus::Success {
+                    self.fail_op(peer, p.op, p.kind, OpError::PeerFailed);
+                }
+                continue;
+            }
+            match wc.status {
+                WcStatus::Success if p.user_signaled => {
+                    let value = p.atomic_slot.map_or(0, |s| self.control.load(2 + s));
+                    self.events.push_back(Event::Completion(Completion {
+                        op: p.op,
+                        peer,
+                        kind: p.kind,
+                        result: Ok(value),
+                    }));
+                }
+                WcStatus::Success => {}
+                status => {
+                    let (cause, error) = match status {
+                        WcStatus::RetryExceeded => (FailureCause::TimedOut, OpError::TimedOut),
+                        _ => (FailureCause::ConnectionLost, OpError::PeerFailed),
+                    };
+                    self.report(link, cause);
+                    self.provider.set_error(peer);
+                    self.fail_op(peer, p.op, p.kind, error);
+                }
+            }
+        }
+    }
+
+    fn handle_recv(&mut self, link: usize, wc: WorkCompletion) {
+        if wc.status != WcStatus::Success {
+            if !self.links[link].failed {
+                self.report(link, FailureCause::ConnectionLost);
+                self.provider.set_error(wc.peer);
+            }
+            return;
+        }
+        if self.links[link].failed {
+            return; // nothing from a failed peer is delivered
+        }
+        let slot = (wc.wr_id & !RECV_BIT) as usize;
+        let mut data = vec![0u8; (wc.byte_len as usize).min(self.slot_len)];
+        let _ = self.recvs.read_bytes(slot * self.slot_len, &mut data);
+        self.inbox.push_back((wc.peer, data));
+        if let Err(e) = self.post_recv_slot(link, slot) {
+            tracing::warn!(me = %self.me, peer = %wc.peer, error = %e, "reposting a receive failed");
+            self.report(link, FailureCause::ConnectionLost);
+            self.provider.set_error(wc.peer);
+        }
+    }
+
+    fn drive(&mut self) {
+        if self.broken {
+            return;
+        }
+        loop {
+            let mut wcs = std::mem::take(&mut self.wcs);
+            match self.provider.poll(&mut wcs) {
+                Ok(n) => {
+                    for wc in &wcs[..n] {
+                        self.handle(*wc);
+                    }
+                    let more = n == wcs.len();
+                    self.wcs = wcs;
+                    if !more {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    self.wcs = wcs;
+                    tracing::error!(me = %self.me, error = %e, "completion queue lost; failing every link");
+                    self.broken = true;
+                    for link in 0..self.links.len() {
+                        let peer = self.links[link].peer;
+                        self.report(link, FailureCause::ConnectionLost);
+                        self.provider.set_error(peer);
+                        self.flush_link(link, OpError::PeerFailed);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Exchanges hellos with every peer; returns each peer's hello and the open stream.
+fn exchange(
+    cfg: &RdmaConfig,
+    me: NodeId,
+    my_addr: SocketAddr,
+    cluster: &BTreeMap<NodeId, SocketAddr>,
+    peers: &[NodeId],
+    hello_for: impl Fn(NodeId) -> Hello,
+) -> Result<BTreeMap<NodeId, (Hello, TcpStream)>, StartError> {
+    let deadline = Instant::now() + cfg.connect_timeout;
+    let listener = TcpListener::bind(my_addr)?;
+    listener.set_nonblocking(true)?;
+    let mut got = BTreeMap::new();
+    let check = |hello: &Hello,
+                 addr: SocketAddr,
+                 expect: Option<NodeId>|
+     -> Result<(), StartError> {
+        if hello.cluster_id != cfg.cluster_id {
+            return Err(StartError::Mismatch {
+                addr,
+                what: format!("in cluster {}, not {}", hello.cluster_id, cfg.cluster_id),
+            });
+        }
+        match expect {
+            Some(e) if e != hello.node => Err(StartError::Mismatch {
+                addr,
+                what: format!("{} but the cluster map says {e}", hello.node),
+            }),
+            None if !peers.contains(&hello.node) || hello.node < me => Err(StartError::Mismatch {
+                addr,
+                what: format!("{}, which should not connect to {me}", hello.node),
+            }),
+            _ => Ok(()),
+        }
+    };
+    let io = |peer: NodeId| {
+        move |e: std::io::Error| StartError::SideChannel {
+            peer,
+            source: ReadError::Io(e),
+        }
+    };
+    for &peer in peers.iter().filter(|&&p| p < me) {
+        let addr = cluster[&peer];
+        let mut stream = loop {
+            match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => return Err(io(peer)(e)),
+            }
+        };
+        stream
+            .set_read_timeout(Some(cfg.connect_timeout))
+            .map_err(io(peer))?;
+        stream.set_nodelay(true).map_err(io(peer))?;
+        hello_for(peer).write_to(&mut stream).map_err(io(peer))?;
+        let hello = Hello::read_from(&mut stream)
+            .map_err(|source| StartError::SideChannel { peer, source })?;
+        check(&hello, addr, Some(peer))?;
+        got.insert(peer, (hello, stream));
+    }
+    let mut waiting: Vec<NodeId> = peers.iter().copied().filter(|&p| p > me).collect();
+    while !waiting.is_empty() {
+        match listener.accept() {
+            Ok((mut stream, addr)) => {
+                stream.set_nonblocking(false)?;
+                stream.set_read_timeout(Some(cfg.connect_timeout))?;
+                stream.set_nodelay(true)?;
+                let hello = match Hello::read_from(&mut stream) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        tracing::warn!(%addr, error = %e, "refused a side-channel connection");
+                        continue;
+                    }
+                };
+                check(&hello, addr, None)?;
+                let peer = hello.node;
+                hello_for(peer).write_to(&mut stream).map_err(io(peer))?;
+                waiting.retain(|&p| p != peer);
+                got.insert(peer, (hello, stream));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(StartError::Timeout(waiting));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(got)
+}
+
+fn ready(mut stream: TcpStream) -> Result<(), StartError> {
+    stream.write_all(&[1])?;
+    let mut b = [0u8; 1];
+    stream.read_exact(&mut b)?;
+    Ok(())
+}
+
+impl<P: Provider> Transport for RdmaNode<P> {
+    fn local_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn peers(&self) -> &[NodeId] {
+        self.dir.peers()
+    }
+
+    fn region(&self, id: RegionId) -> Option<&Region> {
+        self.dir.local(id)
+    }
+
+    fn remote_region_len(&self, peer: NodeId, id: RegionId) -> Option<usize> {
+        self.dir.remote_len(peer, id)
+    }
+
+    fn max_message_len(&self) -> usize {
+        self.cfg.max_message_len
+    }
+
+    fn now(&self) -> Time {
+        self.clock.now()
+    }
+
+    fn write(
+        &mut self,
+        peer: NodeId,
+        src: LocalSlice,
+        dst: RemoteAddr,
+        signal: Signal,
+    ) -> Result<OpId, PostError> {
+        self.dir.check_write(peer, src, dst)?;
+        self.post(peer, OpKind::Write, signal, |n, link, _| {
+            let (remote_addr, rkey) = n.remote(link, dst);
+            Ok((WorkOp::Write { remote_addr, rkey }, n.local_sge(src), false))
+        })
+    }
+
+    fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
+        self.dir.check_remote(peer, src, dst.len)?;
+        self.dir.check_local(dst)?;
+        self.post(peer, OpKind::Read, Signal::Signaled, |n, link, _| {
+            let (remote_addr, rkey) = n.remote(link, src);
+            Ok((WorkOp::Read { remote_addr, rkey }, n.local_sge(dst), false))
+        })
+    }
+
+    fn compare_and_swap(
+        &mut self,
+        peer: NodeId,
+        word: RemoteAddr,
+        expected: u64,
+        new: u64,
+    ) -> Result<OpId, PostError> {
+        self.dir.check_atomic(peer, word)?;
+        self.post(
+            peer,
+            OpKind::CompareAndSwap,
+            Signal::Signaled,
+            |n, link, p| {
+                let slot = n.links[link]
+                    .atomic_free
+                    .pop()
+                    .ok_or(PostError::QueueFull {
+                        peer,
+                        depth: n.cfg.sq_depth,
+                    })?;
+                p.atomic_slot = Some(slot);
+                let (remote_addr, rkey) = n.remote(link, word);
+                let sge = Sge {
+                    addr: n.control_keys.addr + 16 + slot as u64 * 8,
+                    len: 8,
+                    lkey: n.control_keys.lkey,
+                };
+                Ok((
+                    WorkOp::CompareAndSwap {
+                        remote_addr,
+                        rkey,
+                        compare: expected,
+                        swap: new,
+                    },
+                    sge,
+                    false,
+                ))
+            },
+        )
+    }
+
+    fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
+        self.dir.check_atomic(peer, word)?;
+        self.post(peer, OpKind::FetchAdd, Signal::Signaled, |n, link, p| {
+            let slot = n.links[link]
+                .atomic_free
+                .pop()
+                .ok_or(PostError::QueueFull {
+                    peer,
+                    depth: n.cfg.sq_depth,
+                })?;
+            p.atomic_slot = Some(slot);
+            let (remote_addr, rkey) = n.remote(link, word);
+            let sge = Sge {
+                addr: n.control_keys.addr + 16 + slot as u64 * 8,
+                len: 8,
+                lkey: n.control_keys.lkey,
+            };
+            Ok((
+                WorkOp::FetchAdd {
+                    remote_addr,
+                    rkey,
+                    add: delta,
+                },
+                sge,
+                false,
+            ))
+        })
+    }
+
+    fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
+        self.dir
+            .check_send(peer, data.len(), self.cfg.max_message_len)?;
+        let op = self.post(peer, OpKind::Send, Signal::Signaled, |n, link, p| {
+            let slot = n.links[link].send_free.pop().ok_or(PostError::QueueFull {
+                peer,
+                depth: n.cfg.send_slots,
+            })?;
+            p.send_slot = Some(slot);
+            p.user_signaled = signal == Signal::Signaled;
+            let _ = n.sends.write_bytes(slot * n.slot_len, data);
+            let sge = Sge {
+                addr: n.sends_keys.addr + (slot * n.slot_len) as u64,
+                len: data.len() as u32,
+                lkey: n.sends_keys.lkey,
+            };
+            Ok((WorkOp::Send, sge, false))
+        })?;
+        Ok(op)
+    }
+
+    fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
+        self.dir.check_fence(peer)?;
+        self.post(peer, OpKind::Fence, Signal::Signaled, |n, link, _| {
+            let c = n.links[link].control;
+            let sge = Sge {
+                addr: n.control_keys.addr + 8,
+                len: 8,
+                lkey: n.control_keys.lkey,
+            };
+            Ok((
+                WorkOp::Read {
+                    remote_addr: c.addr,
+                    rkey: c.rkey,
+                },
+                sge,
+                true,
+            ))
+        })
+    }
+
+    fn poll(&mut self, out: &mut [Event]) -> usize {
+        self.drive();
+        let n = out.len().min(self.events.len());
+        for (slot, e) in out.iter_mut().zip(self.events.drain(..n)) {
+            *slot = e;
+        }
+        n
+    }
+
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {
+        if self.inbox.is_empty() {
+            self.drive();
+        }
+        let (from, data) = self.inbox.pop_front()?;
+        *buf = data;
+        Some(from)
+    }
+
+    fn report_failed(&mut self, peer: NodeId) {
+        if let Some(link) = self.link_index(peer) {
+            if !self.links[link].failed {
+                self.provider.set_error(peer);
+                self.report(link, FailureCause::Local);
+            }
+        }
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        self.drive();
+        if self.events.is_empty() && self.inbox.is_empty() {
+            self.provider.wait(timeout);
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Injected NIC errors become peer failures, reported once, with every affected op failing and
+//! nothing hanging; bad side-channel peers are refused with clear errors on both sides.
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use squall_transport::conformance::drain;
+use squall_transport::{
+    Event, FailureCause, LocalSlice, NodeId, OpError, PostError, RegionId, RegionSpec, RemoteAddr,
+    Signal, Transport,
+};
+use squall_transport_rdma::mock::{MockFabric, MockNic};
+use squall_transport_rdma::{RdmaConfig, RdmaNode, StartError};
+
+const R: RegionId = RegionId(0);
+
+fn layout() -> [RegionSpec; 1] {
+    [RegionSpec::new(R, 4096)]
+}
+
+/// Polls until `want` events arrived or 5 s passed.
+fn events(node: &mut RdmaNode<MockNic>, want: usize) -> Vec<Event> {
+    let mut out = Vec::new();
+    let start = Instant::now();
+    while out.len() < want && start.elapsed() < Duration::from_secs(5) {
+        node.wait(Duration::from_millis(2));
+        drain(node, |e| out.push(e));
+    }
+    out
+}
+
+fn post_batch(node: &mut RdmaNode<MockNic>, peer: NodeId) -> usize {
+    let src = LocalSlice::new(R, 0, 64);
+    let mut n = 0;
+    for k in 0..3 {
+        node.write(peer, src, RemoteAddr::new(R, 64 * k), Signal::Unsignaled)
+            .expect("valid");
+    }
+    node.write(peer, src, RemoteAddr::new(R, 512), Signal::Signaled)
+        .expect("valid");
+    n += 1;
+    node.compare_and_swap(peer, RemoteAddr::new(R, 0), 0, 1)
+        .expect("valid");
+    n += 1;
+    node.fence(peer).expect("valid");
+    n + 1
+}
+
+fn assert_one_failure_then_errors(
+    events: &[Event],
+    peer: NodeId,
+    cause: FailureCause,
+    errors: usize,
+) {
+    let reports: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, Event::PeerFailed { .. }))
+        .collect();
+    assert_eq!(
+        reports,
+        vec![&Event::PeerFailed { peer, cause }],
+        "{events:?}"
+    );
+    let first = events
+        .iter()
+        .position(|e| matches!(e, Event::PeerFailed { .. }))
+        .unwrap_or(0);
+    let failed: Vec<_> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Event::Completion(c) if c.result.is_err()))
+        .collect();
+    assert!(
+        failed.iter().all(|(i, _)| *i > first),
+        "an error completion came before the failure report: {events:?}"
+    );
+    assert!(
+        failed.len() >= errors,
+        "expected at least {errors} failed ops: {events:?}"
+    );
+}
+
+#[test]
+fn qp_error_fails_the_peer_once_and_flushes_later_ops() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let mut nodes = common::cluster(&fabric, &common::config(), 3, &layout());
+    fabric.inject_qp_error(NodeId(0), NodeId(1));
+    let n = post_batch(&mut nodes[0], NodeId(1));
+    // Unsignaled writes flushed by the error report too, so expect at least the signaled ones.
+    let got = events(&mut nodes[0], n + 1 + 3);
+    assert_one_failure_then_errors(&got, NodeId(1), FailureCause::ConnectionLost, n);
+    // The link to the third node is unaffected.
+    nodes[0]
+        .fetch_add(NodeId(2), RemoteAddr::new(R, 0), 5)
+        .expect("valid");
+    let ok = events(&mut nodes[0], 1);
+    assert!(
+        matches!(ok.as_slice(), [Event::Completion(c)] if c.result == Ok(0)),
+        "{ok:?}"
+    );
+}
+
+#[test]
+fn retry_exceeded_is_a_timeout_failure() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let mut nodes = common::cluster(&fabric, &common::config(), 2, &layout());
+    fabric.inject_retry_exceeded(NodeId(0), NodeId(1));
+    let cas = nodes[0]
+        .compare_and_swap(NodeId(1), RemoteAddr::new(R, 0), 0, 1)
+        .expect("valid");
+    let later = nodes[0].fence(NodeId(1)).expect("valid");
+    let got = events(&mut nodes[0], 3);
+    assert_eq!(
+        got[0],
+        Event::PeerFailed {
+            peer: NodeId(1),
+            cause: FailureCause::TimedOut
+        }
+    );
+    assert!(
+        matches!(got[1], Event::Completion(c) if c.op == cas && c.result == Err(OpError::TimedOut)),
+        "{got:?}"
+    );
+    assert!(
+        matches!(got[2], Event::Completion(c) if c.op == later && c.result.is_err()),
+        "{got:?}"
+    );
+    // The peer sees its own ops to us time out: our queue pair to it is in the error state.
+    nodes[1].fence(NodeId(0)).expect("valid");
+    let theirs = events(&mut nodes[1], 2);
+    assert_eq!(
+        theirs[0],
+        Event::PeerFailed {
+            peer: NodeId(0),
+            cause: FailureCause::TimedOut
+        }
+    );
+}
+
+#[test]
+fn cq_overrun_fails_every_peer_once_and_nothing_hangs() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let mut nodes = common::cluster(&fabric, &common::config(), 3, &layout());
+    let before = post_batch(&mut nodes[0], NodeId(1)) + post_batch(&mut nodes[0], NodeId(2));
+    fabric.inject_cq_overrun(NodeId(0));
+    let got = events(&mut nodes[0], 2);
+    let reports: Vec<_> = got
+        .iter()
+        .filter(|e| matches!(e, Event::PeerFailed { .. }))
+        .collect();
+    assert_eq!(reports.len(), 2, "{got:?}");
+    assert!(
+        got.iter()
+            .filter(|e| matches!(e, Event::Completion(_)))
+            .count()
+            <= before + 6
+    );
+    let after = nodes[0].fence(NodeId(2)).expect("valid");
+    let more = events(&mut nodes[0], 1);
+    assert!(
+        matches!(more.as_slice(), [Event::Completion(c)] if c.op == after && c.result.is_err()),
+        "{more:?}"
+    );
+}
+
+#[test]
+fn send_queue_depth_is_back_pressure_not_loss() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let cfg = RdmaConfig {
+        sq_depth: 8,
+        signal_every: 4,
+        ..common::config()
+    };
+    let mut nodes = common::cluster(&fabric, &cfg, 2, &layout());
+    fabric.partition(NodeId(0), NodeId(1)); // nothing completes while partitioned
+    let src = LocalSlice::new(R, 0, 8);
+    let mut accepted = 0;
+    let refused = loop {
+        match nodes[0].write(NodeId(1), src, RemoteAddr::new(R, 0), Signal::Unsignaled) {
+            Ok(_) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted <= 8, "more ops accepted than the send queue holds");
+    };
+    assert_eq!(
+        refused,
+        PostError::QueueFull {
+            peer: NodeId(1),
+            depth: 8
+        }
+    );
+    assert_eq!(accepted, 8);
+    fabric.heal(NodeId(0), NodeId(1));
+    let got = events(&mut nodes[0], 0);
+    assert!(got.is_empty(), "{got:?}");
+    // Once the batch retires, the queue accepts again.
+    let start = Instant::now();
+    while nodes[0]
+        .write(NodeId(1), src, RemoteAddr::new(R, 0), Signal::Unsignaled)
+        .is_err()
+    {
+        nodes[0].wait(Duration::from_millis(1));
+        drain(&mut nodes[0], |_| {});
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the send queue never drained"
+        );
+    }
+}
+
+fn start_pair(
+    cfgs: [RdmaConfig; 2],
+    claimed: [NodeId; 2],
+) -> [Result<RdmaNode<MockNic>, StartError>; 2] {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let addrs = common::free_addrs(2);
+    let mut map: BTreeMap<NodeId, _> = BTreeMap::new();
+    map.insert(NodeId(0), addrs[&NodeId(0)]);
+    map.insert(NodeId(1), addrs[&NodeId(1)]);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = cfgs
+            .into_iter()
+            .zip(claimed)
+            .map(|(cfg, me)| {
+                let (nic, map) = (fabric.nic(me), &map);
+                s.spawn(move || RdmaNode::connect(cfg, nic, me, map, &layout()))
+            })
+            .collect();
+        let mut out = hs.into_iter().map(|h| h.join().expect("no panic"));
+        [out.next().expect("two"), out.next().expect("two")]
+    })
+}
+
+#[test]
+fn other_cluster_is_refused_on_both_sides() {
+    let short = RdmaConfig {
+        connect_timeout: Duration::from_secs(2),
+        ..common::config()
+    };
+    let other = RdmaConfig {
+        cluster_id: 7,
+        ..short.clone()
+    };
+    let [a, b] = start_pair([short, other], [NodeId(0), NodeId(1)]);
+    let (a, b) = (a.expect_err("refused"), b.expect_err("refused"));
+    for e in [&a, &b] {
+        let text = e.to_string();
+        assert!(
+            text.contains("cluster") || text.contains("side channel"),
+            "unclear error: {text}"
+        );
+    }
+    assert!(
+        a.to_string().contains("check cluster_id") || b.to_string().contains("check cluster_id")
+    );
+}
+
+#[test]
+fn bad_config_is_refused_before_anything_starts() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let cfg = RdmaConfig {
+        cq_depth: 10,
+        ..common::config()
+    };
+    let err = RdmaNode::connect(
+        cfg,
+        fabric.nic(NodeId(0)),
+        NodeId(0),
+        &common::free_addrs(3),
+        &layout(),
+    )
+    .expect_err("refused");
+    assert!(err.to_string().contains("cq_depth"), "{err}");
+    let err = RdmaNode::connect(
+        common::config(),
+        fabric.nic(NodeId(5)),
+        NodeId(5),
+        &common::free_addrs(2),
+        &layout(),
+    )
+    .expect_err("refused");
+    assert!(err.to_string().contains("no address"), "{err}");
+}

@@ -171,37 +171,75 @@ pub fn fifo_per_link<F: Fabric>(f: &mut F) -> Result<(), Violation> {
     let mut nodes = f.build(2, &layout());
     let b = NodeId(1);
 
+    /// One op of the sender's plan; a full send queue leaves it at the head to retry.
+    #[derive(Clone, Copy)]
+    enum Planned {
+        Write(u64, Signal),
+        FetchAdd(u64),
+        Cas(u64),
+        Send(u64),
+        Guard(u64),
+    }
     let mut i = 0u64;
+    let mut plan: VecDeque<Planned> = VecDeque::new();
     let mut expected: VecDeque<(OpId, OpKind, u64)> = VecDeque::new();
     let sender = |n: &mut F::Node| {
-        if i < K {
+        if plan.is_empty() && i < K {
             i += 1;
             region(n, SCRATCH).store(i as usize, i);
-            let src = LocalSlice::new(SCRATCH, i as usize * 8, 8);
             let signal = if i % 10 == 0 {
                 Signal::Signaled
             } else {
                 Signal::Unsignaled
             };
-            let slot = RemoteAddr::new(DATA, (i % SLOTS) as usize * 8);
-            if let Some(op) = p.post("write", n.write(b, src, slot, signal)) {
-                if signal == Signal::Signaled {
-                    expected.push_back((op, OpKind::Write, 0));
+            plan.extend([
+                Planned::Write(i, signal),
+                Planned::FetchAdd(i),
+                Planned::Cas(i),
+            ]);
+            if i % 4 == 0 {
+                plan.push_back(Planned::Send(i));
+            }
+            plan.push_back(Planned::Guard(i));
+        }
+        while let Some(&next) = plan.front() {
+            let (posted, expect) = match next {
+                Planned::Write(i, signal) => {
+                    let src = LocalSlice::new(SCRATCH, i as usize * 8, 8);
+                    let slot = RemoteAddr::new(DATA, (i % SLOTS) as usize * 8);
+                    let expect = (signal == Signal::Signaled).then_some((OpKind::Write, 0));
+                    (n.write(b, src, slot, signal), expect)
+                }
+                Planned::FetchAdd(i) => {
+                    let faa = n.fetch_add(b, RemoteAddr::new(DATA, FAA * 8), 1);
+                    (faa, Some((OpKind::FetchAdd, i - 1)))
+                }
+                Planned::Cas(i) => {
+                    let word = RemoteAddr::new(DATA, CASW * 8);
+                    let cas = n.compare_and_swap(b, word, i - 1, i);
+                    (cas, Some((OpKind::CompareAndSwap, i - 1)))
+                }
+                Planned::Send(i) => (n.send(b, &i.to_le_bytes(), Signal::Unsignaled), None),
+                Planned::Guard(i) => {
+                    let src = LocalSlice::new(SCRATCH, i as usize * 8, 8);
+                    let guard = RemoteAddr::new(DATA, GUARD * 8);
+                    (n.write(b, src, guard, Signal::Unsignaled), None)
+                }
+            };
+            match posted {
+                Ok(op) => {
+                    plan.pop_front();
+                    if let Some((kind, value)) = expect {
+                        expected.push_back((op, kind, value));
+                    }
+                }
+                Err(PostError::QueueFull { .. }) => break,
+                Err(e) => {
+                    p.add(format!("posting was refused: {e}"));
+                    plan.clear();
+                    break;
                 }
             }
-            let faa = n.fetch_add(b, RemoteAddr::new(DATA, FAA * 8), 1);
-            if let Some(op) = p.post("fetch_add", faa) {
-                expected.push_back((op, OpKind::FetchAdd, i - 1));
-            }
-            let cas = n.compare_and_swap(b, RemoteAddr::new(DATA, CASW * 8), i - 1, i);
-            if let Some(op) = p.post("compare_and_swap", cas) {
-                expected.push_back((op, OpKind::CompareAndSwap, i - 1));
-            }
-            if i % 4 == 0 {
-                p.post("send", n.send(b, &i.to_le_bytes(), Signal::Unsignaled));
-            }
-            let guard = RemoteAddr::new(DATA, GUARD * 8);
-            p.post("guard write", n.write(b, src, guard, Signal::Unsignaled));
         }
         drain(n, |e| match e {
             Event::Completion(c) => match expected.pop_front() {
@@ -221,9 +259,9 @@ pub fn fifo_per_link<F: Fabric>(f: &mut F) -> Result<(), Violation> {
             },
             Event::PeerFailed { peer, cause } => p.add(format!("{peer} reported failed: {cause}")),
         });
-        if i == K && expected.is_empty() || !p.found.is_empty() {
+        if i == K && plan.is_empty() && expected.is_empty() || !p.found.is_empty() {
             Progress::Done
-        } else if i < K {
+        } else if plan.is_empty() && i < K {
             Progress::Busy
         } else {
             Progress::Idle

@@ -21,6 +21,7 @@
 //! ```
 
 pub mod check;
+pub mod linearizability;
 mod types;
 
 pub use types::{

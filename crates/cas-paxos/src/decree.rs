@@ -1,0 +1,735 @@
+//! Single-decree consensus by CAS: Velos's streamlined one-sided abortable consensus
+//! (Algorithm 5), turned into consensus by retrying with randomized backoff, with value
+//! indirection (§5.2) and decisions learned from local memory (§5.4).
+//!
+//! Every node is an acceptor (its memory is passive: it runs nothing for the protocol) and may be
+//! a proposer. A proposer keeps a *predicted* state for every acceptor's slot word and moves it
+//! with one CAS per acceptor per phase:
+//!
+//! 1. **prepare**: raise the proposal past every predicted `min_proposal`, then CAS each acceptor
+//!    from its predicted state to `(proposal, accepted_proposal, value)`; a majority of answers
+//!    with no failed CAS means promises from a majority. A failed CAS returns the actual state,
+//!    which becomes the new prediction (and the attempt aborts).
+//! 2. **adopt**: the highest accepted value among the promises wins; if another proposer wrote it,
+//!    one RDMA read fetches it from the acceptor that holds it.
+//! 3. **accept**: write the value into this proposer's own buffer at every acceptor, then CAS each
+//!    from its prediction to `(proposal, proposal, this value)`. FIFO links mean a successful CAS
+//!    implies the value landed there. A majority of successes decides.
+//! 4. **learn**: the decider writes the decision word to every node after the value; each node
+//!    learns by reading its own memory.
+//!
+//! An aborted attempt waits a random backoff (from the node's seeded generator, in transport
+//! time) and retries: with a single proposer left running, it decides after at most one abort per
+//! mispredicted acceptor. The node never blocks and never reads the wall clock.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use squall_transport::{
+    Event, FailureCause, LocalSlice, NodeId, OpId, PostError, Region, RemoteAddr, Signal, Time,
+    Transport,
+};
+use thiserror::Error;
+
+use crate::layout::{DECISIONS, Layout, SLOTS, STAGING, VALUES};
+use crate::word::{MAX_PROPOSAL, MAX_PROPOSERS, SlotWord, ValueRef};
+
+/// Settings of a consensus node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Sizes (proposers = nodes).
+    pub layout: Layout,
+    /// Shortest backoff after an abort.
+    pub backoff_min: Duration,
+    /// Longest backoff after an abort.
+    pub backoff_max: Duration,
+    /// Seed of the node's backoff generator.
+    pub seed: u64,
+}
+
+/// A setting that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// Too many or too few proposers.
+    #[error(
+        "{0} nodes: CAS-Paxos needs between 1 and {MAX_PROPOSERS} (value references are 8 bits)"
+    )]
+    Proposers(usize),
+    /// The backoff range is inverted or empty.
+    #[error("backoff_min must be positive and at most backoff_max")]
+    Backoff,
+    /// The transport lacks the layout's regions or peers.
+    #[error("the transport does not match the layout: {0}")]
+    Transport(String),
+}
+
+/// Why a proposal could not be made.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ProposeError {
+    /// The value is larger than the layout's buffers.
+    #[error("value of {len} bytes exceeds max_value_len = {max}")]
+    TooLarge {
+        /// Length.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// This node already proposed a value for the slot.
+    #[error("this node already proposed for the slot")]
+    AlreadyProposed,
+    /// Proposal numbers ran out (24 bits).
+    #[error("proposal numbers exhausted; the two-sided fallback is required")]
+    Exhausted,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Prepare,
+    Accept,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    Cas {
+        acceptor: usize,
+        expected: SlotWord,
+        move_to: SlotWord,
+        attempt: u64,
+        step: Step,
+    },
+    Fetch {
+        attempt: u64,
+        origin: u8,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Waiting {
+        attempt: u64,
+        step: Step,
+        ok: usize,
+        failed: bool,
+        answered: Vec<bool>,
+        unreachable: usize,
+    },
+    Fetching {
+        attempt: u64,
+    },
+    Backoff(Time),
+    Decided,
+}
+
+/// One node of single-decree CAS consensus.
+pub struct Decree<T: Transport> {
+    t: T,
+    me: usize,
+    nodes: usize,
+    cfg: Config,
+    slot: usize,
+    predicted: Vec<SlotWord>,
+    pending: BTreeMap<OpId, Pending>,
+    proposal: u32,
+    attempt: u64,
+    phase: Phase,
+    /// The value being proposed: origin and bytes.
+    value: Option<(u8, Vec<u8>)>,
+    own: bool,
+    learned: Option<Vec<u8>>,
+    /// This node decided (and so already told everyone).
+    decided_here: bool,
+    /// This node relayed a decision it learned.
+    relayed: bool,
+    rng: u64,
+    events: Vec<Event>,
+}
+
+impl<T: Transport> std::fmt::Debug for Decree<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decree")
+            .field("me", &self.me)
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+fn region<T: Transport>(t: &T, id: squall_transport::RegionId) -> Region {
+    t.region(id)
+        .cloned()
+        .unwrap_or_else(|| unreachable!("regions are checked in Decree::new"))
+}
+
+impl<T: Transport> Decree<T> {
+    /// A node for `slot`. Node ids must be `0..nodes` (the node's index is its proposer index), and
+    /// the transport must have registered `cfg.layout.regions()`.
+    pub fn new(t: T, cfg: Config, slot: usize) -> Result<Decree<T>, ConfigError> {
+        let nodes = t.peers().len() + 1;
+        if nodes > MAX_PROPOSERS || cfg.layout.proposers != nodes {
+            return Err(ConfigError::Proposers(nodes));
+        }
+        if cfg.backoff_min.is_zero() || cfg.backoff_min > cfg.backoff_max {
+            return Err(ConfigError::Backoff);
+        }
+        for spec in cfg.layout.regions() {
+            if t.region(spec.id).is_none_or(|r| r.len() < spec.len) {
+                return Err(ConfigError::Transport(format!(
+                    "region {} is missing or short",
+                    spec.id
+                )));
+            }
+        }
+        if slot >= cfg.layout.slots {
+            return Err(ConfigError::Transport(format!(
+                "slot {slot} is beyond the layout's {}",
+                cfg.layout.slots
+            )));
+        }
+        let me = t.local_id().index();
+        Ok(Decree {
+            me,
+            nodes,
+            slot,
+            predicted: vec![SlotWord::EMPTY; nodes],
+            pending: BTreeMap::new(),
+            proposal: 0,
+            attempt: 0,
+            phase: Phase::Idle,
+            value: None,
+            own: false,
+            learned: None,
+            decided_here: false,
+            relayed: false,
+            rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15 ^ (me as u64) << 32,
+            events: Vec::new(),
+            cfg,
+            t,
+        })
+    }
+
+    /// The transport (for drivers and tests).
+    pub fn transport(&mut self) -> &mut T {
+        &mut self.t
+    }
+
+    /// The decided value, once this node has learned it.
+    pub fn learned(&self) -> Option<&[u8]> {
+        self.learned.as_deref()
+    }
+
+    /// The current proposal number (for tests and metrics).
+    pub fn proposal(&self) -> u32 {
+        self.proposal
+    }
+
+    /// Proposes `value`. Progress happens in [`poll`](Self::poll).
+    pub fn propose(&mut self, value: &[u8]) -> Result<(), ProposeError> {
+        let max = self.cfg.layout.max_value_len;
+        if value.len() > max {
+            return Err(ProposeError::TooLarge {
+                len: value.len(),
+                max,
+            });
+        }
+        if self.own {
+            return Err(ProposeError::AlreadyProposed);
+        }
+        self.own = true;
+        self.stage(self.me as u8, value);
+        self.value = Some((self.me as u8, value.to_vec()));
+        if self.learned.is_none() {
+            self.prepare()?;
+        }
+        Ok(())
+    }
+
+    fn majority(&self) -> usize {
+        self.nodes / 2 + 1
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*: deterministic from the seed.
+        let mut x = self.rng.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Writes `[slot + 1][len][bytes]` into this node's staging buffer for `(slot, origin)`.
+    fn stage(&self, origin: u8, value: &[u8]) {
+        let at = self
+            .cfg
+            .layout
+            .staging_offset(self.slot, usize::from(origin));
+        let staging = region(&self.t, STAGING);
+        let _ = staging.write_bytes(at + 16, value);
+        staging.store(at / 8 + 1, value.len() as u64);
+        staging.store(at / 8, self.slot as u64 + 1);
+    }
+
+    fn prepare(&mut self) -> Result<(), ProposeError> {
+        let n = self.nodes as u32;
+        for p in &self.predicted {
+            while self.proposal <= p.min_proposal || self.proposal == 0 {
+                self.proposal = if self.proposal == 0 {
+                    self.me as u32 + 1
+                } else {
+                    self.proposal + n
+                };
+            }
+        }
+        if self.proposal > MAX_PROPOSAL - n {
+            self.phase = Phase::Idle;
+            return Err(ProposeError::Exhausted);
+        }
+        let targets: Vec<SlotWord> = self
+            .predicted
+            .iter()
+            .map(|p| SlotWord {
+                min_proposal: self.proposal,
+                ..*p
+            })
+            .collect();
+        self.round(Step::Prepare, targets);
+        Ok(())
+    }
+
+    fn accept(&mut self) {
+        let Some((origin, _)) = self.value else {
+            self.phase = Phase::Idle;
+            return;
+        };
+        let chosen = SlotWord {
+            min_proposal: self.proposal,
+            accepted_proposal: self.proposal,
+            value: Some(ValueRef {
+                writer: self.me as u8,
+                origin,
+            }),
+        };
+        // The value goes to this node's own buffers everywhere first (FIFO before the CAS).
+        let layout = self.cfg.layout;
+        let src = LocalSlice::new(
+            STAGING,
+            layout.staging_offset(self.slot, usize::from(origin)),
+            layout.buffer_len(),
+        );
+        let dst = layout.buffer_offset(self.me, self.slot, usize::from(origin));
+        let _ =
+            region(&self.t, VALUES).copy_from(dst, &region(&self.t, STAGING), src.offset, src.len);
+        for peer in self.t.peers().to_vec() {
+            let r = self
+                .t
+                .write(peer, src, RemoteAddr::new(VALUES, dst), Signal::Unsignaled);
+            self.note_post_error(r);
+        }
+        self.round(Step::Accept, vec![chosen; self.nodes]);
+    }
+
+    fn note_post_error(&self, r: Result<OpId, PostError>) {
+        if let Err(e) = r {
+            tracing::warn!(me = self.me, error = %e, "cas-paxos: post refused");
+        }
+    }
+
+    /// Posts one CAS per acceptor from its prediction to `targets[p]`.
+    fn round(&mut self, step: Step, targets: Vec<SlotWord>) {
+        self.attempt += 1;
+        let attempt = self.attempt;
+        self.phase = Phase::Waiting {
+            attempt,
+            step,
+            ok: 0,
+            failed: false,
+            answered: vec![false; self.nodes],
+            unreachable: 0,
+        };
+        let word = RemoteAddr::new(SLOTS, self.slot * 8);
+        for (acceptor, move_to) in targets.into_iter().enumerate() {
+            let expected = self.predicted[acceptor];
+            if acceptor == self.me {
+                let old = match region(&self.t, SLOTS).compare_and_swap(
+                    self.slot,
+                    expected.pack(),
+                    move_to.pack(),
+                ) {
+                    Ok(v) | Err(v) => v,
+                };
+                self.on_cas(acceptor, expected, move_to, attempt, step, Some(old));
+                continue;
+            }
+            match self.t.compare_and_swap(
+                NodeId(acceptor as u32),
+                word,
+                expected.pack(),
+                move_to.pack(),
+            ) {
+                Ok(op) => {
+                    self.pending.insert(
+                        op,
+                        Pending::Cas {
+                            acceptor,
+                            expected,
+                            move_to,
+                            attempt,
+                            step,
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(me = self.me, acceptor, error = %e, "cas-paxos: CAS refused")
+                }
+            }
+        }
+    }
+
+    /// Handles one CAS answer (`None`: the acceptor is unreachable).
+    fn on_cas(
+        &mut self,
+        acceptor: usize,
+        expected: SlotWord,
+        move_to: SlotWord,
+        attempt: u64,
+        step: Step,
+        old: Option<u64>,
+    ) {
+        let success = match old {
+            Some(old) if old == expected.pack() => {
+                self.predicted[acceptor] = move_to;
+                true
+            }
+            Some(old) => {
+                self.predicted[acceptor] = SlotWord::unpack(old);
+                false
+            }
+            None => {
+                // Unreachable: if too few acceptors remain to form a majority, retry later.
+                let (nodes, majority) = (self.nodes, self.majority());
+                if let Phase::Waiting {
+                    attempt: current,
+                    unreachable,
+                    ..
+                } = &mut self.phase
+                {
+                    if *current == attempt {
+                        *unreachable += 1;
+                        if nodes - *unreachable < majority {
+                            self.abort();
+                        }
+                    }
+                }
+                return;
+            }
+        };
+        let majority = self.majority();
+        let Phase::Waiting {
+            attempt: current,
+            step: s,
+            ok,
+            failed,
+            answered,
+            ..
+        } = &mut self.phase
+        else {
+            return;
+        };
+        if *current != attempt || *s != step || answered[acceptor] {
+            return;
+        }
+        answered[acceptor] = true;
+        if success {
+            *ok += 1;
+        } else {
+            *failed = true;
+        }
+        let answers = answered.iter().filter(|a| **a).count();
+        if answers < majority {
+            return;
+        }
+        // A majority answered: everyone still in flight is optimistically predicted to succeed
+        // (Algorithm 5, lines 28-29); its answer corrects the prediction when it arrives.
+        let failed = *failed;
+        for p in self.pending.values() {
+            if let Pending::Cas {
+                acceptor,
+                move_to,
+                attempt: a,
+                ..
+            } = *p
+            {
+                if a == attempt && !self.phase_answered(acceptor) {
+                    self.predicted[acceptor] = move_to;
+                }
+            }
+        }
+        if failed {
+            self.abort();
+            return;
+        }
+        match step {
+            Step::Prepare => self.adopt(),
+            Step::Accept => self.decide(),
+        }
+    }
+
+    fn phase_answered(&self, acceptor: usize) -> bool {
+        matches!(&self.phase, Phase::Waiting { answered, .. } if answered[acceptor])
+    }
+
+    /// After promises from a majority: adopt the highest accepted value, if any.
+    fn adopt(&mut self) {
+        let best = self
+            .predicted
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.min_proposal == self.proposal)
+            .filter_map(|(p, w)| w.value.map(|v| (w.accepted_proposal, p, v)))
+            .max_by_key(|(ap, ..)| *ap);
+        match best {
+            None => self.accept(),
+            Some((_, _, v)) if usize::from(v.writer) == self.me => {
+                // Our own buffer: staged locally already.
+                let staged = self.read_staged(v.origin);
+                self.value = staged.map(|b| (v.origin, b));
+                self.accept();
+            }
+            Some((_, acceptor, v)) => {
+                let layout = self.cfg.layout;
+                let at =
+                    layout.buffer_offset(usize::from(v.writer), self.slot, usize::from(v.origin));
+                if acceptor == self.me {
+                    let mut buf = vec![0u8; layout.buffer_len()];
+                    let _ = region(&self.t, VALUES).read_bytes(at, &mut buf);
+                    self.fetched(v.origin, &buf);
+                    return;
+                }
+                let dst = LocalSlice::new(STAGING, layout.landing_offset(), layout.buffer_len());
+                match self
+                    .t
+                    .read(NodeId(acceptor as u32), RemoteAddr::new(VALUES, at), dst)
+                {
+                    Ok(op) => {
+                        self.pending.insert(
+                            op,
+                            Pending::Fetch {
+                                attempt: self.attempt,
+                                origin: v.origin,
+                            },
+                        );
+                        self.phase = Phase::Fetching {
+                            attempt: self.attempt,
+                        };
+                    }
+                    Err(_) => self.abort(),
+                }
+            }
+        }
+    }
+
+    fn read_staged(&self, origin: u8) -> Option<Vec<u8>> {
+        let at = self
+            .cfg
+            .layout
+            .staging_offset(self.slot, usize::from(origin));
+        let mut buf = vec![0u8; self.cfg.layout.buffer_len()];
+        region(&self.t, STAGING).read_bytes(at, &mut buf).ok()?;
+        self.parse(&buf)
+    }
+
+    /// Parses a buffer; `None` if it is not this slot's.
+    fn parse(&self, buf: &[u8]) -> Option<Vec<u8>> {
+        let word = |i: usize| {
+            buf.get(i * 8..i * 8 + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        let (slot, len) = (word(0)?, word(1)? as usize);
+        if slot != self.slot as u64 + 1 || len > self.cfg.layout.max_value_len {
+            return None;
+        }
+        buf.get(16..16 + len).map(<[u8]>::to_vec)
+    }
+
+    fn fetched(&mut self, origin: u8, buf: &[u8]) {
+        match self.parse(buf) {
+            Some(value) => {
+                self.stage(origin, &value);
+                self.value = Some((origin, value));
+                self.accept();
+            }
+            None => {
+                tracing::warn!(
+                    me = self.me,
+                    "cas-paxos: an accepted value's buffer did not hold this slot"
+                );
+                self.abort();
+            }
+        }
+    }
+
+    fn decide(&mut self) {
+        let Some((origin, value)) = self.value.clone() else {
+            return;
+        };
+        let decision = SlotWord {
+            min_proposal: 0,
+            accepted_proposal: self.proposal,
+            value: Some(ValueRef {
+                writer: self.me as u8,
+                origin,
+            }),
+        };
+        let decisions = region(&self.t, DECISIONS);
+        decisions.store(self.slot, decision.pack());
+        let src = LocalSlice::new(DECISIONS, self.slot * 8, 8);
+        for peer in self.t.peers().to_vec() {
+            // The value buffer was posted to every node before the accept CAS; FIFO puts this after.
+            let r = self.t.write(
+                peer,
+                src,
+                RemoteAddr::new(DECISIONS, self.slot * 8),
+                Signal::Unsignaled,
+            );
+            self.note_post_error(r);
+        }
+        tracing::debug!(me = self.me, proposal = self.proposal, "cas-paxos: decided");
+        self.learned = Some(value);
+        self.decided_here = true;
+        self.phase = Phase::Decided;
+    }
+
+    fn abort(&mut self) {
+        let span = self
+            .cfg
+            .backoff_max
+            .saturating_sub(self.cfg.backoff_min)
+            .as_nanos() as u64;
+        let wait = self.cfg.backoff_min + Duration::from_nanos(self.next_random() % span.max(1));
+        self.phase = Phase::Backoff(self.t.now() + wait);
+    }
+
+    /// Learns a decision from local memory.
+    fn learn(&mut self) {
+        if self.learned.is_some() {
+            return;
+        }
+        let word = region(&self.t, DECISIONS).load(self.slot);
+        if word == 0 {
+            return;
+        }
+        let Some(v) = SlotWord::unpack(word).value else {
+            return;
+        };
+        let layout = self.cfg.layout;
+        let at = layout.buffer_offset(usize::from(v.writer), self.slot, usize::from(v.origin));
+        let mut buf = vec![0u8; layout.buffer_len()];
+        let _ = region(&self.t, VALUES).read_bytes(at, &mut buf);
+        if let Some(value) = self.parse(&buf) {
+            self.learned = Some(value);
+            self.phase = Phase::Decided;
+        }
+    }
+
+    /// Relays a decision this node did not make, once, if it has a proposal of its own in play:
+    /// the decider may have crashed before its decision reached everyone, and a node that is not
+    /// proposing has no other way to learn. The value buffer goes first, then (FIFO) the word.
+    fn relay(&mut self) {
+        if self.relayed || !self.own || self.decided_here {
+            return;
+        }
+        let word = region(&self.t, DECISIONS).load(self.slot);
+        let Some(v) = SlotWord::unpack(word).value else {
+            return;
+        };
+        self.relayed = true;
+        let layout = self.cfg.layout;
+        let at = layout.buffer_offset(usize::from(v.writer), self.slot, usize::from(v.origin));
+        let src = LocalSlice::new(VALUES, at, layout.buffer_len());
+        let decision = LocalSlice::new(DECISIONS, self.slot * 8, 8);
+        for peer in self.t.peers().to_vec() {
+            let r = self
+                .t
+                .write(peer, src, RemoteAddr::new(VALUES, at), Signal::Unsignaled);
+            self.note_post_error(r);
+            let r = self.t.write(
+                peer,
+                decision,
+                RemoteAddr::new(DECISIONS, self.slot * 8),
+                Signal::Unsignaled,
+            );
+            self.note_post_error(r);
+        }
+    }
+
+    /// Does whatever is ready: completions, learning, retries after backoff. Never blocks.
+    /// Returns whether anything changed.
+    pub fn poll(&mut self) -> bool {
+        let before = (self.phase.clone(), self.learned.is_some());
+        let mut buf = [Event::PeerFailed {
+            peer: NodeId(u32::MAX),
+            cause: FailureCause::Local,
+        }; 32];
+        loop {
+            let n = self.t.poll(&mut buf);
+            self.events.extend_from_slice(&buf[..n]);
+            if n < buf.len() {
+                break;
+            }
+        }
+        for e in std::mem::take(&mut self.events) {
+            let Event::Completion(c) = e else { continue };
+            match self.pending.remove(&c.op) {
+                Some(Pending::Cas {
+                    acceptor,
+                    expected,
+                    move_to,
+                    attempt,
+                    step,
+                }) => {
+                    self.on_cas(acceptor, expected, move_to, attempt, step, c.result.ok());
+                }
+                Some(Pending::Fetch { attempt, origin })
+                    if self.phase == (Phase::Fetching { attempt }) =>
+                {
+                    match c.result {
+                        Ok(_) => {
+                            let layout = self.cfg.layout;
+                            let mut b = vec![0u8; layout.buffer_len()];
+                            let _ = region(&self.t, STAGING)
+                                .read_bytes(layout.landing_offset(), &mut b);
+                            self.fetched(origin, &b);
+                        }
+                        Err(_) => self.abort(),
+                    }
+                }
+                Some(Pending::Fetch { .. }) | None => {}
+            }
+        }
+        self.learn();
+        if self.learned.is_some() {
+            self.relay();
+        }
+        if let Phase::Backoff(until) = self.phase {
+            if self.t.now() >= until && self.learned.is_none() && self.prepare().is_err() {
+                tracing::error!(me = self.me, "cas-paxos: proposal numbers exhausted");
+            }
+        }
+        // A stalled attempt (its majority unreachable) is retried after a backoff.
+        (self.phase.clone(), self.learned.is_some()) != before
+    }
+
+    /// Whether this node is waiting for answers from acceptors.
+    pub fn waiting(&self) -> bool {
+        matches!(self.phase, Phase::Waiting { .. } | Phase::Fetching { .. })
+    }
+
+    /// Gives up on the current attempt (e.g. a driver's timeout for an unreachable majority) and
+    /// retries after a backoff.
+    pub fn restart_attempt(&mut self) {
+        if self.waiting() {
+            self.abort();
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Velos's one-sided Paxos for Squall: every acceptor step is a remote compare-and-swap.
+//!
+//! Acceptors are passive memory: a proposer prepares and accepts by CAS on the acceptors' packed
+//! slot words ([`word`]), writes values into its own write-exclusive buffers first ([`layout`]),
+//! and everyone learns decisions from local memory. [`decree::Decree`] is single-decree consensus
+//! (Algorithm 5 with retries); the multi-slot log with pre-prepared windows, the leader election
+//! and the two-sided fallback build on it.
+//!
+//! ```
+//! use squall_cas_paxos::word::SlotWord;
+//! assert_eq!(SlotWord::unpack(SlotWord::EMPTY.pack()), SlotWord::EMPTY);
+//! ```
+
+pub mod decree;
+pub mod layout;
+pub mod word;

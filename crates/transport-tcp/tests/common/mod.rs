@@ -1,6 +1,8 @@
 //! Test harnesses: clusters of TCP nodes on loopback, and the runner shared by the fabrics.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod procs;
+
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 

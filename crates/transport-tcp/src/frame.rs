@@ -554,6 +554,57 @@ pub fn encode_cut(buf: &mut Vec<u8>) {
     header(buf, K_CUT, 0);
 }
 
+/// Appends any frame; [`decode`] of the result gives the frame back.
+///
+/// ```
+/// use squall_transport_tcp::frame::{decode, encode, Frame};
+/// let mut buf = Vec::new();
+/// encode(&mut buf, &Frame::ReadData { seq: 3, data: b"xyz" });
+/// assert_eq!(decode(&buf, 64).unwrap().unwrap().0, Frame::ReadData { seq: 3, data: b"xyz" });
+/// ```
+pub fn encode(buf: &mut Vec<u8>, f: &Frame<'_>) {
+    match f {
+        Frame::Hello(h) => encode_hello(buf, h),
+        Frame::Welcome(h) => encode_welcome(buf, h),
+        Frame::Refuse(r) => encode_refuse(buf, r),
+        Frame::Write {
+            region,
+            offset,
+            data,
+            signaled,
+        } => {
+            encode_write_header(buf, *region, *offset, data.len(), *signaled);
+            buf.extend_from_slice(data);
+        }
+        Frame::Read {
+            region,
+            offset,
+            len,
+        } => encode_read(buf, *region, *offset, *len),
+        Frame::Cas {
+            region,
+            offset,
+            expected,
+            new,
+        } => encode_cas(buf, *region, *offset, *expected, *new),
+        Frame::FetchAdd {
+            region,
+            offset,
+            delta,
+        } => encode_fetch_add(buf, *region, *offset, *delta),
+        Frame::Send { data, signaled } => encode_send(buf, data, *signaled),
+        Frame::Fence => encode_fence(buf),
+        Frame::Applied { seq } => encode_applied(buf, *seq),
+        Frame::ReadData { seq, data } => {
+            encode_read_data_header(buf, *seq, data.len());
+            buf.extend_from_slice(data);
+        }
+        Frame::AtomicResult { seq, old } => encode_atomic_result(buf, *seq, *old),
+        Frame::Heartbeat => encode_heartbeat(buf),
+        Frame::Cut => encode_cut(buf),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -290,9 +290,15 @@ pub fn child_main(ctrl_addr: &str) -> ! {
             r
         })
         .collect();
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
+    // The control connection lives in the parent's network namespace; everything the node
+    // opens after `setns` (its listener, its links, its threads) lives in its own.
     let ctrl = TcpStream::connect(ctrl_addr).expect("control connection");
+    if let Ok(ns) = std::env::var("SQUALL_TCP_NETNS") {
+        enter_netns(&ns);
+    }
+    let bind = std::env::var("SQUALL_TCP_BIND").unwrap_or_else(|_| "127.0.0.1".into());
+    let listener = TcpListener::bind((bind.as_str(), 0)).expect("bind");
+    let port = listener.local_addr().expect("addr").port();
     ctrl.set_nodelay(true).expect("nodelay");
     let mut input = In(BufReader::new(ctrl.try_clone().expect("clone")));
     let mut output = BufWriter::new(ctrl);
@@ -430,6 +436,22 @@ pub fn child_main(ctrl_addr: &str) -> ! {
         if r.is_err() {
             std::process::exit(0);
         }
+    }
+}
+
+/// Moves the calling thread (and the threads it spawns later) into a named network namespace.
+fn enter_netns(name: &str) {
+    let path = std::ffi::CString::new(format!("/var/run/netns/{name}")).expect("path");
+    // SAFETY: plain syscalls on a path we built; the fd is closed after use.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        assert!(fd >= 0, "cannot open network namespace {name}");
+        assert_eq!(
+            libc::setns(fd, libc::CLONE_NEWNET),
+            0,
+            "setns into {name} failed"
+        );
+        libc::close(fd);
     }
 }
 
@@ -681,12 +703,42 @@ pub fn spawn_cluster(
     layout: &[RegionSpec],
     tweak: impl FnOnce(&mut ClusterConfig),
 ) -> Vec<ProcNode> {
+    let places = (0..n).map(|_| Place::loopback()).collect::<Vec<_>>();
+    spawn_cluster_at(&places, layout, tweak)
+}
+
+/// Where a node process runs: a network namespace (or the parent's) and the address it binds.
+#[derive(Clone, Debug)]
+pub struct Place {
+    /// A namespace made with `ip netns add`, or `None` for the parent's.
+    pub netns: Option<String>,
+    /// The IP address the node listens on.
+    pub ip: std::net::IpAddr,
+}
+
+impl Place {
+    /// Loopback in the parent's namespace.
+    pub fn loopback() -> Place {
+        Place {
+            netns: None,
+            ip: std::net::IpAddr::from([127, 0, 0, 1]),
+        }
+    }
+}
+
+/// Spawns one node process per place; see [`spawn_cluster`].
+pub fn spawn_cluster_at(
+    places: &[Place],
+    layout: &[RegionSpec],
+    tweak: impl FnOnce(&mut ClusterConfig),
+) -> Vec<ProcNode> {
+    let n = places.len();
     let ctrl = TcpListener::bind("127.0.0.1:0").expect("control listener");
     let ctrl_addr = ctrl.local_addr().expect("addr");
     let exe = std::env::current_exe().expect("test binary");
     let mut children = Vec::new();
     let mut locals = Vec::new();
-    for k in 0..n {
+    for (k, place) in places.iter().enumerate() {
         let mut regions = Vec::new();
         let mut spec_env = Vec::new();
         let mut fds = Vec::new();
@@ -696,7 +748,11 @@ pub fn spawn_cluster(
             spec_env.push(format!("{}:{}:{}", s.id.0, s.len, fd));
             fds.push(fd);
         }
-        let child = Command::new(&exe)
+        let mut cmd = Command::new(&exe);
+        if let Some(ns) = &place.netns {
+            cmd.env("SQUALL_TCP_NETNS", ns);
+        }
+        let child = cmd
             .args([
                 "child_node_process",
                 "--exact",
@@ -707,6 +763,7 @@ pub fn spawn_cluster(
             ])
             .env("SQUALL_TCP_CTRL", ctrl_addr.to_string())
             .env("SQUALL_TCP_NODE", k.to_string())
+            .env("SQUALL_TCP_BIND", place.ip.to_string())
             .env("SQUALL_TCP_REGIONS", spec_env.join(","))
             .stdout(Stdio::null())
             .spawn()
@@ -731,7 +788,7 @@ pub fn spawn_cluster(
                 let mut input = In(BufReader::new(s.try_clone().expect("clone")));
                 let id = input.u32().expect("node id") as usize;
                 let port = input.u32().expect("port") as u16;
-                addrs[id] = Some(SocketAddr::from(([127, 0, 0, 1], port)));
+                addrs[id] = Some(SocketAddr::new(places[id].ip, port));
                 conns[id] = Some((input, BufWriter::new(s)));
                 got += 1;
             }

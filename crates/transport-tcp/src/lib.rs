@@ -36,6 +36,7 @@ mod config;
 pub mod frame;
 mod handshake;
 mod node;
+mod sys;
 
 pub use config::{ClusterConfig, ConfigError, MAX_FRAME_DATA};
 pub use handshake::StartError;

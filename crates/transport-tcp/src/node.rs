@@ -1,10 +1,11 @@
 //! One node's endpoint: links, the I/O threads that apply incoming ops, and failure detection.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use squall_transport::{
 use crate::config::ClusterConfig;
 use crate::frame::{self, Frame};
 use crate::handshake::{self, Acceptor, StartError};
+use crate::sys;
 
 /// After this many unsignaled requests applied without a response, the receiver acknowledges
 /// them at once (otherwise it does so on its next heartbeat tick).
@@ -25,14 +27,20 @@ const ACK_EVERY: u64 = 1024;
 /// The initial read buffer of a link; it grows to fit the largest frame seen.
 const READ_BUF: usize = 64 * 1024;
 
+/// Posting returns `QueueFull` while this many bytes wait for a peer that stopped reading.
+const HIGH_WATER: usize = 8 << 20;
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// An op that was posted and is not yet known to be applied.
+/// Ops that were posted and are not yet known to be applied: one op, or a run of consecutive
+/// unsignaled writes or sends (consecutive request numbers and op ids, posted in one clock tick),
+/// so that streaming small writes costs no allocation per op.
 struct Pending {
     seq: u64,
     op: OpId,
+    count: u64,
     kind: OpKind,
     signaled: bool,
     deadline: Time,
@@ -51,15 +59,31 @@ struct LinkState {
     last_tx: Time,
     rx_seq: u64,
     acked_rx: u64,
+    /// Ops posted and not yet known applied (the sum of the runs' counts).
+    outstanding: u64,
+    /// Since when bytes have been waiting for the peer to read them.
+    stalled_since: Option<Time>,
+}
+
+/// A link's receive buffer. Whoever holds it (the reader thread, or a polling driver) reads the
+/// socket and applies what arrived, so bytes are applied in the order they arrived.
+struct RxState {
+    buf: Vec<u8>,
+    filled: usize,
 }
 
 pub(crate) struct Link {
     pub(crate) peer: NodeId,
     pub(crate) peer_incarnation: u64,
     stream: TcpStream,
+    fd: RawFd,
     state: Mutex<LinkState>,
+    rx: Mutex<RxState>,
     dirty: AtomicBool,
+    stalled: AtomicBool,
     silenced: AtomicBool,
+    failed: AtomicBool,
+    outstanding: AtomicUsize,
     last_rx: AtomicU64,
     max_body: usize,
 }
@@ -77,6 +101,9 @@ pub(crate) struct Shared {
     driver: Unparker,
     timer: Unparker,
     closing: AtomicBool,
+    /// A clock read at least once per timer tick, for op deadlines (saves a clock read per op).
+    coarse: AtomicU64,
+    tick: Duration,
 }
 
 /// An established, handshaken connection, ready to become a link.
@@ -168,26 +195,34 @@ impl Shared {
             return false;
         }
         st.failed = Some(cause);
+        link.failed.store(true, Ordering::Release);
         st.buf.clear();
+        st.outstanding = 0;
+        link.outstanding.store(0, Ordering::Release);
         link.dirty.store(false, Ordering::Release);
+        link.stalled.store(false, Ordering::Release);
         {
             let mut ev = lock(&self.events);
             ev.push_back(Event::PeerFailed {
                 peer: link.peer,
                 cause,
             });
-            for (i, p) in st.pending.drain(..).enumerate() {
-                let error = if first_timed_out && i == 0 {
-                    OpError::TimedOut
-                } else {
-                    OpError::PeerFailed
-                };
-                ev.push_back(Event::Completion(Completion {
-                    op: p.op,
-                    peer: link.peer,
-                    kind: p.kind,
-                    result: Err(error),
-                }));
+            let mut first = first_timed_out;
+            for p in st.pending.drain(..) {
+                for i in 0..p.count {
+                    let error = if first {
+                        OpError::TimedOut
+                    } else {
+                        OpError::PeerFailed
+                    };
+                    first = false;
+                    ev.push_back(Event::Completion(Completion {
+                        op: OpId(p.op.0 + i),
+                        peer: link.peer,
+                        kind: p.kind,
+                        result: Err(error),
+                    }));
+                }
             }
             self.events_len.store(ev.len(), Ordering::Release);
         }
@@ -197,27 +232,57 @@ impl Shared {
         true
     }
 
-    /// Writes the link's buffer in one syscall. On error the link fails.
+    /// Writes the link's buffer without blocking, usually in one syscall. What the socket does not
+    /// take stays buffered (the timer thread waits for the socket to drain and fails the peer if
+    /// it stops reading for the op timeout). On a socket error the link fails.
     fn flush_locked(&self, link: &Link, st: &mut LinkState) {
         if st.buf.is_empty() || st.failed.is_some() {
             return;
         }
-        link.dirty.store(false, Ordering::Release);
         if link.silenced.load(Ordering::Acquire) {
             st.buf.clear();
+            link.dirty.store(false, Ordering::Release);
             return;
         }
-        let r = (&link.stream).write_all(&st.buf);
-        st.buf.clear();
-        st.last_tx = self.now();
-        if let Err(e) = r {
-            let cause = match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => FailureCause::TimedOut,
-                _ => FailureCause::ConnectionLost,
-            };
-            tracing::warn!(me = %self.me, peer = %link.peer, error = %e, "tcp transport: send failed");
-            self.fail_locked(link, st, cause, false);
+        let mut sent = 0;
+        while sent < st.buf.len() {
+            match sys::send(link.fd, &st.buf[sent..]) {
+                Ok(0) => break,
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::warn!(me = %self.me, peer = %link.peer, error = %e, "tcp transport: send failed");
+                    self.fail_locked(link, st, FailureCause::ConnectionLost, false);
+                    return;
+                }
+            }
         }
+        if sent > 0 {
+            st.last_tx = self.coarse_now();
+        }
+        if sent == st.buf.len() {
+            st.buf.clear();
+            st.stalled_since = None;
+            link.dirty.store(false, Ordering::Release);
+            link.stalled.store(false, Ordering::Release);
+        } else {
+            st.buf.drain(..sent);
+            if st.stalled_since.is_none() {
+                st.stalled_since = Some(self.now());
+            }
+            link.dirty.store(true, Ordering::Release);
+            if !link.stalled.swap(true, Ordering::AcqRel) {
+                self.timer.unpark(); // it waits for the socket to drain
+            }
+        }
+    }
+
+    fn coarse_now(&self) -> Time {
+        Time::from_nanos(self.coarse.load(Ordering::Acquire))
+    }
+
+    fn link_index(&self, peer: NodeId) -> Option<usize> {
+        self.links.binary_search_by_key(&peer, |l| l.peer).ok()
     }
 
     fn complete(&self, link: &Link, p: &Pending, value: u64) {
@@ -246,15 +311,29 @@ impl Shared {
         }
         let exact = !matches!(resp, Response::Applied);
         let mut matched = false;
-        while st.pending.front().is_some_and(|p| p.seq <= seq) {
+        while let Some(front) = st.pending.front_mut() {
+            if front.seq > seq {
+                break;
+            }
+            let last = front.seq + front.count - 1;
+            if last > seq {
+                // Part of a run of unsignaled ops was applied.
+                let k = seq - front.seq + 1;
+                front.seq += k;
+                front.op = OpId(front.op.0 + k);
+                front.count -= k;
+                st.outstanding -= k;
+                break;
+            }
             let Some(p) = st.pending.pop_front() else {
                 break;
             };
+            st.outstanding -= p.count;
             let wants_data = matches!(
                 p.kind,
                 OpKind::Read | OpKind::CompareAndSwap | OpKind::FetchAdd
             );
-            if p.seq < seq || !exact {
+            if last < seq || !exact {
                 if wants_data {
                     return Err(format!(
                         "{:?} request {} was acknowledged without its result",
@@ -301,6 +380,8 @@ impl Shared {
             }
             *woke = true;
         }
+        link.outstanding
+            .store(st.outstanding as usize, Ordering::Release);
         if exact && !matched {
             return Err(format!(
                 "result for request {seq}, which is not outstanding"
@@ -422,120 +503,148 @@ impl Shared {
     }
 }
 
-/// The reader thread of one link: reads, decodes and applies frames in order.
-fn reader_loop(shared: Arc<Shared>, idx: usize) {
-    let link = &shared.links[idx];
-    let mut rbuf = vec![0u8; READ_BUF];
-    let mut filled = 0usize;
-    let mut stream = match link.stream.try_clone() {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(peer = %link.peer, error = %e, "tcp transport: cannot clone socket");
-            let mut st = lock(&link.state);
-            shared.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
-            return;
-        }
-    };
-    loop {
-        let n = match stream.read(&mut rbuf[filled..]) {
-            Ok(0) => {
-                let mut st = lock(&link.state);
-                if st.failed.is_none() && !shared.closing.load(Ordering::Acquire) {
-                    tracing::warn!(me = %shared.me, peer = %link.peer, "tcp transport: connection closed by peer");
-                    shared.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
-                }
-                return;
+impl Shared {
+    /// Reads whatever the socket holds, without blocking, and applies it. Returns `false` once
+    /// the link is closed (failed, or the node is shutting down).
+    fn receive(&self, link: &Link, rx: &mut RxState) -> bool {
+        loop {
+            if link.failed.load(Ordering::Acquire) {
+                return false;
             }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                let mut st = lock(&link.state);
-                if st.failed.is_none() && !shared.closing.load(Ordering::Acquire) {
-                    tracing::warn!(me = %shared.me, peer = %link.peer, error = %e, "tcp transport: connection error");
-                    shared.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
-                }
-                return;
-            }
-        };
-        if link.silenced.load(Ordering::Acquire) {
-            continue; // a silent network: the bytes never arrived
-        }
-        filled += n;
-        link.last_rx
-            .store(shared.now().as_nanos(), Ordering::Release);
-        let mut st = lock(&link.state);
-        if st.failed.is_some() {
-            return;
-        }
-        let mut pos = 0;
-        let mut woke = false;
-        let mut need_applied = false;
-        let mut broken = None;
-        while pos < filled {
-            match frame::decode(&rbuf[pos..filled], link.max_body) {
-                Ok(None) => break,
-                Ok(Some((f, used))) => {
-                    pos += used;
-                    if let Err(why) = shared.handle(link, &mut st, f, &mut need_applied, &mut woke)
-                    {
-                        broken = Some(why);
-                        break;
+            let filled = rx.filled;
+            let n = match sys::recv(link.fd, &mut rx.buf[filled..]) {
+                Ok(0) => {
+                    let mut st = lock(&link.state);
+                    if st.failed.is_none() && !self.closing.load(Ordering::Acquire) {
+                        tracing::warn!(me = %self.me, peer = %link.peer, "tcp transport: connection closed by peer");
+                        self.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
                     }
-                    if st.failed.is_some() {
-                        break;
-                    }
+                    return false;
                 }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
                 Err(e) => {
-                    broken = Some(format!("invalid frame: {e}"));
-                    break;
+                    let mut st = lock(&link.state);
+                    if st.failed.is_none() && !self.closing.load(Ordering::Acquire) {
+                        tracing::warn!(me = %self.me, peer = %link.peer, error = %e, "tcp transport: connection error");
+                        self.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
+                    }
+                    return false;
+                }
+            };
+            if link.silenced.load(Ordering::Acquire) {
+                continue; // a silent network: the bytes never arrived
+            }
+            rx.filled += n;
+            let now = self.now();
+            link.last_rx.store(now.as_nanos(), Ordering::Release);
+            self.coarse.store(now.as_nanos(), Ordering::Release);
+            let mut st = lock(&link.state);
+            if st.failed.is_some() {
+                return false;
+            }
+            let mut pos = 0;
+            let mut woke = false;
+            let mut need_applied = false;
+            let mut broken = None;
+            while pos < rx.filled {
+                match frame::decode(&rx.buf[pos..rx.filled], link.max_body) {
+                    Ok(None) => break,
+                    Ok(Some((f, used))) => {
+                        pos += used;
+                        if let Err(why) =
+                            self.handle(link, &mut st, f, &mut need_applied, &mut woke)
+                        {
+                            broken = Some(why);
+                            break;
+                        }
+                        if st.failed.is_some() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        broken = Some(format!("invalid frame: {e}"));
+                        break;
+                    }
                 }
             }
-        }
-        if let Some(why) = broken {
-            tracing::error!(me = %shared.me, peer = %link.peer, error = %why, "tcp transport: protocol violation; closing the link");
-            shared.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
-        }
-        if st.failed.is_some() {
+            if let Some(why) = broken {
+                tracing::error!(me = %self.me, peer = %link.peer, error = %why, "tcp transport: protocol violation; closing the link");
+                self.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
+            }
+            if st.failed.is_some() {
+                drop(st);
+                if woke {
+                    self.driver.unpark();
+                }
+                return false;
+            }
+            if need_applied || st.rx_seq - st.acked_rx >= ACK_EVERY {
+                let seq = st.rx_seq;
+                frame::encode_applied(&mut st.buf, seq);
+                st.acked_rx = seq;
+            }
+            self.flush_locked(link, &mut st);
             drop(st);
             if woke {
-                shared.driver.unpark();
+                self.driver.unpark();
             }
-            return;
-        }
-        if need_applied || st.rx_seq - st.acked_rx >= ACK_EVERY {
-            let seq = st.rx_seq;
-            frame::encode_applied(&mut st.buf, seq);
-            st.acked_rx = seq;
-        }
-        shared.flush_locked(link, &mut st);
-        drop(st);
-        if woke {
-            shared.driver.unpark();
-        }
-        rbuf.copy_within(pos..filled, 0);
-        filled -= pos;
-        // Make room for the frame that is arriving (its length was checked against the limit).
-        let mut need = READ_BUF;
-        if filled >= frame::HEADER_LEN {
-            let len = u32::from_le_bytes([rbuf[0], rbuf[1], rbuf[2], rbuf[3]]) as usize;
-            need = need.max(frame::HEADER_LEN + len);
-        }
-        if rbuf.len() < need.max(filled + 1) {
-            rbuf.resize(need.max(filled + 1), 0);
+            rx.buf.copy_within(pos..rx.filled, 0);
+            rx.filled -= pos;
+            // Make room for the frame that is arriving (its length was checked against the limit).
+            let mut need = READ_BUF;
+            if rx.filled >= frame::HEADER_LEN {
+                let b = &rx.buf;
+                let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+                need = need.max(frame::HEADER_LEN + len);
+            }
+            let need = need.max(rx.filled + 1);
+            if rx.buf.len() < need {
+                rx.buf.resize(need, 0);
+            }
         }
     }
 }
 
-/// The timer thread: heartbeats, delayed acknowledgements, op and heartbeat timeouts.
+/// The reader thread of one link: waits until the socket is readable (holding no lock), then
+/// reads and applies frames in order.
+fn reader_loop(shared: Arc<Shared>, idx: usize) {
+    let link = &shared.links[idx];
+    loop {
+        if link.failed.load(Ordering::Acquire) || shared.closing.load(Ordering::Acquire) {
+            return;
+        }
+        sys::wait_readable(link.fd);
+        let mut rx = lock(&link.rx);
+        if !shared.receive(link, &mut rx) {
+            return;
+        }
+    }
+}
+
+/// The timer thread: heartbeats, delayed acknowledgements, op and heartbeat timeouts, and
+/// draining send buffers that a full socket left behind.
 fn timer_loop(shared: Arc<Shared>, parker: Parker) {
     let period = shared.config.heartbeat_period;
-    let tick = (period / 2).max(Duration::from_millis(1));
+    let tick = shared.tick;
+    let mut stalled = Vec::new();
     while !shared.closing.load(Ordering::Acquire) {
-        parker.park_timeout(tick);
+        stalled.clear();
+        stalled.extend(
+            (shared.links.iter())
+                .filter(|l| l.stalled.load(Ordering::Acquire))
+                .map(|l| l.fd),
+        );
+        if stalled.is_empty() {
+            parker.park_timeout(tick);
+        } else {
+            sys::wait_writable(&stalled, tick);
+        }
         if shared.closing.load(Ordering::Acquire) {
             return;
         }
         let now = shared.now();
+        shared.coarse.store(now.as_nanos(), Ordering::Release);
         for link in &shared.links {
             let mut st = lock(&link.state);
             if st.failed.is_some() {
@@ -550,6 +659,14 @@ fn timer_loop(shared: Arc<Shared>, parker: Parker) {
             }
             if st.pending.front().is_some_and(|p| p.deadline <= now) {
                 tracing::warn!(me = %shared.me, peer = %link.peer, "tcp transport: op timed out");
+                shared.fail_locked(link, &mut st, FailureCause::TimedOut, true);
+                continue;
+            }
+            if st
+                .stalled_since
+                .is_some_and(|t| now.saturating_since(t) > shared.config.op_timeout)
+            {
+                tracing::warn!(me = %shared.me, peer = %link.peer, "tcp transport: peer stopped reading");
                 shared.fail_locked(link, &mut st, FailureCause::TimedOut, true);
                 continue;
             }
@@ -624,14 +741,9 @@ impl TcpNode {
         let max_body = config.max_message_len.max(max_local) + 32;
         let clock = SystemClock::new();
         let now = clock.now();
+        let tick = (config.heartbeat_period / 2).max(Duration::from_millis(1));
         let mut links = Vec::with_capacity(connected.len());
         for c in connected {
-            c.stream
-                .set_write_timeout(Some(config.op_timeout))
-                .map_err(|e| StartError::Socket {
-                    peer: c.peer,
-                    source: e,
-                })?;
             c.stream
                 .set_read_timeout(None)
                 .map_err(|e| StartError::Socket {
@@ -639,10 +751,12 @@ impl TcpNode {
                     source: e,
                 })?;
             dir.add_peer(c.peer, &c.regions);
+            let fd = c.stream.as_raw_fd();
             links.push(Link {
                 peer: c.peer,
                 peer_incarnation: c.incarnation,
                 stream: c.stream,
+                fd,
                 state: Mutex::new(LinkState {
                     buf: Vec::with_capacity(config.coalesce_bytes * 2),
                     next_seq: 0,
@@ -651,9 +765,18 @@ impl TcpNode {
                     last_tx: now,
                     rx_seq: 0,
                     acked_rx: 0,
+                    outstanding: 0,
+                    stalled_since: None,
+                }),
+                rx: Mutex::new(RxState {
+                    buf: vec![0u8; READ_BUF],
+                    filled: 0,
                 }),
                 dirty: AtomicBool::new(false),
+                stalled: AtomicBool::new(false),
                 silenced: AtomicBool::new(false),
+                failed: AtomicBool::new(false),
+                outstanding: AtomicUsize::new(0),
                 last_rx: AtomicU64::new(now.as_nanos()),
                 max_body,
             });
@@ -674,6 +797,8 @@ impl TcpNode {
             driver: parker.unparker().clone(),
             timer: timer_parker.unparker().clone(),
             closing: AtomicBool::new(false),
+            coarse: AtomicU64::new(now.as_nanos()),
+            tick,
         });
         let mut threads = Vec::new();
         for idx in 0..shared.links.len() {
@@ -768,10 +893,7 @@ impl TcpNode {
     }
 
     fn link_index(&self, peer: NodeId) -> Option<usize> {
-        self.shared
-            .links
-            .binary_search_by_key(&peer, |l| l.peer)
-            .ok()
+        self.shared.link_index(peer)
     }
 
     fn flush_dirty(&self) {
@@ -783,61 +905,104 @@ impl TcpNode {
         }
     }
 
-    /// Posts one request: numbers it, buffers its frame, and flushes when it needs an answer
-    /// or the buffer is full.
-    fn post(
-        &mut self,
-        peer: NodeId,
-        kind: OpKind,
-        signaled: bool,
-        read_into: Option<LocalSlice>,
-        encode: impl FnOnce(&mut Vec<u8>),
-    ) -> Result<OpId, PostError> {
-        if self.closed {
-            return Err(PostError::Closed);
+    /// Busy-poll receive: while ops are outstanding, the driver reads its sockets itself instead
+    /// of waiting for a reader thread to be scheduled (it skips links a reader is serving).
+    fn receive_inline(&self) {
+        for link in &self.shared.links {
+            if link.outstanding.load(Ordering::Acquire) == 0 || link.failed.load(Ordering::Acquire)
+            {
+                continue;
+            }
+            let mut rx = match link.rx.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => continue,
+            };
+            self.shared.receive(link, &mut rx);
         }
-        let idx = self
-            .link_index(peer)
-            .ok_or(PostError::UnknownPeer { peer })?;
-        let shared = &self.shared;
-        let link = &shared.links[idx];
-        let mut st = lock(&link.state);
-        if st.failed.is_none() && st.pending.len() >= shared.config.max_outstanding {
-            return Err(PostError::QueueFull {
-                peer,
-                depth: shared.config.max_outstanding,
-            });
+    }
+}
+
+/// Posts one request on the link to `peer`: numbers it, buffers its frame, remembers it until
+/// it is known applied, and flushes when it needs an answer or the buffer is full. A free
+/// function so that callers can keep borrowing their directory (the write's source region).
+#[allow(clippy::too_many_arguments)]
+fn post_op(
+    shared: &Shared,
+    next_op: &mut u64,
+    closed: bool,
+    peer: NodeId,
+    kind: OpKind,
+    signaled: bool,
+    read_into: Option<LocalSlice>,
+    encode: impl FnOnce(&mut Vec<u8>),
+) -> Result<OpId, PostError> {
+    if closed {
+        return Err(PostError::Closed);
+    }
+    let idx = shared
+        .link_index(peer)
+        .ok_or(PostError::UnknownPeer { peer })?;
+    let link = &shared.links[idx];
+    let mut st = lock(&link.state);
+    let max = shared.config.max_outstanding;
+    if st.failed.is_none() && (st.outstanding as usize >= max || st.buf.len() >= HIGH_WATER) {
+        shared.flush_locked(link, &mut st);
+        if st.outstanding as usize >= max || st.buf.len() >= HIGH_WATER {
+            return Err(PostError::QueueFull { peer, depth: max });
         }
-        let op = OpId(self.next_op);
-        self.next_op += 1;
-        if st.failed.is_some() {
-            shared.push_event(Event::Completion(Completion {
-                op,
-                peer,
-                kind,
-                result: Err(OpError::PeerFailed),
-            }));
-            return Ok(op);
+    }
+    let op = OpId(*next_op);
+    *next_op += 1;
+    if st.failed.is_some() {
+        shared.push_event(Event::Completion(Completion {
+            op,
+            peer,
+            kind,
+            result: Err(OpError::PeerFailed),
+        }));
+        return Ok(op);
+    }
+    st.next_seq += 1;
+    let seq = st.next_seq;
+    encode(&mut st.buf);
+    // Never early: the coarse clock lags by at most a tick.
+    let deadline = shared.coarse_now() + shared.config.op_timeout + shared.tick;
+    let mut merged = false;
+    if !signaled && read_into.is_none() {
+        if let Some(last) = st.pending.back_mut() {
+            if !last.signaled
+                && last.kind == kind
+                && last.deadline == deadline
+                && last.seq + last.count == seq
+                && last.op.0 + last.count == op.0
+            {
+                last.count += 1;
+                merged = true;
+            }
         }
-        st.next_seq += 1;
-        let seq = st.next_seq;
-        encode(&mut st.buf);
+    }
+    if !merged {
         st.pending.push_back(Pending {
             seq,
             op,
+            count: 1,
             kind,
             signaled,
-            deadline: shared.now() + shared.config.op_timeout,
+            deadline,
             read_into,
         });
-        let urgent = signaled || !matches!(kind, OpKind::Write | OpKind::Send);
-        if urgent || st.buf.len() >= shared.config.coalesce_bytes {
-            shared.flush_locked(link, &mut st);
-        } else {
-            link.dirty.store(true, Ordering::Release);
-        }
-        Ok(op)
     }
+    st.outstanding += 1;
+    link.outstanding
+        .store(st.outstanding as usize, Ordering::Release);
+    let urgent = signaled || !matches!(kind, OpKind::Write | OpKind::Send);
+    if urgent || st.buf.len() >= shared.config.coalesce_bytes {
+        shared.flush_locked(link, &mut st);
+    } else {
+        link.dirty.store(true, Ordering::Release);
+    }
+    Ok(op)
 }
 
 impl Drop for TcpNode {
@@ -882,21 +1047,30 @@ impl Transport for TcpNode {
         dst: RemoteAddr,
         signal: Signal,
     ) -> Result<OpId, PostError> {
-        let region = self.dir.check_write(peer, src, dst)?.clone();
+        let region = self.dir.check_write(peer, src, dst)?;
         let signaled = signal == Signal::Signaled;
-        self.post(peer, OpKind::Write, signaled, None, |buf| {
-            frame::encode_write_header(
-                buf,
-                wire_region(dst.region),
-                dst.offset as u64,
-                src.len,
-                signaled,
-            );
-            let start = buf.len();
-            buf.resize(start + src.len, 0);
-            // Bounds were checked by the directory above.
-            let _ = region.read_bytes(src.offset, &mut buf[start..]);
-        })
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::Write,
+            signaled,
+            None,
+            |buf| {
+                frame::encode_write_header(
+                    buf,
+                    wire_region(dst.region),
+                    dst.offset as u64,
+                    src.len,
+                    signaled,
+                );
+                let start = buf.len();
+                buf.resize(start + src.len, 0);
+                // Bounds were checked by the directory above.
+                let _ = region.read_bytes(src.offset, &mut buf[start..]);
+            },
+        )
     }
 
     fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
@@ -906,9 +1080,16 @@ impl Transport for TcpNode {
             len: dst.len,
             max: u32::MAX as usize,
         })?;
-        self.post(peer, OpKind::Read, true, Some(dst), |buf| {
-            frame::encode_read(buf, wire_region(src.region), src.offset as u64, len)
-        })
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::Read,
+            true,
+            Some(dst),
+            |buf| frame::encode_read(buf, wire_region(src.region), src.offset as u64, len),
+        )
     }
 
     fn compare_and_swap(
@@ -919,40 +1100,75 @@ impl Transport for TcpNode {
         new: u64,
     ) -> Result<OpId, PostError> {
         self.dir.check_atomic(peer, word)?;
-        self.post(peer, OpKind::CompareAndSwap, true, None, |buf| {
-            frame::encode_cas(
-                buf,
-                wire_region(word.region),
-                word.offset as u64,
-                expected,
-                new,
-            )
-        })
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::CompareAndSwap,
+            true,
+            None,
+            |buf| {
+                frame::encode_cas(
+                    buf,
+                    wire_region(word.region),
+                    word.offset as u64,
+                    expected,
+                    new,
+                )
+            },
+        )
     }
 
     fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
         self.dir.check_atomic(peer, word)?;
-        self.post(peer, OpKind::FetchAdd, true, None, |buf| {
-            frame::encode_fetch_add(buf, wire_region(word.region), word.offset as u64, delta)
-        })
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::FetchAdd,
+            true,
+            None,
+            |buf| frame::encode_fetch_add(buf, wire_region(word.region), word.offset as u64, delta),
+        )
     }
 
     fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
         self.dir
             .check_send(peer, data.len(), self.shared.config.max_message_len)?;
         let signaled = signal == Signal::Signaled;
-        self.post(peer, OpKind::Send, signaled, None, |buf| {
-            frame::encode_send(buf, data, signaled)
-        })
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::Send,
+            signaled,
+            None,
+            |buf| frame::encode_send(buf, data, signaled),
+        )
     }
 
     fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
         self.dir.check_fence(peer)?;
-        self.post(peer, OpKind::Fence, true, None, frame::encode_fence)
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::Fence,
+            true,
+            None,
+            frame::encode_fence,
+        )
     }
 
     fn poll(&mut self, out: &mut [Event]) -> usize {
         self.flush_dirty();
+        if self.shared.events_len.load(Ordering::Acquire) == 0 {
+            self.receive_inline();
+        }
         if out.is_empty() || self.shared.events_len.load(Ordering::Acquire) == 0 {
             return 0;
         }

@@ -512,6 +512,7 @@ impl Shared {
                 return false;
             }
             let filled = rx.filled;
+            let space = rx.buf.len() - filled;
             let n = match sys::recv(link.fd, &mut rx.buf[filled..]) {
                 Ok(0) => {
                     let mut st = lock(&link.state);
@@ -601,6 +602,10 @@ impl Shared {
             let need = need.max(rx.filled + 1);
             if rx.buf.len() < need {
                 rx.buf.resize(need, 0);
+            }
+            if n < space {
+                // The socket had less than we could take: it is drained (more wakes the reader).
+                return true;
             }
         }
     }

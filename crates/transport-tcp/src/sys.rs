@@ -65,7 +65,9 @@ pub(crate) fn wait_writable(fds: &[RawFd], timeout: Duration) {
             revents: 0,
         })
         .collect();
-    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX).max(1);
+    let ms = i32::try_from(timeout.as_millis())
+        .unwrap_or(i32::MAX)
+        .max(1);
     // SAFETY: `ps` is a valid array of pollfds for its length.
     unsafe { libc::poll(ps.as_mut_ptr(), ps.len() as libc::nfds_t, ms) };
 }

@@ -1,0 +1,232 @@
+//! The TCP fabric over loopback, each figure beside its raw-TCP baseline measured in the same run:
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+//! posted 8 B, 64 B and 1 KiB writes per second against a raw TCP stream of equal-sized frames
+//! (buffered like ours, TCP_NODELAY, the receiver parsing every frame and copying its payload),
+//! and CAS and read round trips against a raw TCP ping-pong of the same sizes.
+
+use std::hint::black_box;
+use std::io::{BufWriter, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use squall_benches::{REGION, await_completions};
+use squall_transport::{
+    LocalSlice, NodeId, PostError, Region, RegionSpec, RemoteAddr, Signal, Transport,
+};
+use squall_transport_tcp::{ClusterConfig, TcpNode};
+
+const BATCH: u64 = 1024;
+
+/// Two TCP nodes on loopback, one region of `len` bytes each.
+fn tcp_pair(len: usize) -> Vec<TcpNode> {
+    let ls: Vec<TcpListener> = (0..2)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    let addrs: Vec<_> = ls.iter().map(|l| l.local_addr().expect("addr")).collect();
+    let mut config = ClusterConfig::new(
+        1,
+        addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (NodeId(i as u32), *a)),
+    );
+    // Generous timeouts: a loaded benchmark machine must not fail a live peer.
+    config.op_timeout = Duration::from_secs(5);
+    config.heartbeat_timeout = Duration::from_secs(5);
+    let handles: Vec<_> = ls
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let config = config.clone();
+            thread::spawn(move || {
+                let region = Region::new(RegionSpec::new(REGION, len)).expect("region");
+                TcpNode::start_on(l, config, NodeId(i as u32), vec![region]).expect("node starts")
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("start"))
+        .collect()
+}
+
+/// A connected loopback socket pair with TCP_NODELAY.
+fn raw_pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+    let (b, _) = l.accept().expect("accept");
+    a.set_nodelay(true).expect("nodelay");
+    b.set_nodelay(true).expect("nodelay");
+    (a, b)
+}
+
+fn writes(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tcp_posted_write");
+    g.throughput(Throughput::Elements(BATCH));
+    for size in [8usize, 64, 1024] {
+        let mut nodes = tcp_pair(1 << 20);
+        let peer = NodeId(1);
+        g.bench_with_input(BenchmarkId::new("squall_tcp", size), &size, |b, &size| {
+            b.iter(|| {
+                for i in 0..BATCH as usize {
+                    let off = (i * size) % (512 * 1024);
+                    let src = LocalSlice::new(REGION, off, size);
+                    loop {
+                        match nodes[0].write(
+                            peer,
+                            src,
+                            RemoteAddr::new(REGION, off),
+                            Signal::Unsignaled,
+                        ) {
+                            Ok(op) => {
+                                black_box(op);
+                                break;
+                            }
+                            // The receiver is behind: flush and let it catch up.
+                            Err(PostError::QueueFull { .. }) => {
+                                nodes[0].poll(&mut []);
+                            }
+                            Err(e) => panic!("write refused: {e}"),
+                        }
+                    }
+                }
+                nodes[0].poll(&mut []); // flush the tail of the batch
+            })
+        });
+        // Everything posted was applied before the next figure.
+        let fence = nodes[0].fence(peer).expect("fence");
+        black_box(fence);
+        await_completions(&mut nodes[0], 1);
+        drop(nodes);
+
+        g.bench_with_input(
+            BenchmarkId::new("raw_tcp_stream", size),
+            &size,
+            |b, &size| {
+                let (tx, mut rx) = raw_pair();
+                let receiver = thread::spawn(move || {
+                    // Parse every frame and copy its payload, as a receiver applying writes would.
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let mut sink = vec![0u8; 1024];
+                    let (mut filled, mut frames) = (0usize, 0u64);
+                    loop {
+                        match rx.read(&mut buf[filled..]) {
+                            Ok(0) | Err(_) => return frames,
+                            Ok(n) => filled += n,
+                        }
+                        let mut pos = 0;
+                        while filled - pos >= 4 {
+                            let len = u32::from_le_bytes([
+                                buf[pos],
+                                buf[pos + 1],
+                                buf[pos + 2],
+                                buf[pos + 3],
+                            ]) as usize;
+                            if filled - pos < 4 + len {
+                                break;
+                            }
+                            sink[..len].copy_from_slice(&buf[pos + 4..pos + 4 + len]);
+                            pos += 4 + len;
+                            frames += 1;
+                        }
+                        buf.copy_within(pos..filled, 0);
+                        filled -= pos;
+                    }
+                });
+                let mut w = BufWriter::with_capacity(16 * 1024, tx);
+                let payload = vec![7u8; size];
+                b.iter(|| {
+                    for _ in 0..BATCH {
+                        w.write_all(&(size as u32).to_le_bytes()).expect("write");
+                        w.write_all(black_box(&payload)).expect("write");
+                    }
+                    w.flush().expect("flush");
+                });
+                drop(w);
+                black_box(receiver.join().ok());
+            },
+        );
+    }
+    g.finish();
+}
+
+/// A raw ping-pong server: reads `req`-byte requests, answers each with `resp` bytes.
+fn ping_pong_server(mut s: TcpStream, req: usize, resp: usize) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut r = vec![0u8; req];
+        let out = vec![1u8; resp];
+        while s.read_exact(&mut r).is_ok() {
+            if s.write_all(&out).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+fn round_trips(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tcp_round_trip");
+    g.throughput(Throughput::Elements(1));
+    let mut nodes = tcp_pair(64 * 1024);
+    let word = RemoteAddr::new(REGION, 0);
+    let mut expected = 0u64;
+    g.bench_function("squall_tcp_cas", |b| {
+        b.iter(|| {
+            let r = nodes[0].compare_and_swap(NodeId(1), word, expected, expected + 1);
+            black_box(r.is_ok());
+            expected = await_completions(&mut nodes[0], 1) + 1;
+        })
+    });
+    // The same bytes as our CAS request and answer: 5-byte header + 28 and 5 + 16.
+    g.bench_function("raw_tcp_ping_pong_cas", |b| {
+        let (mut client, server) = raw_pair();
+        let srv = ping_pong_server(server, 33, 21);
+        let req = [0u8; 33];
+        let mut resp = [0u8; 21];
+        b.iter(|| {
+            client.write_all(&req).expect("write");
+            client.read_exact(&mut resp).expect("read");
+        });
+        drop(client);
+        let _ = srv.join();
+    });
+    for size in [8usize, 64, 1024] {
+        g.bench_with_input(
+            BenchmarkId::new("squall_tcp_read", size),
+            &size,
+            |b, &size| {
+                b.iter(|| {
+                    let r = nodes[0].read(
+                        NodeId(1),
+                        RemoteAddr::new(REGION, 0),
+                        LocalSlice::new(REGION, 4096, size),
+                    );
+                    black_box(r.is_ok());
+                    await_completions(&mut nodes[0], 1);
+                })
+            },
+        );
+        // Our read request is 5 + 16 bytes; the answer 5 + 8 + size.
+        g.bench_with_input(
+            BenchmarkId::new("raw_tcp_ping_pong_read", size),
+            &size,
+            |b, &size| {
+                let (mut client, server) = raw_pair();
+                let srv = ping_pong_server(server, 21, 13 + size);
+                let req = [0u8; 21];
+                let mut resp = vec![0u8; 13 + size];
+                b.iter(|| {
+                    client.write_all(&req).expect("write");
+                    client.read_exact(&mut resp).expect("read");
+                });
+                drop(client);
+                let _ = srv.join();
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, writes, round_trips);
+criterion_main!(benches);

@@ -1,0 +1,395 @@
+//! The cluster config: who is where, which cluster, and every timeout and bound.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use squall_transport::NodeId;
+use thiserror::Error;
+
+/// Everything a node needs to join a TCP cluster. Every node of a cluster uses the same config.
+///
+/// Build it in code ([`ClusterConfig::new`] then set fields) or read it from TOML
+/// ([`ClusterConfig::from_toml`], [`ClusterConfig::from_file`]). [`validate`](Self::validate)
+/// runs at start-up and explains what to fix.
+///
+/// ```
+/// use squall_transport_tcp::ClusterConfig;
+/// let cfg = ClusterConfig::from_toml(r#"
+///     cluster_id = 7
+///     op_timeout_ms = 500
+///     heartbeat_period_ms = 50
+///     heartbeat_timeout_ms = 400
+///     max_message_len = 65536
+///     [nodes]
+///     0 = "127.0.0.1:7000"
+///     1 = "127.0.0.1:7001"
+/// "#).unwrap();
+/// assert_eq!(cfg.nodes.len(), 2);
+/// assert_eq!(cfg.op_timeout, std::time::Duration::from_millis(500));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// Names the cluster; nodes of different clusters refuse each other.
+    pub cluster_id: u64,
+    /// Every node's listening address.
+    pub nodes: BTreeMap<NodeId, SocketAddr>,
+    /// How long a posted op may wait for the peer before it fails and the peer is failed.
+    pub op_timeout: Duration,
+    /// How often an idle link sends a heartbeat.
+    pub heartbeat_period: Duration,
+    /// How long a link may stay silent before the peer is failed.
+    pub heartbeat_timeout: Duration,
+    /// How long start-up may take to connect to every peer.
+    pub connect_timeout: Duration,
+    /// The largest two-sided message.
+    pub max_message_len: usize,
+    /// The most ops one link may have outstanding (not yet known applied) before posting
+    /// returns `QueueFull`.
+    pub max_outstanding: usize,
+    /// Buffered unsignaled ops are flushed in one syscall once this many bytes are waiting.
+    pub coalesce_bytes: usize,
+}
+
+/// A cluster config that cannot work, with what to change.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The TOML could not be parsed.
+    #[error("cluster config is not valid TOML for this schema: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// The file could not be read.
+    #[error("cannot read cluster config {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A node id key is not a number.
+    #[error("node key {0:?} in [nodes] is not a node id; use integers: `0 = \"10.0.0.1:7000\"`")]
+    BadNodeId(String),
+    /// An address is not `ip:port`.
+    #[error("address {addr:?} of node {node} is not ip:port (e.g. \"10.0.0.1:7000\")")]
+    BadAddress {
+        /// The node.
+        node: NodeId,
+        /// The text.
+        addr: String,
+    },
+    /// Fewer than two nodes.
+    #[error("a cluster needs at least 2 nodes in [nodes]; it has {0}")]
+    TooFewNodes(usize),
+    /// Two nodes share an address.
+    #[error("nodes {a} and {b} both listen on {addr}; give every node its own address")]
+    DuplicateAddress {
+        /// One node.
+        a: NodeId,
+        /// The other.
+        b: NodeId,
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// A peer address with port 0 cannot be dialled.
+    #[error("node {0} has port 0; peers need a fixed port to dial")]
+    ZeroPort(NodeId),
+    /// A duration is zero.
+    #[error("{0} must be positive")]
+    ZeroDuration(&'static str),
+    /// The heartbeat period is too long for the timeouts.
+    #[error(
+        "heartbeat_period ({period:?}) must be at most half of heartbeat_timeout ({timeout:?}) and of op_timeout ({op:?}), or live peers will be failed; shorten the period or lengthen the timeouts"
+    )]
+    HeartbeatTooSlow {
+        /// The period.
+        period: Duration,
+        /// The heartbeat timeout.
+        timeout: Duration,
+        /// The op timeout.
+        op: Duration,
+    },
+    /// A size bound is out of range.
+    #[error("{name} is {value}; it must be between {min} and {max}")]
+    OutOfRange {
+        /// The setting.
+        name: &'static str,
+        /// Its value.
+        value: usize,
+        /// Smallest allowed.
+        min: usize,
+        /// Largest allowed.
+        max: usize,
+    },
+    /// The node starting is not in the config.
+    #[error("node {0} is not in [nodes]; add it or start a node that is")]
+    UnknownSelf(NodeId),
+}
+
+/// The TOML shape. Durations are in milliseconds.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlConfig {
+    cluster_id: u64,
+    nodes: BTreeMap<String, String>,
+    op_timeout_ms: Option<u64>,
+    heartbeat_period_ms: Option<u64>,
+    heartbeat_timeout_ms: Option<u64>,
+    connect_timeout_ms: Option<u64>,
+    max_message_len: Option<usize>,
+    max_outstanding: Option<usize>,
+    coalesce_bytes: Option<usize>,
+}
+
+/// The largest message or region access a frame may carry (frames carry a `u32` length).
+pub const MAX_FRAME_DATA: usize = (u32::MAX as usize) / 2;
+
+impl ClusterConfig {
+    /// A config with sensible defaults for `cluster_id` and `nodes`: 500 ms op timeout, 50 ms
+    /// heartbeats failing a peer after 500 ms of silence, 10 s to connect, 64 KiB messages,
+    /// 65 536 outstanding ops per link, 16 KiB coalescing.
+    ///
+    /// ```
+    /// use squall_transport::NodeId;
+    /// use squall_transport_tcp::ClusterConfig;
+    /// let nodes = [(NodeId(0), "127.0.0.1:7000".parse().unwrap()), (NodeId(1), "127.0.0.1:7001".parse().unwrap())];
+    /// let cfg = ClusterConfig::new(1, nodes);
+    /// assert!(cfg.validate().is_ok());
+    /// ```
+    pub fn new(cluster_id: u64, nodes: impl IntoIterator<Item = (NodeId, SocketAddr)>) -> Self {
+        ClusterConfig {
+            cluster_id,
+            nodes: nodes.into_iter().collect(),
+            op_timeout: Duration::from_millis(500),
+            heartbeat_period: Duration::from_millis(50),
+            heartbeat_timeout: Duration::from_millis(500),
+            connect_timeout: Duration::from_secs(10),
+            max_message_len: 64 * 1024,
+            max_outstanding: 65_536,
+            coalesce_bytes: 16 * 1024,
+        }
+    }
+
+    /// Parses and validates a TOML config. Unset optional keys take [`ClusterConfig::new`]'s
+    /// defaults; unknown keys are errors (a misspelt key would otherwise be silently ignored).
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let t: TomlConfig = toml::from_str(text)?;
+        let mut nodes = BTreeMap::new();
+        for (k, v) in t.nodes {
+            let id = k
+                .trim()
+                .parse::<u32>()
+                .map_err(|_| ConfigError::BadNodeId(k.clone()))?;
+            let node = NodeId(id);
+            let addr = v.parse().map_err(|_| ConfigError::BadAddress {
+                node,
+                addr: v.clone(),
+            })?;
+            nodes.insert(node, addr);
+        }
+        let mut c = ClusterConfig::new(t.cluster_id, nodes);
+        let ms = Duration::from_millis;
+        if let Some(v) = t.op_timeout_ms {
+            c.op_timeout = ms(v);
+        }
+        if let Some(v) = t.heartbeat_period_ms {
+            c.heartbeat_period = ms(v);
+        }
+        if let Some(v) = t.heartbeat_timeout_ms {
+            c.heartbeat_timeout = ms(v);
+        }
+        if let Some(v) = t.connect_timeout_ms {
+            c.connect_timeout = ms(v);
+        }
+        if let Some(v) = t.max_message_len {
+            c.max_message_len = v;
+        }
+        if let Some(v) = t.max_outstanding {
+            c.max_outstanding = v;
+        }
+        if let Some(v) = t.coalesce_bytes {
+            c.coalesce_bytes = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Reads, parses and validates a TOML config file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml(&text)
+    }
+
+    /// Writes the config as TOML that [`from_toml`](Self::from_toml) reads back.
+    ///
+    /// ```
+    /// # use squall_transport::NodeId;
+    /// # use squall_transport_tcp::ClusterConfig;
+    /// let cfg = ClusterConfig::new(3, [(NodeId(0), "127.0.0.1:1".parse().unwrap()), (NodeId(1), "127.0.0.1:2".parse().unwrap())]);
+    /// assert_eq!(ClusterConfig::from_toml(&cfg.to_toml()).unwrap(), cfg);
+    /// ```
+    pub fn to_toml(&self) -> String {
+        let mut s = format!(
+            "cluster_id = {}\nop_timeout_ms = {}\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nconnect_timeout_ms = {}\nmax_message_len = {}\nmax_outstanding = {}\ncoalesce_bytes = {}\n[nodes]\n",
+            self.cluster_id,
+            self.op_timeout.as_millis(),
+            self.heartbeat_period.as_millis(),
+            self.heartbeat_timeout.as_millis(),
+            self.connect_timeout.as_millis(),
+            self.max_message_len,
+            self.max_outstanding,
+            self.coalesce_bytes
+        );
+        for (id, addr) in &self.nodes {
+            s.push_str(&format!("{} = \"{}\"\n", id.0, addr));
+        }
+        s
+    }
+
+    /// Checks every setting, with an error that says what to change.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.nodes.len() < 2 {
+            return Err(ConfigError::TooFewNodes(self.nodes.len()));
+        }
+        let mut seen: BTreeMap<SocketAddr, NodeId> = BTreeMap::new();
+        for (&id, &addr) in &self.nodes {
+            if addr.port() == 0 {
+                return Err(ConfigError::ZeroPort(id));
+            }
+            if let Some(&a) = seen.get(&addr) {
+                return Err(ConfigError::DuplicateAddress { a, b: id, addr });
+            }
+            seen.insert(addr, id);
+        }
+        for (name, d) in [
+            ("op_timeout", self.op_timeout),
+            ("heartbeat_period", self.heartbeat_period),
+            ("heartbeat_timeout", self.heartbeat_timeout),
+            ("connect_timeout", self.connect_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::ZeroDuration(name));
+            }
+        }
+        if self.heartbeat_period * 2 > self.heartbeat_timeout
+            || self.heartbeat_period * 2 > self.op_timeout
+        {
+            return Err(ConfigError::HeartbeatTooSlow {
+                period: self.heartbeat_period,
+                timeout: self.heartbeat_timeout,
+                op: self.op_timeout,
+            });
+        }
+        for (name, value, min, max) in [
+            ("max_message_len", self.max_message_len, 1, MAX_FRAME_DATA),
+            ("max_outstanding", self.max_outstanding, 1, 1 << 30),
+            ("coalesce_bytes", self.coalesce_bytes, 1, 1 << 30),
+        ] {
+            if value < min || value > max {
+                return Err(ConfigError::OutOfRange {
+                    name,
+                    value,
+                    min,
+                    max,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Validates the config for node `me`, which must be listed.
+    pub fn validate_for(&self, me: NodeId) -> Result<(), ConfigError> {
+        self.validate()?;
+        if !self.nodes.contains_key(&me) {
+            return Err(ConfigError::UnknownSelf(me));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two() -> ClusterConfig {
+        ClusterConfig::new(
+            1,
+            [
+                (NodeId(0), "127.0.0.1:7000".parse().expect("addr")),
+                (NodeId(1), "127.0.0.1:7001".parse().expect("addr")),
+            ],
+        )
+    }
+
+    #[test]
+    fn defaults_are_valid_and_round_trip_through_toml() {
+        let c = two();
+        c.validate().expect("valid");
+        assert_eq!(ClusterConfig::from_toml(&c.to_toml()).expect("parses"), c);
+    }
+
+    #[test]
+    fn bad_values_say_what_to_fix() {
+        let mut c = two();
+        c.op_timeout = Duration::ZERO;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::ZeroDuration("op_timeout"))
+        ));
+        let mut c = two();
+        c.heartbeat_period = Duration::from_millis(400);
+        let e = c.validate().expect_err("too slow");
+        assert!(e.to_string().contains("shorten the period"), "{e}");
+        let mut c = two();
+        c.max_message_len = 0;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::OutOfRange {
+                name: "max_message_len",
+                ..
+            })
+        ));
+        let mut c = two();
+        c.nodes
+            .insert(NodeId(2), "127.0.0.1:7000".parse().expect("addr"));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::DuplicateAddress { .. })
+        ));
+        let mut c = two();
+        c.nodes.remove(&NodeId(1));
+        assert!(matches!(c.validate(), Err(ConfigError::TooFewNodes(1))));
+        let mut c = two();
+        c.nodes
+            .insert(NodeId(5), "127.0.0.1:0".parse().expect("addr"));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::ZeroPort(NodeId(5)))
+        ));
+        assert!(matches!(
+            two().validate_for(NodeId(9)),
+            Err(ConfigError::UnknownSelf(NodeId(9)))
+        ));
+    }
+
+    #[test]
+    fn bad_toml_is_refused_clearly() {
+        let e = ClusterConfig::from_toml("cluster_id = 1\n[nodes]\nx = \"127.0.0.1:1\"\n")
+            .expect_err("bad id");
+        assert!(matches!(e, ConfigError::BadNodeId(_)), "{e}");
+        let e = ClusterConfig::from_toml("cluster_id = 1\n[nodes]\n0 = \"localhost\"\n")
+            .expect_err("bad addr");
+        assert!(e.to_string().contains("ip:port"), "{e}");
+        let e = ClusterConfig::from_toml(
+            "cluster_id = 1\nop_timout_ms = 5\n[nodes]\n0 = \"127.0.0.1:1\"\n1 = \"127.0.0.1:2\"\n",
+        )
+        .expect_err("typo");
+        assert!(e.to_string().contains("op_timout_ms"), "{e}");
+        let e = ClusterConfig::from_file("/nonexistent/squall.toml").expect_err("no file");
+        assert!(e.to_string().contains("/nonexistent/squall.toml"), "{e}");
+    }
+}

@@ -1,0 +1,477 @@
+//! Start-up: the listener, dialling peers, and the handshake that checks who is who.
+
+use std::collections::BTreeSet;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use squall_transport::{NodeId, RegionError, RegionId, RegionSpec};
+use thiserror::Error;
+
+use crate::config::{ClusterConfig, ConfigError};
+use crate::frame::{self, Frame, FrameError, Hello, MAX_HANDSHAKE_BODY, PROTOCOL_VERSION};
+use crate::node::{Connected, lock};
+
+/// Why a node could not start.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// The config is invalid.
+    #[error("invalid cluster config: {0}")]
+    Config(#[from] ConfigError),
+    /// The regions are invalid.
+    #[error("invalid regions: {0}")]
+    Region(#[from] RegionError),
+    /// The listening address could not be bound.
+    #[error("cannot listen on {addr}: {source}; is another process using that port?")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// A peer could not be reached before the connect timeout.
+    #[error(
+        "cannot reach {peer} at {addr} within connect_timeout: {source}; is it running, and is its address in [nodes] right?"
+    )]
+    Unreachable {
+        /// The peer.
+        peer: NodeId,
+        /// Its configured address.
+        addr: SocketAddr,
+        /// The last connect error.
+        source: io::Error,
+    },
+    /// The peer refused this node's handshake.
+    #[error("{peer} refused the handshake: {reason}")]
+    Refused {
+        /// The peer.
+        peer: NodeId,
+        /// What the peer said.
+        reason: String,
+    },
+    /// This node refused the peer's handshake answer.
+    #[error("refused {peer}'s handshake: {reason}")]
+    Mismatch {
+        /// The peer.
+        peer: NodeId,
+        /// What differed.
+        reason: String,
+    },
+    /// The handshake broke off or was not understood.
+    #[error("handshake with {peer} failed: {detail}")]
+    Handshake {
+        /// The peer.
+        peer: NodeId,
+        /// What happened.
+        detail: String,
+    },
+    /// Peers that should have dialled this node did not, in time.
+    #[error(
+        "{missing:?} did not connect within connect_timeout{}",
+        if refused.is_empty() { String::new() } else { format!("; refused meanwhile: {}", refused.join("; ")) }
+    )]
+    Timeout {
+        /// The peers that never completed a handshake.
+        missing: Vec<NodeId>,
+        /// Handshakes this node refused meanwhile, and why.
+        refused: Vec<String>,
+    },
+    /// A socket option could not be set.
+    #[error("socket setup for {peer} failed: {source}")]
+    Socket {
+        /// The peer.
+        peer: NodeId,
+        /// Why.
+        source: io::Error,
+    },
+    /// An I/O thread could not be spawned.
+    #[error("cannot spawn an I/O thread: {0}")]
+    Thread(io::Error),
+}
+
+struct AcceptState {
+    tx: Option<mpsc::Sender<Connected>>,
+    taken: BTreeSet<NodeId>,
+    refused: Vec<String>,
+}
+
+struct AcceptCtx {
+    me: NodeId,
+    config: ClusterConfig,
+    hello: Hello,
+    state: Mutex<AcceptState>,
+    closing: AtomicBool,
+}
+
+/// The listener thread. It keeps running after start-up, refusing late or repeated handshakes
+/// (a restarted node under an old identity) and closing connections that send garbage.
+pub(crate) struct Acceptor {
+    ctx: Arc<AcceptCtx>,
+    addr: SocketAddr,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Acceptor {
+    /// Stops the listener and waits for its thread.
+    pub(crate) fn stop(mut self) {
+        self.ctx.closing.store(true, Ordering::Release);
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake.ip() {
+                IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            });
+        }
+        // Wake the blocking accept; if this fails the thread is left to the process's end.
+        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok()
+            && let Some(t) = self.thread.take()
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Reads one handshake frame (blocking, under the socket's read timeout).
+fn read_frame(stream: &mut TcpStream) -> Result<Vec<u8>, String> {
+    let mut bytes = vec![0u8; frame::HEADER_LEN];
+    stream
+        .read_exact(&mut bytes)
+        .map_err(|e| format!("reading the handshake: {e}"))?;
+    // Checks the length field before reading the body.
+    if let Err(e @ (FrameError::Oversized { .. } | FrameError::UnknownKind(_))) =
+        frame::decode(&bytes, 0)
+    {
+        return Err(e.to_string());
+    }
+    let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+    if len > MAX_HANDSHAKE_BODY {
+        return Err(format!("handshake frame of {len} bytes is too large"));
+    }
+    bytes.resize(frame::HEADER_LEN + len, 0);
+    stream
+        .read_exact(&mut bytes[frame::HEADER_LEN..])
+        .map_err(|e| format!("reading the handshake: {e}"))?;
+    Ok(bytes)
+}
+
+fn region_specs(h: &Hello) -> Result<Vec<RegionSpec>, String> {
+    let specs: Vec<RegionSpec> = h
+        .regions
+        .iter()
+        .map(|&(id, len)| {
+            usize::try_from(len)
+                .map(|len| RegionSpec::new(RegionId(id), len))
+                .map_err(|_| format!("region r{id} of {len} bytes is too large"))
+        })
+        .collect::<Result<_, _>>()?;
+    RegionSpec::validate_all(&specs).map_err(|e| format!("bad region directory: {e}"))?;
+    Ok(specs)
+}
+
+/// The checks both ends make of the other's handshake.
+fn check_common(config: &ClusterConfig, ours: &Hello, h: &Hello) -> Result<(), String> {
+    if h.version != PROTOCOL_VERSION {
+        return Err(format!(
+            "protocol version {} differs from this node's {PROTOCOL_VERSION}; run the same Squall release on every node",
+            h.version
+        ));
+    }
+    if h.cluster_id != config.cluster_id {
+        return Err(format!(
+            "cluster id {} differs from this node's {}; the node belongs to another cluster or runs another config",
+            h.cluster_id, config.cluster_id
+        ));
+    }
+    if h.max_message_len != ours.max_message_len {
+        return Err(format!(
+            "max_message_len {} differs from this node's {}; use the same config on every node",
+            h.max_message_len, ours.max_message_len
+        ));
+    }
+    Ok(())
+}
+
+impl AcceptCtx {
+    fn check_hello(&self, h: &Hello) -> Result<(NodeId, Vec<RegionSpec>), String> {
+        check_common(&self.config, &self.hello, h)?;
+        let from = NodeId(h.from);
+        if h.to != self.me.0 {
+            return Err(format!(
+                "this is {}, but {from} dialled it as n{}; check the addresses in [nodes]",
+                self.me, h.to
+            ));
+        }
+        if !self.config.nodes.contains_key(&from) {
+            return Err(format!("{from} is not in this node's cluster config"));
+        }
+        if from <= self.me {
+            return Err(format!(
+                "{from} dialled {}, but only higher ids dial lower ones",
+                self.me
+            ));
+        }
+        let specs = region_specs(h)?;
+        Ok((from, specs))
+    }
+
+    fn refuse(&self, stream: &mut TcpStream, peer: Option<SocketAddr>, reason: String) {
+        tracing::error!(me = %self.me, ?peer, %reason, "tcp transport: refused a handshake");
+        let mut buf = Vec::new();
+        frame::encode_refuse(&mut buf, &reason);
+        let _ = stream.write_all(&buf);
+        let mut st = lock(&self.state);
+        if st.refused.len() < 16 {
+            st.refused.push(reason);
+        }
+    }
+
+    fn handle_incoming(self: Arc<Self>, mut stream: TcpStream) {
+        let addr = stream.peer_addr().ok();
+        let _ = stream.set_nodelay(true);
+        if stream
+            .set_read_timeout(Some(self.config.connect_timeout))
+            .is_err()
+        {
+            return;
+        }
+        let bytes = match read_frame(&mut stream) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(me = %self.me, peer = ?addr, error = %e, "tcp transport: bad handshake; connection closed");
+                return;
+            }
+        };
+        let hello = match frame::decode(&bytes, 0) {
+            Ok(Some((Frame::Hello(h), _))) => h,
+            Ok(_) => {
+                self.refuse(&mut stream, addr, "expected a Hello handshake frame".into());
+                return;
+            }
+            Err(e) => {
+                tracing::error!(me = %self.me, peer = ?addr, error = %e, "tcp transport: invalid handshake frame; connection closed");
+                return;
+            }
+        };
+        let (from, regions) = match self.check_hello(&hello) {
+            Ok(x) => x,
+            Err(reason) => return self.refuse(&mut stream, addr, reason),
+        };
+        {
+            let mut st = lock(&self.state);
+            if st.taken.contains(&from) || st.tx.is_none() {
+                drop(st);
+                return self.refuse(
+                    &mut stream,
+                    addr,
+                    format!(
+                        "{from} is already linked to {} (or start-up is over); a restarted node must join a new cluster, never under its old identity",
+                        self.me
+                    ),
+                );
+            }
+            st.taken.insert(from);
+        }
+        let mut answer = self.hello.clone();
+        answer.to = from.0;
+        let mut buf = Vec::new();
+        frame::encode_welcome(&mut buf, &answer);
+        if let Err(e) = stream.write_all(&buf) {
+            tracing::warn!(me = %self.me, peer = %from, error = %e, "tcp transport: handshake answer failed");
+            lock(&self.state).taken.remove(&from);
+            return;
+        }
+        let c = Connected {
+            peer: from,
+            stream,
+            incarnation: hello.incarnation,
+            regions,
+        };
+        let st = lock(&self.state);
+        if let Some(tx) = &st.tx {
+            let _ = tx.send(c);
+        }
+    }
+}
+
+fn dial(
+    config: &ClusterConfig,
+    me: NodeId,
+    peer: NodeId,
+    ours: &Hello,
+    deadline: Instant,
+) -> Result<Connected, StartError> {
+    let addr = config.nodes[&peer];
+    let mut stream = loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(
+            &addr,
+            remaining.clamp(Duration::from_millis(1), Duration::from_secs(1)),
+        ) {
+            Ok(s) => break s,
+            Err(source) => {
+                if Instant::now() >= deadline {
+                    return Err(StartError::Unreachable { peer, addr, source });
+                }
+                // Start-up only: the peer may not be listening yet.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    let socket = |source| StartError::Socket { peer, source };
+    stream.set_nodelay(true).map_err(socket)?;
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    stream
+        .set_read_timeout(Some(remaining.max(Duration::from_millis(100))))
+        .map_err(socket)?;
+    let mut hello = ours.clone();
+    hello.to = peer.0;
+    let mut buf = Vec::new();
+    frame::encode_hello(&mut buf, &hello);
+    stream.write_all(&buf).map_err(socket)?;
+    let bytes = read_frame(&mut stream).map_err(|detail| StartError::Handshake { peer, detail })?;
+    match frame::decode(&bytes, 0) {
+        Ok(Some((Frame::Welcome(h), _))) => {
+            let checked = check_common(config, ours, &h).and_then(|()| {
+                if h.from != peer.0 || h.to != me.0 {
+                    return Err(format!(
+                        "n{} answered at {peer}'s address {addr} (and took this node for n{}); check the addresses in [nodes]",
+                        h.from, h.to
+                    ));
+                }
+                region_specs(&h)
+            });
+            match checked {
+                Ok(regions) => Ok(Connected {
+                    peer,
+                    stream,
+                    incarnation: h.incarnation,
+                    regions,
+                }),
+                Err(reason) => {
+                    tracing::error!(%me, %peer, %reason, "tcp transport: refused a handshake answer");
+                    let mut buf = Vec::new();
+                    frame::encode_refuse(&mut buf, &reason);
+                    let _ = stream.write_all(&buf);
+                    Err(StartError::Mismatch { peer, reason })
+                }
+            }
+        }
+        Ok(Some((Frame::Refuse(reason), _))) => {
+            tracing::error!(%me, %peer, %reason, "tcp transport: handshake refused by peer");
+            Err(StartError::Refused {
+                peer,
+                reason: reason.to_string(),
+            })
+        }
+        Ok(_) => Err(StartError::Handshake {
+            peer,
+            detail: "expected a Welcome or Refuse frame".into(),
+        }),
+        Err(e) => Err(StartError::Handshake {
+            peer,
+            detail: e.to_string(),
+        }),
+    }
+}
+
+/// Starts the listener, dials every lower id, waits for every higher id, and returns the
+/// connections once all are handshaken.
+pub(crate) fn establish(
+    listener: TcpListener,
+    config: &ClusterConfig,
+    me: NodeId,
+    incarnation: u64,
+    regions: &[RegionSpec],
+) -> Result<(Acceptor, Vec<Connected>), StartError> {
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.nodes[&me],
+        source,
+    })?;
+    let hello = Hello {
+        version: PROTOCOL_VERSION,
+        cluster_id: config.cluster_id,
+        from: me.0,
+        to: 0,
+        incarnation,
+        max_message_len: u32::try_from(config.max_message_len).unwrap_or(u32::MAX),
+        regions: regions.iter().map(|s| (s.id.0, s.len as u64)).collect(),
+    };
+    let (tx, rx) = mpsc::channel();
+    let ctx = Arc::new(AcceptCtx {
+        me,
+        config: config.clone(),
+        hello: hello.clone(),
+        state: Mutex::new(AcceptState {
+            tx: Some(tx),
+            taken: BTreeSet::new(),
+            refused: Vec::new(),
+        }),
+        closing: AtomicBool::new(false),
+    });
+    let c = Arc::clone(&ctx);
+    let thread = std::thread::Builder::new()
+        .name(format!("squall-tcp-{me}-accept"))
+        .spawn(move || {
+            for conn in listener.incoming() {
+                if c.closing.load(Ordering::Acquire) {
+                    return;
+                }
+                match conn {
+                    Ok(stream) => {
+                        let c2 = Arc::clone(&c);
+                        let spawned = std::thread::Builder::new()
+                            .name("squall-tcp-handshake".into())
+                            .spawn(move || c2.handle_incoming(stream));
+                        if let Err(e) = spawned {
+                            tracing::error!(error = %e, "tcp transport: cannot spawn a handshake thread");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "tcp transport: accept failed");
+                    }
+                }
+            }
+        })
+        .map_err(StartError::Thread)?;
+    let acceptor = Acceptor {
+        ctx: Arc::clone(&ctx),
+        addr,
+        thread: Some(thread),
+    };
+    let deadline = Instant::now() + config.connect_timeout;
+    let mut connected = Vec::new();
+    for &peer in config.nodes.keys().filter(|&&p| p < me) {
+        match dial(config, me, peer, &hello, deadline) {
+            Ok(c) => connected.push(c),
+            Err(e) => {
+                acceptor.stop();
+                return Err(e);
+            }
+        }
+    }
+    let mut missing: BTreeSet<NodeId> = config.nodes.keys().copied().filter(|&p| p > me).collect();
+    while !missing.is_empty() {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(remaining) {
+            Ok(c) => {
+                missing.remove(&c.peer);
+                connected.push(c);
+            }
+            Err(_) => {
+                let refused = std::mem::take(&mut lock(&ctx.state).refused);
+                lock(&ctx.state).tx = None;
+                acceptor.stop();
+                return Err(StartError::Timeout {
+                    missing: missing.into_iter().collect(),
+                    refused,
+                });
+            }
+        }
+    }
+    lock(&ctx.state).tx = None;
+    Ok((acceptor, connected))
+}

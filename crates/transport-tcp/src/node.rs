@@ -1,0 +1,1227 @@
+//! One node's endpoint: links, the I/O threads that apply incoming ops, and failure detection.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_utils::sync::{Parker, Unparker};
+use squall_transport::{
+    Clock, Completion, Directory, Event, FailureCause, LocalSlice, NodeId, OpError, OpId, OpKind,
+    PostError, Region, RegionId, RegionSpec, RemoteAddr, Signal, SystemClock, Time, Transport,
+};
+
+use crate::config::ClusterConfig;
+use crate::frame::{self, Frame};
+use crate::handshake::{self, Acceptor, StartError};
+use crate::sys;
+
+/// After this many unsignaled requests applied without a response, the receiver acknowledges
+/// them at once (otherwise it does so on its next heartbeat tick).
+const ACK_EVERY: u64 = 1024;
+
+/// The initial read buffer of a link; it grows to fit the largest frame seen.
+const READ_BUF: usize = 64 * 1024;
+
+/// Posting returns `QueueFull` while this many bytes wait for a peer that stopped reading.
+const HIGH_WATER: usize = 8 << 20;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Ops that were posted and are not yet known to be applied: one op, or a run of consecutive
+/// unsignaled writes or sends (consecutive request numbers and op ids, posted in one clock tick),
+/// so that streaming small writes costs no allocation per op.
+struct Pending {
+    seq: u64,
+    op: OpId,
+    count: u64,
+    kind: OpKind,
+    signaled: bool,
+    deadline: Time,
+    /// For reads: where the bytes go.
+    read_into: Option<LocalSlice>,
+}
+
+/// A link's mutable state, behind one mutex: the send buffer, the ops in flight, and the
+/// receive-side request counter. The reader thread holds it while it applies a batch, so once a
+/// link is marked failed nothing more from that peer is applied.
+struct LinkState {
+    buf: Vec<u8>,
+    next_seq: u64,
+    pending: VecDeque<Pending>,
+    failed: Option<FailureCause>,
+    last_tx: Time,
+    rx_seq: u64,
+    acked_rx: u64,
+    /// Ops posted and not yet known applied (the sum of the runs' counts).
+    outstanding: u64,
+    /// Since when bytes have been waiting for the peer to read them.
+    stalled_since: Option<Time>,
+}
+
+/// A link's receive buffer. Whoever holds it (the reader thread, or a polling driver) reads the
+/// socket and applies what arrived, so bytes are applied in the order they arrived.
+struct RxState {
+    buf: Vec<u8>,
+    filled: usize,
+}
+
+pub(crate) struct Link {
+    pub(crate) peer: NodeId,
+    pub(crate) peer_incarnation: u64,
+    stream: TcpStream,
+    fd: RawFd,
+    state: Mutex<LinkState>,
+    rx: Mutex<RxState>,
+    dirty: AtomicBool,
+    stalled: AtomicBool,
+    silenced: AtomicBool,
+    failed: AtomicBool,
+    outstanding: AtomicUsize,
+    last_rx: AtomicU64,
+    max_body: usize,
+}
+
+pub(crate) struct Shared {
+    me: NodeId,
+    config: ClusterConfig,
+    clock: SystemClock,
+    regions: Vec<Region>,
+    links: Vec<Link>,
+    events: Mutex<VecDeque<Event>>,
+    events_len: AtomicUsize,
+    inbox: Mutex<VecDeque<(NodeId, Vec<u8>)>>,
+    inbox_len: AtomicUsize,
+    driver: Unparker,
+    timer: Unparker,
+    closing: AtomicBool,
+    /// A clock read at least once per timer tick, for op deadlines (saves a clock read per op).
+    coarse: AtomicU64,
+    tick: Duration,
+}
+
+/// An established, handshaken connection, ready to become a link.
+pub(crate) struct Connected {
+    pub(crate) peer: NodeId,
+    pub(crate) stream: TcpStream,
+    pub(crate) incarnation: u64,
+    pub(crate) regions: Vec<RegionSpec>,
+}
+
+/// One node of a TCP cluster: implements [`Transport`] over one TCP connection per peer.
+///
+/// [`TcpNode::start`] binds the node's address from the [`ClusterConfig`], connects to every
+/// peer (lower ids accept, higher ids dial), and checks each peer in a handshake: same cluster
+/// id, same protocol version and message limit, the node identity each side expects, and a fresh
+/// incarnation. The peers' region directories are exchanged there, so ops are validated when
+/// posted. Then one reader thread per link applies the peer's ops to the local regions in link
+/// order and answers reads and atomics, and a timer thread sends heartbeats and fails peers
+/// whose link stays silent or whose ops time out.
+///
+/// Posted unsignaled writes and sends are buffered per link and written in one syscall when the
+/// driver polls or waits, when a signaled op, read, atomic or fence is posted, or when
+/// [`ClusterConfig::coalesce_bytes`] are waiting.
+///
+/// ```no_run
+/// use squall_transport::{Region, RegionId, RegionSpec, NodeId, Transport};
+/// use squall_transport_tcp::{ClusterConfig, TcpNode};
+/// let config = ClusterConfig::from_file("cluster.toml")?;
+/// let region = Region::new(RegionSpec::new(RegionId(0), 4096))?;
+/// let mut node = TcpNode::start(config, NodeId(0), vec![region])?;
+/// println!("linked to {:?}", node.peers());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct TcpNode {
+    me: NodeId,
+    shared: Arc<Shared>,
+    dir: Directory,
+    parker: Parker,
+    next_op: u64,
+    incarnation: u64,
+    local_addr: SocketAddr,
+    acceptor: Option<Acceptor>,
+    threads: Vec<JoinHandle<()>>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for TcpNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpNode")
+            .field("me", &self.me)
+            .field("addr", &self.local_addr)
+            .field("incarnation", &self.incarnation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a response frame carries.
+enum Response<'a> {
+    Applied,
+    ReadData(&'a [u8]),
+    Atomic(u64),
+}
+
+impl Shared {
+    fn now(&self) -> Time {
+        self.clock.now()
+    }
+
+    fn push_event(&self, e: Event) {
+        let mut ev = lock(&self.events);
+        ev.push_back(e);
+        self.events_len.store(ev.len(), Ordering::Release);
+    }
+
+    fn region(&self, id: u32) -> Option<&Region> {
+        self.regions.iter().find(|r| r.id() == RegionId(id))
+    }
+
+    /// Marks the link failed (once), reports it, fails everything pending, and closes the
+    /// connection. Returns whether this call failed it.
+    fn fail_locked(
+        &self,
+        link: &Link,
+        st: &mut LinkState,
+        cause: FailureCause,
+        first_timed_out: bool,
+    ) -> bool {
+        if st.failed.is_some() {
+            return false;
+        }
+        st.failed = Some(cause);
+        link.failed.store(true, Ordering::Release);
+        st.buf.clear();
+        st.outstanding = 0;
+        link.outstanding.store(0, Ordering::Release);
+        link.dirty.store(false, Ordering::Release);
+        link.stalled.store(false, Ordering::Release);
+        {
+            let mut ev = lock(&self.events);
+            ev.push_back(Event::PeerFailed {
+                peer: link.peer,
+                cause,
+            });
+            let mut first = first_timed_out;
+            for p in st.pending.drain(..) {
+                for i in 0..p.count {
+                    let error = if first {
+                        OpError::TimedOut
+                    } else {
+                        OpError::PeerFailed
+                    };
+                    first = false;
+                    ev.push_back(Event::Completion(Completion {
+                        op: OpId(p.op.0 + i),
+                        peer: link.peer,
+                        kind: p.kind,
+                        result: Err(error),
+                    }));
+                }
+            }
+            self.events_len.store(ev.len(), Ordering::Release);
+        }
+        let _ = link.stream.shutdown(Shutdown::Both);
+        tracing::warn!(me = %self.me, peer = %link.peer, %cause, "tcp transport: peer failed");
+        self.driver.unpark();
+        true
+    }
+
+    /// Writes the link's buffer without blocking, usually in one syscall. What the socket does not
+    /// take stays buffered (the timer thread waits for the socket to drain and fails the peer if
+    /// it stops reading for the op timeout). On a socket error the link fails.
+    fn flush_locked(&self, link: &Link, st: &mut LinkState) {
+        if st.buf.is_empty() || st.failed.is_some() {
+            return;
+        }
+        if link.silenced.load(Ordering::Acquire) {
+            st.buf.clear();
+            link.dirty.store(false, Ordering::Release);
+            return;
+        }
+        let mut sent = 0;
+        while sent < st.buf.len() {
+            match sys::send(link.fd, &st.buf[sent..]) {
+                Ok(0) => break,
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::warn!(me = %self.me, peer = %link.peer, error = %e, "tcp transport: send failed");
+                    self.fail_locked(link, st, FailureCause::ConnectionLost, false);
+                    return;
+                }
+            }
+        }
+        if sent > 0 {
+            st.last_tx = self.coarse_now();
+        }
+        if sent == st.buf.len() {
+            st.buf.clear();
+            st.stalled_since = None;
+            link.dirty.store(false, Ordering::Release);
+            link.stalled.store(false, Ordering::Release);
+        } else {
+            st.buf.drain(..sent);
+            if st.stalled_since.is_none() {
+                st.stalled_since = Some(self.now());
+            }
+            link.dirty.store(true, Ordering::Release);
+            if !link.stalled.swap(true, Ordering::AcqRel) {
+                self.timer.unpark(); // it waits for the socket to drain
+            }
+        }
+    }
+
+    fn coarse_now(&self) -> Time {
+        Time::from_nanos(self.coarse.load(Ordering::Acquire))
+    }
+
+    fn link_index(&self, peer: NodeId) -> Option<usize> {
+        self.links.binary_search_by_key(&peer, |l| l.peer).ok()
+    }
+
+    fn complete(&self, link: &Link, p: &Pending, value: u64) {
+        self.push_event(Event::Completion(Completion {
+            op: p.op,
+            peer: link.peer,
+            kind: p.kind,
+            result: Ok(value),
+        }));
+    }
+
+    /// Retires every pending op up to `seq`; the one numbered `seq` gets `resp`.
+    fn retire(
+        &self,
+        link: &Link,
+        st: &mut LinkState,
+        seq: u64,
+        resp: Response<'_>,
+        woke: &mut bool,
+    ) -> Result<(), String> {
+        if seq > st.next_seq {
+            return Err(format!(
+                "response for request {seq}, but only {} were sent",
+                st.next_seq
+            ));
+        }
+        let exact = !matches!(resp, Response::Applied);
+        let mut matched = false;
+        while let Some(front) = st.pending.front_mut() {
+            if front.seq > seq {
+                break;
+            }
+            let last = front.seq + front.count - 1;
+            if last > seq {
+                // Part of a run of unsignaled ops was applied.
+                let k = seq - front.seq + 1;
+                front.seq += k;
+                front.op = OpId(front.op.0 + k);
+                front.count -= k;
+                st.outstanding -= k;
+                break;
+            }
+            let Some(p) = st.pending.pop_front() else {
+                break;
+            };
+            st.outstanding -= p.count;
+            let wants_data = matches!(
+                p.kind,
+                OpKind::Read | OpKind::CompareAndSwap | OpKind::FetchAdd
+            );
+            if last < seq || !exact {
+                if wants_data {
+                    return Err(format!(
+                        "{:?} request {} was acknowledged without its result",
+                        p.kind, p.seq
+                    ));
+                }
+                if p.signaled {
+                    self.complete(link, &p, 0);
+                    *woke = true;
+                }
+                continue;
+            }
+            matched = true;
+            match (&resp, p.kind) {
+                (Response::ReadData(data), OpKind::Read) => {
+                    let Some(dst) = p.read_into else {
+                        return Err("read without a destination".into());
+                    };
+                    if data.len() != dst.len {
+                        return Err(format!(
+                            "read {} returned {} bytes, {} were asked for",
+                            p.seq,
+                            data.len(),
+                            dst.len
+                        ));
+                    }
+                    let ok = self
+                        .region(dst.region.0)
+                        .is_some_and(|r| r.write_bytes(dst.offset, data).is_ok());
+                    if !ok {
+                        return Err("read destination vanished".into());
+                    }
+                    self.complete(link, &p, 0);
+                }
+                (Response::Atomic(old), OpKind::CompareAndSwap | OpKind::FetchAdd) => {
+                    self.complete(link, &p, *old);
+                }
+                _ => {
+                    return Err(format!(
+                        "response to request {} does not match its kind {:?}",
+                        p.seq, p.kind
+                    ));
+                }
+            }
+            *woke = true;
+        }
+        link.outstanding
+            .store(st.outstanding as usize, Ordering::Release);
+        if exact && !matched {
+            return Err(format!(
+                "result for request {seq}, which is not outstanding"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Applies one received frame. Errors are protocol violations: the link is closed.
+    fn handle(
+        &self,
+        link: &Link,
+        st: &mut LinkState,
+        f: Frame<'_>,
+        need_applied: &mut bool,
+        woke: &mut bool,
+    ) -> Result<(), String> {
+        if f.is_request() {
+            st.rx_seq += 1;
+        }
+        let seq = st.rx_seq;
+        let at = |region: u32, offset: u64, len: usize| -> Result<(&Region, usize), String> {
+            let r = self
+                .region(region)
+                .ok_or_else(|| format!("op on unknown region {region}"))?;
+            let off = usize::try_from(offset).map_err(|_| format!("offset {offset} too large"))?;
+            r.check_range(off, len).map_err(|e| e.to_string())?;
+            Ok((r, off))
+        };
+        match f {
+            Frame::Write {
+                region,
+                offset,
+                data,
+                signaled,
+            } => {
+                let (r, off) = at(region, offset, data.len())?;
+                r.write_bytes(off, data).map_err(|e| e.to_string())?;
+                *woke = true;
+                *need_applied |= signaled;
+            }
+            Frame::Read {
+                region,
+                offset,
+                len,
+            } => {
+                let len = len as usize;
+                let (r, off) = at(region, offset, len)?;
+                frame::encode_read_data_header(&mut st.buf, seq, len);
+                let start = st.buf.len();
+                st.buf.resize(start + len, 0);
+                r.read_bytes(off, &mut st.buf[start..])
+                    .map_err(|e| e.to_string())?;
+                st.acked_rx = seq;
+            }
+            Frame::Cas {
+                region,
+                offset,
+                expected,
+                new,
+            } => {
+                let (r, off) = at(region, offset, 8)?;
+                if off % 8 != 0 {
+                    return Err(format!("misaligned atomic at offset {off}"));
+                }
+                let old = match r.compare_and_swap(off / 8, expected, new) {
+                    Ok(v) | Err(v) => v,
+                };
+                frame::encode_atomic_result(&mut st.buf, seq, old);
+                st.acked_rx = seq;
+                *woke = true;
+            }
+            Frame::FetchAdd {
+                region,
+                offset,
+                delta,
+            } => {
+                let (r, off) = at(region, offset, 8)?;
+                if off % 8 != 0 {
+                    return Err(format!("misaligned atomic at offset {off}"));
+                }
+                let old = r.fetch_add(off / 8, delta);
+                frame::encode_atomic_result(&mut st.buf, seq, old);
+                st.acked_rx = seq;
+                *woke = true;
+            }
+            Frame::Send { data, signaled } => {
+                if data.len() > self.config.max_message_len {
+                    return Err(format!(
+                        "message of {} bytes exceeds max_message_len {}",
+                        data.len(),
+                        self.config.max_message_len
+                    ));
+                }
+                let mut inbox = lock(&self.inbox);
+                inbox.push_back((link.peer, data.to_vec()));
+                self.inbox_len.store(inbox.len(), Ordering::Release);
+                *woke = true;
+                *need_applied |= signaled;
+            }
+            Frame::Fence => *need_applied = true,
+            Frame::Applied { seq } => self.retire(link, st, seq, Response::Applied, woke)?,
+            Frame::ReadData { seq, data } => {
+                self.retire(link, st, seq, Response::ReadData(data), woke)?
+            }
+            Frame::AtomicResult { seq, old } => {
+                self.retire(link, st, seq, Response::Atomic(old), woke)?
+            }
+            Frame::Heartbeat => {}
+            Frame::Cut => {
+                tracing::info!(me = %self.me, peer = %link.peer, "tcp transport: peer cut the link");
+                self.fail_locked(link, st, FailureCause::Remote, false);
+            }
+            Frame::Hello(_) | Frame::Welcome(_) | Frame::Refuse(_) => {
+                return Err("handshake frame on an established link".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// Reads whatever the socket holds, without blocking, and applies it. Returns `false` once
+    /// the link is closed (failed, or the node is shutting down).
+    fn receive(&self, link: &Link, rx: &mut RxState) -> bool {
+        loop {
+            if link.failed.load(Ordering::Acquire) {
+                return false;
+            }
+            let filled = rx.filled;
+            let space = rx.buf.len() - filled;
+            let n = match sys::recv(link.fd, &mut rx.buf[filled..]) {
+                Ok(0) => {
+                    let mut st = lock(&link.state);
+                    if st.failed.is_none() && !self.closing.load(Ordering::Acquire) {
+                        tracing::warn!(me = %self.me, peer = %link.peer, "tcp transport: connection closed by peer");
+                        self.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
+                    }
+                    return false;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) => {
+                    let mut st = lock(&link.state);
+                    if st.failed.is_none() && !self.closing.load(Ordering::Acquire) {
+                        tracing::warn!(me = %self.me, peer = %link.peer, error = %e, "tcp transport: connection error");
+                        self.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
+                    }
+                    return false;
+                }
+            };
+            if link.silenced.load(Ordering::Acquire) {
+                continue; // a silent network: the bytes never arrived
+            }
+            rx.filled += n;
+            let now = self.now();
+            link.last_rx.store(now.as_nanos(), Ordering::Release);
+            self.coarse.store(now.as_nanos(), Ordering::Release);
+            let mut st = lock(&link.state);
+            if st.failed.is_some() {
+                return false;
+            }
+            let mut pos = 0;
+            let mut woke = false;
+            let mut need_applied = false;
+            let mut broken = None;
+            while pos < rx.filled {
+                match frame::decode(&rx.buf[pos..rx.filled], link.max_body) {
+                    Ok(None) => break,
+                    Ok(Some((f, used))) => {
+                        pos += used;
+                        if let Err(why) =
+                            self.handle(link, &mut st, f, &mut need_applied, &mut woke)
+                        {
+                            broken = Some(why);
+                            break;
+                        }
+                        if st.failed.is_some() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        broken = Some(format!("invalid frame: {e}"));
+                        break;
+                    }
+                }
+            }
+            if let Some(why) = broken {
+                tracing::error!(me = %self.me, peer = %link.peer, error = %why, "tcp transport: protocol violation; closing the link");
+                self.fail_locked(link, &mut st, FailureCause::ConnectionLost, false);
+            }
+            if st.failed.is_some() {
+                drop(st);
+                if woke {
+                    self.driver.unpark();
+                }
+                return false;
+            }
+            if need_applied || st.rx_seq - st.acked_rx >= ACK_EVERY {
+                let seq = st.rx_seq;
+                frame::encode_applied(&mut st.buf, seq);
+                st.acked_rx = seq;
+            }
+            self.flush_locked(link, &mut st);
+            drop(st);
+            if woke {
+                self.driver.unpark();
+            }
+            rx.buf.copy_within(pos..rx.filled, 0);
+            rx.filled -= pos;
+            // Make room for the frame that is arriving (its length was checked against the limit).
+            let mut need = READ_BUF;
+            if rx.filled >= frame::HEADER_LEN {
+                let b = &rx.buf;
+                let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+                need = need.max(frame::HEADER_LEN + len);
+            }
+            let need = need.max(rx.filled + 1);
+            if rx.buf.len() < need {
+                rx.buf.resize(need, 0);
+            }
+            if n < space {
+                // The socket had less than we could take: it is drained (more wakes the reader).
+                return true;
+            }
+        }
+    }
+}
+
+/// The reader thread of one link: waits until the socket is readable (holding no lock), then
+/// reads and applies frames in order.
+fn reader_loop(shared: Arc<Shared>, idx: usize) {
+    let link = &shared.links[idx];
+    loop {
+        if link.failed.load(Ordering::Acquire) || shared.closing.load(Ordering::Acquire) {
+            return;
+        }
+        sys::wait_readable(link.fd);
+        let mut rx = lock(&link.rx);
+        if !shared.receive(link, &mut rx) {
+            return;
+        }
+    }
+}
+
+/// The timer thread: heartbeats, delayed acknowledgements, op and heartbeat timeouts, and
+/// draining send buffers that a full socket left behind.
+fn timer_loop(shared: Arc<Shared>, parker: Parker) {
+    let period = shared.config.heartbeat_period;
+    let tick = shared.tick;
+    let mut stalled = Vec::new();
+    while !shared.closing.load(Ordering::Acquire) {
+        stalled.clear();
+        stalled.extend(
+            (shared.links.iter())
+                .filter(|l| l.stalled.load(Ordering::Acquire))
+                .map(|l| l.fd),
+        );
+        if stalled.is_empty() {
+            parker.park_timeout(tick);
+        } else {
+            sys::wait_writable(&stalled, tick);
+        }
+        if shared.closing.load(Ordering::Acquire) {
+            return;
+        }
+        let now = shared.now();
+        shared.coarse.store(now.as_nanos(), Ordering::Release);
+        for link in &shared.links {
+            let mut st = lock(&link.state);
+            if st.failed.is_some() {
+                continue;
+            }
+            let last_rx = Time::from_nanos(link.last_rx.load(Ordering::Acquire));
+            let silent = now.saturating_since(last_rx);
+            if silent > shared.config.heartbeat_timeout {
+                tracing::warn!(me = %shared.me, peer = %link.peer, ?silent, "tcp transport: heartbeats stopped");
+                shared.fail_locked(link, &mut st, FailureCause::TimedOut, false);
+                continue;
+            }
+            if st.pending.front().is_some_and(|p| p.deadline <= now) {
+                tracing::warn!(me = %shared.me, peer = %link.peer, "tcp transport: op timed out");
+                shared.fail_locked(link, &mut st, FailureCause::TimedOut, true);
+                continue;
+            }
+            if st
+                .stalled_since
+                .is_some_and(|t| now.saturating_since(t) > shared.config.op_timeout)
+            {
+                tracing::warn!(me = %shared.me, peer = %link.peer, "tcp transport: peer stopped reading");
+                shared.fail_locked(link, &mut st, FailureCause::TimedOut, true);
+                continue;
+            }
+            if st.rx_seq > st.acked_rx {
+                let seq = st.rx_seq;
+                frame::encode_applied(&mut st.buf, seq);
+                st.acked_rx = seq;
+            }
+            if st.buf.is_empty() && now.saturating_since(st.last_tx) >= period / 2 {
+                frame::encode_heartbeat(&mut st.buf);
+            }
+            shared.flush_locked(link, &mut st);
+        }
+    }
+}
+
+/// A fresh incarnation number: different for every start of every process.
+fn fresh_incarnation() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    nanos ^ (u64::from(std::process::id()) << 40) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+impl TcpNode {
+    /// Starts node `me`: binds its address from `config`, connects to every peer, and
+    /// starts the I/O threads. `regions` are this node's registered regions (use
+    /// [`Region::from_raw`] for memory such as a shared mapping).
+    ///
+    /// Blocks until every peer is linked, or fails after `config.connect_timeout` with an error
+    /// naming the peers that are missing and why (a refused handshake says what differed).
+    pub fn start(
+        config: ClusterConfig,
+        me: NodeId,
+        regions: Vec<Region>,
+    ) -> Result<TcpNode, StartError> {
+        config.validate_for(me)?;
+        let addr = config.nodes[&me];
+        let listener =
+            TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+        Self::start_on(listener, config, me, regions)
+    }
+
+    /// Like [`start`](Self::start), on a listener the caller already bound (for example on
+    /// port 0, before the config with the chosen ports was written).
+    pub fn start_on(
+        listener: TcpListener,
+        config: ClusterConfig,
+        me: NodeId,
+        regions: Vec<Region>,
+    ) -> Result<TcpNode, StartError> {
+        config.validate_for(me)?;
+        let mut dir = Directory::new(me);
+        for r in &regions {
+            dir.add_local(r.clone())?;
+        }
+        let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.nodes[&me],
+            source,
+        })?;
+        let incarnation = fresh_incarnation();
+        let specs: Vec<RegionSpec> = regions
+            .iter()
+            .map(|r| RegionSpec::new(r.id(), r.len()))
+            .collect();
+        let (acceptor, connected) =
+            handshake::establish(listener, &config, me, incarnation, &specs)?;
+        let max_local = regions.iter().map(Region::len).max().unwrap_or(0);
+        let max_body = config.max_message_len.max(max_local) + 32;
+        let clock = SystemClock::new();
+        let now = clock.now();
+        let tick = (config.heartbeat_period / 2).max(Duration::from_millis(1));
+        let mut links = Vec::with_capacity(connected.len());
+        for c in connected {
+            c.stream
+                .set_read_timeout(None)
+                .map_err(|e| StartError::Socket {
+                    peer: c.peer,
+                    source: e,
+                })?;
+            dir.add_peer(c.peer, &c.regions);
+            let fd = c.stream.as_raw_fd();
+            links.push(Link {
+                peer: c.peer,
+                peer_incarnation: c.incarnation,
+                stream: c.stream,
+                fd,
+                state: Mutex::new(LinkState {
+                    buf: Vec::with_capacity(config.coalesce_bytes * 2),
+                    next_seq: 0,
+                    pending: VecDeque::new(),
+                    failed: None,
+                    last_tx: now,
+                    rx_seq: 0,
+                    acked_rx: 0,
+                    outstanding: 0,
+                    stalled_since: None,
+                }),
+                rx: Mutex::new(RxState {
+                    buf: vec![0u8; READ_BUF],
+                    filled: 0,
+                }),
+                dirty: AtomicBool::new(false),
+                stalled: AtomicBool::new(false),
+                silenced: AtomicBool::new(false),
+                failed: AtomicBool::new(false),
+                outstanding: AtomicUsize::new(0),
+                last_rx: AtomicU64::new(now.as_nanos()),
+                max_body,
+            });
+        }
+        links.sort_by_key(|l| l.peer);
+        let parker = Parker::new();
+        let timer_parker = Parker::new();
+        let shared = Arc::new(Shared {
+            me,
+            config,
+            clock,
+            regions,
+            links,
+            events: Mutex::new(VecDeque::new()),
+            events_len: AtomicUsize::new(0),
+            inbox: Mutex::new(VecDeque::new()),
+            inbox_len: AtomicUsize::new(0),
+            driver: parker.unparker().clone(),
+            timer: timer_parker.unparker().clone(),
+            closing: AtomicBool::new(false),
+            coarse: AtomicU64::new(now.as_nanos()),
+            tick,
+        });
+        let mut threads = Vec::new();
+        for idx in 0..shared.links.len() {
+            let s = Arc::clone(&shared);
+            let name = format!("squall-tcp-{me}-rx-{}", shared.links[idx].peer);
+            let h = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || reader_loop(s, idx))
+                .map_err(StartError::Thread)?;
+            threads.push(h);
+        }
+        let s = Arc::clone(&shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("squall-tcp-{me}-timer"))
+                .spawn(move || timer_loop(s, timer_parker))
+                .map_err(StartError::Thread)?,
+        );
+        tracing::info!(%me, addr = %local_addr, incarnation, peers = shared.links.len(), "tcp transport: node started");
+        Ok(TcpNode {
+            me,
+            shared,
+            dir,
+            parker,
+            next_op: 0,
+            incarnation,
+            local_addr,
+            acceptor: Some(acceptor),
+            threads,
+            closed: false,
+        })
+    }
+
+    /// This start's incarnation number (fresh on every start).
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// The incarnation `peer` announced in its handshake.
+    pub fn peer_incarnation(&self, peer: NodeId) -> Option<u64> {
+        self.link_index(peer)
+            .map(|i| self.shared.links[i].peer_incarnation)
+    }
+
+    /// The address this node listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The config this node runs with.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.shared.config
+    }
+
+    /// Fault injection for tests: from now on the link to `peer` is silent at this end — bytes
+    /// to it are dropped and bytes from it are ignored — as if the network dropped every packet.
+    /// Heartbeats stop, so this node (and the peer, if it silences its end too) fails the peer
+    /// with [`FailureCause::TimedOut`] within the configured timeouts.
+    pub fn silence(&self, peer: NodeId) {
+        if let Some(i) = self.link_index(peer) {
+            self.shared.links[i].silenced.store(true, Ordering::Release);
+        }
+    }
+
+    /// Stops this node as a crash would: every connection is closed without a goodbye (peers
+    /// see the connection lost), the I/O threads stop, and later posts return
+    /// [`PostError::Closed`]. Dropping the node does the same.
+    pub fn shutdown(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let s = &self.shared;
+        s.closing.store(true, Ordering::Release);
+        for link in &s.links {
+            let mut st = lock(&link.state);
+            if st.failed.is_none() {
+                st.failed = Some(FailureCause::Local);
+            }
+            st.buf.clear();
+            drop(st);
+            let _ = link.stream.shutdown(Shutdown::Both);
+        }
+        s.timer.unpark();
+        if let Some(a) = self.acceptor.take() {
+            a.stop();
+        }
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        tracing::info!(me = %self.me, "tcp transport: node shut down");
+    }
+
+    fn link_index(&self, peer: NodeId) -> Option<usize> {
+        self.shared.link_index(peer)
+    }
+
+    fn flush_dirty(&self) {
+        for link in &self.shared.links {
+            if link.dirty.load(Ordering::Acquire) {
+                let mut st = lock(&link.state);
+                self.shared.flush_locked(link, &mut st);
+            }
+        }
+    }
+
+    /// Busy-poll receive: while ops are outstanding, the driver reads its sockets itself instead
+    /// of waiting for a reader thread to be scheduled (it skips links a reader is serving).
+    fn receive_inline(&self) {
+        for link in &self.shared.links {
+            if link.outstanding.load(Ordering::Acquire) == 0 || link.failed.load(Ordering::Acquire)
+            {
+                continue;
+            }
+            let mut rx = match link.rx.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => continue,
+            };
+            self.shared.receive(link, &mut rx);
+        }
+    }
+}
+
+/// Posts one request on the link to `peer`: numbers it, buffers its frame, remembers it until
+/// it is known applied, and flushes when it needs an answer or the buffer is full. A free
+/// function so that callers can keep borrowing their directory (the write's source region).
+#[allow(clippy::too_many_arguments)]
+fn post_op(
+    shared: &Shared,
+    next_op: &mut u64,
+    closed: bool,
+    peer: NodeId,
+    kind: OpKind,
+    signaled: bool,
+    read_into: Option<LocalSlice>,
+    encode: impl FnOnce(&mut Vec<u8>),
+) -> Result<OpId, PostError> {
+    if closed {
+        return Err(PostError::Closed);
+    }
+    let idx = shared
+        .link_index(peer)
+        .ok_or(PostError::UnknownPeer { peer })?;
+    let link = &shared.links[idx];
+    let mut st = lock(&link.state);
+    let max = shared.config.max_outstanding;
+    if st.failed.is_none() && (st.outstanding as usize >= max || st.buf.len() >= HIGH_WATER) {
+        shared.flush_locked(link, &mut st);
+        if st.outstanding as usize >= max || st.buf.len() >= HIGH_WATER {
+            return Err(PostError::QueueFull { peer, depth: max });
+        }
+    }
+    let op = OpId(*next_op);
+    *next_op += 1;
+    if st.failed.is_some() {
+        shared.push_event(Event::Completion(Completion {
+            op,
+            peer,
+            kind,
+            result: Err(OpError::PeerFailed),
+        }));
+        return Ok(op);
+    }
+    st.next_seq += 1;
+    let seq = st.next_seq;
+    encode(&mut st.buf);
+    // Never early: the coarse clock lags by at most a tick.
+    let deadline = shared.coarse_now() + shared.config.op_timeout + shared.tick;
+    let mut merged = false;
+    if !signaled && read_into.is_none() {
+        if let Some(last) = st.pending.back_mut() {
+            if !last.signaled
+                && last.kind == kind
+                && last.deadline == deadline
+                && last.seq + last.count == seq
+                && last.op.0 + last.count == op.0
+            {
+                last.count += 1;
+                merged = true;
+            }
+        }
+    }
+    if !merged {
+        st.pending.push_back(Pending {
+            seq,
+            op,
+            count: 1,
+            kind,
+            signaled,
+            deadline,
+            read_into,
+        });
+    }
+    st.outstanding += 1;
+    link.outstanding
+        .store(st.outstanding as usize, Ordering::Release);
+    let urgent = signaled || !matches!(kind, OpKind::Write | OpKind::Send);
+    if urgent || st.buf.len() >= shared.config.coalesce_bytes {
+        shared.flush_locked(link, &mut st);
+    } else {
+        link.dirty.store(true, Ordering::Release);
+    }
+    Ok(op)
+}
+
+impl Drop for TcpNode {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn wire_region(id: RegionId) -> u32 {
+    id.0
+}
+
+impl Transport for TcpNode {
+    fn local_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn peers(&self) -> &[NodeId] {
+        self.dir.peers()
+    }
+
+    fn region(&self, id: RegionId) -> Option<&Region> {
+        self.dir.local(id)
+    }
+
+    fn remote_region_len(&self, peer: NodeId, id: RegionId) -> Option<usize> {
+        self.dir.remote_len(peer, id)
+    }
+
+    fn max_message_len(&self) -> usize {
+        self.shared.config.max_message_len
+    }
+
+    fn now(&self) -> Time {
+        self.shared.now()
+    }
+
+    fn write(
+        &mut self,
+        peer: NodeId,
+        src: LocalSlice,
+        dst: RemoteAddr,
+        signal: Signal,
+    ) -> Result<OpId, PostError> {
+        let region = self.dir.check_write(peer, src, dst)?;
+        let signaled = signal == Signal::Signaled;
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::Write,
+            signaled,
+            None,
+            |buf| {
+                frame::encode_write_header(
+                    buf,
+                    wire_region(dst.region),
+                    dst.offset as u64,
+                    src.len,
+                    signaled,
+                );
+                let start = buf.len();
+                buf.resize(start + src.len, 0);
+                // Bounds were checked by the directory above.
+                let _ = region.read_bytes(src.offset, &mut buf[start..]);
+            },
+        )
+    }
+
+    fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
+        self.dir.check_remote(peer, src, dst.len)?;
+        self.dir.check_local(dst)?;
+        let len = u32::try_from(dst.len).map_err(|_| PostError::MessageTooLarge {
+            len: dst.len,
+            max: u32::MAX as usize,
+        })?;
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::Read,
+            true,
+            Some(dst),
+            |buf| frame::encode_read(buf, wire_region(src.region), src.offset as u64, len),
+        )
+    }
+
+    fn compare_and_swap(
+        &mut self,
+        peer: NodeId,
+        word: RemoteAddr,
+        expected: u64,
+        new: u64,
+    ) -> Result<OpId, PostError> {
+        self.dir.check_atomic(peer, word)?;
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::CompareAndSwap,
+            true,
+            None,
+            |buf| {
+                frame::encode_cas(
+                    buf,
+                    wire_region(word.region),
+                    word.offset as u64,
+                    expected,
+                    new,
+                )
+            },
+        )
+    }
+
+    fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
+        self.dir.check_atomic(peer, word)?;
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::FetchAdd,
+            true,
+            None,
+            |buf| frame::encode_fetch_add(buf, wire_region(word.region), word.offset as u64, delta),
+        )
+    }
+
+    fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
+        self.dir
+            .check_send(peer, data.len(), self.shared.config.max_message_len)?;
+        let signaled = signal == Signal::Signaled;
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::Send,
+            signaled,
+            None,
+            |buf| frame::encode_send(buf, data, signaled),
+        )
+    }
+
+    fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
+        self.dir.check_fence(peer)?;
+        post_op(
+            &self.shared,
+            &mut self.next_op,
+            self.closed,
+            peer,
+            OpKind::Fence,
+            true,
+            None,
+            frame::encode_fence,
+        )
+    }
+
+    fn poll(&mut self, out: &mut [Event]) -> usize {
+        self.flush_dirty();
+        if self.shared.events_len.load(Ordering::Acquire) == 0 {
+            self.receive_inline();
+        }
+        if out.is_empty() || self.shared.events_len.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        let mut ev = lock(&self.shared.events);
+        let n = out.len().min(ev.len());
+        for (slot, e) in out.iter_mut().zip(ev.drain(..n)) {
+            *slot = e;
+        }
+        self.shared.events_len.store(ev.len(), Ordering::Release);
+        n
+    }
+
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {
+        if self.shared.inbox_len.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut inbox = lock(&self.shared.inbox);
+        let (from, data) = inbox.pop_front()?;
+        self.shared.inbox_len.store(inbox.len(), Ordering::Release);
+        *buf = data;
+        Some(from)
+    }
+
+    fn report_failed(&mut self, peer: NodeId) {
+        let Some(idx) = self.link_index(peer) else {
+            return;
+        };
+        let shared = &self.shared;
+        let link = &shared.links[idx];
+        let mut st = lock(&link.state);
+        if st.failed.is_some() {
+            return;
+        }
+        // Tell the peer (after anything still buffered), so that its ops fail too, then close.
+        frame::encode_cut(&mut st.buf);
+        if !link.silenced.load(Ordering::Acquire) {
+            let _ = (&link.stream).write_all(&st.buf);
+        }
+        st.buf.clear();
+        shared.fail_locked(link, &mut st, FailureCause::Local, false);
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        self.flush_dirty();
+        let s = &self.shared;
+        if s.events_len.load(Ordering::Acquire) > 0 || s.inbox_len.load(Ordering::Acquire) > 0 {
+            return;
+        }
+        self.parker.park_timeout(timeout);
+    }
+}

@@ -1,0 +1,216 @@
+//! Handshake checks: mismatches are refused with a clear error on both sides, a restarted node
+//! is never taken for its old self, and start-up fails clearly when a peer is missing.
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use squall_transport::{NodeId, Region, RegionId, RegionSpec};
+use squall_transport_tcp::frame::{self, Frame, PROTOCOL_VERSION};
+use squall_transport_tcp::{ClusterConfig, StartError, TcpNode};
+
+fn regions() -> Vec<Region> {
+    vec![Region::new(RegionSpec::new(RegionId(0), 64)).expect("region")]
+}
+
+fn quick(mut c: ClusterConfig) -> ClusterConfig {
+    c.connect_timeout = Duration::from_millis(1500);
+    c
+}
+
+/// Starts node 0 with `a` and node 1 with `b`, concurrently.
+fn start_pair(
+    a: ClusterConfig,
+    b: ClusterConfig,
+    ls: Vec<TcpListener>,
+) -> Vec<Result<TcpNode, StartError>> {
+    let handles: Vec<_> = ls
+        .into_iter()
+        .zip([a, b])
+        .enumerate()
+        .map(|(i, (l, c))| {
+            std::thread::spawn(move || TcpNode::start_on(l, c, NodeId(i as u32), regions()))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("thread"))
+        .collect()
+}
+
+#[test]
+fn cluster_id_mismatch_is_refused_on_both_sides() {
+    let (ls, addrs) = common::listeners(2);
+    let a = quick(common::test_config(&addrs));
+    let mut b = a.clone();
+    b.cluster_id = a.cluster_id + 1;
+    let mut r = start_pair(a, b, ls).into_iter();
+    match r.next().expect("node 0") {
+        Err(StartError::Timeout { missing, refused }) => {
+            assert_eq!(missing, vec![NodeId(1)]);
+            assert!(
+                refused.iter().any(|x| x.contains("cluster id")),
+                "{refused:?}"
+            );
+        }
+        other => panic!("node 0 should time out naming the refusal: {other:?}"),
+    }
+    match r.next().expect("node 1") {
+        Err(e @ StartError::Refused { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("n0 refused the handshake") && text.contains("cluster id"),
+                "{text}"
+            );
+        }
+        other => panic!("node 1 should be refused: {other:?}"),
+    }
+}
+
+#[test]
+fn message_limit_mismatch_is_refused() {
+    let (ls, addrs) = common::listeners(2);
+    let a = quick(common::test_config(&addrs));
+    let mut b = a.clone();
+    b.max_message_len = a.max_message_len * 2;
+    let r = start_pair(a, b, ls);
+    assert!(
+        matches!(&r[1], Err(StartError::Refused { reason, .. }) if reason.contains("max_message_len")),
+        "{:?}",
+        r[1]
+    );
+    assert!(
+        matches!(&r[0], Err(StartError::Timeout { refused, .. }) if refused.iter().any(|x| x.contains("max_message_len")))
+    );
+}
+
+/// A fake node 0 answers node 1's handshake with `answer`; returns node 1's start result and
+/// what node 1 sent back after the answer.
+fn against_fake(
+    edit: impl FnOnce(&mut frame::Hello) + Send + 'static,
+) -> (Result<TcpNode, StartError>, Vec<u8>) {
+    let (mut ls, addrs) = common::listeners(2);
+    let config = quick(common::test_config(&addrs));
+    let fake = ls.remove(0);
+    let node1 = ls.remove(0);
+    let c = config.clone();
+    let starting = std::thread::spawn(move || TcpNode::start_on(node1, c, NodeId(1), regions()));
+    let (mut s, _) = fake.accept().expect("accept");
+    let mut head = [0u8; frame::HEADER_LEN];
+    s.read_exact(&mut head).expect("hello header");
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).expect("hello body");
+    let mut whole = head.to_vec();
+    whole.extend_from_slice(&body);
+    let Ok(Some((Frame::Hello(theirs), _))) = frame::decode(&whole, 0) else {
+        panic!("node 1 did not send a Hello");
+    };
+    assert_eq!(
+        (theirs.from, theirs.to, theirs.version),
+        (1, 0, PROTOCOL_VERSION)
+    );
+    let mut answer = frame::Hello {
+        version: PROTOCOL_VERSION,
+        cluster_id: config.cluster_id,
+        from: 0,
+        to: 1,
+        incarnation: 5,
+        max_message_len: config.max_message_len as u32,
+        regions: vec![(0, 64)],
+    };
+    edit(&mut answer);
+    let mut b = Vec::new();
+    frame::encode_welcome(&mut b, &answer);
+    s.write_all(&b).expect("welcome");
+    let result = starting.join().expect("thread");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut back = Vec::new();
+    let _ = s.read_to_end(&mut back);
+    (result, back)
+}
+
+#[test]
+fn the_dialling_side_refuses_an_impostor() {
+    let (r, back) = against_fake(|h| h.from = 7);
+    let text = r.expect_err("impostor accepted").to_string();
+    assert!(text.contains("check the addresses"), "{text}");
+    assert!(
+        matches!(frame::decode(&back, 0), Ok(Some((Frame::Refuse(x), _))) if x.contains("check the addresses"))
+    );
+}
+
+#[test]
+fn the_dialling_side_refuses_another_protocol_version() {
+    let (r, back) = against_fake(|h| h.version = PROTOCOL_VERSION + 1);
+    let text = r.expect_err("other version accepted").to_string();
+    assert!(text.contains("protocol version"), "{text}");
+    assert!(
+        matches!(frame::decode(&back, 0), Ok(Some((Frame::Refuse(x), _))) if x.contains("protocol version"))
+    );
+}
+
+#[test]
+fn the_dialling_side_refuses_a_bad_region_directory() {
+    let (r, _) = against_fake(|h| h.regions = vec![(0, 12)]);
+    let text = r.expect_err("bad directory accepted").to_string();
+    assert!(text.contains("region"), "{text}");
+}
+
+#[test]
+fn a_restarted_node_is_not_taken_for_its_old_self() {
+    let (ls, addrs) = common::listeners(2);
+    let config = common::test_config(&addrs);
+    let nodes = common::start_cluster(&config, ls, &[RegionSpec::new(RegionId(0), 64)]);
+    assert_ne!(nodes[0].incarnation(), nodes[1].incarnation());
+    assert_eq!(
+        nodes[0].peer_incarnation(NodeId(1)),
+        Some(nodes[1].incarnation())
+    );
+    assert_eq!(
+        nodes[1].peer_incarnation(NodeId(0)),
+        Some(nodes[0].incarnation())
+    );
+    // Node 1 "restarts" while its old incarnation is still linked to node 0.
+    let fresh = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let e = TcpNode::start_on(fresh, quick(config), NodeId(1), regions())
+        .expect_err("restart accepted");
+    assert!(
+        matches!(&e, StartError::Refused { peer: NodeId(0), reason } if reason.contains("already linked")),
+        "{e}"
+    );
+}
+
+#[test]
+fn start_up_fails_clearly_when_a_peer_is_missing_or_the_config_is_wrong() {
+    let (mut ls, addrs) = common::listeners(2);
+    let mut config = common::test_config(&addrs);
+    config.connect_timeout = Duration::from_millis(300);
+    drop(ls.remove(0)); // node 0 never runs
+    let e =
+        TcpNode::start_on(ls.remove(0), config.clone(), NodeId(1), regions()).expect_err("no peer");
+    assert!(
+        matches!(
+            e,
+            StartError::Unreachable {
+                peer: NodeId(0),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains(&addrs[0].to_string()), "{e}");
+    let e = TcpNode::start(config.clone(), NodeId(9), regions()).expect_err("not in config");
+    assert!(e.to_string().contains("n9 is not in [nodes]"), "{e}");
+    let twice = vec![regions().remove(0), regions().remove(0)];
+    let e = TcpNode::start_on(
+        TcpListener::bind("127.0.0.1:0").expect("bind"),
+        config,
+        NodeId(1),
+        twice,
+    )
+    .expect_err("duplicate region");
+    assert!(e.to_string().contains("registered twice"), "{e}");
+}

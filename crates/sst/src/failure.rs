@@ -98,6 +98,9 @@ impl<T: Transport> Sst<T> {
                         {
                             self.watch[row].outstanding = None;
                         }
+                        if c.result.is_ok() && self.awaited.contains(&c.op) {
+                            self.landed.insert(c.op);
+                        }
                         if let Err(OpError::TimedOut | OpError::PeerFailed) = c.result {
                             new += usize::from(self.mark_suspected(row, Suspicion::Transport));
                         }

@@ -14,7 +14,7 @@ use squall_transport::{NodeId, Transport};
 use crate::error::SmcError;
 use crate::ring::Ring;
 use crate::schema::{Bytes, Counter, FieldRange, SchemaBuilder, Vector};
-use crate::table::Sst;
+use crate::table::{Sst, Ticket};
 
 /// SMC's bounds.
 ///
@@ -98,8 +98,11 @@ pub struct Smc {
     f: SmcFields,
     /// Messages written into the local ring.
     staged: u64,
-    /// Messages pushed (data, then guard).
+    /// Messages whose data was pushed.
     pushed: u64,
+    /// The guard's value in the local row, and the signaled writes still carrying it.
+    guard: u64,
+    guard_ticket: Ticket,
     /// Per sender row, messages delivered here.
     delivered: Vec<u64>,
     /// Senders whose ring was found corrupt: not read again.
@@ -126,6 +129,8 @@ impl Smc {
             f: fields,
             staged: 0,
             pushed: 0,
+            guard: 0,
+            guard_ticket: Ticket::default(),
             delivered: vec![0; sst.rows()],
             broken: vec![false; sst.rows()],
             buf: Vec::with_capacity(fields.ring.max_payload()),
@@ -174,29 +179,44 @@ impl Smc {
 
     /// Pushes every staged message: the contiguous slot range in one write per peer (two when it
     /// wraps), then the guard counter in a separate, later write. Returns whether it pushed.
+    ///
+    /// The guard's writes are signaled, and the guard word is not changed again until they have
+    /// all landed: a fabric may read a write's source when it applies it, so changing the guard
+    /// under an in-flight guard write could publish messages whose data is still queued behind
+    /// it. Data is pushed at once regardless; a later flush publishes it.
     pub fn flush<T: Transport>(&mut self, sst: &mut Sst<T>) -> Result<bool, SmcError> {
-        if self.staged == self.pushed {
-            return Ok(false);
-        }
-        let ring = self.f.ring;
+        let mut pushed = false;
         let me = sst.my_row();
-        let last_len = ring.len_at(sst.slot_words(me, self.f.slots), self.staged - 1);
-        let base = self.f.slots.range().offset;
-        for (start, len) in ring
-            .spans(self.pushed, self.staged, last_len)
-            .into_iter()
-            .flatten()
-        {
-            sst.push(FieldRange {
-                offset: base + start * 8,
-                len: len * 8,
-            })?;
+        if self.staged > self.pushed {
+            let ring = self.f.ring;
+            let last_len = ring.len_at(sst.slot_words(me, self.f.slots), self.staged - 1);
+            let base = self.f.slots.range().offset;
+            for (start, len) in ring
+                .spans(self.pushed, self.staged, last_len)
+                .into_iter()
+                .flatten()
+            {
+                sst.push(FieldRange {
+                    offset: base + start * 8,
+                    len: len * 8,
+                })?;
+            }
+            self.pushed = self.staged;
+            pushed = true;
         }
-        // The guard only now: every data write above precedes it on each link.
-        sst.set(self.f.sent, self.staged);
-        sst.push(self.f.sent.range())?;
-        self.pushed = self.staged;
-        Ok(true)
+        if self.guard < self.pushed && sst.landed(&mut self.guard_ticket) {
+            // Every data write above precedes this on each link.
+            self.guard = self.pushed;
+            sst.set(self.f.sent, self.guard);
+            self.guard_ticket = sst.push_signaled(self.f.sent.range())?;
+            pushed = true;
+        }
+        Ok(pushed)
+    }
+
+    /// Whether staged messages still wait for their guard (call [`flush`](Smc::flush) again).
+    pub fn unpublished(&self) -> bool {
+        self.guard < self.staged
     }
 
     /// Delivers every new message of every sender (itself included), in sender order, then

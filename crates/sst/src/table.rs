@@ -1,6 +1,7 @@
 //! The table itself: one row per member in one registered region, single writer per row, typed
 //! field access, `push`, reducers over columns and knowledge helpers.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use squall_transport::{
@@ -144,6 +145,23 @@ pub struct Sst<T: Transport> {
     pub(crate) events: Vec<Event>,
     pub(crate) registry: Registry<T>,
     pub(crate) evaluations: u64,
+    /// Signaled ops that tickets wait on, and those of them that completed.
+    pub(crate) awaited: HashSet<OpId>,
+    pub(crate) landed: HashSet<OpId>,
+}
+
+/// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
+/// all of them were applied (or their peers suspected).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ticket {
+    ops: Vec<(usize, OpId)>,
+}
+
+impl Ticket {
+    /// Whether no write is outstanding.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
 }
 
 impl<T: Transport> std::fmt::Debug for Sst<T> {
@@ -235,6 +253,8 @@ impl<T: Transport> Sst<T> {
             ],
             registry: Registry::new(),
             evaluations: 0,
+            awaited: HashSet::new(),
+            landed: HashSet::new(),
             schema,
         })
     }
@@ -383,6 +403,12 @@ impl<T: Transport> Sst<T> {
 
     /// Pushes `range` of the local row to every unsuspected member: one write per peer, from the
     /// local row to the same offset of this member's row in the peer's copy.
+    ///
+    /// Writes are posted: a fabric may read the source when it *applies* the write (an RDMA NIC
+    /// does), so a peer may receive a newer value than the one the row held at the call. That is
+    /// harmless for monotonic counters, but a field that guards data pushed *after* it must not
+    /// change while its earlier push is in flight: use [`push_signaled`](Sst::push_signaled)
+    /// and change it again only once [`landed`](Sst::landed) (SMC's guard does exactly this).
     pub fn push(&mut self, range: FieldRange) -> Result<(), SstError> {
         for row in 0..self.rows() {
             if row != self.me && !self.suspected[row] {
@@ -403,6 +429,34 @@ impl<T: Transport> Sst<T> {
             }
         }
         Ok(())
+    }
+
+    /// Pushes `range` like [`push`](Sst::push), with signaled writes; the ticket tells when
+    /// every one of them has been applied (each also vouches for every earlier write on its link).
+    pub fn push_signaled(&mut self, range: FieldRange) -> Result<Ticket, SstError> {
+        let mut ops = Vec::new();
+        for row in 0..self.rows() {
+            if row != self.me && !self.suspected[row] {
+                let op = self.post_row_write(row, range, Signal::Signaled)?;
+                self.awaited.insert(op);
+                ops.push((row, op));
+            }
+        }
+        Ok(Ticket { ops })
+    }
+
+    /// Whether every write of `ticket` has been applied; writes to members suspected since count
+    /// as done. Forgets the writes it finds done.
+    pub fn landed(&mut self, ticket: &mut Ticket) -> bool {
+        let (suspected, landed, awaited) = (&self.suspected, &mut self.landed, &mut self.awaited);
+        ticket.ops.retain(|&(row, op)| {
+            let done = suspected[row] || landed.remove(&op);
+            if done {
+                awaited.remove(&op);
+            }
+            !done
+        });
+        ticket.ops.is_empty()
     }
 
     pub(crate) fn post_row_write(

@@ -51,6 +51,7 @@ impl<T: Transport> Sst<T> {
             row_word(self.me, self.schema.row_len(), flags.word + row),
             1,
         );
+        self.history.push((peer, why, self.transport.now()));
         tracing::warn!(me = %self.member(self.me), %peer, ?why, "sst: member suspected");
         true
     }

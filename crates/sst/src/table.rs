@@ -10,6 +10,7 @@ use squall_transport::{
 };
 
 use crate::error::{SetupError, SstError};
+use crate::failure::Suspicion;
 use crate::predicate::Registry;
 use crate::schema::{Bytes, Counter, FieldRange, Flag, Schema, Vector};
 
@@ -148,6 +149,7 @@ pub struct Sst<T: Transport> {
     /// Signaled ops that tickets wait on, and those of them that completed.
     pub(crate) awaited: HashSet<OpId>,
     pub(crate) landed: HashSet<OpId>,
+    pub(crate) history: Vec<(NodeId, Suspicion, Time)>,
 }
 
 /// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
@@ -255,6 +257,7 @@ impl<T: Transport> Sst<T> {
             evaluations: 0,
             awaited: HashSet::new(),
             landed: HashSet::new(),
+            history: Vec::new(),
             schema,
         })
     }
@@ -314,6 +317,11 @@ impl<T: Transport> Sst<T> {
             .filter(|&r| self.suspected[r])
             .map(|r| self.member(r))
             .collect()
+    }
+
+    /// Every suspicion this member raised, in order: whom, why, and when.
+    pub fn suspicions(&self) -> &[(NodeId, Suspicion, Time)] {
+        &self.history
     }
 
     /// The error that stopped this member, if one did.

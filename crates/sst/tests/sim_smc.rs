@@ -74,7 +74,13 @@ fn run(plan: &Plan) -> Result<(), String> {
         }
         for i in c.turns() {
             let sst = c.nodes[i].as_mut().expect("turns() lists live nodes");
-            sst.poll_once().map_err(|e| format!("n{i} stopped: {e}"))?;
+            sst.poll_once().map_err(|e| {
+                format!(
+                    "n{i} stopped at {:?}: {e}; {:?}",
+                    c.sim.now(),
+                    sst.suspicions()
+                )
+            })?;
             let smc = &mut c.smc[i];
             if sent[i] < plan.messages[i] && c.sim.random(2) == 0 {
                 let len = 20 + c.sim.random((plan.slot_size - 19) as u64) as usize;
@@ -236,4 +242,14 @@ fn regression_guard_changed_under_in_flight_write_seed_0() {
     let plan = plan_from_seed(0);
     assert_eq!(plan.n, 4);
     run(&plan).expect("seed 0 delivers everything");
+}
+
+/// Seed 498 once stopped n0 with a partition error: the harness let the simulator jump virtual
+/// time by whole op timeouts between two rounds (a node frozen for 2 ms), so n0's detector
+/// rightly timed out both peers. The harness now moves time in small quanta.
+#[test]
+fn regression_harness_time_jump_seed_498() {
+    let plan = plan_from_seed(498);
+    assert_eq!((plan.n, plan.window, plan.crash), (3, 1, Some((2, 344))));
+    run(&plan).expect("seed 498 delivers everything");
 }

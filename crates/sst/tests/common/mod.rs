@@ -39,6 +39,10 @@ pub fn sst_config(n: usize) -> SstConfig {
 }
 
 pub struct Cluster {
+    /// Nodes whose table is not polled any more (a hung process: links stay up).
+    pub hung: Vec<bool>,
+    /// The error each node stopped with, if any.
+    pub stopped: Vec<Option<squall_sst::SstError>>,
     pub sim: Sim,
     pub nodes: Vec<Option<Sst<SimNode>>>,
     pub smc: Vec<Smc>,
@@ -52,13 +56,14 @@ impl Cluster {
     }
 
     pub fn with(seed: u64, n: usize, smc: SmcConfig, cfg: SstConfig) -> Cluster {
+        Cluster::with_sim(SimConfig::seeded(seed), n, smc, cfg)
+    }
+
+    pub fn with_sim(sim_cfg: SimConfig, n: usize, smc: SmcConfig, cfg: SstConfig) -> Cluster {
         let (schema, fields) = schema(n, smc);
-        let (sim, endpoints) = Sim::cluster(
-            SimConfig::seeded(seed),
-            n,
-            &[RegionSpec::new(REGION, schema.table_len())],
-        )
-        .expect("valid sim");
+        let (sim, endpoints) =
+            Sim::cluster(sim_cfg, n, &[RegionSpec::new(REGION, schema.table_len())])
+                .expect("valid sim");
         let nodes: Vec<Option<Sst<SimNode>>> = endpoints
             .into_iter()
             .map(|t| Some(Sst::new(t, schema.clone(), cfg.clone()).expect("valid table")))
@@ -68,6 +73,8 @@ impl Cluster {
             .map(|s| Smc::new(fields.smc, s.as_ref().expect("just built")))
             .collect();
         Cluster {
+            hung: vec![false; n],
+            stopped: vec![None; n],
             sim,
             nodes,
             smc,
@@ -152,4 +159,41 @@ pub fn check(from: NodeId, index: u64, m: &[u8]) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+impl Cluster {
+    /// One round: every live, unhung, unstopped node that takes its turn polls its table once;
+    /// then the fabric moves.
+    pub fn round(&mut self) {
+        for i in self.turns() {
+            if self.hung[i] || self.stopped[i].is_some() {
+                continue;
+            }
+            if let Err(e) = self.sst(i).poll_once() {
+                self.stopped[i] = Some(e);
+            }
+        }
+        self.step_fabric();
+    }
+
+    /// Runs rounds until `done` holds or `limit` of virtual time passes; returns whether `done`.
+    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&Cluster) -> bool) -> bool {
+        let end = self.sim.now() + limit;
+        while self.sim.now() < end {
+            if done(self) {
+                return true;
+            }
+            self.round();
+        }
+        done(self)
+    }
+
+    /// Whether node `i` is live, unhung and running.
+    pub fn running(&self, i: usize) -> bool {
+        self.is_live(i) && !self.hung[i] && self.stopped[i].is_none()
+    }
+
+    pub fn table(&self, i: usize) -> &Sst<SimNode> {
+        self.nodes[i].as_ref().expect("node is live")
+    }
 }

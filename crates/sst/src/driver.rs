@@ -64,6 +64,8 @@ impl Default for DriverConfig {
 pub struct Driver {
     config: DriverConfig,
     idle_since: Option<Time>,
+    /// The last round ended in a park and nothing has happened since.
+    woke: bool,
     parks: u64,
     polls: u64,
 }
@@ -74,6 +76,7 @@ impl Driver {
         Driver {
             config,
             idle_since: None,
+            woke: false,
             parks: 0,
             polls: 0,
         }
@@ -105,19 +108,26 @@ impl Driver {
         };
         if busy || progress.is_busy() || self.config.busy_poll {
             self.idle_since = None;
+            self.woke = false;
             return Ok(ControlFlow::Continue(()));
         }
         let now = sst.now();
         match self.idle_since {
+            // Woken for nothing (a heartbeat landed, the park timed out): park again at once;
+            // spinning pays off only right after real progress.
+            _ if self.woke => self.park(sst),
             None => self.idle_since = Some(now),
-            Some(since) if now.saturating_since(since) >= self.config.spin_for => {
-                self.parks += 1;
-                sst.wait(self.config.max_park);
-                self.idle_since = None;
-            }
+            Some(since) if now.saturating_since(since) >= self.config.spin_for => self.park(sst),
             Some(_) => std::hint::spin_loop(),
         }
         Ok(ControlFlow::Continue(()))
+    }
+
+    fn park<T: Transport>(&mut self, sst: &mut Sst<T>) {
+        self.parks += 1;
+        sst.wait(self.config.max_park);
+        self.idle_since = None;
+        self.woke = true;
     }
 
     /// Loops [`step`](Driver::step) until `work` breaks or the table stops with an error.

@@ -82,6 +82,7 @@ impl<T: Transport> Sst<T> {
         loop {
             let mut events = std::mem::take(&mut self.events);
             let got = self.transport.poll(&mut events);
+            progress.events += got;
             for e in &events[..got] {
                 match *e {
                     Event::PeerFailed { peer, .. } => {
@@ -109,7 +110,6 @@ impl<T: Transport> Sst<T> {
                 }
             }
             self.events = events;
-            progress.events += got;
             if got < self.events.len() {
                 break;
             }

@@ -146,21 +146,26 @@ fn crashed_member_is_suspected_within_the_timeout_on_threads() {
                         }
                         Ok(ControlFlow::Continue(false))
                     });
-                    (me, r, start.elapsed(), sst.suspects())
+                    let history = format!("{:?} now {:?}", sst.suspicions(), sst.now());
+                    (me, r, start.elapsed(), sst.suspects(), history)
                 })
             })
             .collect();
         std::thread::sleep(crash_at);
+        let crashed = start.elapsed(); // the crash takes effect during the call
         faults.crash(NodeId(2));
-        let crashed = start.elapsed();
         for h in handles {
-            let (me, r, at, suspects) = h.join().expect("no panic");
+            let (me, r, at, suspects, history) = h.join().expect("no panic");
+            assert!(
+                at >= crashed,
+                "{me} stopped at {at:?} before the crash at {crashed:?}: {history} {r:?}"
+            );
             if me == NodeId(2) {
                 assert!(r.is_err(), "the crashed member's endpoint is closed");
                 continue;
             }
             r.expect("live members keep running");
-            assert_eq!(suspects, vec![NodeId(2)], "n{me}");
+            assert_eq!(suspects, vec![NodeId(2)], "{me}");
             assert!(
                 at - crashed < timeout + Duration::from_millis(200),
                 "{me} took {:?} to suspect",

@@ -105,12 +105,19 @@ impl Vector {
             len: self.len * 8,
         }
     }
-    /// The byte range of element `i` (clamped to the last element).
-    pub fn element(&self, i: usize) -> FieldRange {
-        FieldRange {
-            offset: (self.word + i.min(self.len - 1)) * 8,
+    /// The byte range of element `i`, or `None` past the end.
+    ///
+    /// ```
+    /// let mut b = squall_sst::SchemaBuilder::new(2);
+    /// let v = b.vector("v", 2);
+    /// assert_eq!(v.element(1).map(|r| r.offset), Some(v.range().offset + 8));
+    /// assert!(v.element(2).is_none());
+    /// ```
+    pub fn element(&self, i: usize) -> Option<FieldRange> {
+        (i < self.len).then(|| FieldRange {
+            offset: (self.word + i) * 8,
             len: 8,
-        }
+        })
     }
     /// Number of elements.
     pub fn len(&self) -> usize {

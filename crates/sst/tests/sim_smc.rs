@@ -162,7 +162,7 @@ fn run(plan: &Plan) -> Result<(), String> {
 fn smc_delivers_exactly_once_in_order_seed_sweep() {
     check_seeds(
         "smc_delivers_exactly_once_in_order_seed_sweep",
-        40,
+        300,
         |seed| {
             let plan = plan_from_seed(seed);
             run(&plan).map_err(|e| format!("{plan:?}: {e}"))
@@ -193,7 +193,7 @@ fn plan() -> impl Strategy<Value = Plan> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn smc_random_schedules_slow_nodes_and_crashes(plan in plan()) {

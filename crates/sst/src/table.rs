@@ -473,6 +473,9 @@ impl<T: Transport> Sst<T> {
         range: FieldRange,
         signal: Signal,
     ) -> Result<OpId, SstError> {
+        if let Some(e) = &self.stopped {
+            return Err(e.clone()); // a stopped member writes nothing more
+        }
         let peer = self.member(row);
         let at = self.me * self.schema.row_len() + range.offset;
         self.transport

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Cluster, check, encode};
 use proptest::prelude::*;
-use squall_sst::{SmcConfig, SmcError};
+use squall_sst::{SmcConfig, SmcError, SstError};
 use squall_transport::{NodeId, Time};
 use squall_transport_mem::sim::check_seeds;
 
@@ -22,6 +22,9 @@ struct Plan {
     messages: Vec<u64>,
     slow: Option<(usize, u32)>,
     crash: Option<(usize, u64)>,
+    /// Cut this node off from all others at this round (only without a crash): it must stop
+    /// with a partition error, the others must carry on.
+    partition: Option<(usize, u64)>,
     /// Out of 4: how often a node that sent flushes in the same turn (else it batches).
     flush_odds: u64,
 }
@@ -45,6 +48,21 @@ fn plan_from_seed(seed: u64) -> Plan {
             .then(|| (sim.random(n as u64) as usize, 2 + sim.random(3) as u32)),
         crash: (sim.random(2) == 0).then(|| (sim.random(n as u64) as usize, sim.random(3000))),
         flush_odds: 1 + sim.random(4),
+        partition: None,
+    }
+    .with_partition(
+        sim.random(3) == 0,
+        sim.random(n as u64) as usize,
+        sim.random(3000),
+    )
+}
+
+impl Plan {
+    fn with_partition(mut self, yes: bool, node: usize, round: u64) -> Plan {
+        if yes && self.crash.is_none() {
+            self.partition = Some((node, round));
+        }
+        self
     }
 }
 
@@ -72,15 +90,34 @@ fn run(plan: &Plan) -> Result<(), String> {
         {
             c.crash(victim);
         }
+        if let Some((island, at)) = plan.partition
+            && at == round
+        {
+            let rest: Vec<NodeId> = (0..n)
+                .filter(|&j| j != island)
+                .map(|j| NodeId(j as u32))
+                .collect();
+            c.sim.partition(&[NodeId(island as u32)], &rest);
+        }
         for i in c.turns() {
             let sst = c.nodes[i].as_mut().expect("turns() lists live nodes");
-            sst.poll_once().map_err(|e| {
-                format!(
-                    "n{i} stopped at {:?}: {e}; {:?}",
-                    c.sim.now(),
-                    sst.suspicions()
-                )
-            })?;
+            match sst.poll_once() {
+                Ok(_) => {}
+                Err(SstError::Partitioned { .. })
+                    if plan.partition.is_some_and(|(p, _)| p == i) =>
+                {
+                    // The minority side stopped, as it must; it counts as failed from now on.
+                    c.nodes[i] = None;
+                    continue;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "n{i} stopped at {:?}: {e}; {:?}",
+                        c.sim.now(),
+                        sst.suspicions()
+                    ));
+                }
+            }
             let smc = &mut c.smc[i];
             if sent[i] < plan.messages[i] && c.sim.random(2) == 0 {
                 let len = 20 + c.sim.random((plan.slot_size - 19) as u64) as usize;
@@ -130,9 +167,13 @@ fn run(plan: &Plan) -> Result<(), String> {
         // Done when every live node sent and flushed everything and every live node has every
         // message of every live sender.
         let live: Vec<usize> = (0..n).filter(|&i| c.is_live(i)).collect();
-        let done = live.iter().all(|&r| {
-            sent[r] == plan.messages[r] && live.iter().all(|&s| next[r][s] == plan.messages[s])
-        });
+        let island_pending = plan
+            .partition
+            .is_some_and(|(p, at)| round <= at || c.is_live(p));
+        let done = !island_pending
+            && live.iter().all(|&r| {
+                sent[r] == plan.messages[r] && live.iter().all(|&s| next[r][s] == plan.messages[s])
+            });
         if done {
             let delivered: u64 = live.iter().map(|&r| next[r].iter().sum::<u64>()).sum();
             let expected: u64 =
@@ -147,12 +188,19 @@ fn run(plan: &Plan) -> Result<(), String> {
                 .iter()
                 .map(|&r| {
                     format!(
-                        "n{r}: sent {}/{} got {:?}",
-                        sent[r], plan.messages[r], next[r]
+                        "n{r}: sent {}/{} got {:?} suspicions {:?}",
+                        sent[r],
+                        plan.messages[r],
+                        next[r],
+                        c.nodes[r].as_ref().map(|s| s.suspicions().to_vec())
                     )
                 })
                 .collect();
-            return Err(format!("stalled at {:?}: {}", c.sim.now(), lag.join("; ")));
+            return Err(format!(
+                "stalled at {:?} round {round}: {}",
+                c.sim.now(),
+                lag.join("; ")
+            ));
         }
         c.step_fabric();
     }
@@ -177,16 +225,25 @@ fn plan() -> impl Strategy<Value = Plan> {
                 proptest::collection::vec(0u64..30, n),
                 proptest::option::of((0..n, 2u32..=4)),
                 proptest::option::of((0..n, 1u64..2500)),
+                proptest::option::of((0..n, 1u64..2500)),
             )
-                .prop_map(move |(messages, slow, crash)| Plan {
-                    seed,
-                    n,
-                    window,
-                    slot_size: 24 + 8 * slot,
-                    messages,
-                    slow,
-                    crash,
-                    flush_odds,
+                .prop_map(move |(messages, slow, crash, partition)| {
+                    Plan {
+                        seed,
+                        n,
+                        window,
+                        slot_size: 24 + 8 * slot,
+                        messages,
+                        slow,
+                        crash,
+                        flush_odds,
+                        partition: None,
+                    }
+                    .with_partition(
+                        partition.is_some(),
+                        partition.map_or(0, |p| p.0),
+                        partition.map_or(0, |p| p.1),
+                    )
                 })
         },
     )
@@ -214,6 +271,7 @@ fn smc_window_of_one_with_a_slow_receiver() {
         slow: Some((2, 4)),
         crash: None,
         flush_odds: 4,
+        partition: None,
     };
     run(&plan).expect("delivers everything");
 }
@@ -229,6 +287,7 @@ fn smc_sender_crash_mid_stream() {
         slow: None,
         crash: Some((0, 400)),
         flush_odds: 2,
+        partition: None,
     };
     run(&plan).expect("live members still get each other's messages");
 }
@@ -252,4 +311,20 @@ fn regression_harness_time_jump_seed_498() {
     let plan = plan_from_seed(498);
     assert_eq!((plan.n, plan.window, plan.crash), (3, 1, Some((2, 344))));
     run(&plan).expect("seed 498 delivers everything");
+}
+
+#[test]
+fn smc_minority_partition_stops_and_the_majority_carries_on() {
+    let plan = Plan {
+        seed: 77,
+        n: 3,
+        window: 3,
+        slot_size: 48,
+        messages: vec![30, 30, 30],
+        slow: None,
+        crash: None,
+        flush_odds: 3,
+        partition: Some((1, 300)),
+    };
+    run(&plan).expect("n0 and n2 get each other's messages; n1 stops");
 }

@@ -1,0 +1,66 @@
+//! The Shared State Table (SST) of Squall, after Derecho (TOCS 2019, §3.2–3.5, §3.7).
+//!
+//! A table has one row per member in one registered region; every member keeps a full copy and
+//! writes only its own row, which it [`push`](Sst::push)es — a field range, one transport write
+//! per peer — to the others. On top:
+//!
+//! - a typed, validated [`schema`] (counters, flags, fixed vectors, byte slots; 8-byte aligned);
+//! - [`predicate`]s — one-time, recurrent, transition — whose triggers may insert and remove
+//!   predicates and never block; reducers (min, max, sum, count, min over unsuspected rows) and
+//!   knowledge helpers ([`Sst::all_reached`]);
+//! - the [`driver`] loop: poll, spin briefly, then park on the transport, no fixed sleeps;
+//! - [`failure`] handling: heartbeat column plus signaled writes, freeze on suspicion,
+//!   epidemic propagation, partition safety on by default;
+//! - [`smc`], the small-message multicast: a [`ring`] of slots per sender inside the table.
+//!
+//! The table is sans-IO: it touches the world only through its [`Transport`](squall_transport::Transport)
+//! (time included), never spawns, sleeps or reads the wall clock, so the same code runs in the
+//! deterministic simulator and on real fabrics.
+//!
+//! ```
+//! use squall_sst::{PredicateKind, SchemaBuilder, Sst, SstConfig};
+//! use squall_transport::{NodeId, RegionId, RegionSpec};
+//! use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+//! use std::{cell::Cell, rc::Rc};
+//!
+//! let mut b = SchemaBuilder::new(2);
+//! let done = b.counter("done");
+//! let schema = b.build()?;
+//! let region = RegionId(0);
+//! let mut nodes = ThreadedFabric::new(ThreadedConfig::default())?
+//!     .cluster(2, &[RegionSpec::new(region, schema.table_len())])?;
+//! let members = vec![NodeId(0), NodeId(1)];
+//! let n1 = nodes.pop().unwrap();
+//! let mut a = Sst::new(nodes.pop().unwrap(), schema.clone(), SstConfig::new(region, members.clone()))?;
+//! let mut b = Sst::new(n1, schema, SstConfig::new(region, members))?;
+//!
+//! // b learns when everyone (as far as b knows) has done at least 3.
+//! let fired = Rc::new(Cell::new(false));
+//! let flag = fired.clone();
+//! b.insert(PredicateKind::OneTime, move |s| s.all_reached(done, 3), move |_| flag.set(true));
+//! a.set(done, 3);
+//! a.push(done.range())?;
+//! b.poll_once()?;
+//! assert!(!fired.get()); // b's own row is still at 0
+//! b.set(done, 5);
+//! b.poll_once()?;
+//! assert!(fired.get());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod driver;
+mod error;
+pub mod failure;
+pub mod predicate;
+pub mod ring;
+pub mod schema;
+pub mod smc;
+mod table;
+
+pub use driver::{Driver, DriverConfig};
+pub use error::{SchemaError, SetupError, SmcError, SstError};
+pub use failure::Suspicion;
+pub use predicate::{PredicateHandle, PredicateKind};
+pub use schema::{Bytes, Counter, FieldRange, Flag, Schema, SchemaBuilder, Vector};
+pub use smc::{Smc, SmcConfig, SmcFields};
+pub use table::{Progress, Sst, SstConfig, Ticket};

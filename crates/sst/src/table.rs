@@ -1,0 +1,602 @@
+//! The table itself: one row per member in one registered region, single writer per row, typed
+//! field access, `push`, reducers over columns and knowledge helpers.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use squall_transport::{
+    Event, FailureCause, LocalSlice, NodeId, OpId, Region, RegionId, RemoteAddr, Signal, Time,
+    Transport,
+};
+
+use crate::error::{SetupError, SstError};
+use crate::failure::Suspicion;
+use crate::predicate::Registry;
+use crate::schema::{Bytes, Counter, FieldRange, Flag, Schema, Vector};
+
+/// How a table is set up over a transport.
+///
+/// ```
+/// use squall_sst::SstConfig;
+/// use squall_transport::{NodeId, RegionId};
+/// let cfg = SstConfig::new(RegionId(0), vec![NodeId(0), NodeId(1), NodeId(2)]);
+/// assert!(cfg.partition_safety);
+/// assert!(cfg.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SstConfig {
+    /// The region that holds the table on every member (same id everywhere).
+    pub region: RegionId,
+    /// The members, in row order; the same list on every member, including the local node.
+    pub members: Vec<NodeId>,
+    /// How often the local heartbeat is bumped and pushed with one signaled write per peer.
+    pub heartbeat_interval: Duration,
+    /// A peer is suspected when its heartbeat has not changed, or a signaled write to it has not
+    /// completed, for this long. Must exceed `heartbeat_interval`.
+    pub suspicion_timeout: Duration,
+    /// Stop with [`SstError::Partitioned`] when this member suspects a majority (default on).
+    pub partition_safety: bool,
+}
+
+impl SstConfig {
+    /// Defaults: 10 ms heartbeat, 100 ms suspicion timeout, partition safety on.
+    pub fn new(region: RegionId, members: Vec<NodeId>) -> SstConfig {
+        SstConfig {
+            region,
+            members,
+            heartbeat_interval: Duration::from_millis(10),
+            suspicion_timeout: Duration::from_millis(100),
+            partition_safety: true,
+        }
+    }
+
+    /// Every node of `transport` (itself and its peers, ascending) as members.
+    ///
+    /// ```
+    /// use squall_sst::SstConfig;
+    /// use squall_transport::{RegionId, RegionSpec};
+    /// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let nodes = ThreadedFabric::new(ThreadedConfig::default()).unwrap()
+    ///     .cluster(3, &[RegionSpec::new(RegionId(0), 4096)]).unwrap();
+    /// assert_eq!(SstConfig::all(RegionId(0), &nodes[1]).members.len(), 3);
+    /// ```
+    pub fn all<T: Transport>(region: RegionId, transport: &T) -> SstConfig {
+        let mut members: Vec<NodeId> = transport.peers().to_vec();
+        members.push(transport.local_id());
+        members.sort();
+        SstConfig::new(region, members)
+    }
+
+    /// Checks the timing settings.
+    pub fn validate(&self) -> Result<(), SetupError> {
+        if self.heartbeat_interval.is_zero() {
+            return Err(SetupError::Detector("heartbeat_interval must be positive"));
+        }
+        if self.suspicion_timeout <= self.heartbeat_interval {
+            return Err(SetupError::Detector(
+                "suspicion_timeout must exceed heartbeat_interval (a few intervals is typical)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What one [`Sst::poll_once`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Triggers that fired.
+    pub fired: usize,
+    /// Members newly suspected.
+    pub suspected: usize,
+    /// Transport events handled.
+    pub events: usize,
+}
+
+impl Progress {
+    /// Whether anything happened (a driver spins on while it does).
+    pub fn is_busy(&self) -> bool {
+        self.fired + self.suspected + self.events > 0
+    }
+}
+
+/// Failure-detector state for one row.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Watch {
+    pub(crate) last_heartbeat: u64,
+    pub(crate) last_change: Time,
+    /// The outstanding signaled heartbeat write and when it was posted.
+    pub(crate) outstanding: Option<(OpId, Time)>,
+}
+
+/// The Shared State Table of one member: its copy of every row, its own row that only it
+/// writes, the predicates evaluated over them, and the failure detector.
+///
+/// Sans-IO: it touches the world only through its transport (time included) and never blocks,
+/// sleeps or spawns. Call [`poll_once`](Sst::poll_once) in a loop, or hand it to a
+/// [`Driver`](crate::Driver).
+///
+/// ```
+/// use squall_sst::{SchemaBuilder, Sst, SstConfig};
+/// use squall_transport::{NodeId, RegionId, RegionSpec};
+/// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+/// let mut b = SchemaBuilder::new(2);
+/// let count = b.counter("count");
+/// let schema = b.build()?;
+/// let layout = [RegionSpec::new(RegionId(0), schema.table_len())];
+/// let mut nodes = ThreadedFabric::new(ThreadedConfig::default())?.cluster(2, &layout)?;
+/// let n1 = nodes.pop().unwrap();
+/// let n0 = nodes.pop().unwrap();
+/// let mut a = Sst::new(n0, schema.clone(), SstConfig::new(RegionId(0), vec![NodeId(0), NodeId(1)]))?;
+/// let b = Sst::new(n1, schema, SstConfig::new(RegionId(0), vec![NodeId(0), NodeId(1)]))?;
+/// a.set(count, 7);
+/// a.push(count.range())?;
+/// assert_eq!(b.get(0, count), 7); // row 0 is a's row, as b sees it
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Sst<T: Transport> {
+    pub(crate) transport: T,
+    pub(crate) schema: Schema,
+    pub(crate) config: SstConfig,
+    pub(crate) table: Region,
+    pub(crate) me: usize,
+    pub(crate) suspected: Vec<bool>,
+    pub(crate) watch: Vec<Watch>,
+    pub(crate) next_heartbeat: Time,
+    pub(crate) stopped: Option<SstError>,
+    pub(crate) events: Vec<Event>,
+    pub(crate) registry: Registry<T>,
+    pub(crate) evaluations: u64,
+    /// Signaled ops that tickets wait on, and those of them that completed.
+    pub(crate) awaited: HashSet<OpId>,
+    pub(crate) landed: HashSet<OpId>,
+    pub(crate) history: Vec<(NodeId, Suspicion, Time)>,
+}
+
+/// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
+/// all of them were applied (or their peers suspected).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ticket {
+    ops: Vec<(usize, OpId)>,
+}
+
+impl Ticket {
+    /// Whether no write is outstanding.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+impl<T: Transport> std::fmt::Debug for Sst<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sst")
+            .field("me", &self.member(self.me))
+            .field("members", &self.config.members)
+            .field("suspected", &self.suspected)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Sst<T> {
+    /// Sets up the table over `transport`, checking the member list and the region on this node
+    /// and every peer.
+    pub fn new(transport: T, schema: Schema, config: SstConfig) -> Result<Sst<T>, SetupError> {
+        config.validate()?;
+        let n = config.members.len();
+        if schema.members() != n {
+            return Err(SetupError::MemberCount {
+                schema: schema.members(),
+                members: n,
+            });
+        }
+        let local = transport.local_id();
+        let me = config
+            .members
+            .iter()
+            .position(|&m| m == local)
+            .ok_or(SetupError::NotAMember(local))?;
+        for (i, &m) in config.members.iter().enumerate() {
+            if config.members[..i].contains(&m) {
+                return Err(SetupError::DuplicateMember(m));
+            }
+            if m != local && !transport.peers().contains(&m) {
+                return Err(SetupError::NotAPeer(m));
+            }
+        }
+        let need = schema.table_len();
+        let table = match transport.region(config.region) {
+            Some(r) if r.len() >= need => r.clone(),
+            other => {
+                return Err(SetupError::Region {
+                    region: config.region,
+                    node: local,
+                    have: other.map_or(0, Region::len),
+                    need,
+                });
+            }
+        };
+        for &m in &config.members {
+            if m == local {
+                continue;
+            }
+            let have = transport.remote_region_len(m, config.region).unwrap_or(0);
+            if have < need {
+                return Err(SetupError::Region {
+                    region: config.region,
+                    node: m,
+                    have,
+                    need,
+                });
+            }
+        }
+        let now = transport.now();
+        let watch = (0..n)
+            .map(|_| Watch {
+                last_heartbeat: 0,
+                last_change: now,
+                outstanding: None,
+            })
+            .collect();
+        tracing::debug!(%local, members = n, row_len = schema.row_len(), "sst: table set up");
+        Ok(Sst {
+            transport,
+            config,
+            table,
+            me,
+            suspected: vec![false; n],
+            watch,
+            next_heartbeat: now,
+            stopped: None,
+            events: vec![
+                Event::PeerFailed {
+                    peer: local,
+                    cause: FailureCause::Local,
+                };
+                64
+            ],
+            registry: Registry::new(),
+            evaluations: 0,
+            awaited: HashSet::new(),
+            landed: HashSet::new(),
+            history: Vec::new(),
+            schema,
+        })
+    }
+
+    /// The transport, for ops the table does not wrap.
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// The transport, mutably (posting ops directly; never `report_failed` behind the table's
+    /// back — use [`suspect`](Sst::suspect)).
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SstConfig {
+        &self.config
+    }
+
+    /// Number of rows (members).
+    pub fn rows(&self) -> usize {
+        self.config.members.len()
+    }
+
+    /// The local member's row.
+    pub fn my_row(&self) -> usize {
+        self.me
+    }
+
+    /// The member that owns `row`.
+    ///
+    /// # Panics
+    /// If `row` is not a row of the table.
+    pub fn member(&self, row: usize) -> NodeId {
+        self.config.members[row]
+    }
+
+    /// The row of `node`, if it is a member.
+    pub fn row_of(&self, node: NodeId) -> Option<usize> {
+        self.config.members.iter().position(|&m| m == node)
+    }
+
+    /// Whether this member suspects the owner of `row` (its row is frozen).
+    pub fn is_suspected(&self, row: usize) -> bool {
+        self.suspected[row]
+    }
+
+    /// The members this member suspects.
+    pub fn suspects(&self) -> Vec<NodeId> {
+        (0..self.rows())
+            .filter(|&r| self.suspected[r])
+            .map(|r| self.member(r))
+            .collect()
+    }
+
+    /// Every suspicion this member raised, in order: whom, why, and when.
+    pub fn suspicions(&self) -> &[(NodeId, Suspicion, Time)] {
+        &self.history
+    }
+
+    /// The error that stopped this member, if one did.
+    pub fn stopped(&self) -> Option<&SstError> {
+        self.stopped.as_ref()
+    }
+
+    /// Now, on the transport's clock.
+    pub fn now(&self) -> Time {
+        self.transport.now()
+    }
+
+    /// Predicate evaluations so far.
+    pub fn evaluations(&self) -> u64 {
+        self.evaluations
+    }
+
+    fn word(&self, row: usize, word: usize) -> usize {
+        row * self.schema.row_len() / 8 + word
+    }
+
+    /// Reads counter `c` of `row` (the local copy).
+    pub fn get(&self, row: usize, c: Counter) -> u64 {
+        self.table.load(self.word(row, c.word))
+    }
+
+    /// Sets counter `c` of the local row (not pushed until [`push`](Sst::push)).
+    pub fn set(&mut self, c: Counter, value: u64) {
+        self.table.store(self.word(self.me, c.word), value);
+    }
+
+    /// Reads flag `f` of `row`.
+    pub fn flag(&self, row: usize, f: Flag) -> bool {
+        self.table.load(self.word(row, f.word)) != 0
+    }
+
+    /// Sets flag `f` of the local row.
+    pub fn set_flag(&mut self, f: Flag, on: bool) {
+        self.table.store(self.word(self.me, f.word), u64::from(on));
+    }
+
+    /// Reads element `i` of vector `v` in `row`.
+    pub fn get_at(&self, row: usize, v: Vector, i: usize) -> Result<u64, SstError> {
+        check_index(v, i)?;
+        Ok(self.table.load(self.word(row, v.word + i)))
+    }
+
+    /// Sets element `i` of vector `v` in the local row.
+    pub fn set_at(&mut self, v: Vector, i: usize, value: u64) -> Result<(), SstError> {
+        check_index(v, i)?;
+        self.table.store(self.word(self.me, v.word + i), value);
+        Ok(())
+    }
+
+    /// Copies byte slot `b` of `row` into `out` (at most the slot's capacity).
+    pub fn read_bytes(&self, row: usize, b: Bytes, out: &mut [u8]) -> Result<(), SstError> {
+        if out.len() > b.cap {
+            return Err(SstError::SlotOverflow {
+                field: b.name,
+                len: out.len(),
+                cap: b.cap,
+            });
+        }
+        squall_transport::word::copy_out(self.table.words(), self.word(row, b.word) * 8, out);
+        Ok(())
+    }
+
+    /// Writes `data` at the start of byte slot `b` of the local row. Longer than the slot is an
+    /// error, never a truncation.
+    pub fn write_bytes(&mut self, b: Bytes, data: &[u8]) -> Result<(), SstError> {
+        if data.len() > b.cap {
+            return Err(SstError::SlotOverflow {
+                field: b.name,
+                len: data.len(),
+                cap: b.cap,
+            });
+        }
+        squall_transport::word::copy_in(self.table.words(), self.word(self.me, b.word) * 8, data);
+        Ok(())
+    }
+
+    /// The words of byte slot `b` in `row` (for protocol cores such as SMC's ring).
+    pub(crate) fn slot_words(&self, row: usize, b: Bytes) -> &[std::sync::atomic::AtomicU64] {
+        let start = self.word(row, b.word());
+        &self.table.words()[start..start + b.range().len / 8]
+    }
+
+    /// Pushes `range` of the local row to every unsuspected member: one write per peer, from the
+    /// local row to the same offset of this member's row in the peer's copy.
+    ///
+    /// Writes are posted: a fabric may read the source when it *applies* the write (an RDMA NIC
+    /// does), so a peer may receive a newer value than the one the row held at the call. That is
+    /// harmless for monotonic counters, but a field that guards data pushed *after* it must not
+    /// change while its earlier push is in flight: use [`push_signaled`](Sst::push_signaled)
+    /// and change it again only once [`landed`](Sst::landed) (SMC's guard does exactly this).
+    pub fn push(&mut self, range: FieldRange) -> Result<(), SstError> {
+        for row in 0..self.rows() {
+            if row != self.me && !self.suspected[row] {
+                self.post_row_write(row, range, Signal::Unsignaled)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pushes `range` of the local row to the unsuspected members among `to` (one write each).
+    pub fn push_to(&mut self, range: FieldRange, to: &[NodeId]) -> Result<(), SstError> {
+        for &node in to {
+            if let Some(row) = self.row_of(node)
+                && row != self.me
+                && !self.suspected[row]
+            {
+                self.post_row_write(row, range, Signal::Unsignaled)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pushes `range` like [`push`](Sst::push), with signaled writes; the ticket tells when
+    /// every one of them has been applied (each also vouches for every earlier write on its link).
+    pub fn push_signaled(&mut self, range: FieldRange) -> Result<Ticket, SstError> {
+        let mut ops = Vec::new();
+        for row in 0..self.rows() {
+            if row != self.me && !self.suspected[row] {
+                let op = self.post_row_write(row, range, Signal::Signaled)?;
+                self.awaited.insert(op);
+                ops.push((row, op));
+            }
+        }
+        Ok(Ticket { ops })
+    }
+
+    /// Whether every write of `ticket` has been applied; writes to members suspected since count
+    /// as done. Forgets the writes it finds done.
+    pub fn landed(&mut self, ticket: &mut Ticket) -> bool {
+        let (suspected, landed, awaited) = (&self.suspected, &mut self.landed, &mut self.awaited);
+        ticket.ops.retain(|&(row, op)| {
+            let done = suspected[row] || landed.remove(&op);
+            if done {
+                awaited.remove(&op);
+            }
+            !done
+        });
+        ticket.ops.is_empty()
+    }
+
+    pub(crate) fn post_row_write(
+        &mut self,
+        row: usize,
+        range: FieldRange,
+        signal: Signal,
+    ) -> Result<OpId, SstError> {
+        if let Some(e) = &self.stopped {
+            return Err(e.clone()); // a stopped member writes nothing more
+        }
+        let peer = self.member(row);
+        let at = self.me * self.schema.row_len() + range.offset;
+        self.transport
+            .write(
+                peer,
+                LocalSlice::new(self.config.region, at, range.len),
+                RemoteAddr::new(self.config.region, at),
+                signal,
+            )
+            .map_err(|source| SstError::Post { peer, source })
+    }
+
+    // ---- reducers and knowledge ------------------------------------------------------------
+
+    /// The minimum of `project(row)` over every row (suspected rows included, frozen values).
+    ///
+    /// ```
+    /// # use squall_sst::{SchemaBuilder, Sst, SstConfig};
+    /// # use squall_transport::{NodeId, RegionId, RegionSpec};
+    /// # use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// # let mut b = SchemaBuilder::new(1);
+    /// # let c = b.counter("c");
+    /// # let schema = b.build().unwrap();
+    /// # let node = ThreadedFabric::new(ThreadedConfig::default()).unwrap()
+    /// #     .cluster(1, &[RegionSpec::new(RegionId(0), schema.table_len())]).unwrap().remove(0);
+    /// let mut sst = Sst::new(node, schema, SstConfig::new(RegionId(0), vec![NodeId(0)])).unwrap();
+    /// sst.set(c, 4);
+    /// assert_eq!(sst.min_of(|row| sst.get(row, c) * 2), 8);
+    /// ```
+    pub fn min_of(&self, project: impl Fn(usize) -> u64) -> u64 {
+        (0..self.rows()).map(project).min().unwrap_or(0)
+    }
+
+    /// The maximum of `project(row)` over every row.
+    pub fn max_of(&self, project: impl Fn(usize) -> u64) -> u64 {
+        (0..self.rows()).map(project).max().unwrap_or(0)
+    }
+
+    /// The (wrapping) sum of `project(row)` over every row.
+    pub fn sum_of(&self, project: impl Fn(usize) -> u64) -> u64 {
+        (0..self.rows())
+            .map(project)
+            .fold(0u64, |a, b| a.wrapping_add(b))
+    }
+
+    /// How many rows satisfy `test`.
+    pub fn count_where(&self, test: impl Fn(usize) -> bool) -> usize {
+        (0..self.rows()).filter(|&r| test(r)).count()
+    }
+
+    /// The minimum of `project(row)` over the rows this member does not suspect (its own row is
+    /// always among them).
+    pub fn min_of_unsuspected(&self, project: impl Fn(usize) -> u64) -> u64 {
+        (0..self.rows())
+            .filter(|&r| !self.suspected[r])
+            .map(project)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Minimum of counter `c` over every row.
+    pub fn min(&self, c: Counter) -> u64 {
+        self.min_of(|r| self.get(r, c))
+    }
+
+    /// Maximum of counter `c` over every row.
+    pub fn max(&self, c: Counter) -> u64 {
+        self.max_of(|r| self.get(r, c))
+    }
+
+    /// Sum of counter `c` over every row.
+    pub fn sum(&self, c: Counter) -> u64 {
+        self.sum_of(|r| self.get(r, c))
+    }
+
+    /// Minimum of counter `c` over the unsuspected rows.
+    pub fn min_unsuspected(&self, c: Counter) -> u64 {
+        self.min_of_unsuspected(|r| self.get(r, c))
+    }
+
+    /// Knowledge: every unsuspected member has reached `k` in counter `c`, as this member's copy
+    /// shows. Monotonic: once true it stays true while counters only grow.
+    pub fn all_reached(&self, c: Counter, k: u64) -> bool {
+        self.min_unsuspected(c) >= k
+    }
+
+    /// Knowledge: `test` holds for every unsuspected row.
+    pub fn all_unsuspected(&self, test: impl Fn(usize) -> bool) -> bool {
+        (0..self.rows()).filter(|&r| !self.suspected[r]).all(test)
+    }
+
+    /// Parks until the transport reports something or `timeout` passes, but never past the next
+    /// heartbeat. Drivers call this when a poll found nothing to do.
+    pub fn wait(&mut self, timeout: Duration) {
+        let until_heartbeat = self.next_heartbeat.saturating_since(self.transport.now());
+        self.transport.wait(timeout.min(until_heartbeat));
+    }
+}
+
+impl<T: Transport> Sst<T> {
+    /// Runs one round: handles transport events, the failure detector and suspicion gossip, then
+    /// evaluates every predicate once, firing triggers. Never blocks.
+    ///
+    /// Returns the error that stopped this member once it has stopped (and on every later call).
+    pub fn poll_once(&mut self) -> Result<Progress, SstError> {
+        if let Some(e) = &self.stopped {
+            return Err(e.clone());
+        }
+        let mut progress = self.detect()?;
+        progress.fired = self.evaluate();
+        Ok(progress)
+    }
+}
+
+fn check_index(v: Vector, i: usize) -> Result<(), SstError> {
+    if i >= v.len {
+        return Err(SstError::VectorIndex {
+            field: v.name,
+            index: i,
+            len: v.len,
+        });
+    }
+    Ok(())
+}

@@ -21,6 +21,7 @@ pub mod conformance;
 mod directory;
 mod error;
 mod ids;
+pub mod mux;
 mod op;
 mod region;
 mod time;

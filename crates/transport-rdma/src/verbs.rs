@@ -30,7 +30,9 @@ use sideway::ibverbs::completion::{
     BasicCompletionQueue, GenericCompletionQueue, PollCompletionQueueError, WorkCompletionStatus,
 };
 use sideway::ibverbs::device::{DeviceInfo, DeviceList, GetDeviceListErrorKind};
-use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortState};
+use sideway::ibverbs::device_context::{
+    AtomicCapability, DeviceContext, LinkLayer, Mtu, PortState,
+};
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{
@@ -347,6 +349,24 @@ impl VerbsNic {
                     port.port_state()
                 ),
             });
+        }
+        match dev.atomic_capability() {
+            AtomicCapability::None => {
+                return Err(ProviderError::Verbs {
+                    call: "ibv_query_device",
+                    detail: format!(
+                        "{name} supports no RDMA atomics (atomic_cap = IBV_ATOMIC_NONE); Squall's \
+                         compare-and-swap and fetch-and-add need them: use another device or \
+                         squall-transport-tcp"
+                    ),
+                });
+            }
+            AtomicCapability::HostChannelAdapter => tracing::warn!(
+                device = %name,
+                "atomics are atomic only among this NIC's own operations (IBV_ATOMIC_HCA), not \
+                 against CPU atomics on the same word"
+            ),
+            AtomicCapability::Global => {}
         }
         let ethernet = matches!(port.link_layer(), LinkLayer::Ethernet);
         let gid = ctx

@@ -288,9 +288,9 @@ impl std::fmt::Debug for VerbsNic {
     }
 }
 
-fn to_u32(name: &'static str, v: usize) -> Result<u32, ProviderError> {
+fn to_u32(call: &'static str, name: &'static str, v: usize) -> Result<u32, ProviderError> {
     u32::try_from(v).map_err(|_| ProviderError::Verbs {
-        call: "ibv_create_qp",
+        call,
         detail: format!("{name} = {v} does not fit the device's 32-bit limit"),
     })
 }
@@ -394,7 +394,7 @@ impl VerbsNic {
         let clamp = |v: i32| u8::try_from(v.clamp(1, 16)).unwrap_or(1);
 
         let pd = ctx.alloc_pd().map_err(|e| verbs("ibv_alloc_pd", e))?;
-        let cqe = to_u32("cq_depth", cfg.cq_depth)?;
+        let cqe = to_u32("ibv_create_cq", "cq_depth", cfg.cq_depth)?;
         let mut cq = ctx
             .create_cq_builder()
             .setup_cqe(cqe)
@@ -423,8 +423,8 @@ impl VerbsNic {
             gid,
             lid: if ethernet { 0 } else { port.lid() },
             mtu: path_mtu,
-            sq_depth: to_u32("sq_depth", cfg.sq_depth)?,
-            rq_depth: to_u32("rq_depth", cfg.rq_depth)?,
+            sq_depth: to_u32("ibv_create_qp", "sq_depth", cfg.sq_depth)?,
+            rq_depth: to_u32("ibv_create_qp", "rq_depth", cfg.rq_depth)?,
             retry_timeout_exp: cfg.retry_timeout_exp,
             retry_count: cfg.retry_count,
             max_rd_atomic: clamp(dev.max_qp_init_rd_atom()),

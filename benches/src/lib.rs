@@ -47,3 +47,74 @@ pub fn await_completions<T: Transport>(node: &mut T, want: usize) -> u64 {
     }
     last
 }
+
+/// The RDMA device the RDMA benchmarks run on: `SQUALL_RDMA_DEVICE`, if set and not empty.
+pub fn rdma_device() -> Option<String> {
+    std::env::var("SQUALL_RDMA_DEVICE")
+        .ok()
+        .filter(|d| !d.trim().is_empty())
+}
+
+/// Two RDMA nodes on `device` (port `SQUALL_RDMA_PORT`, default 1; GID index
+/// `SQUALL_RDMA_GID_INDEX`, default 0), in this process, each with one region of `len` bytes,
+/// connected through loopback side channels.
+#[cfg(feature = "verbs")]
+pub fn rdma_pair(
+    device: &str,
+    len: usize,
+) -> Result<Vec<squall_transport_rdma::RdmaNode<squall_transport_rdma::VerbsNic>>, String> {
+    use std::collections::BTreeMap;
+    use std::net::TcpListener;
+
+    use squall_transport_rdma::{RdmaConfig, RdmaNode, VerbsNic};
+
+    let env_u8 = |name: &str, default: u8| -> Result<u8, String> {
+        match std::env::var(name) {
+            Ok(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{name}={v} is not a number from 0 to 255")),
+            Err(_) => Ok(default),
+        }
+    };
+    let cfg = RdmaConfig {
+        device: Some(device.to_owned()),
+        port: env_u8("SQUALL_RDMA_PORT", 1)?,
+        gid_index: env_u8("SQUALL_RDMA_GID_INDEX", 0)?,
+        ..RdmaConfig::default()
+    };
+    let listeners = (0..2)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("side channel: {e}"))?;
+    let mut addrs = BTreeMap::new();
+    for (i, l) in listeners.iter().enumerate() {
+        let addr = l.local_addr().map_err(|e| format!("side channel: {e}"))?;
+        addrs.insert(NodeId(i as u32), addr);
+    }
+    drop(listeners);
+    let nics = (0..2)
+        .map(|_| VerbsNic::open(&cfg))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let layout = [RegionSpec::new(REGION, len)];
+    std::thread::scope(|s| {
+        let handles: Vec<_> = nics
+            .into_iter()
+            .enumerate()
+            .map(|(i, nic)| {
+                let (cfg, addrs, layout) = (&cfg, &addrs, &layout);
+                s.spawn(move || {
+                    RdmaNode::connect(cfg.clone(), nic, NodeId(i as u32), addrs, layout)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err("a node panicked while connecting".to_owned()),
+            })
+            .collect()
+    })
+}

@@ -5,7 +5,7 @@
 //! use squall_transport::{NodeId, RegionId};
 //! use squall_transport_rdma::exchange::{Hello, RemoteRegion};
 //! use squall_transport_rdma::provider::{MemoryKeys, QpEndpoint};
-//! let keys = MemoryKeys { addr: 4096, len: 64, lkey: 1, rkey: 2 };
+//! let keys = MemoryKeys { addr: 4096, len: 64, lkey: 0, rkey: 2 }; // local keys never travel
 //! let hello = Hello {
 //!     cluster_id: 7,
 //!     node: NodeId(1),

@@ -20,7 +20,11 @@ pub mod exchange;
 pub mod mock;
 mod node;
 pub mod provider;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 
 pub use config::{ConfigError, RdmaConfig};
 pub use node::{RdmaNode, StartError};
 pub use provider::{Provider, ProviderError};
+#[cfg(feature = "verbs")]
+pub use verbs::{ErrorInjector, VerbsNic};

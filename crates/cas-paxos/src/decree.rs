@@ -118,6 +118,9 @@ enum Phase {
         attempt: u64,
     },
     Backoff(Time),
+    /// Promises from a majority, no accepted value to adopt, and no value of our own yet: the
+    /// next [`Decree::propose`] goes straight to the accept phase (one CAS round trip).
+    Prepared,
     Decided,
 }
 
@@ -236,11 +239,37 @@ impl<T: Transport> Decree<T> {
         }
         self.own = true;
         self.stage(self.me as u8, value);
-        self.value = Some((self.me as u8, value.to_vec()));
-        if self.learned.is_none() {
+        if self.value.is_none() {
+            self.value = Some((self.me as u8, value.to_vec()));
+        }
+        match self.phase {
+            _ if self.learned.is_some() => {}
+            Phase::Prepared => self.accept(),
+            Phase::Idle => self.prepare()?,
+            // Prepare or accept in flight, or backing off: the value is used when it gets there.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Runs the prepare phase ahead of any value (a stable leader pre-prepares a window of slots,
+    /// Velos §5.1). If an acceptor already accepted a value for the slot, it is adopted and
+    /// driven to a decision; otherwise the slot waits [`prepared`](Self::prepared).
+    pub fn prepare_only(&mut self) -> Result<(), ProposeError> {
+        if self.phase == Phase::Idle && self.learned.is_none() {
             self.prepare()?;
         }
         Ok(())
+    }
+
+    /// Whether the slot is prepared with nothing to adopt, waiting for a value.
+    pub fn prepared(&self) -> bool {
+        self.phase == Phase::Prepared
+    }
+
+    /// Whether this node is driving a value for the slot (its own or an adopted one).
+    pub fn has_value(&self) -> bool {
+        self.value.is_some()
     }
 
     fn majority(&self) -> usize {
@@ -298,7 +327,7 @@ impl<T: Transport> Decree<T> {
 
     fn accept(&mut self) {
         let Some((origin, _)) = self.value else {
-            self.phase = Phase::Idle;
+            self.phase = Phase::Prepared;
             return;
         };
         let chosen = SlotWord {

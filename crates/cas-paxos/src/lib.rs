@@ -13,4 +13,5 @@
 
 pub mod decree;
 pub mod layout;
+pub mod log;
 pub mod word;

@@ -32,7 +32,8 @@ struct Shared<T> {
     endpoint: T,
     /// Which handle posted each op still in flight.
     owner: BTreeMap<OpId, usize>,
-    queues: Vec<VecDeque<Event>>,
+    /// One queue per live handle (`None` once the handle is dropped).
+    queues: Vec<Option<VecDeque<Event>>>,
 }
 
 impl<T: Transport> Shared<T> {
@@ -47,13 +48,16 @@ impl<T: Transport> Shared<T> {
             for e in &buf[..n] {
                 match e {
                     Event::Completion(c) => {
-                        if let Some(h) = self.owner.remove(&c.op) {
-                            self.queues[h].push_back(*e);
+                        let owner = self.owner.remove(&c.op);
+                        if let Some(q) = owner.and_then(|h| self.queues[h].as_mut()) {
+                            q.push_back(*e);
                         }
                     }
-                    Event::PeerFailed { .. } => {
-                        self.queues.iter_mut().for_each(|q| q.push_back(*e))
-                    }
+                    Event::PeerFailed { .. } => self
+                        .queues
+                        .iter_mut()
+                        .flatten()
+                        .for_each(|q| q.push_back(*e)),
                 }
             }
             if n < buf.len() {
@@ -97,9 +101,18 @@ impl<T: Transport> Mux<T> {
     /// A new view of the endpoint for one core.
     pub fn handle(&self) -> MuxHandle<T> {
         let mut s = self.shared.borrow_mut();
-        s.queues.push(VecDeque::new());
+        let index = match s.queues.iter().position(Option::is_none) {
+            Some(free) => {
+                s.queues[free] = Some(VecDeque::new());
+                free
+            }
+            None => {
+                s.queues.push(Some(VecDeque::new()));
+                s.queues.len() - 1
+            }
+        };
         MuxHandle {
-            index: s.queues.len() - 1,
+            index,
             me: s.endpoint.local_id(),
             peers: s.endpoint.peers().to_vec(),
             max_message_len: s.endpoint.max_message_len(),
@@ -208,7 +221,9 @@ impl<T: Transport> Transport for MuxHandle<T> {
     fn poll(&mut self, out: &mut [Event]) -> usize {
         let mut s = self.shared.borrow_mut();
         s.pump();
-        let q = &mut s.queues[self.index];
+        let Some(q) = s.queues[self.index].as_mut() else {
+            return 0;
+        };
         let n = out.len().min(q.len());
         for (slot, e) in out.iter_mut().zip(q.drain(..n)) {
             *slot = e;
@@ -227,8 +242,17 @@ impl<T: Transport> Transport for MuxHandle<T> {
     fn wait(&mut self, timeout: Duration) {
         let mut s = self.shared.borrow_mut();
         s.pump();
-        if s.queues[self.index].is_empty() {
+        if s.queues[self.index].as_ref().is_none_or(VecDeque::is_empty) {
             s.endpoint.wait(timeout);
+        }
+    }
+}
+
+impl<T> Drop for MuxHandle<T> {
+    fn drop(&mut self) {
+        // Frees the queue; completions of ops it still had in flight are dropped.
+        if let Ok(mut s) = self.shared.try_borrow_mut() {
+            s.queues[self.index] = None;
         }
     }
 }

@@ -19,15 +19,15 @@
 //! --measurement-time 3`; the idle figure with `cargo test -p squall-sst --test idle_cpu --
 //! --nocapture`.
 //!
-//! | what | figure |
+//! | what | figure (range over 3–4 runs; ratio = SMC ÷ raw in the same run) |
 //! | --- | --- |
 //! | `poll_once` with 10 predicates | 126–225 ns: 44–79 M evaluations/s |
 //! | `poll_once` with 100 predicates | 0.59–1.15 µs: 87–169 M evaluations/s |
-//! | SMC 64 B, 3 members, one thread each | 1.1–7.5 M msg/s; raw writes to 2 peers 5.1–11.1 M/s (0.27–0.67×) |
-//! | SMC 64 B, 3 members driven by one thread | 10.4 M msg/s; raw 5.1 M/s (2.0×: a batch is one write per peer) |
-//! | SMC 1 KiB, one thread each | 0.15–1.03 M msg/s; raw 2.7–5.3 M/s (0.05–0.20×) |
-//! | SMC 1 KiB, one thread | 0.55 M msg/s; raw 2.75 M/s (0.20×: six 1 KiB copies per message vs two) |
-//! | three idle drivers, 10 ms heartbeats, 2 s | 2 % of one core in total; `busy_poll`: ~110 % |
+//! | SMC 64 B, 3 members, a thread each | 1.1–7.5 M msg/s vs raw writes to 2 peers 5.1–11.1 M/s: 0.23–0.67× |
+//! | SMC 64 B, 3 members on one thread | 5.2–10.4 M msg/s vs raw 5.1–6.2 M/s: 0.84–2.0× (a batch is one write per peer) |
+//! | SMC 1 KiB, a thread each | 0.15–1.03 M msg/s vs raw 2.7–5.3 M/s: 0.05–0.20× |
+//! | SMC 1 KiB, one thread | 0.51–0.55 M msg/s vs raw 2.75–3.0 M/s: 0.17–0.20× (six 1 KiB copies per message vs two) |
+//! | three idle drivers, 10 ms heartbeats, 2 s | 2 % of one core in total (5 % before re-parking at once when woken for nothing); `busy_poll`: ~110 % |
 //!
 //! The per-thread SMC figures swing with the machine's load: three spinning threads on two
 //! shared cores wait on the scheduler, not on the protocol.

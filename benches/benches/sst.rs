@@ -156,6 +156,51 @@ fn smc_run(size: usize, msgs: u64) -> Duration {
     elapsed
 }
 
+/// The same multicast with all three members driven round-robin by one thread: the protocol's
+/// CPU cost without thread scheduling (stable on a loaded machine).
+fn smc_one_thread(size: usize, msgs: u64) -> Duration {
+    const N: usize = 3;
+    let mut b = SchemaBuilder::new(N);
+    let fields = Smc::declare(
+        &mut b,
+        SmcConfig {
+            window: 64,
+            slot_size: size,
+        },
+    )
+    .expect("valid smc");
+    let schema = b.build().expect("valid schema");
+    let members = vec![NodeId(0), NodeId(1), NodeId(2)];
+    let mut t: Vec<Sst<ThreadedNode>> = cluster(N, schema.table_len())
+        .into_iter()
+        .map(|n| {
+            Sst::new(n, schema.clone(), SstConfig::new(REGION, members.clone())).expect("table")
+        })
+        .collect();
+    let mut smc: Vec<Smc> = t.iter().map(|s| Smc::new(fields, s)).collect();
+    let payload = vec![7u8; size];
+    let start = Instant::now();
+    let mut sent = 0;
+    while smc[1].delivered(0) < msgs || smc[2].delivered(0) < msgs {
+        while sent < msgs {
+            match smc[0].send(&mut t[0], &payload) {
+                Ok(_) => sent += 1,
+                Err(SmcError::WindowFull { .. }) => break,
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        for i in 0..N {
+            let _ = t[i].poll_once();
+            smc[i]
+                .poll(&mut t[i], |_, _, m| {
+                    black_box(m);
+                })
+                .expect("smc");
+        }
+    }
+    start.elapsed()
+}
+
 fn smc(c: &mut Criterion) {
     let mut g = c.benchmark_group("smc_3_members");
     g.throughput(Throughput::Elements(1));
@@ -164,6 +209,11 @@ fn smc(c: &mut Criterion) {
             BenchmarkId::new("smc_multicast", size),
             &size,
             |b, &size| b.iter_custom(|iters| smc_run(size, iters.max(1))),
+        );
+        g.bench_with_input(
+            BenchmarkId::new("smc_multicast_one_thread", size),
+            &size,
+            |b, &size| b.iter_custom(|iters| smc_one_thread(size, iters.max(1))),
         );
         // Baseline: the raw posted writes one message needs at the least (one per peer).
         let mut nodes = cluster(3, 64 * 1024);

@@ -19,8 +19,11 @@ use crate::table::Sst;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DriverConfig {
-    /// Keep polling this long after the last progress before parking.
+    /// Keep polling this long after the last progress before parking...
     pub spin_for: Duration,
+    /// ... but at most this many idle polls (on a virtual clock, as in the simulator, time does
+    /// not pass while spinning).
+    pub spin_polls: u32,
     /// The longest single park (the next heartbeat bounds it too).
     pub max_park: Duration,
     /// Never park: burn a core for the lowest latency.
@@ -31,6 +34,7 @@ impl Default for DriverConfig {
     fn default() -> Self {
         DriverConfig {
             spin_for: Duration::from_micros(50),
+            spin_polls: 1000,
             max_park: Duration::from_millis(50),
             busy_poll: false,
         }
@@ -64,6 +68,7 @@ impl Default for DriverConfig {
 pub struct Driver {
     config: DriverConfig,
     idle_since: Option<Time>,
+    idle_polls: u32,
     /// The last round ended in a park and nothing has happened since.
     woke: bool,
     parks: u64,
@@ -76,6 +81,7 @@ impl Driver {
         Driver {
             config,
             idle_since: None,
+            idle_polls: 0,
             woke: false,
             parks: 0,
             polls: 0,
@@ -108,6 +114,7 @@ impl Driver {
         };
         if busy || progress.is_busy() || self.config.busy_poll {
             self.idle_since = None;
+            self.idle_polls = 0;
             self.woke = false;
             return Ok(ControlFlow::Continue(()));
         }
@@ -117,8 +124,16 @@ impl Driver {
             // spinning pays off only right after real progress.
             _ if self.woke => self.park(sst),
             None => self.idle_since = Some(now),
-            Some(since) if now.saturating_since(since) >= self.config.spin_for => self.park(sst),
-            Some(_) => std::hint::spin_loop(),
+            Some(since)
+                if now.saturating_since(since) >= self.config.spin_for
+                    || self.idle_polls >= self.config.spin_polls =>
+            {
+                self.park(sst)
+            }
+            Some(_) => {
+                self.idle_polls += 1;
+                std::hint::spin_loop()
+            }
         }
         Ok(ControlFlow::Continue(()))
     }
@@ -127,6 +142,7 @@ impl Driver {
         self.parks += 1;
         sst.wait(self.config.max_park);
         self.idle_since = None;
+        self.idle_polls = 0;
         self.woke = true;
     }
 

@@ -8,10 +8,29 @@
 //! - [`predicate`]s — one-time, recurrent, transition — whose triggers may insert and remove
 //!   predicates and never block; reducers (min, max, sum, count, min over unsuspected rows) and
 //!   knowledge helpers ([`Sst::all_reached`]);
-//! - the [`driver`] loop: poll, spin briefly, then park on the transport, no fixed sleeps;
+//! - the [`Driver`] loop: poll, spin briefly, then park on the transport, no fixed sleeps;
 //! - [`failure`] handling: heartbeat column plus signaled writes, freeze on suspicion,
 //!   epidemic propagation, partition safety on by default;
 //! - [`smc`], the small-message multicast: a [`ring`] of slots per sender inside the table.
+//!
+//! # Measured (threaded mem fabric, 2 shared cores, load average 3.5–8 from other builds)
+//!
+//! Reproduce with `cargo bench -p squall-benches --bench sst -- --warm-up-time 1
+//! --measurement-time 3`; the idle figure with `cargo test -p squall-sst --test idle_cpu --
+//! --nocapture`.
+//!
+//! | what | figure (range over 3–4 runs; ratio = SMC ÷ raw in the same run) |
+//! | --- | --- |
+//! | `poll_once` with 10 predicates | 126–225 ns: 44–79 M evaluations/s |
+//! | `poll_once` with 100 predicates | 0.59–1.15 µs: 87–169 M evaluations/s |
+//! | SMC 64 B, 3 members, a thread each | 1.1–7.5 M msg/s vs raw writes to 2 peers 5.1–11.1 M/s: 0.23–0.67× |
+//! | SMC 64 B, 3 members on one thread | 5.2–10.4 M msg/s vs raw 5.1–6.2 M/s: 0.84–2.0× (a batch is one write per peer) |
+//! | SMC 1 KiB, a thread each | 0.15–1.03 M msg/s vs raw 2.7–5.3 M/s: 0.05–0.20× |
+//! | SMC 1 KiB, one thread | 0.51–0.55 M msg/s vs raw 2.75–3.0 M/s: 0.17–0.20× (six 1 KiB copies per message vs two) |
+//! | three idle drivers, 10 ms heartbeats, 2 s | 2 % of one core in total (5 % before re-parking at once when woken for nothing); `busy_poll`: ~110 % |
+//!
+//! The per-thread SMC figures swing with the machine's load: three spinning threads on two
+//! shared cores wait on the scheduler, not on the protocol.
 //!
 //! The table is sans-IO: it touches the world only through its [`Transport`](squall_transport::Transport)
 //! (time included), never spawns, sleeps or reads the wall clock, so the same code runs in the

@@ -37,6 +37,9 @@ use crate::error::SmcError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ring {
     slots: usize,
+    /// The configured largest message.
+    max: usize,
+    /// Payload bytes per slot: `max` rounded up to whole words.
     payload: usize,
 }
 
@@ -54,6 +57,7 @@ impl Ring {
         }
         Ok(Ring {
             slots,
+            max: max_payload,
             payload: max_payload.div_ceil(8) * 8,
         })
     }
@@ -63,9 +67,9 @@ impl Ring {
         self.slots
     }
 
-    /// The largest payload a slot holds.
+    /// The largest message accepted (as configured; the slot itself is rounded up to words).
     pub fn max_payload(&self) -> usize {
-        self.payload
+        self.max
     }
 
     /// Words per slot, header included.
@@ -99,10 +103,10 @@ impl Ring {
         index: u64,
         payload: &[u8],
     ) -> Result<(), SmcError> {
-        if payload.len() > self.payload {
+        if payload.len() > self.max {
             return Err(SmcError::TooLarge {
                 len: payload.len(),
-                max: self.payload,
+                max: self.max,
             });
         }
         let base = self.base(index);
@@ -122,7 +126,7 @@ impl Ring {
         let base = self.base(index);
         let header = ring[base].load(Ordering::Acquire);
         let len = (header & 0xffff_ffff) as usize;
-        if header >> 32 != u64::from((index as u32).wrapping_add(1)) || len > self.payload {
+        if header >> 32 != u64::from((index as u32).wrapping_add(1)) || len > self.max {
             return Err(SmcError::Corrupt {
                 sender,
                 index,
@@ -176,6 +180,20 @@ mod tests {
         assert_eq!(r.spans(1, 3, 16), [Some((3, 6)), None]);
         assert_eq!(r.spans(3, 5, 8), [Some((9, 3)), Some((0, 2))]);
         assert_eq!(r.spans(2, 2, 8), [None, None]);
+    }
+
+    #[test]
+    fn the_configured_size_is_the_limit_not_the_rounded_slot() {
+        let r = Ring::new(1, 12).expect("valid");
+        assert_eq!(r.stride(), 3);
+        let words: Vec<std::sync::atomic::AtomicU64> = (0..r.words())
+            .map(|_| std::sync::atomic::AtomicU64::new(0))
+            .collect();
+        assert!(r.put(&words, 0, &[1; 12]).is_ok());
+        assert_eq!(
+            r.put(&words, 0, &[1; 13]),
+            Err(SmcError::TooLarge { len: 13, max: 12 })
+        );
     }
 
     #[test]

@@ -115,6 +115,12 @@ pub(crate) struct Watch {
 /// sleeps or spawns. Call [`poll_once`](Sst::poll_once) in a loop, or hand it to a
 /// [`Driver`](crate::Driver).
 ///
+/// A table is driven by one thread and is not `Send` (triggers may hold `Rc`s): build it on the
+/// thread that drives it, from a transport endpoint moved there. The table polls its transport's
+/// events itself; completions of ops posted directly through
+/// [`transport_mut`](Sst::transport_mut) are consumed by it (use
+/// [`push_signaled`](Sst::push_signaled) and [`landed`](Sst::landed) to wait for writes).
+///
 /// ```
 /// use squall_sst::{SchemaBuilder, Sst, SstConfig};
 /// use squall_transport::{NodeId, RegionId, RegionSpec};
@@ -454,7 +460,8 @@ impl<T: Transport> Sst<T> {
     }
 
     /// Whether every write of `ticket` has been applied; writes to members suspected since count
-    /// as done. Forgets the writes it finds done.
+    /// as done. Forgets the writes it finds done (check a ticket until it lands rather than
+    /// dropping it, or its completions stay recorded).
     pub fn landed(&mut self, ticket: &mut Ticket) -> bool {
         let (suspected, landed, awaited) = (&self.suspected, &mut self.landed, &mut self.awaited);
         ticket.ops.retain(|&(row, op)| {

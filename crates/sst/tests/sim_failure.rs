@@ -206,3 +206,31 @@ fn two_member_table_stops_on_any_suspicion_by_default() {
         })
     ));
 }
+
+/// A held link (the transport would only give up after 100 ms) is caught by the detector's own
+/// timeout: the signaled heartbeat write does not complete and the peer's heartbeat stops.
+#[test]
+fn a_silent_link_is_caught_before_the_transport_gives_up() {
+    let sim = SimConfig {
+        op_timeout: Duration::from_millis(100),
+        ..SimConfig::seeded(31)
+    };
+    let mut c = Cluster::with_sim(sim, 3, smc(), sst_config(3));
+    c.run_until(Duration::from_micros(300), |_| false);
+    c.sim.partition(&[NodeId(2)], &[NodeId(0), NodeId(1)]);
+    let at = c.sim.now();
+    let ok = c.run_until(Duration::from_millis(5), |c| {
+        c.table(0).is_suspected(2) && c.table(1).is_suspected(2) && c.stopped[2].is_some()
+    });
+    assert!(ok, "stopped {:?}", c.stopped);
+    for i in [0, 1] {
+        let (who, why, when) = c.table(i).suspicions()[0];
+        assert_eq!(who, NodeId(2));
+        assert_eq!(why, Suspicion::Timeout, "n{i}");
+        assert!(
+            when - at < Duration::from_millis(3),
+            "n{i} took {:?}",
+            when - at
+        );
+    }
+}

@@ -113,3 +113,53 @@ fn fields_push_and_reducers() {
     assert!(t[0].is_suspected(1));
     assert_eq!(t[0].suspicions()[0].1, squall_sst::Suspicion::Gossip);
 }
+
+#[test]
+fn smc_refuses_oversized_messages_and_a_full_window_without_sending() {
+    use squall_sst::{Smc, SmcConfig, SmcError};
+    let mut b = SchemaBuilder::new(2);
+    let fields = Smc::declare(
+        &mut b,
+        SmcConfig {
+            window: 2,
+            slot_size: 30,
+        },
+    )
+    .expect("valid");
+    let schema = b.build().expect("valid");
+    let mut t: Vec<Sst<ThreadedNode>> = nodes(2, schema.table_len())
+        .into_iter()
+        .map(|n| Sst::new(n, schema.clone(), SstConfig::new(R, members(2))).expect("valid"))
+        .collect();
+    let mut a = Smc::new(fields, &t[0]);
+    let mut rx = Smc::new(fields, &t[1]);
+    assert_eq!(
+        a.send(&mut t[0], &[0; 31]),
+        Err(SmcError::TooLarge { len: 31, max: 30 })
+    );
+    assert_eq!(a.send(&mut t[0], &[1; 30]), Ok(0));
+    assert_eq!(a.send(&mut t[0], &[2; 5]), Ok(1));
+    assert_eq!(
+        a.send(&mut t[0], &[3; 5]),
+        Err(SmcError::WindowFull {
+            in_flight: 2,
+            window: 2
+        })
+    );
+    assert_eq!(a.sent(), 2, "refused sends staged nothing");
+    // Nothing is visible to the receiver before the flush publishes the guard.
+    assert_eq!(rx.receive(&mut t[1], |_, _, _| {}).expect("ok"), 0);
+    a.flush(&mut t[0]).expect("posted");
+    let mut got = Vec::new();
+    rx.receive(&mut t[1], |from, i, m| got.push((from, i, m.to_vec())))
+        .expect("ok");
+    assert_eq!(
+        got,
+        vec![(NodeId(0), 0, vec![1; 30]), (NodeId(0), 1, vec![2; 5])]
+    );
+    // The sender's own delivery acknowledges its row; then the window opens.
+    t[0].poll_once().expect("runs");
+    a.receive(&mut t[0], |_, _, _| {}).expect("ok");
+    assert_eq!(a.in_flight(&t[0]), 0);
+    assert_eq!(a.send(&mut t[0], &[3; 5]), Ok(2));
+}

@@ -128,13 +128,34 @@ pub(crate) struct Connected {
 /// driver polls or waits, when a signaled op, read, atomic or fence is posted, or when
 /// [`ClusterConfig::coalesce_bytes`] are waiting.
 ///
-/// ```no_run
-/// use squall_transport::{Region, RegionId, RegionSpec, NodeId, Transport};
+/// ```
+/// use std::net::TcpListener;
+/// use squall_transport::{Event, NodeId, Region, RegionId, RegionSpec, RemoteAddr, Transport};
 /// use squall_transport_tcp::{ClusterConfig, TcpNode};
-/// let config = ClusterConfig::from_file("cluster.toml")?;
-/// let region = Region::new(RegionSpec::new(RegionId(0), 4096))?;
-/// let mut node = TcpNode::start(config, NodeId(0), vec![region])?;
-/// println!("linked to {:?}", node.peers());
+/// // Two nodes on loopback (in one process here; normally one per machine).
+/// let listeners = [TcpListener::bind("127.0.0.1:0")?, TcpListener::bind("127.0.0.1:0")?];
+/// let addrs = listeners.iter().map(|l| l.local_addr()).collect::<Result<Vec<_>, _>>()?;
+/// let config = ClusterConfig::new(1, [(NodeId(0), addrs[0]), (NodeId(1), addrs[1])]);
+/// let r = RegionId(0);
+/// let starting: Vec<_> = listeners.into_iter().enumerate().map(|(i, l)| {
+///     let config = config.clone();
+///     std::thread::spawn(move || {
+///         let region = Region::new(RegionSpec::new(r, 64)).expect("valid region");
+///         TcpNode::start_on(l, config, NodeId(i as u32), vec![region])
+///     })
+/// }).collect();
+/// let mut nodes = starting.into_iter().map(|h| h.join().expect("started")).collect::<Result<Vec<_>, _>>()?;
+/// // A remote fetch-and-add: applied by node 1's I/O thread, answered with the old value.
+/// let op = nodes[0].fetch_add(NodeId(1), RemoteAddr::new(r, 8), 5)?;
+/// let mut events = [Event::PeerFailed { peer: NodeId(0), cause: squall_transport::FailureCause::Local }; 4];
+/// loop {
+///     let n = nodes[0].poll(&mut events);
+///     if events[..n].iter().any(|e| matches!(e, Event::Completion(c) if c.op == op && c.result == Ok(0))) {
+///         break;
+///     }
+///     nodes[0].wait(std::time::Duration::from_millis(1));
+/// }
+/// assert_eq!(nodes[1].region(r).expect("registered").load(1), 5);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct TcpNode {

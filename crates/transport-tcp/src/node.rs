@@ -1,7 +1,7 @@
 //! One node's endpoint: links, the I/O threads that apply incoming ops, and failure detection.
 
 use std::collections::VecDeque;
-use std::io::{self, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -1229,9 +1229,17 @@ impl Transport for TcpNode {
             return;
         }
         // Tell the peer (after anything still buffered), so that its ops fail too, then close.
+        // Best effort and never blocking: if the peer stopped reading, the Cut is dropped and the
+        // peer sees the connection close instead.
         frame::encode_cut(&mut st.buf);
         if !link.silenced.load(Ordering::Acquire) {
-            let _ = (&link.stream).write_all(&st.buf);
+            let mut sent = 0;
+            while let Ok(n @ 1..) = sys::send(link.fd, &st.buf[sent..]) {
+                sent += n;
+                if sent == st.buf.len() {
+                    break;
+                }
+            }
         }
         st.buf.clear();
         shared.fail_locked(link, &mut st, FailureCause::Local, false);

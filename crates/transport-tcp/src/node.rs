@@ -98,7 +98,10 @@ pub(crate) struct Shared {
     events_len: AtomicUsize,
     inbox: Mutex<VecDeque<(NodeId, Vec<u8>)>>,
     inbox_len: AtomicUsize,
-    driver: Unparker,
+    /// Wakes the driver blocked in `wait` (only written while it is, see `wake_driver`).
+    driver: sys::Wakeup,
+    driver_parked: AtomicBool,
+    wake_pending: AtomicBool,
     timer: Unparker,
     closing: AtomicBool,
     /// A clock read at least once per timer tick, for op deadlines (saves a clock read per op).
@@ -162,8 +165,9 @@ pub struct TcpNode {
     me: NodeId,
     shared: Arc<Shared>,
     dir: Directory,
-    parker: Parker,
     next_op: u64,
+    /// Scratch for `wait` (no allocation per call).
+    pollfds: Vec<libc::pollfd>,
     incarnation: u64,
     local_addr: SocketAddr,
     acceptor: Option<Acceptor>,
@@ -189,6 +193,16 @@ enum Response<'a> {
 }
 
 impl Shared {
+    /// Tells the driver something may have changed: wakes it if it is blocked in `wait`, else
+    /// makes its next `wait` return at once. (Sequentially consistent on both sides, so that
+    /// one of the driver's check and this call always sees the other.)
+    fn wake_driver(&self) {
+        self.wake_pending.store(true, Ordering::SeqCst);
+        if self.driver_parked.load(Ordering::SeqCst) {
+            self.driver.wake();
+        }
+    }
+
     fn now(&self) -> Time {
         self.clock.now()
     }
@@ -249,7 +263,7 @@ impl Shared {
         }
         let _ = link.stream.shutdown(Shutdown::Both);
         tracing::warn!(me = %self.me, peer = %link.peer, %cause, "tcp transport: peer failed");
-        self.driver.unpark();
+        self.wake_driver();
         true
     }
 
@@ -597,7 +611,7 @@ impl Shared {
             if st.failed.is_some() {
                 drop(st);
                 if woke {
-                    self.driver.unpark();
+                    self.wake_driver();
                 }
                 return false;
             }
@@ -609,7 +623,7 @@ impl Shared {
             self.flush_locked(link, &mut st);
             drop(st);
             if woke {
-                self.driver.unpark();
+                self.wake_driver();
             }
             rx.buf.copy_within(pos..rx.filled, 0);
             rx.filled -= pos;
@@ -808,7 +822,7 @@ impl TcpNode {
             });
         }
         links.sort_by_key(|l| l.peer);
-        let parker = Parker::new();
+        let driver = sys::Wakeup::new().map_err(StartError::Thread)?;
         let timer_parker = Parker::new();
         let shared = Arc::new(Shared {
             me,
@@ -820,7 +834,9 @@ impl TcpNode {
             events_len: AtomicUsize::new(0),
             inbox: Mutex::new(VecDeque::new()),
             inbox_len: AtomicUsize::new(0),
-            driver: parker.unparker().clone(),
+            driver,
+            driver_parked: AtomicBool::new(false),
+            wake_pending: AtomicBool::new(false),
             timer: timer_parker.unparker().clone(),
             closing: AtomicBool::new(false),
             coarse: AtomicU64::new(now.as_nanos()),
@@ -848,8 +864,8 @@ impl TcpNode {
             me,
             shared,
             dir,
-            parker,
             next_op: 0,
+            pollfds: Vec::new(),
             incarnation,
             local_addr,
             acceptor: Some(acceptor),
@@ -1247,10 +1263,41 @@ impl Transport for TcpNode {
 
     fn wait(&mut self, timeout: Duration) {
         self.flush_dirty();
-        let s = &self.shared;
-        if s.events_len.load(Ordering::Acquire) > 0 || s.inbox_len.load(Ordering::Acquire) > 0 {
+        let s = Arc::clone(&self.shared);
+        s.driver_parked.store(true, Ordering::SeqCst);
+        if s.wake_pending.swap(false, Ordering::SeqCst)
+            || s.events_len.load(Ordering::SeqCst) > 0
+            || s.inbox_len.load(Ordering::SeqCst) > 0
+        {
+            s.driver_parked.store(false, Ordering::SeqCst);
             return;
         }
-        self.parker.park_timeout(timeout);
+        // Block in the kernel on the wake-up eventfd and on the sockets that owe this driver an
+        // answer, so that an answer wakes the driver directly (one thread wake-up, not two).
+        self.pollfds.clear();
+        self.pollfds.push(libc::pollfd {
+            fd: s.driver.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        for link in &s.links {
+            if link.outstanding.load(Ordering::Acquire) > 0 && !link.failed.load(Ordering::Acquire)
+            {
+                self.pollfds.push(libc::pollfd {
+                    fd: link.fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+        }
+        sys::wait_any(&mut self.pollfds, timeout);
+        s.driver_parked.store(false, Ordering::SeqCst);
+        s.wake_pending.store(false, Ordering::SeqCst);
+        if self.pollfds[0].revents != 0 {
+            s.driver.drain();
+        }
+        if self.pollfds[1..].iter().any(|p| p.revents != 0) {
+            self.receive_inline();
+        }
     }
 }

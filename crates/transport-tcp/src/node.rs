@@ -48,6 +48,18 @@ struct Pending {
     read_into: Option<LocalSlice>,
 }
 
+/// Unsignaled writes and sends the driver posted and has not yet handed to their link: staged
+/// without any lock or atomic per op, handed over (numbered, tracked, buffered for the socket)
+/// in one locked step when the driver polls, waits, posts an op that needs an answer on the
+/// link, or has `coalesce_bytes` staged.
+#[derive(Default)]
+struct Staged {
+    buf: Vec<u8>,
+    /// Runs of consecutive op ids: (first op, count, kind).
+    runs: Vec<(u64, u64, OpKind)>,
+    count: u64,
+}
+
 /// A link's mutable state, behind one mutex: the send buffer, the ops in flight, and the
 /// receive-side request counter. The reader thread holds it while it applies a batch, so once a
 /// link is marked failed nothing more from that peer is applied.
@@ -166,6 +178,8 @@ pub struct TcpNode {
     shared: Arc<Shared>,
     dir: Directory,
     next_op: u64,
+    /// Per link (same index as the links): unsignaled ops not yet handed over.
+    staged: Vec<Staged>,
     /// Scratch for `wait` (no allocation per call).
     pollfds: Vec<libc::pollfd>,
     incarnation: u64,
@@ -310,6 +324,50 @@ impl Shared {
                 self.timer.unpark(); // it waits for the socket to drain
             }
         }
+    }
+
+    /// Moves the driver's staged ops into the link: numbered and tracked like any posted op, or
+    /// failed at once if the link already failed (after its `PeerFailed`, which came first).
+    fn hand_over(&self, link: &Link, st: &mut LinkState, staged: &mut Staged) {
+        if staged.count == 0 {
+            return;
+        }
+        if st.failed.is_some() {
+            let mut ev = lock(&self.events);
+            for &(first, count, kind) in &staged.runs {
+                for op in first..first + count {
+                    ev.push_back(Event::Completion(Completion {
+                        op: OpId(op),
+                        peer: link.peer,
+                        kind,
+                        result: Err(OpError::PeerFailed),
+                    }));
+                }
+            }
+            self.events_len.store(ev.len(), Ordering::Release);
+        } else {
+            let deadline = self.coarse_now() + self.config.op_timeout + self.tick;
+            for &(first, count, kind) in &staged.runs {
+                st.pending.push_back(Pending {
+                    seq: st.next_seq + 1,
+                    op: OpId(first),
+                    count,
+                    kind,
+                    signaled: false,
+                    deadline,
+                    read_into: None,
+                });
+                st.next_seq += count;
+            }
+            st.buf.extend_from_slice(&staged.buf);
+            st.outstanding += staged.count;
+            link.outstanding
+                .store(st.outstanding as usize, Ordering::Release);
+            link.dirty.store(true, Ordering::Release);
+        }
+        staged.buf.clear();
+        staged.runs.clear();
+        staged.count = 0;
     }
 
     fn coarse_now(&self) -> Time {
@@ -823,6 +881,7 @@ impl TcpNode {
         }
         links.sort_by_key(|l| l.peer);
         let driver = sys::Wakeup::new().map_err(StartError::Thread)?;
+        let nlinks = links.len();
         let timer_parker = Parker::new();
         let shared = Arc::new(Shared {
             me,
@@ -865,6 +924,7 @@ impl TcpNode {
             shared,
             dir,
             next_op: 0,
+            staged: (0..nlinks).map(|_| Staged::default()).collect(),
             pollfds: Vec::new(),
             incarnation,
             local_addr,
@@ -938,10 +998,11 @@ impl TcpNode {
         self.shared.link_index(peer)
     }
 
-    fn flush_dirty(&self) {
-        for link in &self.shared.links {
-            if link.dirty.load(Ordering::Acquire) {
+    fn flush_dirty(&mut self) {
+        for (link, staged) in self.shared.links.iter().zip(&mut self.staged) {
+            if staged.count > 0 || link.dirty.load(Ordering::Acquire) {
                 let mut st = lock(&link.state);
+                self.shared.hand_over(link, &mut st, staged);
                 self.shared.flush_locked(link, &mut st);
             }
         }
@@ -971,6 +1032,7 @@ impl TcpNode {
 #[allow(clippy::too_many_arguments)]
 fn post_op(
     shared: &Shared,
+    staged: &mut [Staged],
     next_op: &mut u64,
     closed: bool,
     peer: NodeId,
@@ -987,6 +1049,8 @@ fn post_op(
         .ok_or(PostError::UnknownPeer { peer })?;
     let link = &shared.links[idx];
     let mut st = lock(&link.state);
+    // Everything staged before this op goes first (FIFO per link).
+    shared.hand_over(link, &mut st, &mut staged[idx]);
     let max = shared.config.max_outstanding;
     if st.failed.is_none() && (st.outstanding as usize >= max || st.buf.len() >= HIGH_WATER) {
         shared.flush_locked(link, &mut st);
@@ -1047,6 +1111,49 @@ fn post_op(
     Ok(op)
 }
 
+/// Posts an unsignaled write or send: stages its frame without any lock. Falls back to
+/// [`post_op`] when the link failed or is near its outstanding-op bound.
+#[allow(clippy::too_many_arguments)]
+fn post_staged(
+    shared: &Shared,
+    staged: &mut [Staged],
+    next_op: &mut u64,
+    closed: bool,
+    peer: NodeId,
+    kind: OpKind,
+    encode: impl FnOnce(&mut Vec<u8>),
+) -> Result<OpId, PostError> {
+    if closed {
+        return Err(PostError::Closed);
+    }
+    let idx = shared
+        .link_index(peer)
+        .ok_or(PostError::UnknownPeer { peer })?;
+    let link = &shared.links[idx];
+    let stage = &mut staged[idx];
+    let busy = stage.count + link.outstanding.load(Ordering::Acquire) as u64
+        >= shared.config.max_outstanding as u64;
+    if busy || link.failed.load(Ordering::Acquire) {
+        return post_op(
+            shared, staged, next_op, closed, peer, kind, false, None, encode,
+        );
+    }
+    let op = *next_op;
+    *next_op += 1;
+    encode(&mut stage.buf);
+    match stage.runs.last_mut() {
+        Some(last) if last.0 + last.1 == op && last.2 == kind => last.1 += 1,
+        _ => stage.runs.push((op, 1, kind)),
+    }
+    stage.count += 1;
+    if stage.buf.len() >= shared.config.coalesce_bytes {
+        let mut st = lock(&link.state);
+        shared.hand_over(link, &mut st, stage);
+        shared.flush_locked(link, &mut st);
+    }
+    Ok(OpId(op))
+}
+
 impl Drop for TcpNode {
     fn drop(&mut self) {
         self.shutdown();
@@ -1091,28 +1198,42 @@ impl Transport for TcpNode {
     ) -> Result<OpId, PostError> {
         let region = self.dir.check_write(peer, src, dst)?;
         let signaled = signal == Signal::Signaled;
-        post_op(
-            &self.shared,
-            &mut self.next_op,
-            self.closed,
-            peer,
-            OpKind::Write,
-            signaled,
-            None,
-            |buf| {
-                frame::encode_write_header(
-                    buf,
-                    wire_region(dst.region),
-                    dst.offset as u64,
-                    src.len,
-                    signaled,
-                );
-                let start = buf.len();
-                buf.resize(start + src.len, 0);
-                // Bounds were checked by the directory above.
-                let _ = region.read_bytes(src.offset, &mut buf[start..]);
-            },
-        )
+        let encode = |buf: &mut Vec<u8>| {
+            frame::encode_write_header(
+                buf,
+                wire_region(dst.region),
+                dst.offset as u64,
+                src.len,
+                signaled,
+            );
+            let start = buf.len();
+            buf.resize(start + src.len, 0);
+            // Bounds were checked by the directory above.
+            let _ = region.read_bytes(src.offset, &mut buf[start..]);
+        };
+        if signaled {
+            post_op(
+                &self.shared,
+                &mut self.staged,
+                &mut self.next_op,
+                self.closed,
+                peer,
+                OpKind::Write,
+                true,
+                None,
+                encode,
+            )
+        } else {
+            post_staged(
+                &self.shared,
+                &mut self.staged,
+                &mut self.next_op,
+                self.closed,
+                peer,
+                OpKind::Write,
+                encode,
+            )
+        }
     }
 
     fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
@@ -1124,6 +1245,7 @@ impl Transport for TcpNode {
         })?;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1144,6 +1266,7 @@ impl Transport for TcpNode {
         self.dir.check_atomic(peer, word)?;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1166,6 +1289,7 @@ impl Transport for TcpNode {
         self.dir.check_atomic(peer, word)?;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1182,6 +1306,7 @@ impl Transport for TcpNode {
         let signaled = signal == Signal::Signaled;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1196,6 +1321,7 @@ impl Transport for TcpNode {
         self.dir.check_fence(peer)?;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1241,12 +1367,14 @@ impl Transport for TcpNode {
         let shared = &self.shared;
         let link = &shared.links[idx];
         let mut st = lock(&link.state);
+        // Staged ops become pending first, so that they fail with the rest.
+        shared.hand_over(link, &mut st, &mut self.staged[idx]);
         if st.failed.is_some() {
             return;
         }
-        // Tell the peer (after anything still buffered), so that its ops fail too, then close.
-        // Best effort and never blocking: if the peer stopped reading, the Cut is dropped and the
-        // peer sees the connection close instead.
+        // Nothing more goes to a peer declared failed but the Cut: best effort and never
+        // blocking (if the peer stopped reading, it sees the connection close instead).
+        st.buf.clear();
         frame::encode_cut(&mut st.buf);
         if !link.silenced.load(Ordering::Acquire) {
             let mut sent = 0;

@@ -139,9 +139,11 @@ pub(crate) struct Connected {
 /// order and answers reads and atomics, and a timer thread sends heartbeats and fails peers
 /// whose link stays silent or whose ops time out.
 ///
-/// Posted unsignaled writes and sends are buffered per link and written in one syscall when the
-/// driver polls or waits, when a signaled op, read, atomic or fence is posted, or when
-/// [`ClusterConfig::coalesce_bytes`] are waiting.
+/// Posted unsignaled writes are staged per link by the driver (no lock per op) and, with
+/// unsignaled sends, written in one syscall when the driver polls or waits, when a signaled op,
+/// read, atomic or fence is posted to that peer, or when [`ClusterConfig::coalesce_bytes`] are
+/// waiting. Like any progress engine, the transport needs its driver to keep calling
+/// [`poll`](Transport::poll) or [`wait`](Transport::wait): staged writes leave on the next call.
 ///
 /// ```
 /// use std::net::TcpListener;

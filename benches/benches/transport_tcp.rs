@@ -13,7 +13,8 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use squall_benches::{REGION, await_completions};
 use squall_transport::{
-    LocalSlice, NodeId, PostError, Region, RegionSpec, RemoteAddr, Signal, Transport,
+    Event, FailureCause, LocalSlice, NodeId, PostError, Region, RegionSpec, RemoteAddr, Signal,
+    Transport,
 };
 use squall_transport_tcp::{ClusterConfig, TcpNode};
 
@@ -165,6 +166,23 @@ fn ping_pong_server(mut s: TcpStream, req: usize, resp: usize) -> thread::JoinHa
     })
 }
 
+/// Waits for one completion, parking between polls; returns its value.
+fn await_parked(node: &mut TcpNode) -> u64 {
+    let mut events = [Event::PeerFailed {
+        peer: NodeId(u32::MAX),
+        cause: FailureCause::Local,
+    }; 4];
+    loop {
+        let n = node.poll(&mut events);
+        for e in &events[..n] {
+            if let Event::Completion(c) = e {
+                return c.result.unwrap_or(u64::MAX);
+            }
+        }
+        node.wait(Duration::from_millis(1));
+    }
+}
+
 fn round_trips(c: &mut Criterion) {
     let mut g = c.benchmark_group("tcp_round_trip");
     g.throughput(Throughput::Elements(1));
@@ -176,6 +194,15 @@ fn round_trips(c: &mut Criterion) {
             let r = nodes[0].compare_and_swap(NodeId(1), word, expected, expected + 1);
             black_box(r.is_ok());
             expected = await_completions(&mut nodes[0], 1) + 1;
+        })
+    });
+    // The same, but the driver parks in `wait` between polls instead of spinning: the reader
+    // thread applies the answer and wakes it (what a driver without busy_poll does).
+    g.bench_function("squall_tcp_cas_parked", |b| {
+        b.iter(|| {
+            let r = nodes[0].compare_and_swap(NodeId(1), word, expected, expected + 1);
+            black_box(r.is_ok());
+            expected = await_parked(&mut nodes[0]) + 1;
         })
     });
     // The same bytes as our CAS request and answer: 5-byte header + 28 and 5 + 16.

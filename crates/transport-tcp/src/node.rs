@@ -1,7 +1,7 @@
 //! One node's endpoint: links, the I/O threads that apply incoming ops, and failure detection.
 
 use std::collections::VecDeque;
-use std::io::{self, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -46,6 +46,18 @@ struct Pending {
     deadline: Time,
     /// For reads: where the bytes go.
     read_into: Option<LocalSlice>,
+}
+
+/// Unsignaled writes and sends the driver posted and has not yet handed to their link: staged
+/// without any lock or atomic per op, handed over (numbered, tracked, buffered for the socket)
+/// in one locked step when the driver polls, waits, posts an op that needs an answer on the
+/// link, or has `coalesce_bytes` staged.
+#[derive(Default)]
+struct Staged {
+    buf: Vec<u8>,
+    /// Runs of consecutive op ids: (first op, count, kind).
+    runs: Vec<(u64, u64, OpKind)>,
+    count: u64,
 }
 
 /// A link's mutable state, behind one mutex: the send buffer, the ops in flight, and the
@@ -98,7 +110,10 @@ pub(crate) struct Shared {
     events_len: AtomicUsize,
     inbox: Mutex<VecDeque<(NodeId, Vec<u8>)>>,
     inbox_len: AtomicUsize,
-    driver: Unparker,
+    /// Wakes the driver blocked in `wait` (only written while it is, see `wake_driver`).
+    driver: sys::Wakeup,
+    driver_parked: AtomicBool,
+    wake_pending: AtomicBool,
     timer: Unparker,
     closing: AtomicBool,
     /// A clock read at least once per timer tick, for op deadlines (saves a clock read per op).
@@ -124,25 +139,51 @@ pub(crate) struct Connected {
 /// order and answers reads and atomics, and a timer thread sends heartbeats and fails peers
 /// whose link stays silent or whose ops time out.
 ///
-/// Posted unsignaled writes and sends are buffered per link and written in one syscall when the
-/// driver polls or waits, when a signaled op, read, atomic or fence is posted, or when
-/// [`ClusterConfig::coalesce_bytes`] are waiting.
+/// Posted unsignaled writes are staged per link by the driver (no lock per op) and, with
+/// unsignaled sends, written in one syscall when the driver polls or waits, when a signaled op,
+/// read, atomic or fence is posted to that peer, or when [`ClusterConfig::coalesce_bytes`] are
+/// waiting. Like any progress engine, the transport needs its driver to keep calling
+/// [`poll`](Transport::poll) or [`wait`](Transport::wait): staged writes leave on the next call.
 ///
-/// ```no_run
-/// use squall_transport::{Region, RegionId, RegionSpec, NodeId, Transport};
+/// ```
+/// use std::net::TcpListener;
+/// use squall_transport::{Event, NodeId, Region, RegionId, RegionSpec, RemoteAddr, Transport};
 /// use squall_transport_tcp::{ClusterConfig, TcpNode};
-/// let config = ClusterConfig::from_file("cluster.toml")?;
-/// let region = Region::new(RegionSpec::new(RegionId(0), 4096))?;
-/// let mut node = TcpNode::start(config, NodeId(0), vec![region])?;
-/// println!("linked to {:?}", node.peers());
+/// // Two nodes on loopback (in one process here; normally one per machine).
+/// let listeners = [TcpListener::bind("127.0.0.1:0")?, TcpListener::bind("127.0.0.1:0")?];
+/// let addrs = listeners.iter().map(|l| l.local_addr()).collect::<Result<Vec<_>, _>>()?;
+/// let config = ClusterConfig::new(1, [(NodeId(0), addrs[0]), (NodeId(1), addrs[1])]);
+/// let r = RegionId(0);
+/// let starting: Vec<_> = listeners.into_iter().enumerate().map(|(i, l)| {
+///     let config = config.clone();
+///     std::thread::spawn(move || {
+///         let region = Region::new(RegionSpec::new(r, 64)).expect("valid region");
+///         TcpNode::start_on(l, config, NodeId(i as u32), vec![region])
+///     })
+/// }).collect();
+/// let mut nodes = starting.into_iter().map(|h| h.join().expect("started")).collect::<Result<Vec<_>, _>>()?;
+/// // A remote fetch-and-add: applied by node 1's I/O thread, answered with the old value.
+/// let op = nodes[0].fetch_add(NodeId(1), RemoteAddr::new(r, 8), 5)?;
+/// let mut events = [Event::PeerFailed { peer: NodeId(0), cause: squall_transport::FailureCause::Local }; 4];
+/// loop {
+///     let n = nodes[0].poll(&mut events);
+///     if events[..n].iter().any(|e| matches!(e, Event::Completion(c) if c.op == op && c.result == Ok(0))) {
+///         break;
+///     }
+///     nodes[0].wait(std::time::Duration::from_millis(1));
+/// }
+/// assert_eq!(nodes[1].region(r).expect("registered").load(1), 5);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct TcpNode {
     me: NodeId,
     shared: Arc<Shared>,
     dir: Directory,
-    parker: Parker,
     next_op: u64,
+    /// Per link (same index as the links): unsignaled ops not yet handed over.
+    staged: Vec<Staged>,
+    /// Scratch for `wait` (no allocation per call).
+    pollfds: Vec<libc::pollfd>,
     incarnation: u64,
     local_addr: SocketAddr,
     acceptor: Option<Acceptor>,
@@ -168,6 +209,16 @@ enum Response<'a> {
 }
 
 impl Shared {
+    /// Tells the driver something may have changed: wakes it if it is blocked in `wait`, else
+    /// makes its next `wait` return at once. (Sequentially consistent on both sides, so that
+    /// one of the driver's check and this call always sees the other.)
+    fn wake_driver(&self) {
+        self.wake_pending.store(true, Ordering::SeqCst);
+        if self.driver_parked.load(Ordering::SeqCst) {
+            self.driver.wake();
+        }
+    }
+
     fn now(&self) -> Time {
         self.clock.now()
     }
@@ -228,7 +279,7 @@ impl Shared {
         }
         let _ = link.stream.shutdown(Shutdown::Both);
         tracing::warn!(me = %self.me, peer = %link.peer, %cause, "tcp transport: peer failed");
-        self.driver.unpark();
+        self.wake_driver();
         true
     }
 
@@ -275,6 +326,50 @@ impl Shared {
                 self.timer.unpark(); // it waits for the socket to drain
             }
         }
+    }
+
+    /// Moves the driver's staged ops into the link: numbered and tracked like any posted op, or
+    /// failed at once if the link already failed (after its `PeerFailed`, which came first).
+    fn hand_over(&self, link: &Link, st: &mut LinkState, staged: &mut Staged) {
+        if staged.count == 0 {
+            return;
+        }
+        if st.failed.is_some() {
+            let mut ev = lock(&self.events);
+            for &(first, count, kind) in &staged.runs {
+                for op in first..first + count {
+                    ev.push_back(Event::Completion(Completion {
+                        op: OpId(op),
+                        peer: link.peer,
+                        kind,
+                        result: Err(OpError::PeerFailed),
+                    }));
+                }
+            }
+            self.events_len.store(ev.len(), Ordering::Release);
+        } else {
+            let deadline = self.coarse_now() + self.config.op_timeout + self.tick;
+            for &(first, count, kind) in &staged.runs {
+                st.pending.push_back(Pending {
+                    seq: st.next_seq + 1,
+                    op: OpId(first),
+                    count,
+                    kind,
+                    signaled: false,
+                    deadline,
+                    read_into: None,
+                });
+                st.next_seq += count;
+            }
+            st.buf.extend_from_slice(&staged.buf);
+            st.outstanding += staged.count;
+            link.outstanding
+                .store(st.outstanding as usize, Ordering::Release);
+            link.dirty.store(true, Ordering::Release);
+        }
+        staged.buf.clear();
+        staged.runs.clear();
+        staged.count = 0;
     }
 
     fn coarse_now(&self) -> Time {
@@ -576,7 +671,7 @@ impl Shared {
             if st.failed.is_some() {
                 drop(st);
                 if woke {
-                    self.driver.unpark();
+                    self.wake_driver();
                 }
                 return false;
             }
@@ -588,7 +683,7 @@ impl Shared {
             self.flush_locked(link, &mut st);
             drop(st);
             if woke {
-                self.driver.unpark();
+                self.wake_driver();
             }
             rx.buf.copy_within(pos..rx.filled, 0);
             rx.filled -= pos;
@@ -787,7 +882,8 @@ impl TcpNode {
             });
         }
         links.sort_by_key(|l| l.peer);
-        let parker = Parker::new();
+        let driver = sys::Wakeup::new().map_err(StartError::Thread)?;
+        let nlinks = links.len();
         let timer_parker = Parker::new();
         let shared = Arc::new(Shared {
             me,
@@ -799,7 +895,9 @@ impl TcpNode {
             events_len: AtomicUsize::new(0),
             inbox: Mutex::new(VecDeque::new()),
             inbox_len: AtomicUsize::new(0),
-            driver: parker.unparker().clone(),
+            driver,
+            driver_parked: AtomicBool::new(false),
+            wake_pending: AtomicBool::new(false),
             timer: timer_parker.unparker().clone(),
             closing: AtomicBool::new(false),
             coarse: AtomicU64::new(now.as_nanos()),
@@ -827,8 +925,9 @@ impl TcpNode {
             me,
             shared,
             dir,
-            parker,
             next_op: 0,
+            staged: (0..nlinks).map(|_| Staged::default()).collect(),
+            pollfds: Vec::new(),
             incarnation,
             local_addr,
             acceptor: Some(acceptor),
@@ -901,10 +1000,11 @@ impl TcpNode {
         self.shared.link_index(peer)
     }
 
-    fn flush_dirty(&self) {
-        for link in &self.shared.links {
-            if link.dirty.load(Ordering::Acquire) {
+    fn flush_dirty(&mut self) {
+        for (link, staged) in self.shared.links.iter().zip(&mut self.staged) {
+            if staged.count > 0 || link.dirty.load(Ordering::Acquire) {
                 let mut st = lock(&link.state);
+                self.shared.hand_over(link, &mut st, staged);
                 self.shared.flush_locked(link, &mut st);
             }
         }
@@ -934,6 +1034,7 @@ impl TcpNode {
 #[allow(clippy::too_many_arguments)]
 fn post_op(
     shared: &Shared,
+    staged: &mut [Staged],
     next_op: &mut u64,
     closed: bool,
     peer: NodeId,
@@ -950,6 +1051,8 @@ fn post_op(
         .ok_or(PostError::UnknownPeer { peer })?;
     let link = &shared.links[idx];
     let mut st = lock(&link.state);
+    // Everything staged before this op goes first (FIFO per link).
+    shared.hand_over(link, &mut st, &mut staged[idx]);
     let max = shared.config.max_outstanding;
     if st.failed.is_none() && (st.outstanding as usize >= max || st.buf.len() >= HIGH_WATER) {
         shared.flush_locked(link, &mut st);
@@ -1010,6 +1113,49 @@ fn post_op(
     Ok(op)
 }
 
+/// Posts an unsignaled write or send: stages its frame without any lock. Falls back to
+/// [`post_op`] when the link failed or is near its outstanding-op bound.
+#[allow(clippy::too_many_arguments)]
+fn post_staged(
+    shared: &Shared,
+    staged: &mut [Staged],
+    next_op: &mut u64,
+    closed: bool,
+    peer: NodeId,
+    kind: OpKind,
+    encode: impl FnOnce(&mut Vec<u8>),
+) -> Result<OpId, PostError> {
+    if closed {
+        return Err(PostError::Closed);
+    }
+    let idx = shared
+        .link_index(peer)
+        .ok_or(PostError::UnknownPeer { peer })?;
+    let link = &shared.links[idx];
+    let stage = &mut staged[idx];
+    let busy = stage.count + link.outstanding.load(Ordering::Acquire) as u64
+        >= shared.config.max_outstanding as u64;
+    if busy || link.failed.load(Ordering::Acquire) {
+        return post_op(
+            shared, staged, next_op, closed, peer, kind, false, None, encode,
+        );
+    }
+    let op = *next_op;
+    *next_op += 1;
+    encode(&mut stage.buf);
+    match stage.runs.last_mut() {
+        Some(last) if last.0 + last.1 == op && last.2 == kind => last.1 += 1,
+        _ => stage.runs.push((op, 1, kind)),
+    }
+    stage.count += 1;
+    if stage.buf.len() >= shared.config.coalesce_bytes {
+        let mut st = lock(&link.state);
+        shared.hand_over(link, &mut st, stage);
+        shared.flush_locked(link, &mut st);
+    }
+    Ok(OpId(op))
+}
+
 impl Drop for TcpNode {
     fn drop(&mut self) {
         self.shutdown();
@@ -1054,28 +1200,42 @@ impl Transport for TcpNode {
     ) -> Result<OpId, PostError> {
         let region = self.dir.check_write(peer, src, dst)?;
         let signaled = signal == Signal::Signaled;
-        post_op(
-            &self.shared,
-            &mut self.next_op,
-            self.closed,
-            peer,
-            OpKind::Write,
-            signaled,
-            None,
-            |buf| {
-                frame::encode_write_header(
-                    buf,
-                    wire_region(dst.region),
-                    dst.offset as u64,
-                    src.len,
-                    signaled,
-                );
-                let start = buf.len();
-                buf.resize(start + src.len, 0);
-                // Bounds were checked by the directory above.
-                let _ = region.read_bytes(src.offset, &mut buf[start..]);
-            },
-        )
+        let encode = |buf: &mut Vec<u8>| {
+            frame::encode_write_header(
+                buf,
+                wire_region(dst.region),
+                dst.offset as u64,
+                src.len,
+                signaled,
+            );
+            let start = buf.len();
+            buf.resize(start + src.len, 0);
+            // Bounds were checked by the directory above.
+            let _ = region.read_bytes(src.offset, &mut buf[start..]);
+        };
+        if signaled {
+            post_op(
+                &self.shared,
+                &mut self.staged,
+                &mut self.next_op,
+                self.closed,
+                peer,
+                OpKind::Write,
+                true,
+                None,
+                encode,
+            )
+        } else {
+            post_staged(
+                &self.shared,
+                &mut self.staged,
+                &mut self.next_op,
+                self.closed,
+                peer,
+                OpKind::Write,
+                encode,
+            )
+        }
     }
 
     fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
@@ -1087,6 +1247,7 @@ impl Transport for TcpNode {
         })?;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1107,6 +1268,7 @@ impl Transport for TcpNode {
         self.dir.check_atomic(peer, word)?;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1129,6 +1291,7 @@ impl Transport for TcpNode {
         self.dir.check_atomic(peer, word)?;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1145,6 +1308,7 @@ impl Transport for TcpNode {
         let signaled = signal == Signal::Signaled;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1159,6 +1323,7 @@ impl Transport for TcpNode {
         self.dir.check_fence(peer)?;
         post_op(
             &self.shared,
+            &mut self.staged,
             &mut self.next_op,
             self.closed,
             peer,
@@ -1204,13 +1369,23 @@ impl Transport for TcpNode {
         let shared = &self.shared;
         let link = &shared.links[idx];
         let mut st = lock(&link.state);
+        // Staged ops become pending first, so that they fail with the rest.
+        shared.hand_over(link, &mut st, &mut self.staged[idx]);
         if st.failed.is_some() {
             return;
         }
-        // Tell the peer (after anything still buffered), so that its ops fail too, then close.
+        // Nothing more goes to a peer declared failed but the Cut: best effort and never
+        // blocking (if the peer stopped reading, it sees the connection close instead).
+        st.buf.clear();
         frame::encode_cut(&mut st.buf);
         if !link.silenced.load(Ordering::Acquire) {
-            let _ = (&link.stream).write_all(&st.buf);
+            let mut sent = 0;
+            while let Ok(n @ 1..) = sys::send(link.fd, &st.buf[sent..]) {
+                sent += n;
+                if sent == st.buf.len() {
+                    break;
+                }
+            }
         }
         st.buf.clear();
         shared.fail_locked(link, &mut st, FailureCause::Local, false);
@@ -1218,10 +1393,41 @@ impl Transport for TcpNode {
 
     fn wait(&mut self, timeout: Duration) {
         self.flush_dirty();
-        let s = &self.shared;
-        if s.events_len.load(Ordering::Acquire) > 0 || s.inbox_len.load(Ordering::Acquire) > 0 {
+        let s = Arc::clone(&self.shared);
+        s.driver_parked.store(true, Ordering::SeqCst);
+        if s.wake_pending.swap(false, Ordering::SeqCst)
+            || s.events_len.load(Ordering::SeqCst) > 0
+            || s.inbox_len.load(Ordering::SeqCst) > 0
+        {
+            s.driver_parked.store(false, Ordering::SeqCst);
             return;
         }
-        self.parker.park_timeout(timeout);
+        // Block in the kernel on the wake-up eventfd and on the sockets that owe this driver an
+        // answer, so that an answer wakes the driver directly (one thread wake-up, not two).
+        self.pollfds.clear();
+        self.pollfds.push(libc::pollfd {
+            fd: s.driver.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        for link in &s.links {
+            if link.outstanding.load(Ordering::Acquire) > 0 && !link.failed.load(Ordering::Acquire)
+            {
+                self.pollfds.push(libc::pollfd {
+                    fd: link.fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+        }
+        sys::wait_any(&mut self.pollfds, timeout);
+        s.driver_parked.store(false, Ordering::SeqCst);
+        s.wake_pending.store(false, Ordering::SeqCst);
+        if self.pollfds[0].revents != 0 {
+            s.driver.drain();
+        }
+        if self.pollfds[1..].iter().any(|p| p.revents != 0) {
+            self.receive_inline();
+        }
     }
 }

@@ -4,10 +4,10 @@
 pub mod procs;
 
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use squall_transport::conformance::{Fabric, Progress, Slot, Stalled};
-use squall_transport::{NodeId, Region, RegionSpec, Transport};
+use squall_transport::conformance::{Fabric, Slot, Stalled};
+use squall_transport::{NodeId, Region, RegionSpec};
 use squall_transport_tcp::{ClusterConfig, TcpNode};
 
 /// The settings every test cluster uses: timeouts short enough for tests, long enough for a
@@ -66,48 +66,9 @@ pub fn start_cluster(
         .collect()
 }
 
-/// Runs one program per node on its own thread until all finish (the threaded runner).
-pub fn run_threads<T: Transport + Send>(
-    nodes: &mut [T],
-    programs: Vec<Slot<'_, T>>,
-    limit: Duration,
-) -> Result<(), Stalled> {
-    let start = Instant::now();
-    let unfinished: Vec<usize> = std::thread::scope(|scope| {
-        let handles: Vec<_> = nodes
-            .iter_mut()
-            .zip(programs)
-            .enumerate()
-            .filter_map(|(i, (node, prog))| prog.map(|p| (i, node, p)))
-            .map(|(i, node, mut prog)| {
-                scope.spawn(move || {
-                    loop {
-                        match prog.step(node) {
-                            Progress::Done => return None,
-                            Progress::Busy => {}
-                            Progress::Idle => node.wait(Duration::from_millis(1)),
-                        }
-                        if start.elapsed() > limit {
-                            return Some(i);
-                        }
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().expect("program panicked"))
-            .collect()
-    });
-    if unfinished.is_empty() {
-        Ok(())
-    } else {
-        Err(Stalled {
-            after: start.elapsed(),
-            unfinished,
-        })
-    }
-}
+/// Runs one program per node on its own thread until all finish: the conformance suite's own
+/// runner for real fabrics.
+pub use squall_transport::conformance::run_on_threads as run_threads;
 
 /// Every node in this process, linked over real loopback TCP sockets.
 pub struct InProcess {

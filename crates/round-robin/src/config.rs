@@ -1,0 +1,181 @@
+//! Configuration, validated at start-up.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use squall_sst::SmcConfig;
+use squall_transport::{NodeId, RegionId};
+
+use crate::error::ConfigError;
+use crate::log::FsyncPolicy;
+
+/// How messages are delivered.
+///
+/// ```
+/// use squall_round_robin::Mode;
+/// assert!(Mode::Atomic.is_ordered());
+/// assert!(!Mode::Unordered.is_ordered());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// FIFO per sender, delivered on receipt (Derecho's "raw" mode); positions are local
+    /// delivery counts and differ between members. No null messages are sent.
+    Unordered,
+    /// Total order, delivered once every member has received the message (stable).
+    Atomic,
+    /// Total order as in `Atomic`; each delivered message is appended to a local checksummed
+    /// log before it counts as persisted, and `Upcall::Durable(p)` reports that every member
+    /// persisted every position up to `p`.
+    Durable {
+        /// The log file (created if missing; a torn or corrupt tail is truncated on open).
+        path: PathBuf,
+        /// When to fsync.
+        fsync: FsyncPolicy,
+    },
+}
+
+impl Mode {
+    /// Whether messages are totally ordered.
+    pub fn is_ordered(&self) -> bool {
+        !matches!(self, Mode::Unordered)
+    }
+}
+
+/// A round-robin group's configuration. The same on every member (except a durable log's
+/// path, which is local).
+///
+/// ```
+/// use squall_round_robin::Config;
+/// use squall_transport::NodeId;
+/// let cfg = Config::new(vec![NodeId(0), NodeId(1), NodeId(2)]);
+/// assert!(cfg.validate().is_ok());
+/// assert!(Config { window: 0, ..cfg.clone() }.validate().is_err());
+/// assert!(Config { senders: vec![NodeId(9)], ..cfg }.validate().is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The members, in row order.
+    pub members: Vec<NodeId>,
+    /// The senders, in rank order (a subset of the members); empty means every member.
+    pub senders: Vec<NodeId>,
+    /// Delivery mode.
+    pub mode: Mode,
+    /// Flow control: messages per sender in flight (not yet received, and in ordered modes not
+    /// yet delivered, everywhere). Also the number of SMC slots and large buffers per sender.
+    pub window: usize,
+    /// The largest payload carried inline in an SMC slot (bytes).
+    pub slot_size: usize,
+    /// The largest payload at all; payloads above `slot_size` travel as chunks written into
+    /// per-sender receive buffers. Equal to `slot_size` to disable large messages.
+    pub max_payload: usize,
+    /// Bytes per one-sided write of a large message.
+    pub chunk_size: usize,
+    /// The region that holds the SST.
+    pub table_region: RegionId,
+    /// The region that holds the large-message receive buffers.
+    pub large_region: RegionId,
+    /// The view id recorded in durable log records (a fixed-view group's incarnation).
+    pub view: u64,
+    /// SST heartbeat interval.
+    pub heartbeat_interval: Duration,
+    /// SST suspicion timeout.
+    pub suspicion_timeout: Duration,
+}
+
+impl Config {
+    /// Defaults: every member a sender, atomic mode, window 16, 1 KiB slots, 1 MiB payloads in
+    /// 64 KiB chunks, regions 0 (table) and 1 (large buffers), SST timing 10 ms / 100 ms.
+    pub fn new(members: Vec<NodeId>) -> Config {
+        Config {
+            members,
+            senders: Vec::new(),
+            mode: Mode::Atomic,
+            window: 16,
+            slot_size: 1024,
+            max_payload: 1 << 20,
+            chunk_size: 64 << 10,
+            table_region: RegionId(0),
+            large_region: RegionId(1),
+            view: 0,
+            heartbeat_interval: Duration::from_millis(10),
+            suspicion_timeout: Duration::from_millis(100),
+        }
+    }
+
+    /// The senders in rank order (every member when `senders` is empty).
+    pub fn sender_list(&self) -> Vec<NodeId> {
+        if self.senders.is_empty() {
+            self.members.clone()
+        } else {
+            self.senders.clone()
+        }
+    }
+
+    /// Whether payloads above the slot size are allowed.
+    pub fn large_enabled(&self) -> bool {
+        self.max_payload > self.slot_size
+    }
+
+    /// A large buffer's size (bytes, whole words).
+    pub fn large_cap(&self) -> usize {
+        self.max_payload.div_ceil(8) * 8
+    }
+
+    /// The SMC bounds: a slot holds the 8-byte message header plus `slot_size` bytes.
+    pub fn smc(&self) -> SmcConfig {
+        SmcConfig {
+            window: self.window,
+            slot_size: self.slot_size + 8,
+        }
+    }
+
+    /// Checks every bound.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.members.is_empty() {
+            return Err(ConfigError::Invalid("the group needs at least one member"));
+        }
+        for (i, m) in self.members.iter().enumerate() {
+            if self.members[..i].contains(m) {
+                return Err(ConfigError::Member(*m, "listed twice among the members"));
+            }
+        }
+        for (i, s) in self.senders.iter().enumerate() {
+            if !self.members.contains(s) {
+                return Err(ConfigError::Member(*s, "a sender must be a member"));
+            }
+            if self.senders[..i].contains(s) {
+                return Err(ConfigError::Member(*s, "listed twice among the senders"));
+            }
+        }
+        if self.window == 0 {
+            return Err(ConfigError::Invalid("window must be at least 1"));
+        }
+        if self.slot_size == 0 || self.slot_size > u32::MAX as usize - 8 {
+            return Err(ConfigError::Invalid(
+                "slot_size must be between 1 byte and 4 GiB",
+            ));
+        }
+        if self.max_payload < self.slot_size || self.max_payload > u32::MAX as usize {
+            return Err(ConfigError::Invalid(
+                "max_payload must be at least slot_size and at most 4 GiB",
+            ));
+        }
+        if self.chunk_size == 0 || self.chunk_size % 8 != 0 {
+            return Err(ConfigError::Invalid(
+                "chunk_size must be a positive multiple of 8",
+            ));
+        }
+        if self.table_region == self.large_region {
+            return Err(ConfigError::Invalid(
+                "table_region and large_region must differ",
+            ));
+        }
+        if self.suspicion_timeout <= self.heartbeat_interval || self.heartbeat_interval.is_zero() {
+            return Err(ConfigError::Invalid(
+                "suspicion_timeout must exceed a positive heartbeat_interval",
+            ));
+        }
+        self.smc().validate().map_err(ConfigError::Smc)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! Typed errors.
+
+use squall_sst::{SchemaError, SetupError, SmcError, SstError};
+use squall_transport::NodeId;
+use thiserror::Error;
+
+use crate::log::LogError;
+
+/// A configuration that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// A bound out of range.
+    #[error("round-robin configuration: {0}")]
+    Invalid(&'static str),
+    /// A member or sender list problem.
+    #[error("round-robin configuration: {0} is {1}")]
+    Member(NodeId, &'static str),
+    /// The SMC bounds.
+    #[error("round-robin configuration: {0}")]
+    Smc(SmcError),
+    /// The SST schema (the table would be too large: lower the window or slot size).
+    #[error("round-robin configuration: {0}")]
+    Schema(#[from] SchemaError),
+}
+
+/// Why a group could not be set up.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The table (regions missing or too small on some node, member not a peer, ...).
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// The large-message region is missing or too small on some node.
+    #[error(
+        "large-message region on {node}: have {have} bytes, need {need} (register RoundRobin::layout)"
+    )]
+    LargeRegion {
+        /// The node.
+        node: NodeId,
+        /// What it has.
+        have: usize,
+        /// What is needed.
+        need: usize,
+    },
+    /// The durable log.
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// Why a group stopped (reported once through tracing and kept in
+/// [`RoundRobin::stopped`](crate::RoundRobin::stopped)).
+#[derive(Debug, Error)]
+pub enum StopReason {
+    /// A member was suspected: the group wedged (membership changes are the next layer's).
+    #[error("member {0} suspected; the group is wedged")]
+    Suspected(NodeId),
+    /// The SST stopped.
+    #[error(transparent)]
+    Sst(#[from] SstError),
+    /// SMC failed (a corrupt slot).
+    #[error(transparent)]
+    Smc(#[from] SmcError),
+    /// A peer sent a message this member cannot decode.
+    #[error("malformed message {index} from {sender}: {why}")]
+    Malformed {
+        /// The sender.
+        sender: NodeId,
+        /// Its SMC index.
+        index: u64,
+        /// What was wrong.
+        why: &'static str,
+    },
+    /// The durable log failed: this member cannot persist, so it stops.
+    #[error(transparent)]
+    Log(#[from] LogError),
+}

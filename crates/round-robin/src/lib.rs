@@ -1,0 +1,34 @@
+//! Derecho's leader-free round-robin atomic multicast over the Squall SST (Derecho TOCS 2019,
+//! §3.3, §3.6 and appendix B.2), for a fixed view.
+//!
+//! - **Sequencing**: sender `k` of `n` numbers its messages `i = 0, 1, ...`; message `i` has
+//!   sequence number `i·n + k`. Every member publishes, per sender, how many of its messages it
+//!   has received (an SST vector); a message is *stable* once the minimum over that column
+//!   passes it, and ordered modes deliver stable messages in sequence order — receivers that
+//!   fall behind deliver whole batches at once.
+//! - **Null messages**: a sender that would hold up the order (others sent, it did not) sends a
+//!   run of nulls in one SMC slot; receivers advance by the run's length; nulls never reach the
+//!   application, and delivery positions count application messages only (gapless from 0).
+//! - **Flow control**: a window of `window` messages per sender; [`submit`](squall_ordering::TotalOrder::submit)
+//!   returns [`SubmitError::WindowFull`](squall_ordering::SubmitError::WindowFull) rather than
+//!   block.
+//! - **Modes** ([`Mode`]): unordered (FIFO per sender), atomic, durable (a local checksummed
+//!   [`log`] written in delivery order; [`Upcall::Durable`](squall_ordering::Upcall::Durable)
+//!   once every member persisted).
+//! - **Large messages** (above `slot_size`): the payload is written, in `chunk_size` one-sided
+//!   writes, straight into the sender's receive buffer at every member, then announced by an SMC
+//!   slot that joins the same order (FIFO per link puts the chunks first).
+//! - **Failures**: a suspected member wedges the group ([`Upcall::Wedged`](squall_ordering::Upcall::Wedged));
+//!   nothing past the stable prefix is delivered. View changes are the membership layer's.
+//!
+//! See [`RoundRobin`] for an example.
+
+mod config;
+mod error;
+mod group;
+pub mod log;
+
+pub use config::{Config, Mode};
+pub use error::{ConfigError, Error, StopReason};
+pub use group::{RoundRobin, Stats};
+pub use log::FsyncPolicy;

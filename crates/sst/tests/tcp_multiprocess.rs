@@ -1,17 +1,19 @@
 //! Three members, each with its TCP endpoint in its own OS process (the TCP crate's process
 //! harness: region memory shared with the parent through `memfd`, every op travelling child to
-//! child over TCP): SMC delivers every member's messages to everyone exactly once in sender order.
+//! child over TCP): SMC delivers every member's messages to everyone exactly once in sender order,
+//! and after `kill -9` of one member the others suspect it within the timeout.
 
 #[path = "../../transport-tcp/tests/common/mod.rs"]
 mod common;
 
 use std::ops::ControlFlow;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use squall_sst::{Driver, DriverConfig, SchemaBuilder, Smc, SmcConfig, SmcError, Sst, SstConfig};
-use squall_transport::{RegionId, RegionSpec, Transport};
+use squall_transport::{NodeId, RegionId, RegionSpec, Transport};
 
 const REGION: RegionId = RegionId(0);
 
@@ -125,6 +127,82 @@ fn smc_across_three_processes_agrees_on_per_sender_order() {
                 got,
                 vec![M; N],
                 "every member delivered every message of every sender"
+            );
+        }
+    });
+}
+
+#[test]
+fn kill_9_of_a_member_is_suspected_by_the_others_within_the_timeout() {
+    const N: usize = 3;
+    let schema = SchemaBuilder::new(N).build().expect("valid");
+    let nodes =
+        common::procs::spawn_cluster(N, &[RegionSpec::new(REGION, schema.table_len())], relaxed);
+    let victim_pid = nodes[2].pid();
+    let timeout = Duration::from_secs(2);
+    let start = Instant::now();
+    let kill_at = Duration::from_millis(500);
+    // Dropping a node's proxy kills its process: survivors must keep theirs until both are done,
+    // or the first to finish would kill itself under the other's feet.
+    let survivors_done = std::sync::Barrier::new(N - 1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = nodes
+            .into_iter()
+            .map(|node| {
+                let schema = schema.clone();
+                let survivors_done = &survivors_done;
+                scope.spawn(move || {
+                    let me = node.local_id();
+                    let cfg = SstConfig {
+                        heartbeat_interval: Duration::from_millis(20),
+                        suspicion_timeout: timeout,
+                        ..SstConfig::all(REGION, &node)
+                    };
+                    let mut sst = Sst::new(node, schema, cfg).expect("valid");
+                    let r = Driver::new(DriverConfig::default()).run(&mut sst, |s| {
+                        if s.is_suspected(2) || start.elapsed() > Duration::from_secs(20) {
+                            return Ok(ControlFlow::Break(()));
+                        }
+                        Ok(ControlFlow::Continue(false))
+                    });
+                    let result = (
+                        me,
+                        r.map_err(|e| format!("{e}; suspicions: {:?}", sst.suspicions())),
+                        start.elapsed(),
+                        sst.suspects(),
+                    );
+                    if me != NodeId(2) {
+                        survivors_done.wait();
+                    }
+                    result
+                })
+            })
+            .collect();
+        std::thread::sleep(kill_at);
+        let killed = start.elapsed();
+        let status = Command::new("kill")
+            .args(["-9", &victim_pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -9 {victim_pid}");
+        for h in handles {
+            let (me, r, at, suspects) = h.join().expect("no panic");
+            if me == NodeId(2) {
+                assert!(r.is_err(), "the killed member's endpoint is gone");
+                continue;
+            }
+            if let Err(e) = &r {
+                panic!("{me} stopped at {at:?} (killed at {killed:?}): {e}");
+            }
+            assert_eq!(
+                suspects,
+                vec![NodeId(2)],
+                "{me} suspects exactly the killed member"
+            );
+            let took = at.saturating_sub(killed);
+            assert!(
+                took < timeout + Duration::from_millis(1500),
+                "{me} took {took:?} to suspect (timeout {timeout:?})"
             );
         }
     });

@@ -42,8 +42,6 @@ fn message(sender: u32, index: u64) -> Vec<u8> {
 
 #[test]
 fn smc_across_three_processes_agrees_on_per_sender_order() {
-    const N: usize = 3;
-    const M: u64 = 300;
     let smc_cfg = SmcConfig {
         window: 8,
         slot_size: 128,
@@ -59,65 +57,21 @@ fn smc_across_three_processes_agrees_on_per_sender_order() {
         "members run in their own processes"
     );
     let done = Arc::new(AtomicUsize::new(0));
+    // Dropping a node's proxy kills its process: every member keeps its node until all are done,
+    // or the first to finish would look like a crash to the others.
+    let all_done = std::sync::Barrier::new(N);
     std::thread::scope(|scope| {
         let handles: Vec<_> = nodes
             .into_iter()
             .map(|node| {
                 let (schema, done) = (schema.clone(), done.clone());
-                scope.spawn(move || -> Result<Vec<u64>, String> {
-                    let me = node.local_id().0;
-                    let cfg = SstConfig {
-                        suspicion_timeout: Duration::from_secs(10),
-                        ..SstConfig::all(REGION, &node)
-                    };
-                    let mut sst = Sst::new(node, schema, cfg).map_err(|e| e.to_string())?;
-                    let mut smc = Smc::new(fields, &sst);
-                    let mut next = [0u64; N];
-                    let mut bad: Option<String> = None;
-                    let mut finished = false;
-                    let started = Instant::now();
-                    Driver::new(DriverConfig::default())
-                        .run(&mut sst, |s| {
-                            let mut busy = false;
-                            if smc.sent() < M {
-                                match smc.send(s, &message(me, smc.sent())) {
-                                    Ok(_) => busy = true,
-                                    Err(SmcError::WindowFull { .. }) => {}
-                                    Err(e) => bad = Some(e.to_string()),
-                                }
-                            }
-                            let got = smc
-                                .poll(s, |from, index, m| {
-                                    let f = from.index();
-                                    if index != next[f] || m != message(from.0, index).as_slice() {
-                                        bad.get_or_insert(format!(
-                                            "n{me} got {index} from {from} expecting {}",
-                                            next[f]
-                                        ));
-                                    }
-                                    next[f] = index + 1;
-                                })
-                                .map_err(|e| match e {
-                                    SmcError::Sst(e) => e,
-                                    other => panic!("smc: {other}"),
-                                })?;
-                            if !finished && next.iter().all(|&k| k == M) {
-                                finished = true;
-                                done.fetch_add(1, Ordering::AcqRel);
-                            }
-                            if bad.is_some()
-                                || done.load(Ordering::Acquire) == N
-                                || started.elapsed() > Duration::from_secs(120)
-                            {
-                                return Ok(ControlFlow::Break(()));
-                            }
-                            Ok(ControlFlow::Continue(busy || got > 0))
-                        })
-                        .map_err(|e| e.to_string())?;
-                    match bad {
-                        Some(b) => Err(b),
-                        None => Ok(next.to_vec()),
-                    }
+                let all_done = &all_done;
+                scope.spawn(move || {
+                    let mut sst = None;
+                    let result = member(node, schema, fields, &done, &mut sst);
+                    all_done.wait();
+                    drop(sst);
+                    result
                 })
             })
             .collect();
@@ -130,6 +84,73 @@ fn smc_across_three_processes_agrees_on_per_sender_order() {
             );
         }
     });
+}
+
+const N: usize = 3;
+const M: u64 = 300;
+
+/// One member: sends `M` messages and receives everyone's, checking per-sender order. The table
+/// is left in `keep` so the caller decides when the node (and its process) goes away.
+fn member(
+    node: common::procs::ProcNode,
+    schema: squall_sst::Schema,
+    fields: squall_sst::SmcFields,
+    done: &AtomicUsize,
+    keep: &mut Option<Sst<common::procs::ProcNode>>,
+) -> Result<Vec<u64>, String> {
+    let me = node.local_id().0;
+    let cfg = SstConfig {
+        suspicion_timeout: Duration::from_secs(10),
+        ..SstConfig::all(REGION, &node)
+    };
+    let sst = keep.insert(Sst::new(node, schema, cfg).map_err(|e| e.to_string())?);
+    let mut smc = Smc::new(fields, sst);
+    let mut next = [0u64; N];
+    let mut bad: Option<String> = None;
+    let mut finished = false;
+    let started = Instant::now();
+    Driver::new(DriverConfig::default())
+        .run(sst, |s| {
+            let mut busy = false;
+            if smc.sent() < M {
+                match smc.send(s, &message(me, smc.sent())) {
+                    Ok(_) => busy = true,
+                    Err(SmcError::WindowFull { .. }) => {}
+                    Err(e) => bad = Some(e.to_string()),
+                }
+            }
+            let got = smc
+                .poll(s, |from, index, m| {
+                    let f = from.index();
+                    if index != next[f] || m != message(from.0, index).as_slice() {
+                        bad.get_or_insert(format!(
+                            "n{me} got {index} from {from} expecting {}",
+                            next[f]
+                        ));
+                    }
+                    next[f] = index + 1;
+                })
+                .map_err(|e| match e {
+                    SmcError::Sst(e) => e,
+                    other => panic!("smc: {other}"),
+                })?;
+            if !finished && next.iter().all(|&k| k == M) {
+                finished = true;
+                done.fetch_add(1, Ordering::AcqRel);
+            }
+            if bad.is_some()
+                || done.load(Ordering::Acquire) == N
+                || started.elapsed() > Duration::from_secs(120)
+            {
+                return Ok(ControlFlow::Break(()));
+            }
+            Ok(ControlFlow::Continue(busy || got > 0))
+        })
+        .map_err(|e| e.to_string())?;
+    match bad {
+        Some(b) => Err(b),
+        None => Ok(next.to_vec()),
+    }
 }
 
 #[test]

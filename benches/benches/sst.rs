@@ -75,6 +75,15 @@ fn predicates(c: &mut Criterion) {
 /// Member 0 multicasts `msgs` messages of `size` bytes; returns the time until members 1 and 2
 /// have both delivered them all.
 fn smc_run(size: usize, msgs: u64) -> Duration {
+    smc_run_on(size, msgs, cluster)
+}
+
+/// SMC from member 0 to two receivers, each member on its own thread, over any fabric.
+fn smc_run_on<T: Transport + Send + 'static>(
+    size: usize,
+    msgs: u64,
+    make: impl FnOnce(usize, usize) -> Vec<T>,
+) -> Duration {
     const N: usize = 3;
     let mut b = SchemaBuilder::new(N);
     let fields = Smc::declare(
@@ -86,7 +95,7 @@ fn smc_run(size: usize, msgs: u64) -> Duration {
     )
     .expect("valid smc");
     let schema = b.build().expect("valid schema");
-    let mut nodes = cluster(N, schema.table_len());
+    let mut nodes = make(N, schema.table_len());
     let members = vec![NodeId(0), NodeId(1), NodeId(2)];
     let ready = Arc::new(Barrier::new(N));
     let stop = Arc::new(AtomicBool::new(false));
@@ -215,31 +224,64 @@ fn smc(c: &mut Criterion) {
             &size,
             |b, &size| b.iter_custom(|iters| smc_one_thread(size, iters.max(1))),
         );
-        // Baseline: the raw posted writes one message needs at the least (one per peer).
-        let mut nodes = cluster(3, 64 * 1024);
+        raw_writes(&mut g, "raw_write_to_2_peers", size, cluster(3, 64 * 1024));
+    }
+    g.finish();
+}
+
+/// The same multicast over TCP loopback, beside raw posted TCP writes in the same run.
+fn smc_tcp(c: &mut Criterion) {
+    let mut g = c.benchmark_group("smc_3_members_tcp");
+    g.throughput(Throughput::Elements(1));
+    g.sample_size(10);
+    for size in [64usize, 1024] {
         g.bench_with_input(
-            BenchmarkId::new("raw_write_to_2_peers", size),
+            BenchmarkId::new("smc_multicast_tcp", size),
             &size,
             |b, &size| {
-                let mut i = 0usize;
-                b.iter(|| {
-                    let off = (i * size) % (32 * 1024);
-                    i += 1;
-                    for peer in [NodeId(1), NodeId(2)] {
-                        let r = nodes[0].write(
-                            peer,
-                            LocalSlice::new(REGION, off, size),
-                            RemoteAddr::new(REGION, off),
-                            Signal::Unsignaled,
-                        );
-                        black_box(r.is_ok());
-                    }
-                })
+                b.iter_custom(|iters| smc_run_on(size, iters.max(1), squall_benches::tcp_cluster))
             },
+        );
+        raw_writes(
+            &mut g,
+            "raw_tcp_write_to_2_peers",
+            size,
+            squall_benches::tcp_cluster(3, 64 * 1024),
         );
     }
     g.finish();
 }
 
-criterion_group!(benches, predicates, smc);
+/// Baseline: the raw posted writes one message needs at the least (one per peer).
+fn raw_writes<T: Transport>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    size: usize,
+    mut nodes: Vec<T>,
+) {
+    g.bench_with_input(BenchmarkId::new(name, size), &size, |b, &size| {
+        let mut i = 0usize;
+        let mut events = [squall_transport::Event::PeerFailed {
+            peer: NodeId(u32::MAX),
+            cause: squall_transport::FailureCause::Local,
+        }; 64];
+        b.iter(|| {
+            let off = (i * size) % (32 * 1024);
+            i += 1;
+            for peer in [NodeId(1), NodeId(2)] {
+                let r = nodes[0].write(
+                    peer,
+                    LocalSlice::new(REGION, off, size),
+                    RemoteAddr::new(REGION, off),
+                    Signal::Unsignaled,
+                );
+                black_box(r.is_ok());
+            }
+            // Let fabrics that stage writes (TCP) make progress, as the SST's driver does.
+            black_box(nodes[0].poll(&mut events));
+        })
+    });
+}
+
+criterion_group!(benches, predicates, smc, smc_tcp);
 criterion_main!(benches);

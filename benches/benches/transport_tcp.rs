@@ -13,44 +13,15 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use squall_benches::{REGION, await_completions};
 use squall_transport::{
-    Event, FailureCause, LocalSlice, NodeId, PostError, Region, RegionSpec, RemoteAddr, Signal,
-    Transport,
+    Event, FailureCause, LocalSlice, NodeId, PostError, RemoteAddr, Signal, Transport,
 };
-use squall_transport_tcp::{ClusterConfig, TcpNode};
+use squall_transport_tcp::TcpNode;
 
 const BATCH: u64 = 1024;
 
 /// Two TCP nodes on loopback, one region of `len` bytes each.
 fn tcp_pair(len: usize) -> Vec<TcpNode> {
-    let ls: Vec<TcpListener> = (0..2)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    let addrs: Vec<_> = ls.iter().map(|l| l.local_addr().expect("addr")).collect();
-    let mut config = ClusterConfig::new(
-        1,
-        addrs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (NodeId(i as u32), *a)),
-    );
-    // Generous timeouts: a loaded benchmark machine must not fail a live peer.
-    config.op_timeout = Duration::from_secs(5);
-    config.heartbeat_timeout = Duration::from_secs(5);
-    let handles: Vec<_> = ls
-        .into_iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let config = config.clone();
-            thread::spawn(move || {
-                let region = Region::new(RegionSpec::new(REGION, len)).expect("region");
-                TcpNode::start_on(l, config, NodeId(i as u32), vec![region]).expect("node starts")
-            })
-        })
-        .collect();
-    handles
-        .into_iter()
-        .map(|h| h.join().expect("start"))
-        .collect()
+    squall_benches::tcp_cluster(2, len)
 }
 
 /// A connected loopback socket pair with TCP_NODELAY.

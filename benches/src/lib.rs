@@ -118,3 +118,43 @@ pub fn rdma_pair(
             .collect()
     })
 }
+
+/// `n` TCP nodes on loopback (`NodeId(0)..NodeId(n)`), one region of `len` bytes each, with
+/// timeouts generous enough that a loaded benchmark machine never fails a live peer.
+///
+/// # Panics
+/// If the nodes cannot start (no loopback, bad `len`).
+pub fn tcp_cluster(n: usize, len: usize) -> Vec<squall_transport_tcp::TcpNode> {
+    use squall_transport::Region;
+    use squall_transport_tcp::{ClusterConfig, TcpNode};
+    use std::net::TcpListener;
+    use std::time::Duration;
+    let ls: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind loopback"))
+        .collect();
+    let addrs: Vec<_> = ls.iter().map(|l| l.local_addr().expect("addr")).collect();
+    let mut config = ClusterConfig::new(
+        1,
+        addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (NodeId(i as u32), *a)),
+    );
+    config.op_timeout = Duration::from_secs(5);
+    config.heartbeat_timeout = Duration::from_secs(5);
+    let handles: Vec<_> = ls
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let config = config.clone();
+            std::thread::spawn(move || {
+                let region = Region::new(RegionSpec::new(REGION, len)).expect("region");
+                TcpNode::start_on(l, config, NodeId(i as u32), vec![region]).expect("node starts")
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("start"))
+        .collect()
+}

@@ -98,7 +98,7 @@ fn run_with(plan: &Plan, cfgs: Vec<Config>) -> Result<Group, String> {
     loop {
         round += 1;
         if let Some((victim, at)) = plan.crash
-            && at == round
+            && at.max(1) == round
         {
             g.crash(victim);
         }
@@ -120,7 +120,7 @@ fn run_with(plan: &Plan, cfgs: Vec<Config>) -> Result<Group, String> {
         let live: Vec<usize> = (0..n).filter(|&i| g.is_live(i)).collect();
         let done = if let Some((_, at)) = plan.crash {
             // A planned crash always happens; then every live member must wedge.
-            round >= at && live.iter().all(|&i| g.wedged[i])
+            round >= at.max(1) && live.iter().all(|&i| g.wedged[i])
         } else {
             live.iter()
                 .all(|&i| sent[i] == plan.messages[i] && g.next_position[i] == total)
@@ -146,7 +146,7 @@ fn run_with(plan: &Plan, cfgs: Vec<Config>) -> Result<Group, String> {
         }
         g.step_fabric();
     }
-    let crashed = plan.crash.is_some_and(|(_, at)| round >= at);
+    let crashed = plan.crash.is_some_and(|(_, at)| round >= at.max(1));
     let correct: Vec<NodeId> = if crashed {
         Vec::new()
     } else {
@@ -213,6 +213,15 @@ proptest! {
             return Err(TestCaseError::fail(format!("{plan:?}: {e}")));
         }
     }
+}
+
+/// Regression (seed 2010 of the sweep): a crash planned for round 0 never happened, so the run
+/// waited forever for wedges. A crash at round 0 now happens before the first round's work.
+#[test]
+fn regression_seed_2010_crash_before_any_message() {
+    let plan = plan_from_seed(2010);
+    assert_eq!(plan.crash, Some((0, 0)));
+    run(&plan).unwrap_or_else(|e| panic!("{plan:?}: {e}"));
 }
 
 #[test]

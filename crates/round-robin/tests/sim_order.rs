@@ -311,3 +311,32 @@ impl SubmitAfterWedge for squall_round_robin::RoundRobin<squall_transport_mem::s
         }
     }
 }
+
+#[test]
+fn binomial_relay_in_groups_of_four_to_eight_seed_sweep() {
+    check_seeds(
+        "binomial_relay_in_groups_of_four_to_eight_seed_sweep",
+        40,
+        |seed| {
+            let n = 4 + (seed % 5) as usize;
+            let plan = Plan {
+                seed,
+                n,
+                senders: (0..n).collect(),
+                window: 2 + (seed % 3) as usize,
+                slot_size: 24,
+                large_odds: 6,
+                messages: vec![8; n],
+                slow: (seed % 2 == 0).then_some(((seed % n as u64) as usize, 3)),
+                crash: (seed % 5 == 4)
+                    .then_some((((seed / 5) % n as u64) as usize, 150 + seed * 7)),
+            };
+            let g = run_with(&plan, configs(&plan)).map_err(|e| format!("{plan:?}: {e}"))?;
+            let large: u64 = g.nodes.iter().flatten().map(|r| r.stats().large_sent).sum();
+            if plan.crash.is_none() && large == 0 {
+                return Err("no large message was sent".into());
+            }
+            Ok(())
+        },
+    );
+}

@@ -105,7 +105,8 @@ enum Entry {
 /// the slot size, as chunks written into per-sender receive buffers, announced by a slot); each
 /// member publishes, per sender, how many messages it has received. A message is stable once
 /// every member has received it — the minimum over that column — and ordered modes deliver
-/// stable messages in sequence order. Idle senders send runs of null messages (one slot per
+/// stable messages in sequence order. Large messages are relayed along a binomial tree in
+/// groups of `binomial_from` or more. Idle senders send runs of null messages (one slot per
 /// run) so the order never waits on them; nulls never reach the application. A suspected member
 /// wedges the group: [`Upcall::Wedged`] is reported once and nothing more is delivered.
 ///

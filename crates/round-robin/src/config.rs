@@ -68,8 +68,12 @@ pub struct Config {
     /// The largest payload at all; payloads above `slot_size` travel as chunks written into
     /// per-sender receive buffers. Equal to `slot_size` to disable large messages.
     pub max_payload: usize,
-    /// Bytes per one-sided write of a large message.
+    /// Bytes per one-sided write of a large message (the pipeline's block size).
     pub chunk_size: usize,
+    /// Groups with at least this many members relay large messages along a binomial tree
+    /// rooted at the sender, chunk by chunk (pipelined); smaller groups get them directly from
+    /// the sender. Default 4.
+    pub binomial_from: usize,
     /// The region that holds the SST.
     pub table_region: RegionId,
     /// The region that holds the large-message receive buffers.
@@ -94,6 +98,7 @@ impl Config {
             slot_size: 1024,
             max_payload: 1 << 20,
             chunk_size: 64 << 10,
+            binomial_from: 4,
             table_region: RegionId(0),
             large_region: RegionId(1),
             view: 0,
@@ -119,6 +124,16 @@ impl Config {
     /// A large buffer's size (bytes, whole words).
     pub fn large_cap(&self) -> usize {
         self.max_payload.div_ceil(8) * 8
+    }
+
+    /// Chunks in the largest message.
+    pub fn max_chunks(&self) -> usize {
+        self.large_cap().div_ceil(self.chunk_size)
+    }
+
+    /// Bytes per large buffer: the data, then one arrival marker word per chunk.
+    pub fn large_stride(&self) -> usize {
+        self.large_cap() + 8 * self.max_chunks()
     }
 
     /// The SMC bounds: a slot holds the 8-byte message header plus `slot_size` bytes.
@@ -164,6 +179,9 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "chunk_size must be a positive multiple of 8",
             ));
+        }
+        if self.binomial_from < 2 {
+            return Err(ConfigError::Invalid("binomial_from must be at least 2"));
         }
         if self.table_region == self.large_region {
             return Err(ConfigError::Invalid(

@@ -72,6 +72,9 @@ pub enum StopReason {
         /// What was wrong.
         why: &'static str,
     },
+    /// Relaying a large message to a child failed at post (a malformed op: a bug).
+    #[error("relaying a large message failed: {0}")]
+    Relay(String),
     /// The durable log failed: this member cannot persist, so it stops.
     #[error(transparent)]
     Log(#[from] LogError),

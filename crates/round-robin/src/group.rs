@@ -29,6 +29,8 @@ struct Fields {
     delivered: Counter,
     /// Sequence numbers persisted here (durable mode): every seq below it.
     persisted: Counter,
+    /// Per sender rank: one past the highest large-message number copied out here.
+    large_done: Vector,
 }
 
 fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
@@ -37,6 +39,7 @@ fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
     let received = b.vector("rr_received", cfg.sender_list().len());
     let delivered = b.counter("rr_delivered");
     let persisted = b.counter("rr_persisted");
+    let large_done = b.vector("rr_large_done", cfg.sender_list().len());
     Ok((
         b.build()?,
         Fields {
@@ -44,6 +47,7 @@ fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
             received,
             delivered,
             persisted,
+            large_done,
         },
     ))
 }
@@ -67,6 +71,22 @@ pub struct Stats {
     pub large_sent: u64,
 }
 
+/// What arrived from a sender and waits for earlier messages (or its own data) to complete.
+#[derive(Debug)]
+enum Pending {
+    Ready(Entry),
+    /// Large message number `j` of `len` bytes: complete once every chunk's marker says so.
+    Large {
+        j: u64,
+        len: usize,
+    },
+}
+
+/// The arrival marker of large message `j` (`len` bytes) in each of its chunks' marker words.
+fn marker(j: u64, len: usize) -> u64 {
+    u64::from((j as u32).wrapping_add(1)) | ((len as u64) << 32)
+}
+
 /// What a sender's queue holds between receipt and delivery.
 #[derive(Debug)]
 enum Entry {
@@ -85,7 +105,8 @@ enum Entry {
 /// the slot size, as chunks written into per-sender receive buffers, announced by a slot); each
 /// member publishes, per sender, how many messages it has received. A message is stable once
 /// every member has received it — the minimum over that column — and ordered modes deliver
-/// stable messages in sequence order. Idle senders send runs of null messages (one slot per
+/// stable messages in sequence order. Large messages are relayed along a binomial tree in
+/// groups of `binomial_from` or more. Idle senders send runs of null messages (one slot per
 /// run) so the order never waits on them; nulls never reach the application. A suspected member
 /// wedges the group: [`Upcall::Wedged`] is reported once and nothing more is delivered.
 ///
@@ -132,6 +153,16 @@ pub struct RoundRobin<T: Transport> {
     /// The next delivery position (application messages only).
     position: u64,
     large: Option<Region>,
+    /// Per sender rank: what arrived and is not yet complete, in order.
+    awaiting: Vec<VecDeque<Pending>>,
+    /// Per sender rank: large messages to relay (number, length) and chunks relayed of the first.
+    relay: Vec<(VecDeque<(u64, usize)>, usize)>,
+    /// Per sender rank: the members this member forwards that sender's large messages to.
+    children: Vec<Vec<NodeId>>,
+    /// Per sender rank: one past the highest large message copied out here.
+    large_done: Vec<u64>,
+    /// This sender's next large-message number (numbers of aborted attempts are skipped).
+    next_large: u64,
     log: Option<Log>,
     recovery: Option<Recovery>,
     /// Durable mode: delivered (seq, position) pairs not yet known durable everywhere.
@@ -176,7 +207,7 @@ impl<T: Transport> RoundRobin<T> {
 
     fn large_len(cfg: &Config) -> usize {
         if cfg.large_enabled() {
-            cfg.sender_list().len() * cfg.window * cfg.large_cap()
+            cfg.sender_list().len() * cfg.window * cfg.large_stride()
         } else {
             8
         }
@@ -238,6 +269,9 @@ impl<T: Transport> RoundRobin<T> {
         let my_rank = senders.iter().position(|&s| s == sst.member(sst.my_row()));
         let smc = Smc::new(f.smc, &sst);
         let ns = senders.len();
+        let children = (0..ns)
+            .map(|k| relay_children(&sst, senders[k], cfg.binomial_from))
+            .collect();
         Ok(RoundRobin {
             smc,
             f,
@@ -248,6 +282,11 @@ impl<T: Transport> RoundRobin<T> {
             next_seq: 0,
             position: 0,
             large,
+            awaiting: (0..ns).map(|_| VecDeque::new()).collect(),
+            relay: (0..ns).map(|_| (VecDeque::new(), 0)).collect(),
+            children,
+            large_done: vec![0; ns],
+            next_large: 0,
             log,
             recovery,
             undurable: VecDeque::new(),
@@ -350,71 +389,148 @@ impl<T: Transport> RoundRobin<T> {
         Ok(())
     }
 
-    /// Writes a large payload into this sender's buffer for its SMC index at every member
-    /// (direct transfer: one write per chunk per peer), then announces it with a slot. FIFO per
-    /// link puts the chunks before the announcement everywhere.
+    /// Writes a large payload into this sender's buffer for its large-message number at its
+    /// relay children (every member in small groups; its binomial-tree children otherwise),
+    /// chunk by chunk, each chunk followed by its arrival marker (FIFO per link puts the data
+    /// first), then announces it with a slot. Relays forward each chunk once its marker lands.
     fn send_large(&mut self, rank: usize, payload: &[u8]) -> Result<(), SubmitError> {
-        let window = self.cfg.window;
-        let in_flight = self.smc.in_flight(&self.sst);
-        if in_flight >= window as u64 {
+        let window = self.cfg.window as u64;
+        if self.smc.in_flight(&self.sst) >= window {
             return Err(SubmitError::WindowFull);
         }
-        let Some(region) = &self.large else {
+        let j = self.next_large;
+        // The buffer for j was last used by j - window: every member must have copied it out.
+        let done = self
+            .sst
+            .min_of_unsuspected(|r| self.sst.get_at(r, self.f.large_done, rank).unwrap_or(0));
+        if j >= done + window {
+            return Err(SubmitError::WindowFull);
+        }
+        let Some(region) = self.large.clone() else {
             return Err(SubmitError::TooLarge {
                 len: payload.len(),
                 max: self.cfg.slot_size,
             });
         };
-        let index = self.smc.sent();
-        let cap = self.cfg.large_cap();
-        let base = (rank * window + (index % window as u64) as usize) * cap;
+        // This number is used now, whether or not the writes below all post: a retry takes a
+        // fresh one, so no member can mix chunks of two attempts.
+        self.next_large += 1;
+        let base = self.buffer(rank, j);
         copy_in(region.words(), base, payload);
-        let padded = payload.len().div_ceil(8) * 8;
-        let me = self.sst.my_row();
-        for row in 0..self.sst.rows() {
-            if row == me || self.sst.is_suspected(row) {
-                continue;
-            }
-            let peer = self.sst.member(row);
-            let mut at = 0;
-            while at < padded {
-                let len = self.cfg.chunk_size.min(padded - at);
-                let r = self.sst.transport_mut().write(
-                    peer,
-                    LocalSlice::new(self.cfg.large_region, base + at, len),
-                    RemoteAddr::new(self.cfg.large_region, base + at),
-                    Signal::Unsignaled,
-                );
-                match r {
-                    Ok(_) => {}
-                    // Nothing announced yet: a retry rewrites the same buffer.
-                    Err(PostError::QueueFull { .. }) => return Err(SubmitError::WindowFull),
-                    Err(e) => return Err(SubmitError::Stopped(e.to_string())),
-                }
-                at += len;
+        let mark = marker(j, payload.len());
+        let chunks = payload.len().div_ceil(self.cfg.chunk_size);
+        let cap = self.cfg.large_cap();
+        for c in 0..chunks {
+            region.store((base + cap) / 8 + c, mark);
+        }
+        for child in self.children[rank].clone() {
+            for c in 0..chunks {
+                self.post_chunk(child, base, c, payload.len())
+                    .map_err(|e| match e {
+                        PostError::QueueFull { .. } => SubmitError::WindowFull,
+                        e => SubmitError::Stopped(e.to_string()),
+                    })?;
             }
         }
-        let header = KIND_LARGE | ((payload.len() as u64) << 8);
+        let mut desc = (KIND_LARGE | ((payload.len() as u64) << 8))
+            .to_le_bytes()
+            .to_vec();
+        desc.extend_from_slice(&j.to_le_bytes());
         self.smc
-            .send(&mut self.sst, &header.to_le_bytes())
+            .send(&mut self.sst, &desc)
             .map_err(smc_submit_error)?;
         self.stats.large_sent += 1;
         Ok(())
     }
 
-    /// Receives every new slot of every sender, queueing (or, unordered, delivering) it.
+    /// The byte offset of sender `rank`'s buffer for large message `j`.
+    fn buffer(&self, rank: usize, j: u64) -> usize {
+        let window = self.cfg.window as u64;
+        (rank * self.cfg.window + (j % window) as usize) * self.cfg.large_stride()
+    }
+
+    /// Writes chunk `c` of the message in the buffer at `base` (`len` bytes in all) to `peer`,
+    /// then the chunk's marker word.
+    fn post_chunk(
+        &mut self,
+        peer: NodeId,
+        base: usize,
+        c: usize,
+        len: usize,
+    ) -> Result<(), PostError> {
+        let region = self.cfg.large_region;
+        let at = c * self.cfg.chunk_size;
+        let n = self.cfg.chunk_size.min(len - at).div_ceil(8) * 8;
+        let t = self.sst.transport_mut();
+        t.write(
+            peer,
+            LocalSlice::new(region, base + at, n),
+            RemoteAddr::new(region, base + at),
+            Signal::Unsignaled,
+        )?;
+        let m = base + self.cfg.large_cap() + 8 * c;
+        t.write(
+            peer,
+            LocalSlice::new(region, m, 8),
+            RemoteAddr::new(region, m),
+            Signal::Unsignaled,
+        )?;
+        Ok(())
+    }
+
+    /// Forwards every chunk that has arrived (and not been forwarded) to this member's relay
+    /// children, message by message in each sender's order.
+    fn relay(&mut self) -> Result<bool, StopReason> {
+        let Some(region) = self.large.clone() else {
+            return Ok(false);
+        };
+        let mut busy = false;
+        for k in 0..self.senders.len() {
+            if self.children[k].is_empty() || Some(k) == self.my_rank {
+                self.relay[k].0.clear();
+                continue;
+            }
+            while let Some(&(j, len)) = self.relay[k].0.front() {
+                let base = self.buffer(k, j);
+                let chunks = len.div_ceil(self.cfg.chunk_size);
+                let mark = marker(j, len);
+                let mut c = self.relay[k].1;
+                while c < chunks && region.load((base + self.cfg.large_cap()) / 8 + c) == mark {
+                    for child in self.children[k].clone() {
+                        match self.post_chunk(child, base, c, len) {
+                            Ok(()) => {}
+                            Err(PostError::QueueFull { .. }) => {
+                                self.relay[k].1 = c;
+                                return Ok(busy);
+                            }
+                            Err(e) => {
+                                return Err(StopReason::Relay(e.to_string()));
+                            }
+                        }
+                    }
+                    c += 1;
+                    busy = true;
+                }
+                if c < chunks {
+                    self.relay[k].1 = c;
+                    break;
+                }
+                self.relay[k].0.pop_front();
+                self.relay[k].1 = 0;
+            }
+        }
+        Ok(busy)
+    }
+
+    /// Receives every new slot of every sender into its pending queue, then completes what it
+    /// can.
     fn receive(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, StopReason> {
         let mut bad: Option<StopReason> = None;
-        let ordered = self.cfg.mode.is_ordered();
-        let window = self.cfg.window as u64;
-        let cap = self.cfg.large_cap();
         let max_payload = self.cfg.max_payload as u64;
+        let large_on = self.large.is_some();
         let senders = &self.senders;
-        let received = &mut self.received;
-        let queues = &mut self.queues;
-        let large = &self.large;
-        let position = &mut self.position;
-        let stats = &mut self.stats;
+        let awaiting = &mut self.awaiting;
+        let relay = &mut self.relay;
         let got = self.smc.receive(&mut self.sst, |from, index, m| {
             if bad.is_some() {
                 return;
@@ -428,63 +544,113 @@ impl<T: Transport> RoundRobin<T> {
                 bad = Some(malformed("the sender is not a sender of this group"));
                 return;
             };
-            let Some(h) = m.get(..8) else {
+            let word = |at: usize| {
+                m.get(at..at + 8).map(|b| {
+                    let mut w = [0u8; 8];
+                    w.copy_from_slice(b);
+                    u64::from_le_bytes(w)
+                })
+            };
+            let Some(header) = word(0) else {
                 bad = Some(malformed("shorter than the 8-byte header"));
                 return;
             };
-            let mut w = [0u8; 8];
-            w.copy_from_slice(h);
-            let header = u64::from_le_bytes(w);
-            let entry = match header & 0xff {
-                KIND_DATA if header == KIND_DATA => Entry::Data(m[8..].to_vec()),
-                KIND_NULLS if header >> 8 > 0 && m.len() == 8 => Entry::Nulls {
-                    first: received[rank],
+            let pending = match header & 0xff {
+                KIND_DATA if header == KIND_DATA => Pending::Ready(Entry::Data(m[8..].to_vec())),
+                KIND_NULLS if header >> 8 > 0 && m.len() == 8 => Pending::Ready(Entry::Nulls {
+                    first: 0, // set when it completes
                     count: header >> 8,
-                },
-                KIND_LARGE if m.len() == 8 => {
-                    let len = header >> 8;
-                    let Some(region) = large.as_ref().filter(|_| len <= max_payload) else {
-                        bad = Some(malformed("large message beyond max_payload"));
-                        return;
-                    };
-                    let base = (rank as u64 * window + index % window) as usize * cap;
-                    let mut out = vec![0u8; len as usize];
-                    copy_out(region.words(), base, &mut out);
-                    Entry::Data(out)
+                }),
+                KIND_LARGE if m.len() == 16 && large_on && header >> 8 <= max_payload => {
+                    let j = word(8).unwrap_or(0);
+                    let len = (header >> 8) as usize;
+                    relay[rank].0.push_back((j, len));
+                    Pending::Large { j, len }
                 }
                 _ => {
-                    bad = Some(malformed("unknown header"));
+                    bad = Some(malformed("unknown or malformed header"));
                     return;
                 }
             };
-            match entry {
-                Entry::Nulls { count, .. } => {
-                    received[rank] += count;
-                    if ordered {
-                        queues[rank].push_back(entry);
-                    }
-                }
-                Entry::Data(payload) => {
-                    received[rank] += 1;
-                    if ordered {
-                        queues[rank].push_back(Entry::Data(payload));
-                    } else {
-                        upcalls.push(Upcall::Deliver(Delivery {
-                            position: *position,
-                            sender: from,
-                            payload,
-                        }));
-                        *position += 1;
-                        stats.delivered += 1;
-                    }
-                }
-            }
+            awaiting[rank].push_back(pending);
         });
         if let Some(b) = bad {
             return Err(b);
         }
-        let got = got?;
-        if got > 0 {
+        let got = got? > 0;
+        let relayed = self.relay()?;
+        let completed = self.complete(upcalls)?;
+        Ok(got || relayed || completed)
+    }
+
+    /// Moves every arrived message whose data is complete, in each sender's order, to its
+    /// delivery queue (or, unordered, delivers it), and publishes the received counters.
+    fn complete(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, StopReason> {
+        let ordered = self.cfg.mode.is_ordered();
+        let mut changed = false;
+        let mut large_changed = false;
+        for k in 0..self.senders.len() {
+            loop {
+                let entry = match self.awaiting[k].front() {
+                    None => break,
+                    Some(Pending::Ready(_)) => match self.awaiting[k].pop_front() {
+                        Some(Pending::Ready(e)) => e,
+                        _ => break,
+                    },
+                    Some(&Pending::Large { j, len }) => {
+                        let Some(region) = &self.large else { break };
+                        let base = self.buffer(k, j);
+                        let mark = marker(j, len);
+                        let chunks = len.div_ceil(self.cfg.chunk_size);
+                        let first_marker = (base + self.cfg.large_cap()) / 8;
+                        if !(0..chunks).all(|c| region.load(first_marker + c) == mark) {
+                            break;
+                        }
+                        let mut out = vec![0u8; len];
+                        copy_out(region.words(), base, &mut out);
+                        self.awaiting[k].pop_front();
+                        self.large_done[k] = j + 1;
+                        large_changed = true;
+                        Entry::Data(out)
+                    }
+                };
+                changed = true;
+                match entry {
+                    Entry::Nulls { count, .. } => {
+                        let first = self.received[k];
+                        self.received[k] += count;
+                        if ordered {
+                            self.queues[k].push_back(Entry::Nulls { first, count });
+                        }
+                    }
+                    Entry::Data(payload) => {
+                        self.received[k] += 1;
+                        if ordered {
+                            self.queues[k].push_back(Entry::Data(payload));
+                        } else {
+                            upcalls.push(Upcall::Deliver(Delivery {
+                                position: self.position,
+                                sender: self.senders[k],
+                                payload,
+                            }));
+                            self.position += 1;
+                            self.stats.delivered += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if large_changed {
+            for (k, &d) in self.large_done.iter().enumerate() {
+                self.sst
+                    .set_at(self.f.large_done, k, d)
+                    .map_err(StopReason::Sst)?;
+            }
+            self.sst
+                .push(self.f.large_done.range())
+                .map_err(StopReason::Sst)?;
+        }
+        if changed {
             for (rank, &count) in self.received.iter().enumerate() {
                 self.sst
                     .set_at(self.f.received, rank, count)
@@ -494,7 +660,7 @@ impl<T: Transport> RoundRobin<T> {
                 .push(self.f.received.range())
                 .map_err(StopReason::Sst)?;
         }
-        Ok(got > 0)
+        Ok(changed)
     }
 
     /// Sends one run of nulls when another sender's messages would otherwise wait on this one.
@@ -640,6 +806,34 @@ impl<T: Transport> RoundRobin<T> {
         busy |= self.smc.flush(&mut self.sst)?;
         Ok(busy || self.smc.unpublished())
     }
+}
+
+/// The members this member forwards `sender`'s large messages to: every other member when it
+/// is the sender of a group smaller than `binomial_from`, nobody else in such a group; in larger
+/// groups its children in the binomial tree rooted at the sender (members rotated so that the
+/// sender is 0; member `r` forwards to `r + 2^i` for every `2^i > r`).
+fn relay_children<T: Transport>(sst: &Sst<T>, sender: NodeId, binomial_from: usize) -> Vec<NodeId> {
+    let n = sst.rows();
+    let Some(root) = sst.row_of(sender) else {
+        return Vec::new();
+    };
+    let r = (sst.my_row() + n - root) % n;
+    if n < binomial_from {
+        return if r == 0 {
+            (1..n).map(|d| sst.member((root + d) % n)).collect()
+        } else {
+            Vec::new()
+        };
+    }
+    let mut out = Vec::new();
+    let mut b = 1;
+    while r + b < n {
+        if b > r {
+            out.push(sst.member((root + r + b) % n));
+        }
+        b *= 2;
+    }
+    out
 }
 
 fn smc_submit_error(e: SmcError) -> SubmitError {

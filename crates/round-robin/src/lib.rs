@@ -16,8 +16,10 @@
 //!   [`log`] written in delivery order; [`Upcall::Durable`](squall_ordering::Upcall::Durable)
 //!   once every member persisted).
 //! - **Large messages** (above `slot_size`): the payload is written, in `chunk_size` one-sided
-//!   writes, straight into the sender's receive buffer at every member, then announced by an SMC
-//!   slot that joins the same order (FIFO per link puts the chunks first).
+//!   writes each followed by an arrival marker, into the sender's receive buffer at every member
+//!   — directly from the sender in groups smaller than `binomial_from` (4), relayed chunk by
+//!   chunk along a binomial tree rooted at the sender in larger ones — and announced by an SMC
+//!   slot that joins the same order; a receiver takes it once every chunk's marker has landed.
 //! - **Failures**: a suspected member wedges the group ([`Upcall::Wedged`](squall_ordering::Upcall::Wedged));
 //!   nothing past the stable prefix is delivered. View changes are the membership layer's.
 //!

@@ -98,7 +98,7 @@ fn run_with(plan: &Plan, cfgs: Vec<Config>) -> Result<Group, String> {
     loop {
         round += 1;
         if let Some((victim, at)) = plan.crash
-            && at == round
+            && at.max(1) == round
         {
             g.crash(victim);
         }
@@ -120,7 +120,7 @@ fn run_with(plan: &Plan, cfgs: Vec<Config>) -> Result<Group, String> {
         let live: Vec<usize> = (0..n).filter(|&i| g.is_live(i)).collect();
         let done = if let Some((_, at)) = plan.crash {
             // A planned crash always happens; then every live member must wedge.
-            round >= at && live.iter().all(|&i| g.wedged[i])
+            round >= at.max(1) && live.iter().all(|&i| g.wedged[i])
         } else {
             live.iter()
                 .all(|&i| sent[i] == plan.messages[i] && g.next_position[i] == total)
@@ -146,7 +146,7 @@ fn run_with(plan: &Plan, cfgs: Vec<Config>) -> Result<Group, String> {
         }
         g.step_fabric();
     }
-    let crashed = plan.crash.is_some_and(|(_, at)| round >= at);
+    let crashed = plan.crash.is_some_and(|(_, at)| round >= at.max(1));
     let correct: Vec<NodeId> = if crashed {
         Vec::new()
     } else {
@@ -213,6 +213,15 @@ proptest! {
             return Err(TestCaseError::fail(format!("{plan:?}: {e}")));
         }
     }
+}
+
+/// Regression (seed 2010 of the sweep): a crash planned for round 0 never happened, so the run
+/// waited forever for wedges. A crash at round 0 now happens before the first round's work.
+#[test]
+fn regression_seed_2010_crash_before_any_message() {
+    let plan = plan_from_seed(2010);
+    assert_eq!(plan.crash, Some((0, 0)));
+    run(&plan).unwrap_or_else(|e| panic!("{plan:?}: {e}"));
 }
 
 #[test]
@@ -301,4 +310,33 @@ impl SubmitAfterWedge for squall_round_robin::RoundRobin<squall_transport_mem::s
             Ok(())
         }
     }
+}
+
+#[test]
+fn binomial_relay_in_groups_of_four_to_eight_seed_sweep() {
+    check_seeds(
+        "binomial_relay_in_groups_of_four_to_eight_seed_sweep",
+        40,
+        |seed| {
+            let n = 4 + (seed % 5) as usize;
+            let plan = Plan {
+                seed,
+                n,
+                senders: (0..n).collect(),
+                window: 2 + (seed % 3) as usize,
+                slot_size: 24,
+                large_odds: 6,
+                messages: vec![8; n],
+                slow: (seed % 2 == 0).then_some(((seed % n as u64) as usize, 3)),
+                crash: (seed % 5 == 4)
+                    .then_some((((seed / 5) % n as u64) as usize, 150 + seed * 7)),
+            };
+            let g = run_with(&plan, configs(&plan)).map_err(|e| format!("{plan:?}: {e}"))?;
+            let large: u64 = g.nodes.iter().flatten().map(|r| r.stats().large_sent).sum();
+            if plan.crash.is_none() && large == 0 {
+                return Err("no large message was sent".into());
+            }
+            Ok(())
+        },
+    );
 }

@@ -66,7 +66,9 @@ pub struct Config {
     /// The largest payload carried inline in an SMC slot (bytes).
     pub slot_size: usize,
     /// The largest payload at all; payloads above `slot_size` travel as chunks written into
-    /// per-sender receive buffers. Equal to `slot_size` to disable large messages.
+    /// per-sender receive buffers. Equal to `slot_size` to disable large messages. Every member
+    /// registers `senders × window × (max_payload + 8 per chunk)` bytes for those buffers (80 MiB
+    /// for 5 senders with the defaults): size it to the messages you send.
     pub max_payload: usize,
     /// Bytes per one-sided write of a large message (the pipeline's block size).
     pub chunk_size: usize,

@@ -893,4 +893,45 @@ mod tests {
         let (_, f) = declare(&cfg).expect("valid");
         assert_eq!(f.received.len(), 1);
     }
+
+    /// The relay trees: every member but the sender gets each large message from exactly one
+    /// parent; below `binomial_from` that parent is the sender; above it the tree's depth is
+    /// logarithmic.
+    #[test]
+    fn relay_trees_reach_everyone_exactly_once() {
+        use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+        for n in 1..=9usize {
+            let cfg = Config {
+                max_payload: 4096,
+                ..Config::new((0..n as u32).map(NodeId).collect())
+            };
+            let layout = RoundRobin::<SimNode>::layout(&cfg).expect("layout");
+            let (_sim, nodes) = Sim::cluster(SimConfig::seeded(1), n, &layout).expect("sim");
+            let groups: Vec<RoundRobin<SimNode>> = nodes
+                .into_iter()
+                .map(|t| RoundRobin::new(t, cfg.clone()).expect("group"))
+                .collect();
+            for k in 0..n {
+                let mut parents = vec![0usize; n];
+                for g in &groups {
+                    for c in &g.children[k] {
+                        parents[c.index()] += 1;
+                    }
+                }
+                for (m, &p) in parents.iter().enumerate() {
+                    assert_eq!(
+                        p,
+                        usize::from(m != k),
+                        "n={n} sender {k}: member {m} has {p} parents"
+                    );
+                }
+                let fanout = groups[k].children[k].len();
+                if n < cfg.binomial_from {
+                    assert_eq!(fanout, n - 1);
+                } else {
+                    assert_eq!(fanout, (usize::BITS - (n - 1).leading_zeros()) as usize);
+                }
+            }
+        }
+    }
 }

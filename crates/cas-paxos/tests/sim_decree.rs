@@ -194,7 +194,7 @@ fn run(s: &Scenario) -> Result<(), String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(std::env::var("SQUALL_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)))]
+    #![proptest_config(ProptestConfig::with_cases(squall_transport_mem::sim::proptest_cases(256)))]
 
     #[test]
     fn agreement_validity_and_termination(s in scenario()) {

@@ -165,7 +165,7 @@ fn leader_crash_mid_stream_keeps_one_order() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(std::env::var("SQUALL_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)))]
+    #![proptest_config(ProptestConfig::with_cases(squall_transport_mem::sim::proptest_cases(24)))]
 
     #[test]
     fn random_schedules_and_crashes(seed in any::<u64>(), five in any::<bool>(), crash in proptest::option::of(100u32..8_000)) {

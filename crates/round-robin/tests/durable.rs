@@ -330,7 +330,7 @@ fn restarted_member_reports_what_its_log_held() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(squall_transport_mem::sim::proptest_cases(512)))]
 
     /// The decoder never panics on arbitrary bytes, and what it keeps decodes again cleanly.
     #[test]

@@ -205,7 +205,7 @@ fn plan() -> impl Strategy<Value = Plan> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(squall_transport_mem::sim::proptest_cases(48)))]
 
     #[test]
     fn proptest_schedules_slow_nodes_and_crashes(plan in plan()) {

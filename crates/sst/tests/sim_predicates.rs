@@ -174,7 +174,7 @@ fn plan() -> impl Strategy<Value = Plan> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(squall_transport_mem::sim::proptest_cases(128)))]
 
     #[test]
     fn predicates_fire_exactly_when_their_condition_holds(plan in plan()) {

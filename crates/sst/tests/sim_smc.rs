@@ -250,7 +250,7 @@ fn plan() -> impl Strategy<Value = Plan> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(squall_transport_mem::sim::proptest_cases(64)))]
 
     #[test]
     fn smc_random_schedules_slow_nodes_and_crashes(plan in plan()) {

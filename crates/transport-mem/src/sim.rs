@@ -936,3 +936,16 @@ pub fn check_seeds(
         }
     }
 }
+
+/// Cases a simulation proptest should run: `SQUALL_PROPTEST_CASES` if set, else `default`.
+///
+/// ```
+/// assert!(squall_transport_mem::sim::proptest_cases(64) >= 1);
+/// ```
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("SQUALL_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+        .max(1)
+}

@@ -449,15 +449,8 @@ fn check(seed: u64, n: usize, actions: &[Action], sabotage: Sabotage) -> Result<
     Ok(())
 }
 
-fn cases() -> u32 {
-    std::env::var("SQUALL_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2048)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(squall_transport_mem::sim::proptest_cases(2048)))]
 
     #[test]
     fn random_programs_match_the_model((seed, n, actions) in program(false)) {

@@ -380,6 +380,14 @@ impl Shared {
         self.links.binary_search_by_key(&peer, |l| l.peer).ok()
     }
 
+    /// The link to post on: refused if the endpoint is closed or the peer unknown.
+    fn open_link(&self, closed: bool, peer: NodeId) -> Result<usize, PostError> {
+        if closed {
+            return Err(PostError::Closed);
+        }
+        self.link_index(peer).ok_or(PostError::UnknownPeer { peer })
+    }
+
     fn complete(&self, link: &Link, p: &Pending, value: u64) {
         self.push_event(Event::Completion(Completion {
             op: p.op,
@@ -1043,12 +1051,7 @@ fn post_op(
     read_into: Option<LocalSlice>,
     encode: impl FnOnce(&mut Vec<u8>),
 ) -> Result<OpId, PostError> {
-    if closed {
-        return Err(PostError::Closed);
-    }
-    let idx = shared
-        .link_index(peer)
-        .ok_or(PostError::UnknownPeer { peer })?;
+    let idx = shared.open_link(closed, peer)?;
     let link = &shared.links[idx];
     let mut st = lock(&link.state);
     // Everything staged before this op goes first (FIFO per link).
@@ -1125,12 +1128,7 @@ fn post_staged(
     kind: OpKind,
     encode: impl FnOnce(&mut Vec<u8>),
 ) -> Result<OpId, PostError> {
-    if closed {
-        return Err(PostError::Closed);
-    }
-    let idx = shared
-        .link_index(peer)
-        .ok_or(PostError::UnknownPeer { peer })?;
+    let idx = shared.open_link(closed, peer)?;
     let link = &shared.links[idx];
     let stage = &mut staged[idx];
     let busy = stage.count + link.outstanding.load(Ordering::Acquire) as u64

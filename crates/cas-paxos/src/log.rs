@@ -403,4 +403,8 @@ impl<T: Transport> TotalOrder for CasPaxos<T> {
     fn wait(&mut self, timeout: Duration) {
         self.ctl.wait(timeout.min(self.cfg.heartbeat_period));
     }
+
+    fn waker(&self) -> squall_transport::Waker {
+        self.ctl.waker()
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use squall_transport::NodeId;
+use squall_transport::{NodeId, Waker};
 use thiserror::Error;
 
 /// A group of replicas (a shard, a partition).
@@ -114,6 +114,10 @@ pub trait TotalOrder {
     /// Parks until there may be work, at most `timeout` (a driver calls this when `poll`
     /// reported nothing).
     fn wait(&mut self, timeout: Duration);
+
+    /// A handle that wakes a [`wait`](Self::wait)ing driver from another thread, e.g. when a
+    /// client request arrives for it to submit.
+    fn waker(&self) -> Waker;
 }
 
 /// Genuine atomic multicast across groups.

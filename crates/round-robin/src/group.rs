@@ -878,6 +878,10 @@ impl<T: Transport> TotalOrder for RoundRobin<T> {
     fn wait(&mut self, timeout: Duration) {
         self.sst.wait(timeout);
     }
+
+    fn waker(&self) -> squall_transport::Waker {
+        self.sst.transport().waker()
+    }
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use squall_transport::{
     Completion, Directory, Event, FailureCause, LocalSlice, NodeId, OpError, OpId, OpKind,
-    PostError, Region, RegionId, RegionSpec, RemoteAddr, Signal, Time, Transport,
+    PostError, Region, RegionId, RegionSpec, RemoteAddr, Signal, Time, Transport, Waker,
 };
 
 use crate::apply::{self, Source};
@@ -871,6 +871,12 @@ impl Transport for SimNode {
                 w.cut(self.me, peer, FailureCause::Local);
             }
         }
+    }
+
+    /// A no-op: every simulated node is driven from the caller's thread, and `wait` runs the
+    /// simulation instead of blocking, so there is never a parked driver to wake.
+    fn waker(&self) -> Waker {
+        Waker::noop()
     }
 
     /// Runs the simulation until something reaches this node or `timeout` of virtual time

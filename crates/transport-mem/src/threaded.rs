@@ -29,6 +29,7 @@ use crossbeam_utils::sync::{Parker, Unparker};
 use squall_transport::{
     Clock, Completion, Directory, Event, FailureCause, LocalSlice, NodeId, OpError, OpId, OpKind,
     PostError, Region, RegionId, RegionSpec, RemoteAddr, Signal, SystemClock, Time, Transport,
+    Waker,
 };
 
 use crate::apply::{self, Source};
@@ -813,6 +814,11 @@ impl Transport for ThreadedNode {
         let events = s.break_pair(self.me, FailureCause::Local, peer, FailureCause::Remote);
         s.report(self.me, peer, &mut self.events);
         self.events.extend(events);
+    }
+
+    fn waker(&self) -> Waker {
+        let unparker = self.shared.nodes[self.me.index()].unparker.clone();
+        Waker::new(move || unparker.unpark())
     }
 
     fn wait(&mut self, timeout: Duration) {

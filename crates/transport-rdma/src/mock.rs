@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::sync::{Parker, Unparker};
-use squall_transport::{NodeId, Region};
+use squall_transport::{NodeId, Region, Waker};
 
 use crate::provider::{
     MemoryKeys, Provider, ProviderError, QpEndpoint, Sge, WcStatus, WorkCompletion, WorkOp,
@@ -563,6 +563,11 @@ impl Provider for MockNic {
 
     fn set_error(&mut self, peer: NodeId) {
         self.state().qp_to_error(self.node, peer);
+    }
+
+    fn waker(&self) -> Waker {
+        let unparker = self.parker.unparker().clone();
+        Waker::new(move || unparker.unpark())
     }
 
     fn wait(&mut self, timeout: Duration) {

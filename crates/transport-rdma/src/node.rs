@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use squall_transport::{
     Clock, Completion, Directory, Event, FailureCause, LocalSlice, NodeId, OpError, OpId, OpKind,
     PostError, Region, RegionId, RegionSpec, RemoteAddr, Signal, SystemClock, Time, Transport,
+    Waker,
 };
 use thiserror::Error;
 
@@ -791,6 +792,10 @@ impl<P: Provider> Transport for RdmaNode<P> {
                 self.report(link, FailureCause::Local);
             }
         }
+    }
+
+    fn waker(&self) -> Waker {
+        self.provider.waker()
     }
 
     fn wait(&mut self, timeout: Duration) {

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use squall_transport::{NodeId, Region};
+use squall_transport::{NodeId, Region, Waker};
 use thiserror::Error;
 
 /// Where a registered region lives and the keys that grant access to it.
@@ -181,4 +181,8 @@ pub trait Provider: Send {
 
     /// Parks until a completion may be ready or `timeout` passes.
     fn wait(&mut self, timeout: Duration);
+
+    /// A handle that makes a blocked [`wait`](Self::wait) return (or the next one return at
+    /// once), from any thread.
+    fn waker(&self) -> Waker;
 }

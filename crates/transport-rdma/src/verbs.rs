@@ -39,7 +39,7 @@ use sideway::ibverbs::queue_pair::{
     BasicQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState,
     SetScatterGatherEntry, WorkRequestFlags,
 };
-use squall_transport::{NodeId, Region};
+use squall_transport::{NodeId, Region, Waker};
 
 use crate::config::RdmaConfig;
 use crate::provider::{
@@ -274,6 +274,8 @@ pub struct VerbsNic {
     polled: VecDeque<WorkCompletion>,
     poll_error: Option<ProviderError>,
     injector: ErrorInjector,
+    /// Set by a [`Waker`]; `wait` returns when it sees it (the nap is the longest delay).
+    woken: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for VerbsNic {
@@ -432,6 +434,7 @@ impl VerbsNic {
             polled: VecDeque::new(),
             poll_error: None,
             injector: ErrorInjector::default(),
+            woken: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -724,6 +727,11 @@ impl Provider for VerbsNic {
         }
     }
 
+    fn waker(&self) -> Waker {
+        let woken = Arc::clone(&self.woken);
+        Waker::new(move || woken.store(true, Ordering::Release))
+    }
+
     fn wait(&mut self, timeout: Duration) {
         self.apply_injected();
         let start = Instant::now();
@@ -732,7 +740,10 @@ impl Provider for VerbsNic {
                 return;
             }
             self.fill();
-            if !self.polled.is_empty() || self.poll_error.is_some() {
+            if !self.polled.is_empty()
+                || self.poll_error.is_some()
+                || self.woken.swap(false, Ordering::AcqRel)
+            {
                 return;
             }
             let elapsed = start.elapsed();

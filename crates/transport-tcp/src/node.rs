@@ -13,6 +13,7 @@ use crossbeam_utils::sync::{Parker, Unparker};
 use squall_transport::{
     Clock, Completion, Directory, Event, FailureCause, LocalSlice, NodeId, OpError, OpId, OpKind,
     PostError, Region, RegionId, RegionSpec, RemoteAddr, Signal, SystemClock, Time, Transport,
+    Waker,
 };
 
 use crate::config::ClusterConfig;
@@ -1387,6 +1388,11 @@ impl Transport for TcpNode {
         }
         st.buf.clear();
         shared.fail_locked(link, &mut st, FailureCause::Local, false);
+    }
+
+    fn waker(&self) -> Waker {
+        let shared = Arc::clone(&self.shared);
+        Waker::new(move || shared.wake_driver())
     }
 
     fn wait(&mut self, timeout: Duration) {

@@ -26,6 +26,7 @@ mod op;
 mod region;
 mod time;
 mod transport;
+mod waker;
 pub mod word;
 
 pub use directory::Directory;
@@ -35,3 +36,4 @@ pub use op::{Completion, Event, LocalSlice, OpKind, RemoteAddr, Signal};
 pub use region::{REGION_ALIGN, Region, RegionSpec};
 pub use time::{Clock, SystemClock, Time};
 pub use transport::Transport;
+pub use waker::Waker;

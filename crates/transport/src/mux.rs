@@ -239,6 +239,10 @@ impl<T: Transport> Transport for MuxHandle<T> {
         self.shared.borrow_mut().endpoint.report_failed(peer);
     }
 
+    fn waker(&self) -> crate::Waker {
+        self.shared.borrow().endpoint.waker()
+    }
+
     fn wait(&mut self, timeout: Duration) {
         let mut s = self.shared.borrow_mut();
         s.pump();

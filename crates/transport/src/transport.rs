@@ -7,6 +7,7 @@ use crate::ids::{NodeId, OpId, RegionId};
 use crate::op::{Event, LocalSlice, RemoteAddr, Signal};
 use crate::region::Region;
 use crate::time::Time;
+use crate::waker::Waker;
 
 /// One node's endpoint on a fabric: its registered regions and a reliable link to each peer.
 ///
@@ -120,4 +121,8 @@ pub trait Transport {
     /// write into a local region) or `timeout` passes. May return early. In the simulator this
     /// advances the simulation instead of sleeping.
     fn wait(&mut self, timeout: Duration);
+
+    /// A handle that wakes this endpoint's driver from another thread (see [`Waker`]): a wake
+    /// makes a blocked [`wait`](Self::wait) return, or the next one return at once.
+    fn waker(&self) -> Waker;
 }

@@ -19,7 +19,7 @@ use squall_transport::conformance::{Fabric, Slot, Stalled};
 use squall_transport::{
     Clock, Completion, Directory, Event, FailureCause, LocalSlice, NodeId, OpError, OpId, OpKind,
     PostError, Region, RegionError, RegionId, RegionSpec, RemoteAddr, Signal, SystemClock, Time,
-    Transport,
+    Transport, Waker,
 };
 use squall_transport_tcp::{ClusterConfig, TcpNode};
 
@@ -685,6 +685,11 @@ impl Transport for ProcNode {
         let mut o = Out::default();
         o.u8(C_REPORT).u32(peer.0);
         self.ack(&o);
+    }
+    /// The proxy forwards `wait` to its node process; nothing in the tests wakes it from
+    /// another thread.
+    fn waker(&self) -> Waker {
+        Waker::noop()
     }
     fn wait(&mut self, timeout: Duration) {
         let mut o = Out::default();

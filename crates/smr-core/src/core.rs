@@ -1,0 +1,849 @@
+//! The sans-IO replica: sessions, deduplication, reads, snapshots. It never touches a backend
+//! or a socket; a driver (the [`runtime`](crate::runtime), or a simulation test) feeds it
+//! requests and deliveries and carries out what it asks.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use squall_ordering::{Delivery, SubmitError, Upcall};
+use squall_transport::NodeId;
+
+use crate::machine::StateMachine;
+use crate::metrics::Metrics;
+use crate::snapshot::Snapshot;
+use crate::wire::{Entry, ErrorCode, ReadMode, Request, Response};
+use crate::{ConfigError, RestoreError};
+
+/// The driver's tag for one request; the core hands it back with the response.
+pub type Token = u64;
+
+/// Settings of a replica's core.
+///
+/// ```
+/// let cfg = squall_smr::CoreConfig::default();
+/// assert!(cfg.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreConfig {
+    /// Client sessions kept for deduplication. Beyond it the least recently used is evicted
+    /// (deterministically, the same on every replica); a client whose session was evicted gets
+    /// [`ErrorCode::SessionExpired`].
+    pub max_sessions: usize,
+}
+
+impl Default for CoreConfig {
+    fn default() -> CoreConfig {
+        CoreConfig {
+            max_sessions: 65_536,
+        }
+    }
+}
+
+impl CoreConfig {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_sessions == 0 {
+            return Err(ConfigError::new(
+                "max_sessions",
+                "must be at least 1 (it bounds the sessions kept for deduplication)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A client session: the latest command applied for it and that command's response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Session {
+    pub(crate) seq: u64,
+    pub(crate) response: Vec<u8>,
+    /// The applied index of its latest command (the LRU key).
+    pub(crate) last_used: u64,
+}
+
+/// Reads waiting for an answer: their tokens and queries.
+type Reads = Vec<(Token, Vec<u8>)>;
+
+/// Who is waiting for an entry in the outbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    Command { client: u64, seq: u64 },
+    Read(Token),
+    Barrier(u64),
+}
+
+/// The sans-IO core of a replica.
+///
+/// ```
+/// use squall_ordering::{Delivery, Upcall};
+/// use squall_smr::wire::{Request, Response};
+/// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine};
+/// use squall_transport::NodeId;
+///
+/// struct Echo;
+/// impl StateMachine for Echo {
+///     fn apply(&mut self, c: &[u8]) -> Vec<u8> { c.to_vec() }
+///     fn query(&self, q: &[u8]) -> Vec<u8> { q.to_vec() }
+///     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+///     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+/// }
+///
+/// let mut core = ReplicaCore::new(NodeId(0), Echo, CoreConfig::default())?;
+/// core.request(1, Request::Command { client: 9, seq: 1, acked: 0, payload: b"hi".to_vec() });
+/// // The driver submits the entry to its backend; here we "deliver" it straight back.
+/// let entry = core.outgoing().unwrap().to_vec();
+/// core.submitted();
+/// core.upcall(Upcall::Deliver(Delivery { position: 0, sender: NodeId(0), payload: entry }));
+/// assert_eq!(core.take_replies(), vec![(1, Response::Ok(b"hi".to_vec()))]);
+/// # Ok::<(), squall_smr::ConfigError>(())
+/// ```
+pub struct ReplicaCore<S> {
+    me: NodeId,
+    sm: S,
+    cfg: CoreConfig,
+    /// Deliveries applied (commands, reads, barriers and undecodable entries alike).
+    applied: u64,
+    sessions: HashMap<u64, Session>,
+    /// `last_used` -> client, for eviction.
+    lru: BTreeMap<u64, u64>,
+    /// Commands this replica submitted (or was asked for) and whose response is owed.
+    pending: HashMap<(u64, u64), Vec<Token>>,
+    /// Barrier-mode reads that arrived since the last barrier was queued.
+    reads_waiting: Reads,
+    /// Barriers queued or in flight, oldest first, with the reads each one serves.
+    barriers: VecDeque<(u64, Reads)>,
+    next_barrier: u64,
+    /// Ordered reads in flight, by token.
+    ordered_reads: HashMap<Token, ()>,
+    outbox: VecDeque<(Vec<u8>, Owner)>,
+    replies: Vec<(Token, Response)>,
+    wedged: bool,
+    stopped: Option<String>,
+    metrics: Metrics,
+}
+
+impl<S: StateMachine> ReplicaCore<S> {
+    /// A core for replica `me` around a fresh state machine.
+    pub fn new(me: NodeId, sm: S, cfg: CoreConfig) -> Result<ReplicaCore<S>, ConfigError> {
+        cfg.validate()?;
+        Ok(ReplicaCore {
+            me,
+            sm,
+            cfg,
+            applied: 0,
+            sessions: HashMap::new(),
+            lru: BTreeMap::new(),
+            pending: HashMap::new(),
+            reads_waiting: Vec::new(),
+            barriers: VecDeque::new(),
+            next_barrier: 0,
+            ordered_reads: HashMap::new(),
+            outbox: VecDeque::new(),
+            replies: Vec::new(),
+            wedged: false,
+            stopped: None,
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// The replica's counters (shared: clone the handle to read them from another thread).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Consumes the core and returns its state machine.
+    pub fn into_state(self) -> S {
+        self.sm
+    }
+
+    /// The state machine (for inspection; change it only through commands).
+    pub fn state(&self) -> &S {
+        &self.sm
+    }
+
+    /// How many deliveries this replica has applied (its position in the replicated log).
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// Whether the backend is wedged (a view change is under way): requests are answered
+    /// [`ErrorCode::Unavailable`] until a new view is installed.
+    pub fn is_wedged(&self) -> bool {
+        self.wedged
+    }
+
+    /// Takes a client request tagged `token`. Answers at once what it can (local reads,
+    /// duplicates of applied commands, refusals); queues the rest for the backend.
+    pub fn request(&mut self, token: Token, req: Request) {
+        if let Some(reason) = self.unavailable() {
+            self.reply(token, error(ErrorCode::Unavailable, reason));
+            return;
+        }
+        match req {
+            Request::Command {
+                client,
+                seq,
+                acked,
+                payload,
+            } => {
+                if let Some(s) = self.sessions.get(&client) {
+                    if s.seq == seq {
+                        self.metrics.add(&self.metrics.duplicates, 1);
+                        let r = Response::Ok(s.response.clone());
+                        self.reply(token, r);
+                        return;
+                    }
+                    if s.seq > seq {
+                        self.reply(token, stale(client, seq, s.seq));
+                        return;
+                    }
+                }
+                let waiting = self.pending.entry((client, seq)).or_default();
+                waiting.push(token);
+                if waiting.len() == 1 {
+                    let entry = Entry::Command {
+                        client,
+                        seq,
+                        acked,
+                        payload: &payload,
+                    };
+                    self.outbox
+                        .push_back((entry.encode(), Owner::Command { client, seq }));
+                }
+            }
+            Request::Read { mode, query } => match mode {
+                ReadMode::Local => {
+                    self.metrics.add(&self.metrics.reads_local, 1);
+                    let r = Response::Ok(self.sm.query(&query));
+                    self.reply(token, r);
+                }
+                ReadMode::Ordered => {
+                    let entry = Entry::Read {
+                        replica: self.me.0,
+                        id: token,
+                        query: &query,
+                    };
+                    self.outbox.push_back((entry.encode(), Owner::Read(token)));
+                    self.ordered_reads.insert(token, ());
+                }
+                ReadMode::Barrier => self.reads_waiting.push((token, query)),
+            },
+        }
+    }
+
+    /// Puts every barrier-mode read taken since the last call behind one new barrier. A driver
+    /// calls this after taking a batch of requests, so concurrent reads share a barrier.
+    pub fn flush_reads(&mut self) {
+        if self.reads_waiting.is_empty() {
+            return;
+        }
+        let id = self.next_barrier;
+        self.next_barrier += 1;
+        let reads = std::mem::take(&mut self.reads_waiting);
+        let entry = Entry::Barrier {
+            replica: self.me.0,
+            id,
+        };
+        self.outbox.push_back((entry.encode(), Owner::Barrier(id)));
+        self.barriers.push_back((id, reads));
+        self.metrics.add(&self.metrics.barriers, 1);
+    }
+
+    /// The next entry to submit to the backend, if any. Call [`submitted`](Self::submitted)
+    /// when the backend took it, or [`refused`](Self::refused) when it did not.
+    pub fn outgoing(&self) -> Option<&[u8]> {
+        self.outbox.front().map(|(e, _)| e.as_slice())
+    }
+
+    /// The backend took the entry [`outgoing`](Self::outgoing) returned.
+    pub fn submitted(&mut self) {
+        self.outbox.pop_front();
+    }
+
+    /// The backend refused the entry [`outgoing`](Self::outgoing) returned. Returns whether to
+    /// try again later (flow control, a wedge): then the entry stays queued.
+    pub fn refused(&mut self, err: &SubmitError) -> bool {
+        match err {
+            SubmitError::WindowFull | SubmitError::Wedged => {
+                self.metrics.add(&self.metrics.submit_retries, 1);
+                if matches!(err, SubmitError::Wedged) {
+                    self.wedge();
+                }
+                true
+            }
+            SubmitError::TooLarge { .. } | SubmitError::NotASender(_) => {
+                let code = if matches!(err, SubmitError::TooLarge { .. }) {
+                    ErrorCode::TooLarge
+                } else {
+                    ErrorCode::Unavailable
+                };
+                if let Some((_, owner)) = self.outbox.pop_front() {
+                    self.fail_owner(owner, code, &err.to_string());
+                }
+                false
+            }
+            SubmitError::Stopped(reason) => {
+                self.stop(reason.clone());
+                false
+            }
+        }
+    }
+
+    /// Takes what the backend reported. Deliveries are applied in order.
+    pub fn upcall(&mut self, upcall: Upcall<Delivery>) {
+        match upcall {
+            Upcall::Deliver(d) => self.deliver(&d),
+            Upcall::Durable(_) => {}
+            Upcall::View(v) => {
+                tracing::info!(replica = %self.me, view = v.id, members = ?v.members, "new view");
+                self.wedged = false;
+            }
+            Upcall::Wedged => self.wedge(),
+            Upcall::Discarded(entry) => {
+                // A view change dropped it; submit it again with its owner, if still owed.
+                if let Some(owner) = self.owner_of(&entry) {
+                    self.outbox.push_back((entry, owner));
+                }
+            }
+        }
+    }
+
+    /// The backend stopped for good: every request owed an answer gets
+    /// [`ErrorCode::Unavailable`], and so does every later one.
+    pub fn stop(&mut self, reason: String) {
+        tracing::warn!(replica = %self.me, %reason, "backend stopped");
+        self.stopped = Some(reason.clone());
+        self.fail_all(&reason);
+    }
+
+    /// Responses ready to be sent, with their tokens.
+    pub fn take_replies(&mut self) -> Vec<(Token, Response)> {
+        std::mem::take(&mut self.replies)
+    }
+
+    /// Appends ready responses to `out` (no allocation when `out` has room).
+    pub fn drain_replies(&mut self, out: &mut Vec<(Token, Response)>) {
+        out.append(&mut self.replies);
+    }
+
+    /// Forgets a request whose client went away (its token will not be answered).
+    pub fn cancel(&mut self, token: Token) {
+        self.ordered_reads.remove(&token);
+        self.reads_waiting.retain(|(t, _)| *t != token);
+        for (_, reads) in &mut self.barriers {
+            reads.retain(|(t, _)| *t != token);
+        }
+        self.pending.retain(|_, tokens| {
+            tokens.retain(|t| *t != token);
+            !tokens.is_empty()
+        });
+    }
+
+    /// The replica's state as a snapshot: the state machine, the sessions, and the position.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut sessions: Vec<(u64, Session)> =
+            self.sessions.iter().map(|(c, s)| (*c, s.clone())).collect();
+        sessions.sort_by_key(|(c, _)| *c);
+        Snapshot {
+            applied: self.applied,
+            sessions,
+            state: self.sm.snapshot(),
+        }
+    }
+
+    /// Replaces the state with `snapshot` (state transfer to a joiner, or a restart): the next
+    /// delivery fed to this core must be the one after the snapshot's position. Requests owed
+    /// an answer are answered [`ErrorCode::Unavailable`] (their entries may be lost).
+    pub fn restore(&mut self, snapshot: &Snapshot) -> Result<(), RestoreError> {
+        self.sm.restore(&snapshot.state)?;
+        self.applied = snapshot.applied;
+        self.sessions = snapshot.sessions.iter().cloned().collect();
+        self.lru = self
+            .sessions
+            .iter()
+            .map(|(c, s)| (s.last_used, *c))
+            .collect();
+        self.fail_all("the replica restored a snapshot; retry");
+        Ok(())
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        if let Some(r) = &self.stopped {
+            return Some(format!("the ordering backend stopped: {r}"));
+        }
+        self.wedged
+            .then(|| "the group is wedged for a view change; retry at another replica".into())
+    }
+
+    fn wedge(&mut self) {
+        if !self.wedged {
+            tracing::warn!(replica = %self.me, "ordering wedged; failing requests over");
+            self.wedged = true;
+            self.fail_all("the group wedged for a view change; retry at another replica");
+        }
+    }
+
+    /// Answers every owed request with `Unavailable` and empties the outbox.
+    fn fail_all(&mut self, reason: &str) {
+        let msg = reason.to_owned();
+        let mut tokens: Vec<Token> = self.pending.drain().flat_map(|(_, t)| t).collect();
+        tokens.extend(self.ordered_reads.drain().map(|(t, _)| t));
+        tokens.extend(self.reads_waiting.drain(..).map(|(t, _)| t));
+        tokens.extend(
+            self.barriers
+                .drain(..)
+                .flat_map(|(_, r)| r.into_iter().map(|(t, _)| t)),
+        );
+        self.outbox.clear();
+        tokens.sort_unstable();
+        for t in tokens {
+            self.reply(t, error(ErrorCode::Unavailable, msg.clone()));
+        }
+    }
+
+    fn fail_owner(&mut self, owner: Owner, code: ErrorCode, msg: &str) {
+        let tokens: Vec<Token> = match owner {
+            Owner::Command { client, seq } => {
+                self.pending.remove(&(client, seq)).unwrap_or_default()
+            }
+            Owner::Read(t) => self
+                .ordered_reads
+                .remove(&t)
+                .map(|()| t)
+                .into_iter()
+                .collect(),
+            Owner::Barrier(id) => {
+                let pos = self.barriers.iter().position(|(b, _)| *b == id);
+                pos.and_then(|p| self.barriers.remove(p))
+                    .map(|(_, r)| r.into_iter().map(|(t, _)| t).collect())
+                    .unwrap_or_default()
+            }
+        };
+        for t in tokens {
+            self.reply(t, error(code, msg.to_owned()));
+        }
+    }
+
+    fn owner_of(&self, entry: &[u8]) -> Option<Owner> {
+        match Entry::decode(entry).ok()? {
+            Entry::Command { client, seq, .. } => self
+                .pending
+                .contains_key(&(client, seq))
+                .then_some(Owner::Command { client, seq }),
+            Entry::Read { replica, id, .. } => (replica == self.me.0
+                && self.ordered_reads.contains_key(&id))
+            .then_some(Owner::Read(id)),
+            Entry::Barrier { replica, id } => (replica == self.me.0
+                && self.barriers.iter().any(|(b, _)| *b == id))
+            .then_some(Owner::Barrier(id)),
+        }
+    }
+
+    fn deliver(&mut self, d: &Delivery) {
+        let index = self.applied;
+        self.applied += 1;
+        let entry = match Entry::decode(&d.payload) {
+            Ok(e) => e,
+            Err(e) => {
+                // Every replica sees the same bytes at the same position, so every replica
+                // skips it: the states stay identical.
+                tracing::warn!(replica = %self.me, position = d.position, sender = %d.sender,
+                    error = %e, "skipping an undecodable log entry");
+                self.metrics.add(&self.metrics.undecodable, 1);
+                return;
+            }
+        };
+        match entry {
+            Entry::Command {
+                client,
+                seq,
+                acked,
+                payload,
+            } => self.apply_command(index, client, seq, acked, payload),
+            Entry::Read { replica, id, query } => {
+                if replica == self.me.0 && self.ordered_reads.remove(&id).is_some() {
+                    self.metrics.add(&self.metrics.reads_ordered, 1);
+                    let r = Response::Ok(self.sm.query(query));
+                    self.reply(id, r);
+                }
+            }
+            Entry::Barrier { replica, id } => {
+                if replica != self.me.0 {
+                    return;
+                }
+                // Reads behind an earlier barrier that has not arrived yet are served here too:
+                // this barrier was submitted after they were invoked, which is all the
+                // argument needs.
+                while self.barriers.front().is_some_and(|(b, _)| *b <= id) {
+                    let Some((_, reads)) = self.barriers.pop_front() else {
+                        break;
+                    };
+                    self.metrics
+                        .add(&self.metrics.reads_barrier, reads.len() as u64);
+                    for (t, q) in reads {
+                        let r = Response::Ok(self.sm.query(&q));
+                        self.reply(t, r);
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_command(&mut self, index: u64, client: u64, seq: u64, acked: u64, payload: &[u8]) {
+        let response = match self.sessions.get(&client) {
+            Some(s) if s.seq == seq => {
+                self.metrics.add(&self.metrics.duplicates, 1);
+                Response::Ok(s.response.clone())
+            }
+            Some(s) if s.seq > seq => stale(client, seq, s.seq),
+            None if acked > 0 => {
+                self.metrics.add(&self.metrics.sessions_expired, 1);
+                error(
+                    ErrorCode::SessionExpired,
+                    format!(
+                        "session {client:#x} is not known here (evicted after {} sessions); \
+                         start a new client",
+                        self.cfg.max_sessions
+                    ),
+                )
+            }
+            previous => {
+                if let Some(s) = previous {
+                    self.lru.remove(&s.last_used);
+                }
+                let out = self.sm.apply(payload);
+                self.metrics.add(&self.metrics.commands_applied, 1);
+                self.sessions.insert(
+                    client,
+                    Session {
+                        seq,
+                        response: out.clone(),
+                        last_used: index,
+                    },
+                );
+                self.lru.insert(index, client);
+                self.evict();
+                Response::Ok(out)
+            }
+        };
+        if let Some(tokens) = self.pending.remove(&(client, seq)) {
+            for t in tokens {
+                self.reply(t, response.clone());
+            }
+        }
+    }
+
+    fn evict(&mut self) {
+        while self.sessions.len() > self.cfg.max_sessions {
+            let Some((_, client)) = self.lru.pop_first() else {
+                break;
+            };
+            self.sessions.remove(&client);
+            self.metrics.add(&self.metrics.sessions_evicted, 1);
+        }
+    }
+
+    fn reply(&mut self, token: Token, r: Response) {
+        self.replies.push((token, r));
+    }
+}
+
+fn error(code: ErrorCode, message: String) -> Response {
+    Response::Error { code, message }
+}
+
+fn stale(client: u64, seq: u64, latest: u64) -> Response {
+    error(
+        ErrorCode::Stale,
+        format!("command {seq} of session {client:#x} is older than its latest ({latest})"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use squall_ordering::SubmitError;
+
+    /// Appends every command; the response is the log length. Not idempotent, so applying a
+    /// command twice shows.
+    #[derive(Default)]
+    struct Append(Vec<Vec<u8>>);
+
+    impl StateMachine for Append {
+        fn apply(&mut self, c: &[u8]) -> Vec<u8> {
+            self.0.push(c.to_vec());
+            (self.0.len() as u64).to_le_bytes().to_vec()
+        }
+        fn query(&self, _: &[u8]) -> Vec<u8> {
+            (self.0.len() as u64).to_le_bytes().to_vec()
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            self.0.join(&b","[..])
+        }
+        fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+            self.0 = if s.is_empty() {
+                Vec::new()
+            } else {
+                s.split(|b| *b == b',').map(<[u8]>::to_vec).collect()
+            };
+            Ok(())
+        }
+    }
+
+    fn core(max_sessions: usize) -> ReplicaCore<Append> {
+        ReplicaCore::new(NodeId(0), Append::default(), CoreConfig { max_sessions }).unwrap()
+    }
+
+    fn cmd(client: u64, seq: u64, acked: u64, p: &[u8]) -> Vec<u8> {
+        Entry::Command {
+            client,
+            seq,
+            acked,
+            payload: p,
+        }
+        .encode()
+    }
+
+    fn deliver(c: &mut ReplicaCore<Append>, payload: Vec<u8>) {
+        let position = c.applied();
+        c.upcall(Upcall::Deliver(Delivery {
+            position,
+            sender: NodeId(0),
+            payload,
+        }));
+    }
+
+    fn len(n: u64) -> Response {
+        Response::Ok(n.to_le_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_command_delivered_twice_is_applied_once() {
+        let mut c = core(16);
+        c.request(
+            1,
+            Request::Command {
+                client: 7,
+                seq: 1,
+                acked: 0,
+                payload: b"a".to_vec(),
+            },
+        );
+        deliver(&mut c, cmd(7, 1, 0, b"a"));
+        deliver(&mut c, cmd(8, 1, 0, b"b"));
+        // The client's retry elsewhere was ordered too: a duplicate, answered from the table.
+        deliver(&mut c, cmd(7, 1, 0, b"a"));
+        assert_eq!(c.state().0, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(c.take_replies(), vec![(1, len(1))]);
+        // A retry that reaches this replica after the fact is answered with the first response.
+        c.request(
+            2,
+            Request::Command {
+                client: 7,
+                seq: 1,
+                acked: 0,
+                payload: b"a".to_vec(),
+            },
+        );
+        assert_eq!(c.take_replies(), vec![(2, len(1))]);
+        // An older command than the session's latest is refused, not applied.
+        deliver(&mut c, cmd(7, 2, 1, b"c"));
+        deliver(&mut c, cmd(7, 1, 0, b"a"));
+        assert_eq!(c.state().0.len(), 3);
+        c.request(
+            3,
+            Request::Command {
+                client: 7,
+                seq: 1,
+                acked: 0,
+                payload: b"a".to_vec(),
+            },
+        );
+        assert!(matches!(
+            c.take_replies()[..],
+            [(
+                3,
+                Response::Error {
+                    code: ErrorCode::Stale,
+                    ..
+                }
+            )]
+        ));
+        assert_eq!(
+            c.metrics()
+                .duplicates
+                .load(std::sync::atomic::Ordering::Relaxed),
+            2
+        );
+    }
+
+    #[test]
+    fn evicted_sessions_expire_instead_of_applying_twice() {
+        let mut a = core(2);
+        let mut b = core(2);
+        for c in [&mut a, &mut b] {
+            deliver(c, cmd(1, 1, 0, b"x"));
+            deliver(c, cmd(2, 1, 0, b"y"));
+            deliver(c, cmd(1, 2, 1, b"z")); // session 1 is now the most recent
+            deliver(c, cmd(3, 1, 0, b"w")); // evicts session 2, the least recently used
+        }
+        assert_eq!(a.snapshot(), b.snapshot(), "eviction is deterministic");
+        a.request(
+            9,
+            Request::Command {
+                client: 2,
+                seq: 2,
+                acked: 1,
+                payload: b"v".to_vec(),
+            },
+        );
+        deliver(&mut a, cmd(2, 2, 1, b"v"));
+        assert!(matches!(
+            a.take_replies()[..],
+            [(
+                9,
+                Response::Error {
+                    code: ErrorCode::SessionExpired,
+                    ..
+                }
+            )]
+        ));
+        assert_eq!(a.state().0.len(), 4, "the expired command was not applied");
+        // A brand-new session (acked 0) is welcome.
+        deliver(&mut a, cmd(4, 1, 0, b"u"));
+        assert_eq!(a.state().0.len(), 5);
+    }
+
+    #[test]
+    fn a_restored_replica_continues_identically() {
+        let mut a = core(16);
+        let entries: Vec<Vec<u8>> = (0..10u64)
+            .map(|i| cmd(i % 3, i / 3 + 1, i / 3, &[b'a' + i as u8]))
+            .collect();
+        for e in &entries[..6] {
+            deliver(&mut a, e.clone());
+        }
+        let snap = Snapshot::decode(&a.snapshot().encode()).unwrap();
+        let mut b = core(16);
+        b.restore(&snap).unwrap();
+        assert_eq!(b.applied(), 6);
+        for e in &entries[6..] {
+            deliver(&mut a, e.clone());
+            deliver(&mut b, e.clone());
+        }
+        // A duplicate of a command applied before the snapshot is still recognised.
+        deliver(&mut a, entries[0].clone());
+        deliver(&mut b, entries[0].clone());
+        assert_eq!(a.snapshot(), b.snapshot());
+        assert_eq!(a.state().0.len(), 10);
+    }
+
+    #[test]
+    fn barrier_reads_wait_for_their_barrier_and_batch() {
+        let mut c = core(16);
+        for t in 0..3 {
+            c.request(
+                t,
+                Request::Read {
+                    mode: ReadMode::Barrier,
+                    query: Vec::new(),
+                },
+            );
+        }
+        c.flush_reads();
+        let barrier = c.outgoing().unwrap().to_vec();
+        c.submitted();
+        assert!(c.outgoing().is_none(), "one barrier for the whole batch");
+        deliver(&mut c, cmd(1, 1, 0, b"a"));
+        assert!(c.take_replies().is_empty(), "no answer before the barrier");
+        // Another replica's barrier does not release them.
+        deliver(&mut c, Entry::Barrier { replica: 5, id: 0 }.encode());
+        assert!(c.take_replies().is_empty());
+        deliver(&mut c, barrier);
+        assert_eq!(
+            c.take_replies(),
+            vec![(0, len(1)), (1, len(1)), (2, len(1))]
+        );
+    }
+
+    #[test]
+    fn refusals_and_wedges_answer_the_owner() {
+        let mut c = core(16);
+        c.request(
+            1,
+            Request::Command {
+                client: 1,
+                seq: 1,
+                acked: 0,
+                payload: vec![0; 10],
+            },
+        );
+        assert!(!c.refused(&SubmitError::TooLarge { len: 40, max: 8 }));
+        assert!(matches!(
+            c.take_replies()[..],
+            [(
+                1,
+                Response::Error {
+                    code: ErrorCode::TooLarge,
+                    ..
+                }
+            )]
+        ));
+        c.request(
+            2,
+            Request::Read {
+                mode: ReadMode::Ordered,
+                query: Vec::new(),
+            },
+        );
+        assert!(
+            c.refused(&SubmitError::WindowFull),
+            "flow control: try again"
+        );
+        assert!(c.outgoing().is_some());
+        c.upcall(Upcall::Wedged);
+        assert!(matches!(
+            c.take_replies()[..],
+            [(
+                2,
+                Response::Error {
+                    code: ErrorCode::Unavailable,
+                    ..
+                }
+            )]
+        ));
+        c.request(
+            3,
+            Request::Read {
+                mode: ReadMode::Local,
+                query: Vec::new(),
+            },
+        );
+        assert!(matches!(
+            c.take_replies()[..],
+            [(
+                3,
+                Response::Error {
+                    code: ErrorCode::Unavailable,
+                    ..
+                }
+            )]
+        ));
+    }
+
+    #[test]
+    fn undecodable_entries_are_skipped_alike() {
+        let mut c = core(16);
+        deliver(&mut c, vec![0xde, 0xad]);
+        deliver(&mut c, cmd(1, 1, 0, b"a"));
+        assert_eq!(c.applied(), 2);
+        assert_eq!(c.state().0.len(), 1);
+        assert_eq!(
+            c.metrics()
+                .undecodable
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! A replica's counters, readable from any thread while it runs.
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The counters themselves (see [`Metrics`]).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Commands applied to the state machine (duplicates excluded).
+    pub commands_applied: AtomicU64,
+    /// Retried commands answered from the session table instead of being applied again.
+    pub duplicates: AtomicU64,
+    /// Reads served behind barriers.
+    pub reads_barrier: AtomicU64,
+    /// Reads served at their own log position.
+    pub reads_ordered: AtomicU64,
+    /// Reads served from local state without ordering.
+    pub reads_local: AtomicU64,
+    /// Barriers submitted (each serves a batch of reads).
+    pub barriers: AtomicU64,
+    /// Submissions the backend asked to retry later (flow control, wedge).
+    pub submit_retries: AtomicU64,
+    /// Log entries that could not be decoded and were skipped (on every replica alike).
+    pub undecodable: AtomicU64,
+    /// Sessions evicted to stay within `max_sessions`.
+    pub sessions_evicted: AtomicU64,
+    /// Commands refused because their session had been evicted.
+    pub sessions_expired: AtomicU64,
+    /// Requests refused because the request queue was full.
+    pub busy: AtomicU64,
+}
+
+/// A shared handle to a replica's [`Counters`]; clones see the same counters.
+///
+/// ```
+/// use std::sync::atomic::Ordering;
+/// let m = squall_smr::Metrics::default();
+/// m.add(&m.barriers, 2);
+/// assert_eq!(m.clone().barriers.load(Ordering::Relaxed), 2);
+/// assert!(m.to_string().contains("barriers=2"));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Metrics(Arc<Counters>);
+
+impl Metrics {
+    /// Adds `n` to one of this handle's counters.
+    pub fn add(&self, counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+impl Deref for Metrics {
+    type Target = Counters;
+    fn deref(&self) -> &Counters {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.0;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        write!(
+            f,
+            "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
+             submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={}",
+            l(&c.commands_applied),
+            l(&c.duplicates),
+            l(&c.reads_barrier),
+            l(&c.reads_ordered),
+            l(&c.reads_local),
+            l(&c.barriers),
+            l(&c.submit_retries),
+            l(&c.undecodable),
+            l(&c.sessions_evicted),
+            l(&c.sessions_expired),
+            l(&c.busy),
+        )
+    }
+}

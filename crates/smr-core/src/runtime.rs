@@ -1,0 +1,400 @@
+//! The replica runtime: one driver thread per replica runs the ordering backend and the
+//! [`ReplicaCore`], and any thread hands it requests through a [`ReplicaHandle`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
+use squall_ordering::{TotalOrder, Upcall};
+use squall_transport::{NodeId, Waker};
+use thiserror::Error;
+use tokio::sync::oneshot;
+
+use crate::ConfigError;
+use crate::core::{CoreConfig, ReplicaCore, Token};
+use crate::machine::StateMachine;
+use crate::metrics::Metrics;
+use crate::wire::{ErrorCode, Request, Response};
+
+/// Settings of a replica's runtime.
+///
+/// ```
+/// let cfg = squall_smr::ReplicaConfig::default();
+/// assert!(cfg.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaConfig {
+    /// The core's settings.
+    pub core: CoreConfig,
+    /// Requests queued for the driver thread; beyond it [`ReplicaHandle::submit`] answers
+    /// [`Busy`].
+    pub queue: usize,
+    /// Requests the driver takes per loop turn before it polls the backend again.
+    pub batch: usize,
+    /// The longest the driver parks when idle. The backend and new requests wake it sooner;
+    /// this only bounds how late it notices a client that went away.
+    pub idle_park: Duration,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> ReplicaConfig {
+        ReplicaConfig {
+            core: CoreConfig::default(),
+            queue: 65_536,
+            batch: 256,
+            idle_park: Duration::from_millis(10),
+        }
+    }
+}
+
+impl ReplicaConfig {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.core.validate()?;
+        if self.queue == 0 {
+            return Err(ConfigError::new("queue", "must be at least 1"));
+        }
+        if self.batch == 0 {
+            return Err(ConfigError::new("batch", "must be at least 1"));
+        }
+        if self.idle_park.is_zero() {
+            return Err(ConfigError::new(
+                "idle_park",
+                "must be positive (the driver parks between polls when idle)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The request queue is full.
+///
+/// ```
+/// assert!(squall_smr::Busy.to_string().contains("full"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[error("the replica's request queue is full; retry later or at another replica")]
+pub struct Busy;
+
+/// Why a replica could not start or ended badly.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// A setting is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The backend could not be built.
+    #[error("the ordering backend could not start: {0}")]
+    Backend(String),
+    /// The driver thread could not be spawned.
+    #[error("cannot spawn the replica thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// The driver thread panicked.
+    #[error("the replica thread panicked: {0}")]
+    Panicked(String),
+}
+
+struct Job {
+    req: Request,
+    reply: oneshot::Sender<Response>,
+}
+
+/// Hands requests to a running replica; cheap to clone, usable from any thread or task.
+#[derive(Clone, Debug)]
+pub struct ReplicaHandle {
+    me: NodeId,
+    tx: Sender<Job>,
+    waker: Waker,
+    metrics: Metrics,
+}
+
+impl ReplicaHandle {
+    /// This replica's node id.
+    pub fn id(&self) -> NodeId {
+        self.me
+    }
+
+    /// Queues a request without blocking; the response arrives on the returned receiver (it
+    /// resolves to an error if the replica shuts down first).
+    pub fn submit(&self, req: Request) -> Result<oneshot::Receiver<Response>, Busy> {
+        let (reply, rx) = oneshot::channel();
+        match self.tx.try_send(Job { req, reply }) {
+            Ok(()) => {
+                self.waker.wake();
+                Ok(rx)
+            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.metrics.add(&self.metrics.busy, 1);
+                Err(Busy)
+            }
+        }
+    }
+
+    /// Submits a request and awaits its response; a full queue or a replica that shut down
+    /// answers as an error response.
+    pub async fn call(&self, req: Request) -> Response {
+        match self.submit(req) {
+            Ok(rx) => rx.await.unwrap_or_else(|_| Response::Error {
+                code: ErrorCode::Unavailable,
+                message: "the replica shut down".into(),
+            }),
+            Err(Busy) => Response::Error {
+                code: ErrorCode::Busy,
+                message: Busy.to_string(),
+            },
+        }
+    }
+
+    /// The replica's counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}
+
+/// A running replica: a driver thread that owns the backend and the state machine.
+///
+/// ```
+/// use std::time::Duration;
+/// use squall_round_robin::{Config, RoundRobin};
+/// use squall_smr::wire::{Request, Response};
+/// use squall_smr::{Replica, ReplicaConfig, RestoreError, StateMachine};
+/// use squall_transport::{NodeId, Transport};
+/// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+///
+/// #[derive(Default)]
+/// struct Log(Vec<u8>);
+/// impl StateMachine for Log {
+///     fn apply(&mut self, c: &[u8]) -> Vec<u8> { self.0.extend_from_slice(c); self.0.clone() }
+///     fn query(&self, _: &[u8]) -> Vec<u8> { self.0.clone() }
+///     fn snapshot(&self) -> Vec<u8> { self.0.clone() }
+///     fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> { self.0 = s.to_vec(); Ok(()) }
+/// }
+///
+/// let members: Vec<NodeId> = (0..2).map(NodeId).collect();
+/// let cfg = Config::new(members.clone());
+/// let layout = RoundRobin::<squall_transport_mem::threaded::ThreadedNode>::layout(&cfg)?;
+/// let nodes = ThreadedFabric::new(ThreadedConfig::default())?.cluster(2, &layout)?;
+/// let replicas: Vec<Replica<Log>> = nodes
+///     .into_iter()
+///     .map(|t| {
+///         let cfg = cfg.clone();
+///         Replica::spawn(t.local_id(), move || RoundRobin::new(t, cfg), Log::default(), ReplicaConfig::default())
+///     })
+///     .collect::<Result<_, _>>()?;
+/// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+/// let put = Request::Command { client: 1, seq: 1, acked: 0, payload: b"a".to_vec() };
+/// assert_eq!(rt.block_on(replicas[0].handle().call(put)), Response::Ok(b"a".to_vec()));
+/// for r in replicas {
+///     assert_eq!(r.shutdown()?.0, b"a");
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Replica<S> {
+    handle: ReplicaHandle,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<S>>,
+}
+
+impl<S: StateMachine> Replica<S> {
+    /// Starts replica `me`: `make` builds the ordering backend on the driver thread (backends
+    /// need not be `Send`), which then runs until [`shutdown`](Self::shutdown).
+    pub fn spawn<B, E, F>(
+        me: NodeId,
+        make: F,
+        sm: S,
+        cfg: ReplicaConfig,
+    ) -> Result<Replica<S>, RuntimeError>
+    where
+        B: TotalOrder + 'static,
+        E: std::fmt::Display,
+        F: FnOnce() -> Result<B, E> + Send + 'static,
+    {
+        cfg.validate()?;
+        let core = ReplicaCore::new(me, sm, cfg.core.clone())?;
+        let metrics = core.metrics().clone();
+        let (tx, rx) = crossbeam_channel::bounded(cfg.queue);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Waker, String>>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name(format!("squall-replica-{}", me.0))
+            .spawn(move || {
+                let span = tracing::info_span!("replica", id = me.0);
+                let _enter = span.enter();
+                let backend = match make() {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return core.into_state();
+                    }
+                };
+                let _ = ready_tx.send(Ok(backend.waker()));
+                Driver {
+                    core,
+                    backend,
+                    rx,
+                    stop: thread_stop,
+                    cfg,
+                    waiting: HashMap::new(),
+                    next_token: 0,
+                }
+                .run()
+            })
+            .map_err(RuntimeError::Spawn)?;
+        let waker = match ready_rx.recv() {
+            Ok(Ok(w)) => w,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(RuntimeError::Backend(e));
+            }
+            Err(_) => {
+                return Err(RuntimeError::Panicked(join_message(thread.join().err())));
+            }
+        };
+        Ok(Replica {
+            handle: ReplicaHandle {
+                me,
+                tx,
+                waker,
+                metrics,
+            },
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// A handle for submitting requests.
+    pub fn handle(&self) -> ReplicaHandle {
+        self.handle.clone()
+    }
+
+    /// Stops the driver (requests still owed an answer get [`ErrorCode::Unavailable`]) and
+    /// returns the state machine.
+    pub fn shutdown(mut self) -> Result<S, RuntimeError> {
+        self.stop.store(true, Ordering::Release);
+        self.handle.waker.wake();
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|e| RuntimeError::Panicked(join_message(Some(e)))),
+            None => Err(RuntimeError::Panicked("already shut down".into())),
+        }
+    }
+}
+
+impl<S> Drop for Replica<S> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.handle.waker.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn join_message(e: Option<Box<dyn std::any::Any + Send>>) -> String {
+    match e {
+        Some(e) => e
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| e.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into()),
+        None => "the thread ended without reporting".into(),
+    }
+}
+
+struct Driver<B, S> {
+    core: ReplicaCore<S>,
+    backend: B,
+    rx: Receiver<Job>,
+    stop: Arc<AtomicBool>,
+    cfg: ReplicaConfig,
+    waiting: HashMap<Token, oneshot::Sender<Response>>,
+    next_token: Token,
+}
+
+impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
+    fn run(mut self) -> S {
+        let mut upcalls: Vec<Upcall<squall_ordering::Delivery>> = Vec::new();
+        let mut replies = Vec::new();
+        let mut turns: u64 = 0;
+        while !self.stop.load(Ordering::Acquire) {
+            turns += 1;
+            let took = self.take_requests();
+            self.core.flush_reads();
+            while let Some(entry) = self.core.outgoing() {
+                match self.backend.submit(entry) {
+                    Ok(()) => self.core.submitted(),
+                    Err(e) => {
+                        if self.core.refused(&e) {
+                            break;
+                        }
+                    }
+                }
+            }
+            let busy = self.backend.poll(&mut upcalls);
+            for u in upcalls.drain(..) {
+                self.core.upcall(u);
+            }
+            self.core.drain_replies(&mut replies);
+            for (t, r) in replies.drain(..) {
+                if let Some(tx) = self.waiting.remove(&t) {
+                    let _ = tx.send(r);
+                }
+            }
+            if !busy && took == 0 {
+                if turns % 64 == 0 {
+                    self.forget_abandoned();
+                }
+                self.backend.wait(self.cfg.idle_park);
+            }
+        }
+        // Answer what is still owed, then hand the state back.
+        self.core.stop("the replica is shutting down".into());
+        self.core.drain_replies(&mut replies);
+        for (t, r) in replies.drain(..) {
+            if let Some(tx) = self.waiting.remove(&t) {
+                let _ = tx.send(r);
+            }
+        }
+        self.core.into_state()
+    }
+
+    fn take_requests(&mut self) -> usize {
+        let mut took = 0;
+        while took < self.cfg.batch {
+            match self.rx.try_recv() {
+                Ok(job) => {
+                    let t = self.next_token;
+                    self.next_token += 1;
+                    self.waiting.insert(t, job.reply);
+                    self.core.request(t, job.req);
+                    took += 1;
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    // Every handle is gone: nobody can ask anything any more.
+                    self.stop.store(true, Ordering::Release);
+                    break;
+                }
+            }
+        }
+        took
+    }
+
+    /// Drops requests whose requester stopped waiting (a client timed out and went elsewhere).
+    fn forget_abandoned(&mut self) {
+        let gone: Vec<Token> = self
+            .waiting
+            .iter()
+            .filter(|(_, tx)| tx.is_closed())
+            .map(|(t, _)| *t)
+            .collect();
+        for t in gone {
+            self.waiting.remove(&t);
+            self.core.cancel(t);
+        }
+    }
+}

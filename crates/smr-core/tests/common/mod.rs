@@ -1,0 +1,500 @@
+//! A simulated replicated KV service: every replica a `ReplicaCore` over a backend on the
+//! simulated fabric, simulated clients with timeouts and fail-over, and the history they
+//! observe, recorded for the linearizability checker.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use squall_cas_paxos::layout::Layout;
+use squall_cas_paxos::log::{CasPaxos, LogConfig};
+use squall_ordering::linearizability::Operation;
+use squall_ordering::linearizability::kv::{KvInput, KvOutput};
+use squall_ordering::{Delivery, TotalOrder, Upcall};
+use squall_round_robin::{Config, RoundRobin};
+use squall_smr::wire::{ReadMode, Request, Response};
+use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine, Token};
+use squall_transport::NodeId;
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+
+/// The KV state machine of the tests: `u64` keys and values, the checker's model exactly.
+#[derive(Default, Clone, PartialEq, Eq, Debug)]
+pub struct KvSm(pub BTreeMap<u64, u64>);
+
+pub fn encode_input(i: &KvInput) -> Vec<u8> {
+    let mut out = Vec::new();
+    let (tag, a, b, c) = match *i {
+        KvInput::Get(k) => (0u8, k, 0, 0),
+        KvInput::Put(k, v) => (1, k, v, 0),
+        KvInput::Delete(k) => (2, k, 0, 0),
+        KvInput::Cas(k, e, n) => (3 + u8::from(e.is_some()), k, e.unwrap_or(0), n),
+        KvInput::Scan(lo, hi) => (5, lo, hi, 0),
+    };
+    out.push(tag);
+    for x in [a, b, c] {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+fn decode_input(b: &[u8]) -> Option<KvInput> {
+    if b.len() != 25 {
+        return None;
+    }
+    let w = |i: usize| u64::from_le_bytes(b[1 + 8 * i..9 + 8 * i].try_into().unwrap());
+    Some(match b[0] {
+        0 => KvInput::Get(w(0)),
+        1 => KvInput::Put(w(0), w(1)),
+        2 => KvInput::Delete(w(0)),
+        3 => KvInput::Cas(w(0), None, w(2)),
+        4 => KvInput::Cas(w(0), Some(w(1)), w(2)),
+        5 => KvInput::Scan(w(0), w(1)),
+        _ => return None,
+    })
+}
+
+pub fn decode_output(b: &[u8]) -> Option<KvOutput> {
+    let w = |i: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            b.get(1 + 8 * i..9 + 8 * i)?.try_into().ok()?,
+        ))
+    };
+    Some(match *b.first()? {
+        0 => KvOutput::Ok,
+        1 => KvOutput::Value(None),
+        2 => KvOutput::Value(Some(w(0)?)),
+        3 | 4 => KvOutput::Cas(
+            b[0] == 4,
+            if w(0)? == u64::MAX { None } else { Some(w(0)?) },
+        ),
+        5 => KvOutput::Scan(
+            (0..(b.len() - 1) / 16)
+                .map(|i| (w(2 * i).unwrap(), w(2 * i + 1).unwrap()))
+                .collect(),
+        ),
+        _ => return None,
+    })
+}
+
+fn encode_output(o: &KvOutput) -> Vec<u8> {
+    let mut out = Vec::new();
+    match o {
+        KvOutput::Ok => out.push(0),
+        KvOutput::Value(None) => out.push(1),
+        KvOutput::Value(Some(v)) => {
+            out.push(2);
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        KvOutput::Cas(swapped, seen) => {
+            out.push(if *swapped { 4 } else { 3 });
+            out.extend_from_slice(&seen.unwrap_or(u64::MAX).to_le_bytes());
+        }
+        KvOutput::Scan(pairs) => {
+            out.push(5);
+            for (k, v) in pairs {
+                out.extend_from_slice(&k.to_le_bytes());
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    out
+}
+
+impl KvSm {
+    fn run(&mut self, input: &[u8]) -> Vec<u8> {
+        let Some(i) = decode_input(input) else {
+            return vec![0xff];
+        };
+        let (next, out) = squall_ordering::linearizability::Model::step(
+            &squall_ordering::linearizability::kv::Kv,
+            &self.0,
+            &i,
+        );
+        self.0 = next;
+        encode_output(&out)
+    }
+}
+
+impl StateMachine for KvSm {
+    fn apply(&mut self, command: &[u8]) -> Vec<u8> {
+        self.run(command)
+    }
+    fn query(&self, query: &[u8]) -> Vec<u8> {
+        // Reads never change the map; run them on a copy of the touched part.
+        self.clone().run(query)
+    }
+    fn snapshot(&self) -> Vec<u8> {
+        self.0
+            .iter()
+            .flat_map(|(k, v)| [k.to_le_bytes(), v.to_le_bytes()].concat())
+            .collect()
+    }
+    fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+        if s.len() % 16 != 0 {
+            return Err(RestoreError::new("length not a multiple of 16"));
+        }
+        self.0 = s
+            .chunks(16)
+            .map(|c| {
+                (
+                    u64::from_le_bytes(c[..8].try_into().unwrap()),
+                    u64::from_le_bytes(c[8..].try_into().unwrap()),
+                )
+            })
+            .collect();
+        Ok(())
+    }
+}
+
+/// Which backend a simulated cluster runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    RoundRobin,
+    CasPaxos,
+}
+
+pub fn rr_config(n: usize) -> Config {
+    Config {
+        heartbeat_interval: Duration::from_micros(50),
+        suspicion_timeout: Duration::from_micros(1500),
+        window: 8,
+        slot_size: 256,
+        max_payload: 256,
+        ..Config::new((0..n as u32).map(NodeId).collect())
+    }
+}
+
+pub fn paxos_config(n: usize, seed: u64) -> LogConfig {
+    LogConfig {
+        layout: Layout {
+            proposers: n,
+            slots: 4096,
+            max_value_len: 128,
+        },
+        window: 8,
+        max_pending: 64,
+        backoff: (Duration::from_micros(5), Duration::from_micros(40)),
+        heartbeat_period: Duration::from_micros(20),
+        leader_timeout: Duration::from_micros(300),
+        seed,
+    }
+}
+
+struct ClientState {
+    session: u64,
+    seq: u64,
+    acked: u64,
+    /// The operation in progress: its index in `ops`, the request, the token of the current
+    /// attempt, the replica and the attempt's deadline.
+    current: Option<(usize, Request, Token, usize, u64)>,
+    attempts: usize,
+    replica: usize,
+}
+
+/// A simulated cluster with clients.
+pub struct Cluster {
+    pub sim: Sim,
+    pub backends: Vec<Option<Box<dyn TotalOrder>>>,
+    pub cores: Vec<Option<ReplicaCore<KvSm>>>,
+    /// Upcalls a lagging replica has not applied yet.
+    pub held: Vec<Option<Vec<Upcall<Delivery>>>>,
+    clients: Vec<ClientState>,
+    pub ops: Vec<Operation<KvInput, KvOutput>>,
+    /// Which client holds each token.
+    tokens: HashMap<Token, usize>,
+    next_token: Token,
+    /// Per replica: every delivered payload in order (checked for a common prefix at every
+    /// step).
+    pub delivered: Vec<Vec<Vec<u8>>>,
+    pub read_mode: ReadMode,
+    pub timeout: Duration,
+    pub max_attempts: usize,
+    upcalls: Vec<Upcall<Delivery>>,
+}
+
+impl Cluster {
+    pub fn new(backend: Backend, n: usize, clients: usize, seed: u64) -> Cluster {
+        let rr = rr_config(n);
+        let px = paxos_config(n, seed);
+        let layout = match backend {
+            Backend::RoundRobin => RoundRobin::<SimNode>::layout(&rr).unwrap(),
+            Backend::CasPaxos => px.regions(),
+        };
+        let (sim, endpoints) = Sim::cluster(SimConfig::seeded(seed), n, &layout).unwrap();
+        let backends = endpoints
+            .into_iter()
+            .map(|t| -> Option<Box<dyn TotalOrder>> {
+                Some(match backend {
+                    Backend::RoundRobin => Box::new(RoundRobin::new(t, rr.clone()).unwrap()),
+                    Backend::CasPaxos => Box::new(CasPaxos::new(t, px.clone()).unwrap()),
+                })
+            })
+            .collect();
+        let cores = (0..n)
+            .map(|i| {
+                Some(
+                    ReplicaCore::new(NodeId(i as u32), KvSm::default(), CoreConfig::default())
+                        .unwrap(),
+                )
+            })
+            .collect();
+        let clients = (0..clients)
+            .map(|c| ClientState {
+                session: 1000 + c as u64,
+                seq: 0,
+                acked: 0,
+                current: None,
+                attempts: 0,
+                replica: c % n,
+            })
+            .collect();
+        Cluster {
+            sim,
+            backends,
+            cores,
+            held: vec![None; n],
+            clients,
+            ops: Vec::new(),
+            tokens: HashMap::new(),
+            next_token: 0,
+            delivered: vec![Vec::new(); n],
+            read_mode: ReadMode::Barrier,
+            timeout: Duration::from_millis(3),
+            max_attempts: 2 * n,
+            upcalls: Vec::new(),
+        }
+    }
+
+    pub fn n(&self) -> usize {
+        self.cores.len()
+    }
+
+    pub fn now(&self) -> u64 {
+        self.sim.now().as_nanos()
+    }
+
+    pub fn crash(&mut self, i: usize) {
+        self.sim.crash(NodeId(i as u32));
+        self.backends[i] = None;
+        self.cores[i] = None;
+    }
+
+    /// Sends client `c`'s next operation to `replica`.
+    pub fn point(&mut self, c: usize, replica: usize) {
+        self.clients[c].replica = replica;
+    }
+
+    /// Whether client `c` is idle (may start an operation).
+    pub fn idle(&self, c: usize) -> bool {
+        self.clients[c].current.is_none()
+    }
+
+    pub fn busy_clients(&self) -> usize {
+        self.clients.iter().filter(|c| c.current.is_some()).count()
+    }
+
+    /// Client `c` starts `input` (a command, or a read when it is a get or scan) at its
+    /// current replica.
+    pub fn start(&mut self, c: usize, input: KvInput) {
+        self.start_with(c, input, self.read_mode);
+    }
+
+    pub fn start_with(&mut self, c: usize, input: KvInput, mode: ReadMode) {
+        assert!(self.idle(c));
+        let now = self.now();
+        let req = match input {
+            KvInput::Get(_) | KvInput::Scan(..) => Request::Read {
+                mode,
+                query: encode_input(&input),
+            },
+            _ => {
+                let cl = &mut self.clients[c];
+                cl.seq += 1;
+                Request::Command {
+                    client: cl.session,
+                    seq: cl.seq,
+                    acked: cl.acked,
+                    payload: encode_input(&input),
+                }
+            }
+        };
+        self.ops.push(Operation {
+            client: c as u64,
+            input,
+            call: now,
+            ret: None,
+            output: None,
+        });
+        let op = self.ops.len() - 1;
+        self.clients[c].attempts = 0;
+        self.send(c, op, req);
+    }
+
+    /// Sends (or resends) client `c`'s request to its current replica.
+    fn send(&mut self, c: usize, op: usize, req: Request) {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.tokens.insert(token, c);
+        let deadline = self.now() + self.timeout.as_nanos() as u64;
+        let r = self.clients[c].replica;
+        self.clients[c].attempts += 1;
+        self.clients[c].current = Some((op, req.clone(), token, r, deadline));
+        if let Some(core) = self.cores[r].as_mut() {
+            core.request(token, req);
+        }
+    }
+
+    fn complete(&mut self, token: Token, resp: Response) {
+        let Some(c) = self.tokens.remove(&token) else {
+            return;
+        };
+        let Some((op, req, t, _, _)) = self.clients[c].current.clone() else {
+            return;
+        };
+        if t != token {
+            return; // an answer to an abandoned attempt
+        }
+        match resp {
+            Response::Ok(bytes) => {
+                let out = decode_output(&bytes).expect("a KV output");
+                self.ops[op].ret = Some(self.now());
+                self.ops[op].output = Some(out);
+                if let Request::Command { seq, .. } = req {
+                    self.clients[c].acked = seq;
+                }
+                self.clients[c].current = None;
+            }
+            Response::Error { .. } => self.retry(c),
+        }
+    }
+
+    /// The current attempt failed or timed out: next replica, or give up (outcome unknown).
+    fn retry(&mut self, c: usize) {
+        let Some((op, req, token, r, _)) = self.clients[c].current.take() else {
+            return;
+        };
+        self.tokens.remove(&token);
+        if let Some(core) = self.cores[r].as_mut() {
+            core.cancel(token);
+        }
+        if self.clients[c].attempts >= self.max_attempts {
+            return; // unknown outcome: ret stays None
+        }
+        self.clients[c].replica = (r + 1) % self.n();
+        self.send(c, op, req);
+    }
+
+    /// One replica's turn: submit, poll, apply (unless lagging), answer.
+    pub fn turn(&mut self, i: usize) {
+        let (Some(core), Some(backend)) = (self.cores[i].as_mut(), self.backends[i].as_mut())
+        else {
+            return;
+        };
+        core.flush_reads();
+        while let Some(e) = core.outgoing() {
+            match backend.submit(e) {
+                Ok(()) => core.submitted(),
+                Err(err) => {
+                    if core.refused(&err) {
+                        break;
+                    }
+                }
+            }
+        }
+        self.upcalls.clear();
+        backend.poll(&mut self.upcalls);
+        for u in self.upcalls.drain(..) {
+            if let Upcall::Deliver(d) = &u {
+                self.delivered[i].push(d.payload.clone());
+            }
+            match self.held[i].as_mut() {
+                Some(h) => h.push(u),
+                None => core.upcall(u),
+            }
+        }
+        let replies = core.take_replies();
+        for (t, r) in replies {
+            self.complete(t, r);
+        }
+    }
+
+    /// Makes replica `i` lag: it keeps receiving but applies nothing until `catch_up`.
+    pub fn lag(&mut self, i: usize) {
+        self.held[i] = Some(Vec::new());
+    }
+
+    pub fn catch_up(&mut self, i: usize) {
+        let mut replies = Vec::new();
+        if let (Some(h), Some(core)) = (self.held[i].take(), self.cores[i].as_mut()) {
+            for u in h {
+                core.upcall(u);
+            }
+            replies = core.take_replies();
+        }
+        for (t, r) in replies {
+            self.complete(t, r);
+        }
+    }
+
+    /// Every live replica's turn (if the scheduler gives it one), client timeouts, then the
+    /// fabric moves on. Checks agreement of the delivered prefixes.
+    pub fn step(&mut self) -> Result<(), String> {
+        for i in 0..self.n() {
+            if self.cores[i].is_some() && self.sim.takes_turn(NodeId(i as u32)) {
+                self.turn(i);
+            }
+        }
+        let now = self.now();
+        for c in 0..self.clients.len() {
+            if self.clients[c]
+                .current
+                .as_ref()
+                .is_some_and(|cur| cur.4 <= now)
+            {
+                self.retry(c);
+            }
+        }
+        for _ in 0..1 + self.sim.random(2) {
+            self.sim.step();
+        }
+        self.sim.advance(Duration::from_micros(1));
+        self.check_agreement()
+    }
+
+    /// Every two replicas delivered the same sequence, one a prefix of the other.
+    pub fn check_agreement(&self) -> Result<(), String> {
+        let longest = (0..self.n())
+            .max_by_key(|&i| self.delivered[i].len())
+            .unwrap_or(0);
+        for i in 0..self.n() {
+            let n = self.delivered[i].len();
+            if self.delivered[i][..] != self.delivered[longest][..n] {
+                return Err(format!(
+                    "replica {i}'s deliveries are not a prefix of replica {longest}'s"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Live replicas that applied the same number of entries hold identical snapshots.
+    pub fn check_states(&self) -> Result<(), String> {
+        let mut by_applied: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        for (i, core) in self.cores.iter().enumerate() {
+            let Some(core) = core else { continue };
+            if self.held[i].is_some() {
+                continue;
+            }
+            let snap = core.snapshot().encode();
+            if let Some(other) = by_applied.insert(core.applied(), snap.clone()) {
+                if other != snap {
+                    return Err(format!(
+                        "replica {i} diverged at position {}",
+                        core.applied()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

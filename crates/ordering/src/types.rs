@@ -135,3 +135,23 @@ pub trait AtomicMulticast {
     /// Parks until there may be work, at most `timeout`.
     fn wait(&mut self, timeout: Duration);
 }
+
+/// A boxed backend is a backend, so a service can pick one at run time
+/// (`Box<dyn TotalOrder>`).
+impl<T: TotalOrder + ?Sized> TotalOrder for Box<T> {
+    fn me(&self) -> NodeId {
+        (**self).me()
+    }
+    fn submit(&mut self, payload: &[u8]) -> Result<(), SubmitError> {
+        (**self).submit(payload)
+    }
+    fn poll(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
+        (**self).poll(upcalls)
+    }
+    fn wait(&mut self, timeout: Duration) {
+        (**self).wait(timeout)
+    }
+    fn waker(&self) -> Waker {
+        (**self).waker()
+    }
+}

@@ -1,0 +1,37 @@
+//! `squall-kv`: a replicated key-value store on Squall, as a library and as the `squall-kv`
+//! binary.
+//!
+//! - [`KvMachine`]: the replicated state (an ordered map of byte keys and values) as a
+//!   [`squall_smr::StateMachine`]; [`KvOp`] / [`KvResult`] are its versioned operations (get,
+//!   put, delete, compare-and-set, range scan, atomic batches).
+//! - [`KvClient`]: a typed async client; writes apply exactly once, reads are linearizable.
+//! - [`KvConfig`]: a cluster in TOML; [`start_tcp_replica`] runs one replica per process over
+//!   TCP, [`start_mem_cluster`] a whole cluster in one process on the threaded fabric; either
+//!   backend ([`Ordering`]) runs it unchanged.
+//! - [`workload`]: the closed-loop load generator behind `squall-kv demo` and `bench`, and its
+//!   raw-TCP baseline.
+//!
+//! ```
+//! use squall_kv::{KvMachine, KvOp, KvResult};
+//! use squall_smr::StateMachine;
+//! let mut kv = KvMachine::default();
+//! let cas = KvOp::Cas { key: b"k".to_vec(), expected: None, new: b"1".to_vec() };
+//! let r = KvResult::decode(&kv.apply(&cas.encode()))?;
+//! assert_eq!(r, KvResult::Cas { swapped: true, previous: None });
+//! # Ok::<(), squall_kv::OpsError>(())
+//! ```
+
+mod client;
+mod cluster;
+mod machine;
+mod ops;
+pub mod workload;
+
+pub use client::{KvClient, KvError};
+pub use cluster::{
+    ClusterError, KvConfig, Ordering, ReplicaAddr, cas_paxos_config, round_robin_config,
+    start_mem_cluster, start_tcp_replica,
+};
+pub use machine::KvMachine;
+pub use ops::{KvOp, KvResult, OPS_VERSION, OpsError};
+pub use workload::{Report, Workload};

@@ -1,0 +1,633 @@
+//! The `squall-kv` binary: `demo`, `serve`, `client` and `bench`.
+
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use squall_kv::workload::{self, Progress, Report, Workload};
+use squall_kv::{KvClient, KvConfig, KvOp, KvResult, Ordering, ReplicaAddr};
+use squall_smr::wire::ReadMode;
+use squall_smr::{ClientConfig, Replica};
+
+#[derive(Parser)]
+#[command(
+    name = "squall-kv",
+    version,
+    about = "A replicated key-value store on Squall"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum TransportKind {
+    /// Every replica its own OS process, over TCP loopback.
+    Tcp,
+    /// Every replica a thread of this process, on the in-memory threaded fabric.
+    Mem,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Reads {
+    Barrier,
+    Ordered,
+    Local,
+}
+
+impl From<Reads> for ReadMode {
+    fn from(r: Reads) -> ReadMode {
+        match r {
+            Reads::Barrier => ReadMode::Barrier,
+            Reads::Ordered => ReadMode::Ordered,
+            Reads::Local => ReadMode::Local,
+        }
+    }
+}
+
+#[derive(clap::Args, Clone)]
+struct Embedded {
+    /// Where the replicas run.
+    #[arg(long, value_enum, default_value_t = TransportKind::Tcp)]
+    transport: TransportKind,
+    /// The ordering backend.
+    #[arg(long, value_enum, default_value_t = Ordering::RoundRobin)]
+    ordering: Ordering,
+    /// Number of replicas.
+    #[arg(long, default_value_t = 3)]
+    replicas: usize,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start a local cluster (no setup), run a mixed workload, print the results.
+    Demo {
+        #[command(flatten)]
+        cluster: Embedded,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 5.0)]
+        duration: f64,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 64)]
+        value_size: usize,
+        /// Fraction of reads.
+        #[arg(long, default_value_t = 0.5)]
+        read_ratio: f64,
+        /// How reads are served.
+        #[arg(long, value_enum, default_value_t = Reads::Barrier)]
+        reads: Reads,
+    },
+    /// Run one replica of a cluster described by a TOML file.
+    Serve {
+        /// The cluster file (see `KvConfig`).
+        #[arg(long)]
+        config: PathBuf,
+        /// This replica's id.
+        #[arg(long)]
+        id: u32,
+    },
+    /// Send one operation to a cluster.
+    Client {
+        /// The cluster file (its replicas' client addresses are used).
+        #[arg(long, conflicts_with = "replicas")]
+        config: Option<PathBuf>,
+        /// Client addresses, comma-separated, instead of a cluster file.
+        #[arg(long, value_delimiter = ',')]
+        replicas: Vec<SocketAddr>,
+        #[command(subcommand)]
+        op: ClientOp,
+    },
+    /// Closed-loop load generator: a clients × batch-size table beside a raw TCP baseline.
+    Bench {
+        /// An existing cluster; without it an embedded one is started as in `demo`.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        cluster: Embedded,
+        /// Client counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256")]
+        clients: Vec<usize>,
+        /// Operations per request.
+        #[arg(long, value_delimiter = ',', default_value = "1,8")]
+        batch: Vec<usize>,
+        /// Seconds per cell.
+        #[arg(long, default_value_t = 2.0)]
+        duration: f64,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 64)]
+        value_size: usize,
+        /// Fraction of reads.
+        #[arg(long, default_value_t = 0.0)]
+        read_ratio: f64,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClientOp {
+    /// Read a key.
+    Get { key: String },
+    /// Write a key.
+    Put { key: String, value: String },
+    /// Remove a key.
+    Delete { key: String },
+    /// Set KEY to NEW if it holds EXPECTED (`--absent` for "not set").
+    Cas {
+        key: String,
+        #[arg(required_unless_present = "absent")]
+        expected: Option<String>,
+        new: String,
+        #[arg(long)]
+        absent: bool,
+    },
+    /// List keys in START..END (END empty: to the end).
+    Scan {
+        start: String,
+        #[arg(default_value = "")]
+        end: String,
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let verbose = matches!(cli.cmd, Cmd::Serve { .. });
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if verbose { "info" } else { "warn" })
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(cli) {
+        eprintln!("squall-kv: {e}");
+        std::process::exit(1);
+    }
+}
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn run(cli: Cli) -> Res<()> {
+    match cli.cmd {
+        Cmd::Demo {
+            cluster,
+            clients,
+            duration,
+            value_size,
+            read_ratio,
+            reads,
+        } => {
+            let w = Workload {
+                clients,
+                duration: secs(duration)?,
+                value_size,
+                read_ratio: ratio(read_ratio)?,
+                read_mode: reads.into(),
+                ..Workload::default()
+            };
+            demo(&cluster, &w)
+        }
+        Cmd::Serve { config, id } => serve(&config, id),
+        Cmd::Client {
+            config,
+            replicas,
+            op,
+        } => client(config.as_deref(), replicas, op),
+        Cmd::Bench {
+            config,
+            cluster,
+            clients,
+            batch,
+            duration,
+            value_size,
+            read_ratio,
+        } => bench(
+            config.as_deref(),
+            &cluster,
+            &clients,
+            &batch,
+            secs(duration)?,
+            value_size,
+            ratio(read_ratio)?,
+        ),
+    }
+}
+
+fn secs(s: f64) -> Res<Duration> {
+    if !(s.is_finite() && s > 0.0) {
+        return Err(format!("--duration must be a positive number of seconds, not {s}").into());
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn ratio(r: f64) -> Res<f64> {
+    if !(0.0..=1.0).contains(&r) {
+        return Err(format!("--read-ratio must be between 0 and 1, not {r}").into());
+    }
+    Ok(r)
+}
+
+fn runtime() -> Res<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// A cluster this process started: child processes (TCP) or in-process replicas (mem) with
+/// their client servers.
+struct Local {
+    addrs: Vec<SocketAddr>,
+    children: Vec<Child>,
+    replicas: Vec<Replica<squall_kv::KvMachine>>,
+    dir: Option<PathBuf>,
+    describe: String,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for r in self.replicas.drain(..) {
+            let _ = r.shutdown();
+        }
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn free_addr() -> Res<SocketAddr> {
+    let l = StdListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?)
+}
+
+fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
+    if c.replicas < 2 {
+        return Err("--replicas must be at least 2 (3 to survive a failure)".into());
+    }
+    match c.transport {
+        TransportKind::Mem => {
+            let replicas = squall_kv::start_mem_cluster(c.ordering, c.replicas)?;
+            let mut addrs = Vec::new();
+            for r in &replicas {
+                let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+                addrs.push(listener.local_addr()?);
+                rt.spawn(squall_smr::server::serve(
+                    listener,
+                    r.handle(),
+                    Default::default(),
+                ));
+            }
+            Ok(Local {
+                addrs,
+                children: Vec::new(),
+                replicas,
+                dir: None,
+                describe: format!(
+                    "{} replicas as threads on the in-memory fabric, {} ordering",
+                    c.replicas, c.ordering
+                ),
+            })
+        }
+        TransportKind::Tcp => {
+            let dir = std::env::temp_dir().join(format!("squall-kv-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            let replicas = (0..c.replicas as u32)
+                .map(|id| {
+                    Ok(ReplicaAddr {
+                        id,
+                        transport: free_addr()?,
+                        client: free_addr()?,
+                    })
+                })
+                .collect::<Res<Vec<_>>>()?;
+            let cfg = KvConfig {
+                cluster_id: u64::from(std::process::id()),
+                ordering: c.ordering,
+                heartbeat_period_ms: 50,
+                heartbeat_timeout_ms: 500,
+                replicas,
+            };
+            cfg.validate()?;
+            let path = dir.join("cluster.toml");
+            std::fs::write(&path, cfg.to_toml())?;
+            let exe = std::env::current_exe()?;
+            let mut local = Local {
+                addrs: cfg.client_addrs(),
+                children: Vec::new(),
+                replicas: Vec::new(),
+                dir: Some(dir.clone()),
+                describe: format!(
+                    "{} replicas as separate processes over TCP loopback, {} ordering",
+                    c.replicas, c.ordering
+                ),
+            };
+            for id in 0..c.replicas {
+                let log = std::fs::File::create(dir.join(format!("replica-{id}.log")))?;
+                let child = Command::new(&exe)
+                    .args(["serve", "--config"])
+                    .arg(&path)
+                    .args(["--id", &id.to_string()])
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone()?)
+                    .stderr(log)
+                    .spawn()?;
+                local.children.push(child);
+            }
+            wait_ready(&mut local)?;
+            Ok(local)
+        }
+    }
+}
+
+/// Waits until every replica accepts client connections (or one of them exits).
+fn wait_ready(local: &mut Local) -> Res<()> {
+    let start = Instant::now();
+    for (i, addr) in local.addrs.clone().iter().enumerate() {
+        loop {
+            if std::net::TcpStream::connect_timeout(addr, Duration::from_millis(200)).is_ok() {
+                break;
+            }
+            if let Some(status) = local.children[i].try_wait()? {
+                let log = local
+                    .dir
+                    .as_ref()
+                    .map(|d| {
+                        std::fs::read_to_string(d.join(format!("replica-{i}.log")))
+                            .unwrap_or_default()
+                    })
+                    .unwrap_or_default();
+                return Err(format!("replica {i} exited ({status}) while starting:\n{log}").into());
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err(format!("replica {i} did not start serving {addr} within 30 s").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(())
+}
+
+fn demo(c: &Embedded, w: &Workload) -> Res<()> {
+    let rt = runtime()?;
+    println!("Starting {} …", describe_plan(c));
+    let local = start_local(c, &rt)?;
+    println!("{} up; client addresses {:?}", local.describe, local.addrs);
+    println!(
+        "Workload: {} clients, closed loop, {:.0}% reads ({:?}), {} B values over {} keys, {:.1} s",
+        w.clients,
+        w.read_ratio * 100.0,
+        w.read_mode,
+        w.value_size,
+        w.keys,
+        w.duration.as_secs_f64()
+    );
+    let report = with_progress(&rt, &local.addrs, w)?;
+    print_results(&report);
+    print_histogram(&report);
+    Ok(())
+}
+
+fn describe_plan(c: &Embedded) -> String {
+    format!(
+        "{} {} replicas ({} ordering)",
+        c.replicas,
+        match c.transport {
+            TransportKind::Tcp => "TCP",
+            TransportKind::Mem => "in-memory",
+        },
+        c.ordering
+    )
+}
+
+fn with_progress(rt: &tokio::runtime::Runtime, addrs: &[SocketAddr], w: &Workload) -> Res<Report> {
+    let progress = Arc::new(Progress::default());
+    let bar = ProgressBar::new(w.duration.as_millis() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40.cyan/blue} {elapsed_precise} {msg}")
+            .map_err(|e| e.to_string())?,
+    );
+    let (addrs, w2, p2) = (addrs.to_vec(), w.clone(), Arc::clone(&progress));
+    let task = rt.spawn(async move { workload::run(addrs, &w2, p2).await });
+    let start = Instant::now();
+    while !task.is_finished() {
+        let ops = progress.ops.load(AtomicOrdering::Relaxed);
+        let secs = start.elapsed().as_secs_f64().max(1e-3);
+        bar.set_position((start.elapsed().as_millis() as u64).min(w.duration.as_millis() as u64));
+        bar.set_message(format!(
+            "{ops} ops ({:.0}/s), {} errors",
+            ops as f64 / secs,
+            progress.errors.load(AtomicOrdering::Relaxed)
+        ));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bar.finish_and_clear();
+    Ok(rt.block_on(task)??)
+}
+
+fn print_results(r: &Report) {
+    println!();
+    println!("| metric | value |");
+    println!("| --- | --- |");
+    println!(
+        "| operations | {} ({} requests, {} failed) |",
+        r.ops, r.requests, r.errors
+    );
+    println!("| throughput | {:.0} ops/s |", r.ops_per_sec());
+    println!("| latency p50 | {} µs |", r.percentile_us(50.0));
+    println!("| latency p99 | {} µs |", r.percentile_us(99.0));
+    println!("| latency p99.9 | {} µs |", r.percentile_us(99.9));
+    println!("| latency max | {} µs |", r.latency.max());
+}
+
+fn print_histogram(r: &Report) {
+    println!();
+    println!("Request latency (µs), log2 buckets:");
+    let mut rows = Vec::new();
+    let mut lo = 1u64;
+    while lo <= r.latency.max().max(1) {
+        let hi = lo * 2;
+        let count = r.latency.count_between(lo, hi - 1);
+        rows.push((lo, hi, count));
+        lo = hi;
+    }
+    let top = rows.iter().map(|x| x.2).max().unwrap_or(0).max(1);
+    for (lo, hi, count) in rows.into_iter().skip_while(|x| x.2 == 0) {
+        let bar = "#".repeat(((count * 50).div_ceil(top)) as usize);
+        println!("{lo:>8} – {:<8} {count:>9} {bar}", hi - 1);
+    }
+}
+
+fn serve(config: &Path, id: u32) -> Res<()> {
+    let cfg = KvConfig::from_file(config)?;
+    let me = cfg
+        .replicas
+        .iter()
+        .find(|r| r.id == id)
+        .cloned()
+        .ok_or_else(|| format!("replica {id} is not in {}", config.display()))?;
+    tracing::info!(id, ordering = %cfg.ordering, transport = %me.transport, client = %me.client,
+        "starting replica; waiting for every peer to connect");
+    let replica = squall_kv::start_tcp_replica(&cfg, id)?;
+    tracing::info!(id, "replica running; serving clients");
+    let rt = runtime()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(me.client).await?;
+        let server = squall_smr::server::serve(listener, replica.handle(), Default::default());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = server => r?,
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
+            _ = term.recv() => tracing::info!("terminated; shutting down"),
+        }
+        Res::Ok(())
+    })?;
+    tracing::info!(metrics = %replica.handle().metrics(), "replica stopped");
+    replica.shutdown()?;
+    Ok(())
+}
+
+fn client(config: Option<&Path>, replicas: Vec<SocketAddr>, op: ClientOp) -> Res<()> {
+    let addrs = match config {
+        Some(p) => KvConfig::from_file(p)?.client_addrs(),
+        None if !replicas.is_empty() => replicas,
+        None => return Err("give --config FILE or --replicas ADDR,ADDR,…".into()),
+    };
+    let op = match op {
+        ClientOp::Get { key } => KvOp::Get {
+            key: key.into_bytes(),
+        },
+        ClientOp::Put { key, value } => KvOp::Put {
+            key: key.into_bytes(),
+            value: value.into_bytes(),
+        },
+        ClientOp::Delete { key } => KvOp::Delete {
+            key: key.into_bytes(),
+        },
+        ClientOp::Cas {
+            key,
+            expected,
+            new,
+            absent,
+        } => KvOp::Cas {
+            key: key.into_bytes(),
+            expected: if absent {
+                None
+            } else {
+                expected.map(String::into_bytes)
+            },
+            new: new.into_bytes(),
+        },
+        ClientOp::Scan { start, end, limit } => KvOp::Scan {
+            start: start.into_bytes(),
+            end: end.into_bytes(),
+            limit,
+        },
+    };
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        let mut kv = KvClient::new(ClientConfig::new(addrs))?;
+        kv.run(&op).await
+    })?;
+    let show = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match result {
+        KvResult::Done => println!("ok"),
+        KvResult::Value(None) => println!("(not set)"),
+        KvResult::Value(Some(v)) => println!("{}", show(&v)),
+        KvResult::Cas { swapped, previous } => println!(
+            "{} (was {})",
+            if swapped { "swapped" } else { "not swapped" },
+            previous.map_or("not set".into(), |p| show(&p))
+        ),
+        KvResult::Pairs(pairs) => {
+            for (k, v) in pairs {
+                println!("{}\t{}", show(&k), show(&v));
+            }
+        }
+        other => println!("{other:?}"),
+    }
+    Ok(())
+}
+
+fn bench(
+    config: Option<&Path>,
+    c: &Embedded,
+    clients: &[usize],
+    batches: &[usize],
+    duration: Duration,
+    value_size: usize,
+    read_ratio: f64,
+) -> Res<()> {
+    if clients.is_empty() || batches.is_empty() || clients.contains(&0) || batches.contains(&0) {
+        return Err("--clients and --batch need positive numbers".into());
+    }
+    let rt = runtime()?;
+    let (addrs, _local, describe) = match config {
+        Some(p) => {
+            let cfg = KvConfig::from_file(p)?;
+            let d = format!("the cluster in {} ({} ordering)", p.display(), cfg.ordering);
+            (cfg.client_addrs(), None, d)
+        }
+        None => {
+            let local = start_local(c, &rt)?;
+            let d = local.describe.clone();
+            (local.addrs.clone(), Some(local), d)
+        }
+    };
+    println!("# squall-kv bench: {describe}");
+    println!(
+        "# closed loop, {value_size} B values, {:.0}% reads, {:.1} s per cell; baseline: the same loop over a raw TCP echo of equal-sized frames",
+        read_ratio * 100.0,
+        duration.as_secs_f64()
+    );
+    println!();
+    println!(
+        "| clients | batch | ops/s | req/s | p50 µs | p99 µs | raw echo req/s | raw p50 µs | req/s vs raw |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for &n in clients {
+        let raw = rt.block_on(workload::raw_echo(n, duration, value_size))?;
+        let raw_rps = raw.requests as f64 / raw.elapsed.as_secs_f64().max(1e-9);
+        for &b in batches {
+            let w = Workload {
+                clients: n,
+                duration,
+                value_size,
+                read_ratio,
+                batch: b,
+                ..Workload::default()
+            };
+            let r = rt.block_on(workload::run(
+                addrs.clone(),
+                &w,
+                Arc::new(Progress::default()),
+            ))?;
+            let rps = r.requests as f64 / r.elapsed.as_secs_f64().max(1e-9);
+            println!(
+                "| {n} | {b} | {:.0} | {rps:.0} | {} | {} | {raw_rps:.0} | {} | {:.2} |{}",
+                r.ops_per_sec(),
+                r.percentile_us(50.0),
+                r.percentile_us(99.0),
+                raw.percentile_us(50.0),
+                rps / raw_rps.max(1e-9),
+                if r.errors > 0 {
+                    format!(" {} errors", r.errors)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    Ok(())
+}

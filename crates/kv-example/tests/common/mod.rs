@@ -1,0 +1,252 @@
+//! Real `squall-kv serve` processes and clients that record what they observe, for the
+//! linearizability checker.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use squall_kv::{KvClient, KvConfig, KvError, KvOp, KvResult, Ordering, ReplicaAddr};
+use squall_ordering::linearizability::kv::{KvInput, KvOutput};
+use squall_ordering::linearizability::{Operation, check};
+use squall_smr::ClientConfig;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_squall-kv");
+
+/// Replica processes; killed on drop.
+pub struct Procs {
+    pub cfg: KvConfig,
+    pub children: Vec<Option<Child>>,
+    pub dir: PathBuf,
+    /// Command prefix per replica (e.g. `ip netns exec NS`).
+    pub prefix: Vec<Vec<String>>,
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+impl Procs {
+    /// Writes `cfg` and starts every replica (`prefix[i]` runs before the binary, if given).
+    pub fn start(cfg: KvConfig, tag: &str, prefix: Vec<Vec<String>>) -> Procs {
+        let dir = std::env::temp_dir().join(format!("squall-kv-test-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cluster.toml");
+        std::fs::write(&path, cfg.to_toml()).unwrap();
+        let mut procs = Procs {
+            children: Vec::new(),
+            dir: dir.clone(),
+            prefix,
+            cfg,
+        };
+        for id in 0..procs.cfg.replicas.len() {
+            let log = std::fs::File::create(dir.join(format!("replica-{id}.log"))).unwrap();
+            let pre = procs.prefix.get(id).cloned().unwrap_or_default();
+            let mut cmd = if pre.is_empty() {
+                Command::new(BIN)
+            } else {
+                let mut c = Command::new(&pre[0]);
+                c.args(&pre[1..]).arg(BIN);
+                c
+            };
+            cmd.args(["serve", "--config"])
+                .arg(&path)
+                .args(["--id", &id.to_string()])
+                .env("RUST_LOG", "info")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log);
+            procs.children.push(Some(cmd.spawn().unwrap()));
+        }
+        procs
+    }
+
+    pub fn loopback(ordering: Ordering, n: usize, tag: &str) -> Procs {
+        let replicas = (0..n as u32)
+            .map(|id| ReplicaAddr {
+                id,
+                transport: free_addr(),
+                client: free_addr(),
+            })
+            .collect();
+        let cfg = KvConfig {
+            cluster_id: 7,
+            ordering,
+            heartbeat_period_ms: 20,
+            heartbeat_timeout_ms: 300,
+            replicas,
+        };
+        cfg.validate().unwrap();
+        Procs::start(cfg, tag, Vec::new())
+    }
+
+    pub fn log(&self, id: usize) -> String {
+        std::fs::read_to_string(self.dir.join(format!("replica-{id}.log"))).unwrap_or_default()
+    }
+
+    /// Kill -9 replica `id`.
+    pub fn kill(&mut self, id: usize) {
+        if let Some(mut c) = self.children[id].take() {
+            c.kill().unwrap();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Waits until a KV request succeeds at every replica (they are all up and ordering).
+pub async fn wait_serving(procs: &Procs) {
+    let start = Instant::now();
+    for (i, addr) in procs.cfg.client_addrs().into_iter().enumerate() {
+        loop {
+            let mut cfg = ClientConfig::new(vec![addr]);
+            cfg.timeout = Duration::from_millis(500);
+            cfg.attempts = 1;
+            let mut c = KvClient::new(cfg).unwrap();
+            if c.get(b"k0").await.is_ok() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "replica {i} does not serve; its log:\n{}",
+                procs.log(i)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+pub type Op = Operation<KvInput, KvOutput>;
+
+/// The shared history of a test's clients, on one clock.
+#[derive(Clone)]
+pub struct Recorder {
+    pub start: Instant,
+    pub ops: Arc<Mutex<Vec<Op>>>,
+}
+
+impl Recorder {
+    pub fn new() -> Recorder {
+        Recorder {
+            start: Instant::now(),
+            ops: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    pub fn completed(&self) -> usize {
+        self.ops
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|o| o.ret.is_some())
+            .count()
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        let ops = self.ops.lock().unwrap().clone();
+        check(&squall_ordering::linearizability::kv::Kv, &ops).map_err(|e| e.to_string())
+    }
+}
+
+fn key(k: u64) -> Vec<u8> {
+    format!("k{k}").into_bytes()
+}
+
+fn num(v: &[u8]) -> u64 {
+    std::str::from_utf8(v).unwrap().parse().unwrap()
+}
+
+/// Pause between a client's operations: keeps histories (and CAS-Paxos's fixed-capacity log)
+/// small enough for a test.
+pub const PACE: Duration = Duration::from_millis(4);
+
+/// One client: random operations over `keys` keys until `until`, each recorded with its
+/// invocation and response times; failed reads are dropped (no effect), failed writes kept
+/// with an unknown outcome.
+pub async fn client(addrs: Vec<SocketAddr>, c: u64, keys: u64, until: Instant, rec: Recorder) {
+    let mut cfg = ClientConfig::new(addrs.clone());
+    cfg.timeout = Duration::from_millis(700);
+    cfg.attempts = addrs.len() * 2;
+    let mut kv = KvClient::new(cfg).unwrap();
+    kv.prefer(c as usize % addrs.len());
+    let mut counter = 0u64;
+    let mut x = c.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut rnd = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    while Instant::now() < until {
+        counter += 1;
+        let k = rnd(keys);
+        let v = c * 1_000_000 + counter;
+        let input = match rnd(10) {
+            0..=3 => KvInput::Get(k),
+            4..=6 => KvInput::Put(k, v),
+            7 => KvInput::Delete(k),
+            _ => KvInput::Cas(k, Some(v - 1 - rnd(2)), v),
+        };
+        let op = match input {
+            KvInput::Get(k) => KvOp::Get { key: key(k) },
+            KvInput::Put(k, v) => KvOp::Put {
+                key: key(k),
+                value: v.to_string().into_bytes(),
+            },
+            KvInput::Delete(k) => KvOp::Delete { key: key(k) },
+            KvInput::Cas(k, e, v) => KvOp::Cas {
+                key: key(k),
+                expected: e.map(|e| e.to_string().into_bytes()),
+                new: v.to_string().into_bytes(),
+            },
+            KvInput::Scan(..) => unreachable!(),
+        };
+        let call = rec.now();
+        let result = kv.run(&op).await;
+        let ret = rec.now();
+        let output = match result {
+            Ok(KvResult::Done) => Some(KvOutput::Ok),
+            Ok(KvResult::Value(v)) => Some(KvOutput::Value(v.map(|v| num(&v)))),
+            Ok(KvResult::Cas { swapped, previous }) => {
+                Some(KvOutput::Cas(swapped, previous.map(|p| num(&p))))
+            }
+            Ok(other) => panic!("unexpected result {other:?}"),
+            Err(KvError::Client(e)) if e.outcome_unknown() => None,
+            Err(e) => panic!("client {c}: {e}"),
+        };
+        let failed = output.is_none();
+        if !(failed && matches!(input, KvInput::Get(_))) {
+            rec.ops.lock().unwrap().push(Operation {
+                client: c,
+                input,
+                call,
+                ret: output.as_ref().map(|_| ret),
+                output,
+            });
+        }
+        if failed {
+            // The service is unavailable: back off instead of piling up unknown outcomes.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        } else {
+            tokio::time::sleep(PACE).await;
+        }
+    }
+}

@@ -20,7 +20,7 @@ fn kill_mid_stream(ordering: Ordering, victim: usize) -> (Recorder, usize, usize
     let mut procs = Procs::loopback(ordering, 3, &format!("kill-{ordering}"));
     rt.block_on(wait_serving(&procs));
     let rec = Recorder::new();
-    let until = Instant::now() + Duration::from_secs(4);
+    let until = Instant::now() + Duration::from_secs(5);
     let addrs = procs.cfg.client_addrs();
     let tasks: Vec<_> = (0..6)
         .map(|c| rt.spawn(client(addrs.clone(), c, 4, until, rec.clone())))
@@ -38,7 +38,7 @@ fn kill_mid_stream(ordering: Ordering, victim: usize) -> (Recorder, usize, usize
         .unwrap()
         .iter()
         .filter(|o| {
-            o.ret.is_some() && o.call > (killed_at + Duration::from_millis(1000)).as_nanos() as u64
+            o.ret.is_some() && o.call > (killed_at + Duration::from_millis(1500)).as_nanos() as u64
         })
         .count();
     if let Err(e) = rec.check() {
@@ -47,9 +47,19 @@ fn kill_mid_stream(ordering: Ordering, victim: usize) -> (Recorder, usize, usize
         }
         panic!("{ordering}: not linearizable: {e}");
     }
+    let unknown: Vec<u64> = rec
+        .ops
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|o| o.ret.is_none())
+        .map(|o| o.call / 1_000_000)
+        .collect();
     eprintln!(
-        "{ordering}: {} operations recorded, {before} completed before the kill, {after} completed after",
-        rec.ops.lock().unwrap().len()
+        "{ordering}: {} operations recorded, {before} completed before the kill at {killed_at:?}, {after} completed well after it; {} outcomes unknown (called at ms {:?}…)",
+        rec.ops.lock().unwrap().len(),
+        unknown.len(),
+        &unknown[..unknown.len().min(12)]
     );
     (rec, before, after)
 }

@@ -123,8 +123,8 @@ fn cas_paxos_partition_one_replica() {
     let cfg = KvConfig {
         cluster_id: 9,
         ordering: Ordering::CasPaxos,
-        heartbeat_period_ms: 20,
-        heartbeat_timeout_ms: 300,
+        heartbeat_period_ms: 50,
+        heartbeat_timeout_ms: 600,
         replicas,
     };
     let prefix = nodes
@@ -146,7 +146,7 @@ fn cas_paxos_partition_one_replica() {
         rt.block_on(async move {
             wait_serving(&procs).await;
             let rec = Recorder::new();
-            let until = Instant::now() + Duration::from_secs(4);
+            let until = Instant::now() + Duration::from_secs(5);
             let tasks: Vec<_> = (0..6)
                 .map(|c| tokio::spawn(client(addrs.clone(), c, 4, until, rec.clone())))
                 .collect();
@@ -164,7 +164,7 @@ fn cas_paxos_partition_one_replica() {
                 .iter()
                 .filter(|o| {
                     o.ret.is_some()
-                        && o.call > (cut_at + Duration::from_millis(1000)).as_nanos() as u64
+                        && o.call > (cut_at + Duration::from_millis(1500)).as_nanos() as u64
                 })
                 .count();
             eprintln!(

@@ -87,8 +87,8 @@ impl Procs {
         let cfg = KvConfig {
             cluster_id: 7,
             ordering,
-            heartbeat_period_ms: 20,
-            heartbeat_timeout_ms: 300,
+            heartbeat_period_ms: 50,
+            heartbeat_timeout_ms: 600,
             replicas,
         };
         cfg.validate().unwrap();

@@ -73,6 +73,16 @@ pub struct Report {
 }
 
 impl Report {
+    fn empty() -> Report {
+        Report {
+            requests: 0,
+            ops: 0,
+            errors: 0,
+            elapsed: Duration::ZERO,
+            latency: histogram(),
+        }
+    }
+
     /// Operations per second.
     pub fn ops_per_sec(&self) -> f64 {
         self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
@@ -172,13 +182,7 @@ pub async fn run(
             (requests, errors, hist)
         }));
     }
-    let mut report = Report {
-        requests: 0,
-        ops: 0,
-        errors: 0,
-        elapsed: Duration::ZERO,
-        latency: histogram(),
-    };
+    let mut report = Report::empty();
     for t in tasks {
         if let Ok((r, e, h)) = t.await {
             report.requests += r;
@@ -246,13 +250,7 @@ pub async fn raw_echo(
             std::io::Result::Ok((n, hist))
         }));
     }
-    let mut report = Report {
-        requests: 0,
-        ops: 0,
-        errors: 0,
-        elapsed: Duration::ZERO,
-        latency: histogram(),
-    };
+    let mut report = Report::empty();
     for t in tasks {
         match t.await {
             Ok(Ok((n, h))) => {

@@ -32,15 +32,7 @@ fn kill_mid_stream(ordering: Ordering, victim: usize) -> (Recorder, usize, usize
     for t in tasks {
         rt.block_on(t).unwrap();
     }
-    let after = rec
-        .ops
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|o| {
-            o.ret.is_some() && o.call > (killed_at + Duration::from_millis(1500)).as_nanos() as u64
-        })
-        .count();
+    let after = rec.completed_after(killed_at + Duration::from_millis(1500));
     if let Err(e) = rec.check() {
         for i in 0..3 {
             eprintln!("--- replica {i}\n{}", procs.log(i));

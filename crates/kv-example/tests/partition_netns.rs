@@ -157,16 +157,7 @@ fn cas_paxos_partition_one_replica() {
             for t in tasks {
                 t.await.unwrap();
             }
-            let after = rec
-                .ops
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|o| {
-                    o.ret.is_some()
-                        && o.call > (cut_at + Duration::from_millis(1500)).as_nanos() as u64
-                })
-                .count();
+            let after = rec.completed_after(cut_at + Duration::from_millis(1500));
             eprintln!(
                 "{} operations, {before} completed before the cut, {after} well after it",
                 rec.ops.lock().unwrap().len()

@@ -110,11 +110,11 @@ fn completed(cl: &Cluster) -> usize {
     cl.ops.iter().filter(|o| o.ret.is_some()).count()
 }
 
-#[test]
-fn linearizable_without_faults_round_robin() {
-    check_seeds("linearizable_without_faults_round_robin", 6, |seed| {
+/// Every operation completes, in both linearizable read modes, and the history checks.
+fn without_faults(name: &str, backend: Backend) {
+    check_seeds(name, 6, |seed| {
         for mode in [ReadMode::Barrier, ReadMode::Ordered] {
-            let cl = run(Backend::RoundRobin, seed, mode, Faults::default())?;
+            let cl = run(backend, seed, mode, Faults::default())?;
             if completed(&cl) != cl.ops.len() || cl.ops.len() < 100 {
                 return Err(format!(
                     "{} of {} operations completed",
@@ -129,21 +129,16 @@ fn linearizable_without_faults_round_robin() {
 }
 
 #[test]
+fn linearizable_without_faults_round_robin() {
+    without_faults(
+        "linearizable_without_faults_round_robin",
+        Backend::RoundRobin,
+    );
+}
+
+#[test]
 fn linearizable_without_faults_cas_paxos() {
-    check_seeds("linearizable_without_faults_cas_paxos", 6, |seed| {
-        for mode in [ReadMode::Barrier, ReadMode::Ordered] {
-            let cl = run(Backend::CasPaxos, seed, mode, Faults::default())?;
-            if completed(&cl) != cl.ops.len() || cl.ops.len() < 100 {
-                return Err(format!(
-                    "{} of {} operations completed",
-                    completed(&cl),
-                    cl.ops.len()
-                ));
-            }
-            verify(&cl)?;
-        }
-        Ok(())
-    });
+    without_faults("linearizable_without_faults_cas_paxos", Backend::CasPaxos);
 }
 
 #[test]

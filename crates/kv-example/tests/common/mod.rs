@@ -160,6 +160,17 @@ impl Recorder {
             .count()
     }
 
+    /// Operations invoked more than `after` into the run that completed.
+    pub fn completed_after(&self, after: Duration) -> usize {
+        let t = after.as_nanos() as u64;
+        self.ops
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|o| o.ret.is_some() && o.call > t)
+            .count()
+    }
+
     pub fn check(&self) -> Result<(), String> {
         let ops = self.ops.lock().unwrap().clone();
         check(&squall_ordering::linearizability::kv::Kv, &ops).map_err(|e| e.to_string())

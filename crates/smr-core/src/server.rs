@@ -8,6 +8,7 @@
 //! answered and then that connection (only) is closed.
 
 use std::io;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -28,6 +29,10 @@ pub struct ServerConfig {
     pub max_request: usize,
     /// Responses queued per connection before the server stops reading more requests from it.
     pub per_connection: usize,
+    /// How long a request may wait for the replica before it is answered
+    /// [`Unavailable`](crate::wire::ErrorCode::Unavailable) and forgotten (an entry the backend
+    /// lost, e.g. forwarded to a leader that crashed, would otherwise be waited on forever).
+    pub request_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -35,6 +40,7 @@ impl Default for ServerConfig {
         ServerConfig {
             max_request: 1 << 20,
             per_connection: 4096,
+            request_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -50,6 +56,9 @@ impl ServerConfig {
         }
         if self.per_connection == 0 {
             return Err(ConfigError::new("per_connection", "must be at least 1"));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(ConfigError::new("request_timeout", "must be positive"));
         }
         Ok(())
     }
@@ -130,11 +139,20 @@ async fn connection(
             Ok((id, req)) => match replica.submit(req) {
                 Ok(pending) => {
                     let tx = tx.clone();
+                    let limit = cfg.request_timeout;
                     tokio::spawn(async move {
-                        let resp = pending.await.unwrap_or_else(|_| Response::Error {
-                            code: ErrorCode::Unavailable,
-                            message: "the replica shut down".into(),
-                        });
+                        let resp = match tokio::time::timeout(limit, pending).await {
+                            Ok(Ok(r)) => r,
+                            Ok(Err(_)) => Response::Error {
+                                code: ErrorCode::Unavailable,
+                                message: "the replica shut down".into(),
+                            },
+                            // Dropping the receiver lets the replica forget the request.
+                            Err(_) => Response::Error {
+                                code: ErrorCode::Unavailable,
+                                message: format!("no answer from the replica within {limit:?}"),
+                            },
+                        };
                         let _ = tx.send(resp.encode(id)).await;
                     });
                 }

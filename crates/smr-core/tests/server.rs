@@ -195,3 +195,62 @@ fn a_client_fails_over_when_its_replica_crashes_and_applies_once() {
     assert_eq!(states[0].len(), 40, "every command applied exactly once");
     assert_eq!(states[0], states[1]);
 }
+
+/// A backend that accepts everything and orders nothing (an entry lost with a crashed leader).
+struct BlackHole {
+    thread: std::thread::Thread,
+}
+
+impl squall_ordering::TotalOrder for BlackHole {
+    fn me(&self) -> NodeId {
+        NodeId(0)
+    }
+    fn submit(&mut self, _: &[u8]) -> Result<(), squall_ordering::SubmitError> {
+        Ok(())
+    }
+    fn poll(&mut self, _: &mut Vec<squall_ordering::Upcall<squall_ordering::Delivery>>) -> bool {
+        false
+    }
+    fn wait(&mut self, timeout: Duration) {
+        std::thread::park_timeout(timeout);
+    }
+    fn waker(&self) -> squall_transport::Waker {
+        let t = self.thread.clone();
+        squall_transport::Waker::new(move || t.unpark())
+    }
+}
+
+#[test]
+fn a_request_the_backend_lost_is_answered_unavailable_after_the_request_timeout() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let replica = Replica::spawn(
+        NodeId(0),
+        || {
+            Ok::<_, String>(BlackHole {
+                thread: std::thread::current(),
+            })
+        },
+        Append::default(),
+        ReplicaConfig::default(),
+    )
+    .unwrap();
+    let cfg = squall_smr::server::ServerConfig {
+        request_timeout: Duration::from_millis(200),
+        ..Default::default()
+    };
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(squall_smr::server::serve(listener, replica.handle(), cfg));
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let start = std::time::Instant::now();
+        let cmd = Request::Command { client: 1, seq: 1, acked: 0, payload: b"x".to_vec() }.encode(1);
+        let (_, r) = roundtrip(&mut s, &cmd).await;
+        assert!(matches!(r, Response::Error { code: ErrorCode::Unavailable, ref message } if message.contains("within")), "{r:?}");
+        assert!(start.elapsed() >= Duration::from_millis(200));
+    });
+    assert!(replica.shutdown().unwrap().0.is_empty());
+}

@@ -17,6 +17,7 @@ use crate::ConfigError;
 use crate::core::{CoreConfig, ReplicaCore, Token};
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
+use crate::snapshot::Snapshot;
 use crate::wire::{ErrorCode, Request, Response};
 
 /// Settings of a replica's runtime.
@@ -96,9 +97,12 @@ pub enum RuntimeError {
     Panicked(String),
 }
 
-struct Job {
-    req: Request,
-    reply: oneshot::Sender<Response>,
+enum Job {
+    Request {
+        req: Request,
+        reply: oneshot::Sender<Response>,
+    },
+    Snapshot(oneshot::Sender<Snapshot>),
 }
 
 /// Hands requests to a running replica; cheap to clone, usable from any thread or task.
@@ -120,10 +124,24 @@ impl ReplicaHandle {
     /// resolves to an error if the replica shuts down first).
     pub fn submit(&self, req: Request) -> Result<oneshot::Receiver<Response>, Busy> {
         let (reply, rx) = oneshot::channel();
-        match self.tx.try_send(Job { req, reply }) {
+        self.enqueue(Job::Request { req, reply })?;
+        Ok(rx)
+    }
+
+    /// Asks for a snapshot of the replica's state (state machine, sessions, position), taken
+    /// between two deliveries: for backups, and for seeding a new replica with
+    /// [`ReplicaCore::restore`].
+    pub fn snapshot(&self) -> Result<oneshot::Receiver<Snapshot>, Busy> {
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(Job::Snapshot(reply))?;
+        Ok(rx)
+    }
+
+    fn enqueue(&self, job: Job) -> Result<(), Busy> {
+        match self.tx.try_send(job) {
             Ok(()) => {
                 self.waker.wake();
-                Ok(rx)
+                Ok(())
             }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.metrics.add(&self.metrics.busy, 1);
@@ -366,11 +384,15 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
         let mut took = 0;
         while took < self.cfg.batch {
             match self.rx.try_recv() {
-                Ok(job) => {
+                Ok(Job::Request { req, reply }) => {
                     let t = self.next_token;
                     self.next_token += 1;
-                    self.waiting.insert(t, job.reply);
-                    self.core.request(t, job.req);
+                    self.waiting.insert(t, reply);
+                    self.core.request(t, req);
+                    took += 1;
+                }
+                Ok(Job::Snapshot(reply)) => {
+                    let _ = reply.send(self.core.snapshot());
                     took += 1;
                 }
                 Err(TryRecvError::Empty) => break,

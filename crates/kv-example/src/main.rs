@@ -138,12 +138,14 @@ enum ClientOp {
     Put { key: String, value: String },
     /// Remove a key.
     Delete { key: String },
-    /// Set KEY to NEW if it holds EXPECTED (`--absent` for "not set").
+    /// Set KEY to NEW if it holds --expected OLD (or is not set, with --absent).
     Cas {
         key: String,
-        #[arg(required_unless_present = "absent")]
-        expected: Option<String>,
         new: String,
+        /// The value KEY must hold.
+        #[arg(long, required_unless_present = "absent", conflicts_with = "absent")]
+        expected: Option<String>,
+        /// KEY must not be set.
         #[arg(long)]
         absent: bool,
     },
@@ -165,6 +167,7 @@ fn main() {
     });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     if let Err(e) = run(cli) {

@@ -311,6 +311,11 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// [`ErrorCode::Unavailable`], and so does every later one.
     pub fn stop(&mut self, reason: String) {
         tracing::warn!(replica = %self.me, %reason, "backend stopped");
+        self.halt(reason);
+    }
+
+    /// Like [`stop`](Self::stop), for an orderly shutdown (logged as such).
+    pub(crate) fn halt(&mut self, reason: String) {
         self.stopped = Some(reason.clone());
         self.fail_all(&reason);
     }

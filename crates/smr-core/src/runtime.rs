@@ -370,7 +370,8 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             }
         }
         // Answer what is still owed, then hand the state back.
-        self.core.stop("the replica is shutting down".into());
+        tracing::info!("replica shutting down");
+        self.core.halt("the replica is shutting down".into());
         self.core.drain_replies(&mut replies);
         for (t, r) in replies.drain(..) {
             if let Some(tx) = self.waiting.remove(&t) {

@@ -32,7 +32,7 @@ use squall_transport::{
 use thiserror::Error;
 
 use crate::layout::{DECISIONS, Layout, SLOTS, STAGING, VALUES};
-use crate::word::{MAX_PROPOSAL, MAX_PROPOSERS, SlotWord, ValueRef};
+use crate::word::{MAX_PROPOSAL, MAX_PROPOSERS, SlotWord, ValueRef, lap_of};
 
 /// Settings of a consensus node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +45,30 @@ pub struct Config {
     pub backoff_max: Duration,
     /// Seed of the node's backoff generator.
     pub seed: u64,
+    /// How the decider tells the others (see [`Announce`]).
+    pub announce: Announce,
+}
+
+/// How a decider makes its decision known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Announce {
+    /// Write the decision word to every node right away (single-decree use).
+    Write,
+    /// Only record it locally; the owner (the log) piggybacks it on a later accept (at most
+    /// `scan` slots later, the distance learners look ahead for it) or writes it with
+    /// [`Decree::write_decision`].
+    Defer {
+        /// How far ahead of a slot learners look for its piggybacked decision (at most
+        /// [`MAX_BACK`]).
+        scan: usize,
+    },
+}
+
+/// A decision this node made, as the log needs it for piggybacking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decided {
+    /// The deciding proposal.
+    pub proposal: u32,
 }
 
 /// A setting that cannot work.
@@ -52,7 +76,7 @@ pub struct Config {
 pub enum ConfigError {
     /// Too many or too few proposers.
     #[error(
-        "{0} nodes: CAS-Paxos needs between 1 and {MAX_PROPOSERS} (value references are 8 bits)"
+        "{0} nodes: CAS-Paxos needs between 1 and {MAX_PROPOSERS} (value references are 6 bits)"
     )]
     Proposers(usize),
     /// The backoff range is inverted or empty.
@@ -130,8 +154,17 @@ pub struct Decree<T: Transport> {
     me: usize,
     nodes: usize,
     cfg: Config,
-    slot: usize,
+    /// The absolute slot.
+    slot: u64,
+    /// Its ring position.
+    pos: usize,
+    /// Its lap tag.
+    lap: u8,
     predicted: Vec<SlotWord>,
+    /// Piggyback field for the next accept (see [`SlotWord::back`]).
+    back: u8,
+    /// Every proposal this node ran an accept at, in this slot.
+    accepts: Vec<u32>,
     pending: BTreeMap<OpId, Pending>,
     proposal: u32,
     attempt: u64,
@@ -142,8 +175,12 @@ pub struct Decree<T: Transport> {
     learned: Option<Vec<u8>>,
     /// This node decided (and so already told everyone).
     decided_here: bool,
+    /// [`Decree::take_decision`] returned it.
+    decision_taken: bool,
     /// This node relayed a decision it learned.
     relayed: bool,
+    /// An acceptor's word for this position is already in a later lap: the slot is long gone.
+    stale: bool,
     rng: u64,
     events: Vec<Event>,
 }
@@ -164,9 +201,10 @@ fn region<T: Transport>(t: &T, id: squall_transport::RegionId) -> Region {
 }
 
 impl<T: Transport> Decree<T> {
-    /// A node for `slot`. Node ids must be `0..nodes` (the node's index is its proposer index), and
-    /// the transport must have registered `cfg.layout.regions()`.
-    pub fn new(t: T, cfg: Config, slot: usize) -> Result<Decree<T>, ConfigError> {
+    /// A node for absolute slot `slot` (at ring position `slot mod layout.slots`). Node ids must
+    /// be `0..nodes` (the node's index is its proposer index), and the transport must have
+    /// registered `cfg.layout.regions()`.
+    pub fn new(t: T, cfg: Config, slot: u64) -> Result<Decree<T>, ConfigError> {
         let nodes = t.peers().len() + 1;
         if nodes > MAX_PROPOSERS || cfg.layout.proposers != nodes {
             return Err(ConfigError::Proposers(nodes));
@@ -182,18 +220,22 @@ impl<T: Transport> Decree<T> {
                 )));
             }
         }
-        if slot >= cfg.layout.slots {
-            return Err(ConfigError::Transport(format!(
-                "slot {slot} is beyond the layout's {}",
-                cfg.layout.slots
-            )));
+        if cfg.layout.slots == 0 {
+            return Err(ConfigError::Transport(
+                "layout.slots must be positive".into(),
+            ));
         }
         let me = t.local_id().index();
+        let lap = lap_of(slot, cfg.layout.slots);
         Ok(Decree {
             me,
             nodes,
             slot,
-            predicted: vec![SlotWord::EMPTY; nodes],
+            pos: cfg.layout.position(slot),
+            lap,
+            predicted: vec![SlotWord::empty(lap); nodes],
+            back: 0,
+            accepts: Vec::new(),
             pending: BTreeMap::new(),
             proposal: 0,
             attempt: 0,
@@ -202,7 +244,9 @@ impl<T: Transport> Decree<T> {
             own: false,
             learned: None,
             decided_here: false,
+            decision_taken: false,
             relayed: false,
+            stale: false,
             rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15 ^ (me as u64) << 32,
             events: Vec::new(),
             cfg,
@@ -291,11 +335,11 @@ impl<T: Transport> Decree<T> {
         let at = self
             .cfg
             .layout
-            .staging_offset(self.slot, usize::from(origin));
+            .staging_offset(self.pos, usize::from(origin));
         let staging = region(&self.t, STAGING);
         let _ = staging.write_bytes(at + 16, value);
         staging.store(at / 8 + 1, value.len() as u64);
-        staging.store(at / 8, self.slot as u64 + 1);
+        staging.store(at / 8, self.slot + 1);
     }
 
     fn prepare(&mut self) -> Result<(), ProposeError> {
@@ -337,15 +381,24 @@ impl<T: Transport> Decree<T> {
                 writer: self.me as u8,
                 origin,
             }),
+            lap: self.lap,
+            back: 0,
         };
+        // Piggybacked decisions ride on the first accept only: a retry has another proposal,
+        // which the claim names.
+        let back = std::mem::take(&mut self.back);
+        let targets = vec![SlotWord { back, ..chosen }; self.nodes];
+        if self.accepts.last() != Some(&self.proposal) {
+            self.accepts.push(self.proposal);
+        }
         // The value goes to this node's own buffers everywhere first (FIFO before the CAS).
         let layout = self.cfg.layout;
         let src = LocalSlice::new(
             STAGING,
-            layout.staging_offset(self.slot, usize::from(origin)),
+            layout.staging_offset(self.pos, usize::from(origin)),
             layout.buffer_len(),
         );
-        let dst = layout.buffer_offset(self.me, self.slot, usize::from(origin));
+        let dst = layout.buffer_offset(self.me, self.pos, usize::from(origin));
         let _ =
             region(&self.t, VALUES).copy_from(dst, &region(&self.t, STAGING), src.offset, src.len);
         for peer in self.t.peers().to_vec() {
@@ -354,7 +407,7 @@ impl<T: Transport> Decree<T> {
                 .write(peer, src, RemoteAddr::new(VALUES, dst), Signal::Unsignaled);
             self.note_post_error(r);
         }
-        self.round(Step::Accept, vec![chosen; self.nodes]);
+        self.round(Step::Accept, targets);
     }
 
     fn note_post_error(&self, r: Result<OpId, PostError>) {
@@ -375,12 +428,12 @@ impl<T: Transport> Decree<T> {
             answered: vec![false; self.nodes],
             unreachable: 0,
         };
-        let word = RemoteAddr::new(SLOTS, self.slot * 8);
+        let word = RemoteAddr::new(SLOTS, self.pos * 8);
         for (acceptor, move_to) in targets.into_iter().enumerate() {
             let expected = self.predicted[acceptor];
             if acceptor == self.me {
                 let old = match region(&self.t, SLOTS).compare_and_swap(
-                    self.slot,
+                    self.pos,
                     expected.pack(),
                     move_to.pack(),
                 ) {
@@ -430,7 +483,15 @@ impl<T: Transport> Decree<T> {
                 true
             }
             Some(old) => {
-                self.predicted[acceptor] = SlotWord::unpack(old);
+                let actual = SlotWord::unpack(old);
+                if actual.lap == self.lap {
+                    self.predicted[acceptor] = actual;
+                } else {
+                    // Another lap's state: the acceptor has not reset the position for this lap
+                    // yet (or this slot is long gone). Keep predicting the empty state.
+                    self.predicted[acceptor] = SlotWord::empty(self.lap);
+                    self.stale |= actual.lap.wrapping_sub(self.lap) < 128;
+                }
                 false
             }
             None => {
@@ -527,7 +588,7 @@ impl<T: Transport> Decree<T> {
             Some((_, acceptor, v)) => {
                 let layout = self.cfg.layout;
                 let at =
-                    layout.buffer_offset(usize::from(v.writer), self.slot, usize::from(v.origin));
+                    layout.buffer_offset(usize::from(v.writer), self.pos, usize::from(v.origin));
                 if acceptor == self.me {
                     let mut buf = vec![0u8; layout.buffer_len()];
                     let _ = region(&self.t, VALUES).read_bytes(at, &mut buf);
@@ -561,7 +622,7 @@ impl<T: Transport> Decree<T> {
         let at = self
             .cfg
             .layout
-            .staging_offset(self.slot, usize::from(origin));
+            .staging_offset(self.pos, usize::from(origin));
         let mut buf = vec![0u8; self.cfg.layout.buffer_len()];
         region(&self.t, STAGING).read_bytes(at, &mut buf).ok()?;
         self.parse(&buf)
@@ -569,16 +630,7 @@ impl<T: Transport> Decree<T> {
 
     /// Parses a buffer; `None` if it is not this slot's.
     fn parse(&self, buf: &[u8]) -> Option<Vec<u8>> {
-        let word = |i: usize| {
-            buf.get(i * 8..i * 8 + 8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes)
-        };
-        let (slot, len) = (word(0)?, word(1)? as usize);
-        if slot != self.slot as u64 + 1 || len > self.cfg.layout.max_value_len {
-            return None;
-        }
-        buf.get(16..16 + len).map(<[u8]>::to_vec)
+        parse_buffer(buf, self.slot, self.cfg.layout.max_value_len)
     }
 
     fn fetched(&mut self, origin: u8, buf: &[u8]) {
@@ -609,19 +661,13 @@ impl<T: Transport> Decree<T> {
                 writer: self.me as u8,
                 origin,
             }),
+            lap: self.lap,
+            back: 0,
         };
-        let decisions = region(&self.t, DECISIONS);
-        decisions.store(self.slot, decision.pack());
-        let src = LocalSlice::new(DECISIONS, self.slot * 8, 8);
-        for peer in self.t.peers().to_vec() {
-            // The value buffer was posted to every node before the accept CAS; FIFO puts this after.
-            let r = self.t.write(
-                peer,
-                src,
-                RemoteAddr::new(DECISIONS, self.slot * 8),
-                Signal::Unsignaled,
-            );
-            self.note_post_error(r);
+        region(&self.t, DECISIONS).store(self.pos, decision.pack());
+        if self.cfg.announce == Announce::Write {
+            let all = vec![true; self.nodes];
+            self.write_decision(&all);
         }
         tracing::debug!(me = self.me, proposal = self.proposal, "cas-paxos: decided");
         self.learned = Some(value);
@@ -639,23 +685,69 @@ impl<T: Transport> Decree<T> {
         self.phase = Phase::Backoff(self.t.now() + wait);
     }
 
+    /// This node's decision, once, if it made one (for the log's piggybacking).
+    pub fn take_decision(&mut self) -> Option<Decided> {
+        if !self.decided_here || self.decision_taken {
+            return None;
+        }
+        self.decision_taken = true;
+        Some(Decided {
+            proposal: self.proposal,
+        })
+    }
+
+    /// Sets the piggyback field of the next accept: `back = k` tells every acceptor that each
+    /// slot below `slot - k` in which this node ran an accept at the proposal the accept carries
+    /// (the caller checks it is [`proposal`](Self::proposal)) was chosen with that accept's
+    /// value. Used by the first accept only.
+    pub fn piggyback(&mut self, back: u8) {
+        self.back = back;
+    }
+
+    /// Proposals at which this node ran an accept in this slot that were not how it decided:
+    /// their values may not be the chosen one.
+    pub fn undecided_accepts(&self) -> impl Iterator<Item = u32> + '_ {
+        let decided = self.decided_here.then_some(self.proposal);
+        self.accepts
+            .iter()
+            .copied()
+            .filter(move |p| Some(*p) != decided)
+    }
+
+    /// Writes this node's decision word to the peers marked in `to` (after the value, which FIFO
+    /// already put there before the accept).
+    pub fn write_decision(&mut self, to: &[bool]) {
+        let src = LocalSlice::new(DECISIONS, self.pos * 8, 8);
+        for peer in self.t.peers().to_vec() {
+            if !to.get(peer.index()).copied().unwrap_or(false) {
+                continue;
+            }
+            let r = self.t.write(
+                peer,
+                src,
+                RemoteAddr::new(DECISIONS, self.pos * 8),
+                Signal::Unsignaled,
+            );
+            self.note_post_error(r);
+        }
+    }
+
+    /// Whether an acceptor's word showed a later lap: this slot's state is gone everywhere that
+    /// matters, and the node fell more than a ring behind.
+    pub fn stale(&self) -> bool {
+        self.stale
+    }
+
     /// Learns a decision from local memory.
     fn learn(&mut self) {
         if self.learned.is_some() {
             return;
         }
-        let word = region(&self.t, DECISIONS).load(self.slot);
-        if word == 0 {
-            return;
-        }
-        let Some(v) = SlotWord::unpack(word).value else {
-            return;
+        let scan = match self.cfg.announce {
+            Announce::Write => 0,
+            Announce::Defer { scan } => scan,
         };
-        let layout = self.cfg.layout;
-        let at = layout.buffer_offset(usize::from(v.writer), self.slot, usize::from(v.origin));
-        let mut buf = vec![0u8; layout.buffer_len()];
-        let _ = region(&self.t, VALUES).read_bytes(at, &mut buf);
-        if let Some(value) = self.parse(&buf) {
+        if let Some((value, _)) = learn_local(&self.t, &self.cfg.layout, self.slot, scan) {
             self.learned = Some(value);
             self.phase = Phase::Decided;
         }
@@ -668,15 +760,15 @@ impl<T: Transport> Decree<T> {
         if self.relayed || !self.own || self.decided_here {
             return;
         }
-        let word = region(&self.t, DECISIONS).load(self.slot);
-        let Some(v) = SlotWord::unpack(word).value else {
+        let word = SlotWord::unpack(region(&self.t, DECISIONS).load(self.pos));
+        let (Some(v), true) = (word.value, word.lap == self.lap) else {
             return;
         };
         self.relayed = true;
         let layout = self.cfg.layout;
-        let at = layout.buffer_offset(usize::from(v.writer), self.slot, usize::from(v.origin));
+        let at = layout.buffer_offset(usize::from(v.writer), self.pos, usize::from(v.origin));
         let src = LocalSlice::new(VALUES, at, layout.buffer_len());
-        let decision = LocalSlice::new(DECISIONS, self.slot * 8, 8);
+        let decision = LocalSlice::new(DECISIONS, self.pos * 8, 8);
         for peer in self.t.peers().to_vec() {
             let r = self
                 .t
@@ -685,7 +777,7 @@ impl<T: Transport> Decree<T> {
             let r = self.t.write(
                 peer,
                 decision,
-                RemoteAddr::new(DECISIONS, self.slot * 8),
+                RemoteAddr::new(DECISIONS, self.pos * 8),
                 Signal::Unsignaled,
             );
             self.note_post_error(r);
@@ -761,4 +853,77 @@ impl<T: Transport> Decree<T> {
             self.abort();
         }
     }
+}
+
+/// Parses a value buffer `[slot + 1][len][bytes]`; `None` if it holds another slot's value (an
+/// older lap's) or is malformed.
+pub(crate) fn parse_buffer(buf: &[u8], slot: u64, max_len: usize) -> Option<Vec<u8>> {
+    let word = |i: usize| {
+        buf.get(i * 8..i * 8 + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    };
+    let (tag, len) = (word(0)?, usize::try_from(word(1)?).ok()?);
+    if tag != slot.wrapping_add(1) || len > max_len {
+        return None;
+    }
+    buf.get(16..16 + len).map(<[u8]>::to_vec)
+}
+
+/// Largest distance a piggybacked decision can point back.
+pub const MAX_BACK: usize = u8::MAX as usize;
+
+/// Learns absolute `slot`'s decision from this node's own memory, without any communication:
+/// from its decision word, or from a piggyback on a later slot's word (Velos §5.4) — some word
+/// `s = slot + k` (`k <= scan`, in its own lap) with `s - back > slot`, whose writer and accepted
+/// proposal match this node's own word for `slot`. The writer claims with `back` that every slot
+/// below `s - back` in which it ran an accept at that proposal was chosen with that accept's
+/// value; a proposer uses one value per proposal, so the local word then holds the decided
+/// value. Returns the value and whether it came through a piggyback (then
+/// the decision word is recorded locally, so it can be relayed).
+pub(crate) fn learn_local<T: Transport>(
+    t: &T,
+    layout: &Layout,
+    slot: u64,
+    scan: usize,
+) -> Option<(Vec<u8>, bool)> {
+    let ring = layout.slots;
+    let pos = layout.position(slot);
+    let lap = lap_of(slot, ring);
+    let decisions = t.region(DECISIONS)?;
+    let read_value = |v: ValueRef| {
+        let at = layout.buffer_offset(usize::from(v.writer), pos, usize::from(v.origin));
+        let mut buf = vec![0u8; layout.buffer_len()];
+        t.region(VALUES)?.read_bytes(at, &mut buf).ok()?;
+        parse_buffer(&buf, slot, layout.max_value_len)
+    };
+    let d = SlotWord::unpack(decisions.load(pos));
+    if let (Some(v), true) = (d.value, d.lap == lap) {
+        if let Some(value) = read_value(v) {
+            return Some((value, false));
+        }
+    }
+    let slots = t.region(SLOTS)?;
+    let mine = SlotWord::unpack(slots.load(pos));
+    let v = mine.value.filter(|_| mine.lap == lap)?;
+    let found = (1..=scan.min(MAX_BACK).min(ring - 1)).any(|k| {
+        let s = slot + k as u64;
+        let w = SlotWord::unpack(slots.load(layout.position(s)));
+        w.back != 0
+            && usize::from(w.back) < k
+            && w.lap == lap_of(s, ring)
+            && w.accepted_proposal == mine.accepted_proposal
+            && w.value.map(|x| x.writer) == Some(v.writer)
+    });
+    if !found {
+        return None;
+    }
+    let value = read_value(v)?;
+    let decision = SlotWord {
+        min_proposal: 0,
+        back: 0,
+        ..mine
+    };
+    decisions.store(pos, decision.pack());
+    Some((value, true))
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use squall_cas_paxos::decree::{Config, Decree};
+use squall_cas_paxos::decree::{Announce, Config, Decree};
 use squall_cas_paxos::layout::Layout;
 use squall_transport::{NodeId, Transport};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
@@ -77,6 +77,7 @@ fn build(seed: u64, nodes: usize) -> (Sim, Vec<Decree<SimNode>>) {
                 backoff_min: Duration::from_micros(5),
                 backoff_max: Duration::from_micros(60),
                 seed,
+                announce: Announce::Write,
             };
             Decree::new(t, cfg, 0).expect("valid config")
         })

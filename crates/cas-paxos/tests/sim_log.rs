@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use squall_cas_paxos::layout::Layout;
-use squall_cas_paxos::log::{CasPaxos, LogConfig};
+use squall_cas_paxos::log::{CasPaxos, LogConfig, Stats};
 use squall_ordering::check::History;
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
 use squall_transport::NodeId;
@@ -17,7 +17,8 @@ fn config(nodes: usize, seed: u64) -> LogConfig {
     LogConfig {
         layout: Layout {
             proposers: nodes,
-            slots: 1024,
+            // A small ring, so that every run reuses each position many times.
+            slots: 24,
             max_value_len: 64,
         },
         window: 8,
@@ -25,6 +26,7 @@ fn config(nodes: usize, seed: u64) -> LogConfig {
         backoff: (Duration::from_micros(5), Duration::from_micros(40)),
         heartbeat_period: Duration::from_micros(20),
         leader_timeout: Duration::from_micros(300),
+        recycle_timeout: Duration::from_millis(3),
         seed,
     }
 }
@@ -35,6 +37,10 @@ struct Outcome {
     submitted_by_live: usize,
     /// Commands live nodes submitted long after any crash (the new leader was trusted by then).
     late: Vec<(NodeId, Vec<u8>)>,
+    /// Per node: how decisions were announced and learned.
+    stats: Vec<Stats>,
+    /// Per node: slots delivered (no-ops included).
+    slots: Vec<u64>,
 }
 
 fn run(
@@ -42,6 +48,7 @@ fn run(
     nodes: usize,
     per_node: usize,
     crash_leader_at: Option<u32>,
+    rate: u64,
 ) -> Result<Outcome, String> {
     let mut late = Vec::new();
     let cfg = config(nodes, seed);
@@ -65,7 +72,7 @@ fn run(
             if crashed.contains(&i) || !sim.takes_turn(NodeId(i as u32)) {
                 continue;
             }
-            if sent[i] < per_node && sim.random(40) == 0 {
+            if sent[i] < per_node && sim.random(rate) == 0 {
                 let cmd = format!("n{i}#{}", sent[i]).into_bytes();
                 match log.submit(&cmd) {
                     Ok(()) => {
@@ -105,6 +112,8 @@ fn run(
         crashed,
         submitted_by_live,
         late,
+        stats: logs.iter().map(|l| l.stats()).collect(),
+        slots: logs.iter().map(|l| l.delivered()).collect(),
     })
 }
 
@@ -140,11 +149,46 @@ fn every_command_delivered_in_one_order_without_failures() {
         "every_command_delivered_in_one_order_without_failures",
         10,
         |seed| {
-            let o = run(seed, 3, 20, None)?;
+            let o = run(seed, 3, 20, None, 40)?;
             verify(&o, 3)?;
             let n = o.history.deliveries(NodeId(0)).count();
             if n != 60 {
                 return Err(format!("delivered {n} of 60 commands"));
+            }
+            // The ring (24 positions) was reused: 60 commands went through it twice and more.
+            if o.slots.iter().any(|&s| s < 60) {
+                return Err(format!("slots delivered {:?}", o.slots));
+            }
+            Ok(())
+        },
+    );
+}
+
+/// A steady stream from every node laps the 24-slot ring many times, and the leader announces
+/// decisions on its next accepts: followers learn most slots from their own memory through the
+/// piggyback, and the leader writes fewer decision words than one per follower per slot.
+#[test]
+fn ring_reuse_and_piggybacked_decisions_under_load() {
+    check_seeds(
+        "ring_reuse_and_piggybacked_decisions_under_load",
+        4,
+        |seed| {
+            let o = run(seed, 3, 150, None, 1)?;
+            verify(&o, 3)?;
+            let n = o.history.deliveries(NodeId(0)).count();
+            if n != 450 {
+                return Err(format!("delivered {n} of 450 commands"));
+            }
+            let leader = &o.stats[0];
+            eprintln!("seed {seed}: {:?}", o.stats);
+            let followers: u64 = o.stats[1..].iter().map(|s| s.learned_by_piggyback).sum();
+            if leader.piggybacked == 0 || followers == 0 {
+                return Err(format!("no decision was piggybacked: {:?}", o.stats));
+            }
+            if leader.piggybacked * 2 < leader.decided {
+                return Err(format!(
+                    "most decisions went out as decision words, not piggybacked: {leader:?}"
+                ));
             }
             Ok(())
         },
@@ -154,7 +198,7 @@ fn every_command_delivered_in_one_order_without_failures() {
 #[test]
 fn leader_crash_mid_stream_keeps_one_order() {
     check_seeds("leader_crash_mid_stream_keeps_one_order", 10, |seed| {
-        let o = run(seed, 3, 150, Some(1_000))?;
+        let o = run(seed, 3, 150, Some(1_000), 40)?;
         if o.late.is_empty() {
             return Err(
                 "no command was submitted after the takeover; the test proves nothing".into(),
@@ -170,7 +214,7 @@ proptest! {
     #[test]
     fn random_schedules_and_crashes(seed in any::<u64>(), five in any::<bool>(), crash in proptest::option::of(100u32..8_000)) {
         let nodes = if five { 5 } else { 3 };
-        let o = run(seed, nodes, 30, crash).map_err(TestCaseError::fail)?;
+        let o = run(seed, nodes, 30, crash, 40).map_err(TestCaseError::fail)?;
         verify(&o, nodes).map_err(TestCaseError::fail)?;
     }
 }

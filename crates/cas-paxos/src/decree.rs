@@ -22,7 +22,9 @@
 //! time) and retries: with a single proposer left running, it decides after at most one abort per
 //! mispredicted acceptor. The node never blocks and never reads the wall clock.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::Duration;
 
 use squall_transport::{
@@ -32,6 +34,7 @@ use squall_transport::{
 use thiserror::Error;
 
 use crate::layout::{DECISIONS, Layout, SLOTS, STAGING, VALUES};
+use crate::rpc::{AcceptorState, Message, Reply, Request, RpcAcceptor, Step};
 use crate::word::{MAX_PROPOSAL, MAX_PROPOSERS, SlotWord, ValueRef, lap_of};
 
 /// Settings of a consensus node.
@@ -47,6 +50,15 @@ pub struct Config {
     pub seed: u64,
     /// How the decider tells the others (see [`Announce`]).
     pub announce: Announce,
+    /// Proposal number at which an acceptor's slot word freezes and the two-sided fallback
+    /// takes over for it ([`crate::rpc`], Velos §5.2): above the node count, at most
+    /// [`MAX_PROPOSAL`]. Normally [`default_rpc_threshold`]; tests make it small.
+    pub rpc_threshold: u32,
+}
+
+/// The paper's threshold: the largest a word holds, less the node count.
+pub fn default_rpc_threshold(nodes: usize) -> u32 {
+    MAX_PROPOSAL - nodes as u32
 }
 
 /// How a decider makes its decision known.
@@ -82,6 +94,9 @@ pub enum ConfigError {
     /// The backoff range is inverted or empty.
     #[error("backoff_min must be positive and at most backoff_max")]
     Backoff,
+    /// The RPC threshold is out of range.
+    #[error("rpc_threshold = {0} must exceed the node count and be at most {MAX_PROPOSAL}")]
+    Threshold(u32),
     /// The transport lacks the layout's regions or peers.
     #[error("the transport does not match the layout: {0}")]
     Transport(String),
@@ -101,15 +116,9 @@ pub enum ProposeError {
     /// This node already proposed a value for the slot.
     #[error("this node already proposed for the slot")]
     AlreadyProposed,
-    /// Proposal numbers ran out (24 bits).
-    #[error("proposal numbers exhausted; the two-sided fallback is required")]
+    /// Proposal numbers ran out even for the two-sided fallback (32 bits).
+    #[error("proposal numbers exhausted (32 bits, two-sided fallback included)")]
     Exhausted,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
-    Prepare,
-    Accept,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -120,6 +129,8 @@ enum Pending {
         move_to: SlotWord,
         attempt: u64,
         step: Step,
+        /// A CAS that only freezes the word at the threshold; the step goes over RPC after.
+        freeze: bool,
     },
     Fetch {
         attempt: u64,
@@ -165,6 +176,12 @@ pub struct Decree<T: Transport> {
     back: u8,
     /// Every proposal this node ran an accept at, in this slot.
     accepts: Vec<u32>,
+    /// The last state each frozen (two-sided) acceptor reported.
+    rpc: Vec<Option<AcceptorState>>,
+    /// This node's two-sided acceptor (shared by a node's instances).
+    acceptor: Rc<RefCell<RpcAcceptor>>,
+    /// RPC requests this instance sent.
+    rpc_requests: u64,
     pending: BTreeMap<OpId, Pending>,
     proposal: u32,
     attempt: u64,
@@ -212,6 +229,9 @@ impl<T: Transport> Decree<T> {
         if cfg.backoff_min.is_zero() || cfg.backoff_min > cfg.backoff_max {
             return Err(ConfigError::Backoff);
         }
+        if cfg.rpc_threshold as usize <= nodes || cfg.rpc_threshold > MAX_PROPOSAL {
+            return Err(ConfigError::Threshold(cfg.rpc_threshold));
+        }
         for spec in cfg.layout.regions() {
             if t.region(spec.id).is_none_or(|r| r.len() < spec.len) {
                 return Err(ConfigError::Transport(format!(
@@ -236,6 +256,12 @@ impl<T: Transport> Decree<T> {
             predicted: vec![SlotWord::empty(lap); nodes],
             back: 0,
             accepts: Vec::new(),
+            rpc: vec![None; nodes],
+            acceptor: Rc::new(RefCell::new(RpcAcceptor::new(
+                cfg.layout,
+                cfg.rpc_threshold,
+            ))),
+            rpc_requests: 0,
             pending: BTreeMap::new(),
             proposal: 0,
             attempt: 0,
@@ -252,6 +278,47 @@ impl<T: Transport> Decree<T> {
             cfg,
             t,
         })
+    }
+
+    /// Shares a node-wide two-sided acceptor (the log gives every slot instance the same one);
+    /// by default an instance has its own.
+    pub fn with_acceptor(mut self, acceptor: Rc<RefCell<RpcAcceptor>>) -> Decree<T> {
+        self.acceptor = acceptor;
+        self
+    }
+
+    /// This instance's two-sided acceptor.
+    pub fn acceptor(&self) -> &Rc<RefCell<RpcAcceptor>> {
+        &self.acceptor
+    }
+
+    /// RPC requests this instance sent (the fallback in use).
+    pub fn rpc_requests(&self) -> u64 {
+        self.rpc_requests
+    }
+
+    /// Handles a message for this slot from `from`: a request is served by this instance's
+    /// acceptor and answered; a reply counts as that acceptor's answer. Malformed bytes and
+    /// other slots' messages are ignored (returns whether it was used).
+    pub fn on_message(&mut self, from: NodeId, bytes: &[u8]) -> bool {
+        match Message::decode(bytes) {
+            Ok(Message::Request(req)) if req.slot == self.slot => {
+                let reply = {
+                    let words = region(&self.t, SLOTS);
+                    self.acceptor.borrow_mut().handle(&words, &req)
+                };
+                let r = self
+                    .t
+                    .send(from, &Message::Reply(reply).encode(), Signal::Unsignaled);
+                self.note_post_error(r);
+                true
+            }
+            Ok(Message::Reply(reply)) if reply.slot == self.slot => {
+                self.on_reply(from.index(), reply);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The transport (for drivers and tests).
@@ -344,18 +411,24 @@ impl<T: Transport> Decree<T> {
 
     fn prepare(&mut self) -> Result<(), ProposeError> {
         let n = self.nodes as u32;
-        for p in &self.predicted {
-            while self.proposal <= p.min_proposal || self.proposal == 0 {
-                self.proposal = if self.proposal == 0 {
-                    self.me as u32 + 1
-                } else {
-                    self.proposal + n
-                };
-            }
-        }
-        if self.proposal > MAX_PROPOSAL - n {
-            self.phase = Phase::Idle;
-            return Err(ProposeError::Exhausted);
+        let floor = self
+            .predicted
+            .iter()
+            .map(|p| p.min_proposal)
+            .chain(self.rpc.iter().flatten().map(|s| s.min_proposal))
+            .max()
+            .unwrap_or(0);
+        while self.proposal <= floor || self.proposal == 0 {
+            let next = if self.proposal == 0 {
+                Some(self.me as u32 + 1)
+            } else {
+                self.proposal.checked_add(n)
+            };
+            let Some(next) = next else {
+                self.phase = Phase::Idle;
+                return Err(ProposeError::Exhausted);
+            };
+            self.proposal = next;
         }
         let targets: Vec<SlotWord> = self
             .predicted
@@ -429,8 +502,24 @@ impl<T: Transport> Decree<T> {
             unreachable: 0,
         };
         let word = RemoteAddr::new(SLOTS, self.pos * 8);
+        let threshold = self.cfg.rpc_threshold;
         for (acceptor, move_to) in targets.into_iter().enumerate() {
             let expected = self.predicted[acceptor];
+            if expected.min_proposal >= threshold {
+                self.send_rpc(acceptor, step, attempt);
+                continue;
+            }
+            // A proposal the word cannot take: freeze the word at the threshold (a promise below
+            // this proposal) and go on over RPC.
+            let freeze = self.proposal >= threshold;
+            let move_to = if freeze {
+                SlotWord {
+                    min_proposal: threshold,
+                    ..expected
+                }
+            } else {
+                move_to
+            };
             if acceptor == self.me {
                 let old = match region(&self.t, SLOTS).compare_and_swap(
                     self.pos,
@@ -439,7 +528,15 @@ impl<T: Transport> Decree<T> {
                 ) {
                     Ok(v) | Err(v) => v,
                 };
-                self.on_cas(acceptor, expected, move_to, attempt, step, Some(old));
+                self.on_cas(
+                    acceptor,
+                    expected,
+                    move_to,
+                    attempt,
+                    step,
+                    freeze,
+                    Some(old),
+                );
                 continue;
             }
             match self.t.compare_and_swap(
@@ -457,6 +554,7 @@ impl<T: Transport> Decree<T> {
                             move_to,
                             attempt,
                             step,
+                            freeze,
                         },
                     );
                 }
@@ -467,7 +565,55 @@ impl<T: Transport> Decree<T> {
         }
     }
 
+    /// Sends `step` at the current proposal to a frozen acceptor (or runs it locally).
+    fn send_rpc(&mut self, acceptor: usize, step: Step, attempt: u64) {
+        let value = match (step, &self.value) {
+            (Step::Accept, Some((origin, _))) => Some(ValueRef {
+                writer: self.me as u8,
+                origin: *origin,
+            }),
+            _ => None,
+        };
+        let req = Request {
+            step,
+            slot: self.slot,
+            attempt,
+            proposal: self.proposal,
+            value,
+        };
+        self.rpc_requests += 1;
+        if acceptor == self.me {
+            let reply = {
+                let words = region(&self.t, SLOTS);
+                self.acceptor.borrow_mut().handle(&words, &req)
+            };
+            self.on_reply(acceptor, reply);
+            return;
+        }
+        let r = self.t.send(
+            NodeId(acceptor as u32),
+            &Message::Request(req).encode(),
+            Signal::Unsignaled,
+        );
+        self.note_post_error(r);
+    }
+
+    /// A frozen acceptor's answer.
+    fn on_reply(&mut self, acceptor: usize, reply: Reply) {
+        if acceptor >= self.nodes || reply.proposal != self.proposal {
+            return;
+        }
+        if reply.state.min_proposal == u32::MAX && !reply.ok {
+            // The acceptor's position is in a later lap: this slot is long gone.
+            self.stale = true;
+            return;
+        }
+        self.rpc[acceptor] = Some(reply.state);
+        self.on_answer(acceptor, reply.attempt, reply.step, reply.ok);
+    }
+
     /// Handles one CAS answer (`None`: the acceptor is unreachable).
+    #[allow(clippy::too_many_arguments)]
     fn on_cas(
         &mut self,
         acceptor: usize,
@@ -475,8 +621,21 @@ impl<T: Transport> Decree<T> {
         move_to: SlotWord,
         attempt: u64,
         step: Step,
+        freeze: bool,
         old: Option<u64>,
     ) {
+        if let Some(old) = old {
+            let actual = SlotWord::unpack(old);
+            let frozen = actual.lap == self.lap && actual.min_proposal >= self.cfg.rpc_threshold;
+            if old == expected.pack() && freeze || frozen {
+                // The word is frozen (by us or another): this acceptor answers over RPC now.
+                self.predicted[acceptor] = if frozen { actual } else { move_to };
+                if self.phase_waiting_for(attempt, step) {
+                    self.send_rpc(acceptor, step, attempt);
+                }
+                return;
+            }
+        }
         let success = match old {
             Some(old) if old == expected.pack() => {
                 self.predicted[acceptor] = move_to;
@@ -513,6 +672,15 @@ impl<T: Transport> Decree<T> {
                 return;
             }
         };
+        self.on_answer(acceptor, attempt, step, success);
+    }
+
+    fn phase_waiting_for(&self, attempt: u64, step: Step) -> bool {
+        matches!(self.phase, Phase::Waiting { attempt: a, step: s, .. } if a == attempt && s == step)
+    }
+
+    /// Counts one acceptor's answer to the current round.
+    fn on_answer(&mut self, acceptor: usize, attempt: u64, step: Step, success: bool) {
         let majority = self.majority();
         let Phase::Waiting {
             attempt: current,
@@ -546,6 +714,7 @@ impl<T: Transport> Decree<T> {
                 acceptor,
                 move_to,
                 attempt: a,
+                freeze: false,
                 ..
             } = *p
             {
@@ -570,12 +739,17 @@ impl<T: Transport> Decree<T> {
 
     /// After promises from a majority: adopt the highest accepted value, if any.
     fn adopt(&mut self) {
-        let best = self
-            .predicted
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| w.min_proposal == self.proposal)
-            .filter_map(|(p, w)| w.value.map(|v| (w.accepted_proposal, p, v)))
+        let threshold = self.cfg.rpc_threshold;
+        let best = (0..self.nodes)
+            .filter_map(|a| {
+                let w = self.predicted[a];
+                if w.min_proposal >= threshold {
+                    let s = self.rpc[a]?;
+                    (s.min_proposal == self.proposal).then_some((s.accepted_proposal, a, s.value?))
+                } else {
+                    (w.min_proposal == self.proposal).then_some((w.accepted_proposal, a, w.value?))
+                }
+            })
             .max_by_key(|(ap, ..)| *ap);
         match best {
             None => self.accept(),
@@ -808,8 +982,17 @@ impl<T: Transport> Decree<T> {
                     move_to,
                     attempt,
                     step,
+                    freeze,
                 }) => {
-                    self.on_cas(acceptor, expected, move_to, attempt, step, c.result.ok());
+                    self.on_cas(
+                        acceptor,
+                        expected,
+                        move_to,
+                        attempt,
+                        step,
+                        freeze,
+                        c.result.ok(),
+                    );
                 }
                 Some(Pending::Fetch { attempt, origin })
                     if self.phase == (Phase::Fetching { attempt }) =>

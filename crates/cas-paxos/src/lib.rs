@@ -14,4 +14,5 @@
 pub mod decree;
 pub mod layout;
 pub mod log;
+pub mod rpc;
 pub mod word;

@@ -27,7 +27,9 @@
 //!   node that was presumed dead and finds its next slot's position in a later lap has fallen a
 //!   whole ring behind: it reports [`Upcall::Wedged`] and stops (it needs a state transfer).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
 use std::time::Duration;
 
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall, View};
@@ -36,8 +38,10 @@ use squall_transport::{
     LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Time, Transport,
 };
 
+pub use crate::decree::default_rpc_threshold;
 use crate::decree::{Announce, Config, ConfigError, Decree, MAX_BACK, learn_local};
 use crate::layout::{DECISIONS, Layout, SLOTS};
+use crate::rpc::{Message, RpcAcceptor};
 use crate::word::{SlotWord, lap_of};
 
 /// Heartbeat counters, one word per node.
@@ -71,6 +75,9 @@ pub struct LogConfig {
     pub recycle_timeout: Duration,
     /// Seed for backoff randomness.
     pub seed: u64,
+    /// Where a slot word freezes and its acceptor switches to the two-sided fallback
+    /// ([`crate::rpc`]); [`default_rpc_threshold`] unless testing the fallback.
+    pub rpc_threshold: u32,
 }
 
 impl LogConfig {
@@ -99,6 +106,10 @@ impl LogConfig {
             return Err(ConfigError::Transport(
                 "leader_timeout must exceed heartbeat_period".into(),
             ));
+        }
+        let n = self.layout.proposers;
+        if self.rpc_threshold as usize <= n || self.rpc_threshold > crate::word::MAX_PROPOSAL {
+            return Err(ConfigError::Threshold(self.rpc_threshold));
         }
         if self.recycle_timeout < self.leader_timeout {
             return Err(ConfigError::Transport(
@@ -130,6 +141,8 @@ pub struct CasPaxos<T: Transport> {
     taint: BTreeMap<u32, u64>,
     /// The undelivered slot this node has been waiting on, and since when.
     stuck: (u64, Time),
+    /// This node's two-sided acceptor, for slots whose words froze.
+    acceptor: Rc<RefCell<RpcAcceptor>>,
     stats: Stats,
     wedged: bool,
     /// Commands this node (as leader) will place in slots.
@@ -220,6 +233,10 @@ impl<T: Transport> CasPaxos<T> {
             mine: VecDeque::new(),
             taint: BTreeMap::new(),
             stuck: (0, now),
+            acceptor: Rc::new(RefCell::new(RpcAcceptor::new(
+                cfg.layout,
+                cfg.rpc_threshold,
+            ))),
             stats: Stats::default(),
             wedged: false,
             queue: VecDeque::new(),
@@ -263,10 +280,12 @@ impl<T: Transport> CasPaxos<T> {
                 backoff_max: self.cfg.backoff.1,
                 seed: self.cfg.seed ^ slot,
                 announce: Announce::Defer { scan: self.scan() },
+                rpc_threshold: self.cfg.rpc_threshold,
             };
             match Decree::new(self.mux.handle(), cfg, slot) {
                 Ok(d) => {
-                    self.slots.insert(slot, d);
+                    self.slots
+                        .insert(slot, d.with_acceptor(self.acceptor.clone()));
                 }
                 Err(e) => {
                     tracing::error!(slot, error = %e, "cas-paxos: cannot create a slot instance");
@@ -352,6 +371,7 @@ impl<T: Transport> CasPaxos<T> {
             }
         }
         self.reset_below = self.reset_below.max(upto);
+        self.acceptor.borrow_mut().forget_below(self.reset_below);
     }
 
     /// Heartbeats out; leader choice from the heartbeats in.
@@ -407,11 +427,38 @@ impl<T: Transport> CasPaxos<T> {
     }
 
     fn receive(&mut self) {
-        while let Some(_from) = self.ctl.recv(&mut self.buf) {
-            if decode(&self.buf).is_some() {
-                self.queue.push_back(std::mem::take(&mut self.buf));
+        while let Some(from) = self.ctl.recv(&mut self.buf) {
+            if !Message::is_rpc(&self.buf) {
+                if decode(&self.buf).is_some_and(|(kind, ..)| kind == COMMAND) {
+                    self.queue.push_back(std::mem::take(&mut self.buf));
+                }
+                continue;
+            }
+            match Message::decode(&self.buf) {
+                Ok(Message::Request(req)) => {
+                    let Some(words) = self.ctl.region(SLOTS).cloned() else {
+                        continue;
+                    };
+                    let reply = self.acceptor.borrow_mut().handle(&words, &req);
+                    let _ =
+                        self.ctl
+                            .send(from, &Message::Reply(reply).encode(), Signal::Unsignaled);
+                }
+                Ok(Message::Reply(reply)) => {
+                    if let Some(d) = self.slots.get_mut(&reply.slot) {
+                        d.on_message(from, &self.buf);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(me = self.me, %from, error = %e, "cas-paxos: malformed message")
+                }
             }
         }
+    }
+
+    /// Requests this node's two-sided acceptor served (the fallback in use).
+    pub fn rpc_served(&self) -> u64 {
+        self.acceptor.borrow().served()
     }
 
     /// Collects the decisions this node's instances made, to announce them.

@@ -28,6 +28,7 @@ fn config(nodes: usize, seed: u64) -> LogConfig {
         leader_timeout: Duration::from_micros(300),
         recycle_timeout: Duration::from_millis(3),
         seed,
+        rpc_threshold: squall_cas_paxos::log::default_rpc_threshold(nodes),
     }
 }
 
@@ -41,6 +42,8 @@ struct Outcome {
     stats: Vec<Stats>,
     /// Per node: slots delivered (no-ops included).
     slots: Vec<u64>,
+    /// Requests the nodes' two-sided acceptors served, in all.
+    rpc_served: u64,
 }
 
 fn run(
@@ -49,9 +52,13 @@ fn run(
     per_node: usize,
     crash_leader_at: Option<u32>,
     rate: u64,
+    rpc_threshold: Option<u32>,
 ) -> Result<Outcome, String> {
     let mut late = Vec::new();
-    let cfg = config(nodes, seed);
+    let mut cfg = config(nodes, seed);
+    if let Some(t) = rpc_threshold {
+        cfg.rpc_threshold = t;
+    }
     let (sim, endpoints) =
         Sim::cluster(SimConfig::seeded(seed), nodes, &cfg.regions()).map_err(|e| e.to_string())?;
     let mut logs: Vec<CasPaxos<SimNode>> = endpoints
@@ -114,6 +121,7 @@ fn run(
         late,
         stats: logs.iter().map(|l| l.stats()).collect(),
         slots: logs.iter().map(|l| l.delivered()).collect(),
+        rpc_served: logs.iter().map(|l| l.rpc_served()).sum(),
     })
 }
 
@@ -149,7 +157,7 @@ fn every_command_delivered_in_one_order_without_failures() {
         "every_command_delivered_in_one_order_without_failures",
         10,
         |seed| {
-            let o = run(seed, 3, 20, None, 40)?;
+            let o = run(seed, 3, 20, None, 40, None)?;
             verify(&o, 3)?;
             let n = o.history.deliveries(NodeId(0)).count();
             if n != 60 {
@@ -173,7 +181,7 @@ fn ring_reuse_and_piggybacked_decisions_under_load() {
         "ring_reuse_and_piggybacked_decisions_under_load",
         4,
         |seed| {
-            let o = run(seed, 3, 150, None, 1)?;
+            let o = run(seed, 3, 150, None, 1, None)?;
             verify(&o, 3)?;
             let n = o.history.deliveries(NodeId(0)).count();
             if n != 450 {
@@ -195,10 +203,29 @@ fn ring_reuse_and_piggybacked_decisions_under_load() {
     );
 }
 
+/// The §5.2 fallback inside the log: with the threshold at 4 (three nodes), the first leader's
+/// proposal 1 fits the words, but the new leader's takeover proposals cross it, so slots freeze
+/// and are decided over two-sided RPC; the order and every late command survive.
+#[test]
+fn takeover_past_the_proposal_threshold_uses_two_sided_rpc() {
+    check_seeds(
+        "takeover_past_the_proposal_threshold_uses_two_sided_rpc",
+        6,
+        |seed| {
+            let o = run(seed, 3, 150, Some(1_000), 40, Some(4))?;
+            verify(&o, 3)?;
+            if o.rpc_served == 0 {
+                return Err("no acceptor ever served an RPC".into());
+            }
+            Ok(())
+        },
+    );
+}
+
 #[test]
 fn leader_crash_mid_stream_keeps_one_order() {
     check_seeds("leader_crash_mid_stream_keeps_one_order", 10, |seed| {
-        let o = run(seed, 3, 150, Some(1_000), 40)?;
+        let o = run(seed, 3, 150, Some(1_000), 40, None)?;
         if o.late.is_empty() {
             return Err(
                 "no command was submitted after the takeover; the test proves nothing".into(),
@@ -212,9 +239,15 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(squall_transport_mem::sim::proptest_cases(24)))]
 
     #[test]
-    fn random_schedules_and_crashes(seed in any::<u64>(), five in any::<bool>(), crash in proptest::option::of(100u32..8_000)) {
+    fn random_schedules_and_crashes(
+        seed in any::<u64>(),
+        five in any::<bool>(),
+        crash in proptest::option::of(100u32..8_000),
+        low_threshold in proptest::option::of(1u32..8),
+    ) {
         let nodes = if five { 5 } else { 3 };
-        let o = run(seed, nodes, 30, crash, 40).map_err(TestCaseError::fail)?;
+        let rpc = low_threshold.map(|t| nodes as u32 + t);
+        let o = run(seed, nodes, 30, crash, 40, rpc).map_err(TestCaseError::fail)?;
         verify(&o, nodes).map_err(TestCaseError::fail)?;
     }
 }

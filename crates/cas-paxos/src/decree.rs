@@ -121,21 +121,22 @@ pub enum ProposeError {
     Exhausted,
 }
 
+/// One CAS in flight.
+#[derive(Clone, Copy, Debug)]
+struct CasOp {
+    acceptor: usize,
+    expected: SlotWord,
+    move_to: SlotWord,
+    attempt: u64,
+    step: Step,
+    /// A CAS that only freezes the word at the threshold; the step goes over RPC after.
+    freeze: bool,
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Pending {
-    Cas {
-        acceptor: usize,
-        expected: SlotWord,
-        move_to: SlotWord,
-        attempt: u64,
-        step: Step,
-        /// A CAS that only freezes the word at the threshold; the step goes over RPC after.
-        freeze: bool,
-    },
-    Fetch {
-        attempt: u64,
-        origin: u8,
-    },
+    Cas(CasOp),
+    Fetch { attempt: u64, origin: u8 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -520,6 +521,14 @@ impl<T: Transport> Decree<T> {
             } else {
                 move_to
             };
+            let op = CasOp {
+                acceptor,
+                expected,
+                move_to,
+                attempt,
+                step,
+                freeze,
+            };
             if acceptor == self.me {
                 let old = match region(&self.t, SLOTS).compare_and_swap(
                     self.pos,
@@ -528,15 +537,7 @@ impl<T: Transport> Decree<T> {
                 ) {
                     Ok(v) | Err(v) => v,
                 };
-                self.on_cas(
-                    acceptor,
-                    expected,
-                    move_to,
-                    attempt,
-                    step,
-                    freeze,
-                    Some(old),
-                );
+                self.on_cas(op, Some(old));
                 continue;
             }
             match self.t.compare_and_swap(
@@ -545,18 +546,8 @@ impl<T: Transport> Decree<T> {
                 expected.pack(),
                 move_to.pack(),
             ) {
-                Ok(op) => {
-                    self.pending.insert(
-                        op,
-                        Pending::Cas {
-                            acceptor,
-                            expected,
-                            move_to,
-                            attempt,
-                            step,
-                            freeze,
-                        },
-                    );
+                Ok(id) => {
+                    self.pending.insert(id, Pending::Cas(op));
                 }
                 Err(e) => {
                     tracing::warn!(me = self.me, acceptor, error = %e, "cas-paxos: CAS refused")
@@ -613,17 +604,15 @@ impl<T: Transport> Decree<T> {
     }
 
     /// Handles one CAS answer (`None`: the acceptor is unreachable).
-    #[allow(clippy::too_many_arguments)]
-    fn on_cas(
-        &mut self,
-        acceptor: usize,
-        expected: SlotWord,
-        move_to: SlotWord,
-        attempt: u64,
-        step: Step,
-        freeze: bool,
-        old: Option<u64>,
-    ) {
+    fn on_cas(&mut self, op: CasOp, old: Option<u64>) {
+        let CasOp {
+            acceptor,
+            expected,
+            move_to,
+            attempt,
+            step,
+            freeze,
+        } = op;
         if let Some(old) = old {
             let actual = SlotWord::unpack(old);
             let frozen = actual.lap == self.lap && actual.min_proposal >= self.cfg.rpc_threshold;
@@ -710,16 +699,9 @@ impl<T: Transport> Decree<T> {
         // (Algorithm 5, lines 28-29); its answer corrects the prediction when it arrives.
         let failed = *failed;
         for p in self.pending.values() {
-            if let Pending::Cas {
-                acceptor,
-                move_to,
-                attempt: a,
-                freeze: false,
-                ..
-            } = *p
-            {
-                if a == attempt && !self.phase_answered(acceptor) {
-                    self.predicted[acceptor] = move_to;
+            if let Pending::Cas(op) = *p {
+                if op.attempt == attempt && !op.freeze && !self.phase_answered(op.acceptor) {
+                    self.predicted[op.acceptor] = op.move_to;
                 }
             }
         }
@@ -976,24 +958,7 @@ impl<T: Transport> Decree<T> {
         for e in std::mem::take(&mut self.events) {
             let Event::Completion(c) = e else { continue };
             match self.pending.remove(&c.op) {
-                Some(Pending::Cas {
-                    acceptor,
-                    expected,
-                    move_to,
-                    attempt,
-                    step,
-                    freeze,
-                }) => {
-                    self.on_cas(
-                        acceptor,
-                        expected,
-                        move_to,
-                        attempt,
-                        step,
-                        freeze,
-                        c.result.ok(),
-                    );
-                }
+                Some(Pending::Cas(op)) => self.on_cas(op, c.result.ok()),
                 Some(Pending::Fetch { attempt, origin })
                     if self.phase == (Phase::Fetching { attempt }) =>
                 {

@@ -81,6 +81,9 @@ pub enum Announce {
 pub struct Decided {
     /// The deciding proposal.
     pub proposal: u32,
+    /// Whether every acceptor took part through its slot word (none frozen): only then can a
+    /// piggyback claim, which followers check against their own word, announce it.
+    pub in_words: bool,
 }
 
 /// A setting that cannot work.
@@ -208,6 +211,9 @@ impl<T: Transport> std::fmt::Debug for Decree<T> {
         f.debug_struct("Decree")
             .field("me", &self.me)
             .field("phase", &self.phase)
+            .field("proposal", &self.proposal)
+            .field("predicted", &self.predicted)
+            .field("rpc", &self.rpc)
             .finish_non_exhaustive()
     }
 }
@@ -849,6 +855,7 @@ impl<T: Transport> Decree<T> {
         self.decision_taken = true;
         Some(Decided {
             proposal: self.proposal,
+            in_words: self.words_only(),
         })
     }
 
@@ -858,6 +865,27 @@ impl<T: Transport> Decree<T> {
     /// value. Used by the first accept only.
     pub fn piggyback(&mut self, back: u8) {
         self.back = back;
+    }
+
+    /// Whether the current proposal goes through every acceptor's slot word (no frozen word,
+    /// proposal below the threshold): a piggyback set now reaches every acceptor.
+    pub fn words_only(&self) -> bool {
+        let t = self.cfg.rpc_threshold;
+        self.proposal < t && self.predicted.iter().all(|p| p.min_proposal < t)
+    }
+
+    /// Starts over with a fresh prepare if the instance is idle, prepared with nothing to adopt,
+    /// or backing off: a node stuck on a slot others decided uses this to adopt the decision.
+    pub fn retry(&mut self) {
+        if self.learned.is_none()
+            && matches!(
+                self.phase,
+                Phase::Idle | Phase::Prepared | Phase::Backoff(_)
+            )
+            && self.prepare().is_err()
+        {
+            tracing::error!(me = self.me, "cas-paxos: proposal numbers exhausted");
+        }
     }
 
     /// Proposals at which this node ran an accept in this slot that were not how it decided:

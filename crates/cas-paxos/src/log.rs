@@ -134,8 +134,9 @@ pub struct CasPaxos<T: Transport> {
     published: u64,
     /// Positions of slots below this are reset for their next lap in this node's memory.
     reset_below: u64,
-    /// Decisions this node made and has not announced yet: (slot, proposal).
-    mine: VecDeque<(u64, u32)>,
+    /// Decisions this node made and has not announced yet: (slot, proposal, announceable by a
+    /// piggyback).
+    mine: VecDeque<(u64, u32, bool)>,
     /// Per proposal, the lowest slot where this node ran an accept at it that did not decide:
     /// piggyback claims at that proposal stop below it.
     taint: BTreeMap<u32, u64>,
@@ -177,6 +178,7 @@ impl<T: Transport> std::fmt::Debug for CasPaxos<T> {
             .field("me", &self.me)
             .field("leader", &self.leader)
             .field("next_deliver", &self.next_deliver)
+            .field("instances", &self.slots.iter().take(4).collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -461,12 +463,18 @@ impl<T: Transport> CasPaxos<T> {
         self.acceptor.borrow().served()
     }
 
+    /// The slots whose words froze and the state this node's two-sided acceptor holds for them
+    /// (for checkers that read acceptor state).
+    pub fn rpc_states(&self) -> Vec<(u64, crate::rpc::AcceptorState)> {
+        self.acceptor.borrow().states()
+    }
+
     /// Collects the decisions this node's instances made, to announce them.
     fn collect_decisions(&mut self) {
         for (&slot, d) in self.slots.iter_mut() {
             if let Some(dec) = d.take_decision() {
                 self.stats.decided += 1;
-                self.mine.push_back((slot, dec.proposal));
+                self.mine.push_back((slot, dec.proposal, dec.in_words));
             }
         }
     }
@@ -499,14 +507,15 @@ impl<T: Transport> CasPaxos<T> {
             return 0;
         }
         let before = self.mine.len();
-        self.mine.retain(|&(j, p)| !(j < bound && p == proposal));
+        self.mine
+            .retain(|&(j, p, in_words)| !(j < bound && p == proposal && in_words));
         self.stats.piggybacked += (before - self.mine.len()) as u64;
         k as u8
     }
 
     /// Decisions no accept carried in this poll are written out.
     fn flush_announcements(&mut self) {
-        while let Some((slot, _)) = self.mine.pop_front() {
+        while let Some((slot, ..)) = self.mine.pop_front() {
             self.write_decision(slot);
         }
     }
@@ -537,8 +546,10 @@ impl<T: Transport> CasPaxos<T> {
         });
         let me = NodeId(self.me as u32);
         for s in self.next_deliver..end {
-            let Some((prepared, proposal)) =
-                self.slots.get(&s).map(|d| (d.prepared(), d.proposal()))
+            let Some((prepared, proposal, words_only)) = self
+                .slots
+                .get(&s)
+                .map(|d| (d.prepared(), d.proposal(), d.words_only()))
             else {
                 continue;
             };
@@ -552,7 +563,12 @@ impl<T: Transport> CasPaxos<T> {
             } else {
                 continue;
             };
-            let back = self.piggyback_for(s, proposal);
+            // A claim rides in the slot words: only when every acceptor gets one.
+            let back = if words_only {
+                self.piggyback_for(s, proposal)
+            } else {
+                0
+            };
             let Some(d) = self.slots.get_mut(&s) else {
                 continue;
             };
@@ -641,7 +657,7 @@ impl<T: Transport> CasPaxos<T> {
             .is_some_and(|r| (0..self.n).any(|p| r.load(p) > slot));
         if ahead {
             if let Some(d) = self.decree(slot) {
-                let _ = d.prepare_only();
+                d.retry();
             }
             self.stuck = (slot, now);
         }

@@ -280,6 +280,11 @@ impl RpcAcceptor {
         self.states.get(&slot).copied()
     }
 
+    /// Every slot state this acceptor holds (for checkers).
+    pub fn states(&self) -> Vec<(u64, AcceptorState)> {
+        self.states.iter().map(|(s, a)| (*s, *a)).collect()
+    }
+
     /// Forgets slots below `slot` (their positions were reset for the next lap).
     pub fn forget_below(&mut self, slot: u64) {
         self.states = self.states.split_off(&slot);

@@ -631,21 +631,24 @@ impl<T: Transport> Decree<T> {
                 return;
             }
         }
+        // Another lap's state: the acceptor has not reset the position for this lap yet (or this
+        // slot is long gone there). It cannot take part in this round: keep predicting the empty
+        // state and count it as unreachable, not as a refusal that would abort the round.
+        let old = old.filter(|&w| {
+            let actual = SlotWord::unpack(w);
+            if actual.lap != self.lap {
+                self.predicted[acceptor] = SlotWord::empty(self.lap);
+                self.stale |= actual.lap.wrapping_sub(self.lap) < 128;
+            }
+            actual.lap == self.lap
+        });
         let success = match old {
             Some(old) if old == expected.pack() => {
                 self.predicted[acceptor] = move_to;
                 true
             }
             Some(old) => {
-                let actual = SlotWord::unpack(old);
-                if actual.lap == self.lap {
-                    self.predicted[acceptor] = actual;
-                } else {
-                    // Another lap's state: the acceptor has not reset the position for this lap
-                    // yet (or this slot is long gone). Keep predicting the empty state.
-                    self.predicted[acceptor] = SlotWord::empty(self.lap);
-                    self.stale |= actual.lap.wrapping_sub(self.lap) < 128;
-                }
+                self.predicted[acceptor] = SlotWord::unpack(old);
                 false
             }
             None => {
@@ -888,6 +891,11 @@ impl<T: Transport> Decree<T> {
         }
     }
 
+    /// Whether the instance has nothing in flight and is not backing off.
+    pub fn idle(&self) -> bool {
+        matches!(self.phase, Phase::Idle | Phase::Prepared)
+    }
+
     /// Proposals at which this node ran an accept in this slot that were not how it decided:
     /// their values may not be the chosen one.
     pub fn undecided_accepts(&self) -> impl Iterator<Item = u32> + '_ {
@@ -1102,4 +1110,19 @@ pub(crate) fn learn_local<T: Transport>(
     };
     decisions.store(pos, decision.pack());
     Some((value, true))
+}
+
+/// Whether a later slot's word (within `scan`, in its own lap) claims that `slot` is decided —
+/// whatever this node's own word for `slot` holds. FIFO puts the claim after that word's accept,
+/// so a node that sees the claim but cannot learn from its word knows its word missed the value.
+pub(crate) fn claimed_past<T: Transport>(t: &T, layout: &Layout, slot: u64, scan: usize) -> bool {
+    let ring = layout.slots;
+    let Some(slots) = t.region(SLOTS) else {
+        return false;
+    };
+    (1..=scan.min(MAX_BACK).min(ring - 1)).any(|k| {
+        let s = slot + k as u64;
+        let w = SlotWord::unpack(slots.load(layout.position(s)));
+        w.back != 0 && usize::from(w.back) < k && w.lap == lap_of(s, ring)
+    })
 }

@@ -39,7 +39,7 @@ use squall_transport::{
 };
 
 pub use crate::decree::default_rpc_threshold;
-use crate::decree::{Announce, Config, ConfigError, Decree, MAX_BACK, learn_local};
+use crate::decree::{Announce, Config, ConfigError, Decree, MAX_BACK, claimed_past, learn_local};
 use crate::layout::{DECISIONS, Layout, SLOTS};
 use crate::rpc::{Message, RpcAcceptor};
 use crate::word::{SlotWord, lap_of};
@@ -581,6 +581,16 @@ impl<T: Transport> CasPaxos<T> {
 
     fn deliver(&mut self, out: &mut Vec<Upcall<Delivery>>) -> bool {
         let mut any = false;
+        // Someone delivered a whole ring past this node's next slot: that slot's position was
+        // reused without it (it was presumed dead), so its value may be gone here.
+        let ring = self.cfg.layout.slots as u64;
+        let lapped = self
+            .ctl
+            .region(PROGRESS)
+            .is_some_and(|r| (0..self.n).any(|p| r.load(p) > self.next_deliver + ring));
+        if lapped {
+            self.wedge(out);
+        }
         while !self.wedged {
             let slot = self.next_deliver;
             let value = match self.slots.get(&slot) {
@@ -641,14 +651,30 @@ impl<T: Transport> CasPaxos<T> {
     /// A node waiting too long on a slot that others already delivered (its decider crashed
     /// before announcing it, or this node's word missed the decided value) learns it the Paxos
     /// way: prepare, adopt the chosen value, decide again.
+    ///
+    /// A piggyback claim past the slot is proof enough to start at once (the claim landed after
+    /// this node's word for the slot, which therefore missed the decided value); otherwise the
+    /// node waits `leader_timeout` and needs some node's progress past the slot.
     fn recover(&mut self) {
         let now = self.ctl.now();
         let slot = self.next_deliver;
+        if self.wedged {
+            return;
+        }
+        let claimed = self.slots.get(&slot).is_none_or(|d| d.idle())
+            && claimed_past(&self.ctl, &self.cfg.layout, slot, self.scan());
+        if claimed {
+            if let Some(d) = self.decree(slot) {
+                d.retry();
+            }
+            self.stuck = (slot, now);
+            return;
+        }
         if self.stuck.0 != slot {
             self.stuck = (slot, now);
             return;
         }
-        if self.wedged || now.saturating_since(self.stuck.1) < self.cfg.leader_timeout {
+        if now.saturating_since(self.stuck.1) < self.cfg.leader_timeout {
             return;
         }
         let ahead = self

@@ -22,7 +22,9 @@
 //! time) and retries: with a single proposer left running, it decides after at most one abort per
 //! mispredicted acceptor. The node never blocks and never reads the wall clock.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::Duration;
 
 use squall_transport::{
@@ -32,7 +34,8 @@ use squall_transport::{
 use thiserror::Error;
 
 use crate::layout::{DECISIONS, Layout, SLOTS, STAGING, VALUES};
-use crate::word::{MAX_PROPOSAL, MAX_PROPOSERS, SlotWord, ValueRef};
+use crate::rpc::{AcceptorState, Message, Reply, Request, RpcAcceptor, Step};
+use crate::word::{MAX_PROPOSAL, MAX_PROPOSERS, SlotWord, ValueRef, lap_of};
 
 /// Settings of a consensus node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +48,42 @@ pub struct Config {
     pub backoff_max: Duration,
     /// Seed of the node's backoff generator.
     pub seed: u64,
+    /// How the decider tells the others (see [`Announce`]).
+    pub announce: Announce,
+    /// Proposal number at which an acceptor's slot word freezes and the two-sided fallback
+    /// takes over for it ([`crate::rpc`], Velos §5.2): above the node count, at most
+    /// [`MAX_PROPOSAL`]. Normally [`default_rpc_threshold`]; tests make it small.
+    pub rpc_threshold: u32,
+}
+
+/// The paper's threshold: the largest a word holds, less the node count.
+pub fn default_rpc_threshold(nodes: usize) -> u32 {
+    MAX_PROPOSAL - nodes as u32
+}
+
+/// How a decider makes its decision known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Announce {
+    /// Write the decision word to every node right away (single-decree use).
+    Write,
+    /// Only record it locally; the owner (the log) piggybacks it on a later accept (at most
+    /// `scan` slots later, the distance learners look ahead for it) or writes it with
+    /// [`Decree::write_decision`].
+    Defer {
+        /// How far ahead of a slot learners look for its piggybacked decision (at most
+        /// [`MAX_BACK`]).
+        scan: usize,
+    },
+}
+
+/// A decision this node made, as the log needs it for piggybacking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decided {
+    /// The deciding proposal.
+    pub proposal: u32,
+    /// Whether every acceptor took part through its slot word (none frozen): only then can a
+    /// piggyback claim, which followers check against their own word, announce it.
+    pub in_words: bool,
 }
 
 /// A setting that cannot work.
@@ -52,12 +91,15 @@ pub struct Config {
 pub enum ConfigError {
     /// Too many or too few proposers.
     #[error(
-        "{0} nodes: CAS-Paxos needs between 1 and {MAX_PROPOSERS} (value references are 8 bits)"
+        "{0} nodes: CAS-Paxos needs between 1 and {MAX_PROPOSERS} (value references are 6 bits)"
     )]
     Proposers(usize),
     /// The backoff range is inverted or empty.
     #[error("backoff_min must be positive and at most backoff_max")]
     Backoff,
+    /// The RPC threshold is out of range.
+    #[error("rpc_threshold = {0} must exceed the node count and be at most {MAX_PROPOSAL}")]
+    Threshold(u32),
     /// The transport lacks the layout's regions or peers.
     #[error("the transport does not match the layout: {0}")]
     Transport(String),
@@ -77,30 +119,27 @@ pub enum ProposeError {
     /// This node already proposed a value for the slot.
     #[error("this node already proposed for the slot")]
     AlreadyProposed,
-    /// Proposal numbers ran out (24 bits).
-    #[error("proposal numbers exhausted; the two-sided fallback is required")]
+    /// Proposal numbers ran out even for the two-sided fallback (32 bits).
+    #[error("proposal numbers exhausted (32 bits, two-sided fallback included)")]
     Exhausted,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
-    Prepare,
-    Accept,
+/// One CAS in flight.
+#[derive(Clone, Copy, Debug)]
+struct CasOp {
+    acceptor: usize,
+    expected: SlotWord,
+    move_to: SlotWord,
+    attempt: u64,
+    step: Step,
+    /// A CAS that only freezes the word at the threshold; the step goes over RPC after.
+    freeze: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
 enum Pending {
-    Cas {
-        acceptor: usize,
-        expected: SlotWord,
-        move_to: SlotWord,
-        attempt: u64,
-        step: Step,
-    },
-    Fetch {
-        attempt: u64,
-        origin: u8,
-    },
+    Cas(CasOp),
+    Fetch { attempt: u64, origin: u8 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,8 +169,23 @@ pub struct Decree<T: Transport> {
     me: usize,
     nodes: usize,
     cfg: Config,
-    slot: usize,
+    /// The absolute slot.
+    slot: u64,
+    /// Its ring position.
+    pos: usize,
+    /// Its lap tag.
+    lap: u8,
     predicted: Vec<SlotWord>,
+    /// Piggyback field for the next accept (see [`SlotWord::back`]).
+    back: u8,
+    /// Every proposal this node ran an accept at, in this slot.
+    accepts: Vec<u32>,
+    /// The last state each frozen (two-sided) acceptor reported.
+    rpc: Vec<Option<AcceptorState>>,
+    /// This node's two-sided acceptor (shared by a node's instances).
+    acceptor: Rc<RefCell<RpcAcceptor>>,
+    /// RPC requests this instance sent.
+    rpc_requests: u64,
     pending: BTreeMap<OpId, Pending>,
     proposal: u32,
     attempt: u64,
@@ -142,8 +196,12 @@ pub struct Decree<T: Transport> {
     learned: Option<Vec<u8>>,
     /// This node decided (and so already told everyone).
     decided_here: bool,
+    /// [`Decree::take_decision`] returned it.
+    decision_taken: bool,
     /// This node relayed a decision it learned.
     relayed: bool,
+    /// An acceptor's word for this position is already in a later lap: the slot is long gone.
+    stale: bool,
     rng: u64,
     events: Vec<Event>,
 }
@@ -153,6 +211,9 @@ impl<T: Transport> std::fmt::Debug for Decree<T> {
         f.debug_struct("Decree")
             .field("me", &self.me)
             .field("phase", &self.phase)
+            .field("proposal", &self.proposal)
+            .field("predicted", &self.predicted)
+            .field("rpc", &self.rpc)
             .finish_non_exhaustive()
     }
 }
@@ -164,15 +225,19 @@ fn region<T: Transport>(t: &T, id: squall_transport::RegionId) -> Region {
 }
 
 impl<T: Transport> Decree<T> {
-    /// A node for `slot`. Node ids must be `0..nodes` (the node's index is its proposer index), and
-    /// the transport must have registered `cfg.layout.regions()`.
-    pub fn new(t: T, cfg: Config, slot: usize) -> Result<Decree<T>, ConfigError> {
+    /// A node for absolute slot `slot` (at ring position `slot mod layout.slots`). Node ids must
+    /// be `0..nodes` (the node's index is its proposer index), and the transport must have
+    /// registered `cfg.layout.regions()`.
+    pub fn new(t: T, cfg: Config, slot: u64) -> Result<Decree<T>, ConfigError> {
         let nodes = t.peers().len() + 1;
         if nodes > MAX_PROPOSERS || cfg.layout.proposers != nodes {
             return Err(ConfigError::Proposers(nodes));
         }
         if cfg.backoff_min.is_zero() || cfg.backoff_min > cfg.backoff_max {
             return Err(ConfigError::Backoff);
+        }
+        if cfg.rpc_threshold as usize <= nodes || cfg.rpc_threshold > MAX_PROPOSAL {
+            return Err(ConfigError::Threshold(cfg.rpc_threshold));
         }
         for spec in cfg.layout.regions() {
             if t.region(spec.id).is_none_or(|r| r.len() < spec.len) {
@@ -182,18 +247,28 @@ impl<T: Transport> Decree<T> {
                 )));
             }
         }
-        if slot >= cfg.layout.slots {
-            return Err(ConfigError::Transport(format!(
-                "slot {slot} is beyond the layout's {}",
-                cfg.layout.slots
-            )));
+        if cfg.layout.slots == 0 {
+            return Err(ConfigError::Transport(
+                "layout.slots must be positive".into(),
+            ));
         }
         let me = t.local_id().index();
+        let lap = lap_of(slot, cfg.layout.slots);
         Ok(Decree {
             me,
             nodes,
             slot,
-            predicted: vec![SlotWord::EMPTY; nodes],
+            pos: cfg.layout.position(slot),
+            lap,
+            predicted: vec![SlotWord::empty(lap); nodes],
+            back: 0,
+            accepts: Vec::new(),
+            rpc: vec![None; nodes],
+            acceptor: Rc::new(RefCell::new(RpcAcceptor::new(
+                cfg.layout,
+                cfg.rpc_threshold,
+            ))),
+            rpc_requests: 0,
             pending: BTreeMap::new(),
             proposal: 0,
             attempt: 0,
@@ -202,12 +277,55 @@ impl<T: Transport> Decree<T> {
             own: false,
             learned: None,
             decided_here: false,
+            decision_taken: false,
             relayed: false,
+            stale: false,
             rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15 ^ (me as u64) << 32,
             events: Vec::new(),
             cfg,
             t,
         })
+    }
+
+    /// Shares a node-wide two-sided acceptor (the log gives every slot instance the same one);
+    /// by default an instance has its own.
+    pub fn with_acceptor(mut self, acceptor: Rc<RefCell<RpcAcceptor>>) -> Decree<T> {
+        self.acceptor = acceptor;
+        self
+    }
+
+    /// This instance's two-sided acceptor.
+    pub fn acceptor(&self) -> &Rc<RefCell<RpcAcceptor>> {
+        &self.acceptor
+    }
+
+    /// RPC requests this instance sent (the fallback in use).
+    pub fn rpc_requests(&self) -> u64 {
+        self.rpc_requests
+    }
+
+    /// Handles a message for this slot from `from`: a request is served by this instance's
+    /// acceptor and answered; a reply counts as that acceptor's answer. Malformed bytes and
+    /// other slots' messages are ignored (returns whether it was used).
+    pub fn on_message(&mut self, from: NodeId, bytes: &[u8]) -> bool {
+        match Message::decode(bytes) {
+            Ok(Message::Request(req)) if req.slot == self.slot => {
+                let reply = {
+                    let words = region(&self.t, SLOTS);
+                    self.acceptor.borrow_mut().handle(&words, &req)
+                };
+                let r = self
+                    .t
+                    .send(from, &Message::Reply(reply).encode(), Signal::Unsignaled);
+                self.note_post_error(r);
+                true
+            }
+            Ok(Message::Reply(reply)) if reply.slot == self.slot => {
+                self.on_reply(from.index(), reply);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The transport (for drivers and tests).
@@ -291,27 +409,33 @@ impl<T: Transport> Decree<T> {
         let at = self
             .cfg
             .layout
-            .staging_offset(self.slot, usize::from(origin));
+            .staging_offset(self.pos, usize::from(origin));
         let staging = region(&self.t, STAGING);
         let _ = staging.write_bytes(at + 16, value);
         staging.store(at / 8 + 1, value.len() as u64);
-        staging.store(at / 8, self.slot as u64 + 1);
+        staging.store(at / 8, self.slot + 1);
     }
 
     fn prepare(&mut self) -> Result<(), ProposeError> {
         let n = self.nodes as u32;
-        for p in &self.predicted {
-            while self.proposal <= p.min_proposal || self.proposal == 0 {
-                self.proposal = if self.proposal == 0 {
-                    self.me as u32 + 1
-                } else {
-                    self.proposal + n
-                };
-            }
-        }
-        if self.proposal > MAX_PROPOSAL - n {
-            self.phase = Phase::Idle;
-            return Err(ProposeError::Exhausted);
+        let floor = self
+            .predicted
+            .iter()
+            .map(|p| p.min_proposal)
+            .chain(self.rpc.iter().flatten().map(|s| s.min_proposal))
+            .max()
+            .unwrap_or(0);
+        while self.proposal <= floor || self.proposal == 0 {
+            let next = if self.proposal == 0 {
+                Some(self.me as u32 + 1)
+            } else {
+                self.proposal.checked_add(n)
+            };
+            let Some(next) = next else {
+                self.phase = Phase::Idle;
+                return Err(ProposeError::Exhausted);
+            };
+            self.proposal = next;
         }
         let targets: Vec<SlotWord> = self
             .predicted
@@ -337,15 +461,24 @@ impl<T: Transport> Decree<T> {
                 writer: self.me as u8,
                 origin,
             }),
+            lap: self.lap,
+            back: 0,
         };
+        // Piggybacked decisions ride on the first accept only: a retry has another proposal,
+        // which the claim names.
+        let back = std::mem::take(&mut self.back);
+        let targets = vec![SlotWord { back, ..chosen }; self.nodes];
+        if self.accepts.last() != Some(&self.proposal) {
+            self.accepts.push(self.proposal);
+        }
         // The value goes to this node's own buffers everywhere first (FIFO before the CAS).
         let layout = self.cfg.layout;
         let src = LocalSlice::new(
             STAGING,
-            layout.staging_offset(self.slot, usize::from(origin)),
+            layout.staging_offset(self.pos, usize::from(origin)),
             layout.buffer_len(),
         );
-        let dst = layout.buffer_offset(self.me, self.slot, usize::from(origin));
+        let dst = layout.buffer_offset(self.me, self.pos, usize::from(origin));
         let _ =
             region(&self.t, VALUES).copy_from(dst, &region(&self.t, STAGING), src.offset, src.len);
         for peer in self.t.peers().to_vec() {
@@ -354,7 +487,7 @@ impl<T: Transport> Decree<T> {
                 .write(peer, src, RemoteAddr::new(VALUES, dst), Signal::Unsignaled);
             self.note_post_error(r);
         }
-        self.round(Step::Accept, vec![chosen; self.nodes]);
+        self.round(Step::Accept, targets);
     }
 
     fn note_post_error(&self, r: Result<OpId, PostError>) {
@@ -375,18 +508,42 @@ impl<T: Transport> Decree<T> {
             answered: vec![false; self.nodes],
             unreachable: 0,
         };
-        let word = RemoteAddr::new(SLOTS, self.slot * 8);
+        let word = RemoteAddr::new(SLOTS, self.pos * 8);
+        let threshold = self.cfg.rpc_threshold;
         for (acceptor, move_to) in targets.into_iter().enumerate() {
             let expected = self.predicted[acceptor];
+            if expected.min_proposal >= threshold {
+                self.send_rpc(acceptor, step, attempt);
+                continue;
+            }
+            // A proposal the word cannot take: freeze the word at the threshold (a promise below
+            // this proposal) and go on over RPC.
+            let freeze = self.proposal >= threshold;
+            let move_to = if freeze {
+                SlotWord {
+                    min_proposal: threshold,
+                    ..expected
+                }
+            } else {
+                move_to
+            };
+            let op = CasOp {
+                acceptor,
+                expected,
+                move_to,
+                attempt,
+                step,
+                freeze,
+            };
             if acceptor == self.me {
                 let old = match region(&self.t, SLOTS).compare_and_swap(
-                    self.slot,
+                    self.pos,
                     expected.pack(),
                     move_to.pack(),
                 ) {
                     Ok(v) | Err(v) => v,
                 };
-                self.on_cas(acceptor, expected, move_to, attempt, step, Some(old));
+                self.on_cas(op, Some(old));
                 continue;
             }
             match self.t.compare_and_swap(
@@ -395,17 +552,8 @@ impl<T: Transport> Decree<T> {
                 expected.pack(),
                 move_to.pack(),
             ) {
-                Ok(op) => {
-                    self.pending.insert(
-                        op,
-                        Pending::Cas {
-                            acceptor,
-                            expected,
-                            move_to,
-                            attempt,
-                            step,
-                        },
-                    );
+                Ok(id) => {
+                    self.pending.insert(id, Pending::Cas(op));
                 }
                 Err(e) => {
                     tracing::warn!(me = self.me, acceptor, error = %e, "cas-paxos: CAS refused")
@@ -414,16 +562,86 @@ impl<T: Transport> Decree<T> {
         }
     }
 
+    /// Sends `step` at the current proposal to a frozen acceptor (or runs it locally).
+    fn send_rpc(&mut self, acceptor: usize, step: Step, attempt: u64) {
+        let value = match (step, &self.value) {
+            (Step::Accept, Some((origin, _))) => Some(ValueRef {
+                writer: self.me as u8,
+                origin: *origin,
+            }),
+            _ => None,
+        };
+        let req = Request {
+            step,
+            slot: self.slot,
+            attempt,
+            proposal: self.proposal,
+            value,
+        };
+        self.rpc_requests += 1;
+        if acceptor == self.me {
+            let reply = {
+                let words = region(&self.t, SLOTS);
+                self.acceptor.borrow_mut().handle(&words, &req)
+            };
+            self.on_reply(acceptor, reply);
+            return;
+        }
+        let r = self.t.send(
+            NodeId(acceptor as u32),
+            &Message::Request(req).encode(),
+            Signal::Unsignaled,
+        );
+        self.note_post_error(r);
+    }
+
+    /// A frozen acceptor's answer.
+    fn on_reply(&mut self, acceptor: usize, reply: Reply) {
+        if acceptor >= self.nodes || reply.proposal != self.proposal {
+            return;
+        }
+        if reply.state.min_proposal == u32::MAX && !reply.ok {
+            // The acceptor's position is in a later lap: this slot is long gone.
+            self.stale = true;
+            return;
+        }
+        self.rpc[acceptor] = Some(reply.state);
+        self.on_answer(acceptor, reply.attempt, reply.step, reply.ok);
+    }
+
     /// Handles one CAS answer (`None`: the acceptor is unreachable).
-    fn on_cas(
-        &mut self,
-        acceptor: usize,
-        expected: SlotWord,
-        move_to: SlotWord,
-        attempt: u64,
-        step: Step,
-        old: Option<u64>,
-    ) {
+    fn on_cas(&mut self, op: CasOp, old: Option<u64>) {
+        let CasOp {
+            acceptor,
+            expected,
+            move_to,
+            attempt,
+            step,
+            freeze,
+        } = op;
+        if let Some(old) = old {
+            let actual = SlotWord::unpack(old);
+            let frozen = actual.lap == self.lap && actual.min_proposal >= self.cfg.rpc_threshold;
+            if old == expected.pack() && freeze || frozen {
+                // The word is frozen (by us or another): this acceptor answers over RPC now.
+                self.predicted[acceptor] = if frozen { actual } else { move_to };
+                if self.phase_waiting_for(attempt, step) {
+                    self.send_rpc(acceptor, step, attempt);
+                }
+                return;
+            }
+        }
+        // Another lap's state: the acceptor has not reset the position for this lap yet (or this
+        // slot is long gone there). It cannot take part in this round: keep predicting the empty
+        // state and count it as unreachable, not as a refusal that would abort the round.
+        let old = old.filter(|&w| {
+            let actual = SlotWord::unpack(w);
+            if actual.lap != self.lap {
+                self.predicted[acceptor] = SlotWord::empty(self.lap);
+                self.stale |= actual.lap.wrapping_sub(self.lap) < 128;
+            }
+            actual.lap == self.lap
+        });
         let success = match old {
             Some(old) if old == expected.pack() => {
                 self.predicted[acceptor] = move_to;
@@ -452,6 +670,15 @@ impl<T: Transport> Decree<T> {
                 return;
             }
         };
+        self.on_answer(acceptor, attempt, step, success);
+    }
+
+    fn phase_waiting_for(&self, attempt: u64, step: Step) -> bool {
+        matches!(self.phase, Phase::Waiting { attempt: a, step: s, .. } if a == attempt && s == step)
+    }
+
+    /// Counts one acceptor's answer to the current round.
+    fn on_answer(&mut self, acceptor: usize, attempt: u64, step: Step, success: bool) {
         let majority = self.majority();
         let Phase::Waiting {
             attempt: current,
@@ -481,15 +708,9 @@ impl<T: Transport> Decree<T> {
         // (Algorithm 5, lines 28-29); its answer corrects the prediction when it arrives.
         let failed = *failed;
         for p in self.pending.values() {
-            if let Pending::Cas {
-                acceptor,
-                move_to,
-                attempt: a,
-                ..
-            } = *p
-            {
-                if a == attempt && !self.phase_answered(acceptor) {
-                    self.predicted[acceptor] = move_to;
+            if let Pending::Cas(op) = *p {
+                if op.attempt == attempt && !op.freeze && !self.phase_answered(op.acceptor) {
+                    self.predicted[op.acceptor] = op.move_to;
                 }
             }
         }
@@ -509,12 +730,17 @@ impl<T: Transport> Decree<T> {
 
     /// After promises from a majority: adopt the highest accepted value, if any.
     fn adopt(&mut self) {
-        let best = self
-            .predicted
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| w.min_proposal == self.proposal)
-            .filter_map(|(p, w)| w.value.map(|v| (w.accepted_proposal, p, v)))
+        let threshold = self.cfg.rpc_threshold;
+        let best = (0..self.nodes)
+            .filter_map(|a| {
+                let w = self.predicted[a];
+                if w.min_proposal >= threshold {
+                    let s = self.rpc[a]?;
+                    (s.min_proposal == self.proposal).then_some((s.accepted_proposal, a, s.value?))
+                } else {
+                    (w.min_proposal == self.proposal).then_some((w.accepted_proposal, a, w.value?))
+                }
+            })
             .max_by_key(|(ap, ..)| *ap);
         match best {
             None => self.accept(),
@@ -527,7 +753,7 @@ impl<T: Transport> Decree<T> {
             Some((_, acceptor, v)) => {
                 let layout = self.cfg.layout;
                 let at =
-                    layout.buffer_offset(usize::from(v.writer), self.slot, usize::from(v.origin));
+                    layout.buffer_offset(usize::from(v.writer), self.pos, usize::from(v.origin));
                 if acceptor == self.me {
                     let mut buf = vec![0u8; layout.buffer_len()];
                     let _ = region(&self.t, VALUES).read_bytes(at, &mut buf);
@@ -561,7 +787,7 @@ impl<T: Transport> Decree<T> {
         let at = self
             .cfg
             .layout
-            .staging_offset(self.slot, usize::from(origin));
+            .staging_offset(self.pos, usize::from(origin));
         let mut buf = vec![0u8; self.cfg.layout.buffer_len()];
         region(&self.t, STAGING).read_bytes(at, &mut buf).ok()?;
         self.parse(&buf)
@@ -569,16 +795,7 @@ impl<T: Transport> Decree<T> {
 
     /// Parses a buffer; `None` if it is not this slot's.
     fn parse(&self, buf: &[u8]) -> Option<Vec<u8>> {
-        let word = |i: usize| {
-            buf.get(i * 8..i * 8 + 8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes)
-        };
-        let (slot, len) = (word(0)?, word(1)? as usize);
-        if slot != self.slot as u64 + 1 || len > self.cfg.layout.max_value_len {
-            return None;
-        }
-        buf.get(16..16 + len).map(<[u8]>::to_vec)
+        parse_buffer(buf, self.slot, self.cfg.layout.max_value_len)
     }
 
     fn fetched(&mut self, origin: u8, buf: &[u8]) {
@@ -609,19 +826,13 @@ impl<T: Transport> Decree<T> {
                 writer: self.me as u8,
                 origin,
             }),
+            lap: self.lap,
+            back: 0,
         };
-        let decisions = region(&self.t, DECISIONS);
-        decisions.store(self.slot, decision.pack());
-        let src = LocalSlice::new(DECISIONS, self.slot * 8, 8);
-        for peer in self.t.peers().to_vec() {
-            // The value buffer was posted to every node before the accept CAS; FIFO puts this after.
-            let r = self.t.write(
-                peer,
-                src,
-                RemoteAddr::new(DECISIONS, self.slot * 8),
-                Signal::Unsignaled,
-            );
-            self.note_post_error(r);
+        region(&self.t, DECISIONS).store(self.pos, decision.pack());
+        if self.cfg.announce == Announce::Write {
+            let all = vec![true; self.nodes];
+            self.write_decision(&all);
         }
         tracing::debug!(me = self.me, proposal = self.proposal, "cas-paxos: decided");
         self.learned = Some(value);
@@ -639,23 +850,96 @@ impl<T: Transport> Decree<T> {
         self.phase = Phase::Backoff(self.t.now() + wait);
     }
 
+    /// This node's decision, once, if it made one (for the log's piggybacking).
+    pub fn take_decision(&mut self) -> Option<Decided> {
+        if !self.decided_here || self.decision_taken {
+            return None;
+        }
+        self.decision_taken = true;
+        Some(Decided {
+            proposal: self.proposal,
+            in_words: self.words_only(),
+        })
+    }
+
+    /// Sets the piggyback field of the next accept: `back = k` tells every acceptor that each
+    /// slot below `slot - k` in which this node ran an accept at the proposal the accept carries
+    /// (the caller checks it is [`proposal`](Self::proposal)) was chosen with that accept's
+    /// value. Used by the first accept only.
+    pub fn piggyback(&mut self, back: u8) {
+        self.back = back;
+    }
+
+    /// Whether the current proposal goes through every acceptor's slot word (no frozen word,
+    /// proposal below the threshold): a piggyback set now reaches every acceptor.
+    pub fn words_only(&self) -> bool {
+        let t = self.cfg.rpc_threshold;
+        self.proposal < t && self.predicted.iter().all(|p| p.min_proposal < t)
+    }
+
+    /// Starts over with a fresh prepare if the instance is idle, prepared with nothing to adopt,
+    /// or backing off: a node stuck on a slot others decided uses this to adopt the decision.
+    pub fn retry(&mut self) {
+        if self.learned.is_none()
+            && matches!(
+                self.phase,
+                Phase::Idle | Phase::Prepared | Phase::Backoff(_)
+            )
+            && self.prepare().is_err()
+        {
+            tracing::error!(me = self.me, "cas-paxos: proposal numbers exhausted");
+        }
+    }
+
+    /// Whether the instance has nothing in flight and is not backing off.
+    pub fn idle(&self) -> bool {
+        matches!(self.phase, Phase::Idle | Phase::Prepared)
+    }
+
+    /// Proposals at which this node ran an accept in this slot that were not how it decided:
+    /// their values may not be the chosen one.
+    pub fn undecided_accepts(&self) -> impl Iterator<Item = u32> + '_ {
+        let decided = self.decided_here.then_some(self.proposal);
+        self.accepts
+            .iter()
+            .copied()
+            .filter(move |p| Some(*p) != decided)
+    }
+
+    /// Writes this node's decision word to the peers marked in `to` (after the value, which FIFO
+    /// already put there before the accept).
+    pub fn write_decision(&mut self, to: &[bool]) {
+        let src = LocalSlice::new(DECISIONS, self.pos * 8, 8);
+        for peer in self.t.peers().to_vec() {
+            if !to.get(peer.index()).copied().unwrap_or(false) {
+                continue;
+            }
+            let r = self.t.write(
+                peer,
+                src,
+                RemoteAddr::new(DECISIONS, self.pos * 8),
+                Signal::Unsignaled,
+            );
+            self.note_post_error(r);
+        }
+    }
+
+    /// Whether an acceptor's word showed a later lap: this slot's state is gone everywhere that
+    /// matters, and the node fell more than a ring behind.
+    pub fn stale(&self) -> bool {
+        self.stale
+    }
+
     /// Learns a decision from local memory.
     fn learn(&mut self) {
         if self.learned.is_some() {
             return;
         }
-        let word = region(&self.t, DECISIONS).load(self.slot);
-        if word == 0 {
-            return;
-        }
-        let Some(v) = SlotWord::unpack(word).value else {
-            return;
+        let scan = match self.cfg.announce {
+            Announce::Write => 0,
+            Announce::Defer { scan } => scan,
         };
-        let layout = self.cfg.layout;
-        let at = layout.buffer_offset(usize::from(v.writer), self.slot, usize::from(v.origin));
-        let mut buf = vec![0u8; layout.buffer_len()];
-        let _ = region(&self.t, VALUES).read_bytes(at, &mut buf);
-        if let Some(value) = self.parse(&buf) {
+        if let Some((value, _)) = learn_local(&self.t, &self.cfg.layout, self.slot, scan) {
             self.learned = Some(value);
             self.phase = Phase::Decided;
         }
@@ -668,15 +952,15 @@ impl<T: Transport> Decree<T> {
         if self.relayed || !self.own || self.decided_here {
             return;
         }
-        let word = region(&self.t, DECISIONS).load(self.slot);
-        let Some(v) = SlotWord::unpack(word).value else {
+        let word = SlotWord::unpack(region(&self.t, DECISIONS).load(self.pos));
+        let (Some(v), true) = (word.value, word.lap == self.lap) else {
             return;
         };
         self.relayed = true;
         let layout = self.cfg.layout;
-        let at = layout.buffer_offset(usize::from(v.writer), self.slot, usize::from(v.origin));
+        let at = layout.buffer_offset(usize::from(v.writer), self.pos, usize::from(v.origin));
         let src = LocalSlice::new(VALUES, at, layout.buffer_len());
-        let decision = LocalSlice::new(DECISIONS, self.slot * 8, 8);
+        let decision = LocalSlice::new(DECISIONS, self.pos * 8, 8);
         for peer in self.t.peers().to_vec() {
             let r = self
                 .t
@@ -685,7 +969,7 @@ impl<T: Transport> Decree<T> {
             let r = self.t.write(
                 peer,
                 decision,
-                RemoteAddr::new(DECISIONS, self.slot * 8),
+                RemoteAddr::new(DECISIONS, self.pos * 8),
                 Signal::Unsignaled,
             );
             self.note_post_error(r);
@@ -710,15 +994,7 @@ impl<T: Transport> Decree<T> {
         for e in std::mem::take(&mut self.events) {
             let Event::Completion(c) = e else { continue };
             match self.pending.remove(&c.op) {
-                Some(Pending::Cas {
-                    acceptor,
-                    expected,
-                    move_to,
-                    attempt,
-                    step,
-                }) => {
-                    self.on_cas(acceptor, expected, move_to, attempt, step, c.result.ok());
-                }
+                Some(Pending::Cas(op)) => self.on_cas(op, c.result.ok()),
                 Some(Pending::Fetch { attempt, origin })
                     if self.phase == (Phase::Fetching { attempt }) =>
                 {
@@ -761,4 +1037,92 @@ impl<T: Transport> Decree<T> {
             self.abort();
         }
     }
+}
+
+/// Parses a value buffer `[slot + 1][len][bytes]`; `None` if it holds another slot's value (an
+/// older lap's) or is malformed.
+pub(crate) fn parse_buffer(buf: &[u8], slot: u64, max_len: usize) -> Option<Vec<u8>> {
+    let word = |i: usize| {
+        buf.get(i * 8..i * 8 + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    };
+    let (tag, len) = (word(0)?, usize::try_from(word(1)?).ok()?);
+    if tag != slot.wrapping_add(1) || len > max_len {
+        return None;
+    }
+    buf.get(16..16 + len).map(<[u8]>::to_vec)
+}
+
+/// Largest distance a piggybacked decision can point back.
+pub const MAX_BACK: usize = u8::MAX as usize;
+
+/// Learns absolute `slot`'s decision from this node's own memory, without any communication:
+/// from its decision word, or from a piggyback on a later slot's word (Velos §5.4) — some word
+/// `s = slot + k` (`k <= scan`, in its own lap) with `s - back > slot`, whose writer and accepted
+/// proposal match this node's own word for `slot`. The writer claims with `back` that every slot
+/// below `s - back` in which it ran an accept at that proposal was chosen with that accept's
+/// value; a proposer uses one value per proposal, so the local word then holds the decided
+/// value. Returns the value and whether it came through a piggyback (then
+/// the decision word is recorded locally, so it can be relayed).
+pub(crate) fn learn_local<T: Transport>(
+    t: &T,
+    layout: &Layout,
+    slot: u64,
+    scan: usize,
+) -> Option<(Vec<u8>, bool)> {
+    let ring = layout.slots;
+    let pos = layout.position(slot);
+    let lap = lap_of(slot, ring);
+    let decisions = t.region(DECISIONS)?;
+    let read_value = |v: ValueRef| {
+        let at = layout.buffer_offset(usize::from(v.writer), pos, usize::from(v.origin));
+        let mut buf = vec![0u8; layout.buffer_len()];
+        t.region(VALUES)?.read_bytes(at, &mut buf).ok()?;
+        parse_buffer(&buf, slot, layout.max_value_len)
+    };
+    let d = SlotWord::unpack(decisions.load(pos));
+    if let (Some(v), true) = (d.value, d.lap == lap) {
+        if let Some(value) = read_value(v) {
+            return Some((value, false));
+        }
+    }
+    let slots = t.region(SLOTS)?;
+    let mine = SlotWord::unpack(slots.load(pos));
+    let v = mine.value.filter(|_| mine.lap == lap)?;
+    let found = (1..=scan.min(MAX_BACK).min(ring - 1)).any(|k| {
+        let s = slot + k as u64;
+        let w = SlotWord::unpack(slots.load(layout.position(s)));
+        w.back != 0
+            && usize::from(w.back) < k
+            && w.lap == lap_of(s, ring)
+            && w.accepted_proposal == mine.accepted_proposal
+            && w.value.map(|x| x.writer) == Some(v.writer)
+    });
+    if !found {
+        return None;
+    }
+    let value = read_value(v)?;
+    let decision = SlotWord {
+        min_proposal: 0,
+        back: 0,
+        ..mine
+    };
+    decisions.store(pos, decision.pack());
+    Some((value, true))
+}
+
+/// Whether a later slot's word (within `scan`, in its own lap) claims that `slot` is decided —
+/// whatever this node's own word for `slot` holds. FIFO puts the claim after that word's accept,
+/// so a node that sees the claim but cannot learn from its word knows its word missed the value.
+pub(crate) fn claimed_past<T: Transport>(t: &T, layout: &Layout, slot: u64, scan: usize) -> bool {
+    let ring = layout.slots;
+    let Some(slots) = t.region(SLOTS) else {
+        return false;
+    };
+    (1..=scan.min(MAX_BACK).min(ring - 1)).any(|k| {
+        let s = slot + k as u64;
+        let w = SlotWord::unpack(slots.load(layout.position(s)));
+        w.back != 0 && usize::from(w.back) < k && w.lap == lap_of(s, ring)
+    })
 }

@@ -2,7 +2,10 @@
 //!
 //! Every node is an acceptor and registers three regions:
 //!
-//! - [`SLOTS`]: one [`SlotWord`](crate::word::SlotWord) per slot, the target of every CAS;
+//! - [`SLOTS`]: one [`SlotWord`](crate::word::SlotWord) per ring position, the target of every
+//!   CAS. Absolute slot `s` lives at position `s mod slots`; the word's lap tag says which use of
+//!   the position it holds, and an acceptor resets a position for its next lap only once every
+//!   live node has delivered the slot that used it;
 //! - [`VALUES`]: value buffers indexed by `(writer, slot, origin)`. A proposer writes the value it
 //!   is about to propose into *its own* buffers at every acceptor before its accept CAS (FIFO on
 //!   the link means the value has landed whenever the CAS succeeds). The value of `origin` for a
@@ -12,7 +15,8 @@
 //! - [`DECISIONS`]: one word per slot, written by the decider after the value buffer, from which
 //!   every node learns the decision locally.
 //!
-//! A buffer is `[slot + 1: u64][len: u64][bytes, padded to 8]`.
+//! A buffer is `[absolute slot + 1: u64][len: u64][bytes, padded to 8]`, so a buffer of an older
+//! lap is never read as the current one's.
 //!
 //! ```
 //! use squall_cas_paxos::layout::Layout;
@@ -38,7 +42,8 @@ pub const STAGING: RegionId = RegionId(0x5041_0003);
 pub struct Layout {
     /// Number of proposers (every node may propose).
     pub proposers: usize,
-    /// Number of slots.
+    /// Ring positions: how many consecutive slots can be in use (undelivered somewhere) at once.
+    /// Slots are reused modulo this.
     pub slots: usize,
     /// Largest value in bytes.
     pub max_value_len: usize,
@@ -50,7 +55,12 @@ impl Layout {
         16 + self.max_value_len.div_ceil(8) * 8
     }
 
-    /// Offset of buffer `(writer, slot, origin)` in [`VALUES`].
+    /// Ring position of absolute slot `slot`.
+    pub fn position(&self, slot: u64) -> usize {
+        (slot % self.slots as u64) as usize
+    }
+
+    /// Offset of buffer `(writer, position, origin)` in [`VALUES`].
     pub fn buffer_offset(&self, writer: usize, slot: usize, origin: usize) -> usize {
         ((writer * self.slots + slot) * self.proposers + origin) * self.buffer_len()
     }

@@ -3,8 +3,10 @@
 //! Acceptors are passive memory: a proposer prepares and accepts by CAS on the acceptors' packed
 //! slot words ([`word`]), writes values into its own write-exclusive buffers first ([`layout`]),
 //! and everyone learns decisions from local memory. [`decree::Decree`] is single-decree consensus
-//! (Algorithm 5 with retries); the multi-slot log with pre-prepared windows, the leader election
-//! and the two-sided fallback build on it.
+//! (Algorithm 5 with retries); [`log::CasPaxos`] is the replicated log on top (a ring of reused
+//! slots, a pre-prepared window, Ω leader election, decisions piggybacked on the next accept,
+//! [`squall_ordering::TotalOrder`]); [`rpc`] is the two-sided fallback for exhausted proposal
+//! numbers (Velos §5.2).
 //!
 //! ```
 //! use squall_cas_paxos::word::SlotWord;
@@ -14,4 +16,5 @@
 pub mod decree;
 pub mod layout;
 pub mod log;
+pub mod rpc;
 pub mod word;

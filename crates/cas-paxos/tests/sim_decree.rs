@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use squall_cas_paxos::decree::{Config, Decree};
+use squall_cas_paxos::decree::{Announce, Config, Decree, default_rpc_threshold};
 use squall_cas_paxos::layout::Layout;
 use squall_transport::{NodeId, Transport};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
@@ -24,6 +24,8 @@ struct Scenario {
     partition: Option<(usize, u32, u32)>,
     /// Extra one-way latency per node, in microseconds (decisions lag, proposers collide).
     delays: Vec<u64>,
+    /// Where slot words freeze and the two-sided fallback takes over (`None`: the default).
+    rpc_threshold: Option<u32>,
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -36,15 +38,17 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             proptest::collection::vec((0..nodes, 0u32..600), 0..=f),
             proptest::option::of((0..nodes, 0u32..400, 400u32..900)),
             proptest::collection::vec(prop_oneof![Just(0u64), 0u64..40], nodes),
+            proptest::option::of(nodes as u32 + 1..nodes as u32 + 12),
         )
             .prop_map(
-                |(seed, nodes, proposers, crashes, partition, delays)| Scenario {
+                |(seed, nodes, proposers, crashes, partition, delays, rpc_threshold)| Scenario {
                     seed,
                     nodes,
                     proposers,
                     crashes,
                     partition,
                     delays,
+                    rpc_threshold,
                 },
             )
     })
@@ -63,6 +67,10 @@ fn layout(nodes: usize) -> Layout {
 }
 
 fn build(seed: u64, nodes: usize) -> (Sim, Vec<Decree<SimNode>>) {
+    build_with(seed, nodes, default_rpc_threshold(nodes))
+}
+
+fn build_with(seed: u64, nodes: usize, rpc_threshold: u32) -> (Sim, Vec<Decree<SimNode>>) {
     let sim_cfg = SimConfig {
         op_timeout: Duration::from_micros(200),
         ..SimConfig::seeded(seed)
@@ -77,6 +85,8 @@ fn build(seed: u64, nodes: usize) -> (Sim, Vec<Decree<SimNode>>) {
                 backoff_min: Duration::from_micros(5),
                 backoff_max: Duration::from_micros(60),
                 seed,
+                announce: Announce::Write,
+                rpc_threshold,
             };
             Decree::new(t, cfg, 0).expect("valid config")
         })
@@ -101,8 +111,13 @@ fn chosen(
             .expect("registered")
             .load(0);
         let w = squall_cas_paxos::word::SlotWord::unpack(word);
-        if let Some(v) = w.value {
-            *votes.entry((w.accepted_proposal, v.origin)).or_default() += 1;
+        // A frozen word's state lives in the node's two-sided acceptor once it served a request.
+        let (accepted, value) = match r.acceptor().borrow().state(0) {
+            Some(s) => (s.accepted_proposal, s.value),
+            None => (w.accepted_proposal, w.value),
+        };
+        if let Some(v) = value {
+            *votes.entry((accepted, v.origin)).or_default() += 1;
         }
     }
     for ((_, origin), n) in votes {
@@ -118,8 +133,22 @@ fn chosen(
     Ok(())
 }
 
+/// Delivers every message waiting at each live node (two-sided fallback requests and replies).
+fn pump(replicas: &mut [Decree<SimNode>], crashed: &BTreeSet<usize>) {
+    let mut buf = Vec::new();
+    for (i, r) in replicas.iter_mut().enumerate() {
+        if crashed.contains(&i) {
+            continue;
+        }
+        while let Some(from) = r.transport().recv(&mut buf) {
+            r.on_message(from, &buf);
+        }
+    }
+}
+
 fn run(s: &Scenario) -> Result<(), String> {
-    let (sim, mut replicas) = build(s.seed, s.nodes);
+    let threshold = s.rpc_threshold.unwrap_or(default_rpc_threshold(s.nodes));
+    let (sim, mut replicas) = build_with(s.seed, s.nodes, threshold);
     for (node, &us) in s.delays.iter().enumerate() {
         sim.delay(NodeId(node as u32), Duration::from_micros(us));
     }
@@ -151,6 +180,7 @@ fn run(s: &Scenario) -> Result<(), String> {
                 sim.heal();
             }
         }
+        pump(&mut replicas, &crashed);
         for (i, r) in replicas.iter_mut().enumerate() {
             if !crashed.contains(&i) && sim.takes_turn(NodeId(i as u32)) {
                 r.poll();
@@ -212,6 +242,7 @@ fn dueling_proposers_over_many_seeds() {
             crashes: vec![],
             partition: None,
             delays: vec![0, 7, 15],
+            rpc_threshold: None,
         };
         run(&all)
     });
@@ -250,6 +281,7 @@ fn regression_decider_crashes_before_its_decision_lands() {
             crashes: vec![(0, 136)],
             partition: None,
             delays: vec![0, 0, 0],
+            rpc_threshold: None,
         };
         assert_eq!(run(&s), Ok(()), "{s:?}");
     }
@@ -298,4 +330,56 @@ fn a_later_proposer_adopts_the_chosen_value() {
         }
         Ok(())
     });
+}
+
+/// Velos §5.2: proposal numbers reach the threshold (4 with three nodes: the second round of
+/// proposals already crosses it), the words freeze, and every acceptor answers over two-sided
+/// RPC from then on. Dueling proposers, skewed delays, and a crash: still one value, a proposed
+/// one, learned by every live node; and the fallback was really used.
+#[test]
+fn exhausted_proposals_fall_back_to_two_sided_rpc() {
+    let mut used = 0;
+    check_seeds(
+        "exhausted_proposals_fall_back_to_two_sided_rpc",
+        100,
+        |seed| {
+            let s = Scenario {
+                seed,
+                nodes: 3,
+                proposers: vec![(0, 0), (1, 0), (2, 3)],
+                crashes: if seed % 3 == 0 { vec![(2, 40)] } else { vec![] },
+                partition: None,
+                delays: vec![0, 9, 17],
+                rpc_threshold: Some(4),
+            };
+            run(&s)?;
+            Ok(())
+        },
+    );
+    // The same duel, counting how often the fallback carried the decision.
+    for seed in 0..20 {
+        let (sim, mut replicas) = build_with(seed, 3, 4);
+        for (i, r) in replicas.iter_mut().enumerate() {
+            r.propose(&value(i)).expect("valid");
+        }
+        let none = BTreeSet::new();
+        for _ in 0..5_000 {
+            pump(&mut replicas, &none);
+            for r in replicas.iter_mut() {
+                r.poll();
+            }
+            if !sim.step() {
+                sim.advance(Duration::from_micros(5));
+            }
+            if replicas.iter().all(|r| r.learned().is_some()) {
+                break;
+            }
+        }
+        assert!(
+            replicas.iter().all(|r| r.learned().is_some()),
+            "seed {seed}"
+        );
+        used += usize::from(replicas.iter().any(|r| r.rpc_requests() > 0));
+    }
+    assert!(used >= 10, "the fallback ran in only {used} of 20 duels");
 }

@@ -240,7 +240,9 @@ pub fn cas_paxos_config(n: usize, seed: u64) -> LogConfig {
         backoff: (Duration::from_micros(20), Duration::from_micros(500)),
         heartbeat_period: Duration::from_millis(2),
         leader_timeout: Duration::from_millis(50),
+        recycle_timeout: Duration::from_secs(2),
         seed,
+        rpc_threshold: squall_cas_paxos::decree::default_rpc_threshold(n),
     }
 }
 

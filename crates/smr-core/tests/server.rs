@@ -47,7 +47,9 @@ fn log_config(seed: u64) -> LogConfig {
         backoff: (Duration::from_micros(20), Duration::from_micros(200)),
         heartbeat_period: Duration::from_millis(1),
         leader_timeout: Duration::from_millis(20),
+        recycle_timeout: Duration::from_millis(500),
         seed,
+        rpc_threshold: squall_cas_paxos::decree::default_rpc_threshold(3),
     }
 }
 

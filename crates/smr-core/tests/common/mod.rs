@@ -176,7 +176,9 @@ pub fn paxos_config(n: usize, seed: u64) -> LogConfig {
         backoff: (Duration::from_micros(5), Duration::from_micros(40)),
         heartbeat_period: Duration::from_micros(20),
         leader_timeout: Duration::from_micros(300),
+        recycle_timeout: Duration::from_millis(3),
         seed,
+        rpc_threshold: squall_cas_paxos::decree::default_rpc_threshold(n),
     }
 }
 

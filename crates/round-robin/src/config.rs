@@ -23,11 +23,17 @@ pub enum Mode {
     Unordered,
     /// Total order, delivered once every member has received the message (stable).
     Atomic,
-    /// Total order as in `Atomic`; each delivered message is appended to a local checksummed
-    /// log before it counts as persisted, and `Upcall::Durable(p)` reports that every member
-    /// persisted every position up to `p`.
+    /// Total order as in `Atomic`, but a member counts a message as received only once it is
+    /// in its local checksummed log: it logs, in sequence order, every message whose
+    /// predecessors have all arrived locally (nulls skipped), syncs the batch per `fsync`, and
+    /// only then publishes it as received. A stable message is therefore in every member's
+    /// log; it is delivered, followed by `Upcall::Durable(p)` for the batch's last position.
+    /// A log may run ahead of delivery (logged, not yet stable) but is always a prefix of the
+    /// agreed order.
     Durable {
-        /// The log file (created if missing; a torn or corrupt tail is truncated on open).
+        /// The log file (created if missing; a torn or corrupt tail is truncated on open). A
+        /// member that restarts on an existing log must use a later [`Config::view`] than the
+        /// log's last record.
         path: PathBuf,
         /// When to fsync.
         fsync: FsyncPolicy,

@@ -12,7 +12,7 @@ use squall_transport::{
 
 use crate::config::{Config, Mode};
 use crate::error::{ConfigError, Error, StopReason};
-use crate::log::{Log, Record, Recovery};
+use crate::log::{Log, LogError, Recovery};
 
 /// Message kinds, in the low byte of the 8-byte header that starts every SMC slot.
 const KIND_DATA: u64 = 0;
@@ -23,12 +23,11 @@ const KIND_LARGE: u64 = 2;
 #[derive(Clone, Copy, Debug)]
 struct Fields {
     smc: SmcFields,
-    /// Per sender rank: round-robin messages (data and nulls) received by this member.
+    /// Per sender rank: round-robin messages (data and nulls) received by this member. In
+    /// durable mode only what is logged counts: the messages below the logged prefix.
     received: Vector,
     /// Sequence numbers delivered here: every seq below it.
     delivered: Counter,
-    /// Sequence numbers persisted here (durable mode): every seq below it.
-    persisted: Counter,
     /// Per sender rank: one past the highest large-message number copied out here.
     large_done: Vector,
 }
@@ -38,7 +37,6 @@ fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
     let smc = Smc::declare(&mut b, cfg.smc()).map_err(ConfigError::Smc)?;
     let received = b.vector("rr_received", cfg.sender_list().len());
     let delivered = b.counter("rr_delivered");
-    let persisted = b.counter("rr_persisted");
     let large_done = b.vector("rr_large_done", cfg.sender_list().len());
     Ok((
         b.build()?,
@@ -46,7 +44,6 @@ fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
             smc,
             received,
             delivered,
-            persisted,
             large_done,
         },
     ))
@@ -69,6 +66,10 @@ pub struct Stats {
     pub nulls_skipped: u64,
     /// Large messages this member sent.
     pub large_sent: u64,
+    /// Durable mode: application messages appended to the log.
+    pub logged: u64,
+    /// Durable mode: log batches written (one write, and per the fsync policy one sync, each).
+    pub log_batches: u64,
 }
 
 /// What arrived from a sender and waits for earlier messages (or its own data) to complete.
@@ -147,6 +148,13 @@ pub struct RoundRobin<T: Transport> {
     next_index: u64,
     /// Per sender rank, round-robin messages received here.
     received: Vec<u64>,
+    /// Durable mode, per sender rank: received here and not yet logged, in order.
+    staged: Vec<VecDeque<Entry>>,
+    /// Durable mode: every sequence number below this one is logged (or a null) here.
+    logged_seq: u64,
+    /// Durable mode: the delivery position of the next message logged.
+    log_position: u64,
+    /// Per sender rank: (logged and) received, waiting for delivery.
     queues: Vec<VecDeque<Entry>>,
     /// The next sequence number to deliver.
     next_seq: u64,
@@ -165,8 +173,6 @@ pub struct RoundRobin<T: Transport> {
     next_large: u64,
     log: Option<Log>,
     recovery: Option<Recovery>,
-    /// Durable mode: delivered (seq, position) pairs not yet known durable everywhere.
-    undurable: VecDeque<(u64, u64)>,
     wedged: bool,
     reported_wedge: bool,
     stopped: Option<StopReason>,
@@ -261,6 +267,16 @@ impl<T: Transport> RoundRobin<T> {
         let (log, recovery) = match &cfg.mode {
             Mode::Durable { path, fsync } => {
                 let (log, rec) = Log::open(path, *fsync)?;
+                if let Some((logged, _)) = log.last()
+                    && logged >= cfg.view
+                {
+                    return Err(LogError::StaleView {
+                        path: path.clone(),
+                        logged,
+                        view: cfg.view,
+                    }
+                    .into());
+                }
                 (Some(log), Some(rec))
             }
             _ => (None, None),
@@ -278,6 +294,9 @@ impl<T: Transport> RoundRobin<T> {
             my_rank,
             next_index: 0,
             received: vec![0; ns],
+            staged: (0..ns).map(|_| VecDeque::new()).collect(),
+            logged_seq: 0,
+            log_position: 0,
             queues: (0..ns).map(|_| VecDeque::new()).collect(),
             next_seq: 0,
             position: 0,
@@ -289,7 +308,6 @@ impl<T: Transport> RoundRobin<T> {
             next_large: 0,
             log,
             recovery,
-            undurable: VecDeque::new(),
             wedged: false,
             reported_wedge: false,
             stopped: None,
@@ -334,6 +352,24 @@ impl<T: Transport> RoundRobin<T> {
     /// Every sequence number below this one has been delivered (or skipped as null) here.
     pub fn delivered_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// Durable mode: every sequence number below this one is in the local log (or was a null)
+    /// and counted as received; 0 in the other modes.
+    pub fn logged_seq(&self) -> u64 {
+        self.logged_seq
+    }
+
+    /// What this member publishes as received, per sender rank (its `rr_received` row). In
+    /// durable mode these are the messages below [`logged_seq`](RoundRobin::logged_seq).
+    pub fn published_received(&self) -> Vec<u64> {
+        (0..self.senders.len())
+            .map(|k| {
+                self.sst
+                    .get_at(self.sst.my_row(), self.f.received, k)
+                    .unwrap_or(0)
+            })
+            .collect()
     }
 
     /// The messages (data and nulls) this member has sent.
@@ -587,6 +623,7 @@ impl<T: Transport> RoundRobin<T> {
     /// delivery queue (or, unordered, delivers it), and publishes the received counters.
     fn complete(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, StopReason> {
         let ordered = self.cfg.mode.is_ordered();
+        let durable = self.log.is_some();
         let mut changed = false;
         let mut large_changed = false;
         for k in 0..self.senders.len() {
@@ -619,13 +656,17 @@ impl<T: Transport> RoundRobin<T> {
                     Entry::Nulls { count, .. } => {
                         let first = self.received[k];
                         self.received[k] += count;
-                        if ordered {
+                        if durable {
+                            self.staged[k].push_back(Entry::Nulls { first, count });
+                        } else if ordered {
                             self.queues[k].push_back(Entry::Nulls { first, count });
                         }
                     }
                     Entry::Data(payload) => {
                         self.received[k] += 1;
-                        if ordered {
+                        if durable {
+                            self.staged[k].push_back(Entry::Data(payload));
+                        } else if ordered {
                             self.queues[k].push_back(Entry::Data(payload));
                         } else {
                             upcalls.push(Upcall::Deliver(Delivery {
@@ -641,26 +682,82 @@ impl<T: Transport> RoundRobin<T> {
             }
         }
         if large_changed {
-            for (k, &d) in self.large_done.iter().enumerate() {
-                self.sst
-                    .set_at(self.f.large_done, k, d)
-                    .map_err(StopReason::Sst)?;
-            }
-            self.sst
-                .push(self.f.large_done.range())
-                .map_err(StopReason::Sst)?;
+            publish(
+                &mut self.sst,
+                self.f.large_done,
+                self.large_done.iter().copied(),
+            )?;
+        }
+        if durable {
+            // What counts as received is what the log holds.
+            return Ok(self.log_prefix()? || changed);
         }
         if changed {
-            for (rank, &count) in self.received.iter().enumerate() {
-                self.sst
-                    .set_at(self.f.received, rank, count)
-                    .map_err(StopReason::Sst)?;
-            }
-            self.sst
-                .push(self.f.received.range())
-                .map_err(StopReason::Sst)?;
+            publish(
+                &mut self.sst,
+                self.f.received,
+                self.received.iter().copied(),
+            )?;
         }
         Ok(changed)
+    }
+
+    /// Durable mode: appends, in sequence order, every message of the gap-free prefix received
+    /// here (nulls skipped), writes and syncs the batch per the fsync policy — once per call,
+    /// never per message — and only then publishes the prefix as received. A message is thus
+    /// stable (the column minimum passes it) only once it is in every member's log, and every
+    /// log is a prefix of the agreed order: a message is logged at its final place, after
+    /// everything before it.
+    fn log_prefix(&mut self) -> Result<bool, StopReason> {
+        let Some(log) = &mut self.log else {
+            return Ok(false);
+        };
+        let ns = self.senders.len() as u64;
+        let start = self.logged_seq;
+        loop {
+            let k = (self.logged_seq % ns) as usize;
+            let i = self.logged_seq / ns;
+            let Some(head) = self.staged[k].front() else {
+                break;
+            };
+            match *head {
+                Entry::Nulls { first, count } => {
+                    // Delivery walks the run itself; hand it over when the log first reaches it.
+                    if i == first {
+                        self.queues[k].push_back(Entry::Nulls { first, count });
+                    }
+                    if i + 1 >= first + count {
+                        self.staged[k].pop_front();
+                    }
+                }
+                Entry::Data(_) => {
+                    let Some(Entry::Data(payload)) = self.staged[k].pop_front() else {
+                        break;
+                    };
+                    log.append_parts(
+                        self.cfg.view,
+                        self.logged_seq,
+                        self.log_position,
+                        self.senders[k],
+                        &payload,
+                    )?;
+                    self.log_position += 1;
+                    self.stats.logged += 1;
+                    self.queues[k].push_back(Entry::Data(payload));
+                }
+            }
+            self.logged_seq += 1;
+        }
+        if self.logged_seq == start {
+            return Ok(false);
+        }
+        log.sync()?;
+        self.stats.log_batches += 1;
+        let logged = self.logged_seq;
+        // Sender k's messages below the prefix: seq i·ns + k < logged.
+        let counts = (0..ns).map(|k| logged.saturating_sub(k).div_ceil(ns));
+        publish(&mut self.sst, self.f.received, counts)?;
+        Ok(true)
     }
 
     /// Sends one run of nulls when another sender's messages would otherwise wait on this one.
@@ -728,16 +825,6 @@ impl<T: Transport> RoundRobin<T> {
                     let Some(Entry::Data(payload)) = self.queues[k].pop_front() else {
                         break;
                     };
-                    if let Some(log) = &mut self.log {
-                        log.append(&Record {
-                            view: self.cfg.view,
-                            seq: self.next_seq,
-                            position: self.position,
-                            sender: self.senders[k],
-                            payload: payload.clone(),
-                        })?;
-                        self.undurable.push_back((self.next_seq, self.position));
-                    }
                     upcalls.push(Upcall::Deliver(Delivery {
                         position: self.position,
                         sender: self.senders[k],
@@ -753,6 +840,11 @@ impl<T: Transport> RoundRobin<T> {
             self.stats.delivered += batch;
             self.stats.delivery_batches += 1;
             self.stats.max_batch = self.stats.max_batch.max(batch);
+            if self.log.is_some() {
+                // Stable means in every member's log (the received column counts only what
+                // is logged): what is delivered is durable.
+                upcalls.push(Upcall::Durable(self.position - 1));
+            }
         }
         if self.next_seq == start {
             return Ok(false);
@@ -761,33 +853,7 @@ impl<T: Transport> RoundRobin<T> {
         self.sst
             .push(self.f.delivered.range())
             .map_err(StopReason::Sst)?;
-        if let Some(log) = &mut self.log {
-            log.sync()?;
-            self.sst.set(self.f.persisted, self.next_seq);
-            self.sst
-                .push(self.f.persisted.range())
-                .map_err(StopReason::Sst)?;
-        }
         Ok(true)
-    }
-
-    /// Durable mode: reports the highest position every member has persisted.
-    fn report_durable(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) {
-        if self.log.is_none() {
-            return;
-        }
-        let frontier = self.sst.min(self.f.persisted);
-        let mut last = None;
-        while let Some(&(seq, pos)) = self.undurable.front() {
-            if seq >= frontier {
-                break;
-            }
-            last = Some(pos);
-            self.undurable.pop_front();
-        }
-        if let Some(p) = last {
-            upcalls.push(Upcall::Durable(p));
-        }
     }
 
     fn step(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, StopReason> {
@@ -801,7 +867,6 @@ impl<T: Transport> RoundRobin<T> {
         if self.cfg.mode.is_ordered() {
             busy |= self.send_nulls()?;
             busy |= self.deliver(upcalls)?;
-            self.report_durable(upcalls);
         }
         busy |= self.smc.flush(&mut self.sst)?;
         Ok(busy || self.smc.unpublished())
@@ -834,6 +899,18 @@ fn relay_children<T: Transport>(sst: &Sst<T>, sender: NodeId, binomial_from: usi
         b *= 2;
     }
     out
+}
+
+/// Sets this member's entries of `field` to `values` and pushes the field to every member.
+fn publish<T: Transport>(
+    sst: &mut Sst<T>,
+    field: Vector,
+    values: impl Iterator<Item = u64>,
+) -> Result<(), StopReason> {
+    for (k, v) in values.enumerate() {
+        sst.set_at(field, k, v).map_err(StopReason::Sst)?;
+    }
+    sst.push(field.range()).map_err(StopReason::Sst)
 }
 
 fn smc_submit_error(e: SmcError) -> SubmitError {

@@ -12,9 +12,11 @@
 //! - **Flow control**: a window of `window` messages per sender; [`submit`](squall_ordering::TotalOrder::submit)
 //!   returns [`SubmitError::WindowFull`](squall_ordering::SubmitError::WindowFull) rather than
 //!   block.
-//! - **Modes** ([`Mode`]): unordered (FIFO per sender), atomic, durable (a local checksummed
-//!   [`log`] written in delivery order; [`Upcall::Durable`](squall_ordering::Upcall::Durable)
-//!   once every member persisted).
+//! - **Modes** ([`Mode`]): unordered (FIFO per sender), atomic, durable (each member appends
+//!   the gap-free prefix it has received, in sequence order, to a local checksummed [`log`] and
+//!   syncs it per the [`FsyncPolicy`] *before* counting it received; so a stable message is in
+//!   every member's log, and delivery comes with
+//!   [`Upcall::Durable`](squall_ordering::Upcall::Durable)).
 //! - **Large messages** (above `slot_size`): the payload is written, in `chunk_size` one-sided
 //!   writes each followed by an arrival marker, into the sender's receive buffer at every member
 //!   — directly from the sender in groups smaller than `binomial_from` (4), relayed chunk by

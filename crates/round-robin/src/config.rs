@@ -47,6 +47,27 @@ impl Mode {
     }
 }
 
+/// How large messages travel in groups of [`Config::binomial_from`] members or more (smaller
+/// groups get them straight from the sender).
+///
+/// ```
+/// use squall_round_robin::Relay;
+/// assert_eq!(Relay::default(), Relay::BinomialPipeline);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Relay {
+    /// A binomial tree rooted at the sender, each member forwarding every chunk to its
+    /// children as soon as it lands (a pipelined tree: the sender writes every chunk `log2 n`
+    /// times).
+    Tree,
+    /// RDMC's binomial pipeline (`BINOMIAL_SEND`): a hypercube exchange in which, once the
+    /// pipeline is full, every member sends one chunk per step, and the sender writes `chunks +
+    /// log2 n - 1` chunks in all. Used when the group size is a power of two; other sizes use
+    /// the tree.
+    #[default]
+    BinomialPipeline,
+}
+
 /// A round-robin group's configuration. The same on every member (except a durable log's
 /// path, which is local).
 ///
@@ -82,6 +103,9 @@ pub struct Config {
     /// rooted at the sender, chunk by chunk (pipelined); smaller groups get them directly from
     /// the sender. Default 4.
     pub binomial_from: usize,
+    /// The relay used from `binomial_from` members on: RDMC's binomial pipeline where the group
+    /// size is a power of two (default), the pipelined binomial tree otherwise.
+    pub relay: Relay,
     /// The region that holds the SST.
     pub table_region: RegionId,
     /// The region that holds the large-message receive buffers.
@@ -107,6 +131,7 @@ impl Config {
             max_payload: 1 << 20,
             chunk_size: 64 << 10,
             binomial_from: 4,
+            relay: Relay::default(),
             table_region: RegionId(0),
             large_region: RegionId(1),
             view: 0,

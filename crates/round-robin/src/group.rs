@@ -10,9 +10,10 @@ use squall_transport::{
     LocalSlice, NodeId, PostError, Region, RegionSpec, RemoteAddr, Signal, Transport,
 };
 
-use crate::config::{Config, Mode};
+use crate::config::{Config, Mode, Relay};
 use crate::error::{ConfigError, Error, StopReason};
 use crate::log::{Log, LogError, Recovery};
+use crate::schedule::{binomial_pipeline, hypercube_dim};
 
 /// Message kinds, in the low byte of the 8-byte header that starts every SMC slot.
 const KIND_DATA: u64 = 0;
@@ -66,6 +67,10 @@ pub struct Stats {
     pub nulls_skipped: u64,
     /// Large messages this member sent.
     pub large_sent: u64,
+    /// Chunks in the large messages this member sent.
+    pub large_chunks: u64,
+    /// Chunk writes this member posted (its own messages' and those it relayed).
+    pub chunk_writes: u64,
     /// Durable mode: application messages appended to the log.
     pub logged: u64,
     /// Durable mode: log batches written (one write, and per the fsync policy one sync, each).
@@ -165,8 +170,8 @@ pub struct RoundRobin<T: Transport> {
     awaiting: Vec<VecDeque<Pending>>,
     /// Per sender rank: large messages to relay (number, length) and chunks relayed of the first.
     relay: Vec<(VecDeque<(u64, usize)>, usize)>,
-    /// Per sender rank: the members this member forwards that sender's large messages to.
-    children: Vec<Vec<NodeId>>,
+    /// Per sender rank: how this member forwards that sender's large messages.
+    plans: Vec<RelayPlan>,
     /// Per sender rank: one past the highest large message copied out here.
     large_done: Vec<u64>,
     /// This sender's next large-message number (numbers of aborted attempts are skipped).
@@ -285,8 +290,8 @@ impl<T: Transport> RoundRobin<T> {
         let my_rank = senders.iter().position(|&s| s == sst.member(sst.my_row()));
         let smc = Smc::new(f.smc, &sst);
         let ns = senders.len();
-        let children = (0..ns)
-            .map(|k| relay_children(&sst, senders[k], cfg.binomial_from))
+        let plans = (0..ns)
+            .map(|k| relay_plan(&sst, senders[k], &cfg))
             .collect();
         Ok(RoundRobin {
             smc,
@@ -303,7 +308,7 @@ impl<T: Transport> RoundRobin<T> {
             large,
             awaiting: (0..ns).map(|_| VecDeque::new()).collect(),
             relay: (0..ns).map(|_| (VecDeque::new(), 0)).collect(),
-            children,
+            plans,
             large_done: vec![0; ns],
             next_large: 0,
             log,
@@ -425,10 +430,11 @@ impl<T: Transport> RoundRobin<T> {
         Ok(())
     }
 
-    /// Writes a large payload into this sender's buffer for its large-message number at its
-    /// relay children (every member in small groups; its binomial-tree children otherwise),
-    /// chunk by chunk, each chunk followed by its arrival marker (FIFO per link puts the data
-    /// first), then announces it with a slot. Relays forward each chunk once its marker lands.
+    /// Writes a large payload into this sender's buffer for its large-message number at the
+    /// members its relay plan names (every member in small groups; its binomial-tree children
+    /// or its binomial-pipeline transfers otherwise), chunk by chunk, each chunk followed by its
+    /// arrival marker (FIFO per link puts the data first), then announces it with a slot.
+    /// Other members forward each chunk once its marker lands.
     fn send_large(&mut self, rank: usize, payload: &[u8]) -> Result<(), SubmitError> {
         let window = self.cfg.window as u64;
         if self.smc.in_flight(&self.sst) >= window {
@@ -459,14 +465,12 @@ impl<T: Transport> RoundRobin<T> {
         for c in 0..chunks {
             region.store((base + cap) / 8 + c, mark);
         }
-        for child in self.children[rank].clone() {
-            for c in 0..chunks {
-                self.post_chunk(child, base, c, payload.len())
-                    .map_err(|e| match e {
-                        PostError::QueueFull { .. } => SubmitError::WindowFull,
-                        e => SubmitError::Stopped(e.to_string()),
-                    })?;
-            }
+        for (peer, c) in self.plans[rank].transfers(chunks) {
+            self.post_chunk(peer, base, c, payload.len())
+                .map_err(|e| match e {
+                    PostError::QueueFull { .. } => SubmitError::WindowFull,
+                    e => SubmitError::Stopped(e.to_string()),
+                })?;
         }
         let mut desc = (KIND_LARGE | ((payload.len() as u64) << 8))
             .to_le_bytes()
@@ -476,6 +480,7 @@ impl<T: Transport> RoundRobin<T> {
             .send(&mut self.sst, &desc)
             .map_err(smc_submit_error)?;
         self.stats.large_sent += 1;
+        self.stats.large_chunks += chunks as u64;
         Ok(())
     }
 
@@ -511,44 +516,46 @@ impl<T: Transport> RoundRobin<T> {
             RemoteAddr::new(region, m),
             Signal::Unsignaled,
         )?;
+        self.stats.chunk_writes += 1;
         Ok(())
     }
 
-    /// Forwards every chunk that has arrived (and not been forwarded) to this member's relay
-    /// children, message by message in each sender's order.
+    /// Posts this member's transfers of every large message that has arrived (or is
+    /// arriving), message by message in each sender's order and each message's transfers in
+    /// schedule order, each once its chunk's marker has landed here.
     fn relay(&mut self) -> Result<bool, StopReason> {
         let Some(region) = self.large.clone() else {
             return Ok(false);
         };
         let mut busy = false;
         for k in 0..self.senders.len() {
-            if self.children[k].is_empty() || Some(k) == self.my_rank {
+            if self.plans[k].forwards_nothing() || Some(k) == self.my_rank {
                 self.relay[k].0.clear();
                 continue;
             }
             while let Some(&(j, len)) = self.relay[k].0.front() {
                 let base = self.buffer(k, j);
-                let chunks = len.div_ceil(self.cfg.chunk_size);
                 let mark = marker(j, len);
-                let mut c = self.relay[k].1;
-                while c < chunks && region.load((base + self.cfg.large_cap()) / 8 + c) == mark {
-                    for child in self.children[k].clone() {
-                        match self.post_chunk(child, base, c, len) {
-                            Ok(()) => {}
-                            Err(PostError::QueueFull { .. }) => {
-                                self.relay[k].1 = c;
-                                return Ok(busy);
-                            }
-                            Err(e) => {
-                                return Err(StopReason::Relay(e.to_string()));
-                            }
-                        }
+                let markers = (base + self.cfg.large_cap()) / 8;
+                let list = self.plans[k].transfers(len.div_ceil(self.cfg.chunk_size));
+                let mut t = self.relay[k].1;
+                while let Some(&(peer, c)) = list.get(t) {
+                    if region.load(markers + c) != mark {
+                        break;
                     }
-                    c += 1;
+                    match self.post_chunk(peer, base, c, len) {
+                        Ok(()) => {}
+                        Err(PostError::QueueFull { .. }) => {
+                            self.relay[k].1 = t;
+                            return Ok(busy);
+                        }
+                        Err(e) => return Err(StopReason::Relay(e.to_string())),
+                    }
+                    t += 1;
                     busy = true;
                 }
-                if c < chunks {
-                    self.relay[k].1 = c;
+                if t < list.len() {
+                    self.relay[k].1 = t;
                     break;
                 }
                 self.relay[k].0.pop_front();
@@ -873,32 +880,81 @@ impl<T: Transport> RoundRobin<T> {
     }
 }
 
-/// The members this member forwards `sender`'s large messages to: every other member when it
-/// is the sender of a group smaller than `binomial_from`, nobody else in such a group; in larger
-/// groups its children in the binomial tree rooted at the sender (members rotated so that the
-/// sender is 0; member `r` forwards to `r + 2^i` for every `2^i > r`).
-fn relay_children<T: Transport>(sst: &Sst<T>, sender: NodeId, binomial_from: usize) -> Vec<NodeId> {
+/// How one member forwards one sender's large messages.
+#[derive(Clone, Debug)]
+enum RelayPlan {
+    /// Every chunk to each of these members (the sender's direct sends in small groups, a
+    /// member's children in the binomial tree).
+    Children(Vec<NodeId>),
+    /// RDMC's binomial pipeline: this member is `vertex` of a hypercube of `2^dim` vertices,
+    /// `members[v]` being vertex `v` (rotated so that the sender is 0).
+    Pipeline {
+        vertex: usize,
+        dim: u32,
+        members: Vec<NodeId>,
+    },
+}
+
+impl RelayPlan {
+    /// This member's writes of a `chunks`-chunk message, in order: (peer, chunk).
+    fn transfers(&self, chunks: usize) -> Vec<(NodeId, usize)> {
+        match self {
+            RelayPlan::Children(children) => (0..chunks)
+                .flat_map(|c| children.iter().map(move |&p| (p, c)))
+                .collect(),
+            RelayPlan::Pipeline {
+                vertex,
+                dim,
+                members,
+            } => binomial_pipeline(*vertex, *dim, chunks)
+                .into_iter()
+                .map(|(to, c)| (members[to], c))
+                .collect(),
+        }
+    }
+
+    fn forwards_nothing(&self) -> bool {
+        matches!(self, RelayPlan::Children(c) if c.is_empty())
+    }
+}
+
+/// How this member forwards `sender`'s large messages. Members are rotated so that the
+/// sender is 0. In a group smaller than `binomial_from` the sender writes to every other
+/// member and nobody forwards. In larger groups: RDMC's binomial pipeline when so configured
+/// and the size is a power of two; otherwise the binomial tree rooted at the sender, member `r`
+/// forwarding to `r + 2^i` for every `2^i > r`.
+fn relay_plan<T: Transport>(sst: &Sst<T>, sender: NodeId, cfg: &Config) -> RelayPlan {
     let n = sst.rows();
     let Some(root) = sst.row_of(sender) else {
-        return Vec::new();
+        return RelayPlan::Children(Vec::new());
     };
     let r = (sst.my_row() + n - root) % n;
-    if n < binomial_from {
-        return if r == 0 {
-            (1..n).map(|d| sst.member((root + d) % n)).collect()
+    let rotated = |d: usize| sst.member((root + d) % n);
+    if n < cfg.binomial_from {
+        return RelayPlan::Children(if r == 0 {
+            (1..n).map(rotated).collect()
         } else {
             Vec::new()
+        });
+    }
+    if cfg.relay == Relay::BinomialPipeline
+        && let Some(dim) = hypercube_dim(n)
+    {
+        return RelayPlan::Pipeline {
+            vertex: r,
+            dim,
+            members: (0..n).map(rotated).collect(),
         };
     }
     let mut out = Vec::new();
     let mut b = 1;
     while r + b < n {
         if b > r {
-            out.push(sst.member((root + r + b) % n));
+            out.push(rotated(r + b));
         }
         b *= 2;
     }
-    out
+    RelayPlan::Children(out)
 }
 
 /// Sets this member's entries of `field` to `values` and pushes the field to every member.
@@ -975,42 +1031,52 @@ mod tests {
         assert_eq!(f.received.len(), 1);
     }
 
-    /// The relay trees: every member but the sender gets each large message from exactly one
-    /// parent; below `binomial_from` that parent is the sender; above it the tree's depth is
-    /// logarithmic.
+    /// The relay plans: for every group size, sender and relay kind, every member but the
+    /// sender receives each chunk exactly once and the sender none; below `binomial_from` the
+    /// sender writes every chunk to everyone; above it the tree's sender writes each chunk
+    /// `ceil(log2 n)` times, while the binomial pipeline's (power-of-two sizes) writes
+    /// `chunks + log2 n - 1` chunks in all.
     #[test]
-    fn relay_trees_reach_everyone_exactly_once() {
+    fn relay_plans_deliver_every_chunk_exactly_once() {
         use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
-        for n in 1..=9usize {
-            let cfg = Config {
-                max_payload: 4096,
-                ..Config::new((0..n as u32).map(NodeId).collect())
-            };
-            let layout = RoundRobin::<SimNode>::layout(&cfg).expect("layout");
-            let (_sim, nodes) = Sim::cluster(SimConfig::seeded(1), n, &layout).expect("sim");
-            let groups: Vec<RoundRobin<SimNode>> = nodes
-                .into_iter()
-                .map(|t| RoundRobin::new(t, cfg.clone()).expect("group"))
-                .collect();
-            for k in 0..n {
-                let mut parents = vec![0usize; n];
-                for g in &groups {
-                    for c in &g.children[k] {
-                        parents[c.index()] += 1;
+        let chunks = 5;
+        for relay in [Relay::Tree, Relay::BinomialPipeline] {
+            for n in 1..=9usize {
+                let cfg = Config {
+                    max_payload: 4096,
+                    relay,
+                    ..Config::new((0..n as u32).map(NodeId).collect())
+                };
+                let layout = RoundRobin::<SimNode>::layout(&cfg).expect("layout");
+                let (_sim, nodes) = Sim::cluster(SimConfig::seeded(1), n, &layout).expect("sim");
+                let groups: Vec<RoundRobin<SimNode>> = nodes
+                    .into_iter()
+                    .map(|t| RoundRobin::new(t, cfg.clone()).expect("group"))
+                    .collect();
+                for k in 0..n {
+                    let mut got = vec![vec![0usize; chunks]; n];
+                    for g in &groups {
+                        for (peer, c) in g.plans[k].transfers(chunks) {
+                            got[peer.index()][c] += 1;
+                        }
                     }
-                }
-                for (m, &p) in parents.iter().enumerate() {
-                    assert_eq!(
-                        p,
-                        usize::from(m != k),
-                        "n={n} sender {k}: member {m} has {p} parents"
-                    );
-                }
-                let fanout = groups[k].children[k].len();
-                if n < cfg.binomial_from {
-                    assert_eq!(fanout, n - 1);
-                } else {
-                    assert_eq!(fanout, (usize::BITS - (n - 1).leading_zeros()) as usize);
+                    for (m, per_chunk) in got.iter().enumerate() {
+                        let want = usize::from(m != k);
+                        assert!(
+                            per_chunk.iter().all(|&x| x == want),
+                            "{relay:?} n={n} sender {k}: member {m} got {per_chunk:?}"
+                        );
+                    }
+                    let root_writes = groups[k].plans[k].transfers(chunks).len();
+                    let log2 = (usize::BITS - (n - 1).leading_zeros()) as usize;
+                    let want = if n < cfg.binomial_from {
+                        (n - 1) * chunks
+                    } else if relay == Relay::BinomialPipeline && n.is_power_of_two() {
+                        chunks + log2 - 1
+                    } else {
+                        log2 * chunks
+                    };
+                    assert_eq!(root_writes, want, "{relay:?} n={n} sender {k}");
                 }
             }
         }

@@ -19,8 +19,9 @@
 //!   [`Upcall::Durable`](squall_ordering::Upcall::Durable)).
 //! - **Large messages** (above `slot_size`): the payload is written, in `chunk_size` one-sided
 //!   writes each followed by an arrival marker, into the sender's receive buffer at every member
-//!   — directly from the sender in groups smaller than `binomial_from` (4), relayed chunk by
-//!   chunk along a binomial tree rooted at the sender in larger ones — and announced by an SMC
+//!   — directly from the sender in groups smaller than `binomial_from` (4); in larger ones
+//!   along RDMC's binomial pipeline (a hypercube exchange, power-of-two sizes) or relayed chunk
+//!   by chunk along a binomial tree rooted at the sender ([`Relay`]) — and announced by an SMC
 //!   slot that joins the same order; a receiver takes it once every chunk's marker has landed.
 //! - **Failures**: a suspected member wedges the group ([`Upcall::Wedged`](squall_ordering::Upcall::Wedged));
 //!   nothing past the stable prefix is delivered. View changes are the membership layer's.
@@ -31,8 +32,9 @@ mod config;
 mod error;
 mod group;
 pub mod log;
+mod schedule;
 
-pub use config::{Config, Mode};
+pub use config::{Config, Mode, Relay};
 pub use error::{ConfigError, Error, StopReason};
 pub use group::{RoundRobin, Stats};
 pub use log::FsyncPolicy;

@@ -7,6 +7,9 @@
 //!   and 1 MiB as large messages (chunked one-sided writes; 1 MiB with window 8 and 64 KiB
 //!   chunks, so that the receive buffers stay at 8 MiB per sender).
 //! - `rr_tcp/{all,one}_senders/3m/{size}`: the same, 3 members on loopback TCP.
+//! - `rr_relay/{tree,pipeline}/{all,one}_senders/4m/1048576`: 1 MiB messages in a group of 4
+//!   (mem), relayed along the pipelined binomial tree or RDMC's binomial pipeline, beside
+//!   `rr_relay/raw_write_to_peers/4m`.
 //! - `rr_latency/one_sender_3m/64`: submit-to-delivery at the sender, one message at a time
 //!   (p50/p99 printed to stderr as `RR-LATENCY`).
 //! - `raw_write_to_peers/*`: the baseline: one posted write per peer per message, as fast as
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{Config, RoundRobin};
+use squall_round_robin::{Config, Relay, RoundRobin};
 use squall_transport::{LocalSlice, NodeId, Region, RegionId, RemoteAddr, Signal, Transport};
 use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric, ThreadedNode};
 use squall_transport_tcp::{ClusterConfig, TcpNode};
@@ -290,6 +293,33 @@ fn tcp_throughput(c: &mut Criterion) {
     g.finish();
 }
 
+/// 1 MiB messages in a group of 4 over each relay (mem).
+fn relay_4m(c: &mut Criterion) {
+    let batches = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    let mut g = c.benchmark_group("rr_relay");
+    g.throughput(Throughput::Elements(1));
+    for (relay_name, relay) in [("tree", Relay::Tree), ("pipeline", Relay::BinomialPipeline)] {
+        for (label, senders) in [("all_senders", 4usize), ("one_sender", 1)] {
+            let cfg = Config {
+                relay,
+                ..config(4, senders, MIB)
+            };
+            let name = format!("{relay_name}/{label}/4m");
+            g.bench_with_input(BenchmarkId::new(&name, MIB), &MIB, |b, &size| {
+                b.iter_custom(|iters| {
+                    let per_sender = iters.div_ceil(senders as u64).max(1);
+                    run_group(mem_nodes(&cfg), &cfg, size, per_sender, &batches) * (iters as u32)
+                        / ((per_sender * senders as u64) as u32)
+                })
+            });
+            report_batches(&format!("rr_relay/{name}/{MIB}"), &batches);
+        }
+    }
+    let mut nodes = mem_nodes(&config(4, 4, MIB));
+    raw_writes(&mut g, "raw_write_to_peers/4m", &mut nodes, MIB);
+    g.finish();
+}
+
 /// One sender, one message in flight: submit-to-delivery at the sender (which implies every
 /// member received it). Returns the sorted samples.
 fn latency_samples(count: usize) -> Vec<Duration> {
@@ -354,5 +384,5 @@ fn latency(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, mem_throughput, tcp_throughput, latency);
+criterion_group!(benches, mem_throughput, tcp_throughput, relay_4m, latency);
 criterion_main!(benches);

@@ -93,6 +93,10 @@ fn marker(j: u64, len: usize) -> u64 {
     u64::from((j as u32).wrapping_add(1)) | ((len as u64) << 32)
 }
 
+/// Large messages of one sender to relay, (number, length), and which of this member's
+/// transfers of the first are posted.
+type RelayQueue = (VecDeque<(u64, usize)>, Vec<bool>);
+
 /// What a sender's queue holds between receipt and delivery.
 #[derive(Debug)]
 enum Entry {
@@ -168,8 +172,9 @@ pub struct RoundRobin<T: Transport> {
     large: Option<Region>,
     /// Per sender rank: what arrived and is not yet complete, in order.
     awaiting: Vec<VecDeque<Pending>>,
-    /// Per sender rank: large messages to relay (number, length) and chunks relayed of the first.
-    relay: Vec<(VecDeque<(u64, usize)>, usize)>,
+    /// Per sender rank: large messages to relay (number, length) and, for the first, which of
+    /// this member's transfers are posted.
+    relay: Vec<RelayQueue>,
     /// Per sender rank: how this member forwards that sender's large messages.
     plans: Vec<RelayPlan>,
     /// Per sender rank: one past the highest large message copied out here.
@@ -307,7 +312,7 @@ impl<T: Transport> RoundRobin<T> {
             position: 0,
             large,
             awaiting: (0..ns).map(|_| VecDeque::new()).collect(),
-            relay: (0..ns).map(|_| (VecDeque::new(), 0)).collect(),
+            relay: (0..ns).map(|_| (VecDeque::new(), Vec::new())).collect(),
             plans,
             large_done: vec![0; ns],
             next_large: 0,
@@ -521,8 +526,10 @@ impl<T: Transport> RoundRobin<T> {
     }
 
     /// Posts this member's transfers of every large message that has arrived (or is
-    /// arriving), message by message in each sender's order and each message's transfers in
-    /// schedule order, each once its chunk's marker has landed here.
+    /// arriving), message by message in each sender's order, each transfer as soon as its
+    /// chunk's marker has landed here. Transfers go in schedule order when their chunks are
+    /// there, but one whose chunk is late does not hold up later ones: without step barriers a
+    /// strict order would chain every step of the pipeline behind the slowest member's poll.
     fn relay(&mut self) -> Result<bool, StopReason> {
         let Some(region) = self.large.clone() else {
             return Ok(false);
@@ -538,28 +545,32 @@ impl<T: Transport> RoundRobin<T> {
                 let mark = marker(j, len);
                 let markers = (base + self.cfg.large_cap()) / 8;
                 let list = self.plans[k].transfers(len.div_ceil(self.cfg.chunk_size));
-                let mut t = self.relay[k].1;
-                while let Some(&(peer, c)) = list.get(t) {
+                let mut posted = std::mem::take(&mut self.relay[k].1);
+                posted.resize(list.len(), false);
+                let mut all = true;
+                for (&(peer, c), done) in list.iter().zip(posted.iter_mut()) {
+                    if *done {
+                        continue;
+                    }
                     if region.load(markers + c) != mark {
-                        break;
+                        all = false;
+                        continue;
                     }
                     match self.post_chunk(peer, base, c, len) {
-                        Ok(()) => {}
+                        Ok(()) => *done = true,
                         Err(PostError::QueueFull { .. }) => {
-                            self.relay[k].1 = t;
-                            return Ok(busy);
+                            all = false;
+                            break;
                         }
                         Err(e) => return Err(StopReason::Relay(e.to_string())),
                     }
-                    t += 1;
                     busy = true;
                 }
-                if t < list.len() {
-                    self.relay[k].1 = t;
+                if !all {
+                    self.relay[k].1 = posted;
                     break;
                 }
                 self.relay[k].0.pop_front();
-                self.relay[k].1 = 0;
             }
         }
         Ok(busy)

@@ -14,9 +14,9 @@
 //! non-root vertex then receives every block exactly once, and sends a block only at a step
 //! after the one at which it received it (the unit tests check both for every `l <= 4`).
 //!
-//! Squall runs the schedule without steps: each member posts its transfers in step order, each
-//! once the block's arrival marker has landed; the dependency is always on an earlier step, so
-//! the pipeline never stalls on itself.
+//! Squall runs the schedule without steps: each member posts each of its transfers (in step
+//! order where the blocks are there) as soon as the block's arrival marker has landed; the
+//! dependency is always on an earlier step, so the pipeline never stalls on itself.
 
 /// The block vertex `v` sends at step `s`, and to which vertex, in a hypercube of `2^l`
 /// vertices carrying `k` blocks (`l >= 1`, `k >= 1`).

@@ -1,12 +1,11 @@
 //! The round-robin group: one member's endpoint.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
 use squall_sst::{Counter, SchemaBuilder, Smc, SmcError, SmcFields, Sst, SstConfig, Vector};
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use squall_transport::{
     LocalSlice, NodeId, PostError, Region, RegionSpec, RemoteAddr, Signal, Transport,
 };
@@ -232,7 +231,9 @@ impl<T: Transport> RoundRobin<T> {
 
     /// Sets the group up over `transport` (whose node must be a member, with the regions of
     /// [`layout`](RoundRobin::layout) on every member). In durable mode, opens the log and
-    /// repairs its tail; what it held is in [`recovered`](RoundRobin::recovered).
+    /// repairs its tail; what it held is in [`recovered`](RoundRobin::recovered). A log that
+    /// already holds records of `cfg.view` or a later view is refused
+    /// ([`LogError::StaleView`](crate::log::LogError::StaleView)).
     pub fn new(transport: T, cfg: Config) -> Result<RoundRobin<T>, Error> {
         cfg.validate()?;
         let (schema, f) = declare(&cfg)?;

@@ -4,8 +4,12 @@
 //! - `rr_mem/{all,one}_senders/{n}m/{size}`: messages delivered per second (criterion's
 //!   elements/s; bytes/s = that × size) on the threaded mem fabric with n = 2, 3, 5 members,
 //!   every member a sender or only member 0; 64 B and 1 KiB travel inline in SMC slots, 10 KiB
-//!   as large messages (chunked one-sided writes).
-//! - `rr_tcp/all_senders/3m/{size}`: the same, 3 members on loopback TCP.
+//!   and 1 MiB as large messages (chunked one-sided writes; 1 MiB with window 8 and 64 KiB
+//!   chunks, so that the receive buffers stay at 8 MiB per sender).
+//! - `rr_tcp/{all,one}_senders/3m/{size}`: the same, 3 members on loopback TCP.
+//! - `rr_relay/{tree,pipeline}/{all,one}_senders/4m/1048576`: 1 MiB messages in a group of 4
+//!   (mem), relayed along the pipelined binomial tree or RDMC's binomial pipeline, beside
+//!   `rr_relay/raw_write_to_peers/4m`.
 //! - `rr_latency/one_sender_3m/64`: submit-to-delivery at the sender, one message at a time
 //!   (p50/p99 printed to stderr as `RR-LATENCY`).
 //! - `raw_write_to_peers/*`: the baseline: one posted write per peer per message, as fast as
@@ -21,13 +25,22 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{Config, RoundRobin};
+use squall_round_robin::{Config, Relay, RoundRobin};
 use squall_transport::{LocalSlice, NodeId, Region, RegionId, RemoteAddr, Signal, Transport};
 use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric, ThreadedNode};
 use squall_transport_tcp::{ClusterConfig, TcpNode};
 
-fn config(n: usize, senders: usize) -> Config {
-    Config {
+/// The large-message size measured.
+const MIB: usize = 1 << 20;
+
+/// The sizes measured: two inline in SMC slots, two as large messages.
+const SIZES: [usize; 4] = [64, 1024, 10 * 1024, MIB];
+
+/// The benchmark configuration for `size`-byte messages: window 32 and 16 KiB payloads, or for
+/// 1 MiB messages window 8 in 64 KiB chunks (every member registers
+/// `senders × window × max_payload` bytes of receive buffers).
+fn config(n: usize, senders: usize, size: usize) -> Config {
+    let cfg = Config {
         senders: (0..senders as u32).map(NodeId).collect(),
         window: 32,
         slot_size: 1024,
@@ -37,6 +50,16 @@ fn config(n: usize, senders: usize) -> Config {
         heartbeat_interval: Duration::from_millis(50),
         suspicion_timeout: Duration::from_secs(30),
         ..Config::new((0..n as u32).map(NodeId).collect())
+    };
+    if size > cfg.max_payload {
+        Config {
+            window: 8,
+            max_payload: size,
+            chunk_size: 64 << 10,
+            ..cfg
+        }
+    } else {
+        cfg
     }
 }
 
@@ -217,8 +240,8 @@ fn mem_throughput(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for n in [2usize, 3, 5] {
         for (label, senders) in [("all_senders", n), ("one_sender", 1)] {
-            for size in [64usize, 1024, 10 * 1024] {
-                let cfg = config(n, senders);
+            for size in SIZES {
+                let cfg = config(n, senders, size);
                 let name = format!("{label}/{n}m");
                 g.bench_with_input(BenchmarkId::new(&name, size), &size, |b, &size| {
                     b.iter_custom(|iters| {
@@ -232,8 +255,8 @@ fn mem_throughput(c: &mut Criterion) {
             }
         }
         // Baseline in the same run: a posted write of each size to every peer.
-        let mut nodes = mem_nodes(&config(n, n));
-        for size in [64usize, 1024, 10 * 1024] {
+        for size in SIZES {
+            let mut nodes = mem_nodes(&config(n, n, size));
             raw_writes(
                 &mut g,
                 &format!("raw_write_to_peers/{n}m"),
@@ -249,32 +272,58 @@ fn tcp_throughput(c: &mut Criterion) {
     let batches = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
     let mut g = c.benchmark_group("rr_tcp");
     g.throughput(Throughput::Elements(1));
-    for size in [64usize, 1024, 10 * 1024] {
-        let cfg = config(3, 3);
-        g.bench_with_input(
-            BenchmarkId::new("all_senders/3m", size),
-            &size,
-            |b, &size| {
+    for (label, senders) in [("all_senders", 3usize), ("one_sender", 1)] {
+        for size in SIZES {
+            let cfg = config(3, senders, size);
+            let name = format!("{label}/3m");
+            g.bench_with_input(BenchmarkId::new(&name, size), &size, |b, &size| {
                 b.iter_custom(|iters| {
-                    let per_sender = iters.div_ceil(3).max(1);
+                    let per_sender = iters.div_ceil(senders as u64).max(1);
                     run_group(tcp_nodes(&cfg), &cfg, size, per_sender, &batches) * (iters as u32)
-                        / ((per_sender * 3) as u32)
+                        / ((per_sender * senders as u64) as u32)
                 })
-            },
-        );
-        report_batches(&format!("rr_tcp/all_senders/3m/{size}"), &batches);
+            });
+            report_batches(&format!("rr_tcp/{name}/{size}"), &batches);
+        }
     }
-    let mut nodes = tcp_nodes(&config(3, 3));
-    for size in [64usize, 1024, 10 * 1024] {
+    for size in SIZES {
+        let mut nodes = tcp_nodes(&config(3, 3, size));
         raw_writes(&mut g, "raw_write_to_peers/3m", &mut nodes, size);
     }
+    g.finish();
+}
+
+/// 1 MiB messages in a group of 4 over each relay (mem).
+fn relay_4m(c: &mut Criterion) {
+    let batches = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    let mut g = c.benchmark_group("rr_relay");
+    g.throughput(Throughput::Elements(1));
+    for (relay_name, relay) in [("tree", Relay::Tree), ("pipeline", Relay::BinomialPipeline)] {
+        for (label, senders) in [("all_senders", 4usize), ("one_sender", 1)] {
+            let cfg = Config {
+                relay,
+                ..config(4, senders, MIB)
+            };
+            let name = format!("{relay_name}/{label}/4m");
+            g.bench_with_input(BenchmarkId::new(&name, MIB), &MIB, |b, &size| {
+                b.iter_custom(|iters| {
+                    let per_sender = iters.div_ceil(senders as u64).max(1);
+                    run_group(mem_nodes(&cfg), &cfg, size, per_sender, &batches) * (iters as u32)
+                        / ((per_sender * senders as u64) as u32)
+                })
+            });
+            report_batches(&format!("rr_relay/{name}/{MIB}"), &batches);
+        }
+    }
+    let mut nodes = mem_nodes(&config(4, 4, MIB));
+    raw_writes(&mut g, "raw_write_to_peers/4m", &mut nodes, MIB);
     g.finish();
 }
 
 /// One sender, one message in flight: submit-to-delivery at the sender (which implies every
 /// member received it). Returns the sorted samples.
 fn latency_samples(count: usize) -> Vec<Duration> {
-    let cfg = config(3, 1);
+    let cfg = config(3, 1, 64);
     let mut nodes = mem_nodes(&cfg);
     let stop = Arc::new(AtomicUsize::new(0));
     let others: Vec<_> = nodes
@@ -335,5 +384,5 @@ fn latency(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, mem_throughput, tcp_throughput, latency);
+criterion_group!(benches, mem_throughput, tcp_throughput, relay_4m, latency);
 criterion_main!(benches);

@@ -12,13 +12,16 @@
 //! - **Flow control**: a window of `window` messages per sender; [`submit`](squall_ordering::TotalOrder::submit)
 //!   returns [`SubmitError::WindowFull`](squall_ordering::SubmitError::WindowFull) rather than
 //!   block.
-//! - **Modes** ([`Mode`]): unordered (FIFO per sender), atomic, durable (a local checksummed
-//!   [`log`] written in delivery order; [`Upcall::Durable`](squall_ordering::Upcall::Durable)
-//!   once every member persisted).
+//! - **Modes** ([`Mode`]): unordered (FIFO per sender), atomic, durable (each member appends
+//!   the gap-free prefix it has received, in sequence order, to a local checksummed [`log`] and
+//!   syncs it per the [`FsyncPolicy`] *before* counting it received; so a stable message is in
+//!   every member's log, and delivery comes with
+//!   [`Upcall::Durable`](squall_ordering::Upcall::Durable)).
 //! - **Large messages** (above `slot_size`): the payload is written, in `chunk_size` one-sided
 //!   writes each followed by an arrival marker, into the sender's receive buffer at every member
-//!   — directly from the sender in groups smaller than `binomial_from` (4), relayed chunk by
-//!   chunk along a binomial tree rooted at the sender in larger ones — and announced by an SMC
+//!   — directly from the sender in groups smaller than `binomial_from` (4); in larger ones
+//!   relayed chunk by chunk along a binomial tree rooted at the sender, or by RDMC's binomial
+//!   pipeline (a hypercube exchange, power-of-two sizes; [`Relay`]) — and announced by an SMC
 //!   slot that joins the same order; a receiver takes it once every chunk's marker has landed.
 //! - **Failures**: a suspected member wedges the group ([`Upcall::Wedged`](squall_ordering::Upcall::Wedged));
 //!   nothing past the stable prefix is delivered. View changes are the membership layer's.
@@ -29,8 +32,9 @@ mod config;
 mod error;
 mod group;
 pub mod log;
+mod schedule;
 
-pub use config::{Config, Mode};
+pub use config::{Config, Mode, Relay};
 pub use error::{ConfigError, Error, StopReason};
 pub use group::{RoundRobin, Stats};
 pub use log::FsyncPolicy;

@@ -1,5 +1,6 @@
-//! The durable mode's local log: an append-only file of checksummed records, one per delivered
-//! message, in delivery (total) order.
+//! The durable mode's local log: an append-only file of checksummed records, one per
+//! application message, in the agreed (total) order; a member logs a message before it counts it
+//! as received, so the log can run ahead of delivery but is always a prefix of the agreed order.
 //!
 //! Layout: an 8-byte magic (`SQRRLOG1`), then records of
 //! `[body length: u32 LE][CRC-32 of the body: u32 LE][body]`, where the body is
@@ -126,6 +127,19 @@ pub enum LogError {
         /// The path.
         path: PathBuf,
     },
+    /// The log already holds records of this view or a later one: appending this view's
+    /// records after them would make the log out of order (and truncated at the next open).
+    #[error(
+        "durable log {path} already holds view {logged}; a member that restarts must rejoin in a later view than {view}"
+    )]
+    StaleView {
+        /// The log's path.
+        path: PathBuf,
+        /// The view of the log's last record.
+        logged: u64,
+        /// The view the group was started with.
+        view: u64,
+    },
     /// A payload too large for a record.
     #[error("payload of {len} bytes is too large for a log record (max {MAX_BODY})")]
     TooLarge {
@@ -142,14 +156,14 @@ pub enum LogError {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FsyncPolicy {
-    /// `fdatasync` after every delivery batch, before the batch counts as persisted (survives
-    /// power loss).
+    /// One `fdatasync` per receive batch (every record logged by one poll), before the batch
+    /// counts as received (survives power loss).
     #[default]
     EveryBatch,
     /// `fdatasync` once at least this many records were appended since the last one; records
-    /// count as persisted once written to the OS (survives a process crash, not power loss).
+    /// count as received once written to the OS (survives a process crash, not power loss).
     EveryRecords(u64),
-    /// Never `fsync`; persisted means written to the OS (survives a process crash only).
+    /// Never `fsync`; received means written to the OS (survives a process crash only).
     Never,
 }
 
@@ -188,15 +202,27 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 
 /// Appends `r`'s encoding to `out`.
 pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
-    let body_len = BODY_HEADER + r.payload.len();
+    encode_parts(r.view, r.seq, r.position, r.sender, &r.payload, out);
+}
+
+/// Appends the encoding of a record made of these parts to `out` (no payload copy first).
+fn encode_parts(
+    view: u64,
+    seq: u64,
+    position: u64,
+    sender: NodeId,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) {
+    let body_len = BODY_HEADER + payload.len();
     let start = out.len();
     out.extend_from_slice(&(body_len as u32).to_le_bytes());
     out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&r.view.to_le_bytes());
-    out.extend_from_slice(&r.seq.to_le_bytes());
-    out.extend_from_slice(&r.position.to_le_bytes());
-    out.extend_from_slice(&r.sender.0.to_le_bytes());
-    out.extend_from_slice(&r.payload);
+    out.extend_from_slice(&view.to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&position.to_le_bytes());
+    out.extend_from_slice(&sender.0.to_le_bytes());
+    out.extend_from_slice(payload);
     let crc = crc32(&out[start + FRAME..]);
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
@@ -398,14 +424,25 @@ impl Log {
 
     /// Buffers a record; it reaches the file at the next [`sync`](Log::sync).
     pub fn append(&mut self, r: &Record) -> Result<(), LogError> {
-        if r.payload.len() > MAX_BODY - BODY_HEADER {
-            return Err(LogError::TooLarge {
-                len: r.payload.len(),
-            });
+        self.append_parts(r.view, r.seq, r.position, r.sender, &r.payload)
+    }
+
+    /// Buffers the record made of these parts (as [`append`](Log::append), without building a
+    /// [`Record`] and so without copying the payload twice).
+    pub fn append_parts(
+        &mut self,
+        view: u64,
+        seq: u64,
+        position: u64,
+        sender: NodeId,
+        payload: &[u8],
+    ) -> Result<(), LogError> {
+        if payload.len() > MAX_BODY - BODY_HEADER {
+            return Err(LogError::TooLarge { len: payload.len() });
         }
-        encode_record(r, &mut self.buf);
+        encode_parts(view, seq, position, sender, payload, &mut self.buf);
         self.unsynced += 1;
-        self.next = Some((r.view, r.position));
+        self.next = Some((view, position));
         Ok(())
     }
 

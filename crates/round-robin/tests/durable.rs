@@ -1,7 +1,9 @@
-//! Durable mode: every member's log holds exactly its delivered sequence; after a crash the
-//! crashed member's log (reopened as on restart) is a prefix of the agreed order, and every
-//! position reported durable anywhere is in every member's log, the crashed one's included.
-//! Torn and corrupt tails are detected and truncated; a file that is not a log is refused.
+//! Durable mode: a member logs the gap-free prefix it has received, in sequence order, before it
+//! counts it received, so every log is a prefix of the agreed order (each record at its final
+//! sequence number), every message delivered anywhere is in every member's log — a crashed
+//! member's included, reopened as on restart — and what a member publishes as received is
+//! always in its log file. Torn and corrupt tails are detected and truncated; a file that is not
+//! a log is refused; a restart in a view the log already holds is refused.
 
 mod common;
 
@@ -12,7 +14,7 @@ use common::{Group, check, durable, sim_config};
 use proptest::prelude::*;
 use squall_ordering::SubmitError;
 use squall_round_robin::log::{self, FsyncPolicy, Log, LogError, Record, TailError};
-use squall_round_robin::{Config, Mode, RoundRobin};
+use squall_round_robin::{Config, Error, Mode, RoundRobin};
 use squall_transport::{NodeId, Time};
 use squall_transport_mem::sim::check_seeds;
 
@@ -23,21 +25,84 @@ fn tmpdir(name: &str) -> PathBuf {
     d
 }
 
-fn read_log(path: &std::path::Path) -> Vec<(u32, u64)> {
-    let (_, rec) = Log::open(path, FsyncPolicy::Never).expect("log opens");
-    rec.records
-        .iter()
-        .map(|r| check(&r.payload).expect("logged payload is a genuine message"))
-        .collect()
+/// A log's records as (sender, index) test messages, after checking that each sits at its
+/// round-robin place: sequence numbers increasing, `seq mod n` the sender's rank, positions
+/// gapless from 0.
+fn read_log(path: &std::path::Path, n: usize) -> Result<Vec<(u32, u64)>, String> {
+    let (_, rec) = Log::open(path, FsyncPolicy::Never).map_err(|e| e.to_string())?;
+    records_in_order(&rec.records, n)
+}
+
+fn records_in_order(records: &[Record], n: usize) -> Result<Vec<(u32, u64)>, String> {
+    let mut last_seq = None;
+    let mut out = Vec::new();
+    for (p, r) in records.iter().enumerate() {
+        let m = check(&r.payload)?;
+        if NodeId(m.0) != r.sender || r.seq % n as u64 != u64::from(m.0) {
+            return Err(format!(
+                "record {p}: seq {} from {} of n{}",
+                r.seq, r.sender, m.0
+            ));
+        }
+        if r.position != p as u64 || last_seq.is_some_and(|s| s >= r.seq) {
+            return Err(format!("record {p} out of order: {r:?}"));
+        }
+        last_seq = Some(r.seq);
+        out.push(m);
+    }
+    Ok(out)
 }
 
 fn is_prefix(a: &[(u32, u64)], b: &[(u32, u64)]) -> bool {
     a.len() <= b.len() && b[..a.len()] == *a
 }
 
+/// Checks that node `i` published as received only what its log file holds: the sum of its
+/// published counts is its logged sequence frontier, and the file (written to the OS before
+/// publication, policy `Never`) holds every message it logged, all below that frontier.
+fn check_published_is_logged(g: &Group, i: usize, path: &std::path::Path) -> Result<(), String> {
+    let Some(node) = g.nodes[i].as_ref() else {
+        return Ok(());
+    };
+    let published: u64 = node.published_received().iter().sum();
+    if published != node.logged_seq() {
+        return Err(format!(
+            "n{i} published {published} received but logged below {}",
+            node.logged_seq()
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let d = log::decode(&bytes);
+    if d.tail.is_some() || d.records.len() as u64 != node.stats().logged {
+        return Err(format!(
+            "n{i}: log file has {} records ({:?}), {} logged",
+            d.records.len(),
+            d.tail,
+            node.stats().logged
+        ));
+    }
+    if d.records.last().is_some_and(|r| r.seq >= published) {
+        return Err(format!(
+            "n{i}: a record at or past the published frontier {published}"
+        ));
+    }
+    Ok(())
+}
+
+/// What a run showed beyond its checks.
+struct Outcome {
+    /// Some member's log held a message nobody had delivered (logged before stability).
+    logged_ahead: bool,
+}
+
 /// Runs a durable group of `n` with every member sending `per_sender` messages; crashes
 /// `crash` at its round. Checks the logs against the deliveries.
-fn run(seed: u64, n: usize, per_sender: u64, crash: Option<(usize, u64)>) -> Result<(), String> {
+fn run(
+    seed: u64,
+    n: usize,
+    per_sender: u64,
+    crash: Option<(usize, u64)>,
+) -> Result<Outcome, String> {
     let dir = tmpdir(&format!("sim-{seed}"));
     let paths: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("n{i}.log"))).collect();
     let base = Config {
@@ -53,6 +118,7 @@ fn run(seed: u64, n: usize, per_sender: u64, crash: Option<(usize, u64)>) -> Res
         .collect();
     let mut g = Group::new(seed, cfgs);
     let mut sent = vec![0u64; n];
+    let mut published = vec![0u64; n];
     let total = per_sender * n as u64;
     let deadline = Time::ZERO + Duration::from_secs(2);
     let mut round = 0;
@@ -73,6 +139,13 @@ fn run(seed: u64, n: usize, per_sender: u64, crash: Option<(usize, u64)>) -> Res
                 }
             }
             g.poll(i)?;
+            let now = g.nodes[i]
+                .as_ref()
+                .map_or(0, |r| r.published_received().iter().sum());
+            if now != published[i] {
+                published[i] = now;
+                check_published_is_logged(&g, i, &paths[i])?;
+            }
         }
         let live: Vec<usize> = (0..n).filter(|&i| g.is_live(i)).collect();
         let done = match crash {
@@ -98,38 +171,38 @@ fn run(seed: u64, n: usize, per_sender: u64, crash: Option<(usize, u64)>) -> Res
     let delivered = g.delivered.clone();
     let durable_at = g.durable.clone();
     drop(g);
-    let logs: Vec<Vec<(u32, u64)>> = paths.iter().map(|p| read_log(p)).collect();
+    let logs = paths
+        .iter()
+        .map(|p| read_log(p, n))
+        .collect::<Result<Vec<_>, _>>()?;
     let longest = logs
         .iter()
         .max_by_key(|l| l.len())
         .cloned()
         .unwrap_or_default();
     for i in 0..n {
-        if crash.is_some_and(|(v, _)| v == i) {
-            // The crashed member's log: a prefix of the agreed order, and it holds what it
-            // delivered (fsync policy Never still writes each batch before counting it).
-            if !is_prefix(&logs[i], &longest) {
+        // Every log, the crashed member's included, is a prefix of the agreed order.
+        if !is_prefix(&logs[i], &longest) {
+            return Err(format!("n{i}'s log is not a prefix of the longest log"));
+        }
+        // Whatever anyone delivered is in every log: stability implies logged everywhere.
+        for (j, d) in delivered.iter().enumerate() {
+            if !is_prefix(d, &logs[i]) {
                 return Err(format!(
-                    "crashed n{i}'s log is not a prefix of the agreed order"
+                    "n{j} delivered {} messages, n{i}'s log holds {} of them (crashed: {})",
+                    d.len(),
+                    logs[i].iter().zip(d).take_while(|(a, b)| a == b).count(),
+                    crash.is_some_and(|(v, _)| v == i)
                 ));
             }
-            if !is_prefix(&logs[i], &delivered[i]) || logs[i].len() != delivered[i].len() {
-                return Err(format!(
-                    "crashed n{i}: log has {} records, delivered {}",
-                    logs[i].len(),
-                    delivered[i].len()
-                ));
-            }
-        } else {
+        }
+        if crash.is_none() {
             if logs[i] != delivered[i] {
                 return Err(format!("n{i}'s log differs from its deliveries"));
             }
-            if crash.is_none() && !wedged[i] && logs[i].len() as u64 != total {
+            if !wedged[i] && logs[i].len() as u64 != total {
                 return Err(format!("n{i} logged {} of {total}", logs[i].len()));
             }
-        }
-        if !is_prefix(&logs[i], &longest) {
-            return Err(format!("n{i}'s log is not a prefix of the longest log"));
         }
     }
     // Durable means in every member's log, the crashed member's included.
@@ -143,32 +216,42 @@ fn run(seed: u64, n: usize, per_sender: u64, crash: Option<(usize, u64)>) -> Res
             ));
         }
     }
+    let most_delivered = delivered.iter().map(Vec::len).max().unwrap_or(0);
     std::fs::remove_dir_all(&dir).ok();
-    Ok(())
+    Ok(Outcome {
+        logged_ahead: longest.len() > most_delivered,
+    })
 }
 
 #[test]
 fn durable_logs_match_deliveries_seed_sweep() {
     check_seeds("durable_logs_match_deliveries_seed_sweep", 30, |seed| {
-        run(seed, 2 + (seed % 3) as usize, 15, None)
+        run(seed, 2 + (seed % 3) as usize, 15, None).map(|_| ())
     });
 }
 
+/// A crash leaves every log (reopened) a prefix of the agreed order holding everything
+/// delivered anywhere; the sweep must include runs where a log held messages that were never
+/// delivered (a crash after logging, before stability), or it would not test the rule.
 #[test]
 fn durable_crash_leaves_a_prefix_of_the_agreed_order_seed_sweep() {
+    let mut ahead = 0;
     check_seeds(
         "durable_crash_leaves_a_prefix_of_the_agreed_order_seed_sweep",
         30,
         |seed| {
             let n = 3 + (seed % 2) as usize;
-            run(
+            let o = run(
                 seed,
                 n,
                 30,
                 Some(((seed % n as u64) as usize, 100 + seed * 53 % 900)),
-            )
+            )?;
+            ahead += u64::from(o.logged_ahead);
+            Ok(())
         },
     );
+    assert!(ahead > 0, "no run logged a message before it was stable");
 }
 
 fn sample(n: u64) -> Vec<Record> {
@@ -303,29 +386,66 @@ fn a_file_that_is_not_a_log_is_refused_and_left_alone() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A member restarting on its log gets what it held, must rejoin in a later view (the same
+/// view is refused with a clear error, as appending it would break the log's order), and then
+/// appends the new view's messages after the old ones.
 #[test]
 fn restarted_member_reports_what_its_log_held() {
+    use squall_ordering::{TotalOrder, Upcall};
+    use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
     let dir = tmpdir("restart");
     let path = dir.join("log");
     write_log(&path, &sample(3));
-    let cfg = Config {
+    let cfg = |view| Config {
         mode: Mode::Durable {
             path: path.clone(),
             fsync: FsyncPolicy::EveryRecords(4),
         },
+        view,
         ..sim_config(1)
     };
-    let layout = RoundRobin::<squall_transport_mem::sim::SimNode>::layout(&cfg).expect("layout");
-    let (_sim, mut nodes) = squall_transport_mem::sim::Sim::cluster(
-        squall_transport_mem::sim::SimConfig::seeded(1),
-        1,
-        &layout,
-    )
-    .expect("sim");
-    let mut rr = RoundRobin::new(nodes.remove(0), cfg).expect("group");
+    let layout = RoundRobin::<SimNode>::layout(&cfg(1)).expect("layout");
+    let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout).expect("sim");
+    match RoundRobin::new(nodes.remove(0), cfg(1)) {
+        Err(
+            e @ Error::Log(LogError::StaleView {
+                logged: 1, view: 1, ..
+            }),
+        ) => {
+            assert!(e.to_string().contains("later view"), "{e}");
+        }
+        other => panic!("expected StaleView, got {other:?}"),
+    }
+    let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout).expect("sim");
+    let mut rr = RoundRobin::new(nodes.remove(0), cfg(2)).expect("group");
     let rec = rr.recovered().expect("durable mode recovers");
     assert_eq!(rec.records, sample(3));
     assert!(rr.recovered().is_none());
+    rr.submit(b"after restart 0").expect("submit");
+    rr.submit(b"after restart 1").expect("submit");
+    let mut up = Vec::new();
+    for _ in 0..1000 {
+        rr.poll(&mut up);
+        if up.contains(&Upcall::Durable(1)) {
+            break;
+        }
+    }
+    assert!(up.contains(&Upcall::Durable(1)), "{up:?}");
+    drop(rr);
+    let (_, rec) = Log::open(&path, FsyncPolicy::Never).expect("reopen");
+    assert_eq!(rec.truncated, None);
+    assert_eq!(rec.records[..3], sample(3));
+    let new: Vec<(u64, u64, &[u8])> = rec.records[3..]
+        .iter()
+        .map(|r| (r.view, r.position, &r.payload[..]))
+        .collect();
+    assert_eq!(
+        new,
+        vec![
+            (2, 0, &b"after restart 0"[..]),
+            (2, 1, &b"after restart 1"[..])
+        ]
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -363,4 +483,58 @@ proptest! {
         prop_assert_eq!(&d.records[..], &records[..d.records.len()]);
         prop_assert!(d.tail.is_some());
     }
+}
+
+/// A receive batch is logged with one write and one sync, not one per message: a receiver that
+/// finds a whole window waiting logs it all in one batch, counts it received only then, and
+/// its log holds the batch in order.
+#[test]
+fn a_receive_batch_is_logged_and_synced_once() {
+    use squall_ordering::TotalOrder;
+    use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+    let dir = tmpdir("batch");
+    let base = Config {
+        senders: vec![NodeId(0)],
+        window: 5,
+        ..sim_config(2)
+    };
+    let cfgs: Vec<Config> = (0..2)
+        .map(|i| Config {
+            mode: Mode::Durable {
+                path: dir.join(format!("n{i}.log")),
+                fsync: FsyncPolicy::EveryBatch,
+            },
+            ..base.clone()
+        })
+        .collect();
+    let layout = RoundRobin::<SimNode>::layout(&cfgs[0]).expect("layout");
+    let (sim, nodes) = Sim::cluster(SimConfig::seeded(3), 2, &layout).expect("sim");
+    let mut rr: Vec<RoundRobin<SimNode>> = nodes
+        .into_iter()
+        .zip(cfgs)
+        .map(|(t, c)| RoundRobin::new(t, c).expect("group"))
+        .collect();
+    let mut up = Vec::new();
+    for i in 0..5u64 {
+        rr[0].submit(&common::encode(0, i, 30)).expect("submit");
+    }
+    rr[0].poll(&mut up);
+    sim.run_until_idle(10_000);
+    assert_eq!(rr[1].stats().logged, 0);
+    assert_eq!(rr[1].published_received(), vec![0]);
+    rr[1].poll(&mut up);
+    assert_eq!(rr[1].stats().logged, 5);
+    assert_eq!(
+        rr[1].stats().log_batches,
+        1,
+        "one write and sync for the batch"
+    );
+    assert_eq!(rr[1].published_received(), vec![5]);
+    assert_eq!(rr[1].logged_seq(), 5);
+    let (_, rec) = Log::open(&dir.join("n1.log"), FsyncPolicy::Never).expect("log");
+    assert_eq!(
+        records_in_order(&rec.records, 1).expect("in order"),
+        (0..5).map(|i| (0, i)).collect::<Vec<_>>()
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{Group, sim_config};
 use proptest::prelude::*;
 use squall_ordering::SubmitError;
-use squall_round_robin::Config;
+use squall_round_robin::{Config, Relay};
 use squall_transport::{NodeId, Time};
 use squall_transport_mem::sim::{Sim, SimConfig, check_seeds};
 
@@ -312,31 +312,69 @@ impl SubmitAfterWedge for squall_round_robin::RoundRobin<squall_transport_mem::s
     }
 }
 
+/// Runs a plan for groups of 4 to 8 with many large messages over `relay`; checks that, when
+/// nobody crashed, every member got every chunk exactly once: the chunk writes posted across
+/// the group are exactly `(n - 1)` per chunk sent.
+fn relay_sweep_case(seed: u64, n: usize, relay: Relay) -> Result<(), String> {
+    let plan = Plan {
+        seed,
+        n,
+        senders: (0..n).collect(),
+        window: 2 + (seed % 3) as usize,
+        slot_size: 24,
+        large_odds: 6,
+        messages: vec![8; n],
+        slow: (seed % 2 == 0).then_some(((seed % n as u64) as usize, 3)),
+        crash: (seed % 5 == 4).then_some((((seed / 5) % n as u64) as usize, 150 + seed * 7)),
+    };
+    let cfgs = configs(&plan)
+        .into_iter()
+        .map(|c| Config {
+            relay,
+            chunk_size: 8 + 8 * (seed % 2) as usize,
+            ..c
+        })
+        .collect();
+    let g = run_with(&plan, cfgs).map_err(|e| format!("{plan:?}: {e}"))?;
+    let stats: Vec<_> = g.nodes.iter().flatten().map(|r| r.stats()).collect();
+    let large: u64 = stats.iter().map(|s| s.large_sent).sum();
+    if plan.crash.is_none() {
+        if large == 0 {
+            return Err("no large message was sent".into());
+        }
+        let chunks: u64 = stats.iter().map(|s| s.large_chunks).sum();
+        let writes: u64 = stats.iter().map(|s| s.chunk_writes).sum();
+        if writes != (n as u64 - 1) * chunks {
+            return Err(format!(
+                "{relay:?} n={n}: {writes} chunk writes for {chunks} chunks (want {} each)",
+                n - 1
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn binomial_relay_in_groups_of_four_to_eight_seed_sweep() {
     check_seeds(
         "binomial_relay_in_groups_of_four_to_eight_seed_sweep",
         40,
+        |seed| relay_sweep_case(seed, 4 + (seed % 5) as usize, Relay::Tree),
+    );
+}
+
+/// RDMC's binomial pipeline (hypercube exchange) in groups of 4 and 8.
+#[test]
+fn binomial_pipeline_in_groups_of_four_and_eight_seed_sweep() {
+    check_seeds(
+        "binomial_pipeline_in_groups_of_four_and_eight_seed_sweep",
+        30,
         |seed| {
-            let n = 4 + (seed % 5) as usize;
-            let plan = Plan {
+            relay_sweep_case(
                 seed,
-                n,
-                senders: (0..n).collect(),
-                window: 2 + (seed % 3) as usize,
-                slot_size: 24,
-                large_odds: 6,
-                messages: vec![8; n],
-                slow: (seed % 2 == 0).then_some(((seed % n as u64) as usize, 3)),
-                crash: (seed % 5 == 4)
-                    .then_some((((seed / 5) % n as u64) as usize, 150 + seed * 7)),
-            };
-            let g = run_with(&plan, configs(&plan)).map_err(|e| format!("{plan:?}: {e}"))?;
-            let large: u64 = g.nodes.iter().flatten().map(|r| r.stats().large_sent).sum();
-            if plan.crash.is_none() && large == 0 {
-                return Err("no large message was sent".into());
-            }
-            Ok(())
+                if seed % 3 == 0 { 8 } else { 4 },
+                Relay::BinomialPipeline,
+            )
         },
     );
 }

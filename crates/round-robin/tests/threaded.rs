@@ -9,13 +9,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{Config, Mode, RoundRobin};
+use squall_round_robin::{Config, Mode, Relay, RoundRobin};
 use squall_transport::NodeId;
 use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric, ThreadedNode};
 
 fn run(n: usize, per: u64, mode: impl Fn(usize) -> Mode) -> Vec<Vec<(u32, u64)>> {
+    run_relay(n, per, Relay::Tree, mode)
+}
+
+fn run_relay(
+    n: usize,
+    per: u64,
+    relay: Relay,
+    mode: impl Fn(usize) -> Mode,
+) -> Vec<Vec<(u32, u64)>> {
     let cfg = Config {
         mode: mode(0),
+        relay,
         window: 4,
         slot_size: 64,
         max_payload: 4096,
@@ -103,6 +113,15 @@ fn threaded_atomic_identical_sequences() {
             "sequences differ with {n} members"
         );
     }
+}
+
+/// RDMC's binomial pipeline under real races: 4 members on their own threads, every fourth
+/// message up to 8 chunks, every member relaying chunks from several peers at once.
+#[test]
+fn threaded_binomial_pipeline_identical_sequences() {
+    let seqs = run_relay(4, 200, Relay::BinomialPipeline, |_| Mode::Atomic);
+    assert!(seqs.iter().all(|s| *s == seqs[0]), "sequences differ");
+    assert_eq!(seqs[0].len(), 800);
 }
 
 #[test]

@@ -701,11 +701,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 },
             },
             None => {
+                // Leavers are survivors of this view: they deliver up to the trim, then go.
                 let survivors: Vec<NodeId> = view
                     .members
                     .iter()
                     .copied()
-                    .filter(|m| !changes.iter().any(|c| c.node == *m && c.removes()))
+                    .filter(|m| {
+                        !changes
+                            .iter()
+                            .any(|c| c.node == *m && c.kind == ChangeKind::Fail)
+                    })
                     .collect();
                 let rx: Vec<Vec<u64>> = view
                     .members
@@ -806,19 +811,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             members: next.members.clone(),
         })?;
         tracing::info!(me = %self.me, view = next.id, members = ?next.members, "membership: view installed");
-        out.push(GmsEvent::ViewInstalled {
-            view: next.clone(),
-            trim: Some(d.trim.clone()),
-        });
+        let left = d
+            .changes
+            .iter()
+            .any(|c| c.node == self.me && c.kind == ChangeKind::Leave);
+        // A member removed as failed delivers nothing more; a leaver delivers up to the trim.
+        if next.contains(self.me) || left {
+            out.push(GmsEvent::ViewInstalled {
+                view: next.clone(),
+                trim: Some(d.trim.clone()),
+            });
+        }
         self.wedged = None;
         self.proposal = None;
         self.decision = None;
         self.held_back = false;
         if !next.contains(self.me) {
-            let left = d
-                .changes
-                .iter()
-                .any(|c| c.node == self.me && c.kind == ChangeKind::Leave);
             let why = if left {
                 StopReason::Left { view: next.id }
             } else {

@@ -376,7 +376,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     fn publish_view(&mut self) -> Result<(), GmsError> {
-        let Some(v) = &self.view else { return Ok(()) };
+        match self.view.clone() {
+            Some(v) => self.publish_view_of(&v),
+            None => Ok(()),
+        }
+    }
+
+    fn publish_view_of(&mut self, v: &View) -> Result<(), GmsError> {
         let mut p = vec![v.id + 1, v.members.len() as u64];
         p.extend(v.members.iter().map(|m| u64::from(m.0)));
         self.write_block(self.f.view, &p)
@@ -534,27 +540,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         epoch: &mut dyn Epoch,
         out: &mut Vec<GmsEvent>,
     ) -> Result<(), GmsError> {
-        let alive: Vec<NodeId> = view
-            .members
-            .iter()
-            .copied()
-            .filter(|&m| !self.suspects(m))
-            .collect();
-        if self.cfg.partition_safety && alive.len() < view.majority() {
-            let suspected = view
-                .members
-                .iter()
-                .copied()
-                .filter(|&m| self.suspects(m))
-                .collect();
-            return Err(self.stop(
-                StopReason::Minority {
-                    view: view.id,
-                    suspected,
-                },
-                out,
-            ));
-        }
+        let alive = self.check_majority(view, out)?;
         let Some(&leader) = alive.first() else {
             return Ok(());
         };
@@ -586,6 +572,37 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.follow(view, leader_row, leader_rank)?;
         }
         self.try_install(view, &alive, out)
+    }
+
+    /// The members of `view` this node does not suspect; stops the node if they are not a
+    /// majority (partition safety).
+    fn check_majority(
+        &mut self,
+        view: &View,
+        out: &mut Vec<GmsEvent>,
+    ) -> Result<Vec<NodeId>, GmsError> {
+        let alive: Vec<NodeId> = view
+            .members
+            .iter()
+            .copied()
+            .filter(|&m| !self.suspects(m))
+            .collect();
+        if self.cfg.partition_safety && alive.len() < view.majority() {
+            let suspected = view
+                .members
+                .iter()
+                .copied()
+                .filter(|&m| self.suspects(m))
+                .collect();
+            return Err(self.stop(
+                StopReason::Minority {
+                    view: view.id,
+                    suspected,
+                },
+                out,
+            ));
+        }
+        Ok(alive)
     }
 
     /// `base` extended with every change the leader should propose now.
@@ -836,7 +853,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.stop(why, out);
             return Ok(());
         }
-        self.view = Some(next);
-        self.publish_view()
+        self.publish_view_of(&next)?;
+        self.view = Some(next.clone());
+        // A view installed while a majority of it is already suspected is a minority at once.
+        self.check_majority(&next, out).map(|_| ())
     }
 }

@@ -544,6 +544,34 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// The fuzz target's properties (`fuzz/fuzz_targets/gms_log.rs`) over mutated logs.
+        #[test]
+        fn decode_keeps_a_reencodable_prefix_of_any_bytes(
+            cut in 0usize..200,
+            flips in proptest::collection::vec((0usize..200, proptest::prelude::any::<u8>()), 0..4),
+        ) {
+            let mut data = sample();
+            for (at, x) in flips {
+                let n = data.len();
+                data[at % n] ^= x;
+            }
+            data.truncate(cut.min(data.len()));
+            let d = decode(&data);
+            proptest::prop_assert!(d.valid_len <= data.len());
+            let again = decode(&data[..d.valid_len]);
+            proptest::prop_assert_eq!(&again.records, &d.records);
+            proptest::prop_assert!(again.tail.is_none());
+            if d.valid_len > 0 {
+                let mut out = MAGIC.to_vec();
+                for r in &d.records {
+                    encode_record(r, &mut out);
+                }
+                proptest::prop_assert_eq!(&out[..], &data[..d.valid_len]);
+            }
+        }
+    }
+
     #[test]
     fn a_flipped_byte_is_caught_by_the_checksum() {
         let mut b = sample();

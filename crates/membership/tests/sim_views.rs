@@ -8,6 +8,7 @@ mod common;
 use common::{Cluster, config};
 use proptest::prelude::*;
 use squall_membership::StopReason;
+use squall_membership::log::MemLog;
 use squall_membership::view::EvenShards;
 use squall_transport::NodeId;
 
@@ -174,6 +175,69 @@ fn an_inadequate_view_says_which_shard_lacks_members() {
     );
 }
 
+#[test]
+fn members_restart_from_their_logs_and_carry_on() {
+    let cfg = config(5, 5);
+    let mut c = Cluster::new(9, &cfg);
+    c.run_until(200, |_| false).unwrap();
+    c.crash(4);
+    assert!(
+        c.run_until(SETTLE, |c| c.settled_on(1, &[0, 1, 2, 3]))
+            .unwrap()
+    );
+    // Every survivor logged the decision ending view 0, then view 1.
+    let mut logs: Vec<Vec<u8>> = (0..4).map(|i| c.gms(i).log().bytes().to_vec()).collect();
+    let members: Vec<NodeId> = (0..4).map(NodeId).collect();
+    for bytes in &logs {
+        let (_, rec) = MemLog::open(bytes.clone());
+        assert_eq!(rec.last_view(), Some((1, &members[..])));
+        assert_eq!(rec.decision_for(0).map(|d| &d.trim), Some(&c.trims[&0]));
+    }
+    // A torn tail on one log is cut back with the reason, and the node still resumes.
+    let torn = logs[2].len() - 5;
+    logs[2].truncate(torn);
+    logs.push(Vec::new());
+    // Total restart on a fresh fabric; n4 stays down.
+    let mut d = Cluster::with_logs(10, &cfg, logs);
+    d.crash(4);
+    for i in [0, 1, 3] {
+        assert_eq!(d.views[i].as_ref().map(|v| v.id), Some(1));
+    }
+    // n2 lost its last record (view 1): it resumes in view 0, whose decision it logged; the
+    // others see it as a member of neither... it must not block them: crash it too.
+    assert_eq!(d.views[2].as_ref().map(|v| v.id), Some(0));
+    d.crash(2);
+    d.crash(3);
+    // With n2 and n3 gone, [0, 1] is not a majority of view 1: both stop.
+    assert!(
+        d.run_until(SETTLE, |d| d.stopped[0].is_some() && d.stopped[1].is_some())
+            .unwrap()
+    );
+    assert_eq!(d.installed.keys().max(), Some(&1));
+}
+
+#[test]
+fn a_restarted_majority_continues_with_view_changes() {
+    let cfg = config(5, 5);
+    let mut c = Cluster::new(11, &cfg);
+    c.run_until(200, |_| false).unwrap();
+    c.crash(4);
+    assert!(
+        c.run_until(SETTLE, |c| c.settled_on(1, &[0, 1, 2, 3]))
+            .unwrap()
+    );
+    let mut logs: Vec<Vec<u8>> = (0..4).map(|i| c.gms(i).log().bytes().to_vec()).collect();
+    logs.push(Vec::new());
+    let mut d = Cluster::with_logs(12, &cfg, logs);
+    d.crash(4);
+    d.run_until(200, |_| false).unwrap();
+    d.crash(3);
+    assert!(
+        d.run_until(SETTLE, |d| d.settled_on(2, &[0, 1, 2]))
+            .unwrap()
+    );
+}
+
 // ---- random plans ----------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
@@ -314,6 +378,21 @@ fn regression_leaver_is_a_survivor_of_its_last_trim() {
     };
     let c = run(&plan).unwrap();
     assert!(matches!(c.stopped[2], Some(StopReason::Left { .. })));
+}
+
+/// Found by the proptest soak: n1 left and the leader n0 crashed at its decision; n2 installed
+/// view 1 = [n0, n2] while already suspecting n0 and carried on in a minority until its next
+/// poll. The core now applies the majority rule the moment it installs a view.
+#[test]
+fn regression_view_installed_in_a_minority_stops_at_once() {
+    let plan = Plan {
+        seed: 5535386047032842383,
+        universe: 3,
+        initial: 3,
+        faults: vec![(0, Fault::CrashLeaderAtDecision), (3929, Fault::Leave(1))],
+        steps: 8000,
+    };
+    run(&plan).unwrap();
 }
 
 #[test]

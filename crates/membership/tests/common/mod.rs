@@ -64,12 +64,21 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn new(seed: u64, cfg: &GmsConfig) -> Cluster {
+        Cluster::with_logs(seed, cfg, vec![Vec::new(); cfg.universe.len()])
+    }
+
+    /// A universe whose nodes restart from the given log bytes (empty: a fresh node).
+    pub fn with_logs(seed: u64, cfg: &GmsConfig, logs: Vec<Vec<u8>>) -> Cluster {
         let n = cfg.universe.len();
         let layout = [Gms::<SimNode, MemLog>::layout(cfg).unwrap()];
         let (sim, endpoints) = Sim::cluster(SimConfig::seeded(seed), n, &layout).unwrap();
         let nodes: Vec<_> = endpoints
             .into_iter()
-            .map(|t| Some(Gms::new(t, cfg.clone(), MemLog::default(), None).unwrap()))
+            .zip(logs)
+            .map(|(t, bytes)| {
+                let (log, rec) = MemLog::open(bytes);
+                Some(Gms::new(t, cfg.clone(), log, Some(&rec)).unwrap())
+            })
             .collect();
         let views: Vec<Option<View>> = nodes
             .iter()
@@ -78,13 +87,16 @@ impl Cluster {
         let epochs = views
             .iter()
             .map(|v| ModelEpoch {
-                view: 0,
+                view: v.as_ref().map_or(0, |v| v.id),
                 rx: vec![0; v.as_ref().map_or(0, |v| v.members.len())],
                 ..ModelEpoch::default()
             })
             .collect();
         let mut installed = BTreeMap::new();
         installed.insert(0, cfg.initial.clone());
+        for v in views.iter().flatten() {
+            installed.insert(v.id, v.members.clone());
+        }
         Cluster {
             sim,
             nodes,

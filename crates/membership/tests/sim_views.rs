@@ -246,6 +246,11 @@ enum Fault {
     CrashLeader,
     /// Crash the leader as soon as it has decided (mid-trim).
     CrashLeaderAtDecision,
+    /// Crash the leader once a follower echoed its decision (some may have installed).
+    CrashLeaderAtEcho,
+    /// Crash the first member that installs a new view, the moment it does (its peers may not
+    /// have acted yet).
+    CrashFirstInstaller,
     Partition(Vec<bool>),
     Heal,
     Join(usize),
@@ -266,6 +271,8 @@ fn fault(universe: usize) -> impl Strategy<Value = Fault> {
         (0..universe).prop_map(Fault::Crash),
         Just(Fault::CrashLeader),
         Just(Fault::CrashLeaderAtDecision),
+        Just(Fault::CrashLeaderAtEcho),
+        Just(Fault::CrashFirstInstaller),
         proptest::collection::vec(any::<bool>(), universe).prop_map(Fault::Partition),
         Just(Fault::Heal),
         (0..universe).prop_map(Fault::Join),
@@ -295,6 +302,8 @@ fn run(plan: &Plan) -> Result<Cluster, String> {
     let mut faults = plan.faults.clone();
     faults.sort_by_key(|f| f.0);
     let mut at_decision = false;
+    let mut at_echo = false;
+    let mut at_install: Option<usize> = None;
     for step in 0..plan.steps {
         for (_, f) in faults.iter().filter(|f| f.0 == step) {
             match f {
@@ -309,6 +318,8 @@ fn run(plan: &Plan) -> Result<Cluster, String> {
                     }
                 }
                 Fault::CrashLeaderAtDecision => at_decision = true,
+                Fault::CrashLeaderAtEcho => at_echo = true,
+                Fault::CrashFirstInstaller => at_install = Some(c.installed.len()),
                 Fault::Partition(side) => {
                     let a: Vec<NodeId> = (0..plan.universe)
                         .filter(|&i| side[i])
@@ -349,7 +360,29 @@ fn run(plan: &Plan) -> Result<Cluster, String> {
             c.crash(l);
             at_decision = false;
         }
+        if at_echo
+            && let Some(l) = c.a_leader()
+            && c.is_running(l)
+            && let Some(d) = c.gms(l).decision().cloned()
+            && (0..plan.universe).any(|i| {
+                i != l && c.is_running(i) && c.gms(i).decision().is_some_and(|e| e.rank == d.rank)
+            })
+        {
+            c.crash(l);
+            at_echo = false;
+        }
         c.step().map_err(|e| format!("step {step}: {e}"))?;
+        if let Some(known) = at_install
+            && c.installed.len() > known
+        {
+            let newest = c.installed.keys().max().copied();
+            if let Some(i) = (0..plan.universe)
+                .find(|&i| c.is_running(i) && c.views[i].as_ref().map(|v| v.id) == newest)
+            {
+                c.crash(i);
+            }
+            at_install = None;
+        }
     }
     Ok(c)
 }
@@ -393,6 +426,43 @@ fn regression_view_installed_in_a_minority_stops_at_once() {
         steps: 8000,
     };
     run(&plan).unwrap();
+}
+
+#[test]
+fn seed_sweep_leader_crashes_once_its_decision_is_echoed() {
+    squall_transport_mem::sim::check_seeds(
+        "seed_sweep_leader_crashes_once_its_decision_is_echoed",
+        8,
+        |seed| {
+            let plan = Plan {
+                seed,
+                universe: 5,
+                initial: 5,
+                faults: vec![(200, Fault::Crash(4)), (201, Fault::CrashLeaderAtEcho)],
+                steps: 8000,
+            };
+            let c = run(&plan)?;
+            let v = c.views[1].clone().ok_or("n1 has no view")?;
+            if v.members != [NodeId(1), NodeId(2), NodeId(3)] || !c.settled_on(v.id, &[1, 2, 3]) {
+                return Err(format!("did not settle: {:?}", c.views));
+            }
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn seed_sweep_first_installer_crashes() {
+    squall_transport_mem::sim::check_seeds("seed_sweep_first_installer_crashes", 16, |seed| {
+        let plan = Plan {
+            seed,
+            universe: 5,
+            initial: 5,
+            faults: vec![(200, Fault::Crash(4)), (201, Fault::CrashFirstInstaller)],
+            steps: 8000,
+        };
+        run(&plan).map(|_| ())
+    });
 }
 
 #[test]

@@ -135,3 +135,54 @@ impl GmsConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(n: u32) -> Vec<NodeId> {
+        (0..n).map(NodeId).collect()
+    }
+
+    #[test]
+    fn every_bad_setting_is_refused_with_what_to_change() {
+        let ok = GmsConfig::new(RegionId(0), ids(4), ids(3));
+        assert_eq!(ok.validate(), Ok(()));
+        let bad = |f: &dyn Fn(&mut GmsConfig)| {
+            let mut c = ok.clone();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert_eq!(
+            bad(&|c| c.universe = vec![NodeId(1), NodeId(0)]),
+            ConfigError::Universe
+        );
+        assert!(matches!(
+            bad(&|c| c.initial.clear()),
+            ConfigError::Initial(_)
+        ));
+        assert!(matches!(
+            bad(&|c| c.initial.push(NodeId(9))),
+            ConfigError::Initial(_)
+        ));
+        assert!(matches!(
+            bad(&|c| c.initial.push(NodeId(0))),
+            ConfigError::Initial(_)
+        ));
+        assert!(matches!(
+            bad(&|c| c.max_members = 2),
+            ConfigError::MaxMembers { .. }
+        ));
+        let e = bad(&|c| c.max_pending_changes = 3);
+        assert_eq!(e, ConfigError::Changes { have: 3, need: 4 });
+        assert!(e.to_string().contains("at least max_members (4)"));
+        assert!(matches!(
+            bad(&|c| c.shards.shards = 0),
+            ConfigError::Shards(_)
+        ));
+        assert_eq!(
+            bad(&|c| c.suspicion_timeout = c.heartbeat_interval),
+            ConfigError::Detector
+        );
+    }
+}

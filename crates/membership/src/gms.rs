@@ -323,6 +323,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         v.members.iter().copied().find(|&m| !self.suspects(m))
     }
 
+    /// Parks until the transport reports something or `timeout` passes (never past the table's
+    /// next heartbeat). Drivers call this when [`poll`](Gms::poll) found nothing to do.
+    pub fn wait(&mut self, timeout: std::time::Duration) {
+        self.sst.wait(timeout);
+    }
+
     /// Asks to join (a universe node that is not a member): the leader proposes it once it sees
     /// the request.
     pub fn request_join(&mut self) -> Result<(), GmsError> {

@@ -253,6 +253,8 @@ enum Fault {
     CrashFirstInstaller,
     Partition(Vec<bool>),
     Heal,
+    /// Cut the link between two nodes only (a false suspicion between followers).
+    Cut(usize, usize),
     Join(usize),
     Leave(usize),
 }
@@ -275,6 +277,7 @@ fn fault(universe: usize) -> impl Strategy<Value = Fault> {
         Just(Fault::CrashFirstInstaller),
         proptest::collection::vec(any::<bool>(), universe).prop_map(Fault::Partition),
         Just(Fault::Heal),
+        (0..universe, 0..universe).prop_map(|(a, b)| Fault::Cut(a, b)),
         (0..universe).prop_map(Fault::Join),
         (0..universe).prop_map(Fault::Leave),
     ]
@@ -332,6 +335,11 @@ fn run(plan: &Plan) -> Result<Cluster, String> {
                     c.sim.partition(&a, &b);
                 }
                 Fault::Heal => c.sim.heal(),
+                Fault::Cut(a, b) => {
+                    if a != b {
+                        c.sim.partition(&[NodeId(*a as u32)], &[NodeId(*b as u32)]);
+                    }
+                }
                 Fault::Join(i) => {
                     if c.is_running(*i) && c.views[*i].is_none() {
                         c.nodes[*i]
@@ -463,6 +471,62 @@ fn seed_sweep_first_installer_crashes() {
         };
         run(&plan).map(|_| ())
     });
+}
+
+#[test]
+fn seed_sweep_false_suspicion_between_followers_while_the_leader_crashes() {
+    squall_transport_mem::sim::check_seeds(
+        "seed_sweep_false_suspicion_between_followers_while_the_leader_crashes",
+        16,
+        |seed| {
+            let plan = Plan {
+                seed,
+                universe: 5,
+                initial: 5,
+                faults: vec![(200, Fault::Cut(2, 3)), (201, Fault::CrashLeaderAtEcho)],
+                steps: 8000,
+            };
+            let c = run(&plan)?;
+            // Suspicions are ORed and permanent, and cutting a suspect's links makes it suspect
+            // back, so one cut link may cost more than one member (seed 1 ends in [n1, n3]).
+            // Whatever the cascade, the nodes still running end in one view made of exactly
+            // them, and every other node crashed or stopped.
+            let running: Vec<NodeId> = (0..5)
+                .filter(|&i| c.is_running(i))
+                .map(|i| NodeId(i as u32))
+                .collect();
+            let Some(first) = running.first() else {
+                // The cascade can take everyone (seeds 7, 11, 14, 21, 26, 34 of 0..40): a known
+                // liveness gap of ORed gossip plus links cut both ways on suspicion; see
+                // docs/MEMBERSHIP.md. Safety was checked on every step all the same.
+                return if c
+                    .stopped
+                    .iter()
+                    .enumerate()
+                    .all(|(i, s)| s.is_some() || c.crashed[i])
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "nothing running but not all stopped: {:?}",
+                        c.stopped
+                    ))
+                };
+            };
+            let v = c.views[first.index()].clone().ok_or("no view")?;
+            if v.members != running
+                || !running
+                    .iter()
+                    .all(|m| c.views[m.index()] == Some(v.clone()))
+            {
+                return Err(format!(
+                    "did not settle: running {running:?}, views {:?}",
+                    c.views
+                ));
+            }
+            Ok(())
+        },
+    );
 }
 
 #[test]

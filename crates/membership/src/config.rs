@@ -76,7 +76,8 @@ pub struct GmsConfig {
     /// A member is suspected when its heartbeat has not moved for this long.
     pub suspicion_timeout: Duration,
     /// Stop ([`StopReason::Minority`](crate::StopReason::Minority)) when a member no longer sees
-    /// a majority of its view. On by default; turning it off is logged as a warning.
+    /// a majority of its view. On by default; turning it off (logged as a warning) makes such a
+    /// member wait, wedged, instead: commits and installs need a majority either way.
     pub partition_safety: bool,
     /// The default shard layout.
     pub shards: EvenShards,

@@ -228,7 +228,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         cfg.validate()?;
         if !cfg.partition_safety {
             tracing::warn!(
-                "membership: partition safety is OFF; a minority may install views (split brain)"
+                "membership: partition safety is OFF; a member that loses its majority waits, wedged, instead of stopping (it still never installs a view without a majority)"
             );
         }
         let (schema, f) = schema(&cfg)?;

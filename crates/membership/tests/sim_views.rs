@@ -43,6 +43,20 @@ fn lone_survivor_of_a_majority_loss_stops_rather_than_installing() {
 }
 
 #[test]
+fn without_partition_safety_a_lone_survivor_waits_but_installs_nothing() {
+    let mut cfg = config(3, 3);
+    cfg.partition_safety = false;
+    let mut c = Cluster::new(2, &cfg);
+    c.run_until(200, |_| false).unwrap();
+    c.crash(1);
+    c.crash(2);
+    c.run_until(SETTLE, |_| false).unwrap();
+    assert_eq!(c.stopped[0], None);
+    assert!(c.gms(0).is_wedged());
+    assert_eq!(c.installed.len(), 1, "no view after 0 may be installed");
+}
+
+#[test]
 fn minority_side_of_a_partition_stops_while_the_majority_moves_on() {
     let mut c = Cluster::new(3, &config(5, 5));
     c.run_until(200, |_| false).unwrap();

@@ -60,6 +60,8 @@ pub struct Cluster {
     pub stopped: Vec<Option<StopReason>>,
     pub crashed: Vec<bool>,
     pub events: Vec<GmsEvent>,
+    /// Whether the members apply the majority rule (the minority check follows it).
+    pub partition_safety: bool,
 }
 
 impl Cluster {
@@ -108,6 +110,7 @@ impl Cluster {
             stopped: vec![None; n],
             crashed: vec![false; n],
             events: Vec::new(),
+            partition_safety: cfg.partition_safety,
         }
     }
 
@@ -296,7 +299,7 @@ impl Cluster {
     /// A running member that sees less than a majority of its view has stopped.
     pub fn check_minority_rule(&self) -> Result<(), String> {
         for i in 0..self.nodes.len() {
-            if !self.is_running(i) {
+            if !self.is_running(i) || !self.partition_safety {
                 continue;
             }
             let g = self.gms(i);

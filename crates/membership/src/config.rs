@@ -1,0 +1,190 @@
+//! Configuration of the membership core, validated at start-up.
+
+use std::time::Duration;
+
+use squall_transport::{NodeId, RegionId};
+use thiserror::Error;
+
+use crate::view::EvenShards;
+
+/// A configuration that cannot work, with what to change.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// The universe is empty, unsorted or has duplicates.
+    #[error("the universe must be a non-empty, strictly ascending list of node ids")]
+    Universe,
+    /// The initial view is empty, repeats a node, or names a node outside the universe.
+    #[error("initial view: {0}")]
+    Initial(&'static str),
+    /// `max_members` below the initial view or above the universe.
+    #[error(
+        "max_members is {max} but must be between the initial view's size {initial} and the universe's size {universe}"
+    )]
+    MaxMembers {
+        /// Configured.
+        max: usize,
+        /// Initial view size.
+        initial: usize,
+        /// Universe size.
+        universe: usize,
+    },
+    /// The change ring cannot hold one failure per member of the largest view.
+    #[error(
+        "max_pending_changes is {have} but must be at least max_members ({need}) so that a failure of every member can always be recorded"
+    )]
+    Changes {
+        /// Configured.
+        have: usize,
+        /// Needed.
+        need: usize,
+    },
+    /// The shard layout settings.
+    #[error("shard layout: {0}")]
+    Shards(&'static str),
+    /// The failure detector settings.
+    #[error(
+        "failure detector: suspicion_timeout must exceed heartbeat_interval, which must be positive"
+    )]
+    Detector,
+}
+
+/// How a member runs the membership protocol. The same on every node of the universe.
+///
+/// ```
+/// use squall_membership::GmsConfig;
+/// use squall_transport::{NodeId, RegionId};
+/// let cfg = GmsConfig::new(RegionId(9), (0..5).map(NodeId).collect(), (0..3).map(NodeId).collect());
+/// assert_eq!(cfg.max_members, 5);
+/// assert!(cfg.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GmsConfig {
+    /// The GMS table's region (one per node, never recreated; sized by
+    /// [`Gms::table_len`](crate::Gms::table_len)).
+    pub region: RegionId,
+    /// Every node that may ever be a member, ascending: the table has a row for each.
+    pub universe: Vec<NodeId>,
+    /// The members of view 0, in rank order.
+    pub initial: Vec<NodeId>,
+    /// The largest view allowed; joins beyond it are held back.
+    pub max_members: usize,
+    /// Capacity of the proposal's change ring (per view change). At least `max_members`; joins
+    /// never take the room reserved for one failure per member.
+    pub max_pending_changes: usize,
+    /// The GMS table's heartbeat interval.
+    pub heartbeat_interval: Duration,
+    /// A member is suspected when its heartbeat has not moved for this long.
+    pub suspicion_timeout: Duration,
+    /// Stop ([`StopReason::Minority`](crate::StopReason::Minority)) when a member no longer sees
+    /// a majority of its view. On by default; turning it off (logged as a warning) makes such a
+    /// member wait, wedged, instead: commits and installs need a majority either way.
+    pub partition_safety: bool,
+    /// The default shard layout.
+    pub shards: EvenShards,
+}
+
+impl GmsConfig {
+    /// Defaults: every universe node may be a member, 10 ms heartbeats, 100 ms suspicion
+    /// timeout, partition safety on, one shard.
+    pub fn new(region: RegionId, universe: Vec<NodeId>, initial: Vec<NodeId>) -> GmsConfig {
+        GmsConfig {
+            region,
+            max_members: universe.len(),
+            max_pending_changes: universe.len(),
+            universe,
+            initial,
+            heartbeat_interval: Duration::from_millis(10),
+            suspicion_timeout: Duration::from_millis(100),
+            partition_safety: true,
+            shards: EvenShards::single(),
+        }
+    }
+
+    /// Checks every setting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.universe.is_empty() || self.universe.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ConfigError::Universe);
+        }
+        if self.initial.is_empty() {
+            return Err(ConfigError::Initial("it must have at least one member"));
+        }
+        for (i, m) in self.initial.iter().enumerate() {
+            if !self.universe.contains(m) {
+                return Err(ConfigError::Initial("a member is not in the universe"));
+            }
+            if self.initial[..i].contains(m) {
+                return Err(ConfigError::Initial("a member is listed twice"));
+            }
+        }
+        if self.max_members < self.initial.len() || self.max_members > self.universe.len() {
+            return Err(ConfigError::MaxMembers {
+                max: self.max_members,
+                initial: self.initial.len(),
+                universe: self.universe.len(),
+            });
+        }
+        if self.max_pending_changes < self.max_members {
+            return Err(ConfigError::Changes {
+                have: self.max_pending_changes,
+                need: self.max_members,
+            });
+        }
+        self.shards.validate().map_err(ConfigError::Shards)?;
+        if self.heartbeat_interval.is_zero() || self.suspicion_timeout <= self.heartbeat_interval {
+            return Err(ConfigError::Detector);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn ids(n: u32) -> Vec<NodeId> {
+        (0..n).map(NodeId).collect()
+    }
+
+    #[test]
+    fn every_bad_setting_is_refused_with_what_to_change() {
+        let ok = GmsConfig::new(RegionId(0), ids(4), ids(3));
+        assert_eq!(ok.validate(), Ok(()));
+        let bad = |f: &dyn Fn(&mut GmsConfig)| {
+            let mut c = ok.clone();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert_eq!(
+            bad(&|c| c.universe = vec![NodeId(1), NodeId(0)]),
+            ConfigError::Universe
+        );
+        assert!(matches!(
+            bad(&|c| c.initial.clear()),
+            ConfigError::Initial(_)
+        ));
+        assert!(matches!(
+            bad(&|c| c.initial.push(NodeId(9))),
+            ConfigError::Initial(_)
+        ));
+        assert!(matches!(
+            bad(&|c| c.initial.push(NodeId(0))),
+            ConfigError::Initial(_)
+        ));
+        assert!(matches!(
+            bad(&|c| c.max_members = 2),
+            ConfigError::MaxMembers { .. }
+        ));
+        let e = bad(&|c| c.max_pending_changes = 3);
+        assert_eq!(e, ConfigError::Changes { have: 3, need: 4 });
+        assert!(e.to_string().contains("at least max_members (4)"));
+        assert!(matches!(
+            bad(&|c| c.shards.shards = 0),
+            ConfigError::Shards(_)
+        ));
+        assert_eq!(
+            bad(&|c| c.suspicion_timeout = c.heartbeat_interval),
+            ConfigError::Detector
+        );
+    }
+}

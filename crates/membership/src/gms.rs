@@ -1,0 +1,867 @@
+//! The sans-IO membership core over its own SST region (the GMS table).
+//!
+//! One row per universe node. Multi-word facts live in *blocks*, each written with a single push
+//! and laid out as `[seq, payload…, check]`, where `check` hashes `seq` and the payload: a reader
+//! takes a block only when the check matches, so a block read while a newer push is landing
+//! (words are atomic, whole writes are not) is skipped until it settles. Blocks:
+//!
+//! - `view`: `[vid+1, n, members…]` — the view this node installed (outsiders follow these);
+//! - `wedge`: `[vid+1, received…]` — wedged in `vid`, with the per-sender received counts;
+//! - `prop`: `[vid+1, rank, n, changes…]` — the proposal this node published (leader) or
+//!   copied (follower: the copy is its acknowledgement);
+//! - `dec`: `[vid+1, rank, n, changes…, trim…]` — the decision this node logged and published
+//!   (leader) or echoed (follower).
+//!
+//! Plus two single-word flags, `join` and `leave`. See `docs/MEMBERSHIP.md` for the protocol and
+//! why a decision that anyone acted on is the one every later leader adopts.
+
+use squall_sst::{SchemaBuilder, Sst, SstConfig, SstError, Vector};
+use squall_transport::{NodeId, RegionSpec, Transport};
+use thiserror::Error;
+
+use crate::change::{Change, ChangeKind, Decision};
+use crate::config::{ConfigError, GmsConfig};
+use crate::log::{Durable, LogError, Record, Recovered};
+use crate::trim::{self, Trim};
+use crate::view::{ShardLayout, View};
+
+/// Why a member stopped for good.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum StopReason {
+    /// It no longer sees a majority of its view: it may be on the minority side of a partition,
+    /// so it installs nothing more. Restart it and let it rejoin.
+    #[error(
+        "minority: in view {view} this member suspects {suspected:?}, leaving fewer than a majority; stopped"
+    )]
+    Minority {
+        /// The view.
+        view: u64,
+        /// Whom it suspects.
+        suspected: Vec<NodeId>,
+    },
+    /// The group installed a view without it (it was suspected of failure).
+    #[error("removed: view {view} was installed without this member")]
+    Removed {
+        /// The first view without it.
+        view: u64,
+    },
+    /// It left gracefully; `view` is the first view without it.
+    #[error("left: view {view} was installed without this member, as it asked")]
+    Left {
+        /// The first view without it.
+        view: u64,
+    },
+}
+
+/// Errors of the membership core.
+#[derive(Debug, Error)]
+pub enum GmsError {
+    /// The configuration cannot work.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The GMS table could not be set up.
+    #[error("GMS table: {0}")]
+    Setup(#[from] squall_sst::SetupError),
+    /// The GMS table's schema could not be built.
+    #[error("GMS table schema: {0}")]
+    Schema(#[from] squall_sst::SchemaError),
+    /// The table failed at run time.
+    #[error("GMS table: {0}")]
+    Sst(#[from] SstError),
+    /// The durable log failed; the member cannot echo or act on anything it cannot log.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The member has stopped.
+    #[error("membership stopped: {0}")]
+    Stopped(StopReason),
+    /// `leave` was called by a node that is not a member.
+    #[error("only a member can leave; this node is not in a view")]
+    NotAMember,
+}
+
+/// What the core tells its driver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GmsEvent {
+    /// The member wedged its epoch of view `view` (it called [`Epoch::wedge`]): nothing more is
+    /// sent or delivered in it until the trim is known.
+    Wedged {
+        /// The view.
+        view: u64,
+    },
+    /// A view was installed. `trim` ends the previous view (deliver exactly up to it, discard
+    /// beyond); `None` for a joiner's first view, which it takes over by state transfer.
+    ViewInstalled {
+        /// The new view.
+        view: View,
+        /// The trim of the previous view.
+        trim: Option<Trim>,
+    },
+    /// The member stopped.
+    Stopped(StopReason),
+}
+
+/// The multicast epoch of the current view, as the core sees it.
+pub trait Epoch {
+    /// Wedges the epoch of `view` (no more sends or deliveries in it) and returns, for each
+    /// member of the view in rank order, how many of its messages this member has received
+    /// (a gap-free count per sender). Called once per view.
+    fn wedge(&mut self, view: &View) -> Vec<u64>;
+}
+
+/// The GMS table's fields.
+#[derive(Clone, Copy, Debug)]
+struct Fields {
+    view: Vector,
+    wedge: Vector,
+    prop: Vector,
+    dec: Vector,
+    join: squall_sst::Counter,
+    leave: squall_sst::Counter,
+}
+
+fn mix(h: u64, w: u64) -> u64 {
+    // splitmix64 over the running hash.
+    let mut z = (h ^ w).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn check(words: &[u64]) -> u64 {
+    words.iter().fold(0x5151_a11c_0ffe_e000, |h, &w| mix(h, w))
+}
+
+/// A proposal or decision as read from a row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Tagged {
+    rank: u64,
+    changes: Vec<Change>,
+    trim: Vec<u64>,
+}
+
+/// The membership core of one node.
+pub struct Gms<T: Transport, L: Durable> {
+    sst: Sst<T>,
+    cfg: GmsConfig,
+    layout: Box<dyn ShardLayout>,
+    f: Fields,
+    log: L,
+    me: NodeId,
+    view: Option<View>,
+    /// Received counts (rank order) once wedged in the current view.
+    wedged: Option<Vec<u64>>,
+    /// The proposal in this node's row for the current view.
+    proposal: Option<(u64, Vec<Change>)>,
+    /// The decision this node logged for the current view.
+    decision: Option<Decision>,
+    stopped: Option<StopReason>,
+    held_back: bool,
+}
+
+impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gms")
+            .field("me", &self.me)
+            .field("view", &self.view)
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
+    }
+}
+
+fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::SchemaError> {
+    let u = cfg.universe.len();
+    let c = cfg.max_pending_changes;
+    let mut b = SchemaBuilder::new(u);
+    let f = Fields {
+        view: b.vector("gms_view", 4 + u),
+        wedge: b.vector("gms_wedge", 3 + u),
+        prop: b.vector("gms_prop", 5 + c),
+        dec: b.vector("gms_dec", 5 + c + u),
+        join: b.counter("gms_join"),
+        leave: b.counter("gms_leave"),
+    };
+    Ok((b.build()?, f))
+}
+
+impl<T: Transport, L: Durable> Gms<T, L> {
+    /// Bytes the GMS region needs for `cfg`.
+    ///
+    /// ```
+    /// use squall_membership::{Gms, GmsConfig, log::MemLog};
+    /// use squall_transport::{NodeId, RegionId};
+    /// use squall_transport_mem::sim::SimNode;
+    /// let cfg = GmsConfig::new(RegionId(0), (0..3).map(NodeId).collect(), (0..3).map(NodeId).collect());
+    /// assert!(Gms::<SimNode, MemLog>::table_len(&cfg)? > 0);
+    /// # Ok::<(), squall_membership::GmsError>(())
+    /// ```
+    pub fn table_len(cfg: &GmsConfig) -> Result<usize, GmsError> {
+        cfg.validate()?;
+        Ok(schema(cfg)?.0.table_len())
+    }
+
+    /// The region every universe node registers for the GMS table.
+    pub fn layout(cfg: &GmsConfig) -> Result<RegionSpec, GmsError> {
+        Ok(RegionSpec::new(cfg.region, Self::table_len(cfg)?))
+    }
+
+    /// Sets up the core with the configured [`EvenShards`](crate::view::EvenShards) layout.
+    /// `recovered` is what the node's log held (a restart resumes from its last view and
+    /// re-publishes the decision it logged for it); `None` or an empty log starts fresh.
+    pub fn new(
+        transport: T,
+        cfg: GmsConfig,
+        log: L,
+        recovered: Option<&Recovered>,
+    ) -> Result<Gms<T, L>, GmsError> {
+        let layout = Box::new(cfg.shards);
+        Self::with_layout(transport, cfg, log, recovered, layout)
+    }
+
+    /// Sets up the core with a custom shard layout.
+    pub fn with_layout(
+        transport: T,
+        cfg: GmsConfig,
+        mut log: L,
+        recovered: Option<&Recovered>,
+        layout: Box<dyn ShardLayout>,
+    ) -> Result<Gms<T, L>, GmsError> {
+        cfg.validate()?;
+        if !cfg.partition_safety {
+            tracing::warn!(
+                "membership: partition safety is OFF; a member that loses its majority waits, wedged, instead of stopping (it still never installs a view without a majority)"
+            );
+        }
+        let (schema, f) = schema(&cfg)?;
+        let mut sc = SstConfig::new(cfg.region, cfg.universe.clone());
+        sc.heartbeat_interval = cfg.heartbeat_interval;
+        sc.suspicion_timeout = cfg.suspicion_timeout;
+        // The majority rule is applied per view by the core, not over the whole universe.
+        sc.partition_safety = false;
+        let me = transport.local_id();
+        let sst = Sst::new(transport, schema, sc)?;
+        let mut view = None;
+        let mut decision = None;
+        match recovered.and_then(Recovered::last_view) {
+            Some((id, members)) => {
+                view = Some(View::new(id, members.to_vec(), layout.as_ref()));
+                decision = recovered.and_then(|r| r.decision_for(id)).cloned();
+            }
+            None if cfg.initial.contains(&me) => {
+                let v = View::new(0, cfg.initial.clone(), layout.as_ref());
+                log.append(&Record::Installed {
+                    view: 0,
+                    members: v.members.clone(),
+                })?;
+                view = Some(v);
+            }
+            None => {}
+        }
+        let mut g = Gms {
+            sst,
+            cfg,
+            layout,
+            f,
+            log,
+            me,
+            view,
+            wedged: None,
+            proposal: None,
+            decision: None,
+            stopped: None,
+            held_back: false,
+        };
+        if g.view.is_some() {
+            g.publish_view()?;
+        }
+        if let Some(d) = decision {
+            // A restarted member re-publishes what it logged, so a new leader can adopt it.
+            g.publish_decision(&d)?;
+            g.decision = Some(d);
+        }
+        Ok(g)
+    }
+
+    /// This node.
+    pub fn id(&self) -> NodeId {
+        self.me
+    }
+
+    /// The installed view, if this node is a member.
+    pub fn view(&self) -> Option<&View> {
+        self.view.as_ref()
+    }
+
+    /// Why it stopped, if it did.
+    pub fn stopped(&self) -> Option<&StopReason> {
+        self.stopped.as_ref()
+    }
+
+    /// The decision this member logged for its current view, if any.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.decision.as_ref()
+    }
+
+    /// Whether it wedged its current view.
+    pub fn is_wedged(&self) -> bool {
+        self.wedged.is_some()
+    }
+
+    /// The durable log.
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
+    /// The GMS table (for inspection).
+    pub fn sst(&self) -> &Sst<T> {
+        &self.sst
+    }
+
+    /// The member this node considers the leader of its view: the lowest-ranked one it does not
+    /// suspect.
+    pub fn leader(&self) -> Option<NodeId> {
+        let v = self.view.as_ref()?;
+        v.members.iter().copied().find(|&m| !self.suspects(m))
+    }
+
+    /// Parks until the transport reports something or `timeout` passes (never past the table's
+    /// next heartbeat). Drivers call this when [`poll`](Gms::poll) found nothing to do.
+    pub fn wait(&mut self, timeout: std::time::Duration) {
+        self.sst.wait(timeout);
+    }
+
+    /// Asks to join (a universe node that is not a member): the leader proposes it once it sees
+    /// the request.
+    pub fn request_join(&mut self) -> Result<(), GmsError> {
+        self.sst.set(self.f.join, 1);
+        self.sst.push(self.f.join.range())?;
+        Ok(())
+    }
+
+    /// Asks to leave gracefully: the leader proposes the removal; nobody counts it as a
+    /// failure. The member keeps taking part until the view without it is installed, then
+    /// reports [`StopReason::Left`].
+    pub fn leave(&mut self) -> Result<(), GmsError> {
+        if self.view.is_none() {
+            return Err(GmsError::NotAMember);
+        }
+        self.sst.set(self.f.join, 0);
+        self.sst.set(self.f.leave, 1);
+        self.sst.push(self.f.join.range())?;
+        self.sst.push(self.f.leave.range())?;
+        Ok(())
+    }
+
+    fn suspects(&self, n: NodeId) -> bool {
+        self.sst.row_of(n).is_some_and(|r| self.sst.is_suspected(r))
+    }
+
+    // ---- blocks -------------------------------------------------------------------------
+
+    fn write_block(&mut self, v: Vector, payload: &[u64]) -> Result<(), GmsError> {
+        let me = self.sst.my_row();
+        let seq = self.sst.get_at(me, v, 0)? + 1;
+        let mut words = vec![0u64; v.len()];
+        words[0] = seq;
+        words[1..=payload.len()].copy_from_slice(payload);
+        let last = words.len() - 1;
+        words[last] = check(&words[..last]);
+        for (i, w) in words.iter().enumerate() {
+            self.sst.set_at(v, i, *w)?;
+        }
+        self.sst.push(v.range())?;
+        Ok(())
+    }
+
+    /// The payload of block `v` in `row`, if it was written and reads consistently.
+    fn read_block(&self, row: usize, v: Vector) -> Option<Vec<u64>> {
+        let words: Vec<u64> = (0..v.len())
+            .map(|i| self.sst.get_at(row, v, i).unwrap_or(0))
+            .collect();
+        let last = words.len() - 1;
+        (words[0] != 0 && words[last] == check(&words[..last])).then(|| words[1..last].to_vec())
+    }
+
+    fn publish_view(&mut self) -> Result<(), GmsError> {
+        match self.view.clone() {
+            Some(v) => self.publish_view_of(&v),
+            None => Ok(()),
+        }
+    }
+
+    fn publish_view_of(&mut self, v: &View) -> Result<(), GmsError> {
+        let mut p = vec![v.id + 1, v.members.len() as u64];
+        p.extend(v.members.iter().map(|m| u64::from(m.0)));
+        self.write_block(self.f.view, &p)
+    }
+
+    fn changes_from(&self, words: &[u64]) -> Option<Vec<Change>> {
+        let n = usize::try_from(*words.first()?).ok()?;
+        if n > self.cfg.max_pending_changes {
+            return None;
+        }
+        let mut out = Vec::with_capacity(n);
+        for &w in words.get(1..=n)? {
+            let c = Change::decode(w)?;
+            if !self.cfg.universe.contains(&c.node) {
+                return None;
+            }
+            out.push(c);
+        }
+        Some(out)
+    }
+
+    /// The proposal block of `row` for view `vid`.
+    fn proposal_of(&self, row: usize, vid: u64) -> Option<Tagged> {
+        let p = self.read_block(row, self.f.prop)?;
+        if p[0] != vid + 1 {
+            return None;
+        }
+        Some(Tagged {
+            rank: p[1],
+            changes: self.changes_from(&p[2..])?,
+            trim: Vec::new(),
+        })
+    }
+
+    /// The decision block of `row` for view `vid`.
+    fn decision_of(&self, row: usize, vid: u64) -> Option<Tagged> {
+        let p = self.read_block(row, self.f.dec)?;
+        if p[0] != vid + 1 {
+            return None;
+        }
+        let c = self.cfg.max_pending_changes;
+        let u = self.cfg.universe.len();
+        Some(Tagged {
+            rank: p[1],
+            changes: self.changes_from(&p[2..3 + c])?,
+            trim: p[3 + c..3 + c + u].to_vec(),
+        })
+    }
+
+    /// The received counts `row` published when it wedged in `vid`.
+    fn received_of(&self, row: usize, vid: u64) -> Option<Vec<u64>> {
+        let p = self.read_block(row, self.f.wedge)?;
+        (p[0] == vid + 1).then(|| p[1..].to_vec())
+    }
+
+    fn publish_proposal(
+        &mut self,
+        vid: u64,
+        rank: u64,
+        changes: &[Change],
+    ) -> Result<(), GmsError> {
+        let mut p = vec![vid + 1, rank, changes.len() as u64];
+        p.extend(changes.iter().map(|c| c.encode()));
+        self.write_block(self.f.prop, &p)?;
+        self.proposal = Some((rank, changes.to_vec()));
+        Ok(())
+    }
+
+    fn publish_decision(&mut self, d: &Decision) -> Result<(), GmsError> {
+        let c = self.cfg.max_pending_changes;
+        let mut p = vec![0u64; 3 + c + self.cfg.universe.len()];
+        p[0] = d.trim.view + 1;
+        p[1] = d.rank;
+        p[2] = d.changes.len() as u64;
+        for (i, ch) in d.changes.iter().enumerate() {
+            p[3 + i] = ch.encode();
+        }
+        for (i, (_, n)) in d.trim.counts.iter().enumerate() {
+            p[3 + c + i] = *n;
+        }
+        self.write_block(self.f.dec, &p)
+    }
+
+    // ---- the protocol -----------------------------------------------------------------------
+
+    fn stop(&mut self, why: StopReason, out: &mut Vec<GmsEvent>) -> GmsError {
+        tracing::warn!(me = %self.me, %why, "membership: stopping");
+        self.stopped = Some(why.clone());
+        out.push(GmsEvent::Stopped(why.clone()));
+        GmsError::Stopped(why)
+    }
+
+    /// Runs one round: the table's failure detector and gossip, then the protocol. Never blocks.
+    /// Returns whether anything happened; an error once the member has stopped (the first time
+    /// with a [`GmsEvent::Stopped`] in `out`).
+    pub fn poll(
+        &mut self,
+        epoch: &mut dyn Epoch,
+        out: &mut Vec<GmsEvent>,
+    ) -> Result<bool, GmsError> {
+        if let Some(why) = &self.stopped {
+            return Err(GmsError::Stopped(why.clone()));
+        }
+        let busy = self.sst.poll_once()?.is_busy();
+        let before = out.len();
+        match self.view.clone() {
+            None => self.follow_as_outsider(out)?,
+            Some(view) => self.member_round(&view, epoch, out)?,
+        }
+        Ok(busy || out.len() > before)
+    }
+
+    /// A node outside any view installs the newest view that names it.
+    fn follow_as_outsider(&mut self, out: &mut Vec<GmsEvent>) -> Result<(), GmsError> {
+        let mut best: Option<(u64, Vec<NodeId>)> = None;
+        for row in 0..self.sst.rows() {
+            if self.sst.is_suspected(row) || row == self.sst.my_row() {
+                continue;
+            }
+            let Some(p) = self.read_block(row, self.f.view) else {
+                continue;
+            };
+            let n = usize::try_from(p[1]).unwrap_or(usize::MAX);
+            let Some(ids) = p.get(2..2usize.saturating_add(n)) else {
+                continue;
+            };
+            let members: Vec<NodeId> = ids.iter().map(|&w| NodeId(w as u32)).collect();
+            let vid = p[0].saturating_sub(1);
+            if members.contains(&self.me) && best.as_ref().is_none_or(|b| vid > b.0) {
+                best = Some((vid, members));
+            }
+        }
+        if let Some((vid, members)) = best {
+            self.log.append(&Record::Installed {
+                view: vid,
+                members: members.clone(),
+            })?;
+            let v = View::new(vid, members, self.layout.as_ref());
+            tracing::info!(me = %self.me, view = vid, "membership: joined");
+            self.view = Some(v.clone());
+            self.sst.set(self.f.join, 0);
+            self.sst.push(self.f.join.range())?;
+            self.publish_view()?;
+            out.push(GmsEvent::ViewInstalled {
+                view: v,
+                trim: None,
+            });
+        }
+        Ok(())
+    }
+
+    fn member_round(
+        &mut self,
+        view: &View,
+        epoch: &mut dyn Epoch,
+        out: &mut Vec<GmsEvent>,
+    ) -> Result<(), GmsError> {
+        let alive = self.check_majority(view, out)?;
+        let Some(&leader) = alive.first() else {
+            return Ok(());
+        };
+        let leader_rank = view.rank_of(leader).unwrap_or(0) as u64;
+        let leader_row = self.sst.row_of(leader).unwrap_or(0);
+        if self.wedged.is_none() {
+            let wanted = leader == self.me && !self.wanted(view, Vec::new()).is_empty();
+            let others = alive.iter().any(|&m| {
+                let r = self.sst.row_of(m).unwrap_or(0);
+                self.received_of(r, view.id).is_some()
+            });
+            let proposed = self.proposal_of(leader_row, view.id).is_some();
+            if wanted || others || proposed || alive.len() < view.members.len() {
+                let mut rx = epoch.wedge(view);
+                rx.resize(view.members.len(), 0);
+                let mut p = vec![view.id + 1];
+                p.extend(&rx);
+                self.write_block(self.f.wedge, &p)?;
+                self.wedged = Some(rx);
+                tracing::debug!(me = %self.me, view = view.id, "membership: wedged");
+                out.push(GmsEvent::Wedged { view: view.id });
+            } else {
+                return Ok(());
+            }
+        }
+        if leader == self.me {
+            self.lead(view, &alive, leader_rank)?;
+        } else {
+            self.follow(view, leader_row, leader_rank)?;
+        }
+        self.try_install(view, &alive, out)
+    }
+
+    /// The members of `view` this node does not suspect; stops the node if they are not a
+    /// majority (partition safety).
+    fn check_majority(
+        &mut self,
+        view: &View,
+        out: &mut Vec<GmsEvent>,
+    ) -> Result<Vec<NodeId>, GmsError> {
+        let alive: Vec<NodeId> = view
+            .members
+            .iter()
+            .copied()
+            .filter(|&m| !self.suspects(m))
+            .collect();
+        if self.cfg.partition_safety && alive.len() < view.majority() {
+            let suspected = view
+                .members
+                .iter()
+                .copied()
+                .filter(|&m| self.suspects(m))
+                .collect();
+            return Err(self.stop(
+                StopReason::Minority {
+                    view: view.id,
+                    suspected,
+                },
+                out,
+            ));
+        }
+        Ok(alive)
+    }
+
+    /// `base` extended with every change the leader should propose now.
+    fn wanted(&mut self, view: &View, mut ch: Vec<Change>) -> Vec<Change> {
+        let cap = self.cfg.max_pending_changes;
+        let has = |ch: &[Change], n: NodeId| ch.iter().any(|c| c.node == n);
+        for &m in &view.members {
+            if self.suspects(m) && !has(&ch, m) {
+                ch.push(Change {
+                    kind: ChangeKind::Fail,
+                    node: m,
+                });
+            }
+        }
+        for &m in &view.members {
+            let row = self.sst.row_of(m).unwrap_or(0);
+            let removed = ch.iter().filter(|c| c.removes()).count();
+            let survivors = view.members.len() - removed;
+            if !has(&ch, m)
+                && !self.suspects(m)
+                && self.sst.get(row, self.f.leave) != 0
+                && survivors > view.majority()
+            {
+                ch.push(Change {
+                    kind: ChangeKind::Leave,
+                    node: m,
+                });
+            }
+        }
+        for (row, &u) in self.cfg.universe.iter().enumerate() {
+            if view.contains(u)
+                || has(&ch, u)
+                || self.sst.is_suspected(row)
+                || self.sst.get(row, self.f.join) == 0
+            {
+                continue;
+            }
+            let joins = ch.iter().filter(|c| c.kind == ChangeKind::Join).count();
+            // Joins never take the room reserved for one failure per member.
+            if view.members.len() + joins >= self.cfg.max_members
+                || view.members.len() + joins >= cap
+            {
+                if !self.held_back {
+                    tracing::warn!(
+                        me = %self.me, joiner = %u, max_members = self.cfg.max_members,
+                        max_pending_changes = cap,
+                        "membership: join held back: the next view would exceed max_members or the change ring"
+                    );
+                    self.held_back = true;
+                }
+                continue;
+            }
+            ch.push(Change {
+                kind: ChangeKind::Join,
+                node: u,
+            });
+        }
+        ch
+    }
+
+    fn lead(&mut self, view: &View, alive: &[NodeId], my_rank: u64) -> Result<(), GmsError> {
+        if self.decision.as_ref().is_some_and(|d| d.rank == my_rank) {
+            return Ok(()); // decided; what arrives now goes to the next view
+        }
+        // Extend my own proposal, or on takeover the most advanced one visible.
+        let base = match &self.proposal {
+            Some((r, ch)) if *r == my_rank => ch.clone(),
+            _ => (0..self.sst.rows())
+                .filter(|&r| !self.sst.is_suspected(r))
+                .filter_map(|r| self.proposal_of(r, view.id))
+                .max_by_key(|t| (t.rank, t.changes.len()))
+                .map(|t| t.changes)
+                .unwrap_or_default(),
+        };
+        let changes = self.wanted(view, base);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        if self.proposal.as_ref() != Some(&(my_rank, changes.clone())) {
+            tracing::debug!(me = %self.me, view = view.id, ?changes, "membership: proposing");
+            self.publish_proposal(view.id, my_rank, &changes)?;
+        }
+        // Commit: every unsuspected member wedged and acknowledged, and they are a majority, and
+        // every suspected member is being removed (so the survivors are exactly `alive`).
+        if alive.len() < view.majority() {
+            return Ok(());
+        }
+        let all_acked = alive.iter().all(|&m| {
+            let r = self.sst.row_of(m).unwrap_or(0);
+            self.received_of(r, view.id).is_some()
+                && self
+                    .proposal_of(r, view.id)
+                    .is_some_and(|t| t.rank == my_rank && t.changes == changes)
+        });
+        let removals_cover = view
+            .members
+            .iter()
+            .all(|&m| !self.suspects(m) || changes.iter().any(|c| c.node == m && c.removes()));
+        if !all_acked || !removals_cover {
+            return Ok(());
+        }
+        // Decide: adopt the highest-ranked decision visible anywhere, else compute the trim.
+        let adopted = (0..self.sst.rows())
+            .filter_map(|r| self.decision_of(r, view.id))
+            .max_by_key(|t| t.rank);
+        let decision = match adopted {
+            Some(t) => Decision {
+                rank: my_rank,
+                changes: t.changes,
+                trim: Trim {
+                    view: view.id,
+                    counts: view.members.iter().copied().zip(t.trim).collect(),
+                },
+            },
+            None => {
+                // Leavers are survivors of this view: they deliver up to the trim, then go.
+                let survivors: Vec<NodeId> = view
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(|m| {
+                        !changes
+                            .iter()
+                            .any(|c| c.node == *m && c.kind == ChangeKind::Fail)
+                    })
+                    .collect();
+                let rx: Vec<Vec<u64>> = view
+                    .members
+                    .iter()
+                    .map(|&m| {
+                        let r = self.sst.row_of(m).unwrap_or(0);
+                        self.received_of(r, view.id).unwrap_or_default()
+                    })
+                    .collect();
+                let t = trim::compute(view, &survivors, |m, s| {
+                    let (mi, si) = (view.rank_of(m).unwrap_or(0), view.rank_of(s).unwrap_or(0));
+                    rx[mi].get(si).copied().unwrap_or(0)
+                });
+                Decision {
+                    rank: my_rank,
+                    changes,
+                    trim: t,
+                }
+            }
+        };
+        tracing::debug!(me = %self.me, view = view.id, rank = my_rank, "membership: decided");
+        self.log.append(&Record::Decided(decision.clone()))?;
+        self.publish_decision(&decision)?;
+        self.decision = Some(decision);
+        Ok(())
+    }
+
+    fn follow(&mut self, view: &View, leader_row: usize, leader_rank: u64) -> Result<(), GmsError> {
+        if let Some(p) = self.proposal_of(leader_row, view.id)
+            && p.rank == leader_rank
+            && self.proposal.as_ref() != Some(&(p.rank, p.changes.clone()))
+        {
+            self.publish_proposal(view.id, p.rank, &p.changes)?;
+        }
+        if let Some(d) = self.decision_of(leader_row, view.id)
+            && d.rank == leader_rank
+            && self.decision.as_ref().is_none_or(|mine| mine.rank < d.rank)
+        {
+            let decision = Decision {
+                rank: d.rank,
+                changes: d.changes,
+                trim: Trim {
+                    view: view.id,
+                    counts: view.members.iter().copied().zip(d.trim).collect(),
+                },
+            };
+            self.log.append(&Record::Decided(decision.clone()))?;
+            self.publish_decision(&decision)?;
+            self.decision = Some(decision);
+        }
+        Ok(())
+    }
+
+    fn try_install(
+        &mut self,
+        view: &View,
+        alive: &[NodeId],
+        out: &mut Vec<GmsEvent>,
+    ) -> Result<(), GmsError> {
+        let Some(d) = self.decision.clone() else {
+            return Ok(());
+        };
+        if alive.len() < view.majority() {
+            return Ok(());
+        }
+        let echoed = alive.iter().all(|&m| {
+            let r = self.sst.row_of(m).unwrap_or(0);
+            self.decision_of(r, view.id)
+                .is_some_and(|t| t.rank == d.rank)
+        });
+        if !echoed {
+            return Ok(());
+        }
+        let next = View::new(
+            view.id + 1,
+            d.next_members(&view.members),
+            self.layout.as_ref(),
+        );
+        let kept = next.members.iter().filter(|m| view.contains(**m)).count();
+        if kept < view.majority() {
+            // Never install a view without a majority of its predecessor.
+            let suspected = view
+                .members
+                .iter()
+                .copied()
+                .filter(|m| !next.contains(*m))
+                .collect();
+            return Err(self.stop(
+                StopReason::Minority {
+                    view: view.id,
+                    suspected,
+                },
+                out,
+            ));
+        }
+        self.log.append(&Record::Installed {
+            view: next.id,
+            members: next.members.clone(),
+        })?;
+        tracing::info!(me = %self.me, view = next.id, members = ?next.members, "membership: view installed");
+        let left = d
+            .changes
+            .iter()
+            .any(|c| c.node == self.me && c.kind == ChangeKind::Leave);
+        // A member removed as failed delivers nothing more; a leaver delivers up to the trim.
+        if next.contains(self.me) || left {
+            out.push(GmsEvent::ViewInstalled {
+                view: next.clone(),
+                trim: Some(d.trim.clone()),
+            });
+        }
+        self.wedged = None;
+        self.proposal = None;
+        self.decision = None;
+        self.held_back = false;
+        if !next.contains(self.me) {
+            let why = if left {
+                StopReason::Left { view: next.id }
+            } else {
+                StopReason::Removed { view: next.id }
+            };
+            self.view = None;
+            self.stop(why, out);
+            return Ok(());
+        }
+        self.publish_view_of(&next)?;
+        self.view = Some(next.clone());
+        // A view installed while a majority of it is already suspected is a minority at once.
+        self.check_majority(&next, out).map(|_| ())
+    }
+}

@@ -1,0 +1,611 @@
+//! The durable view/trim log: every installed view and every decision (changes + trim) a member
+//! logged before echoing or acting on it.
+//!
+//! Layout: an 8-byte magic (`SQGMSLG1`), then records of
+//! `[body length: u32 LE][CRC-32 of the body: u32 LE][body]` (the framing of round-robin's log).
+//! Bodies (little endian): `1, view: u64, n: u32, n × node: u32` for an installed view;
+//! `2, view: u64, rank: u64, c: u32, c × change: u64, t: u32, t × (node: u32, count: u64)` for
+//! a decision.
+//!
+//! [`decode`] is the pure decoder (fuzzed by `fuzz/fuzz_targets/gms_log.rs`): it returns the
+//! records of the longest valid prefix and why it stopped. [`FileLog::open`] truncates a torn or
+//! corrupt tail to that prefix, saying at `warn` what it dropped.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use squall_round_robin::log::crc32;
+use squall_transport::NodeId;
+use thiserror::Error;
+
+use crate::change::{Change, Decision};
+use crate::trim::Trim;
+
+/// The file's first eight bytes.
+pub const MAGIC: &[u8; 8] = b"SQGMSLG1";
+/// Bytes of a record's frame before the body.
+pub const FRAME: usize = 8;
+/// The largest body a record may declare.
+pub const MAX_BODY: usize = 1 << 24;
+
+/// One logged fact.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// This member installed view `view` with `members` (rank order).
+    Installed {
+        /// The view id.
+        view: u64,
+        /// Its members.
+        members: Vec<NodeId>,
+    },
+    /// This member logged `decision`, which ends view `decision.trim.view`.
+    Decided(Decision),
+}
+
+/// Why decoding stopped before the end of the bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum TailError {
+    /// The bytes do not start with [`MAGIC`].
+    #[error("bad header: the file does not start with {MAGIC:?}")]
+    BadMagic,
+    /// The last record is incomplete (a crash in the middle of an append).
+    #[error("torn record at byte {offset}: {have} of {need} bytes present")]
+    Torn {
+        /// Where the record starts.
+        offset: usize,
+        /// Bytes present.
+        have: usize,
+        /// Bytes needed.
+        need: usize,
+    },
+    /// A checksum mismatch.
+    #[error("corrupt record at byte {offset}: checksum {found:#010x}, expected {expected:#010x}")]
+    Checksum {
+        /// Where the record starts.
+        offset: usize,
+        /// Stored.
+        found: u32,
+        /// Computed.
+        expected: u32,
+    },
+    /// An impossible declared length.
+    #[error("corrupt record at byte {offset}: body length {len} out of range")]
+    Length {
+        /// Where the record starts.
+        offset: usize,
+        /// Declared length.
+        len: usize,
+    },
+    /// A body whose checksum matches but whose contents do not parse.
+    #[error("malformed record at byte {offset}: {why}")]
+    Malformed {
+        /// Where the record starts.
+        offset: usize,
+        /// What is wrong.
+        why: &'static str,
+    },
+}
+
+/// What [`decode`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decoded {
+    /// The records of the longest valid prefix.
+    pub records: Vec<Record>,
+    /// That prefix's length in bytes (0 when the header is bad).
+    pub valid_len: usize,
+    /// Why decoding stopped early, if it did.
+    pub tail: Option<TailError>,
+}
+
+/// Errors of a log.
+#[derive(Debug, Error)]
+pub enum LogError {
+    /// The file system failed.
+    #[error("membership log {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The file is not a membership log.
+    #[error("{path} is not a membership log (bad header); move it away or pick another path")]
+    NotALog {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A record too large to log.
+    #[error("record of {len} bytes exceeds the log's limit of {MAX_BODY}")]
+    TooLarge {
+        /// Its length.
+        len: usize,
+    },
+}
+
+/// Where the membership core makes facts durable. `append` returns only once the record is
+/// persisted (the core echoes or acts on a decision only after logging it).
+pub trait Durable {
+    /// Persists `record`.
+    fn append(&mut self, record: &Record) -> Result<(), LogError>;
+}
+
+/// Appends `r`'s encoding (frame included) to `out`.
+///
+/// ```
+/// use squall_membership::log::{decode, encode_record, Record, MAGIC};
+/// use squall_transport::NodeId;
+/// let r = Record::Installed { view: 2, members: vec![NodeId(1), NodeId(0)] };
+/// let mut bytes = MAGIC.to_vec();
+/// encode_record(&r, &mut bytes);
+/// assert_eq!(decode(&bytes).records, vec![r]);
+/// ```
+pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME]);
+    match r {
+        Record::Installed { view, members } => {
+            out.push(1);
+            out.extend_from_slice(&view.to_le_bytes());
+            out.extend_from_slice(&(members.len() as u32).to_le_bytes());
+            for m in members {
+                out.extend_from_slice(&m.0.to_le_bytes());
+            }
+        }
+        Record::Decided(d) => {
+            out.push(2);
+            out.extend_from_slice(&d.trim.view.to_le_bytes());
+            out.extend_from_slice(&d.rank.to_le_bytes());
+            out.extend_from_slice(&(d.changes.len() as u32).to_le_bytes());
+            for c in &d.changes {
+                out.extend_from_slice(&c.encode().to_le_bytes());
+            }
+            out.extend_from_slice(&(d.trim.counts.len() as u32).to_le_bytes());
+            for (n, c) in &d.trim.counts {
+                out.extend_from_slice(&n.0.to_le_bytes());
+                out.extend_from_slice(&c.to_le_bytes());
+            }
+        }
+    }
+    let len = (out.len() - start - FRAME) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32(&out[start + FRAME..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A cursor over a record body.
+struct Body<'a>(&'a [u8]);
+
+impl Body<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, rest) = self.0.split_at_checked(N)?;
+        self.0 = rest;
+        head.try_into().ok()
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take::<1>().map(|b| b[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take::<4>().map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take::<8>().map(u64::from_le_bytes)
+    }
+    /// A count of items of `size` bytes each, refused if the body cannot hold that many.
+    fn count(&mut self, size: usize) -> Option<usize> {
+        let n = self.u32()? as usize;
+        (n.checked_mul(size)? <= self.0.len()).then_some(n)
+    }
+}
+
+fn parse(body: &[u8]) -> Result<Record, &'static str> {
+    let mut b = Body(body);
+    let short = "body too short for its declared contents";
+    let r = match b.u8().ok_or(short)? {
+        1 => {
+            let view = b.u64().ok_or(short)?;
+            let n = b.count(4).ok_or(short)?;
+            let mut members = Vec::with_capacity(n);
+            for _ in 0..n {
+                members.push(NodeId(b.u32().ok_or(short)?));
+            }
+            Record::Installed { view, members }
+        }
+        2 => {
+            let view = b.u64().ok_or(short)?;
+            let rank = b.u64().ok_or(short)?;
+            let n = b.count(8).ok_or(short)?;
+            let mut changes = Vec::with_capacity(n);
+            for _ in 0..n {
+                changes.push(Change::decode(b.u64().ok_or(short)?).ok_or("unknown change kind")?);
+            }
+            let t = b.count(12).ok_or(short)?;
+            let mut counts = Vec::with_capacity(t);
+            for _ in 0..t {
+                counts.push((NodeId(b.u32().ok_or(short)?), b.u64().ok_or(short)?));
+            }
+            Record::Decided(Decision {
+                rank,
+                changes,
+                trim: Trim { view, counts },
+            })
+        }
+        _ => return Err("unknown record tag"),
+    };
+    if !b.0.is_empty() {
+        return Err("trailing bytes after the record");
+    }
+    Ok(r)
+}
+
+/// Decodes a whole log's bytes: the records of the longest valid prefix. Never panics.
+///
+/// ```
+/// use squall_membership::log::{decode, TailError};
+/// assert_eq!(decode(b"").tail, None);
+/// assert_eq!(decode(b"nonsense").tail, Some(TailError::BadMagic));
+/// ```
+pub fn decode(bytes: &[u8]) -> Decoded {
+    let mut d = Decoded::default();
+    if bytes.is_empty() {
+        return d;
+    }
+    if !bytes.starts_with(MAGIC) {
+        d.tail = Some(TailError::BadMagic);
+        return d;
+    }
+    let mut at = MAGIC.len();
+    d.valid_len = at;
+    while at < bytes.len() {
+        let rest = bytes.len() - at;
+        if rest < FRAME {
+            d.tail = Some(TailError::Torn {
+                offset: at,
+                have: rest,
+                need: FRAME,
+            });
+            break;
+        }
+        let word =
+            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        let len = word(at) as usize;
+        if !(1..=MAX_BODY).contains(&len) {
+            d.tail = Some(TailError::Length { offset: at, len });
+            break;
+        }
+        if rest < FRAME + len {
+            d.tail = Some(TailError::Torn {
+                offset: at,
+                have: rest,
+                need: FRAME + len,
+            });
+            break;
+        }
+        let body = &bytes[at + FRAME..at + FRAME + len];
+        let (found, expected) = (word(at + 4), crc32(body));
+        if found != expected {
+            d.tail = Some(TailError::Checksum {
+                offset: at,
+                found,
+                expected,
+            });
+            break;
+        }
+        match parse(body) {
+            Ok(r) => d.records.push(r),
+            Err(why) => {
+                d.tail = Some(TailError::Malformed { offset: at, why });
+                break;
+            }
+        }
+        at += FRAME + len;
+        d.valid_len = at;
+    }
+    d
+}
+
+/// What a log held when opened: the last installed view and the last decision logged after it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Every record that survived.
+    pub records: Vec<Record>,
+    /// Why a tail was dropped, if one was.
+    pub truncated: Option<TailError>,
+}
+
+impl Recovered {
+    /// The last installed view, `(id, members)`.
+    pub fn last_view(&self) -> Option<(u64, &[NodeId])> {
+        self.records.iter().rev().find_map(|r| match r {
+            Record::Installed { view, members } => Some((*view, members.as_slice())),
+            Record::Decided(_) => None,
+        })
+    }
+
+    /// The highest-ranked decision logged for view `view`.
+    pub fn decision_for(&self, view: u64) -> Option<&Decision> {
+        self.records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Decided(d) if d.trim.view == view => Some(d),
+                _ => None,
+            })
+            .max_by_key(|d| d.rank)
+    }
+}
+
+/// An in-memory log (tests and the simulator): the bytes a file would hold.
+///
+/// ```
+/// use squall_membership::log::{Durable, MemLog, Record};
+/// use squall_transport::NodeId;
+/// let mut log = MemLog::default();
+/// log.append(&Record::Installed { view: 0, members: vec![NodeId(0)] })?;
+/// let (_, rec) = MemLog::open(log.bytes().to_vec());
+/// assert_eq!(rec.last_view().map(|v| v.0), Some(0));
+/// # Ok::<(), squall_membership::log::LogError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemLog {
+    bytes: Vec<u8>,
+}
+
+impl MemLog {
+    /// Reopens a log from `bytes`, dropping a torn or corrupt tail.
+    pub fn open(mut bytes: Vec<u8>) -> (MemLog, Recovered) {
+        let d = decode(&bytes);
+        bytes.truncate(d.valid_len);
+        (
+            MemLog { bytes },
+            Recovered {
+                records: d.records,
+                truncated: d.tail,
+            },
+        )
+    }
+
+    /// The log's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Durable for MemLog {
+    fn append(&mut self, record: &Record) -> Result<(), LogError> {
+        if self.bytes.is_empty() {
+            self.bytes.extend_from_slice(MAGIC);
+        }
+        encode_record(record, &mut self.bytes);
+        Ok(())
+    }
+}
+
+/// A log file; every append is written and `fsync`ed before it returns.
+#[derive(Debug)]
+pub struct FileLog {
+    path: PathBuf,
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl FileLog {
+    /// Opens (or creates) the log at `path`, truncating a torn or corrupt tail (logged at `warn`
+    /// with the reason), and returns what it holds.
+    ///
+    /// ```
+    /// use squall_membership::log::{Durable, FileLog, Record};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("gms-log-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, rec) = FileLog::open(&path)?;
+    /// assert!(rec.records.is_empty());
+    /// log.append(&Record::Installed { view: 1, members: vec![NodeId(0), NodeId(2)] })?;
+    /// drop(log);
+    /// let (_, rec) = FileLog::open(&path)?;
+    /// assert_eq!(rec.last_view(), Some((1, &[NodeId(0), NodeId(2)][..])));
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), squall_membership::log::LogError>(())
+    /// ```
+    pub fn open(path: &Path) -> Result<(FileLog, Recovered), LogError> {
+        let io = |source| LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        let d = decode(&bytes);
+        if matches!(d.tail, Some(TailError::BadMagic))
+            && (bytes.len() >= MAGIC.len() || !MAGIC.starts_with(&bytes))
+        {
+            return Err(LogError::NotALog {
+                path: path.to_path_buf(),
+            });
+        }
+        let keep = d.valid_len;
+        if keep < bytes.len() {
+            tracing::warn!(
+                path = %path.display(),
+                kept_records = d.records.len(),
+                dropped_bytes = bytes.len() - keep,
+                reason = %d.tail.as_ref().map_or_else(|| "torn header".to_string(), ToString::to_string),
+                "membership log: truncating a torn or corrupt tail to the last valid record"
+            );
+            file.set_len(keep as u64).map_err(io)?;
+        }
+        if keep == 0 {
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+            file.write_all(MAGIC).map_err(io)?;
+        }
+        file.sync_data().map_err(io)?;
+        file.seek(SeekFrom::End(0)).map_err(io)?;
+        let truncated = if keep < bytes.len() { d.tail } else { None };
+        Ok((
+            FileLog {
+                path: path.to_path_buf(),
+                file,
+                buf: Vec::new(),
+            },
+            Recovered {
+                records: d.records,
+                truncated,
+            },
+        ))
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Durable for FileLog {
+    fn append(&mut self, record: &Record) -> Result<(), LogError> {
+        self.buf.clear();
+        encode_record(record, &mut self.buf);
+        if self.buf.len() > MAX_BODY + FRAME {
+            return Err(LogError::TooLarge {
+                len: self.buf.len() - FRAME,
+            });
+        }
+        let io = |source| LogError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.file.write_all(&self.buf).map_err(io)?;
+        self.file.sync_data().map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::ChangeKind;
+
+    fn sample() -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        encode_record(
+            &Record::Installed {
+                view: 0,
+                members: vec![NodeId(0), NodeId(1), NodeId(2)],
+            },
+            &mut b,
+        );
+        encode_record(
+            &Record::Decided(Decision {
+                rank: 1,
+                changes: vec![Change {
+                    kind: ChangeKind::Fail,
+                    node: NodeId(0),
+                }],
+                trim: Trim {
+                    view: 0,
+                    counts: vec![(NodeId(0), 3), (NodeId(1), 2), (NodeId(2), 2)],
+                },
+            }),
+            &mut b,
+        );
+        b
+    }
+
+    #[test]
+    fn every_torn_tail_is_cut_back_to_the_last_whole_record() {
+        let full = sample();
+        let whole = decode(&full);
+        assert_eq!(whole.records.len(), 2);
+        assert_eq!(whole.valid_len, full.len());
+        let first_end = {
+            let mut b = MAGIC.to_vec();
+            encode_record(&whole.records[0], &mut b);
+            b.len()
+        };
+        for cut in MAGIC.len()..full.len() {
+            let d = decode(&full[..cut]);
+            let expect = if cut >= first_end {
+                first_end
+            } else {
+                MAGIC.len()
+            };
+            assert_eq!(d.valid_len, expect, "cut at {cut}");
+            let boundary = cut == first_end || cut == MAGIC.len();
+            assert_eq!(
+                matches!(d.tail, Some(TailError::Torn { .. })),
+                !boundary,
+                "cut at {cut}"
+            );
+            let (_, rec) = MemLog::open(full[..cut].to_vec());
+            assert_eq!(rec.records.len(), usize::from(cut >= first_end));
+        }
+    }
+
+    proptest::proptest! {
+        /// The fuzz target's properties (`fuzz/fuzz_targets/gms_log.rs`) over mutated logs.
+        #[test]
+        fn decode_keeps_a_reencodable_prefix_of_any_bytes(
+            cut in 0usize..200,
+            flips in proptest::collection::vec((0usize..200, proptest::prelude::any::<u8>()), 0..4),
+        ) {
+            let mut data = sample();
+            for (at, x) in flips {
+                let n = data.len();
+                data[at % n] ^= x;
+            }
+            data.truncate(cut.min(data.len()));
+            let d = decode(&data);
+            proptest::prop_assert!(d.valid_len <= data.len());
+            let again = decode(&data[..d.valid_len]);
+            proptest::prop_assert_eq!(&again.records, &d.records);
+            proptest::prop_assert!(again.tail.is_none());
+            if d.valid_len > 0 {
+                let mut out = MAGIC.to_vec();
+                for r in &d.records {
+                    encode_record(r, &mut out);
+                }
+                proptest::prop_assert_eq!(&out[..], &data[..d.valid_len]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_is_caught_by_the_checksum() {
+        let mut b = sample();
+        let last = b.len() - 1;
+        b[last] ^= 0x40;
+        let d = decode(&b);
+        assert_eq!(d.records.len(), 1);
+        assert!(matches!(d.tail, Some(TailError::Checksum { .. })));
+    }
+
+    #[test]
+    fn file_log_truncates_a_torn_tail_and_keeps_appending() {
+        let path = std::env::temp_dir().join(format!("gms-log-torn-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let full = sample();
+        std::fs::write(&path, &full[..full.len() - 3]).expect("write");
+        let (mut log, rec) = FileLog::open(&path).expect("open");
+        assert_eq!(rec.records.len(), 1);
+        assert!(matches!(rec.truncated, Some(TailError::Torn { .. })));
+        log.append(&Record::Installed {
+            view: 1,
+            members: vec![NodeId(1)],
+        })
+        .expect("append");
+        drop(log);
+        let (_, rec) = FileLog::open(&path).expect("reopen");
+        assert_eq!(rec.records.len(), 2);
+        assert_eq!(rec.truncated, None);
+        assert_eq!(rec.last_view(), Some((1, &[NodeId(1)][..])));
+        std::fs::write(&path, b"not a log at all").expect("write");
+        assert!(matches!(
+            FileLog::open(&path),
+            Err(LogError::NotALog { .. })
+        ));
+        std::fs::remove_file(&path).ok();
+    }
+}

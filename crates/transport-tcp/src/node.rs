@@ -31,6 +31,9 @@ const READ_BUF: usize = 64 * 1024;
 /// Posting returns `QueueFull` while this many bytes wait for a peer that stopped reading.
 const HIGH_WATER: usize = 8 << 20;
 
+/// The driver's epoll token for its wake-up eventfd (links use their index).
+const WAKEUP_TOKEN: u64 = u64::MAX;
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -90,6 +93,10 @@ pub(crate) struct Link {
     pub(crate) peer_incarnation: u64,
     stream: TcpStream,
     fd: RawFd,
+    /// The reader thread's epoll instance: this link's socket, registered exclusively after the
+    /// driver's registration (see [`sys::Epoll`]), so the reader thread is woken only for bytes
+    /// that arrive while the driver is not blocked in `wait`.
+    reader_ep: sys::Epoll,
     state: Mutex<LinkState>,
     rx: Mutex<RxState>,
     dirty: AtomicBool,
@@ -113,6 +120,9 @@ pub(crate) struct Shared {
     inbox_len: AtomicUsize,
     /// Wakes the driver blocked in `wait` (only written while it is, see `wake_driver`).
     driver: sys::Wakeup,
+    /// What the driver blocks on in `wait`: the wake-up eventfd and every link's socket (edge
+    /// triggered, exclusive, registered before the reader threads' registrations).
+    driver_ep: sys::Epoll,
     driver_parked: AtomicBool,
     wake_pending: AtomicBool,
     timer: Unparker,
@@ -184,7 +194,7 @@ pub struct TcpNode {
     /// Per link (same index as the links): unsignaled ops not yet handed over.
     staged: Vec<Staged>,
     /// Scratch for `wait` (no allocation per call).
-    pollfds: Vec<libc::pollfd>,
+    ready: Vec<libc::epoll_event>,
     incarnation: u64,
     local_addr: SocketAddr,
     acceptor: Option<Acceptor>,
@@ -609,8 +619,9 @@ impl Shared {
 
 impl Shared {
     /// Reads whatever the socket holds, without blocking, and applies it. Returns `false` once
-    /// the link is closed (failed, or the node is shutting down).
-    fn receive(&self, link: &Link, rx: &mut RxState) -> bool {
+    /// the link is closed (failed, or the node is shutting down). `by_driver`: the driver itself
+    /// is receiving (so it need not be woken; its next `poll` sees what was applied).
+    fn receive(&self, link: &Link, rx: &mut RxState, by_driver: bool) -> bool {
         loop {
             if link.failed.load(Ordering::Acquire) {
                 return false;
@@ -679,7 +690,7 @@ impl Shared {
             }
             if st.failed.is_some() {
                 drop(st);
-                if woke {
+                if woke && !by_driver {
                     self.wake_driver();
                 }
                 return false;
@@ -691,7 +702,7 @@ impl Shared {
             }
             self.flush_locked(link, &mut st);
             drop(st);
-            if woke {
+            if woke && !by_driver {
                 self.wake_driver();
             }
             rx.buf.copy_within(pos..rx.filled, 0);
@@ -716,16 +727,18 @@ impl Shared {
 }
 
 /// The reader thread of one link: waits until the socket is readable (holding no lock), then
-/// reads and applies frames in order.
+/// reads and applies frames in order. It is woken only for bytes that arrive while the driver
+/// is not blocked in `wait` (the driver reads the others itself, see [`sys::Epoll`]).
 fn reader_loop(shared: Arc<Shared>, idx: usize) {
     let link = &shared.links[idx];
+    let mut ready = [libc::epoll_event { events: 0, u64: 0 }];
     loop {
         if link.failed.load(Ordering::Acquire) || shared.closing.load(Ordering::Acquire) {
             return;
         }
-        sys::wait_readable(link.fd);
+        link.reader_ep.wait(&mut ready, None);
         let mut rx = lock(&link.rx);
-        if !shared.receive(link, &mut rx) {
+        if !shared.receive(link, &mut rx, false) {
             return;
         }
     }
@@ -851,8 +864,15 @@ impl TcpNode {
         let clock = SystemClock::new();
         let now = clock.now();
         let tick = (config.heartbeat_period / 2).max(Duration::from_millis(1));
+        let driver = sys::Wakeup::new().map_err(StartError::Thread)?;
+        let driver_ep = sys::Epoll::new().map_err(StartError::Thread)?;
+        driver_ep
+            .add(driver.fd(), sys::IN, WAKEUP_TOKEN)
+            .map_err(StartError::Thread)?;
+        let mut connected = connected;
+        connected.sort_by_key(|c| c.peer);
         let mut links = Vec::with_capacity(connected.len());
-        for c in connected {
+        for (idx, c) in connected.into_iter().enumerate() {
             c.stream
                 .set_read_timeout(None)
                 .map_err(|e| StartError::Socket {
@@ -861,11 +881,25 @@ impl TcpNode {
                 })?;
             dir.add_peer(c.peer, &c.regions);
             let fd = c.stream.as_raw_fd();
+            // The driver's registration first: an exclusive wake-up goes to the first instance
+            // with a waiter, in registration order.
+            let socket_err = |source| StartError::Socket {
+                peer: c.peer,
+                source,
+            };
+            driver_ep
+                .add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, idx as u64)
+                .map_err(socket_err)?;
+            let reader_ep = sys::Epoll::new().map_err(socket_err)?;
+            reader_ep
+                .add(fd, sys::IN | sys::EXCLUSIVE, idx as u64)
+                .map_err(socket_err)?;
             links.push(Link {
                 peer: c.peer,
                 peer_incarnation: c.incarnation,
                 stream: c.stream,
                 fd,
+                reader_ep,
                 state: Mutex::new(LinkState {
                     buf: Vec::with_capacity(config.coalesce_bytes * 2),
                     next_seq: 0,
@@ -890,8 +924,6 @@ impl TcpNode {
                 max_body,
             });
         }
-        links.sort_by_key(|l| l.peer);
-        let driver = sys::Wakeup::new().map_err(StartError::Thread)?;
         let nlinks = links.len();
         let timer_parker = Parker::new();
         let shared = Arc::new(Shared {
@@ -905,6 +937,7 @@ impl TcpNode {
             inbox: Mutex::new(VecDeque::new()),
             inbox_len: AtomicUsize::new(0),
             driver,
+            driver_ep,
             driver_parked: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             timer: timer_parker.unparker().clone(),
@@ -936,7 +969,7 @@ impl TcpNode {
             dir,
             next_op: 0,
             staged: (0..nlinks).map(|_| Staged::default()).collect(),
-            pollfds: Vec::new(),
+            ready: vec![libc::epoll_event { events: 0, u64: 0 }; nlinks + 1],
             incarnation,
             local_addr,
             acceptor: Some(acceptor),
@@ -1032,7 +1065,7 @@ impl TcpNode {
                 Err(TryLockError::Poisoned(p)) => p.into_inner(),
                 Err(TryLockError::WouldBlock) => continue,
             };
-            self.shared.receive(link, &mut rx);
+            self.shared.receive(link, &mut rx, true);
         }
     }
 }
@@ -1406,32 +1439,26 @@ impl Transport for TcpNode {
             s.driver_parked.store(false, Ordering::SeqCst);
             return;
         }
-        // Block in the kernel on the wake-up eventfd and on the sockets that owe this driver an
-        // answer, so that an answer wakes the driver directly (one thread wake-up, not two).
-        self.pollfds.clear();
-        self.pollfds.push(libc::pollfd {
-            fd: s.driver.fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        for link in &s.links {
-            if link.outstanding.load(Ordering::Acquire) > 0 && !link.failed.load(Ordering::Acquire)
-            {
-                self.pollfds.push(libc::pollfd {
-                    fd: link.fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-            }
-        }
-        sys::wait_any(&mut self.pollfds, timeout);
+        // Block in the kernel on the wake-up eventfd and on every link's socket. Bytes that
+        // arrive while the driver is blocked here wake only the driver (not the link's reader
+        // thread, see `sys::Epoll`), so it must read them itself: an answer costs one thread
+        // wake-up, and so does an incoming op served while the driver waits.
+        let n = s.driver_ep.wait(&mut self.ready, Some(timeout));
         s.driver_parked.store(false, Ordering::SeqCst);
         s.wake_pending.store(false, Ordering::SeqCst);
-        if self.pollfds[0].revents != 0 {
-            s.driver.drain();
-        }
-        if self.pollfds[1..].iter().any(|p| p.revents != 0) {
-            self.receive_inline();
+        for i in 0..n {
+            let token = self.ready[i].u64;
+            if token == WAKEUP_TOKEN {
+                s.driver.drain();
+                continue;
+            }
+            let Some(link) = usize::try_from(token).ok().and_then(|i| s.links.get(i)) else {
+                continue;
+            };
+            // Blocking on the receive buffer, not trying: if the reader thread holds it, it may
+            // already be past its last read, and this wake-up went to the driver alone.
+            let mut rx = lock(&link.rx);
+            s.receive(link, &mut rx, true);
         }
     }
 }

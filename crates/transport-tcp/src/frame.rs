@@ -479,10 +479,16 @@ pub fn encode_write_header(
     len: usize,
     signaled: bool,
 ) {
+    // One append of a fixed-size array (posting small writes is the hot path).
     let kind = if signaled { K_WRITE_SIGNALED } else { K_WRITE };
-    header(buf, kind, 12 + len);
-    buf.extend_from_slice(&region.to_le_bytes());
-    buf.extend_from_slice(&offset.to_le_bytes());
+    // Callers bound every body by the connection's limit, which fits in a u32.
+    let body = u32::try_from(12 + len).unwrap_or(u32::MAX);
+    let mut h = [0u8; HEADER_LEN + 12];
+    h[..4].copy_from_slice(&body.to_le_bytes());
+    h[4] = kind;
+    h[5..9].copy_from_slice(&region.to_le_bytes());
+    h[9..].copy_from_slice(&offset.to_le_bytes());
+    buf.extend_from_slice(&h);
 }
 
 /// Appends a read request.

@@ -296,6 +296,23 @@ pub fn decode(buf: &[u8], max_body: usize) -> Result<Option<(Frame<'_>, usize)>,
     }
     let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     let kind = buf[4];
+    // The common case first: a whole write frame (the general path below decodes it the same).
+    if (kind == K_WRITE || kind == K_WRITE_SIGNALED)
+        && (12..=max_body).contains(&len)
+        && buf.len() >= HEADER_LEN + len
+    {
+        let mut r = [0u8; 4];
+        r.copy_from_slice(&buf[5..9]);
+        let mut o = [0u8; 8];
+        o.copy_from_slice(&buf[9..17]);
+        let frame = Frame::Write {
+            region: u32::from_le_bytes(r),
+            offset: u64::from_le_bytes(o),
+            data: &buf[HEADER_LEN + 12..HEADER_LEN + len],
+            signaled: kind == K_WRITE_SIGNALED,
+        };
+        return Ok(Some((frame, HEADER_LEN + len)));
+    }
     let max = match kind {
         K_HELLO | K_WELCOME | K_REFUSE => MAX_HANDSHAKE_BODY,
         _ => max_body,

@@ -195,6 +195,10 @@ pub struct TcpNode {
     staged: Vec<Staged>,
     /// Scratch for `wait` (no allocation per call).
     ready: Vec<libc::epoll_event>,
+    /// Calls of `poll` since the last `wait` or the last post of an op that needs an answer.
+    /// The first such `poll` does not read sockets itself: its answer cannot have arrived yet
+    /// (or `wait` just read it), and a driver that parks next saves a syscall per round trip.
+    polls: u32,
     incarnation: u64,
     local_addr: SocketAddr,
     acceptor: Option<Acceptor>,
@@ -974,6 +978,7 @@ impl TcpNode {
             next_op: 0,
             staged: (0..nlinks).map(|_| Staged::default()).collect(),
             ready: vec![libc::epoll_event { events: 0, u64: 0 }; nlinks + 1],
+            polls: 0,
             incarnation,
             local_addr,
             acceptor: Some(acceptor),
@@ -1316,6 +1321,7 @@ impl Transport for TcpNode {
     }
 
     fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
+        self.polls = 0;
         self.dir.check_remote(peer, src, dst.len)?;
         self.dir.check_local(dst)?;
         let len = u32::try_from(dst.len).map_err(|_| PostError::MessageTooLarge {
@@ -1343,6 +1349,7 @@ impl Transport for TcpNode {
         new: u64,
     ) -> Result<OpId, PostError> {
         self.dir.check_atomic(peer, word)?;
+        self.polls = 0;
         post_op(
             &self.shared,
             &mut self.staged,
@@ -1365,6 +1372,7 @@ impl Transport for TcpNode {
     }
 
     fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
+        self.polls = 0;
         self.dir.check_atomic(peer, word)?;
         post_op(
             &self.shared,
@@ -1397,6 +1405,7 @@ impl Transport for TcpNode {
     }
 
     fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
+        self.polls = 0;
         self.dir.check_fence(peer)?;
         post_op(
             &self.shared,
@@ -1413,7 +1422,8 @@ impl Transport for TcpNode {
 
     fn poll(&mut self, out: &mut [Event]) -> usize {
         self.flush_dirty();
-        if self.shared.events_len.load(Ordering::Acquire) == 0 {
+        self.polls = self.polls.saturating_add(1);
+        if self.polls > 1 && self.shared.events_len.load(Ordering::Acquire) == 0 {
             self.receive_inline();
         }
         if out.is_empty() || self.shared.events_len.load(Ordering::Acquire) == 0 {
@@ -1475,6 +1485,7 @@ impl Transport for TcpNode {
 
     fn wait(&mut self, timeout: Duration) {
         self.flush_dirty();
+        self.polls = 0;
         let s = Arc::clone(&self.shared);
         s.driver_parked.store(true, Ordering::SeqCst);
         if s.wake_pending.swap(false, Ordering::SeqCst)

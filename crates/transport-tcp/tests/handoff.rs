@@ -213,3 +213,42 @@ fn a_peer_crash_wakes_the_waiting_driver_and_is_reported_once() {
         .count();
     assert_eq!(failed, 1, "PeerFailed must be reported exactly once");
 }
+
+/// A driver that parks in `wait` with a long timeout between its round trips is always woken
+/// by the answer (never by the timeout): a lost wake-up in the hand-off would stall a round
+/// trip for the whole minute.
+#[test]
+fn parked_round_trips_are_woken_by_their_answers() {
+    const ROUNDS: u64 = 3000;
+    let mut nodes = pair();
+    let start = Instant::now();
+    let mut events = [Event::PeerFailed {
+        peer: NodeId(u32::MAX),
+        cause: FailureCause::Local,
+    }; 16];
+    let mut slowest = Duration::ZERO;
+    for i in 0..ROUNDS {
+        let t = Instant::now();
+        let op = nodes[0]
+            .compare_and_swap(NodeId(1), RemoteAddr::new(R, 0), i, i + 1)
+            .unwrap();
+        loop {
+            let n = nodes[0].poll(&mut events);
+            if let Some(e) = events[..n].first() {
+                assert_eq!(n, 1, "unexpected {:?}", &events[..n]);
+                match e {
+                    Event::Completion(c) if c.op == op => assert_eq!(c.result, Ok(i)),
+                    other => panic!("unexpected {other:?}"),
+                }
+                break;
+            }
+            nodes[0].wait(Duration::from_secs(60));
+            assert!(start.elapsed() < DEADLINE, "round trip {i} was not woken");
+        }
+        slowest = slowest.max(t.elapsed());
+    }
+    eprintln!(
+        "{ROUNDS} parked round trips in {:?}, slowest {slowest:?}",
+        start.elapsed()
+    );
+}

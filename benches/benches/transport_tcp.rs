@@ -1,8 +1,12 @@
 //! The TCP fabric over loopback, each figure beside its raw-TCP baseline measured in the same run:
 #![allow(missing_docs)] // criterion_group! generates undocumented items
-//! posted 8 B, 64 B and 1 KiB writes per second against a raw TCP stream of equal-sized frames
-//! (buffered like ours, TCP_NODELAY, the receiver parsing every frame and copying its payload),
-//! and CAS and read round trips against a raw TCP ping-pong of the same sizes.
+//! posted 8 B, 64 B and 1 KiB writes per second against two raw TCP streams of equal-sized
+//! frames (buffered like ours, TCP_NODELAY, the receiver parsing every frame and copying its
+//! payload): `raw_tcp_stream` frames carry a length only (the receiver copies every payload to
+//! the same place), `raw_tcp_stream_addressed` frames also carry the destination offset that any
+//! remote write needs (the sender copies the payload from its source buffer, the receiver
+//! bounds-checks the offset and copies the payload there). CAS and read round trips (driver
+//! busy-polling, and parked in `wait`) against a raw TCP ping-pong of the same sizes.
 
 use std::hint::black_box;
 use std::io::{BufWriter, Read, Write};
@@ -120,6 +124,59 @@ fn writes(c: &mut Criterion) {
                 black_box(receiver.join().ok());
             },
         );
+
+        g.bench_with_input(
+            BenchmarkId::new("raw_tcp_stream_addressed", size),
+            &size,
+            |b, &size| {
+                let (tx, mut rx) = raw_pair();
+                let receiver = thread::spawn(move || {
+                    // Parse every frame, bounds-check its offset, copy its payload there.
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let mut memory = vec![0u8; 1 << 20];
+                    let (mut filled, mut frames) = (0usize, 0u64);
+                    loop {
+                        match rx.read(&mut buf[filled..]) {
+                            Ok(0) | Err(_) => return (frames, memory[0]),
+                            Ok(n) => filled += n,
+                        }
+                        let mut pos = 0;
+                        while filled - pos >= 12 {
+                            let b = &buf[pos..];
+                            let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+                            if filled - pos < 12 + len {
+                                break;
+                            }
+                            let mut o = [0u8; 8];
+                            o.copy_from_slice(&b[4..12]);
+                            let off = u64::from_le_bytes(o) as usize;
+                            let Some(dst) = memory.get_mut(off..off.saturating_add(len)) else {
+                                return (frames, 0); // out of bounds: a protocol error
+                            };
+                            dst.copy_from_slice(&b[12..12 + len]);
+                            pos += 12 + len;
+                            frames += 1;
+                        }
+                        buf.copy_within(pos..filled, 0);
+                        filled -= pos;
+                    }
+                });
+                let mut w = BufWriter::with_capacity(16 * 1024, tx);
+                let source = vec![7u8; 1 << 20];
+                b.iter(|| {
+                    for i in 0..BATCH as usize {
+                        let off = (i * size) % (512 * 1024);
+                        w.write_all(&(size as u32).to_le_bytes()).expect("write");
+                        w.write_all(&(off as u64).to_le_bytes()).expect("write");
+                        w.write_all(black_box(&source[off..off + size]))
+                            .expect("write");
+                    }
+                    w.flush().expect("flush");
+                });
+                drop(w);
+                black_box(receiver.join().ok());
+            },
+        );
     }
     g.finish();
 }
@@ -167,8 +224,8 @@ fn round_trips(c: &mut Criterion) {
             expected = await_completions(&mut nodes[0], 1) + 1;
         })
     });
-    // The same, but the driver parks in `wait` between polls instead of spinning: the reader
-    // thread applies the answer and wakes it (what a driver without busy_poll does).
+    // The same, but the driver parks in `wait` between polls instead of spinning (what a driver
+    // without busy_poll does): the answer wakes the driver, which reads it itself.
     g.bench_function("squall_tcp_cas_parked", |b| {
         b.iter(|| {
             let r = nodes[0].compare_and_swap(NodeId(1), word, expected, expected + 1);
@@ -202,6 +259,21 @@ fn round_trips(c: &mut Criterion) {
                     );
                     black_box(r.is_ok());
                     await_completions(&mut nodes[0], 1);
+                })
+            },
+        );
+        g.bench_with_input(
+            BenchmarkId::new("squall_tcp_read_parked", size),
+            &size,
+            |b, &size| {
+                b.iter(|| {
+                    let r = nodes[0].read(
+                        NodeId(1),
+                        RemoteAddr::new(REGION, 0),
+                        LocalSlice::new(REGION, 4096, size),
+                    );
+                    black_box(r.is_ok());
+                    await_parked(&mut nodes[0]);
                 })
             },
         );

@@ -296,6 +296,23 @@ pub fn decode(buf: &[u8], max_body: usize) -> Result<Option<(Frame<'_>, usize)>,
     }
     let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     let kind = buf[4];
+    // The common case first: a whole write frame (the general path below decodes it the same).
+    if (kind == K_WRITE || kind == K_WRITE_SIGNALED)
+        && (12..=max_body).contains(&len)
+        && buf.len() >= HEADER_LEN + len
+    {
+        let mut r = [0u8; 4];
+        r.copy_from_slice(&buf[5..9]);
+        let mut o = [0u8; 8];
+        o.copy_from_slice(&buf[9..17]);
+        let frame = Frame::Write {
+            region: u32::from_le_bytes(r),
+            offset: u64::from_le_bytes(o),
+            data: &buf[HEADER_LEN + 12..HEADER_LEN + len],
+            signaled: kind == K_WRITE_SIGNALED,
+        };
+        return Ok(Some((frame, HEADER_LEN + len)));
+    }
     let max = match kind {
         K_HELLO | K_WELCOME | K_REFUSE => MAX_HANDSHAKE_BODY,
         _ => max_body,
@@ -479,10 +496,16 @@ pub fn encode_write_header(
     len: usize,
     signaled: bool,
 ) {
+    // One append of a fixed-size array (posting small writes is the hot path).
     let kind = if signaled { K_WRITE_SIGNALED } else { K_WRITE };
-    header(buf, kind, 12 + len);
-    buf.extend_from_slice(&region.to_le_bytes());
-    buf.extend_from_slice(&offset.to_le_bytes());
+    // Callers bound every body by the connection's limit, which fits in a u32.
+    let body = u32::try_from(12 + len).unwrap_or(u32::MAX);
+    let mut h = [0u8; HEADER_LEN + 12];
+    h[..4].copy_from_slice(&body.to_le_bytes());
+    h[4] = kind;
+    h[5..9].copy_from_slice(&region.to_le_bytes());
+    h[9..].copy_from_slice(&offset.to_le_bytes());
+    buf.extend_from_slice(&h);
 }
 
 /// Appends a read request.

@@ -31,6 +31,9 @@ const READ_BUF: usize = 64 * 1024;
 /// Posting returns `QueueFull` while this many bytes wait for a peer that stopped reading.
 const HIGH_WATER: usize = 8 << 20;
 
+/// The driver's epoll token for its wake-up eventfd (links use their index).
+const WAKEUP_TOKEN: u64 = u64::MAX;
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -90,6 +93,10 @@ pub(crate) struct Link {
     pub(crate) peer_incarnation: u64,
     stream: TcpStream,
     fd: RawFd,
+    /// The reader thread's epoll instance: this link's socket, registered exclusively after the
+    /// driver's registration (see [`sys::Epoll`]), so the reader thread is woken only for bytes
+    /// that arrive while the driver is not blocked in `wait`.
+    reader_ep: sys::Epoll,
     state: Mutex<LinkState>,
     rx: Mutex<RxState>,
     dirty: AtomicBool,
@@ -113,6 +120,9 @@ pub(crate) struct Shared {
     inbox_len: AtomicUsize,
     /// Wakes the driver blocked in `wait` (only written while it is, see `wake_driver`).
     driver: sys::Wakeup,
+    /// What the driver blocks on in `wait`: the wake-up eventfd and every link's socket (edge
+    /// triggered, exclusive, registered before the reader threads' registrations).
+    driver_ep: sys::Epoll,
     driver_parked: AtomicBool,
     wake_pending: AtomicBool,
     timer: Unparker,
@@ -184,7 +194,11 @@ pub struct TcpNode {
     /// Per link (same index as the links): unsignaled ops not yet handed over.
     staged: Vec<Staged>,
     /// Scratch for `wait` (no allocation per call).
-    pollfds: Vec<libc::pollfd>,
+    ready: Vec<libc::epoll_event>,
+    /// Calls of `poll` since the last `wait` or the last post of an op that needs an answer.
+    /// The first such `poll` does not read sockets itself: its answer cannot have arrived yet
+    /// (or `wait` just read it), and a driver that parks next saves a syscall per round trip.
+    polls: u32,
     incarnation: u64,
     local_addr: SocketAddr,
     acceptor: Option<Acceptor>,
@@ -362,7 +376,12 @@ impl Shared {
                 });
                 st.next_seq += count;
             }
-            st.buf.extend_from_slice(&staged.buf);
+            if st.buf.is_empty() {
+                // The usual case: no copy, the buffers trade places (both keep their capacity).
+                std::mem::swap(&mut st.buf, &mut staged.buf);
+            } else {
+                st.buf.extend_from_slice(&staged.buf);
+            }
             st.outstanding += staged.count;
             link.outstanding
                 .store(st.outstanding as usize, Ordering::Release);
@@ -523,7 +542,7 @@ impl Shared {
                 signaled,
             } => {
                 let (r, off) = at(region, offset, data.len())?;
-                r.write_bytes(off, data).map_err(|e| e.to_string())?;
+                copy_in(r, off, data);
                 *woke = true;
                 *need_applied |= signaled;
             }
@@ -537,8 +556,7 @@ impl Shared {
                 frame::encode_read_data_header(&mut st.buf, seq, len);
                 let start = st.buf.len();
                 st.buf.resize(start + len, 0);
-                r.read_bytes(off, &mut st.buf[start..])
-                    .map_err(|e| e.to_string())?;
+                copy_out(r, off, &mut st.buf[start..]);
                 st.acked_rx = seq;
             }
             Frame::Cas {
@@ -609,8 +627,9 @@ impl Shared {
 
 impl Shared {
     /// Reads whatever the socket holds, without blocking, and applies it. Returns `false` once
-    /// the link is closed (failed, or the node is shutting down).
-    fn receive(&self, link: &Link, rx: &mut RxState) -> bool {
+    /// the link is closed (failed, or the node is shutting down). `by_driver`: the driver itself
+    /// is receiving (so it need not be woken; its next `poll` sees what was applied).
+    fn receive(&self, link: &Link, rx: &mut RxState, by_driver: bool) -> bool {
         loop {
             if link.failed.load(Ordering::Acquire) {
                 return false;
@@ -679,7 +698,7 @@ impl Shared {
             }
             if st.failed.is_some() {
                 drop(st);
-                if woke {
+                if woke && !by_driver {
                     self.wake_driver();
                 }
                 return false;
@@ -691,7 +710,7 @@ impl Shared {
             }
             self.flush_locked(link, &mut st);
             drop(st);
-            if woke {
+            if woke && !by_driver {
                 self.wake_driver();
             }
             rx.buf.copy_within(pos..rx.filled, 0);
@@ -716,16 +735,18 @@ impl Shared {
 }
 
 /// The reader thread of one link: waits until the socket is readable (holding no lock), then
-/// reads and applies frames in order.
+/// reads and applies frames in order. It is woken only for bytes that arrive while the driver
+/// is not blocked in `wait` (the driver reads the others itself, see [`sys::Epoll`]).
 fn reader_loop(shared: Arc<Shared>, idx: usize) {
     let link = &shared.links[idx];
+    let mut ready = [libc::epoll_event { events: 0, u64: 0 }];
     loop {
         if link.failed.load(Ordering::Acquire) || shared.closing.load(Ordering::Acquire) {
             return;
         }
-        sys::wait_readable(link.fd);
+        link.reader_ep.wait(&mut ready, None);
         let mut rx = lock(&link.rx);
-        if !shared.receive(link, &mut rx) {
+        if !shared.receive(link, &mut rx, false) {
             return;
         }
     }
@@ -851,8 +872,15 @@ impl TcpNode {
         let clock = SystemClock::new();
         let now = clock.now();
         let tick = (config.heartbeat_period / 2).max(Duration::from_millis(1));
+        let driver = sys::Wakeup::new().map_err(StartError::Thread)?;
+        let driver_ep = sys::Epoll::new().map_err(StartError::Thread)?;
+        driver_ep
+            .add(driver.fd(), sys::IN, WAKEUP_TOKEN)
+            .map_err(StartError::Thread)?;
+        let mut connected = connected;
+        connected.sort_by_key(|c| c.peer);
         let mut links = Vec::with_capacity(connected.len());
-        for c in connected {
+        for (idx, c) in connected.into_iter().enumerate() {
             c.stream
                 .set_read_timeout(None)
                 .map_err(|e| StartError::Socket {
@@ -861,11 +889,25 @@ impl TcpNode {
                 })?;
             dir.add_peer(c.peer, &c.regions);
             let fd = c.stream.as_raw_fd();
+            // The driver's registration first: an exclusive wake-up goes to the first instance
+            // with a waiter, in registration order.
+            let socket_err = |source| StartError::Socket {
+                peer: c.peer,
+                source,
+            };
+            driver_ep
+                .add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, idx as u64)
+                .map_err(socket_err)?;
+            let reader_ep = sys::Epoll::new().map_err(socket_err)?;
+            reader_ep
+                .add(fd, sys::IN | sys::EXCLUSIVE, idx as u64)
+                .map_err(socket_err)?;
             links.push(Link {
                 peer: c.peer,
                 peer_incarnation: c.incarnation,
                 stream: c.stream,
                 fd,
+                reader_ep,
                 state: Mutex::new(LinkState {
                     buf: Vec::with_capacity(config.coalesce_bytes * 2),
                     next_seq: 0,
@@ -890,8 +932,6 @@ impl TcpNode {
                 max_body,
             });
         }
-        links.sort_by_key(|l| l.peer);
-        let driver = sys::Wakeup::new().map_err(StartError::Thread)?;
         let nlinks = links.len();
         let timer_parker = Parker::new();
         let shared = Arc::new(Shared {
@@ -905,6 +945,7 @@ impl TcpNode {
             inbox: Mutex::new(VecDeque::new()),
             inbox_len: AtomicUsize::new(0),
             driver,
+            driver_ep,
             driver_parked: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             timer: timer_parker.unparker().clone(),
@@ -936,7 +977,8 @@ impl TcpNode {
             dir,
             next_op: 0,
             staged: (0..nlinks).map(|_| Staged::default()).collect(),
-            pollfds: Vec::new(),
+            ready: vec![libc::epoll_event { events: 0, u64: 0 }; nlinks + 1],
+            polls: 0,
             incarnation,
             local_addr,
             acceptor: Some(acceptor),
@@ -1032,7 +1074,7 @@ impl TcpNode {
                 Err(TryLockError::Poisoned(p)) => p.into_inner(),
                 Err(TryLockError::WouldBlock) => continue,
             };
-            self.shared.receive(link, &mut rx);
+            self.shared.receive(link, &mut rx, true);
         }
     }
 }
@@ -1165,6 +1207,49 @@ fn wire_region(id: RegionId) -> u32 {
     id.0
 }
 
+/// Appends `len` bytes of `region` at `offset` (bounds already checked) to `buf`, like
+/// [`copy_out`] but without zero-filling first when the bytes are whole aligned words.
+fn append_from(region: &Region, offset: usize, len: usize, buf: &mut Vec<u8>) {
+    if offset % 8 == 0 && len % 8 == 0 {
+        buf.reserve(len);
+        for w in offset / 8..(offset + len) / 8 {
+            buf.extend_from_slice(&region.load(w).to_le_bytes());
+        }
+    } else {
+        let start = buf.len();
+        buf.resize(start + len, 0);
+        let _ = region.read_bytes(offset, &mut buf[start..]);
+    }
+}
+
+/// Copies `src` into `region` at `offset` (bounds already checked) like
+/// [`Region::write_bytes`]: whole words stored with release ordering in ascending order (a
+/// fixed-size copy each when the bytes are whole aligned words), partial words merged.
+fn copy_in(region: &Region, offset: usize, src: &[u8]) {
+    if offset % 8 == 0 && src.len() % 8 == 0 {
+        for (i, chunk) in src.chunks_exact(8).enumerate() {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            region.store(offset / 8 + i, u64::from_le_bytes(word));
+        }
+    } else {
+        let _ = region.write_bytes(offset, src);
+    }
+}
+
+/// Copies bytes out of `region` at `offset` (bounds already checked) like
+/// [`Region::read_bytes`], each word loaded whole with acquire ordering, but whole aligned words
+/// with a fixed-size copy each (posting small writes is the hot path).
+fn copy_out(region: &Region, offset: usize, dst: &mut [u8]) {
+    if offset % 8 == 0 && dst.len() % 8 == 0 {
+        for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
+            chunk.copy_from_slice(&region.load(offset / 8 + i).to_le_bytes());
+        }
+    } else {
+        let _ = region.read_bytes(offset, dst);
+    }
+}
+
 impl Transport for TcpNode {
     fn local_id(&self) -> NodeId {
         self.me
@@ -1207,10 +1292,8 @@ impl Transport for TcpNode {
                 src.len,
                 signaled,
             );
-            let start = buf.len();
-            buf.resize(start + src.len, 0);
             // Bounds were checked by the directory above.
-            let _ = region.read_bytes(src.offset, &mut buf[start..]);
+            append_from(region, src.offset, src.len, buf);
         };
         if signaled {
             post_op(
@@ -1238,6 +1321,7 @@ impl Transport for TcpNode {
     }
 
     fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
+        self.polls = 0;
         self.dir.check_remote(peer, src, dst.len)?;
         self.dir.check_local(dst)?;
         let len = u32::try_from(dst.len).map_err(|_| PostError::MessageTooLarge {
@@ -1265,6 +1349,7 @@ impl Transport for TcpNode {
         new: u64,
     ) -> Result<OpId, PostError> {
         self.dir.check_atomic(peer, word)?;
+        self.polls = 0;
         post_op(
             &self.shared,
             &mut self.staged,
@@ -1287,6 +1372,7 @@ impl Transport for TcpNode {
     }
 
     fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
+        self.polls = 0;
         self.dir.check_atomic(peer, word)?;
         post_op(
             &self.shared,
@@ -1319,6 +1405,7 @@ impl Transport for TcpNode {
     }
 
     fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
+        self.polls = 0;
         self.dir.check_fence(peer)?;
         post_op(
             &self.shared,
@@ -1335,7 +1422,8 @@ impl Transport for TcpNode {
 
     fn poll(&mut self, out: &mut [Event]) -> usize {
         self.flush_dirty();
-        if self.shared.events_len.load(Ordering::Acquire) == 0 {
+        self.polls = self.polls.saturating_add(1);
+        if self.polls > 1 && self.shared.events_len.load(Ordering::Acquire) == 0 {
             self.receive_inline();
         }
         if out.is_empty() || self.shared.events_len.load(Ordering::Acquire) == 0 {
@@ -1397,6 +1485,7 @@ impl Transport for TcpNode {
 
     fn wait(&mut self, timeout: Duration) {
         self.flush_dirty();
+        self.polls = 0;
         let s = Arc::clone(&self.shared);
         s.driver_parked.store(true, Ordering::SeqCst);
         if s.wake_pending.swap(false, Ordering::SeqCst)
@@ -1406,32 +1495,63 @@ impl Transport for TcpNode {
             s.driver_parked.store(false, Ordering::SeqCst);
             return;
         }
-        // Block in the kernel on the wake-up eventfd and on the sockets that owe this driver an
-        // answer, so that an answer wakes the driver directly (one thread wake-up, not two).
-        self.pollfds.clear();
-        self.pollfds.push(libc::pollfd {
-            fd: s.driver.fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        for link in &s.links {
-            if link.outstanding.load(Ordering::Acquire) > 0 && !link.failed.load(Ordering::Acquire)
-            {
-                self.pollfds.push(libc::pollfd {
-                    fd: link.fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-            }
-        }
-        sys::wait_any(&mut self.pollfds, timeout);
+        // Block in the kernel on the wake-up eventfd and on every link's socket. Bytes that
+        // arrive while the driver is blocked here wake only the driver (not the link's reader
+        // thread, see `sys::Epoll`), so it must read them itself: an answer costs one thread
+        // wake-up, and so does an incoming op served while the driver waits.
+        let n = s.driver_ep.wait(&mut self.ready, Some(timeout));
         s.driver_parked.store(false, Ordering::SeqCst);
         s.wake_pending.store(false, Ordering::SeqCst);
-        if self.pollfds[0].revents != 0 {
-            s.driver.drain();
+        for i in 0..n {
+            let token = self.ready[i].u64;
+            if token == WAKEUP_TOKEN {
+                s.driver.drain();
+                continue;
+            }
+            let Some(link) = usize::try_from(token).ok().and_then(|i| s.links.get(i)) else {
+                continue;
+            };
+            // Blocking on the receive buffer, not trying: if the reader thread holds it, it may
+            // already be past its last read, and this wake-up went to the driver alone.
+            let mut rx = lock(&link.rx);
+            s.receive(link, &mut rx, true);
         }
-        if self.pollfds[1..].iter().any(|p| p.revents != 0) {
-            self.receive_inline();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_out_matches_read_bytes_aligned_or_not() {
+        let r = Region::new(RegionSpec::new(RegionId(0), 64)).expect("region");
+        for i in 0..8 {
+            r.store(i, 0x0102_0304_0506_0708u64.wrapping_mul(i as u64 + 1));
+        }
+        for (offset, len) in [(0, 8), (8, 16), (0, 64), (3, 8), (8, 5), (1, 62), (0, 0)] {
+            let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
+            copy_out(&r, offset, &mut a);
+            r.read_bytes(offset, &mut b).expect("in bounds");
+            assert_eq!(a, b, "offset {offset}, len {len}");
+            let mut c = vec![9u8; 3];
+            append_from(&r, offset, len, &mut c);
+            assert_eq!((&c[..3], &c[3..]), (&[9u8; 3][..], &b[..]));
+        }
+    }
+
+    #[test]
+    fn copy_in_matches_write_bytes_aligned_or_not() {
+        let spec = RegionSpec::new(RegionId(0), 64);
+        let (a, b) = (
+            Region::new(spec).expect("region"),
+            Region::new(spec).expect("region"),
+        );
+        let src: Vec<u8> = (1..=64).collect();
+        for (offset, len) in [(0, 8), (8, 16), (0, 64), (3, 8), (8, 5), (1, 62), (0, 0)] {
+            copy_in(&a, offset, &src[..len]);
+            b.write_bytes(offset, &src[..len]).expect("in bounds");
+            assert_eq!(a.snapshot(), b.snapshot(), "offset {offset}, len {len}");
         }
     }
 }

@@ -44,17 +44,6 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-/// Blocks until `fd` is readable, closed or in error.
-pub(crate) fn wait_readable(fd: RawFd) {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd. An error (EINTR) just returns; the caller loops.
-    unsafe { libc::poll(&mut p, 1, -1) };
-}
-
 /// Blocks until one of `fds` is writable (or in error), or `timeout` passes.
 pub(crate) fn wait_writable(fds: &[RawFd], timeout: Duration) {
     let mut ps: Vec<libc::pollfd> = fds
@@ -72,7 +61,7 @@ pub(crate) fn wait_writable(fds: &[RawFd], timeout: Duration) {
     unsafe { libc::poll(ps.as_mut_ptr(), ps.len() as libc::nfds_t, ms) };
 }
 
-/// An eventfd that wakes a driver blocked in [`wait_any`]; closed on drop.
+/// An eventfd that wakes a driver blocked in `Transport::wait`; closed on drop.
 pub(crate) struct Wakeup {
     fd: RawFd,
 }
@@ -115,19 +104,92 @@ impl Drop for Wakeup {
     }
 }
 
-/// Blocks until one of `fds` is readable, or `timeout` passes. Returns the fds' readiness.
-pub(crate) fn wait_any(fds: &mut [libc::pollfd], timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-    };
-    // SAFETY: `fds` is a valid array of pollfds for its length; `ts` lives across the call.
-    unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    };
+/// An epoll instance, closed on drop.
+///
+/// The read hand-off between a link's reader thread and the driver rests on `EPOLLEXCLUSIVE`:
+/// every link socket is registered exclusively, first in the driver's instance and then in its
+/// reader thread's. The kernel hands each readiness wake-up of an exclusive registration to the
+/// first instance that has a thread blocked in it, in registration order: to the driver while it
+/// is blocked in `Transport::wait`, otherwise to the reader thread. So exactly one thread wakes
+/// per arrival, and a driver waiting for an answer reads it itself (one wake-up, not two).
+pub(crate) struct Epoll {
+    fd: RawFd,
+}
+
+/// Readiness for input.
+pub(crate) const IN: u32 = libc::EPOLLIN as u32;
+/// Edge-triggered: reported once per arrival, not while unread bytes remain.
+pub(crate) const EDGE: u32 = libc::EPOLLET as u32;
+/// Wake only the first waiting instance (see [`Epoll`]).
+pub(crate) const EXCLUSIVE: u32 = libc::EPOLLEXCLUSIVE as u32;
+
+impl Epoll {
+    /// A fresh epoll instance.
+    pub(crate) fn new() -> io::Result<Epoll> {
+        // SAFETY: plain syscall; the returned fd is owned by the new value.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Epoll { fd })
+    }
+
+    /// Registers `fd` for `events`, reported with `token`.
+    pub(crate) fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: `ev` is a valid epoll_event; both fds are open.
+        if unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Blocks until a registered fd is ready or `timeout` passes (`None`: no limit); fills
+    /// `out` and returns how many entries are valid (0 on timeout or interruption).
+    pub(crate) fn wait(&self, out: &mut [libc::epoll_event], timeout: Option<Duration>) -> usize {
+        let max = i32::try_from(out.len()).unwrap_or(i32::MAX).max(1);
+        let n = match timeout {
+            None => {
+                // SAFETY: `out` is a valid array of at least `max` epoll_events.
+                unsafe { libc::epoll_wait(self.fd, out.as_mut_ptr(), max, -1) }
+            }
+            Some(t) => {
+                let ts = libc::timespec {
+                    tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+                    tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+                };
+                // epoll_pwait2 (Linux 5.11) takes a nanosecond timeout; called by number so
+                // that an older C library does not matter.
+                // SAFETY: `out` is a valid array of at least `max` epoll_events, `ts` lives
+                // across the call, and a null sigmask means "unchanged".
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_epoll_pwait2,
+                        self.fd,
+                        out.as_mut_ptr(),
+                        max,
+                        &ts as *const libc::timespec,
+                        std::ptr::null::<libc::sigset_t>(),
+                        0usize,
+                    )
+                };
+                if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+                    // An old kernel: millisecond resolution, rounded up so as never to be early.
+                    let ms = i32::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX);
+                    // SAFETY: as above.
+                    unsafe { libc::epoll_wait(self.fd, out.as_mut_ptr(), max, ms) }
+                } else {
+                    r as i32
+                }
+            }
+        };
+        usize::try_from(n).unwrap_or(0)
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        // SAFETY: we own the fd.
+        unsafe { libc::close(self.fd) };
+    }
 }

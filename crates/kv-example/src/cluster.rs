@@ -230,10 +230,12 @@ pub fn round_robin_config(n: usize) -> RrConfig {
 /// The CAS-Paxos settings a KV cluster of `n` replicas uses.
 pub fn cas_paxos_config(n: usize, seed: u64) -> LogConfig {
     LogConfig {
+        // A ring of 1024 slots in use at once (the leader keeps `window` ahead; delivered
+        // slots are reused), commands up to 2 KiB: about 19 MiB of value buffers per replica.
         layout: Layout {
             proposers: n,
-            slots: 16_384,
-            max_value_len: 512,
+            slots: 1024,
+            max_value_len: 2048,
         },
         window: 32,
         max_pending: 4096,

@@ -197,17 +197,19 @@ impl<S: StateMachine> ReplicaCore<S> {
                         return;
                     }
                 }
-                let waiting = self.pending.entry((client, seq)).or_default();
-                waiting.push(token);
-                if waiting.len() == 1 {
+                let owner = Owner::Command { client, seq };
+                self.pending.entry((client, seq)).or_default().push(token);
+                // A retry submits the command again unless it is still queued here: the first
+                // copy may have been lost (forwarded to a leader that crashed), and a second
+                // copy is harmless, since the session table applies it once.
+                if !self.outbox.iter().any(|(_, o)| *o == owner) {
                     let entry = Entry::Command {
                         client,
                         seq,
                         acked,
                         payload: &payload,
                     };
-                    self.outbox
-                        .push_back((entry.encode(), Owner::Command { client, seq }));
+                    self.outbox.push_back((entry.encode(), owner));
                 }
             }
             Request::Read { mode, query } => match mode {
@@ -680,6 +682,33 @@ mod tests {
                 .duplicates
                 .load(std::sync::atomic::Ordering::Relaxed),
             2
+        );
+    }
+
+    #[test]
+    fn a_retry_at_the_same_replica_resubmits_and_both_waiters_get_one_answer() {
+        let mut c = core(16);
+        let req = Request::Command {
+            client: 3,
+            seq: 1,
+            acked: 0,
+            payload: b"a".to_vec(),
+        };
+        c.request(1, req.clone());
+        c.request(2, req.clone()); // still queued: not queued twice
+        let first = c.outgoing().unwrap().to_vec();
+        c.submitted();
+        assert!(c.outgoing().is_none());
+        c.request(3, req); // submitted but unanswered (maybe lost): submit again
+        let second = c.outgoing().unwrap().to_vec();
+        c.submitted();
+        assert_eq!(first, second);
+        deliver(&mut c, first);
+        deliver(&mut c, second);
+        assert_eq!(c.state().0.len(), 1, "applied once");
+        assert_eq!(
+            c.take_replies(),
+            vec![(1, len(1)), (2, len(1)), (3, len(1))]
         );
     }
 

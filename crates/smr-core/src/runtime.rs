@@ -362,10 +362,12 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                     let _ = tx.send(r);
                 }
             }
-            if !busy && took == 0 {
-                if turns % 64 == 0 {
-                    self.forget_abandoned();
-                }
+            // Now and then (and whenever idle) forget requests nobody waits for any more.
+            let idle = !busy && took == 0;
+            if turns % 1024 == 0 || (idle && turns % 64 == 0) {
+                self.forget_abandoned();
+            }
+            if idle {
                 self.backend.wait(self.cfg.idle_park);
             }
         }

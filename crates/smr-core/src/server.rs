@@ -10,9 +10,11 @@
 use std::io;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use futures_util::FutureExt;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use crate::ConfigError;
 use crate::runtime::ReplicaHandle;
@@ -92,95 +94,94 @@ pub async fn serve(
     }
 }
 
+/// One connection, served by one task: it reads frames (a cancel-safe framed reader), hands
+/// each request to the replica, and writes responses as they complete, batching those that are
+/// ready into one write. No task per request and no writer task: a response costs one wake-up
+/// of this task.
 async fn connection(
     stream: TcpStream,
     replica: ReplicaHandle,
     cfg: ServerConfig,
 ) -> io::Result<()> {
     stream.set_nodelay(true)?;
-    let (mut rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(cfg.per_connection);
-    // The writer drains whatever responses are ready into one buffer per syscall.
-    let writer = tokio::spawn(async move {
-        let mut buf = Vec::new();
-        while let Some(frame) = rx.recv().await {
-            buf.clear();
-            buf.extend_from_slice(&frame);
-            while let Ok(more) = rx.try_recv() {
-                buf.extend_from_slice(&more);
-            }
-            wr.write_all(&buf).await?;
-        }
-        io::Result::Ok(())
-    });
-    let max_frame = cfg.max_request + wire::FRAME_HEADER;
-    let mut body = Vec::new();
-    let result = loop {
-        let mut prefix = [0u8; 4];
-        match rd.read_exact(&mut prefix).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break Ok(()),
-            Err(e) => break Err(e),
-        }
-        let len = match wire::frame_len(prefix, cfg.max_request) {
-            Ok(len) => len,
-            Err(e) => {
-                tracing::warn!(error = %e, "unreadable frame length; closing this connection");
-                let _ = tx.send(malformed(0, &e.to_string())).await;
-                break Ok(());
-            }
-        };
-        debug_assert!(len <= max_frame);
-        body.resize(len, 0);
-        if let Err(e) = rd.read_exact(&mut body).await {
-            break Err(e);
-        }
-        match Request::decode(&body, cfg.max_request) {
-            Ok((id, req)) => match replica.submit(req) {
-                Ok(pending) => {
-                    let tx = tx.clone();
-                    let limit = cfg.request_timeout;
-                    tokio::spawn(async move {
-                        let resp = match tokio::time::timeout(limit, pending).await {
-                            Ok(Ok(r)) => r,
-                            Ok(Err(_)) => Response::Error {
-                                code: ErrorCode::Unavailable,
-                                message: "the replica shut down".into(),
-                            },
-                            // Dropping the receiver lets the replica forget the request.
-                            Err(_) => Response::Error {
-                                code: ErrorCode::Unavailable,
-                                message: format!("no answer from the replica within {limit:?}"),
-                            },
-                        };
-                        let _ = tx.send(resp.encode(id)).await;
-                    });
+    let (rd, mut wr) = stream.into_split();
+    let codec = LengthDelimitedCodec::builder()
+        .little_endian()
+        .length_field_length(4)
+        .max_frame_length(cfg.max_request + wire::FRAME_HEADER - 4)
+        .new_codec();
+    let mut frames = FramedRead::new(rd, codec);
+    let mut inflight = FuturesUnordered::new();
+    let mut out = Vec::new();
+    let limit = cfg.request_timeout;
+    loop {
+        tokio::select! {
+            // Answers first: they free room, and the client waits for them.
+            Some((id, resp)) = inflight.next(), if !inflight.is_empty() => {
+                let resp: Response = resp;
+                out.clear();
+                out.extend_from_slice(&resp.encode(id));
+                // Everything else already answered goes out in the same write.
+                while let Some(Some((id, resp))) = inflight.next().now_or_never() {
+                    out.extend_from_slice(&resp.encode(id));
                 }
-                Err(busy) => {
-                    let r = Response::Error {
-                        code: ErrorCode::Busy,
-                        message: busy.to_string(),
-                    };
-                    if tx.send(r.encode(id)).await.is_err() {
-                        break Ok(());
+                wr.write_all(&out).await?;
+            }
+            frame = frames.next(), if inflight.len() < cfg.per_connection => {
+                let body = match frame {
+                    None => break,
+                    Some(Ok(body)) => body,
+                    Some(Err(e)) => {
+                        // An unreadable length cannot be skipped: answer, then close this
+                        // connection only.
+                        tracing::warn!(error = %e, "unreadable frame length; closing this connection");
+                        wr.write_all(&malformed(0, &e.to_string())).await?;
+                        break;
+                    }
+                };
+                match Request::decode(&body, cfg.max_request) {
+                    Ok((id, req)) => match replica.submit(req) {
+                        Ok(pending) => inflight.push(async move {
+                            let resp = match tokio::time::timeout(limit, pending).await {
+                                Ok(Ok(r)) => r,
+                                Ok(Err(_)) => Response::Error {
+                                    code: ErrorCode::Unavailable,
+                                    message: "the replica shut down".into(),
+                                },
+                                // Dropping the receiver lets the replica forget the request.
+                                Err(_) => Response::Error {
+                                    code: ErrorCode::Unavailable,
+                                    message: format!("no answer from the replica within {limit:?}"),
+                                },
+                            };
+                            (id, resp)
+                        }),
+                        Err(busy) => {
+                            let r = Response::Error {
+                                code: ErrorCode::Busy,
+                                message: busy.to_string(),
+                            };
+                            wr.write_all(&r.encode(id)).await?;
+                        }
+                    },
+                    Err(e) => {
+                        tracing::debug!(error = %e, "malformed request");
+                        let id = body
+                            .get(2..10)
+                            .and_then(|b| b.try_into().ok())
+                            .map_or(0, u64::from_le_bytes);
+                        wr.write_all(&malformed(id, &e.to_string())).await?;
                     }
                 }
-            },
-            Err(e) => {
-                tracing::debug!(error = %e, "malformed request");
-                let id = body
-                    .get(2..10)
-                    .and_then(|b| b.try_into().ok())
-                    .map_or(0, u64::from_le_bytes);
-                if tx.send(malformed(id, &e.to_string())).await.is_err() {
-                    break Ok(());
-                }
             }
+            else => break,
         }
-    };
-    drop(tx);
-    let _ = writer.await;
-    result
+    }
+    // The client closed its side: answer what is still in flight, then close.
+    while let Some((id, resp)) = inflight.next().await {
+        wr.write_all(&resp.encode(id)).await?;
+    }
+    Ok(())
 }
 
 fn malformed(id: u64, why: &str) -> Vec<u8> {

@@ -254,13 +254,22 @@ impl<T: Transport> Decree<T> {
         }
         let me = t.local_id().index();
         let lap = lap_of(slot, cfg.layout.slots);
+        let pos = cfg.layout.position(slot);
+        // Predict every acceptor to be where this node's own acceptor is: after a leader change
+        // that is the old leader's prepared (or accepted) state, so the new leader's first
+        // prepare succeeds in one round (Velos §5.1). A wrong guess only costs a failed CAS.
+        let local = t
+            .region(SLOTS)
+            .map(|r| SlotWord::unpack(r.load(pos)))
+            .filter(|w| w.lap == lap && w.min_proposal < cfg.rpc_threshold)
+            .unwrap_or(SlotWord::empty(lap));
         Ok(Decree {
             me,
             nodes,
             slot,
-            pos: cfg.layout.position(slot),
+            pos,
             lap,
-            predicted: vec![SlotWord::empty(lap); nodes],
+            predicted: vec![local; nodes],
             back: 0,
             accepts: Vec::new(),
             rpc: vec![None; nodes],

@@ -178,6 +178,10 @@ impl<T: Transport> std::fmt::Debug for CasPaxos<T> {
             .field("me", &self.me)
             .field("leader", &self.leader)
             .field("next_deliver", &self.next_deliver)
+            .field("wedged", &self.wedged)
+            .field("published", &self.published)
+            .field("ring_floor", &self.min_live_progress())
+            .field("reset_below", &self.reset_below)
             .field("instances", &self.slots.iter().take(4).collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
@@ -654,7 +658,7 @@ impl<T: Transport> CasPaxos<T> {
     ///
     /// A piggyback claim past the slot is proof enough to start at once (the claim landed after
     /// this node's word for the slot, which therefore missed the decided value); otherwise the
-    /// node waits `leader_timeout` and needs some node's progress past the slot.
+    /// node waits two heartbeat periods and needs some node's progress past the slot.
     fn recover(&mut self) {
         let now = self.ctl.now();
         let slot = self.next_deliver;
@@ -674,7 +678,10 @@ impl<T: Transport> CasPaxos<T> {
             self.stuck = (slot, now);
             return;
         }
-        if now.saturating_since(self.stuck.1) < self.cfg.leader_timeout {
+        // Progress is published at every heartbeat: two periods without learning a slot some
+        // node already delivered means this node's words missed it (e.g. the accepts reached it
+        // before it had reset the positions for their lap, so no claim landed here either).
+        if now.saturating_since(self.stuck.1) < self.cfg.heartbeat_period * 2 {
             return;
         }
         let ahead = self

@@ -310,7 +310,6 @@ fn ring_reuse_and_piggybacked_decisions_under_load() {
                 return Err(format!("delivered {n} of 450 commands"));
             }
             let leader = &o.stats[0];
-            eprintln!("seed {seed}: {:?}", o.stats);
             let followers: u64 = o.stats[1..].iter().map(|s| s.learned_by_piggyback).sum();
             if leader.piggybacked == 0 || followers == 0 {
                 return Err(format!("no decision was piggybacked: {:?}", o.stats));

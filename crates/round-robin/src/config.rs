@@ -65,7 +65,11 @@ pub enum Relay {
     /// RDMC's binomial pipeline (`BINOMIAL_SEND`): a hypercube exchange in which, once the
     /// pipeline is full, every member sends one chunk per step, and the sender writes `chunks +
     /// log2 n - 1` chunks in all. Meant for fabrics whose links, not CPUs, bound a large
-    /// transfer (RDMA). Used when the group size is a power of two; other sizes use the tree.
+    /// transfer (RDMA). Any group size: where it is not a power of two, the members beyond
+    /// the largest power of two are RDMC's *twins* of hypercube vertices (each gets every
+    /// chunk from its vertex one step after it and takes over the vertex's sends of chunks it
+    /// already holds); the sender then writes `chunks + floor(log2 n) - 1` chunks and the
+    /// message takes `chunks + ceil(log2 n) - 1` steps.
     BinomialPipeline,
 }
 
@@ -105,7 +109,7 @@ pub struct Config {
     /// the sender. Default 4.
     pub binomial_from: usize,
     /// The relay used from `binomial_from` members on: the pipelined binomial tree (default),
-    /// or RDMC's binomial pipeline where the group size is a power of two.
+    /// or RDMC's binomial pipeline (any size, with twin vertices beyond a power of two).
     pub relay: Relay,
     /// The region that holds the SST.
     pub table_region: RegionId,

@@ -13,7 +13,7 @@ use squall_transport::{
 use crate::config::{Config, Mode, Relay};
 use crate::error::{ConfigError, Error, StopReason};
 use crate::log::{Log, LogError, Recovery};
-use crate::schedule::{binomial_pipeline, hypercube_dim};
+use crate::schedule::binomial_pipeline;
 
 /// Message kinds, in the low byte of the 8-byte header that starts every SMC slot.
 const KIND_DATA: u64 = 0;
@@ -899,13 +899,9 @@ enum RelayPlan {
     /// Every chunk to each of these members (the sender's direct sends in small groups, a
     /// member's children in the binomial tree).
     Children(Vec<NodeId>),
-    /// RDMC's binomial pipeline: this member is `vertex` of a hypercube of `2^dim` vertices,
-    /// `members[v]` being vertex `v` (rotated so that the sender is 0).
-    Pipeline {
-        vertex: usize,
-        dim: u32,
-        members: Vec<NodeId>,
-    },
+    /// RDMC's binomial pipeline (hypercube with twins): this member is rank `vertex`,
+    /// `members[r]` being rank `r` (rotated so that the sender is 0).
+    Pipeline { vertex: usize, members: Vec<NodeId> },
 }
 
 impl RelayPlan {
@@ -915,14 +911,12 @@ impl RelayPlan {
             RelayPlan::Children(children) => (0..chunks)
                 .flat_map(|c| children.iter().map(move |&p| (p, c)))
                 .collect(),
-            RelayPlan::Pipeline {
-                vertex,
-                dim,
-                members,
-            } => binomial_pipeline(*vertex, *dim, chunks)
-                .into_iter()
-                .map(|(to, c)| (members[to], c))
-                .collect(),
+            RelayPlan::Pipeline { vertex, members } => {
+                binomial_pipeline(*vertex, members.len(), chunks)
+                    .into_iter()
+                    .map(|(to, c)| (members[to], c))
+                    .collect()
+            }
         }
     }
 
@@ -933,8 +927,9 @@ impl RelayPlan {
 
 /// How this member forwards `sender`'s large messages. Members are rotated so that the
 /// sender is 0. In a group smaller than `binomial_from` the sender writes to every other
-/// member and nobody forwards. In larger groups: RDMC's binomial pipeline when so configured
-/// and the size is a power of two; otherwise the binomial tree rooted at the sender, member `r`
+/// member and nobody forwards. In larger groups: RDMC's binomial pipeline (any size, with
+/// twins where it is not a power of two) when so configured; otherwise the binomial tree
+/// rooted at the sender, member `r`
 /// forwarding to `r + 2^i` for every `2^i > r`.
 fn relay_plan<T: Transport>(sst: &Sst<T>, sender: NodeId, cfg: &Config) -> RelayPlan {
     let n = sst.rows();
@@ -950,12 +945,9 @@ fn relay_plan<T: Transport>(sst: &Sst<T>, sender: NodeId, cfg: &Config) -> Relay
             Vec::new()
         });
     }
-    if cfg.relay == Relay::BinomialPipeline
-        && let Some(dim) = hypercube_dim(n)
-    {
+    if cfg.relay == Relay::BinomialPipeline {
         return RelayPlan::Pipeline {
             vertex: r,
-            dim,
             members: (0..n).map(rotated).collect(),
         };
     }
@@ -1115,8 +1107,8 @@ mod tests {
     /// The relay plans: for every group size, sender and relay kind, every member but the
     /// sender receives each chunk exactly once and the sender none; below `binomial_from` the
     /// sender writes every chunk to everyone; above it the tree's sender writes each chunk
-    /// `ceil(log2 n)` times, while the binomial pipeline's (power-of-two sizes) writes
-    /// `chunks + log2 n - 1` chunks in all.
+    /// `ceil(log2 n)` times, while the binomial pipeline's (every size, twins where it is not
+    /// a power of two) writes `chunks + floor(log2 n) - 1` chunks in all.
     #[test]
     fn relay_plans_deliver_every_chunk_exactly_once() {
         use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
@@ -1150,10 +1142,11 @@ mod tests {
                     }
                     let root_writes = groups[k].plans[k].transfers(chunks).len();
                     let log2 = (usize::BITS - (n - 1).leading_zeros()) as usize;
+                    let floor_log2 = (usize::BITS - 1 - n.leading_zeros()) as usize;
                     let want = if n < cfg.binomial_from {
                         (n - 1) * chunks
-                    } else if relay == Relay::BinomialPipeline && n.is_power_of_two() {
-                        chunks + log2 - 1
+                    } else if relay == Relay::BinomialPipeline {
+                        chunks + floor_log2 - 1
                     } else {
                         log2 * chunks
                     };

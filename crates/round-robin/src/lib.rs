@@ -21,7 +21,7 @@
 //!   writes each followed by an arrival marker, into the sender's receive buffer at every member
 //!   — directly from the sender in groups smaller than `binomial_from` (4); in larger ones
 //!   relayed chunk by chunk along a binomial tree rooted at the sender, or by RDMC's binomial
-//!   pipeline (a hypercube exchange, power-of-two sizes; [`Relay`]) — and announced by an SMC
+//!   pipeline (a hypercube exchange, twin vertices for other sizes; [`Relay`]) — and announced by an SMC
 //!   slot that joins the same order; a receiver takes it once every chunk's marker has landed.
 //! - **Failures**: a suspected member wedges the group ([`Upcall::Wedged`](squall_ordering::Upcall::Wedged));
 //!   nothing past the stable prefix is delivered. View changes are the membership layer's.

@@ -363,6 +363,17 @@ fn binomial_relay_in_groups_of_four_to_eight_seed_sweep() {
     );
 }
 
+/// RDMC's binomial pipeline with twin vertices, in groups of 5, 6 and 7 (a hypercube of 4
+/// with 1 to 3 twins); without a crash the group posts exactly `(n - 1)` writes per chunk.
+#[test]
+fn binomial_pipeline_with_twins_in_groups_of_five_to_seven_seed_sweep() {
+    check_seeds(
+        "binomial_pipeline_with_twins_in_groups_of_five_to_seven_seed_sweep",
+        30,
+        |seed| relay_sweep_case(seed, 5 + (seed % 3) as usize, Relay::BinomialPipeline),
+    );
+}
+
 /// RDMC's binomial pipeline (hypercube exchange) in groups of 4 and 8.
 #[test]
 fn binomial_pipeline_in_groups_of_four_and_eight_seed_sweep() {

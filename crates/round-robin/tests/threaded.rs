@@ -124,6 +124,15 @@ fn threaded_binomial_pipeline_identical_sequences() {
     assert_eq!(seqs[0].len(), 800);
 }
 
+/// The binomial pipeline with twin vertices under real races: 6 members (a hypercube of 4,
+/// vertices 1 and 2 with twins 4 and 5) on their own threads.
+#[test]
+fn threaded_binomial_pipeline_with_twins_identical_sequences() {
+    let seqs = run_relay(6, 100, Relay::BinomialPipeline, |_| Mode::Atomic);
+    assert!(seqs.iter().all(|s| *s == seqs[0]), "sequences differ");
+    assert_eq!(seqs[0].len(), 600);
+}
+
 #[test]
 fn threaded_unordered_fifo_per_sender() {
     let seqs = run(3, 200, |_| Mode::Unordered);

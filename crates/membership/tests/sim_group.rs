@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use proptest::prelude::*;
 use squall_membership::GmsConfig;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
@@ -20,7 +21,7 @@ use squall_ordering::check::History;
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
 use squall_round_robin::Config;
 use squall_transport::{NodeId, RegionId};
-use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
 
 /// What happens during a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -453,4 +454,66 @@ fn group_discards_happen_and_are_reported() {
             .discarded;
     }
     assert!(discarded > 0, "no message was ever past a trim");
+}
+
+fn plan_strategy() -> impl Strategy<Value = Plan> {
+    (any::<u64>(), 3usize..=5).prop_flat_map(|(seed, n)| {
+        let lose = (n - 1) / 2;
+        (
+            Just(seed),
+            Just(n),
+            proptest::collection::vec((0..n, 100usize..3000), 0..=lose),
+            any::<bool>(),
+            proptest::option::of((proptest::collection::vec(0..n, 1..=lose), 100usize..3000)),
+        )
+            .prop_map(move |(seed, n, crashes, leader, partition)| {
+                let mut faults = Vec::new();
+                let mut lost: Vec<usize> = Vec::new();
+                for (node, step) in crashes {
+                    if !lost.contains(&node) && lost.len() < lose {
+                        lost.push(node);
+                        faults.push(Fault::Crash { node, step });
+                    }
+                }
+                if leader && lost.len() < lose && !faults.is_empty() {
+                    lost.push(usize::MAX);
+                    faults.push(Fault::CrashLeaderAtDecision);
+                }
+                if let Some((mut side, step)) = partition {
+                    side.sort_unstable();
+                    side.dedup();
+                    side.retain(|i| !lost.contains(i));
+                    side.truncate(lose - lost.len().min(lose));
+                    if !side.is_empty() {
+                        faults.push(Fault::Partition {
+                            side,
+                            step,
+                            heal: 4500,
+                        });
+                    }
+                }
+                let min_views = u64::from(!faults.is_empty());
+                Plan {
+                    seed,
+                    n,
+                    faults,
+                    steps: 6000,
+                    settle: 1500,
+                    min_views,
+                }
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases(10)))]
+
+    /// Random crashes (up to a minority), the leader crashing mid-trim, a minority partition
+    /// and its heal, at random steps, with every member submitting: every check of `check`.
+    #[test]
+    fn proptest_group_crashes_leader_crashes_and_partitions(plan in plan_strategy()) {
+        if let Err(e) = run(&plan) {
+            prop_assert!(false, "{:?}: {}", plan, e);
+        }
+    }
 }

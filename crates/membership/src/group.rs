@@ -320,6 +320,13 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.stats
     }
 
+    /// Asks to leave gracefully: the group keeps running until the view without this member
+    /// is installed; it then delivers the old view up to the trim, reports its own messages
+    /// past it as [`Upcall::Discarded`], and stops (`stopped()` says it left).
+    pub fn leave(&mut self) -> Result<(), GroupError> {
+        Ok(self.gms.leave()?)
+    }
+
     /// The position the next delivered message gets.
     pub fn next_position(&self) -> u64 {
         self.epoch
@@ -379,6 +386,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
             // `view.id + 1`, which it does only after this point.
             let set = self.cfg.epoch_for(old_view.id, old_view.members.clone());
             self.mux.with(|t| RoundRobin::<T>::zero_regions(t, &set));
+        }
+        if !view.contains(self.gms.id()) {
+            // A leaver: it delivered up to the trim; the core reports `Left` next.
+            return Ok(());
         }
         self.stats.views += u64::from(view.id > 0);
         upcalls.push(Upcall::View(squall_ordering::View {

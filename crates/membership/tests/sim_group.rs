@@ -1,7 +1,7 @@
 //! `Group` (the membership core driving round-robin epochs) on the simulator, every member
 //! submitting throughout: followers crash (one view change, or two so that view 2 reuses view
 //! 0's zeroed region set), the leader crashes the moment it has decided the trim, a minority is
-//! partitioned away and healed. Checked at the end of every run with `squall_ordering::check`:
+//! partitioned away and healed, a member leaves. Checked at the end of every run with `squall_ordering::check`:
 //! integrity, positions and total order over every member's whole delivery sequence (across
 //! views, crashed members included); agreement among the survivors; every view installed at the
 //! same position by everyone who installed it (virtual synchrony: the same messages in the view
@@ -30,6 +30,8 @@ enum Fault {
     Crash { node: usize, step: usize },
     /// Crash whichever member leads the moment it has logged a decision (mid-trim), once.
     CrashLeaderAtDecision,
+    /// Node `node` asks to leave at `step`.
+    Leave { node: usize, step: usize },
     /// Cut `side` off from the rest at `step`; heal at `heal`.
     Partition {
         side: Vec<usize>,
@@ -71,6 +73,8 @@ struct Run {
     crashed: Vec<bool>,
     /// Nodes on the minority side of a partition (they may stop; they are not survivors).
     cut_off: Vec<bool>,
+    /// Nodes that asked to leave, and how many messages each had delivered when it left.
+    left: Vec<Option<Option<u64>>>,
     history: History<Vec<u8>>,
     next: Vec<u32>,
     submitted: Vec<Vec<Vec<u8>>>,
@@ -113,6 +117,7 @@ impl Run {
             groups,
             crashed: vec![false; plan.n],
             cut_off: vec![false; plan.n],
+            left: vec![None; plan.n],
             history: History::new(),
             next: vec![0; plan.n],
             submitted: vec![Vec::new(); plan.n],
@@ -172,6 +177,13 @@ impl Run {
                 Upcall::Wedged | Upcall::Durable(_) => {}
             }
         }
+        if let Some(l @ None) = &mut self.left[i]
+            && self.groups[i]
+                .stopped()
+                .is_some_and(|w| w.starts_with("left"))
+        {
+            *l = Some(self.delivered[i]);
+        }
         Ok(())
     }
 
@@ -210,6 +222,12 @@ fn run(plan: &Plan) -> Result<Stats, String> {
             match f {
                 Fault::Crash { node, step: at } if *at == step && !r.crashed[*node] => {
                     r.crash(*node);
+                }
+                Fault::Leave { node, step: at } if *at == step => {
+                    r.groups[*node]
+                        .leave()
+                        .map_err(|e| format!("n{node}: leave: {e}"))?;
+                    r.left[*node] = Some(None);
                 }
                 Fault::CrashLeaderAtDecision if !leader_crashed => {
                     if let Some(l) = r.leader_with_decision() {
@@ -262,7 +280,7 @@ struct Stats {
 
 fn check(plan: &Plan, r: &Run) -> Result<Stats, String> {
     let survivors: Vec<usize> = (0..plan.n)
-        .filter(|&i| !r.crashed[i] && !r.cut_off[i])
+        .filter(|&i| !r.crashed[i] && !r.cut_off[i] && r.left[i].is_none())
         .collect();
     let correct: Vec<NodeId> = survivors.iter().map(|&i| NodeId(i as u32)).collect();
     for &i in &survivors {
@@ -290,6 +308,24 @@ fn check(plan: &Plan, r: &Run) -> Result<Stats, String> {
                     at.insert(v, (i, pos));
                 }
             }
+        }
+    }
+    // A leaver delivered exactly what the others delivered before the view without it.
+    for (i, l) in r.left.iter().enumerate() {
+        let Some(l) = l else { continue };
+        let Some(at_leave) = l else {
+            return Err(format!("n{i} asked to leave but never left"));
+        };
+        let first_without = r.installs[survivors[0]]
+            .keys()
+            .copied()
+            .find(|&v| v > 0 && !r.installs[i].contains_key(&v))
+            .ok_or_else(|| format!("no view without the leaver n{i}"))?;
+        let there = r.installs[survivors[0]][&first_without];
+        if *at_leave != there {
+            return Err(format!(
+                "leaver n{i} delivered {at_leave} messages, the others {there} before view {first_without}"
+            ));
         }
     }
     // Everyone ends in the same view, at least `min_views` on, and delivered in it.
@@ -322,8 +358,12 @@ fn check(plan: &Plan, r: &Run) -> Result<Stats, String> {
             return Err(format!("n{i}: message {p:?} was discarded and delivered"));
         }
     }
-    for &i in &survivors {
-        let own: BTreeSet<&Vec<u8>> = r.history.deliveries(NodeId(i as u32)).collect();
+    // (Survivors agree, so one survivor's sequence stands for all; a leaver is accountable too.)
+    let by_survivors: BTreeSet<&Vec<u8>> =
+        r.history.deliveries(NodeId(survivors[0] as u32)).collect();
+    let accountable = (0..plan.n).filter(|&i| survivors.contains(&i) || r.left[i].is_some());
+    for i in accountable {
+        let own = &by_survivors;
         for p in &r.submitted[i] {
             if own.contains(p) == r.discarded[i].contains(p) {
                 return Err(format!(
@@ -355,7 +395,7 @@ fn sweep(name: &str, default: u64, plan: impl Fn(u64) -> Plan) -> Stats {
 /// One follower crashes at a random step: view 1 without it.
 #[test]
 fn group_follower_crash_seed_sweep() {
-    let s = sweep("group_follower_crash_seed_sweep", 12, |seed| Plan {
+    let s = sweep("group_follower_crash_seed_sweep", 10, |seed| Plan {
         seed,
         n: 5,
         faults: vec![Fault::Crash {
@@ -373,7 +413,7 @@ fn group_follower_crash_seed_sweep() {
 /// Two followers crash one after the other: view 2 runs on view 0's region set, zeroed.
 #[test]
 fn group_two_followers_crash_view_two_reuses_the_first_region_set() {
-    sweep("group_two_followers_crash", 8, |seed| Plan {
+    sweep("group_two_followers_crash", 6, |seed| Plan {
         seed,
         n: 5,
         faults: vec![
@@ -396,7 +436,7 @@ fn group_two_followers_crash_view_two_reuses_the_first_region_set() {
 /// trim): the next leader adopts it or decides again; the survivors agree either way.
 #[test]
 fn group_leader_crash_mid_trim_seed_sweep() {
-    let s = sweep("group_leader_crash_mid_trim_seed_sweep", 12, |seed| Plan {
+    let s = sweep("group_leader_crash_mid_trim_seed_sweep", 10, |seed| Plan {
         seed,
         n: 5,
         faults: vec![
@@ -417,7 +457,7 @@ fn group_leader_crash_mid_trim_seed_sweep() {
 /// minority stops), and the survivors agree.
 #[test]
 fn group_minority_partition_and_heal_seed_sweep() {
-    sweep("group_minority_partition_and_heal", 8, |seed| Plan {
+    sweep("group_minority_partition_and_heal", 6, |seed| Plan {
         seed,
         n: 5,
         faults: vec![Fault::Partition {
@@ -426,6 +466,23 @@ fn group_minority_partition_and_heal_seed_sweep() {
             heal: 3500,
         }],
         steps: 5000,
+        settle: 1500,
+        min_views: 1,
+    });
+}
+
+/// A member leaves while everyone submits: it delivers up to the trim and stops; its messages
+/// past the trim are reported to it; the others carry on in the view without it.
+#[test]
+fn group_member_leaves_seed_sweep() {
+    sweep("group_member_leaves", 6, |seed| Plan {
+        seed,
+        n: 5,
+        faults: vec![Fault::Leave {
+            node: (seed % 5) as usize,
+            step: 300 + (seed * 61 % 1500) as usize,
+        }],
+        steps: 4000,
         settle: 1500,
         min_views: 1,
     });

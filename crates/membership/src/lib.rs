@@ -4,8 +4,9 @@
 //!
 //! The core never blocks, sleeps or spawns: a driver calls [`Gms::poll`] in a loop with the
 //! current multicast [`Epoch`] and acts on the [`GmsEvent`]s (wedge the epoch, deliver up to the
-//! trim, start the next epoch). Integration with `squall-round-robin` epochs comes next; the
-//! tests drive the core with a model epoch in the deterministic simulator.
+//! trim, start the next epoch). [`group::Group`] is that driver over `squall-round-robin` epochs,
+//! as a `squall_ordering::TotalOrder` endpoint; the core's own tests drive it with a model epoch
+//! in the deterministic simulator.
 //!
 //! Protocol in one paragraph: the leader is the lowest-ranked member a node does not suspect. A
 //! suspicion (gossiped and ORed through the table), a join request or a leave request makes the
@@ -53,6 +54,7 @@
 pub mod change;
 mod config;
 mod gms;
+pub mod group;
 pub mod log;
 pub mod trim;
 pub mod view;

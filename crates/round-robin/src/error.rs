@@ -79,3 +79,30 @@ pub enum StopReason {
     #[error(transparent)]
     Log(#[from] LogError),
 }
+
+/// Why an epoch could not apply a trim ([`RoundRobin::deliver_up_to`](crate::RoundRobin::deliver_up_to)).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum TrimError {
+    /// The epoch is still running: wedge it first.
+    #[error("the epoch must be wedged before a trim is applied")]
+    NotWedged,
+    /// The trim names a different number of senders.
+    #[error("the trim has {have} counts but the epoch has {senders} senders")]
+    Senders {
+        /// Counts in the trim.
+        have: usize,
+        /// Senders of the epoch.
+        senders: usize,
+    },
+    /// The trim asks for messages this member never received (it was computed without this
+    /// member's wedge counts: a bug in the layer above).
+    #[error("the trim delivers {trim} messages of {sender} but only {received} were received here")]
+    Beyond {
+        /// The sender.
+        sender: NodeId,
+        /// Its count in the trim.
+        trim: u64,
+        /// What this member received.
+        received: u64,
+    },
+}

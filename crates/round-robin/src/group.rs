@@ -11,7 +11,13 @@ use squall_transport::{
 };
 
 use crate::config::{Config, Mode, Relay};
-use crate::error::{ConfigError, Error, StopReason};
+use crate::error::{ConfigError, Error, StopReason, TrimError};
+
+/// An epoch's SST heartbeat interval (its suspicion timeout is twice this): long enough that
+/// the epoch's own detector never fires in practice (failure detection is the membership
+/// table's), short enough that time arithmetic cannot overflow. A stand-in until the SST can
+/// switch its detector off.
+pub const EPOCH_DETECTOR_OFF: Duration = Duration::from_secs(365 * 24 * 3600);
 use crate::log::{Log, LogError, Recovery};
 use crate::schedule::binomial_pipeline;
 
@@ -188,6 +194,9 @@ pub struct RoundRobin<T: Transport> {
     stopped: Option<StopReason>,
     scratch: Vec<u8>,
     stats: Stats,
+    /// Epoch mode: this member's data messages not yet delivered here, (index, payload), in
+    /// order, so that those past a trim can be handed back to the membership layer.
+    own: Option<VecDeque<(u64, Vec<u8>)>>,
 }
 
 impl<T: Transport> std::fmt::Debug for RoundRobin<T> {
@@ -235,12 +244,95 @@ impl<T: Transport> RoundRobin<T> {
     /// already holds records of `cfg.view` or a later view is refused
     /// ([`LogError::StaleView`](crate::log::LogError::StaleView)).
     pub fn new(transport: T, cfg: Config) -> Result<RoundRobin<T>, Error> {
+        Self::build(transport, cfg, None)
+    }
+
+    /// Sets up one view's epoch for a membership layer, over an existing pair of regions (the
+    /// table and large-message regions named in `cfg`, registered for the largest membership
+    /// and zeroed with [`zero_regions`](RoundRobin::zero_regions) since their last use).
+    /// Delivery positions start at `first_position` (continuing the previous view's).
+    ///
+    /// Differences from [`new`](RoundRobin::new): the epoch's own SST failure detector is
+    /// effectively off (one heartbeat at start, then [`EPOCH_DETECTOR_OFF`] between
+    /// heartbeats and as suspicion timeout; partition safety off) — failure detection belongs
+    /// to the membership table, and a heartbeat written after the wedge could land in a region
+    /// set that a later view reuses. A failure the transport reports still wedges the epoch.
+    /// The member keeps a copy of its own data messages until they are delivered, so that
+    /// [`deliver_up_to`](RoundRobin::deliver_up_to) can hand back those past the trim. Only
+    /// [`Mode::Atomic`] is supported.
+    ///
+    /// ```
+    /// use squall_ordering::{TotalOrder, Upcall};
+    /// use squall_round_robin::{Config, RoundRobin};
+    /// use squall_transport::NodeId;
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    ///
+    /// let cfg = Config { slot_size: 64, max_payload: 64, window: 4, ..Config::new(vec![NodeId(0), NodeId(1)]) };
+    /// let layout = RoundRobin::<squall_transport_mem::sim::SimNode>::layout(&cfg)?;
+    /// let (sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 2, &layout)?;
+    /// let b = nodes.pop().unwrap();
+    /// let mut a = RoundRobin::epoch(nodes.pop().unwrap(), cfg.clone(), 10)?;
+    /// let mut b = RoundRobin::epoch(b, cfg, 10)?;
+    /// a.submit(b"one")?;
+    /// let mut got = Vec::new();
+    /// while got.is_empty() {
+    ///     a.poll(&mut Vec::new());
+    ///     b.poll(&mut got);
+    ///     sim.step();
+    /// }
+    /// assert!(matches!(&got[0], Upcall::Deliver(d) if d.position == 10));
+    /// a.submit(b"two")?;
+    /// a.poll(&mut Vec::new()); // a receives its own message; the sim does not step: b never does
+    /// let (ra, rb) = (a.wedge(), b.wedge());
+    /// assert_eq!((ra, rb), (vec![2, 0], vec![1, 0]));
+    /// // The trim is what every survivor has: one message of a.
+    /// let mut out = Vec::new();
+    /// let back = a.deliver_up_to(&[1, 0], &mut out)?;
+    /// assert_eq!(back, vec![b"two".to_vec()]);
+    /// assert_eq!(a.next_position(), 11);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn epoch(transport: T, cfg: Config, first_position: u64) -> Result<RoundRobin<T>, Error> {
+        if cfg.mode != Mode::Atomic {
+            return Err(ConfigError::Invalid("a membership epoch runs in atomic mode").into());
+        }
+        let mut rr = Self::build(transport, cfg, Some(first_position))?;
+        rr.own = Some(VecDeque::new());
+        Ok(rr)
+    }
+
+    /// Zeroes this node's copies of the table and large-message regions named in `cfg`, so a
+    /// later epoch can start on them. Call only once no peer can still write there (see the
+    /// membership layer's reuse argument).
+    pub fn zero_regions(transport: &T, cfg: &Config) {
+        for id in [cfg.table_region, cfg.large_region] {
+            if let Some(r) = transport.region(id) {
+                for w in r.words() {
+                    w.store(0, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    fn build(
+        transport: T,
+        cfg: Config,
+        first_position: Option<u64>,
+    ) -> Result<RoundRobin<T>, Error> {
         cfg.validate()?;
         let (schema, f) = declare(&cfg)?;
-        let sst_cfg = SstConfig {
-            heartbeat_interval: cfg.heartbeat_interval,
-            suspicion_timeout: cfg.suspicion_timeout,
-            ..SstConfig::new(cfg.table_region, cfg.members.clone())
+        let sst_cfg = match first_position {
+            None => SstConfig {
+                heartbeat_interval: cfg.heartbeat_interval,
+                suspicion_timeout: cfg.suspicion_timeout,
+                ..SstConfig::new(cfg.table_region, cfg.members.clone())
+            },
+            Some(_) => SstConfig {
+                heartbeat_interval: EPOCH_DETECTOR_OFF,
+                suspicion_timeout: EPOCH_DETECTOR_OFF * 2,
+                partition_safety: false,
+                ..SstConfig::new(cfg.table_region, cfg.members.clone())
+            },
         };
         let large = if cfg.large_enabled() {
             let need = Self::large_len(&cfg);
@@ -311,7 +403,7 @@ impl<T: Transport> RoundRobin<T> {
             log_position: 0,
             queues: (0..ns).map(|_| VecDeque::new()).collect(),
             next_seq: 0,
-            position: 0,
+            position: first_position.unwrap_or(0),
             large,
             awaiting: (0..ns).map(|_| VecDeque::new()).collect(),
             relay: (0..ns).map(|_| (VecDeque::new(), Vec::new())).collect(),
@@ -325,10 +417,79 @@ impl<T: Transport> RoundRobin<T> {
             stopped: None,
             scratch: Vec::new(),
             stats: Stats::default(),
+            own: None,
             senders,
             sst,
             cfg,
         })
+    }
+
+    /// Epoch mode: wedges the epoch for good (nothing more is sent, received or delivered; the
+    /// caller stops polling it, so this member writes nothing more into its regions) and
+    /// returns, per sender rank, how many round-robin messages (data and nulls) this member
+    /// has received — a gap-free count per sender. Also works on an epoch that already wedged
+    /// itself (a failure the transport reported).
+    pub fn wedge(&mut self) -> Vec<u64> {
+        if !self.wedged {
+            tracing::debug!(me = %self.me(), received = ?self.received, "round-robin: epoch wedged");
+            self.wedged = true;
+        }
+        self.received.clone()
+    }
+
+    /// Epoch mode, after [`wedge`](RoundRobin::wedge): delivers, in sequence order, every
+    /// message up to the ragged trim `trim` (per sender rank, how many of its messages are
+    /// delivered in this view), and discards everything past it. Returns this member's own
+    /// data messages past the trim, in submission order, for the caller to resubmit in the next
+    /// view or report as discarded. Positions continue from the epoch's first position; see
+    /// [`next_position`](RoundRobin::next_position).
+    pub fn deliver_up_to(
+        &mut self,
+        trim: &[u64],
+        upcalls: &mut Vec<Upcall<Delivery>>,
+    ) -> Result<Vec<Vec<u8>>, TrimError> {
+        if !self.wedged {
+            return Err(TrimError::NotWedged);
+        }
+        if trim.len() != self.senders.len() {
+            return Err(TrimError::Senders {
+                have: trim.len(),
+                senders: self.senders.len(),
+            });
+        }
+        if let Some((k, (&t, &r))) = trim
+            .iter()
+            .zip(&self.received)
+            .enumerate()
+            .find(|(_, (t, r))| t > r)
+        {
+            return Err(TrimError::Beyond {
+                sender: self.senders[k],
+                trim: t,
+                received: r,
+            });
+        }
+        self.deliver_bounded(trim, upcalls);
+        for q in &mut self.queues {
+            q.clear();
+        }
+        for q in &mut self.awaiting {
+            q.clear();
+        }
+        let back: Vec<Vec<u8>> = self
+            .own
+            .as_mut()
+            .map(|own| own.drain(..).map(|(_, p)| p).collect())
+            .unwrap_or_default();
+        if !back.is_empty() {
+            tracing::debug!(me = %self.me(), discarded = back.len(), "round-robin: own messages past the trim");
+        }
+        Ok(back)
+    }
+
+    /// The position the next delivered message gets.
+    pub fn next_position(&self) -> u64 {
+        self.position
     }
 
     /// The table underneath.
@@ -432,6 +593,9 @@ impl<T: Transport> RoundRobin<T> {
                 .map_err(smc_submit_error)?;
         } else {
             self.send_large(rank, payload)?;
+        }
+        if let Some(own) = &mut self.own {
+            own.push_back((self.next_index, payload.to_vec()));
         }
         self.next_index += 1;
         Ok(())
@@ -815,9 +979,6 @@ impl<T: Transport> RoundRobin<T> {
 
     /// Delivers every stable message in sequence order.
     fn deliver(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, StopReason> {
-        let ns = self.senders.len() as u64;
-        let start = self.next_seq;
-        let mut batch = 0u64;
         let mut stable = vec![0u64; self.senders.len()];
         for (k, s) in stable.iter_mut().enumerate() {
             // Suspected rows count with their frozen values: nothing past the stable prefix.
@@ -825,6 +986,23 @@ impl<T: Transport> RoundRobin<T> {
                 .sst
                 .min_of(|r| self.sst.get_at(r, self.f.received, k).unwrap_or(0));
         }
+        if !self.deliver_bounded(&stable, upcalls) {
+            return Ok(false);
+        }
+        self.sst.set(self.f.delivered, self.next_seq);
+        self.sst
+            .push(self.f.delivered.range())
+            .map_err(StopReason::Sst)?;
+        Ok(true)
+    }
+
+    /// Delivers, in sequence order, every queued message below `bound` (per sender rank, how
+    /// many of its messages may be delivered); returns whether the sequence moved.
+    fn deliver_bounded(&mut self, bound: &[u64], upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
+        let ns = self.senders.len() as u64;
+        let start = self.next_seq;
+        let mut batch = 0u64;
+        let stable = bound;
         loop {
             let k = (self.next_seq % ns) as usize;
             let i = self.next_seq / ns;
@@ -845,6 +1023,11 @@ impl<T: Transport> RoundRobin<T> {
                     let Some(Entry::Data(payload)) = self.queues[k].pop_front() else {
                         break;
                     };
+                    if Some(k) == self.my_rank
+                        && let Some(own) = &mut self.own
+                    {
+                        own.pop_front();
+                    }
                     upcalls.push(Upcall::Deliver(Delivery {
                         position: self.position,
                         sender: self.senders[k],
@@ -866,14 +1049,7 @@ impl<T: Transport> RoundRobin<T> {
                 upcalls.push(Upcall::Durable(self.position - 1));
             }
         }
-        if self.next_seq == start {
-            return Ok(false);
-        }
-        self.sst.set(self.f.delivered, self.next_seq);
-        self.sst
-            .push(self.f.delivered.range())
-            .map_err(StopReason::Sst)?;
-        Ok(true)
+        self.next_seq != start
     }
 
     fn step(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, StopReason> {

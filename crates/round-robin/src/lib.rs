@@ -35,6 +35,6 @@ pub mod log;
 mod schedule;
 
 pub use config::{Config, Mode, Relay};
-pub use error::{ConfigError, Error, StopReason};
-pub use group::{RoundRobin, Stats};
+pub use error::{ConfigError, Error, StopReason, TrimError};
+pub use group::{EPOCH_DETECTOR_OFF, RoundRobin, Stats};
 pub use log::FsyncPolicy;

@@ -1,0 +1,259 @@
+//! Round-robin epochs as the membership layer uses them, on the simulator: every member
+//! submits, the epoch is wedged at a random moment, the ragged trim (per sender, the minimum
+//! received over the members, cut to the gap-free round-robin prefix) is applied everywhere;
+//! then every member zeroes the region pair and a second epoch runs on the same regions with
+//! positions continuing. Checks: identical delivery sequences (positions included) across both
+//! epochs; each sender's messages past the trim are handed back to it and delivered nowhere;
+//! delivered own messages plus handed-back ones are exactly what it submitted, in order; every
+//! message of the second epoch is delivered.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+use squall_round_robin::{Config, RoundRobin, TrimError};
+use squall_transport::mux::{Mux, MuxHandle};
+use squall_transport::{NodeId, RegionId};
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
+
+fn config(n: usize) -> Config {
+    Config {
+        window: 3,
+        slot_size: 24,
+        max_payload: 80,
+        chunk_size: 16,
+        ..Config::new((0..n as u32).map(NodeId).collect())
+    }
+}
+
+fn ragged_prefix(counts: &[u64]) -> Vec<u64> {
+    let k = counts.len() as u64;
+    let end = counts
+        .iter()
+        .enumerate()
+        .map(|(r, &c)| c * k + r as u64)
+        .min()
+        .unwrap_or(0);
+    (0..k).map(|r| end.saturating_sub(r).div_ceil(k)).collect()
+}
+
+fn payload(sender: usize, k: u32, large: bool) -> Vec<u8> {
+    let mut p = (sender as u32).to_le_bytes().to_vec();
+    p.extend_from_slice(&k.to_le_bytes());
+    if large {
+        p.resize(30 + k as usize % 40, k as u8);
+    }
+    p
+}
+
+struct Node {
+    mux: Mux<SimNode>,
+    rr: Option<RoundRobin<MuxHandle<SimNode>>>,
+    delivered: Vec<(u64, Vec<u8>)>,
+    submitted: Vec<Vec<u8>>,
+    back: Vec<Vec<u8>>,
+    next: u32,
+}
+
+fn drain(node: &mut Node, ups: &mut Vec<Upcall<Delivery>>) -> Result<(), String> {
+    for u in ups.drain(..) {
+        match u {
+            Upcall::Deliver(d) => {
+                let want = node.delivered.last().map_or(0, |l| l.0 + 1);
+                if d.position != want && !node.delivered.is_empty() {
+                    return Err(format!("position {} after {}", d.position, want - 1));
+                }
+                node.delivered.push((d.position, d.payload));
+            }
+            Upcall::Wedged => return Err("an epoch wedged without a failure".into()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Runs `steps` steps of submitting (if `submit`) and polling.
+fn run_epoch(sim: &Sim, nodes: &mut [Node], steps: usize, submit: bool) -> Result<(), String> {
+    let mut ups = Vec::new();
+    for _ in 0..steps {
+        for (i, node) in nodes.iter_mut().enumerate() {
+            let rr = node.rr.as_mut().unwrap();
+            if submit && sim.random(3) == 0 {
+                let p = payload(i, node.next, sim.random(4) == 0);
+                match rr.submit(&p) {
+                    Ok(()) => {
+                        node.submitted.push(p);
+                        node.next += 1;
+                    }
+                    Err(SubmitError::WindowFull) => {}
+                    Err(e) => return Err(format!("n{i}: submit: {e}")),
+                }
+            }
+            rr.poll(&mut ups);
+            drain(node, &mut ups)?;
+        }
+        sim.advance(Duration::from_micros(2));
+    }
+    Ok(())
+}
+
+fn one_seed(seed: u64, zero: bool) -> Result<(), String> {
+    let n = 2 + (seed % 3) as usize;
+    let cfg = config(n);
+    let layout = RoundRobin::<SimNode>::layout(&cfg).unwrap();
+    let (sim, endpoints) = Sim::cluster(SimConfig::seeded(seed), n, &layout).unwrap();
+    let mut nodes: Vec<Node> = endpoints
+        .into_iter()
+        .map(|t| {
+            let mux = Mux::new(t, &[cfg.table_region, cfg.large_region]);
+            let rr = RoundRobin::epoch(mux.handle(), cfg.clone(), 0).unwrap();
+            Node {
+                mux,
+                rr: Some(rr),
+                delivered: Vec::new(),
+                submitted: Vec::new(),
+                back: Vec::new(),
+                next: 0,
+            }
+        })
+        .collect();
+    // Epoch 1: submit, wedge at a random moment, trim.
+    run_epoch(&sim, &mut nodes, 50 + sim.random(600) as usize, true)?;
+    let counts: Vec<Vec<u64>> = nodes
+        .iter_mut()
+        .map(|x| x.rr.as_mut().unwrap().wedge())
+        .collect();
+    let min: Vec<u64> = (0..n)
+        .map(|k| counts.iter().map(|c| c[k]).min().unwrap())
+        .collect();
+    let trim = ragged_prefix(&min);
+    let mut ups = Vec::new();
+    for (i, node) in nodes.iter_mut().enumerate() {
+        let back = node
+            .rr
+            .as_mut()
+            .unwrap()
+            .deliver_up_to(&trim, &mut ups)
+            .map_err(|e| format!("n{i}: {e}"))?;
+        drain(node, &mut ups)?;
+        node.back = back;
+    }
+    let first = nodes[0].delivered.clone();
+    for (i, node) in nodes.iter().enumerate() {
+        if node.delivered != first {
+            return Err(format!("n{i} delivered a different sequence in epoch 1"));
+        }
+        let own: Vec<&Vec<u8>> = node
+            .delivered
+            .iter()
+            .map(|d| &d.1)
+            .filter(|p| p[0] as usize == i)
+            .collect();
+        let mut all: Vec<&Vec<u8>> = own.clone();
+        all.extend(node.back.iter());
+        if all != node.submitted.iter().collect::<Vec<_>>() {
+            return Err(format!(
+                "n{i}: delivered own {} + handed back {} != submitted {}",
+                own.len(),
+                node.back.len(),
+                node.submitted.len()
+            ));
+        }
+        for p in &node.back {
+            if nodes.iter().any(|m| m.delivered.iter().any(|d| &d.1 == p)) {
+                return Err(format!("n{i}: a handed-back message was delivered"));
+            }
+        }
+    }
+    let position = nodes[0].rr.as_ref().unwrap().next_position();
+    // The membership layer's barrier: no write of the old epoch is still in flight when a
+    // member zeroes (there, FIFO links put them ahead of the acks it waits for).
+    sim.run_until_idle(100_000);
+    // Epoch 2 on the same regions.
+    for node in &mut nodes {
+        node.rr = None;
+        if zero {
+            node.mux
+                .with(|t| RoundRobin::<SimNode>::zero_regions(t, &cfg));
+        }
+        node.rr = Some(RoundRobin::epoch(node.mux.handle(), cfg.clone(), position).unwrap());
+        node.submitted.clear();
+    }
+    run_epoch(&sim, &mut nodes, 300, true)?;
+    run_epoch(&sim, &mut nodes, 800, false)?;
+    let first = nodes[0].delivered.clone();
+    for (i, node) in nodes.iter().enumerate() {
+        if node.delivered != first {
+            return Err(format!("n{i} delivered a different sequence in epoch 2"));
+        }
+        let epoch2 = node.delivered.iter().filter(|d| d.0 >= position);
+        let own = epoch2.filter(|d| d.1[0] as usize == i).count();
+        if own != node.submitted.len() {
+            return Err(format!(
+                "n{i}: {} of its {} epoch-2 messages delivered",
+                own,
+                node.submitted.len()
+            ));
+        }
+    }
+    if nodes[0].delivered.last().is_some_and(|d| d.0 < position) && !nodes[0].submitted.is_empty() {
+        return Err("epoch 2 delivered nothing".into());
+    }
+    Ok(())
+}
+
+#[test]
+fn epoch_wedge_trim_then_reuse_zeroed_regions_seed_sweep() {
+    check_seeds(
+        "epoch_wedge_trim_then_reuse_zeroed_regions_seed_sweep",
+        30,
+        |seed| one_seed(seed, true),
+    );
+}
+
+/// Without zeroing, the second epoch misreads the first one's slots: the reuse test can fail.
+#[test]
+fn epoch_reuse_without_zeroing_goes_wrong() {
+    let failures = (0..10).filter(|&s| one_seed(s, false).is_err()).count();
+    assert!(failures > 0, "stale regions went unnoticed in every seed");
+}
+
+#[test]
+fn deliver_up_to_refuses_bad_trims() {
+    let cfg = config(2);
+    let layout = RoundRobin::<SimNode>::layout(&cfg).unwrap();
+    let (_sim, mut endpoints) = Sim::cluster(SimConfig::seeded(3), 2, &layout).unwrap();
+    endpoints.pop();
+    let mut rr = RoundRobin::epoch(endpoints.pop().unwrap(), cfg.clone(), 0).unwrap();
+    let mut ups = Vec::new();
+    assert_eq!(
+        rr.deliver_up_to(&[0, 0], &mut ups),
+        Err(TrimError::NotWedged)
+    );
+    assert_eq!(rr.wedge(), vec![0, 0]);
+    assert_eq!(
+        rr.deliver_up_to(&[0], &mut ups),
+        Err(TrimError::Senders {
+            have: 1,
+            senders: 2
+        })
+    );
+    assert_eq!(
+        rr.deliver_up_to(&[0, 1], &mut ups),
+        Err(TrimError::Beyond {
+            sender: NodeId(1),
+            trim: 1,
+            received: 0
+        })
+    );
+    assert_eq!(rr.deliver_up_to(&[0, 0], &mut ups), Ok(Vec::new()));
+    assert!(matches!(rr.submit(b"x"), Err(SubmitError::Wedged)));
+    // Durable and unordered epochs are refused.
+    let (_sim, mut endpoints) = Sim::cluster(SimConfig::seeded(3), 2, &layout).unwrap();
+    let bad = Config {
+        mode: squall_round_robin::Mode::Unordered,
+        ..cfg
+    };
+    assert!(RoundRobin::epoch(endpoints.pop().unwrap(), bad, 0).is_err());
+    let _ = RegionId(0);
+}

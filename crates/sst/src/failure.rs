@@ -4,7 +4,7 @@
 //! unsuspected member; suspicions spread epidemically through the rows; a member that suspects a
 //! majority stops ([`SstError::Partitioned`]).
 //!
-//! # No retaliation
+//! # No retaliation, one endpoint per cut link
 //!
 //! Freezing a row cuts the link both ways, so the suspect learns that it is suspected: its next
 //! op to the suspecter is refused and its transport reports [`FailureCause::Remote`]. That is
@@ -12,23 +12,37 @@
 //!
 //! 1. a suspicion caused by `Remote` ([`Suspicion::Remote`]) freezes the row locally but is
 //!    never published in the gossiped `suspected` flags;
-//! 2. from then on this member knows it is being removed ([`Sst::is_accused`]): every later
-//!    suspicion it raises is local too (it freezes rows, never accuses anyone).
+//! 2. from then on this member knows it is being removed ([`Sst::is_accused`], the Derecho
+//!    rule that a member that sees itself suspected is on its way out): every later suspicion
+//!    it raises stays local too (it freezes rows, accuses nobody), and it stops once it has
+//!    frozen a majority (partition safety), which every member that cut it makes happen;
+//! 3. a tie-break for the two ends of a cut link, which time out together: a suspicion this
+//!    member detected itself (transport failure, timeout) of a *lower-ranked* member is
+//!    published only after [`accusation_delay_intervals`](crate::SstConfig) heartbeat
+//!    intervals (default 2), and dropped if the member is accused meanwhile. The lower-ranked
+//!    end's suspicion spreads first, everyone cuts the higher-ranked end, which keeps quiet.
 //!
-//! Before this, the suspect "retaliated": it published a suspicion of every member that cut it,
-//! and members that read the retaliation before the original suspicion removed a healthy
-//! member, who retaliated in turn — one cut link between two of five members cost 2.3 members
-//! on average and stopped everyone in 9 of 40 seeds (`one_cut_link_costs_one_endpoint_seed_sweep`
-//! in `tests/sim_failure.rs`). Now it costs exactly one endpoint.
+//! Before, the suspect "retaliated": it published a suspicion of every member that cut it, and
+//! members that read the retaliation before the original suspicion removed a healthy member,
+//! who retaliated in turn. One cut link between two of five members (`tests/sim_cut_link.rs`,
+//! 200 seeds) cost 1.95 members on average, a third member in 35 seeds and everyone in 26. Now
+//! it costs exactly one, the higher-ranked endpoint (300 seeds); with rules 1–2 and no
+//! tie-break (`accusation_delay_intervals: 0`), never a third member but both ends in 175 of 300.
 //!
-//! Why this is safe and live: suspicions only ever remove members (safety rests on the majority
-//! rule, untouched: local suspicions count toward it, so an accused member that gets cut by
-//! everyone stops with [`SstError::Partitioned`]). Gossip only spreads what some member detected;
-//! what an accused member keeps to itself is either about its accuser, who has already published
-//! its own suspicion (the member is removed, which is the one outcome the evidence supports), or
-//! about a failure the others detect for themselves: a crashed peer stops answering everyone
-//! ([`FailureCause::TimedOut`] or [`FailureCause::ConnectionLost`], never `Remote`), and a
-//! partition shows timeouts on both sides, which are published as before.
+//! Why this is safe: suspicions only ever remove members, and safety rests on the majority rule,
+//! which is untouched (local suspicions count toward it). Why it stays live: gossip spreads what
+//! some member detected, and what is kept local is either about the member's accuser, who has
+//! published its own suspicion (so the member is removed, the one outcome the evidence
+//! supports), or about a failure the others detect for themselves: a crashed peer stops
+//! answering everyone ([`FailureCause::TimedOut`] or [`FailureCause::ConnectionLost`], never
+//! `Remote`), and a partition shows timeouts on both sides. A deferred suspicion is late by two
+//! heartbeats only where no lower-ranked member detected the failure itself; the row is frozen
+//! at once either way. The one trade-off, that lateness, is the knob.
+//!
+//! Rules 1–2 need a transport that reports a deliberate cut as `Remote`: the simulator, the
+//! threaded fabric and TCP (its `Cut` frame) do; `squall-transport-rdma` reports a peer that
+//! moved its queue pair to error as `ConnectionLost` or `TimedOut`, so there a suspect still
+//! retaliates (rule 3 still delays retaliation against lower-ranked members).
 
 use squall_transport::{Event, FailureCause, NodeId, OpError, Signal, Transport};
 
@@ -54,7 +68,8 @@ pub enum Suspicion {
 
 impl<T: Transport> Sst<T> {
     /// Declares `node` suspected: freezes its row (the transport applies nothing more from it),
-    /// sets its suspected flag in the local row and pushes the flags to every unsuspected member.
+    /// sets its suspected flag in the local row and pushes the flags to every unsuspected member
+    /// (unless this member [is accused](Sst::is_accused): then the suspicion stays local).
     /// Stops the table if it now suspects a majority and partition safety is on.
     pub fn suspect(&mut self, node: NodeId) -> Result<(), SstError> {
         if let Some(row) = self.row_of(node)
@@ -130,13 +145,18 @@ impl<T: Transport> Sst<T> {
         true
     }
 
-    /// Sets `row`'s suspected flag in the local row (pushed by the caller).
-    fn publish_flag(&mut self, row: usize) {
+    /// Sets `row`'s suspected flag in the local row (pushed by the caller), unless this member
+    /// is accused; returns whether it did.
+    fn publish_flag(&mut self, row: usize) -> bool {
+        if self.accused {
+            return false; // it is being removed: it accuses nobody
+        }
         let flags = self.schema.suspected();
         self.table.store(
             row_word(self.me, self.schema.row_len(), flags.word + row),
             1,
         );
+        true
     }
 
     /// Publishes the deferred suspicions that are due; returns how many.
@@ -153,11 +173,14 @@ impl<T: Transport> Sst<T> {
             }
             !ready
         });
-        for &row in &due {
-            self.publish_flag(row);
-            tracing::info!(me = %self.member(self.me), peer = %self.member(row), "sst: deferred suspicion published");
+        let mut published = 0;
+        for row in due {
+            if self.publish_flag(row) {
+                published += 1;
+                tracing::info!(me = %self.member(self.me), peer = %self.member(row), "sst: deferred suspicion published");
+            }
         }
-        due.len()
+        published
     }
 
     /// Pushes the suspected flags and applies partition safety.

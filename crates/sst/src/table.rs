@@ -48,7 +48,8 @@ pub struct SstConfig {
 }
 
 impl SstConfig {
-    /// Defaults: 10 ms heartbeat, 100 ms suspicion timeout, partition safety on.
+    /// Defaults: 10 ms heartbeat, 100 ms suspicion timeout, partition safety on, suspicions of
+    /// lower-ranked members published 2 heartbeat intervals late.
     pub fn new(region: RegionId, members: Vec<NodeId>) -> SstConfig {
         SstConfig {
             region,
@@ -87,13 +88,17 @@ impl SstConfig {
                 "suspicion_timeout must exceed heartbeat_interval (a few intervals is typical)",
             ));
         }
-        if self.accusation_delay() > self.suspicion_timeout {
+        if self.accusation_delay_intervals > SstConfig::MAX_ACCUSATION_DELAY_INTERVALS {
             return Err(SetupError::Detector(
-                "accusation_delay_intervals heartbeat intervals must not exceed suspicion_timeout (2 is typical)",
+                "accusation_delay_intervals must be at most 1000 heartbeat intervals (2 is typical: a gossip round trip plus a heartbeat)",
             ));
         }
         Ok(())
     }
+
+    /// The largest [`accusation_delay_intervals`](SstConfig::accusation_delay_intervals)
+    /// [`validate`](SstConfig::validate) accepts.
+    pub const MAX_ACCUSATION_DELAY_INTERVALS: u32 = 1000;
 
     /// How long a suspicion of a lower-ranked member waits before it is published:
     /// `accusation_delay_intervals` heartbeat intervals (saturating).
@@ -104,8 +109,8 @@ impl SstConfig {
     /// use std::time::Duration;
     /// let cfg = SstConfig::new(RegionId(0), vec![NodeId(0), NodeId(1)]);
     /// assert_eq!(cfg.accusation_delay(), Duration::from_millis(20));
-    /// let late = SstConfig { accusation_delay_intervals: 11, ..cfg };
-    /// assert!(late.validate().is_err()); // 110 ms exceeds the 100 ms suspicion timeout
+    /// let late = SstConfig { accusation_delay_intervals: 1001, ..cfg };
+    /// assert!(late.validate().is_err());
     /// ```
     pub fn accusation_delay(&self) -> Duration {
         self.heartbeat_interval

@@ -10,7 +10,8 @@
 //!   knowledge helpers ([`Sst::all_reached`]);
 //! - the [`Driver`] loop: poll, spin briefly, then park on the transport, no fixed sleeps;
 //! - [`failure`] handling: heartbeat column plus signaled writes, freeze on suspicion,
-//!   epidemic propagation, partition safety on by default;
+//!   epidemic propagation, partition safety on by default, no retaliation by a suspect and a
+//!   rank tie-break (one cut link costs one member);
 //! - [`smc`], the small-message multicast: a [`ring`] of slots per sender inside the table.
 //!
 //! # Measured (threaded mem fabric, 2 shared cores, load average 3.5–8 from other builds)

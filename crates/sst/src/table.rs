@@ -36,10 +36,20 @@ pub struct SstConfig {
     pub suspicion_timeout: Duration,
     /// Stop with [`SstError::Partitioned`] when this member suspects a majority (default on).
     pub partition_safety: bool,
+    /// A suspicion this member detects itself (transport failure or timeout) of a *lower-ranked*
+    /// member (an earlier row) is published only after this many heartbeat intervals, and
+    /// dropped if meanwhile this member learns that it is suspected itself
+    /// ([`Sst::is_accused`]). The row is frozen at once either way. This breaks the tie when both
+    /// ends of a cut link time out together: the lower-ranked end's suspicion spreads, the
+    /// higher-ranked end is cut by everyone and keeps quiet, so the group loses one member, not
+    /// two. The cost: a failure that only higher-ranked members detect spreads that much later
+    /// (a crash is detected by every member on its own). `0` publishes at once. Default 2.
+    pub accusation_delay_intervals: u32,
 }
 
 impl SstConfig {
-    /// Defaults: 10 ms heartbeat, 100 ms suspicion timeout, partition safety on.
+    /// Defaults: 10 ms heartbeat, 100 ms suspicion timeout, partition safety on, suspicions of
+    /// lower-ranked members published 2 heartbeat intervals late.
     pub fn new(region: RegionId, members: Vec<NodeId>) -> SstConfig {
         SstConfig {
             region,
@@ -47,6 +57,7 @@ impl SstConfig {
             heartbeat_interval: Duration::from_millis(10),
             suspicion_timeout: Duration::from_millis(100),
             partition_safety: true,
+            accusation_delay_intervals: 2,
         }
     }
 
@@ -77,7 +88,34 @@ impl SstConfig {
                 "suspicion_timeout must exceed heartbeat_interval (a few intervals is typical)",
             ));
         }
+        if self.accusation_delay_intervals > SstConfig::MAX_ACCUSATION_DELAY_INTERVALS {
+            return Err(SetupError::Detector(
+                "accusation_delay_intervals must be at most 1000 heartbeat intervals (2 is typical: a gossip round trip plus a heartbeat)",
+            ));
+        }
         Ok(())
+    }
+
+    /// The largest [`accusation_delay_intervals`](SstConfig::accusation_delay_intervals)
+    /// [`validate`](SstConfig::validate) accepts.
+    pub const MAX_ACCUSATION_DELAY_INTERVALS: u32 = 1000;
+
+    /// How long a suspicion of a lower-ranked member waits before it is published:
+    /// `accusation_delay_intervals` heartbeat intervals (saturating).
+    ///
+    /// ```
+    /// use squall_sst::SstConfig;
+    /// use squall_transport::{NodeId, RegionId};
+    /// use std::time::Duration;
+    /// let cfg = SstConfig::new(RegionId(0), vec![NodeId(0), NodeId(1)]);
+    /// assert_eq!(cfg.accusation_delay(), Duration::from_millis(20));
+    /// let late = SstConfig { accusation_delay_intervals: 1001, ..cfg };
+    /// assert!(late.validate().is_err());
+    /// ```
+    pub fn accusation_delay(&self) -> Duration {
+        self.heartbeat_interval
+            .checked_mul(self.accusation_delay_intervals)
+            .unwrap_or(Duration::MAX)
     }
 }
 
@@ -156,6 +194,10 @@ pub struct Sst<T: Transport> {
     pub(crate) awaited: HashSet<OpId>,
     pub(crate) landed: HashSet<OpId>,
     pub(crate) history: Vec<(NodeId, Suspicion, Time)>,
+    /// A peer cut the link to this member: it publishes no suspicion any more.
+    pub(crate) accused: bool,
+    /// Suspicions of lower-ranked members awaiting publication: row, and when.
+    pub(crate) deferred: Vec<(usize, Time)>,
 }
 
 /// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
@@ -264,6 +306,8 @@ impl<T: Transport> Sst<T> {
             awaited: HashSet::new(),
             landed: HashSet::new(),
             history: Vec::new(),
+            accused: false,
+            deferred: Vec::new(),
             schema,
         })
     }
@@ -577,8 +621,13 @@ impl<T: Transport> Sst<T> {
     /// Parks until the transport reports something or `timeout` passes, but never past the next
     /// heartbeat. Drivers call this when a poll found nothing to do.
     pub fn wait(&mut self, timeout: Duration) {
-        let until_heartbeat = self.next_heartbeat.saturating_since(self.transport.now());
-        self.transport.wait(timeout.min(until_heartbeat));
+        let now = self.transport.now();
+        let next = self
+            .deferred
+            .iter()
+            .map(|&(_, due)| due)
+            .fold(self.next_heartbeat, Time::min);
+        self.transport.wait(timeout.min(next.saturating_since(now)));
     }
 }
 

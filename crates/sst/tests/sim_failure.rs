@@ -234,3 +234,20 @@ fn a_silent_link_is_caught_before_the_transport_gives_up() {
         );
     }
 }
+
+/// Without the tie-break (`accusation_delay_intervals: 0`) both endpoints of a cut link may go
+/// when they time out together, but never a third member: the suspect does not retaliate.
+/// (`tests/sim_cut_link.rs` has the sweep with the default tie-break.)
+#[test]
+fn one_cut_link_without_tie_break_costs_only_its_endpoints_seed_sweep() {
+    let cfg = squall_sst::SstConfig {
+        accusation_delay_intervals: 0,
+        ..sst_config(5)
+    };
+    for (seed, o) in common::cut_link_sweep(cfg) {
+        assert!(
+            o.settled && !o.lost.is_empty() && o.lost.iter().all(|m| o.ends.contains(m)),
+            "seed {seed}: {o:?}\n  replay with: SQUALL_SEED={seed} cargo test -p squall-sst --test sim_failure one_cut_link_without"
+        );
+    }
+}

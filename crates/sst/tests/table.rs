@@ -163,3 +163,35 @@ fn smc_refuses_oversized_messages_and_a_full_window_without_sending() {
     assert_eq!(a.in_flight(&t[0]), 0);
     assert_eq!(a.send(&mut t[0], &[3; 5]), Ok(2));
 }
+
+/// A member that learns it is suspected (a peer cut the link to it) neither retaliates nor
+/// accuses anyone else: a third member that reads its row before the original suspicion (rows
+/// are read in order, and the accused n0's row comes first) adopts nothing from it.
+#[test]
+fn an_accused_member_accuses_nobody() {
+    let schema = SchemaBuilder::new(5).build().expect("valid");
+    let mut t: Vec<Sst<ThreadedNode>> = nodes(5, schema.table_len())
+        .into_iter()
+        .map(|n| Sst::new(n, schema.clone(), SstConfig::new(R, members(5))).expect("valid"))
+        .collect();
+    t[4].suspect(NodeId(0)).expect("1 of 5 is a minority");
+    t[0].poll_once().expect("2 of 5 is a minority");
+    // n0 learned that n4 cut it: it freezes n4's row, and is accused.
+    assert!(t[0].is_accused() && t[0].is_suspected(4));
+    assert_eq!(t[0].suspicions()[0].1, squall_sst::Suspicion::Remote);
+    // Its own suspicions from now on stay local, whatever their cause.
+    t[0].suspect(NodeId(2)).expect("2 of 5 is a minority");
+    assert!(t[0].is_suspected(2));
+    let flags = t[0].schema().suspected();
+    for peer in [1, 3] {
+        assert_eq!(t[peer].get_at(0, flags, 2).expect("in range"), 0, "n{peer}");
+        assert_eq!(t[peer].get_at(0, flags, 4).expect("in range"), 0, "n{peer}");
+    }
+    t[1].poll_once().expect("1 of 5 is a minority");
+    assert_eq!(
+        t[1].suspects(),
+        vec![NodeId(0)],
+        "only n4's suspicion spreads"
+    );
+    assert!(!t[1].is_accused() && !t[4].is_accused());
+}

@@ -197,3 +197,90 @@ impl Cluster {
         self.nodes[i].as_ref().expect("node is live")
     }
 }
+
+// ---- one cut link ----------------------------------------------------------------------------
+
+/// How one cut-link run ended.
+#[derive(Debug)]
+pub struct CutOutcome {
+    /// The endpoints of the cut link.
+    pub ends: [usize; 2],
+    /// Members lost: stopped, or suspected by a member still running.
+    pub lost: Vec<usize>,
+    /// Whether the running members agreed on exactly `lost`, and every lost member stopped.
+    pub settled: bool,
+}
+
+/// Members stopped, or suspected by some running member.
+pub fn lost(c: &Cluster) -> Vec<usize> {
+    (0..c.n)
+        .filter(|&i| {
+            c.stopped[i].is_some() || (0..c.n).any(|j| c.running(j) && c.table(j).is_suspected(i))
+        })
+        .collect()
+}
+
+/// Every running member suspects exactly the lost members, and every lost member stopped.
+pub fn settled(c: &Cluster) -> bool {
+    let lost = lost(c);
+    (0..c.n).all(|i| {
+        if lost.contains(&i) {
+            c.stopped[i].is_some()
+        } else {
+            c.running(i) && (0..c.n).all(|j| c.table(i).is_suspected(j) == lost.contains(&j))
+        }
+    })
+}
+
+/// Five members; after a random warm-up the link between two of them (chosen by the seed) is
+/// cut, both ways, and nothing else fails. Runs until the table settles, at least 5 ms after
+/// the cut so a late cascade would still show (or 20 ms of virtual time pass).
+pub fn cut_link_run(seed: u64, cfg: SstConfig) -> CutOutcome {
+    let n = cfg.members.len();
+    let smc = SmcConfig {
+        window: 2,
+        slot_size: 32,
+    };
+    let mut c = Cluster::with(seed, n, smc, cfg);
+    let a = c.sim.random(n as u64) as usize;
+    let b = (a + 1 + c.sim.random(n as u64 - 1) as usize) % n;
+    let warmup = Duration::from_micros(100 + c.sim.random(2000));
+    c.run_until(warmup, |_| false);
+    c.sim.partition(&[NodeId(a as u32)], &[NodeId(b as u32)]);
+    let cut_at = c.sim.now();
+    c.run_until(Duration::from_millis(20), |c| {
+        c.sim.now() - cut_at > Duration::from_millis(5) && settled(c)
+    });
+    CutOutcome {
+        ends: [a, b],
+        lost: lost(&c),
+        settled: settled(&c),
+    }
+}
+
+/// Runs [`cut_link_run`] over the seed sweep (`SQUALL_SEEDS`, default 40), prints the figure
+/// (`--nocapture`) and returns the runs.
+pub fn cut_link_sweep(cfg: SstConfig) -> Vec<(u64, CutOutcome)> {
+    let runs: Vec<(u64, CutOutcome)> = squall_transport_mem::sim::seeds(40)
+        .into_iter()
+        .map(|s| (s, cut_link_run(s, cfg.clone())))
+        .collect();
+    let n = cfg.members.len();
+    let total: usize = runs.iter().map(|(_, o)| o.lost.len()).sum();
+    let both = runs
+        .iter()
+        .filter(|(_, o)| o.ends.iter().all(|e| o.lost.contains(e)))
+        .count();
+    let beyond = runs
+        .iter()
+        .filter(|(_, o)| o.lost.iter().any(|m| !o.ends.contains(m)))
+        .count();
+    let everyone = runs.iter().filter(|(_, o)| o.lost.len() == n).count();
+    eprintln!(
+        "one cut link, {n} members, {} seeds: {:.2} members lost on average; both endpoints lost \
+         in {both}, a third member in {beyond}, everyone in {everyone}",
+        runs.len(),
+        total as f64 / runs.len() as f64,
+    );
+    runs
+}

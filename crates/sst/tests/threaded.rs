@@ -214,6 +214,11 @@ fn parked_drivers_wake_on_remote_writes() {
                         PredicateKind::Recurrent,
                         move |s| s.get(other, ball) + u64::from(me == 0) > s.get(me, ball),
                         move |s| {
+                            // Emulate a little work before hitting back, so that the other
+                            // driver, finding nothing to do, really parks: when both threads
+                            // run at once on an idle machine the ball would otherwise come back
+                            // before anyone parks, and the test would prove nothing.
+                            std::thread::sleep(Duration::from_micros(50));
                             let v = s.get(other, ball) + u64::from(me == 0);
                             s.set(ball, v);
                             let _ = s.push(ball.range());

@@ -81,6 +81,11 @@ fn threaded_group_survives_a_crash_with_agreement() {
                         }
                     }
                     if let Some(why) = g.stopped() {
+                        // The crash can land while the victim is inside `poll`: it then sees
+                        // every link fail and stops as a minority, which is right for it.
+                        if i == 3 && crashed.load(Ordering::Acquire) {
+                            return rec;
+                        }
                         panic!("n{i} stopped: {why}");
                     }
                     if !busy {

@@ -15,7 +15,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use squall_round_robin::log::crc32;
+use squall_round_robin::log::{FrameError, read_frame, write_frame};
 use squall_transport::NodeId;
 use thiserror::Error;
 
@@ -141,9 +141,7 @@ pub trait Durable {
 /// assert_eq!(decode(&bytes).records, vec![r]);
 /// ```
 pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0; FRAME]);
-    match r {
+    write_frame(out, |out| match r {
         Record::Installed { view, members } => {
             out.push(1);
             out.extend_from_slice(&view.to_le_bytes());
@@ -166,11 +164,7 @@ pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
                 out.extend_from_slice(&c.to_le_bytes());
             }
         }
-    }
-    let len = (out.len() - start - FRAME) as u32;
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32(&out[start + FRAME..]);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    });
 }
 
 /// A cursor over a record body.
@@ -257,40 +251,13 @@ pub fn decode(bytes: &[u8]) -> Decoded {
     let mut at = MAGIC.len();
     d.valid_len = at;
     while at < bytes.len() {
-        let rest = bytes.len() - at;
-        if rest < FRAME {
-            d.tail = Some(TailError::Torn {
-                offset: at,
-                have: rest,
-                need: FRAME,
-            });
-            break;
-        }
-        let word =
-            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-        let len = word(at) as usize;
-        if !(1..=MAX_BODY).contains(&len) {
-            d.tail = Some(TailError::Length { offset: at, len });
-            break;
-        }
-        if rest < FRAME + len {
-            d.tail = Some(TailError::Torn {
-                offset: at,
-                have: rest,
-                need: FRAME + len,
-            });
-            break;
-        }
-        let body = &bytes[at + FRAME..at + FRAME + len];
-        let (found, expected) = (word(at + 4), crc32(body));
-        if found != expected {
-            d.tail = Some(TailError::Checksum {
-                offset: at,
-                found,
-                expected,
-            });
-            break;
-        }
+        let (body, next) = match read_frame(bytes, at, 1..=MAX_BODY) {
+            Ok(f) => f,
+            Err(e) => {
+                d.tail = Some(e.into());
+                break;
+            }
+        };
         match parse(body) {
             Ok(r) => d.records.push(r),
             Err(why) => {
@@ -298,10 +265,28 @@ pub fn decode(bytes: &[u8]) -> Decoded {
                 break;
             }
         }
-        at += FRAME + len;
+        at = next;
         d.valid_len = at;
     }
     d
+}
+
+impl From<FrameError> for TailError {
+    fn from(e: FrameError) -> TailError {
+        match e {
+            FrameError::Torn { offset, have, need } => TailError::Torn { offset, have, need },
+            FrameError::Length { offset, len } => TailError::Length { offset, len },
+            FrameError::Checksum {
+                offset,
+                found,
+                expected,
+            } => TailError::Checksum {
+                offset,
+                found,
+                expected,
+            },
+        }
+    }
 }
 
 /// What a log held when opened: the last installed view and the last decision logged after it.

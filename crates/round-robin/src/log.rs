@@ -200,6 +200,112 @@ pub fn crc32(bytes: &[u8]) -> u32 {
     !c
 }
 
+/// A frame of a checksummed record log that could not be read (see [`read_frame`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// The frame is incomplete (a crash in the middle of an append).
+    Torn {
+        /// Where the frame starts.
+        offset: usize,
+        /// Bytes present from there on.
+        have: usize,
+        /// Bytes the frame needs.
+        need: usize,
+    },
+    /// The declared body length is outside the log's bounds.
+    Length {
+        /// Where the frame starts.
+        offset: usize,
+        /// The length declared.
+        len: usize,
+    },
+    /// The body does not match its checksum.
+    Checksum {
+        /// Where the frame starts.
+        offset: usize,
+        /// The checksum stored.
+        found: u32,
+        /// The checksum of the bytes.
+        expected: u32,
+    },
+}
+
+/// Appends one frame, `[body length: u32][crc32 of body: u32][body]`, whose body `body` writes.
+/// The framing of every checksummed log in Squall (this one and the membership log).
+///
+/// ```
+/// use squall_round_robin::log::{read_frame, write_frame};
+/// let mut out = Vec::new();
+/// write_frame(&mut out, |b| b.extend_from_slice(b"hello"));
+/// assert_eq!(read_frame(&out, 0, 1..=64), Ok((&b"hello"[..], out.len())));
+/// ```
+pub fn write_frame(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME]);
+    body(out);
+    let len = u32::try_from(out.len() - start - FRAME).unwrap_or(u32::MAX);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32(&out[start + FRAME..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Reads the frame at `at`: its body and where the next frame starts. The body length must lie
+/// in `body_len`. Never panics, whatever the bytes.
+pub fn read_frame(
+    bytes: &[u8],
+    at: usize,
+    body_len: std::ops::RangeInclusive<usize>,
+) -> Result<(&[u8], usize), FrameError> {
+    let rest = bytes.len().saturating_sub(at);
+    if rest < FRAME {
+        return Err(FrameError::Torn {
+            offset: at,
+            have: rest,
+            need: FRAME,
+        });
+    }
+    let len = u32_at(bytes, at) as usize;
+    if !body_len.contains(&len) {
+        return Err(FrameError::Length { offset: at, len });
+    }
+    if rest < FRAME + len {
+        return Err(FrameError::Torn {
+            offset: at,
+            have: rest,
+            need: FRAME + len,
+        });
+    }
+    let body = &bytes[at + FRAME..at + FRAME + len];
+    let found = u32_at(bytes, at + 4);
+    let expected = crc32(body);
+    if found != expected {
+        return Err(FrameError::Checksum {
+            offset: at,
+            found,
+            expected,
+        });
+    }
+    Ok((body, at + FRAME + len))
+}
+
+impl From<FrameError> for TailError {
+    fn from(e: FrameError) -> TailError {
+        match e {
+            FrameError::Torn { offset, have, need } => TailError::Torn { offset, have, need },
+            FrameError::Length { offset, len } => TailError::Length { offset, len },
+            FrameError::Checksum {
+                offset,
+                found,
+                expected,
+            } => TailError::Checksum {
+                offset,
+                found,
+                expected,
+            },
+        }
+    }
+}
+
 /// Appends `r`'s encoding to `out`.
 pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
     encode_parts(r.view, r.seq, r.position, r.sender, &r.payload, out);
@@ -214,17 +320,13 @@ fn encode_parts(
     payload: &[u8],
     out: &mut Vec<u8>,
 ) {
-    let body_len = BODY_HEADER + payload.len();
-    let start = out.len();
-    out.extend_from_slice(&(body_len as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&view.to_le_bytes());
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&position.to_le_bytes());
-    out.extend_from_slice(&sender.0.to_le_bytes());
-    out.extend_from_slice(payload);
-    let crc = crc32(&out[start + FRAME..]);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    write_frame(out, |out| {
+        out.extend_from_slice(&view.to_le_bytes());
+        out.extend_from_slice(&seq.to_le_bytes());
+        out.extend_from_slice(&position.to_le_bytes());
+        out.extend_from_slice(&sender.0.to_le_bytes());
+        out.extend_from_slice(payload);
+    });
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -260,39 +362,13 @@ pub fn decode(bytes: &[u8]) -> Decoded {
     d.valid_len = at;
     let mut last: Option<(u64, u64)> = None;
     while at < bytes.len() {
-        let rest = bytes.len() - at;
-        if rest < FRAME {
-            d.tail = Some(TailError::Torn {
-                offset: at,
-                have: rest,
-                need: FRAME,
-            });
-            break;
-        }
-        let len = u32_at(bytes, at) as usize;
-        if !(BODY_HEADER..=MAX_BODY).contains(&len) {
-            d.tail = Some(TailError::Length { offset: at, len });
-            break;
-        }
-        if rest < FRAME + len {
-            d.tail = Some(TailError::Torn {
-                offset: at,
-                have: rest,
-                need: FRAME + len,
-            });
-            break;
-        }
-        let body = &bytes[at + FRAME..at + FRAME + len];
-        let found = u32_at(bytes, at + 4);
-        let expected = crc32(body);
-        if found != expected {
-            d.tail = Some(TailError::Checksum {
-                offset: at,
-                found,
-                expected,
-            });
-            break;
-        }
+        let (body, next) = match read_frame(bytes, at, BODY_HEADER..=MAX_BODY) {
+            Ok(f) => f,
+            Err(e) => {
+                d.tail = Some(e.into());
+                break;
+            }
+        };
         let r = Record {
             view: u64_at(body, 0),
             seq: u64_at(body, 8),
@@ -312,7 +388,7 @@ pub fn decode(bytes: &[u8]) -> Decoded {
         }
         last = Some((r.view, r.position));
         d.records.push(r);
-        at += FRAME + len;
+        at = next;
         d.valid_len = at;
     }
     d

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
-use squall_sst::{Counter, SchemaBuilder, Smc, SmcError, SmcFields, Sst, SstConfig, Vector};
+use squall_sst::{
+    Counter, Detector, SchemaBuilder, Smc, SmcError, SmcFields, Sst, SstConfig, Vector,
+};
 use squall_transport::{
     LocalSlice, NodeId, PostError, Region, RegionSpec, RemoteAddr, Signal, Transport,
 };
@@ -13,11 +15,6 @@ use squall_transport::{
 use crate::config::{Config, Mode, Relay};
 use crate::error::{ConfigError, Error, StopReason, TrimError};
 
-/// An epoch's SST heartbeat interval (its suspicion timeout is twice this): long enough that
-/// the epoch's own detector never fires in practice (failure detection is the membership
-/// table's), short enough that time arithmetic cannot overflow. A stand-in until the SST can
-/// switch its detector off.
-pub const EPOCH_DETECTOR_OFF: Duration = Duration::from_secs(365 * 24 * 3600);
 use crate::log::{Log, LogError, Recovery};
 use crate::schedule::binomial_pipeline;
 
@@ -253,8 +250,8 @@ impl<T: Transport> RoundRobin<T> {
     /// Delivery positions start at `first_position` (continuing the previous view's).
     ///
     /// Differences from [`new`](RoundRobin::new): the epoch's own SST failure detector is
-    /// effectively off (one heartbeat at start, then [`EPOCH_DETECTOR_OFF`] between
-    /// heartbeats and as suspicion timeout; partition safety off) — failure detection belongs
+    /// off ([`Detector::TransportOnly`]: no heartbeats, no suspicion on timeouts; partition
+    /// safety off) — failure detection belongs
     /// to the membership table, and a heartbeat written after the wedge could land in a region
     /// set that a later view reuses. A failure the transport reports still wedges the epoch.
     /// The member keeps a copy of its own data messages until they are delivered, so that
@@ -328,8 +325,7 @@ impl<T: Transport> RoundRobin<T> {
                 ..SstConfig::new(cfg.table_region, cfg.members.clone())
             },
             Some(_) => SstConfig {
-                heartbeat_interval: EPOCH_DETECTOR_OFF,
-                suspicion_timeout: EPOCH_DETECTOR_OFF * 2,
+                detector: Detector::TransportOnly,
                 partition_safety: false,
                 ..SstConfig::new(cfg.table_region, cfg.members.clone())
             },

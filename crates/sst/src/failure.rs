@@ -46,6 +46,8 @@
 
 use squall_transport::{Event, FailureCause, NodeId, OpError, Signal, Transport};
 
+use crate::table::Detector;
+
 use crate::error::SstError;
 use crate::table::{Progress, Sst};
 
@@ -221,6 +223,11 @@ impl<T: Transport> Sst<T> {
                             new += usize::from(self.mark_suspected(row, why));
                         }
                     }
+                    Event::PeerConnected { peer, .. } => {
+                        if let Some(row) = self.row_of(peer) {
+                            new += usize::from(self.connected(row)?);
+                        }
+                    }
                     Event::Completion(c) => {
                         let Some(row) = self.row_of(c.peer) else {
                             continue;
@@ -247,12 +254,13 @@ impl<T: Transport> Sst<T> {
         }
         // 2. Heartbeat: bump and push with one signaled write per unsuspected peer.
         let now = self.transport.now();
-        if now >= self.next_heartbeat {
+        let heartbeats = self.config.detector == Detector::Heartbeats;
+        if heartbeats && now >= self.next_heartbeat {
             let hb = self.schema.heartbeat();
             let beat = self.get(self.me, hb) + 1;
             self.set(hb, beat);
             for row in 0..self.rows() {
-                if row == self.me || self.suspected[row] || self.watch[row].outstanding.is_some() {
+                if !self.reachable(row) || self.watch[row].outstanding.is_some() {
                     continue;
                 }
                 let op = self.post_row_write(row, hb.range(), Signal::Signaled)?;
@@ -264,7 +272,8 @@ impl<T: Transport> Sst<T> {
         let timeout = self.config.suspicion_timeout;
         let hb = self.schema.heartbeat();
         for row in 0..self.rows() {
-            if row == self.me || self.suspected[row] {
+            // An absent member is not there yet: it is never suspected for being silent.
+            if !heartbeats || !self.reachable(row) {
                 continue;
             }
             let beat = self.get(row, hb);
@@ -306,6 +315,39 @@ impl<T: Transport> Sst<T> {
             self.push(flags.range())?;
         }
         Ok(progress)
+    }
+}
+
+impl<T: Transport> Sst<T> {
+    /// The link to `row`'s absent member came up: check its region, restart its detector clock
+    /// (it was never suspected for being absent) and push the whole local row to it, so the late
+    /// member catches up. Returns whether the member was suspected instead (region too small).
+    fn connected(&mut self, row: usize) -> Result<bool, SstError> {
+        if row == self.me || !self.absent[row] {
+            return Ok(false);
+        }
+        self.absent[row] = false;
+        let peer = self.member(row);
+        let need = self.schema.table_len();
+        let have = (self.transport)
+            .remote_region_len(peer, self.config.region)
+            .unwrap_or(0);
+        if have < need {
+            tracing::error!(me = %self.member(self.me), %peer, have, need, "sst: a late member's table region is too small; suspecting it");
+            return Ok(self.mark_suspected(row, Suspicion::Transport));
+        }
+        let now = self.transport.now();
+        let hb = self.schema.heartbeat();
+        let beat = self.get(row, hb);
+        let w = &mut self.watch[row];
+        w.last_heartbeat = beat;
+        w.last_change = now;
+        w.outstanding = None;
+        if !self.suspected[row] {
+            self.post_row_write(row, self.schema.row_range(), Signal::Unsignaled)?;
+        }
+        tracing::info!(me = %self.member(self.me), %peer, "sst: late member connected; row pushed");
+        Ok(false)
     }
 }
 

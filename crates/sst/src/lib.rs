@@ -83,4 +83,4 @@ pub use failure::Suspicion;
 pub use predicate::{PredicateHandle, PredicateKind};
 pub use schema::{Bytes, Counter, FieldRange, Flag, Schema, SchemaBuilder, Vector};
 pub use smc::{Smc, SmcConfig, SmcFields};
-pub use table::{Progress, Sst, SstConfig, Ticket};
+pub use table::{Detector, Progress, Sst, SstConfig, Ticket};

@@ -45,6 +45,35 @@ pub struct SstConfig {
     /// two. The cost: a failure that only higher-ranked members detect spreads that much later
     /// (a crash is detected by every member on its own). `0` publishes at once. Default 2.
     pub accusation_delay_intervals: u32,
+    /// What the failure detector uses: heartbeats and timeouts plus transport failures
+    /// (default), or transport failures only ([`Detector::TransportOnly`]).
+    pub detector: Detector,
+}
+
+/// The failure detector of an SST.
+///
+/// ```
+/// use squall_sst::{Detector, SstConfig};
+/// use squall_transport::{NodeId, RegionId};
+/// let cfg = SstConfig {
+///     detector: Detector::TransportOnly,
+///     ..SstConfig::new(RegionId(0), vec![NodeId(0), NodeId(1)])
+/// };
+/// assert!(cfg.validate().is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Detector {
+    /// Bump and push the heartbeat every `heartbeat_interval` with one signaled write per peer;
+    /// suspect a peer whose heartbeat does not move, or whose signaled write does not complete,
+    /// for `suspicion_timeout`; and suspect on every transport failure.
+    #[default]
+    Heartbeats,
+    /// Post no heartbeats and suspect nobody on a timeout; suspect only on transport failures
+    /// ([`Event::PeerFailed`], failed completions), on gossip and on [`Sst::suspect`]. For tables
+    /// whose failure detection is someone else's (a membership epoch, whose GMS table detects
+    /// failures and declares them to the epoch's transport). `heartbeat_interval` then only
+    /// scales [`accusation_delay`](SstConfig::accusation_delay).
+    TransportOnly,
 }
 
 impl SstConfig {
@@ -58,6 +87,7 @@ impl SstConfig {
             suspicion_timeout: Duration::from_millis(100),
             partition_safety: true,
             accusation_delay_intervals: 2,
+            detector: Detector::Heartbeats,
         }
     }
 
@@ -185,6 +215,8 @@ pub struct Sst<T: Transport> {
     pub(crate) me: usize,
     pub(crate) suspected: Vec<bool>,
     pub(crate) watch: Vec<Watch>,
+    /// Rows of members whose link is not up yet (absent): not written to, not suspected.
+    pub(crate) absent: Vec<bool>,
     pub(crate) next_heartbeat: Time,
     pub(crate) stopped: Option<SstError>,
     pub(crate) events: Vec<Event>,
@@ -263,8 +295,8 @@ impl<T: Transport> Sst<T> {
             }
         };
         for &m in &config.members {
-            if m == local {
-                continue;
+            if m == local || transport.is_absent(m) {
+                continue; // an absent member's regions are checked when it connects
             }
             let have = transport.remote_region_len(m, config.region).unwrap_or(0);
             if have < need {
@@ -284,6 +316,9 @@ impl<T: Transport> Sst<T> {
                 outstanding: None,
             })
             .collect();
+        let absent = (config.members.iter())
+            .map(|&m| m != local && transport.is_absent(m))
+            .collect();
         tracing::debug!(%local, members = n, row_len = schema.row_len(), "sst: table set up");
         Ok(Sst {
             transport,
@@ -291,6 +326,7 @@ impl<T: Transport> Sst<T> {
             table,
             me,
             suspected: vec![false; n],
+            absent,
             watch,
             next_heartbeat: now,
             stopped: None,
@@ -469,7 +505,7 @@ impl<T: Transport> Sst<T> {
     /// and change it again only once [`landed`](Sst::landed) (SMC's guard does exactly this).
     pub fn push(&mut self, range: FieldRange) -> Result<(), SstError> {
         for row in 0..self.rows() {
-            if row != self.me && !self.suspected[row] {
+            if self.reachable(row) {
                 self.post_row_write(row, range, Signal::Unsignaled)?;
             }
         }
@@ -480,8 +516,7 @@ impl<T: Transport> Sst<T> {
     pub fn push_to(&mut self, range: FieldRange, to: &[NodeId]) -> Result<(), SstError> {
         for &node in to {
             if let Some(row) = self.row_of(node)
-                && row != self.me
-                && !self.suspected[row]
+                && self.reachable(row)
             {
                 self.post_row_write(row, range, Signal::Unsignaled)?;
             }
@@ -494,7 +529,7 @@ impl<T: Transport> Sst<T> {
     pub fn push_signaled(&mut self, range: FieldRange) -> Result<Ticket, SstError> {
         let mut ops = Vec::new();
         for row in 0..self.rows() {
-            if row != self.me && !self.suspected[row] {
+            if self.reachable(row) {
                 let op = self.post_row_write(row, range, Signal::Signaled)?;
                 self.awaited.insert(op);
                 ops.push((row, op));
@@ -516,6 +551,31 @@ impl<T: Transport> Sst<T> {
             !done
         });
         ticket.ops.is_empty()
+    }
+
+    /// Whether writes go to `row`: another member, not suspected, and connected (not absent).
+    pub(crate) fn reachable(&self, row: usize) -> bool {
+        row != self.me && !self.suspected[row] && !self.absent[row]
+    }
+
+    /// Whether `row`'s member is absent: its link has not come up yet (it has not started).
+    /// Nothing is written to an absent member and it is never suspected for being absent; when
+    /// its link comes up the table pushes its whole local row to it.
+    ///
+    /// ```
+    /// use squall_sst::{SchemaBuilder, Sst, SstConfig};
+    /// use squall_transport::{NodeId, RegionId, RegionSpec};
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    /// let schema = SchemaBuilder::new(3).build()?;
+    /// let layout = [RegionSpec::new(RegionId(0), schema.table_len())];
+    /// let (sim, mut nodes) = Sim::cluster_late(SimConfig::seeded(1), 3, &layout, &[NodeId(2)])?;
+    /// let members = vec![NodeId(0), NodeId(1), NodeId(2)];
+    /// let sst = Sst::new(nodes.remove(0), schema, SstConfig::new(RegionId(0), members))?;
+    /// assert!(sst.is_absent(2) && !sst.is_absent(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_absent(&self, row: usize) -> bool {
+        self.absent.get(row).copied().unwrap_or(false)
     }
 
     pub(crate) fn post_row_write(

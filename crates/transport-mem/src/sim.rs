@@ -197,6 +197,8 @@ struct NodeState {
     dirty: bool,
     extra_latency: Duration,
     slowdown: u32,
+    /// Started: a late node is not until [`Sim::start_node`].
+    started: bool,
 }
 
 struct World {
@@ -544,6 +546,34 @@ impl Sim {
         n: usize,
         layout: &[RegionSpec],
     ) -> Result<(Sim, Vec<SimNode>), ConfigError> {
+        Sim::cluster_late(cfg, n, layout, &[])
+    }
+
+    /// Like [`cluster`](Self::cluster), but the nodes in `late` are configured and *not
+    /// started*: the others see them absent (ops to them are refused with
+    /// [`PostError::NotConnected`], nothing times out and nothing is reported) until
+    /// [`start_node`](Self::start_node) starts them. A late node's own endpoint (returned with
+    /// the others, to be driven once started) sees every peer absent until then.
+    ///
+    /// ```
+    /// use squall_transport::{Event, NodeId, PostError, RegionId, RegionSpec, Transport};
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    /// let (sim, mut nodes) =
+    ///     Sim::cluster_late(SimConfig::seeded(1), 3, &[RegionSpec::new(RegionId(0), 64)], &[NodeId(2)])?;
+    /// assert_eq!(nodes[0].fence(NodeId(2)), Err(PostError::NotConnected { peer: NodeId(2) }));
+    /// sim.start_node(NodeId(2));
+    /// let mut events = [Event::PeerConnected { peer: NodeId(0), incarnation: 0 }; 4];
+    /// assert_eq!(nodes[0].poll(&mut events), 1);
+    /// assert!(matches!(events[0], Event::PeerConnected { peer: NodeId(2), .. }));
+    /// assert!(nodes[0].fence(NodeId(2)).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cluster_late(
+        cfg: SimConfig,
+        n: usize,
+        layout: &[RegionSpec],
+        late: &[NodeId],
+    ) -> Result<(Sim, Vec<SimNode>), ConfigError> {
         cfg.validate()?;
         if n == 0 {
             return Err(ConfigError::NoNodes);
@@ -567,7 +597,13 @@ impl Sim {
                 dirty: false,
                 extra_latency: Duration::ZERO,
                 slowdown: 1,
+                started: true,
             });
+        }
+        for &id in late {
+            if let Some(node) = nodes.get_mut(id.index()) {
+                node.started = false;
+            }
         }
         let world = World {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
@@ -596,12 +632,18 @@ impl Sim {
             let _ = dir.add_local(r.clone());
         }
         for i in 0..w.n as u32 {
-            dir.add_peer(NodeId(i), &self.layout);
+            let peer = NodeId(i);
+            if w.nodes[me.index()].started && w.nodes[peer.index()].started {
+                dir.add_peer(peer, &self.layout);
+            } else {
+                dir.add_absent_peer(peer);
+            }
         }
         SimNode {
             me,
             dir,
             world: Rc::clone(&self.world),
+            layout: Rc::clone(&self.layout),
             max_message_len: w.cfg.max_message_len,
         }
     }
@@ -659,6 +701,51 @@ impl Sim {
         let now = w.now.as_nanos();
         w.record(node, node, OpId(now), OpKind::Fence, Outcome::Flushed);
         tracing::debug!(%node, now, "sim: node crashed");
+    }
+
+    /// Starts a node created late by [`cluster_late`](Self::cluster_late): links come up
+    /// between it and every running (started, not crashed) node that has not declared it failed,
+    /// and both ends of each new link get [`Event::PeerConnected`] (incarnation 1). Does nothing
+    /// if the node is started already or crashed.
+    pub fn start_node(&self, node: NodeId) {
+        let mut w = self.world.borrow_mut();
+        let me = node.index();
+        if w.nodes[me].started || w.nodes[me].crashed {
+            return;
+        }
+        w.nodes[me].started = true;
+        for i in 0..w.n {
+            let up = i != me
+                && w.nodes[i].started
+                && !w.nodes[i].crashed
+                && !w.nodes[i].cut[me]
+                && !w.nodes[me].cut[i];
+            if up {
+                let connected = |peer| Event::PeerConnected {
+                    peer,
+                    incarnation: 1,
+                };
+                w.nodes[i].events.push_back(connected(node));
+                w.nodes[i].dirty = true;
+                w.nodes[me].events.push_back(connected(NodeId(i as u32)));
+            }
+        }
+        w.nodes[me].dirty = true;
+        let now = w.now.as_nanos();
+        w.record(
+            node,
+            node,
+            OpId(now),
+            OpKind::Fence,
+            Outcome::Applied(u64::MAX),
+        );
+        tracing::debug!(%node, now, "sim: late node started");
+    }
+
+    /// Whether `node` has been started (every node of [`cluster`](Self::cluster) is; a late one
+    /// of [`cluster_late`](Self::cluster_late) once [`start_node`](Self::start_node) ran).
+    pub fn is_started(&self, node: NodeId) -> bool {
+        self.world.borrow().nodes[node.index()].started
     }
 
     /// Holds all traffic between the nodes of `a` and those of `b`, both ways, until healed.
@@ -726,6 +813,7 @@ pub struct SimNode {
     me: NodeId,
     dir: Directory,
     world: Rc<RefCell<World>>,
+    layout: Rc<Vec<RegionSpec>>,
     max_message_len: usize,
 }
 
@@ -851,9 +939,16 @@ impl Transport for SimNode {
         let events = &mut w.nodes[self.me.index()].events;
         let n = out.len().min(events.len());
         for (slot, e) in out.iter_mut().zip(events.drain(..n)) {
+            if let Event::PeerConnected { peer, .. } = e {
+                self.dir.add_peer(peer, &self.layout);
+            }
             *slot = e;
         }
         n
+    }
+
+    fn is_absent(&self, peer: NodeId) -> bool {
+        self.dir.is_absent(peer)
     }
 
     fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {

@@ -97,6 +97,34 @@ impl ThreadedFabric {
         n: usize,
         layout: &[RegionSpec],
     ) -> Result<Vec<ThreadedNode>, ConfigError> {
+        self.cluster_late(n, layout, &[])
+    }
+
+    /// Like [`cluster`](Self::cluster), but the nodes in `late` are configured and *not
+    /// started*: the others see them absent (ops to them are refused with
+    /// [`PostError::NotConnected`]; nothing times out or is reported) until
+    /// [`Faults::start_node`] starts them. Every endpoint is returned; a late node's own sees
+    /// every peer absent until it is started.
+    ///
+    /// ```
+    /// use squall_transport::{Event, NodeId, PostError, RegionId, RegionSpec, Transport};
+    /// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let fabric = ThreadedFabric::new(ThreadedConfig::default())?;
+    /// let mut nodes = fabric.cluster_late(2, &[RegionSpec::new(RegionId(0), 64)], &[NodeId(1)])?;
+    /// assert_eq!(nodes[0].fence(NodeId(1)), Err(PostError::NotConnected { peer: NodeId(1) }));
+    /// nodes[0].faults().start_node(NodeId(1));
+    /// let mut events = [Event::PeerConnected { peer: NodeId(0), incarnation: 0 }; 4];
+    /// assert_eq!(nodes[0].poll(&mut events), 1);
+    /// assert!(matches!(events[0], Event::PeerConnected { peer: NodeId(1), .. }));
+    /// assert!(nodes[0].fence(NodeId(1)).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cluster_late(
+        &self,
+        n: usize,
+        layout: &[RegionSpec],
+        late: &[NodeId],
+    ) -> Result<Vec<ThreadedNode>, ConfigError> {
         if n == 0 {
             return Err(ConfigError::NoNodes);
         }
@@ -135,6 +163,10 @@ impl ThreadedFabric {
             causes: (0..links).map(|_| AtomicU8::new(0)).collect(),
             reported: (0..links).map(|_| AtomicBool::new(false)).collect(),
             fault_epoch: AtomicU64::new(0),
+            started: (0..n as u32)
+                .map(|i| AtomicBool::new(!late.contains(&NodeId(i))))
+                .collect(),
+            layout: layout.to_vec(),
         });
         let ids: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
         Ok(parkers
@@ -148,7 +180,11 @@ impl ThreadedFabric {
                     let _ = dir.add_local(r.clone());
                 }
                 for &peer in &ids {
-                    dir.add_peer(peer, layout);
+                    if late.contains(&me) || late.contains(&peer) {
+                        dir.add_absent_peer(peer);
+                    } else {
+                        dir.add_peer(peer, layout);
+                    }
                 }
                 ThreadedNode {
                     me,
@@ -223,6 +259,9 @@ struct Shared {
     /// Whether the source has reported the destination failed.
     reported: Vec<AtomicBool>,
     fault_epoch: AtomicU64,
+    /// Per node: started (late nodes are not until `Faults::start_node`).
+    started: Vec<AtomicBool>,
+    layout: Vec<RegionSpec>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -407,14 +446,20 @@ pub struct Faults {
 impl Faults {
     /// Crashes `victim`: every link to and from it breaks (its peers see the connection lost),
     /// nothing it posts is applied any more, and its own endpoint refuses new ops.
+    ///
+    /// Links to nodes not started yet are left alone: they stay absent (a node started later
+    /// never connects to a crashed one), and a victim not started yet simply never starts.
     pub fn crash(&self, victim: NodeId) {
         let s = &self.shared;
         s.nodes[victim.index()]
             .crashed
             .store(true, Ordering::Release);
+        if !s.started[victim.index()].load(Ordering::Acquire) {
+            return;
+        }
         for i in 0..s.n as u32 {
             let peer = NodeId(i);
-            if peer != victim {
+            if peer != victim && s.started[peer.index()].load(Ordering::Acquire) {
                 let events = s.break_pair(
                     peer,
                     FailureCause::ConnectionLost,
@@ -425,6 +470,43 @@ impl Faults {
             }
         }
         tracing::debug!(%victim, "threaded fabric: node crashed");
+    }
+
+    /// Starts a node created late by [`ThreadedFabric::cluster_late`]: links come up between it
+    /// and every running node (started, not crashed, not cut from it), and both ends of each new
+    /// link get [`Event::PeerConnected`] (incarnation 1). Does nothing if the node is started
+    /// already or crashed.
+    pub fn start_node(&self, node: NodeId) {
+        let s = &self.shared;
+        if s.nodes[node.index()].crashed.load(Ordering::Acquire)
+            || s.started[node.index()].swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let mut mine = Vec::new();
+        for i in 0..s.n as u32 {
+            let peer = NodeId(i);
+            let up = peer != node
+                && s.started[peer.index()].load(Ordering::Acquire)
+                && !s.nodes[peer.index()].crashed.load(Ordering::Acquire)
+                && !s.gates[s.link(node, peer)].is_closed()
+                && !s.gates[s.link(peer, node)].is_closed();
+            if up {
+                s.defer(
+                    peer,
+                    [Event::PeerConnected {
+                        peer: node,
+                        incarnation: 1,
+                    }],
+                );
+                mine.push(Event::PeerConnected {
+                    peer,
+                    incarnation: 1,
+                });
+            }
+        }
+        s.defer(node, mine);
+        tracing::debug!(%node, "threaded fabric: late node started");
     }
 
     /// Holds the link between `a` and `b` both ways: ops queue, and fail once they have waited
@@ -790,9 +872,16 @@ impl Transport for ThreadedNode {
         self.refresh();
         let n = out.len().min(self.events.len());
         for (slot, e) in out.iter_mut().zip(self.events.drain(..n)) {
+            if let Event::PeerConnected { peer, .. } = e {
+                self.dir.add_peer(peer, &self.shared.layout);
+            }
             *slot = e;
         }
         n
+    }
+
+    fn is_absent(&self, peer: NodeId) -> bool {
+        self.dir.is_absent(peer)
     }
 
     fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {

@@ -377,6 +377,9 @@ fn check(seed: u64, n: usize, actions: &[Action], sabotage: Sabotage) -> Result<
         let mut failures = BTreeMap::new();
         let mut bad = Vec::new();
         drain(node, |ev| match ev {
+            Event::PeerConnected { peer, .. } => bad.push(format!(
+                "n{i}: {peer}, linked from the start, was reported connected"
+            )),
             Event::PeerFailed { peer, .. } => {
                 if failures.insert(peer, ()).is_some() {
                     bad.push(format!("n{i} reported {peer} twice"));

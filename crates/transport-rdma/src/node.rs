@@ -785,6 +785,10 @@ impl<P: Provider> Transport for RdmaNode<P> {
         Some(from)
     }
 
+    fn is_absent(&self, peer: NodeId) -> bool {
+        self.dir.is_absent(peer)
+    }
+
     fn report_failed(&mut self, peer: NodeId) {
         if let Some(link) = self.link_index(peer) {
             if !self.links[link].failed {

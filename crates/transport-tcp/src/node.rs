@@ -1449,6 +1449,10 @@ impl Transport for TcpNode {
         Some(from)
     }
 
+    fn is_absent(&self, peer: NodeId) -> bool {
+        self.dir.is_absent(peer)
+    }
+
     fn report_failed(&mut self, peer: NodeId) {
         let Some(idx) = self.link_index(peer) else {
             return;

@@ -42,7 +42,9 @@ fn await_op(node: &mut TcpNode, op: squall_transport::OpId) -> Result<u64, OpErr
             match e {
                 Event::Completion(c) if c.op == op => return c.result,
                 Event::Completion(c) => assert!(c.result.is_ok(), "unexpected failure {c:?}"),
-                Event::PeerFailed { .. } => panic!("unexpected {e:?}"),
+                Event::PeerFailed { .. } | Event::PeerConnected { .. } => {
+                    panic!("unexpected {e:?}")
+                }
             }
         }
         assert!(start.elapsed() < DEADLINE, "op {op:?} never completed");

@@ -96,7 +96,9 @@ fn killing_a_node_under_traffic_fails_only_that_node() {
         let about_live: Vec<&Event> = seen
             .iter()
             .filter(|e| match e {
-                Event::PeerFailed { peer, .. } => *peer != VICTIM,
+                Event::PeerFailed { peer, .. } | Event::PeerConnected { peer, .. } => {
+                    *peer != VICTIM
+                }
                 Event::Completion(c) => c.peer != VICTIM,
             })
             .collect();

@@ -3,7 +3,7 @@
 //! Every transport must refuse a bad op at post time and never apply it. This is the one place
 //! that rule is written; fabrics call it before they queue anything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{PostError, RegionError};
 use crate::ids::{NodeId, RegionId};
@@ -28,6 +28,8 @@ pub struct Directory {
     local: Vec<Region>,
     peers: Vec<NodeId>,
     remote: BTreeMap<(NodeId, RegionId), usize>,
+    /// Peers not connected yet: ops to them are refused with `NotConnected`.
+    absent: BTreeSet<NodeId>,
 }
 
 impl Directory {
@@ -38,6 +40,7 @@ impl Directory {
             local: Vec::new(),
             peers: Vec::new(),
             remote: BTreeMap::new(),
+            absent: BTreeSet::new(),
         }
     }
 
@@ -57,7 +60,8 @@ impl Directory {
         Ok(())
     }
 
-    /// Records a peer and the regions it registered. Ignores `me`.
+    /// Records a connected peer and the regions it registered (an absent peer becomes
+    /// connected). Ignores `me`.
     pub fn add_peer(&mut self, peer: NodeId, regions: &[crate::RegionSpec]) {
         if peer == self.me {
             return;
@@ -65,9 +69,38 @@ impl Directory {
         if let Err(at) = self.peers.binary_search(&peer) {
             self.peers.insert(at, peer);
         }
+        self.absent.remove(&peer);
         for spec in regions {
             self.remote.insert((peer, spec.id), spec.len);
         }
+    }
+
+    /// Records a configured peer whose link is not up yet: it is listed among the peers, and
+    /// every op to it is refused with [`PostError::NotConnected`] until [`add_peer`](Self::add_peer)
+    /// records its regions. Ignores `me` and peers already known.
+    ///
+    /// ```
+    /// use squall_transport::{Directory, NodeId, PostError};
+    /// let mut d = Directory::new(NodeId(0));
+    /// d.add_absent_peer(NodeId(2));
+    /// assert!(d.is_absent(NodeId(2)));
+    /// assert_eq!(d.check_fence(NodeId(2)), Err(PostError::NotConnected { peer: NodeId(2) }));
+    /// d.add_peer(NodeId(2), &[]);
+    /// assert!(d.check_fence(NodeId(2)).is_ok());
+    /// ```
+    pub fn add_absent_peer(&mut self, peer: NodeId) {
+        if peer == self.me || self.is_peer(peer) {
+            return;
+        }
+        if let Err(at) = self.peers.binary_search(&peer) {
+            self.peers.insert(at, peer);
+        }
+        self.absent.insert(peer);
+    }
+
+    /// Whether `peer` is a configured peer whose link is not up yet.
+    pub fn is_absent(&self, peer: NodeId) -> bool {
+        self.absent.contains(&peer)
     }
 
     /// The peers, ascending.
@@ -96,7 +129,9 @@ impl Directory {
     }
 
     fn check_peer(&self, peer: NodeId) -> Result<(), PostError> {
-        if self.is_peer(peer) {
+        if self.absent.contains(&peer) {
+            Err(PostError::NotConnected { peer })
+        } else if self.is_peer(peer) {
             Ok(())
         } else {
             Err(PostError::UnknownPeer { peer })

@@ -94,6 +94,15 @@ pub enum PostError {
         /// The configured depth.
         depth: usize,
     },
+    /// The link to the peer is not up yet: the peer is *absent* (a configured node that has not
+    /// started, or whose link has not been established). Not a failure: nothing was applied,
+    /// no [`Event::PeerFailed`](crate::Event::PeerFailed) follows, and ops to the peer are
+    /// accepted once [`Event::PeerConnected`](crate::Event::PeerConnected) for it was polled.
+    #[error("{peer} is not connected yet (absent); post again after its PeerConnected event")]
+    NotConnected {
+        /// The peer.
+        peer: NodeId,
+    },
     /// This endpoint has been shut down (its node crashed or was closed).
     #[error("this transport endpoint is closed")]
     Closed,

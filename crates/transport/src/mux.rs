@@ -3,7 +3,7 @@
 //! A node often runs more than one sans-IO core over the same links — one consensus instance per
 //! log slot, a failure detector beside a multicast. [`Mux::handle`] gives each core its own
 //! [`Transport`] view: ops it posts go out on the shared endpoint, their completions come back to
-//! it alone, and every [`Event::PeerFailed`] reaches every handle. Messages (`recv`) go to
+//! it alone, and every [`Event::PeerFailed`] and [`Event::PeerConnected`] reaches every handle. Messages (`recv`) go to
 //! whichever handle asks first, so at most one core per node should use two-sided messages.
 //! Single-threaded by design (the handles share the endpoint through `Rc<RefCell<_>>`).
 //!
@@ -53,7 +53,7 @@ impl<T: Transport> Shared<T> {
                             q.push_back(*e);
                         }
                     }
-                    Event::PeerFailed { .. } => self
+                    Event::PeerFailed { .. } | Event::PeerConnected { .. } => self
                         .queues
                         .iter_mut()
                         .flatten()
@@ -233,6 +233,10 @@ impl<T: Transport> Transport for MuxHandle<T> {
 
     fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {
         self.shared.borrow_mut().endpoint.recv(buf)
+    }
+
+    fn is_absent(&self, peer: NodeId) -> bool {
+        self.shared.borrow().endpoint.is_absent(peer)
     }
 
     fn report_failed(&mut self, peer: NodeId) {

@@ -121,4 +121,17 @@ pub enum Event {
         /// Why.
         cause: FailureCause,
     },
+    /// The link to a peer that was *absent* (not started yet when this node started) is now
+    /// established. Reported at most once per peer, and only for peers that were absent: a peer
+    /// linked when this endpoint was created is connected from the start and never reported.
+    /// From the moment this event is polled, ops to the peer are accepted, its regions are
+    /// known ([`remote_region_len`](crate::Transport::remote_region_len)) and the usual
+    /// contract holds on the link (FIFO, failure reported once and final).
+    PeerConnected {
+        /// The peer.
+        peer: NodeId,
+        /// The peer's incarnation, as announced when the link was established (a fresh number
+        /// per start of the peer's process on fabrics that have processes; 1 in memory).
+        incarnation: u64,
+    },
 }

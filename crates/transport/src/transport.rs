@@ -26,6 +26,18 @@ use crate::waker::Waker;
 /// - an op that is out of bounds, misaligned or names an unknown region or peer is refused with a
 ///   [`PostError`] and never applied.
 ///
+/// **Late links.** A node of the configured cluster may start after the others (a joiner). Until
+/// its link is first established such a peer is *absent*: it is listed in
+/// [`peers`](Self::peers), [`is_absent`](Self::is_absent) says so, and every op posted to it is
+/// refused at once with [`PostError::NotConnected`] — not a failure, never a
+/// [`Event::PeerFailed`], and nothing times out: an absent node is just not there yet. When the
+/// link comes up the endpoint reports [`Event::PeerConnected`] once, with the peer's
+/// incarnation; from the moment that event is polled the peer is connected and the contract
+/// above holds for it. A peer declared failed ([`report_failed`](Self::report_failed)) while
+/// absent is failed for good and never connects. This is the verbs shape of a queue pair that
+/// reaches the ready-to-send state after the others: posting to a QP that is not connected
+/// fails at post time.
+///
 /// Protocol cores are written against this trait and never sleep or spawn; a driver calls
 /// [`wait`](Self::wait) when a core has nothing to do.
 ///
@@ -112,9 +124,16 @@ pub trait Transport {
     /// sender, or `None` if no message is waiting.
     fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId>;
 
+    /// Whether `peer` is *absent*: a configured peer whose link has not been established yet
+    /// (ops to it are refused with [`PostError::NotConnected`]). False for unknown peers, for
+    /// peers linked from the start, and from the moment [`Event::PeerConnected`] for `peer` was
+    /// polled. A peer that is failed while absent stays absent (and failed).
+    fn is_absent(&self, peer: NodeId) -> bool;
+
     /// Declares `peer` failed: from now on nothing it sends is applied here, ops to it fail, and
     /// the peer's own ops to this node fail too. Reported through [`poll`](Self::poll) like any
-    /// other failure (once). Does nothing if the peer is already failed or unknown.
+    /// other failure (once). Does nothing if the peer is already failed or unknown. An absent
+    /// peer declared failed is reported failed and never connects.
     fn report_failed(&mut self, peer: NodeId);
 
     /// Parks the calling driver until something may have changed (an event, a message, a remote

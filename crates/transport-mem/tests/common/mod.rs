@@ -4,12 +4,14 @@
 use std::time::Duration;
 
 use squall_transport::conformance::{Fabric, Progress, Slot, Stalled, run_on_threads};
-use squall_transport::{NodeId, RegionSpec};
+use squall_transport::{NodeId, RegionSpec, Transport};
 use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric, ThreadedNode};
 
 /// The threaded fabric: one OS thread per program, real races.
 pub struct Threaded {
     pub fabric: ThreadedFabric,
+    /// Late nodes not started yet, the next one last.
+    waiting: Vec<ThreadedNode>,
 }
 
 impl Threaded {
@@ -20,6 +22,7 @@ impl Threaded {
                 ..Default::default()
             })
             .expect("valid config"),
+            waiting: Vec::new(),
         }
     }
 }
@@ -52,6 +55,29 @@ impl Fabric for Threaded {
         true
     }
 
+    fn build_late(
+        &mut self,
+        n: usize,
+        started: usize,
+        layout: &[RegionSpec],
+    ) -> Option<Vec<ThreadedNode>> {
+        let late: Vec<NodeId> = (started as u32..n as u32).map(NodeId).collect();
+        let mut all = self
+            .fabric
+            .cluster_late(n, layout, &late)
+            .expect("valid cluster");
+        self.waiting = all.split_off(started);
+        self.waiting.reverse();
+        Some(all)
+    }
+
+    fn start_late(&mut self, nodes: &mut Vec<ThreadedNode>) {
+        if let Some(node) = self.waiting.pop() {
+            node.faults().start_node(node.local_id());
+            nodes.push(node);
+        }
+    }
+
     fn timeout(&self) -> Duration {
         self.fabric.config().op_timeout
     }
@@ -64,6 +90,8 @@ pub struct Simulated {
     pub config: SimConfig,
     pub sim: Option<Sim>,
     builds: u64,
+    /// Late nodes not started yet, the next one last.
+    waiting: Vec<SimNode>,
 }
 
 impl Simulated {
@@ -83,11 +111,41 @@ impl Simulated {
             config,
             sim: None,
             builds: 0,
+            waiting: Vec::new(),
         }
     }
 
     fn sim(&self) -> &Sim {
         self.sim.as_ref().expect("build() was called first")
+    }
+}
+
+impl Simulated {
+    fn build_with_late(
+        &mut self,
+        n: usize,
+        layout: &[RegionSpec],
+        late: &[NodeId],
+    ) -> Vec<SimNode> {
+        // Each cluster of one check gets its own seed derived from the fabric's.
+        let seed = self
+            .config
+            .seed
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(self.builds);
+        self.builds += 1;
+        let (sim, nodes) = Sim::cluster_late(
+            SimConfig {
+                seed,
+                ..self.config.clone()
+            },
+            n,
+            layout,
+            late,
+        )
+        .expect("valid sim");
+        self.sim = Some(sim);
+        nodes
     }
 }
 
@@ -99,24 +157,27 @@ impl Fabric for Simulated {
     }
 
     fn build(&mut self, n: usize, layout: &[RegionSpec]) -> Vec<SimNode> {
-        // Each cluster of one check gets its own seed derived from the fabric's.
-        let seed = self
-            .config
-            .seed
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .wrapping_add(self.builds);
-        self.builds += 1;
-        let (sim, nodes) = Sim::cluster(
-            SimConfig {
-                seed,
-                ..self.config.clone()
-            },
-            n,
-            layout,
-        )
-        .expect("valid sim");
-        self.sim = Some(sim);
-        nodes
+        self.build_with_late(n, layout, &[])
+    }
+
+    fn build_late(
+        &mut self,
+        n: usize,
+        started: usize,
+        layout: &[RegionSpec],
+    ) -> Option<Vec<SimNode>> {
+        let late: Vec<NodeId> = (started as u32..n as u32).map(NodeId).collect();
+        let mut all = self.build_with_late(n, layout, &late);
+        self.waiting = all.split_off(started);
+        self.waiting.reverse();
+        Some(all)
+    }
+
+    fn start_late(&mut self, nodes: &mut Vec<SimNode>) {
+        if let Some(node) = self.waiting.pop() {
+            self.sim().start_node(node.local_id());
+            nodes.push(node);
+        }
     }
 
     fn run(

@@ -216,6 +216,7 @@ fn encode_post(o: &mut Out, r: Result<OpId, PostError>) {
                 PostError::QueueFull { peer, depth } => {
                     (7, u64::from(peer.0), depth as u64, 0, 0, 0)
                 }
+                PostError::NotConnected { peer } => (9, u64::from(peer.0), 0, 0, 0, 0),
                 _ => (8, 0, 0, 0, 0, 0),
             };
             o.u8(tag).u64(a).u64(b).u64(c).u64(d).u64(f);
@@ -256,6 +257,9 @@ fn decode_post<R: Read>(i: &mut In<R>) -> std::io::Result<Result<OpId, PostError
         6 => PostError::MessageTooLarge {
             len: a as usize,
             max: b as usize,
+        },
+        9 => PostError::NotConnected {
+            peer: NodeId(a as u32),
         },
         7 => PostError::QueueFull {
             peer: NodeId(a as u32),
@@ -404,6 +408,9 @@ pub fn child_main(ctrl_addr: &str) -> ! {
                             }
                             Event::PeerFailed { peer, cause } => {
                                 o.u8(1).u32(peer.0).u8(cause_code(cause));
+                            }
+                            Event::PeerConnected { peer, incarnation } => {
+                                o.u8(2).u32(peer.0).u8(0).u64(incarnation);
                             }
                         }
                     }
@@ -630,7 +637,8 @@ impl Transport for ProcNode {
         let r: std::io::Result<usize> = (|| {
             let n = self.input.u32()? as usize;
             for slot in out.iter_mut().take(n) {
-                *slot = if self.input.u8()? == 0 {
+                let tag = self.input.u8()?;
+                *slot = if tag == 0 {
                     let op = OpId(self.input.u64()?);
                     let peer = NodeId(self.input.u32()?);
                     let kind = kind_of(self.input.u8()?);
@@ -649,9 +657,14 @@ impl Transport for ProcNode {
                     })
                 } else {
                     let peer = NodeId(self.input.u32()?);
-                    Event::PeerFailed {
-                        peer,
-                        cause: cause_of(self.input.u8()?),
+                    let cause = cause_of(self.input.u8()?);
+                    if tag == 2 {
+                        Event::PeerConnected {
+                            peer,
+                            incarnation: self.input.u64()?,
+                        }
+                    } else {
+                        Event::PeerFailed { peer, cause }
                     }
                 };
             }
@@ -681,6 +694,10 @@ impl Transport for ProcNode {
             None
         })
     }
+    fn is_absent(&self, peer: NodeId) -> bool {
+        self.dir.is_absent(peer)
+    }
+
     fn report_failed(&mut self, peer: NodeId) {
         let mut o = Out::default();
         o.u8(C_REPORT).u32(peer.0);

@@ -66,6 +66,10 @@ pub const CHECKS: &[(&str, &str)] = &[
         "failed_peer_writes_dropped",
         "once a peer is declared failed, nothing it sends is applied",
     ),
+    (
+        "late_links",
+        "a node started late is absent (NotConnected, never failed), then connects once",
+    ),
 ];
 
 pub(super) fn all<F: Fabric>() -> Vec<(&'static str, super::Check<F>)> {
@@ -93,6 +97,7 @@ pub(super) fn all<F: Fabric>() -> Vec<(&'static str, super::Check<F>)> {
             "failed_peer_writes_dropped",
             failed_peer_writes_dropped::<F>,
         ),
+        ("late_links", late_links::<F>),
     ]
 }
 
@@ -258,6 +263,9 @@ pub fn fifo_per_link<F: Fabric>(f: &mut F) -> Result<(), Violation> {
                 None => p.add(format!("unexpected completion {c:?}")),
             },
             Event::PeerFailed { peer, cause } => p.add(format!("{peer} reported failed: {cause}")),
+            Event::PeerConnected { peer, .. } => p.add(format!(
+                "{peer}, linked from the start, was reported connected"
+            )),
         });
         if i == K && plan.is_empty() && expected.is_empty() || !p.found.is_empty() {
             Progress::Done
@@ -1011,6 +1019,11 @@ impl FailureLog {
     fn record(&mut self, p: &mut Problems, e: Event) {
         match e {
             Event::PeerFailed { peer, cause } => self.failed.entry(peer).or_default().push(cause),
+            Event::PeerConnected { peer, .. } => {
+                p.add(format!(
+                    "{peer}, linked from the start, was reported connected"
+                ));
+            }
             Event::Completion(c) => {
                 if c.result.is_err() && !self.failed.contains_key(&c.peer) {
                     self.error_before_report.get_or_insert(c.op);
@@ -1194,4 +1207,266 @@ pub fn failed_peer_writes_dropped<F: Fabric>(f: &mut F) -> Result<(), Violation>
     }
     p.found.extend(q.found);
     p.verdict()
+}
+
+/// Every kind of op posted to an absent peer is refused with `NotConnected`.
+fn expect_not_connected<T: Transport>(n: &mut T, p: &mut Problems, peer: NodeId) {
+    let me = n.local_id();
+    let at = |o| RemoteAddr::new(DATA, o);
+    let src = LocalSlice::new(SCRATCH, 0, 8);
+    let results = [
+        ("write", n.write(peer, src, at(0), Signal::Unsignaled)),
+        (
+            "signaled write",
+            n.write(peer, src, at(0), Signal::Signaled),
+        ),
+        ("read", n.read(peer, at(0), src)),
+        ("cas", n.compare_and_swap(peer, at(0), 0, 1)),
+        ("fetch_add", n.fetch_add(peer, at(0), 1)),
+        ("send", n.send(peer, b"early", Signal::Unsignaled)),
+        ("fence", n.fence(peer)),
+    ];
+    for (what, r) in results {
+        if r != Err(PostError::NotConnected { peer }) {
+            p.add(format!(
+                "{me}: a {what} to absent {peer} gave {r:?}, expected NotConnected"
+            ));
+        }
+    }
+}
+
+/// A node that starts after the others: while it is absent, ops to it are refused with
+/// `NotConnected` and nothing about it is reported (no failure, even after several timeouts);
+/// once started, every running node gets exactly one `PeerConnected` for it (and it one for each
+/// of them), ops flow both ways, and its crash is then reported once like any other. Skipped on
+/// fabrics whose [`Fabric::build_late`] returns `None`.
+pub fn late_links<F: Fabric>(f: &mut F) -> Result<(), Violation> {
+    let mut p = Problems::new("late_links");
+    let Some(mut nodes) = f.build_late(3, 2, &layout()) else {
+        return Ok(());
+    };
+    let late = NodeId(2);
+    if nodes.len() != 2 {
+        p.add(format!("build_late(3, 2) gave {} nodes", nodes.len()));
+        return p.verdict();
+    }
+    for n in nodes.iter_mut() {
+        if !n.peers().contains(&late) {
+            p.add(format!(
+                "{}: the absent {late} is not among the peers",
+                n.local_id()
+            ));
+        }
+        if !n.is_absent(late) {
+            p.add(format!("{}: {late} is not reported absent", n.local_id()));
+        }
+        if n.is_absent(NodeId(1 - n.local_id().0)) {
+            p.add(format!(
+                "{}: a peer linked from the start is absent",
+                n.local_id()
+            ));
+        }
+        expect_not_connected(n, &mut p, late);
+    }
+    // Phase 1: the two running nodes work together for twice the timeout; nothing about the
+    // absent node may be reported.
+    let quiet = f.timeout() * 2;
+    let start = nodes[0].now();
+    let mut q0 = Problems::new("late_links");
+    let mut q1 = Problems::new("late_links");
+    let mut fence = None;
+    let mut fenced = false;
+    let worker = |n: &mut F::Node| {
+        if fence.is_none() {
+            region(n, SCRATCH).store(0, 7);
+            let src = LocalSlice::new(SCRATCH, 0, 8);
+            let w = n.write(NodeId(1), src, RemoteAddr::new(DATA, 0), Signal::Unsignaled);
+            q0.post("write to a running peer", w);
+            fence = q0.post("fence to a running peer", n.fence(NodeId(1)));
+        }
+        drain(n, |e| match e {
+            Event::Completion(c) if Some(c.op) == fence && c.result.is_ok() => fenced = true,
+            other => q0.add(format!("node 0 saw {other:?} while node 2 was absent")),
+        });
+        if fenced && n.now().saturating_since(start) > quiet || !q0.found.is_empty() {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    };
+    let watcher = |n: &mut F::Node| {
+        drain(n, |e| {
+            q1.add(format!("node 1 saw {e:?} while node 2 was absent"))
+        });
+        if n.now().saturating_since(start) > quiet || !q1.found.is_empty() {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    };
+    let r = f.run(
+        &mut nodes,
+        vec![Some(Box::new(worker)), Some(Box::new(watcher))],
+    );
+    p.stalled(r);
+    p.found.extend(q0.found);
+    p.found.extend(q1.found);
+    if region(&nodes[1], DATA).load(0) != 7 {
+        p.add("a write between the running nodes did not land while a third was absent".into());
+    }
+    for n in nodes.iter_mut() {
+        if !n.is_absent(late) {
+            p.add(format!(
+                "{}: {late} stopped being absent before it started",
+                n.local_id()
+            ));
+        }
+        expect_not_connected(n, &mut p, late);
+    }
+    if !p.found.is_empty() {
+        return p.verdict();
+    }
+
+    // Phase 2: start it; everyone learns of the new links once, and ops flow both ways.
+    f.start_late(&mut nodes);
+    if nodes.len() != 3 {
+        p.add(format!("start_late gave {} nodes, expected 3", nodes.len()));
+        return p.verdict();
+    }
+    type Log = BTreeMap<NodeId, usize>;
+    let mut logs: Vec<(Log, Problems)> = (0..3)
+        .map(|_| (Log::new(), Problems::new("late_links")))
+        .collect();
+    let programs: Vec<Slot<'_, F::Node>> = logs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, (connected, q))| {
+            let me = NodeId(i as u32);
+            let targets: Vec<NodeId> = if me == late {
+                vec![NodeId(0), NodeId(1)]
+            } else {
+                vec![late]
+            };
+            let mut fences: Vec<OpId> = Vec::new();
+            let mut posted = false;
+            let prog = move |n: &mut F::Node| {
+                drain(n, |e| match e {
+                    Event::PeerConnected { peer, .. } => *connected.entry(peer).or_default() += 1,
+                    Event::Completion(c) if c.result.is_ok() => fences.retain(|&f| f != c.op),
+                    other => q.add(format!("{me} saw {other:?} after {late} started")),
+                });
+                if !posted && targets.iter().all(|t| connected.contains_key(t)) {
+                    posted = true;
+                    for &t in &targets {
+                        if n.is_absent(t) {
+                            q.add(format!("{me}: {t} still absent after PeerConnected"));
+                        }
+                        let value = 100 * (u64::from(me.0) + 1);
+                        region(n, SCRATCH).store(0, value);
+                        let src = LocalSlice::new(SCRATCH, 0, 8);
+                        let at = RemoteAddr::new(DATA, 8 * (me.index() + 1));
+                        q.post(
+                            "write to a new link",
+                            n.write(t, src, at, Signal::Unsignaled),
+                        );
+                        let word = RemoteAddr::new(DATA, 64);
+                        q.post("fetch_add on a new link", n.fetch_add(t, word, 1));
+                        fences.extend(q.post("fence on a new link", n.fence(t)));
+                    }
+                }
+                if posted && fences.is_empty() || !q.found.is_empty() {
+                    Progress::Done
+                } else {
+                    Progress::Idle
+                }
+            };
+            Some(Box::new(prog) as Box<dyn super::Program<F::Node> + '_>)
+        })
+        .collect();
+    let r = f.run(&mut nodes, programs);
+    p.stalled(r);
+    for (i, (connected, q)) in logs.into_iter().enumerate() {
+        p.found.extend(q.found);
+        let expected: Vec<NodeId> = if i == 2 {
+            vec![NodeId(0), NodeId(1)]
+        } else {
+            vec![late]
+        };
+        let want: Log = expected.iter().map(|&t| (t, 1)).collect();
+        if connected != want {
+            p.add(format!(
+                "node {i} saw PeerConnected {connected:?}, expected once each for {expected:?}"
+            ));
+        }
+    }
+    let data = |n: &F::Node, w: usize| region(n, DATA).load(w);
+    if data(&nodes[2], 1) != 100 || data(&nodes[2], 2) != 200 || data(&nodes[2], 8) != 2 {
+        p.add(format!(
+            "the late node's memory is {:?}, expected the writes 100, 200 and two fetch-adds",
+            (data(&nodes[2], 1), data(&nodes[2], 2), data(&nodes[2], 8))
+        ));
+    }
+    for (i, node) in nodes.iter().enumerate().take(2) {
+        if data(node, 3) != 300 || data(node, 8) != 1 {
+            p.add(format!(
+                "node {i} did not get the late node's write and fetch-add"
+            ));
+        }
+    }
+    if !p.found.is_empty() {
+        return p.verdict();
+    }
+
+    // Phase 3: once connected, its crash is reported as usual, once.
+    f.crash(&mut nodes, late);
+    let mut logs = [FailureLog::default(), FailureLog::default()];
+    let mut q = [Problems::new("late_links"), Problems::new("late_links")];
+    {
+        let [l0, l1] = &mut logs;
+        let [q0, q1] = &mut q;
+        let r = f.run(
+            &mut nodes,
+            vec![
+                Some(Box::new(survivor_of::<F::Node>(l0, q0, late))),
+                Some(Box::new(survivor_of::<F::Node>(l1, q1, late))),
+                None,
+            ],
+        );
+        p.stalled(r);
+    }
+    for (i, log) in logs.iter().enumerate() {
+        if log.failed.get(&late).map(Vec::len) != Some(1) {
+            p.add(format!(
+                "node {i} should report the crashed late node failed once: {:?}",
+                log.failed
+            ));
+        }
+    }
+    for q in q {
+        p.found.extend(q.found);
+    }
+    p.verdict()
+}
+
+/// A program that posts a fence to `victim` and runs until the victim is reported failed and
+/// the fence has completed (with an error).
+fn survivor_of<'a, T: Transport>(
+    log: &'a mut FailureLog,
+    q: &'a mut Problems,
+    victim: NodeId,
+) -> impl FnMut(&mut T) -> Progress + Send + 'a {
+    let mut probe: Option<Result<OpId, PostError>> = None;
+    move |n: &mut T| {
+        let op = probe.get_or_insert_with(|| n.fence(victim)).clone();
+        drain(n, |e| log.record(q, e));
+        let settled = match op {
+            Ok(op) => log.completions.contains_key(&op),
+            Err(_) => true,
+        };
+        if log.failed.contains_key(&victim) && settled {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    }
 }

@@ -114,6 +114,26 @@ pub trait Fabric {
 
     /// The op timeout the fabric's nodes were configured with.
     fn timeout(&self) -> Duration;
+
+    /// Builds a cluster of `n` configured nodes of which only `NodeId(0)..NodeId(started)` run
+    /// (their endpoints are returned); the others are *absent* until
+    /// [`start_late`](Self::start_late) starts them, in id order. `None` (the default) if this
+    /// fabric cannot start nodes late: the `late_links` check is then skipped.
+    fn build_late(
+        &mut self,
+        n: usize,
+        started: usize,
+        layout: &[RegionSpec],
+    ) -> Option<Vec<Self::Node>> {
+        let _ = (n, started, layout);
+        None
+    }
+
+    /// Starts the next absent node of a cluster from [`build_late`](Self::build_late) (the one
+    /// with id `nodes.len()`) and appends its endpoint to `nodes`.
+    fn start_late(&mut self, nodes: &mut Vec<Self::Node>) {
+        let _ = nodes;
+    }
 }
 
 /// A broken guarantee.
@@ -234,7 +254,7 @@ macro_rules! conformance_tests {
             fifo_per_link, fence_makes_writes_visible, no_torn_words, cas_linearizable,
             fetch_add_exact, reads_see_applied_state, messages_intact_and_ordered,
             bad_ops_refused, peer_failure_reported_once, timeouts_fire,
-            failed_peer_writes_dropped);
+            failed_peer_writes_dropped, late_links);
     };
     (@each $make:expr; $($check:ident),*) => {
         $(

@@ -1,0 +1,183 @@
+//! Late members and the detector switch, in the simulator: a member that starts after the
+//! others is absent (never suspected for it), then catches up; a table with
+//! `Detector::TransportOnly` posts no heartbeats and still suspects on transport failures.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use squall_sst::{Counter, Detector, Schema, SchemaBuilder, Sst, SstConfig, Suspicion};
+use squall_transport::{NodeId, RegionId, RegionSpec};
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
+
+const REGION: RegionId = RegionId(0);
+
+fn schema(n: usize) -> (Schema, Counter) {
+    let mut b = SchemaBuilder::new(n);
+    let count = b.counter("count");
+    (b.build().expect("valid schema"), count)
+}
+
+fn config(n: usize) -> SstConfig {
+    SstConfig {
+        heartbeat_interval: Duration::from_micros(50),
+        suspicion_timeout: Duration::from_micros(1500),
+        ..SstConfig::new(REGION, (0..n as u32).map(NodeId).collect())
+    }
+}
+
+/// Polls every running table and lets `step` of virtual time pass, until `done` or `limit`.
+fn run(
+    sim: &Sim,
+    ssts: &mut [Option<Sst<SimNode>>],
+    limit: Duration,
+    mut done: impl FnMut(&mut [Option<Sst<SimNode>>]) -> bool,
+) -> Result<bool, String> {
+    let end = sim.now() + limit;
+    while sim.now() < end {
+        for (i, s) in ssts.iter_mut().enumerate() {
+            if let Some(s) = s
+                && !sim.is_crashed(NodeId(i as u32))
+            {
+                s.poll_once().map_err(|e| format!("n{i}: {e}"))?;
+            }
+        }
+        if done(ssts) {
+            return Ok(true);
+        }
+        sim.advance(Duration::from_micros(5));
+    }
+    Ok(false)
+}
+
+fn late_member(seed: u64) -> Result<(), String> {
+    let n = 4;
+    let (schema, count) = schema(n);
+    let layout = [RegionSpec::new(REGION, schema.table_len())];
+    let (sim, mut endpoints) =
+        Sim::cluster_late(SimConfig::seeded(seed), n, &layout, &[NodeId(3)]).expect("valid sim");
+    let late_endpoint = endpoints.pop().expect("four endpoints");
+    let mut ssts: Vec<Option<Sst<SimNode>>> = endpoints
+        .into_iter()
+        .map(|t| Some(Sst::new(t, schema.clone(), config(n)).expect("valid table")))
+        .collect();
+    ssts.push(None);
+    for (i, s) in ssts.iter_mut().enumerate().take(3) {
+        let s = s.as_mut().expect("running");
+        if !s.is_absent(3) {
+            return Err(format!("n{i} does not see n3 absent"));
+        }
+        s.set(count, 10 + i as u64);
+        // Pushing skips the absent member: no error upward.
+        s.push(count.range())
+            .map_err(|e| format!("n{i} push: {e}"))?;
+    }
+    // Absent for ten suspicion timeouts: nobody suspects anybody.
+    run(&sim, &mut ssts, Duration::from_millis(15), |_| false)?;
+    for (i, s) in ssts.iter().enumerate().take(3) {
+        let s = s.as_ref().expect("running");
+        if !s.suspicions().is_empty() || !s.is_absent(3) {
+            return Err(format!("n{i} while n3 was absent: {:?}", s.suspicions()));
+        }
+    }
+    // Start it: it begins with the others' rows zero and sees them fill in.
+    sim.start_node(NodeId(3));
+    let mut late = Sst::new(late_endpoint, schema.clone(), config(n)).expect("valid table");
+    if (0..3).any(|r| late.get(r, count) != 0 || !late.is_absent(r)) {
+        return Err("the late table did not start with absent, zero rows".into());
+    }
+    late.set(count, 13);
+    late.push(count.range())
+        .map_err(|e| format!("n3 push: {e}"))?;
+    ssts[3] = Some(late);
+    let converged = run(&sim, &mut ssts, Duration::from_millis(5), |ssts| {
+        ssts.iter().all(|s| {
+            let s = s.as_ref().expect("running");
+            (0..4).all(|r| s.get(r, count) == 10 + r as u64)
+        })
+    })?;
+    if !converged {
+        return Err("rows did not converge after the late member started".into());
+    }
+    run(&sim, &mut ssts, Duration::from_millis(5), |_| false)?;
+    for (i, s) in ssts.iter().enumerate() {
+        let s = s.as_ref().expect("running");
+        if !s.suspicions().is_empty() || (0..4).any(|r| s.is_absent(r)) {
+            return Err(format!("n{i} after the start: {:?}", s.suspicions()));
+        }
+    }
+    // Connected, then crashed: suspected as usual.
+    sim.crash(NodeId(3));
+    let suspected = run(&sim, &mut ssts, Duration::from_millis(10), |ssts| {
+        ssts.iter()
+            .take(3)
+            .all(|s| s.as_ref().expect("running").is_suspected(3))
+    })?;
+    if !suspected {
+        return Err("the crashed late member was not suspected".into());
+    }
+    Ok(())
+}
+
+#[test]
+fn a_late_member_is_not_suspected_while_absent_then_catches_up() {
+    check_seeds(
+        "a_late_member_is_not_suspected_while_absent_then_catches_up",
+        8,
+        late_member,
+    );
+}
+
+#[test]
+fn transport_only_detector_posts_no_heartbeats_and_suspects_on_peer_failed() {
+    let n = 3;
+    let (schema, count) = schema(n);
+    let layout = [RegionSpec::new(REGION, schema.table_len())];
+    let (sim, endpoints) = Sim::cluster(SimConfig::seeded(5), n, &layout).expect("valid sim");
+    let cfg = SstConfig {
+        detector: Detector::TransportOnly,
+        ..config(n)
+    };
+    let mut ssts: Vec<Option<Sst<SimNode>>> = endpoints
+        .into_iter()
+        .map(|t| Some(Sst::new(t, schema.clone(), cfg.clone()).expect("valid table")))
+        .collect();
+    let hb = schema.heartbeat();
+    // n2 hangs (not polled) far beyond the suspicion timeout: nobody suspects it, and no
+    // heartbeat is ever bumped.
+    let mut hung = ssts.pop().flatten().expect("three");
+    run(&sim, &mut ssts, Duration::from_millis(10), |_| false).expect("runs");
+    for s in ssts.iter().flatten() {
+        assert!(
+            s.suspicions().is_empty(),
+            "suspected on a timeout: {:?}",
+            s.suspicions()
+        );
+        assert!((0..3).all(|r| s.get(r, hb) == 0), "a heartbeat was posted");
+    }
+    hung.poll_once().expect("runs");
+    assert_eq!(hung.get(2, hb), 0, "the hung member bumped its heartbeat");
+    // A transport failure is still a suspicion: n2 crashes, n0's push to it times out.
+    sim.crash(NodeId(2));
+    let s0 = ssts[0].as_mut().expect("running");
+    s0.set(count, 1);
+    s0.push(count.range()).expect("push");
+    let ok = run(&sim, &mut ssts, Duration::from_millis(10), |ssts| {
+        ssts[0].as_ref().expect("running").is_suspected(2)
+    })
+    .expect("runs");
+    assert!(ok, "a PeerFailed did not make n0 suspect n2");
+    let (who, why, _) = ssts[0].as_ref().expect("running").suspicions()[0];
+    assert_eq!((who, why), (NodeId(2), Suspicion::Transport));
+}
+
+#[test]
+fn transport_only_is_validated() {
+    // The detector switch keeps the timing checks (heartbeat_interval still scales the
+    // accusation delay), with the same clear errors.
+    let bad = SstConfig {
+        detector: Detector::TransportOnly,
+        heartbeat_interval: Duration::ZERO,
+        ..config(2)
+    };
+    assert!(bad.validate().is_err());
+}

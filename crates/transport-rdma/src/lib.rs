@@ -10,6 +10,10 @@
 //! Connection setup exchanges queue pair numbers, GIDs and region keys over a TCP side channel
 //! ([`exchange`]). See `docs/RDMA.md` for running over RoCE or InfiniBand.
 //!
+//! Late links: an [`RdmaNode`] connects every configured peer when it starts, so no peer is
+//! ever absent ([`is_absent`](squall_transport::Transport::is_absent) is always false) and no
+//! `PeerConnected` event is reported; a node that must start late needs another fabric for now.
+//!
 //! ```
 //! use squall_transport_rdma::RdmaConfig;
 //! assert!(RdmaConfig::default().validate(4).is_ok());

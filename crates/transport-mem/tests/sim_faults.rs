@@ -208,3 +208,46 @@ fn config_errors_say_what_to_change() {
     );
     assert!(Sim::cluster(SimConfig::seeded(1), 0, &[]).is_err());
 }
+
+#[test]
+fn an_absent_peer_declared_failed_stays_failed_and_never_connects() {
+    let layout = [RegionSpec::new(RegionId(0), 64)];
+    let (sim, mut nodes) =
+        Sim::cluster_late(SimConfig::seeded(3), 3, &layout, &[NodeId(2)]).expect("valid sim");
+    nodes[0].report_failed(NodeId(2));
+    sim.start_node(NodeId(2));
+    sim.run_until_idle(1_000);
+    let mut seen = Vec::new();
+    drain(&mut nodes[0], |e| seen.push(e));
+    assert_eq!(
+        seen,
+        vec![Event::PeerFailed {
+            peer: NodeId(2),
+            cause: FailureCause::Local
+        }],
+        "n0 declared the absent n2 failed: reported once, and no link comes up"
+    );
+    assert!(nodes[0].is_absent(NodeId(2)));
+    let mut seen = Vec::new();
+    drain(&mut nodes[1], |e| seen.push(e));
+    assert!(matches!(
+        seen[..],
+        [Event::PeerConnected {
+            peer: NodeId(2),
+            incarnation: 1
+        }]
+    ));
+    let mut seen = Vec::new();
+    drain(&mut nodes[2], |e| seen.push(e));
+    assert!(
+        matches!(
+            seen[..],
+            [Event::PeerConnected {
+                peer: NodeId(1),
+                ..
+            }]
+        ),
+        "n2 connects to n1 only: {seen:?}"
+    );
+    assert!(nodes[2].is_absent(NodeId(0)));
+}

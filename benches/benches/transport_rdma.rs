@@ -41,6 +41,7 @@ fn one_completion<T: Transport>(node: &mut T) -> u64 {
                     Err(err) => panic!("{:?} to {} failed: {err}", c.kind, c.peer),
                 },
                 Event::PeerFailed { peer, cause } => panic!("{peer} failed: {cause}"),
+                Event::PeerConnected { peer, .. } => panic!("{peer} connected late"),
             }
         }
         assert!(Instant::now() < deadline, "no completion within 10 s");

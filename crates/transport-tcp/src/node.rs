@@ -206,6 +206,9 @@ pub struct TcpNode {
     staged: Vec<Staged>,
     /// Scratch for `wait` (no allocation per call).
     ready: Vec<libc::epoll_event>,
+    /// The last write's directory look-up, so that a stream of writes between the same regions
+    /// checks bounds without searching the directory per op.
+    write_cache: Option<WriteRoute>,
     /// Calls of `poll` since the last `wait` or the last post of an op that needs an answer.
     /// The first such `poll` does not read sockets itself: its answer cannot have arrived yet
     /// (or `wait` just read it), and a driver that parks next saves a syscall per round trip.
@@ -224,6 +227,35 @@ impl std::fmt::Debug for TcpNode {
             .field("addr", &self.local_addr)
             .field("incarnation", &self.incarnation)
             .finish_non_exhaustive()
+    }
+}
+
+/// Where the last write went: the peer, its region and that region's length, and the local
+/// source region (an index into the directory's local regions) and its length.
+#[derive(Clone, Copy)]
+struct WriteRoute {
+    peer: NodeId,
+    remote: RegionId,
+    remote_len: usize,
+    local: RegionId,
+    local_idx: usize,
+    local_len: usize,
+}
+
+impl WriteRoute {
+    /// Whether this route covers a write of `src` to `dst` on `peer`, bounds included.
+    fn covers(&self, peer: NodeId, src: LocalSlice, dst: RemoteAddr) -> bool {
+        self.peer == peer
+            && self.remote == dst.region
+            && self.local == src.region
+            && dst
+                .offset
+                .checked_add(src.len)
+                .is_some_and(|end| end <= self.remote_len)
+            && src
+                .offset
+                .checked_add(src.len)
+                .is_some_and(|end| end <= self.local_len)
     }
 }
 
@@ -1033,6 +1065,7 @@ impl TcpNode {
             next_op: 0,
             staged: (0..nlinks).map(|_| Staged::default()).collect(),
             ready: vec![libc::epoll_event { events: 0, u64: 0 }; nlinks + 1],
+            write_cache: None,
             polls: 0,
             incarnation,
             local_addr,
@@ -1424,7 +1457,26 @@ impl Transport for TcpNode {
         dst: RemoteAddr,
         signal: Signal,
     ) -> Result<OpId, PostError> {
-        let region = self.dir.check_write(peer, src, dst)?;
+        let region = match self.write_cache {
+            Some(route) if route.covers(peer, src, dst) => &self.dir.locals()[route.local_idx],
+            _ => {
+                let region = self.dir.check_write(peer, src, dst)?;
+                let local_idx = (self.dir.locals().iter()).position(|r| r.id() == src.region);
+                let remote_len = self.dir.remote_len(peer, dst.region);
+                self.write_cache =
+                    local_idx
+                        .zip(remote_len)
+                        .map(|(local_idx, remote_len)| WriteRoute {
+                            peer,
+                            remote: dst.region,
+                            remote_len,
+                            local: src.region,
+                            local_idx,
+                            local_len: region.len(),
+                        });
+                region
+            }
+        };
         let signaled = signal == Signal::Signaled;
         let encode = |buf: &mut Vec<u8>| {
             frame::encode_write_header(
@@ -1691,6 +1743,30 @@ mod tests {
             append_from(&r, offset, len, &mut c);
             assert_eq!((&c[..3], &c[3..]), (&[9u8; 3][..], &b[..]));
         }
+    }
+
+    #[test]
+    fn a_cached_write_route_covers_only_in_bounds_writes_between_its_regions() {
+        let route = WriteRoute {
+            peer: NodeId(1),
+            remote: RegionId(2),
+            remote_len: 64,
+            local: RegionId(3),
+            local_idx: 0,
+            local_len: 32,
+        };
+        let (src, dst) = (
+            LocalSlice::new(RegionId(3), 24, 8),
+            RemoteAddr::new(RegionId(2), 56),
+        );
+        assert!(route.covers(NodeId(1), src, dst));
+        assert!(!route.covers(NodeId(2), src, dst), "another peer");
+        assert!(!route.covers(NodeId(1), src, RemoteAddr::new(RegionId(0), 56)));
+        assert!(!route.covers(NodeId(1), LocalSlice::new(RegionId(0), 24, 8), dst));
+        assert!(!route.covers(NodeId(1), src, RemoteAddr::new(RegionId(2), 57)));
+        assert!(!route.covers(NodeId(1), LocalSlice::new(RegionId(3), 25, 8), dst));
+        let huge = RemoteAddr::new(RegionId(2), usize::MAX);
+        assert!(!route.covers(NodeId(1), src, huge), "overflow");
     }
 
     #[test]

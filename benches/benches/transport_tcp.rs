@@ -261,14 +261,22 @@ fn round_trips(c: &mut Criterion) {
             expected = await_parked(&mut nodes[0]) + 1;
         })
     });
-    // Spinning off (the driver parks at once, but still owns its socket while it waits), and
-    // spinning and ownership off (the reader thread takes whatever arrives before the driver
-    // blocks in `wait`: the hand-off before issue 3's ownership change).
-    for (name, lease) in [
-        ("squall_tcp_cas_parked_nospin", Duration::from_millis(1)),
-        ("squall_tcp_cas_parked_noown", Duration::ZERO),
+    // With 20 µs of spinning before parking (the default is none), and with socket ownership
+    // off (the reader thread takes whatever arrives before the driver blocks in `wait`: the
+    // hand-off before issue 3's ownership change).
+    for (name, spin, lease) in [
+        (
+            "squall_tcp_cas_parked_spin20",
+            Duration::from_micros(20),
+            Duration::from_millis(1),
+        ),
+        (
+            "squall_tcp_cas_parked_noown",
+            Duration::ZERO,
+            Duration::ZERO,
+        ),
     ] {
-        let mut pair = tcp_pair_with(64 * 1024, Duration::ZERO, lease);
+        let mut pair = tcp_pair_with(64 * 1024, spin, lease);
         let mut expected = 0u64;
         g.bench_function(name, |b| {
             b.iter(|| {

@@ -28,6 +28,34 @@ fn tcp_pair(len: usize) -> Vec<TcpNode> {
     squall_benches::tcp_cluster(2, len)
 }
 
+/// Two TCP nodes on loopback like [`tcp_pair`], with `spin_before_park` and `read_lease` set.
+fn tcp_pair_with(len: usize, spin: Duration, lease: Duration) -> Vec<TcpNode> {
+    use squall_transport::{Region, RegionSpec};
+    use squall_transport_tcp::ClusterConfig;
+    let ls: Vec<TcpListener> = (0..2)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    let addrs: Vec<_> = ls.iter().map(|l| l.local_addr().expect("addr")).collect();
+    let mut config = ClusterConfig::new(1, [(NodeId(0), addrs[0]), (NodeId(1), addrs[1])]);
+    config.op_timeout = Duration::from_secs(5);
+    config.heartbeat_timeout = Duration::from_secs(5);
+    config.spin_before_park = spin;
+    config.read_lease = lease;
+    let handles: Vec<_> = (ls.into_iter().enumerate())
+        .map(|(i, l)| {
+            let config = config.clone();
+            thread::spawn(move || {
+                let region = Region::new(RegionSpec::new(REGION, len)).expect("region");
+                TcpNode::start_on(l, config, NodeId(i as u32), vec![region]).expect("starts")
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("start"))
+        .collect()
+}
+
 /// A connected loopback socket pair with TCP_NODELAY.
 fn raw_pair() -> (TcpStream, TcpStream) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -233,6 +261,31 @@ fn round_trips(c: &mut Criterion) {
             expected = await_parked(&mut nodes[0]) + 1;
         })
     });
+    // With 20 µs of spinning before parking (the default is none), and with socket ownership
+    // off (the reader thread takes whatever arrives before the driver blocks in `wait`: the
+    // hand-off before issue 3's ownership change).
+    for (name, spin, lease) in [
+        (
+            "squall_tcp_cas_parked_spin20",
+            Duration::from_micros(20),
+            Duration::from_millis(1),
+        ),
+        (
+            "squall_tcp_cas_parked_noown",
+            Duration::ZERO,
+            Duration::ZERO,
+        ),
+    ] {
+        let mut pair = tcp_pair_with(64 * 1024, spin, lease);
+        let mut expected = 0u64;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let r = pair[0].compare_and_swap(NodeId(1), word, expected, expected + 1);
+                black_box(r.is_ok());
+                expected = await_parked(&mut pair[0]) + 1;
+            })
+        });
+    }
     // The same bytes as our CAS request and answer: 5-byte header + 28 and 5 + 16.
     g.bench_function("raw_tcp_ping_pong_cas", |b| {
         let (mut client, server) = raw_pair();

@@ -77,6 +77,8 @@ struct LinkState {
     acked_rx: u64,
     /// Ops posted and not yet known applied (the sum of the runs' counts).
     outstanding: u64,
+    /// Of those, the ops that expect an answer (signaled ones: reads, atomics, fences...).
+    awaiting: u64,
     /// Since when bytes have been waiting for the peer to read them.
     stalled_since: Option<Time>,
 }
@@ -104,6 +106,15 @@ pub(crate) struct Link {
     silenced: AtomicBool,
     failed: AtomicBool,
     outstanding: AtomicUsize,
+    /// Mirrors `LinkState::awaiting` for the driver, which reads it without the lock.
+    awaiting: AtomicUsize,
+    /// The driver owns reading this socket: it waits for an answer on the link, so the reader
+    /// thread leaves arriving bytes to it (for at most `read_lease`, see `reader_loop`).
+    owned: AtomicBool,
+    /// Bytes arrived that the reader thread left to the owning driver and nobody has read
+    /// since. Set by the reader thread before it checks `owned`, cleared by whoever reads
+    /// before it reads; the driver checks it after it gives up ownership (see `release_reads`).
+    deferred: AtomicBool,
     last_rx: AtomicU64,
     max_body: usize,
 }
@@ -195,6 +206,9 @@ pub struct TcpNode {
     staged: Vec<Staged>,
     /// Scratch for `wait` (no allocation per call).
     ready: Vec<libc::epoll_event>,
+    /// The last write's directory look-up, so that a stream of writes between the same regions
+    /// checks bounds without searching the directory per op.
+    write_cache: Option<WriteRoute>,
     /// Calls of `poll` since the last `wait` or the last post of an op that needs an answer.
     /// The first such `poll` does not read sockets itself: its answer cannot have arrived yet
     /// (or `wait` just read it), and a driver that parks next saves a syscall per round trip.
@@ -213,6 +227,35 @@ impl std::fmt::Debug for TcpNode {
             .field("addr", &self.local_addr)
             .field("incarnation", &self.incarnation)
             .finish_non_exhaustive()
+    }
+}
+
+/// Where the last write went: the peer, its region and that region's length, and the local
+/// source region (an index into the directory's local regions) and its length.
+#[derive(Clone, Copy)]
+struct WriteRoute {
+    peer: NodeId,
+    remote: RegionId,
+    remote_len: usize,
+    local: RegionId,
+    local_idx: usize,
+    local_len: usize,
+}
+
+impl WriteRoute {
+    /// Whether this route covers a write of `src` to `dst` on `peer`, bounds included.
+    fn covers(&self, peer: NodeId, src: LocalSlice, dst: RemoteAddr) -> bool {
+        self.peer == peer
+            && self.remote == dst.region
+            && self.local == src.region
+            && dst
+                .offset
+                .checked_add(src.len)
+                .is_some_and(|end| end <= self.remote_len)
+            && src
+                .offset
+                .checked_add(src.len)
+                .is_some_and(|end| end <= self.local_len)
     }
 }
 
@@ -264,7 +307,9 @@ impl Shared {
         link.failed.store(true, Ordering::Release);
         st.buf.clear();
         st.outstanding = 0;
+        st.awaiting = 0;
         link.outstanding.store(0, Ordering::Release);
+        link.awaiting.store(0, Ordering::Release);
         link.dirty.store(false, Ordering::Release);
         link.stalled.store(false, Ordering::Release);
         {
@@ -452,6 +497,9 @@ impl Shared {
                 break;
             };
             st.outstanding -= p.count;
+            if p.signaled {
+                st.awaiting -= 1;
+            }
             let wants_data = matches!(
                 p.kind,
                 OpKind::Read | OpKind::CompareAndSwap | OpKind::FetchAdd
@@ -505,6 +553,7 @@ impl Shared {
         }
         link.outstanding
             .store(st.outstanding as usize, Ordering::Release);
+        link.awaiting.store(st.awaiting as usize, Ordering::Release);
         if exact && !matched {
             return Err(format!(
                 "result for request {seq}, which is not outstanding"
@@ -734,17 +783,51 @@ impl Shared {
     }
 }
 
-/// The reader thread of one link: waits until the socket is readable (holding no lock), then
-/// reads and applies frames in order. It is woken only for bytes that arrive while the driver
-/// is not blocked in `wait` (the driver reads the others itself, see [`sys::Epoll`]).
+/// The reader thread of one link: waits until bytes arrive (holding no lock), then reads and
+/// applies frames in order. It is woken only for bytes that arrive while the driver is not
+/// blocked in `wait` (the driver reads the others itself, see [`sys::Epoll`]), and it leaves
+/// them to the driver while the driver owns the link (waits for an answer on it, see
+/// [`Link::owned`]): the driver's epoll instance has them queued too, so its next `wait` or
+/// busy `poll` reads them, and no third thread wake-up sits between an answer and the driver.
+/// Bytes left to the driver for `read_lease` without being read are taken after all (a driver
+/// that posted and went away to compute must not hold up its peers or their heartbeats).
+///
+/// Both registrations are edge-triggered, so bytes left to the driver do not wake this thread
+/// again; whoever reads, reads until the socket is drained.
 fn reader_loop(shared: Arc<Shared>, idx: usize) {
     let link = &shared.links[idx];
+    let lease = shared.config.read_lease;
     let mut ready = [libc::epoll_event { events: 0, u64: 0 }];
+    // When this thread first left bytes to the owning driver that are still unread.
+    let mut left_since: Option<std::time::Instant> = None;
     loop {
         if link.failed.load(Ordering::Acquire) || shared.closing.load(Ordering::Acquire) {
             return;
         }
-        link.reader_ep.wait(&mut ready, None);
+        let timeout = left_since.map(|t| lease.saturating_sub(t.elapsed()));
+        let n = link.reader_ep.wait(&mut ready, timeout);
+        if n > 0 {
+            // Announce the bytes before looking at `owned` (the driver gives up ownership and
+            // then looks at `deferred`: one of the two sees the other).
+            if !link.deferred.swap(true, Ordering::SeqCst) {
+                left_since = None; // the driver read what was left before: a fresh lease
+            }
+        } else if left_since.is_none() {
+            continue; // interrupted
+        }
+        if !link.deferred.load(Ordering::SeqCst) {
+            left_since = None; // the driver read them
+            continue;
+        }
+        if link.owned.load(Ordering::SeqCst) {
+            let since = *left_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() < lease {
+                continue; // the driver reads them; look again when the lease ends
+            }
+            tracing::trace!(me = %shared.me, peer = %link.peer, "tcp transport: read lease expired; the reader thread reads");
+        }
+        left_since = None;
+        link.deferred.store(false, Ordering::SeqCst);
         let mut rx = lock(&link.rx);
         if !shared.receive(link, &mut rx, false) {
             return;
@@ -900,7 +983,7 @@ impl TcpNode {
                 .map_err(socket_err)?;
             let reader_ep = sys::Epoll::new().map_err(socket_err)?;
             reader_ep
-                .add(fd, sys::IN | sys::EXCLUSIVE, idx as u64)
+                .add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, idx as u64)
                 .map_err(socket_err)?;
             links.push(Link {
                 peer: c.peer,
@@ -917,6 +1000,7 @@ impl TcpNode {
                     rx_seq: 0,
                     acked_rx: 0,
                     outstanding: 0,
+                    awaiting: 0,
                     stalled_since: None,
                 }),
                 rx: Mutex::new(RxState {
@@ -928,6 +1012,9 @@ impl TcpNode {
                 silenced: AtomicBool::new(false),
                 failed: AtomicBool::new(false),
                 outstanding: AtomicUsize::new(0),
+                awaiting: AtomicUsize::new(0),
+                owned: AtomicBool::new(false),
+                deferred: AtomicBool::new(false),
                 last_rx: AtomicU64::new(now.as_nanos()),
                 max_body,
             });
@@ -978,6 +1065,7 @@ impl TcpNode {
             next_op: 0,
             staged: (0..nlinks).map(|_| Staged::default()).collect(),
             ready: vec![libc::epoll_event { events: 0, u64: 0 }; nlinks + 1],
+            write_cache: None,
             polls: 0,
             incarnation,
             local_addr,
@@ -1074,8 +1162,78 @@ impl TcpNode {
                 Err(TryLockError::Poisoned(p)) => p.into_inner(),
                 Err(TryLockError::WouldBlock) => continue,
             };
-            self.shared.receive(link, &mut rx, true);
+            driver_receive(&self.shared, link, &mut rx);
         }
+    }
+
+    /// Gives up reading the sockets of links on which the driver no longer waits for an
+    /// answer (called as `poll` and `wait` return), and reads what their reader threads left to
+    /// it meanwhile, so that from now on the reader threads serve those links again.
+    fn release_reads(&self) {
+        for link in &self.shared.links {
+            if !link.owned.load(Ordering::Relaxed)
+                || (link.awaiting.load(Ordering::Acquire) > 0
+                    && !link.failed.load(Ordering::Acquire))
+            {
+                continue;
+            }
+            link.owned.store(false, Ordering::SeqCst);
+            if link.deferred.load(Ordering::SeqCst) {
+                // Trying is enough: a reader thread holding the buffer reads what is there.
+                let mut rx = match link.rx.try_lock() {
+                    Ok(g) => g,
+                    Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                    Err(TryLockError::WouldBlock) => continue,
+                };
+                driver_receive(&self.shared, link, &mut rx);
+            }
+        }
+    }
+
+    /// Whether the driver waits for an answer on any link (and so owns its socket).
+    fn owns_any(&self) -> bool {
+        (self.shared.links.iter()).any(|l| l.owned.load(Ordering::Relaxed))
+    }
+
+    /// `wait`'s first phase: polls the sockets the driver owns without blocking for at most
+    /// `spin_before_park` (never longer than `timeout`). Returns whether something arrived for
+    /// the driver (then `wait` returns without parking).
+    fn spin(&self, timeout: Duration) -> bool {
+        let s = &self.shared;
+        let spin = s.config.spin_before_park.min(timeout);
+        if spin.is_zero() || !self.owns_any() {
+            return false;
+        }
+        let start = std::time::Instant::now();
+        loop {
+            for link in &s.links {
+                if !link.owned.load(Ordering::Relaxed) || link.failed.load(Ordering::Acquire) {
+                    continue;
+                }
+                if let Ok(mut rx) = link.rx.try_lock() {
+                    driver_receive(s, link, &mut rx);
+                }
+            }
+            if s.events_len.load(Ordering::Acquire) > 0
+                || s.inbox_len.load(Ordering::Acquire) > 0
+                || s.wake_pending.swap(false, Ordering::AcqRel)
+            {
+                return true;
+            }
+            if start.elapsed() >= spin || !self.owns_any_awaiting() {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Whether an owned link still waits for an answer.
+    fn owns_any_awaiting(&self) -> bool {
+        (self.shared.links.iter()).any(|l| {
+            l.owned.load(Ordering::Relaxed)
+                && l.awaiting.load(Ordering::Acquire) > 0
+                && !l.failed.load(Ordering::Acquire)
+        })
     }
 }
 
@@ -1119,6 +1277,14 @@ fn post_op(
     }
     st.next_seq += 1;
     let seq = st.next_seq;
+    if signaled {
+        st.awaiting += 1;
+        link.awaiting.store(st.awaiting as usize, Ordering::Release);
+        if !shared.config.read_lease.is_zero() {
+            // Before the request leaves: the answer may come back at once.
+            link.owned.store(true, Ordering::SeqCst);
+        }
+    }
     encode(&mut st.buf);
     // Never early: the coarse clock lags by at most a tick.
     let deadline = shared.coarse_now() + shared.config.op_timeout + shared.tick;
@@ -1195,6 +1361,15 @@ fn post_staged(
         shared.flush_locked(link, &mut st);
     }
     Ok(OpId(op))
+}
+
+/// The driver reads a link's socket (holding its receive buffer): first it clears the link's
+/// `deferred` mark, so that bytes arriving after this read are announced again.
+fn driver_receive(shared: &Shared, link: &Link, rx: &mut RxState) {
+    if link.deferred.load(Ordering::Relaxed) {
+        link.deferred.store(false, Ordering::SeqCst);
+    }
+    shared.receive(link, rx, true);
 }
 
 impl Drop for TcpNode {
@@ -1282,7 +1457,26 @@ impl Transport for TcpNode {
         dst: RemoteAddr,
         signal: Signal,
     ) -> Result<OpId, PostError> {
-        let region = self.dir.check_write(peer, src, dst)?;
+        let region = match self.write_cache {
+            Some(route) if route.covers(peer, src, dst) => &self.dir.locals()[route.local_idx],
+            _ => {
+                let region = self.dir.check_write(peer, src, dst)?;
+                let local_idx = (self.dir.locals().iter()).position(|r| r.id() == src.region);
+                let remote_len = self.dir.remote_len(peer, dst.region);
+                self.write_cache =
+                    local_idx
+                        .zip(remote_len)
+                        .map(|(local_idx, remote_len)| WriteRoute {
+                            peer,
+                            remote: dst.region,
+                            remote_len,
+                            local: src.region,
+                            local_idx,
+                            local_len: region.len(),
+                        });
+                region
+            }
+        };
         let signaled = signal == Signal::Signaled;
         let encode = |buf: &mut Vec<u8>| {
             frame::encode_write_header(
@@ -1426,6 +1620,7 @@ impl Transport for TcpNode {
         if self.polls > 1 && self.shared.events_len.load(Ordering::Acquire) == 0 {
             self.receive_inline();
         }
+        self.release_reads();
         if out.is_empty() || self.shared.events_len.load(Ordering::Acquire) == 0 {
             return 0;
         }
@@ -1491,12 +1686,21 @@ impl Transport for TcpNode {
         self.flush_dirty();
         self.polls = 0;
         let s = Arc::clone(&self.shared);
+        if s.wake_pending.swap(false, Ordering::SeqCst)
+            || s.events_len.load(Ordering::SeqCst) > 0
+            || s.inbox_len.load(Ordering::SeqCst) > 0
+            || self.spin(timeout)
+        {
+            self.release_reads();
+            return;
+        }
         s.driver_parked.store(true, Ordering::SeqCst);
         if s.wake_pending.swap(false, Ordering::SeqCst)
             || s.events_len.load(Ordering::SeqCst) > 0
             || s.inbox_len.load(Ordering::SeqCst) > 0
         {
             s.driver_parked.store(false, Ordering::SeqCst);
+            self.release_reads();
             return;
         }
         // Block in the kernel on the wake-up eventfd and on every link's socket. Bytes that
@@ -1518,8 +1722,9 @@ impl Transport for TcpNode {
             // Blocking on the receive buffer, not trying: if the reader thread holds it, it may
             // already be past its last read, and this wake-up went to the driver alone.
             let mut rx = lock(&link.rx);
-            s.receive(link, &mut rx, true);
+            driver_receive(&s, link, &mut rx);
         }
+        self.release_reads();
     }
 }
 
@@ -1542,6 +1747,30 @@ mod tests {
             append_from(&r, offset, len, &mut c);
             assert_eq!((&c[..3], &c[3..]), (&[9u8; 3][..], &b[..]));
         }
+    }
+
+    #[test]
+    fn a_cached_write_route_covers_only_in_bounds_writes_between_its_regions() {
+        let route = WriteRoute {
+            peer: NodeId(1),
+            remote: RegionId(2),
+            remote_len: 64,
+            local: RegionId(3),
+            local_idx: 0,
+            local_len: 32,
+        };
+        let (src, dst) = (
+            LocalSlice::new(RegionId(3), 24, 8),
+            RemoteAddr::new(RegionId(2), 56),
+        );
+        assert!(route.covers(NodeId(1), src, dst));
+        assert!(!route.covers(NodeId(2), src, dst), "another peer");
+        assert!(!route.covers(NodeId(1), src, RemoteAddr::new(RegionId(0), 56)));
+        assert!(!route.covers(NodeId(1), LocalSlice::new(RegionId(0), 24, 8), dst));
+        assert!(!route.covers(NodeId(1), src, RemoteAddr::new(RegionId(2), 57)));
+        assert!(!route.covers(NodeId(1), LocalSlice::new(RegionId(3), 25, 8), dst));
+        let huge = RemoteAddr::new(RegionId(2), usize::MAX);
+        assert!(!route.covers(NodeId(1), src, huge), "overflow");
     }
 
     #[test]

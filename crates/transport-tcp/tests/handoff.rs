@@ -23,8 +23,14 @@ const R: RegionId = RegionId(0);
 const DEADLINE: Duration = Duration::from_secs(20);
 
 fn pair() -> Vec<TcpNode> {
+    pair_with(|_| {})
+}
+
+/// Two nodes whose config `tweak` adjusts.
+fn pair_with(tweak: impl FnOnce(&mut squall_transport_tcp::ClusterConfig)) -> Vec<TcpNode> {
     let (ls, addrs) = common::listeners(2);
-    let config = common::test_config(&addrs);
+    let mut config = common::test_config(&addrs);
+    tweak(&mut config);
     common::start_cluster(&config, ls, &[RegionSpec::new(R, 4096)])
 }
 
@@ -221,8 +227,77 @@ fn a_peer_crash_wakes_the_waiting_driver_and_is_reported_once() {
 /// trip for the whole minute.
 #[test]
 fn parked_round_trips_are_woken_by_their_answers() {
-    const ROUNDS: u64 = 3000;
+    parked_round_trips(pair());
+}
+
+/// The same with spinning off (every `wait` parks at once while the driver owns its socket),
+/// and with ownership off too (the reader thread takes answers that arrive before the driver
+/// blocks, and wakes it).
+#[test]
+fn parked_round_trips_are_woken_by_their_answers_without_spinning_or_ownership() {
+    parked_round_trips(pair_with(|c| c.spin_before_park = Duration::ZERO));
+    parked_round_trips(pair_with(|c| {
+        c.spin_before_park = Duration::ZERO;
+        c.read_lease = Duration::ZERO;
+    }));
+}
+
+/// A driver owns a link's socket while it waits for an answer on it (the reader thread leaves
+/// arriving bytes to it). Here node 0's driver posts a compare-and-swap to node 1 and then
+/// stays away (computes) without calling `poll` or `wait`, while node 1 streams fetch-and-adds to node 0 and waits for each: the reader thread must
+/// take over after `read_lease`, or node 1's ops would wait for node 0's driver (and, away for
+/// good, time out and fail the link). Both directions stay linearizable and in order.
+#[test]
+fn a_driver_that_owns_its_socket_and_goes_away_does_not_stall_its_peer() {
+    const ROUNDS: u64 = 20;
+    // Longer than the op timeout: were node 1's ops left to node 0's driver, they would fail.
+    const AWAY: Duration = Duration::from_secs(2);
     let mut nodes = pair();
+    let lease = nodes[0].config().read_lease;
+    let (a, b) = nodes.split_at_mut(1);
+    let (n0, n1) = (&mut a[0], &mut b[0]);
+    let done = AtomicBool::new(false);
+    let slowest = std::thread::scope(|s| {
+        let done = &done;
+        s.spawn(move || {
+            let mut i = 0;
+            while !done.load(Ordering::Acquire) {
+                let op = n0
+                    .compare_and_swap(NodeId(1), RemoteAddr::new(R, 8), i, i + 1)
+                    .unwrap();
+                // Away with the socket owned: the answer and node 1's ops arrive meanwhile.
+                let t = Instant::now();
+                while t.elapsed() < AWAY && !done.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                assert_eq!(await_op(n0, op), Ok(i));
+                i += 1;
+            }
+        });
+        let mut slowest = Duration::ZERO;
+        for i in 0..ROUNDS {
+            let t = Instant::now();
+            let op = n1.fetch_add(NodeId(0), RemoteAddr::new(R, 0), 1).unwrap();
+            assert_eq!(await_op(n1, op), Ok(i));
+            slowest = slowest.max(t.elapsed());
+        }
+        done.store(true, Ordering::Release);
+        slowest
+    });
+    assert_eq!(nodes[0].region(R).unwrap().load(0), ROUNDS);
+    // Served within about the lease (generous for a loaded machine), not when the driver came
+    // back.
+    eprintln!(
+        "slowest fetch-and-add while node 0's driver was away: {slowest:?} (lease {lease:?})"
+    );
+    assert!(
+        slowest < Duration::from_millis(300),
+        "node 1's ops waited for node 0's driver ({slowest:?})"
+    );
+}
+
+fn parked_round_trips(mut nodes: Vec<TcpNode>) {
+    const ROUNDS: u64 = 3000;
     let start = Instant::now();
     let mut events = [Event::PeerFailed {
         peer: NodeId(u32::MAX),

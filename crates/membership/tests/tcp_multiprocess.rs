@@ -50,3 +50,23 @@ fn sigkill_of_a_follower_mid_stream_the_rest_install_a_view_and_continue() {
 fn sigkill_of_the_leader_mid_stream_the_rest_install_a_view_and_continue() {
     kill_run(0);
 }
+
+#[test]
+fn a_sixth_process_joins_mid_stream_takes_the_state_and_agrees_at_every_position() {
+    let settings = Settings {
+        universe: 6,
+        state_bytes: 64 << 10,
+        ..Settings::default()
+    };
+    let (reports, t) = mp::join_run("member_child", settings, 400, 400);
+    let j = &reports[5];
+    println!(
+        "join: view 1 with the state ({} bytes at position {}) {} us after asking; the joiner \
+         then delivered {} messages, {} of them its own",
+        t.state_len,
+        j.first_position(),
+        t.join_us,
+        j.delivered.len(),
+        j.delivered.iter().filter(|d| d.sender == 5).count()
+    );
+}

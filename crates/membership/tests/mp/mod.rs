@@ -90,6 +90,26 @@ pub fn digest(p: &[u8]) -> u64 {
     })
 }
 
+/// One step of the application's hash chain.
+pub fn chain_step(chain: u64, digest: u64) -> u64 {
+    let mut z = (chain ^ digest).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z ^ (z >> 31)
+}
+
+/// The application's state: the chain, then `filler` bytes derived from it.
+fn state(chain: u64, filler: usize) -> Vec<u8> {
+    let mut v = chain.to_le_bytes().to_vec();
+    v.extend((0..filler).map(|i| (chain >> (8 * (i % 8))) as u8 ^ i as u8));
+    v
+}
+
+/// The chain of a state, if the state is well formed.
+fn state_chain(st: &[u8], filler: usize) -> Option<u64> {
+    let c = u64::from_le_bytes(st.get(..8)?.try_into().ok()?);
+    (st == state(c, filler).as_slice()).then_some(c)
+}
+
 fn header(p: &[u8]) -> Option<(u32, u64)> {
     let s = u32::from_le_bytes(p.get(..4)?.try_into().ok()?);
     let q = u64::from_le_bytes(p.get(4..12)?.try_into().ok()?);
@@ -103,6 +123,12 @@ fn header(p: &[u8]) -> Option<(u32, u64)> {
 pub struct Settings {
     /// Members of view 0 (node ids `0..members`).
     pub members: usize,
+    /// Processes (node ids `0..universe`); those from `members` on start outside the group and
+    /// join when the parent says `JOIN`.
+    pub universe: usize,
+    /// Bytes of filler in the application state after its 8-byte hash chain (what a joiner's
+    /// state transfer carries).
+    pub state_bytes: usize,
     /// GMS heartbeat interval.
     pub gms_heartbeat: Duration,
     /// GMS suspicion timeout.
@@ -127,6 +153,8 @@ impl Default for Settings {
     fn default() -> Settings {
         Settings {
             members: 5,
+            universe: 5,
+            state_bytes: 0,
             gms_heartbeat: Duration::from_millis(5),
             gms_suspicion: Duration::from_millis(100),
             tcp_heartbeat: Duration::from_millis(20),
@@ -150,6 +178,8 @@ fn env_us(name: &str) -> Duration {
 impl Settings {
     fn to_env(&self, cmd: &mut Command) {
         cmd.env("MP_MEMBERS", self.members.to_string());
+        cmd.env("MP_UNIVERSE", self.universe.to_string());
+        cmd.env("MP_STATE_BYTES", self.state_bytes.to_string());
         for (k, d) in [
             ("MP_GMS_HB_US", self.gms_heartbeat),
             ("MP_GMS_SUSPECT_US", self.gms_suspicion),
@@ -169,6 +199,14 @@ impl Settings {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .expect("MP_MEMBERS"),
+            universe: std::env::var("MP_UNIVERSE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .expect("MP_UNIVERSE"),
+            state_bytes: std::env::var("MP_STATE_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .expect("MP_STATE_BYTES"),
             gms_heartbeat: env_us("MP_GMS_HB_US"),
             gms_suspicion: env_us("MP_GMS_SUSPECT_US"),
             tcp_heartbeat: env_us("MP_TCP_HB_US"),
@@ -182,7 +220,8 @@ impl Settings {
     /// The group configuration every member uses.
     pub fn group_config(&self) -> GroupConfig {
         let ids: Vec<NodeId> = (0..self.members as u32).map(NodeId).collect();
-        let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        let universe: Vec<NodeId> = (0..self.universe as u32).map(NodeId).collect();
+        let mut gms = GmsConfig::new(RegionId(0), universe, ids.clone());
         gms.heartbeat_interval = self.gms_heartbeat;
         gms.suspicion_timeout = self.gms_suspicion;
         let epoch = EpochConfig {
@@ -257,8 +296,9 @@ pub fn child_main() {
         .collect();
     let quit = Arc::new(AtomicBool::new(false));
     let eof = Arc::new(AtomicBool::new(false));
+    let join = Arc::new(AtomicBool::new(false));
     {
-        let (quit, eof) = (quit.clone(), eof.clone());
+        let (quit, eof, join) = (quit.clone(), eof.clone(), join.clone());
         std::thread::spawn(move || {
             let mut l = String::new();
             loop {
@@ -266,6 +306,7 @@ pub fn child_main() {
                 match stdin.read_line(&mut l) {
                     Ok(0) | Err(_) => break,
                     Ok(_) if l.trim() == "QUIT" => quit.store(true, Ordering::Release),
+                    Ok(_) if l.trim() == "JOIN" => join.store(true, Ordering::Release),
                     Ok(_) => {}
                 }
             }
@@ -304,7 +345,10 @@ pub fn child_main() {
     let start = Instant::now();
     let mut seq = 0u64;
     let mut next = Instant::now();
-    let mut delivered = 0u64;
+    // The application: a hash chain over the delivered payloads, and the next position.
+    let mut applied = 0u64;
+    let mut chain = 0u64;
+    let mut joined = false;
     let mut suspected = 0usize;
     let mut ups = Vec::new();
     let mut stopped = false;
@@ -314,7 +358,12 @@ pub fn child_main() {
             "n{me}: not told to quit within {:?}",
             s.child_deadline
         );
-        if !stopped && Instant::now() >= next {
+        if !joined && join.load(Ordering::Acquire) {
+            joined = true;
+            g.join().expect("join request");
+            writeln!(out, "J {}", now_us()).unwrap();
+        }
+        if !stopped && g.is_active() && Instant::now() >= next {
             match g.submit(&payload(me, seq)) {
                 Ok(()) => {
                     seq += 1;
@@ -335,20 +384,24 @@ pub fn child_main() {
             match u {
                 Upcall::Deliver(d) => {
                     let (sender, q) = header(&d.payload).unwrap_or((u32::MAX, u64::MAX));
+                    let dg = digest(&d.payload);
+                    if d.position != applied {
+                        writeln!(out, "BAD position {} where {applied} was next", d.position)
+                            .unwrap();
+                    }
+                    chain = chain_step(chain, dg);
+                    applied = d.position + 1;
                     writeln!(
                         out,
-                        "D {} {} {} {} {}",
+                        "D {} {} {q} {} {dg} {chain}",
                         d.position,
                         d.sender.0,
-                        q,
                         d.payload.len(),
-                        digest(&d.payload)
                     )
                     .unwrap();
                     if sender != d.sender.0 {
                         writeln!(out, "BAD header names {sender}, sent by {}", d.sender.0).unwrap();
                     }
-                    delivered += 1;
                 }
                 Upcall::Discarded(p) => {
                     let (_, q) = header(&p).unwrap_or((u32::MAX, u64::MAX));
@@ -359,11 +412,28 @@ pub fn child_main() {
                     writeln!(out, "W {v} {t}").unwrap();
                 }
                 Upcall::View(v) => {
+                    // A joiner's first view: restore the state it was sent.
+                    if let Some(st) = g.take_state() {
+                        match state_chain(&st.state, s.state_bytes) {
+                            Some(c) => {
+                                chain = c;
+                                applied = st.position;
+                                writeln!(out, "T {} {c} {} {t}", st.position, st.state.len())
+                                    .unwrap();
+                            }
+                            None => writeln!(out, "BAD state of {} bytes", st.state.len()).unwrap(),
+                        }
+                    }
                     let m: Vec<String> = v.members.iter().map(|m| m.0.to_string()).collect();
-                    writeln!(out, "V {} {} {delivered} {t}", v.id, m.join(",")).unwrap();
+                    writeln!(out, "V {} {} {applied} {t}", v.id, m.join(",")).unwrap();
                 }
                 _ => {}
             }
+        }
+        if g.state_wanted() {
+            g.provide_state(applied, &state(chain, s.state_bytes))
+                .expect("provide the state");
+            writeln!(out, "P {applied} {t}").unwrap();
         }
         if !stopped && let Some(why) = g.stopped() {
             stopped = true;
@@ -399,6 +469,8 @@ pub struct Delivered {
     pub seq: u64,
     pub len: usize,
     pub digest: u64,
+    /// The application's hash chain after applying it.
+    pub chain: u64,
 }
 
 /// A view as a member reported installing it.
@@ -406,7 +478,7 @@ pub struct Delivered {
 pub struct Installed {
     pub id: u64,
     pub members: Vec<u32>,
-    /// Deliveries before it.
+    /// Its first position (deliveries before it; for a joiner, the transferred state's).
     pub before: u64,
     pub at: u64,
 }
@@ -425,6 +497,12 @@ pub struct Report {
     pub views: Vec<Installed>,
     pub stop: Option<(u64, String)>,
     pub end: Option<u64>,
+    /// A joiner: when it asked to join.
+    pub join_requested: Option<u64>,
+    /// A joiner: the state it received (position, chain, bytes, time).
+    pub transferred: Option<(u64, u64, usize, u64)>,
+    /// A member: the states it provided (position, time).
+    pub provided: Vec<(u64, u64)>,
     /// Lines that say something is wrong (`BAD …`) or that were not understood.
     pub odd: Vec<String>,
 }
@@ -443,10 +521,20 @@ impl Report {
                     seq: num(3)?,
                     len: num(4)? as usize,
                     digest: num(5)?,
+                    chain: num(6)?,
                 });
                 Some(())
             })(),
             Some("X") => num(1).map(|q| self.discarded.push(q)),
+            Some("J") => num(1).map(|t| self.join_requested = Some(t)),
+            Some("P") => (|| {
+                self.provided.push((num(1)?, num(2)?));
+                Some(())
+            })(),
+            Some("T") => (|| {
+                self.transferred = Some((num(1)?, num(2)?, num(3)? as usize, num(4)?));
+                Some(())
+            })(),
             Some("S") => (|| {
                 self.suspicions
                     .push((num(1)? as u32, w.get(2)?.to_string(), num(3)?));
@@ -485,12 +573,22 @@ impl Report {
         }
     }
 
+    /// The first position this member delivered (a joiner's transferred state's).
+    pub fn first_position(&self) -> u64 {
+        self.transferred.map_or(0, |t| t.0)
+    }
+
+    /// The next position this member will deliver.
+    pub fn next_position(&self) -> u64 {
+        self.first_position() + self.delivered.len() as u64
+    }
+
     /// Deliveries after view `id` was installed (0 if it was not).
     pub fn delivered_after(&self, id: u64) -> u64 {
         self.views
             .iter()
             .find(|v| v.id == id)
-            .map_or(0, |v| self.delivered.len() as u64 - v.before)
+            .map_or(0, |v| self.next_position().saturating_sub(v.before))
     }
 
     /// When this member first suspected `node`.
@@ -552,7 +650,7 @@ impl Cluster {
     /// the ignored test that calls [`child_main`]), hands them each other's addresses, and
     /// waits until every one is linked and running its group.
     pub fn start(entry: &str, places: &[Place], settings: Settings) -> Cluster {
-        assert_eq!(places.len(), settings.members);
+        assert_eq!(places.len(), settings.universe);
         static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let run = RUN.fetch_add(1, Ordering::Relaxed);
         let dir =
@@ -725,6 +823,14 @@ impl Cluster {
         }
     }
 
+    /// Writes `line` to member `k`'s stdin.
+    pub fn tell(&mut self, k: usize, line: &str) {
+        let s = self.members[k].stdin.as_mut().expect("a live member");
+        s.write_all(line.as_bytes()).expect("write to a member");
+        s.write_all(b"\n").expect("write to a member");
+        s.flush().expect("flush");
+    }
+
     /// SIGKILLs member `k`; returns the time (µs of `CLOCK_MONOTONIC`) just before the signal.
     pub fn kill(&mut self, k: usize) -> u64 {
         let m = &mut self.members[k];
@@ -777,28 +883,29 @@ impl Cluster {
 
 // ---- the checks ---------------------------------------------------------------------------
 
-/// Checks a run in which `lost` (killed or cut off) left view 0 and `survivors` went on:
+/// Checks a run in which `lost` (killed or cut off) left view 0 and the others went on in
+/// view 1 = `view1`; members of `view1` that were not in view 0 are joiners:
 ///
-/// - every member's positions are gapless from 0, and every payload is the genuine message
-///   its header names (length and digest);
-/// - all members' delivery sequences (the lost ones' included) are identical up to the
-///   shortest, positions included;
-/// - every survivor installed exactly view 1 = view 0 without `lost`, after the same number
-///   of deliveries everywhere (virtual synchrony), delivered at least `min_after` messages in
-///   it, and did not stop;
+/// - every member's positions are gapless (from 0; a joiner's from its transferred state's),
+///   and every payload is the genuine message its header names (length and digest);
+/// - all members' delivery sequences (the lost ones' included) are identical on the positions
+///   they share, positions and the application's hash chain included; a joiner's transferred
+///   chain is the others' chain at its position;
+/// - every survivor installed exactly view 1 = `view1`, the initial members after the same
+///   number of deliveries everywhere (virtual synchrony; a joiner at or after it), delivered
+///   at least `min_after` messages in it, and did not stop;
 /// - every discarded message was the survivor's own and is delivered nowhere; each sender's
 ///   stream is delivered in order with no duplicates, and for a survivor its delivered and
 ///   discarded messages together leave no gap.
-pub fn check_run(reports: &[Report], lost: &[usize], min_after: u64) {
+pub fn check_run(reports: &[Report], lost: &[usize], view1: &[u32], min_after: u64) {
     let n = reports.len();
     let survivors: Vec<usize> = (0..n).filter(|k| !lost.contains(k)).collect();
+    let joiner = |k: usize| reports[k].transferred.is_some() || reports[k].join_requested.is_some();
     for (k, r) in reports.iter().enumerate() {
         assert!(r.odd.is_empty(), "member {k} reported {:?}", r.odd);
         for (i, d) in r.delivered.iter().enumerate() {
-            assert_eq!(
-                d.position, i as u64,
-                "member {k}: positions must be gapless"
-            );
+            let i = i as u64 + r.first_position();
+            assert_eq!(d.position, i, "member {k}: positions must be gapless");
             let p = payload(d.sender, d.seq);
             assert_eq!(
                 (d.len, d.digest),
@@ -809,29 +916,34 @@ pub fn check_run(reports: &[Report], lost: &[usize], min_after: u64) {
             );
         }
     }
+    let at = |k: usize, pos: u64| -> Option<&Delivered> {
+        let r = &reports[k];
+        r.delivered
+            .get(usize::try_from(pos.checked_sub(r.first_position())?).ok()?)
+    };
     for a in 0..n {
         for b in a + 1..n {
-            let (ra, rb) = (&reports[a].delivered, &reports[b].delivered);
-            let m = ra.len().min(rb.len());
-            if let Some(i) = (0..m).find(|&i| ra[i] != rb[i]) {
+            let from = reports[a].first_position().max(reports[b].first_position());
+            let to = reports[a].next_position().min(reports[b].next_position());
+            if let Some(i) = (from..to).find(|&i| at(a, i) != at(b, i)) {
                 panic!(
                     "members {a} and {b} differ at position {i}: {:?} vs {:?}",
-                    ra[i], rb[i]
+                    at(a, i),
+                    at(b, i)
                 );
             }
         }
     }
-    let members1: Vec<u32> = (0..n as u32)
-        .filter(|k| !lost.contains(&(*k as usize)))
-        .collect();
     let mut before = BTreeSet::new();
     for &k in &survivors {
         let r = &reports[k];
         assert!(r.stop.is_none(), "survivor {k} stopped: {:?}", r.stop);
         let ids: Vec<u64> = r.views.iter().map(|v| v.id).collect();
         assert_eq!(ids, vec![1], "survivor {k} must install exactly view 1");
-        assert_eq!(r.views[0].members, members1, "survivor {k}'s view 1");
-        before.insert(r.views[0].before);
+        assert_eq!(r.views[0].members, view1, "survivor {k}'s view 1");
+        if !joiner(k) {
+            before.insert(r.views[0].before);
+        }
         let after = r.delivered_after(1);
         assert!(
             after >= min_after,
@@ -843,6 +955,28 @@ pub fn check_run(reports: &[Report], lost: &[usize], min_after: u64) {
         1,
         "view 1 installed after different numbers of deliveries: {before:?}"
     );
+    let start1 = *before.first().unwrap();
+    for k in (0..n).filter(|&k| joiner(k)) {
+        let (pos, chain, _, _) = reports[k]
+            .transferred
+            .unwrap_or_else(|| panic!("joiner {k} received no state"));
+        assert!(
+            pos >= start1,
+            "joiner {k}'s state at {pos} is older than view 1 ({start1})"
+        );
+        let expect = if pos == 0 {
+            Some(0)
+        } else {
+            (0..n)
+                .filter(|&o| !joiner(o))
+                .find_map(|o| at(o, pos - 1).map(|d| d.chain))
+        };
+        assert_eq!(
+            Some(chain),
+            expect,
+            "joiner {k}'s transferred state differs from the others' at position {pos}"
+        );
+    }
     for &k in lost {
         assert!(
             reports[k].views.is_empty(),
@@ -853,6 +987,7 @@ pub fn check_run(reports: &[Report], lost: &[usize], min_after: u64) {
     // Per sender streams, over the longest sequence (the others are prefixes of it).
     let longest = reports
         .iter()
+        .filter(|r| r.first_position() == 0)
         .max_by_key(|r| r.delivered.len())
         .map(|r| &r.delivered)
         .unwrap();
@@ -1055,7 +1190,8 @@ pub fn failure_run(
         },
     );
     let reports = c.finish();
-    check_run(&reports, &[victim], after);
+    let view1: Vec<u32> = (0..n as u32).filter(|&k| k as usize != victim).collect();
+    check_run(&reports, &[victim], &view1, after);
     if is_cut {
         let (_, why) = reports[victim].stop.as_ref().unwrap();
         assert!(
@@ -1076,6 +1212,72 @@ pub fn failure_run(
         detect_us: first.saturating_sub(t0),
         protocol_us: last.saturating_sub(first),
         first_view_us: earliest.saturating_sub(first),
+    };
+    (reports, timing)
+}
+
+/// What one join run measured, in µs of `CLOCK_MONOTONIC`.
+#[derive(Clone, Copy, Debug)]
+pub struct JoinTiming {
+    /// The joiner asks → it installed view 1 with the state (active).
+    pub join_us: u64,
+    /// Bytes of state transferred.
+    pub state_len: usize,
+}
+
+/// Starts `settings.universe` processes on loopback: `settings.members` initial members and
+/// joiners after them (linked from the start: `TcpNode` has no late links yet, so a joiner
+/// process starts with the others and stays outside the group, submitting nothing, until told
+/// `JOIN`). Once deliveries flow, the last process asks to join; every process must install
+/// view 1 with it, the joiner must receive the state (the hash chain at its position, plus
+/// `settings.state_bytes` bytes) and then deliver exactly what the others deliver, with the
+/// same chain at every position. Checked with [`check_run`].
+pub fn join_run(
+    entry: &str,
+    settings: Settings,
+    warmup: u64,
+    after: u64,
+) -> (Vec<Report>, JoinTiming) {
+    let n = settings.universe;
+    let joiner = n - 1;
+    let members = settings.members;
+    let places = vec![Place::loopback(); n];
+    let mut c = Cluster::start(entry, &places, settings);
+    c.wait_for(
+        "deliveries from every member at every member",
+        Duration::from_secs(30),
+        |r| {
+            r[..members].iter().all(|r| {
+                let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
+                r.delivered.len() as u64 >= warmup && senders.len() == members
+            })
+        },
+    );
+    c.tell(joiner, "JOIN");
+    c.wait_for(
+        "the joiner's state and deliveries in view 1 everywhere",
+        Duration::from_secs(60),
+        |r| {
+            r[joiner].transferred.is_some()
+                && r.iter().all(|r| r.delivered_after(1) >= after)
+                && r[joiner]
+                    .delivered
+                    .iter()
+                    .any(|d| d.sender == joiner as u32)
+        },
+    );
+    let reports = c.finish();
+    let view1: Vec<u32> = (0..n as u32).collect();
+    check_run(&reports, &[], &view1, after);
+    let r = &reports[joiner];
+    let t = r.transferred.unwrap();
+    let timing = JoinTiming {
+        join_us: r
+            .view(1)
+            .unwrap()
+            .at
+            .saturating_sub(r.join_requested.unwrap()),
+        state_len: t.2,
     };
     (reports, timing)
 }

@@ -625,8 +625,7 @@ impl<T: Transport> Transfer<T> {
         }
         let mut acked = false;
         let mut done = None;
-        loop {
-            let Some(inc) = &self.incoming else { break };
+        while let Some(inc) = &self.incoming {
             let seq = inc.consumed;
             let slot = self.cfg.recv_slot(u, seq);
             if self.load(slot) != tag(view) | (seq + 1) {

@@ -113,7 +113,7 @@ fn failure_to_new_view_over_tcp() {
         return;
     };
     let rtt = cas_round_trip_us(2000);
-    let s = Settings::default();
+    let s = Settings::fast();
     println!(
         "baseline: CAS round trip on loopback (median of 2000) {rtt:.1} us; GMS heartbeat {:?}, \
          suspicion timeout {:?}; TCP heartbeat {:?}, timeout {:?}",
@@ -127,7 +127,7 @@ fn failure_to_new_view_over_tcp() {
                 failure_run(
                     "member_child",
                     &places,
-                    Settings::default(),
+                    Settings::fast(),
                     Failure::Kill(victim),
                     300,
                     300,
@@ -150,7 +150,7 @@ fn failure_to_new_view_over_tcp() {
                         failure_run(
                             "member_child",
                             &places,
-                            Settings::default(),
+                            Settings::fast(),
                             Failure::Cut(2, &places),
                             300,
                             300,
@@ -162,11 +162,43 @@ fn failure_to_new_view_over_tcp() {
             }
         },
     }
+    let mut joins: Vec<(usize, Vec<u64>)> = Vec::new();
+    for filler in [0usize, 64 << 10, 1 << 20, 8 << 20] {
+        let settings = Settings {
+            universe: 6,
+            state_bytes: filler,
+            ..Settings::fast()
+        };
+        let t: Vec<u64> = (0..reps)
+            .map(|_| {
+                mp::join_run("member_child", settings.clone(), 300, 300)
+                    .1
+                    .join_us
+            })
+            .collect();
+        joins.push((filler + 8, t));
+    }
     println!(
         "\n| failure | runs | detection (failure -> first suspicion), median | protocol (first suspicion -> view at every survivor), median | first survivor's view, median | protocol / CAS RTT |"
     );
     println!("| --- | --- | --- | --- | --- | --- |");
     for (name, t) in &rows {
         row(name, t, rtt);
+    }
+    let base = median(joins[0].1.clone()) as f64;
+    println!(
+        "\n| state | runs | join (ask -> view with the state), median (p90) | / 8-byte state | / CAS RTT |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for (bytes, t) in &joins {
+        let m = median(t.clone()) as f64;
+        println!(
+            "| {bytes} B | {} | {:.1} ms ({:.1}) | {:.2}x | {:.0}x |",
+            t.len(),
+            m / 1000.0,
+            p90(t.clone()) as f64 / 1000.0,
+            m / base,
+            m / rtt
+        );
     }
 }

@@ -146,11 +146,24 @@ pub struct Settings {
 }
 
 impl Default for Settings {
-    /// Detection quick on loopback but not flaky on a loaded 2-core machine: GMS heartbeats
-    /// every 5 ms, suspicion after 100 ms of silence; TCP heartbeats every 20 ms failing a
-    /// silent link after 400 ms (so in a partition the GMS timeout decides), ops time out after
-    /// 1 s; every member submits one message per 2 ms.
+    /// Detection quick on loopback but not flaky on a loaded 2-core machine (a load average
+    /// of 15 was seen to starve a member for over 100 ms): GMS heartbeats every 5 ms,
+    /// suspicion after 250 ms of silence; TCP heartbeats every 20 ms failing a silent link
+    /// after 600 ms (so in a partition the GMS timeout decides), ops time out after 1 s; every
+    /// member submits one message per 2 ms. The measurement uses [`Settings::fast`].
     fn default() -> Settings {
+        Settings {
+            gms_suspicion: Duration::from_millis(250),
+            tcp_timeout: Duration::from_millis(600),
+            ..Settings::fast()
+        }
+    }
+}
+
+impl Settings {
+    /// As [`default`](Settings::default) with a 100 ms GMS suspicion timeout and a 400 ms TCP
+    /// heartbeat timeout: the failover measurement's settings (run it on a quiet machine).
+    pub fn fast() -> Settings {
         Settings {
             members: 5,
             universe: 5,
@@ -332,8 +345,10 @@ pub fn child_main() {
         .into_iter()
         .map(|r| Region::new(r).expect("region"))
         .collect();
-    let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
+    // Open (and fsync) the log before linking: once linked, the peers' suspicion timers run,
+    // and an fsync on a busy disk can take longer than the suspicion timeout.
     let (log, recovered) = FileLog::open(&dir.join(format!("gms-{me}.log"))).expect("log");
+    let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
     assert!(
         recovered.records.is_empty(),
         "a fresh member has an empty log"

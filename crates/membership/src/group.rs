@@ -188,8 +188,9 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
 /// [`Upcall::View`]. Every member that installs view `v + 1` delivered the same messages in
 /// view `v`.
 ///
-/// Not built yet: state transfer to joiners (a joiner's positions restart at 0), durable
-/// epochs, more than one shard.
+/// A universe node outside the view joins with [`Group::joining`]; it stays passive until a
+/// member sent it the application's state ([`Group::provide_state`], [`Group::take_state`];
+/// see [`crate::transfer`]). Not built yet: durable epochs, more than one shard.
 ///
 /// ```
 /// use std::time::Duration;

@@ -417,3 +417,74 @@ fn join_time_by_state_size() {
     // Larger states take longer (more chunk round trips).
     assert!(rows[3].1 > rows[0].1);
 }
+
+/// Joins at random points mixed with a crash (any member, or the sender right after it provided
+/// the state), a leave and a one-member partition healed later; random per seed. Every check of
+/// `Run::poll` after every step; at the end every live member is active, in the same view, at
+/// the same position.
+#[test]
+fn mixed_joins_leaves_crashes_and_partitions_seed_sweep() {
+    check_seeds(
+        "mixed_joins_leaves_crashes_and_partitions_seed_sweep",
+        8,
+        |seed| {
+            let mut r = Run::new(seed, 6, 4, 512, 4000);
+            let pick = |r: &Run, below: u64| r.sim.random(below) as usize;
+            let join_at = [200 + pick(&r, 2500), 200 + pick(&r, 2500)];
+            let fault_at = 300 + pick(&r, 3000);
+            let kind = pick(&r, 4);
+            let victim = pick(&r, 4);
+            if kind == 1 {
+                r.crash_sender_after = Some(1 + pick(&r, 6));
+            }
+            let mut healed_at = None;
+            for step in 0..14_000 {
+                for (j, &at) in join_at.iter().enumerate() {
+                    if step == at {
+                        r.groups[4 + j].join().map_err(|e| e.to_string())?;
+                    }
+                }
+                if step == fault_at {
+                    match kind {
+                        0 => r.crash(victim),
+                        2 => {
+                            let _ = r.groups[victim].leave();
+                        }
+                        3 => {
+                            let rest: Vec<NodeId> = (0..6u32)
+                                .filter(|&k| k as usize != victim)
+                                .map(NodeId)
+                                .collect();
+                            r.sim.partition(&[NodeId(victim as u32)], &rest);
+                            healed_at = Some(step + 3000);
+                        }
+                        _ => {}
+                    }
+                }
+                if healed_at == Some(step) {
+                    r.sim.heal();
+                }
+                r.run(1, 7000)?;
+            }
+            let live: Vec<usize> = (0..6)
+                .filter(|&i| {
+                    !r.crashed[i] && r.groups[i].stopped().is_none() && r.groups[i].view().is_some()
+                })
+                .collect();
+            for &i in &live {
+                if !r.groups[i].is_active() {
+                    return Err(format!("n{i} still passive at the end: {:?}", r.groups[i]));
+                }
+                if r.apps[i].next != r.apps[live[0]].next
+                    || r.groups[i].view().map(|v| v.id) != r.groups[live[0]].view().map(|v| v.id)
+                {
+                    return Err(format!("n{i} and n{} did not settle together", live[0]));
+                }
+            }
+            if live.len() < 3 {
+                return Err(format!("only {live:?} live at the end"));
+            }
+            Ok(())
+        },
+    );
+}

@@ -20,6 +20,7 @@ use thiserror::Error;
 use crate::config::GmsConfig;
 use crate::gms::{Epoch, Gms, GmsError, GmsEvent};
 use crate::log::{Durable, Recovered};
+use crate::transfer::{Completed, Transfer, TransferConfig, TransferError, TransferredState};
 use crate::view::View;
 
 /// A group's configuration: the membership core's, a template for every view's epoch, and the
@@ -47,11 +48,13 @@ pub struct GroupConfig {
     pub epoch: EpochConfig,
     /// The two epoch region sets, `(table, large)`: view `v` runs on set `v mod 2`.
     pub sets: [(RegionId, RegionId); 2],
+    /// State transfer to joiners (its region, chunking and bounds).
+    pub transfer: TransferConfig,
 }
 
 impl GroupConfig {
     /// `gms` and the `epoch` template, with the epoch sets on the four region ids after the
-    /// GMS region.
+    /// GMS region and the transfer region on the fifth ([`TransferConfig::new`] defaults).
     pub fn new(gms: GmsConfig, epoch: EpochConfig) -> GroupConfig {
         let r = gms.region.0;
         GroupConfig {
@@ -59,6 +62,7 @@ impl GroupConfig {
                 (RegionId(r + 1), RegionId(r + 2)),
                 (RegionId(r + 3), RegionId(r + 4)),
             ],
+            transfer: TransferConfig::new(RegionId(r + 5)),
             gms,
             epoch,
         }
@@ -78,6 +82,16 @@ impl GroupConfig {
         }
     }
 
+    /// Every region a group uses: the GMS table, both epoch sets, the transfer region.
+    fn regions(&self) -> Vec<RegionId> {
+        let mut ids = vec![self.gms.region];
+        for &(t, l) in &self.sets {
+            ids.extend([t, l]);
+        }
+        ids.push(self.transfer.region);
+        ids
+    }
+
     /// Checks every setting.
     pub fn validate(&self) -> Result<(), GroupError> {
         self.gms.validate().map_err(GmsError::Config)?;
@@ -91,13 +105,11 @@ impl GroupConfig {
                 "a group runs one round-robin epoch per view: the shard layout must have one shard",
             ));
         }
-        let mut ids = vec![self.gms.region];
-        for &(t, l) in &self.sets {
-            ids.extend([t, l]);
-        }
+        self.transfer.validate().map_err(GroupError::Config)?;
+        let ids = self.regions();
         if (1..ids.len()).any(|i| ids[..i].contains(&ids[i])) {
             return Err(GroupError::Config(
-                "the GMS region and the four epoch regions must all differ",
+                "the GMS region, the four epoch regions and the transfer region must all differ",
             ));
         }
         // The largest epoch: every universe node a member.
@@ -120,6 +132,9 @@ pub enum GroupError {
     /// A view's epoch could not be set up.
     #[error("round-robin epoch: {0}")]
     Epoch(#[from] squall_round_robin::Error),
+    /// State transfer failed (a malformed chunk, a bound exceeded, a misused snapshot call).
+    #[error("state transfer: {0}")]
+    Transfer(#[from] TransferError),
     /// A trim could not be applied (a bug: the core computed it without this member's counts).
     #[error("applying the trim of view {view}: {error}")]
     Trim {
@@ -139,6 +154,12 @@ pub struct GroupStats {
     pub discarded: u64,
     /// Messages delivered when a trim was applied (past the stable prefix of their view).
     pub delivered_at_trim: u64,
+    /// State transfers this member completed as the sender.
+    pub transfers_served: u64,
+    /// Bytes of state this member sent to joiners.
+    pub state_bytes_sent: u64,
+    /// Views this node installed while still passive (its transfer started over).
+    pub transfer_restarts: u64,
 }
 
 /// Lets the core wedge the current epoch (or report empty counts when there is none).
@@ -167,8 +188,9 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
 /// [`Upcall::View`]. Every member that installs view `v + 1` delivered the same messages in
 /// view `v`.
 ///
-/// Not built yet: state transfer to joiners (a joiner's positions restart at 0), durable
-/// epochs, more than one shard.
+/// A universe node outside the view joins with [`Group::joining`]; it stays passive until a
+/// member sent it the application's state ([`Group::provide_state`], [`Group::take_state`];
+/// see [`crate::transfer`]). Not built yet: durable epochs, more than one shard.
 ///
 /// ```
 /// use std::time::Duration;
@@ -226,6 +248,20 @@ pub struct Group<T: Transport, L: Durable> {
     /// The position of the next delivery.
     position: u64,
     stopped: Option<String>,
+    /// State transfer: this node's side of it.
+    transfer: Transfer<MuxHandle<T>>,
+    /// Whether this node has the application's state (an initial member, or a joiner whose
+    /// transfer completed). A passive joiner buffers its deliveries and cannot submit.
+    active: bool,
+    /// Added to the epoch's positions: a joiner's first epoch counts from 0 until its transfer
+    /// says where the view started.
+    offset: u64,
+    /// Deliveries before this position are in the transferred state: not handed out.
+    skip_until: u64,
+    /// A passive joiner's deliveries (epoch-relative positions).
+    buffer: Vec<Delivery>,
+    /// The state received, until the application takes it.
+    state: Option<TransferredState>,
     events: Vec<GmsEvent>,
     scratch: Vec<Upcall<Delivery>>,
     stats: GroupStats,
@@ -238,6 +274,7 @@ impl<T: Transport, L: Durable> std::fmt::Debug for Group<T, L> {
             .field("view", &self.view.as_ref().map(|v| v.id))
             .field("frozen", &self.frozen)
             .field("position", &self.position)
+            .field("active", &self.active)
             .field("stopped", &self.stopped)
             .finish_non_exhaustive()
     }
@@ -255,13 +292,18 @@ impl<T: Transport, L: Durable> Group<T, L> {
                     .map_err(|e| GroupError::Epoch(e.into()))?,
             );
         }
+        out.push(RegionSpec::new(
+            cfg.transfer.region,
+            cfg.transfer.region_len(cfg.gms.universe.len()),
+        ));
         Ok(out)
     }
 
     /// Sets the member up over `transport` (with the regions of [`layout`](Group::layout)
     /// registered on every universe node). `log` and `recovered` are the membership core's.
-    /// A member of the current view starts its epoch at once; an outsider waits for a view that
-    /// names it.
+    /// A member of the current view starts its epoch at once (it is active: it holds the
+    /// application's state); an outsider waits for a view that names it — call
+    /// [`join`](Group::join), or use [`joining`](Group::joining), to ask for one.
     pub fn new(
         transport: T,
         cfg: GroupConfig,
@@ -269,12 +311,15 @@ impl<T: Transport, L: Durable> Group<T, L> {
         recovered: Option<&Recovered>,
     ) -> Result<Group<T, L>, GroupError> {
         cfg.validate()?;
-        let mut regions = vec![cfg.gms.region];
-        for &(t, l) in &cfg.sets {
-            regions.extend([t, l]);
-        }
-        let mux = Mux::new(transport, &regions);
+        let mux = Mux::new(transport, &cfg.regions());
         let gms = Gms::new(mux.handle(), cfg.gms.clone(), log, recovered)?;
+        let transfer = Transfer::new(
+            mux.handle(),
+            cfg.transfer.clone(),
+            cfg.gms.universe.clone(),
+            cfg.gms.initial.clone(),
+        );
+        let active = gms.view().is_some();
         let mut g = Group {
             cfg,
             mux,
@@ -285,6 +330,12 @@ impl<T: Transport, L: Durable> Group<T, L> {
             reported_wedge: false,
             position: 0,
             stopped: None,
+            transfer,
+            active,
+            offset: 0,
+            skip_until: 0,
+            buffer: Vec::new(),
+            state: None,
             events: Vec::new(),
             scratch: Vec::new(),
             stats: GroupStats::default(),
@@ -317,7 +368,119 @@ impl<T: Transport, L: Durable> Group<T, L> {
 
     /// Counters.
     pub fn stats(&self) -> GroupStats {
-        self.stats
+        GroupStats {
+            transfers_served: self.transfer.served,
+            state_bytes_sent: self.transfer.bytes_sent,
+            ..self.stats
+        }
+    }
+
+    /// A universe node that is not a member, set up and asking to join: [`new`](Group::new)
+    /// then [`join`](Group::join). The leader adds it to the next view; it then stays
+    /// **passive** (it receives the view's messages but hands nothing to the application, and
+    /// [`submit`](TotalOrder::submit) answers [`SubmitError::NotASender`]) until a member has
+    /// sent it the application's state. Its first upcall is then [`Upcall::View`]: at that
+    /// point [`take_state`](Group::take_state) returns the state, to restore before applying
+    /// the deliveries that follow (they start at the state's position, with the group's
+    /// positions).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use squall_membership::{GmsConfig, group::{Group, GroupConfig}, log::MemLog};
+    /// use squall_ordering::{TotalOrder, Upcall};
+    /// use squall_round_robin::Config;
+    /// use squall_transport::{NodeId, RegionId};
+    /// use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+    ///
+    /// // Three members and one node (3) of the universe that starts outside the group.
+    /// let universe: Vec<NodeId> = (0..4).map(NodeId).collect();
+    /// let initial = universe[..3].to_vec();
+    /// let mut gms = GmsConfig::new(RegionId(0), universe.clone(), initial);
+    /// gms.heartbeat_interval = Duration::from_micros(50);
+    /// gms.suspicion_timeout = Duration::from_micros(1500);
+    /// let epoch = Config { slot_size: 64, max_payload: 64, window: 4, ..Config::new(universe) };
+    /// let cfg = GroupConfig::new(gms, epoch);
+    /// let (sim, mut nodes) =
+    ///     Sim::cluster(SimConfig::seeded(1), 4, &Group::<SimNode, MemLog>::layout(&cfg)?)?;
+    /// let joiner = Group::joining(nodes.pop().unwrap(), cfg.clone(), MemLog::default())?;
+    /// let mut g: Vec<_> = nodes
+    ///     .into_iter()
+    ///     .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None))
+    ///     .collect::<Result<_, _>>()?;
+    /// g.push(joiner);
+    /// // The application: the count of delivered messages is its whole state.
+    /// let mut applied = [0u64; 4];
+    /// let mut ups = Vec::new();
+    /// for step in 0..20_000 {
+    ///     if step % 50 == 0 && step < 5_000 {
+    ///         let _ = g[0].submit(b"m");
+    ///     }
+    ///     for (i, m) in g.iter_mut().enumerate() {
+    ///         ups.clear();
+    ///         m.poll(&mut ups);
+    ///         for u in ups.drain(..) {
+    ///             match u {
+    ///                 Upcall::Deliver(_) => applied[i] += 1,
+    ///                 // A joiner's first view: restore the state it was sent.
+    ///                 Upcall::View(_) => if let Some(s) = m.take_state() {
+    ///                     applied[i] = u64::from_le_bytes(s.state[..8].try_into().unwrap());
+    ///                     assert_eq!(applied[i], s.position);
+    ///                 },
+    ///                 _ => {}
+    ///             }
+    ///         }
+    ///         // A member a joiner asked for the state: snapshot it (here, at once).
+    ///         if m.state_wanted() {
+    ///             m.provide_state(applied[i], &applied[i].to_le_bytes())?;
+    ///         }
+    ///     }
+    ///     sim.advance(Duration::from_micros(2));
+    /// }
+    /// assert!(g[3].is_active());
+    /// assert_eq!(applied, [100; 4]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn joining(transport: T, cfg: GroupConfig, log: L) -> Result<Group<T, L>, GroupError> {
+        let mut g = Group::new(transport, cfg, log, None)?;
+        g.join()?;
+        Ok(g)
+    }
+
+    /// Asks to join (a universe node outside the group; see [`joining`](Group::joining)).
+    pub fn join(&mut self) -> Result<(), GroupError> {
+        Ok(self.gms.request_join()?)
+    }
+
+    /// Whether this node holds the application's state: an initial member, or a joiner whose
+    /// state transfer completed. Only active members deliver, submit and serve transfers.
+    pub fn is_active(&self) -> bool {
+        self.active && self.stopped.is_none()
+    }
+
+    /// Whether a joiner asked this member for the application's state and none was provided
+    /// in this view yet: call [`provide_state`](Group::provide_state) (after applying the
+    /// deliveries handed out so far). Check it after each [`poll`](TotalOrder::poll).
+    pub fn state_wanted(&self) -> bool {
+        self.active && self.transfer.wanted()
+    }
+
+    /// Gives the group a snapshot of the application's state reflecting every delivery before
+    /// `position` (the application's next position to apply: at least the current view's first
+    /// position, at most [`next_position`](Group::next_position)). The group streams it to the
+    /// joiners that asked this member during this view; a new view drops it. Errors:
+    /// [`TransferError::Position`], [`TransferError::TooLarge`], [`TransferError::NotActive`].
+    pub fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
+        if !self.active || self.frozen || self.stopped.is_some() {
+            return Err(TransferError::NotActive);
+        }
+        let next = self.next_position();
+        self.transfer.provide(position, next, state)
+    }
+
+    /// The state a joiner received, once, when its transfer completed (just before its first
+    /// [`Upcall::View`]); deliveries from its `position` on follow.
+    pub fn take_state(&mut self) -> Option<TransferredState> {
+        self.state.take()
     }
 
     /// Asks to leave gracefully: the group keeps running until the view without this member
@@ -327,16 +490,19 @@ impl<T: Transport, L: Durable> Group<T, L> {
         Ok(self.gms.leave()?)
     }
 
-    /// The position the next delivered message gets.
+    /// The position the next delivered message gets (meaningful once active).
     pub fn next_position(&self) -> u64 {
         self.epoch
             .as_ref()
-            .map_or(self.position, RoundRobin::next_position)
+            .map_or(self.position, |e| e.next_position() + self.offset)
     }
 
     fn start_epoch(&mut self, view: View) -> Result<(), GroupError> {
         let cfg = self.cfg.epoch_for(view.id, view.members.clone());
         self.epoch = Some(RoundRobin::epoch(self.mux.handle(), cfg, self.position)?);
+        let first = self.active.then_some(self.position);
+        self.transfer
+            .enter_view(view.id, view.members.clone(), first);
         self.view = Some(view);
         self.frozen = false;
         self.reported_wedge = false;
@@ -344,7 +510,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     }
 
     fn report_wedge(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) {
-        if !self.reported_wedge {
+        if self.active && !self.reported_wedge {
             self.reported_wedge = true;
             upcalls.push(Upcall::Wedged);
         }
@@ -355,6 +521,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             tracing::warn!(me = %self.gms.id(), reason = %why, "group: stopped");
             self.stopped = Some(why);
             self.epoch = None;
+            self.transfer.leave_views();
             self.report_wedge(upcalls);
         }
     }
@@ -366,30 +533,52 @@ impl<T: Transport, L: Durable> Group<T, L> {
         trim: Option<crate::trim::Trim>,
         upcalls: &mut Vec<Upcall<Delivery>>,
     ) -> Result<(), GroupError> {
+        let had_epoch = self.epoch.is_some();
         if let (Some(trim), Some(mut old), Some(old_view)) =
             (trim, self.epoch.take(), self.view.take())
         {
             let counts: Vec<u64> = old_view.members.iter().map(|&m| trim.count(m)).collect();
-            let before = upcalls.len();
+            let mut out = std::mem::take(&mut self.scratch);
+            out.clear();
             let back = old
-                .deliver_up_to(&counts, upcalls)
+                .deliver_up_to(&counts, &mut out)
                 .map_err(|error| GroupError::Trim {
                     view: old_view.id,
                     error,
                 })?;
-            self.stats.delivered_at_trim += (upcalls.len() - before) as u64;
-            self.stats.discarded += back.len() as u64;
-            upcalls.extend(back.into_iter().map(Upcall::Discarded));
-            self.position = old.next_position();
+            if self.active {
+                self.stats.delivered_at_trim += out.len() as u64;
+                self.stats.discarded += back.len() as u64;
+                for u in out.drain(..) {
+                    self.emit(u, upcalls)?;
+                }
+                upcalls.extend(back.into_iter().map(Upcall::Discarded));
+            }
+            out.clear();
+            self.scratch = out;
+            self.position = old.next_position() + self.offset;
             drop(old);
             // No peer writes set `old_view.id mod 2` again before this member acks view
             // `view.id + 1`, which it does only after this point.
             let set = self.cfg.epoch_for(old_view.id, old_view.members.clone());
             self.mux.with(|t| RoundRobin::<T>::zero_regions(t, &set));
         }
+        self.offset = 0;
         if !view.contains(self.gms.id()) {
             // A leaver: it delivered up to the trim; the core reports `Left` next.
             return Ok(());
+        }
+        if !self.active {
+            // A joiner's first view, or a later one while its transfer had not completed: drop
+            // what it buffered and received; its epoch counts from 0 until the transfer says
+            // where the view started; it asks this view's member for the state again.
+            if had_epoch {
+                self.stats.transfer_restarts += 1;
+            }
+            self.buffer.clear();
+            self.position = 0;
+            tracing::info!(me = %self.gms.id(), view = view.id, "group: passive in view, waiting for the state transfer");
+            return self.start_epoch(view);
         }
         self.stats.views += u64::from(view.id > 0);
         upcalls.push(Upcall::View(squall_ordering::View {
@@ -401,22 +590,104 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.start_epoch(view)
     }
 
+    /// Hands an epoch upcall on: a passive joiner buffers deliveries; an active member gets
+    /// them with the group's positions, minus those its transferred state already reflects.
+    fn emit(
+        &mut self,
+        u: Upcall<Delivery>,
+        upcalls: &mut Vec<Upcall<Delivery>>,
+    ) -> Result<(), GroupError> {
+        match u {
+            Upcall::Deliver(mut d) => {
+                if !self.active {
+                    if self.buffer.len() >= self.cfg.transfer.max_buffered {
+                        return Err(TransferError::BufferFull {
+                            max: self.cfg.transfer.max_buffered,
+                        }
+                        .into());
+                    }
+                    self.buffer.push(d);
+                    return Ok(());
+                }
+                d.position += self.offset;
+                if d.position >= self.skip_until {
+                    upcalls.push(Upcall::Deliver(d));
+                }
+            }
+            other => upcalls.push(other),
+        }
+        Ok(())
+    }
+
+    /// The transfer completed: the joiner becomes active in its current view.
+    fn activate(
+        &mut self,
+        done: Completed,
+        upcalls: &mut Vec<Upcall<Delivery>>,
+    ) -> Result<(), GroupError> {
+        let Some(view) = self.view.clone() else {
+            return Ok(());
+        };
+        self.active = true;
+        self.offset = done.first_position;
+        self.skip_until = done.state.position;
+        tracing::info!(
+            me = %self.gms.id(), view = view.id, bytes = done.state.state.len(),
+            position = done.state.position, buffered = self.buffer.len(),
+            "group: state transfer complete, active"
+        );
+        self.state = Some(done.state);
+        self.transfer.activate(done.first_position);
+        upcalls.push(Upcall::View(squall_ordering::View {
+            id: view.id,
+            members: view.members.clone(),
+            leader: Some(view.leader),
+        }));
+        for d in std::mem::take(&mut self.buffer) {
+            self.emit(Upcall::Deliver(d), upcalls)?;
+        }
+        if self.frozen {
+            self.report_wedge(upcalls);
+        }
+        Ok(())
+    }
+
     fn step(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, GroupError> {
         let mut busy = false;
         if !self.frozen
             && let Some(rr) = &mut self.epoch
         {
-            self.scratch.clear();
-            busy |= rr.poll(&mut self.scratch);
+            let mut out = std::mem::take(&mut self.scratch);
+            out.clear();
+            busy |= rr.poll(&mut out);
             let mut wedged = false;
-            for u in self.scratch.drain(..) {
+            let mut result = Ok(());
+            for u in out.drain(..) {
                 match u {
                     Upcall::Wedged => wedged = true,
-                    other => upcalls.push(other),
+                    other => {
+                        if result.is_ok() {
+                            result = self.emit(other, upcalls);
+                        }
+                    }
                 }
             }
+            self.scratch = out;
+            result?;
             if wedged {
                 self.report_wedge(upcalls);
+            }
+        }
+        if !self.frozen && self.view.is_some() {
+            if self.active {
+                busy |= self.transfer.poll_sender();
+            } else {
+                let sst = self.gms.sst();
+                let suspected = |n: NodeId| sst.row_of(n).is_some_and(|r| sst.is_suspected(r));
+                if let Some(done) = self.transfer.poll_joiner(&suspected)? {
+                    busy = true;
+                    self.activate(done, upcalls)?;
+                }
             }
         }
         let mut events = std::mem::take(&mut self.events);
@@ -461,6 +732,12 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
     fn submit(&mut self, payload: &[u8]) -> Result<(), SubmitError> {
         if let Some(why) = &self.stopped {
             return Err(SubmitError::Stopped(why.clone()));
+        }
+        if !self.active && self.epoch.is_some() {
+            return Err(SubmitError::NotASender(format!(
+                "{} is joining: its state transfer has not completed",
+                self.gms.id()
+            )));
         }
         match &mut self.epoch {
             Some(rr) if !self.frozen => rr.submit(payload),

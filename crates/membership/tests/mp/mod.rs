@@ -1,0 +1,1298 @@
+//! Membership across real processes over TCP: the node program and the parent's harness.
+//!
+//! Each member is its own OS process: the test binary re-executes itself with the ignored test
+//! `member_child` as the entry point (every test file that uses this module declares it and
+//! calls [`child_main`]). A member runs a [`Group`] over a [`TcpNode`] with a [`FileLog`] in a
+//! scratch directory, submits a numbered stream of messages (every fifth one large) at a fixed
+//! pace, and writes one line per event to stdout:
+//!
+//! ```text
+//! PORT <port>                                  bound, waiting for "ADDRS a,b,…" on stdin
+//! READY <t>                                    linked to every peer, group running
+//! D <pos> <sender> <seq> <len> <digest>        a delivery
+//! X <seq>                                      one of its own messages discarded by a trim
+//! S <node> <cause> <t>                         it suspects <node> (first time)
+//! W <view> <t>                                 it wedged view <view>
+//! V <id> <m1,m2,…> <deliveries before> <t>     it installed view <id>
+//! STOP <t> <reason>                            the group stopped (minority, removed, …)
+//! END <submitted>                              it read QUIT: nothing more is printed
+//! ```
+//!
+//! Times `<t>` are microseconds of `CLOCK_MONOTONIC`, which every process (and every network
+//! namespace) of the machine shares, so the parent can subtract them from its own.
+//!
+//! The parent ([`Cluster`]) parses the lines as they come, waits for events by polling what
+//! was parsed (never by sleeping a fixed time), kills members with SIGKILL, and ends a run by
+//! writing `QUIT` to every member: a member stops polling its group at once (so a peer quitting
+//! first cannot change what it reports), prints `END`, and exits when its stdin closes.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use squall_membership::GmsConfig;
+use squall_membership::group::{Group, GroupConfig};
+use squall_membership::log::FileLog;
+use squall_ordering::{SubmitError, TotalOrder, Upcall};
+use squall_round_robin::Config as EpochConfig;
+use squall_transport::{NodeId, Region, RegionId};
+use squall_transport_tcp::{ClusterConfig, TcpNode};
+
+/// Microseconds of `CLOCK_MONOTONIC`: one clock for every process of the machine.
+pub fn now_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+// ---- the messages -----------------------------------------------------------------------
+
+/// The length of message `seq`: every fifth one large (chunked one-sided writes), the rest
+/// inline in an SMC slot.
+pub fn length(seq: u64) -> usize {
+    if seq % 5 == 4 {
+        1000 + (seq as usize * 397) % 11_000
+    } else {
+        16 + (seq as usize * 13) % 200
+    }
+}
+
+/// Message `seq` of `sender`: `[sender u32][seq u64]` then bytes derived from both.
+pub fn payload(sender: u32, seq: u64) -> Vec<u8> {
+    let n = length(seq);
+    let mut p = Vec::with_capacity(n);
+    p.extend_from_slice(&sender.to_le_bytes());
+    p.extend_from_slice(&seq.to_le_bytes());
+    let mut x = u64::from(sender) << 32 ^ seq ^ 0x9e37_79b9_7f4a_7c15;
+    while p.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p.push(x as u8);
+    }
+    p
+}
+
+/// FNV-1a over the payload.
+pub fn digest(p: &[u8]) -> u64 {
+    p.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// One step of the application's hash chain.
+pub fn chain_step(chain: u64, digest: u64) -> u64 {
+    let mut z = (chain ^ digest).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z ^ (z >> 31)
+}
+
+/// The application's state: the chain, then `filler` bytes derived from it.
+fn state(chain: u64, filler: usize) -> Vec<u8> {
+    let mut v = chain.to_le_bytes().to_vec();
+    v.extend((0..filler).map(|i| (chain >> (8 * (i % 8))) as u8 ^ i as u8));
+    v
+}
+
+/// The chain of a state, if the state is well formed.
+fn state_chain(st: &[u8], filler: usize) -> Option<u64> {
+    let c = u64::from_le_bytes(st.get(..8)?.try_into().ok()?);
+    (st == state(c, filler).as_slice()).then_some(c)
+}
+
+fn header(p: &[u8]) -> Option<(u32, u64)> {
+    let s = u32::from_le_bytes(p.get(..4)?.try_into().ok()?);
+    let q = u64::from_le_bytes(p.get(4..12)?.try_into().ok()?);
+    Some((s, q))
+}
+
+// ---- the settings -----------------------------------------------------------------------
+
+/// What a run's members are configured with; passed to the children in the environment.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Members of view 0 (node ids `0..members`).
+    pub members: usize,
+    /// Processes (node ids `0..universe`); those from `members` on start outside the group and
+    /// join when the parent says `JOIN`.
+    pub universe: usize,
+    /// Bytes of filler in the application state after its 8-byte hash chain (what a joiner's
+    /// state transfer carries).
+    pub state_bytes: usize,
+    /// GMS heartbeat interval.
+    pub gms_heartbeat: Duration,
+    /// GMS suspicion timeout.
+    pub gms_suspicion: Duration,
+    /// TCP heartbeat period.
+    pub tcp_heartbeat: Duration,
+    /// TCP heartbeat timeout (a silent link fails its peer).
+    pub tcp_timeout: Duration,
+    /// TCP op timeout.
+    pub op_timeout: Duration,
+    /// Each member submits one message per `pace`.
+    pub pace: Duration,
+    /// A child that has not been told to quit by then exits with an error.
+    pub child_deadline: Duration,
+}
+
+impl Default for Settings {
+    /// Detection quick on loopback but not flaky on a loaded 2-core machine (a load average
+    /// of 15 was seen to starve a member for over 100 ms): GMS heartbeats every 5 ms,
+    /// suspicion after 250 ms of silence; TCP heartbeats every 20 ms failing a silent link
+    /// after 600 ms (so in a partition the GMS timeout decides), ops time out after 1 s; every
+    /// member submits one message per 2 ms. The measurement uses [`Settings::fast`].
+    fn default() -> Settings {
+        Settings {
+            gms_suspicion: Duration::from_millis(250),
+            tcp_timeout: Duration::from_millis(600),
+            ..Settings::fast()
+        }
+    }
+}
+
+impl Settings {
+    /// As [`default`](Settings::default) with a 100 ms GMS suspicion timeout and a 400 ms TCP
+    /// heartbeat timeout: the failover measurement's settings (run it on a quiet machine).
+    pub fn fast() -> Settings {
+        Settings {
+            members: 5,
+            universe: 5,
+            state_bytes: 0,
+            gms_heartbeat: Duration::from_millis(5),
+            gms_suspicion: Duration::from_millis(100),
+            tcp_heartbeat: Duration::from_millis(20),
+            tcp_timeout: Duration::from_millis(400),
+            op_timeout: Duration::from_secs(1),
+            pace: Duration::from_millis(2),
+            child_deadline: Duration::from_secs(120),
+        }
+    }
+}
+
+fn env_us(name: &str) -> Duration {
+    Duration::from_micros(
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing")),
+    )
+}
+
+impl Settings {
+    fn to_env(&self, cmd: &mut Command) {
+        cmd.env("MP_MEMBERS", self.members.to_string());
+        cmd.env("MP_UNIVERSE", self.universe.to_string());
+        cmd.env("MP_STATE_BYTES", self.state_bytes.to_string());
+        for (k, d) in [
+            ("MP_GMS_HB_US", self.gms_heartbeat),
+            ("MP_GMS_SUSPECT_US", self.gms_suspicion),
+            ("MP_TCP_HB_US", self.tcp_heartbeat),
+            ("MP_TCP_TIMEOUT_US", self.tcp_timeout),
+            ("MP_OP_TIMEOUT_US", self.op_timeout),
+            ("MP_PACE_US", self.pace),
+            ("MP_DEADLINE_US", self.child_deadline),
+        ] {
+            cmd.env(k, d.as_micros().to_string());
+        }
+    }
+
+    fn from_env() -> Settings {
+        Settings {
+            members: std::env::var("MP_MEMBERS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .expect("MP_MEMBERS"),
+            universe: std::env::var("MP_UNIVERSE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .expect("MP_UNIVERSE"),
+            state_bytes: std::env::var("MP_STATE_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .expect("MP_STATE_BYTES"),
+            gms_heartbeat: env_us("MP_GMS_HB_US"),
+            gms_suspicion: env_us("MP_GMS_SUSPECT_US"),
+            tcp_heartbeat: env_us("MP_TCP_HB_US"),
+            tcp_timeout: env_us("MP_TCP_TIMEOUT_US"),
+            op_timeout: env_us("MP_OP_TIMEOUT_US"),
+            pace: env_us("MP_PACE_US"),
+            child_deadline: env_us("MP_DEADLINE_US"),
+        }
+    }
+
+    /// The group configuration every member uses.
+    pub fn group_config(&self) -> GroupConfig {
+        let ids: Vec<NodeId> = (0..self.members as u32).map(NodeId).collect();
+        let universe: Vec<NodeId> = (0..self.universe as u32).map(NodeId).collect();
+        let mut gms = GmsConfig::new(RegionId(0), universe, ids.clone());
+        gms.heartbeat_interval = self.gms_heartbeat;
+        gms.suspicion_timeout = self.gms_suspicion;
+        let epoch = EpochConfig {
+            window: 8,
+            slot_size: 256,
+            max_payload: 12 << 10,
+            chunk_size: 4 << 10,
+            ..EpochConfig::new(ids)
+        };
+        GroupConfig::new(gms, epoch)
+    }
+}
+
+// ---- the child ----------------------------------------------------------------------------
+
+/// Moves the calling thread (and the threads it spawns later) into a named network namespace.
+fn enter_netns(name: &str) {
+    let path = std::ffi::CString::new(format!("/var/run/netns/{name}")).expect("path");
+    // SAFETY: plain syscalls on a path we built; the fd is closed after use.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        assert!(fd >= 0, "cannot open network namespace {name}");
+        assert_eq!(
+            libc::setns(fd, libc::CLONE_NEWNET),
+            0,
+            "setns into {name} failed"
+        );
+        libc::close(fd);
+    }
+}
+
+/// The body of a member process (see the module docs). Returns only if this process is not a
+/// member child (`MP_NODE` unset).
+pub fn child_main() {
+    let Ok(me) = std::env::var("MP_NODE") else {
+        return;
+    };
+    let me: u32 = me.parse().expect("MP_NODE");
+    let s = Settings::from_env();
+    let cluster: u64 = std::env::var("MP_CLUSTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .expect("MP_CLUSTER");
+    let dir = PathBuf::from(std::env::var("MP_DIR").expect("MP_DIR"));
+    if let Ok(ns) = std::env::var("MP_NETNS") {
+        enter_netns(&ns);
+    }
+    let bind: IpAddr = std::env::var("MP_BIND")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+    let listener = TcpListener::bind((bind, 0)).expect("bind");
+    let mut out = BufWriter::new(std::io::stdout());
+    // libtest has written "test member_child ... " without a newline: end that line first.
+    writeln!(
+        out,
+        "\nPORT {}",
+        listener.local_addr().expect("addr").port()
+    )
+    .unwrap();
+    out.flush().unwrap();
+
+    let mut stdin = BufReader::new(std::io::stdin());
+    let mut line = String::new();
+    stdin.read_line(&mut line).expect("stdin");
+    let addrs: Vec<SocketAddr> = line
+        .trim()
+        .strip_prefix("ADDRS ")
+        .expect("ADDRS line")
+        .split(',')
+        .map(|a| a.parse().expect("address"))
+        .collect();
+    let quit = Arc::new(AtomicBool::new(false));
+    let eof = Arc::new(AtomicBool::new(false));
+    let join = Arc::new(AtomicBool::new(false));
+    {
+        let (quit, eof, join) = (quit.clone(), eof.clone(), join.clone());
+        std::thread::spawn(move || {
+            let mut l = String::new();
+            loop {
+                l.clear();
+                match stdin.read_line(&mut l) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) if l.trim() == "QUIT" => quit.store(true, Ordering::Release),
+                    Ok(_) if l.trim() == "JOIN" => join.store(true, Ordering::Release),
+                    Ok(_) => {}
+                }
+            }
+            quit.store(true, Ordering::Release);
+            eof.store(true, Ordering::Release);
+        });
+    }
+
+    let mut tcp = ClusterConfig::new(
+        cluster,
+        addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (NodeId(i as u32), *a)),
+    );
+    tcp.heartbeat_period = s.tcp_heartbeat;
+    tcp.heartbeat_timeout = s.tcp_timeout;
+    tcp.op_timeout = s.op_timeout;
+    tcp.connect_timeout = Duration::from_secs(30);
+    let cfg = s.group_config();
+    let regions = Group::<TcpNode, FileLog>::layout(&cfg)
+        .expect("layout")
+        .into_iter()
+        .map(|r| Region::new(r).expect("region"))
+        .collect();
+    // Open (and fsync) the log before linking: once linked, the peers' suspicion timers run,
+    // and an fsync on a busy disk can take longer than the suspicion timeout.
+    let (log, recovered) = FileLog::open(&dir.join(format!("gms-{me}.log"))).expect("log");
+    let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
+    assert!(
+        recovered.records.is_empty(),
+        "a fresh member has an empty log"
+    );
+    let mut g = Group::new(node, cfg, log, None).expect("group");
+    writeln!(out, "READY {}", now_us()).unwrap();
+    out.flush().unwrap();
+
+    let start = Instant::now();
+    let mut seq = 0u64;
+    let mut next = Instant::now();
+    // The application: a hash chain over the delivered payloads, and the next position.
+    let mut applied = 0u64;
+    let mut chain = 0u64;
+    let mut joined = false;
+    let mut suspected = 0usize;
+    let mut ups = Vec::new();
+    let mut stopped = false;
+    while !quit.load(Ordering::Acquire) {
+        assert!(
+            start.elapsed() < s.child_deadline,
+            "n{me}: not told to quit within {:?}",
+            s.child_deadline
+        );
+        if !joined && join.load(Ordering::Acquire) {
+            joined = true;
+            g.join().expect("join request");
+            writeln!(out, "J {}", now_us()).unwrap();
+        }
+        if !stopped && g.is_active() && Instant::now() >= next {
+            match g.submit(&payload(me, seq)) {
+                Ok(()) => {
+                    seq += 1;
+                    next = Instant::now() + s.pace;
+                }
+                Err(SubmitError::WindowFull | SubmitError::Wedged) => {}
+                Err(SubmitError::Stopped(_)) => {}
+                Err(e) => panic!("n{me}: submit: {e}"),
+            }
+        }
+        let busy = g.poll(&mut ups);
+        let t = now_us();
+        for (node, why, _) in &g.gms().sst().suspicions()[suspected..] {
+            writeln!(out, "S {} {why:?} {t}", node.0).unwrap();
+        }
+        suspected = g.gms().sst().suspicions().len();
+        for u in ups.drain(..) {
+            match u {
+                Upcall::Deliver(d) => {
+                    let (sender, q) = header(&d.payload).unwrap_or((u32::MAX, u64::MAX));
+                    let dg = digest(&d.payload);
+                    if d.position != applied {
+                        writeln!(out, "BAD position {} where {applied} was next", d.position)
+                            .unwrap();
+                    }
+                    chain = chain_step(chain, dg);
+                    applied = d.position + 1;
+                    writeln!(
+                        out,
+                        "D {} {} {q} {} {dg} {chain}",
+                        d.position,
+                        d.sender.0,
+                        d.payload.len(),
+                    )
+                    .unwrap();
+                    if sender != d.sender.0 {
+                        writeln!(out, "BAD header names {sender}, sent by {}", d.sender.0).unwrap();
+                    }
+                }
+                Upcall::Discarded(p) => {
+                    let (_, q) = header(&p).unwrap_or((u32::MAX, u64::MAX));
+                    writeln!(out, "X {q}").unwrap();
+                }
+                Upcall::Wedged => {
+                    let v = g.view().map_or(u64::MAX, |v| v.id);
+                    writeln!(out, "W {v} {t}").unwrap();
+                }
+                Upcall::View(v) => {
+                    // A joiner's first view: restore the state it was sent.
+                    if let Some(st) = g.take_state() {
+                        match state_chain(&st.state, s.state_bytes) {
+                            Some(c) => {
+                                chain = c;
+                                applied = st.position;
+                                writeln!(out, "T {} {c} {} {t}", st.position, st.state.len())
+                                    .unwrap();
+                            }
+                            None => writeln!(out, "BAD state of {} bytes", st.state.len()).unwrap(),
+                        }
+                    }
+                    let m: Vec<String> = v.members.iter().map(|m| m.0.to_string()).collect();
+                    writeln!(out, "V {} {} {applied} {t}", v.id, m.join(",")).unwrap();
+                }
+                _ => {}
+            }
+        }
+        if g.state_wanted() {
+            g.provide_state(applied, &state(chain, s.state_bytes))
+                .expect("provide the state");
+            writeln!(out, "P {applied} {t}").unwrap();
+        }
+        if !stopped && let Some(why) = g.stopped() {
+            stopped = true;
+            writeln!(out, "STOP {t} {why}").unwrap();
+        }
+        out.flush().unwrap();
+        if !busy {
+            let until = next.saturating_duration_since(Instant::now());
+            g.wait(until.clamp(Duration::from_micros(100), Duration::from_millis(1)));
+        }
+    }
+    writeln!(out, "END {seq}").unwrap();
+    out.flush().unwrap();
+    // Keep the process (and its links) up, silent, until the parent closes stdin.
+    while !eof.load(Ordering::Acquire) {
+        assert!(
+            start.elapsed() < s.child_deadline,
+            "n{me}: stdin not closed in time"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(g);
+    std::process::exit(0);
+}
+
+// ---- what a member reported ----------------------------------------------------------------
+
+/// One delivery as a member reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivered {
+    pub position: u64,
+    pub sender: u32,
+    pub seq: u64,
+    pub len: usize,
+    pub digest: u64,
+    /// The application's hash chain after applying it.
+    pub chain: u64,
+}
+
+/// A view as a member reported installing it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Installed {
+    pub id: u64,
+    pub members: Vec<u32>,
+    /// Its first position (deliveries before it; for a joiner, the transferred state's).
+    pub before: u64,
+    pub at: u64,
+}
+
+/// Everything one member reported.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub port: Option<u16>,
+    pub ready: Option<u64>,
+    pub delivered: Vec<Delivered>,
+    pub discarded: Vec<u64>,
+    /// (suspect, cause, time).
+    pub suspicions: Vec<(u32, String, u64)>,
+    /// (view, time).
+    pub wedged: Vec<(u64, u64)>,
+    pub views: Vec<Installed>,
+    pub stop: Option<(u64, String)>,
+    pub end: Option<u64>,
+    /// A joiner: when it asked to join.
+    pub join_requested: Option<u64>,
+    /// A joiner: the state it received (position, chain, bytes, time).
+    pub transferred: Option<(u64, u64, usize, u64)>,
+    /// A member: the states it provided (position, time).
+    pub provided: Vec<(u64, u64)>,
+    /// Lines that say something is wrong (`BAD …`) or that were not understood.
+    pub odd: Vec<String>,
+}
+
+impl Report {
+    fn take(&mut self, line: &str) {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let num = |i: usize| -> Option<u64> { w.get(i)?.parse().ok() };
+        let ok = match w.first().copied() {
+            Some("PORT") => num(1).map(|p| self.port = Some(p as u16)),
+            Some("READY") => num(1).map(|t| self.ready = Some(t)),
+            Some("D") => (|| {
+                self.delivered.push(Delivered {
+                    position: num(1)?,
+                    sender: num(2)? as u32,
+                    seq: num(3)?,
+                    len: num(4)? as usize,
+                    digest: num(5)?,
+                    chain: num(6)?,
+                });
+                Some(())
+            })(),
+            Some("X") => num(1).map(|q| self.discarded.push(q)),
+            Some("J") => num(1).map(|t| self.join_requested = Some(t)),
+            Some("P") => (|| {
+                self.provided.push((num(1)?, num(2)?));
+                Some(())
+            })(),
+            Some("T") => (|| {
+                self.transferred = Some((num(1)?, num(2)?, num(3)? as usize, num(4)?));
+                Some(())
+            })(),
+            Some("S") => (|| {
+                self.suspicions
+                    .push((num(1)? as u32, w.get(2)?.to_string(), num(3)?));
+                Some(())
+            })(),
+            Some("W") => (|| {
+                self.wedged.push((num(1)?, num(2)?));
+                Some(())
+            })(),
+            Some("V") => (|| {
+                self.views.push(Installed {
+                    id: num(1)?,
+                    members: w
+                        .get(2)?
+                        .split(',')
+                        .map(|m| m.parse().ok())
+                        .collect::<Option<_>>()?,
+                    before: num(3)?,
+                    at: num(4)?,
+                });
+                Some(())
+            })(),
+            Some("STOP") => (|| {
+                let t = num(1)?;
+                let why = line.splitn(3, ' ').nth(2)?.to_string();
+                self.stop = Some((t, why));
+                Some(())
+            })(),
+            Some("END") => num(1).map(|n| self.end = Some(n)),
+            // libtest's own lines
+            Some("running" | "test" | "successes:" | "failures:") | None => Some(()),
+            _ => None,
+        };
+        if ok.is_none() || line.starts_with("BAD") {
+            self.odd.push(line.to_string());
+        }
+    }
+
+    /// The first position this member delivered (a joiner's transferred state's).
+    pub fn first_position(&self) -> u64 {
+        self.transferred.map_or(0, |t| t.0)
+    }
+
+    /// The next position this member will deliver.
+    pub fn next_position(&self) -> u64 {
+        self.first_position() + self.delivered.len() as u64
+    }
+
+    /// Deliveries after view `id` was installed (0 if it was not).
+    pub fn delivered_after(&self, id: u64) -> u64 {
+        self.views
+            .iter()
+            .find(|v| v.id == id)
+            .map_or(0, |v| self.next_position().saturating_sub(v.before))
+    }
+
+    /// When this member first suspected `node`.
+    pub fn suspected_at(&self, node: u32) -> Option<u64> {
+        self.suspicions.iter().find(|s| s.0 == node).map(|s| s.2)
+    }
+
+    /// The view `id`, if installed.
+    pub fn view(&self, id: u64) -> Option<&Installed> {
+        self.views.iter().find(|v| v.id == id)
+    }
+}
+
+// ---- the parent ---------------------------------------------------------------------------
+
+/// Where a member runs: loopback, or a network namespace with its own address.
+#[derive(Clone, Debug)]
+pub struct Place {
+    pub netns: Option<String>,
+    pub ip: IpAddr,
+}
+
+impl Place {
+    pub fn loopback() -> Place {
+        Place {
+            netns: None,
+            ip: IpAddr::from([127, 0, 0, 1]),
+        }
+    }
+}
+
+struct Member {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    report: Arc<Mutex<Report>>,
+    stderr: Arc<Mutex<String>>,
+    killed: bool,
+}
+
+/// The member processes of one run.
+pub struct Cluster {
+    members: Vec<Member>,
+    dir: PathBuf,
+    pub settings: Settings,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            let _ = m.child.kill();
+            let _ = m.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Cluster {
+    /// Starts one member process per place (node ids in order) running `entry` (the name of
+    /// the ignored test that calls [`child_main`]), hands them each other's addresses, and
+    /// waits until every one is linked and running its group.
+    pub fn start(entry: &str, places: &[Place], settings: Settings) -> Cluster {
+        assert_eq!(places.len(), settings.universe);
+        static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let run = RUN.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("squall-mp-{}-{entry}-{run}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let exe = std::env::current_exe().expect("test binary");
+        let cluster_id = u64::from(std::process::id()) << 16 | u64::from(run);
+        let members = places
+            .iter()
+            .enumerate()
+            .map(|(k, place)| {
+                let mut cmd = Command::new(&exe);
+                cmd.args([
+                    entry,
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("MP_NODE", k.to_string())
+                .env("MP_CLUSTER", cluster_id.to_string())
+                .env("MP_DIR", &dir)
+                .env("MP_BIND", place.ip.to_string())
+                .env_remove("MP_NETNS")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+                if let Some(ns) = &place.netns {
+                    cmd.env("MP_NETNS", ns);
+                }
+                settings.to_env(&mut cmd);
+                let mut child = cmd.spawn().expect("spawn member process");
+                let report = Arc::new(Mutex::new(Report::default()));
+                let stderr = Arc::new(Mutex::new(String::new()));
+                let out = child.stdout.take().expect("stdout");
+                let r = report.clone();
+                std::thread::spawn(move || {
+                    for l in BufReader::new(out).lines() {
+                        let Ok(l) = l else { break };
+                        r.lock().unwrap().take(&l);
+                    }
+                });
+                let err = child.stderr.take().expect("stderr");
+                let e = stderr.clone();
+                std::thread::spawn(move || {
+                    for l in BufReader::new(err).lines() {
+                        let Ok(l) = l else { break };
+                        let mut e = e.lock().unwrap();
+                        e.push_str(&l);
+                        e.push('\n');
+                    }
+                });
+                Member {
+                    stdin: child.stdin.take(),
+                    child,
+                    report,
+                    stderr,
+                    killed: false,
+                }
+            })
+            .collect();
+        let mut c = Cluster {
+            members,
+            dir,
+            settings,
+        };
+        c.wait_for("every member to bind", Duration::from_secs(30), |r| {
+            r.iter().all(|r| r.port.is_some())
+        });
+        let addrs: Vec<String> = c
+            .reports()
+            .iter()
+            .zip(places)
+            .map(|(r, p)| SocketAddr::new(p.ip, r.port.unwrap()).to_string())
+            .collect();
+        let line = format!("ADDRS {}\n", addrs.join(","));
+        for m in &mut c.members {
+            let s = m.stdin.as_mut().unwrap();
+            s.write_all(line.as_bytes()).expect("addresses to a member");
+            s.flush().expect("flush");
+        }
+        c.wait_for(
+            "every member to link and start its group",
+            Duration::from_secs(40),
+            |r| r.iter().all(|r| r.ready.is_some()),
+        );
+        c
+    }
+
+    /// A snapshot of every member's report.
+    pub fn reports(&self) -> Vec<Report> {
+        self.members
+            .iter()
+            .map(|m| m.report.lock().unwrap().clone())
+            .collect()
+    }
+
+    /// Each member's stderr, for failure messages.
+    pub fn stderr(&self) -> String {
+        let mut s = String::new();
+        for (k, m) in self.members.iter().enumerate() {
+            let e = m.stderr.lock().unwrap();
+            let tail: String = e
+                .lines()
+                .rev()
+                .take(30)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            s.push_str(&format!("--- member {k} stderr (tail)\n{tail}\n"));
+        }
+        s
+    }
+
+    fn summary(&self) -> String {
+        let mut s = String::new();
+        for (k, r) in self.reports().iter().enumerate() {
+            s.push_str(&format!(
+                "member {k}: {} delivered, views {:?}, suspicions {:?}, stop {:?}, odd {:?}\n",
+                r.delivered.len(),
+                r.views
+                    .iter()
+                    .map(|v| (v.id, v.members.clone(), v.before))
+                    .collect::<Vec<_>>(),
+                r.suspicions,
+                r.stop,
+                r.odd.iter().take(3).collect::<Vec<_>>()
+            ));
+        }
+        s
+    }
+
+    /// Polls the members' reports until `done` holds; panics (with what every member
+    /// reported) after `limit`, or if a member that was not killed exits early.
+    pub fn wait_for(
+        &mut self,
+        what: &str,
+        limit: Duration,
+        mut done: impl FnMut(&[Report]) -> bool,
+    ) {
+        let start = Instant::now();
+        loop {
+            if done(&self.reports()) {
+                return;
+            }
+            for (k, m) in self.members.iter_mut().enumerate() {
+                if !m.killed
+                    && let Ok(Some(status)) = m.child.try_wait()
+                {
+                    // Let the reader threads catch up before reporting.
+                    std::thread::sleep(Duration::from_millis(50));
+                    panic!(
+                        "waiting for {what}: member {k} exited ({status})\n{}{}",
+                        self.summary(),
+                        self.stderr()
+                    );
+                }
+            }
+            if start.elapsed() > limit {
+                panic!(
+                    "waiting for {what}: not done after {limit:?}\n{}{}",
+                    self.summary(),
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Writes `line` to member `k`'s stdin.
+    pub fn tell(&mut self, k: usize, line: &str) {
+        let s = self.members[k].stdin.as_mut().expect("a live member");
+        s.write_all(line.as_bytes()).expect("write to a member");
+        s.write_all(b"\n").expect("write to a member");
+        s.flush().expect("flush");
+    }
+
+    /// SIGKILLs member `k`; returns the time (µs of `CLOCK_MONOTONIC`) just before the signal.
+    pub fn kill(&mut self, k: usize) -> u64 {
+        let m = &mut self.members[k];
+        m.killed = true;
+        let t = now_us();
+        m.child.kill().expect("SIGKILL");
+        let _ = m.child.wait();
+        t
+    }
+
+    /// Ends the run: every live member stops reporting (`QUIT`), then every member exits
+    /// (stdin closed). Returns the final reports. Panics if a member does not end in time.
+    pub fn finish(mut self) -> Vec<Report> {
+        for m in self.members.iter_mut().filter(|m| !m.killed) {
+            let s = m.stdin.as_mut().unwrap();
+            let _ = s.write_all(b"QUIT\n");
+            let _ = s.flush();
+        }
+        let live: Vec<bool> = self.members.iter().map(|m| !m.killed).collect();
+        self.wait_for("every member to end", Duration::from_secs(20), |r| {
+            r.iter().zip(&live).all(|(r, &l)| !l || r.end.is_some())
+        });
+        for m in &mut self.members {
+            m.stdin = None;
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for k in 0..self.members.len() {
+            loop {
+                let m = &mut self.members[k];
+                match m.child.try_wait().expect("wait") {
+                    Some(status) => {
+                        assert!(
+                            m.killed || status.success(),
+                            "member {k} ended with {status}\n{}",
+                            self.stderr()
+                        );
+                        break;
+                    }
+                    None if Instant::now() > deadline => {
+                        panic!("member {k} did not exit after its stdin closed")
+                    }
+                    None => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        }
+        // END is each live member's last line, so everything before it has been parsed.
+        self.reports()
+    }
+}
+
+// ---- the checks ---------------------------------------------------------------------------
+
+/// Checks a run in which `lost` (killed or cut off) left view 0 and the others went on in
+/// view 1 = `view1`; members of `view1` that were not in view 0 are joiners:
+///
+/// - every member's positions are gapless (from 0; a joiner's from its transferred state's),
+///   and every payload is the genuine message its header names (length and digest);
+/// - all members' delivery sequences (the lost ones' included) are identical on the positions
+///   they share, positions and the application's hash chain included; a joiner's transferred
+///   chain is the others' chain at its position;
+/// - every survivor installed exactly view 1 = `view1`, the initial members after the same
+///   number of deliveries everywhere (virtual synchrony; a joiner at or after it), delivered
+///   at least `min_after` messages in it, and did not stop;
+/// - every discarded message was the survivor's own and is delivered nowhere; each sender's
+///   stream is delivered in order with no duplicates, and for a survivor its delivered and
+///   discarded messages together leave no gap.
+pub fn check_run(reports: &[Report], lost: &[usize], view1: &[u32], min_after: u64) {
+    let n = reports.len();
+    let survivors: Vec<usize> = (0..n).filter(|k| !lost.contains(k)).collect();
+    let joiner = |k: usize| reports[k].transferred.is_some() || reports[k].join_requested.is_some();
+    for (k, r) in reports.iter().enumerate() {
+        assert!(r.odd.is_empty(), "member {k} reported {:?}", r.odd);
+        for (i, d) in r.delivered.iter().enumerate() {
+            let i = i as u64 + r.first_position();
+            assert_eq!(d.position, i, "member {k}: positions must be gapless");
+            let p = payload(d.sender, d.seq);
+            assert_eq!(
+                (d.len, d.digest),
+                (p.len(), digest(&p)),
+                "member {k}: position {i} is not the genuine message {}:{}",
+                d.sender,
+                d.seq
+            );
+        }
+    }
+    let at = |k: usize, pos: u64| -> Option<&Delivered> {
+        let r = &reports[k];
+        r.delivered
+            .get(usize::try_from(pos.checked_sub(r.first_position())?).ok()?)
+    };
+    for a in 0..n {
+        for b in a + 1..n {
+            let from = reports[a].first_position().max(reports[b].first_position());
+            let to = reports[a].next_position().min(reports[b].next_position());
+            if let Some(i) = (from..to).find(|&i| at(a, i) != at(b, i)) {
+                panic!(
+                    "members {a} and {b} differ at position {i}: {:?} vs {:?}",
+                    at(a, i),
+                    at(b, i)
+                );
+            }
+        }
+    }
+    let mut before = BTreeSet::new();
+    for &k in &survivors {
+        let r = &reports[k];
+        assert!(r.stop.is_none(), "survivor {k} stopped: {:?}", r.stop);
+        let ids: Vec<u64> = r.views.iter().map(|v| v.id).collect();
+        assert_eq!(ids, vec![1], "survivor {k} must install exactly view 1");
+        assert_eq!(r.views[0].members, view1, "survivor {k}'s view 1");
+        if !joiner(k) {
+            before.insert(r.views[0].before);
+        }
+        let after = r.delivered_after(1);
+        assert!(
+            after >= min_after,
+            "survivor {k} delivered only {after} messages in view 1"
+        );
+    }
+    assert_eq!(
+        before.len(),
+        1,
+        "view 1 installed after different numbers of deliveries: {before:?}"
+    );
+    let start1 = *before.first().unwrap();
+    for k in (0..n).filter(|&k| joiner(k)) {
+        let (pos, chain, _, _) = reports[k]
+            .transferred
+            .unwrap_or_else(|| panic!("joiner {k} received no state"));
+        assert!(
+            pos >= start1,
+            "joiner {k}'s state at {pos} is older than view 1 ({start1})"
+        );
+        let expect = if pos == 0 {
+            Some(0)
+        } else {
+            (0..n)
+                .filter(|&o| !joiner(o))
+                .find_map(|o| at(o, pos - 1).map(|d| d.chain))
+        };
+        assert_eq!(
+            Some(chain),
+            expect,
+            "joiner {k}'s transferred state differs from the others' at position {pos}"
+        );
+    }
+    for &k in lost {
+        assert!(
+            reports[k].views.is_empty(),
+            "lost member {k} installed {:?}",
+            reports[k].views
+        );
+    }
+    // Per sender streams, over the longest sequence (the others are prefixes of it).
+    let longest = reports
+        .iter()
+        .filter(|r| r.first_position() == 0)
+        .max_by_key(|r| r.delivered.len())
+        .map(|r| &r.delivered)
+        .unwrap();
+    let mut streams: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for d in longest {
+        streams.entry(d.sender).or_default().push(d.seq);
+    }
+    for (s, seqs) in &streams {
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "sender {s}'s messages delivered out of order or twice"
+        );
+    }
+    for &k in &survivors {
+        let r = &reports[k];
+        let mine = streams.get(&(k as u32)).cloned().unwrap_or_default();
+        for q in &r.discarded {
+            assert!(
+                reports.iter().all(|o| o
+                    .delivered
+                    .iter()
+                    .all(|d| (d.sender, d.seq) != (k as u32, *q))),
+                "member {k}'s discarded message {q} was delivered"
+            );
+        }
+        let all: BTreeSet<u64> = mine.iter().chain(&r.discarded).copied().collect();
+        assert_eq!(
+            all.len(),
+            mine.len() + r.discarded.len(),
+            "member {k}: a message both delivered and discarded"
+        );
+        if let Some(&top) = mine.last() {
+            let missing: Vec<u64> = (0..top).filter(|q| !all.contains(q)).collect();
+            assert!(
+                missing.is_empty(),
+                "member {k}: messages {missing:?} neither delivered nor discarded"
+            );
+        }
+    }
+}
+
+// ---- network namespaces -------------------------------------------------------------------
+
+pub fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// The namespaces of one run; deleted (with their interfaces) on drop.
+pub struct Netns {
+    pub names: Vec<String>,
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = ip(&["netns", "del", n]);
+        }
+    }
+}
+
+/// Why namespaces cannot be used here, if they cannot.
+pub fn netns_unavailable() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("needs root to create network namespaces".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("needs iproute2 (`ip`); apt-get install -y iproute2".into());
+    }
+    None
+}
+
+/// A bridge namespace and `n` member namespaces joined to it by veth pairs; member k gets
+/// 10.79.0.(k+1) on its `eth0`. Names are `sqm<pid>-<tag>-*`.
+pub fn topology(n: usize, tag: &str) -> Result<(Netns, Vec<Place>), String> {
+    let base = format!("sqm{}-{tag}", std::process::id());
+    let bridge = format!("{base}-br");
+    let mut ns = Netns { names: Vec::new() };
+    ip(&["netns", "add", &bridge])?;
+    ns.names.push(bridge.clone());
+    ip(&["-n", &bridge, "link", "add", "br0", "type", "bridge"])?;
+    ip(&["-n", &bridge, "link", "set", "br0", "up"])?;
+    let mut places = Vec::new();
+    for k in 0..n {
+        let name = format!("{base}-n{k}");
+        ip(&["netns", "add", &name])?;
+        ns.names.push(name.clone());
+        let port = format!("p{k}");
+        ip(&[
+            "-n", &name, "link", "add", "eth0", "type", "veth", "peer", "name", &port, "netns",
+            &bridge,
+        ])?;
+        ip(&["-n", &name, "link", "set", "lo", "up"])?;
+        let addr = format!("10.79.0.{}", k + 1);
+        ip(&[
+            "-n",
+            &name,
+            "addr",
+            "add",
+            &format!("{addr}/24"),
+            "dev",
+            "eth0",
+        ])?;
+        ip(&["-n", &name, "link", "set", "eth0", "up"])?;
+        ip(&["-n", &bridge, "link", "set", &port, "master", "br0"])?;
+        ip(&["-n", &bridge, "link", "set", &port, "up"])?;
+        places.push(Place {
+            netns: Some(name),
+            ip: addr.parse().unwrap(),
+        });
+    }
+    Ok((ns, places))
+}
+
+// ---- one failure run ----------------------------------------------------------------------
+
+/// How a run's failure is caused.
+pub enum Failure<'a> {
+    /// SIGKILL of the member.
+    Kill(usize),
+    /// `ip link set eth0 down` in the member's namespace (one of `places`).
+    Cut(usize, &'a [Place]),
+}
+
+impl Failure<'_> {
+    /// The member lost.
+    pub fn victim(&self) -> usize {
+        match self {
+            Failure::Kill(k) | Failure::Cut(k, _) => *k,
+        }
+    }
+}
+
+/// What one failure run measured, in µs of `CLOCK_MONOTONIC`.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// Failure → the first survivor suspects the victim.
+    pub detect_us: u64,
+    /// First suspicion → view 1 installed at the last survivor.
+    pub protocol_us: u64,
+    /// First suspicion → view 1 installed at the first survivor.
+    pub first_view_us: u64,
+}
+
+/// Starts members at `places`, lets deliveries flow (`warmup` each), causes `failure`, waits
+/// until every survivor installed view 1 and delivered `after` messages in it, ends the run and
+/// checks it with [`check_run`]. For a cut, the victim must also stop as a minority and
+/// install nothing. Returns the reports and the timing.
+pub fn failure_run(
+    entry: &str,
+    places: &[Place],
+    settings: Settings,
+    failure: Failure<'_>,
+    warmup: u64,
+    after: u64,
+) -> (Vec<Report>, Timing) {
+    let n = places.len();
+    let victim = failure.victim();
+    let mut c = Cluster::start(entry, places, settings);
+    c.wait_for(
+        "deliveries from every sender at every member",
+        Duration::from_secs(30),
+        |r| {
+            r.iter().all(|r| {
+                let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
+                r.delivered.len() as u64 >= warmup && senders.len() == n
+            })
+        },
+    );
+    let t0 = match failure {
+        Failure::Kill(k) => c.kill(k),
+        Failure::Cut(k, places) => {
+            let ns = places[k].netns.as_deref().expect("a member in a namespace");
+            let t = now_us();
+            ip(&["-n", ns, "link", "set", "eth0", "down"]).expect("cut the member's link");
+            t
+        }
+    };
+    let is_cut = matches!(failure, Failure::Cut(..));
+    c.wait_for(
+        "view 1 and deliveries in it at every survivor",
+        Duration::from_secs(40),
+        |r| {
+            (0..n)
+                .filter(|&k| k != victim)
+                .all(|k| r[k].delivered_after(1) >= after)
+                && (!is_cut || r[victim].stop.is_some())
+        },
+    );
+    let reports = c.finish();
+    let view1: Vec<u32> = (0..n as u32).filter(|&k| k as usize != victim).collect();
+    check_run(&reports, &[victim], &view1, after);
+    if is_cut {
+        let (_, why) = reports[victim].stop.as_ref().unwrap();
+        assert!(
+            why.starts_with("minority"),
+            "the cut-off member must stop as a minority, not: {why}"
+        );
+    }
+    let survivors = (0..n).filter(|&k| k != victim);
+    let first = survivors
+        .clone()
+        .filter_map(|k| reports[k].suspected_at(victim as u32))
+        .min()
+        .expect("a survivor suspected the victim");
+    let views: Vec<u64> = survivors.map(|k| reports[k].view(1).unwrap().at).collect();
+    let last = *views.iter().max().unwrap();
+    let earliest = *views.iter().min().unwrap();
+    let timing = Timing {
+        detect_us: first.saturating_sub(t0),
+        protocol_us: last.saturating_sub(first),
+        first_view_us: earliest.saturating_sub(first),
+    };
+    (reports, timing)
+}
+
+/// What one join run measured, in µs of `CLOCK_MONOTONIC`.
+#[derive(Clone, Copy, Debug)]
+pub struct JoinTiming {
+    /// The joiner asks → it installed view 1 with the state (active).
+    pub join_us: u64,
+    /// Bytes of state transferred.
+    pub state_len: usize,
+}
+
+/// Starts `settings.universe` processes on loopback: `settings.members` initial members and
+/// joiners after them (linked from the start: `TcpNode` has no late links yet, so a joiner
+/// process starts with the others and stays outside the group, submitting nothing, until told
+/// `JOIN`). Once deliveries flow, the last process asks to join; every process must install
+/// view 1 with it, the joiner must receive the state (the hash chain at its position, plus
+/// `settings.state_bytes` bytes) and then deliver exactly what the others deliver, with the
+/// same chain at every position. Checked with [`check_run`].
+pub fn join_run(
+    entry: &str,
+    settings: Settings,
+    warmup: u64,
+    after: u64,
+) -> (Vec<Report>, JoinTiming) {
+    let n = settings.universe;
+    let joiner = n - 1;
+    let members = settings.members;
+    let places = vec![Place::loopback(); n];
+    let mut c = Cluster::start(entry, &places, settings);
+    c.wait_for(
+        "deliveries from every member at every member",
+        Duration::from_secs(30),
+        |r| {
+            r[..members].iter().all(|r| {
+                let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
+                r.delivered.len() as u64 >= warmup && senders.len() == members
+            })
+        },
+    );
+    c.tell(joiner, "JOIN");
+    c.wait_for(
+        "the joiner's state and deliveries in view 1 everywhere",
+        Duration::from_secs(60),
+        |r| {
+            r[joiner].transferred.is_some()
+                && r.iter().all(|r| r.delivered_after(1) >= after)
+                && r[joiner]
+                    .delivered
+                    .iter()
+                    .any(|d| d.sender == joiner as u32)
+        },
+    );
+    let reports = c.finish();
+    let view1: Vec<u32> = (0..n as u32).collect();
+    check_run(&reports, &[], &view1, after);
+    let r = &reports[joiner];
+    let t = r.transferred.unwrap();
+    let timing = JoinTiming {
+        join_us: r
+            .view(1)
+            .unwrap()
+            .at
+            .saturating_sub(r.join_requested.unwrap()),
+        state_len: t.2,
+    };
+    (reports, timing)
+}

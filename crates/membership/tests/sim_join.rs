@@ -1,0 +1,490 @@
+//! Joins through `Group` with state transfer, on the simulator. The application is a model:
+//! a hash chain over delivered payloads, whose snapshot is `[hash][position][padding]` (the
+//! padding sets the state size). Checked after every step: a passive joiner hands out nothing
+//! and refuses submits; a joiner's first upcall is its view, with the state ready; every
+//! node's chain value at a position equals everyone else's at that position (so a joiner's
+//! state plus its deliveries equals every member's); positions are gapless from the state's.
+//! At the end: the joiner is active in the survivors' last view and every survivor reached
+//! the same position.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use squall_membership::GmsConfig;
+use squall_membership::group::{Group, GroupConfig};
+use squall_membership::log::MemLog;
+use squall_ordering::{Delivery, TotalOrder, Upcall};
+use squall_round_robin::Config;
+use squall_transport::{NodeId, RegionId};
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
+
+fn config(universe: usize, initial: usize, chunk: usize) -> GroupConfig {
+    let ids: Vec<NodeId> = (0..universe as u32).map(NodeId).collect();
+    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids[..initial].to_vec());
+    gms.heartbeat_interval = Duration::from_micros(50);
+    gms.suspicion_timeout = Duration::from_micros(1500);
+    let epoch = Config {
+        window: 4,
+        slot_size: 24,
+        max_payload: 96,
+        chunk_size: 32,
+        ..Config::new(ids)
+    };
+    let mut cfg = GroupConfig::new(gms, epoch);
+    cfg.transfer.chunk_size = chunk;
+    cfg.transfer.window = 4;
+    cfg
+}
+
+fn mix(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h ^ 0x9e37_79b9_7f4a_7c15, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// One node's model application.
+#[derive(Clone, Debug, Default)]
+struct App {
+    hash: u64,
+    /// Next position to apply.
+    next: u64,
+    /// Whether it has state (initial members, joiners once restored).
+    has_state: bool,
+}
+
+struct Run {
+    sim: Sim,
+    groups: Vec<Group<SimNode, MemLog>>,
+    apps: Vec<App>,
+    crashed: Vec<bool>,
+    /// Chain value after each position, the first node to record it.
+    chain: BTreeMap<u64, u64>,
+    state_size: usize,
+    /// Crash whichever member provides state, this many steps after it did (once).
+    crash_sender_after: Option<usize>,
+    provided_at: Option<(usize, usize)>,
+    step: usize,
+    counter: u64,
+    /// When each node became active (step, virtual time).
+    activated: Vec<Option<(usize, Duration)>>,
+    upcalls: Vec<Upcall<Delivery>>,
+}
+
+impl Run {
+    fn new(seed: u64, universe: usize, initial: usize, chunk: usize, state_size: usize) -> Run {
+        let cfg = config(universe, initial, chunk);
+        let layout = Group::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), universe, &layout).unwrap();
+        let groups = nodes
+            .into_iter()
+            .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let mut apps = vec![App::default(); universe];
+        for a in &mut apps[..initial] {
+            a.has_state = true;
+        }
+        Run {
+            sim,
+            groups,
+            apps,
+            crashed: vec![false; universe],
+            chain: BTreeMap::new(),
+            state_size,
+            crash_sender_after: None,
+            provided_at: None,
+            step: 0,
+            counter: 0,
+            activated: vec![None; universe],
+            upcalls: Vec::new(),
+        }
+    }
+
+    fn crash(&mut self, i: usize) {
+        self.sim.crash(NodeId(i as u32));
+        self.crashed[i] = true;
+    }
+
+    fn record(&mut self, i: usize, pos: u64, hash: u64) -> Result<(), String> {
+        match self.chain.get(&pos) {
+            Some(&h) if h != hash => Err(format!(
+                "n{i}: state at position {pos} differs from another node's"
+            )),
+            Some(_) => Ok(()),
+            None => {
+                self.chain.insert(pos, hash);
+                Ok(())
+            }
+        }
+    }
+
+    fn poll(&mut self, i: usize) -> Result<(), String> {
+        if self.crashed[i] {
+            return Ok(());
+        }
+        self.upcalls.clear();
+        let was_active = self.groups[i].is_active();
+        self.groups[i].poll(&mut self.upcalls);
+        let ups = std::mem::take(&mut self.upcalls);
+        for u in &ups {
+            match u {
+                Upcall::Deliver(d) => {
+                    if !self.apps[i].has_state {
+                        return Err(format!("n{i} delivered before it had the state"));
+                    }
+                    if d.position != self.apps[i].next {
+                        return Err(format!(
+                            "n{i} delivered position {} when it expected {}",
+                            d.position, self.apps[i].next
+                        ));
+                    }
+                    let h = mix(self.apps[i].hash, &d.payload);
+                    self.apps[i].hash = h;
+                    self.apps[i].next += 1;
+                    self.record(i, d.position, h)?;
+                }
+                Upcall::View(_) => {
+                    if let Some(s) = self.groups[i].take_state() {
+                        if self.apps[i].has_state {
+                            return Err(format!("n{i} got a state it did not need"));
+                        }
+                        if s.state.len() != self.state_size.max(16) {
+                            return Err(format!("n{i}: transferred state has the wrong size"));
+                        }
+                        let hash = u64::from_le_bytes(s.state[..8].try_into().unwrap());
+                        let next = u64::from_le_bytes(s.state[8..16].try_into().unwrap());
+                        if next != s.position {
+                            return Err(format!(
+                                "n{i}: state position disagrees with the snapshot"
+                            ));
+                        }
+                        if s.state[16..].iter().any(|&b| b != (next as u8)) {
+                            return Err(format!("n{i}: state padding corrupted"));
+                        }
+                        self.apps[i] = App {
+                            hash,
+                            next,
+                            has_state: true,
+                        };
+                        if next > 0 {
+                            self.record(i, next - 1, hash)?;
+                        }
+                        self.activated[i] = Some((
+                            self.step,
+                            self.sim
+                                .now()
+                                .saturating_since(squall_transport::Time::ZERO),
+                        ));
+                    } else if !self.apps[i].has_state {
+                        return Err(format!("n{i} reported a view before its state arrived"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !was_active && self.groups[i].is_active() && !self.apps[i].has_state {
+            return Err(format!("n{i} active without a state"));
+        }
+        if !self.groups[i].is_active()
+            && self.groups[i].view().is_some()
+            && self.groups[i].stopped().is_none()
+            && self.groups[i].submit(b"x").is_ok()
+        {
+            return Err(format!("n{i}: a passive joiner accepted a submit"));
+        }
+        if self.groups[i].state_wanted() {
+            let a = &self.apps[i];
+            let mut s = a.hash.to_le_bytes().to_vec();
+            s.extend_from_slice(&a.next.to_le_bytes());
+            s.resize(self.state_size.max(16), a.next as u8);
+            self.groups[i]
+                .provide_state(a.next, &s)
+                .map_err(|e| format!("n{i}: provide_state: {e}"))?;
+            if self.provided_at.is_none() {
+                self.provided_at = Some((i, self.step));
+            }
+        }
+        Ok(())
+    }
+
+    fn submit(&mut self, i: usize) {
+        if self.crashed[i] || !self.groups[i].is_active() || self.sim.random(3) != 0 {
+            return;
+        }
+        self.counter += 1;
+        let mut p = (i as u32).to_le_bytes().to_vec();
+        p.extend_from_slice(&self.counter.to_le_bytes());
+        let _ = self.groups[i].submit(&p);
+    }
+
+    /// Runs `steps` steps (submitting during the first `submit_steps`).
+    fn run(&mut self, steps: usize, submit_steps: usize) -> Result<(), String> {
+        for _ in 0..steps {
+            self.step += 1;
+            if let (Some(after), Some((s, at))) = (self.crash_sender_after, self.provided_at)
+                && self.step == at + after
+                && !self.crashed[s]
+            {
+                self.crash(s);
+            }
+            for i in 0..self.groups.len() {
+                if self.step < submit_steps {
+                    self.submit(i);
+                }
+                self.poll(i)?;
+            }
+            self.sim.advance(Duration::from_micros(2));
+        }
+        Ok(())
+    }
+
+    /// The survivors agree on the view and position and are all active.
+    fn settled(&self, expect_active: &[usize]) -> Result<(), String> {
+        let live: Vec<usize> = (0..self.groups.len())
+            .filter(|&i| !self.crashed[i] && self.groups[i].view().is_some())
+            .collect();
+        for &i in expect_active {
+            if !self.groups[i].is_active() {
+                return Err(format!(
+                    "n{i} is not active at the end: {:?}",
+                    self.groups[i]
+                ));
+            }
+        }
+        let v0 = self.groups[live[0]].view().map(|v| v.id);
+        for &i in &live {
+            if self.groups[i].view().map(|v| v.id) != v0 {
+                return Err("survivors in different views".into());
+            }
+            if self.apps[i].next != self.apps[live[0]].next {
+                return Err(format!(
+                    "n{i} at position {} but n{} at {}",
+                    self.apps[i].next, live[0], self.apps[live[0]].next
+                ));
+            }
+        }
+        if self.apps[live[0]].next < 20 {
+            return Err("too few deliveries".into());
+        }
+        Ok(())
+    }
+}
+
+fn join_run(seed: u64, state_size: usize) -> Result<Run, String> {
+    let mut r = Run::new(seed, 4, 3, 1024, state_size);
+    r.run(300, 10_000)?;
+    r.groups[3].join().unwrap();
+    r.run(8000, 4000)?;
+    r.settled(&[0, 1, 2, 3])?;
+    Ok(r)
+}
+
+#[test]
+fn a_node_joins_while_all_submit_seed_sweep() {
+    check_seeds("a_node_joins_while_all_submit_seed_sweep", 6, |seed| {
+        let r = join_run(seed, 5000)?;
+        if r.groups[0].stats().transfers_served + r.groups[1].stats().transfers_served == 0 {
+            return Err("no transfer was served".into());
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn two_nodes_join_at_once() {
+    check_seeds("two_nodes_join_at_once", 4, |seed| {
+        let mut r = Run::new(seed, 5, 3, 512, 3000);
+        r.run(300, 10_000)?;
+        r.groups[3].join().unwrap();
+        r.groups[4].join().unwrap();
+        r.run(10_000, 5000)?;
+        r.settled(&[0, 1, 2, 3, 4])
+    });
+}
+
+#[test]
+fn the_sender_and_leader_crashes_mid_transfer_the_joiner_catches_up_later() {
+    check_seeds(
+        "the_sender_and_leader_crashes_mid_transfer_the_joiner_catches_up_later",
+        6,
+        |seed| {
+            let mut r = Run::new(seed, 5, 4, 256, 8000);
+            r.crash_sender_after = Some(3);
+            r.run(300, 10_000)?;
+            r.groups[4].join().unwrap();
+            r.run(12_000, 5000)?;
+            let (s, _) = r.provided_at.ok_or("nobody provided state")?;
+            if !r.crashed[s] {
+                return Err("the sender was not crashed".into());
+            }
+            if r.groups[4].stats().transfer_restarts == 0 {
+                return Err("the joiner's transfer did not restart".into());
+            }
+            let survivors: Vec<usize> = (0..5).filter(|&i| i != s).collect();
+            r.settled(&survivors)
+        },
+    );
+}
+
+#[test]
+fn the_joiner_crashes_mid_transfer_the_group_carries_on() {
+    check_seeds(
+        "the_joiner_crashes_mid_transfer_the_group_carries_on",
+        4,
+        |seed| {
+            let mut r = Run::new(seed, 4, 3, 256, 8000);
+            r.run(300, 10_000)?;
+            r.groups[3].join().unwrap();
+            let mut crashed = false;
+            for _ in 0..8000 {
+                r.run(1, 6000)?;
+                if !crashed && r.provided_at.is_some() {
+                    r.crash(3);
+                    crashed = true;
+                }
+            }
+            if !crashed {
+                return Err("the joiner never got to its transfer".into());
+            }
+            r.settled(&[0, 1, 2])?;
+            if r.groups[0].view().unwrap().contains(NodeId(3)) {
+                return Err("the crashed joiner is still in the view".into());
+            }
+            Ok(())
+        },
+    );
+}
+
+/// Join time (join request → joiner active, virtual time) as a function of state size, beside
+/// the failure → new view time of the same configuration. `--nocapture` prints the table.
+#[test]
+fn join_time_by_state_size() {
+    let sizes = [4 << 10, 64 << 10, 1 << 20, 16 << 20];
+    let seeds = 3;
+    let mut rows = Vec::new();
+    for &size in &sizes {
+        let mut times = Vec::new();
+        for seed in 1..=seeds {
+            let mut r = Run::new(seed, 4, 3, 64 << 10, size);
+            r.groups[0].submit(b"warm").unwrap();
+            r.run(300, 0).unwrap();
+            let t0 = r.sim.now().saturating_since(squall_transport::Time::ZERO);
+            r.groups[3].join().unwrap();
+            for _ in 0..200_000 {
+                r.run(1, 0).unwrap();
+                if r.activated[3].is_some() {
+                    break;
+                }
+            }
+            let (_, t1) = r.activated[3].expect("the joiner became active");
+            times.push(t1 - t0);
+        }
+        times.sort();
+        rows.push((size, times[times.len() / 2]));
+    }
+    // Baseline: a follower crashes; time from the crash to the new view everywhere.
+    let mut base = Vec::new();
+    for seed in 1..=seeds {
+        let mut r = Run::new(seed, 3, 3, 64 << 10, 16);
+        r.run(300, 0).unwrap();
+        let t0 = r.sim.now().saturating_since(squall_transport::Time::ZERO);
+        r.crash(2);
+        let mut t1 = None;
+        for _ in 0..100_000 {
+            r.run(1, 0).unwrap();
+            if (0..2).all(|i| r.groups[i].view().is_some_and(|v| v.id == 1)) {
+                t1 = Some(r.sim.now().saturating_since(squall_transport::Time::ZERO));
+                break;
+            }
+        }
+        base.push(t1.expect("view 1 installed") - t0);
+    }
+    base.sort();
+    let base = base[base.len() / 2];
+    println!(
+        "join time by state size (sim, virtual time, 64 KiB chunks, window 4, median of {seeds} seeds)"
+    );
+    println!("baseline: crash -> new view = {base:?}");
+    println!("{:>10} {:>14} {:>10}", "state", "join time", "x baseline");
+    for (size, t) in &rows {
+        println!(
+            "{:>10} {:>14?} {:>10.3}",
+            size,
+            t,
+            t.as_secs_f64() / base.as_secs_f64()
+        );
+    }
+    // Larger states take longer (more chunk round trips).
+    assert!(rows[3].1 > rows[0].1);
+}
+
+/// Joins at random points mixed with a crash (any member, or the sender right after it provided
+/// the state), a leave and a one-member partition healed later; random per seed. Every check of
+/// `Run::poll` after every step; at the end every live member is active, in the same view, at
+/// the same position.
+#[test]
+fn mixed_joins_leaves_crashes_and_partitions_seed_sweep() {
+    check_seeds(
+        "mixed_joins_leaves_crashes_and_partitions_seed_sweep",
+        8,
+        |seed| {
+            let mut r = Run::new(seed, 6, 4, 512, 4000);
+            let pick = |r: &Run, below: u64| r.sim.random(below) as usize;
+            let join_at = [200 + pick(&r, 2500), 200 + pick(&r, 2500)];
+            let fault_at = 300 + pick(&r, 3000);
+            let kind = pick(&r, 4);
+            let victim = pick(&r, 4);
+            if kind == 1 {
+                r.crash_sender_after = Some(1 + pick(&r, 6));
+            }
+            let mut healed_at = None;
+            for step in 0..14_000 {
+                for (j, &at) in join_at.iter().enumerate() {
+                    if step == at {
+                        r.groups[4 + j].join().map_err(|e| e.to_string())?;
+                    }
+                }
+                if step == fault_at {
+                    match kind {
+                        0 => r.crash(victim),
+                        2 => {
+                            let _ = r.groups[victim].leave();
+                        }
+                        3 => {
+                            let rest: Vec<NodeId> = (0..6u32)
+                                .filter(|&k| k as usize != victim)
+                                .map(NodeId)
+                                .collect();
+                            r.sim.partition(&[NodeId(victim as u32)], &rest);
+                            healed_at = Some(step + 3000);
+                        }
+                        _ => {}
+                    }
+                }
+                if healed_at == Some(step) {
+                    r.sim.heal();
+                }
+                r.run(1, 7000)?;
+            }
+            let live: Vec<usize> = (0..6)
+                .filter(|&i| {
+                    !r.crashed[i] && r.groups[i].stopped().is_none() && r.groups[i].view().is_some()
+                })
+                .collect();
+            for &i in &live {
+                if !r.groups[i].is_active() {
+                    return Err(format!("n{i} still passive at the end: {:?}", r.groups[i]));
+                }
+                if r.apps[i].next != r.apps[live[0]].next
+                    || r.groups[i].view().map(|v| v.id) != r.groups[live[0]].view().map(|v| v.id)
+                {
+                    return Err(format!("n{i} and n{} did not settle together", live[0]));
+                }
+            }
+            if live.len() < 3 {
+                return Err(format!("only {live:?} live at the end"));
+            }
+            Ok(())
+        },
+    );
+}

@@ -222,8 +222,13 @@ fn logged_counts(path: Option<std::path::PathBuf>, members: usize) -> Result<Vec
 /// [`Upcall::View`]. Every member that installs view `v + 1` delivered the same messages in
 /// view `v`.
 ///
-/// Not built yet: state transfer to joiners (a joiner's positions restart at 0), durable
-/// epochs, more than one shard.
+/// With durable epochs (`Mode::Durable` in the template) each view's epoch logs to its own
+/// file and the trim cuts it; a member built from a log that holds a view restarts: it waits
+/// for a majority of that view, the inspector (see [`crate::restart`]) installs the next view,
+/// and the member first replays its epoch logs as deliveries with their original positions.
+///
+/// Not built yet: state transfer to joiners (a joiner's positions restart at 0), more than one
+/// shard.
 ///
 /// ```
 /// use std::time::Duration;
@@ -318,8 +323,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
 
     /// Sets the member up over `transport` (with the regions of [`layout`](Group::layout)
     /// registered on every universe node). `log` and `recovered` are the membership core's.
-    /// A member of the current view starts its epoch at once; an outsider waits for a view that
-    /// names it.
+    /// A fresh member of view 0 starts its epoch at once; an outsider waits for a view that
+    /// names it; a member whose log holds a view restarts (total restart, see
+    /// [`crate::restart`]): views before the last are cut again to their logged trims, and no
+    /// epoch runs until the restart view is installed (submits answer `NotASender` until then).
     pub fn new(
         transport: T,
         cfg: GroupConfig,

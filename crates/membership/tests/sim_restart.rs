@@ -297,12 +297,16 @@ struct Plan {
     bare_majority: bool,
     /// Shut down again this many steps into the restart, then restart everyone.
     again: Option<usize>,
+    /// Shut down instead the moment some member has logged a decision (mid-trim: the decision
+    /// is logged at some members only).
+    at_decision: bool,
 }
 
 fn run(p: &Plan) -> Result<(), String> {
     let base = dir("run", p.seed);
     let first_logs: Vec<Option<Vec<u8>>> = vec![Some(Vec::new()); N];
     let mut l = Life::start(p.seed, &base, &first_logs, 0);
+    let mut decided = false;
     for s in 0..p.shutdown {
         if let Some((n, at)) = p.crash
             && at == s
@@ -310,6 +314,18 @@ fn run(p: &Plan) -> Result<(), String> {
             l.crash(n);
         }
         l.step(true)?;
+        if p.at_decision
+            && l.groups
+                .iter()
+                .flatten()
+                .any(|g| g.gms().decision().is_some())
+        {
+            decided = true;
+            break;
+        }
+    }
+    if p.at_decision && p.crash.is_some_and(|(_, at)| at + 3000 < p.shutdown) && !decided {
+        return Err("no member decided after the crash: the mid-trim shutdown never came".into());
     }
     let (logs, before) = l.shutdown();
     let newest = logs
@@ -381,6 +397,7 @@ fn total_restart_mid_epoch_replays_identically_and_carries_on() {
             shutdown: 300 + (seed as usize * 37) % 300,
             bare_majority: false,
             again: None,
+            at_decision: false,
         })
     });
 }
@@ -394,6 +411,7 @@ fn total_restart_after_a_view_change_with_a_bare_majority() {
             shutdown: 2000 + (seed as usize * 53) % 400,
             bare_majority: true,
             again: None,
+            at_decision: false,
         })
     });
 }
@@ -407,6 +425,7 @@ fn a_crash_during_the_restart_and_a_second_restart_reuse_the_trim() {
             shutdown: 600 + (seed as usize * 71) % 1500,
             bare_majority: false,
             again: Some(1 + (seed as usize * 29) % 60),
+            at_decision: false,
         })
     });
 }
@@ -455,8 +474,23 @@ fn regression_second_restart_with_mixed_last_views_catches_up() {
         shutdown: 1094,
         bare_majority: true,
         again: Some(5),
+        at_decision: false,
     })
     .unwrap();
+}
+
+#[test]
+fn total_shutdown_mid_trim_the_restart_adopts_or_recomputes_consistently() {
+    check_seeds("shutdown_mid_trim", 6, |seed| {
+        run(&Plan {
+            seed,
+            crash: Some(((seed % 5) as usize, 150)),
+            shutdown: 4000,
+            bare_majority: seed % 2 == 1,
+            again: (seed % 3 == 2).then_some(20),
+            at_decision: true,
+        })
+    });
 }
 
 proptest! {
@@ -468,8 +502,9 @@ proptest! {
         shutdown in 50usize..2500,
         bare_majority in any::<bool>(),
         again in proptest::option::of(0usize..400),
+        at_decision in any::<bool>(),
     ) {
-        let r = run(&Plan { seed, crash, shutdown, bare_majority, again });
+        let r = run(&Plan { seed, crash, shutdown, bare_majority, again, at_decision });
         prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
     }
 }

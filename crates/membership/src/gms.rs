@@ -45,6 +45,17 @@ pub enum StopReason {
         /// The first view without it.
         view: u64,
     },
+    /// A restarting member's log ends at view `view`, but a peer already installed `newer`
+    /// (a later restart went on without it): it cannot rejoin from its own log.
+    #[error(
+        "restart: this member's log ends at view {view} but view {newer} was already installed without it; it needs state transfer to rejoin (not built), or a fresh log"
+    )]
+    Superseded {
+        /// The view its log ends at.
+        view: u64,
+        /// The newer view a peer installed.
+        newer: u64,
+    },
     /// It left gracefully; `view` is the first view without it.
     #[error("left: view {view} was installed without this member, as it asked")]
     Left {
@@ -156,6 +167,18 @@ pub struct Gms<T: Transport, L: Durable> {
     decision: Option<Decision>,
     stopped: Option<StopReason>,
     held_back: bool,
+    /// Restart mode (see [`crate::restart`]): the highest ballot promised for the current view
+    /// and this node's own ballot when it leads the restart.
+    restart: Option<RestartState>,
+}
+
+/// A member restarting from its log.
+#[derive(Clone, Debug, Default)]
+struct RestartState {
+    promised: u64,
+    ballot: Option<u64>,
+    /// The members of the view it still waits for (reported once per change).
+    missing: Vec<NodeId>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -241,10 +264,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let sst = Sst::new(transport, schema, sc)?;
         let mut view = None;
         let mut decision = None;
+        let mut ended = None;
+        let mut restart = None;
         match recovered.and_then(Recovered::last_view) {
             Some((id, members)) => {
                 view = Some(View::new(id, members.to_vec(), layout.as_ref()));
                 decision = recovered.and_then(|r| r.decision_for(id)).cloned();
+                if id > 0 {
+                    ended = recovered.and_then(|r| r.decision_for(id - 1)).cloned();
+                }
+                restart = Some(RestartState {
+                    promised: recovered.map_or(0, |r| r.promised_for(id)),
+                    ..RestartState::default()
+                });
+                tracing::info!(me = %me, view = id, "membership: restarting from the log");
             }
             None if cfg.initial.contains(&me) => {
                 let v = View::new(0, cfg.initial.clone(), layout.as_ref());
@@ -269,14 +302,25 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             decision: None,
             stopped: None,
             held_back: false,
+            restart,
         };
         if g.view.is_some() {
             g.publish_view()?;
+        }
+        if let (Some(v), Some(r)) = (g.view.clone(), g.restart.clone())
+            && r.promised > 0
+        {
+            // Peers' inspectors must see the promise to pick a higher ballot.
+            g.publish_proposal(v.id, r.promised, &[])?;
         }
         if let Some(d) = decision {
             // A restarted member re-publishes what it logged, so a new leader can adopt it.
             g.publish_decision(&d)?;
             g.decision = Some(d);
+        } else if let Some(d) = ended {
+            // Nothing decided in its last view yet: it publishes the decision that installed
+            // it, so a peer whose log stops one view earlier can catch up.
+            g.publish_decision(&d)?;
         }
         Ok(g)
     }
@@ -294,6 +338,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Why it stopped, if it did.
     pub fn stopped(&self) -> Option<&StopReason> {
         self.stopped.as_ref()
+    }
+
+    /// Whether the member is restarting from its log (no view installed since), and if so the
+    /// members of its last view it still waits for (not restarted, or not seen yet).
+    pub fn restarting(&self) -> Option<&[NodeId]> {
+        self.restart.as_ref().map(|r| r.missing.as_slice())
     }
 
     /// The decision this member logged for its current view, if any.
@@ -496,6 +546,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let before = out.len();
         match self.view.clone() {
             None => self.follow_as_outsider(out)?,
+            Some(view) if self.restart.is_some() => self.restart_round(&view, epoch, out)?,
             Some(view) => self.member_round(&view, epoch, out)?,
         }
         Ok(busy || out.len() > before)
@@ -540,6 +591,201 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
+    /// A round in restart mode (see [`crate::restart`]).
+    fn restart_round(
+        &mut self,
+        view: &View,
+        epoch: &mut dyn Epoch,
+        out: &mut Vec<GmsEvent>,
+    ) -> Result<(), GmsError> {
+        // A peer one view ahead that publishes the decision that installed it: catch up (that
+        // decision was acted on, so it is the one); further ahead: this log cannot catch up.
+        let mut newer = None;
+        for row in 0..self.sst.rows() {
+            if row == self.sst.my_row() || self.sst.is_suspected(row) {
+                continue;
+            }
+            let Some(p) = self.read_block(row, self.f.view) else {
+                continue;
+            };
+            let vid = p[0].saturating_sub(1);
+            if vid == view.id + 1
+                && let Some(t) = self.decision_of(row, view.id)
+            {
+                return self.catch_up(view, t, out);
+            }
+            if vid > view.id {
+                newer = newer.max(Some(vid));
+            }
+        }
+        match newer {
+            Some(n) if n > view.id + 1 => {
+                return Err(self.stop(
+                    StopReason::Superseded {
+                        view: view.id,
+                        newer: n,
+                    },
+                    out,
+                ));
+            }
+            // A peer one view ahead whose decision is not readable yet: wait for it.
+            Some(_) => return Ok(()),
+            None => {}
+        }
+        if self.wedged.is_none() {
+            let mut rx = epoch.wedge(view);
+            rx.resize(view.members.len(), 0);
+            let mut p = vec![view.id + 1];
+            p.extend(&rx);
+            self.write_block(self.f.wedge, &p)?;
+            self.wedged = Some(rx);
+            out.push(GmsEvent::Wedged { view: view.id });
+        }
+        let alive: Vec<NodeId> = view
+            .members
+            .iter()
+            .copied()
+            .filter(|&m| !self.suspects(m))
+            .collect();
+        let restarted: Vec<NodeId> = alive
+            .iter()
+            .copied()
+            .filter(|&m| {
+                let r = self.sst.row_of(m).unwrap_or(0);
+                self.received_of(r, view.id).is_some()
+            })
+            .collect();
+        let missing: Vec<NodeId> = view
+            .members
+            .iter()
+            .copied()
+            .filter(|m| !restarted.contains(m))
+            .collect();
+        if let Some(r) = &mut self.restart
+            && r.missing != missing
+        {
+            if restarted.len() < view.majority() {
+                tracing::warn!(
+                    me = %self.me, view = view.id, ?missing, restarted = restarted.len(),
+                    majority = view.majority(),
+                    "membership: restart waits for a majority of the last view's logs"
+                );
+            }
+            r.missing = missing;
+        }
+        // Never act without a majority of the last view's logs.
+        if restarted.len() < view.majority() {
+            return Ok(());
+        }
+        let Some(&leader) = alive.first() else {
+            return Ok(());
+        };
+        let leader_rank = view.rank_of(leader).unwrap_or(0) as u64;
+        let leader_row = self.sst.row_of(leader).unwrap_or(0);
+        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
+        if leader == self.me {
+            // The highest ballot any visible row promised or decided under.
+            let seen = (0..self.sst.rows())
+                .filter(|&r| r != self.sst.my_row())
+                .flat_map(|r| {
+                    [
+                        self.proposal_of(r, view.id).map(|t| t.rank),
+                        self.decision_of(r, view.id).map(|t| t.rank),
+                    ]
+                })
+                .flatten()
+                .chain([promised])
+                .max()
+                .unwrap_or(0);
+            let current = self.restart.as_ref().and_then(|r| r.ballot);
+            let ballot = match current {
+                Some(b) if b >= seen => b,
+                _ => {
+                    let b =
+                        crate::restart::ballot(crate::restart::attempt_of(seen) + 1, leader_rank);
+                    self.log.append(&Record::Promised {
+                        view: view.id,
+                        rank: b,
+                    })?;
+                    if let Some(r) = &mut self.restart {
+                        r.ballot = Some(b);
+                        r.promised = b;
+                    }
+                    tracing::info!(me = %self.me, view = view.id, ballot = b, "membership: leading the restart");
+                    b
+                }
+            };
+            self.lead(view, &alive, ballot, true)?;
+        } else if let Some(p) = self.proposal_of(leader_row, view.id) {
+            let b = p.rank;
+            if crate::restart::attempt_of(b) > 0
+                && crate::restart::rank_of(b) == leader_rank
+                && b >= promised
+            {
+                if b > promised {
+                    self.log.append(&Record::Promised {
+                        view: view.id,
+                        rank: b,
+                    })?;
+                    if let Some(r) = &mut self.restart {
+                        r.promised = b;
+                    }
+                }
+                self.follow(view, leader_row, b)?;
+            }
+        }
+        self.try_install(view, &alive, out)
+    }
+
+    /// Restart mode: installs `view + 1` with the decision `t` a peer installed it with.
+    fn catch_up(
+        &mut self,
+        view: &View,
+        t: Tagged,
+        out: &mut Vec<GmsEvent>,
+    ) -> Result<(), GmsError> {
+        let d = Decision {
+            rank: t.rank,
+            changes: t.changes,
+            trim: Trim {
+                view: view.id,
+                counts: view.members.iter().copied().zip(t.trim).collect(),
+            },
+        };
+        let next = View::new(
+            view.id + 1,
+            d.next_members(&view.members),
+            self.layout.as_ref(),
+        );
+        if !next.contains(self.me) {
+            self.view = None;
+            return Err(self.stop(StopReason::Removed { view: next.id }, out));
+        }
+        self.log.append(&Record::Decided(d.clone()))?;
+        self.log.append(&Record::Installed {
+            view: next.id,
+            members: next.members.clone(),
+        })?;
+        // The decision of this very restart (the ballot this member promised): a peer just
+        // installed the restart view first, and this member installs it too. An older
+        // decision: the restart goes on one view later.
+        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
+        let this_restart = d.rank == promised && promised >= crate::restart::INSPECTOR;
+        tracing::info!(me = %self.me, view = next.id, this_restart, "membership: restart caught up one view from a peer");
+        self.wedged = None;
+        self.proposal = None;
+        self.decision = None;
+        self.restart = (!this_restart).then(RestartState::default);
+        self.view = Some(next.clone());
+        self.publish_view_of(&next)?;
+        self.publish_decision(&d)?;
+        out.push(GmsEvent::ViewInstalled {
+            view: next,
+            trim: Some(d.trim),
+        });
+        Ok(())
+    }
+
     fn member_round(
         &mut self,
         view: &View,
@@ -573,7 +819,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
         }
         if leader == self.me {
-            self.lead(view, &alive, leader_rank)?;
+            self.lead(view, &alive, leader_rank, false)?;
         } else {
             self.follow(view, leader_row, leader_rank)?;
         }
@@ -669,7 +915,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         ch
     }
 
-    fn lead(&mut self, view: &View, alive: &[NodeId], my_rank: u64) -> Result<(), GmsError> {
+    /// `force`: propose even without changes (a restart installs the next view regardless).
+    fn lead(
+        &mut self,
+        view: &View,
+        alive: &[NodeId],
+        my_rank: u64,
+        force: bool,
+    ) -> Result<(), GmsError> {
         if self.decision.as_ref().is_some_and(|d| d.rank == my_rank) {
             return Ok(()); // decided; what arrives now goes to the next view
         }
@@ -684,7 +937,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .unwrap_or_default(),
         };
         let changes = self.wanted(view, base);
-        if changes.is_empty() {
+        if changes.is_empty() && !force {
             return Ok(());
         }
         if self.proposal.as_ref() != Some(&(my_rank, changes.clone())) {
@@ -849,6 +1102,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.proposal = None;
         self.decision = None;
         self.held_back = false;
+        if self.restart.take().is_some() {
+            tracing::info!(me = %self.me, view = next.id, "membership: restart complete");
+        }
         if !next.contains(self.me) {
             let why = if left {
                 StopReason::Left { view: next.id }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{Config as EpochConfig, Mode, RoundRobin};
+use squall_round_robin::{Config as EpochConfig, FsyncPolicy, Mode, RoundRobin};
 use squall_transport::mux::{Mux, MuxHandle};
 use squall_transport::{NodeId, RegionId, RegionSpec, Transport};
 use thiserror::Error;
@@ -43,8 +43,10 @@ pub struct GroupConfig {
     /// The membership core.
     pub gms: GmsConfig,
     /// Template for each view's epoch (window, slot and payload sizes, chunking, relay). Its
-    /// members, senders, regions and view are set per view; its mode must be
-    /// [`Mode::Atomic`]; its SST timing is unused (epochs leave failure detection to the GMS).
+    /// members, senders, regions and view are set per view; its mode is [`Mode::Atomic`] or
+    /// [`Mode::Durable`], whose `path` is then a *directory* holding one log per view
+    /// ([`epoch_log`](GroupConfig::epoch_log)); its SST timing is unused (epochs leave failure
+    /// detection to the GMS).
     pub epoch: EpochConfig,
     /// The two epoch region sets, `(table, large)`: view `v` runs on set `v mod 2`.
     pub sets: [(RegionId, RegionId); 2],
@@ -68,13 +70,29 @@ impl GroupConfig {
         }
     }
 
+    /// Durable epochs: the log file of view `view`'s epoch (`epoch-<view>.log` in the template's
+    /// directory); `None` for atomic epochs.
+    pub fn epoch_log(&self, view: u64) -> Option<std::path::PathBuf> {
+        match &self.epoch.mode {
+            Mode::Durable { path, .. } => Some(path.join(format!("epoch-{view:020}.log"))),
+            _ => None,
+        }
+    }
+
     /// The epoch configuration of view `view` with `members` (every member a sender).
     pub fn epoch_for(&self, view: u64, members: Vec<NodeId>) -> EpochConfig {
         let (table_region, large_region) = self.sets[(view % 2) as usize];
+        let mode = match (&self.epoch.mode, self.epoch_log(view)) {
+            (Mode::Durable { fsync, .. }, Some(path)) => Mode::Durable {
+                path,
+                fsync: *fsync,
+            },
+            _ => Mode::Atomic,
+        };
         EpochConfig {
             members,
             senders: Vec::new(),
-            mode: Mode::Atomic,
+            mode,
             table_region,
             large_region,
             view,
@@ -95,9 +113,9 @@ impl GroupConfig {
     /// Checks every setting.
     pub fn validate(&self) -> Result<(), GroupError> {
         self.gms.validate().map_err(GmsError::Config)?;
-        if self.epoch.mode != Mode::Atomic {
+        if self.epoch.mode == Mode::Unordered {
             return Err(GroupError::Config(
-                "the epoch template's mode must be Atomic (durable epochs are not built yet)",
+                "the epoch template's mode must be Atomic or Durable (whose path is the directory of the per-view epoch logs)",
             ));
         }
         if self.gms.shards.shards != 1 {
@@ -135,6 +153,21 @@ pub enum GroupError {
     /// State transfer failed (a malformed chunk, a bound exceeded, a misused snapshot call).
     #[error("state transfer: {0}")]
     Transfer(#[from] TransferError),
+    /// A durable epoch log could not be read, cut or replayed.
+    #[error("epoch log: {0}")]
+    Log(#[from] squall_round_robin::log::LogError),
+    /// A replayed epoch log does not continue the positions before it.
+    #[error(
+        "replaying the epoch log of view {view}: position {found} where {expected} was expected"
+    )]
+    Replay {
+        /// The view.
+        view: u64,
+        /// The position the log holds.
+        found: u64,
+        /// The position that would continue the replay.
+        expected: u64,
+    },
     /// A trim could not be applied (a bug: the core computed it without this member's counts).
     #[error("applying the trim of view {view}: {error}")]
     Trim {
@@ -160,22 +193,44 @@ pub struct GroupStats {
     pub state_bytes_sent: u64,
     /// Views this node installed while still passive (its transfer started over).
     pub transfer_restarts: u64,
+    /// Messages replayed from the epoch logs after a total restart.
+    pub replayed: u64,
+}
+
+/// The sequence number that ends a trim: a ragged trim is a gap-free round-robin prefix, so
+/// its messages are exactly those below the sum of its counts.
+fn trim_end(trim: &crate::trim::Trim) -> u64 {
+    trim.counts.iter().map(|&(_, c)| c).sum()
 }
 
 /// Lets the core wedge the current epoch (or report empty counts when there is none).
 struct Wedger<'a, T: Transport> {
     epoch: Option<&'a mut RoundRobin<MuxHandle<T>>>,
     frozen: &'a mut bool,
+    /// Restarting: what the last view's epoch log holds.
+    logged: Option<&'a [u64]>,
 }
 
 impl<T: Transport> Epoch for Wedger<'_, T> {
     fn wedge(&mut self, view: &View) -> Vec<u64> {
         *self.frozen = true;
-        match &mut self.epoch {
-            Some(rr) => rr.wedge(),
-            None => vec![0; view.members.len()],
+        match (&mut self.epoch, self.logged) {
+            (Some(rr), _) => rr.wedge(),
+            (None, Some(l)) => l.to_vec(),
+            (None, None) => vec![0; view.members.len()],
         }
     }
+}
+
+/// Per sender (rank order of `members`), how many messages the epoch log at `path` holds as a
+/// gap-free prefix: every sequence number up to its last record's is logged or was a null.
+fn logged_counts(path: Option<std::path::PathBuf>, members: usize) -> Result<Vec<u64>, GroupError> {
+    let Some(path) = path else {
+        return Ok(vec![0; members]);
+    };
+    let (_, rec) = squall_round_robin::log::Log::open(&path, FsyncPolicy::EveryBatch)?;
+    let end = rec.records.last().map_or(0, |r| r.seq + 1);
+    Ok(squall_round_robin::seq_prefix_counts(end, members))
 }
 
 /// One member of a group with views: round-robin total order within each view, virtual
@@ -190,7 +245,14 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
 ///
 /// A universe node outside the view joins with [`Group::joining`]; it stays passive until a
 /// member sent it the application's state ([`Group::provide_state`], [`Group::take_state`];
-/// see [`crate::transfer`]). Not built yet: durable epochs, more than one shard.
+/// see [`crate::transfer`]).
+///
+/// With durable epochs (`Mode::Durable` in the template) each view's epoch logs to its own
+/// file and the trim cuts it; a member built from a log that holds a view restarts: it waits
+/// for a majority of that view, the inspector (see [`crate::restart`]) installs the next view,
+/// and the member first replays its epoch logs as deliveries with their original positions.
+///
+/// Not built yet: more than one shard.
 ///
 /// ```
 /// use std::time::Duration;
@@ -262,6 +324,9 @@ pub struct Group<T: Transport, L: Durable> {
     buffer: Vec<Delivery>,
     /// The state received, until the application takes it.
     state: Option<TransferredState>,
+    /// Restarting from the logs: what the last view's epoch log holds (the core publishes it
+    /// as this member's received counts); the epoch starts once the restart view is installed.
+    restart_logged: Option<Vec<u64>>,
     events: Vec<GmsEvent>,
     scratch: Vec<Upcall<Delivery>>,
     stats: GroupStats,
@@ -303,7 +368,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// registered on every universe node). `log` and `recovered` are the membership core's.
     /// A member of the current view starts its epoch at once (it is active: it holds the
     /// application's state); an outsider waits for a view that names it — call
-    /// [`join`](Group::join), or use [`joining`](Group::joining), to ask for one.
+    /// [`join`](Group::join), or use [`joining`](Group::joining), to ask for one. A member
+    /// whose log holds a view restarts (total restart, see [`crate::restart`]): views before
+    /// the last are cut again to their logged trims, and no epoch runs until the restart view
+    /// is installed (submits answer `NotASender` until then).
     pub fn new(
         transport: T,
         cfg: GroupConfig,
@@ -336,14 +404,78 @@ impl<T: Transport, L: Durable> Group<T, L> {
             skip_until: 0,
             buffer: Vec::new(),
             state: None,
+            restart_logged: None,
             events: Vec::new(),
             scratch: Vec::new(),
             stats: GroupStats::default(),
         };
-        if let Some(v) = g.gms.view().cloned() {
-            g.start_epoch(v)?;
+        match (g.gms.view().cloned(), g.gms.restarting().is_some()) {
+            (Some(v), true) => {
+                // Views before the last ended with a logged decision: cut their epoch logs to
+                // it again (a crash may have come between logging it and cutting).
+                if let Some(rec) = recovered {
+                    for old in 0..v.id {
+                        if let (Some(d), Some(path)) = (rec.decision_for(old), g.cfg.epoch_log(old))
+                            && path.exists()
+                        {
+                            squall_round_robin::log::Log::cut(&path, trim_end(&d.trim))?;
+                        }
+                    }
+                }
+                g.restart_logged = Some(logged_counts(g.cfg.epoch_log(v.id), v.members.len())?);
+                g.view = Some(v);
+            }
+            (Some(v), false) => g.start_epoch(v)?,
+            (None, _) => {}
         }
         Ok(g)
+    }
+
+    /// Restart: cuts the last view's epoch log past the restart trim and replays every epoch
+    /// log of this member, view by view, as deliveries with their original positions.
+    fn replay(
+        &mut self,
+        last: &View,
+        trim: &crate::trim::Trim,
+        upcalls: &mut Vec<Upcall<Delivery>>,
+    ) -> Result<(), GroupError> {
+        if self.cfg.epoch_log(last.id).is_none() {
+            return Ok(());
+        }
+        let mut next: Option<u64> = None;
+        for v in 0..=last.id {
+            let Some(path) = self.cfg.epoch_log(v) else {
+                continue;
+            };
+            let records = if v == last.id {
+                squall_round_robin::log::Log::cut(&path, trim_end(trim))?
+            } else if path.exists() {
+                squall_round_robin::log::Log::open(&path, FsyncPolicy::EveryBatch)?
+                    .1
+                    .records
+            } else {
+                continue;
+            };
+            for r in records {
+                let expected = next.unwrap_or(r.position);
+                if r.position != expected {
+                    return Err(GroupError::Replay {
+                        view: v,
+                        found: r.position,
+                        expected,
+                    });
+                }
+                next = Some(r.position + 1);
+                upcalls.push(Upcall::Deliver(Delivery {
+                    position: r.position,
+                    sender: r.sender,
+                    payload: r.payload,
+                }));
+                self.stats.replayed += 1;
+            }
+        }
+        self.position = next.unwrap_or(0);
+        Ok(())
     }
 
     /// The membership core.
@@ -534,6 +666,28 @@ impl<T: Transport, L: Durable> Group<T, L> {
         upcalls: &mut Vec<Upcall<Delivery>>,
     ) -> Result<(), GroupError> {
         let had_epoch = self.epoch.is_some();
+        if self.restart_logged.is_some()
+            && self.gms.restarting().is_some()
+            && let (Some(t), Some(last)) = (&trim, self.view.take())
+        {
+            // Restarting, caught up one view from a peer: cut the old view's log to the
+            // decision it was installed with; the restart goes on in `view`.
+            if let Some(path) = self.cfg.epoch_log(last.id) {
+                squall_round_robin::log::Log::cut(&path, trim_end(t))?;
+            }
+            self.restart_logged = Some(logged_counts(
+                self.cfg.epoch_log(view.id),
+                view.members.len(),
+            )?);
+            self.view = Some(view);
+            return Ok(());
+        }
+        if self.restart_logged.take().is_some()
+            && let (Some(t), Some(last)) = (&trim, self.view.take())
+        {
+            self.replay(&last, t, upcalls)?;
+            tracing::info!(me = %self.gms.id(), view = last.id, replayed = self.stats.replayed, position = self.position, "group: restarted from the logs");
+        }
         if let (Some(trim), Some(mut old), Some(old_view)) =
             (trim, self.epoch.take(), self.view.take())
         {
@@ -558,6 +712,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
             self.scratch = out;
             self.position = old.next_position() + self.offset;
             drop(old);
+            if let Some(path) = self.cfg.epoch_log(old_view.id) {
+                // The decision is logged (the core logs before acting): cut what it discards.
+                squall_round_robin::log::Log::cut(&path, trim_end(&trim))?;
+            }
             // No peer writes set `old_view.id mod 2` again before this member acks view
             // `view.id + 1`, which it does only after this point.
             let set = self.cfg.epoch_for(old_view.id, old_view.members.clone());
@@ -695,6 +853,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         let mut wedger = Wedger::<T> {
             epoch: self.epoch.as_mut(),
             frozen: &mut self.frozen,
+            logged: self.restart_logged.as_deref(),
         };
         let r = self.gms.poll(&mut wedger, &mut events);
         let mut result = Ok(());

@@ -56,6 +56,7 @@ mod config;
 mod gms;
 pub mod group;
 pub mod log;
+pub mod restart;
 pub mod transfer;
 pub mod trim;
 pub mod view;

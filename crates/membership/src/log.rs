@@ -5,7 +5,7 @@
 //! `[body length: u32 LE][CRC-32 of the body: u32 LE][body]` (the framing of round-robin's log).
 //! Bodies (little endian): `1, view: u64, n: u32, n × node: u32` for an installed view;
 //! `2, view: u64, rank: u64, c: u32, c × change: u64, t: u32, t × (node: u32, count: u64)` for
-//! a decision.
+//! a decision; `3, view: u64, rank: u64` for a restart promise.
 //!
 //! [`decode`] is the pure decoder (fuzzed by `fuzz/fuzz_targets/gms_log.rs`): it returns the
 //! records of the longest valid prefix and why it stopped. [`FileLog::open`] truncates a torn or
@@ -41,6 +41,15 @@ pub enum Record {
     },
     /// This member logged `decision`, which ends view `decision.trim.view`.
     Decided(Decision),
+    /// During a total restart, this member promised the restart leader with ballot `rank` not
+    /// to accept a decision for view `view` from a lower ballot (logged before it acknowledges
+    /// the leader's proposal; see [`crate::restart`]).
+    Promised {
+        /// The view being restarted.
+        view: u64,
+        /// The ballot.
+        rank: u64,
+    },
 }
 
 /// Why decoding stopped before the end of the bytes.
@@ -164,6 +173,11 @@ pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
                 out.extend_from_slice(&c.to_le_bytes());
             }
         }
+        Record::Promised { view, rank } => {
+            out.push(3);
+            out.extend_from_slice(&view.to_le_bytes());
+            out.extend_from_slice(&rank.to_le_bytes());
+        }
     });
 }
 
@@ -224,6 +238,10 @@ fn parse(body: &[u8]) -> Result<Record, &'static str> {
                 trim: Trim { view, counts },
             })
         }
+        3 => Record::Promised {
+            view: b.u64().ok_or(short)?,
+            rank: b.u64().ok_or(short)?,
+        },
         _ => return Err("unknown record tag"),
     };
     if !b.0.is_empty() {
@@ -303,8 +321,20 @@ impl Recovered {
     pub fn last_view(&self) -> Option<(u64, &[NodeId])> {
         self.records.iter().rev().find_map(|r| match r {
             Record::Installed { view, members } => Some((*view, members.as_slice())),
-            Record::Decided(_) => None,
+            _ => None,
         })
+    }
+
+    /// The highest restart ballot this member promised for view `view` (0 if none).
+    pub fn promised_for(&self, view: u64) -> u64 {
+        self.records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Promised { view: v, rank } if *v == view => Some(*rank),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// The highest-ranked decision logged for view `view`.
@@ -497,6 +527,18 @@ mod tests {
             &mut b,
         );
         b
+    }
+
+    #[test]
+    fn a_restart_promise_round_trips_and_the_highest_counts() {
+        let mut b = sample();
+        for rank in [(1 << 32) | 2, 1 << 32] {
+            encode_record(&Record::Promised { view: 0, rank }, &mut b);
+        }
+        let (_, rec) = MemLog::open(b);
+        assert_eq!(rec.records.len(), 4);
+        assert_eq!(rec.promised_for(0), (1 << 32) | 2);
+        assert_eq!(rec.promised_for(1), 0);
     }
 
     #[test]

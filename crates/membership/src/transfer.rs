@@ -584,7 +584,7 @@ impl<T: Transport> Transfer<T> {
                     Event::Completion(c) if c.result.is_err() => {
                         out.push(c.peer);
                     }
-                    Event::Completion(_) => {}
+                    Event::Completion(_) | Event::PeerConnected { .. } => {}
                 }
             }
             if n < self.events.len() {

@@ -207,6 +207,21 @@ impl<T: Transport> std::fmt::Debug for RoundRobin<T> {
     }
 }
 
+/// Per sender rank (of `senders`), how many of its round-robin messages have a sequence number
+/// below `seq` (message `i` of sender `k` has sequence number `i · senders + k`).
+///
+/// ```
+/// use squall_round_robin::seq_prefix_counts;
+/// assert_eq!(seq_prefix_counts(7, 3), vec![3, 2, 2]);
+/// assert_eq!(seq_prefix_counts(0, 2), vec![0, 0]);
+/// ```
+pub fn seq_prefix_counts(seq: u64, senders: usize) -> Vec<u64> {
+    let ns = senders as u64;
+    (0..ns)
+        .map(|k| seq.saturating_sub(k).div_ceil(ns))
+        .collect()
+}
+
 impl<T: Transport> RoundRobin<T> {
     /// The regions every member must register (same ids and lengths everywhere): the table and
     /// the large-message buffers.
@@ -255,8 +270,10 @@ impl<T: Transport> RoundRobin<T> {
     /// to the membership table, and a heartbeat written after the wedge could land in a region
     /// set that a later view reuses. A failure the transport reports still wedges the epoch.
     /// The member keeps a copy of its own data messages until they are delivered, so that
-    /// [`deliver_up_to`](RoundRobin::deliver_up_to) can hand back those past the trim. Only
-    /// [`Mode::Atomic`] is supported.
+    /// [`deliver_up_to`](RoundRobin::deliver_up_to) can hand back those past the trim.
+    /// [`Mode::Atomic`] and [`Mode::Durable`] are supported; in durable mode the log's records
+    /// carry the group-wide positions (starting at `first_position`), and
+    /// [`wedge`](RoundRobin::wedge) reports what the log holds.
     ///
     /// ```
     /// use squall_ordering::{TotalOrder, Upcall};
@@ -290,8 +307,10 @@ impl<T: Transport> RoundRobin<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn epoch(transport: T, cfg: Config, first_position: u64) -> Result<RoundRobin<T>, Error> {
-        if cfg.mode != Mode::Atomic {
-            return Err(ConfigError::Invalid("a membership epoch runs in atomic mode").into());
+        if cfg.mode == Mode::Unordered {
+            return Err(
+                ConfigError::Invalid("a membership epoch runs in atomic or durable mode").into(),
+            );
         }
         let mut rr = Self::build(transport, cfg, Some(first_position))?;
         rr.own = Some(VecDeque::new());
@@ -396,7 +415,7 @@ impl<T: Transport> RoundRobin<T> {
             received: vec![0; ns],
             staged: (0..ns).map(|_| VecDeque::new()).collect(),
             logged_seq: 0,
-            log_position: 0,
+            log_position: first_position.unwrap_or(0),
             queues: (0..ns).map(|_| VecDeque::new()).collect(),
             next_seq: 0,
             position: first_position.unwrap_or(0),
@@ -425,7 +444,23 @@ impl<T: Transport> RoundRobin<T> {
     /// returns, per sender rank, how many round-robin messages (data and nulls) this member
     /// has received — a gap-free count per sender. Also works on an epoch that already wedged
     /// itself (a failure the transport reported).
+    ///
+    /// In durable mode the count is what the log holds: the gap-free prefix received so far is
+    /// logged (and synced per the fsync policy) first, and the counts of the logged prefix are
+    /// returned, so a trim computed from them never asks for a message missing from a
+    /// survivor's log.
     pub fn wedge(&mut self) -> Vec<u64> {
+        if self.log.is_some() {
+            let before = self.logged_seq;
+            if !self.wedged
+                && let Err(why) = self.log_prefix()
+            {
+                self.stop(why);
+                return seq_prefix_counts(before, self.senders.len());
+            }
+            self.wedged = true;
+            return seq_prefix_counts(self.logged_seq, self.senders.len());
+        }
         if !self.wedged {
             tracing::debug!(me = %self.me(), received = ?self.received, "round-robin: epoch wedged");
             self.wedged = true;
@@ -933,10 +968,8 @@ impl<T: Transport> RoundRobin<T> {
         }
         log.sync()?;
         self.stats.log_batches += 1;
-        let logged = self.logged_seq;
-        // Sender k's messages below the prefix: seq i·ns + k < logged.
-        let counts = (0..ns).map(|k| logged.saturating_sub(k).div_ceil(ns));
-        publish(&mut self.sst, self.f.received, counts)?;
+        let counts = seq_prefix_counts(self.logged_seq, self.senders.len());
+        publish(&mut self.sst, self.f.received, counts.into_iter())?;
         Ok(true)
     }
 

@@ -36,5 +36,5 @@ mod schedule;
 
 pub use config::{Config, Mode, Relay};
 pub use error::{ConfigError, Error, StopReason, TrimError};
-pub use group::{RoundRobin, Stats};
+pub use group::{RoundRobin, Stats, seq_prefix_counts};
 pub use log::FsyncPolicy;

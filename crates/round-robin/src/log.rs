@@ -551,6 +551,59 @@ impl Log {
         &self.path
     }
 
+    /// Cuts the log at `path` back to its records with a sequence number below `seq` (a ragged
+    /// trim is a gap-free prefix of the sequence order, so everything past it is the log's
+    /// tail), syncs, and returns the records that remain. A missing file is an empty log (it is
+    /// created). Idempotent: cutting again at the same `seq` changes nothing. The log must not
+    /// be open for appending elsewhere.
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-cut-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, _) = Log::open(&path, FsyncPolicy::EveryBatch)?;
+    /// for (seq, position) in [(0, 7), (1, 8), (3, 9)] {
+    ///     log.append(&Record { view: 2, seq, position, sender: NodeId(0), payload: vec![1] })?;
+    /// }
+    /// log.sync()?;
+    /// drop(log);
+    /// let kept = Log::cut(&path, 2)?;
+    /// assert_eq!(kept.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![0, 1]);
+    /// let (_, rec) = Log::open(&path, FsyncPolicy::Never)?;
+    /// assert_eq!(rec.records, kept);
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn cut(path: &Path, seq: u64) -> Result<Vec<Record>, LogError> {
+        let (log, rec) = Log::open(path, FsyncPolicy::EveryBatch)?;
+        let Some(first_past) = rec.records.iter().position(|r| r.seq >= seq) else {
+            return Ok(rec.records);
+        };
+        let mut keep = MAGIC.len() as u64;
+        let mut scratch = Vec::new();
+        for r in &rec.records[..first_past] {
+            scratch.clear();
+            encode_record(r, &mut scratch);
+            keep += scratch.len() as u64;
+        }
+        let io = |source| LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        tracing::info!(
+            path = %path.display(),
+            seq,
+            dropped_records = rec.records.len() - first_past,
+            "durable log: cut past the trim"
+        );
+        log.file.set_len(keep).map_err(io)?;
+        log.file.sync_data().map_err(io)?;
+        let mut records = rec.records;
+        records.truncate(first_past);
+        Ok(records)
+    }
+
     /// The view and position of the last record appended, if any.
     pub fn last(&self) -> Option<(u64, u64)> {
         self.next

@@ -96,6 +96,8 @@ pub enum StartError {
 struct AcceptState {
     tx: Option<mpsc::Sender<Connected>>,
     taken: BTreeSet<NodeId>,
+    /// Peers this node is dialling right now (late nodes may dial each other at once).
+    dialing: BTreeSet<NodeId>,
     refused: Vec<String>,
 }
 
@@ -265,6 +267,15 @@ impl AcceptCtx {
         };
         {
             let mut st = lock(&self.state);
+            if st.dialing.contains(&from) && from < self.me {
+                // Two late nodes dialling each other at once: the higher id's dial wins.
+                drop(st);
+                return self.refuse(
+                    &mut stream,
+                    addr,
+                    format!("{CROSSED}: {} is dialling {from} too", self.me),
+                );
+            }
             if st.taken.contains(&from) || st.tx.is_none() {
                 drop(st);
                 return self.refuse(
@@ -299,6 +310,9 @@ impl AcceptCtx {
         }
     }
 }
+
+/// How a refusal of crossed dials starts (the dialler then waits for the other dial instead).
+const CROSSED: &str = "crossed dials, the higher id's dial wins";
 
 fn dial(
     config: &ClusterConfig,
@@ -418,6 +432,7 @@ pub(crate) fn establish(
         state: Mutex::new(AcceptState {
             tx: Some(tx),
             taken: BTreeSet::new(),
+            dialing: BTreeSet::new(),
             refused: Vec::new(),
         }),
         closing: AtomicBool::new(false),
@@ -463,19 +478,32 @@ pub(crate) fn establish(
             .collect()
     };
     for peer in dial_to {
-        // Before dialling: a handshake from the same peer meanwhile is refused as a repeat.
-        if !lock(&ctx.state).taken.insert(peer) {
-            continue;
+        {
+            let mut st = lock(&ctx.state);
+            if st.taken.contains(&peer) {
+                continue; // it dialled this node first
+            }
+            st.dialing.insert(peer);
         }
-        match dial(config, me, peer, &hello, deadline, !late) {
-            Ok(c) => connected.push(c),
+        let r = dial(config, me, peer, &hello, deadline, !late);
+        let mut st = lock(&ctx.state);
+        st.dialing.remove(&peer);
+        match r {
+            Ok(c) if st.taken.insert(peer) => connected.push(c),
+            Ok(c) => {
+                // Linked through the listener meanwhile: keep that link.
+                let _ = c.stream.shutdown(std::net::Shutdown::Both);
+            }
+            // Its dial to this node wins (or already won): the listener takes it.
+            Err(StartError::Refused { reason, .. })
+                if reason.starts_with(CROSSED) || st.taken.contains(&peer) => {}
             // A late node leaves a peer it cannot reach, or whose handshake breaks off, absent
             // (it dials in when it starts); a refusal says the configs differ, and stops it.
             Err(e @ (StartError::Unreachable { .. } | StartError::Handshake { .. })) if late => {
-                lock(&ctx.state).taken.remove(&peer);
                 tracing::info!(%me, %peer, error = %e, "tcp transport: peer not reachable; absent until it dials");
             }
             Err(e) => {
+                drop(st);
                 acceptor.stop();
                 return Err(e);
             }

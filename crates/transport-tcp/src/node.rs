@@ -182,9 +182,11 @@ pub(crate) struct Connected {
 /// thread starts, and the endpoint reports [`Event::PeerConnected`] once; the peer is accepted
 /// from the `poll` that returns that event on. A late node dials every configured peer once at
 /// start and reports `PeerConnected` for each link it makes; peers it cannot reach stay absent
-/// until they dial it. Then one reader thread per link applies the peer's ops to the local regions in link
-/// order and answers reads and atomics, and a timer thread sends heartbeats and fails peers
-/// whose link stays silent or whose ops time out.
+/// until they dial it.
+///
+/// One reader thread per link applies the peer's ops to the local regions in link order and
+/// answers reads and atomics, and a timer thread sends heartbeats and fails peers whose link
+/// stays silent or whose ops time out.
 ///
 /// Posted unsignaled writes are staged per link by the driver (no lock per op) and, with
 /// unsignaled sends, written in one syscall when the driver polls or waits, when a signaled op,

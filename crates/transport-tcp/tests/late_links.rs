@@ -110,3 +110,36 @@ fn late_nodes_started_at_once_link_to_each_other_and_to_the_founders_once() {
         }
     }
 }
+
+#[test]
+fn a_late_node_with_another_config_is_refused_with_the_reason_and_stays_absent() {
+    let layout = [RegionSpec::new(R, 64)];
+    let (mut ls, addrs) = common::listeners(3);
+    let mut config = common::test_config(&addrs);
+    config.late = [NodeId(2)].into();
+    let late_l = ls.pop().unwrap();
+    let mut nodes = common::start_cluster(&config, ls, &layout);
+    let mut other = config.clone();
+    other.max_message_len /= 2;
+    let regions = vec![squall_transport::Region::new(layout[0]).unwrap()];
+    let e = TcpNode::start_on(late_l, other, NodeId(2), regions).expect_err("refused");
+    let text = e.to_string();
+    assert!(
+        text.contains("refused") && text.contains("max_message_len"),
+        "{text}"
+    );
+    let mut events = [Event::PeerFailed {
+        peer: NodeId(0),
+        cause: FailureCause::Local,
+    }; 4];
+    for n in nodes.iter_mut() {
+        assert_eq!(
+            n.poll(&mut events),
+            0,
+            "{}: {:?}",
+            n.local_id(),
+            &events[..1]
+        );
+        assert!(n.is_absent(NodeId(2)), "{}", n.local_id());
+    }
+}

@@ -4,7 +4,9 @@
 //! install view 1 without it after the same number of deliveries, keep delivering in it, and
 //! agree: identical delivery sequences and positions up to the shortest, discarded messages
 //! delivered nowhere, each sender's stream in order with no gaps. See `tests/mp/mod.rs` for the
-//! node program and the checks.
+//! node program and the checks. The join tests add a sixth process: linked from the start and
+//! passive until told to join, or (`..._started_late_...`) a late TCP node whose process starts
+//! its node and group only once the others stream, absent to them until then.
 #![allow(clippy::unwrap_used)]
 
 mod mp;
@@ -63,6 +65,27 @@ fn a_sixth_process_joins_mid_stream_takes_the_state_and_agrees_at_every_position
     println!(
         "join: view 1 with the state ({} bytes at position {}) {} us after asking; the joiner \
          then delivered {} messages, {} of them its own",
+        t.state_len,
+        j.first_position(),
+        t.join_us,
+        j.delivered.len(),
+        j.delivered.iter().filter(|d| d.sender == 5).count()
+    );
+}
+
+#[test]
+fn a_sixth_process_started_late_joins_mid_stream_takes_the_state_and_agrees_at_every_position() {
+    let settings = Settings {
+        universe: 6,
+        state_bytes: 64 << 10,
+        ..Settings::default()
+    };
+    let (reports, t) = mp::late_join_run("member_child", settings, 400, 400);
+    let j = &reports[5];
+    println!(
+        "late join: the sixth process started once the others streamed; view 1 with the state \
+         ({} bytes at position {}) {} us after asking; the joiner then delivered {} messages, \
+         {} of them its own",
         t.state_len,
         j.first_position(),
         t.join_us,

@@ -1,6 +1,6 @@
 //! The cluster config: who is where, which cluster, and every timeout and bound.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -64,6 +64,13 @@ pub struct ClusterConfig {
     /// whatever arrives while the driver is not blocked in `wait`. At most a quarter of
     /// `op_timeout` and of `heartbeat_timeout`.
     pub read_lease: Duration,
+    /// Nodes that may start after the others (TOML: `late = [2, 3]`). The other nodes (the
+    /// *founders*) link up with each other at start, each waiting for the rest; a late node
+    /// is *absent* to them (ops to it are refused with `NotConnected`) until it starts and
+    /// dials them, when they report `PeerConnected` once. A late node starts without waiting:
+    /// it dials every configured peer once, and the ones it cannot reach (not started yet, or
+    /// down) are absent to it until they dial it. Start late nodes after the founders are up.
+    pub late: BTreeSet<NodeId>,
 }
 
 /// A cluster config that cannot work, with what to change.
@@ -144,6 +151,9 @@ pub enum ConfigError {
         /// The longest allowed (for `read_lease`: a quarter of the op and heartbeat timeouts).
         max: Duration,
     },
+    /// A late node is not in the config.
+    #[error("late node {0} is not in [nodes]; list every late node's address there too")]
+    UnknownLate(NodeId),
     /// The node starting is not in the config.
     #[error("node {0} is not in [nodes]; add it or start a node that is")]
     UnknownSelf(NodeId),
@@ -164,6 +174,7 @@ struct TomlConfig {
     coalesce_bytes: Option<usize>,
     spin_before_park_us: Option<u64>,
     read_lease_us: Option<u64>,
+    late: Option<Vec<u32>>,
 }
 
 /// The longest [`ClusterConfig::spin_before_park`].
@@ -199,6 +210,7 @@ impl ClusterConfig {
             coalesce_bytes: 16 * 1024,
             spin_before_park: Duration::ZERO,
             read_lease: Duration::from_millis(1),
+            late: BTreeSet::new(),
         }
     }
 
@@ -248,6 +260,9 @@ impl ClusterConfig {
         if let Some(v) = t.read_lease_us {
             c.read_lease = Duration::from_micros(v);
         }
+        if let Some(v) = t.late {
+            c.late = v.into_iter().map(NodeId).collect();
+        }
         c.validate()?;
         Ok(c)
     }
@@ -272,7 +287,7 @@ impl ClusterConfig {
     /// ```
     pub fn to_toml(&self) -> String {
         let mut s = format!(
-            "cluster_id = {}\nop_timeout_ms = {}\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nconnect_timeout_ms = {}\nmax_message_len = {}\nmax_outstanding = {}\ncoalesce_bytes = {}\nspin_before_park_us = {}\nread_lease_us = {}\n[nodes]\n",
+            "cluster_id = {}\nop_timeout_ms = {}\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nconnect_timeout_ms = {}\nmax_message_len = {}\nmax_outstanding = {}\ncoalesce_bytes = {}\nspin_before_park_us = {}\nread_lease_us = {}\n",
             self.cluster_id,
             self.op_timeout.as_millis(),
             self.heartbeat_period.as_millis(),
@@ -284,6 +299,11 @@ impl ClusterConfig {
             self.spin_before_park.as_micros(),
             self.read_lease.as_micros()
         );
+        if !self.late.is_empty() {
+            let late: Vec<String> = self.late.iter().map(|n| n.0.to_string()).collect();
+            s.push_str(&format!("late = [{}]\n", late.join(", ")));
+        }
+        s.push_str("[nodes]\n");
         for (id, addr) in &self.nodes {
             s.push_str(&format!("{} = \"{}\"\n", id.0, addr));
         }
@@ -345,6 +365,9 @@ impl ClusterConfig {
                 max: MAX_SPIN,
             });
         }
+        if let Some(&n) = self.late.iter().find(|n| !self.nodes.contains_key(n)) {
+            return Err(ConfigError::UnknownLate(n));
+        }
         let max_lease = (self.op_timeout / 4).min(self.heartbeat_timeout / 4);
         if self.read_lease > max_lease {
             return Err(ConfigError::TooLong {
@@ -354,6 +377,25 @@ impl ClusterConfig {
             });
         }
         Ok(())
+    }
+
+    /// Whether `node` is a late node (see [`late`](Self::late)).
+    ///
+    /// ```
+    /// use squall_transport::NodeId;
+    /// use squall_transport_tcp::ClusterConfig;
+    /// let cfg = ClusterConfig::from_toml(r#"
+    ///     cluster_id = 1
+    ///     late = [2]
+    ///     [nodes]
+    ///     0 = "127.0.0.1:7000"
+    ///     1 = "127.0.0.1:7001"
+    ///     2 = "127.0.0.1:7002"
+    /// "#).unwrap();
+    /// assert!(cfg.is_late(NodeId(2)) && !cfg.is_late(NodeId(0)));
+    /// ```
+    pub fn is_late(&self, node: NodeId) -> bool {
+        self.late.contains(&node)
     }
 
     /// Validates the config for node `me`, which must be listed.
@@ -385,6 +427,22 @@ mod tests {
         let c = two();
         c.validate().expect("valid");
         assert_eq!(ClusterConfig::from_toml(&c.to_toml()).expect("parses"), c);
+    }
+
+    #[test]
+    fn late_nodes_round_trip_through_toml_and_must_be_listed() {
+        let mut c = two();
+        c.nodes
+            .insert(NodeId(2), "127.0.0.1:7002".parse().expect("addr"));
+        c.late.insert(NodeId(2));
+        c.validate().expect("valid");
+        let back = ClusterConfig::from_toml(&c.to_toml()).expect("parses");
+        assert_eq!(back, c);
+        assert!(back.is_late(NodeId(2)));
+        c.late.insert(NodeId(9));
+        let e = c.validate().expect_err("unlisted late node");
+        assert!(matches!(e, ConfigError::UnknownLate(NodeId(9))), "{e}");
+        assert!(e.to_string().contains("not in [nodes]"), "{e}");
     }
 
     #[test]

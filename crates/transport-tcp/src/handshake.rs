@@ -96,6 +96,8 @@ pub enum StartError {
 struct AcceptState {
     tx: Option<mpsc::Sender<Connected>>,
     taken: BTreeSet<NodeId>,
+    /// Peers this node is dialling right now (late nodes may dial each other at once).
+    dialing: BTreeSet<NodeId>,
     refused: Vec<String>,
 }
 
@@ -107,8 +109,10 @@ struct AcceptCtx {
     closing: AtomicBool,
 }
 
-/// The listener thread. It keeps running after start-up, refusing late or repeated handshakes
-/// (a restarted node under an old identity) and closing connections that send garbage.
+/// The listener thread. It keeps running after start-up: it accepts the handshakes of configured
+/// nodes that were not linked yet (late nodes, see [`ClusterConfig::late`]) with the same checks,
+/// refuses repeated ones (a restarted node under an old identity), and closes connections that
+/// send garbage.
 pub(crate) struct Acceptor {
     ctx: Arc<AcceptCtx>,
     addr: SocketAddr,
@@ -119,6 +123,7 @@ impl Acceptor {
     /// Stops the listener and waits for its thread.
     pub(crate) fn stop(mut self) {
         self.ctx.closing.store(true, Ordering::Release);
+        lock(&self.ctx.state).tx = None;
         let mut wake = self.addr;
         if wake.ip().is_unspecified() {
             wake.set_ip(match wake.ip() {
@@ -208,9 +213,9 @@ impl AcceptCtx {
         if !self.config.nodes.contains_key(&from) {
             return Err(format!("{from} is not in this node's cluster config"));
         }
-        if from <= self.me {
+        if from <= self.me && !self.config.is_late(from) {
             return Err(format!(
-                "{from} dialled {}, but only higher ids dial lower ones",
+                "{from} dialled {}, but only higher ids dial lower ones (and late nodes dial every node)",
                 self.me
             ));
         }
@@ -262,13 +267,22 @@ impl AcceptCtx {
         };
         {
             let mut st = lock(&self.state);
+            if st.dialing.contains(&from) && from < self.me {
+                // Two late nodes dialling each other at once: the higher id's dial wins.
+                drop(st);
+                return self.refuse(
+                    &mut stream,
+                    addr,
+                    format!("{CROSSED}: {} is dialling {from} too", self.me),
+                );
+            }
             if st.taken.contains(&from) || st.tx.is_none() {
                 drop(st);
                 return self.refuse(
                     &mut stream,
                     addr,
                     format!(
-                        "{from} is already linked to {} (or start-up is over); a restarted node must join a new cluster, never under its old identity",
+                        "{from} is already linked to {} (or it is shutting down); a restarted node must join a new cluster, never under its old identity",
                         self.me
                     ),
                 );
@@ -297,12 +311,16 @@ impl AcceptCtx {
     }
 }
 
+/// How a refusal of crossed dials starts (the dialler then waits for the other dial instead).
+const CROSSED: &str = "crossed dials, the higher id's dial wins";
+
 fn dial(
     config: &ClusterConfig,
     me: NodeId,
     peer: NodeId,
     ours: &Hello,
     deadline: Instant,
+    retry: bool,
 ) -> Result<Connected, StartError> {
     let addr = config.nodes[&peer];
     let mut stream = loop {
@@ -313,7 +331,7 @@ fn dial(
         ) {
             Ok(s) => break s,
             Err(source) => {
-                if Instant::now() >= deadline {
+                if !retry || Instant::now() >= deadline {
                     return Err(StartError::Unreachable { peer, addr, source });
                 }
                 // Start-up only: the peer may not be listening yet.
@@ -378,15 +396,21 @@ fn dial(
     }
 }
 
-/// Starts the listener, dials every lower id, waits for every higher id, and returns the
-/// connections once all are handshaken.
+/// What start-up hands to the node: the listener, the links established during start-up, and
+/// the handshakes the listener completes afterwards (late links).
+pub(crate) type Established = (Acceptor, Vec<Connected>, mpsc::Receiver<Connected>);
+
+/// Starts the listener and links up. A founder (a node not in [`ClusterConfig::late`]) dials
+/// every lower founder and waits for every higher one; a late node dials every configured peer
+/// once and leaves the ones it cannot reach absent. Returns the connections once handshaken; the
+/// listener keeps accepting handshakes from configured nodes not linked yet.
 pub(crate) fn establish(
     listener: TcpListener,
     config: &ClusterConfig,
     me: NodeId,
     incarnation: u64,
     regions: &[RegionSpec],
-) -> Result<(Acceptor, Vec<Connected>), StartError> {
+) -> Result<Established, StartError> {
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.nodes[&me],
         source,
@@ -408,6 +432,7 @@ pub(crate) fn establish(
         state: Mutex::new(AcceptState {
             tx: Some(tx),
             taken: BTreeSet::new(),
+            dialing: BTreeSet::new(),
             refused: Vec::new(),
         }),
         closing: AtomicBool::new(false),
@@ -443,17 +468,54 @@ pub(crate) fn establish(
         thread: Some(thread),
     };
     let deadline = Instant::now() + config.connect_timeout;
+    let late = config.is_late(me);
     let mut connected = Vec::new();
-    for &peer in config.nodes.keys().filter(|&&p| p < me) {
-        match dial(config, me, peer, &hello, deadline) {
-            Ok(c) => connected.push(c),
+    let dial_to: Vec<NodeId> = if late {
+        config.nodes.keys().copied().filter(|&p| p != me).collect()
+    } else {
+        (config.nodes.keys().copied())
+            .filter(|&p| p < me && !config.is_late(p))
+            .collect()
+    };
+    for peer in dial_to {
+        {
+            let mut st = lock(&ctx.state);
+            if st.taken.contains(&peer) {
+                continue; // it dialled this node first
+            }
+            st.dialing.insert(peer);
+        }
+        let r = dial(config, me, peer, &hello, deadline, !late);
+        let mut st = lock(&ctx.state);
+        st.dialing.remove(&peer);
+        match r {
+            Ok(c) if st.taken.insert(peer) => connected.push(c),
+            Ok(c) => {
+                // Linked through the listener meanwhile: keep that link.
+                let _ = c.stream.shutdown(std::net::Shutdown::Both);
+            }
+            // Its dial to this node wins (or already won): the listener takes it.
+            Err(StartError::Refused { reason, .. })
+                if reason.starts_with(CROSSED) || st.taken.contains(&peer) => {}
+            // A late node leaves a peer it cannot reach, or whose handshake breaks off, absent
+            // (it dials in when it starts); a refusal says the configs differ, and stops it.
+            Err(e @ (StartError::Unreachable { .. } | StartError::Handshake { .. })) if late => {
+                tracing::info!(%me, %peer, error = %e, "tcp transport: peer not reachable; absent until it dials");
+            }
             Err(e) => {
+                drop(st);
                 acceptor.stop();
                 return Err(e);
             }
         }
     }
-    let mut missing: BTreeSet<NodeId> = config.nodes.keys().copied().filter(|&p| p > me).collect();
+    let mut missing: BTreeSet<NodeId> = if late {
+        BTreeSet::new()
+    } else {
+        (config.nodes.keys().copied())
+            .filter(|&p| p > me && !config.is_late(p))
+            .collect()
+    };
     while !missing.is_empty() {
         let remaining = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(remaining) {
@@ -463,7 +525,6 @@ pub(crate) fn establish(
             }
             Err(_) => {
                 let refused = std::mem::take(&mut lock(&ctx.state).refused);
-                lock(&ctx.state).tx = None;
                 acceptor.stop();
                 return Err(StartError::Timeout {
                     missing: missing.into_iter().collect(),
@@ -472,6 +533,9 @@ pub(crate) fn establish(
             }
         }
     }
-    lock(&ctx.state).tx = None;
-    Ok((acceptor, connected))
+    // Late nodes that linked while this founder waited for the others: linked from the start.
+    while let Ok(c) = rx.try_recv() {
+        connected.push(c);
+    }
+    Ok((acceptor, connected, rx))
 }

@@ -5,7 +5,8 @@ use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -117,6 +118,16 @@ pub(crate) struct Link {
     deferred: AtomicBool,
     last_rx: AtomicU64,
     max_body: usize,
+    /// The regions the peer announced in its handshake (the driver adds them to its directory
+    /// when the link is reported connected).
+    regions: Vec<RegionSpec>,
+}
+
+/// One configured peer: its link once a handshake with it completed (at start, or later for an
+/// absent peer). Filled once and never emptied, so the data path reads it without a lock.
+pub(crate) struct LinkSlot {
+    peer: NodeId,
+    link: OnceLock<Link>,
 }
 
 pub(crate) struct Shared {
@@ -124,7 +135,12 @@ pub(crate) struct Shared {
     config: ClusterConfig,
     clock: SystemClock,
     regions: Vec<Region>,
-    links: Vec<Link>,
+    /// One slot per configured peer, ascending by id (a link's index is its slot's).
+    links: Vec<LinkSlot>,
+    /// The largest frame body a link accepts.
+    max_body: usize,
+    /// The reader threads of the links (joined at shutdown).
+    readers: Mutex<Vec<JoinHandle<()>>>,
     events: Mutex<VecDeque<Event>>,
     events_len: AtomicUsize,
     inbox: Mutex<VecDeque<(NodeId, Vec<u8>)>>,
@@ -154,12 +170,23 @@ pub(crate) struct Connected {
 /// One node of a TCP cluster: implements [`Transport`] over one TCP connection per peer.
 ///
 /// [`TcpNode::start`] binds the node's address from the [`ClusterConfig`], connects to every
-/// peer (lower ids accept, higher ids dial), and checks each peer in a handshake: same cluster
-/// id, same protocol version and message limit, the node identity each side expects, and a fresh
-/// incarnation. The peers' region directories are exchanged there, so ops are validated when
-/// posted. Then one reader thread per link applies the peer's ops to the local regions in link
-/// order and answers reads and atomics, and a timer thread sends heartbeats and fails peers
-/// whose link stays silent or whose ops time out.
+/// founding peer (lower ids accept, higher ids dial), and checks each peer in a handshake: same
+/// cluster id, same protocol version and message limit, the node identity each side expects, and
+/// a fresh incarnation. The peers' region directories are exchanged there, so ops are validated
+/// when posted.
+///
+/// *Late links*: nodes listed in [`ClusterConfig::late`] may start after the others. They are
+/// *absent* until they do ([`Transport::is_absent`]; ops to them are refused with
+/// [`PostError::NotConnected`]); the listener keeps accepting handshakes from configured nodes
+/// after start (same checks), and when one completes the link fills its peer's slot, its reader
+/// thread starts, and the endpoint reports [`Event::PeerConnected`] once; the peer is accepted
+/// from the `poll` that returns that event on. A late node dials every configured peer once at
+/// start and reports `PeerConnected` for each link it makes; peers it cannot reach stay absent
+/// until they dial it.
+///
+/// One reader thread per link applies the peer's ops to the local regions in link order and
+/// answers reads and atomics, and a timer thread sends heartbeats and fails peers whose link
+/// stays silent or whose ops time out.
 ///
 /// Posted unsignaled writes are staged per link by the driver (no lock per op) and, with
 /// unsignaled sends, written in one syscall when the driver polls or waits, when a signaled op,
@@ -443,6 +470,16 @@ impl Shared {
 
     fn link_index(&self, peer: NodeId) -> Option<usize> {
         self.links.binary_search_by_key(&peer, |l| l.peer).ok()
+    }
+
+    /// The link in slot `idx`, if its handshake completed.
+    fn link(&self, idx: usize) -> Option<&Link> {
+        self.links.get(idx).and_then(|s| s.link.get())
+    }
+
+    /// The links whose handshake completed.
+    fn live(&self) -> impl Iterator<Item = &Link> {
+        self.links.iter().filter_map(|s| s.link.get())
     }
 
     /// The link to post on: refused if the endpoint is closed or the peer unknown.
@@ -795,7 +832,9 @@ impl Shared {
 /// Both registrations are edge-triggered, so bytes left to the driver do not wake this thread
 /// again; whoever reads, reads until the socket is drained.
 fn reader_loop(shared: Arc<Shared>, idx: usize) {
-    let link = &shared.links[idx];
+    let Some(link) = shared.link(idx) else {
+        return;
+    };
     let lease = shared.config.read_lease;
     let mut ready = [libc::epoll_event { events: 0, u64: 0 }];
     // When this thread first left bytes to the owning driver that are still unread.
@@ -844,7 +883,7 @@ fn timer_loop(shared: Arc<Shared>, parker: Parker) {
     while !shared.closing.load(Ordering::Acquire) {
         stalled.clear();
         stalled.extend(
-            (shared.links.iter())
+            (shared.live())
                 .filter(|l| l.stalled.load(Ordering::Acquire))
                 .map(|l| l.fd),
         );
@@ -858,7 +897,7 @@ fn timer_loop(shared: Arc<Shared>, parker: Parker) {
         }
         let now = shared.now();
         shared.coarse.store(now.as_nanos(), Ordering::Release);
-        for link in &shared.links {
+        for link in shared.live() {
             let mut st = lock(&link.state);
             if st.failed.is_some() {
                 continue;
@@ -896,6 +935,119 @@ fn timer_loop(shared: Arc<Shared>, parker: Parker) {
     }
 }
 
+/// Makes a handshaken connection the link of its peer's slot: the link is filled in, then its
+/// socket is registered with the driver's epoll instance and then with its own reader thread's
+/// (in that order, see [`sys::Epoll`]; bytes that arrived before are reported at registration),
+/// and its reader thread starts. With `announce`, `PeerConnected` is queued before anything else
+/// about the link can be, and the driver is woken; the driver adds the peer to its directory
+/// when it polls that event.
+fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), StartError> {
+    let peer = c.peer;
+    let socket_err = |source| StartError::Socket { peer, source };
+    let Some(idx) = shared.link_index(peer) else {
+        return Err(StartError::Handshake {
+            peer,
+            detail: "not a configured peer".into(),
+        });
+    };
+    c.stream.set_read_timeout(None).map_err(socket_err)?;
+    let reader_ep = sys::Epoll::new().map_err(socket_err)?;
+    let fd = c.stream.as_raw_fd();
+    let now = shared.now();
+    let link = Link {
+        peer,
+        peer_incarnation: c.incarnation,
+        stream: c.stream,
+        fd,
+        reader_ep,
+        state: Mutex::new(LinkState {
+            buf: Vec::with_capacity(shared.config.coalesce_bytes * 2),
+            next_seq: 0,
+            pending: VecDeque::new(),
+            failed: None,
+            last_tx: now,
+            rx_seq: 0,
+            acked_rx: 0,
+            outstanding: 0,
+            awaiting: 0,
+            stalled_since: None,
+        }),
+        rx: Mutex::new(RxState {
+            buf: vec![0u8; READ_BUF],
+            filled: 0,
+        }),
+        dirty: AtomicBool::new(false),
+        stalled: AtomicBool::new(false),
+        silenced: AtomicBool::new(false),
+        failed: AtomicBool::new(false),
+        outstanding: AtomicUsize::new(0),
+        awaiting: AtomicUsize::new(0),
+        owned: AtomicBool::new(false),
+        deferred: AtomicBool::new(false),
+        last_rx: AtomicU64::new(now.as_nanos()),
+        max_body: shared.max_body,
+        regions: c.regions,
+    };
+    if shared.links[idx].link.set(link).is_err() {
+        // The handshake refuses a second link from a peer, so this is a bug, not a peer's doing.
+        tracing::error!(me = %shared.me, %peer, "tcp transport: a second link to a linked peer; dropped");
+        return Ok(());
+    }
+    let Some(link) = shared.link(idx) else {
+        return Ok(());
+    };
+    if announce {
+        shared.push_event(Event::PeerConnected {
+            peer,
+            incarnation: link.peer_incarnation,
+        });
+    }
+    let registered = (shared.driver_ep)
+        .add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, idx as u64)
+        .and_then(|()| (link.reader_ep).add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, idx as u64));
+    let spawned = registered.and_then(|()| {
+        let s = Arc::clone(shared);
+        std::thread::Builder::new()
+            .name(format!("squall-tcp-{}-rx-{peer}", shared.me))
+            .spawn(move || reader_loop(s, idx))
+    });
+    match spawned {
+        Ok(h) => lock(&shared.readers).push(h),
+        Err(e) => {
+            tracing::error!(me = %shared.me, %peer, error = %e, "tcp transport: cannot start a link");
+            let mut st = lock(&link.state);
+            shared.fail_locked(link, &mut st, FailureCause::Local, false);
+            return Err(socket_err(e));
+        }
+    }
+    if announce {
+        tracing::info!(me = %shared.me, %peer, incarnation = link.peer_incarnation, "tcp transport: late link up");
+        shared.wake_driver();
+    }
+    Ok(())
+}
+
+/// Installs the links whose handshakes the listener completes after start (late nodes dialling
+/// in), until the node shuts down.
+fn late_links_loop(shared: Arc<Shared>, rx: Receiver<Connected>) {
+    while !shared.closing.load(Ordering::Acquire) {
+        match rx.recv_timeout(shared.tick) {
+            Ok(c) => {
+                if shared.closing.load(Ordering::Acquire) {
+                    let _ = c.stream.shutdown(Shutdown::Both);
+                    return;
+                }
+                let peer = c.peer;
+                if let Err(e) = install(&shared, c, true) {
+                    tracing::warn!(me = %shared.me, %peer, error = %e, "tcp transport: late link failed");
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
 /// A fresh incarnation number: different for every start of every process.
 fn fresh_incarnation() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -912,8 +1064,11 @@ impl TcpNode {
     /// starts the I/O threads. `regions` are this node's registered regions (use
     /// [`Region::from_raw`] for memory such as a shared mapping).
     ///
-    /// Blocks until every peer is linked, or fails after `config.connect_timeout` with an error
-    /// naming the peers that are missing and why (a refused handshake says what differed).
+    /// A founder (a node not in [`ClusterConfig::late`]) blocks until every other founder is
+    /// linked, or fails after `config.connect_timeout` with an error naming the peers that are
+    /// missing and why (a refused handshake says what differed); late nodes are absent to it
+    /// until they dial in. A late node does not wait: it dials every configured peer once (a
+    /// refused handshake is an error) and leaves the ones it cannot reach absent.
     pub fn start(
         config: ClusterConfig,
         me: NodeId,
@@ -948,7 +1103,7 @@ impl TcpNode {
             .iter()
             .map(|r| RegionSpec::new(r.id(), r.len()))
             .collect();
-        let (acceptor, connected) =
+        let (acceptor, connected, late_rx) =
             handshake::establish(listener, &config, me, incarnation, &specs)?;
         let max_local = regions.iter().map(Region::len).max().unwrap_or(0);
         let max_body = config.max_message_len.max(max_local) + 32;
@@ -960,73 +1115,26 @@ impl TcpNode {
         driver_ep
             .add(driver.fd(), sys::IN, WAKEUP_TOKEN)
             .map_err(StartError::Thread)?;
-        let mut connected = connected;
-        connected.sort_by_key(|c| c.peer);
-        let mut links = Vec::with_capacity(connected.len());
-        for (idx, c) in connected.into_iter().enumerate() {
-            c.stream
-                .set_read_timeout(None)
-                .map_err(|e| StartError::Socket {
-                    peer: c.peer,
-                    source: e,
-                })?;
-            dir.add_peer(c.peer, &c.regions);
-            let fd = c.stream.as_raw_fd();
-            // The driver's registration first: an exclusive wake-up goes to the first instance
-            // with a waiter, in registration order.
-            let socket_err = |source| StartError::Socket {
-                peer: c.peer,
-                source,
-            };
-            driver_ep
-                .add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, idx as u64)
-                .map_err(socket_err)?;
-            let reader_ep = sys::Epoll::new().map_err(socket_err)?;
-            reader_ep
-                .add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, idx as u64)
-                .map_err(socket_err)?;
-            links.push(Link {
-                peer: c.peer,
-                peer_incarnation: c.incarnation,
-                stream: c.stream,
-                fd,
-                reader_ep,
-                state: Mutex::new(LinkState {
-                    buf: Vec::with_capacity(config.coalesce_bytes * 2),
-                    next_seq: 0,
-                    pending: VecDeque::new(),
-                    failed: None,
-                    last_tx: now,
-                    rx_seq: 0,
-                    acked_rx: 0,
-                    outstanding: 0,
-                    awaiting: 0,
-                    stalled_since: None,
-                }),
-                rx: Mutex::new(RxState {
-                    buf: vec![0u8; READ_BUF],
-                    filled: 0,
-                }),
-                dirty: AtomicBool::new(false),
-                stalled: AtomicBool::new(false),
-                silenced: AtomicBool::new(false),
-                failed: AtomicBool::new(false),
-                outstanding: AtomicUsize::new(0),
-                awaiting: AtomicUsize::new(0),
-                owned: AtomicBool::new(false),
-                deferred: AtomicBool::new(false),
-                last_rx: AtomicU64::new(now.as_nanos()),
-                max_body,
-            });
-        }
-        let nlinks = links.len();
+        let slots: Vec<LinkSlot> = (config.nodes.keys().copied())
+            .filter(|&p| p != me)
+            .map(|peer| LinkSlot {
+                peer,
+                link: OnceLock::new(),
+            })
+            .collect();
+        let nlinks = slots.len();
+        // A late node reports every link it makes (its peers were absent when it was created);
+        // a founder's links made at start are there from the start.
+        let announce = config.is_late(me);
         let timer_parker = Parker::new();
         let shared = Arc::new(Shared {
             me,
             config,
             clock,
             regions,
-            links,
+            links: slots,
+            max_body,
+            readers: Mutex::new(Vec::new()),
             events: Mutex::new(VecDeque::new()),
             events_len: AtomicUsize::new(0),
             inbox: Mutex::new(VecDeque::new()),
@@ -1040,24 +1148,50 @@ impl TcpNode {
             coarse: AtomicU64::new(now.as_nanos()),
             tick,
         });
+        let stop = |e: StartError, acceptor: Acceptor, shared: &Shared| {
+            shared.closing.store(true, Ordering::Release);
+            acceptor.stop();
+            for link in shared.live() {
+                let _ = link.stream.shutdown(Shutdown::Both);
+            }
+            for h in lock(&shared.readers).drain(..) {
+                let _ = h.join();
+            }
+            e
+        };
+        let mut linked = Vec::new();
+        for c in connected {
+            let peer = c.peer;
+            let regions = c.regions.clone();
+            if let Err(e) = install(&shared, c, announce) {
+                return Err(stop(e, acceptor, &shared));
+            }
+            linked.push((peer, regions));
+        }
+        for &LinkSlot { peer, .. } in &shared.links {
+            match linked.iter().find(|(p, _)| *p == peer) {
+                Some((_, regions)) if !announce => dir.add_peer(peer, regions),
+                _ => dir.add_absent_peer(peer),
+            }
+        }
         let mut threads = Vec::new();
-        for idx in 0..shared.links.len() {
-            let s = Arc::clone(&shared);
-            let name = format!("squall-tcp-{me}-rx-{}", shared.links[idx].peer);
-            let h = std::thread::Builder::new()
-                .name(name)
-                .spawn(move || reader_loop(s, idx))
-                .map_err(StartError::Thread)?;
-            threads.push(h);
+        let s = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name(format!("squall-tcp-{me}-timer"))
+            .spawn(move || timer_loop(s, timer_parker));
+        match spawned {
+            Ok(h) => threads.push(h),
+            Err(e) => return Err(stop(StartError::Thread(e), acceptor, &shared)),
         }
         let s = Arc::clone(&shared);
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("squall-tcp-{me}-timer"))
-                .spawn(move || timer_loop(s, timer_parker))
-                .map_err(StartError::Thread)?,
-        );
-        tracing::info!(%me, addr = %local_addr, incarnation, peers = shared.links.len(), "tcp transport: node started");
+        let spawned = std::thread::Builder::new()
+            .name(format!("squall-tcp-{me}-links"))
+            .spawn(move || late_links_loop(s, late_rx));
+        match spawned {
+            Ok(h) => threads.push(h),
+            Err(e) => return Err(stop(StartError::Thread(e), acceptor, &shared)),
+        }
+        tracing::info!(%me, addr = %local_addr, incarnation, linked = linked.len(), peers = nlinks, "tcp transport: node started");
         Ok(TcpNode {
             me,
             shared,
@@ -1083,7 +1217,8 @@ impl TcpNode {
     /// The incarnation `peer` announced in its handshake.
     pub fn peer_incarnation(&self, peer: NodeId) -> Option<u64> {
         self.link_index(peer)
-            .map(|i| self.shared.links[i].peer_incarnation)
+            .and_then(|i| self.shared.link(i))
+            .map(|l| l.peer_incarnation)
     }
 
     /// The address this node listens on.
@@ -1101,8 +1236,8 @@ impl TcpNode {
     /// Heartbeats stop, so this node (and the peer, if it silences its end too) fails the peer
     /// with [`FailureCause::TimedOut`] within the configured timeouts.
     pub fn silence(&self, peer: NodeId) {
-        if let Some(i) = self.link_index(peer) {
-            self.shared.links[i].silenced.store(true, Ordering::Release);
+        if let Some(link) = self.link_index(peer).and_then(|i| self.shared.link(i)) {
+            link.silenced.store(true, Ordering::Release);
         }
     }
 
@@ -1116,7 +1251,15 @@ impl TcpNode {
         self.closed = true;
         let s = &self.shared;
         s.closing.store(true, Ordering::Release);
-        for link in &s.links {
+        if let Some(a) = self.acceptor.take() {
+            a.stop();
+        }
+        // The timer and late-link threads first: once they are gone no link is added.
+        s.timer.unpark();
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        for link in s.live() {
             let mut st = lock(&link.state);
             if st.failed.is_none() {
                 st.failed = Some(FailureCause::Local);
@@ -1125,11 +1268,8 @@ impl TcpNode {
             drop(st);
             let _ = link.stream.shutdown(Shutdown::Both);
         }
-        s.timer.unpark();
-        if let Some(a) = self.acceptor.take() {
-            a.stop();
-        }
-        for h in self.threads.drain(..) {
+        let readers = std::mem::take(&mut *lock(&s.readers));
+        for h in readers {
             let _ = h.join();
         }
         tracing::info!(me = %self.me, "tcp transport: node shut down");
@@ -1140,7 +1280,10 @@ impl TcpNode {
     }
 
     fn flush_dirty(&mut self) {
-        for (link, staged) in self.shared.links.iter().zip(&mut self.staged) {
+        for (slot, staged) in self.shared.links.iter().zip(&mut self.staged) {
+            let Some(link) = slot.link.get() else {
+                continue;
+            };
             if staged.count > 0 || link.dirty.load(Ordering::Acquire) {
                 let mut st = lock(&link.state);
                 self.shared.hand_over(link, &mut st, staged);
@@ -1152,7 +1295,7 @@ impl TcpNode {
     /// Busy-poll receive: while ops are outstanding, the driver reads its sockets itself instead
     /// of waiting for a reader thread to be scheduled (it skips links a reader is serving).
     fn receive_inline(&self) {
-        for link in &self.shared.links {
+        for link in self.shared.live() {
             if link.outstanding.load(Ordering::Acquire) == 0 || link.failed.load(Ordering::Acquire)
             {
                 continue;
@@ -1170,7 +1313,7 @@ impl TcpNode {
     /// answer (called as `poll` and `wait` return), and reads what their reader threads left to
     /// it meanwhile, so that from now on the reader threads serve those links again.
     fn release_reads(&self) {
-        for link in &self.shared.links {
+        for link in self.shared.live() {
             if !link.owned.load(Ordering::Relaxed)
                 || (link.awaiting.load(Ordering::Acquire) > 0
                     && !link.failed.load(Ordering::Acquire))
@@ -1192,7 +1335,7 @@ impl TcpNode {
 
     /// Whether the driver waits for an answer on any link (and so owns its socket).
     fn owns_any(&self) -> bool {
-        (self.shared.links.iter()).any(|l| l.owned.load(Ordering::Relaxed))
+        (self.shared.live()).any(|l| l.owned.load(Ordering::Relaxed))
     }
 
     /// `wait`'s first phase: polls the sockets the driver owns without blocking for at most
@@ -1206,7 +1349,7 @@ impl TcpNode {
         }
         let start = std::time::Instant::now();
         loop {
-            for link in &s.links {
+            for link in s.live() {
                 if !link.owned.load(Ordering::Relaxed) || link.failed.load(Ordering::Acquire) {
                     continue;
                 }
@@ -1229,7 +1372,7 @@ impl TcpNode {
 
     /// Whether an owned link still waits for an answer.
     fn owns_any_awaiting(&self) -> bool {
-        (self.shared.links.iter()).any(|l| {
+        (self.shared.live()).any(|l| {
             l.owned.load(Ordering::Relaxed)
                 && l.awaiting.load(Ordering::Acquire) > 0
                 && !l.failed.load(Ordering::Acquire)
@@ -1253,7 +1396,8 @@ fn post_op(
     encode: impl FnOnce(&mut Vec<u8>),
 ) -> Result<OpId, PostError> {
     let idx = shared.open_link(closed, peer)?;
-    let link = &shared.links[idx];
+    // The directory refused ops to absent peers already: a posted op finds its link.
+    let link = shared.link(idx).ok_or(PostError::NotConnected { peer })?;
     let mut st = lock(&link.state);
     // Everything staged before this op goes first (FIFO per link).
     shared.hand_over(link, &mut st, &mut staged[idx]);
@@ -1338,7 +1482,7 @@ fn post_staged(
     encode: impl FnOnce(&mut Vec<u8>),
 ) -> Result<OpId, PostError> {
     let idx = shared.open_link(closed, peer)?;
-    let link = &shared.links[idx];
+    let link = shared.link(idx).ok_or(PostError::NotConnected { peer })?;
     let stage = &mut staged[idx];
     let busy = stage.count + link.outstanding.load(Ordering::Acquire) as u64
         >= shared.config.max_outstanding as u64;
@@ -1624,12 +1768,20 @@ impl Transport for TcpNode {
         if out.is_empty() || self.shared.events_len.load(Ordering::Acquire) == 0 {
             return 0;
         }
-        let mut ev = lock(&self.shared.events);
+        let shared = &self.shared;
+        let mut ev = lock(&shared.events);
         let n = out.len().min(ev.len());
         for (slot, e) in out.iter_mut().zip(ev.drain(..n)) {
+            if let Event::PeerConnected { peer, .. } = e {
+                // The switch to connected, on the driver thread: ops to the peer are accepted
+                // from the moment its `PeerConnected` is polled.
+                if let Some(link) = shared.link_index(peer).and_then(|i| shared.link(i)) {
+                    self.dir.add_peer(peer, &link.regions);
+                }
+            }
             *slot = e;
         }
-        self.shared.events_len.store(ev.len(), Ordering::Release);
+        shared.events_len.store(ev.len(), Ordering::Release);
         n
     }
 
@@ -1653,7 +1805,9 @@ impl Transport for TcpNode {
             return;
         };
         let shared = &self.shared;
-        let link = &shared.links[idx];
+        let Some(link) = shared.link(idx) else {
+            return; // absent: nothing is linked, so nothing to fail
+        };
         let mut st = lock(&link.state);
         // Staged ops become pending first, so that they fail with the rest.
         shared.hand_over(link, &mut st, &mut self.staged[idx]);
@@ -1716,7 +1870,7 @@ impl Transport for TcpNode {
                 s.driver.drain();
                 continue;
             }
-            let Some(link) = usize::try_from(token).ok().and_then(|i| s.links.get(i)) else {
+            let Some(link) = usize::try_from(token).ok().and_then(|i| s.link(i)) else {
                 continue;
             };
             // Blocking on the receive buffer, not trying: if the reader thread holds it, it may

@@ -339,6 +339,14 @@ pub fn child_main() {
     tcp.heartbeat_timeout = s.tcp_timeout;
     tcp.op_timeout = s.op_timeout;
     tcp.connect_timeout = Duration::from_secs(30);
+    // Late nodes (started after the others, see `Cluster::start_late`): the same list in every
+    // member's config.
+    if let Ok(late) = std::env::var("MP_LATE") {
+        tcp.late = (late.split(','))
+            .filter(|v| !v.is_empty())
+            .map(|v| NodeId(v.parse().expect("MP_LATE")))
+            .collect();
+    }
     let cfg = s.group_config();
     let regions = Group::<TcpNode, FileLog>::layout(&cfg)
         .expect("layout")
@@ -648,6 +656,8 @@ pub struct Cluster {
     members: Vec<Member>,
     dir: PathBuf,
     pub settings: Settings,
+    /// The `ADDRS` line, kept for late members (they get it when they are started).
+    addrs_line: String,
 }
 
 impl Drop for Cluster {
@@ -665,7 +675,21 @@ impl Cluster {
     /// the ignored test that calls [`child_main`]), hands them each other's addresses, and
     /// waits until every one is linked and running its group.
     pub fn start(entry: &str, places: &[Place], settings: Settings) -> Cluster {
+        Self::start_with_late(entry, places, settings, &[])
+    }
+
+    /// Like [`start`](Self::start), but the members in `late` are the TCP config's late nodes:
+    /// their processes bind their addresses now and start their nodes (and groups) only when
+    /// [`start_late`](Self::start_late) says so; until then they are absent to the others.
+    pub fn start_with_late(
+        entry: &str,
+        places: &[Place],
+        settings: Settings,
+        late: &[usize],
+    ) -> Cluster {
         assert_eq!(places.len(), settings.universe);
+        let late_env: Vec<String> = late.iter().map(|k| k.to_string()).collect();
+        let late_env = late_env.join(",");
         static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let run = RUN.fetch_add(1, Ordering::Relaxed);
         let dir =
@@ -690,6 +714,7 @@ impl Cluster {
                 .env("MP_CLUSTER", cluster_id.to_string())
                 .env("MP_DIR", &dir)
                 .env("MP_BIND", place.ip.to_string())
+                .env("MP_LATE", &late_env)
                 .env_remove("MP_NETNS")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -732,6 +757,7 @@ impl Cluster {
             members,
             dir,
             settings,
+            addrs_line: String::new(),
         };
         c.wait_for("every member to bind", Duration::from_secs(30), |r| {
             r.iter().all(|r| r.port.is_some())
@@ -743,17 +769,34 @@ impl Cluster {
             .map(|(r, p)| SocketAddr::new(p.ip, r.port.unwrap()).to_string())
             .collect();
         let line = format!("ADDRS {}\n", addrs.join(","));
-        for m in &mut c.members {
+        for (k, m) in c.members.iter_mut().enumerate() {
+            if late.contains(&k) {
+                continue;
+            }
             let s = m.stdin.as_mut().unwrap();
             s.write_all(line.as_bytes()).expect("addresses to a member");
             s.flush().expect("flush");
         }
+        c.addrs_line = line;
         c.wait_for(
             "every member to link and start its group",
             Duration::from_secs(40),
-            |r| r.iter().all(|r| r.ready.is_some()),
+            |r| (r.iter().enumerate()).all(|(k, r)| late.contains(&k) || r.ready.is_some()),
         );
         c
+    }
+
+    /// Starts late member `k` (see [`start_with_late`](Self::start_with_late)): it gets the
+    /// addresses, starts its TCP node (which dials every configured peer) and its group, and
+    /// this waits until it reports ready.
+    pub fn start_late(&mut self, k: usize) {
+        let line = self.addrs_line.clone();
+        let s = self.members[k].stdin.as_mut().expect("a live member");
+        s.write_all(line.as_bytes()).expect("addresses to a member");
+        s.flush().expect("flush");
+        self.wait_for("the late member to start", Duration::from_secs(40), |r| {
+            r[k].ready.is_some()
+        });
     }
 
     /// A snapshot of every member's report.
@@ -1253,11 +1296,34 @@ pub fn join_run(
     warmup: u64,
     after: u64,
 ) -> (Vec<Report>, JoinTiming) {
+    join_run_with(entry, settings, warmup, after, false)
+}
+
+/// Like [`join_run`], but the joiner's process is a late TCP node: it is *started* (its
+/// `TcpNode` and `Group` created) only once the members are streaming, absent to them until
+/// then, and asks to join as soon as it is ready.
+pub fn late_join_run(
+    entry: &str,
+    settings: Settings,
+    warmup: u64,
+    after: u64,
+) -> (Vec<Report>, JoinTiming) {
+    join_run_with(entry, settings, warmup, after, true)
+}
+
+fn join_run_with(
+    entry: &str,
+    settings: Settings,
+    warmup: u64,
+    after: u64,
+    late: bool,
+) -> (Vec<Report>, JoinTiming) {
     let n = settings.universe;
     let joiner = n - 1;
     let members = settings.members;
     let places = vec![Place::loopback(); n];
-    let mut c = Cluster::start(entry, &places, settings);
+    let late_nodes: &[usize] = if late { &[joiner] } else { &[] };
+    let mut c = Cluster::start_with_late(entry, &places, settings, late_nodes);
     c.wait_for(
         "deliveries from every member at every member",
         Duration::from_secs(30),
@@ -1268,6 +1334,13 @@ pub fn join_run(
             })
         },
     );
+    if late {
+        assert!(
+            c.reports()[joiner].ready.is_none(),
+            "the late joiner started before it was told to"
+        );
+        c.start_late(joiner);
+    }
     c.tell(joiner, "JOIN");
     c.wait_for(
         "the joiner's state and deliveries in view 1 everywhere",

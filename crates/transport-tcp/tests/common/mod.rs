@@ -73,14 +73,32 @@ pub use squall_transport::conformance::run_on_threads as run_threads;
 /// Every node in this process, linked over real loopback TCP sockets.
 pub struct InProcess {
     timeout: Duration,
+    /// For `start_late`: the config and layout of the cluster `build_late` made, and the
+    /// listeners of the nodes not started yet (bound, so their ports stay theirs).
+    late: Option<(ClusterConfig, Vec<RegionSpec>, Vec<TcpListener>)>,
 }
 
 impl InProcess {
     pub fn new() -> InProcess {
         InProcess {
             timeout: test_config(&[]).op_timeout,
+            late: None,
         }
     }
+}
+
+/// Starts `me` on `listener` in this thread (a late node does not wait for anyone).
+pub fn start_node(
+    config: &ClusterConfig,
+    listener: TcpListener,
+    me: NodeId,
+    layout: &[RegionSpec],
+) -> TcpNode {
+    let regions = layout
+        .iter()
+        .map(|s| Region::new(*s).expect("valid region"))
+        .collect();
+    TcpNode::start_on(listener, config.clone(), me, regions).expect("node starts")
 }
 
 impl Fabric for InProcess {
@@ -115,5 +133,31 @@ impl Fabric for InProcess {
 
     fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    fn build_late(
+        &mut self,
+        n: usize,
+        started: usize,
+        layout: &[RegionSpec],
+    ) -> Option<Vec<TcpNode>> {
+        let (mut ls, addrs) = listeners(n);
+        let mut config = test_config(&addrs);
+        config.late = (started..n).map(|i| NodeId(i as u32)).collect();
+        // The late nodes' listeners stay bound (their ports stay theirs) but unserved until
+        // they start: founders never dial late nodes, late nodes dial in.
+        let rest = ls.split_off(started);
+        let nodes = start_cluster(&config, ls, layout);
+        self.late = Some((config, layout.to_vec(), rest));
+        Some(nodes)
+    }
+
+    fn start_late(&mut self, nodes: &mut Vec<TcpNode>) {
+        let Some((config, layout, rest)) = &mut self.late else {
+            panic!("start_late without build_late");
+        };
+        let listener = rest.remove(0);
+        let me = NodeId(nodes.len() as u32);
+        nodes.push(start_node(config, listener, me, layout));
     }
 }

@@ -754,6 +754,103 @@ pub fn spawn_cluster_at(
     layout: &[RegionSpec],
     tweak: impl FnOnce(&mut ClusterConfig),
 ) -> Vec<ProcNode> {
+    spawn_procs(places, places.len(), layout, tweak).0
+}
+
+/// A node process that reported its address but has not been told to start: it is a late
+/// node of its cluster (listed in [`ClusterConfig::late`]) until [`start`](Self::start).
+pub struct PendingNode {
+    me: NodeId,
+    control: Control,
+    regions: Vec<Region>,
+    child: Child,
+    config: ClusterConfig,
+    layout: Vec<RegionSpec>,
+}
+
+impl PendingNode {
+    /// The node's id.
+    pub fn id(&self) -> NodeId {
+        self.me
+    }
+
+    /// Sends the node its config: it starts (dialling every configured peer) and is returned
+    /// as a running node.
+    pub fn start(self) -> ProcNode {
+        let (mut input, mut output) = self.control;
+        let mut o = Out::default();
+        o.bytes(self.config.to_toml().as_bytes());
+        output.write_all(&o.0).expect("send config");
+        output.flush().expect("flush");
+        finish_start(
+            self.me,
+            input_status(&mut input),
+            input,
+            output,
+            self.regions,
+            self.child,
+            &self.config,
+            &self.layout,
+        )
+    }
+
+    /// Kills the process before it ever starts: its address refuses connections.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn input_status(input: &mut In<BufReader<TcpStream>>) -> Result<(), String> {
+    let status = input.u8().expect("start status");
+    if status != 0 {
+        return Err(String::from_utf8_lossy(&input.bytes().unwrap_or_default()).into_owned());
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish_start(
+    me: NodeId,
+    status: Result<(), String>,
+    input: In<BufReader<TcpStream>>,
+    output: BufWriter<TcpStream>,
+    regions: Vec<Region>,
+    child: Child,
+    config: &ClusterConfig,
+    layout: &[RegionSpec],
+) -> ProcNode {
+    if let Err(why) = status {
+        panic!("node {me} failed to start: {why}");
+    }
+    let mut dir = Directory::new(me);
+    for r in regions {
+        dir.add_local(r).expect("unique regions");
+    }
+    // Every peer is known to the proxy: ops to absent peers go to the node, which refuses them.
+    for &p in config.nodes.keys() {
+        dir.add_peer(p, layout);
+    }
+    ProcNode {
+        me,
+        dir,
+        max_message_len: config.max_message_len,
+        clock: SystemClock::new(),
+        input,
+        output,
+        child,
+        alive: true,
+    }
+}
+
+/// Spawns one node process per place and starts the first `started` of them; the others are
+/// the config's late nodes, returned unstarted.
+pub fn spawn_procs(
+    places: &[Place],
+    started: usize,
+    layout: &[RegionSpec],
+    tweak: impl FnOnce(&mut ClusterConfig),
+) -> (Vec<ProcNode>, Vec<PendingNode>) {
     let n = places.len();
     let ctrl = TcpListener::bind("127.0.0.1:0").expect("control listener");
     let ctrl_addr = ctrl.local_addr().expect("addr");
@@ -826,9 +923,10 @@ pub fn spawn_cluster_at(
     }
     let addrs: Vec<SocketAddr> = addrs.into_iter().map(|a| a.expect("address")).collect();
     let mut config = test_config(&addrs);
+    config.late = (started..n).map(|i| NodeId(i as u32)).collect();
     tweak(&mut config);
     let text = config.to_toml();
-    for c in conns.iter_mut() {
+    for c in conns.iter_mut().take(started) {
         let (_, output) = c.as_mut().expect("connection");
         let mut o = Out::default();
         o.bytes(text.as_bytes());
@@ -836,33 +934,28 @@ pub fn spawn_cluster_at(
         output.flush().expect("flush");
     }
     let mut nodes = Vec::new();
+    let mut pending = Vec::new();
     for (k, (c, regions)) in conns.into_iter().zip(locals).enumerate() {
         let (mut input, output) = c.expect("connection");
-        let status = input.u8().expect("start status");
-        if status != 0 {
-            let why = String::from_utf8_lossy(&input.bytes().unwrap_or_default()).into_owned();
-            panic!("node {k} failed to start: {why}");
-        }
         let me = NodeId(k as u32);
-        let mut dir = Directory::new(me);
-        for r in regions {
-            dir.add_local(r).expect("unique regions");
+        let child = children[k].take().expect("child");
+        if k >= started {
+            pending.push(PendingNode {
+                me,
+                control: (input, output),
+                regions,
+                child,
+                config: config.clone(),
+                layout: layout.to_vec(),
+            });
+            continue;
         }
-        for p in 0..n {
-            dir.add_peer(NodeId(p as u32), layout);
-        }
-        nodes.push(ProcNode {
-            me,
-            dir,
-            max_message_len: config.max_message_len,
-            clock: SystemClock::new(),
-            input,
-            output,
-            child: children[k].take().expect("child"),
-            alive: true,
-        });
+        let status = input_status(&mut input);
+        nodes.push(finish_start(
+            me, status, input, output, regions, child, &config, layout,
+        ));
     }
-    nodes
+    (nodes, pending)
 }
 
 /// Every node in its own OS process on loopback.

@@ -1,0 +1,145 @@
+//! Late nodes started at the same moment dial each other at once (crossed dials): the higher
+//! id's dial wins, the other is refused as crossed and is no error, and every pair is linked
+//! exactly once, reported by `PeerConnected` once on each side.
+#![allow(clippy::unwrap_used)]
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use squall_transport::{Event, FailureCause, NodeId, RegionId, RegionSpec, RemoteAddr, Transport};
+use squall_transport_tcp::TcpNode;
+
+const R: RegionId = RegionId(0);
+
+/// Polls every node until each has seen `PeerConnected` for every other node it expects, and
+/// returns the counts.
+fn connected(nodes: &mut [TcpNode], expect: &[Vec<NodeId>]) -> Vec<BTreeMap<NodeId, usize>> {
+    let mut seen: Vec<BTreeMap<NodeId, usize>> = vec![BTreeMap::new(); nodes.len()];
+    let mut events = [Event::PeerFailed {
+        peer: NodeId(0),
+        cause: FailureCause::Local,
+    }; 16];
+    let start = Instant::now();
+    loop {
+        for (i, n) in nodes.iter_mut().enumerate() {
+            let k = n.poll(&mut events);
+            for e in &events[..k] {
+                match *e {
+                    Event::PeerConnected { peer, .. } => *seen[i].entry(peer).or_default() += 1,
+                    other => panic!("node {i}: unexpected {other:?}"),
+                }
+            }
+        }
+        let done = (seen.iter().zip(expect)).all(|(s, e)| e.iter().all(|p| s.contains_key(p)));
+        if done {
+            return seen;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "links not up: {seen:?}"
+        );
+        nodes[0].wait(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn late_nodes_started_at_once_link_to_each_other_and_to_the_founders_once() {
+    let layout = [RegionSpec::new(R, 64)];
+    for round in 0..8 {
+        let (mut ls, addrs) = common::listeners(4);
+        let mut config = common::test_config(&addrs);
+        config.late = [NodeId(2), NodeId(3)].into();
+        let late_ls = ls.split_off(2);
+        let mut nodes = common::start_cluster(&config, ls, &layout);
+        let barrier = Arc::new(Barrier::new(2));
+        let starting: Vec<_> = (late_ls.into_iter().enumerate())
+            .map(|(i, l)| {
+                let (config, barrier) = (config.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    common::start_node(&config, l, NodeId(2 + i as u32), &layout)
+                })
+            })
+            .collect();
+        nodes.extend(starting.into_iter().map(|h| h.join().unwrap()));
+        let all: Vec<NodeId> = (0..4).map(NodeId).collect();
+        let expect: Vec<Vec<NodeId>> = (0..4)
+            .map(|i| {
+                let others = all.iter().copied().filter(|&p| p != NodeId(i));
+                if i < 2 {
+                    vec![NodeId(2), NodeId(3)]
+                } else {
+                    others.collect()
+                }
+            })
+            .collect();
+        let seen = connected(&mut nodes, &expect);
+        // Nothing more is queued: a second link (or report) for a pair would be by now.
+        let more = connected(&mut nodes, &vec![vec![]; 4]);
+        for (i, (s, m)) in seen.iter().zip(&more).enumerate() {
+            let want: BTreeMap<NodeId, usize> = expect[i].iter().map(|&p| (p, 1)).collect();
+            assert_eq!(s, &want, "round {round}: node {i}");
+            assert!(m.is_empty(), "round {round}: node {i} again: {m:?}");
+        }
+        // The link between the two late nodes carries ops both ways.
+        for (from, to) in [(2, 3), (3, 2)] {
+            let op = nodes[from]
+                .fetch_add(NodeId(to as u32), RemoteAddr::new(R, 0), 1)
+                .expect("posted");
+            let start = Instant::now();
+            let mut events = [Event::PeerFailed {
+                peer: NodeId(0),
+                cause: FailureCause::Local,
+            }; 1];
+            'done: loop {
+                let k = nodes[from].poll(&mut events);
+                if let Some(e) = events[..k].first() {
+                    match e {
+                        Event::Completion(c) if c.op == op => {
+                            assert_eq!(c.result, Ok(0), "round {round}");
+                            break 'done;
+                        }
+                        other => panic!("round {round}: node {from}: {other:?}"),
+                    }
+                }
+                assert!(start.elapsed() < Duration::from_secs(10), "round {round}");
+                nodes[from].wait(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_late_node_with_another_config_is_refused_with_the_reason_and_stays_absent() {
+    let layout = [RegionSpec::new(R, 64)];
+    let (mut ls, addrs) = common::listeners(3);
+    let mut config = common::test_config(&addrs);
+    config.late = [NodeId(2)].into();
+    let late_l = ls.pop().unwrap();
+    let mut nodes = common::start_cluster(&config, ls, &layout);
+    let mut other = config.clone();
+    other.max_message_len /= 2;
+    let regions = vec![squall_transport::Region::new(layout[0]).unwrap()];
+    let e = TcpNode::start_on(late_l, other, NodeId(2), regions).expect_err("refused");
+    let text = e.to_string();
+    assert!(
+        text.contains("refused") && text.contains("max_message_len"),
+        "{text}"
+    );
+    let mut events = [Event::PeerFailed {
+        peer: NodeId(0),
+        cause: FailureCause::Local,
+    }; 4];
+    for n in nodes.iter_mut() {
+        assert_eq!(
+            n.poll(&mut events),
+            0,
+            "{}: {:?}",
+            n.local_id(),
+            &events[..1]
+        );
+        assert!(n.is_absent(NodeId(2)), "{}", n.local_id());
+    }
+}

@@ -732,6 +732,8 @@ impl Provider for VerbsNic {
         Waker::new(move || woken.store(true, Ordering::Release))
     }
 
+    // Spins, then naps: a one-sided write from a peer makes no completion here, so a
+    // completion channel could not wake a driver for it (see ARCHITECTURE, RDMA fabric).
     fn wait(&mut self, timeout: Duration) {
         self.apply_injected();
         let start = Instant::now();

@@ -16,15 +16,22 @@
 //! | 14 | `FetchAdd` | region `u32`, offset `u64`, delta `u64` |
 //! | 15/16 | `Send` unsignaled / signaled | data |
 //! | 17 | `Fence` | empty |
+//! | 18 | `Writes` | a batch of short unsignaled writes: one or more records (data length `u8`, region *index* `u8` into the receiver's handshake directory, offset `u32`, data) |
 //! | 20 | `Applied` | seq `u64`: every request up to `seq` was applied |
 //! | 21 | `ReadData` | seq `u64`, data |
 //! | 22 | `AtomicResult` | seq `u64`, old value `u64` |
 //! | 30 | `Heartbeat` | empty |
 //! | 31 | `Cut` | empty: the sender declared the receiver failed |
 //!
-//! Requests (kinds 10–17) are numbered implicitly from 1 in the order they travel on a
-//! connection; responses name the request they answer by that number, and every response also
-//! says that all earlier requests were applied (links are FIFO).
+//! Requests (kinds 10–18) are numbered implicitly from 1 in the order they travel on a
+//! connection (each record of a `Writes` batch is one request); responses name the request they
+//! answer by that number, and every response also says that all earlier requests were applied
+//! (links are FIFO).
+//!
+//! A `Writes` record costs 6 bytes besides its data, where a `Write` frame costs 17: an 8-byte
+//! write is 14 bytes on the wire (protocol version 2). The sender appends records to the open
+//! batch while it stages unsignaled writes of at most [`SHORT_WRITE_MAX`] bytes to a region among
+//! the receiver's first 256 at an offset below 4 GiB; anything else goes as a `Write` frame.
 //!
 //! ```
 //! use squall_transport_tcp::frame::{self, Frame};
@@ -40,7 +47,9 @@
 use thiserror::Error;
 
 /// The protocol version this build speaks. Both ends of a connection must speak the same one.
-pub const PROTOCOL_VERSION: u16 = 1;
+///
+/// Version 2 added the `Writes` batch (kind 18).
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// The first four bytes of every handshake body ("SQTC").
 pub const MAGIC: u32 = u32::from_le_bytes(*b"SQTC");
@@ -62,6 +71,7 @@ const K_FETCH_ADD: u8 = 14;
 const K_SEND: u8 = 15;
 const K_SEND_SIGNALED: u8 = 16;
 const K_FENCE: u8 = 17;
+const K_WRITES: u8 = 18;
 const K_APPLIED: u8 = 20;
 const K_READ_DATA: u8 = 21;
 const K_ATOMIC_RESULT: u8 = 22;
@@ -70,6 +80,93 @@ const K_CUT: u8 = 31;
 
 /// Bytes of a write frame besides its data.
 pub const WRITE_OVERHEAD: usize = HEADER_LEN + 12;
+
+/// The largest write a `Writes` record carries (its length is one byte).
+pub const SHORT_WRITE_MAX: usize = u8::MAX as usize;
+
+/// Bytes of a `Writes` record besides its data: length `u8`, region index `u8`, offset `u32`.
+pub const RECORD_OVERHEAD: usize = 6;
+
+/// A `Writes` batch: one or more short write records, checked whole by [`decode`] (every record
+/// complete, none past the body's end), so iterating it cannot fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteBatch<'a> {
+    bytes: &'a [u8],
+    count: u32,
+}
+
+impl<'a> WriteBatch<'a> {
+    /// Checks a batch body: at least one record, each whole.
+    fn parse(bytes: &'a [u8]) -> Option<WriteBatch<'a>> {
+        let mut pos = 0usize;
+        let mut count = 0u32;
+        while pos < bytes.len() {
+            let len = usize::from(bytes[pos]);
+            pos = pos.checked_add(RECORD_OVERHEAD + len)?;
+            count = count.checked_add(1)?;
+        }
+        (count > 0 && pos == bytes.len()).then_some(WriteBatch { bytes, count })
+    }
+
+    /// How many writes (requests) the batch holds.
+    pub fn count(&self) -> u64 {
+        u64::from(self.count)
+    }
+
+    /// The batch's body on the wire.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The records in order.
+    pub fn iter(&self) -> WriteRecords<'a> {
+        WriteRecords { rest: self.bytes }
+    }
+}
+
+impl<'a> IntoIterator for WriteBatch<'a> {
+    type Item = WriteRecord<'a>;
+    type IntoIter = WriteRecords<'a>;
+    fn into_iter(self) -> WriteRecords<'a> {
+        self.iter()
+    }
+}
+
+/// One short write of a [`WriteBatch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteRecord<'a> {
+    /// The target region's index in the receiver's handshake directory.
+    pub region_index: u8,
+    /// Byte offset.
+    pub offset: u32,
+    /// The bytes.
+    pub data: &'a [u8],
+}
+
+/// The records of a [`WriteBatch`].
+#[derive(Clone, Debug)]
+pub struct WriteRecords<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for WriteRecords<'a> {
+    type Item = WriteRecord<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<WriteRecord<'a>> {
+        // The batch was checked whole; `get` keeps this total anyway.
+        let head = self.rest.get(..RECORD_OVERHEAD)?;
+        let len = usize::from(head[0]);
+        let data = self.rest.get(RECORD_OVERHEAD..RECORD_OVERHEAD + len)?;
+        let record = WriteRecord {
+            region_index: head[1],
+            offset: u32::from_le_bytes([head[2], head[3], head[4], head[5]]),
+            data,
+        };
+        self.rest = &self.rest[RECORD_OVERHEAD + len..];
+        Some(record)
+    }
+}
 
 /// The handshake: who is speaking, to whom, in which cluster, and what it registered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,6 +243,8 @@ pub enum Frame<'a> {
         /// Whether the poster wants a completion.
         signaled: bool,
     },
+    /// A batch of short unsignaled writes, each one request.
+    Writes(WriteBatch<'a>),
     /// Completes once every earlier request was applied.
     Fence,
     /// Every request up to `seq` was applied.
@@ -176,15 +275,22 @@ pub enum Frame<'a> {
 impl Frame<'_> {
     /// Whether this frame is a request (numbered, applied in order at the receiver).
     pub fn is_request(&self) -> bool {
-        matches!(
-            self,
+        self.requests() > 0
+    }
+
+    /// How many requests this frame is: one for a request, a batch's record count for
+    /// `Writes`, zero for responses and control frames.
+    pub fn requests(&self) -> u64 {
+        match self {
             Frame::Write { .. }
-                | Frame::Read { .. }
-                | Frame::Cas { .. }
-                | Frame::FetchAdd { .. }
-                | Frame::Send { .. }
-                | Frame::Fence
-        )
+            | Frame::Read { .. }
+            | Frame::Cas { .. }
+            | Frame::FetchAdd { .. }
+            | Frame::Send { .. }
+            | Frame::Fence => 1,
+            Frame::Writes(batch) => batch.count(),
+            _ => 0,
+        }
     }
 }
 
@@ -313,6 +419,11 @@ pub fn decode(buf: &[u8], max_body: usize) -> Result<Option<(Frame<'_>, usize)>,
         };
         return Ok(Some((frame, HEADER_LEN + len)));
     }
+    if kind == K_WRITES && len <= max_body && buf.len() >= HEADER_LEN + len {
+        let body = &buf[HEADER_LEN..HEADER_LEN + len];
+        let batch = WriteBatch::parse(body).ok_or(FrameError::BadLength { kind, len })?;
+        return Ok(Some((Frame::Writes(batch), HEADER_LEN + len)));
+    }
     let max = match kind {
         K_HELLO | K_WELCOME | K_REFUSE => MAX_HANDSHAKE_BODY,
         _ => max_body,
@@ -395,6 +506,7 @@ pub fn decode(buf: &[u8], max_body: usize) -> Result<Option<(Frame<'_>, usize)>,
             data: b.rest(),
             signaled: kind == K_SEND_SIGNALED,
         },
+        K_WRITES => Frame::Writes(WriteBatch::parse(b.rest()).ok_or(b.bad())?),
         K_FENCE => Frame::Fence,
         K_APPLIED => Frame::Applied { seq: b.u64()? },
         K_READ_DATA => Frame::ReadData {
@@ -427,6 +539,7 @@ fn known_kind(kind: u8) -> bool {
             | K_SEND
             | K_SEND_SIGNALED
             | K_FENCE
+            | K_WRITES
             | K_APPLIED
             | K_READ_DATA
             | K_ATOMIC_RESULT
@@ -506,6 +619,61 @@ pub fn encode_write_header(
     h[5..9].copy_from_slice(&region.to_le_bytes());
     h[9..].copy_from_slice(&offset.to_le_bytes());
     buf.extend_from_slice(&h);
+}
+
+/// Opens a `Writes` batch at the end of `buf` (empty: add records with
+/// [`encode_write_record`], each of which keeps the batch's length field true). Returns where
+/// the batch starts, which [`encode_write_record`] needs.
+///
+/// ```
+/// use squall_transport_tcp::frame::{decode, encode_write_record, open_write_batch, Frame};
+/// let mut buf = Vec::new();
+/// let batch = open_write_batch(&mut buf);
+/// encode_write_record(&mut buf, batch, 0, 64, b"abcdefgh");
+/// encode_write_record(&mut buf, batch, 1, 8, b"xy");
+/// assert_eq!(buf.len(), 5 + 6 + 8 + 6 + 2);
+/// let Ok(Some((Frame::Writes(w), used))) = decode(&buf, 1024) else { panic!() };
+/// assert_eq!(used, buf.len());
+/// let records: Vec<_> = w.iter().map(|r| (r.region_index, r.offset, r.data)).collect();
+/// assert_eq!(records, [(0, 64, &b"abcdefgh"[..]), (1, 8, &b"xy"[..])]);
+/// ```
+pub fn open_write_batch(buf: &mut Vec<u8>) -> usize {
+    let at = buf.len();
+    header(buf, K_WRITES, 0);
+    at
+}
+
+/// Appends one record to the `Writes` batch that starts at `batch` in `buf` (which must be the
+/// last frame in `buf`) and updates the batch's length. `data` is at most [`SHORT_WRITE_MAX`]
+/// bytes (longer data is cut: callers send longer writes as `Write` frames).
+pub fn encode_write_record(
+    buf: &mut Vec<u8>,
+    batch: usize,
+    region_index: u8,
+    offset: u32,
+    data: &[u8],
+) {
+    let data = &data[..data.len().min(SHORT_WRITE_MAX)];
+    write_record_header(buf, region_index, offset, data.len());
+    buf.extend_from_slice(data);
+    close_write_record(buf, batch);
+}
+
+/// Appends the head of a `Writes` record whose `len` (at most [`SHORT_WRITE_MAX`]) data bytes
+/// the caller appends next, then calls [`close_write_record`].
+pub fn write_record_header(buf: &mut Vec<u8>, region_index: u8, offset: u32, len: usize) {
+    let o = offset.to_le_bytes();
+    let len = u8::try_from(len).unwrap_or(u8::MAX);
+    buf.extend_from_slice(&[len, region_index, o[0], o[1], o[2], o[3]]);
+}
+
+/// Sets the length of the `Writes` batch starting at `batch` to cover the rest of `buf`.
+pub fn close_write_record(buf: &mut [u8], batch: usize) {
+    let body = buf.len().saturating_sub(batch + HEADER_LEN);
+    let body = u32::try_from(body).unwrap_or(u32::MAX).to_le_bytes();
+    if let Some(field) = buf.get_mut(batch..batch + 4) {
+        field.copy_from_slice(&body);
+    }
 }
 
 /// Appends a read request.
@@ -616,6 +784,10 @@ pub fn encode(buf: &mut Vec<u8>, f: &Frame<'_>) {
             delta,
         } => encode_fetch_add(buf, *region, *offset, *delta),
         Frame::Send { data, signaled } => encode_send(buf, data, *signaled),
+        Frame::Writes(batch) => {
+            header(buf, K_WRITES, batch.as_bytes().len());
+            buf.extend_from_slice(batch.as_bytes());
+        }
         Frame::Fence => encode_fence(buf),
         Frame::Applied { seq } => encode_applied(buf, *seq),
         Frame::ReadData { seq, data } => {
@@ -715,6 +887,91 @@ mod tests {
         b.clear();
         encode_cut(&mut b);
         assert_eq!(roundtrip(&b), Frame::Cut);
+    }
+
+    #[test]
+    fn write_batches_round_trip_and_count_their_records() {
+        let mut b = Vec::new();
+        let at = open_write_batch(&mut b);
+        encode_write_record(&mut b, at, 0, 0, b"");
+        encode_write_record(&mut b, at, 255, u32::MAX, &[7u8; SHORT_WRITE_MAX]);
+        encode_write_record(&mut b, at, 3, 8, b"12345678");
+        assert_eq!(
+            b.len(),
+            HEADER_LEN + 3 * RECORD_OVERHEAD + SHORT_WRITE_MAX + 8
+        );
+        let Frame::Writes(w) = roundtrip(&b) else {
+            panic!("not a batch")
+        };
+        assert_eq!(w.count(), 3);
+        assert_eq!(Frame::Writes(w).requests(), 3);
+        let got: Vec<_> = w
+            .iter()
+            .map(|r| (r.region_index, r.offset, r.data.len()))
+            .collect();
+        assert_eq!(
+            got,
+            [(0, 0, 0), (255, u32::MAX, SHORT_WRITE_MAX), (3, 8, 8)]
+        );
+        let mut again = Vec::new();
+        encode(&mut again, &Frame::Writes(w));
+        assert_eq!(again, b);
+        // Records go after any earlier frame in the buffer, and the batch's length follows them.
+        let mut b = Vec::new();
+        encode_fence(&mut b);
+        let at = open_write_batch(&mut b);
+        write_record_header(&mut b, 1, 16, 2);
+        b.extend_from_slice(b"hi");
+        close_write_record(&mut b, at);
+        let (f, used) = decode(&b, 64).expect("valid").expect("whole");
+        assert_eq!((f, used), (Frame::Fence, HEADER_LEN));
+        let (f, used) = decode(&b[used..], 64).expect("valid").expect("whole");
+        assert_eq!(used, b.len() - HEADER_LEN);
+        let Frame::Writes(w) = f else {
+            panic!("not a batch")
+        };
+        let r = w.iter().next().expect("one record");
+        assert_eq!((r.region_index, r.offset, r.data), (1, 16, &b"hi"[..]));
+    }
+
+    #[test]
+    fn malformed_write_batches_are_typed_errors() {
+        let batch = |body: &[u8]| {
+            let mut b = vec![0u8; HEADER_LEN];
+            b[..4].copy_from_slice(&(body.len() as u32).to_le_bytes());
+            b[4] = K_WRITES;
+            b.extend_from_slice(body);
+            b
+        };
+        let bad = |len| {
+            Err(FrameError::BadLength {
+                kind: K_WRITES,
+                len,
+            })
+        };
+        // An empty batch.
+        assert_eq!(decode(&batch(&[]), 64), bad(0));
+        // A record head cut short (fewer than 6 bytes).
+        assert_eq!(decode(&batch(&[0, 0, 0, 0, 0]), 64), bad(5));
+        // A record whose data runs past the body.
+        assert_eq!(decode(&batch(&[3, 0, 0, 0, 0, 0, 1, 2]), 64), bad(8));
+        // A good record followed by a truncated one.
+        assert_eq!(decode(&batch(&[1, 0, 0, 0, 0, 0, 9, 200, 0]), 64), bad(9));
+        // A record length of 255 with less data than that.
+        let mut body = vec![255, 0, 0, 0, 0, 0];
+        body.extend_from_slice(&[0u8; 254]);
+        assert_eq!(decode(&batch(&body), 1024), bad(260));
+        // A batch over the connection's limit is refused from the header alone.
+        assert_eq!(
+            decode(&[65, 0, 0, 0, K_WRITES], 64),
+            Err(FrameError::Oversized { len: 65, max: 64 })
+        );
+        // Incomplete, not malformed: more bytes may come.
+        let whole = batch(&[2, 0, 0, 0, 0, 0, 1, 2]);
+        for cut in 0..whole.len() {
+            assert_eq!(decode(&whole[..cut], 64), Ok(None), "prefix {cut}");
+        }
+        assert!(decode(&whole, 64).is_ok_and(|f| f.is_some()));
     }
 
     #[test]

@@ -23,8 +23,15 @@ use crate::handshake::{self, Acceptor, StartError};
 use crate::sys;
 
 /// After this many unsignaled requests applied without a response, the receiver acknowledges
-/// them at once (otherwise it does so on its next heartbeat tick).
-const ACK_EVERY: u64 = 1024;
+/// them at once (otherwise it does so on its next heartbeat tick), or after a quarter of its
+/// `max_outstanding` if that is fewer (so that a sender with the same config never waits for a
+/// tick to post more). Each acknowledgement wakes the sender's reader thread, so they are few.
+const ACK_EVERY: u64 = 16 * 1024;
+
+/// How many requests a receiver applies before it acknowledges them unasked.
+fn ack_every(max_outstanding: usize) -> u64 {
+    (max_outstanding as u64 / 4).clamp(1, ACK_EVERY)
+}
 
 /// The initial read buffer of a link; it grows to fit the largest frame seen.
 const READ_BUF: usize = 64 * 1024;
@@ -63,6 +70,9 @@ struct Staged {
     /// Runs of consecutive op ids: (first op, count, kind).
     runs: Vec<(u64, u64, OpKind)>,
     count: u64,
+    /// Where the `Writes` batch that is open at the end of `buf` starts (short writes append a
+    /// record to it), if one is.
+    batch: Option<usize>,
 }
 
 /// A link's mutable state, behind one mutex: the send buffer, the ops in flight, and the
@@ -118,8 +128,12 @@ pub(crate) struct Link {
     deferred: AtomicBool,
     last_rx: AtomicU64,
     max_body: usize,
+    /// The largest frame body the peer accepts (its `max_body`, from the limit both ends share
+    /// and the regions it announced): bounds the `Writes` batches sent to it.
+    peer_max_body: usize,
     /// The regions the peer announced in its handshake (the driver adds them to its directory
-    /// when the link is reported connected).
+    /// when the link is reported connected), in the order it announced them: a `Writes` record
+    /// names its region by its index here.
     regions: Vec<RegionSpec>,
 }
 
@@ -157,6 +171,8 @@ pub(crate) struct Shared {
     /// A clock read at least once per timer tick, for op deadlines (saves a clock read per op).
     coarse: AtomicU64,
     tick: Duration,
+    /// Unsignaled requests applied before they are acknowledged unasked (see [`ack_every`]).
+    ack_every: u64,
 }
 
 /// An established, handshaken connection, ready to become a link.
@@ -267,6 +283,9 @@ struct WriteRoute {
     local: RegionId,
     local_idx: usize,
     local_len: usize,
+    /// The remote region's index in the peer's handshake directory, if a `Writes` record can
+    /// name it (the first 256).
+    remote_index: Option<u8>,
 }
 
 impl WriteRoute {
@@ -462,6 +481,7 @@ impl Shared {
         staged.buf.clear();
         staged.runs.clear();
         staged.count = 0;
+        staged.batch = None;
     }
 
     fn coarse_now(&self) -> Time {
@@ -608,9 +628,7 @@ impl Shared {
         need_applied: &mut bool,
         woke: &mut bool,
     ) -> Result<(), String> {
-        if f.is_request() {
-            st.rx_seq += 1;
-        }
+        st.rx_seq += f.requests();
         let seq = st.rx_seq;
         let at = |region: u32, offset: u64, len: usize| -> Result<(&Region, usize), String> {
             let r = self
@@ -631,6 +649,20 @@ impl Shared {
                 copy_in(r, off, data);
                 *woke = true;
                 *need_applied |= signaled;
+            }
+            Frame::Writes(batch) => {
+                // A whole batch in one go: the region by index (the order this node announced
+                // its regions in), a bounds check and a copy per record.
+                for w in batch {
+                    let r = (self.regions.get(usize::from(w.region_index))).ok_or_else(|| {
+                        format!("write to unknown region index {}", w.region_index)
+                    })?;
+                    let off = w.offset as usize;
+                    r.check_range(off, w.data.len())
+                        .map_err(|e| e.to_string())?;
+                    copy_in(r, off, w.data);
+                }
+                *woke = true;
             }
             Frame::Read {
                 region,
@@ -789,7 +821,7 @@ impl Shared {
                 }
                 return false;
             }
-            if need_applied || st.rx_seq - st.acked_rx >= ACK_EVERY {
+            if need_applied || st.rx_seq - st.acked_rx >= self.ack_every {
                 let seq = st.rx_seq;
                 frame::encode_applied(&mut st.buf, seq);
                 st.acked_rx = seq;
@@ -954,6 +986,7 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
     let reader_ep = sys::Epoll::new().map_err(socket_err)?;
     let fd = c.stream.as_raw_fd();
     let now = shared.now();
+    let peer_regions_max = c.regions.iter().map(|r| r.len).max().unwrap_or(0);
     let link = Link {
         peer,
         peer_incarnation: c.incarnation,
@@ -986,6 +1019,7 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
         deferred: AtomicBool::new(false),
         last_rx: AtomicU64::new(now.as_nanos()),
         max_body: shared.max_body,
+        peer_max_body: body_limit(shared.config.max_message_len, peer_regions_max),
         regions: c.regions,
     };
     if shared.links[idx].link.set(link).is_err() {
@@ -1106,7 +1140,7 @@ impl TcpNode {
         let (acceptor, connected, late_rx) =
             handshake::establish(listener, &config, me, incarnation, &specs)?;
         let max_local = regions.iter().map(Region::len).max().unwrap_or(0);
-        let max_body = config.max_message_len.max(max_local) + 32;
+        let max_body = body_limit(config.max_message_len, max_local);
         let clock = SystemClock::new();
         let now = clock.now();
         let tick = (config.heartbeat_period / 2).max(Duration::from_millis(1));
@@ -1127,6 +1161,7 @@ impl TcpNode {
         // a founder's links made at start are there from the start.
         let announce = config.is_late(me);
         let timer_parker = Parker::new();
+        let ack_every = ack_every(config.max_outstanding);
         let shared = Arc::new(Shared {
             me,
             config,
@@ -1147,6 +1182,7 @@ impl TcpNode {
             closing: AtomicBool::new(false),
             coarse: AtomicU64::new(now.as_nanos()),
             tick,
+            ack_every,
         });
         let stop = |e: StartError, acceptor: Acceptor, shared: &Shared| {
             shared.closing.store(true, Ordering::Release);
@@ -1292,12 +1328,13 @@ impl TcpNode {
         }
     }
 
-    /// Busy-poll receive: while ops are outstanding, the driver reads its sockets itself instead
-    /// of waiting for a reader thread to be scheduled (it skips links a reader is serving).
+    /// Busy-poll receive: while it awaits an answer on a link, the driver reads its socket
+    /// itself instead of waiting for a reader thread to be scheduled (it skips links a reader is
+    /// serving). Links with only unsignaled ops outstanding are left to their reader threads:
+    /// their acknowledgements wake those anyway, and the driver would only contend with them.
     fn receive_inline(&self) {
         for link in self.shared.live() {
-            if link.outstanding.load(Ordering::Acquire) == 0 || link.failed.load(Ordering::Acquire)
-            {
+            if link.awaiting.load(Ordering::Acquire) == 0 || link.failed.load(Ordering::Acquire) {
                 continue;
             }
             let mut rx = match link.rx.try_lock() {
@@ -1469,18 +1506,38 @@ fn post_op(
     Ok(op)
 }
 
-/// Posts an unsignaled write or send: stages its frame without any lock. Falls back to
-/// [`post_op`] when the link failed or is near its outstanding-op bound.
-#[allow(clippy::too_many_arguments)]
-fn post_staged(
+/// An unsignaled write to stage: where it goes, how long it is, and the remote region's index in
+/// the peer's handshake directory if a `Writes` record can name it.
+struct StagedWrite {
+    dst: RemoteAddr,
+    len: usize,
+    remote_index: Option<u8>,
+}
+
+/// Posts an unsignaled write: stages it without any lock, as a record of the open `Writes` batch
+/// when it is short (at most 255 bytes to one of the peer's first 256 regions below 4 GiB),
+/// else as a `Write` frame. `data` appends the write's bytes. Falls back to [`post_op`] when the
+/// link failed or is near its outstanding-op bound.
+fn stage_write(
     shared: &Shared,
     staged: &mut [Staged],
     next_op: &mut u64,
     closed: bool,
     peer: NodeId,
-    kind: OpKind,
-    encode: impl FnOnce(&mut Vec<u8>),
+    w: StagedWrite,
+    data: impl Fn(&mut Vec<u8>),
 ) -> Result<OpId, PostError> {
+    let kind = OpKind::Write;
+    let long = |buf: &mut Vec<u8>| {
+        frame::encode_write_header(
+            buf,
+            wire_region(w.dst.region),
+            w.dst.offset as u64,
+            w.len,
+            false,
+        );
+        data(buf);
+    };
     let idx = shared.open_link(closed, peer)?;
     let link = shared.link(idx).ok_or(PostError::NotConnected { peer })?;
     let stage = &mut staged[idx];
@@ -1488,12 +1545,37 @@ fn post_staged(
         >= shared.config.max_outstanding as u64;
     if busy || link.failed.load(Ordering::Acquire) {
         return post_op(
-            shared, staged, next_op, closed, peer, kind, false, None, encode,
+            shared, staged, next_op, closed, peer, kind, false, None, long,
         );
     }
     let op = *next_op;
     *next_op += 1;
-    encode(&mut stage.buf);
+    let record = (w.remote_index)
+        .filter(|_| w.len <= frame::SHORT_WRITE_MAX)
+        .zip(u32::try_from(w.dst.offset).ok());
+    match record {
+        Some((index, offset)) => {
+            let fits = |at: usize| {
+                stage.buf.len() - at - frame::HEADER_LEN + frame::RECORD_OVERHEAD + w.len
+                    <= link.peer_max_body
+            };
+            let batch = match stage.batch {
+                Some(at) if fits(at) => at,
+                _ => {
+                    let at = frame::open_write_batch(&mut stage.buf);
+                    stage.batch = Some(at);
+                    at
+                }
+            };
+            frame::write_record_header(&mut stage.buf, index, offset, w.len);
+            data(&mut stage.buf);
+            frame::close_write_record(&mut stage.buf, batch);
+        }
+        None => {
+            stage.batch = None;
+            long(&mut stage.buf);
+        }
+    }
     match stage.runs.last_mut() {
         Some(last) if last.0 + last.1 == op && last.2 == kind => last.1 += 1,
         _ => stage.runs.push((op, 1, kind)),
@@ -1522,6 +1604,13 @@ impl Drop for TcpNode {
     }
 }
 
+/// The largest frame body a node accepts: its message limit or its largest region, plus room for
+/// the frame's own fields. Its peers bound the `Writes` batches they send it by the same rule,
+/// from the regions it announced.
+fn body_limit(max_message_len: usize, max_region_len: usize) -> usize {
+    max_message_len.max(max_region_len) + 32
+}
+
 fn wire_region(id: RegionId) -> u32 {
     id.0
 }
@@ -1530,10 +1619,21 @@ fn wire_region(id: RegionId) -> u32 {
 /// [`copy_out`] but without zero-filling first when the bytes are whole aligned words.
 fn append_from(region: &Region, offset: usize, len: usize, buf: &mut Vec<u8>) {
     if offset % 8 == 0 && len % 8 == 0 {
+        let words = &region.words()[offset / 8..(offset + len) / 8];
         buf.reserve(len);
-        for w in offset / 8..(offset + len) / 8 {
-            buf.extend_from_slice(&region.load(w).to_le_bytes());
+        let start = buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..len];
+        for (word, chunk) in words.iter().zip(spare.chunks_exact_mut(8)) {
+            for (dst, byte) in chunk
+                .iter_mut()
+                .zip(word.load(Ordering::Acquire).to_le_bytes())
+            {
+                dst.write(byte);
+            }
         }
+        // SAFETY: the loop initialised all `len` bytes after `start` (`words` has `len / 8`
+        // words, `spare` `len / 8` chunks of 8), within the capacity reserved above.
+        unsafe { buf.set_len(start + len) };
     } else {
         let start = buf.len();
         buf.resize(start + len, 0);
@@ -1546,10 +1646,11 @@ fn append_from(region: &Region, offset: usize, len: usize, buf: &mut Vec<u8>) {
 /// fixed-size copy each when the bytes are whole aligned words), partial words merged.
 fn copy_in(region: &Region, offset: usize, src: &[u8]) {
     if offset % 8 == 0 && src.len() % 8 == 0 {
-        for (i, chunk) in src.chunks_exact(8).enumerate() {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            region.store(offset / 8 + i, u64::from_le_bytes(word));
+        let words = &region.words()[offset / 8..(offset + src.len()) / 8];
+        for (word, chunk) in words.iter().zip(src.chunks_exact(8)) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            word.store(u64::from_le_bytes(w), Ordering::Release);
         }
     } else {
         let _ = region.write_bytes(offset, src);
@@ -1561,8 +1662,9 @@ fn copy_in(region: &Region, offset: usize, src: &[u8]) {
 /// with a fixed-size copy each (posting small writes is the hot path).
 fn copy_out(region: &Region, offset: usize, dst: &mut [u8]) {
     if offset % 8 == 0 && dst.len() % 8 == 0 {
-        for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
-            chunk.copy_from_slice(&region.load(offset / 8 + i).to_le_bytes());
+        let words = &region.words()[offset / 8..(offset + dst.len()) / 8];
+        for (word, chunk) in words.iter().zip(dst.chunks_exact_mut(8)) {
+            chunk.copy_from_slice(&word.load(Ordering::Acquire).to_le_bytes());
         }
     } else {
         let _ = region.read_bytes(offset, dst);
@@ -1601,12 +1703,18 @@ impl Transport for TcpNode {
         dst: RemoteAddr,
         signal: Signal,
     ) -> Result<OpId, PostError> {
-        let region = match self.write_cache {
-            Some(route) if route.covers(peer, src, dst) => &self.dir.locals()[route.local_idx],
+        let (region, remote_index) = match self.write_cache {
+            Some(route) if route.covers(peer, src, dst) => {
+                (&self.dir.locals()[route.local_idx], route.remote_index)
+            }
             _ => {
                 let region = self.dir.check_write(peer, src, dst)?;
                 let local_idx = (self.dir.locals().iter()).position(|r| r.id() == src.region);
                 let remote_len = self.dir.remote_len(peer, dst.region);
+                let remote_index = (self.link_index(peer))
+                    .and_then(|i| self.shared.link(i))
+                    .and_then(|l| l.regions.iter().position(|r| r.id == dst.region))
+                    .and_then(|i| u8::try_from(i).ok());
                 self.write_cache =
                     local_idx
                         .zip(remote_len)
@@ -1617,23 +1725,14 @@ impl Transport for TcpNode {
                             local: src.region,
                             local_idx,
                             local_len: region.len(),
+                            remote_index,
                         });
-                region
+                (region, remote_index)
             }
         };
-        let signaled = signal == Signal::Signaled;
-        let encode = |buf: &mut Vec<u8>| {
-            frame::encode_write_header(
-                buf,
-                wire_region(dst.region),
-                dst.offset as u64,
-                src.len,
-                signaled,
-            );
-            // Bounds were checked by the directory above.
-            append_from(region, src.offset, src.len, buf);
-        };
-        if signaled {
+        // Bounds were checked by the directory above.
+        let data = |buf: &mut Vec<u8>| append_from(region, src.offset, src.len, buf);
+        if signal == Signal::Signaled {
             post_op(
                 &self.shared,
                 &mut self.staged,
@@ -1643,17 +1742,30 @@ impl Transport for TcpNode {
                 OpKind::Write,
                 true,
                 None,
-                encode,
+                |buf: &mut Vec<u8>| {
+                    frame::encode_write_header(
+                        buf,
+                        wire_region(dst.region),
+                        dst.offset as u64,
+                        src.len,
+                        true,
+                    );
+                    data(buf);
+                },
             )
         } else {
-            post_staged(
+            stage_write(
                 &self.shared,
                 &mut self.staged,
                 &mut self.next_op,
                 self.closed,
                 peer,
-                OpKind::Write,
-                encode,
+                StagedWrite {
+                    dst,
+                    len: src.len,
+                    remote_index,
+                },
+                data,
             )
         }
     }
@@ -1912,6 +2024,7 @@ mod tests {
             local: RegionId(3),
             local_idx: 0,
             local_len: 32,
+            remote_index: Some(0),
         };
         let (src, dst) = (
             LocalSlice::new(RegionId(3), 24, 8),

@@ -2041,6 +2041,15 @@ mod tests {
     }
 
     #[test]
+    fn acknowledgements_come_at_most_every_quarter_of_max_outstanding() {
+        assert_eq!(ack_every(65_536), ACK_EVERY);
+        assert_eq!(ack_every(1 << 30), ACK_EVERY);
+        assert_eq!(ack_every(4096), 1024);
+        assert_eq!(ack_every(3), 1);
+        assert_eq!(ack_every(1), 1);
+    }
+
+    #[test]
     fn copy_in_matches_write_bytes_aligned_or_not() {
         let spec = RegionSpec::new(RegionId(0), 64);
         let (a, b) = (

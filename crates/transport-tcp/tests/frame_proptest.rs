@@ -28,7 +28,7 @@ fn check_stream(bytes: &[u8], max_body: usize) -> Result<usize, TestCaseError> {
 
 fn any_frame() -> impl Strategy<Value = (u8, u32, u64, u64, Vec<u8>)> {
     (
-        0u8..15,
+        0u8..16,
         any::<u32>(),
         any::<u64>(),
         any::<u64>(),
@@ -37,6 +37,22 @@ fn any_frame() -> impl Strategy<Value = (u8, u32, u64, u64, Vec<u8>)> {
 }
 
 fn build(buf: &mut Vec<u8>, (k, a, b, c, data): &(u8, u32, u64, u64, Vec<u8>)) {
+    if (12..14).contains(k) {
+        // A `Writes` batch of one to three records cut from `data`.
+        let at = frame::open_write_batch(buf);
+        let records = 1 + (c % 3) as usize;
+        for (i, chunk) in data
+            .chunks(data.len() / records + 1)
+            .take(records)
+            .enumerate()
+        {
+            frame::encode_write_record(buf, at, i as u8, a.wrapping_add(i as u32), chunk);
+        }
+        if data.is_empty() {
+            frame::encode_write_record(buf, at, 0, *a, &[]);
+        }
+        return;
+    }
     let f = match k {
         0 => Frame::Write {
             region: *a,
@@ -115,4 +131,45 @@ proptest! {
         buf[at] ^= flip.1 | 1;
         check_stream(&buf, 1 << 16)?;
     }
+}
+
+/// The fuzz seeds (`fuzz/seeds/tcp_frame/`: a 2-byte limit, then frames) are what their names
+/// say: every seed decodes whole except the truncated one, which is a prefix, not an error.
+#[test]
+fn fuzz_seeds_decode_as_named() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/tcp_frame");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("seeds folder") {
+        let path = entry.expect("entry").path();
+        let input = std::fs::read(&path).expect("seed");
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        let (limit, bytes) = input.split_at(2);
+        let limit = usize::from(u16::from_le_bytes([limit[0], limit[1]]));
+        let mut pos = 0;
+        let mut batches = 0;
+        loop {
+            match frame::decode(&bytes[pos..], limit) {
+                Ok(Some((f, used))) => {
+                    batches += usize::from(matches!(f, Frame::Writes(_)));
+                    pos += used;
+                }
+                Ok(None) => break,
+                Err(e) => panic!("seed {name}: {e}"),
+            }
+        }
+        if name.starts_with("truncated") {
+            assert!(pos < bytes.len(), "seed {name} is whole");
+        } else {
+            assert_eq!(pos, bytes.len(), "seed {name} has trailing bytes");
+        }
+        if name.contains("batch") && !name.starts_with("truncated") {
+            assert!(batches > 0, "seed {name} holds no Writes batch");
+        }
+        seen += 1;
+    }
+    assert!(seen >= 8, "only {seen} seeds");
 }

@@ -226,16 +226,24 @@ fn invalid_frames_on_a_link_close_only_that_link() {
         .map(|h| h.join().expect("thread").expect("node starts"))
         .collect();
     let mut fakes = fakes.into_iter();
-    // Node 0 gets a valid write followed by an unknown frame kind.
+    // Node 0 gets a valid write and a valid `Writes` batch, then a batch naming a region index
+    // it never announced (it has one region), then an unknown frame kind.
     let mut to0 = fakes.next().expect("fake link");
     let mut b = Vec::new();
     frame::encode_write_header(&mut b, R.0, 64, 8, false);
     b.extend_from_slice(&7u64.to_le_bytes());
+    let at = frame::open_write_batch(&mut b);
+    frame::encode_write_record(&mut b, at, 0, 16, &5u64.to_le_bytes());
+    let at = frame::open_write_batch(&mut b);
+    frame::encode_write_record(&mut b, at, 1, 24, &6u64.to_le_bytes());
     b.extend_from_slice(&[3, 0, 0, 0, 0xee, 1, 2, 3]);
     to0.write_all(&b).expect("garbage");
-    // Node 1 gets a write past the end of its region, then an oversized length field.
+    // Node 1 gets a batch whose record lies past the end of its region, then a write past the
+    // end, then an oversized length field.
     let mut to1 = fakes.next().expect("fake link");
     b.clear();
+    let at = frame::open_write_batch(&mut b);
+    frame::encode_write_record(&mut b, at, 0, 4090, &[9u8; 8]);
     frame::encode_write_header(&mut b, R.0, 4090, 8, false);
     b.extend_from_slice(&[9u8; 8]);
     b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 10]);
@@ -266,8 +274,10 @@ fn invalid_frames_on_a_link_close_only_that_link() {
             }]
         );
     }
-    // The valid write before the garbage was applied; the out-of-bounds one was not.
+    // The valid writes before the garbage were applied; the bad ones were not.
     assert_eq!(nodes[0].region(R).expect("region").load(8), 7);
+    assert_eq!(nodes[0].region(R).expect("region").load(2), 5);
+    assert_eq!(nodes[0].region(R).expect("region").load(3), 0);
     assert!(
         nodes[1]
             .region(R)

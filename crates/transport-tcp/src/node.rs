@@ -60,19 +60,68 @@ struct Pending {
     read_into: Option<LocalSlice>,
 }
 
-/// Unsignaled writes and sends the driver posted and has not yet handed to their link: staged
-/// without any lock or atomic per op, handed over (numbered, tracked, buffered for the socket)
-/// in one locked step when the driver polls, waits, posts an op that needs an answer on the
-/// link, or has `coalesce_bytes` staged.
+/// Unsignaled writes the driver posted and has not yet handed to their link: staged without
+/// any lock or atomic per op, handed over (numbered, tracked, buffered for the socket) in one
+/// locked step when the driver polls, waits, posts an op that needs an answer on the link, or
+/// has `coalesce_bytes` staged.
 #[derive(Default)]
 struct Staged {
     buf: Vec<u8>,
-    /// Runs of consecutive op ids: (first op, count, kind).
-    runs: Vec<(u64, u64, OpKind)>,
+    /// Earlier runs of consecutive op ids: (first op, count). A driver that writes to one peer
+    /// at a time never adds one: its writes extend `run`.
+    runs: Vec<(u64, u64)>,
+    /// The current run of consecutive op ids (first op, count; count 0: none yet).
+    run: (u64, u64),
     count: u64,
     /// Where the `Writes` batch that is open at the end of `buf` starts (short writes append a
     /// record to it), if one is.
     batch: Option<usize>,
+}
+
+impl Staged {
+    /// Counts op `op` as staged: it extends the current run, or starts a new one.
+    #[inline]
+    fn add_op(&mut self, op: u64) {
+        // With no run yet (count 0) this holds only if `op` is the run's first, which is right.
+        if self.run.0 + self.run.1 == op {
+            self.run.1 += 1;
+        } else {
+            if self.run.1 > 0 {
+                self.runs.push(self.run);
+            }
+            self.run = (op, 1);
+        }
+        self.count += 1;
+    }
+
+    /// Whether the batch open at `at` takes a record of `len` more bytes within the limit of
+    /// the peer at the other end of `link`.
+    #[inline]
+    fn fits(&self, at: usize, len: usize, link: &Link) -> bool {
+        self.buf.len() - at - frame::HEADER_LEN + frame::RECORD_OVERHEAD + len <= link.peer_max_body
+    }
+
+    /// Appends a record to the batch open at `at`: its head, the `len` bytes `data` appends,
+    /// and the batch's new length.
+    #[inline]
+    fn push_record(
+        &mut self,
+        at: usize,
+        index: u8,
+        offset: u32,
+        len: usize,
+        data: impl FnOnce(&mut Vec<u8>),
+    ) {
+        frame::write_record_header(&mut self.buf, index, offset, len);
+        data(&mut self.buf);
+        frame::close_write_record(&mut self.buf, at);
+    }
+
+    /// The runs of staged ops in order: (first op, count).
+    fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let current = (self.run.1 > 0).then_some(self.run);
+        self.runs.iter().copied().chain(current)
+    }
 }
 
 /// A link's mutable state, behind one mutex: the send buffer, the ops in flight, and the
@@ -286,6 +335,8 @@ struct WriteRoute {
     /// The remote region's index in the peer's handshake directory, if a `Writes` record can
     /// name it (the first 256).
     remote_index: Option<u8>,
+    /// The peer's link slot.
+    link_idx: Option<usize>,
 }
 
 impl WriteRoute {
@@ -442,12 +493,12 @@ impl Shared {
         }
         if st.failed.is_some() {
             let mut ev = lock(&self.events);
-            for &(first, count, kind) in &staged.runs {
+            for (first, count) in staged.runs() {
                 for op in first..first + count {
                     ev.push_back(Event::Completion(Completion {
                         op: OpId(op),
                         peer: link.peer,
-                        kind,
+                        kind: OpKind::Write,
                         result: Err(OpError::PeerFailed),
                     }));
                 }
@@ -455,12 +506,12 @@ impl Shared {
             self.events_len.store(ev.len(), Ordering::Release);
         } else {
             let deadline = self.coarse_now() + self.config.op_timeout + self.tick;
-            for &(first, count, kind) in &staged.runs {
+            for (first, count) in staged.runs() {
                 st.pending.push_back(Pending {
                     seq: st.next_seq + 1,
                     op: OpId(first),
                     count,
-                    kind,
+                    kind: OpKind::Write,
                     signaled: false,
                     deadline,
                     read_into: None,
@@ -480,6 +531,7 @@ impl Shared {
         }
         staged.buf.clear();
         staged.runs.clear();
+        staged.run = (0, 0);
         staged.count = 0;
         staged.batch = None;
     }
@@ -1370,6 +1422,128 @@ impl TcpNode {
         }
     }
 
+    /// Any write, through the directory check or the cached route: the path of signaled writes,
+    /// long ones, the first to a route, and those that open a batch or find the link busy.
+    #[inline(never)]
+    fn write_any(
+        &mut self,
+        peer: NodeId,
+        src: LocalSlice,
+        dst: RemoteAddr,
+        signal: Signal,
+    ) -> Result<OpId, PostError> {
+        let (region, remote_index, link_idx) = match self.write_cache {
+            Some(route) if route.covers(peer, src, dst) => (
+                &self.dir.locals()[route.local_idx],
+                route.remote_index,
+                route.link_idx,
+            ),
+            _ => {
+                let region = self.dir.check_write(peer, src, dst)?;
+                let local_idx = (self.dir.locals().iter()).position(|r| r.id() == src.region);
+                let remote_len = self.dir.remote_len(peer, dst.region);
+                let link_idx = self.link_index(peer);
+                let remote_index = link_idx
+                    .and_then(|i| self.shared.link(i))
+                    .and_then(|l| l.regions.iter().position(|r| r.id == dst.region))
+                    .and_then(|i| u8::try_from(i).ok());
+                self.write_cache =
+                    local_idx
+                        .zip(remote_len)
+                        .map(|(local_idx, remote_len)| WriteRoute {
+                            peer,
+                            remote: dst.region,
+                            remote_len,
+                            local: src.region,
+                            local_idx,
+                            local_len: region.len(),
+                            remote_index,
+                            link_idx,
+                        });
+                (region, remote_index, link_idx)
+            }
+        };
+        // Bounds were checked by the directory above.
+        let data = |buf: &mut Vec<u8>| append_from(region, src.offset, src.len, buf);
+        if signal == Signal::Signaled {
+            post_op(
+                &self.shared,
+                &mut self.staged,
+                &mut self.next_op,
+                self.closed,
+                peer,
+                OpKind::Write,
+                true,
+                None,
+                |buf: &mut Vec<u8>| {
+                    frame::encode_write_header(
+                        buf,
+                        wire_region(dst.region),
+                        dst.offset as u64,
+                        src.len,
+                        true,
+                    );
+                    data(buf);
+                },
+            )
+        } else {
+            stage_write(
+                &self.shared,
+                &mut self.staged,
+                &mut self.next_op,
+                self.closed,
+                peer,
+                StagedWrite {
+                    dst,
+                    len: src.len,
+                    remote_index,
+                    link_idx,
+                },
+                data,
+            )
+        }
+    }
+
+    /// The fast path of an unsignaled write: a short one on the cached route, appended as a
+    /// record to the batch open for its link. `None` (nothing posted) when any condition for
+    /// that does not hold; [`Transport::write`] then takes the general path.
+    #[inline]
+    fn stage_short_write(
+        &mut self,
+        peer: NodeId,
+        src: LocalSlice,
+        dst: RemoteAddr,
+    ) -> Option<OpId> {
+        let route = self.write_cache?;
+        if self.closed || src.len > frame::SHORT_WRITE_MAX || !route.covers(peer, src, dst) {
+            return None;
+        }
+        let (index, idx) = route.remote_index.zip(route.link_idx)?;
+        let offset = u32::try_from(dst.offset).ok()?;
+        let shared = &*self.shared;
+        let link = shared.link(idx)?;
+        let stage = self.staged.get_mut(idx)?;
+        let at = stage.batch.filter(|&at| stage.fits(at, src.len, link))?;
+        let busy = stage.count + link.outstanding.load(Ordering::Acquire) as u64
+            >= shared.config.max_outstanding as u64;
+        if busy || link.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let region = self.dir.locals().get(route.local_idx)?;
+        let op = self.next_op;
+        self.next_op += 1;
+        stage.push_record(at, index, offset, src.len, |buf| {
+            append_from(region, src.offset, src.len, buf)
+        });
+        stage.add_op(op);
+        if stage.buf.len() >= shared.config.coalesce_bytes {
+            let mut st = lock(&link.state);
+            shared.hand_over(link, &mut st, stage);
+            shared.flush_locked(link, &mut st);
+        }
+        Some(OpId(op))
+    }
+
     /// Whether the driver waits for an answer on any link (and so owns its socket).
     fn owns_any(&self) -> bool {
         (self.shared.live()).any(|l| l.owned.load(Ordering::Relaxed))
@@ -1512,6 +1686,8 @@ struct StagedWrite {
     dst: RemoteAddr,
     len: usize,
     remote_index: Option<u8>,
+    /// The peer's link slot, if the caller knows it.
+    link_idx: Option<usize>,
 }
 
 /// Posts an unsignaled write: stages it without any lock, as a record of the open `Writes` batch
@@ -1538,7 +1714,10 @@ fn stage_write(
         );
         data(buf);
     };
-    let idx = shared.open_link(closed, peer)?;
+    let idx = match w.link_idx {
+        Some(idx) if !closed => idx,
+        _ => shared.open_link(closed, peer)?,
+    };
     let link = shared.link(idx).ok_or(PostError::NotConnected { peer })?;
     let stage = &mut staged[idx];
     let busy = stage.count + link.outstanding.load(Ordering::Acquire) as u64
@@ -1555,32 +1734,22 @@ fn stage_write(
         .zip(u32::try_from(w.dst.offset).ok());
     match record {
         Some((index, offset)) => {
-            let fits = |at: usize| {
-                stage.buf.len() - at - frame::HEADER_LEN + frame::RECORD_OVERHEAD + w.len
-                    <= link.peer_max_body
-            };
             let batch = match stage.batch {
-                Some(at) if fits(at) => at,
+                Some(at) if stage.fits(at, w.len, link) => at,
                 _ => {
                     let at = frame::open_write_batch(&mut stage.buf);
                     stage.batch = Some(at);
                     at
                 }
             };
-            frame::write_record_header(&mut stage.buf, index, offset, w.len);
-            data(&mut stage.buf);
-            frame::close_write_record(&mut stage.buf, batch);
+            stage.push_record(batch, index, offset, w.len, data);
         }
         None => {
             stage.batch = None;
             long(&mut stage.buf);
         }
     }
-    match stage.runs.last_mut() {
-        Some(last) if last.0 + last.1 == op && last.2 == kind => last.1 += 1,
-        _ => stage.runs.push((op, 1, kind)),
-    }
-    stage.count += 1;
+    stage.add_op(op);
     if stage.buf.len() >= shared.config.coalesce_bytes {
         let mut st = lock(&link.state);
         shared.hand_over(link, &mut st, stage);
@@ -1696,6 +1865,7 @@ impl Transport for TcpNode {
         self.shared.now()
     }
 
+    #[inline]
     fn write(
         &mut self,
         peer: NodeId,
@@ -1703,71 +1873,12 @@ impl Transport for TcpNode {
         dst: RemoteAddr,
         signal: Signal,
     ) -> Result<OpId, PostError> {
-        let (region, remote_index) = match self.write_cache {
-            Some(route) if route.covers(peer, src, dst) => {
-                (&self.dir.locals()[route.local_idx], route.remote_index)
+        if signal == Signal::Unsignaled {
+            if let Some(op) = self.stage_short_write(peer, src, dst) {
+                return Ok(op);
             }
-            _ => {
-                let region = self.dir.check_write(peer, src, dst)?;
-                let local_idx = (self.dir.locals().iter()).position(|r| r.id() == src.region);
-                let remote_len = self.dir.remote_len(peer, dst.region);
-                let remote_index = (self.link_index(peer))
-                    .and_then(|i| self.shared.link(i))
-                    .and_then(|l| l.regions.iter().position(|r| r.id == dst.region))
-                    .and_then(|i| u8::try_from(i).ok());
-                self.write_cache =
-                    local_idx
-                        .zip(remote_len)
-                        .map(|(local_idx, remote_len)| WriteRoute {
-                            peer,
-                            remote: dst.region,
-                            remote_len,
-                            local: src.region,
-                            local_idx,
-                            local_len: region.len(),
-                            remote_index,
-                        });
-                (region, remote_index)
-            }
-        };
-        // Bounds were checked by the directory above.
-        let data = |buf: &mut Vec<u8>| append_from(region, src.offset, src.len, buf);
-        if signal == Signal::Signaled {
-            post_op(
-                &self.shared,
-                &mut self.staged,
-                &mut self.next_op,
-                self.closed,
-                peer,
-                OpKind::Write,
-                true,
-                None,
-                |buf: &mut Vec<u8>| {
-                    frame::encode_write_header(
-                        buf,
-                        wire_region(dst.region),
-                        dst.offset as u64,
-                        src.len,
-                        true,
-                    );
-                    data(buf);
-                },
-            )
-        } else {
-            stage_write(
-                &self.shared,
-                &mut self.staged,
-                &mut self.next_op,
-                self.closed,
-                peer,
-                StagedWrite {
-                    dst,
-                    len: src.len,
-                    remote_index,
-                },
-                data,
-            )
         }
+        self.write_any(peer, src, dst, signal)
     }
 
     fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
@@ -2025,6 +2136,7 @@ mod tests {
             local_idx: 0,
             local_len: 32,
             remote_index: Some(0),
+            link_idx: Some(0),
         };
         let (src, dst) = (
             LocalSlice::new(RegionId(3), 24, 8),

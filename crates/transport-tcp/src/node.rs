@@ -2153,6 +2153,23 @@ mod tests {
     }
 
     #[test]
+    fn staged_ops_are_counted_in_runs_of_consecutive_ids() {
+        let mut s = Staged::default();
+        assert_eq!(s.runs().count(), 0);
+        // Op 0 first (the current run's initial state must not make it a run of two).
+        for op in [0, 1, 2, 5, 6, 9] {
+            s.add_op(op);
+        }
+        assert_eq!(s.runs().collect::<Vec<_>>(), [(0, 3), (5, 2), (9, 1)]);
+        assert_eq!(s.count, 6);
+        let mut s = Staged::default();
+        for op in [4, 5, 7] {
+            s.add_op(op);
+        }
+        assert_eq!(s.runs().collect::<Vec<_>>(), [(4, 2), (7, 1)]);
+    }
+
+    #[test]
     fn acknowledgements_come_at_most_every_quarter_of_max_outstanding() {
         assert_eq!(ack_every(65_536), ACK_EVERY);
         assert_eq!(ack_every(1 << 30), ACK_EVERY);

@@ -47,10 +47,13 @@ mod client;
 mod codec;
 mod core;
 mod machine;
+#[cfg(feature = "membership")]
+mod membership;
 mod metrics;
 mod runtime;
 pub mod server;
 mod snapshot;
+mod transfer;
 pub mod wire;
 
 pub use client::{Client, ClientConfig, ClientError};
@@ -60,6 +63,7 @@ pub use machine::{RestoreError, StateMachine};
 pub use metrics::{Counters, Metrics};
 pub use runtime::{Busy, Replica, ReplicaConfig, ReplicaHandle, RuntimeError};
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
+pub use transfer::{StateTransfer, TransferError};
 
 /// A setting that cannot work, and what to change.
 ///

@@ -18,6 +18,7 @@ use crate::core::{CoreConfig, ReplicaCore, Token};
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
+use crate::transfer::StateTransfer;
 use crate::wire::{ErrorCode, Request, Response};
 
 /// Settings of a replica's runtime.
@@ -215,6 +216,9 @@ pub struct Replica<S> {
     thread: Option<JoinHandle<S>>,
 }
 
+/// How the driver reaches a backend's state-transfer side, if it has one.
+type TransferOf<B> = fn(&mut B) -> Option<&mut dyn StateTransfer>;
+
 impl<S: StateMachine> Replica<S> {
     /// Starts replica `me`: `make` builds the ordering backend on the driver thread (backends
     /// need not be `Send`), which then runs until [`shutdown`](Self::shutdown).
@@ -229,8 +233,44 @@ impl<S: StateMachine> Replica<S> {
         E: std::fmt::Display,
         F: FnOnce() -> Result<B, E> + Send + 'static,
     {
+        Replica::start(me, make, sm, cfg, |_| None)
+    }
+
+    /// Like [`spawn`](Self::spawn), for a backend with dynamic membership that moves state to
+    /// joiners ([`StateTransfer`]). When a joiner asks this replica, the driver provides its
+    /// [`Snapshot`] (state machine, sessions, position) at its current delivery position. A
+    /// replica whose backend does not hold the state yet ([`StateTransfer::holds_state`]) starts
+    /// *joining*: it answers requests `Unavailable` until the transferred snapshot arrives, then
+    /// installs it and applies the deliveries that follow, ending in the same state as every
+    /// other replica at the same position (see [`ReplicaCore::upcalls_from`]).
+    pub fn spawn_joinable<B, E, F>(
+        me: NodeId,
+        make: F,
+        sm: S,
+        cfg: ReplicaConfig,
+    ) -> Result<Replica<S>, RuntimeError>
+    where
+        B: StateTransfer + 'static,
+        E: std::fmt::Display,
+        F: FnOnce() -> Result<B, E> + Send + 'static,
+    {
+        Replica::start(me, make, sm, cfg, |b| Some(b))
+    }
+
+    fn start<B, E, F>(
+        me: NodeId,
+        make: F,
+        sm: S,
+        cfg: ReplicaConfig,
+        transfer: TransferOf<B>,
+    ) -> Result<Replica<S>, RuntimeError>
+    where
+        B: TotalOrder + 'static,
+        E: std::fmt::Display,
+        F: FnOnce() -> Result<B, E> + Send + 'static,
+    {
         cfg.validate()?;
-        let core = ReplicaCore::new(me, sm, cfg.core.clone())?;
+        let mut core = ReplicaCore::new(me, sm, cfg.core.clone())?;
         let metrics = core.metrics().clone();
         let (tx, rx) = crossbeam_channel::bounded(cfg.queue);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Waker, String>>();
@@ -241,17 +281,22 @@ impl<S: StateMachine> Replica<S> {
             .spawn(move || {
                 let span = tracing::info_span!("replica", id = me.0);
                 let _enter = span.enter();
-                let backend = match make() {
+                let mut backend = match make() {
                     Ok(b) => b,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e.to_string()));
                         return core.into_state();
                     }
                 };
+                if transfer(&mut backend).is_some_and(|t| !t.holds_state()) {
+                    tracing::info!("joining: waiting for a state transfer");
+                    core.await_state();
+                }
                 let _ = ready_tx.send(Ok(backend.waker()));
                 Driver {
                     core,
                     backend,
+                    transfer,
                     rx,
                     stop: thread_stop,
                     cfg,
@@ -326,6 +371,7 @@ fn join_message(e: Option<Box<dyn std::any::Any + Send>>) -> String {
 struct Driver<B, S> {
     core: ReplicaCore<S>,
     backend: B,
+    transfer: TransferOf<B>,
     rx: Receiver<Job>,
     stop: Arc<AtomicBool>,
     cfg: ReplicaConfig,
@@ -353,8 +399,13 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 }
             }
             let busy = self.backend.poll(&mut upcalls);
-            for u in upcalls.drain(..) {
-                self.core.upcall(u);
+            match (self.transfer)(&mut self.backend) {
+                Some(t) => self.core.upcalls_from(t, upcalls.drain(..)),
+                None => {
+                    for u in upcalls.drain(..) {
+                        self.core.upcall(u);
+                    }
+                }
             }
             self.core.drain_replies(&mut replies);
             for (t, r) in replies.drain(..) {

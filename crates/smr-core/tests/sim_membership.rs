@@ -1,0 +1,268 @@
+//! The replicated KV service on the membership backend (`squall-membership`'s `Group`) in the
+//! simulator: replicas join a running cluster and take the state (state machine, sessions,
+//! position) by transfer through `ReplicaCore::upcalls_from`, members crash, clients fail
+//! over; every history is checked linearizable and every replica's snapshot compared with the
+//! others' at the same position.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use common::{Backend, Cluster, encode_input};
+use squall_ordering::TotalOrder;
+use squall_ordering::linearizability::check;
+use squall_ordering::linearizability::kv::{Kv, KvInput};
+use squall_smr::wire::{Entry, ReadMode, Request};
+use squall_transport_mem::sim::check_seeds;
+
+const KEYS: u64 = 3;
+
+fn random_op(cl: &Cluster, next_value: &mut u64) -> KvInput {
+    let k = cl.sim.random(KEYS);
+    *next_value += 1;
+    match cl.sim.random(10) {
+        0..=3 => KvInput::Get(k),
+        4..=6 => KvInput::Put(k, *next_value),
+        7 => KvInput::Delete(k),
+        8 => KvInput::Cas(
+            k,
+            Some(next_value.saturating_sub(1 + cl.sim.random(3))),
+            *next_value,
+        ),
+        _ => KvInput::Scan(0, KEYS),
+    }
+}
+
+/// Every live replica's snapshot, at the same position, is byte-identical (joiners included).
+fn same_snapshots(cl: &Cluster) -> Result<u64, String> {
+    let snaps: Vec<(usize, u64, Vec<u8>)> = cl
+        .cores
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.as_ref().map(|c| (i, c.applied(), c.snapshot().encode())))
+        .collect();
+    let (_, at, first) = &snaps[0];
+    for (i, applied, s) in &snaps {
+        if applied != at || s != first {
+            return Err(format!(
+                "replica {i} at position {applied} differs from replica {} at {at}",
+                snaps[0].0
+            ));
+        }
+    }
+    Ok(*at)
+}
+
+/// Three members and one joiner under four clients; the joiner asks to join at `join_at`;
+/// optionally member `crash.1` crashes at round `crash.0`.
+fn run(seed: u64, join_at: u32, crash: Option<(u32, usize)>) -> Result<Cluster, String> {
+    let mut cl = Cluster::new(Backend::Membership { members: 3 }, 4, 4, seed);
+    cl.read_mode = if seed % 2 == 0 {
+        ReadMode::Barrier
+    } else {
+        ReadMode::Ordered
+    };
+    let mut next_value = 0;
+    for round in 0..5_000u32 {
+        if round == join_at {
+            cl.join(3);
+        }
+        if crash.is_some_and(|(at, _)| at == round) {
+            cl.crash(crash.unwrap().1);
+        }
+        for c in 0..4 {
+            if cl.idle(c) && cl.sim.random(30) == 0 {
+                let op = random_op(&cl, &mut next_value);
+                cl.start(c, op);
+            }
+        }
+        cl.step()?;
+    }
+    cl.settle(60_000)?;
+    Ok(cl)
+}
+
+fn verify(cl: &Cluster) -> Result<(), String> {
+    check(&Kv, &cl.ops).map_err(|e| format!("not linearizable: {e}"))
+}
+
+fn installed(cl: &Cluster, i: usize) -> u64 {
+    cl.cores[i]
+        .as_ref()
+        .map_or(0, |c| c.metrics().states_installed.load(Ordering::Relaxed))
+}
+
+#[test]
+fn a_replica_joins_mid_stream_and_ends_identical_seed_sweep() {
+    check_seeds(
+        "a_replica_joins_mid_stream_and_ends_identical_seed_sweep",
+        4,
+        |seed| {
+            let cl = run(seed, 800 + (seed % 5) as u32 * 300, None)?;
+            if installed(&cl, 3) != 1 {
+                return Err("the joiner installed no transferred state".into());
+            }
+            let joiner_first = cl.delivered[3].first().map_or(0, |d| d.0);
+            if joiner_first == 0 {
+                return Err(
+                    "the joiner's state was taken at position 0: nothing to transfer".into(),
+                );
+            }
+            let at = same_snapshots(&cl)?;
+            if at <= joiner_first {
+                return Err(format!("the joiner applied nothing after its state ({at})"));
+            }
+            let done = cl.ops.iter().filter(|o| o.ret.is_some()).count();
+            eprintln!(
+                "seed {seed}: joiner's state at {joiner_first}, all at {at}, {done} of {} operations completed",
+                cl.ops.len()
+            );
+            if done < 100 {
+                return Err(format!("only {done} operations completed"));
+            }
+            verify(&cl)
+        },
+    );
+}
+
+#[test]
+fn a_member_crashes_after_a_join_and_the_rest_carry_on_seed_sweep() {
+    check_seeds(
+        "a_member_crashes_after_a_join_and_the_rest_carry_on_seed_sweep",
+        4,
+        |seed| {
+            // The crash lands after the join completed (crashing the state's sender during
+            // the transfer is `squall-membership`'s own sweep).
+            let victim = (seed % 3) as usize;
+            let cl = run(seed, 600, Some((3_000, victim)))?;
+            if installed(&cl, 3) != 1 {
+                return Err("the joiner installed no transferred state".into());
+            }
+            let view = cl.cores[3].as_ref().map(|c| c.applied()).unwrap_or(0);
+            let after = cl
+                .ops
+                .iter()
+                .filter(|o| o.ret.is_some() && o.call > 3_500_000)
+                .count();
+            if after == 0 {
+                return Err(format!("nothing completed after the crash (at {view})"));
+            }
+            same_snapshots(&cl)?;
+            verify(&cl)
+        },
+    );
+}
+
+/// A command applied before the joiner's snapshot and ordered again after the join (a client's
+/// retry that reached another replica before that one applied the first copy) is a duplicate
+/// at the joiner too: the sessions travel in the snapshot.
+#[test]
+fn a_retry_ordered_again_after_the_join_is_applied_once() {
+    let mut cl = Cluster::new(Backend::Membership { members: 3 }, 4, 2, 11);
+    cl.point(0, 0);
+    cl.point(1, 1);
+    cl.start(0, KvInput::Put(1, 10));
+    while !cl.idle(0) {
+        cl.step().unwrap();
+    }
+    cl.start(1, KvInput::Put(1, 20));
+    while !cl.idle(1) {
+        cl.step().unwrap();
+    }
+    // Client 0's first command, as the log holds it (sessions are 1000 + client index).
+    let first = Entry::Command {
+        client: 1000,
+        seq: 1,
+        acked: 0,
+        payload: &encode_input(&KvInput::Put(1, 10)),
+    }
+    .encode();
+    cl.join(3);
+    let mut rounds = 0;
+    while cl.cores[3].as_ref().unwrap().is_joining() {
+        cl.step().unwrap();
+        rounds += 1;
+        assert!(rounds < 50_000, "the joiner never got its state");
+    }
+    // The retry, ordered a second time in the new view.
+    loop {
+        match cl.group(1).unwrap().submit(&first) {
+            Ok(()) => break,
+            Err(_) => cl.step().unwrap(),
+        }
+    }
+    let before = cl.cores[3].as_ref().unwrap().applied();
+    let at = loop {
+        let at = cl.settle(50_000).unwrap();
+        if at > before {
+            break at;
+        }
+        cl.step().unwrap();
+    };
+    let dup = cl.cores[3]
+        .as_ref()
+        .unwrap()
+        .metrics()
+        .duplicates
+        .load(Ordering::Relaxed);
+    for (i, c) in cl.cores.iter().enumerate() {
+        let c = c.as_ref().unwrap();
+        assert_eq!(c.applied(), at);
+        assert_eq!(
+            c.state().0.get(&1),
+            Some(&20),
+            "replica {i} applied the retried command again"
+        );
+    }
+    assert_eq!(dup, 1, "the joiner did not see the retry as a duplicate");
+    same_snapshots(&cl).unwrap();
+    // A client asking the joiner for the retried command gets the first answer, unapplied.
+    cl.cores[3].as_mut().unwrap().request(
+        999,
+        Request::Command {
+            client: 1000,
+            seq: 1,
+            acked: 0,
+            payload: encode_input(&KvInput::Put(1, 10)),
+        },
+    );
+    assert!(matches!(
+        cl.cores[3].as_mut().unwrap().take_replies()[..],
+        [(999, squall_smr::wire::Response::Ok(_))]
+    ));
+    assert_eq!(cl.cores[3].as_ref().unwrap().state().0.get(&1), Some(&20));
+}
+
+/// A joining replica answers nothing from its empty state: every request is `Unavailable`,
+/// local reads included.
+#[test]
+fn a_joining_replica_refuses_requests_until_its_state_arrives() {
+    let mut cl = Cluster::new(Backend::Membership { members: 3 }, 4, 1, 5);
+    let core = cl.cores[3].as_mut().unwrap();
+    assert!(core.is_joining());
+    core.request(
+        1,
+        Request::Read {
+            mode: ReadMode::Local,
+            query: encode_input(&KvInput::Get(0)),
+        },
+    );
+    assert!(matches!(
+        core.take_replies()[..],
+        [(
+            1,
+            squall_smr::wire::Response::Error {
+                code: squall_smr::wire::ErrorCode::Unavailable,
+                ..
+            }
+        )]
+    ));
+    for _ in 0..200 {
+        cl.step().unwrap();
+    }
+    assert!(
+        cl.cores[3].as_ref().unwrap().is_joining(),
+        "joined without asking"
+    );
+}

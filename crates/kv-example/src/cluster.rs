@@ -428,7 +428,7 @@ pub fn start_mem_cluster(
 /// [`kill`](MemCluster::kill) crashes one (its links fail, as a killed process's would; the
 /// others install a view without it and carry on).
 ///
-/// ```no_run
+/// ```
 /// use squall_kv::{MemCluster, Ordering};
 /// let mut cluster = MemCluster::start(Ordering::Membership, 3, 1)?;
 /// let joiner = cluster.add_replica()?; // node 3 joins the running group

@@ -244,7 +244,9 @@ pub struct Cluster {
     /// position, at every step; a joiner's start at the position of its state).
     pub delivered: Vec<Vec<(u64, Vec<u8>)>>,
     /// The payload at every position any replica delivered.
-    by_position: Vec<Vec<u8>>,
+    by_position: BTreeMap<u64, Vec<u8>>,
+    /// Positions must be gapless (the membership backend).
+    gapless: bool,
     /// Per replica, how many of its deliveries were checked already.
     checked: Vec<usize>,
     pub read_mode: ReadMode,
@@ -314,7 +316,8 @@ impl Cluster {
             tokens: HashMap::new(),
             next_token: 0,
             delivered: vec![Vec::new(); n],
-            by_position: Vec::new(),
+            by_position: BTreeMap::new(),
+            gapless: matches!(backend, Backend::Membership { .. }),
             checked: vec![0; n],
             read_mode: ReadMode::Barrier,
             timeout: Duration::from_millis(3),
@@ -566,33 +569,50 @@ impl Cluster {
         self.check_agreement()
     }
 
-    /// Every two replicas delivered the same payload at every position both delivered, and
-    /// each replica's positions are gapless (from 0, or from a joiner's first).
+    /// Every two replicas delivered the same payload at every position both delivered; replicas
+    /// that started from position 0 delivered sequences one a prefix of the other; with the
+    /// membership backend, every replica's positions are gapless (from 0, or from a joiner's
+    /// state).
     pub fn check_agreement(&mut self) -> Result<(), String> {
         for i in 0..self.n() {
             let d = &self.delivered[i];
-            if let Some(w) = d.windows(2).find(|w| w[1].0 != w[0].0 + 1) {
-                return Err(format!(
-                    "replica {i} delivered position {} after {}",
-                    w[1].0, w[0].0
-                ));
-            }
-            if let Some(&(first, _)) = d.first() {
-                for (p, payload) in &d[self.checked[i]..] {
-                    let have = self.by_position.len() as u64;
-                    if *p < have {
-                        if self.by_position[*p as usize] != *payload {
-                            return Err(format!("replica {i} delivered another payload at {p}"));
-                        }
-                    } else if *p == have {
-                        self.by_position.push(payload.clone());
-                    } else {
-                        return Err(format!(
-                            "replica {i} delivered position {p} (first {first}) before anyone delivered {have}"
-                        ));
-                    }
+            for (p, payload) in &d[self.checked[i]..] {
+                if self
+                    .by_position
+                    .entry(*p)
+                    .or_insert_with(|| payload.clone())
+                    != payload
+                {
+                    return Err(format!("replica {i} delivered another payload at {p}"));
                 }
-                self.checked[i] = d.len();
+            }
+            if self.gapless {
+                if let Some(w) = d[self.checked[i].saturating_sub(1)..]
+                    .windows(2)
+                    .find(|w| w[1].0 != w[0].0 + 1)
+                {
+                    return Err(format!(
+                        "replica {i} delivered position {} after {}",
+                        w[1].0, w[0].0
+                    ));
+                }
+            }
+            self.checked[i] = d.len();
+        }
+        let from_zero: Vec<usize> = (0..self.n())
+            .filter(|&i| self.delivered[i].first().is_none_or(|d| d.0 == 0))
+            .collect();
+        let longest = from_zero
+            .iter()
+            .copied()
+            .max_by_key(|&i| self.delivered[i].len())
+            .unwrap_or(0);
+        for i in from_zero {
+            let n = self.delivered[i].len();
+            if self.delivered[i][..] != self.delivered[longest][..n] {
+                return Err(format!(
+                    "replica {i}'s deliveries are not a prefix of replica {longest}'s"
+                ));
             }
         }
         Ok(())

@@ -54,9 +54,28 @@ fn same_snapshots(cl: &Cluster) -> Result<u64, String> {
     Ok(*at)
 }
 
+/// When a member crashes.
+#[derive(Clone, Copy, Debug)]
+enum Crash {
+    /// Member `.1` at round `.0`.
+    At(u32, usize),
+    /// The first member that provided the joiner's state, `.0` rounds after it did.
+    Sender(u32),
+}
+
 /// Three members and one joiner under four clients; the joiner asks to join at `join_at`;
 /// optionally member `crash.1` crashes at round `crash.0`.
 fn run(seed: u64, join_at: u32, crash: Option<(u32, usize)>) -> Result<Cluster, String> {
+    run_with(seed, join_at, crash.map(|(at, v)| Crash::At(at, v)))
+}
+
+fn provided(cl: &Cluster, i: usize) -> u64 {
+    cl.cores[i]
+        .as_ref()
+        .map_or(0, |c| c.metrics().states_provided.load(Ordering::Relaxed))
+}
+
+fn run_with(seed: u64, join_at: u32, crash: Option<Crash>) -> Result<Cluster, String> {
     let mut cl = Cluster::new(Backend::Membership { members: 3 }, 4, 4, seed);
     cl.read_mode = if seed % 2 == 0 {
         ReadMode::Barrier
@@ -64,12 +83,22 @@ fn run(seed: u64, join_at: u32, crash: Option<(u32, usize)>) -> Result<Cluster, 
         ReadMode::Ordered
     };
     let mut next_value = 0;
+    let mut sender_seen: Option<u32> = None;
     for round in 0..5_000u32 {
         if round == join_at {
             cl.join(3);
         }
-        if crash.is_some_and(|(at, _)| at == round) {
-            cl.crash(crash.unwrap().1);
+        match crash {
+            Some(Crash::At(at, victim)) if at == round => cl.crash(victim),
+            Some(Crash::Sender(delay)) => {
+                if let Some(v) = (0..3).find(|&i| provided(&cl, i) > 0) {
+                    sender_seen.get_or_insert(round);
+                    if sender_seen == Some(round - delay) {
+                        cl.crash(v);
+                    }
+                }
+            }
+            _ => {}
         }
         for c in 0..4 {
             if cl.idle(c) && cl.sim.random(30) == 0 {
@@ -153,6 +182,39 @@ fn a_member_crashes_after_a_join_and_the_rest_carry_on_seed_sweep() {
         },
     );
 }
+
+#[test]
+fn the_state_sender_crashes_mid_transfer_the_joiner_catches_up_seed_sweep() {
+    check_seeds(
+        "the_state_sender_crashes_mid_transfer_the_joiner_catches_up_seed_sweep",
+        4,
+        |seed| {
+            // The sender crashes 0-1 rounds after providing the state, usually before the
+            // last chunk arrived: the joiner asks again in the next view, from a survivor,
+            // whose snapshot is taken at its own (later) position.
+            let cl = run_with(seed, 700, Some(Crash::Sender((seed % 2) as u32)))?;
+            let crashed = (0..3).filter(|&i| cl.cores[i].is_none()).count();
+            if crashed != 1 {
+                return Err(format!("{crashed} members crashed, expected the sender"));
+            }
+            if installed(&cl, 3) != 1 {
+                return Err("the joiner installed no transferred state".into());
+            }
+            let again: u64 = (0..3).map(|i| provided(&cl, i)).sum();
+            eprintln!("seed {seed}: survivors provided the state {again} times");
+            RESTARTED.fetch_add(u64::from(again > 0), Ordering::Relaxed);
+            same_snapshots(&cl)?;
+            verify(&cl)
+        },
+    );
+    assert!(
+        RESTARTED.load(Ordering::Relaxed) > 0,
+        "no seed crashed the sender before its transfer completed"
+    );
+}
+
+/// Seeds of the sender-crash sweep where a survivor provided the state again.
+static RESTARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A command applied before the joiner's snapshot and ordered again after the join (a client's
 /// retry that reached another replica before that one applied the first copy) is a duplicate

@@ -350,14 +350,22 @@ impl Cluster {
         }
     }
 
+    /// Whether replica `i` runs: not crashed, and (membership) its group did not stop.
+    pub fn live(&self, i: usize) -> bool {
+        self.cores[i].is_some()
+            && match &self.backends[i] {
+                Some(Be::Group(g)) => g.stopped().is_none(),
+                _ => true,
+            }
+    }
+
     /// Steps until every live replica that holds a state applied the same number of
     /// deliveries (at most `rounds` steps); returns that number.
     pub fn settle(&mut self, rounds: usize) -> Result<u64, String> {
         for _ in 0..rounds {
-            let applied: Vec<u64> = self
-                .cores
-                .iter()
-                .flatten()
+            let applied: Vec<u64> = (0..self.n())
+                .filter(|&i| self.live(i))
+                .filter_map(|i| self.cores[i].as_ref())
                 .filter(|c| !c.is_joining())
                 .map(|c| c.applied())
                 .collect();

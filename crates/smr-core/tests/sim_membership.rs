@@ -19,22 +19,6 @@ use squall_transport_mem::sim::{check_seeds, proptest_cases};
 
 const KEYS: u64 = 3;
 
-fn random_op(cl: &Cluster, next_value: &mut u64) -> KvInput {
-    let k = cl.sim.random(KEYS);
-    *next_value += 1;
-    match cl.sim.random(10) {
-        0..=3 => KvInput::Get(k),
-        4..=6 => KvInput::Put(k, *next_value),
-        7 => KvInput::Delete(k),
-        8 => KvInput::Cas(
-            k,
-            Some(next_value.saturating_sub(1 + cl.sim.random(3))),
-            *next_value,
-        ),
-        _ => KvInput::Scan(0, KEYS),
-    }
-}
-
 /// Every live replica that holds a state (joiners once they installed theirs) has the same
 /// snapshot bytes at the same position.
 fn same_snapshots(cl: &Cluster) -> Result<u64, String> {
@@ -117,13 +101,7 @@ fn run_with(seed: u64, join_at: u32, crash: Option<Crash>) -> Result<Cluster, St
             }
             _ => {}
         }
-        for c in 0..4 {
-            if cl.idle(c) && cl.sim.random(30) == 0 {
-                let op = random_op(&cl, &mut next_value);
-                cl.start(c, op);
-            }
-        }
-        cl.step()?;
+        cl.load_step(KEYS, &mut next_value)?;
     }
     cl.sim.heal();
     cl.settle(60_000)?;

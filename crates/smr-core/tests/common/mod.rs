@@ -647,3 +647,33 @@ impl Cluster {
         Ok(())
     }
 }
+
+impl Cluster {
+    /// Every idle client starts a random operation with probability 1/30, then a step.
+    pub fn load_step(&mut self, keys: u64, next_value: &mut u64) -> Result<(), String> {
+        for c in 0..self.clients.len() {
+            if self.idle(c) && self.sim.random(30) == 0 {
+                let op = random_op(self, keys, next_value);
+                self.start(c, op);
+            }
+        }
+        self.step()
+    }
+}
+
+/// A random KV operation over `keys` keys, with values numbered from `next_value`.
+pub fn random_op(cl: &Cluster, keys: u64, next_value: &mut u64) -> KvInput {
+    let k = cl.sim.random(keys);
+    *next_value += 1;
+    match cl.sim.random(10) {
+        0..=3 => KvInput::Get(k),
+        4..=6 => KvInput::Put(k, *next_value),
+        7 => KvInput::Delete(k),
+        8 => KvInput::Cas(
+            k,
+            Some(next_value.saturating_sub(1 + cl.sim.random(3))),
+            *next_value,
+        ),
+        _ => KvInput::Scan(0, keys),
+    }
+}

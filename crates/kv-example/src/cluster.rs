@@ -536,6 +536,27 @@ impl MemCluster {
         Ok(id.0 as usize)
     }
 
+    /// Asks replica `i` to leave the group gracefully ([`squall_smr::ReplicaHandle::leave`]):
+    /// the others install a view without it; it applies everything up to that view change and
+    /// then answers `Unavailable`. Returns once the group took the request; the replica keeps
+    /// running (stopped) until [`kill`](Self::kill) or the cluster is dropped.
+    pub fn leave(&mut self, i: usize) -> Result<(), ClusterError> {
+        let Some(r) = self.replica(i) else {
+            return Err(ClusterError::Invalid(format!("replica {i} is not running")));
+        };
+        let rx = r
+            .handle()
+            .leave()
+            .map_err(|e| ClusterError::Invalid(format!("replica {i}: {e}")))?;
+        match rx.blocking_recv() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ClusterError::Invalid(format!(
+                "replica {i} cannot leave: {e}"
+            ))),
+            Err(_) => Err(ClusterError::Invalid(format!("replica {i} shut down"))),
+        }
+    }
+
     /// Crashes replica `i`: its fabric links fail (the others see it as a killed process) and
     /// its thread stops.
     pub fn kill(&mut self, i: usize) -> Result<(), ClusterError> {

@@ -168,17 +168,26 @@ fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+fn snapshot(cluster: &MemCluster, i: usize) -> squall_smr::Snapshot {
+    let rx = cluster.replica(i).unwrap().handle().snapshot().unwrap();
+    rx.blocking_recv().unwrap()
+}
+
 /// Every running replica's snapshot, once they all applied the same number of deliveries.
 fn settled_snapshots(cluster: &MemCluster) -> Vec<(usize, squall_smr::Snapshot)> {
+    settled_among(cluster, &cluster.running())
+}
+
+/// The snapshots of replicas `among`, once they all applied the same number of deliveries.
+fn settled_among(cluster: &MemCluster, among: &[usize]) -> Vec<(usize, squall_smr::Snapshot)> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
     let until = Instant::now() + Duration::from_secs(30);
     loop {
-        let snaps: Vec<(usize, squall_smr::Snapshot)> = cluster
-            .running()
-            .into_iter()
-            .map(|i| {
+        let snaps: Vec<(usize, squall_smr::Snapshot)> = among
+            .iter()
+            .map(|&i| {
                 let rx = cluster.replica(i).unwrap().handle().snapshot().unwrap();
                 (i, rt.block_on(rx).unwrap())
             })
@@ -298,10 +307,92 @@ fn kv_on_membership_a_replica_joins_mid_stream_and_a_member_is_killed() {
 }
 
 #[test]
+fn kv_on_membership_a_replica_leaves_and_the_rest_carry_on() {
+    let mut cluster = MemCluster::start(Ordering::Membership, 4, 0).unwrap();
+    let handles: Vec<ReplicaHandle> = (0..4)
+        .map(|i| cluster.replica(i).unwrap().handle())
+        .collect();
+    let replicas = Arc::new(RwLock::new(handles));
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let t0 = Instant::now();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (r, s, d) = (replicas.clone(), stop.clone(), done.clone());
+            std::thread::spawn(move || client(c, r, s, d, t0))
+        })
+        .collect();
+    let progress = |n: u64| {
+        let from = done.load(AtomicOrdering::Relaxed);
+        wait_until(
+            &format!("{n} more operations"),
+            Duration::from_secs(60),
+            || done.load(AtomicOrdering::Relaxed) >= from + n,
+        );
+    };
+    progress(300);
+    // Replica 2 leaves; clients keep asking it too (it answers `Unavailable` once out).
+    cluster.leave(2).unwrap();
+    // Out once it stops applying while the others go on.
+    let until = Instant::now() + Duration::from_secs(60);
+    let left_at = loop {
+        let before = snapshot(&cluster, 2).applied;
+        progress(100);
+        if snapshot(&cluster, 2).applied == before {
+            break before;
+        }
+        assert!(Instant::now() < until, "the leaver never stopped applying");
+    };
+    progress(300);
+    stop.store(true, AtomicOrdering::Release);
+    let logs: Vec<ClientLog> = clients.into_iter().map(|h| h.join().unwrap()).collect();
+
+    let leaver = snapshot(&cluster, 2);
+    assert_eq!(
+        leaver.applied, left_at,
+        "the leaver kept applying after leaving"
+    );
+    let snaps = settled_among(&cluster, &[0, 1, 3]);
+    let bytes = snaps[0].1.encode();
+    assert!(
+        snaps.iter().all(|(_, s)| s.encode() == bytes),
+        "survivors differ"
+    );
+    assert!(
+        snaps[0].1.applied > left_at,
+        "nothing was applied after the leave ({left_at})"
+    );
+    let h = cluster.replica(2).unwrap().handle();
+    let read = Request::Read {
+        mode: ReadMode::Barrier,
+        query: KvOp::Get { key: key(0) }.encode(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    assert!(matches!(
+        rt.block_on(h.call(read)),
+        Response::Error {
+            code: ErrorCode::Unavailable,
+            ..
+        }
+    ));
+    // A replica of a fixed group cannot leave; the leaver cannot leave twice.
+    assert!(cluster.leave(2).is_err());
+    let ops: Vec<_> = logs.into_iter().flat_map(|l| l.ops).collect();
+    if let Err(e) = check(&Kv, &ops) {
+        panic!("the history is not linearizable: {e}");
+    }
+}
+
+#[test]
 fn fixed_groups_refuse_joins_with_a_reason() {
     let e = MemCluster::start(Ordering::RoundRobin, 3, 1).unwrap_err();
     assert!(e.to_string().contains("membership"), "{e}");
     let mut c = MemCluster::start(Ordering::Membership, 2, 0).unwrap();
     let e = c.add_replica().unwrap_err();
     assert!(e.to_string().contains("spare"), "{e}");
+    let mut rr = MemCluster::start(Ordering::RoundRobin, 2, 0).unwrap();
+    let e = rr.leave(1).unwrap_err();
+    assert!(e.to_string().contains("fixed membership"), "{e}");
 }

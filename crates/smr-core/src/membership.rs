@@ -33,4 +33,8 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
         Group::take_state(self).map(|s| (s.position, s.state))
     }
+
+    fn leave(&mut self) -> Result<(), TransferError> {
+        Group::leave(self).map_err(|e| TransferError::Refused(e.to_string()))
+    }
 }

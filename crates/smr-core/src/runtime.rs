@@ -18,7 +18,7 @@ use crate::core::{CoreConfig, ReplicaCore, Token};
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
-use crate::transfer::StateTransfer;
+use crate::transfer::{StateTransfer, TransferError};
 use crate::wire::{ErrorCode, Request, Response};
 
 /// Settings of a replica's runtime.
@@ -104,6 +104,7 @@ enum Job {
         reply: oneshot::Sender<Response>,
     },
     Snapshot(oneshot::Sender<Snapshot>),
+    Leave(oneshot::Sender<Result<(), TransferError>>),
 }
 
 /// Hands requests to a running replica; cheap to clone, usable from any thread or task.
@@ -135,6 +136,17 @@ impl ReplicaHandle {
     pub fn snapshot(&self) -> Result<oneshot::Receiver<Snapshot>, Busy> {
         let (reply, rx) = oneshot::channel();
         self.enqueue(Job::Snapshot(reply))?;
+        Ok(rx)
+    }
+
+    /// Asks the replica to leave its group gracefully (a backend with dynamic membership, run
+    /// by [`Replica::spawn_joinable`]: see [`StateTransfer::leave`]). The receiver resolves
+    /// once the backend took the request (or refused it: a fixed group, or a replica outside
+    /// any view); the replica then keeps applying until the view without it is installed, and
+    /// answers `Unavailable` from then on.
+    pub fn leave(&self) -> Result<oneshot::Receiver<Result<(), TransferError>>, Busy> {
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(Job::Leave(reply))?;
         Ok(rx)
     }
 
@@ -447,6 +459,21 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 }
                 Ok(Job::Snapshot(reply)) => {
                     let _ = reply.send(self.core.snapshot());
+                    took += 1;
+                }
+                Ok(Job::Leave(reply)) => {
+                    let r = match (self.transfer)(&mut self.backend) {
+                        Some(t) => t.leave(),
+                        None => Err(TransferError::Refused(
+                            "this replica's backend has a fixed membership".into(),
+                        )),
+                    };
+                    if let Err(e) = &r {
+                        tracing::warn!(error = %e, "leave refused");
+                    } else {
+                        tracing::info!("leaving the group");
+                    }
+                    let _ = reply.send(r);
                     took += 1;
                 }
                 Err(TryRecvError::Empty) => break,

@@ -71,6 +71,18 @@ pub trait StateTransfer: TotalOrder {
 
     /// The state a joiner received, once: its position and its bytes (as provided).
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)>;
+
+    /// Asks the group to remove this replica gracefully ([`ReplicaHandle::leave`]): the others
+    /// install a view without it, and it applies every delivery up to that view change, then
+    /// stops serving. The default refuses (a backend that admits joiners need not let members
+    /// leave).
+    ///
+    /// [`ReplicaHandle::leave`]: crate::ReplicaHandle::leave
+    fn leave(&mut self) -> Result<(), TransferError> {
+        Err(TransferError::Refused(
+            "this backend does not let a replica leave its group".into(),
+        ))
+    }
 }
 
 impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
@@ -86,9 +98,12 @@ impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
         (**self).take_state()
     }
+    fn leave(&mut self) -> Result<(), TransferError> {
+        (**self).leave()
+    }
 }
 
-/// Why a state could not be provided or installed.
+/// Why a state could not be provided or installed, or a leave was refused.
 ///
 /// ```
 /// let e = squall_smr::TransferError::Position { snapshot: 3, position: 5 };

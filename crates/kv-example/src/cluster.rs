@@ -424,8 +424,9 @@ pub fn start_mem_cluster(
 
 /// A KV cluster in this process on the threaded in-memory fabric, whose membership can change
 /// while it runs (with [`Ordering::Membership`]): [`add_replica`](MemCluster::add_replica)
-/// starts a replica that joins the running group and takes the state by transfer, and
-/// [`kill`](MemCluster::kill) crashes one (its links fail, as a killed process's would; the
+/// starts a replica that joins the running group and takes the state by transfer,
+/// [`leave`](MemCluster::leave) removes one gracefully, and [`kill`](MemCluster::kill) crashes
+/// one (its links fail, as a killed process's would; the
 /// others install a view without it and carry on).
 ///
 /// ```

@@ -9,7 +9,7 @@
 //!   TCP, [`start_mem_cluster`] a whole cluster in one process on the threaded fabric; every
 //!   backend ([`Ordering`]: round-robin, CAS-Paxos, membership) runs it unchanged.
 //!   [`MemCluster`] on the membership backend adds replicas while it runs (they join and take
-//!   the state by transfer) and kills them.
+//!   the state by transfer), lets them leave, and kills them.
 //! - [`workload`]: the closed-loop load generator behind `squall-kv demo` and `bench`, and its
 //!   raw-TCP baseline.
 //!

@@ -203,38 +203,69 @@ fn settled_among(cluster: &MemCluster, among: &[usize]) -> Vec<(usize, squall_sm
     }
 }
 
-#[test]
-fn kv_on_membership_a_replica_joins_mid_stream_and_a_member_is_killed() {
-    let mut cluster = MemCluster::start(Ordering::Membership, 3, 1).unwrap();
-    let handles: Vec<ReplicaHandle> = cluster
-        .running()
-        .into_iter()
-        .map(|i| cluster.replica(i).unwrap().handle())
-        .collect();
-    let replicas = Arc::new(RwLock::new(handles));
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let t0 = Instant::now();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let (r, s, d) = (replicas.clone(), stop.clone(), done.clone());
-            std::thread::spawn(move || client(c, r, s, d, t0))
-        })
-        .collect();
-    let progress = |n: u64| {
-        let from = done.load(AtomicOrdering::Relaxed);
+/// `CLIENTS` client threads running against a cluster's replicas.
+struct Load {
+    replicas: Arc<RwLock<Vec<ReplicaHandle>>>,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+    clients: Vec<std::thread::JoinHandle<ClientLog>>,
+}
+
+impl Load {
+    fn start(cluster: &MemCluster) -> Load {
+        let handles: Vec<ReplicaHandle> = cluster
+            .running()
+            .into_iter()
+            .map(|i| cluster.replica(i).unwrap().handle())
+            .collect();
+        let replicas = Arc::new(RwLock::new(handles));
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicU64::new(0));
+        let t0 = Instant::now();
+        let clients = (0..CLIENTS)
+            .map(|c| {
+                let (r, s, d) = (replicas.clone(), stop.clone(), done.clone());
+                std::thread::spawn(move || client(c, r, s, d, t0))
+            })
+            .collect();
+        Load {
+            replicas,
+            stop,
+            done,
+            clients,
+        }
+    }
+
+    /// Waits until the clients completed `n` more operations.
+    fn progress(&self, n: u64) {
+        let from = self.done.load(AtomicOrdering::Relaxed);
         wait_until(
             &format!("{n} more operations"),
             Duration::from_secs(60),
-            || done.load(AtomicOrdering::Relaxed) >= from + n,
+            || self.done.load(AtomicOrdering::Relaxed) >= from + n,
         );
-    };
+    }
+
+    fn finish(self) -> Vec<ClientLog> {
+        self.stop.store(true, AtomicOrdering::Release);
+        self.clients
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect()
+    }
+}
+
+#[test]
+fn kv_on_membership_a_replica_joins_mid_stream_and_a_member_is_killed() {
+    let mut cluster = MemCluster::start(Ordering::Membership, 3, 1).unwrap();
+    let load = Load::start(&cluster);
+    let progress = |n: u64| load.progress(n);
     progress(300);
 
     // A fourth replica joins the running cluster; clients may ask it from now on.
     let joiner = cluster.add_replica().unwrap();
     let jh = cluster.replica(joiner).unwrap().handle();
-    replicas.write().unwrap().push(jh.clone());
+    load.replicas.write().unwrap().push(jh.clone());
     wait_until(
         "the joiner's state transfer",
         Duration::from_secs(60),
@@ -256,8 +287,7 @@ fn kv_on_membership_a_replica_joins_mid_stream_and_a_member_is_killed() {
     cluster.kill(1).unwrap();
     progress(300);
 
-    stop.store(true, AtomicOrdering::Release);
-    let logs: Vec<ClientLog> = clients.into_iter().map(|h| h.join().unwrap()).collect();
+    let logs = load.finish();
 
     let snaps = settled_snapshots(&cluster);
     assert_eq!(
@@ -309,27 +339,8 @@ fn kv_on_membership_a_replica_joins_mid_stream_and_a_member_is_killed() {
 #[test]
 fn kv_on_membership_a_replica_leaves_and_the_rest_carry_on() {
     let mut cluster = MemCluster::start(Ordering::Membership, 4, 0).unwrap();
-    let handles: Vec<ReplicaHandle> = (0..4)
-        .map(|i| cluster.replica(i).unwrap().handle())
-        .collect();
-    let replicas = Arc::new(RwLock::new(handles));
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let t0 = Instant::now();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let (r, s, d) = (replicas.clone(), stop.clone(), done.clone());
-            std::thread::spawn(move || client(c, r, s, d, t0))
-        })
-        .collect();
-    let progress = |n: u64| {
-        let from = done.load(AtomicOrdering::Relaxed);
-        wait_until(
-            &format!("{n} more operations"),
-            Duration::from_secs(60),
-            || done.load(AtomicOrdering::Relaxed) >= from + n,
-        );
-    };
+    let load = Load::start(&cluster);
+    let progress = |n: u64| load.progress(n);
     progress(300);
     // Replica 2 leaves; clients keep asking it too (it answers `Unavailable` once out).
     cluster.leave(2).unwrap();
@@ -344,8 +355,7 @@ fn kv_on_membership_a_replica_leaves_and_the_rest_carry_on() {
         assert!(Instant::now() < until, "the leaver never stopped applying");
     };
     progress(300);
-    stop.store(true, AtomicOrdering::Release);
-    let logs: Vec<ClientLog> = clients.into_iter().map(|h| h.join().unwrap()).collect();
+    let logs = load.finish();
 
     let leaver = snapshot(&cluster, 2);
     assert_eq!(

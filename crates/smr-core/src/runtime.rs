@@ -112,6 +112,12 @@ enum Job {
 pub struct ReplicaHandle {
     me: NodeId,
     tx: Sender<Job>,
+    /// The queue's other end, to answer jobs that land after the driver stopped taking them
+    /// (a job left in the queue would keep its requester waiting: the queue frees its
+    /// messages only once every handle is gone).
+    rx: Receiver<Job>,
+    /// Set when the replica shuts down.
+    stop: Arc<AtomicBool>,
     waker: Waker,
     metrics: Metrics,
 }
@@ -151,9 +157,17 @@ impl ReplicaHandle {
     }
 
     fn enqueue(&self, job: Job) -> Result<(), Busy> {
+        if self.stop.load(Ordering::Acquire) {
+            self.metrics.add(&self.metrics.busy, 1);
+            return Err(Busy);
+        }
         match self.tx.try_send(job) {
             Ok(()) => {
                 self.waker.wake();
+                if self.stop.load(Ordering::Acquire) {
+                    // The driver may have stopped (and drained the queue) meanwhile.
+                    refuse_queued(&self.rx);
+                }
                 Ok(())
             }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
@@ -285,6 +299,7 @@ impl<S: StateMachine> Replica<S> {
         let mut core = ReplicaCore::new(me, sm, cfg.core.clone())?;
         let metrics = core.metrics().clone();
         let (tx, rx) = crossbeam_channel::bounded(cfg.queue);
+        let handle_rx = rx.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Waker, String>>();
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
@@ -332,6 +347,8 @@ impl<S: StateMachine> Replica<S> {
             handle: ReplicaHandle {
                 me,
                 tx,
+                rx: handle_rx,
+                stop: Arc::clone(&stop),
                 waker,
                 metrics,
             },
@@ -365,6 +382,19 @@ impl<S> Drop for Replica<S> {
         self.handle.waker.wake();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// Answers every queued job as a stopped replica would: requests `Unavailable`, the rest
+/// dropped (their receivers see the replica gone).
+fn refuse_queued(rx: &Receiver<Job>) {
+    while let Ok(job) = rx.try_recv() {
+        if let Job::Request { reply, .. } = job {
+            let _ = reply.send(Response::Error {
+                code: ErrorCode::Unavailable,
+                message: "the replica is shutting down".into(),
+            });
         }
     }
 }
@@ -434,8 +464,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 self.backend.wait(self.cfg.idle_park);
             }
         }
-        // Answer what is still owed, then hand the state back.
+        // Answer what is still owed and what is still queued, then hand the state back.
         tracing::info!("replica shutting down");
+        refuse_queued(&self.rx);
         self.core.halt("the replica is shutting down".into());
         self.core.drain_replies(&mut replies);
         for (t, r) in replies.drain(..) {
@@ -499,5 +530,103 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             self.waiting.remove(&t);
             self.core.cancel(t);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    use squall_transport::{NodeId, Waker};
+
+    use super::*;
+    use crate::RestoreError;
+
+    struct Nothing;
+    impl StateMachine for Nothing {
+        fn apply(&mut self, _: &[u8]) -> Vec<u8> {
+            Vec::new()
+        }
+        fn query(&self, _: &[u8]) -> Vec<u8> {
+            Vec::new()
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            Vec::new()
+        }
+        fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> {
+            Ok(())
+        }
+    }
+
+    /// A backend whose polls block until the test opens the gate, saying when one started.
+    struct Gated {
+        entered: crossbeam_channel::Sender<()>,
+        gate: crossbeam_channel::Receiver<()>,
+    }
+
+    impl TotalOrder for Gated {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::WindowFull)
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            let _ = self.entered.try_send(());
+            let _ = self.gate.recv();
+            false
+        }
+        fn wait(&mut self, _: Duration) {}
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    #[test]
+    fn a_request_queued_when_the_replica_stops_is_answered() {
+        let (entered_tx, entered) = crossbeam_channel::bounded(1);
+        let (open, gate) = crossbeam_channel::bounded::<()>(0);
+        let backend = Gated {
+            entered: entered_tx,
+            gate,
+        };
+        let replica = Replica::spawn(
+            NodeId(0),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let handle = replica.handle();
+        entered.recv().unwrap(); // the driver is inside a poll
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        let queued = handle.submit(read.clone()).unwrap();
+        let dropper = std::thread::spawn(move || drop(replica));
+        // Once the replica is stopping, new requests are refused at once.
+        while handle.submit(read.clone()).is_ok() {
+            std::thread::yield_now();
+        }
+        drop(open); // every poll returns from now on: the driver sees the stop and exits
+        dropper.join().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(queued.blocking_recv());
+        });
+        let answer = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a request queued at shutdown was never answered");
+        assert!(matches!(
+            answer,
+            Ok(Response::Error {
+                code: ErrorCode::Unavailable,
+                ..
+            })
+        ));
     }
 }

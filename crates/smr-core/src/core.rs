@@ -448,9 +448,9 @@ impl<S: StateMachine> ReplicaCore<S> {
     ///   a state that cannot be installed stops the replica (it cannot hold a state it cannot
     ///   check).
     /// - Every upcall then goes to [`upcall`](Self::upcall).
-    /// - If a joiner asked this replica for the state, it provides its snapshot at its current
-    ///   position (every delivery handed out so far is applied). A refusal (the group wedged
-    ///   meanwhile) is logged; the joiner asks again in the next view.
+    /// - If a joiner asked this replica for the state and the group is not wedged, it provides
+    ///   its snapshot at its current position (every delivery handed out so far is applied). A
+    ///   refusal is logged; the joiner asks again in the next view.
     pub fn upcalls_from<B, I>(&mut self, backend: &mut B, upcalls: I)
     where
         B: StateTransfer + ?Sized,
@@ -466,7 +466,9 @@ impl<S: StateMachine> ReplicaCore<S> {
             }
             self.upcall(u);
         }
-        if !self.joining && self.stopped.is_none() && backend.state_wanted() {
+        // Not while wedged: the group refuses a state then (the joiner asks again in the next
+        // view), and encoding the whole state every driver turn of a view change is waste.
+        if !self.joining && !self.wedged && self.stopped.is_none() && backend.state_wanted() {
             let snapshot = self.snapshot().encode();
             match backend.provide_state(self.applied, &snapshot) {
                 Ok(()) => {

@@ -9,10 +9,13 @@ use std::time::Duration;
 use serde::Deserialize;
 use squall_cas_paxos::layout::Layout;
 use squall_cas_paxos::log::{CasPaxos, LogConfig};
+use squall_membership::GmsConfig;
+use squall_membership::group::{Group, GroupConfig};
+use squall_membership::log::MemLog;
 use squall_ordering::TotalOrder;
 use squall_round_robin::{Config as RrConfig, RoundRobin};
 use squall_smr::{Replica, ReplicaConfig};
-use squall_transport::{NodeId, Region, RegionSpec, Transport};
+use squall_transport::{NodeId, Region, RegionId, RegionSpec, Transport};
 use squall_transport_tcp::{ClusterConfig, TcpNode};
 use thiserror::Error;
 
@@ -26,6 +29,10 @@ pub enum Ordering {
     RoundRobin,
     /// Velos's one-sided Paxos (a majority keeps deciding after a crash).
     CasPaxos,
+    /// Round-robin epochs under virtual-synchrony membership (`squall-membership`'s `Group`):
+    /// a crash installs a view without the replica and the rest carry on; replicas can join
+    /// a running cluster with a state transfer.
+    Membership,
 }
 
 impl std::fmt::Display for Ordering {
@@ -33,6 +40,7 @@ impl std::fmt::Display for Ordering {
         f.write_str(match self {
             Ordering::RoundRobin => "round-robin",
             Ordering::CasPaxos => "cas-paxos",
+            Ordering::Membership => "membership",
         })
     }
 }
@@ -76,7 +84,7 @@ pub struct ReplicaAddr {
 ///
 /// ```toml
 /// cluster_id = 1
-/// ordering = "round-robin"        # or "cas-paxos"
+/// ordering = "round-robin"        # or "cas-paxos", "membership"
 /// heartbeat_period_ms = 50        # transport heartbeats (optional)
 /// heartbeat_timeout_ms = 500      # a silent peer is failed after this (optional)
 /// [[replica]]
@@ -248,18 +256,69 @@ pub fn cas_paxos_config(n: usize, seed: u64) -> LogConfig {
     }
 }
 
+/// The membership settings of a KV cluster: nodes `0..universe` may ever be replicas, view 0
+/// is `0..initial`, every view's epoch uses [`round_robin_config`]'s sizes, and the GMS table
+/// beats every `heartbeat` and suspects a replica silent for `suspicion` (a crash the
+/// transport reports is seen at once; the timeout catches a hung replica).
+///
+/// ```
+/// let cfg = squall_kv::membership_config(5, 3, std::time::Duration::from_secs(2));
+/// assert!(cfg.validate().is_ok());
+/// assert_eq!(cfg.gms.initial.len(), 3);
+/// ```
+pub fn membership_config(universe: usize, initial: usize, suspicion: Duration) -> GroupConfig {
+    let ids: Vec<NodeId> = (0..universe as u32).map(NodeId).collect();
+    let mut gms = GmsConfig::new(
+        RegionId(0),
+        ids.clone(),
+        ids[..initial.min(universe)].to_vec(),
+    );
+    gms.heartbeat_interval =
+        (suspicion / 20).clamp(Duration::from_millis(1), Duration::from_millis(10));
+    gms.suspicion_timeout = suspicion;
+    GroupConfig::new(gms, round_robin_config(universe))
+}
+
+/// The shape of a membership group: how many nodes may ever be replicas, how many start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    universe: usize,
+    initial: usize,
+    suspicion: Duration,
+}
+
 impl Ordering {
-    /// The regions every replica must register for this backend.
+    /// The regions every replica must register for this backend (a membership group of `n`
+    /// with no room for joiners; see [`membership_config`]).
     pub fn regions(self, n: usize) -> Result<Vec<RegionSpec>, String> {
+        self.regions_for(Shape {
+            universe: n,
+            initial: n,
+            suspicion: SUSPICION,
+        })
+    }
+
+    fn regions_for(self, shape: Shape) -> Result<Vec<RegionSpec>, String> {
+        let n = shape.universe;
         match self {
             Ordering::RoundRobin => {
                 RoundRobin::<TcpNode>::layout(&round_robin_config(n)).map_err(|e| e.to_string())
             }
             Ordering::CasPaxos => Ok(cas_paxos_config(n, 0).regions()),
+            Ordering::Membership => Group::<TcpNode, MemLog>::layout(&membership_config(
+                n,
+                shape.initial,
+                shape.suspicion,
+            ))
+            .map_err(|e| e.to_string()),
         }
     }
 
-    /// Builds this backend over `transport` for a group of `n`.
+    /// Builds this backend over `transport` for a group of `n` (for
+    /// [`Ordering::Membership`]: a group of `n` members, as a plain [`TotalOrder`]; a replica
+    /// that should serve or take state transfers is started by [`start_mem_cluster`],
+    /// [`MemCluster`] or [`start_tcp_replica`], which run it through
+    /// [`Replica::spawn_joinable`]).
     pub fn build<T: Transport + 'static>(
         self,
         transport: T,
@@ -273,9 +332,64 @@ impl Ordering {
             Ordering::CasPaxos => Box::new(
                 CasPaxos::new(transport, cas_paxos_config(n, me + 1)).map_err(|e| e.to_string())?,
             ),
+            Ordering::Membership => Box::new(
+                Group::new(
+                    transport,
+                    membership_config(n, n, SUSPICION),
+                    MemLog::default(),
+                    None,
+                )
+                .map_err(|e| e.to_string())?,
+            ),
         })
     }
+
+    /// Starts one replica whose backend runs over the transport `connect` makes (on the
+    /// replica's thread). Membership replicas go through [`Replica::spawn_joinable`]; a
+    /// `joining` one asks the group to admit it and takes its state by transfer.
+    fn spawn<T, F>(
+        self,
+        id: NodeId,
+        connect: F,
+        shape: Shape,
+        joining: bool,
+    ) -> Result<Replica<KvMachine>, ClusterError>
+    where
+        T: Transport + 'static,
+        F: FnOnce() -> Result<T, String> + Send + 'static,
+    {
+        let sm = KvMachine::default();
+        let cfg = ReplicaConfig::default();
+        let started = match self {
+            Ordering::Membership => {
+                let group = membership_config(shape.universe, shape.initial, shape.suspicion);
+                Replica::spawn_joinable(
+                    id,
+                    move || -> Result<Group<T, MemLog>, String> {
+                        let t = connect()?;
+                        let g = if joining {
+                            Group::joining(t, group, MemLog::default())
+                        } else {
+                            Group::new(t, group, MemLog::default(), None)
+                        };
+                        g.map_err(|e| e.to_string())
+                    },
+                    sm,
+                    cfg,
+                )
+            }
+            _ => {
+                let n = shape.universe;
+                Replica::spawn(id, move || self.build(connect()?, n), sm, cfg)
+            }
+        };
+        started.map_err(|e| ClusterError::Invalid(format!("replica {id} failed to start: {e}")))
+    }
 }
+
+/// The membership backend's default suspicion timeout (generous: the replicas of a demo share
+/// a loaded machine; a crash the transport reports is noticed at once regardless).
+const SUSPICION: Duration = Duration::from_secs(2);
 
 /// Starts replica `id` of `cfg` over TCP: connects to the other replicas (blocking until all
 /// are up, within the transport's connect timeout) on the replica's own thread.
@@ -285,21 +399,19 @@ pub fn start_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, 
     let n = cfg.replicas.len();
     let ordering = cfg.ordering;
     let specs = ordering.regions(n).map_err(ClusterError::Invalid)?;
-    let make = move || -> Result<Box<dyn TotalOrder>, String> {
+    let connect = move || -> Result<TcpNode, String> {
         let regions = specs
             .into_iter()
             .map(|s| Region::new(s).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
-        let node = TcpNode::start(tcp, NodeId(id), regions).map_err(|e| e.to_string())?;
-        ordering.build(node, n)
+        TcpNode::start(tcp, NodeId(id), regions).map_err(|e| e.to_string())
     };
-    Replica::spawn(
-        NodeId(id),
-        make,
-        KvMachine::default(),
-        ReplicaConfig::default(),
-    )
-    .map_err(|e| ClusterError::Invalid(format!("replica {id} failed to start: {e}")))
+    let shape = Shape {
+        universe: n,
+        initial: n,
+        suspicion: Duration::from_millis(cfg.heartbeat_timeout_ms),
+    };
+    ordering.spawn(NodeId(id), connect, shape, false)
 }
 
 /// Starts `n` replicas in this process on the threaded in-memory fabric.
@@ -307,22 +419,170 @@ pub fn start_mem_cluster(
     ordering: Ordering,
     n: usize,
 ) -> Result<Vec<Replica<KvMachine>>, ClusterError> {
-    use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
-    let specs = ordering.regions(n).map_err(ClusterError::Invalid)?;
-    let nodes = ThreadedFabric::new(ThreadedConfig::default())
-        .and_then(|f| f.cluster(n, &specs))
-        .map_err(|e| ClusterError::Invalid(e.to_string()))?;
-    nodes
-        .into_iter()
-        .map(|t| {
-            let id = t.local_id();
-            Replica::spawn(
-                id,
-                move || ordering.build(t, n),
-                KvMachine::default(),
-                ReplicaConfig::default(),
-            )
-            .map_err(|e| ClusterError::Invalid(format!("replica {id} failed to start: {e}")))
+    Ok(MemCluster::start(ordering, n, 0)?.into_replicas())
+}
+
+/// A KV cluster in this process on the threaded in-memory fabric, whose membership can change
+/// while it runs (with [`Ordering::Membership`]): [`add_replica`](MemCluster::add_replica)
+/// starts a replica that joins the running group and takes the state by transfer,
+/// [`leave`](MemCluster::leave) removes one gracefully, and [`kill`](MemCluster::kill) crashes
+/// one (its links fail, as a killed process's would; the
+/// others install a view without it and carry on).
+///
+/// ```
+/// use squall_kv::{MemCluster, Ordering};
+/// let mut cluster = MemCluster::start(Ordering::Membership, 3, 1)?;
+/// let joiner = cluster.add_replica()?; // node 3 joins the running group
+/// cluster.kill(0)?;
+/// assert!(cluster.replica(joiner).is_some() && cluster.replica(0).is_none());
+/// # Ok::<(), squall_kv::ClusterError>(())
+/// ```
+pub struct MemCluster {
+    ordering: Ordering,
+    shape: Shape,
+    /// Replica `i`, while it runs.
+    replicas: Vec<Option<Replica<KvMachine>>>,
+    /// Fabric endpoints of nodes not started yet (room for joiners).
+    spare: Vec<squall_transport_mem::threaded::ThreadedNode>,
+    faults: squall_transport_mem::threaded::Faults,
+}
+
+impl std::fmt::Debug for MemCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemCluster")
+            .field("ordering", &self.ordering)
+            .field("running", &self.running())
+            .field("spare", &self.spare.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemCluster {
+    /// Starts `n` replicas, with room for `spare` more to join later (membership only: the
+    /// other backends have a fixed group, so `spare` must be 0 for them).
+    pub fn start(ordering: Ordering, n: usize, spare: usize) -> Result<MemCluster, ClusterError> {
+        MemCluster::start_with(ordering, n, spare, SUSPICION)
+    }
+
+    /// [`start`](Self::start) with the membership backend's suspicion timeout.
+    pub fn start_with(
+        ordering: Ordering,
+        n: usize,
+        spare: usize,
+        suspicion: Duration,
+    ) -> Result<MemCluster, ClusterError> {
+        use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+        if n == 0 {
+            return Err(ClusterError::Invalid(
+                "a cluster needs at least one replica".into(),
+            ));
+        }
+        if spare > 0 && ordering != Ordering::Membership {
+            return Err(ClusterError::Invalid(format!(
+                "{ordering} runs a fixed group: replicas can join only with the membership ordering"
+            )));
+        }
+        let shape = Shape {
+            universe: n + spare,
+            initial: n,
+            suspicion,
+        };
+        let specs = ordering.regions_for(shape).map_err(ClusterError::Invalid)?;
+        let mut nodes = ThreadedFabric::new(ThreadedConfig::default())
+            .and_then(|f| f.cluster(n + spare, &specs))
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let faults = match nodes.first() {
+            Some(node) => node.faults(),
+            None => return Err(ClusterError::Invalid("the fabric made no nodes".into())),
+        };
+        let spare = nodes.split_off(n);
+        let replicas = nodes
+            .into_iter()
+            .map(|t| {
+                ordering
+                    .spawn(t.local_id(), move || Ok(t), shape, false)
+                    .map(Some)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(MemCluster {
+            ordering,
+            shape,
+            replicas,
+            spare,
+            faults,
         })
-        .collect()
+    }
+
+    /// Starts the next spare node as a replica that joins the running group; returns its
+    /// index. It answers requests `Unavailable` until its state transfer completed (its
+    /// metrics count `states_installed`), then serves like every other replica.
+    pub fn add_replica(&mut self) -> Result<usize, ClusterError> {
+        if self.ordering != Ordering::Membership {
+            return Err(ClusterError::Invalid(format!(
+                "{} runs a fixed group: replicas can join only with the membership ordering",
+                self.ordering
+            )));
+        }
+        if self.spare.is_empty() {
+            return Err(ClusterError::Invalid(format!(
+                "no room for another replica: the cluster was started with a universe of {}; \
+                 start it with more spare nodes",
+                self.shape.universe
+            )));
+        }
+        let t = self.spare.remove(0);
+        let id = t.local_id();
+        let r = self.ordering.spawn(id, move || Ok(t), self.shape, true)?;
+        self.replicas.push(Some(r));
+        Ok(id.0 as usize)
+    }
+
+    /// Asks replica `i` to leave the group gracefully ([`squall_smr::ReplicaHandle::leave`]):
+    /// the others install a view without it; it applies everything up to that view change and
+    /// then answers `Unavailable`. Returns once the group took the request; the replica keeps
+    /// running (stopped) until [`kill`](Self::kill) or the cluster is dropped.
+    pub fn leave(&mut self, i: usize) -> Result<(), ClusterError> {
+        let Some(r) = self.replica(i) else {
+            return Err(ClusterError::Invalid(format!("replica {i} is not running")));
+        };
+        let rx = r
+            .handle()
+            .leave()
+            .map_err(|e| ClusterError::Invalid(format!("replica {i}: {e}")))?;
+        match rx.blocking_recv() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ClusterError::Invalid(format!(
+                "replica {i} cannot leave: {e}"
+            ))),
+            Err(_) => Err(ClusterError::Invalid(format!("replica {i} shut down"))),
+        }
+    }
+
+    /// Crashes replica `i`: its fabric links fail (the others see it as a killed process) and
+    /// its thread stops.
+    pub fn kill(&mut self, i: usize) -> Result<(), ClusterError> {
+        let Some(r) = self.replicas.get_mut(i).and_then(Option::take) else {
+            return Err(ClusterError::Invalid(format!("replica {i} is not running")));
+        };
+        self.faults.crash(NodeId(i as u32));
+        drop(r);
+        Ok(())
+    }
+
+    /// Replica `i`, if it runs.
+    pub fn replica(&self, i: usize) -> Option<&Replica<KvMachine>> {
+        self.replicas.get(i).and_then(Option::as_ref)
+    }
+
+    /// The indices of the running replicas.
+    pub fn running(&self) -> Vec<usize> {
+        (0..self.replicas.len())
+            .filter(|&i| self.replicas[i].is_some())
+            .collect()
+    }
+
+    /// The running replicas, in index order (the cluster's spare nodes are dropped).
+    pub fn into_replicas(self) -> Vec<Replica<KvMachine>> {
+        self.replicas.into_iter().flatten().collect()
+    }
 }

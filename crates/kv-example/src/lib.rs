@@ -6,8 +6,10 @@
 //!   put, delete, compare-and-set, range scan, atomic batches).
 //! - [`KvClient`]: a typed async client; writes apply exactly once, reads are linearizable.
 //! - [`KvConfig`]: a cluster in TOML; [`start_tcp_replica`] runs one replica per process over
-//!   TCP, [`start_mem_cluster`] a whole cluster in one process on the threaded fabric; either
-//!   backend ([`Ordering`]) runs it unchanged.
+//!   TCP, [`start_mem_cluster`] a whole cluster in one process on the threaded fabric; every
+//!   backend ([`Ordering`]: round-robin, CAS-Paxos, membership) runs it unchanged.
+//!   [`MemCluster`] on the membership backend adds replicas while it runs (they join and take
+//!   the state by transfer), lets them leave, and kills them.
 //! - [`workload`]: the closed-loop load generator behind `squall-kv demo` and `bench`, and its
 //!   raw-TCP baseline.
 //!
@@ -29,8 +31,8 @@ pub mod workload;
 
 pub use client::{KvClient, KvError};
 pub use cluster::{
-    ClusterError, KvConfig, Ordering, ReplicaAddr, cas_paxos_config, round_robin_config,
-    start_mem_cluster, start_tcp_replica,
+    ClusterError, KvConfig, MemCluster, Ordering, ReplicaAddr, cas_paxos_config, membership_config,
+    round_robin_config, start_mem_cluster, start_tcp_replica,
 };
 pub use machine::KvMachine;
 pub use ops::{KvOp, KvResult, OPS_VERSION, OpsError};

@@ -1,7 +1,9 @@
 //! Real processes over TCP loopback: clients run a random KV workload while one replica is
 //! killed with SIGKILL; the recorded history must be linearizable. On CAS-Paxos the surviving
-//! majority keeps serving; on round-robin (a fixed view: membership is issue 6) the group
-//! wedges, and every operation after the kill fails rather than returning anything wrong.
+//! majority keeps serving; on round-robin (a fixed view) the group wedges, and every operation
+//! after the kill fails rather than returning anything wrong; on the membership backend (the
+//! same round-robin under virtual-synchrony views) the survivors install a view without the
+//! killed replica and keep serving.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -92,5 +94,26 @@ fn round_robin_kill_a_replica() {
     assert!(
         unknown > 0,
         "no operation failed after the kill: the test saw no wedge"
+    );
+}
+
+#[test]
+fn membership_kill_a_replica_the_rest_install_a_view_and_serve() {
+    let (_, before, after) = kill_mid_stream(Ordering::Membership, 1);
+    assert!(before > 50, "only {before} operations before the kill");
+    assert!(
+        after > 20,
+        "the survivors served only {after} operations well after the kill"
+    );
+}
+
+#[test]
+fn membership_kill_the_leader_the_rest_install_a_view_and_serve() {
+    // Replica 0 leads view 0 (the lowest-ranked member).
+    let (_, before, after) = kill_mid_stream(Ordering::Membership, 0);
+    assert!(before > 50, "only {before} operations before the kill");
+    assert!(
+        after > 20,
+        "the survivors served only {after} operations well after the kill"
     );
 }

@@ -10,6 +10,7 @@ use squall_transport::NodeId;
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
+use crate::transfer::{StateTransfer, TransferError};
 use crate::wire::{Entry, ErrorCode, ReadMode, Request, Response};
 use crate::{ConfigError, RestoreError};
 
@@ -117,6 +118,8 @@ pub struct ReplicaCore<S> {
     outbox: VecDeque<(Vec<u8>, Owner)>,
     replies: Vec<(Token, Response)>,
     wedged: bool,
+    /// A joining replica: no state until a transfer installs one.
+    joining: bool,
     stopped: Option<String>,
     metrics: Metrics,
 }
@@ -140,6 +143,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             outbox: VecDeque::new(),
             replies: Vec::new(),
             wedged: false,
+            joining: false,
             stopped: None,
             metrics: Metrics::default(),
         })
@@ -373,9 +377,121 @@ impl<S: StateMachine> ReplicaCore<S> {
         Ok(())
     }
 
+    /// Marks this replica as *joining*: it holds no state (the backend admits it and will
+    /// transfer one). Until [`install_transferred`](Self::install_transferred) it answers every
+    /// request [`ErrorCode::Unavailable`] and applies nothing.
+    pub fn await_state(&mut self) {
+        self.joining = true;
+    }
+
+    /// Whether this replica is waiting for a transferred state.
+    pub fn is_joining(&self) -> bool {
+        self.joining
+    }
+
+    /// Installs a state transferred to this joiner: `bytes` is a member's
+    /// [`Snapshot`] encoding, taken after `position` deliveries (the backend's next delivery is
+    /// at `position`). Sessions come with it, so a command applied before the snapshot and
+    /// delivered again after it is recognised as a duplicate here as everywhere.
+    ///
+    /// ```
+    /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine, TransferError};
+    /// use squall_transport::NodeId;
+    /// # #[derive(Default)] struct Count(u64);
+    /// # impl StateMachine for Count {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { self.0 += 1; Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { self.0.to_le_bytes().to_vec() }
+    /// #     fn snapshot(&self) -> Vec<u8> { self.0.to_le_bytes().to_vec() }
+    /// #     fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+    /// #         self.0 = u64::from_le_bytes(s.try_into().map_err(|_| RestoreError::new("8 bytes"))?);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// let member = ReplicaCore::new(NodeId(0), Count(7), CoreConfig::default())?;
+    /// let bytes = member.snapshot().encode();
+    /// let mut joiner = ReplicaCore::new(NodeId(1), Count::default(), CoreConfig::default())?;
+    /// joiner.await_state();
+    /// assert!(matches!(
+    ///     joiner.install_transferred(5, &bytes),
+    ///     Err(TransferError::Position { snapshot: 0, position: 5 })
+    /// ));
+    /// joiner.install_transferred(0, &bytes)?;
+    /// assert!(!joiner.is_joining());
+    /// assert_eq!(joiner.state().0, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn install_transferred(
+        &mut self,
+        position: u64,
+        bytes: &[u8],
+    ) -> Result<(), TransferError> {
+        let snapshot = Snapshot::decode(bytes)?;
+        if snapshot.applied != position {
+            return Err(TransferError::Position {
+                snapshot: snapshot.applied,
+                position,
+            });
+        }
+        self.restore(&snapshot)?;
+        self.joining = false;
+        self.metrics.add(&self.metrics.states_installed, 1);
+        tracing::info!(replica = %self.me, position, bytes = bytes.len(),
+            sessions = snapshot.session_count(), "installed a transferred state");
+        Ok(())
+    }
+
+    /// Takes one poll's upcalls from a backend that transfers state, then serves a state
+    /// request: the sans-IO step of [`Replica::spawn_joinable`](crate::Replica::spawn_joinable).
+    ///
+    /// - On a joiner's first [`Upcall::View`], the state the backend received is installed
+    ///   ([`install_transferred`](Self::install_transferred)) before anything else is applied;
+    ///   a state that cannot be installed stops the replica (it cannot hold a state it cannot
+    ///   check).
+    /// - Every upcall then goes to [`upcall`](Self::upcall).
+    /// - If a joiner asked this replica for the state and the group is not wedged, it provides
+    ///   its snapshot at its current position (every delivery handed out so far is applied). A
+    ///   refusal is logged; the joiner asks again in the next view.
+    pub fn upcalls_from<B, I>(&mut self, backend: &mut B, upcalls: I)
+    where
+        B: StateTransfer + ?Sized,
+        I: IntoIterator<Item = Upcall<Delivery>>,
+    {
+        for u in upcalls {
+            if self.joining
+                && matches!(u, Upcall::View(_))
+                && let Some((position, bytes)) = backend.take_state()
+                && let Err(e) = self.install_transferred(position, &bytes)
+            {
+                self.stop(format!("cannot install the transferred state: {e}"));
+            }
+            self.upcall(u);
+        }
+        // Not while wedged: the group refuses a state then (the joiner asks again in the next
+        // view), and encoding the whole state every driver turn of a view change is waste.
+        if !self.joining && !self.wedged && self.stopped.is_none() && backend.state_wanted() {
+            let snapshot = self.snapshot().encode();
+            match backend.provide_state(self.applied, &snapshot) {
+                Ok(()) => {
+                    self.metrics.add(&self.metrics.states_provided, 1);
+                    tracing::info!(replica = %self.me, position = self.applied,
+                        bytes = snapshot.len(), "provided the state to a joiner");
+                }
+                Err(e) => {
+                    tracing::debug!(replica = %self.me, error = %e, "state not provided");
+                }
+            }
+        }
+    }
+
     fn unavailable(&self) -> Option<String> {
         if let Some(r) = &self.stopped {
             return Some(format!("the ordering backend stopped: {r}"));
+        }
+        if self.joining {
+            return Some(
+                "this replica is joining: its state transfer has not completed; retry at another replica"
+                    .into(),
+            );
         }
         self.wedged
             .then(|| "the group is wedged for a view change; retry at another replica".into())
@@ -446,6 +562,15 @@ impl<S: StateMachine> ReplicaCore<S> {
     }
 
     fn deliver(&mut self, d: &Delivery) {
+        if self.joining {
+            // The backend broke its contract (a joiner reports nothing before its state):
+            // applying this to an empty state would diverge, so stop instead.
+            self.stop(format!(
+                "delivery at position {} reached a joining replica before its state",
+                d.position
+            ));
+            return;
+        }
         let index = self.applied;
         self.applied += 1;
         let entry = match Entry::decode(&d.payload) {

@@ -33,6 +33,12 @@
 //!   - [`ReadMode::Local`](wire::ReadMode::Local) answers from the replica's current state and
 //!     is *not* linearizable (a lagging replica returns stale data); a test shows the checker
 //!     catching it.
+//! - **Joins with state transfer**, where the backend offers it ([`StateTransfer`]; the
+//!   membership backend, `squall-membership`'s `Group`, does with the default `membership`
+//!   feature): [`Replica::spawn_joinable`] provides the replica's [`Snapshot`] (state machine,
+//!   sessions, position) to a joiner that asks, and a joining replica installs the one it is
+//!   sent before applying anything, then continues identically to the others. A joining
+//!   replica answers requests `Unavailable` until then.
 //!
 //! ```
 //! use squall_smr::wire::{Entry, ReadMode, Request};
@@ -47,10 +53,13 @@ mod client;
 mod codec;
 mod core;
 mod machine;
+#[cfg(feature = "membership")]
+mod membership;
 mod metrics;
 mod runtime;
 pub mod server;
 mod snapshot;
+mod transfer;
 pub mod wire;
 
 pub use client::{Client, ClientConfig, ClientError};
@@ -60,6 +69,7 @@ pub use machine::{RestoreError, StateMachine};
 pub use metrics::{Counters, Metrics};
 pub use runtime::{Busy, Replica, ReplicaConfig, ReplicaHandle, RuntimeError};
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
+pub use transfer::{StateTransfer, TransferError};
 
 /// A setting that cannot work, and what to change.
 ///

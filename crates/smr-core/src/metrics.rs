@@ -29,6 +29,10 @@ pub struct Counters {
     pub sessions_expired: AtomicU64,
     /// Requests refused because the request queue was full.
     pub busy: AtomicU64,
+    /// States provided to joining replicas (state transfer).
+    pub states_provided: AtomicU64,
+    /// Transferred states installed (once per join of this replica).
+    pub states_installed: AtomicU64,
 }
 
 /// A shared handle to a replica's [`Counters`]; clones see the same counters.
@@ -64,7 +68,8 @@ impl std::fmt::Display for Metrics {
         write!(
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
-             submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={}",
+             submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
+             states(provided/installed)={}/{}",
             l(&c.commands_applied),
             l(&c.duplicates),
             l(&c.reads_barrier),
@@ -76,6 +81,8 @@ impl std::fmt::Display for Metrics {
             l(&c.sessions_evicted),
             l(&c.sessions_expired),
             l(&c.busy),
+            l(&c.states_provided),
+            l(&c.states_installed),
         )
     }
 }

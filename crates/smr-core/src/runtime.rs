@@ -18,6 +18,7 @@ use crate::core::{CoreConfig, ReplicaCore, Token};
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
+use crate::transfer::{StateTransfer, TransferError};
 use crate::wire::{ErrorCode, Request, Response};
 
 /// Settings of a replica's runtime.
@@ -103,6 +104,7 @@ enum Job {
         reply: oneshot::Sender<Response>,
     },
     Snapshot(oneshot::Sender<Snapshot>),
+    Leave(oneshot::Sender<Result<(), TransferError>>),
 }
 
 /// Hands requests to a running replica; cheap to clone, usable from any thread or task.
@@ -110,6 +112,12 @@ enum Job {
 pub struct ReplicaHandle {
     me: NodeId,
     tx: Sender<Job>,
+    /// The queue's other end, to answer jobs that land after the driver stopped taking them
+    /// (a job left in the queue would keep its requester waiting: the queue frees its
+    /// messages only once every handle is gone).
+    rx: Receiver<Job>,
+    /// Set when the replica shuts down.
+    stop: Arc<AtomicBool>,
     waker: Waker,
     metrics: Metrics,
 }
@@ -137,10 +145,29 @@ impl ReplicaHandle {
         Ok(rx)
     }
 
+    /// Asks the replica to leave its group gracefully (a backend with dynamic membership, run
+    /// by [`Replica::spawn_joinable`]: see [`StateTransfer::leave`]). The receiver resolves
+    /// once the backend took the request (or refused it: a fixed group, or a replica outside
+    /// any view); the replica then keeps applying until the view without it is installed, and
+    /// answers `Unavailable` from then on.
+    pub fn leave(&self) -> Result<oneshot::Receiver<Result<(), TransferError>>, Busy> {
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(Job::Leave(reply))?;
+        Ok(rx)
+    }
+
     fn enqueue(&self, job: Job) -> Result<(), Busy> {
+        if self.stop.load(Ordering::Acquire) {
+            self.metrics.add(&self.metrics.busy, 1);
+            return Err(Busy);
+        }
         match self.tx.try_send(job) {
             Ok(()) => {
                 self.waker.wake();
+                if self.stop.load(Ordering::Acquire) {
+                    // The driver may have stopped (and drained the queue) meanwhile.
+                    refuse_queued(&self.rx);
+                }
                 Ok(())
             }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
@@ -215,6 +242,9 @@ pub struct Replica<S> {
     thread: Option<JoinHandle<S>>,
 }
 
+/// How the driver reaches a backend's state-transfer side, if it has one.
+type TransferOf<B> = fn(&mut B) -> Option<&mut dyn StateTransfer>;
+
 impl<S: StateMachine> Replica<S> {
     /// Starts replica `me`: `make` builds the ordering backend on the driver thread (backends
     /// need not be `Send`), which then runs until [`shutdown`](Self::shutdown).
@@ -229,10 +259,47 @@ impl<S: StateMachine> Replica<S> {
         E: std::fmt::Display,
         F: FnOnce() -> Result<B, E> + Send + 'static,
     {
+        Replica::start(me, make, sm, cfg, |_| None)
+    }
+
+    /// Like [`spawn`](Self::spawn), for a backend with dynamic membership that moves state to
+    /// joiners ([`StateTransfer`]). When a joiner asks this replica, the driver provides its
+    /// [`Snapshot`] (state machine, sessions, position) at its current delivery position. A
+    /// replica whose backend does not hold the state yet ([`StateTransfer::holds_state`]) starts
+    /// *joining*: it answers requests `Unavailable` until the transferred snapshot arrives, then
+    /// installs it and applies the deliveries that follow, ending in the same state as every
+    /// other replica at the same position (see [`ReplicaCore::upcalls_from`]).
+    pub fn spawn_joinable<B, E, F>(
+        me: NodeId,
+        make: F,
+        sm: S,
+        cfg: ReplicaConfig,
+    ) -> Result<Replica<S>, RuntimeError>
+    where
+        B: StateTransfer + 'static,
+        E: std::fmt::Display,
+        F: FnOnce() -> Result<B, E> + Send + 'static,
+    {
+        Replica::start(me, make, sm, cfg, |b| Some(b))
+    }
+
+    fn start<B, E, F>(
+        me: NodeId,
+        make: F,
+        sm: S,
+        cfg: ReplicaConfig,
+        transfer: TransferOf<B>,
+    ) -> Result<Replica<S>, RuntimeError>
+    where
+        B: TotalOrder + 'static,
+        E: std::fmt::Display,
+        F: FnOnce() -> Result<B, E> + Send + 'static,
+    {
         cfg.validate()?;
-        let core = ReplicaCore::new(me, sm, cfg.core.clone())?;
+        let mut core = ReplicaCore::new(me, sm, cfg.core.clone())?;
         let metrics = core.metrics().clone();
         let (tx, rx) = crossbeam_channel::bounded(cfg.queue);
+        let handle_rx = rx.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Waker, String>>();
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
@@ -241,17 +308,22 @@ impl<S: StateMachine> Replica<S> {
             .spawn(move || {
                 let span = tracing::info_span!("replica", id = me.0);
                 let _enter = span.enter();
-                let backend = match make() {
+                let mut backend = match make() {
                     Ok(b) => b,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e.to_string()));
                         return core.into_state();
                     }
                 };
+                if transfer(&mut backend).is_some_and(|t| !t.holds_state()) {
+                    tracing::info!("joining: waiting for a state transfer");
+                    core.await_state();
+                }
                 let _ = ready_tx.send(Ok(backend.waker()));
                 Driver {
                     core,
                     backend,
+                    transfer,
                     rx,
                     stop: thread_stop,
                     cfg,
@@ -275,6 +347,8 @@ impl<S: StateMachine> Replica<S> {
             handle: ReplicaHandle {
                 me,
                 tx,
+                rx: handle_rx,
+                stop: Arc::clone(&stop),
                 waker,
                 metrics,
             },
@@ -312,6 +386,19 @@ impl<S> Drop for Replica<S> {
     }
 }
 
+/// Answers every queued job as a stopped replica would: requests `Unavailable`, the rest
+/// dropped (their receivers see the replica gone).
+fn refuse_queued(rx: &Receiver<Job>) {
+    while let Ok(job) = rx.try_recv() {
+        if let Job::Request { reply, .. } = job {
+            let _ = reply.send(Response::Error {
+                code: ErrorCode::Unavailable,
+                message: "the replica is shutting down".into(),
+            });
+        }
+    }
+}
+
 fn join_message(e: Option<Box<dyn std::any::Any + Send>>) -> String {
     match e {
         Some(e) => e
@@ -326,6 +413,7 @@ fn join_message(e: Option<Box<dyn std::any::Any + Send>>) -> String {
 struct Driver<B, S> {
     core: ReplicaCore<S>,
     backend: B,
+    transfer: TransferOf<B>,
     rx: Receiver<Job>,
     stop: Arc<AtomicBool>,
     cfg: ReplicaConfig,
@@ -353,8 +441,13 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 }
             }
             let busy = self.backend.poll(&mut upcalls);
-            for u in upcalls.drain(..) {
-                self.core.upcall(u);
+            match (self.transfer)(&mut self.backend) {
+                Some(t) => self.core.upcalls_from(t, upcalls.drain(..)),
+                None => {
+                    for u in upcalls.drain(..) {
+                        self.core.upcall(u);
+                    }
+                }
             }
             self.core.drain_replies(&mut replies);
             for (t, r) in replies.drain(..) {
@@ -371,8 +464,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 self.backend.wait(self.cfg.idle_park);
             }
         }
-        // Answer what is still owed, then hand the state back.
+        // Answer what is still owed and what is still queued, then hand the state back.
         tracing::info!("replica shutting down");
+        refuse_queued(&self.rx);
         self.core.halt("the replica is shutting down".into());
         self.core.drain_replies(&mut replies);
         for (t, r) in replies.drain(..) {
@@ -398,6 +492,21 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                     let _ = reply.send(self.core.snapshot());
                     took += 1;
                 }
+                Ok(Job::Leave(reply)) => {
+                    let r = match (self.transfer)(&mut self.backend) {
+                        Some(t) => t.leave(),
+                        None => Err(TransferError::Refused(
+                            "this replica's backend has a fixed membership".into(),
+                        )),
+                    };
+                    if let Err(e) = &r {
+                        tracing::warn!(error = %e, "leave refused");
+                    } else {
+                        tracing::info!("leaving the group");
+                    }
+                    let _ = reply.send(r);
+                    took += 1;
+                }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
                     // Every handle is gone: nobody can ask anything any more.
@@ -421,5 +530,103 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             self.waiting.remove(&t);
             self.core.cancel(t);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    use squall_transport::{NodeId, Waker};
+
+    use super::*;
+    use crate::RestoreError;
+
+    struct Nothing;
+    impl StateMachine for Nothing {
+        fn apply(&mut self, _: &[u8]) -> Vec<u8> {
+            Vec::new()
+        }
+        fn query(&self, _: &[u8]) -> Vec<u8> {
+            Vec::new()
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            Vec::new()
+        }
+        fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> {
+            Ok(())
+        }
+    }
+
+    /// A backend whose polls block until the test opens the gate, saying when one started.
+    struct Gated {
+        entered: crossbeam_channel::Sender<()>,
+        gate: crossbeam_channel::Receiver<()>,
+    }
+
+    impl TotalOrder for Gated {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::WindowFull)
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            let _ = self.entered.try_send(());
+            let _ = self.gate.recv();
+            false
+        }
+        fn wait(&mut self, _: Duration) {}
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    #[test]
+    fn a_request_queued_when_the_replica_stops_is_answered() {
+        let (entered_tx, entered) = crossbeam_channel::bounded(1);
+        let (open, gate) = crossbeam_channel::bounded::<()>(0);
+        let backend = Gated {
+            entered: entered_tx,
+            gate,
+        };
+        let replica = Replica::spawn(
+            NodeId(0),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let handle = replica.handle();
+        entered.recv().unwrap(); // the driver is inside a poll
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        let queued = handle.submit(read.clone()).unwrap();
+        let dropper = std::thread::spawn(move || drop(replica));
+        // Once the replica is stopping, new requests are refused at once.
+        while handle.submit(read.clone()).is_ok() {
+            std::thread::yield_now();
+        }
+        drop(open); // every poll returns from now on: the driver sees the stop and exits
+        dropper.join().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(queued.blocking_recv());
+        });
+        let answer = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a request queued at shutdown was never answered");
+        assert!(matches!(
+            answer,
+            Ok(Response::Error {
+                code: ErrorCode::Unavailable,
+                ..
+            })
+        ));
     }
 }

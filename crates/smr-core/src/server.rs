@@ -3,7 +3,7 @@
 //! Each connection carries [client protocol](crate::wire) frames; requests are pipelined (a
 //! client may send many before reading) and answered as they complete, tagged with the
 //! client's request id. A frame that does not decode gets an
-//! [`ErrorCode::Malformed`](crate::wire::ErrorCode::Malformed) answer and the connection
+//! [`ErrorCode::Malformed`] answer and the connection
 //! carries on; a length prefix beyond the configured bound cannot be skipped safely, so it is
 //! answered and then that connection (only) is closed.
 

@@ -26,22 +26,6 @@ struct Faults {
 const ROUNDS: u32 = 6_000;
 const KEYS: u64 = 3;
 
-fn random_op(cl: &Cluster, next_value: &mut u64) -> KvInput {
-    let k = cl.sim.random(KEYS);
-    *next_value += 1;
-    match cl.sim.random(10) {
-        0..=3 => KvInput::Get(k),
-        4..=6 => KvInput::Put(k, *next_value),
-        7 => KvInput::Delete(k),
-        8 => KvInput::Cas(
-            k,
-            Some(next_value.saturating_sub(1 + cl.sim.random(3))),
-            *next_value,
-        ),
-        _ => KvInput::Scan(0, KEYS),
-    }
-}
-
 fn run(backend: Backend, seed: u64, mode: ReadMode, faults: Faults) -> Result<Cluster, String> {
     let n = 3;
     let mut cl = Cluster::new(backend, n, 4, seed);
@@ -71,13 +55,7 @@ fn run(backend: Backend, seed: u64, mode: ReadMode, faults: Faults) -> Result<Cl
                 cl.catch_up(victim);
             }
         }
-        for c in 0..4 {
-            if cl.idle(c) && cl.sim.random(30) == 0 {
-                let op = random_op(&cl, &mut next_value);
-                cl.start(c, op);
-            }
-        }
-        cl.step()?;
+        cl.load_step(KEYS, &mut next_value)?;
     }
     // Quiesce: heal, catch up, no new operations; every client finishes or gives up.
     cl.sim.heal();

@@ -8,13 +8,16 @@ use std::time::Duration;
 
 use squall_cas_paxos::layout::Layout;
 use squall_cas_paxos::log::{CasPaxos, LogConfig};
+use squall_membership::GmsConfig;
+use squall_membership::group::{Group, GroupConfig};
+use squall_membership::log::MemLog;
 use squall_ordering::linearizability::Operation;
 use squall_ordering::linearizability::kv::{KvInput, KvOutput};
 use squall_ordering::{Delivery, TotalOrder, Upcall};
 use squall_round_robin::{Config, RoundRobin};
 use squall_smr::wire::{ReadMode, Request, Response};
 use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine, Token};
-use squall_transport::NodeId;
+use squall_transport::{NodeId, RegionId};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
 /// The KV state machine of the tests: `u64` keys and values, the checker's model exactly.
@@ -151,6 +154,38 @@ impl StateMachine for KvSm {
 pub enum Backend {
     RoundRobin,
     CasPaxos,
+    /// `squall-membership`'s `Group`; the cluster's replicas past `members` start outside
+    /// the group and join (with a state transfer) when the test says.
+    Membership {
+        members: usize,
+    },
+}
+
+/// A replica's backend: a fixed group, or a membership `Group` (kept concrete so the test can
+/// ask it to join).
+pub enum Be {
+    Plain(Box<dyn TotalOrder>),
+    Group(Box<Group<SimNode, MemLog>>),
+}
+
+impl Be {
+    pub fn order(&mut self) -> &mut dyn TotalOrder {
+        match self {
+            Be::Plain(b) => b.as_mut(),
+            Be::Group(g) => g.as_mut(),
+        }
+    }
+}
+
+pub fn group_config(universe: usize, members: usize) -> GroupConfig {
+    let ids: Vec<NodeId> = (0..universe as u32).map(NodeId).collect();
+    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids[..members].to_vec());
+    gms.heartbeat_interval = Duration::from_micros(50);
+    gms.suspicion_timeout = Duration::from_micros(1500);
+    let mut cfg = GroupConfig::new(gms, rr_config(universe));
+    cfg.transfer.chunk_size = 256;
+    cfg.transfer.window = 4;
+    cfg
 }
 
 pub fn rr_config(n: usize) -> Config {
@@ -196,7 +231,7 @@ struct ClientState {
 /// A simulated cluster with clients.
 pub struct Cluster {
     pub sim: Sim,
-    pub backends: Vec<Option<Box<dyn TotalOrder>>>,
+    pub backends: Vec<Option<Be>>,
     pub cores: Vec<Option<ReplicaCore<KvSm>>>,
     /// Upcalls a lagging replica has not applied yet.
     pub held: Vec<Option<Vec<Upcall<Delivery>>>>,
@@ -205,9 +240,15 @@ pub struct Cluster {
     /// Which client holds each token.
     tokens: HashMap<Token, usize>,
     next_token: Token,
-    /// Per replica: every delivered payload in order (checked for a common prefix at every
-    /// step).
-    pub delivered: Vec<Vec<Vec<u8>>>,
+    /// Per replica: every delivered position and payload in order (checked to agree at every
+    /// position, at every step; a joiner's start at the position of its state).
+    pub delivered: Vec<Vec<(u64, Vec<u8>)>>,
+    /// The payload at every position any replica delivered.
+    by_position: BTreeMap<u64, Vec<u8>>,
+    /// Positions must be gapless (the membership backend).
+    gapless: bool,
+    /// Per replica, how many of its deliveries were checked already.
+    checked: Vec<usize>,
     pub read_mode: ReadMode,
     pub timeout: Duration,
     pub max_attempts: usize,
@@ -218,26 +259,41 @@ impl Cluster {
     pub fn new(backend: Backend, n: usize, clients: usize, seed: u64) -> Cluster {
         let rr = rr_config(n);
         let px = paxos_config(n, seed);
+        let members = match backend {
+            Backend::Membership { members } => members,
+            _ => n,
+        };
+        let gc = group_config(n, members);
         let layout = match backend {
             Backend::RoundRobin => RoundRobin::<SimNode>::layout(&rr).unwrap(),
             Backend::CasPaxos => px.regions(),
+            Backend::Membership { .. } => Group::<SimNode, MemLog>::layout(&gc).unwrap(),
         };
         let (sim, endpoints) = Sim::cluster(SimConfig::seeded(seed), n, &layout).unwrap();
         let backends = endpoints
             .into_iter()
-            .map(|t| -> Option<Box<dyn TotalOrder>> {
+            .map(|t| -> Option<Be> {
                 Some(match backend {
-                    Backend::RoundRobin => Box::new(RoundRobin::new(t, rr.clone()).unwrap()),
-                    Backend::CasPaxos => Box::new(CasPaxos::new(t, px.clone()).unwrap()),
+                    Backend::RoundRobin => {
+                        Be::Plain(Box::new(RoundRobin::new(t, rr.clone()).unwrap()))
+                    }
+                    Backend::CasPaxos => Be::Plain(Box::new(CasPaxos::new(t, px.clone()).unwrap())),
+                    Backend::Membership { .. } => Be::Group(Box::new(
+                        Group::new(t, gc.clone(), MemLog::default(), None).unwrap(),
+                    )),
                 })
             })
-            .collect();
+            .collect::<Vec<_>>();
         let cores = (0..n)
             .map(|i| {
-                Some(
+                let mut core =
                     ReplicaCore::new(NodeId(i as u32), KvSm::default(), CoreConfig::default())
-                        .unwrap(),
-                )
+                        .unwrap();
+                if i >= members {
+                    // What `Replica::spawn_joinable` does for a backend without the state.
+                    core.await_state();
+                }
+                Some(core)
             })
             .collect();
         let clients = (0..clients)
@@ -260,6 +316,9 @@ impl Cluster {
             tokens: HashMap::new(),
             next_token: 0,
             delivered: vec![Vec::new(); n],
+            by_position: BTreeMap::new(),
+            gapless: matches!(backend, Backend::Membership { .. }),
+            checked: vec![0; n],
             read_mode: ReadMode::Barrier,
             timeout: Duration::from_millis(3),
             max_attempts: 2 * n,
@@ -273,6 +332,55 @@ impl Cluster {
 
     pub fn now(&self) -> u64 {
         self.sim.now().as_nanos()
+    }
+
+    /// Membership: replica `i` (outside the group) asks to join.
+    pub fn join(&mut self, i: usize) {
+        match self.backends[i].as_mut() {
+            Some(Be::Group(g)) => g.join().unwrap(),
+            _ => panic!("replica {i} has no membership backend"),
+        }
+    }
+
+    /// Membership: replica `i`'s group.
+    pub fn group(&mut self, i: usize) -> Option<&mut Group<SimNode, MemLog>> {
+        match self.backends[i].as_mut() {
+            Some(Be::Group(g)) => Some(g.as_mut()),
+            _ => None,
+        }
+    }
+
+    /// Whether replica `i` runs: not crashed, and (membership) its group did not stop.
+    pub fn live(&self, i: usize) -> bool {
+        self.cores[i].is_some()
+            && match &self.backends[i] {
+                Some(Be::Group(g)) => g.stopped().is_none(),
+                _ => true,
+            }
+    }
+
+    /// Steps until every live replica that holds a state applied the same number of
+    /// deliveries (at most `rounds` steps); returns that number.
+    pub fn settle(&mut self, rounds: usize) -> Result<u64, String> {
+        for _ in 0..rounds {
+            let applied: Vec<u64> = (0..self.n())
+                .filter(|&i| self.live(i))
+                .filter_map(|i| self.cores[i].as_ref())
+                .filter(|c| !c.is_joining())
+                .map(|c| c.applied())
+                .collect();
+            if applied.windows(2).all(|w| w[0] == w[1]) && self.busy_clients() == 0 {
+                return Ok(applied.first().copied().unwrap_or(0));
+            }
+            self.step()?;
+        }
+        Err(format!(
+            "replicas did not settle: applied {:?}",
+            self.cores
+                .iter()
+                .map(|c| c.as_ref().map(|c| c.applied()))
+                .collect::<Vec<_>>()
+        ))
     }
 
     pub fn crash(&mut self, i: usize) {
@@ -394,7 +502,7 @@ impl Cluster {
         };
         core.flush_reads();
         while let Some(e) = core.outgoing() {
-            match backend.submit(e) {
+            match backend.order().submit(e) {
                 Ok(()) => core.submitted(),
                 Err(err) => {
                     if core.refused(&err) {
@@ -404,14 +512,20 @@ impl Cluster {
             }
         }
         self.upcalls.clear();
-        backend.poll(&mut self.upcalls);
-        for u in self.upcalls.drain(..) {
-            if let Upcall::Deliver(d) = &u {
-                self.delivered[i].push(d.payload.clone());
+        backend.order().poll(&mut self.upcalls);
+        for u in &self.upcalls {
+            if let Upcall::Deliver(d) = u {
+                self.delivered[i].push((d.position, d.payload.clone()));
             }
-            match self.held[i].as_mut() {
-                Some(h) => h.push(u),
-                None => core.upcall(u),
+        }
+        match (backend, self.held[i].as_mut()) {
+            (_, Some(h)) => h.append(&mut self.upcalls),
+            // The runtime's step for a backend with state transfer.
+            (Be::Group(g), None) => core.upcalls_from(g.as_mut(), self.upcalls.drain(..)),
+            (Be::Plain(_), None) => {
+                for u in self.upcalls.drain(..) {
+                    core.upcall(u);
+                }
             }
         }
         let replies = core.take_replies();
@@ -463,12 +577,45 @@ impl Cluster {
         self.check_agreement()
     }
 
-    /// Every two replicas delivered the same sequence, one a prefix of the other.
-    pub fn check_agreement(&self) -> Result<(), String> {
-        let longest = (0..self.n())
+    /// Every two replicas delivered the same payload at every position both delivered; replicas
+    /// that started from position 0 delivered sequences one a prefix of the other; with the
+    /// membership backend, every replica's positions are gapless (from 0, or from a joiner's
+    /// state).
+    pub fn check_agreement(&mut self) -> Result<(), String> {
+        for i in 0..self.n() {
+            let d = &self.delivered[i];
+            for (p, payload) in &d[self.checked[i]..] {
+                if self
+                    .by_position
+                    .entry(*p)
+                    .or_insert_with(|| payload.clone())
+                    != payload
+                {
+                    return Err(format!("replica {i} delivered another payload at {p}"));
+                }
+            }
+            if self.gapless {
+                if let Some(w) = d[self.checked[i].saturating_sub(1)..]
+                    .windows(2)
+                    .find(|w| w[1].0 != w[0].0 + 1)
+                {
+                    return Err(format!(
+                        "replica {i} delivered position {} after {}",
+                        w[1].0, w[0].0
+                    ));
+                }
+            }
+            self.checked[i] = d.len();
+        }
+        let from_zero: Vec<usize> = (0..self.n())
+            .filter(|&i| self.delivered[i].first().is_none_or(|d| d.0 == 0))
+            .collect();
+        let longest = from_zero
+            .iter()
+            .copied()
             .max_by_key(|&i| self.delivered[i].len())
             .unwrap_or(0);
-        for i in 0..self.n() {
+        for i in from_zero {
             let n = self.delivered[i].len();
             if self.delivered[i][..] != self.delivered[longest][..n] {
                 return Err(format!(
@@ -498,5 +645,35 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+}
+
+impl Cluster {
+    /// Every idle client starts a random operation with probability 1/30, then a step.
+    pub fn load_step(&mut self, keys: u64, next_value: &mut u64) -> Result<(), String> {
+        for c in 0..self.clients.len() {
+            if self.idle(c) && self.sim.random(30) == 0 {
+                let op = random_op(self, keys, next_value);
+                self.start(c, op);
+            }
+        }
+        self.step()
+    }
+}
+
+/// A random KV operation over `keys` keys, with values numbered from `next_value`.
+pub fn random_op(cl: &Cluster, keys: u64, next_value: &mut u64) -> KvInput {
+    let k = cl.sim.random(keys);
+    *next_value += 1;
+    match cl.sim.random(10) {
+        0..=3 => KvInput::Get(k),
+        4..=6 => KvInput::Put(k, *next_value),
+        7 => KvInput::Delete(k),
+        8 => KvInput::Cas(
+            k,
+            Some(next_value.saturating_sub(1 + cl.sim.random(3))),
+            *next_value,
+        ),
+        _ => KvInput::Scan(0, keys),
     }
 }

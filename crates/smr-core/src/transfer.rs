@@ -1,0 +1,135 @@
+//! State transfer to joining replicas: an optional capability of an ordering backend.
+//!
+//! A backend with dynamic membership (the virtual-synchrony [`Group`] of `squall-membership`)
+//! admits a replica that holds no state yet. It then needs the service's state from a member,
+//! taken at a log position, and the deliveries from that position on. The backend moves the
+//! bytes and buffers the joiner's deliveries; the replica decides what the bytes are: its
+//! [`Snapshot`] (state machine, client sessions, position), so that deduplication carries over
+//! the join and a client's command retried across the view change is applied once.
+//!
+//! [`Replica::spawn_joinable`](crate::Replica::spawn_joinable) runs a backend that implements
+//! [`StateTransfer`]; [`ReplicaCore::upcalls_from`](crate::ReplicaCore::upcalls_from) is the
+//! sans-IO step it uses (and that simulator tests drive). Backends without it run through
+//! [`Replica::spawn`](crate::Replica::spawn) unchanged.
+//!
+//! [`Group`]: https://docs.rs/squall-membership
+//! [`Snapshot`]: crate::Snapshot
+
+use squall_ordering::TotalOrder;
+use thiserror::Error;
+
+use crate::codec::DecodeError;
+use crate::machine::RestoreError;
+
+/// A total-order backend that can move the replica's state to a joiner.
+///
+/// The contract (what [`ReplicaCore::upcalls_from`](crate::ReplicaCore::upcalls_from) relies
+/// on): positions of deliveries are gapless and count every delivery from 0, so a replica that
+/// applied `n` deliveries is at position `n`; a joiner reports nothing before its first
+/// [`Upcall::View`](squall_ordering::Upcall::View), at which point
+/// [`take_state`](Self::take_state) returns the state and the deliveries that follow start at
+/// its position.
+///
+/// ```
+/// use std::time::Duration;
+/// use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+/// use squall_smr::{StateTransfer, TransferError};
+/// use squall_transport::{NodeId, Waker};
+///
+/// /// A backend of one member that never admits anyone: it never asks for the state.
+/// struct Alone(NodeId, Option<Waker>);
+/// impl TotalOrder for Alone {
+///     fn me(&self) -> NodeId { self.0 }
+///     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+///     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+///     fn wait(&mut self, t: Duration) { std::thread::park_timeout(t) }
+///     fn waker(&self) -> Waker { self.1.clone().expect("a waker") }
+/// }
+/// impl StateTransfer for Alone {
+///     fn holds_state(&self) -> bool { true }
+///     fn state_wanted(&self) -> bool { false }
+///     fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+///     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+/// }
+/// let a = Alone(NodeId(0), None);
+/// assert!(a.holds_state() && !a.state_wanted());
+/// ```
+pub trait StateTransfer: TotalOrder {
+    /// Whether this replica holds the service's state: `false` for a joiner until its transfer
+    /// completed. Asked once, when the replica starts: a replica that does not is *joining*
+    /// and answers every request `Unavailable` until a state is installed.
+    fn holds_state(&self) -> bool;
+
+    /// Whether a joiner asked this replica for the state and none was provided yet (checked
+    /// after every poll, once the poll's upcalls are applied).
+    fn state_wanted(&self) -> bool;
+
+    /// Hands the backend the replica's state reflecting every delivery before `position`.
+    /// The backend may refuse it (e.g. while wedged for a view change; a later view asks
+    /// again): [`TransferError::Refused`].
+    fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError>;
+
+    /// The state a joiner received, once: its position and its bytes (as provided).
+    fn take_state(&mut self) -> Option<(u64, Vec<u8>)>;
+
+    /// Asks the group to remove this replica gracefully ([`ReplicaHandle::leave`]): the others
+    /// install a view without it, and it applies every delivery up to that view change, then
+    /// stops serving. The default refuses (a backend that admits joiners need not let members
+    /// leave).
+    ///
+    /// [`ReplicaHandle::leave`]: crate::ReplicaHandle::leave
+    fn leave(&mut self) -> Result<(), TransferError> {
+        Err(TransferError::Refused(
+            "this backend does not let a replica leave its group".into(),
+        ))
+    }
+}
+
+impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
+    fn holds_state(&self) -> bool {
+        (**self).holds_state()
+    }
+    fn state_wanted(&self) -> bool {
+        (**self).state_wanted()
+    }
+    fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
+        (**self).provide_state(position, state)
+    }
+    fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+        (**self).take_state()
+    }
+    fn leave(&mut self) -> Result<(), TransferError> {
+        (**self).leave()
+    }
+}
+
+/// Why a state could not be provided or installed, or a leave was refused.
+///
+/// ```
+/// let e = squall_smr::TransferError::Position { snapshot: 3, position: 5 };
+/// assert!(e.to_string().contains("position 5"));
+/// ```
+#[derive(Debug, Error)]
+pub enum TransferError {
+    /// The backend refused the state (the reason says why; a wedged group refuses until its
+    /// next view, where the joiner asks again).
+    #[error("the backend refused the state: {0}")]
+    Refused(String),
+    /// The transferred bytes are not a replica snapshot.
+    #[error("the transferred state is not a replica snapshot: {0}")]
+    Decode(#[from] DecodeError),
+    /// The snapshot's position and the backend's disagree: applying the deliveries that
+    /// follow would skip or repeat some.
+    #[error(
+        "the transferred snapshot holds {snapshot} deliveries but the backend resumes at position {position}"
+    )]
+    Position {
+        /// Deliveries the snapshot reflects.
+        snapshot: u64,
+        /// The position the backend's next delivery has.
+        position: u64,
+    },
+    /// The state machine refused the snapshot's state.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+}

@@ -1,0 +1,370 @@
+//! The replicated KV service on the membership backend (`squall-membership`'s `Group`) in the
+//! simulator: replicas join a running cluster and take the state (state machine, sessions,
+//! position) by transfer through `ReplicaCore::upcalls_from`, members crash, clients fail
+//! over; every history is checked linearizable and every replica's snapshot compared with the
+//! others' at the same position.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use common::{Backend, Cluster, encode_input};
+use squall_ordering::TotalOrder;
+use squall_ordering::linearizability::check;
+use squall_ordering::linearizability::kv::{Kv, KvInput};
+use squall_smr::wire::{Entry, ReadMode, Request};
+use squall_transport::NodeId;
+use squall_transport_mem::sim::{check_seeds, proptest_cases};
+
+const KEYS: u64 = 3;
+
+/// Every live replica that holds a state (joiners once they installed theirs) has the same
+/// snapshot bytes at the same position.
+fn same_snapshots(cl: &Cluster) -> Result<u64, String> {
+    let snaps: Vec<(usize, u64, Vec<u8>)> = (0..cl.n())
+        .filter(|&i| cl.live(i))
+        .filter_map(|i| {
+            let c = cl.cores[i].as_ref().filter(|c| !c.is_joining())?;
+            Some((i, c.applied(), c.snapshot().encode()))
+        })
+        .collect();
+    let (_, at, first) = &snaps[0];
+    for (i, applied, s) in &snaps {
+        if applied != at || s != first {
+            return Err(format!(
+                "replica {i} at position {applied} differs from replica {} at {at}",
+                snaps[0].0
+            ));
+        }
+    }
+    Ok(*at)
+}
+
+/// When a member crashes (or is cut off).
+#[derive(Clone, Copy, Debug)]
+enum Crash {
+    /// Replica `.2` is partitioned from the others from round `.0` to round `.1`.
+    Partition(u32, u32, usize),
+    /// Member `.1` at round `.0`.
+    At(u32, usize),
+    /// The first member that provided the joiner's state, `.0` rounds after it did.
+    Sender(u32),
+}
+
+/// Three members and one joiner under four clients; the joiner asks to join at `join_at`;
+/// optionally member `crash.1` crashes at round `crash.0`.
+fn run(seed: u64, join_at: u32, crash: Option<(u32, usize)>) -> Result<Cluster, String> {
+    run_with(seed, join_at, crash.map(|(at, v)| Crash::At(at, v)))
+}
+
+fn provided(cl: &Cluster, i: usize) -> u64 {
+    cl.cores[i]
+        .as_ref()
+        .map_or(0, |c| c.metrics().states_provided.load(Ordering::Relaxed))
+}
+
+fn run_with(seed: u64, join_at: u32, crash: Option<Crash>) -> Result<Cluster, String> {
+    let mut cl = Cluster::new(Backend::Membership { members: 3 }, 4, 4, seed);
+    cl.read_mode = if seed % 2 == 0 {
+        ReadMode::Barrier
+    } else {
+        ReadMode::Ordered
+    };
+    let mut next_value = 0;
+    let mut sender_seen: Option<u32> = None;
+    for round in 0..5_000u32 {
+        if round == join_at && cl.cores[3].is_some() {
+            cl.join(3);
+        }
+        match crash {
+            Some(Crash::At(at, victim)) if at == round => cl.crash(victim),
+            Some(Crash::Partition(at, heal, victim)) => {
+                let others: Vec<NodeId> = (0..4)
+                    .filter(|&i| i != victim)
+                    .map(|i| NodeId(i as u32))
+                    .collect();
+                if round == at {
+                    cl.sim.partition(&[NodeId(victim as u32)], &others);
+                }
+                if round == heal {
+                    cl.sim.heal();
+                }
+            }
+            Some(Crash::Sender(delay)) => {
+                if let Some(v) = (0..3).find(|&i| provided(&cl, i) > 0) {
+                    sender_seen.get_or_insert(round);
+                    if sender_seen == Some(round - delay) {
+                        cl.crash(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+        cl.load_step(KEYS, &mut next_value)?;
+    }
+    cl.sim.heal();
+    cl.settle(60_000)?;
+    Ok(cl)
+}
+
+fn verify(cl: &Cluster) -> Result<(), String> {
+    check(&Kv, &cl.ops).map_err(|e| format!("not linearizable: {e}"))
+}
+
+fn installed(cl: &Cluster, i: usize) -> u64 {
+    cl.cores[i]
+        .as_ref()
+        .map_or(0, |c| c.metrics().states_installed.load(Ordering::Relaxed))
+}
+
+#[test]
+fn a_replica_joins_mid_stream_and_ends_identical_seed_sweep() {
+    check_seeds(
+        "a_replica_joins_mid_stream_and_ends_identical_seed_sweep",
+        4,
+        |seed| {
+            let cl = run(seed, 800 + (seed % 5) as u32 * 300, None)?;
+            if installed(&cl, 3) != 1 {
+                return Err("the joiner installed no transferred state".into());
+            }
+            let joiner_first = cl.delivered[3].first().map_or(0, |d| d.0);
+            if joiner_first == 0 {
+                return Err(
+                    "the joiner's state was taken at position 0: nothing to transfer".into(),
+                );
+            }
+            let at = same_snapshots(&cl)?;
+            if at <= joiner_first {
+                return Err(format!("the joiner applied nothing after its state ({at})"));
+            }
+            let done = cl.ops.iter().filter(|o| o.ret.is_some()).count();
+            eprintln!(
+                "seed {seed}: joiner's state at {joiner_first}, all at {at}, {done} of {} operations completed",
+                cl.ops.len()
+            );
+            if done < 100 {
+                return Err(format!("only {done} operations completed"));
+            }
+            verify(&cl)
+        },
+    );
+}
+
+#[test]
+fn a_member_crashes_after_a_join_and_the_rest_carry_on_seed_sweep() {
+    check_seeds(
+        "a_member_crashes_after_a_join_and_the_rest_carry_on_seed_sweep",
+        4,
+        |seed| {
+            // The crash lands after the join completed (crashing the state's sender during
+            // the transfer is `squall-membership`'s own sweep).
+            let victim = (seed % 3) as usize;
+            let cl = run(seed, 600, Some((3_000, victim)))?;
+            if installed(&cl, 3) != 1 {
+                return Err("the joiner installed no transferred state".into());
+            }
+            let view = cl.cores[3].as_ref().map(|c| c.applied()).unwrap_or(0);
+            let after = cl
+                .ops
+                .iter()
+                .filter(|o| o.ret.is_some() && o.call > 3_500_000)
+                .count();
+            if after == 0 {
+                return Err(format!("nothing completed after the crash (at {view})"));
+            }
+            same_snapshots(&cl)?;
+            verify(&cl)
+        },
+    );
+}
+
+#[test]
+fn the_state_sender_crashes_mid_transfer_the_joiner_catches_up_seed_sweep() {
+    check_seeds(
+        "the_state_sender_crashes_mid_transfer_the_joiner_catches_up_seed_sweep",
+        4,
+        |seed| {
+            // The sender crashes 0-1 rounds after providing the state, usually before the
+            // last chunk arrived: the joiner asks again in the next view, from a survivor,
+            // whose snapshot is taken at its own (later) position.
+            let cl = run_with(seed, 700, Some(Crash::Sender((seed % 2) as u32)))?;
+            let crashed = (0..3).filter(|&i| cl.cores[i].is_none()).count();
+            if crashed != 1 {
+                return Err(format!("{crashed} members crashed, expected the sender"));
+            }
+            if installed(&cl, 3) != 1 {
+                return Err("the joiner installed no transferred state".into());
+            }
+            let again: u64 = (0..3).map(|i| provided(&cl, i)).sum();
+            eprintln!("seed {seed}: survivors provided the state {again} times");
+            RESTARTED.fetch_add(u64::from(again > 0), Ordering::Relaxed);
+            same_snapshots(&cl)?;
+            verify(&cl)
+        },
+    );
+    assert!(
+        RESTARTED.load(Ordering::Relaxed) > 0,
+        "no seed crashed the sender before its transfer completed"
+    );
+}
+
+/// Seeds of the sender-crash sweep where a survivor provided the state again.
+static RESTARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A command applied before the joiner's snapshot and ordered again after the join (a client's
+/// retry that reached another replica before that one applied the first copy) is a duplicate
+/// at the joiner too: the sessions travel in the snapshot.
+#[test]
+fn a_retry_ordered_again_after_the_join_is_applied_once() {
+    let mut cl = Cluster::new(Backend::Membership { members: 3 }, 4, 2, 11);
+    cl.point(0, 0);
+    cl.point(1, 1);
+    cl.start(0, KvInput::Put(1, 10));
+    while !cl.idle(0) {
+        cl.step().unwrap();
+    }
+    cl.start(1, KvInput::Put(1, 20));
+    while !cl.idle(1) {
+        cl.step().unwrap();
+    }
+    // Client 0's first command, as the log holds it (sessions are 1000 + client index).
+    let first = Entry::Command {
+        client: 1000,
+        seq: 1,
+        acked: 0,
+        payload: &encode_input(&KvInput::Put(1, 10)),
+    }
+    .encode();
+    cl.join(3);
+    let mut rounds = 0;
+    while cl.cores[3].as_ref().unwrap().is_joining() {
+        cl.step().unwrap();
+        rounds += 1;
+        assert!(rounds < 50_000, "the joiner never got its state");
+    }
+    // The retry, ordered a second time in the new view.
+    loop {
+        match cl.group(1).unwrap().submit(&first) {
+            Ok(()) => break,
+            Err(_) => cl.step().unwrap(),
+        }
+    }
+    let before = cl.cores[3].as_ref().unwrap().applied();
+    let at = loop {
+        let at = cl.settle(50_000).unwrap();
+        if at > before {
+            break at;
+        }
+        cl.step().unwrap();
+    };
+    let dup = cl.cores[3]
+        .as_ref()
+        .unwrap()
+        .metrics()
+        .duplicates
+        .load(Ordering::Relaxed);
+    for (i, c) in cl.cores.iter().enumerate() {
+        let c = c.as_ref().unwrap();
+        assert_eq!(c.applied(), at);
+        assert_eq!(
+            c.state().0.get(&1),
+            Some(&20),
+            "replica {i} applied the retried command again"
+        );
+    }
+    assert_eq!(dup, 1, "the joiner did not see the retry as a duplicate");
+    same_snapshots(&cl).unwrap();
+    // A client asking the joiner for the retried command gets the first answer, unapplied.
+    cl.cores[3].as_mut().unwrap().request(
+        999,
+        Request::Command {
+            client: 1000,
+            seq: 1,
+            acked: 0,
+            payload: encode_input(&KvInput::Put(1, 10)),
+        },
+    );
+    assert!(matches!(
+        cl.cores[3].as_mut().unwrap().take_replies()[..],
+        [(999, squall_smr::wire::Response::Ok(_))]
+    ));
+    assert_eq!(cl.cores[3].as_ref().unwrap().state().0.get(&1), Some(&20));
+}
+
+/// A joining replica answers nothing from its empty state: every request is `Unavailable`,
+/// local reads included.
+#[test]
+fn a_joining_replica_refuses_requests_until_its_state_arrives() {
+    let mut cl = Cluster::new(Backend::Membership { members: 3 }, 4, 1, 5);
+    let core = cl.cores[3].as_mut().unwrap();
+    assert!(core.is_joining());
+    core.request(
+        1,
+        Request::Read {
+            mode: ReadMode::Local,
+            query: encode_input(&KvInput::Get(0)),
+        },
+    );
+    assert!(matches!(
+        core.take_replies()[..],
+        [(
+            1,
+            squall_smr::wire::Response::Error {
+                code: squall_smr::wire::ErrorCode::Unavailable,
+                ..
+            }
+        )]
+    ));
+    for _ in 0..200 {
+        cl.step().unwrap();
+    }
+    assert!(
+        cl.cores[3].as_ref().unwrap().is_joining(),
+        "joined without asking"
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(proptest_cases(8)))]
+
+    /// Random schedules, a join at a random round, and one fault: a crash of any replica
+    /// (the joiner included) or a partition of any replica, healed later. The survivors (the
+    /// replicas not crashed and not stopped as a minority) end identical, the history checks
+    /// linearizable, and a joiner that survives installed a state.
+    #[test]
+    fn proptest_joins_with_crashes_and_partitions_stay_linearizable(
+        seed in proptest::prelude::any::<u64>(),
+        join_at in 0u32..3_000,
+        fault in proptest::option::of((0u32..4_500, 0usize..4, proptest::prelude::any::<bool>(), 100u32..2_000)),
+    ) {
+        let crash = fault.map(|(at, victim, cut, len)| if cut {
+            Crash::Partition(at, at + len, victim)
+        } else {
+            Crash::At(at, victim)
+        });
+        let cl = run_with(seed, join_at, crash).map_err(proptest::test_runner::TestCaseError::fail)?;
+        let at = same_snapshots(&cl).map_err(proptest::test_runner::TestCaseError::fail)?;
+        // A joiner cut off or crashed stays out: the fabric never re-links a failed peer
+        // (rejoin under the same id is not built), so it may wait forever, holding nothing.
+        if fault.is_none_or(|f| f.1 != 3) {
+            proptest::prop_assert_eq!(installed(&cl, 3), 1, "a joiner without a state (all at {})", at);
+        }
+        verify(&cl).map_err(proptest::test_runner::TestCaseError::fail)?;
+    }
+}
+
+/// Regression (the proptest's first failure, a wrong expectation in the test): a joiner cut off
+/// before it asked to join is failed for good by the others' fabric (a failed peer is never
+/// re-linked; rejoin under the same id is not built), so it never joins. It must then hold
+/// nothing and serve nothing, while the members carry on identically.
+#[test]
+fn regression_a_joiner_cut_off_before_joining_waits_holding_nothing() {
+    let cl = run_with(0, 1579, Some(Crash::Partition(0, 500, 3))).unwrap();
+    let joiner = cl.cores[3].as_ref().unwrap();
+    assert!(joiner.is_joining(), "joined although its links failed");
+    assert_eq!(joiner.applied(), 0);
+    assert_eq!(installed(&cl, 3), 0);
+    same_snapshots(&cl).unwrap();
+    verify(&cl).unwrap();
+}

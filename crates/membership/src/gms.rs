@@ -1009,6 +1009,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         };
         tracing::debug!(me = %self.me, view = view.id, rank = my_rank, "membership: decided");
         self.log.append(&Record::Decided(decision.clone()))?;
+        tracing::debug!(me = %self.me, view = view.id, rank = my_rank, "membership: publishing the decision");
         self.publish_decision(&decision)?;
         self.decision = Some(decision);
         Ok(())
@@ -1019,6 +1020,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             && p.rank == leader_rank
             && self.proposal.as_ref() != Some(&(p.rank, p.changes.clone()))
         {
+            tracing::debug!(me = %self.me, view = view.id, rank = p.rank, "membership: acking");
             self.publish_proposal(view.id, p.rank, &p.changes)?;
         }
         if let Some(d) = self.decision_of(leader_row, view.id)
@@ -1033,7 +1035,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     counts: view.members.iter().copied().zip(d.trim).collect(),
                 },
             };
+            tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: decision seen");
             self.log.append(&Record::Decided(decision.clone()))?;
+            tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: echoing");
             self.publish_decision(&decision)?;
             self.decision = Some(decision);
         }
@@ -1060,6 +1064,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !echoed {
             return Ok(());
         }
+        tracing::debug!(me = %self.me, view = view.id, "membership: every echo seen");
         let next = View::new(
             view.id + 1,
             d.next_members(&view.members),

@@ -493,8 +493,15 @@ impl Durable for FileLog {
             path: self.path.clone(),
             source,
         };
+        let start = std::time::Instant::now();
         self.file.write_all(&self.buf).map_err(io)?;
-        self.file.sync_data().map_err(io)
+        self.file.sync_data().map_err(io)?;
+        tracing::debug!(
+            bytes = self.buf.len(),
+            us = start.elapsed().as_micros() as u64,
+            "membership log: appended and synced"
+        );
+        Ok(())
     }
 }
 

@@ -17,7 +17,7 @@ mod mp;
 
 use std::time::Instant;
 
-use mp::{Failure, Place, Settings, Timing, failure_run, netns_unavailable, topology};
+use mp::{Failure, PHASES, Place, Settings, Timing, failure_run, netns_unavailable, topology};
 use squall_transport::{
     Event, FailureCause, NodeId, Region, RegionId, RegionSpec, RemoteAddr, Transport,
 };
@@ -103,6 +103,96 @@ fn row(name: &str, t: &[Timing], baseline_us: f64) {
     );
 }
 
+/// The view change's phases (medians over the repetitions, cumulative from the failure, and
+/// the step from the previous phase), then the GMS log appends' fsyncs.
+fn phase_table(name: &str, t: &[Timing]) {
+    println!(
+        "\n{name}: phases of the view change, µs after the failure (median of {})",
+        t.len()
+    );
+    println!("| phase | cumulative, median | step, median |");
+    println!("| --- | --- | --- |");
+    let detect: Vec<u64> = t.iter().map(|t| t.detect_us).collect();
+    println!(
+        "| first survivor suspects (detection) | {} | {} |",
+        median(detect.clone()),
+        median(detect.clone())
+    );
+    let mut prev = detect;
+    for (i, (label, _, _, _)) in PHASES.iter().enumerate() {
+        let cum: Vec<u64> = t.iter().map(|t| t.phases[i].unwrap_or(0)).collect();
+        let step: Vec<u64> = cum
+            .iter()
+            .zip(&prev)
+            .map(|(c, p)| c.saturating_sub(*p))
+            .collect();
+        let missing = t.iter().filter(|t| t.phases[i].is_none()).count();
+        let note = if missing > 0 {
+            format!(" ({missing} runs without it)")
+        } else {
+            String::new()
+        };
+        println!(
+            "| {label}{note} | {} | {} |",
+            median(cum.clone()),
+            median(step)
+        );
+        prev = cum;
+    }
+    let syncs: Vec<u64> = t.iter().flat_map(|t| t.syncs.iter().copied()).collect();
+    if !syncs.is_empty() {
+        println!(
+            "GMS log appends (write + fsync) at the survivors: {} of them, median {} µs, p90 {} µs",
+            syncs.len(),
+            median(syncs.clone()),
+            p90(syncs)
+        );
+    }
+}
+
+/// Whether the part `name` runs (`SQUALL_MEMBERSHIP_TCP_BENCH_ONLY=kill,cut,join`; all when
+/// unset).
+fn part(name: &str) -> bool {
+    std::env::var("SQUALL_MEMBERSHIP_TCP_BENCH_ONLY")
+        .map_or(true, |v| v.split(',').any(|p| p == name))
+}
+
+/// Filler bytes of the joins' states (`SQUALL_MEMBERSHIP_TCP_BENCH_STATES=0,65536,…`; by
+/// default 0, 64 KiB, 1 MiB, 8 MiB).
+fn states() -> Vec<usize> {
+    std::env::var("SQUALL_MEMBERSHIP_TCP_BENCH_STATES")
+        .map_or(vec![0, 64 << 10, 1 << 20, 8 << 20], |v| {
+            v.split(',').filter_map(|x| x.parse().ok()).collect()
+        })
+}
+
+/// The transfer settings the joins compare (`SQUALL_MEMBERSHIP_TCP_BENCH_TRANSFER=16384x8,…`,
+/// `default` for `TransferConfig::new`'s); by default the former defaults (16 KiB chunks, a
+/// window of 8) and the current ones.
+fn transfers() -> Vec<Option<(usize, usize)>> {
+    std::env::var("SQUALL_MEMBERSHIP_TCP_BENCH_TRANSFER").map_or(
+        vec![Some((16 << 10, 8)), None],
+        |v| {
+            v.split(',')
+                .map(|x| {
+                    x.split_once('x')
+                        .and_then(|(c, w)| Some((c.parse().ok()?, w.parse().ok()?)))
+                })
+                .collect()
+        },
+    )
+}
+
+/// The joins' timing settings: `Settings::fast` (100 ms suspicion), or with
+/// `SQUALL_MEMBERSHIP_TCP_BENCH_SLOW=1` the tests' (250 ms; for a loaded machine).
+fn join_settings() -> Settings {
+    if std::env::var("SQUALL_MEMBERSHIP_TCP_BENCH_SLOW").is_ok_and(|v| v == "1") {
+        Settings::default()
+    } else {
+        Settings::fast()
+    }
+}
+
 #[test]
 fn failure_to_new_view_over_tcp() {
     let Some(reps) = std::env::var("SQUALL_MEMBERSHIP_TCP_BENCH")
@@ -113,7 +203,10 @@ fn failure_to_new_view_over_tcp() {
         return;
     };
     let rtt = cas_round_trip_us(2000);
-    let s = Settings::fast();
+    let s = Settings {
+        trace: true,
+        ..Settings::fast()
+    };
     println!(
         "baseline: CAS round trip on loopback (median of 2000) {rtt:.1} us; GMS heartbeat {:?}, \
          suspicion timeout {:?}; TCP heartbeat {:?}, timeout {:?}",
@@ -122,12 +215,15 @@ fn failure_to_new_view_over_tcp() {
     let places = vec![Place::loopback(); 5];
     let mut rows: Vec<(String, Vec<Timing>)> = Vec::new();
     for (name, victim) in [("SIGKILL follower", 3), ("SIGKILL leader", 0)] {
+        if !part("kill") {
+            break;
+        }
         let t = (0..reps)
             .map(|_| {
                 failure_run(
                     "member_child",
                     &places,
-                    Settings::fast(),
+                    s.clone(),
                     Failure::Kill(victim),
                     300,
                     300,
@@ -138,6 +234,7 @@ fn failure_to_new_view_over_tcp() {
         rows.push((name.into(), t));
     }
     match netns_unavailable() {
+        _ if !part("cut") => {}
         Some(why) => println!("netns link cut skipped: {why}"),
         None => match topology(5, "bench") {
             Err(e) => println!("netns link cut skipped: {e}"),
@@ -150,7 +247,7 @@ fn failure_to_new_view_over_tcp() {
                         failure_run(
                             "member_child",
                             &places,
-                            Settings::fast(),
+                            s.clone(),
                             Failure::Cut(2, &places),
                             300,
                             300,
@@ -162,21 +259,32 @@ fn failure_to_new_view_over_tcp() {
             }
         },
     }
-    let mut joins: Vec<(usize, Vec<u64>)> = Vec::new();
-    for filler in [0usize, 64 << 10, 1 << 20, 8 << 20] {
-        let settings = Settings {
-            universe: 6,
-            state_bytes: filler,
-            ..Settings::fast()
-        };
-        let t: Vec<u64> = (0..reps)
-            .map(|_| {
-                mp::join_run("member_child", settings.clone(), 300, 300)
-                    .1
-                    .join_us
-            })
-            .collect();
-        joins.push((filler + 8, t));
+    // Joins: the old transfer settings (16 KiB chunks, a window of 8) beside the current
+    // defaults, in the same run.
+    let mut joins: Vec<(String, usize, Vec<u64>)> = Vec::new();
+    for transfer in transfers() {
+        let label = transfer.map_or("defaults".to_string(), |(c, w)| {
+            format!("{} KiB x {w}", c >> 10)
+        });
+        for filler in states() {
+            if !part("join") {
+                break;
+            }
+            let settings = Settings {
+                universe: 6,
+                state_bytes: filler,
+                transfer,
+                ..join_settings()
+            };
+            let t: Vec<u64> = (0..reps)
+                .map(|_| {
+                    mp::join_run("member_child", settings.clone(), 300, 300)
+                        .1
+                        .join_us
+                })
+                .collect();
+            joins.push((label.clone(), filler + 8, t));
+        }
     }
     println!(
         "\n| failure | runs | detection (failure -> first suspicion), median | protocol (first suspicion -> view at every survivor), median | first survivor's view, median | protocol / CAS RTT |"
@@ -185,15 +293,29 @@ fn failure_to_new_view_over_tcp() {
     for (name, t) in &rows {
         row(name, t, rtt);
     }
-    let base = median(joins[0].1.clone()) as f64;
+    for (name, t) in &rows {
+        phase_table(name, t);
+    }
+    if joins.is_empty() {
+        return;
+    }
     println!(
-        "\n| state | runs | join (ask -> view with the state), median (p90) | / 8-byte state | / CAS RTT |"
+        "\n| transfer | state | runs | join (ask -> view with the state), median (p90) | / 8-byte state | / CAS RTT | MB/s beyond the 8-byte join |"
     );
-    println!("| --- | --- | --- | --- | --- |");
-    for (bytes, t) in &joins {
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let mut base = 1.0;
+    for (label, bytes, t) in &joins {
         let m = median(t.clone()) as f64;
+        if *bytes == 8 {
+            base = m;
+        }
+        let rate = if m > base {
+            format!("{:.0}", (*bytes - 8) as f64 / (m - base))
+        } else {
+            "-".into()
+        };
         println!(
-            "| {bytes} B | {} | {:.1} ms ({:.1}) | {:.2}x | {:.0}x |",
+            "| {label} | {bytes} B | {} | {:.1} ms ({:.1}) | {:.2}x | {:.0}x | {rate} |",
             t.len(),
             m / 1000.0,
             p90(t.clone()) as f64 / 1000.0,

@@ -270,6 +270,23 @@ impl<T: Transport> Sst<T> {
         }
         // 3. Timeouts: a heartbeat that does not move, a signaled write that does not complete.
         let timeout = self.config.suspicion_timeout;
+        let away = now.saturating_since(self.last_detect);
+        self.last_detect = now;
+        if heartbeats && away > timeout / 2 {
+            // This member did not run its detector for `away` (its process was stalled: an
+            // fsync, the scheduler, the application). Its peers' silence during that time was
+            // not observed, and a stall of the whole machine (a disk flush under every member's
+            // log) silences them too: restart every peer's clock rather than accuse them all at
+            // once, which would leave this member in a minority. A dead peer is still suspected
+            // one timeout after this member runs again.
+            tracing::debug!(me = %self.transport.local_id(), away_us = away.as_micros() as u64, "sst: detector was stalled; peer clocks restarted");
+            for w in &mut self.watch {
+                w.last_change = now;
+                if let Some((op, _)) = w.outstanding {
+                    w.outstanding = Some((op, now));
+                }
+            }
+        }
         let hb = self.schema.heartbeat();
         for row in 0..self.rows() {
             // An absent member is not there yet: it is never suspected for being silent.

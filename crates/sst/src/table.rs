@@ -218,6 +218,8 @@ pub struct Sst<T: Transport> {
     /// Rows of members whose link is not up yet (absent): not written to, not suspected.
     pub(crate) absent: Vec<bool>,
     pub(crate) next_heartbeat: Time,
+    /// When the failure detector last ran (a longer gap means this member was stalled).
+    pub(crate) last_detect: Time,
     pub(crate) stopped: Option<SstError>,
     pub(crate) events: Vec<Event>,
     pub(crate) registry: Registry<T>,
@@ -329,6 +331,7 @@ impl<T: Transport> Sst<T> {
             absent,
             watch,
             next_heartbeat: now,
+            last_detect: now,
             stopped: None,
             events: vec![
                 Event::PeerFailed {

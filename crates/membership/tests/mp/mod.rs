@@ -55,6 +55,82 @@ pub fn now_us() -> u64 {
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
+// ---- phase tracing (MP_TRACE) ----------------------------------------------------------
+
+/// The membership crate's `tracing` events (debug and above) as `TR <t> <message>|<fields>`
+/// lines, collected by a minimal subscriber when the child runs with `MP_TRACE=1` (the
+/// failover profile); the member loop drains them into its stdout between polls, so they
+/// interleave with its other lines in order.
+mod trace {
+    use std::fmt::Write as _;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    pub(super) static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    struct Fields {
+        message: String,
+        rest: String,
+    }
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                let _ = write!(self.message, "{value:?}");
+            } else {
+                let _ = write!(self.rest, " {}={value:?}", field.name());
+            }
+        }
+    }
+
+    pub(super) struct Collector {
+        next: AtomicU64,
+    }
+
+    impl Subscriber for Collector {
+        fn enabled(&self, m: &Metadata<'_>) -> bool {
+            m.target().starts_with("squall_membership") && *m.level() <= Level::DEBUG
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(self.next.fetch_add(1, Ordering::Relaxed) + 1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, e: &Event<'_>) {
+            let mut f = Fields {
+                message: String::new(),
+                rest: String::new(),
+            };
+            e.record(&mut f);
+            let line = format!("TR {} {}|{}", super::now_us(), f.message, f.rest.trim());
+            if let Ok(mut l) = LINES.lock() {
+                l.push(line);
+            }
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// Installs the collector as the process's subscriber.
+    pub(super) fn install() {
+        let _ = tracing::subscriber::set_global_default(Collector {
+            next: AtomicU64::new(0),
+        });
+    }
+
+    /// Moves the collected lines to `out`.
+    pub(super) fn drain(out: &mut impl std::io::Write) {
+        let lines = LINES.lock().map(|mut l| std::mem::take(&mut *l));
+        for l in lines.unwrap_or_default() {
+            let _ = writeln!(out, "{l}");
+        }
+    }
+}
+
 // ---- the messages -----------------------------------------------------------------------
 
 /// The length of message `seq`: every fifth one large (chunked one-sided writes), the rest
@@ -97,17 +173,35 @@ pub fn chain_step(chain: u64, digest: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The application's state: the chain, then `filler` bytes derived from it.
+/// The 256 bytes the application's filler repeats: byte `i` is `(chain >> 8 (i mod 8)) ^ i`.
+fn filler_block(chain: u64) -> [u8; 256] {
+    let mut b = [0u8; 256];
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = (chain >> (8 * (i % 8))) as u8 ^ i as u8;
+    }
+    b
+}
+
+/// The application's state: the chain, then `filler` bytes derived from it (built by copying
+/// blocks: an 8 MiB state byte by byte took 70 ms in the test profile, a stall of the member's
+/// loop that the suspicion timeout had to cover).
 fn state(chain: u64, filler: usize) -> Vec<u8> {
-    let mut v = chain.to_le_bytes().to_vec();
-    v.extend((0..filler).map(|i| (chain >> (8 * (i % 8))) as u8 ^ i as u8));
+    let block = filler_block(chain);
+    let mut v = Vec::with_capacity(8 + filler);
+    v.extend_from_slice(&chain.to_le_bytes());
+    while v.len() < 8 + filler {
+        let n = (8 + filler - v.len()).min(block.len());
+        v.extend_from_slice(&block[..n]);
+    }
     v
 }
 
 /// The chain of a state, if the state is well formed.
 fn state_chain(st: &[u8], filler: usize) -> Option<u64> {
     let c = u64::from_le_bytes(st.get(..8)?.try_into().ok()?);
-    (st == state(c, filler).as_slice()).then_some(c)
+    let block = filler_block(c);
+    let rest = &st[8..];
+    (rest.len() == filler && rest.chunks(256).all(|ch| ch == &block[..ch.len()])).then_some(c)
 }
 
 fn header(p: &[u8]) -> Option<(u32, u64)> {
@@ -143,6 +237,11 @@ pub struct Settings {
     pub pace: Duration,
     /// A child that has not been told to quit by then exits with an error.
     pub child_deadline: Duration,
+    /// Members report the membership crate's tracing events (`TR` lines, the failover
+    /// profile's phases).
+    pub trace: bool,
+    /// State transfer `(chunk_size, window)` instead of `TransferConfig::new`'s defaults.
+    pub transfer: Option<(usize, usize)>,
 }
 
 impl Default for Settings {
@@ -175,6 +274,8 @@ impl Settings {
             op_timeout: Duration::from_secs(1),
             pace: Duration::from_millis(2),
             child_deadline: Duration::from_secs(120),
+            trace: false,
+            transfer: None,
         }
     }
 }
@@ -193,6 +294,11 @@ impl Settings {
         cmd.env("MP_MEMBERS", self.members.to_string());
         cmd.env("MP_UNIVERSE", self.universe.to_string());
         cmd.env("MP_STATE_BYTES", self.state_bytes.to_string());
+        cmd.env("MP_TRACE", if self.trace { "1" } else { "0" });
+        match self.transfer {
+            Some((chunk, window)) => cmd.env("MP_TRANSFER", format!("{chunk},{window}")),
+            None => cmd.env_remove("MP_TRANSFER"),
+        };
         for (k, d) in [
             ("MP_GMS_HB_US", self.gms_heartbeat),
             ("MP_GMS_SUSPECT_US", self.gms_suspicion),
@@ -227,6 +333,11 @@ impl Settings {
             op_timeout: env_us("MP_OP_TIMEOUT_US"),
             pace: env_us("MP_PACE_US"),
             child_deadline: env_us("MP_DEADLINE_US"),
+            trace: std::env::var("MP_TRACE").is_ok_and(|v| v == "1"),
+            transfer: std::env::var("MP_TRANSFER").ok().map(|v| {
+                let (c, w) = v.split_once(',').expect("MP_TRANSFER chunk,window");
+                (c.parse().expect("chunk"), w.parse().expect("window"))
+            }),
         }
     }
 
@@ -244,11 +355,20 @@ impl Settings {
             chunk_size: 4 << 10,
             ..EpochConfig::new(ids)
         };
-        GroupConfig::new(gms, epoch)
+        let mut cfg = GroupConfig::new(gms, epoch);
+        if let Some((chunk, window)) = self.transfer {
+            cfg.transfer.chunk_size = chunk;
+            cfg.transfer.window = window;
+        }
+        cfg
     }
 }
 
 // ---- the child ----------------------------------------------------------------------------
+
+/// A member reports (`SLOW <what> <µs> <t>`) a poll, a state provision or a gap between two
+/// rounds of its loop longer than this: the stalls a suspicion timeout has to cover.
+const STALL_US: u64 = 20_000;
 
 /// Moves the calling thread (and the threads it spawns later) into a named network namespace.
 fn enter_netns(name: &str) {
@@ -274,6 +394,9 @@ pub fn child_main() {
     };
     let me: u32 = me.parse().expect("MP_NODE");
     let s = Settings::from_env();
+    if std::env::var("MP_TRACE").is_ok_and(|v| v == "1") {
+        trace::install();
+    }
     let cluster: u64 = std::env::var("MP_CLUSTER")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -375,6 +498,7 @@ pub fn child_main() {
     let mut suspected = 0usize;
     let mut ups = Vec::new();
     let mut stopped = false;
+    let mut t_last = now_us();
     while !quit.load(Ordering::Acquire) {
         assert!(
             start.elapsed() < s.child_deadline,
@@ -397,8 +521,12 @@ pub fn child_main() {
                 Err(e) => panic!("n{me}: submit: {e}"),
             }
         }
+        let t_poll = now_us();
         let busy = g.poll(&mut ups);
         let t = now_us();
+        if t - t_poll > STALL_US {
+            writeln!(out, "SLOW poll {} {t}", t - t_poll).unwrap();
+        }
         for (node, why, _) in &g.gms().sst().suspicions()[suspected..] {
             writeln!(out, "S {} {why:?} {t}", node.0).unwrap();
         }
@@ -453,16 +581,25 @@ pub fn child_main() {
                 _ => {}
             }
         }
+        if t_poll.saturating_sub(t_last) > STALL_US {
+            writeln!(out, "SLOW loop {} {t}", t_poll.saturating_sub(t_last)).unwrap();
+        }
         if g.state_wanted() {
             g.provide_state(applied, &state(chain, s.state_bytes))
                 .expect("provide the state");
             writeln!(out, "P {applied} {t}").unwrap();
+            let d = now_us() - t;
+            if d > STALL_US {
+                writeln!(out, "SLOW provide {d} {t}").unwrap();
+            }
         }
         if !stopped && let Some(why) = g.stopped() {
             stopped = true;
             writeln!(out, "STOP {t} {why}").unwrap();
         }
+        trace::drain(&mut out);
         out.flush().unwrap();
+        t_last = now_us();
         if !busy {
             let until = next.saturating_duration_since(Instant::now());
             g.wait(until.clamp(Duration::from_micros(100), Duration::from_millis(1)));
@@ -528,6 +665,10 @@ pub struct Report {
     pub provided: Vec<(u64, u64)>,
     /// Lines that say something is wrong (`BAD …`) or that were not understood.
     pub odd: Vec<String>,
+    /// `MP_TRACE=1`: the membership crate's tracing events (time, message, fields).
+    pub trace: Vec<(u64, String, String)>,
+    /// Stalls of the member's loop (what, µs, time), see [`STALL_US`].
+    pub stalls: Vec<(String, u64, u64)>,
 }
 
 impl Report {
@@ -587,6 +728,17 @@ impl Report {
                 Some(())
             })(),
             Some("END") => num(1).map(|n| self.end = Some(n)),
+            Some("SLOW") => (|| {
+                self.stalls.push((w.get(1)?.to_string(), num(2)?, num(3)?));
+                Some(())
+            })(),
+            Some("TR") => (|| {
+                let t = num(1)?;
+                let rest = line.splitn(3, ' ').nth(2)?;
+                let (msg, fields) = rest.split_once('|')?;
+                self.trace.push((t, msg.to_string(), fields.to_string()));
+                Some(())
+            })(),
             // libtest's own lines
             Some("running" | "test" | "successes:" | "failures:") | None => Some(()),
             _ => None,
@@ -612,6 +764,27 @@ impl Report {
             .iter()
             .find(|v| v.id == id)
             .map_or(0, |v| self.next_position().saturating_sub(v.before))
+    }
+
+    /// When this member first traced `message` about view `view` (`MP_TRACE=1`).
+    pub fn traced(&self, message: &str, view: u64) -> Option<u64> {
+        let v = format!("view={view}");
+        self.trace
+            .iter()
+            .find(|(_, m, f)| m == message && f.split_whitespace().any(|w| w == v))
+            .map(|t| t.0)
+    }
+
+    /// The durations (µs) of the GMS log's appends (write + fsync), `MP_TRACE=1`.
+    pub fn log_syncs(&self) -> Vec<u64> {
+        self.trace
+            .iter()
+            .filter(|(_, m, _)| m == "membership log: appended and synced")
+            .filter_map(|(_, _, f)| {
+                f.split_whitespace()
+                    .find_map(|w| w.strip_prefix("us=")?.parse().ok())
+            })
+            .collect()
     }
 
     /// When this member first suspected `node`.
@@ -830,7 +1003,7 @@ impl Cluster {
         let mut s = String::new();
         for (k, r) in self.reports().iter().enumerate() {
             s.push_str(&format!(
-                "member {k}: {} delivered, views {:?}, suspicions {:?}, stop {:?}, odd {:?}\n",
+                "member {k}: {} delivered, views {:?}, suspicions {:?}, stop {:?}, stalls {:?}, odd {:?}\n",
                 r.delivered.len(),
                 r.views
                     .iter()
@@ -838,6 +1011,7 @@ impl Cluster {
                     .collect::<Vec<_>>(),
                 r.suspicions,
                 r.stop,
+                r.stalls.iter().take(8).collect::<Vec<_>>(),
                 r.odd.iter().take(3).collect::<Vec<_>>()
             ));
         }
@@ -1192,7 +1366,7 @@ impl Failure<'_> {
 }
 
 /// What one failure run measured, in µs of `CLOCK_MONOTONIC`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Timing {
     /// Failure → the first survivor suspects the victim.
     pub detect_us: u64,
@@ -1200,6 +1374,105 @@ pub struct Timing {
     pub protocol_us: u64,
     /// First suspicion → view 1 installed at the first survivor.
     pub first_view_us: u64,
+    /// With [`Settings::trace`]: each phase of the view change, µs after the failure (see
+    /// [`PHASES`]); `None` where no survivor traced it.
+    pub phases: Vec<Option<u64>>,
+    /// With [`Settings::trace`]: every GMS log append (write + fsync) the survivors made, µs.
+    pub syncs: Vec<u64>,
+}
+
+/// How a phase's time is taken over the survivors that traced it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Over {
+    /// The first survivor (the leader's steps).
+    First,
+    /// The last survivor (steps every member, or every follower, takes).
+    Last,
+}
+
+/// The view change's phases, in protocol order: label, traced message (`gms.rs`, `log.rs`;
+/// `None`: the member's own `V` line), the view the event names relative to the changing
+/// one, and whose time counts.
+pub const PHASES: &[(&str, Option<&str>, u64, Over)] = &[
+    (
+        "every survivor wedged",
+        Some("membership: wedged"),
+        0,
+        Over::Last,
+    ),
+    (
+        "leader proposes",
+        Some("membership: proposing"),
+        0,
+        Over::First,
+    ),
+    (
+        "every follower acked",
+        Some("membership: acking"),
+        0,
+        Over::Last,
+    ),
+    (
+        "leader decides",
+        Some("membership: decided"),
+        0,
+        Over::First,
+    ),
+    (
+        "leader logged the decision (fsync), publishes",
+        Some("membership: publishing the decision"),
+        0,
+        Over::First,
+    ),
+    (
+        "every follower saw the decision",
+        Some("membership: decision seen"),
+        0,
+        Over::Last,
+    ),
+    (
+        "every follower logged it (fsync), echoes",
+        Some("membership: echoing"),
+        0,
+        Over::Last,
+    ),
+    (
+        "every survivor saw every echo",
+        Some("membership: every echo seen"),
+        0,
+        Over::Last,
+    ),
+    (
+        "every survivor logged the view (fsync)",
+        Some("membership: view installed"),
+        1,
+        Over::Last,
+    ),
+    (
+        "every survivor's group installed it (trim delivered, epoch started)",
+        None,
+        1,
+        Over::Last,
+    ),
+];
+
+/// The phases of the view change from view `view` to `view + 1` at `survivors`, µs after
+/// `from` (see [`PHASES`]).
+pub fn phases(reports: &[Report], survivors: &[usize], view: u64, from: u64) -> Vec<Option<u64>> {
+    PHASES
+        .iter()
+        .map(|&(_, msg, dv, over)| {
+            let times = survivors.iter().filter_map(|&k| match msg {
+                Some(m) => reports[k].traced(m, view + dv),
+                None => reports[k].view(view + dv).map(|v| v.at),
+            });
+            let t = match over {
+                Over::First => times.min(),
+                Over::Last => times.max(),
+            };
+            t.map(|t| t.saturating_sub(from))
+        })
+        .collect()
 }
 
 /// Starts members at `places`, lets deliveries flow (`warmup` each), causes `failure`, waits
@@ -1266,10 +1539,13 @@ pub fn failure_run(
     let views: Vec<u64> = survivors.map(|k| reports[k].view(1).unwrap().at).collect();
     let last = *views.iter().max().unwrap();
     let earliest = *views.iter().min().unwrap();
+    let alive: Vec<usize> = (0..n).filter(|&k| k != victim).collect();
     let timing = Timing {
         detect_us: first.saturating_sub(t0),
         protocol_us: last.saturating_sub(first),
         first_view_us: earliest.saturating_sub(first),
+        phases: phases(&reports, &alive, 0, t0),
+        syncs: alive.iter().flat_map(|&k| reports[k].log_syncs()).collect(),
     };
     (reports, timing)
 }

@@ -535,7 +535,8 @@ impl Run {
                 }
                 Ev::Join { joiner, step: at } if *at == step => {
                     let node = plan.initial + joiner;
-                    if !self.fate[node].joining {
+                    // A crashed node's endpoint is closed: it cannot ask.
+                    if !self.fate[node].joining && !self.fate[node].crashed {
                         self.fate[node].joining = true;
                         self.groups[node]
                             .join()
@@ -761,4 +762,23 @@ fn group_mix_every_event_kind_seed_sweep() {
     });
     assert!(leader > 0, "the leader never crashed mid-trim");
     assert!(sender > 0, "the sender never crashed mid-transfer");
+}
+
+/// The proptest's first failure (`sim_group_mix.proptest-regressions`), a harness bug: joiner
+/// n4 crashes before it asks to join, then "asks" through its closed endpoint. The harness now
+/// lets only live nodes ask; the group carries on without n4.
+#[test]
+fn regression_a_crashed_joiner_asks_to_join() {
+    let plan = Plan {
+        seed: 3419490789431464748,
+        initial: 3,
+        events: vec![
+            Ev::Crash { node: 4, step: 453 },
+            Ev::Join { joiner: 1, step: 2448 },
+        ],
+        state_size: 1127,
+        steps: 7000,
+        settle: 3000,
+    };
+    run(&plan).map_err(|e| format!("{plan:?}: {e}")).unwrap();
 }

@@ -441,10 +441,12 @@ impl Run {
             self.check_members(i, id, &m)?;
         }
         let g = &mut self.groups[i];
-        if !g.is_active() && g.view().is_some() && g.stopped().is_none() {
-            if g.submit(b"passive").is_ok() {
-                return Err(format!("n{i}: a passive joiner accepted a submit"));
-            }
+        if !g.is_active()
+            && g.view().is_some()
+            && g.stopped().is_none()
+            && g.submit(b"passive").is_ok()
+        {
+            return Err(format!("n{i}: a passive joiner accepted a submit"));
         }
         if self.groups[i].state_wanted() {
             let a = &self.apps[i];
@@ -774,7 +776,10 @@ fn regression_a_crashed_joiner_asks_to_join() {
         initial: 3,
         events: vec![
             Ev::Crash { node: 4, step: 453 },
-            Ev::Join { joiner: 1, step: 2448 },
+            Ev::Join {
+                joiner: 1,
+                step: 2448,
+            },
         ],
         state_size: 1127,
         steps: 7000,

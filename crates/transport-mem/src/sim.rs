@@ -199,6 +199,12 @@ struct NodeState {
     slowdown: u32,
     /// Started: a late node is not until [`Sim::start_node`].
     started: bool,
+    /// The node's incarnation: 0 from the start, 1 for a late node once started, one more at
+    /// each [`Sim::restart_node`].
+    incarnation: u64,
+    /// Per peer: a new incarnation of it whose link comes up when this node's endpoint hands
+    /// out its [`Event::PeerConnected`].
+    reconnect: Vec<Option<u64>>,
 }
 
 struct World {
@@ -598,6 +604,8 @@ impl Sim {
                 extra_latency: Duration::ZERO,
                 slowdown: 1,
                 started: true,
+                incarnation: 0,
+                reconnect: vec![None; n],
             });
         }
         for &id in late {
@@ -714,6 +722,7 @@ impl Sim {
             return;
         }
         w.nodes[me].started = true;
+        w.nodes[me].incarnation = w.nodes[me].incarnation.max(1);
         for i in 0..w.n {
             let up = i != me
                 && w.nodes[i].started
@@ -746,6 +755,111 @@ impl Sim {
     /// of [`cluster_late`](Self::cluster_late) once [`start_node`](Self::start_node) ran).
     pub fn is_started(&self, node: NodeId) -> bool {
         self.world.borrow().nodes[node.index()].started
+    }
+
+    /// Restarts a crashed node under the same id with a new incarnation and fresh (zeroed)
+    /// memory, and returns its new endpoint (`None` if the node has not crashed).
+    ///
+    /// Every running peer fails the old incarnation first: ops still queued to it are flushed
+    /// as failed and the peer gets [`Event::PeerFailed`] (cause `ConnectionLost`) if it had
+    /// not been told yet; ops it posts to the node from then on fail. Then each peer gets
+    /// [`Event::PeerConnected`] with the new incarnation, and its link to the new incarnation
+    /// comes up the moment its endpoint hands that event out (never mixing ops of the two
+    /// incarnations: everything posted before went to the old one and failed). A
+    /// `report_failed` of the node after that fails the new incarnation. The new endpoint sees
+    /// every peer absent until it polls their `PeerConnected` (like a late node), so a table
+    /// pushes its whole row to each peer as it connects.
+    ///
+    /// ```
+    /// use squall_transport::{Event, FailureCause, LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    /// use std::time::Duration;
+    /// let (sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 2, &[RegionSpec::new(RegionId(0), 64)])?;
+    /// nodes[1].region(RegionId(0)).unwrap().store(0, 7);
+    /// sim.crash(NodeId(1));
+    /// let mut fresh = sim.restart_node(NodeId(1)).expect("it crashed");
+    /// assert_eq!(fresh.region(RegionId(0)).unwrap().load(0), 0); // fresh memory
+    /// let mut ev = [Event::PeerConnected { peer: NodeId(0), incarnation: 0 }; 4];
+    /// let got = nodes[0].poll(&mut ev);
+    /// assert!(matches!(ev[0], Event::PeerFailed { peer: NodeId(1), .. }));
+    /// assert_eq!(ev[got - 1], Event::PeerConnected { peer: NodeId(1), incarnation: 1 });
+    /// // The link to the new incarnation is up: a write lands in its fresh region.
+    /// nodes[0].region(RegionId(0)).unwrap().store(1, 9);
+    /// let src = LocalSlice { region: RegionId(0), offset: 8, len: 8 };
+    /// nodes[0].write(NodeId(1), src, RemoteAddr { region: RegionId(0), offset: 8 }, Signal::Unsignaled)?;
+    /// sim.advance(Duration::from_micros(10));
+    /// assert_eq!(fresh.region(RegionId(0)).unwrap().load(1), 9);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn restart_node(&self, node: NodeId) -> Option<SimNode> {
+        {
+            let mut w = self.world.borrow_mut();
+            let me = node.index();
+            if me >= w.n || !w.nodes[me].crashed {
+                return None;
+            }
+            let regions: Result<Vec<Region>, _> =
+                self.layout.iter().map(|s| Region::new(*s)).collect();
+            let Ok(regions) = regions else {
+                return None; // validated when the cluster was built
+            };
+            let incarnation = w.nodes[me].incarnation + 1;
+            let n = w.n;
+            for i in 0..n {
+                if i == me || w.nodes[i].crashed || !w.nodes[i].started {
+                    continue;
+                }
+                // The old incarnation fails at every running peer (flushing what was queued).
+                let peer = NodeId(i as u32);
+                if w.nodes[i].cut[me] {
+                    w.report(peer, node, FailureCause::ConnectionLost);
+                } else {
+                    w.cut(peer, node, FailureCause::ConnectionLost);
+                }
+                w.nodes[i].reconnect[me] = Some(incarnation);
+                w.nodes[i].events.push_back(Event::PeerConnected {
+                    peer: node,
+                    incarnation,
+                });
+                w.nodes[i].dirty = true;
+            }
+            let st = &mut w.nodes[me];
+            st.regions = regions;
+            st.events.clear();
+            st.inbox.clear();
+            st.crashed = false;
+            st.cut = vec![false; n];
+            st.reported = vec![false; n];
+            st.reconnect = vec![None; n];
+            st.dirty = true;
+            st.incarnation = incarnation;
+            // Built as a late node: every peer absent until its link comes up.
+            st.started = false;
+        }
+        let endpoint = self.endpoint(node);
+        let mut w = self.world.borrow_mut();
+        let me = node.index();
+        w.nodes[me].started = true;
+        for i in 0..w.n {
+            if i != me && w.nodes[i].started && !w.nodes[i].crashed {
+                let incarnation = w.nodes[i].incarnation;
+                w.nodes[me].events.push_back(Event::PeerConnected {
+                    peer: NodeId(i as u32),
+                    incarnation,
+                });
+            }
+        }
+        let now = w.now.as_nanos();
+        let mark = incarnation_mark(w.nodes[me].incarnation);
+        w.record(node, node, OpId(now), OpKind::Fence, Outcome::Applied(mark));
+        tracing::debug!(%node, now, incarnation = w.nodes[me].incarnation, "sim: node restarted");
+        Some(endpoint)
+    }
+
+    /// The current incarnation of `node` (0 from the start; see
+    /// [`restart_node`](Self::restart_node)).
+    pub fn incarnation(&self, node: NodeId) -> u64 {
+        self.world.borrow().nodes[node.index()].incarnation
     }
 
     /// Holds all traffic between the nodes of `a` and those of `b`, both ways, until healed.
@@ -939,10 +1053,19 @@ impl Transport for SimNode {
         let events = &mut w.nodes[self.me.index()].events;
         let n = out.len().min(events.len());
         for (slot, e) in out.iter_mut().zip(events.drain(..n)) {
-            if let Event::PeerConnected { peer, .. } = e {
-                self.dir.add_peer(peer, &self.layout);
-            }
             *slot = e;
+        }
+        for e in &out[..n] {
+            if let Event::PeerConnected { peer, incarnation } = *e {
+                self.dir.add_peer(peer, &self.layout);
+                let st = &mut w.nodes[self.me.index()];
+                if st.reconnect[peer.index()] == Some(incarnation) {
+                    // The link to the peer's new incarnation comes up now.
+                    st.reconnect[peer.index()] = None;
+                    st.cut[peer.index()] = false;
+                    st.reported[peer.index()] = false;
+                }
+            }
         }
         n
     }
@@ -993,6 +1116,11 @@ impl Transport for SimNode {
             }
         }
     }
+}
+
+/// A trace mark for a restart (distinct from a late start's `u64::MAX`).
+fn incarnation_mark(incarnation: u64) -> u64 {
+    u64::MAX - 1 - incarnation
 }
 
 /// The seeds a simulation test should run.

@@ -251,3 +251,65 @@ fn an_absent_peer_declared_failed_stays_failed_and_never_connects() {
     );
     assert!(nodes[2].is_absent(NodeId(0)));
 }
+
+/// A crashed node restarted under the same id: a write queued to the old incarnation (the
+/// target crashed, the op waits for its timeout) never lands in the new one; a write the peer
+/// posts before it took the new `PeerConnected` fails; one posted after lands in fresh memory;
+/// the new endpoint sees its peers absent until it polls their `PeerConnected`.
+#[test]
+fn a_restarted_node_gets_a_new_incarnation_and_no_op_of_the_old_one() {
+    let (sim, mut nodes) = cluster(3, 3);
+    let src = LocalSlice::new(R, 0, 8);
+    let at = |offset| RemoteAddr { region: R, offset };
+    nodes[0]
+        .region(R)
+        .unwrap_or_else(|| unreachable!())
+        .store(0, 41);
+    sim.crash(NodeId(2));
+    // Queued to the crashed old incarnation.
+    nodes[0]
+        .write(NodeId(2), src, at(0), Signal::Unsignaled)
+        .expect("posted");
+    let mut fresh = sim.restart_node(NodeId(2)).expect("restarted");
+    assert_eq!(sim.incarnation(NodeId(2)), 1);
+    assert!(
+        sim.restart_node(NodeId(2)).is_none(),
+        "not crashed any more"
+    );
+    // Posted before n0 took the new PeerConnected: it targets the old incarnation and fails.
+    nodes[0]
+        .write(NodeId(2), src, at(8), Signal::Signaled)
+        .expect("posted");
+    assert!(fresh.is_absent(NodeId(0)));
+    assert_eq!(
+        fresh.fence(NodeId(0)),
+        Err(squall_transport::PostError::NotConnected { peer: NodeId(0) })
+    );
+    sim.advance(Duration::from_millis(5));
+    let mut ev = Vec::new();
+    drain(&mut nodes[0], |e| ev.push(e));
+    assert!(ev.contains(&Event::PeerFailed {
+        peer: NodeId(2),
+        cause: FailureCause::ConnectionLost
+    }));
+    assert!(ev.iter().any(|e| matches!(e, Event::Completion(c) if c.peer == NodeId(2) && c.result == Err(OpError::PeerFailed))));
+    assert!(ev.contains(&Event::PeerConnected {
+        peer: NodeId(2),
+        incarnation: 1
+    }));
+    // Now the link to the new incarnation is up.
+    nodes[0]
+        .write(NodeId(2), src, at(16), Signal::Unsignaled)
+        .expect("posted");
+    sim.advance(Duration::from_millis(1));
+    let r = fresh.region(R).unwrap_or_else(|| unreachable!());
+    assert_eq!((r.load(0), r.load(1), r.load(2)), (0, 0, 41));
+    // The new endpoint connects to its peers when it polls.
+    let mut ev = Vec::new();
+    drain(&mut fresh, |e| ev.push(e));
+    assert!(ev.contains(&Event::PeerConnected {
+        peer: NodeId(0),
+        incarnation: 0
+    }));
+    assert!(fresh.fence(NodeId(0)).is_ok());
+}

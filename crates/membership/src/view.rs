@@ -45,10 +45,11 @@ impl View {
     /// use squall_transport::NodeId;
     /// let layout = EvenShards { shards: 2, min: 1, max: 2 };
     /// let v0 = View::new(0, (0..4).map(NodeId).collect(), &layout);
-    /// // n1 fails: n0 stays alone in shard 0 rather than every shard being dealt again.
+    /// assert_eq!(v0.shards[1].members, vec![NodeId(1), NodeId(3)]);
+    /// // n1 fails: n3 stays alone in shard 1 rather than every shard being dealt again.
     /// let v1 = View::next(1, vec![NodeId(0), NodeId(2), NodeId(3)], Some(&v0.shards), &layout);
-    /// assert_eq!(v1.shards[0].members, vec![NodeId(0)]);
-    /// assert_eq!(v1.shards[1].members, v0.shards[1].members);
+    /// assert_eq!(v1.shards[0].members, v0.shards[0].members);
+    /// assert_eq!(v1.shards[1].members, vec![NodeId(3)]);
     /// ```
     pub fn next(
         id: u64,

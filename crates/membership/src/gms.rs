@@ -5,7 +5,10 @@
 //! takes a block only when the check matches, so a block read while a newer push is landing
 //! (words are atomic, whole writes are not) is skipped until it settles. Blocks:
 //!
-//! - `view`: `[vid+1, n, members…]` — the view this node installed (outsiders follow these);
+//! - `view`: `[vid+1, n, members…, (shard+1) << 32 | index in it, per member (0: a spare)…]` —
+//!   the view this node
+//!   installed (outsiders follow these, shards included: the layout depends on the previous
+//!   view's, which an outsider never saw);
 //! - `wedge`: `[vid+1, received…]` — wedged in `vid`, with the per-sender received counts;
 //! - `prop`: `[vid+1, rank, n, changes…]` — the proposal this node published (leader) or
 //!   copied (follower: the copy is its acknowledgement);
@@ -196,7 +199,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
     let c = cfg.max_pending_changes;
     let mut b = SchemaBuilder::new(u);
     let f = Fields {
-        view: b.vector("gms_view", 4 + u),
+        view: b.vector("gms_view", 4 + 2 * u),
         wedge: b.vector("gms_wedge", 3 + u),
         prop: b.vector("gms_prop", 5 + c),
         dec: b.vector("gms_dec", 5 + c + u),
@@ -441,6 +444,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     fn publish_view_of(&mut self, v: &View) -> Result<(), GmsError> {
         let mut p = vec![v.id + 1, v.members.len() as u64];
         p.extend(v.members.iter().map(|m| u64::from(m.0)));
+        p.extend(v.members.iter().map(|&m| match v.shard_of(m) {
+            Some(s) => {
+                let at = v.shards[s].members.iter().position(|&x| x == m);
+                ((s as u64 + 1) << 32) | at.unwrap_or(0) as u64
+            }
+            None => 0,
+        }));
         self.write_block(self.f.view, &p)
     }
 
@@ -554,7 +564,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// A node outside any view installs the newest view that names it.
     fn follow_as_outsider(&mut self, out: &mut Vec<GmsEvent>) -> Result<(), GmsError> {
-        let mut best: Option<(u64, Vec<NodeId>)> = None;
+        let mut best: Option<(u64, Vec<NodeId>, Vec<u64>)> = None;
         for row in 0..self.sst.rows() {
             if self.sst.is_suspected(row) || row == self.sst.my_row() {
                 continue;
@@ -567,17 +577,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 continue;
             };
             let members: Vec<NodeId> = ids.iter().map(|&w| NodeId(w as u32)).collect();
+            let Some(shard_of) = p.get(2 + n..2 + 2 * n) else {
+                continue;
+            };
             let vid = p[0].saturating_sub(1);
             if members.contains(&self.me) && best.as_ref().is_none_or(|b| vid > b.0) {
-                best = Some((vid, members));
+                best = Some((vid, members, shard_of.to_vec()));
             }
         }
-        if let Some((vid, members)) = best {
+        if let Some((vid, members, shard_of)) = best {
             self.log.append(&Record::Installed {
                 view: vid,
                 members: members.clone(),
             })?;
-            let v = View::new(vid, members, self.layout.as_ref());
+            let v = View::published(vid, members, &shard_of, self.layout.as_ref());
             tracing::info!(me = %self.me, view = vid, "membership: joined");
             self.view = Some(v.clone());
             self.sst.set(self.f.join, 0);
@@ -752,9 +765,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 counts: view.members.iter().copied().zip(t.trim).collect(),
             },
         };
-        let next = View::new(
+        let next = View::next(
             view.id + 1,
             d.next_members(&view.members),
+            Some(&view.shards),
             self.layout.as_ref(),
         );
         if !next.contains(self.me) {
@@ -1065,9 +1079,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Ok(());
         }
         tracing::debug!(me = %self.me, view = view.id, "membership: every echo seen");
-        let next = View::new(
+        let next = View::next(
             view.id + 1,
             d.next_members(&view.members),
+            Some(&view.shards),
             self.layout.as_ref(),
         );
         let kept = next.members.iter().filter(|m| view.contains(**m)).count();

@@ -1,5 +1,5 @@
-//! The group: the membership core driving one round-robin epoch per view, as one
-//! [`TotalOrder`] endpoint.
+//! The group: the membership core driving one round-robin epoch per view and shard (each member
+//! runs its own shard's), as one [`TotalOrder`] endpoint.
 //!
 //! A [`Group`] owns the transport (shared through a [`Mux`] between the GMS core and the
 //! current epoch), the [`Gms`] core and the [`RoundRobin`] epoch of the installed view. Epochs
@@ -21,7 +21,7 @@ use crate::config::GmsConfig;
 use crate::gms::{Epoch, Gms, GmsError, GmsEvent};
 use crate::log::{Durable, Recovered};
 use crate::transfer::{Completed, Transfer, TransferConfig, TransferError, TransferredState};
-use crate::view::View;
+use crate::view::{Inadequate, View};
 
 /// A group's configuration: the membership core's, a template for every view's epoch, and the
 /// two epoch region sets.
@@ -100,6 +100,13 @@ impl GroupConfig {
         }
     }
 
+    /// The members of the largest epoch the regions are sized for: a shard of `max` members,
+    /// at most `max_members` (the first universe nodes stand in for them).
+    fn largest_epoch(&self) -> Vec<NodeId> {
+        let n = self.gms.shards.max.min(self.gms.max_members);
+        self.gms.universe.iter().copied().take(n).collect()
+    }
+
     /// Every region a group uses: the GMS table, both epoch sets, the transfer region.
     fn regions(&self) -> Vec<RegionId> {
         let mut ids = vec![self.gms.region];
@@ -118,9 +125,23 @@ impl GroupConfig {
                 "the epoch template's mode must be Atomic or Durable (whose path is the directory of the per-view epoch logs)",
             ));
         }
-        if self.gms.shards.shards != 1 {
+        let layout = &self.gms.shards;
+        if layout.shards > 1 {
+            if matches!(self.epoch.mode, Mode::Durable { .. }) {
+                return Err(GroupError::Config(
+                    "durable epochs (total restart from the epoch logs) support one shard only: use Mode::Atomic with several shards, or one shard",
+                ));
+            }
+            if layout.shards.saturating_mul(layout.min) > self.gms.max_members {
+                return Err(GroupError::Config(
+                    "shards · min members per shard exceeds max_members: no view could ever give every shard its minimum",
+                ));
+            }
+        }
+        if let Some(why) = View::new(0, self.gms.initial.clone(), layout).inadequate {
+            tracing::warn!(%why, "group: the initial view is inadequate");
             return Err(GroupError::Config(
-                "a group runs one round-robin epoch per view: the shard layout must have one shard",
+                "the initial view must give every shard its minimum number of members (EvenShards.min)",
             ));
         }
         self.transfer.validate().map_err(GroupError::Config)?;
@@ -130,8 +151,8 @@ impl GroupConfig {
                 "the GMS region, the four epoch regions and the transfer region must all differ",
             ));
         }
-        // The largest epoch: every universe node a member.
-        self.epoch_for(0, self.gms.universe.clone())
+        // The largest epoch: a full shard.
+        self.epoch_for(0, self.largest_epoch())
             .validate()
             .map_err(|e| GroupError::Epoch(e.into()))?;
         Ok(())
@@ -167,6 +188,15 @@ pub enum GroupError {
         found: u64,
         /// The position that would continue the replay.
         expected: u64,
+    },
+    /// A view left a shard without any member it had before: nobody holds its state, so it
+    /// cannot be rebuilt by state transfer (every member stops; restart the group).
+    #[error("view {view}: {why}")]
+    ShardLost {
+        /// The view.
+        view: u64,
+        /// Which shard.
+        why: Inadequate,
     },
     /// A trim could not be applied (a bug: the core computed it without this member's counts).
     #[error("applying the trim of view {view}: {error}")]
@@ -206,6 +236,8 @@ fn trim_end(trim: &crate::trim::Trim) -> u64 {
 /// Lets the core wedge the current epoch (or report empty counts when there is none).
 struct Wedger<'a, T: Transport> {
     epoch: Option<&'a mut RoundRobin<MuxHandle<T>>>,
+    /// The epoch's members (its shard's, in sender order).
+    senders: &'a [NodeId],
     frozen: &'a mut bool,
     /// Restarting: what the last view's epoch log holds.
     logged: Option<&'a [u64]>,
@@ -215,7 +247,18 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
     fn wedge(&mut self, view: &View) -> Vec<u64> {
         *self.frozen = true;
         match (&mut self.epoch, self.logged) {
-            (Some(rr), _) => rr.wedge(),
+            (Some(rr), _) => {
+                // The shard's counts at the senders' ranks in the view; 0 for other shards'
+                // senders, whose counts only their own shard's members report.
+                let counts = rr.wedge();
+                let mut rx = vec![0; view.members.len()];
+                for (&s, c) in self.senders.iter().zip(counts) {
+                    if let Some(r) = view.rank_of(s) {
+                        rx[r] = c;
+                    }
+                }
+                rx
+            }
             (None, Some(l)) => l.to_vec(),
             (None, None) => vec![0; view.members.len()],
         }
@@ -252,7 +295,17 @@ fn logged_counts(path: Option<std::path::PathBuf>, members: usize) -> Result<Vec
 /// for a majority of that view, the inspector (see [`crate::restart`]) installs the next view,
 /// and the member first replays its epoch logs as deliveries with their original positions.
 ///
-/// Not built yet: more than one shard.
+/// Shards (`GmsConfig::shards`, see [`crate::view::EvenShards`]): in each view a member of
+/// shard `s` runs shard `s`'s round-robin epoch (its senders are the shard's members); positions,
+/// deliveries, discards and state are per shard, and the trim uses only the shard's members'
+/// received counts for its senders. A member in no shard (a *spare*) delivers nothing and
+/// refuses submits with [`SubmitError::NotASender`], but takes part in the membership protocol;
+/// a member never changes shards, and a spare or joiner placed in a shard is passive until a
+/// member of that shard that held its state sent it ([`Group::shard`]). An inadequate view runs
+/// no shard: members stay wedged ([`Group::waiting`] says why; submits answer
+/// [`SubmitError::Wedged`]) until a view gives every shard its minimum. A view that leaves a
+/// shard without any of its previous members stops every member ([`GroupError::ShardLost`]).
+/// Durable epochs and total restart support one shard only (refused by validation).
 ///
 /// ```
 /// use std::time::Duration;
@@ -301,8 +354,13 @@ pub struct Group<T: Transport, L: Durable> {
     cfg: GroupConfig,
     mux: Mux<T>,
     gms: Gms<MuxHandle<T>, L>,
-    /// The epoch of `view` (none outside any view, or once stopped).
+    /// The epoch of `view`: this member's shard's (none outside any view or shard, in an
+    /// inadequate view, or once stopped).
     epoch: Option<RoundRobin<MuxHandle<T>>>,
+    /// The epoch's members: this member's shard in `view`, in sender order.
+    senders: Vec<NodeId>,
+    /// The current view is inadequate: no shard runs until the next view.
+    waiting: Option<Inadequate>,
     view: Option<View>,
     /// The core wedged the epoch: it is never polled again.
     frozen: bool,
@@ -347,13 +405,16 @@ impl<T: Transport, L: Durable> std::fmt::Debug for Group<T, L> {
 
 impl<T: Transport, L: Durable> Group<T, L> {
     /// The regions every universe node registers: the GMS table, then both epoch sets (table
-    /// and large-message region each), sized for an epoch of the whole universe.
+    /// and large-message region each), sized for the largest shard's epoch (`EvenShards.max`
+    /// members, at most `max_members`), then the transfer region. Every shard's epoch of a
+    /// view runs on the same set: a member writes only into its own shard's members' copies,
+    /// and a member stays in its shard, so the shards' writes never meet.
     pub fn layout(cfg: &GroupConfig) -> Result<Vec<RegionSpec>, GroupError> {
         cfg.validate()?;
         let mut out = vec![Gms::<T, L>::layout(&cfg.gms)?];
         for v in 0..2 {
             out.extend(
-                RoundRobin::<T>::layout(&cfg.epoch_for(v, cfg.gms.universe.clone()))
+                RoundRobin::<T>::layout(&cfg.epoch_for(v, cfg.largest_epoch()))
                     .map_err(|e| GroupError::Epoch(e.into()))?,
             );
         }
@@ -381,18 +442,35 @@ impl<T: Transport, L: Durable> Group<T, L> {
         cfg.validate()?;
         let mux = Mux::new(transport, &cfg.regions());
         let gms = Gms::new(mux.handle(), cfg.gms.clone(), log, recovered)?;
+        if cfg.gms.shards.shards > 1 && gms.restarting().is_some() {
+            return Err(GroupError::Config(
+                "a total restart from the logs supports one shard only (the membership log holds a view, and the layout has several shards): start with a fresh log",
+            ));
+        }
+        // Active from the start (holding their shard's initial state): view 0's shard members.
+        let v0 = View::new(0, cfg.gms.initial.clone(), &cfg.gms.shards);
+        let initial: Vec<NodeId> = v0
+            .shards
+            .iter()
+            .flat_map(|s| s.members.iter().copied())
+            .collect();
         let transfer = Transfer::new(
             mux.handle(),
             cfg.transfer.clone(),
             cfg.gms.universe.clone(),
-            cfg.gms.initial.clone(),
+            initial,
         );
-        let active = gms.view().is_some();
+        let me = gms.id();
+        let active = gms
+            .view()
+            .is_some_and(|v| v.shard_of(me).is_some() || gms.restarting().is_some());
         let mut g = Group {
             cfg,
             mux,
             gms,
             epoch: None,
+            senders: Vec::new(),
+            waiting: None,
             view: None,
             frozen: false,
             reported_wedge: false,
@@ -629,16 +707,51 @@ impl<T: Transport, L: Durable> Group<T, L> {
             .map_or(self.position, |e| e.next_position() + self.offset)
     }
 
+    /// Starts `view`'s epoch of this member's shard. Not in a shard (a spare), or an
+    /// inadequate view: no epoch; the member only takes part in the membership protocol.
     fn start_epoch(&mut self, view: View) -> Result<(), GroupError> {
-        let cfg = self.cfg.epoch_for(view.id, view.members.clone());
-        self.epoch = Some(RoundRobin::epoch(self.mux.handle(), cfg, self.position)?);
-        let first = self.active.then_some(self.position);
-        self.transfer
-            .enter_view(view.id, view.members.clone(), first);
+        let me = self.gms.id();
+        self.waiting = view.inadequate.clone();
+        match view.shard_of(me).filter(|_| view.inadequate.is_none()) {
+            Some(s) => {
+                self.senders = view.shards[s].members.clone();
+                let cfg = self.cfg.epoch_for(view.id, self.senders.clone());
+                self.epoch = Some(RoundRobin::epoch(self.mux.handle(), cfg, self.position)?);
+                let first = self.active.then_some(self.position);
+                self.transfer
+                    .enter_view(view.id, self.senders.clone(), first);
+                self.reported_wedge = false;
+            }
+            None => {
+                self.senders.clear();
+                self.epoch = None;
+                self.transfer.leave_views();
+                if let Some(why) = &view.inadequate {
+                    tracing::warn!(me = %me, view = view.id, %why, "group: inadequate view, waiting for members");
+                } else {
+                    tracing::info!(me = %me, view = view.id, "group: a spare in this view (in no shard)");
+                }
+            }
+        }
         self.view = Some(view);
         self.frozen = false;
-        self.reported_wedge = false;
         Ok(())
+    }
+
+    /// The shard this member runs in its current view (none: a spare, not in a view, or the
+    /// view is inadequate).
+    pub fn shard(&self) -> Option<usize> {
+        let v = self.view.as_ref()?;
+        if v.inadequate.is_some() {
+            return None;
+        }
+        v.shard_of(self.gms.id())
+    }
+
+    /// Why the current view runs no shard, when it is inadequate (the group waits, wedged,
+    /// until enough members join).
+    pub fn waiting(&self) -> Option<&Inadequate> {
+        self.waiting.as_ref()
     }
 
     fn report_wedge(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) {
@@ -691,7 +804,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         if let (Some(trim), Some(mut old), Some(old_view)) =
             (trim, self.epoch.take(), self.view.take())
         {
-            let counts: Vec<u64> = old_view.members.iter().map(|&m| trim.count(m)).collect();
+            let counts: Vec<u64> = self.senders.iter().map(|&m| trim.count(m)).collect();
             let mut out = std::mem::take(&mut self.scratch);
             out.clear();
             let back = old
@@ -718,13 +831,21 @@ impl<T: Transport, L: Durable> Group<T, L> {
             }
             // No peer writes set `old_view.id mod 2` again before this member acks view
             // `view.id + 1`, which it does only after this point.
-            let set = self.cfg.epoch_for(old_view.id, old_view.members.clone());
+            let set = self.cfg.epoch_for(old_view.id, self.senders.clone());
             self.mux.with(|t| RoundRobin::<T>::zero_regions(t, &set));
         }
         self.offset = 0;
         if !view.contains(self.gms.id()) {
             // A leaver: it delivered up to the trim; the core reports `Left` next.
             return Ok(());
+        }
+        if let Some(why) = view.inadequate.clone().filter(|w| w.lost) {
+            return Err(GroupError::ShardLost { view: view.id, why });
+        }
+        if view.inadequate.is_some() || view.shard_of(self.gms.id()).is_none() {
+            // No shard runs here (inadequate), or this member is a spare: it stays wedged (or
+            // passive) and only takes part in the membership protocol.
+            return self.start_epoch(view);
         }
         if !self.active {
             // A joiner's first view, or a later one while its transfer had not completed: drop
@@ -852,6 +973,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         events.clear();
         let mut wedger = Wedger::<T> {
             epoch: self.epoch.as_mut(),
+            senders: &self.senders,
             frozen: &mut self.frozen,
             logged: self.restart_logged.as_deref(),
         };
@@ -901,10 +1023,18 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
         match &mut self.epoch {
             Some(rr) if !self.frozen => rr.submit(payload),
             Some(_) => Err(SubmitError::Wedged),
-            None => Err(SubmitError::NotASender(format!(
-                "{} is not in a view yet",
-                self.gms.id()
-            ))),
+            None if self.waiting.is_some() => Err(SubmitError::Wedged),
+            None => match &self.view {
+                Some(v) => Err(SubmitError::NotASender(format!(
+                    "{} is a spare in view {}: it is in no shard (every shard is full)",
+                    self.gms.id(),
+                    v.id
+                ))),
+                None => Err(SubmitError::NotASender(format!(
+                    "{} is not in a view yet",
+                    self.gms.id()
+                ))),
+            },
         }
     }
 

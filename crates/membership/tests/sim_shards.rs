@@ -1,0 +1,585 @@
+//! Several shards per `Group`, on the simulator (issue 6, "subgroups and shards").
+//!
+//! The application is a hash-chain model per shard: a node's value after position `p` of shard
+//! `s` must equal every other member's of `s` at `p`; its snapshot is `[hash][position]`.
+//! Every payload carries the shard of the member that submitted it. Checked after every step,
+//! per shard:
+//! - gap-free positions (each delivery continues the node's last);
+//! - the same chain value at every position on every member of the shard;
+//! - nothing delivered by a node of a shard it is not in (payload's shard = receiver's shard),
+//!   and nothing delivered by a spare or before the state arrived;
+//! - virtual synchrony: every member of shard `s` that reports view `v` (not as a joiner's
+//!   first view) starts it at the same position, so with equal chains they delivered the same
+//!   messages in the view before;
+//! - a node never changes shards, spares and passive nodes refuse submits.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use squall_membership::GmsConfig;
+use squall_membership::group::{Group, GroupConfig};
+use squall_membership::log::MemLog;
+use squall_membership::view::EvenShards;
+use squall_ordering::{Delivery, TotalOrder, Upcall};
+use squall_round_robin::Config;
+use squall_transport::{NodeId, RegionId};
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
+
+fn config(universe: usize, initial: usize, shards: EvenShards) -> GroupConfig {
+    let ids: Vec<NodeId> = (0..universe as u32).map(NodeId).collect();
+    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids[..initial].to_vec());
+    gms.heartbeat_interval = Duration::from_micros(50);
+    gms.suspicion_timeout = Duration::from_micros(1500);
+    gms.shards = shards;
+    let epoch = Config {
+        window: 4,
+        slot_size: 24,
+        max_payload: 96,
+        chunk_size: 32,
+        ..Config::new(ids)
+    };
+    let mut cfg = GroupConfig::new(gms, epoch);
+    cfg.transfer.chunk_size = 256;
+    cfg.transfer.window = 4;
+    cfg
+}
+
+fn mix(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h ^ 0x9e37_79b9_7f4a_7c15, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[derive(Clone, Debug, Default)]
+struct App {
+    hash: u64,
+    next: u64,
+    /// The shard whose state it holds.
+    shard: Option<usize>,
+}
+
+struct Run {
+    sim: Sim,
+    groups: Vec<Group<SimNode, MemLog>>,
+    apps: Vec<App>,
+    crashed: Vec<bool>,
+    /// (shard, position) -> chain value after it.
+    chain: BTreeMap<(usize, u64), u64>,
+    /// (shard, view) -> the position the view started at.
+    starts: BTreeMap<(usize, u64), u64>,
+    /// Crash this node as soon as a live member is wedged (a view change is under way).
+    crash_on_wedge: Option<usize>,
+    step: usize,
+    counter: u64,
+    /// When each node became active by state transfer (virtual time).
+    activated: Vec<Option<Duration>>,
+    upcalls: Vec<Upcall<Delivery>>,
+}
+
+impl Run {
+    fn new(seed: u64, cfg: &GroupConfig, universe: usize) -> Run {
+        let layout = Group::<SimNode, MemLog>::layout(cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), universe, &layout).unwrap();
+        let groups: Vec<Group<SimNode, MemLog>> = nodes
+            .into_iter()
+            .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let apps = groups
+            .iter()
+            .map(|g| App {
+                shard: if g.is_active() { g.shard() } else { None },
+                ..App::default()
+            })
+            .collect();
+        Run {
+            sim,
+            groups,
+            apps,
+            crashed: vec![false; universe],
+            chain: BTreeMap::new(),
+            starts: BTreeMap::new(),
+            crash_on_wedge: None,
+            step: 0,
+            counter: 0,
+            activated: vec![None; universe],
+            upcalls: Vec::new(),
+        }
+    }
+
+    fn now(&self) -> Duration {
+        self.sim
+            .now()
+            .saturating_since(squall_transport::Time::ZERO)
+    }
+
+    fn crash(&mut self, i: usize) {
+        self.sim.crash(NodeId(i as u32));
+        self.crashed[i] = true;
+    }
+
+    fn record(&mut self, s: usize, pos: u64, hash: u64, i: usize) -> Result<(), String> {
+        match self.chain.get(&(s, pos)) {
+            Some(&h) if h != hash => Err(format!(
+                "n{i}: shard {s} state at position {pos} differs from another member's"
+            )),
+            Some(_) => Ok(()),
+            None => {
+                self.chain.insert((s, pos), hash);
+                Ok(())
+            }
+        }
+    }
+
+    fn poll(&mut self, i: usize) -> Result<(), String> {
+        if self.crashed[i] {
+            return Ok(());
+        }
+        self.upcalls.clear();
+        self.groups[i].poll(&mut self.upcalls);
+        let ups = std::mem::take(&mut self.upcalls);
+        for u in &ups {
+            match u {
+                Upcall::Deliver(d) => {
+                    let Some(s) = self.apps[i].shard else {
+                        return Err(format!("n{i} delivered without a shard's state"));
+                    };
+                    if d.payload[0] as usize != s {
+                        return Err(format!(
+                            "n{i} of shard {s} delivered a message of shard {}",
+                            d.payload[0]
+                        ));
+                    }
+                    if d.position != self.apps[i].next {
+                        return Err(format!(
+                            "n{i} delivered position {} when it expected {}",
+                            d.position, self.apps[i].next
+                        ));
+                    }
+                    let h = mix(self.apps[i].hash, &d.payload);
+                    self.apps[i].hash = h;
+                    self.apps[i].next += 1;
+                    self.record(s, d.position, h, i)?;
+                }
+                Upcall::View(v) => {
+                    let Some(s) = self.groups[i].shard() else {
+                        return Err(format!("n{i} reported view {} in no shard", v.id));
+                    };
+                    if let Some(st) = self.groups[i].take_state() {
+                        if self.apps[i].shard.is_some() {
+                            return Err(format!("n{i} got a state it did not need"));
+                        }
+                        let hash = u64::from_le_bytes(st.state[..8].try_into().unwrap());
+                        let next = u64::from_le_bytes(st.state[8..16].try_into().unwrap());
+                        if next != st.position {
+                            return Err(format!("n{i}: state position disagrees"));
+                        }
+                        self.apps[i] = App {
+                            hash,
+                            next,
+                            shard: Some(s),
+                        };
+                        if next > 0 {
+                            self.record(s, next - 1, hash, i)?;
+                        }
+                        self.activated[i] = Some(self.now());
+                    } else {
+                        if self.apps[i].shard != Some(s) {
+                            return Err(format!(
+                                "n{i} reported view {} in shard {s} but holds {:?}'s state",
+                                v.id, self.apps[i].shard
+                            ));
+                        }
+                        let at = self.apps[i].next;
+                        if let Some(&p) = self.starts.get(&(s, v.id))
+                            && p != at
+                        {
+                            return Err(format!(
+                                "virtual synchrony: n{i} starts view {} of shard {s} at {at}, another member at {p}",
+                                v.id
+                            ));
+                        }
+                        self.starts.insert((s, v.id), at);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let g = &mut self.groups[i];
+        if g.stopped().is_none() && g.view().is_some() {
+            if let (Some(had), Some(now)) = (
+                self.apps[i].shard,
+                g.view().unwrap().shard_of(NodeId(i as u32)),
+            ) && had != now
+            {
+                return Err(format!("n{i} moved from shard {had} to {now}"));
+            }
+            if !g.is_active() && g.submit(&[0]).is_ok() {
+                return Err(format!("n{i}: a passive node or spare accepted a submit"));
+            }
+        }
+        if g.state_wanted() {
+            let a = &self.apps[i];
+            let mut st = a.hash.to_le_bytes().to_vec();
+            st.extend_from_slice(&a.next.to_le_bytes());
+            g.provide_state(a.next, &st)
+                .map_err(|e| format!("n{i}: provide_state: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn submit(&mut self, i: usize) {
+        if self.crashed[i] || !self.groups[i].is_active() || self.sim.random(3) != 0 {
+            return;
+        }
+        let Some(s) = self.groups[i].shard() else {
+            return;
+        };
+        self.counter += 1;
+        let mut p = vec![s as u8, i as u8];
+        p.extend_from_slice(&self.counter.to_le_bytes());
+        let _ = self.groups[i].submit(&p);
+    }
+
+    fn run(&mut self, steps: usize, submit: bool) -> Result<(), String> {
+        for _ in 0..steps {
+            self.step += 1;
+            if let Some(c) = self.crash_on_wedge
+                && !self.crashed[c]
+                && (0..self.groups.len())
+                    .any(|i| !self.crashed[i] && self.groups[i].gms().is_wedged())
+            {
+                self.crash(c);
+                self.crash_on_wedge = None;
+            }
+            for i in 0..self.groups.len() {
+                if submit {
+                    self.submit(i);
+                }
+                self.poll(i)?;
+            }
+            self.sim.advance(Duration::from_micros(2));
+        }
+        Ok(())
+    }
+
+    /// Every live node is in the same view; in each shard every member is active and at the
+    /// same position, past `min_delivered`.
+    fn settled(&self, min_delivered: u64) -> Result<(), String> {
+        let live: Vec<usize> = (0..self.groups.len())
+            .filter(|&i| !self.crashed[i] && self.groups[i].view().is_some())
+            .collect();
+        let v = self.groups[live[0]].view().unwrap().clone();
+        if let Some(why) = &v.inadequate {
+            return Err(format!("the last view is inadequate: {why}"));
+        }
+        for &i in &live {
+            if self.groups[i].view().map(|w| w.id) != Some(v.id) {
+                return Err(format!("n{i} in another view than n{}", live[0]));
+            }
+        }
+        for (s, shard) in v.shards.iter().enumerate() {
+            let first = shard.members[0].0 as usize;
+            for m in &shard.members {
+                let i = m.0 as usize;
+                if !self.groups[i].is_active() || self.apps[i].shard != Some(s) {
+                    return Err(format!("n{i} is not active in shard {s}"));
+                }
+                if self.apps[i].next != self.apps[first].next {
+                    return Err(format!(
+                        "shard {s}: n{i} at {} but n{first} at {}",
+                        self.apps[i].next, self.apps[first].next
+                    ));
+                }
+            }
+            if self.apps[first].next < min_delivered {
+                return Err(format!(
+                    "shard {s} delivered only {}",
+                    self.apps[first].next
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Two shards of 2..=3 and one spare: `s0 = [0, 1, 4]`, `s1 = [2, 3, 5]`, spare 6.
+fn two_shards() -> GroupConfig {
+    config(
+        7,
+        7,
+        EvenShards {
+            shards: 2,
+            min: 2,
+            max: 3,
+        },
+    )
+}
+
+#[test]
+fn the_stable_layout_puts_the_initial_members_and_a_spare() {
+    let r = Run::new(1, &two_shards(), 7);
+    let v = r.groups[0].view().unwrap();
+    assert_eq!(v.shards[0].members, [0, 1, 4].map(NodeId));
+    assert_eq!(v.shards[1].members, [2, 3, 5].map(NodeId));
+    assert_eq!(r.groups[6].shard(), None);
+    assert!(!r.groups[6].is_active());
+    let mut g = r.groups;
+    let e = g[6].submit(b"x").unwrap_err();
+    assert!(e.to_string().contains("spare"), "{e}");
+}
+
+#[test]
+fn shards_deliver_independently_with_per_shard_positions() {
+    check_seeds(
+        "shards_deliver_independently_with_per_shard_positions",
+        3,
+        |seed| {
+            let mut r = Run::new(seed, &two_shards(), 7);
+            r.run(1500, true)?;
+            r.run(300, false)?;
+            r.settled(20)?;
+            if r.apps[6].next != 0 {
+                return Err("the spare delivered".into());
+            }
+            Ok(())
+        },
+    );
+}
+
+/// n1 (shard 0) crashes: spare n6 moves into shard 0 and gets its state from n0; then n0 —
+/// the GMS leader and shard 0's first member — crashes during the next view change's trim.
+#[test]
+fn member_crashes_a_spare_promoted_and_the_shard_leader_crashes_in_the_trim() {
+    check_seeds(
+        "member_crashes_a_spare_promoted_and_the_shard_leader_crashes_in_the_trim",
+        4,
+        |seed| {
+            let mut r = Run::new(seed, &two_shards(), 7);
+            r.run(400, true)?;
+            r.crash(1);
+            r.run(3000, true)?;
+            if r.groups[6].shard() != Some(0) || !r.groups[6].is_active() {
+                return Err(format!("the spare was not promoted: {:?}", r.groups[6]));
+            }
+            if r.groups[0].stats().transfers_served == 0 {
+                return Err("n0 (shard 0's survivor) served no transfer".into());
+            }
+            // Crash n0 as soon as the next view change wedges someone: a joiner-less change
+            // is forced by crashing n3 (shard 1), during which n0 goes too.
+            r.crash_on_wedge = Some(0);
+            r.crash(3);
+            r.run(6000, true)?;
+            r.run(400, false)?;
+            let v = r.groups[4].view().unwrap().clone();
+            if v.shards[0].members != [4, 6].map(NodeId)
+                || v.shards[1].members != [2, 5].map(NodeId)
+            {
+                return Err(format!("unexpected layout {:?}", v.shards));
+            }
+            r.settled(20)
+        },
+    );
+}
+
+/// Shard 1 loses a member and has no spare: the view is inadequate, every member waits
+/// (wedged, saying why) until a joiner fills shard 1 and gets its state; both shards go on.
+#[test]
+fn an_inadequate_view_waits_then_proceeds_when_a_member_joins() {
+    check_seeds(
+        "an_inadequate_view_waits_then_proceeds_when_a_member_joins",
+        3,
+        |seed| {
+            let cfg = config(
+                5,
+                4,
+                EvenShards {
+                    shards: 2,
+                    min: 2,
+                    max: 2,
+                },
+            );
+            let mut r = Run::new(seed, &cfg, 5);
+            r.run(400, true)?;
+            r.crash(3);
+            r.run(3000, true)?;
+            let why = r.groups[0].waiting().ok_or("not waiting")?.clone();
+            if (why.shard, why.have, why.need) != (1, 1, 2) {
+                return Err(format!("wrong reason {why}"));
+            }
+            let before: Vec<u64> = r.apps.iter().map(|a| a.next).collect();
+            if r.groups[0].submit(b"\x00x").is_ok() {
+                return Err("submit accepted in an inadequate view".into());
+            }
+            r.run(1000, true)?;
+            if r.apps.iter().map(|a| a.next).collect::<Vec<_>>() != before {
+                return Err("a member delivered in an inadequate view".into());
+            }
+            r.groups[4].join().unwrap();
+            r.run(6000, true)?;
+            r.run(400, false)?;
+            if r.groups[0].waiting().is_some() || r.groups[4].shard() != Some(1) {
+                return Err(format!("still waiting: {:?}", r.groups[4]));
+            }
+            r.settled(before[0] + 5)
+        },
+    );
+}
+
+/// Every member shard 1 had crashes at once (a spare is there, but holds no state): the
+/// group stops everywhere with the reason.
+#[test]
+fn a_shard_that_loses_every_member_stops_the_group_with_the_reason() {
+    let cfg = config(
+        5,
+        5,
+        EvenShards {
+            shards: 2,
+            min: 1,
+            max: 2,
+        },
+    );
+    let mut r = Run::new(3, &cfg, 5);
+    assert_eq!(
+        r.groups[0].view().unwrap().shards[1].members,
+        [1, 3].map(NodeId)
+    );
+    r.run(400, true).unwrap();
+    r.crash(1);
+    r.crash(3);
+    r.run(4000, true).unwrap();
+    for i in [0, 2, 4] {
+        let why = r.groups[i]
+            .stopped()
+            .unwrap_or_else(|| panic!("n{i} still runs"));
+        assert!(why.contains("shard 1 lost every member"), "n{i}: {why}");
+    }
+}
+
+/// A join fills shard 0 (the smaller one); the same run measures a single-shard group's join
+/// for the figure: virtual time from `join()` to the joiner being active.
+fn join_times(seed: u64) -> Result<(Duration, Duration), String> {
+    let mut out = Vec::new();
+    for shards in [
+        EvenShards::single(),
+        EvenShards {
+            shards: 2,
+            min: 2,
+            max: 3,
+        },
+    ] {
+        let cfg = config(5, 4, shards);
+        let mut r = Run::new(seed, &cfg, 5);
+        r.run(400, true)?;
+        let t0 = r.now();
+        r.groups[4].join().unwrap();
+        r.run(5000, true)?;
+        r.run(400, false)?;
+        r.settled(20)?;
+        // One shard: shard 0; two shards ([0, 1], [2, 3]): the first smallest, shard 0.
+        if r.groups[4].shard() != Some(0) {
+            return Err(format!("the joiner is in shard {:?}", r.groups[4].shard()));
+        }
+        let t = r.activated[4].ok_or("the joiner never became active")?;
+        out.push(t - t0);
+    }
+    Ok((out[0], out[1]))
+}
+
+#[test]
+fn a_join_fills_a_shard_with_state_from_that_shard() {
+    check_seeds(
+        "a_join_fills_a_shard_with_state_from_that_shard",
+        3,
+        |seed| {
+            let (single, sharded) = join_times(seed)?;
+            eprintln!(
+                "seed {seed}: join into shard {sharded:?} vs single-group join {single:?} (ratio {:.2})",
+                sharded.as_secs_f64() / single.as_secs_f64()
+            );
+            Ok(())
+        },
+    );
+}
+
+#[derive(Clone, Debug)]
+struct Plan {
+    /// (node, step) crashes, each of a distinct node.
+    crashes: Vec<(usize, usize)>,
+    /// A join by the one node outside the initial view, at this step.
+    join: Option<usize>,
+}
+
+fn plan_strategy() -> impl Strategy<Value = Plan> {
+    (
+        proptest::collection::vec((0usize..7, 100usize..4000), 0..=2),
+        proptest::option::of(100usize..4000),
+    )
+        .prop_map(|(mut crashes, join)| {
+            crashes.sort_unstable();
+            crashes.dedup_by_key(|c| c.0);
+            crashes.sort_by_key(|c| c.1);
+            Plan { crashes, join }
+        })
+}
+
+/// Seven initial members in two shards of 2..=3 plus a spare, one more node outside; up to
+/// two crashes and a join at random steps. Every step is checked (see the module doc); at
+/// the end the survivors either settled with both shards running, or stopped because a shard
+/// lost every member.
+fn run_plan(seed: u64, plan: &Plan) -> Result<(), String> {
+    let cfg = config(
+        8,
+        7,
+        EvenShards {
+            shards: 2,
+            min: 2,
+            max: 3,
+        },
+    );
+    let mut r = Run::new(seed, &cfg, 8);
+    for step in 0..4000 {
+        for &(n, at) in &plan.crashes {
+            if at == step {
+                r.crash(n);
+            }
+        }
+        if plan.join == Some(step) {
+            r.groups[7].join().unwrap();
+        }
+        r.run(1, true)?;
+    }
+    r.run(6000, true)?;
+    r.run(500, false)?;
+    let live: Vec<usize> = (0..8).filter(|&i| !r.crashed[i]).collect();
+    if live.iter().any(|&i| {
+        r.groups[i]
+            .stopped()
+            .is_some_and(|w| w.contains("lost every member"))
+    }) {
+        return Ok(());
+    }
+    // No node left to fill a shard: every survivor waits, saying why.
+    if let Some(why) = r.groups[live[0]].waiting() {
+        if live
+            .iter()
+            .any(|&i| r.groups[i].view().is_some() && r.groups[i].waiting().is_none())
+        {
+            return Err(format!("only some survivors wait ({why})"));
+        }
+        return Ok(());
+    }
+    r.settled(5)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases(6)))]
+
+    #[test]
+    fn proptest_shards_with_crashes_and_a_join(plan in plan_strategy(), seed in 0u64..1000) {
+        if let Err(why) = run_plan(seed, &plan) {
+            return Err(TestCaseError::fail(format!("seed {seed} {plan:?}: {why}")));
+        }
+    }
+}

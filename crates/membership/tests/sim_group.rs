@@ -14,14 +14,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use squall_membership::GmsConfig;
-use squall_membership::group::{Group, GroupConfig};
+use squall_membership::group::Group;
 use squall_membership::log::MemLog;
 use squall_ordering::check::History;
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
-use squall_round_robin::Config;
-use squall_transport::{NodeId, RegionId};
+use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
+
+mod group_sim;
+use group_sim::{payload, sender_of};
 
 /// What happens during a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,21 +53,6 @@ struct Plan {
     min_views: u64,
 }
 
-fn config(n: usize) -> GroupConfig {
-    let ids: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
-    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
-    gms.heartbeat_interval = Duration::from_micros(50);
-    gms.suspicion_timeout = Duration::from_micros(1500);
-    let epoch = Config {
-        window: 4,
-        slot_size: 24,
-        max_payload: 96,
-        chunk_size: 32,
-        ..Config::new(ids)
-    };
-    GroupConfig::new(gms, epoch)
-}
-
 struct Run {
     sim: Sim,
     groups: Vec<Group<SimNode, MemLog>>,
@@ -85,23 +71,9 @@ struct Run {
     upcalls: Vec<Upcall<Delivery>>,
 }
 
-/// Payload: sender, counter, then filler (sometimes past the slot size: a large message).
-fn payload(sender: usize, k: u32, large: bool) -> Vec<u8> {
-    let mut p = (sender as u32).to_le_bytes().to_vec();
-    p.extend_from_slice(&k.to_le_bytes());
-    if large {
-        p.resize(40 + (k as usize % 50), k as u8);
-    }
-    p
-}
-
-fn sender_of(p: &[u8]) -> usize {
-    u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize
-}
-
 impl Run {
     fn new(plan: &Plan) -> Run {
-        let cfg = config(plan.n);
+        let cfg = group_sim::config(plan.n, plan.n);
         let layout = Group::<SimNode, MemLog>::layout(&cfg).unwrap();
         let (sim, nodes) = Sim::cluster(SimConfig::seeded(plan.seed), plan.n, &layout).unwrap();
         let groups = nodes

@@ -34,13 +34,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use squall_membership::GmsConfig;
-use squall_membership::group::{Group, GroupConfig};
+use squall_membership::group::Group;
 use squall_membership::log::MemLog;
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
-use squall_round_robin::Config;
-use squall_transport::{NodeId, RegionId};
+use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
+
+mod group_sim;
+use group_sim::{counter_of, mix, payload, sender_of};
 
 /// Joiners per run: universe nodes outside the initial view.
 const JOINERS: usize = 2;
@@ -80,48 +81,6 @@ struct Plan {
     /// Steps with submissions, then steps to settle without.
     steps: usize,
     settle: usize,
-}
-
-fn config(universe: usize, initial: usize) -> GroupConfig {
-    let ids: Vec<NodeId> = (0..universe as u32).map(NodeId).collect();
-    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids[..initial].to_vec());
-    gms.heartbeat_interval = Duration::from_micros(50);
-    gms.suspicion_timeout = Duration::from_micros(1500);
-    let epoch = Config {
-        window: 4,
-        slot_size: 24,
-        max_payload: 96,
-        chunk_size: 32,
-        ..Config::new(ids)
-    };
-    let mut cfg = GroupConfig::new(gms, epoch);
-    cfg.transfer.chunk_size = 256;
-    cfg.transfer.window = 2;
-    cfg
-}
-
-fn mix(h: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(h ^ 0x9e37_79b9_7f4a_7c15, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-/// Payload: sender, counter, then filler (sometimes past the slot size: a large message).
-fn payload(sender: usize, k: u32, large: bool) -> Vec<u8> {
-    let mut p = (sender as u32).to_le_bytes().to_vec();
-    p.extend_from_slice(&k.to_le_bytes());
-    if large {
-        p.resize(40 + (k as usize % 50), k as u8);
-    }
-    p
-}
-
-fn sender_of(p: &[u8]) -> usize {
-    u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize
-}
-
-fn counter_of(p: &[u8]) -> u32 {
-    u32::from_le_bytes([p[4], p[5], p[6], p[7]])
 }
 
 /// One node's model application.
@@ -198,7 +157,9 @@ struct Run {
 impl Run {
     fn new(plan: &Plan) -> Run {
         let universe = plan.initial + JOINERS;
-        let cfg = config(universe, plan.initial);
+        let mut cfg = group_sim::config(universe, plan.initial);
+        cfg.transfer.chunk_size = 256;
+        cfg.transfer.window = 2;
         let layout = Group::<SimNode, MemLog>::layout(&cfg).unwrap();
         let (sim, nodes) = Sim::cluster(SimConfig::seeded(plan.seed), universe, &layout).unwrap();
         let groups = nodes

@@ -18,38 +18,23 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use squall_membership::GmsConfig;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_membership::view::EvenShards;
 use squall_ordering::{Delivery, TotalOrder, Upcall};
-use squall_round_robin::Config;
-use squall_transport::{NodeId, RegionId};
+use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
 
+mod group_sim;
+use group_sim::mix;
+
+/// The shared small-slot group with `shards` and state transfer in 256-byte chunks, 4 at a time.
 fn config(universe: usize, initial: usize, shards: EvenShards) -> GroupConfig {
-    let ids: Vec<NodeId> = (0..universe as u32).map(NodeId).collect();
-    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids[..initial].to_vec());
-    gms.heartbeat_interval = Duration::from_micros(50);
-    gms.suspicion_timeout = Duration::from_micros(1500);
-    gms.shards = shards;
-    let epoch = Config {
-        window: 4,
-        slot_size: 24,
-        max_payload: 96,
-        chunk_size: 32,
-        ..Config::new(ids)
-    };
-    let mut cfg = GroupConfig::new(gms, epoch);
+    let mut cfg = group_sim::config(universe, initial);
+    cfg.gms.shards = shards;
     cfg.transfer.chunk_size = 256;
     cfg.transfer.window = 4;
     cfg
-}
-
-fn mix(h: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(h ^ 0x9e37_79b9_7f4a_7c15, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 #[derive(Clone, Debug, Default)]

@@ -1,0 +1,56 @@
+//! What the `Group` simulator suites share: a small-slot group configuration with fast GMS
+//! timing (so slots overflow into large messages and suspicion comes within a few heartbeats),
+//! the hash-chain model application's mixing step, and numbered payloads.
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use squall_membership::GmsConfig;
+use squall_membership::group::GroupConfig;
+use squall_round_robin::Config;
+use squall_transport::{NodeId, RegionId};
+
+/// A group over nodes `0..universe` whose first `initial` are the first view: heartbeat 50 µs,
+/// suspicion 1.5 ms, epochs with a window of 4 slots of 24 bytes (payloads up to 96 bytes,
+/// chunks of 32), state transfer with the defaults (suites set chunk and window).
+pub fn config(universe: usize, initial: usize) -> GroupConfig {
+    let ids: Vec<NodeId> = (0..universe as u32).map(NodeId).collect();
+    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids[..initial].to_vec());
+    gms.heartbeat_interval = Duration::from_micros(50);
+    gms.suspicion_timeout = Duration::from_micros(1500);
+    let epoch = Config {
+        window: 4,
+        slot_size: 24,
+        max_payload: 96,
+        chunk_size: 32,
+        ..Config::new(ids)
+    };
+    GroupConfig::new(gms, epoch)
+}
+
+/// The hash chain's step: the model application's value after applying `bytes` to `h`.
+pub fn mix(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h ^ 0x9e37_79b9_7f4a_7c15, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Payload: sender, counter, then filler (sometimes past the slot size: a large message).
+pub fn payload(sender: usize, k: u32, large: bool) -> Vec<u8> {
+    let mut p = (sender as u32).to_le_bytes().to_vec();
+    p.extend_from_slice(&k.to_le_bytes());
+    if large {
+        p.resize(40 + (k as usize % 50), k as u8);
+    }
+    p
+}
+
+/// The sender a [`payload`] names.
+pub fn sender_of(p: &[u8]) -> usize {
+    u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize
+}
+
+/// The counter a [`payload`] carries.
+pub fn counter_of(p: &[u8]) -> u32 {
+    u32::from_le_bytes([p[4], p[5], p[6], p[7]])
+}

@@ -49,7 +49,9 @@ pub enum StopReason {
         view: u64,
     },
     /// A restarting member's log ends at view `view`, but a peer already installed `newer`
-    /// (a later restart went on without it): it cannot rejoin from its own log.
+    /// (a later restart went on without it): it cannot rejoin from its own log. No longer
+    /// produced by the core: such a member now joins again as a new member and takes its state
+    /// by transfer ([`Gms::rejoined`]); kept for the drivers that match on it.
     #[error(
         "restart: this member's log ends at view {view} but view {newer} was already installed without it; it needs state transfer to rejoin (not built), or a fresh log"
     )]
@@ -173,6 +175,9 @@ pub struct Gms<T: Transport, L: Durable> {
     /// Restart mode (see [`crate::restart`]): the highest ballot promised for the current view
     /// and this node's own ballot when it leads the restart.
     restart: Option<RestartState>,
+    /// Its log was two or more views behind a restarted group: it asked to join again
+    /// (`(its last logged view, the newer view seen)`).
+    rejoined: Option<(u64, u64)>,
 }
 
 /// A member restarting from its log.
@@ -182,6 +187,8 @@ struct RestartState {
     ballot: Option<u64>,
     /// The members of the view it still waits for (reported once per change).
     missing: Vec<NodeId>,
+    /// A shard of the view none of whose members restarted yet (the restart waits).
+    unrestored: Option<crate::restart::Unrestored>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -271,7 +278,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let mut restart = None;
         match recovered.and_then(Recovered::last_view) {
             Some((id, members)) => {
-                view = Some(View::new(id, members.to_vec(), layout.as_ref()));
+                // The logged shards: the layout of a later view depends on the earlier ones'.
+                let v = recovered
+                    .and_then(|r| crate::restart::logged_view(r, id, layout.as_ref()))
+                    .unwrap_or_else(|| View::new(id, members.to_vec(), layout.as_ref()));
+                view = Some(v);
                 decision = recovered.and_then(|r| r.decision_for(id)).cloned();
                 if id > 0 {
                     ended = recovered.and_then(|r| r.decision_for(id - 1)).cloned();
@@ -284,10 +295,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             None if cfg.initial.contains(&me) => {
                 let v = View::new(0, cfg.initial.clone(), layout.as_ref());
-                log.append(&Record::Installed {
-                    view: 0,
-                    members: v.members.clone(),
-                })?;
+                for r in crate::restart::installed_records(&v) {
+                    log.append(&r)?;
+                }
                 view = Some(v);
             }
             None => {}
@@ -306,6 +316,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             stopped: None,
             held_back: false,
             restart,
+            rejoined: None,
         };
         if g.view.is_some() {
             g.publish_view()?;
@@ -347,6 +358,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// members of its last view it still waits for (not restarted, or not seen yet).
     pub fn restarting(&self) -> Option<&[NodeId]> {
         self.restart.as_ref().map(|r| r.missing.as_slice())
+    }
+
+    /// Restarting: why the restart waits although a majority of the last view restarted (a
+    /// shard none of whose members restarted; see [`crate::restart::Unrestored`]).
+    pub fn restart_blocked(&self) -> Option<&crate::restart::Unrestored> {
+        self.restart.as_ref().and_then(|r| r.unrestored.as_ref())
+    }
+
+    /// Set when this member restarted from a log two or more views behind a peer's (the group
+    /// went on without it): `(its last logged view, the newer view it saw)`. It then left
+    /// restart mode and asked to join as a new member (it is an outsider until a view names
+    /// it; its state comes by state transfer).
+    pub fn rejoined(&self) -> Option<(u64, u64)> {
+        self.rejoined
     }
 
     /// The decision this member logged for its current view, if any.
@@ -581,16 +606,18 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 continue;
             };
             let vid = p[0].saturating_sub(1);
-            if members.contains(&self.me) && best.as_ref().is_none_or(|b| vid > b.0) {
+            // Joining again after a total restart: only a view newer than the one that
+            // superseded its log (older blocks naming it are stale).
+            let fresh = self.rejoined.is_none_or(|(_, newer)| vid > newer);
+            if fresh && members.contains(&self.me) && best.as_ref().is_none_or(|b| vid > b.0) {
                 best = Some((vid, members, shard_of.to_vec()));
             }
         }
         if let Some((vid, members, shard_of)) = best {
-            self.log.append(&Record::Installed {
-                view: vid,
-                members: members.clone(),
-            })?;
             let v = View::published(vid, members, &shard_of, self.layout.as_ref());
+            for r in crate::restart::installed_records(&v) {
+                self.log.append(&r)?;
+            }
             tracing::info!(me = %self.me, view = vid, "membership: joined");
             self.view = Some(v.clone());
             self.sst.set(self.f.join, 0);
@@ -633,13 +660,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         match newer {
             Some(n) if n > view.id + 1 => {
-                return Err(self.stop(
-                    StopReason::Superseded {
-                        view: view.id,
-                        newer: n,
-                    },
-                    out,
-                ));
+                // Two or more views behind: the decisions in between are not in its log and the
+                // group may have trimmed and moved on; it cannot restart from its log. It joins
+                // again as a new member and takes its state by transfer.
+                tracing::warn!(
+                    me = %self.me, view = view.id, newer = n,
+                    "membership: restart: the group went on without this member; joining again (state transfer)"
+                );
+                self.view = None;
+                self.restart = None;
+                self.wedged = None;
+                self.proposal = None;
+                self.decision = None;
+                self.rejoined = Some((view.id, n));
+                return self.request_join();
             }
             // A peer one view ahead whose decision is not readable yet: wait for it.
             Some(_) => return Ok(()),
@@ -688,6 +722,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         // Never act without a majority of the last view's logs.
         if restarted.len() < view.majority() {
+            return Ok(());
+        }
+        // Nor without a member of every shard: a shard's messages are only in its members' logs.
+        let unrestored = crate::restart::unrestored_shard(view, &restarted);
+        if let Some(r) = &mut self.restart
+            && r.unrestored != unrestored
+        {
+            if let Some(why) = &unrestored {
+                tracing::warn!(me = %self.me, %why, "membership: restart waits for a member of every shard");
+            }
+            r.unrestored = unrestored.clone();
+        }
+        if unrestored.is_some() {
             return Ok(());
         }
         let Some(&leader) = alive.first() else {
@@ -776,10 +823,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Err(self.stop(StopReason::Removed { view: next.id }, out));
         }
         self.log.append(&Record::Decided(d.clone()))?;
-        self.log.append(&Record::Installed {
-            view: next.id,
-            members: next.members.clone(),
-        })?;
+        for r in crate::restart::installed_records(&next) {
+            self.log.append(&r)?;
+        }
         // The decision of this very restart (the ballot this member promised): a peer just
         // installed the restart view first, and this member installs it too. An older
         // decision: the restart goes on one view later.
@@ -1102,10 +1148,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 out,
             ));
         }
-        self.log.append(&Record::Installed {
-            view: next.id,
-            members: next.members.clone(),
-        })?;
+        for r in crate::restart::installed_records(&next) {
+            self.log.append(&r)?;
+        }
         tracing::info!(me = %self.me, view = next.id, members = ?next.members, "membership: view installed");
         let left = d
             .changes

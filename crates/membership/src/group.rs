@@ -70,19 +70,52 @@ impl GroupConfig {
         }
     }
 
-    /// Durable epochs: the log file of view `view`'s epoch (`epoch-<view>.log` in the template's
-    /// directory); `None` for atomic epochs.
+    /// Durable epochs with one shard: the log file of view `view`'s epoch (`epoch-<view>.log`
+    /// in the template's directory); `None` for atomic epochs. With several shards see
+    /// [`epoch_log_of`](GroupConfig::epoch_log_of) (this is its shard 0).
     pub fn epoch_log(&self, view: u64) -> Option<std::path::PathBuf> {
+        self.epoch_log_of(view, 0)
+    }
+
+    /// Durable epochs: the log file of shard `shard`'s epoch in view `view`, in the template's
+    /// directory (each member has its own): `epoch-<view>.log` with one shard (as before shards
+    /// existed), `epoch-<view>-shard<shard>.log` with several, so a log is never replayed as
+    /// another shard's. A member runs at most one shard per view, so its directory holds at
+    /// most one log per view. `None` for atomic epochs.
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, group::GroupConfig, view::EvenShards};
+    /// use squall_round_robin::{Config, FsyncPolicy, Mode};
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+    /// let gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+    /// let mode = Mode::Durable { path: "/data/n0".into(), fsync: FsyncPolicy::EveryBatch };
+    /// let mut cfg = GroupConfig::new(gms, Config { mode, ..Config::new(ids) });
+    /// assert!(cfg.epoch_log(7).unwrap().ends_with("epoch-00000000000000000007.log"));
+    /// cfg.gms.shards = EvenShards { shards: 2, min: 1, max: 2 };
+    /// assert!(cfg.epoch_log_of(7, 1).unwrap().ends_with("epoch-00000000000000000007-shard1.log"));
+    /// ```
+    pub fn epoch_log_of(&self, view: u64, shard: usize) -> Option<std::path::PathBuf> {
         match &self.epoch.mode {
+            Mode::Durable { path, .. } if self.gms.shards.shards > 1 => {
+                Some(path.join(format!("epoch-{view:020}-shard{shard}.log")))
+            }
             Mode::Durable { path, .. } => Some(path.join(format!("epoch-{view:020}.log"))),
             _ => None,
         }
     }
 
-    /// The epoch configuration of view `view` with `members` (every member a sender).
+    /// The epoch configuration of view `view` with `members` (every member a sender); with
+    /// durable epochs it logs to shard 0's file.
     pub fn epoch_for(&self, view: u64, members: Vec<NodeId>) -> EpochConfig {
+        self.epoch_for_shard(view, 0, members)
+    }
+
+    /// The epoch configuration of shard `shard` in view `view` with `members` (the shard's,
+    /// every one a sender); durable epochs log to [`epoch_log_of`](GroupConfig::epoch_log_of).
+    pub fn epoch_for_shard(&self, view: u64, shard: usize, members: Vec<NodeId>) -> EpochConfig {
         let (table_region, large_region) = self.sets[(view % 2) as usize];
-        let mode = match (&self.epoch.mode, self.epoch_log(view)) {
+        let mode = match (&self.epoch.mode, self.epoch_log_of(view, shard)) {
             (Mode::Durable { fsync, .. }, Some(path)) => Mode::Durable {
                 path,
                 fsync: *fsync,
@@ -126,17 +159,10 @@ impl GroupConfig {
             ));
         }
         let layout = &self.gms.shards;
-        if layout.shards > 1 {
-            if matches!(self.epoch.mode, Mode::Durable { .. }) {
-                return Err(GroupError::Config(
-                    "durable epochs (total restart from the epoch logs) support one shard only: use Mode::Atomic with several shards, or one shard",
-                ));
-            }
-            if layout.shards.saturating_mul(layout.min) > self.gms.max_members {
-                return Err(GroupError::Config(
-                    "shards · min members per shard exceeds max_members: no view could ever give every shard its minimum",
-                ));
-            }
+        if layout.shards > 1 && layout.shards.saturating_mul(layout.min) > self.gms.max_members {
+            return Err(GroupError::Config(
+                "shards · min members per shard exceeds max_members: no view could ever give every shard its minimum",
+            ));
         }
         if let Some(why) = View::new(0, self.gms.initial.clone(), layout).inadequate {
             tracing::warn!(%why, "group: the initial view is inadequate");
@@ -227,10 +253,25 @@ pub struct GroupStats {
     pub replayed: u64,
 }
 
-/// The sequence number that ends a trim: a ragged trim is a gap-free round-robin prefix, so
-/// its messages are exactly those below the sum of its counts.
-fn trim_end(trim: &crate::trim::Trim) -> u64 {
-    trim.counts.iter().map(|&(_, c)| c).sum()
+/// The sequence number that ends a trim in the epoch of the shard whose senders are
+/// `senders`: a ragged trim is a gap-free round-robin prefix per shard, so the shard's messages
+/// it keeps are exactly those below the sum of its senders' counts (other shards' counts are
+/// another epoch's).
+fn trim_end(trim: &crate::trim::Trim, senders: &[NodeId]) -> u64 {
+    senders.iter().map(|&s| trim.count(s)).sum()
+}
+
+/// A member's shard in a view: its index and members (in sender order).
+type ShardOf = (usize, Vec<NodeId>);
+
+/// This member's shard in `view` and that shard's members (`None`: a spare, or an inadequate
+/// view, where no epoch ran).
+fn shard_in(view: &View, me: NodeId) -> Option<ShardOf> {
+    if view.inadequate.is_some() {
+        return None;
+    }
+    let s = view.shard_of(me)?;
+    Some((s, view.shards[s].members.clone()))
 }
 
 /// Lets the core wedge the current epoch (or report empty counts when there is none).
@@ -265,15 +306,27 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
     }
 }
 
-/// Per sender (rank order of `members`), how many messages the epoch log at `path` holds as a
-/// gap-free prefix: every sequence number up to its last record's is logged or was a null.
-fn logged_counts(path: Option<std::path::PathBuf>, members: usize) -> Result<Vec<u64>, GroupError> {
-    let Some(path) = path else {
-        return Ok(vec![0; members]);
+/// Per member of `view` (rank order), how many of its messages this member's epoch log of
+/// `view` holds as a gap-free prefix (every sequence number up to its last record's is logged
+/// or was a null): the counts of its shard's senders at their ranks, 0 for every other member
+/// (other shards' counts are reported by their own members; a spare reports none).
+fn logged_counts(cfg: &GroupConfig, view: &View, me: NodeId) -> Result<Vec<u64>, GroupError> {
+    let mut rx = vec![0; view.members.len()];
+    let Some((s, senders)) = shard_in(view, me) else {
+        return Ok(rx);
+    };
+    let Some(path) = cfg.epoch_log_of(view.id, s) else {
+        return Ok(rx);
     };
     let (_, rec) = squall_round_robin::log::Log::open(&path, FsyncPolicy::EveryBatch)?;
     let end = rec.records.last().map_or(0, |r| r.seq + 1);
-    Ok(squall_round_robin::seq_prefix_counts(end, members))
+    let counts = squall_round_robin::seq_prefix_counts(end, senders.len());
+    for (m, c) in senders.iter().zip(counts) {
+        if let Some(r) = view.rank_of(*m) {
+            rx[r] = c;
+        }
+    }
+    Ok(rx)
 }
 
 /// One member of a group with views: round-robin total order within each view, virtual
@@ -305,7 +358,10 @@ fn logged_counts(path: Option<std::path::PathBuf>, members: usize) -> Result<Vec
 /// no shard: members stay wedged ([`Group::waiting`] says why; submits answer
 /// [`SubmitError::Wedged`]) until a view gives every shard its minimum. A view that leaves a
 /// shard without any of its previous members stops every member ([`GroupError::ShardLost`]).
-/// Durable epochs and total restart support one shard only (refused by validation).
+/// Durable epochs log per view and shard (each member its own shard's,
+/// [`GroupConfig::epoch_log_of`]); a total restart cuts and replays them per shard and needs a
+/// majority of the last view and a member of each of its shards
+/// ([`crate::restart::Unrestored`]).
 ///
 /// ```
 /// use std::time::Duration;
@@ -385,6 +441,10 @@ pub struct Group<T: Transport, L: Durable> {
     /// Restarting from the logs: what the last view's epoch log holds (the core publishes it
     /// as this member's received counts); the epoch starts once the restart view is installed.
     restart_logged: Option<Vec<u64>>,
+    /// Restarting: per view of the membership log (ascending), this member's shard and its
+    /// members (`None`: no epoch ran here) — which epoch logs the replay reads, and how each
+    /// trim cuts them.
+    history: Vec<(u64, Option<ShardOf>)>,
     events: Vec<GmsEvent>,
     scratch: Vec<Upcall<Delivery>>,
     stats: GroupStats,
@@ -442,11 +502,6 @@ impl<T: Transport, L: Durable> Group<T, L> {
         cfg.validate()?;
         let mux = Mux::new(transport, &cfg.regions());
         let gms = Gms::new(mux.handle(), cfg.gms.clone(), log, recovered)?;
-        if cfg.gms.shards.shards > 1 && gms.restarting().is_some() {
-            return Err(GroupError::Config(
-                "a total restart from the logs supports one shard only (the membership log holds a view, and the layout has several shards): start with a fresh log",
-            ));
-        }
         // Active from the start (holding their shard's initial state): view 0's shard members.
         let v0 = View::new(0, cfg.gms.initial.clone(), &cfg.gms.shards);
         let initial: Vec<NodeId> = v0
@@ -483,24 +538,33 @@ impl<T: Transport, L: Durable> Group<T, L> {
             buffer: Vec::new(),
             state: None,
             restart_logged: None,
+            history: Vec::new(),
             events: Vec::new(),
             scratch: Vec::new(),
             stats: GroupStats::default(),
         };
         match (g.gms.view().cloned(), g.gms.restarting().is_some()) {
             (Some(v), true) => {
-                // Views before the last ended with a logged decision: cut their epoch logs to
-                // it again (a crash may have come between logging it and cutting).
+                // Views before the last ended with a logged decision: cut this member's shard's
+                // epoch log to it again (a crash may have come between logging it and cutting).
                 if let Some(rec) = recovered {
+                    let layout = &g.cfg.gms.shards;
                     for old in 0..v.id {
-                        if let (Some(d), Some(path)) = (rec.decision_for(old), g.cfg.epoch_log(old))
+                        let Some(ov) = crate::restart::logged_view(rec, old, layout) else {
+                            continue;
+                        };
+                        let mine = shard_in(&ov, me);
+                        if let (Some(d), Some((s, senders))) = (rec.decision_for(old), &mine)
+                            && let Some(path) = g.cfg.epoch_log_of(old, *s)
                             && path.exists()
                         {
-                            squall_round_robin::log::Log::cut(&path, trim_end(&d.trim))?;
+                            squall_round_robin::log::Log::cut(&path, trim_end(&d.trim, senders))?;
                         }
+                        g.history.push((old, mine));
                     }
                 }
-                g.restart_logged = Some(logged_counts(g.cfg.epoch_log(v.id), v.members.len())?);
+                g.history.push((v.id, shard_in(&v, me)));
+                g.restart_logged = Some(logged_counts(&g.cfg, &v, me)?);
                 g.view = Some(v);
             }
             (Some(v), false) => g.start_epoch(v)?,
@@ -510,7 +574,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
     }
 
     /// Restart: cuts the last view's epoch log past the restart trim and replays every epoch
-    /// log of this member, view by view, as deliveries with their original positions.
+    /// log of this member — its shard's, view by view — as deliveries with their original
+    /// positions (gap-free: each view's continue the previous one's).
     fn replay(
         &mut self,
         last: &View,
@@ -521,12 +586,15 @@ impl<T: Transport, L: Durable> Group<T, L> {
             return Ok(());
         }
         let mut next: Option<u64> = None;
-        for v in 0..=last.id {
-            let Some(path) = self.cfg.epoch_log(v) else {
+        for (v, mine) in std::mem::take(&mut self.history) {
+            let Some((s, senders)) = mine.filter(|_| v <= last.id) else {
+                continue;
+            };
+            let Some(path) = self.cfg.epoch_log_of(v, s) else {
                 continue;
             };
             let records = if v == last.id {
-                squall_round_robin::log::Log::cut(&path, trim_end(trim))?
+                squall_round_robin::log::Log::cut(&path, trim_end(trim, &senders))?
             } else if path.exists() {
                 squall_round_robin::log::Log::open(&path, FsyncPolicy::EveryBatch)?
                     .1
@@ -554,6 +622,33 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         self.position = next.unwrap_or(0);
         Ok(())
+    }
+
+    /// Restarting from a log two or more views behind the restarted group (the core asked to
+    /// join again, [`Gms::rejoined`]): this member's state must come by transfer, like a
+    /// joiner's. Its epoch logs are superseded (the group went on without them): each is
+    /// renamed to `<name>.superseded` so that no later restart replays them.
+    fn rejoin(&mut self) {
+        let me = self.gms.id();
+        for (v, mine) in std::mem::take(&mut self.history) {
+            if let Some(path) = mine.and_then(|(s, _)| self.cfg.epoch_log_of(v, s))
+                && path.exists()
+            {
+                let mut to = path.clone().into_os_string();
+                to.push(".superseded");
+                if let Err(e) = std::fs::rename(&path, &to) {
+                    tracing::warn!(me = %me, view = v, error = %e, "group: could not set a superseded epoch log aside");
+                }
+            }
+        }
+        tracing::info!(me = %me, rejoined = ?self.gms.rejoined(), "group: the restarted group went on without this member: joining again, state by transfer");
+        self.restart_logged = None;
+        self.view = None;
+        self.active = false;
+        self.epoch = None;
+        self.senders.clear();
+        self.position = 0;
+        self.frozen = false;
     }
 
     /// The membership core.
@@ -715,7 +810,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         match view.shard_of(me).filter(|_| view.inadequate.is_none()) {
             Some(s) => {
                 self.senders = view.shards[s].members.clone();
-                let cfg = self.cfg.epoch_for(view.id, self.senders.clone());
+                let cfg = self.cfg.epoch_for_shard(view.id, s, self.senders.clone());
                 self.epoch = Some(RoundRobin::epoch(self.mux.handle(), cfg, self.position)?);
                 let first = self.active.then_some(self.position);
                 self.transfer
@@ -785,13 +880,14 @@ impl<T: Transport, L: Durable> Group<T, L> {
         {
             // Restarting, caught up one view from a peer: cut the old view's log to the
             // decision it was installed with; the restart goes on in `view`.
-            if let Some(path) = self.cfg.epoch_log(last.id) {
-                squall_round_robin::log::Log::cut(&path, trim_end(t))?;
+            let me = self.gms.id();
+            if let Some((s, senders)) = shard_in(&last, me)
+                && let Some(path) = self.cfg.epoch_log_of(last.id, s)
+            {
+                squall_round_robin::log::Log::cut(&path, trim_end(t, &senders))?;
             }
-            self.restart_logged = Some(logged_counts(
-                self.cfg.epoch_log(view.id),
-                view.members.len(),
-            )?);
+            self.restart_logged = Some(logged_counts(&self.cfg, &view, me)?);
+            self.history.push((view.id, shard_in(&view, me)));
             self.view = Some(view);
             return Ok(());
         }
@@ -825,13 +921,16 @@ impl<T: Transport, L: Durable> Group<T, L> {
             self.scratch = out;
             self.position = old.next_position() + self.offset;
             drop(old);
-            if let Some(path) = self.cfg.epoch_log(old_view.id) {
+            let shard = old_view.shard_of(self.gms.id()).unwrap_or(0);
+            if let Some(path) = self.cfg.epoch_log_of(old_view.id, shard) {
                 // The decision is logged (the core logs before acting): cut what it discards.
-                squall_round_robin::log::Log::cut(&path, trim_end(&trim))?;
+                squall_round_robin::log::Log::cut(&path, trim_end(&trim, &self.senders))?;
             }
             // No peer writes set `old_view.id mod 2` again before this member acks view
             // `view.id + 1`, which it does only after this point.
-            let set = self.cfg.epoch_for(old_view.id, self.senders.clone());
+            let set = self
+                .cfg
+                .epoch_for_shard(old_view.id, shard, self.senders.clone());
             self.mux.with(|t| RoundRobin::<T>::zero_regions(t, &set));
         }
         self.offset = 0;
@@ -978,6 +1077,12 @@ impl<T: Transport, L: Durable> Group<T, L> {
             logged: self.restart_logged.as_deref(),
         };
         let r = self.gms.poll(&mut wedger, &mut events);
+        if self.restart_logged.is_some()
+            && self.gms.view().is_none()
+            && self.gms.rejoined().is_some()
+        {
+            self.rejoin();
+        }
         let mut result = Ok(());
         for e in events.drain(..) {
             match e {

@@ -50,6 +50,15 @@ pub enum Record {
         /// The ballot.
         rank: u64,
     },
+    /// The shards of view `view` (logged right after its [`Record::Installed`] when the layout
+    /// has several shards): each shard's members in order. A restarting member needs them to
+    /// know which shard it held (the layout of a view depends on the previous views').
+    Shards {
+        /// The view id.
+        view: u64,
+        /// Each shard's members, in shard order (a lost shard is empty).
+        shards: Vec<Vec<NodeId>>,
+    },
 }
 
 /// Why decoding stopped before the end of the bytes.
@@ -178,6 +187,17 @@ pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
             out.extend_from_slice(&view.to_le_bytes());
             out.extend_from_slice(&rank.to_le_bytes());
         }
+        Record::Shards { view, shards } => {
+            out.push(4);
+            out.extend_from_slice(&view.to_le_bytes());
+            out.extend_from_slice(&(shards.len() as u32).to_le_bytes());
+            for s in shards {
+                out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                for m in s {
+                    out.extend_from_slice(&m.0.to_le_bytes());
+                }
+            }
+        }
     });
 }
 
@@ -242,6 +262,21 @@ fn parse(body: &[u8]) -> Result<Record, &'static str> {
             view: b.u64().ok_or(short)?,
             rank: b.u64().ok_or(short)?,
         },
+        4 => {
+            let view = b.u64().ok_or(short)?;
+            // Every shard takes at least its 4-byte count.
+            let k = b.count(4).ok_or(short)?;
+            let mut shards = Vec::with_capacity(k);
+            for _ in 0..k {
+                let n = b.count(4).ok_or(short)?;
+                let mut members = Vec::with_capacity(n);
+                for _ in 0..n {
+                    members.push(NodeId(b.u32().ok_or(short)?));
+                }
+                shards.push(members);
+            }
+            Record::Shards { view, shards }
+        }
         _ => return Err("unknown record tag"),
     };
     if !b.0.is_empty() {
@@ -321,6 +356,35 @@ impl Recovered {
     pub fn last_view(&self) -> Option<(u64, &[NodeId])> {
         self.records.iter().rev().find_map(|r| match r {
             Record::Installed { view, members } => Some((*view, members.as_slice())),
+            _ => None,
+        })
+    }
+
+    /// The members of view `view` as this member installed it (the last such record).
+    pub fn members_of(&self, view: u64) -> Option<&[NodeId]> {
+        self.records.iter().rev().find_map(|r| match r {
+            Record::Installed { view: v, members } if *v == view => Some(members.as_slice()),
+            _ => None,
+        })
+    }
+
+    /// The shards of view `view` as logged (the last such record; none for a log written with
+    /// a single shard, whose one shard holds every member).
+    ///
+    /// ```
+    /// use squall_membership::log::{Durable, MemLog, Record};
+    /// use squall_transport::NodeId;
+    /// let mut log = MemLog::default();
+    /// log.append(&Record::Installed { view: 0, members: vec![NodeId(0), NodeId(1)] })?;
+    /// log.append(&Record::Shards { view: 0, shards: vec![vec![NodeId(0)], vec![NodeId(1)]] })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// assert_eq!(rec.shards_for(0).map(<[_]>::len), Some(2));
+    /// assert_eq!(rec.shards_for(1), None);
+    /// # Ok::<(), squall_membership::log::LogError>(())
+    /// ```
+    pub fn shards_for(&self, view: u64) -> Option<&[Vec<NodeId>]> {
+        self.records.iter().rev().find_map(|r| match r {
+            Record::Shards { view: v, shards } if *v == view => Some(shards.as_slice()),
             _ => None,
         })
     }
@@ -546,6 +610,27 @@ mod tests {
         assert_eq!(rec.records.len(), 4);
         assert_eq!(rec.promised_for(0), (1 << 32) | 2);
         assert_eq!(rec.promised_for(1), 0);
+    }
+
+    #[test]
+    fn a_shard_layout_round_trips_and_a_lying_count_is_refused() {
+        let mut b = sample();
+        let shards = vec![vec![NodeId(0), NodeId(2)], vec![], vec![NodeId(1)]];
+        encode_record(
+            &Record::Shards {
+                view: 0,
+                shards: shards.clone(),
+            },
+            &mut b,
+        );
+        let (_, rec) = MemLog::open(b.clone());
+        assert_eq!(rec.shards_for(0), Some(&shards[..]));
+        assert_eq!(rec.members_of(0).map(<[_]>::len), Some(3));
+        // A shard count larger than the body can hold is refused, not allocated.
+        let mut body = vec![4u8];
+        body.extend_from_slice(&0u64.to_le_bytes());
+        body.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(parse(&body).is_err());
     }
 
     #[test]

@@ -33,6 +33,11 @@
 //! assert_eq!(attempt_of(3), 0); // an ordinary rank
 //! ```
 
+use squall_transport::NodeId;
+
+use crate::log::{Record, Recovered};
+use crate::view::{Shard, ShardLayout, View};
+
 /// The lowest inspector ballot: ordinary leader ranks (a position in a view) are below it.
 pub const INSPECTOR: u64 = 1 << 32;
 
@@ -49,4 +54,99 @@ pub fn attempt_of(ballot: u64) -> u64 {
 /// The leader rank of a ballot (the ordinary rank itself for an ordinary rank).
 pub fn rank_of(ballot: u64) -> u64 {
     ballot & 0xffff_ffff
+}
+
+/// A restart that cannot proceed because a shard of the last view has no restarted member:
+/// that shard's state (its epochs' messages) is only in the logs of members that are not back,
+/// so a trim computed without them could lose what they delivered. Derecho's rule, kept here:
+/// a restart needs a majority of the last view **and** at least one member of every shard.
+///
+/// ```
+/// use squall_membership::restart::unrestored_shard;
+/// use squall_membership::view::{EvenShards, View};
+/// use squall_transport::NodeId;
+/// let v = View::new(3, (0..4).map(NodeId).collect(), &EvenShards { shards: 2, min: 1, max: 2 });
+/// let why = unrestored_shard(&v, &[NodeId(0), NodeId(1), NodeId(3)]);
+/// assert_eq!(why, None);
+/// let why = unrestored_shard(&v, &[NodeId(0), NodeId(2)]).unwrap();
+/// assert_eq!((why.shard, why.members.clone()), (1, vec![NodeId(1), NodeId(3)]));
+/// assert!(why.to_string().contains("shard 1"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "restart of view {view}: shard {shard} has no restarted member (its members {members:?} hold its state in their logs); waiting for one of them"
+)]
+pub struct Unrestored {
+    /// The last logged view being restarted.
+    pub view: u64,
+    /// The shard.
+    pub shard: usize,
+    /// Its members in that view, none of which has restarted.
+    pub members: Vec<NodeId>,
+}
+
+/// The first shard of `view` none of whose members is among `restarted` (empty shards, lost
+/// before the shutdown, hold nothing and are skipped); `None` if every shard has one.
+pub fn unrestored_shard(view: &View, restarted: &[NodeId]) -> Option<Unrestored> {
+    view.shards.iter().enumerate().find_map(|(s, shard)| {
+        (!shard.members.is_empty() && !shard.members.iter().any(|m| restarted.contains(m))).then(
+            || Unrestored {
+                view: view.id,
+                shard: s,
+                members: shard.members.clone(),
+            },
+        )
+    })
+}
+
+/// The records that log the installation of `view`: [`Record::Installed`], then, when the
+/// layout has several shards, [`Record::Shards`] (a restart must know which shard each member
+/// held; with one shard the log is exactly what it was before shards existed).
+pub fn installed_records(view: &View) -> Vec<Record> {
+    let mut out = vec![Record::Installed {
+        view: view.id,
+        members: view.members.clone(),
+    }];
+    if view.shards.len() > 1 {
+        out.push(Record::Shards {
+            view: view.id,
+            shards: view.shards.iter().map(|s| s.members.clone()).collect(),
+        });
+    }
+    out
+}
+
+/// View `id` as a member's log recorded it: its members and, when logged, its shards (else
+/// the layout applied afresh, which is exact for one shard and for view 0).
+///
+/// ```
+/// use squall_membership::log::{Durable, MemLog};
+/// use squall_membership::restart::{installed_records, logged_view};
+/// use squall_membership::view::{EvenShards, View};
+/// use squall_transport::NodeId;
+/// let layout = EvenShards { shards: 2, min: 1, max: 3 };
+/// let v0 = View::new(0, (0..4).map(NodeId).collect(), &layout);
+/// // n0 fails: view 1 keeps the survivors in their shards (not what a fresh layout deals).
+/// let v1 = View::next(1, vec![NodeId(1), NodeId(2), NodeId(3)], Some(&v0.shards), &layout);
+/// let mut log = MemLog::default();
+/// for r in installed_records(&v0).iter().chain(&installed_records(&v1)) { log.append(r)?; }
+/// let (_, rec) = MemLog::open(log.bytes().to_vec());
+/// assert_eq!(logged_view(&rec, 1, &layout).unwrap().shards, v1.shards);
+/// assert_ne!(View::new(1, v1.members.clone(), &layout).shards, v1.shards);
+/// # Ok::<(), squall_membership::log::LogError>(())
+/// ```
+pub fn logged_view(rec: &Recovered, id: u64, layout: &dyn ShardLayout) -> Option<View> {
+    let members = rec.members_of(id)?.to_vec();
+    Some(match rec.shards_for(id) {
+        Some(shards) => {
+            let shards: Vec<Shard> = shards
+                .iter()
+                .map(|m| Shard { members: m.clone() })
+                .collect();
+            let mut v = View::next(id, members, Some(&shards), layout);
+            v.shards = shards;
+            v
+        }
+        None => View::new(id, members, layout),
+    })
 }

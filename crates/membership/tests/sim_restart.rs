@@ -155,9 +155,13 @@ impl Life {
         (logs, self.delivered)
     }
 
+    /// Whether node `i` restarted from its log and installed a view after `view` (a node whose
+    /// log was two or more views behind joins again instead: it has no replay).
     fn installed_after(&self, i: usize, view: u64) -> bool {
         self.groups[i].as_ref().is_some_and(|g| {
-            g.gms().restarting().is_none() && g.view().is_some_and(|v| v.id > view)
+            g.gms().restarting().is_none()
+                && g.gms().rejoined().is_none()
+                && g.view().is_some_and(|v| v.id > view)
         })
     }
 }
@@ -264,9 +268,9 @@ fn carry_on(l: &mut Life, replay: &Seq) -> Result<(), String> {
     }
     let running: Vec<usize> = (0..N)
         .filter(|&i| {
-            l.groups[i]
-                .as_ref()
-                .is_some_and(|g| g.stopped().is_none() && g.epoch().is_some())
+            l.groups[i].as_ref().is_some_and(|g| {
+                g.stopped().is_none() && g.epoch().is_some() && g.gms().rejoined().is_none()
+            })
         })
         .collect();
     let first = &l.delivered[running[0]];

@@ -639,8 +639,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         out: &mut Vec<GmsEvent>,
     ) -> Result<(), GmsError> {
         // A peer one view ahead that publishes the decision that installed it: catch up (that
-        // decision was acted on, so it is the one); further ahead: this log cannot catch up.
+        // decision was acted on, so it is the one); further ahead: this log cannot catch up,
+        // and the member joins again.
         let mut newer = None;
+        let mut next = None;
         for row in 0..self.sst.rows() {
             if row == self.sst.my_row() || self.sst.is_suspected(row) {
                 continue;
@@ -650,34 +652,23 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             };
             let vid = p[0].saturating_sub(1);
             if vid == view.id + 1
+                && next.is_none()
                 && let Some(t) = self.decision_of(row, view.id)
             {
-                return self.catch_up(view, t, out);
+                next = Some(t);
             }
             if vid > view.id {
                 newer = newer.max(Some(vid));
             }
         }
-        match newer {
-            Some(n) if n > view.id + 1 => {
-                // Two or more views behind: the decisions in between are not in its log and the
-                // group may have trimmed and moved on; it cannot restart from its log. It joins
-                // again as a new member and takes its state by transfer.
-                tracing::warn!(
-                    me = %self.me, view = view.id, newer = n,
-                    "membership: restart: the group went on without this member; joining again (state transfer)"
-                );
-                self.view = None;
-                self.restart = None;
-                self.wedged = None;
-                self.proposal = None;
-                self.decision = None;
-                self.rejoined = Some((view.id, n));
-                return self.request_join();
-            }
+        match (newer, next) {
+            // Two or more views behind: the decisions in between are not in its log (a member
+            // of view L + 1 logs L + 1 before acting in it, so the group went on without it).
+            (Some(n), _) if n > view.id + 1 => return self.rejoin(view.id, n),
+            (_, Some(t)) => return self.catch_up(view, t, out),
             // A peer one view ahead whose decision is not readable yet: wait for it.
-            Some(_) => return Ok(()),
-            None => {}
+            (Some(_), None) => return Ok(()),
+            (None, None) => {}
         }
         if self.wedged.is_none() {
             let mut rx = epoch.wedge(view);
@@ -797,6 +788,24 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.try_install(view, &alive, out)
     }
 
+    /// Restart mode, and the group went on without this member (its log ends at `last`, a peer
+    /// is at `newer`, which does not contain it): it leaves restart mode and asks to join as a
+    /// new member, taking its state by transfer like any joiner. Only views after `newer` can
+    /// admit it (older view blocks naming it are stale).
+    fn rejoin(&mut self, last: u64, newer: u64) -> Result<(), GmsError> {
+        tracing::warn!(
+            me = %self.me, view = last, newer,
+            "membership: restart: the group went on without this member; joining again (state by transfer)"
+        );
+        self.view = None;
+        self.restart = None;
+        self.wedged = None;
+        self.proposal = None;
+        self.decision = None;
+        self.rejoined = Some((last, newer));
+        self.request_join()
+    }
+
     /// Restart mode: installs `view + 1` with the decision `t` a peer installed it with.
     fn catch_up(
         &mut self,
@@ -819,8 +828,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.layout.as_ref(),
         );
         if !next.contains(self.me) {
-            self.view = None;
-            return Err(self.stop(StopReason::Removed { view: next.id }, out));
+            // The group went on without it (it was removed in the view it missed): it cannot
+            // restart from its log; it joins again.
+            return self.rejoin(view.id, next.id);
         }
         self.log.append(&Record::Decided(d.clone()))?;
         for r in crate::restart::installed_records(&next) {

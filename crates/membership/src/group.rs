@@ -895,6 +895,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
             && let (Some(t), Some(last)) = (&trim, self.view.take())
         {
             self.replay(&last, t, upcalls)?;
+            // It holds its shard's state again: tell every node, so that a joiner may ask it
+            // (joiners ask only members known to hold the state: view 0's and announced ones).
+            self.transfer.activate(self.position);
             tracing::info!(me = %self.gms.id(), view = last.id, replayed = self.stats.replayed, position = self.position, "group: restarted from the logs");
         }
         if let (Some(trim), Some(mut old), Some(old_view)) =

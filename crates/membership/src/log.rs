@@ -600,6 +600,26 @@ mod tests {
         b
     }
 
+    /// [`sample`] plus a promise and a shard layout: a record of every kind.
+    fn sample_of_every_kind() -> Vec<u8> {
+        let mut b = sample();
+        encode_record(
+            &Record::Promised {
+                view: 0,
+                rank: 1 << 32,
+            },
+            &mut b,
+        );
+        encode_record(
+            &Record::Shards {
+                view: 1,
+                shards: vec![vec![NodeId(1)], vec![NodeId(2), NodeId(0)]],
+            },
+            &mut b,
+        );
+        b
+    }
+
     #[test]
     fn a_restart_promise_round_trips_and_the_highest_counts() {
         let mut b = sample();
@@ -670,7 +690,7 @@ mod tests {
             cut in 0usize..200,
             flips in proptest::collection::vec((0usize..200, proptest::prelude::any::<u8>()), 0..4),
         ) {
-            let mut data = sample();
+            let mut data = sample_of_every_kind();
             for (at, x) in flips {
                 let n = data.len();
                 data[at % n] ^= x;

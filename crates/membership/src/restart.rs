@@ -23,6 +23,15 @@
 //! (and only those are acted on) is seen by the majority of every later attempt, which adopts
 //! it; so a repeated restart reuses the decision an earlier attempt acted on.
 //!
+//! Several shards: the GMS log records each view's shards ([`installed_records`],
+//! [`logged_view`]), so a restarting member knows which shard it held; its logged counts are
+//! its shard's; the inspector's trim is per shard the minimum over the restarted members *of
+//! that shard*; and the inspector also waits until every shard of the last view has a
+//! restarted member ([`unrestored_shard`], [`Unrestored`]): a shard's messages are only in its
+//! members' logs. A member whose restart finds that the group went on without it (a peer two or
+//! more views ahead, or a caught-up view that removed it) joins again as a new member and takes
+//! its state by transfer ([`Gms::rejoined`](crate::Gms::rejoined)).
+//!
 //! [`Record::Promised`]: crate::log::Record::Promised
 //!
 //! ```

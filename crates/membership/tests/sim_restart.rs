@@ -27,6 +27,11 @@ use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_c
 
 const N: usize = 5;
 
+thread_local! {
+    /// Restarted members that found the group had gone on without them (they join again).
+    static REJOINED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 fn dir(tag: &str, seed: u64) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
         "squall-restart-{}-{tag}-{seed}",
@@ -233,6 +238,14 @@ fn restart(
         ));
     }
     let installers: Vec<usize> = (0..N).filter(|&i| l.installed_after(i, newest)).collect();
+    let rejoined = (0..N)
+        .filter(|&i| {
+            l.groups[i]
+                .as_ref()
+                .is_some_and(|g| g.gms().rejoined().is_some())
+        })
+        .count();
+    REJOINED.with(|r| r.set(r.get() + rejoined));
     let replay = l.delivered[installers[0]].clone();
     for &i in &installers {
         if l.delivered[i] != replay {
@@ -481,6 +494,29 @@ fn regression_second_restart_with_mixed_last_views_catches_up() {
         at_decision: false,
     })
     .unwrap();
+}
+
+/// Found when the rejoin rule replaced `Superseded` (seed 5 of the mid-trim sweep): a member
+/// crashed before the first restart had a log two views behind the second restart; it used to
+/// stop as superseded, now it joins again. The harness had counted it as a restarted member with
+/// an empty replay ("replays differ: n1 has 207 messages, n4 0"); a member that rejoins has no
+/// replay. Fails unless some member rejoined.
+#[test]
+fn regression_a_member_two_views_behind_the_second_restart_joins_again() {
+    REJOINED.with(|r| r.set(0));
+    run(&Plan {
+        seed: 5,
+        crash: Some((0, 150)),
+        shutdown: 4000,
+        bare_majority: true,
+        again: Some(20),
+        at_decision: true,
+    })
+    .unwrap();
+    assert!(
+        REJOINED.with(std::cell::Cell::get) > 0,
+        "no member rejoined"
+    );
 }
 
 #[test]

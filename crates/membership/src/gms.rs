@@ -5,10 +5,10 @@
 //! takes a block only when the check matches, so a block read while a newer push is landing
 //! (words are atomic, whole writes are not) is skipped until it settles. Blocks:
 //!
-//! - `view`: `[vid+1, n, members…, (shard+1) << 32 | index in it, per member (0: a spare)…]` —
-//!   the view this node
-//!   installed (outsiders follow these, shards included: the layout depends on the previous
-//!   view's, which an outsider never saw);
+//! - `view`: `[vid+1, n, members…, (shard+1) << 32 | index in it, per member (0: a spare)…,
+//!   inadequacy (2 words)]` ([`View::encode`]) — the view this node installed (outsiders follow
+//!   these, shards and the layout's verdict included: the layout depends on the previous view's
+//!   shards, which an outsider never saw);
 //! - `wedge`: `[vid+1, received…]` — wedged in `vid`, with the per-sender received counts;
 //! - `prop`: `[vid+1, rank, n, changes…]` — the proposal this node published (leader) or
 //!   copied (follower: the copy is its acknowledgement);
@@ -26,7 +26,7 @@ use crate::change::{Change, ChangeKind, Decision};
 use crate::config::{ConfigError, GmsConfig};
 use crate::log::{Durable, LogError, Record, Recovered};
 use crate::trim::{self, Trim};
-use crate::view::{ShardLayout, View};
+use crate::view::{Layout, ShardBounds, ShardLayout, View};
 
 /// Why a member stopped for good.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -157,7 +157,9 @@ struct Tagged {
 pub struct Gms<T: Transport, L: Durable> {
     sst: Sst<T>,
     cfg: GmsConfig,
-    layout: Box<dyn ShardLayout>,
+    layout: Layout,
+    /// The layout's shape (to decode the view blocks outsiders follow).
+    shape: Vec<Vec<ShardBounds>>,
     f: Fields,
     log: L,
     me: NodeId,
@@ -199,7 +201,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
     let c = cfg.max_pending_changes;
     let mut b = SchemaBuilder::new(u);
     let f = Fields {
-        view: b.vector("gms_view", 4 + 2 * u),
+        view: b.vector("gms_view", 6 + 2 * u),
         wedge: b.vector("gms_wedge", 3 + u),
         prop: b.vector("gms_prop", 5 + c),
         dec: b.vector("gms_dec", 5 + c + u),
@@ -230,7 +232,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(RegionSpec::new(cfg.region, Self::table_len(cfg)?))
     }
 
-    /// Sets up the core with the configured [`EvenShards`](crate::view::EvenShards) layout.
+    /// Sets up the core with the configured layout ([`GmsConfig::shard_layout`]).
     /// `recovered` is what the node's log held (a restart resumes from its last view and
     /// re-publishes the decision it logged for it); `None` or an empty log starts fresh.
     pub fn new(
@@ -239,19 +241,21 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         log: L,
         recovered: Option<&Recovered>,
     ) -> Result<Gms<T, L>, GmsError> {
-        let layout = Box::new(cfg.shards);
+        let layout = cfg.shard_layout();
         Self::with_layout(transport, cfg, log, recovered, layout)
     }
 
-    /// Sets up the core with a custom shard layout.
+    /// Sets up the core with `layout` (it replaces [`GmsConfig::layout`]).
     pub fn with_layout(
         transport: T,
-        cfg: GmsConfig,
+        mut cfg: GmsConfig,
         mut log: L,
         recovered: Option<&Recovered>,
-        layout: Box<dyn ShardLayout>,
+        layout: Layout,
     ) -> Result<Gms<T, L>, GmsError> {
+        cfg.layout = Some(layout.clone());
         cfg.validate()?;
+        let shape = layout.shape();
         if !cfg.partition_safety {
             tracing::warn!(
                 "membership: partition safety is OFF; a member that loses its majority waits, wedged, instead of stopping (it still never installs a view without a majority)"
@@ -271,7 +275,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let mut restart = None;
         match recovered.and_then(Recovered::last_view) {
             Some((id, members)) => {
-                view = Some(View::new(id, members.to_vec(), layout.as_ref()));
+                view = Some(View::new(id, members.to_vec(), &layout));
                 decision = recovered.and_then(|r| r.decision_for(id)).cloned();
                 if id > 0 {
                     ended = recovered.and_then(|r| r.decision_for(id - 1)).cloned();
@@ -283,7 +287,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
             }
             None if cfg.initial.contains(&me) => {
-                let v = View::new(0, cfg.initial.clone(), layout.as_ref());
+                let v = View::new(0, cfg.initial.clone(), &layout);
                 log.append(&Record::Installed {
                     view: 0,
                     members: v.members.clone(),
@@ -296,6 +300,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             sst,
             cfg,
             layout,
+            shape,
             f,
             log,
             me,
@@ -442,16 +447,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     fn publish_view_of(&mut self, v: &View) -> Result<(), GmsError> {
-        let mut p = vec![v.id + 1, v.members.len() as u64];
-        p.extend(v.members.iter().map(|m| u64::from(m.0)));
-        p.extend(v.members.iter().map(|&m| match v.shard_of(m) {
-            Some(s) => {
-                let at = v.shards[s].members.iter().position(|&x| x == m);
-                ((s as u64 + 1) << 32) | at.unwrap_or(0) as u64
-            }
-            None => 0,
-        }));
-        self.write_block(self.f.view, &p)
+        self.write_block(self.f.view, &v.encode())
     }
 
     fn changes_from(&self, words: &[u64]) -> Option<Vec<Change>> {
@@ -564,7 +560,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// A node outside any view installs the newest view that names it.
     fn follow_as_outsider(&mut self, out: &mut Vec<GmsEvent>) -> Result<(), GmsError> {
-        let mut best: Option<(u64, Vec<NodeId>, Vec<u64>)> = None;
+        let mut best: Option<View> = None;
         for row in 0..self.sst.rows() {
             if self.sst.is_suspected(row) || row == self.sst.my_row() {
                 continue;
@@ -572,25 +568,23 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let Some(p) = self.read_block(row, self.f.view) else {
                 continue;
             };
-            let n = usize::try_from(p[1]).unwrap_or(usize::MAX);
-            let Some(ids) = p.get(2..2usize.saturating_add(n)) else {
-                continue;
+            let v = match View::decode(&p, &self.shape, Some(&self.cfg.universe)) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::debug!(me = %self.me, row, error = %e, "membership: skipping a view block");
+                    continue;
+                }
             };
-            let members: Vec<NodeId> = ids.iter().map(|&w| NodeId(w as u32)).collect();
-            let Some(shard_of) = p.get(2 + n..2 + 2 * n) else {
-                continue;
-            };
-            let vid = p[0].saturating_sub(1);
-            if members.contains(&self.me) && best.as_ref().is_none_or(|b| vid > b.0) {
-                best = Some((vid, members, shard_of.to_vec()));
+            if v.contains(self.me) && best.as_ref().is_none_or(|b| v.id > b.id) {
+                best = Some(v);
             }
         }
-        if let Some((vid, members, shard_of)) = best {
+        if let Some(v) = best {
+            let vid = v.id;
             self.log.append(&Record::Installed {
                 view: vid,
-                members: members.clone(),
+                members: v.members.clone(),
             })?;
-            let v = View::published(vid, members, &shard_of, self.layout.as_ref());
             tracing::info!(me = %self.me, view = vid, "membership: joined");
             self.view = Some(v.clone());
             self.sst.set(self.f.join, 0);
@@ -769,7 +763,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             view.id + 1,
             d.next_members(&view.members),
             Some(&view.shards),
-            self.layout.as_ref(),
+            &self.layout,
         );
         if !next.contains(self.me) {
             self.view = None;
@@ -1083,7 +1077,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             view.id + 1,
             d.next_members(&view.members),
             Some(&view.shards),
-            self.layout.as_ref(),
+            &self.layout,
         );
         let kept = next.members.iter().filter(|m| view.contains(**m)).count();
         if kept < view.majority() {

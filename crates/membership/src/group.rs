@@ -315,8 +315,10 @@ fn logged_counts(path: Option<std::path::PathBuf>, members: usize) -> Result<Vec
 /// for a majority of that view, the inspector (see [`crate::restart`]) installs the next view,
 /// and the member first replays its epoch logs as deliveries with their original positions.
 ///
-/// Shards (`GmsConfig::shards`, see [`crate::view::EvenShards`]): in each view a member of
-/// shard `s` runs shard `s`'s round-robin epoch (its senders are the shard's members); positions,
+/// Shards (the layout in force, [`GmsConfig::shard_layout`]: `GmsConfig::shards`, see
+/// [`crate::view::EvenShards`], or several disjoint subgroups of shards, [`crate::view::Subgroups`],
+/// or a custom layout through `GmsConfig::layout`, see [`crate::view::Layout`]): in each view a
+/// member of shard `s` (of any subgroup) runs shard `s`'s round-robin epoch (its senders are the shard's members); positions,
 /// deliveries, discards and state are per shard, and the trim uses only the shard's members'
 /// received counts for its senders. A member in no shard (a *spare*) delivers nothing and
 /// refuses submits with [`SubmitError::NotASender`], but takes part in the membership protocol;
@@ -324,7 +326,9 @@ fn logged_counts(path: Option<std::path::PathBuf>, members: usize) -> Result<Vec
 /// member of that shard that held its state sent it ([`Group::shard`]). An inadequate view runs
 /// no shard: members stay wedged ([`Group::waiting`] says why; submits answer
 /// [`SubmitError::Wedged`]) until a view gives every shard its minimum. A view that leaves a
-/// shard without any of its previous members stops every member ([`GroupError::ShardLost`]).
+/// shard without any of its previous members stops every member ([`GroupError::ShardLost`]),
+/// a joiner that the view names included. [`Group::placement`] tells a member its subgroup,
+/// shard and the shard's members.
 /// Durable epochs and total restart support one shard only (refused by validation).
 ///
 /// ```

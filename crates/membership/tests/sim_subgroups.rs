@@ -610,9 +610,17 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<(), String> {
     }) {
         return Ok(());
     }
+    // No spare left to fill a short shard: every survivor waits, saying why (a member never
+    // changes shards, so a full shard cannot give one away).
     if let Some(why) = r.groups[live[0]].waiting() {
         if live.iter().any(|&i| r.groups[i].waiting().is_none()) {
             return Err(format!("only some survivors wait ({why})"));
+        }
+        let v = r.groups[live[0]].view().unwrap();
+        if why.fault.is_some() || v.members.iter().any(|&m| v.shard_of(m).is_none()) {
+            return Err(format!(
+                "waiting with a spare at hand, or for a fault: {why}"
+            ));
         }
         return Ok(());
     }

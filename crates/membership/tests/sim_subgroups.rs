@@ -637,3 +637,64 @@ proptest! {
         }
     }
 }
+
+/// Start-up validation of a subgroup layout: each setting refused with what to change, and the
+/// epoch regions sized for the largest shard of any subgroup.
+#[test]
+fn subgroup_settings_are_validated_and_regions_sized_for_the_largest_shard() {
+    use squall_membership::view::ShardPolicy;
+    let err = |layout: Subgroups, universe: usize, initial: usize| {
+        config(universe, initial, Layout::new(layout))
+            .validate()
+            .unwrap_err()
+            .to_string()
+    };
+    let mut bad = Subgroups::new(vec![
+        SubgroupPolicy::even_shards(1, 2, 3),
+        SubgroupPolicy::even_shards(2, 2, 1),
+    ]);
+    assert!(
+        err(bad.clone(), 8, 8).contains("subgroup 1 shard 0: min is 2 and max is 1"),
+        "{}",
+        err(bad.clone(), 8, 8)
+    );
+    bad.subgroups[1] = SubgroupPolicy {
+        shards: vec![ShardPolicy {
+            min: 1,
+            max: 1,
+            reserved: vec![NodeId(9)],
+        }],
+    };
+    assert!(err(bad, 8, 8).contains("reserved node n9 is not in the universe"));
+    // 2 + 2 + 2 minimum members, but at most 5 members.
+    let mut cfg = config(8, 5, two_subgroups());
+    cfg.gms.max_members = 5;
+    let e = cfg.validate().unwrap_err().to_string();
+    assert!(e.contains("the sum of every shard's minimum"), "{e}");
+    let e = err(
+        Subgroups::new(vec![
+            SubgroupPolicy::even_shards(1, 2, 3),
+            SubgroupPolicy::fixed_even_shards(2, 2),
+        ]),
+        8,
+        5,
+    );
+    assert!(e.contains("the initial view must give every shard"), "{e}");
+    // The epoch regions: those of the largest shard (3 members), not of the universe.
+    let region_sizes = |cfg: &GroupConfig| -> Vec<usize> {
+        Group::<SimNode, MemLog>::layout(cfg)
+            .unwrap()
+            .iter()
+            .map(|r| r.len)
+            .collect()
+    };
+    let mut one_shard_of_3 = group_sim::config(8, 8);
+    one_shard_of_3.gms.shards = squall_membership::view::EvenShards {
+        shards: 1,
+        min: 1,
+        max: 3,
+    };
+    let sub = region_sizes(&config(8, 8, two_subgroups()));
+    assert_eq!(sub[1..5], region_sizes(&one_shard_of_3)[1..5]);
+    assert!(sub[1] < region_sizes(&group_sim::config(8, 8))[1]);
+}

@@ -806,7 +806,7 @@ impl SubgroupPolicy {
 /// assert_eq!(of(1, 0), [2, 3].map(NodeId));
 /// assert_eq!(of(1, 1), [4, 5].map(NodeId));
 /// assert_eq!(v.shard_of(NodeId(7)), None); // a spare
-/// // Seven members cannot give every shard its minimum... but six can.
+/// // Five members cannot give every shard its minimum (2 + 2 + 2); six can.
 /// assert!(View::new(0, (0..5).map(NodeId).collect(), &layout).inadequate.is_some());
 /// assert!(View::new(0, (0..6).map(NodeId).collect(), &layout).inadequate.is_none());
 /// ```

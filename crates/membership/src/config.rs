@@ -5,7 +5,7 @@ use std::time::Duration;
 use squall_transport::{NodeId, RegionId};
 use thiserror::Error;
 
-use crate::view::EvenShards;
+use crate::view::{EvenShards, Layout, LayoutError, ShardLayout, check_shape};
 
 /// A configuration that cannot work, with what to change.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -41,6 +41,9 @@ pub enum ConfigError {
     /// The shard layout settings.
     #[error("shard layout: {0}")]
     Shards(&'static str),
+    /// The custom layout's settings ([`GmsConfig::layout`]).
+    #[error("layout: {0}")]
+    Layout(#[from] LayoutError),
     /// The failure detector settings.
     #[error(
         "failure detector: suspicion_timeout must exceed heartbeat_interval, which must be positive"
@@ -79,8 +82,13 @@ pub struct GmsConfig {
     /// a majority of its view. On by default; turning it off (logged as a warning) makes such a
     /// member wait, wedged, instead: commits and installs need a majority either way.
     pub partition_safety: bool,
-    /// The default shard layout.
+    /// The default shard layout: one subgroup of even shards (one shard holding every member
+    /// unless changed). Used when [`layout`](GmsConfig::layout) is `None`.
     pub shards: EvenShards,
+    /// A layout of several subgroups ([`Subgroups`](crate::view::Subgroups)) or a custom one
+    /// (any [`ShardLayout`]); when set it replaces [`shards`](GmsConfig::shards). See
+    /// [`Layout`] for an example through a group.
+    pub layout: Option<Layout>,
 }
 
 impl GmsConfig {
@@ -97,7 +105,31 @@ impl GmsConfig {
             suspicion_timeout: Duration::from_millis(100),
             partition_safety: true,
             shards: EvenShards::single(),
+            layout: None,
         }
+    }
+
+    /// The layout in force: [`layout`](GmsConfig::layout) if set, else
+    /// [`shards`](GmsConfig::shards).
+    ///
+    /// ```
+    /// use squall_membership::GmsConfig;
+    /// use squall_membership::view::{Layout, ShardLayout, SubgroupPolicy, Subgroups};
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..6).map(NodeId).collect();
+    /// let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+    /// assert_eq!(cfg.shard_layout().shape().len(), 1);
+    /// cfg.layout = Some(Layout::new(Subgroups::new(vec![
+    ///     SubgroupPolicy::fixed_even_shards(1, 2),
+    ///     SubgroupPolicy::fixed_even_shards(2, 2),
+    /// ])));
+    /// assert_eq!(cfg.shard_layout().shape().iter().map(Vec::len).collect::<Vec<_>>(), [1, 2]);
+    /// assert!(cfg.validate().is_ok());
+    /// ```
+    pub fn shard_layout(&self) -> Layout {
+        self.layout
+            .clone()
+            .unwrap_or_else(|| Layout::new(self.shards))
     }
 
     /// Checks every setting.
@@ -129,7 +161,13 @@ impl GmsConfig {
                 need: self.max_members,
             });
         }
-        self.shards.validate().map_err(ConfigError::Shards)?;
+        match &self.layout {
+            None => self.shards.validate().map_err(ConfigError::Shards)?,
+            Some(l) => {
+                check_shape(&l.shape())?;
+                l.validate(&self.universe)?;
+            }
+        }
         if self.heartbeat_interval.is_zero() || self.suspicion_timeout <= self.heartbeat_interval {
             return Err(ConfigError::Detector);
         }

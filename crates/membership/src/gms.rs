@@ -5,10 +5,10 @@
 //! takes a block only when the check matches, so a block read while a newer push is landing
 //! (words are atomic, whole writes are not) is skipped until it settles. Blocks:
 //!
-//! - `view`: `[vid+1, n, members…, (shard+1) << 32 | index in it, per member (0: a spare)…]` —
-//!   the view this node
-//!   installed (outsiders follow these, shards included: the layout depends on the previous
-//!   view's, which an outsider never saw);
+//! - `view`: `[vid+1, n, members…, (shard+1) << 32 | index in it, per member (0: a spare)…,
+//!   inadequacy (2 words)]` ([`View::encode`]) — the view this node installed (outsiders follow
+//!   these, shards and the layout's verdict included: the layout depends on the previous view's
+//!   shards, which an outsider never saw);
 //! - `wedge`: `[vid+1, received…]` — wedged in `vid`, with the per-sender received counts;
 //! - `prop`: `[vid+1, rank, n, changes…]` — the proposal this node published (leader) or
 //!   copied (follower: the copy is its acknowledgement);
@@ -26,7 +26,7 @@ use crate::change::{Change, ChangeKind, Decision};
 use crate::config::{ConfigError, GmsConfig};
 use crate::log::{Durable, LogError, Record, Recovered};
 use crate::trim::{self, Trim};
-use crate::view::{ShardLayout, View};
+use crate::view::{Layout, ShardBounds, ShardLayout, View};
 
 /// Why a member stopped for good.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -159,7 +159,9 @@ struct Tagged {
 pub struct Gms<T: Transport, L: Durable> {
     sst: Sst<T>,
     cfg: GmsConfig,
-    layout: Box<dyn ShardLayout>,
+    layout: Layout,
+    /// The layout's shape (to decode the view blocks outsiders follow).
+    shape: Vec<Vec<ShardBounds>>,
     f: Fields,
     log: L,
     me: NodeId,
@@ -206,7 +208,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
     let c = cfg.max_pending_changes;
     let mut b = SchemaBuilder::new(u);
     let f = Fields {
-        view: b.vector("gms_view", 4 + 2 * u),
+        view: b.vector("gms_view", 6 + 2 * u),
         wedge: b.vector("gms_wedge", 3 + u),
         prop: b.vector("gms_prop", 5 + c),
         dec: b.vector("gms_dec", 5 + c + u),
@@ -237,7 +239,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(RegionSpec::new(cfg.region, Self::table_len(cfg)?))
     }
 
-    /// Sets up the core with the configured [`EvenShards`](crate::view::EvenShards) layout.
+    /// Sets up the core with the configured layout ([`GmsConfig::shard_layout`]).
     /// `recovered` is what the node's log held (a restart resumes from its last view and
     /// re-publishes the decision it logged for it); `None` or an empty log starts fresh.
     pub fn new(
@@ -246,19 +248,21 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         log: L,
         recovered: Option<&Recovered>,
     ) -> Result<Gms<T, L>, GmsError> {
-        let layout = Box::new(cfg.shards);
+        let layout = cfg.shard_layout();
         Self::with_layout(transport, cfg, log, recovered, layout)
     }
 
-    /// Sets up the core with a custom shard layout.
+    /// Sets up the core with `layout` (it replaces [`GmsConfig::layout`]).
     pub fn with_layout(
         transport: T,
-        cfg: GmsConfig,
+        mut cfg: GmsConfig,
         mut log: L,
         recovered: Option<&Recovered>,
-        layout: Box<dyn ShardLayout>,
+        layout: Layout,
     ) -> Result<Gms<T, L>, GmsError> {
+        cfg.layout = Some(layout.clone());
         cfg.validate()?;
+        let shape = layout.shape();
         if !cfg.partition_safety {
             tracing::warn!(
                 "membership: partition safety is OFF; a member that loses its majority waits, wedged, instead of stopping (it still never installs a view without a majority)"
@@ -280,8 +284,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             Some((id, members)) => {
                 // The logged shards: the layout of a later view depends on the earlier ones'.
                 let v = recovered
-                    .and_then(|r| crate::restart::logged_view(r, id, layout.as_ref()))
-                    .unwrap_or_else(|| View::new(id, members.to_vec(), layout.as_ref()));
+                    .and_then(|r| crate::restart::logged_view(r, id, &layout))
+                    .unwrap_or_else(|| View::new(id, members.to_vec(), &layout));
                 view = Some(v);
                 decision = recovered.and_then(|r| r.decision_for(id)).cloned();
                 if id > 0 {
@@ -294,7 +298,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
             }
             None if cfg.initial.contains(&me) => {
-                let v = View::new(0, cfg.initial.clone(), layout.as_ref());
+                let v = View::new(0, cfg.initial.clone(), &layout);
                 for r in crate::restart::installed_records(&v) {
                     log.append(&r)?;
                 }
@@ -306,6 +310,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             sst,
             cfg,
             layout,
+            shape,
             f,
             log,
             me,
@@ -467,16 +472,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     fn publish_view_of(&mut self, v: &View) -> Result<(), GmsError> {
-        let mut p = vec![v.id + 1, v.members.len() as u64];
-        p.extend(v.members.iter().map(|m| u64::from(m.0)));
-        p.extend(v.members.iter().map(|&m| match v.shard_of(m) {
-            Some(s) => {
-                let at = v.shards[s].members.iter().position(|&x| x == m);
-                ((s as u64 + 1) << 32) | at.unwrap_or(0) as u64
-            }
-            None => 0,
-        }));
-        self.write_block(self.f.view, &p)
+        self.write_block(self.f.view, &v.encode())
     }
 
     fn changes_from(&self, words: &[u64]) -> Option<Vec<Change>> {
@@ -589,7 +585,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// A node outside any view installs the newest view that names it.
     fn follow_as_outsider(&mut self, out: &mut Vec<GmsEvent>) -> Result<(), GmsError> {
-        let mut best: Option<(u64, Vec<NodeId>, Vec<u64>)> = None;
+        let mut best: Option<View> = None;
         for row in 0..self.sst.rows() {
             if self.sst.is_suspected(row) || row == self.sst.my_row() {
                 continue;
@@ -597,24 +593,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let Some(p) = self.read_block(row, self.f.view) else {
                 continue;
             };
-            let n = usize::try_from(p[1]).unwrap_or(usize::MAX);
-            let Some(ids) = p.get(2..2usize.saturating_add(n)) else {
-                continue;
+            let v = match View::decode(&p, &self.shape, Some(&self.cfg.universe)) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::debug!(me = %self.me, row, error = %e, "membership: skipping a view block");
+                    continue;
+                }
             };
-            let members: Vec<NodeId> = ids.iter().map(|&w| NodeId(w as u32)).collect();
-            let Some(shard_of) = p.get(2 + n..2 + 2 * n) else {
-                continue;
-            };
-            let vid = p[0].saturating_sub(1);
             // Joining again after a total restart: only a view newer than the one that
             // superseded its log (older blocks naming it are stale).
-            let fresh = self.rejoined.is_none_or(|(_, newer)| vid > newer);
-            if fresh && members.contains(&self.me) && best.as_ref().is_none_or(|b| vid > b.0) {
-                best = Some((vid, members, shard_of.to_vec()));
+            let fresh = self.rejoined.is_none_or(|(_, newer)| v.id > newer);
+            if fresh && v.contains(self.me) && best.as_ref().is_none_or(|b| v.id > b.id) {
+                best = Some(v);
             }
         }
-        if let Some((vid, members, shard_of)) = best {
-            let v = View::published(vid, members, &shard_of, self.layout.as_ref());
+        if let Some(v) = best {
+            let vid = v.id;
             for r in crate::restart::installed_records(&v) {
                 self.log.append(&r)?;
             }
@@ -825,7 +819,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             view.id + 1,
             d.next_members(&view.members),
             Some(&view.shards),
-            self.layout.as_ref(),
+            &self.layout,
         );
         if !next.contains(self.me) {
             // The group went on without it (it was removed in the view it missed): it cannot
@@ -1139,7 +1133,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             view.id + 1,
             d.next_members(&view.members),
             Some(&view.shards),
-            self.layout.as_ref(),
+            &self.layout,
         );
         let kept = next.members.iter().filter(|m| view.contains(**m)).count();
         if kept < view.majority() {

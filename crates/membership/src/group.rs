@@ -21,7 +21,7 @@ use crate::config::GmsConfig;
 use crate::gms::{Epoch, Gms, GmsError, GmsEvent};
 use crate::log::{Durable, Recovered};
 use crate::transfer::{Completed, Transfer, TransferConfig, TransferError, TransferredState};
-use crate::view::{Inadequate, View};
+use crate::view::{Inadequate, ShardId, ShardLayout, View};
 
 /// A group's configuration: the membership core's, a template for every view's epoch, and the
 /// two epoch region sets.
@@ -97,7 +97,7 @@ impl GroupConfig {
     /// ```
     pub fn epoch_log_of(&self, view: u64, shard: usize) -> Option<std::path::PathBuf> {
         match &self.epoch.mode {
-            Mode::Durable { path, .. } if self.gms.shards.shards > 1 => {
+            Mode::Durable { path, .. } if self.gms.shard_layout().shard_count() > 1 => {
                 Some(path.join(format!("epoch-{view:020}-shard{shard}.log")))
             }
             Mode::Durable { path, .. } => Some(path.join(format!("epoch-{view:020}.log"))),
@@ -133,10 +133,12 @@ impl GroupConfig {
         }
     }
 
-    /// The members of the largest epoch the regions are sized for: a shard of `max` members,
-    /// at most `max_members` (the first universe nodes stand in for them).
+    /// The members of the largest epoch the regions are sized for: the largest shard maximum of
+    /// any subgroup, at most `max_members` (the first universe nodes stand in for them).
     fn largest_epoch(&self) -> Vec<NodeId> {
-        let n = self.gms.shards.max.min(self.gms.max_members);
+        let shape = self.gms.shard_layout().shape();
+        let max = shape.iter().flatten().map(|b| b.max).max().unwrap_or(1);
+        let n = max.min(self.gms.max_members);
         self.gms.universe.iter().copied().take(n).collect()
     }
 
@@ -158,16 +160,25 @@ impl GroupConfig {
                 "the epoch template's mode must be Atomic or Durable (whose path is the directory of the per-view epoch logs)",
             ));
         }
-        let layout = &self.gms.shards;
-        if layout.shards > 1 && layout.shards.saturating_mul(layout.min) > self.gms.max_members {
-            return Err(GroupError::Config(
-                "shards · min members per shard exceeds max_members: no view could ever give every shard its minimum",
-            ));
+        let layout = self.gms.shard_layout();
+        let shape = layout.shape();
+        if shape.iter().map(Vec::len).sum::<usize>() > 1 {
+            let mins: usize = shape.iter().flatten().map(|b| b.min).sum();
+            if mins > self.gms.max_members {
+                tracing::warn!(
+                    mins,
+                    max_members = self.gms.max_members,
+                    "group: the shards' minimums exceed max_members"
+                );
+                return Err(GroupError::Config(
+                    "the sum of every shard's minimum (over all subgroups) exceeds max_members: no view could ever give every shard its minimum",
+                ));
+            }
         }
-        if let Some(why) = View::new(0, self.gms.initial.clone(), layout).inadequate {
+        if let Some(why) = View::new(0, self.gms.initial.clone(), &layout).inadequate {
             tracing::warn!(%why, "group: the initial view is inadequate");
             return Err(GroupError::Config(
-                "the initial view must give every shard its minimum number of members (EvenShards.min)",
+                "the initial view must give every shard of every subgroup its minimum number of members",
             ));
         }
         self.transfer.validate().map_err(GroupError::Config)?;
@@ -232,6 +243,17 @@ pub enum GroupError {
         /// What was wrong.
         error: squall_round_robin::TrimError,
     },
+}
+
+/// Where a member runs in a view ([`Group::placement`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The view.
+    pub view: u64,
+    /// Its subgroup and shard.
+    pub shard: ShardId,
+    /// The shard's members, in sender order (this member among them).
+    pub members: Vec<NodeId>,
 }
 
 /// Counters.
@@ -348,8 +370,10 @@ fn logged_counts(cfg: &GroupConfig, view: &View, me: NodeId) -> Result<Vec<u64>,
 /// for a majority of that view, the inspector (see [`crate::restart`]) installs the next view,
 /// and the member first replays its epoch logs as deliveries with their original positions.
 ///
-/// Shards (`GmsConfig::shards`, see [`crate::view::EvenShards`]): in each view a member of
-/// shard `s` runs shard `s`'s round-robin epoch (its senders are the shard's members); positions,
+/// Shards (the layout in force, [`GmsConfig::shard_layout`]: `GmsConfig::shards`, see
+/// [`crate::view::EvenShards`], or several disjoint subgroups of shards, [`crate::view::Subgroups`],
+/// or a custom layout through `GmsConfig::layout`, see [`crate::view::Layout`]): in each view a
+/// member of shard `s` (of any subgroup) runs shard `s`'s round-robin epoch (its senders are the shard's members); positions,
 /// deliveries, discards and state are per shard, and the trim uses only the shard's members'
 /// received counts for its senders. A member in no shard (a *spare*) delivers nothing and
 /// refuses submits with [`SubmitError::NotASender`], but takes part in the membership protocol;
@@ -357,7 +381,9 @@ fn logged_counts(cfg: &GroupConfig, view: &View, me: NodeId) -> Result<Vec<u64>,
 /// member of that shard that held its state sent it ([`Group::shard`]). An inadequate view runs
 /// no shard: members stay wedged ([`Group::waiting`] says why; submits answer
 /// [`SubmitError::Wedged`]) until a view gives every shard its minimum. A view that leaves a
-/// shard without any of its previous members stops every member ([`GroupError::ShardLost`]).
+/// shard without any of its previous members stops every member ([`GroupError::ShardLost`]),
+/// a joiner that the view names included. [`Group::placement`] tells a member its subgroup,
+/// shard and the shard's members.
 /// Durable epochs log per view and shard (each member its own shard's,
 /// [`GroupConfig::epoch_log_of`]); a total restart cuts and replays them per shard and needs a
 /// majority of the last view and a member of each of its shards
@@ -502,8 +528,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
         cfg.validate()?;
         let mux = Mux::new(transport, &cfg.regions());
         let gms = Gms::new(mux.handle(), cfg.gms.clone(), log, recovered)?;
+        let layout = cfg.gms.shard_layout();
         // Active from the start (holding their shard's initial state): view 0's shard members.
-        let v0 = View::new(0, cfg.gms.initial.clone(), &cfg.gms.shards);
+        let v0 = View::new(0, cfg.gms.initial.clone(), &layout);
         let initial: Vec<NodeId> = v0
             .shards
             .iter()
@@ -548,9 +575,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 // Views before the last ended with a logged decision: cut this member's shard's
                 // epoch log to it again (a crash may have come between logging it and cutting).
                 if let Some(rec) = recovered {
-                    let layout = &g.cfg.gms.shards;
+                    let layout = g.cfg.gms.shard_layout();
                     for old in 0..v.id {
-                        let Some(ov) = crate::restart::logged_view(rec, old, layout) else {
+                        let Some(ov) = crate::restart::logged_view(rec, old, &layout) else {
                             continue;
                         };
                         let mine = shard_in(&ov, me);
@@ -833,14 +860,56 @@ impl<T: Transport, L: Durable> Group<T, L> {
         Ok(())
     }
 
-    /// The shard this member runs in its current view (none: a spare, not in a view, or the
-    /// view is inadequate).
+    /// The shard this member runs in its current view, as an index into the view's
+    /// [`shards`](View::shards) (none: a spare, not in a view, or the view is inadequate). See
+    /// [`placement`](Group::placement) for its name and members.
     pub fn shard(&self) -> Option<usize> {
         let v = self.view.as_ref()?;
         if v.inadequate.is_some() {
             return None;
         }
         v.shard_of(self.gms.id())
+    }
+
+    /// What this member runs in its current view: its subgroup, shard and the shard's members
+    /// (none: a spare, not in a view, or the view is inadequate). Ask it on each
+    /// [`Upcall::View`]: the upcall lists the whole view, this the member's own shard (after a
+    /// poll that installed several views, the last one's).
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, group::{Group, GroupConfig}, log::MemLog};
+    /// use squall_membership::view::{Layout, ShardId, SubgroupPolicy, Subgroups};
+    /// use squall_round_robin::Config;
+    /// use squall_transport::{NodeId, RegionId};
+    /// use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+    ///
+    /// let ids: Vec<NodeId> = (0..5).map(NodeId).collect();
+    /// let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+    /// // Subgroup 0: one shard of 1; subgroup 1: two shards of exactly 2.
+    /// gms.layout = Some(Layout::new(Subgroups::new(vec![
+    ///     SubgroupPolicy::fixed_even_shards(1, 1),
+    ///     SubgroupPolicy::fixed_even_shards(2, 2),
+    /// ])));
+    /// let epoch = Config { slot_size: 64, max_payload: 64, window: 4, ..Config::new(ids) };
+    /// let cfg = GroupConfig::new(gms, epoch);
+    /// let (_sim, nodes) = Sim::cluster(SimConfig::seeded(1), 5, &Group::<SimNode, MemLog>::layout(&cfg)?)?;
+    /// let g: Vec<_> = nodes
+    ///     .into_iter()
+    ///     .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None))
+    ///     .collect::<Result<_, _>>()?;
+    /// let p = g[4].placement().unwrap();
+    /// assert_eq!(p.shard, ShardId { subgroup: 1, shard: 1 });
+    /// assert_eq!(p.members, vec![NodeId(3), NodeId(4)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn placement(&self) -> Option<Placement> {
+        let v = self.view.as_ref()?;
+        let s = &v.shards[self.shard()?];
+        Some(Placement {
+            view: v.id,
+            shard: s.id,
+            members: s.members.clone(),
+        })
     }
 
     /// Why the current view runs no shard, when it is inadequate (the group waits, wedged,

@@ -45,7 +45,7 @@
 use squall_transport::NodeId;
 
 use crate::log::{Record, Recovered};
-use crate::view::{Shard, ShardLayout, View};
+use crate::view::{Shard, ShardId, ShardLayout, View};
 
 /// The lowest inspector ballot: ordinary leader ranks (a position in a view) are below it.
 pub const INSPECTOR: u64 = 1 << 32;
@@ -148,12 +148,22 @@ pub fn logged_view(rec: &Recovered, id: u64, layout: &dyn ShardLayout) -> Option
     let members = rec.members_of(id)?.to_vec();
     Some(match rec.shards_for(id) {
         Some(shards) => {
-            let shards: Vec<Shard> = shards
+            let prev: Vec<Shard> = shards
                 .iter()
-                .map(|m| Shard { members: m.clone() })
+                .map(|m| Shard {
+                    id: ShardId::default(),
+                    members: m.clone(),
+                })
                 .collect();
-            let mut v = View::next(id, members, Some(&shards), layout);
-            v.shards = shards;
+            let mut v = View::next(id, members, Some(&prev), layout);
+            if v.shards.len() == prev.len() {
+                // Keep the names `View::next` gave the shards; the members are the logged ones.
+                for (s, m) in v.shards.iter_mut().zip(shards) {
+                    s.members.clone_from(m);
+                }
+            } else {
+                v.shards = prev;
+            }
             v
         }
         None => View::new(id, members, layout),

@@ -1,0 +1,700 @@
+//! Subgroups through `Group`, on the simulator (issue 6, "a pluggable mapping from a view to
+//! subgroups and shards").
+//!
+//! The application is a hash-chain model per (subgroup, shard): a node's value after position
+//! `p` of shard `s` must equal every other member's of `s` at `p`; its snapshot is
+//! `[hash][position]`. Every payload carries the shard of the member that submitted it. Checked
+//! after every step, per (subgroup, shard):
+//! - gap-free positions (each delivery continues the node's last);
+//! - one chain value per position on every member of the shard;
+//! - nothing delivered by a node outside the shard (payload's shard = receiver's shard), by a
+//!   spare, or before the state arrived;
+//! - what a member learns: on each `Upcall::View`, `Group::placement()` names the member's shard
+//!   and lists exactly that shard's members of the view;
+//! - virtual synchrony: the members of a shard that report view `v` start it at one position;
+//! - no node changing shard (nor subgroup) while it stays in the group; spares and passive
+//!   nodes refuse submits.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use squall_membership::group::{Group, GroupConfig};
+use squall_membership::log::MemLog;
+use squall_membership::view::{
+    Assignment, Layout, Shard, ShardBounds, ShardId, ShardLayout, SubgroupPolicy, Subgroups,
+};
+use squall_ordering::{Delivery, TotalOrder, Upcall};
+use squall_transport::NodeId;
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
+
+mod group_sim;
+use group_sim::mix;
+
+/// The shared small-slot group with `layout` and state transfer in 256-byte chunks.
+fn config(universe: usize, initial: usize, layout: Layout) -> GroupConfig {
+    let mut cfg = group_sim::config(universe, initial);
+    cfg.gms.layout = Some(layout);
+    cfg.transfer.chunk_size = 256;
+    cfg.transfer.window = 4;
+    cfg
+}
+
+/// Subgroup 0: one shard of 2..=3; subgroup 1: two shards of exactly 2.
+fn two_subgroups() -> Layout {
+    Layout::new(Subgroups::new(vec![
+        SubgroupPolicy::even_shards(1, 2, 3),
+        SubgroupPolicy::fixed_even_shards(2, 2),
+    ]))
+}
+
+const A: ShardId = ShardId {
+    subgroup: 0,
+    shard: 0,
+};
+const B0: ShardId = ShardId {
+    subgroup: 1,
+    shard: 0,
+};
+const B1: ShardId = ShardId {
+    subgroup: 1,
+    shard: 1,
+};
+
+#[derive(Clone, Debug, Default)]
+struct App {
+    hash: u64,
+    next: u64,
+    /// The shard whose state it holds.
+    shard: Option<ShardId>,
+}
+
+struct Run {
+    sim: Sim,
+    groups: Vec<Group<SimNode, MemLog>>,
+    apps: Vec<App>,
+    crashed: Vec<bool>,
+    /// (shard, position) -> chain value after it.
+    chain: BTreeMap<(ShardId, u64), u64>,
+    /// (shard, view) -> the position the view started at.
+    starts: BTreeMap<(ShardId, u64), u64>,
+    counter: u64,
+    upcalls: Vec<Upcall<Delivery>>,
+}
+
+impl Run {
+    fn new(seed: u64, cfg: &GroupConfig, universe: usize) -> Run {
+        let layout = Group::<SimNode, MemLog>::layout(cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), universe, &layout).unwrap();
+        let groups: Vec<Group<SimNode, MemLog>> = nodes
+            .into_iter()
+            .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let apps = groups
+            .iter()
+            .map(|g| App {
+                shard: g.placement().filter(|_| g.is_active()).map(|p| p.shard),
+                ..App::default()
+            })
+            .collect();
+        Run {
+            sim,
+            groups,
+            apps,
+            crashed: vec![false; universe],
+            chain: BTreeMap::new(),
+            starts: BTreeMap::new(),
+            counter: 0,
+            upcalls: Vec::new(),
+        }
+    }
+
+    fn crash(&mut self, i: usize) {
+        self.sim.crash(NodeId(i as u32));
+        self.crashed[i] = true;
+    }
+
+    fn record(&mut self, s: ShardId, pos: u64, hash: u64, i: usize) -> Result<(), String> {
+        match *self.chain.entry((s, pos)).or_insert(hash) {
+            h if h != hash => Err(format!(
+                "n{i}: {s} state at position {pos} differs from another member's"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn deliver(&mut self, i: usize, d: &Delivery) -> Result<(), String> {
+        let Some(s) = self.apps[i].shard else {
+            return Err(format!("n{i} delivered without a shard's state"));
+        };
+        let from = ShardId {
+            subgroup: d.payload[0] as usize,
+            shard: d.payload[1] as usize,
+        };
+        if from != s {
+            return Err(format!("n{i} of {s} delivered a message of {from}"));
+        }
+        if d.position != self.apps[i].next {
+            return Err(format!(
+                "n{i} delivered position {} when it expected {}",
+                d.position, self.apps[i].next
+            ));
+        }
+        let h = mix(self.apps[i].hash, &d.payload);
+        self.apps[i].hash = h;
+        self.apps[i].next += 1;
+        self.record(s, d.position, h, i)
+    }
+
+    fn view(&mut self, i: usize, v: &squall_ordering::View) -> Result<(), String> {
+        let g = &mut self.groups[i];
+        let p = g
+            .placement()
+            .ok_or_else(|| format!("n{i} reported view {} in no shard", v.id))?;
+        let s = p.shard;
+        let mine = g.view().and_then(|w| w.shard(s)).map(|sh| &sh.members);
+        if p.view != v.id || !p.members.contains(&NodeId(i as u32)) || mine != Some(&p.members) {
+            return Err(format!(
+                "n{i}: placement {p:?} does not match view {}",
+                v.id
+            ));
+        }
+        if let Some(st) = g.take_state() {
+            if self.apps[i].shard.is_some() {
+                return Err(format!("n{i} got a state it did not need"));
+            }
+            let hash = u64::from_le_bytes(st.state[..8].try_into().unwrap());
+            let next = u64::from_le_bytes(st.state[8..16].try_into().unwrap());
+            if next != st.position {
+                return Err(format!("n{i}: state position disagrees"));
+            }
+            self.apps[i] = App {
+                hash,
+                next,
+                shard: Some(s),
+            };
+            if next > 0 {
+                self.record(s, next - 1, hash, i)?;
+            }
+            return Ok(());
+        }
+        if self.apps[i].shard != Some(s) {
+            return Err(format!(
+                "n{i} reported view {} in {s} but holds {:?}'s state",
+                v.id, self.apps[i].shard
+            ));
+        }
+        let at = self.apps[i].next;
+        match *self.starts.entry((s, v.id)).or_insert(at) {
+            p if p != at => Err(format!(
+                "virtual synchrony: n{i} starts view {} of {s} at {at}, another member at {p}",
+                v.id
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn poll(&mut self, i: usize) -> Result<(), String> {
+        if self.crashed[i] {
+            return Ok(());
+        }
+        self.upcalls.clear();
+        self.groups[i].poll(&mut self.upcalls);
+        let ups = std::mem::take(&mut self.upcalls);
+        for u in &ups {
+            match u {
+                Upcall::Deliver(d) => self.deliver(i, d)?,
+                Upcall::View(v) => self.view(i, v)?,
+                _ => {}
+            }
+        }
+        self.upcalls = ups;
+        let g = &mut self.groups[i];
+        if g.stopped().is_none()
+            && let Some(v) = g.view()
+        {
+            let now = v.shard_id_of(NodeId(i as u32));
+            if let Some(had) = self.apps[i].shard
+                && now != Some(had)
+            {
+                return Err(format!("n{i} moved from {had} to {now:?} in view {}", v.id));
+            }
+            if !g.is_active() && g.submit(&[0, 0]).is_ok() {
+                return Err(format!("n{i}: a passive node or spare accepted a submit"));
+            }
+        }
+        if g.state_wanted() {
+            let a = &self.apps[i];
+            let mut st = a.hash.to_le_bytes().to_vec();
+            st.extend_from_slice(&a.next.to_le_bytes());
+            g.provide_state(a.next, &st)
+                .map_err(|e| format!("n{i}: provide_state: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn submit(&mut self, i: usize) {
+        if self.crashed[i] || !self.groups[i].is_active() || self.sim.random(3) != 0 {
+            return;
+        }
+        let Some(p) = self.groups[i].placement() else {
+            return;
+        };
+        self.counter += 1;
+        let mut m = vec![p.shard.subgroup as u8, p.shard.shard as u8, i as u8];
+        m.extend_from_slice(&self.counter.to_le_bytes());
+        let _ = self.groups[i].submit(&m);
+    }
+
+    fn run(&mut self, steps: usize, submit: bool) -> Result<(), String> {
+        for _ in 0..steps {
+            for i in 0..self.groups.len() {
+                if submit {
+                    self.submit(i);
+                }
+                self.poll(i)?;
+            }
+            self.sim.advance(std::time::Duration::from_micros(2));
+        }
+        Ok(())
+    }
+
+    fn live(&self) -> Vec<usize> {
+        (0..self.groups.len())
+            .filter(|&i| !self.crashed[i] && self.groups[i].view().is_some())
+            .collect()
+    }
+
+    /// Every live node is in the same adequate view; in each shard every member is active, at
+    /// the same position, past `min_delivered`.
+    fn settled(&self, min_delivered: u64) -> Result<(), String> {
+        let live = self.live();
+        let v = self.groups[live[0]].view().unwrap().clone();
+        if let Some(why) = &v.inadequate {
+            return Err(format!("the last view is inadequate: {why}"));
+        }
+        if let Some(i) = live
+            .iter()
+            .find(|&&i| self.groups[i].view().map(|w| w.id) != Some(v.id))
+        {
+            return Err(format!("n{i} in another view than n{}", live[0]));
+        }
+        for shard in &v.shards {
+            let s = shard.id;
+            let first = shard.members[0].0 as usize;
+            for m in &shard.members {
+                let i = m.0 as usize;
+                if !self.groups[i].is_active() || self.apps[i].shard != Some(s) {
+                    return Err(format!("n{i} is not active in {s}"));
+                }
+                if self.apps[i].next != self.apps[first].next {
+                    return Err(format!(
+                        "{s}: n{i} at {} but n{first} at {}",
+                        self.apps[i].next, self.apps[first].next
+                    ));
+                }
+            }
+            if self.apps[first].next < min_delivered {
+                return Err(format!("{s} delivered only {}", self.apps[first].next));
+            }
+        }
+        Ok(())
+    }
+
+    fn members(&self, i: usize, s: ShardId) -> Vec<NodeId> {
+        self.groups[i]
+            .view()
+            .unwrap()
+            .shard(s)
+            .unwrap()
+            .members
+            .clone()
+    }
+}
+
+#[test]
+fn two_subgroups_place_members_and_a_spare_and_say_where() {
+    let cfg = config(9, 8, two_subgroups());
+    let r = Run::new(1, &cfg, 9);
+    assert_eq!(r.members(0, A), [0, 1, 6].map(NodeId));
+    assert_eq!(r.members(0, B0), [2, 3].map(NodeId));
+    assert_eq!(r.members(0, B1), [4, 5].map(NodeId));
+    let p = r.groups[5].placement().unwrap();
+    assert_eq!(
+        (p.view, p.shard, p.members),
+        (0, B1, vec![NodeId(4), NodeId(5)])
+    );
+    // n7 is a spare, n8 outside the group.
+    assert_eq!(r.groups[7].placement(), None);
+    assert!(!r.groups[7].is_active());
+    assert_eq!(r.groups[8].placement(), None);
+    let mut g = r.groups;
+    assert!(g[7].submit(b"x").unwrap_err().to_string().contains("spare"));
+}
+
+/// n4 (subgroup 1 shard 1) crashes: spare n7 enters that shard with the state from n5; then
+/// n1 (subgroup 0) crashes and subgroup 0 goes on with two members. Every shard delivers
+/// throughout, each with its own positions.
+#[test]
+fn two_subgroups_with_crashes_and_a_spare_promoted() {
+    check_seeds(
+        "two_subgroups_with_crashes_and_a_spare_promoted",
+        3,
+        |seed| {
+            let cfg = config(8, 8, two_subgroups());
+            let mut r = Run::new(seed, &cfg, 8);
+            r.run(400, true)?;
+            r.crash(4);
+            r.run(3000, true)?;
+            if r.groups[7].placement().map(|p| p.shard) != Some(B1) || !r.groups[7].is_active() {
+                return Err(format!("the spare was not promoted: {:?}", r.groups[7]));
+            }
+            if r.groups[5].stats().transfers_served == 0 {
+                return Err("n5 (the shard's survivor) served no transfer".into());
+            }
+            let mid: Vec<u64> = r.apps.iter().map(|a| a.next).collect();
+            r.crash(1);
+            r.run(3000, true)?;
+            r.run(400, false)?;
+            if r.members(0, A) != [0, 6].map(NodeId) || r.members(0, B1) != [5, 7].map(NodeId) {
+                return Err(format!("unexpected layout {:?}", r.groups[0].view()));
+            }
+            r.settled(mid[0].max(mid[2]).max(mid[5]) + 5)
+        },
+    );
+}
+
+/// Subgroup 1 shard 0 loses a member and there is no spare: the view is inadequate, every
+/// member of every subgroup waits (wedged, saying which shard of which subgroup) until a joiner
+/// fills the shard and gets its state from that shard's survivor; everything goes on.
+#[test]
+fn an_inadequate_subgroup_waits_then_proceeds_when_a_member_joins() {
+    check_seeds(
+        "an_inadequate_subgroup_waits_then_proceeds_when_a_member_joins",
+        3,
+        |seed| {
+            let cfg = config(8, 7, two_subgroups());
+            let mut r = Run::new(seed, &cfg, 8);
+            r.run(400, true)?;
+            r.crash(3);
+            r.run(3000, true)?;
+            for i in r.live() {
+                let why = r.groups[i].waiting().ok_or(format!("n{i} not waiting"))?;
+                if (why.shard_id(), why.have, why.need, why.lost) != (B0, 1, 2, false) {
+                    return Err(format!("n{i}: wrong reason {why}"));
+                }
+                if !why
+                    .to_string()
+                    .contains("subgroup 1 shard 0 would have 1 members but needs at least 2")
+                {
+                    return Err(format!("n{i}: unclear reason {why}"));
+                }
+            }
+            let before: Vec<u64> = r.apps.iter().map(|a| a.next).collect();
+            if r.groups[0].submit(b"\x00\x00x").is_ok() {
+                return Err("submit accepted in an inadequate view".into());
+            }
+            r.run(1000, true)?;
+            if r.apps.iter().map(|a| a.next).collect::<Vec<_>>() != before {
+                return Err("a member delivered in an inadequate view".into());
+            }
+            r.groups[7].join().unwrap();
+            r.run(6000, true)?;
+            r.run(400, false)?;
+            if r.groups[0].waiting().is_some() || r.members(0, B0) != [2, 7].map(NodeId) {
+                return Err(format!("still waiting: {:?}", r.groups[0].view()));
+            }
+            r.settled(before[0].max(before[2]) + 5)
+        },
+    );
+}
+
+/// A custom layout: even ids in subgroup 0, odd ids in subgroup 1, one shard of 1 to 3 each
+/// (a node's parity never changes, so survivors stay put).
+struct ByParity;
+
+impl ShardLayout for ByParity {
+    fn shape(&self) -> Vec<Vec<ShardBounds>> {
+        vec![vec![ShardBounds { min: 1, max: 3 }]; 2]
+    }
+
+    fn assign(&self, prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
+        let pick = |parity: u32| {
+            // Survivors first (in their order), then the others by rank, up to 3.
+            let old = prev.map_or(&[][..], |p| &p[parity as usize].members[..]);
+            let mut out: Vec<NodeId> = old
+                .iter()
+                .copied()
+                .filter(|m| members.contains(m))
+                .collect();
+            for &m in members {
+                if m.0 % 2 == parity && !out.contains(&m) && out.len() < 3 {
+                    out.push(m);
+                }
+            }
+            Shard {
+                members: out,
+                ..Shard::default()
+            }
+        };
+        Assignment {
+            shards: vec![pick(0), pick(1)],
+            inadequate: None,
+        }
+    }
+}
+
+/// The custom layout through `Group`: n3 (odd) crashes, n7 (odd, outside) joins into subgroup
+/// 1 with the state from n1; n6 (even, a spare: subgroup 0 is full) stays out of every shard.
+#[test]
+fn a_custom_layout_runs_through_group() {
+    check_seeds("a_custom_layout_runs_through_group", 3, |seed| {
+        let cfg = config(8, 7, Layout::new(ByParity));
+        let mut r = Run::new(seed, &cfg, 8);
+        let odd = ShardId {
+            subgroup: 1,
+            shard: 0,
+        };
+        if r.members(0, A) != [0, 2, 4].map(NodeId) || r.members(0, odd) != [1, 3, 5].map(NodeId) {
+            return Err(format!("initial layout {:?}", r.groups[0].view()));
+        }
+        r.run(400, true)?;
+        r.crash(3);
+        r.groups[7].join().unwrap();
+        r.run(6000, true)?;
+        r.run(400, false)?;
+        if r.members(0, odd) != [1, 5, 7].map(NodeId) || r.groups[6].placement().is_some() {
+            return Err(format!("layout {:?}", r.groups[0].view()));
+        }
+        if r.groups[1].stats().transfers_served == 0 {
+            return Err("n1 (the odd shard's first survivor) served no transfer".into());
+        }
+        r.settled(10)
+    });
+}
+
+/// A broken custom layout: after the first view it swaps the two subgroups, moving every
+/// survivor. The group refuses it: the next view is inadequate with the fault (the group waits,
+/// nobody delivers in another shard's stream).
+struct Swaps;
+
+impl ShardLayout for Swaps {
+    fn shape(&self) -> Vec<Vec<ShardBounds>> {
+        ByParity.shape()
+    }
+
+    fn assign(&self, prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
+        let mut a = ByParity.assign(prev, members);
+        if prev.is_some() {
+            a.shards.swap(0, 1);
+        }
+        a
+    }
+}
+
+#[test]
+fn a_layout_that_moves_survivors_to_another_subgroup_is_refused() {
+    check_seeds(
+        "a_layout_that_moves_survivors_to_another_subgroup_is_refused",
+        2,
+        |seed| {
+            let cfg = config(6, 6, Layout::new(Swaps));
+            let mut r = Run::new(seed, &cfg, 6);
+            r.run(400, true)?;
+            r.crash(5);
+            r.run(3000, true)?;
+            let before: Vec<u64> = r.apps.iter().map(|a| a.next).collect();
+            r.run(1000, true)?;
+            for i in r.live() {
+                let why = r.groups[i].waiting().ok_or(format!("n{i} not waiting"))?;
+                if !why.to_string().contains("moved a survivor") {
+                    return Err(format!("n{i}: wrong reason {why}"));
+                }
+                if r.apps[i].next != before[i] {
+                    return Err(format!("n{i} delivered after the broken layout"));
+                }
+            }
+            Ok(())
+        },
+    );
+}
+
+/// Both members of subgroup 1 shard 1 crash, and n8 asks to join as soon as the view change
+/// for that is under way (a member wedged), so the view that names n8 has lost the shard. The
+/// members stop with the reason, and so does the joiner — from the published view, since it
+/// never saw the previous shards — instead of waiting silently.
+#[test]
+fn a_joiner_of_a_view_whose_shard_was_lost_learns_why() {
+    check_seeds(
+        "a_joiner_of_a_view_whose_shard_was_lost_learns_why",
+        3,
+        |seed| {
+            let cfg = config(9, 8, two_subgroups());
+            let mut r = Run::new(seed, &cfg, 9);
+            r.run(400, true)?;
+            r.crash(4);
+            r.crash(5);
+            let mut steps = 0;
+            while !r.live().iter().any(|&i| r.groups[i].gms().is_wedged()) {
+                r.run(1, true)?;
+                steps += 1;
+                if steps > 5000 {
+                    return Err("nobody wedged".into());
+                }
+            }
+            r.groups[8].join().unwrap();
+            r.run(4000, true)?;
+            // n8 installed view 1 from a member's published block (the group then stopped).
+            if r.groups[8].gms().view().is_none_or(|v| v.id != 1) {
+                return Err(format!("setup: n8 is not in view 1: {:?}", r.groups[8]));
+            }
+            for i in [0, 1, 2, 3, 6, 7, 8] {
+                let why = r.groups[i]
+                    .stopped()
+                    .ok_or(format!("n{i} still runs: {:?}", r.groups[i]))?;
+                if !why.contains("subgroup 1 shard 1 lost every member") {
+                    return Err(format!("n{i}: {why}"));
+                }
+            }
+            Ok(())
+        },
+    );
+}
+
+#[derive(Clone, Debug)]
+struct Plan {
+    /// (node, step) crashes, each of a distinct node.
+    crashes: Vec<(usize, usize)>,
+    /// A join by the one node outside the initial view, at this step.
+    join: Option<usize>,
+}
+
+fn plan_strategy() -> impl Strategy<Value = Plan> {
+    (
+        proptest::collection::vec((0usize..8, 100usize..4000), 0..=2),
+        proptest::option::of(100usize..4000),
+    )
+        .prop_map(|(mut crashes, join)| {
+            crashes.sort_unstable();
+            crashes.dedup_by_key(|c| c.0);
+            crashes.sort_by_key(|c| c.1);
+            Plan { crashes, join }
+        })
+}
+
+/// Eight initial members in two subgroups (one shard of 2..=3; two shards of 2) plus a spare,
+/// one more node outside; up to two crashes and a join at random steps. Every step is checked
+/// (see the module doc); at the end the survivors either settled with every shard running, or
+/// stopped because a shard lost every member, or all wait, saying why.
+fn run_plan(seed: u64, plan: &Plan) -> Result<(), String> {
+    let cfg = config(9, 8, two_subgroups());
+    let mut r = Run::new(seed, &cfg, 9);
+    for step in 0..4000 {
+        for &(n, at) in &plan.crashes {
+            if at == step {
+                r.crash(n);
+            }
+        }
+        if plan.join == Some(step) {
+            r.groups[8].join().unwrap();
+        }
+        r.run(1, true)?;
+    }
+    r.run(6000, true)?;
+    r.run(500, false)?;
+    let live = r.live();
+    if live.iter().any(|&i| {
+        r.groups[i]
+            .stopped()
+            .is_some_and(|w| w.contains("lost every member"))
+    }) {
+        return Ok(());
+    }
+    // No spare left to fill a short shard: every survivor waits, saying why (a member never
+    // changes shards, so a full shard cannot give one away).
+    if let Some(why) = r.groups[live[0]].waiting() {
+        if live.iter().any(|&i| r.groups[i].waiting().is_none()) {
+            return Err(format!("only some survivors wait ({why})"));
+        }
+        let v = r.groups[live[0]].view().unwrap();
+        if why.fault.is_some() || v.members.iter().any(|&m| v.shard_of(m).is_none()) {
+            return Err(format!(
+                "waiting with a spare at hand, or for a fault: {why}"
+            ));
+        }
+        return Ok(());
+    }
+    r.settled(5)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases(6)))]
+
+    #[test]
+    fn proptest_subgroups_with_crashes_and_a_join(plan in plan_strategy(), seed in 0u64..1000) {
+        if let Err(why) = run_plan(seed, &plan) {
+            return Err(TestCaseError::fail(format!("seed {seed} {plan:?}: {why}")));
+        }
+    }
+}
+
+/// Start-up validation of a subgroup layout: each setting refused with what to change, and the
+/// epoch regions sized for the largest shard of any subgroup.
+#[test]
+fn subgroup_settings_are_validated_and_regions_sized_for_the_largest_shard() {
+    use squall_membership::view::ShardPolicy;
+    let err = |layout: Subgroups, universe: usize, initial: usize| {
+        config(universe, initial, Layout::new(layout))
+            .validate()
+            .unwrap_err()
+            .to_string()
+    };
+    let mut bad = Subgroups::new(vec![
+        SubgroupPolicy::even_shards(1, 2, 3),
+        SubgroupPolicy::even_shards(2, 2, 1),
+    ]);
+    assert!(
+        err(bad.clone(), 8, 8).contains("subgroup 1 shard 0: min is 2 and max is 1"),
+        "{}",
+        err(bad.clone(), 8, 8)
+    );
+    bad.subgroups[1] = SubgroupPolicy {
+        shards: vec![ShardPolicy {
+            min: 1,
+            max: 1,
+            reserved: vec![NodeId(9)],
+        }],
+    };
+    assert!(err(bad, 8, 8).contains("reserved node n9 is not in the universe"));
+    // 2 + 2 + 2 minimum members, but at most 5 members.
+    let mut cfg = config(8, 5, two_subgroups());
+    cfg.gms.max_members = 5;
+    let e = cfg.validate().unwrap_err().to_string();
+    assert!(e.contains("the sum of every shard's minimum"), "{e}");
+    let e = err(
+        Subgroups::new(vec![
+            SubgroupPolicy::even_shards(1, 2, 3),
+            SubgroupPolicy::fixed_even_shards(2, 2),
+        ]),
+        8,
+        5,
+    );
+    assert!(e.contains("the initial view must give every shard"), "{e}");
+    // The epoch regions: those of the largest shard (3 members), not of the universe.
+    let region_sizes = |cfg: &GroupConfig| -> Vec<usize> {
+        Group::<SimNode, MemLog>::layout(cfg)
+            .unwrap()
+            .iter()
+            .map(|r| r.len)
+            .collect()
+    };
+    let mut one_shard_of_3 = group_sim::config(8, 8);
+    one_shard_of_3.gms.shards = squall_membership::view::EvenShards {
+        shards: 1,
+        min: 1,
+        max: 3,
+    };
+    let sub = region_sizes(&config(8, 8, two_subgroups()));
+    assert_eq!(sub[1..5], region_sizes(&one_shard_of_3)[1..5]);
+    assert!(sub[1] < region_sizes(&group_sim::config(8, 8))[1]);
+}

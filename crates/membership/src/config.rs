@@ -46,6 +46,11 @@ pub enum ConfigError {
         "failure detector: suspicion_timeout must exceed heartbeat_interval, which must be positive"
     )]
     Detector,
+    /// The restart's wait for absent members is zero.
+    #[error(
+        "restart_absent_timeout must be positive: a restart gives the members of the last view that have not connected yet some time to come back (1 s by default)"
+    )]
+    RestartAbsent,
 }
 
 /// How a member runs the membership protocol. The same on every node of the universe.
@@ -81,6 +86,14 @@ pub struct GmsConfig {
     pub partition_safety: bool,
     /// The default shard layout.
     pub shards: EvenShards,
+    /// Total restart (see [`crate::restart`]): once a majority of the last view restarted, how
+    /// long to wait for a member of that view whose link never came up (*absent*: not
+    /// restarted, or unreachable) before counting it as not restarted: it is suspected, logged
+    /// at `warn` with who is missing, and the inspector proposes its removal. The table never
+    /// suspects an absent member for its silence, so without this a restart of a bare majority
+    /// would wait for the others forever. Safety does not depend on it: the restart still needs
+    /// a majority of the last view. Positive; default 1 s.
+    pub restart_absent_timeout: Duration,
 }
 
 impl GmsConfig {
@@ -97,6 +110,7 @@ impl GmsConfig {
             suspicion_timeout: Duration::from_millis(100),
             partition_safety: true,
             shards: EvenShards::single(),
+            restart_absent_timeout: Duration::from_secs(1),
         }
     }
 
@@ -132,6 +146,9 @@ impl GmsConfig {
         self.shards.validate().map_err(ConfigError::Shards)?;
         if self.heartbeat_interval.is_zero() || self.suspicion_timeout <= self.heartbeat_interval {
             return Err(ConfigError::Detector);
+        }
+        if self.restart_absent_timeout.is_zero() {
+            return Err(ConfigError::RestartAbsent);
         }
         Ok(())
     }
@@ -185,6 +202,12 @@ mod tests {
         assert_eq!(
             bad(&|c| c.suspicion_timeout = c.heartbeat_interval),
             ConfigError::Detector
+        );
+        let e = bad(&|c| c.restart_absent_timeout = Duration::ZERO);
+        assert_eq!(e, ConfigError::RestartAbsent);
+        assert!(
+            e.to_string()
+                .contains("restart_absent_timeout must be positive")
         );
     }
 }

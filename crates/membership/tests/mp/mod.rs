@@ -1403,16 +1403,7 @@ pub fn check_run(reports: &[Report], lost: &[usize], view1: &[u32], min_after: u
         .max_by_key(|r| r.delivered.len())
         .map(|r| &r.delivered)
         .unwrap();
-    let mut streams: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    for d in longest {
-        streams.entry(d.sender).or_default().push(d.seq);
-    }
-    for (s, seqs) in &streams {
-        assert!(
-            seqs.windows(2).all(|w| w[0] < w[1]),
-            "sender {s}'s messages delivered out of order or twice"
-        );
-    }
+    let streams = sender_streams(longest);
     for &k in &survivors {
         let r = &reports[k];
         let mine = streams.get(&(k as u32)).cloned().unwrap_or_default();
@@ -1826,6 +1817,22 @@ fn join_run_with(
     (reports, timing)
 }
 
+/// Each sender's messages in `delivered`, in delivery order; panics if a sender's stream is
+/// out of order or has a duplicate.
+fn sender_streams(delivered: &[Delivered]) -> BTreeMap<u32, Vec<u64>> {
+    let mut streams: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for d in delivered {
+        streams.entry(d.sender).or_default().push(d.seq);
+    }
+    for (s, seqs) in &streams {
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "sender {s}'s messages delivered out of order or twice"
+        );
+    }
+    streams
+}
+
 // ---- total restart ------------------------------------------------------------------------
 
 /// Checks one member's deliveries: positions gapless from its first (0, or a joiner's state's)
@@ -1960,16 +1967,7 @@ pub fn check_restart(
         .map(|&k| &after[k].delivered)
         .max_by_key(|d| d.len())
         .unwrap();
-    let mut streams: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    for d in longest {
-        streams.entry(d.sender).or_default().push(d.seq);
-    }
-    for (s, seqs) in &streams {
-        assert!(
-            seqs.windows(2).all(|w| w[0] < w[1]),
-            "sender {s}'s messages delivered out of order or twice"
-        );
-    }
+    sender_streams(longest);
     for &k in restarted {
         for q in &after[k].discarded {
             assert!(

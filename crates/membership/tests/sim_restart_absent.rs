@@ -16,12 +16,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use squall_membership::GmsConfig;
+mod group_sim;
+
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{Config, FsyncPolicy, Mode};
-use squall_transport::{NodeId, RegionId};
+use squall_round_robin::{FsyncPolicy, Mode};
+use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 const N: usize = 5;
@@ -39,26 +40,18 @@ fn dir(tag: &str, seed: u64) -> PathBuf {
     d
 }
 
+/// The shared small-slot group (`group_sim::config`) with durable epochs in `base/n<i>`
+/// (never fsynced: the simulated stop is a process crash) and the absent members' timeout.
 fn config(base: &Path, i: usize) -> GroupConfig {
-    let ids: Vec<NodeId> = (0..N as u32).map(NodeId).collect();
-    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
-    gms.heartbeat_interval = Duration::from_micros(50);
-    gms.suspicion_timeout = Duration::from_micros(1500);
-    gms.restart_absent_timeout = ABSENT;
+    let mut cfg = group_sim::config(N, N);
+    cfg.gms.restart_absent_timeout = ABSENT;
     let path = base.join(format!("n{i}"));
     std::fs::create_dir_all(&path).unwrap();
-    let epoch = Config {
-        window: 4,
-        slot_size: 24,
-        max_payload: 96,
-        chunk_size: 32,
-        mode: Mode::Durable {
-            path,
-            fsync: FsyncPolicy::Never,
-        },
-        ..Config::new(ids)
+    cfg.epoch.mode = Mode::Durable {
+        path,
+        fsync: FsyncPolicy::Never,
     };
-    GroupConfig::new(gms, epoch)
+    cfg
 }
 
 type Seq = Vec<(u64, Vec<u8>)>;

@@ -1145,7 +1145,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 out,
             ));
         }
-        self.log.append(&Record::Installed {
+        // The decision logged (synced) before the echo determines this view; the record only
+        // says it was installed (see `Durable::append_installed`, `docs/MEMBERSHIP.md`).
+        self.log.append_installed(&Record::Installed {
             view: next.id,
             members: next.members.clone(),
         })?;

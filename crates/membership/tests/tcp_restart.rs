@@ -20,12 +20,18 @@
 //! ```
 //!
 //! (`SQUALL_MEMBERSHIP_TCP_RESTART_BENCH_SIZES=500,4000` picks the warm-up deliveries per
-//! member, the state replayed.)
+//! member, the state replayed; by default 300, 2000, 6000. GMS suspicion 2 s: the replay runs
+//! inside the poll loop and stalls it.)
 #![allow(clippy::unwrap_used)]
 
 mod mp;
 
-use mp::{KillAll, RestartTiming, Settings, restart_run};
+use std::time::Duration;
+
+use mp::{
+    Cluster, KillAll, Place, Report, RestartTiming, Settings, check_restart, restart_run,
+    restart_view,
+};
 
 /// Entry point of the member processes this binary spawns; does nothing when run by hand.
 #[test]
@@ -139,10 +145,19 @@ fn restart_time() {
     };
     let reps: usize = reps.parse().expect("repetitions");
     let sizes: Vec<u64> = std::env::var("SQUALL_MEMBERSHIP_TCP_RESTART_BENCH_SIZES")
-        .unwrap_or_else(|_| "300,2000,8000".into())
+        .unwrap_or_else(|_| "300,2000,6000".into())
         .split(',')
         .map(|v| v.parse().expect("warm-up deliveries"))
         .collect();
+    // The replay runs inside the group's poll: 8000 messages (11 MB) stalled the members'
+    // loops for 300-380 ms in a debug build, and a member that restarted a little later
+    // suspected them all (it then waits forever: restart mode has no minority stop). A 2 s
+    // suspicion timeout keeps the measurement to the restart itself.
+    let settings = Settings {
+        gms_suspicion: Duration::from_secs(2),
+        tcp_timeout: Duration::from_secs(3),
+        ..Settings::durable()
+    };
     let median = |mut v: Vec<u64>| {
         v.sort_unstable();
         v[v.len() / 2]
@@ -156,7 +171,7 @@ fn restart_time() {
             .map(|_| {
                 restart_run(
                     "member_child",
-                    Settings::durable(),
+                    settings.clone(),
                     w,
                     KillAll::AtOnce,
                     |_| (0..5).collect(),
@@ -178,4 +193,61 @@ fn restart_time() {
             deliv as f64 / fresh as f64,
         );
     }
+}
+
+/// Not run by default: it finds a liveness bug of the restart protocol's second attempt (one
+/// member installs the restart view with the decision an earlier attempt logged, the others
+/// go on restarting one view later and wait for it forever; see `docs/MEMBERSHIP.md`, "What
+/// remains"). `SQUALL_MEMBERSHIP_RESTART_KILL_EARLY=1` kills the second time as soon as some
+/// member sees every member back (mid-protocol) instead of once one installed the restart view;
+/// either timing hung in some runs (about 1 in 3 with the early kill).
+#[test]
+#[ignore = "finds a liveness bug of the second restart attempt (docs/MEMBERSHIP.md, What remains)"]
+fn a_second_total_kill_during_the_restart_and_a_second_restart_keep_everything_delivered() {
+    let n = 5;
+    let all: Vec<usize> = (0..n).collect();
+    let places = vec![Place::loopback(); n];
+    let mut c = Cluster::start("member_child", &places, Settings::durable());
+    c.warm_up(300);
+    c.kill_all(&all);
+    std::thread::sleep(Duration::from_millis(100));
+    let first = c.reports();
+    c.restart(&all);
+    // Kill everyone again the moment some member installed the restart view: others may not
+    // have (their logs end a view earlier, or hold the restart's decision or promise only).
+    let early = std::env::var("SQUALL_MEMBERSHIP_RESTART_KILL_EARLY").is_ok_and(|v| v == "1");
+    c.wait_for("a restart view", Duration::from_secs(20), |r| {
+        if early {
+            r.iter()
+                .any(|r| r.missing.last().is_some_and(|m| m.0.is_empty()))
+        } else {
+            r.iter().any(|r| !r.views.is_empty())
+        }
+    });
+    c.kill_all(&all);
+    std::thread::sleep(Duration::from_millis(100));
+    let second = c.reports();
+    let installed = second.iter().filter(|r| !r.views.is_empty()).count();
+    let logged: Vec<_> = all.iter().map(|&k| c.logged_view(k)).collect();
+    println!(
+        "second kill: {installed} of {n} had installed the restart view; logged views {logged:?}"
+    );
+    for k in &all {
+        let b = std::fs::read(c.dir().join(format!("gms-{k}.log"))).unwrap();
+        let (_, rec) = squall_membership::log::MemLog::open(b);
+        println!("n{k} log: {:?}", rec.records);
+    }
+    c.restart(&all);
+    c.wait_restarted(&all, 200);
+    let after = c.finish();
+    let restarted = restart_view(&after, &all);
+    // Everything delivered in either earlier life, the first restart's replay and what came
+    // after it included, is a prefix of the second restart's replay.
+    let before: Vec<Report> = first.into_iter().chain(second).collect();
+    let replay = check_restart(&before, &after, &all, &restarted, 200);
+    println!(
+        "second restart: {installed} of {n} had installed the first restart view when killed; \
+         replayed {} messages; restart view {restarted:?}",
+        replay.len()
+    );
 }

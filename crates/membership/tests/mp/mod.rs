@@ -253,6 +253,10 @@ pub struct Settings {
     /// `GmsConfig::restart_absent_timeout`: how long a restart waits for a member of the last
     /// view that never connected once a majority restarted.
     pub restart_absent: Duration,
+    /// `FileLog::set_sync_installed`: whether the GMS log fsyncs the `Installed` record of a
+    /// view change. Off by default: the members' epochs are atomic or never fsynced, so a
+    /// process crash is all their state has to survive.
+    pub sync_installed: bool,
 }
 
 impl Default for Settings {
@@ -289,6 +293,7 @@ impl Settings {
             transfer: None,
             durable: None,
             restart_absent: Duration::from_secs(1),
+            sync_installed: false,
         }
     }
 
@@ -324,6 +329,10 @@ impl Settings {
         cmd.env("MP_UNIVERSE", self.universe.to_string());
         cmd.env("MP_STATE_BYTES", self.state_bytes.to_string());
         cmd.env("MP_TRACE", if self.trace { "1" } else { "0" });
+        cmd.env(
+            "MP_SYNC_INSTALLED",
+            if self.sync_installed { "1" } else { "0" },
+        );
         match self.transfer {
             Some((chunk, window)) => cmd.env("MP_TRANSFER", format!("{chunk},{window}")),
             None => cmd.env_remove("MP_TRANSFER"),
@@ -380,6 +389,7 @@ impl Settings {
                 n => FsyncPolicy::EveryRecords(n.parse().expect("MP_DURABLE")),
             }),
             restart_absent: env_us("MP_RESTART_ABSENT_US"),
+            sync_installed: std::env::var("MP_SYNC_INSTALLED").is_ok_and(|v| v == "1"),
         }
     }
 
@@ -538,7 +548,12 @@ pub fn child_main() {
         .collect();
     // Open (and fsync) the log before linking: once linked, the peers' suspicion timers run,
     // and an fsync on a busy disk can take longer than the suspicion timeout.
-    let (log, recovered) = FileLog::open(&dir.join(format!("gms-{me}.log"))).expect("log");
+    let (mut log, recovered) = FileLog::open(&dir.join(format!("gms-{me}.log"))).expect("log");
+    assert!(
+        s.sync_installed || !matches!(s.durable, Some(FsyncPolicy::EveryBatch)),
+        "epochs that survive a power loss need the Installed record synced"
+    );
+    log.set_sync_installed(s.sync_installed);
     assert_eq!(
         recovered.records.is_empty(),
         life == 0,
@@ -1614,7 +1629,7 @@ pub const PHASES: &[(&str, Option<&str>, u64, Over)] = &[
         Over::Last,
     ),
     (
-        "every survivor logged the view (fsync)",
+        "every survivor logged the view (fsync unless off)",
         Some("membership: view installed"),
         1,
         Over::Last,
@@ -1998,6 +2013,62 @@ pub struct RestartTiming {
     pub gap_us: u64,
 }
 
+/// The restart view's members, as the first of the members `started` that installed it
+/// reported: the members of the newest logged view that restarted, unless the inspector
+/// adopted a decision logged before the kill, which may remove members too.
+pub fn restart_view(reports: &[Report], started: &[usize]) -> Vec<usize> {
+    (started.iter())
+        .find_map(|&k| reports[k].views.first())
+        .expect("a restart view")
+        .members
+        .iter()
+        .map(|&m| m as usize)
+        .collect()
+}
+
+impl Cluster {
+    /// Waits until every member delivered `warmup` messages, from every member among them.
+    pub fn warm_up(&mut self, warmup: u64) {
+        let n = self.members.len();
+        self.wait_for(
+            "deliveries from every sender at every member",
+            Duration::from_secs(60),
+            |r| {
+                r.iter().all(|r| {
+                    let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
+                    r.delivered.len() as u64 >= warmup && senders.len() == n
+                })
+            },
+        );
+    }
+
+    /// After [`restart`](Self::restart) of the members `started`: waits until each either
+    /// installed the restart view, replayed, and delivered `after` new messages including
+    /// some from every member of that view, or stopped (a view it is not in went on: it learns
+    /// that from the others' logs).
+    pub fn wait_restarted(&mut self, started: &[usize], after: u64) {
+        self.wait_for(
+            "every restarted member's replay, restart view and new deliveries",
+            Duration::from_secs(20),
+            |r| {
+                let settled = |k: usize| {
+                    r[k].stop.is_some()
+                        || r[k].views.first().is_some_and(|v| {
+                            r[k].delivered.len() as u64 >= v.before + after
+                                && v.members.iter().all(|&s| {
+                                    r[k].delivered[v.before as usize..]
+                                        .iter()
+                                        .any(|d| d.sender == s)
+                                })
+                        })
+                };
+                started.iter().all(|&k| settled(k))
+                    && started.iter().any(|&k| !r[k].views.is_empty())
+            },
+        );
+    }
+}
+
 /// How a restart run kills every member.
 #[derive(Clone, Debug)]
 pub enum KillAll {
@@ -2031,16 +2102,7 @@ pub fn restart_run(
     let places = vec![Place::loopback(); n];
     let t_spawn = now_us();
     let mut c = Cluster::start(entry, &places, settings);
-    c.wait_for(
-        "deliveries from every sender at every member",
-        Duration::from_secs(60),
-        |r| {
-            r.iter().all(|r| {
-                let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
-                r.delivered.len() as u64 >= warmup && senders.len() == n
-            })
-        },
-    );
+    c.warm_up(warmup);
     let fresh = c.reports();
     let fresh_us = fresh
         .iter()
@@ -2063,37 +2125,9 @@ pub fn restart_run(
     let t_restart = now_us();
     c.restart(&started);
     let linked = c.reports();
-    // Each started member either installs the restart view, replays, and delivers `after` new
-    // messages including some from every member of that view, or stops (a view it is not in
-    // went on: it learns that from the others' logs).
-    c.wait_for(
-        "every restarted member's replay, restart view and new deliveries",
-        Duration::from_secs(20),
-        |r| {
-            let settled = |k: usize| {
-                r[k].stop.is_some()
-                    || r[k].views.first().is_some_and(|v| {
-                        r[k].delivered.len() as u64 >= v.before + after
-                            && v.members.iter().all(|&s| {
-                                r[k].delivered[v.before as usize..]
-                                    .iter()
-                                    .any(|d| d.sender == s)
-                            })
-                    })
-            };
-            started.iter().all(|&k| settled(k)) && started.iter().any(|&k| !r[k].views.is_empty())
-        },
-    );
+    c.wait_restarted(&started, after);
     let reports = c.finish();
-    // The restart view: the members of the newest logged view that restarted, unless the
-    // inspector adopted a decision logged before the kill, which may remove members too.
-    let restarted: Vec<usize> = (started.iter())
-        .find_map(|&k| reports[k].views.first())
-        .expect("a restart view")
-        .members
-        .iter()
-        .map(|&m| m as usize)
-        .collect();
+    let restarted = restart_view(&reports, &started);
     let replay = check_restart(&before, &reports, &started, &restarted, after);
     let at = |f: &dyn Fn(&Report) -> Option<u64>, rs: &[Report]| {
         (restarted.iter())

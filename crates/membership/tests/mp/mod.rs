@@ -1676,16 +1676,7 @@ pub fn failure_run(
     let n = places.len();
     let victim = failure.victim();
     let mut c = Cluster::start(entry, places, settings);
-    c.wait_for(
-        "deliveries from every sender at every member",
-        Duration::from_secs(30),
-        |r| {
-            r.iter().all(|r| {
-                let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
-                r.delivered.len() as u64 >= warmup && senders.len() == n
-            })
-        },
-    );
+    c.warm_up(warmup);
     let t0 = match failure {
         Failure::Kill(k) => c.kill(k),
         Failure::Cut(k, places) => {

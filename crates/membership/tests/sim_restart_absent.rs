@@ -10,7 +10,8 @@
 //! everything delivered before is a prefix, then carries on; a member that starts before the
 //! timeout is waited for and restarts with the others; a minority never installs anything
 //! however long it waits (safety does not rest on the timeout), and keeps saying who is
-//! missing.
+//! missing. Two ignored tests reproduce a liveness bug of a second restart attempt that the
+//! TCP test found (not about absent members; kept here for whoever fixes it).
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -327,4 +328,70 @@ fn a_minority_with_absent_members_never_restarts_and_says_who_is_missing() {
         }
         let _ = std::fs::remove_dir_all(&base);
     });
+}
+
+/// The second-restart hang that `tcp_restart`'s second kill found, sought on the simulator:
+/// everyone restarts, stops again the moment some member logged the restart's decision, and
+/// restarts again; the second restart must complete.
+fn second_restart_after_a_decision(seed: u64) -> Result<(), String> {
+    let base = dir("second", seed);
+    let (logs, before) = first_life(seed, &base, 1500);
+    let all = [0, 1, 2, 3, 4];
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let mut decided = false;
+    for _ in 0..20_000 {
+        l.step(false);
+        if l.groups
+            .iter()
+            .flatten()
+            .any(|g| g.gms().decision().is_some())
+        {
+            decided = true;
+            break;
+        }
+    }
+    if !decided {
+        return Err("no member logged a decision in the first restart".into());
+    }
+    let (logs, _) = l.shutdown();
+    let mut l = Life::start(seed + 2000, &base, &logs, &all, 2);
+    let t0 = l.sim.now();
+    while !all.iter().all(|&i| l.restarted(i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("the second restart hung: {}", l.state()));
+        }
+        l.step(false);
+    }
+    let replay = l.delivered[0].clone();
+    if let Some(i) = (0..N).find(|&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!(
+            "n{i}'s deliveries are not a prefix of the second replay"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+#[ignore = "sweep for the second-restart hang (docs/MEMBERSHIP.md, What remains)"]
+fn a_second_restart_after_a_decision_logged_at_one_member_completes() {
+    check_seeds(
+        "second_restart_after_a_decision",
+        20,
+        second_restart_after_a_decision,
+    );
+}
+
+/// Seed 2 of the sweep above: after the second restart members 1–4 run view 1 (they installed
+/// it with the decision member 0 logged in the first restart, following the promise member 0
+/// re-published at start), while member 0, which opened a higher ballot meanwhile, caught up
+/// with that lower-ranked decision and went on restarting at view 1, alone. Fails until the
+/// restart protocol is fixed (docs/MEMBERSHIP.md, What remains).
+#[test]
+#[ignore = "the second-restart hang, not fixed yet (docs/MEMBERSHIP.md, What remains)"]
+fn regression_second_restart_seed_2_the_inspector_restarts_alone_one_view_later() {
+    second_restart_after_a_decision(2).unwrap();
 }

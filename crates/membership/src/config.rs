@@ -49,6 +49,11 @@ pub enum ConfigError {
         "failure detector: suspicion_timeout must exceed heartbeat_interval, which must be positive"
     )]
     Detector,
+    /// The restart's wait for absent members is zero.
+    #[error(
+        "restart_absent_timeout must be positive: a restart gives the members of the last view that have not connected yet some time to come back (1 s by default)"
+    )]
+    RestartAbsent,
 }
 
 /// How a member runs the membership protocol. The same on every node of the universe.
@@ -89,6 +94,14 @@ pub struct GmsConfig {
     /// (any [`ShardLayout`]); when set it replaces [`shards`](GmsConfig::shards). See
     /// [`Layout`] for an example through a group.
     pub layout: Option<Layout>,
+    /// Total restart (see [`crate::restart`]): once a majority of the last view restarted, how
+    /// long to wait for a member of that view whose link never came up (*absent*: not
+    /// restarted, or unreachable) before counting it as not restarted: it is suspected, logged
+    /// at `warn` with who is missing, and the inspector proposes its removal. The table never
+    /// suspects an absent member for its silence, so without this a restart of a bare majority
+    /// would wait for the others forever. Safety does not depend on it: the restart still needs
+    /// a majority of the last view. Positive; default 1 s.
+    pub restart_absent_timeout: Duration,
 }
 
 impl GmsConfig {
@@ -106,6 +119,7 @@ impl GmsConfig {
             partition_safety: true,
             shards: EvenShards::single(),
             layout: None,
+            restart_absent_timeout: Duration::from_secs(1),
         }
     }
 
@@ -171,6 +185,9 @@ impl GmsConfig {
         if self.heartbeat_interval.is_zero() || self.suspicion_timeout <= self.heartbeat_interval {
             return Err(ConfigError::Detector);
         }
+        if self.restart_absent_timeout.is_zero() {
+            return Err(ConfigError::RestartAbsent);
+        }
         Ok(())
     }
 }
@@ -223,6 +240,12 @@ mod tests {
         assert_eq!(
             bad(&|c| c.suspicion_timeout = c.heartbeat_interval),
             ConfigError::Detector
+        );
+        let e = bad(&|c| c.restart_absent_timeout = Duration::ZERO);
+        assert_eq!(e, ConfigError::RestartAbsent);
+        assert!(
+            e.to_string()
+                .contains("restart_absent_timeout must be positive")
         );
     }
 }

@@ -191,6 +191,8 @@ struct RestartState {
     missing: Vec<NodeId>,
     /// A shard of the view none of whose members restarted yet (the restart waits).
     unrestored: Option<crate::restart::Unrestored>,
+    /// When it first saw a majority of the view restarted (the absent members' wait starts).
+    quorum_since: Option<squall_transport::Time>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -722,6 +724,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if unrestored.is_some() {
             return Ok(());
         }
+        // Every shard has a restarted member: the members of the view whose links never came up
+        // may be counted as not restarted (after the timeout).
+        if self.suspect_absent(view)? {
+            return Ok(()); // the next round goes on without them
+        }
         let Some(&leader) = alive.first() else {
             return Ok(());
         };
@@ -798,6 +805,44 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decision = None;
         self.rejoined = Some((last, newer));
         self.request_join()
+    }
+
+    /// Restart mode, a majority of `view` restarted: the table never suspects a member whose
+    /// link never came up (*absent*), so a restart would wait for it forever. After
+    /// [`GmsConfig::restart_absent_timeout`] counted from the first round with that majority,
+    /// each absent member of `view` counts as not restarted: it is suspected (logged at `warn`
+    /// with who), and the inspector proposes its removal like any member that did not restart.
+    /// Safety does not rest on this: the restart still needs a majority of `view`'s logs.
+    /// Returns whether it suspected anyone.
+    fn suspect_absent(&mut self, view: &View) -> Result<bool, GmsError> {
+        let now = self.sst.now();
+        let Some(since) = self
+            .restart
+            .as_mut()
+            .map(|r| *r.quorum_since.get_or_insert(now))
+        else {
+            return Ok(false);
+        };
+        let waited = now.saturating_since(since);
+        if waited < self.cfg.restart_absent_timeout {
+            return Ok(false);
+        }
+        let absent: Vec<NodeId> = (view.members.iter().copied())
+            .filter(|&m| m != self.me)
+            .filter(|&m| (self.sst.row_of(m)).is_some_and(|r| self.sst.is_absent(r)))
+            .filter(|&m| !self.suspects(m))
+            .collect();
+        if absent.is_empty() {
+            return Ok(false);
+        }
+        tracing::warn!(
+            me = %self.me, view = view.id, ?absent, waited_ms = waited.as_millis() as u64,
+            "membership: restart: members of the last view never connected; counting them as not restarted"
+        );
+        for m in absent {
+            self.sst.suspect(m)?;
+        }
+        Ok(true)
     }
 
     /// Restart mode: installs `view + 1` with the decision `t` a peer installed it with.
@@ -1152,8 +1197,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 out,
             ));
         }
+        // The decision logged (synced) before the echo determines this view (and its shards);
+        // the records only say it was installed (see `Durable::append_installed`,
+        // `docs/MEMBERSHIP.md`).
         for r in crate::restart::installed_records(&next) {
-            self.log.append(&r)?;
+            self.log.append_installed(&r)?;
         }
         tracing::info!(me = %self.me, view = next.id, members = ?next.members, "membership: view installed");
         let left = d

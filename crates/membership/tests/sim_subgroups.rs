@@ -602,13 +602,26 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<(), String> {
     }
     r.run(6000, true)?;
     r.run(500, false)?;
-    let live = r.live();
-    if live.iter().any(|&i| {
+    // A lost shard stops every member (a stopped group has no view, so look at every node that
+    // did not crash): then every initial member still up stopped for it.
+    let lost = |i: usize| {
         r.groups[i]
             .stopped()
             .is_some_and(|w| w.contains("lost every member"))
-    }) {
+    };
+    let up: Vec<usize> = (0..r.groups.len()).filter(|&i| !r.crashed[i]).collect();
+    if up.iter().any(|&i| lost(i)) {
+        if let Some(&i) = up.iter().find(|&&i| i < 8 && !lost(i)) {
+            return Err(format!(
+                "a shard was lost but n{i} did not stop for it: {:?}",
+                r.groups[i].stopped()
+            ));
+        }
         return Ok(());
+    }
+    let live = r.live();
+    if live.is_empty() {
+        return Err("every node that did not crash stopped or left the group".into());
     }
     // No spare left to fill a short shard: every survivor waits, saying why (a member never
     // changes shards, so a full shard cannot give one away).

@@ -9,12 +9,17 @@
 //! ```text
 //! PORT <port>                                  bound, waiting for "ADDRS a,b,…" on stdin
 //! READY <t>                                    linked to every peer, group running
-//! D <pos> <sender> <seq> <len> <digest>        a delivery
+//! D <pos> <sender> <seq> <len> <digest> <chain> [replay]
+//!                                              a delivery (`replay`: a restarted member's
+//!                                              replay of its epoch logs)
+//! M <m1,m2,…> <t>                              restarting: the last view's members it still
+//!                                              waits for (each time that changes)
 //! X <seq>                                      one of its own messages discarded by a trim
 //! S <node> <cause> <t>                         it suspects <node> (first time)
 //! W <view> <t>                                 it wedged view <view>
 //! V <id> <m1,m2,…> <deliveries before> <t>     it installed view <id>
 //! STOP <t> <reason>                            the group stopped (minority, removed, …)
+//! FIRST <t>                                    its first delivery not replayed
 //! END <submitted>                              it read QUIT: nothing more is printed
 //! ```
 //!
@@ -40,7 +45,7 @@ use squall_membership::GmsConfig;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::FileLog;
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
-use squall_round_robin::Config as EpochConfig;
+use squall_round_robin::{Config as EpochConfig, FsyncPolicy, Mode};
 use squall_transport::{NodeId, Region, RegionId};
 use squall_transport_tcp::{ClusterConfig, TcpNode};
 
@@ -242,6 +247,16 @@ pub struct Settings {
     pub trace: bool,
     /// State transfer `(chunk_size, window)` instead of `TransferConfig::new`'s defaults.
     pub transfer: Option<(usize, usize)>,
+    /// Durable epochs (`Mode::Durable` in `epochs-<k>/` of the run's directory) with this
+    /// fsync policy; `None`: atomic epochs (nothing to replay after a restart).
+    pub durable: Option<FsyncPolicy>,
+    /// `GmsConfig::restart_absent_timeout`: how long a restart waits for a member of the last
+    /// view that never connected once a majority restarted.
+    pub restart_absent: Duration,
+    /// `FileLog::set_sync_installed`: whether the GMS log fsyncs the `Installed` record of a
+    /// view change. Off by default: the members' epochs are atomic or never fsynced, so a
+    /// process crash is all their state has to survive.
+    pub sync_installed: bool,
 }
 
 impl Default for Settings {
@@ -276,6 +291,25 @@ impl Settings {
             child_deadline: Duration::from_secs(120),
             trace: false,
             transfer: None,
+            durable: None,
+            restart_absent: Duration::from_secs(1),
+            sync_installed: false,
+        }
+    }
+
+    /// As [`default`](Settings::default) with durable epochs that never `fsync` (what the
+    /// restart tests use): a SIGKILL is a process crash, which keeps what was written to the
+    /// page cache, so every record a member wrote survives it (a power loss is not simulated).
+    /// The GMS suspicion timeout is 500 ms (TCP heartbeat timeout 1 s): at a restart every
+    /// member fsyncs its GMS log several times (promise, decision, view) and cuts and reads its
+    /// epoch logs, all members at once on one loaded disk, and a member's poll was seen to
+    /// stall for 257 ms there (its peers then removed it, a false suspicion).
+    pub fn durable() -> Settings {
+        Settings {
+            durable: Some(FsyncPolicy::Never),
+            gms_suspicion: Duration::from_millis(500),
+            tcp_timeout: Duration::from_secs(1),
+            ..Settings::default()
         }
     }
 }
@@ -295,9 +329,19 @@ impl Settings {
         cmd.env("MP_UNIVERSE", self.universe.to_string());
         cmd.env("MP_STATE_BYTES", self.state_bytes.to_string());
         cmd.env("MP_TRACE", if self.trace { "1" } else { "0" });
+        cmd.env(
+            "MP_SYNC_INSTALLED",
+            if self.sync_installed { "1" } else { "0" },
+        );
         match self.transfer {
             Some((chunk, window)) => cmd.env("MP_TRANSFER", format!("{chunk},{window}")),
             None => cmd.env_remove("MP_TRANSFER"),
+        };
+        match self.durable {
+            Some(FsyncPolicy::Never) => cmd.env("MP_DURABLE", "never"),
+            Some(FsyncPolicy::EveryBatch) => cmd.env("MP_DURABLE", "batch"),
+            Some(FsyncPolicy::EveryRecords(n)) => cmd.env("MP_DURABLE", n.to_string()),
+            None => cmd.env_remove("MP_DURABLE"),
         };
         for (k, d) in [
             ("MP_GMS_HB_US", self.gms_heartbeat),
@@ -307,6 +351,7 @@ impl Settings {
             ("MP_OP_TIMEOUT_US", self.op_timeout),
             ("MP_PACE_US", self.pace),
             ("MP_DEADLINE_US", self.child_deadline),
+            ("MP_RESTART_ABSENT_US", self.restart_absent),
         ] {
             cmd.env(k, d.as_micros().to_string());
         }
@@ -338,21 +383,38 @@ impl Settings {
                 let (c, w) = v.split_once(',').expect("MP_TRANSFER chunk,window");
                 (c.parse().expect("chunk"), w.parse().expect("window"))
             }),
+            durable: std::env::var("MP_DURABLE").ok().map(|v| match v.as_str() {
+                "never" => FsyncPolicy::Never,
+                "batch" => FsyncPolicy::EveryBatch,
+                n => FsyncPolicy::EveryRecords(n.parse().expect("MP_DURABLE")),
+            }),
+            restart_absent: env_us("MP_RESTART_ABSENT_US"),
+            sync_installed: std::env::var("MP_SYNC_INSTALLED").is_ok_and(|v| v == "1"),
         }
     }
 
-    /// The group configuration every member uses.
-    pub fn group_config(&self) -> GroupConfig {
+    /// The group configuration every member uses; `epochs`: the member's directory of durable
+    /// epoch logs (used when [`durable`](Self::durable) is set).
+    pub fn group_config(&self, epochs: &std::path::Path) -> GroupConfig {
         let ids: Vec<NodeId> = (0..self.members as u32).map(NodeId).collect();
         let universe: Vec<NodeId> = (0..self.universe as u32).map(NodeId).collect();
         let mut gms = GmsConfig::new(RegionId(0), universe, ids.clone());
         gms.heartbeat_interval = self.gms_heartbeat;
         gms.suspicion_timeout = self.gms_suspicion;
+        gms.restart_absent_timeout = self.restart_absent;
+        let mode = match self.durable {
+            Some(fsync) => Mode::Durable {
+                path: epochs.to_path_buf(),
+                fsync,
+            },
+            None => Mode::Atomic,
+        };
         let epoch = EpochConfig {
             window: 8,
             slot_size: 256,
             max_payload: 12 << 10,
             chunk_size: 4 << 10,
+            mode,
             ..EpochConfig::new(ids)
         };
         let mut cfg = GroupConfig::new(gms, epoch);
@@ -470,7 +532,15 @@ pub fn child_main() {
             .map(|v| NodeId(v.parse().expect("MP_LATE")))
             .collect();
     }
-    let cfg = s.group_config();
+    // Life 0 starts fresh; a later life restarts from what the member's earlier lives logged
+    // (its GMS log and its durable epoch logs, in the run's directory).
+    let life: u64 = std::env::var("MP_LIFE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let epochs = dir.join(format!("epochs-{me}"));
+    std::fs::create_dir_all(&epochs).expect("epoch log directory");
+    let cfg = s.group_config(&epochs);
     let regions = Group::<TcpNode, FileLog>::layout(&cfg)
         .expect("layout")
         .into_iter()
@@ -478,18 +548,30 @@ pub fn child_main() {
         .collect();
     // Open (and fsync) the log before linking: once linked, the peers' suspicion timers run,
     // and an fsync on a busy disk can take longer than the suspicion timeout.
-    let (log, recovered) = FileLog::open(&dir.join(format!("gms-{me}.log"))).expect("log");
-    let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
+    let (mut log, recovered) = FileLog::open(&dir.join(format!("gms-{me}.log"))).expect("log");
     assert!(
-        recovered.records.is_empty(),
-        "a fresh member has an empty log"
+        s.sync_installed || !matches!(s.durable, Some(FsyncPolicy::EveryBatch)),
+        "epochs that survive a power loss need the Installed record synced"
     );
-    let mut g = Group::new(node, cfg, log, None).expect("group");
+    log.set_sync_installed(s.sync_installed);
+    assert_eq!(
+        recovered.records.is_empty(),
+        life == 0,
+        "n{me}: a fresh member has an empty log, a restarted one its earlier lives' records"
+    );
+    let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
+    let recovered = (life > 0).then_some(&recovered);
+    let mut g = Group::new(node, cfg, log, recovered).expect("group");
     writeln!(out, "READY {}", now_us()).unwrap();
     out.flush().unwrap();
 
     let start = Instant::now();
-    let mut seq = 0u64;
+    // Each life numbers its messages from `life << 32`, so no (sender, seq) repeats.
+    let mut seq = life << 32;
+    // A restarted member's deliveries before its first view are its epoch logs' replay.
+    let mut replaying = life > 0;
+    let mut missing: Option<Vec<NodeId>> = None;
+    let mut delivered_new = false;
     let mut next = Instant::now();
     // The application: a hash chain over the delivered payloads, and the next position.
     let mut applied = 0u64;
@@ -510,7 +592,9 @@ pub fn child_main() {
             g.join().expect("join request");
             writeln!(out, "J {}", now_us()).unwrap();
         }
-        if !stopped && g.is_active() && Instant::now() >= next {
+        // Restarting (before the restart view) the group has no epoch: nothing to submit to
+        // (it answers `NotASender`, as if this member were a spare).
+        if !stopped && !replaying && g.is_active() && Instant::now() >= next {
             match g.submit(&payload(me, seq)) {
                 Ok(()) => {
                     seq += 1;
@@ -542,12 +626,17 @@ pub fn child_main() {
                     }
                     chain = chain_step(chain, dg);
                     applied = d.position + 1;
+                    if !replaying && !delivered_new {
+                        delivered_new = true;
+                        writeln!(out, "FIRST {t}").unwrap();
+                    }
                     writeln!(
                         out,
-                        "D {} {} {q} {} {dg} {chain}",
+                        "D {} {} {q} {} {dg} {chain}{}",
                         d.position,
                         d.sender.0,
                         d.payload.len(),
+                        if replaying { " replay" } else { "" },
                     )
                     .unwrap();
                     if sender != d.sender.0 {
@@ -563,6 +652,7 @@ pub fn child_main() {
                     writeln!(out, "W {v} {t}").unwrap();
                 }
                 Upcall::View(v) => {
+                    replaying = false;
                     // A joiner's first view: restore the state it was sent.
                     if let Some(st) = g.take_state() {
                         match state_chain(&st.state, s.state_bytes) {
@@ -580,6 +670,14 @@ pub fn child_main() {
                 }
                 _ => {}
             }
+        }
+        let now_missing = g.gms().restarting().map(<[NodeId]>::to_vec);
+        if now_missing != missing {
+            if let Some(m) = &now_missing {
+                let m: Vec<String> = m.iter().map(|n| n.0.to_string()).collect();
+                writeln!(out, "M {} {t}", m.join(",")).unwrap();
+            }
+            missing = now_missing;
         }
         if t_poll.saturating_sub(t_last) > STALL_US {
             writeln!(out, "SLOW loop {} {t}", t_poll.saturating_sub(t_last)).unwrap();
@@ -669,6 +767,15 @@ pub struct Report {
     pub trace: Vec<(u64, String, String)>,
     /// Stalls of the member's loop (what, µs, time), see [`STALL_US`].
     pub stalls: Vec<(String, u64, u64)>,
+    /// A restarted member: how many of its first deliveries were its epoch logs' replay.
+    pub replayed: usize,
+    /// When it first delivered a message that was not replayed.
+    pub first_new: Option<u64>,
+    /// Its last line, if the process died in the middle of writing it (not parsed).
+    pub torn: Option<String>,
+    /// A restarting member: the members of its last view it waited for, each time that changed
+    /// (list, time).
+    pub missing: Vec<(Vec<u32>, u64)>,
 }
 
 impl Report {
@@ -687,6 +794,23 @@ impl Report {
                     digest: num(5)?,
                     chain: num(6)?,
                 });
+                match w.get(7) {
+                    Some(&"replay") => self.replayed += 1,
+                    Some(_) => return None,
+                    None => {}
+                }
+                Some(())
+            })(),
+            Some("M") => (|| {
+                let (list, t) = match w.len() {
+                    2 => ("", num(1)?),
+                    _ => (*w.get(1)?, num(2)?),
+                };
+                let m = (list.split(','))
+                    .filter(|v| !v.is_empty())
+                    .map(|v| v.parse().ok())
+                    .collect::<Option<_>>()?;
+                self.missing.push((m, t));
                 Some(())
             })(),
             Some("X") => num(1).map(|q| self.discarded.push(q)),
@@ -728,6 +852,7 @@ impl Report {
                 Some(())
             })(),
             Some("END") => num(1).map(|n| self.end = Some(n)),
+            Some("FIRST") => num(1).map(|t| self.first_new = Some(t)),
             Some("SLOW") => (|| {
                 self.stalls.push((w.get(1)?.to_string(), num(2)?, num(3)?));
                 Some(())
@@ -831,6 +956,12 @@ pub struct Cluster {
     pub settings: Settings,
     /// The `ADDRS` line, kept for late members (they get it when they are started).
     addrs_line: String,
+    /// The ignored test the member processes run.
+    entry: String,
+    places: Vec<Place>,
+    cluster_id: u64,
+    /// Each member's life: 0 for its first process, one more at each restart.
+    lives: Vec<u64>,
 }
 
 impl Drop for Cluster {
@@ -861,102 +992,153 @@ impl Cluster {
         late: &[usize],
     ) -> Cluster {
         assert_eq!(places.len(), settings.universe);
-        let late_env: Vec<String> = late.iter().map(|k| k.to_string()).collect();
-        let late_env = late_env.join(",");
         static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let run = RUN.fetch_add(1, Ordering::Relaxed);
         let dir =
             std::env::temp_dir().join(format!("squall-mp-{}-{entry}-{run}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("scratch dir");
-        let exe = std::env::current_exe().expect("test binary");
-        let cluster_id = u64::from(std::process::id()) << 16 | u64::from(run);
-        let members = places
-            .iter()
-            .enumerate()
-            .map(|(k, place)| {
-                let mut cmd = Command::new(&exe);
-                cmd.args([
-                    entry,
-                    "--exact",
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("MP_NODE", k.to_string())
-                .env("MP_CLUSTER", cluster_id.to_string())
-                .env("MP_DIR", &dir)
-                .env("MP_BIND", place.ip.to_string())
-                .env("MP_LATE", &late_env)
-                .env_remove("MP_NETNS")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-                if let Some(ns) = &place.netns {
-                    cmd.env("MP_NETNS", ns);
-                }
-                settings.to_env(&mut cmd);
-                let mut child = cmd.spawn().expect("spawn member process");
-                let report = Arc::new(Mutex::new(Report::default()));
-                let stderr = Arc::new(Mutex::new(String::new()));
-                let out = child.stdout.take().expect("stdout");
-                let r = report.clone();
-                std::thread::spawn(move || {
-                    for l in BufReader::new(out).lines() {
-                        let Ok(l) = l else { break };
-                        r.lock().unwrap().take(&l);
-                    }
-                });
-                let err = child.stderr.take().expect("stderr");
-                let e = stderr.clone();
-                std::thread::spawn(move || {
-                    for l in BufReader::new(err).lines() {
-                        let Ok(l) = l else { break };
-                        let mut e = e.lock().unwrap();
-                        e.push_str(&l);
-                        e.push('\n');
-                    }
-                });
-                Member {
-                    stdin: child.stdin.take(),
-                    child,
-                    report,
-                    stderr,
-                    killed: false,
-                }
-            })
-            .collect();
         let mut c = Cluster {
-            members,
+            members: Vec::new(),
             dir,
             settings,
             addrs_line: String::new(),
+            entry: entry.to_string(),
+            places: places.to_vec(),
+            cluster_id: u64::from(std::process::id()) << 16 | u64::from(run),
+            lives: vec![0; places.len()],
         };
-        c.wait_for("every member to bind", Duration::from_secs(30), |r| {
-            r.iter().all(|r| r.port.is_some())
+        let all: Vec<usize> = (0..places.len()).collect();
+        c.members = all.iter().map(|&k| c.spawn(k, late)).collect();
+        c.link(&all, late, "every member to link and start its group");
+        c
+    }
+
+    /// Starts member `k`'s process (its current life), with `late` as the TCP config's late
+    /// nodes.
+    fn spawn(&self, k: usize, late: &[usize]) -> Member {
+        let late_env: Vec<String> = late.iter().map(|k| k.to_string()).collect();
+        let exe = std::env::current_exe().expect("test binary");
+        let place = &self.places[k];
+        let mut cmd = Command::new(&exe);
+        cmd.args([
+            self.entry.as_str(),
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MP_NODE", k.to_string())
+        .env("MP_CLUSTER", self.cluster_id.to_string())
+        .env("MP_DIR", &self.dir)
+        .env("MP_BIND", place.ip.to_string())
+        .env("MP_LATE", late_env.join(","))
+        .env("MP_LIFE", self.lives[k].to_string())
+        .env_remove("MP_NETNS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        if let Some(ns) = &place.netns {
+            cmd.env("MP_NETNS", ns);
+        }
+        self.settings.to_env(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn member process");
+        let report = Arc::new(Mutex::new(Report::default()));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let out = child.stdout.take().expect("stdout");
+        let r = report.clone();
+        std::thread::spawn(move || {
+            let mut out = BufReader::new(out);
+            let mut l = String::new();
+            loop {
+                l.clear();
+                match out.read_line(&mut l) {
+                    Ok(0) | Err(_) => break,
+                    // A line cut short by a SIGKILL: kept aside, never parsed.
+                    Ok(_) if !l.ends_with('\n') => r.lock().unwrap().torn = Some(l.clone()),
+                    Ok(_) => r.lock().unwrap().take(l.trim_end_matches('\n')),
+                }
+            }
         });
-        let addrs: Vec<String> = c
-            .reports()
-            .iter()
-            .zip(places)
-            .map(|(r, p)| SocketAddr::new(p.ip, r.port.unwrap()).to_string())
+        let err = child.stderr.take().expect("stderr");
+        let e = stderr.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines() {
+                let Ok(l) = l else { break };
+                let mut e = e.lock().unwrap();
+                e.push_str(&l);
+                e.push('\n');
+            }
+        });
+        Member {
+            stdin: child.stdin.take(),
+            child,
+            report,
+            stderr,
+            killed: false,
+        }
+    }
+
+    /// Waits until the members `started` bound their ports, hands them every member's address
+    /// (members not started get a port nobody listens on), and waits until those not in `late`
+    /// linked and run their groups.
+    fn link(&mut self, started: &[usize], late: &[usize], what: &str) {
+        self.wait_for("every member to bind", Duration::from_secs(30), |r| {
+            started.iter().all(|&k| r[k].port.is_some())
+        });
+        let reports = self.reports();
+        let addrs: Vec<String> = (0..self.places.len())
+            .map(|k| {
+                let ip = self.places[k].ip;
+                let port = match reports[k].port {
+                    Some(p) if started.contains(&k) => p,
+                    // A member that stays down: an address nothing listens on.
+                    _ => TcpListener::bind((ip, 0))
+                        .and_then(|l| l.local_addr())
+                        .map(|a| a.port())
+                        .expect("a free port"),
+                };
+                SocketAddr::new(ip, port).to_string()
+            })
             .collect();
         let line = format!("ADDRS {}\n", addrs.join(","));
-        for (k, m) in c.members.iter_mut().enumerate() {
+        for &k in started {
             if late.contains(&k) {
                 continue;
             }
-            let s = m.stdin.as_mut().unwrap();
+            let s = self.members[k].stdin.as_mut().unwrap();
             s.write_all(line.as_bytes()).expect("addresses to a member");
             s.flush().expect("flush");
         }
-        c.addrs_line = line;
-        c.wait_for(
-            "every member to link and start its group",
-            Duration::from_secs(40),
-            |r| (r.iter().enumerate()).all(|(k, r)| late.contains(&k) || r.ready.is_some()),
+        self.addrs_line = line;
+        self.wait_for(what, Duration::from_secs(40), |r| {
+            (started.iter()).all(|&k| late.contains(&k) || r[k].ready.is_some())
+        });
+    }
+
+    /// Restarts the members `ks` (each killed before) from their directories: new processes
+    /// (their next life: they restart from the GMS and epoch logs their earlier lives wrote)
+    /// on new ports, the cluster config rebuilt with them; the members not restarted are late
+    /// nodes in it that never start (absent to the restarted ones, never connected). Waits
+    /// until every restarted member linked and runs its group (restarting). Their reports
+    /// start empty; the earlier lives' reports should be taken before.
+    pub fn restart(&mut self, ks: &[usize]) {
+        let absent: Vec<usize> = (0..self.places.len()).filter(|k| !ks.contains(k)).collect();
+        for &k in ks {
+            assert!(self.members[k].killed, "member {k} must be killed first");
+            self.lives[k] += 1;
+            self.members[k] = self.spawn(k, &absent);
+        }
+        self.link(
+            ks,
+            &[],
+            "every restarted member to link and start its group",
         );
-        c
+    }
+
+    /// The directory of the run (every member's GMS log and epoch logs).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// Starts late member `k` (see [`start_with_late`](Self::start_with_late)): it gets the
@@ -1073,6 +1255,31 @@ impl Cluster {
         t
     }
 
+    /// SIGKILLs the members `ks` as nearly at once as it can (every signal sent before waiting
+    /// for any), so that the others have no time to change views in between; returns the time
+    /// (µs of `CLOCK_MONOTONIC`) just before the last signal.
+    pub fn kill_all(&mut self, ks: &[usize]) -> u64 {
+        let mut t = 0;
+        for &k in ks {
+            let m = &mut self.members[k];
+            m.killed = true;
+            t = now_us();
+            m.child.kill().expect("SIGKILL");
+        }
+        for &k in ks {
+            let _ = self.members[k].child.wait();
+        }
+        t
+    }
+
+    /// The last view member `k`'s GMS log holds (read without changing the file).
+    pub fn logged_view(&self, k: usize) -> Option<(u64, Vec<u32>)> {
+        let bytes = std::fs::read(self.dir.join(format!("gms-{k}.log"))).ok()?;
+        let (_, rec) = squall_membership::log::MemLog::open(bytes);
+        rec.last_view()
+            .map(|(v, m)| (v, m.iter().map(|n| n.0).collect()))
+    }
+
     /// Ends the run: every live member stops reporting (`QUIT`), then every member exits
     /// (stdin closed). Returns the final reports. Panics if a member does not end in time.
     pub fn finish(mut self) -> Vec<Report> {
@@ -1134,19 +1341,7 @@ pub fn check_run(reports: &[Report], lost: &[usize], view1: &[u32], min_after: u
     let survivors: Vec<usize> = (0..n).filter(|k| !lost.contains(k)).collect();
     let joiner = |k: usize| reports[k].transferred.is_some() || reports[k].join_requested.is_some();
     for (k, r) in reports.iter().enumerate() {
-        assert!(r.odd.is_empty(), "member {k} reported {:?}", r.odd);
-        for (i, d) in r.delivered.iter().enumerate() {
-            let i = i as u64 + r.first_position();
-            assert_eq!(d.position, i, "member {k}: positions must be gapless");
-            let p = payload(d.sender, d.seq);
-            assert_eq!(
-                (d.len, d.digest),
-                (p.len(), digest(&p)),
-                "member {k}: position {i} is not the genuine message {}:{}",
-                d.sender,
-                d.seq
-            );
-        }
+        check_genuine(&format!("member {k}"), r);
     }
     let at = |k: usize, pos: u64| -> Option<&Delivered> {
         let r = &reports[k];
@@ -1223,16 +1418,7 @@ pub fn check_run(reports: &[Report], lost: &[usize], view1: &[u32], min_after: u
         .max_by_key(|r| r.delivered.len())
         .map(|r| &r.delivered)
         .unwrap();
-    let mut streams: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    for d in longest {
-        streams.entry(d.sender).or_default().push(d.seq);
-    }
-    for (s, seqs) in &streams {
-        assert!(
-            seqs.windows(2).all(|w| w[0] < w[1]),
-            "sender {s}'s messages delivered out of order or twice"
-        );
-    }
+    let streams = sender_streams(longest);
     for &k in &survivors {
         let r = &reports[k];
         let mine = streams.get(&(k as u32)).cloned().unwrap_or_default();
@@ -1443,7 +1629,7 @@ pub const PHASES: &[(&str, Option<&str>, u64, Over)] = &[
         Over::Last,
     ),
     (
-        "every survivor logged the view (fsync)",
+        "every survivor logged the view (fsync unless off)",
         Some("membership: view installed"),
         1,
         Over::Last,
@@ -1490,16 +1676,7 @@ pub fn failure_run(
     let n = places.len();
     let victim = failure.victim();
     let mut c = Cluster::start(entry, places, settings);
-    c.wait_for(
-        "deliveries from every sender at every member",
-        Duration::from_secs(30),
-        |r| {
-            r.iter().all(|r| {
-                let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
-                r.delivered.len() as u64 >= warmup && senders.len() == n
-            })
-        },
-    );
+    c.warm_up(warmup);
     let t0 = match failure {
         Failure::Kill(k) => c.kill(k),
         Failure::Cut(k, places) => {
@@ -1644,4 +1821,324 @@ fn join_run_with(
         state_len: t.2,
     };
     (reports, timing)
+}
+
+/// Each sender's messages in `delivered`, in delivery order; panics if a sender's stream is
+/// out of order or has a duplicate.
+fn sender_streams(delivered: &[Delivered]) -> BTreeMap<u32, Vec<u64>> {
+    let mut streams: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for d in delivered {
+        streams.entry(d.sender).or_default().push(d.seq);
+    }
+    for (s, seqs) in &streams {
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "sender {s}'s messages delivered out of order or twice"
+        );
+    }
+    streams
+}
+
+// ---- total restart ------------------------------------------------------------------------
+
+/// Checks one member's deliveries: positions gapless from its first (0, or a joiner's state's)
+/// and every payload the genuine message its header names (length and digest); nothing odd
+/// reported.
+pub fn check_genuine(what: &str, r: &Report) {
+    assert!(r.odd.is_empty(), "{what} reported {:?}", r.odd);
+    for (i, d) in r.delivered.iter().enumerate() {
+        let i = i as u64 + r.first_position();
+        assert_eq!(d.position, i, "{what}: positions must be gapless");
+        let p = payload(d.sender, d.seq);
+        assert_eq!(
+            (d.len, d.digest),
+            (p.len(), digest(&p)),
+            "{what}: position {i} is not the genuine message {}:{}",
+            d.sender,
+            d.seq
+        );
+    }
+}
+
+/// Checks a total restart: `before` is what every member reported in its earlier lives (all
+/// killed), `after` what the members `started` reported since they restarted (the others are
+/// absent); `restarted` are the restart view's members (the others started must stop,
+/// removed, installing nothing). Every restarted member replays the same sequence (positions and the
+/// application's chain included) and installs the same restart view = `restarted` right
+/// after it; every sequence any member delivered before (the killed ones' included) is a
+/// prefix of the replay, so nothing delivered is lost; after the replay the restarted members
+/// deliver identically at the following positions, at least `min_new` messages each, among
+/// them messages every restarted member submitted in its new life; no sender's stream is
+/// delivered out of order or twice; no member stopped. Returns the replayed sequence.
+pub fn check_restart(
+    before: &[Report],
+    after: &[Report],
+    started: &[usize],
+    restarted: &[usize],
+    min_new: u64,
+) -> Vec<Delivered> {
+    for (k, r) in before.iter().enumerate() {
+        check_genuine(&format!("member {k} before the restart"), r);
+    }
+    for &k in started {
+        check_genuine(&format!("member {k} after the restart"), &after[k]);
+    }
+    // Started, but not in the restart view: a view went on without it (installed before the
+    // kill, or a decision logged before it and adopted by the inspector), so it must learn
+    // that it was removed and install nothing.
+    for k in started.iter().filter(|k| !restarted.contains(k)) {
+        let r = &after[*k];
+        assert!(
+            r.stop.is_some() && r.views.is_empty() && r.delivered.is_empty(),
+            "member {k} is not in the last view but did not stop with nothing installed: {:?}",
+            (&r.stop, &r.views, r.delivered.len())
+        );
+    }
+    let k0 = restarted[0];
+    let replay = after[k0].delivered[..after[k0].replayed].to_vec();
+    for &k in restarted {
+        let r = &after[k];
+        assert_eq!(
+            r.replayed,
+            replay.len(),
+            "members {k0} and {k} replayed different lengths"
+        );
+        if let Some(i) = (0..replay.len()).find(|&i| r.delivered[i] != replay[i]) {
+            panic!(
+                "members {k0} and {k} replayed differently at position {i}: {:?} vs {:?}",
+                replay[i], r.delivered[i]
+            );
+        }
+        assert!(r.stop.is_none(), "member {k} stopped: {:?}", r.stop);
+        let views: Vec<(u64, &[u32], u64)> = (r.views.iter())
+            .map(|v| (v.id, v.members.as_slice(), v.before))
+            .collect();
+        assert_eq!(
+            views.len(),
+            1,
+            "member {k} must install exactly the restart view: {views:?}"
+        );
+        let want: Vec<u32> = restarted.iter().map(|&m| m as u32).collect();
+        assert_eq!(views[0].1, want, "member {k}'s restart view");
+        assert_eq!(
+            views[0].2,
+            replay.len() as u64,
+            "member {k} installed the restart view after other than its replay"
+        );
+        assert_eq!(
+            views[0].0, after[k0].views[0].id,
+            "members {k0} and {k} installed different restart views"
+        );
+        let new = r.delivered.len() as u64 - replay.len() as u64;
+        assert!(
+            new >= min_new,
+            "member {k} delivered only {new} messages after the replay"
+        );
+        for &s in restarted {
+            assert!(
+                r.delivered[replay.len()..]
+                    .iter()
+                    .any(|d| d.sender == s as u32 && d.seq >= 1 << 32),
+                "member {k} delivered nothing that member {s} submitted after restarting"
+            );
+        }
+    }
+    for (k, r) in before.iter().enumerate() {
+        let n = r.delivered.len();
+        assert!(
+            n <= replay.len(),
+            "member {k} delivered {n} messages before the restart, the replay has only {}: \
+             delivered messages were lost",
+            replay.len()
+        );
+        if let Some(i) = (0..n).find(|&i| r.delivered[i] != replay[i]) {
+            panic!(
+                "member {k} delivered {:?} at position {i} before the restart, the replay has {:?}",
+                r.delivered[i], replay[i]
+            );
+        }
+    }
+    for a in restarted {
+        for b in restarted {
+            let (ra, rb) = (&after[*a].delivered, &after[*b].delivered);
+            if let Some(i) = (0..ra.len().min(rb.len())).find(|&i| ra[i] != rb[i]) {
+                panic!(
+                    "members {a} and {b} differ at position {i} after the restart: {:?} vs {:?}",
+                    ra[i], rb[i]
+                );
+            }
+        }
+    }
+    let longest = (restarted.iter())
+        .map(|&k| &after[k].delivered)
+        .max_by_key(|d| d.len())
+        .unwrap();
+    sender_streams(longest);
+    for &k in restarted {
+        for q in &after[k].discarded {
+            assert!(
+                !longest.iter().any(|d| (d.sender, d.seq) == (k as u32, *q)),
+                "member {k}'s discarded message {q} was delivered"
+            );
+        }
+    }
+    replay
+}
+
+/// What one restart run measured, µs of `CLOCK_MONOTONIC`.
+#[derive(Clone, Copy, Debug)]
+pub struct RestartTiming {
+    /// The fresh start, for comparison: processes spawned → every member delivered.
+    pub fresh_us: u64,
+    /// Messages replayed (every member delivered them before the restart, or some did).
+    pub replayed: usize,
+    /// Bytes of payload replayed.
+    pub replayed_bytes: usize,
+    /// Restarted processes spawned → every one linked (its group created, restarting).
+    pub linked_us: u64,
+    /// Restarted processes spawned → every one installed the restart view (its replay done).
+    pub view_us: u64,
+    /// Restarted processes spawned → every one delivered a new message (delivering again).
+    pub delivering_us: u64,
+    /// The last SIGKILL → restarted processes spawned (the harness's own time).
+    pub gap_us: u64,
+}
+
+/// The restart view's members, as the first of the members `started` that installed it
+/// reported: the members of the newest logged view that restarted, unless the inspector
+/// adopted a decision logged before the kill, which may remove members too.
+pub fn restart_view(reports: &[Report], started: &[usize]) -> Vec<usize> {
+    (started.iter())
+        .find_map(|&k| reports[k].views.first())
+        .expect("a restart view")
+        .members
+        .iter()
+        .map(|&m| m as usize)
+        .collect()
+}
+
+impl Cluster {
+    /// Waits until every member delivered `warmup` messages, from every member among them.
+    pub fn warm_up(&mut self, warmup: u64) {
+        let n = self.members.len();
+        self.wait_for(
+            "deliveries from every sender at every member",
+            Duration::from_secs(60),
+            |r| {
+                r.iter().all(|r| {
+                    let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
+                    r.delivered.len() as u64 >= warmup && senders.len() == n
+                })
+            },
+        );
+    }
+
+    /// After [`restart`](Self::restart) of the members `started`: waits until each either
+    /// installed the restart view, replayed, and delivered `after` new messages including
+    /// some from every member of that view, or stopped (a view it is not in went on: it learns
+    /// that from the others' logs).
+    pub fn wait_restarted(&mut self, started: &[usize], after: u64) {
+        self.wait_for(
+            "every restarted member's replay, restart view and new deliveries",
+            Duration::from_secs(20),
+            |r| {
+                let settled = |k: usize| {
+                    r[k].stop.is_some()
+                        || r[k].views.first().is_some_and(|v| {
+                            r[k].delivered.len() as u64 >= v.before + after
+                                && v.members.iter().all(|&s| {
+                                    r[k].delivered[v.before as usize..]
+                                        .iter()
+                                        .any(|d| d.sender == s)
+                                })
+                        })
+                };
+                started.iter().all(|&k| settled(k))
+                    && started.iter().any(|&k| !r[k].views.is_empty())
+            },
+        );
+    }
+}
+
+/// How a restart run kills every member.
+#[derive(Clone, Debug)]
+pub enum KillAll {
+    /// One SIGKILL after the other in this order, each waited for: the members still alive
+    /// may change views in between (decisions logged at some members only).
+    OneByOne(Vec<usize>),
+    /// Every SIGKILL sent before waiting for any: no time for a view change.
+    AtOnce,
+}
+
+/// Starts five members with durable epochs (`settings`), lets each deliver `warmup`
+/// messages, SIGKILLs every member (`kill`, no QUIT), restarts the members `pick` chooses
+/// from their directories (given each member's last logged view; the others never come back),
+/// waits until each restarted member either installed the restart view, replayed and delivered
+/// `after` new messages, or stopped (removed: not in that view), ends the run and checks it
+/// with [`check_restart`]. Returns the reports of the earlier lives, the restarted lives', the
+/// restart view's members, and the timing.
+pub fn restart_run(
+    entry: &str,
+    settings: Settings,
+    warmup: u64,
+    kill: KillAll,
+    pick: impl FnOnce(&[Option<(u64, Vec<u32>)>]) -> Vec<usize>,
+    after: u64,
+) -> (Vec<Report>, Vec<Report>, Vec<usize>, RestartTiming) {
+    assert!(
+        settings.durable.is_some(),
+        "a restart run needs durable epochs"
+    );
+    let n = settings.universe;
+    let places = vec![Place::loopback(); n];
+    let t_spawn = now_us();
+    let mut c = Cluster::start(entry, &places, settings);
+    c.warm_up(warmup);
+    let fresh = c.reports();
+    let fresh_us = fresh
+        .iter()
+        .map(|r| r.first_new.expect("a first delivery"))
+        .max()
+        .unwrap()
+        .saturating_sub(t_spawn);
+    let t_kill = match &kill {
+        KillAll::OneByOne(order) => {
+            assert!((0..n).all(|k| order.contains(&k)), "every member is killed");
+            order.iter().map(|&k| c.kill(k)).last().unwrap()
+        }
+        KillAll::AtOnce => c.kill_all(&(0..n).collect::<Vec<_>>()),
+    };
+    // Let the reader threads take the killed members' last lines.
+    std::thread::sleep(Duration::from_millis(100));
+    let before = c.reports();
+    let logged: Vec<Option<(u64, Vec<u32>)>> = (0..n).map(|k| c.logged_view(k)).collect();
+    let started = pick(&logged);
+    let t_restart = now_us();
+    c.restart(&started);
+    let linked = c.reports();
+    c.wait_restarted(&started, after);
+    let reports = c.finish();
+    let restarted = restart_view(&reports, &started);
+    let replay = check_restart(&before, &reports, &started, &restarted, after);
+    let at = |f: &dyn Fn(&Report) -> Option<u64>, rs: &[Report]| {
+        (restarted.iter())
+            .map(|&k| f(&rs[k]).expect("a time"))
+            .max()
+            .unwrap()
+            .saturating_sub(t_restart)
+    };
+    let timing = RestartTiming {
+        fresh_us,
+        replayed: replay.len(),
+        replayed_bytes: replay.iter().map(|d| d.len).sum(),
+        linked_us: (started.iter())
+            .map(|&k| linked[k].ready.expect("ready"))
+            .max()
+            .unwrap()
+            .saturating_sub(t_restart),
+        view_us: at(&|r| r.views.first().map(|v| v.at), &reports),
+        delivering_us: at(&|r| r.first_new, &reports),
+        gap_us: t_restart.saturating_sub(t_kill),
+    };
+    (before, reports, restarted, timing)
 }

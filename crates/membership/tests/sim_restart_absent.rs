@@ -1,0 +1,397 @@
+//! Total restart with members that never come back *and never connect* (issue 6), on the
+//! simulator. Over a real network a member that is not restarted is not a crashed peer: its
+//! link never comes up, the table sees it *absent* and never suspects it for its silence, so
+//! the inspector (or, if it is the lowest-ranked member, nobody) would wait for it forever.
+//! `GmsConfig::restart_absent_timeout` bounds that wait once a majority of the last view
+//! restarted. Here five members with durable epochs deliver, all stop, and members restart on
+//! a fresh fabric where the others are configured late and never started (absent), as in the
+//! TCP test (`tests/tcp_restart.rs`). Checked: a bare majority installs the restart view
+//! without the absent members, but not before the timeout; it replays one sequence of which
+//! everything delivered before is a prefix, then carries on; a member that starts before the
+//! timeout is waited for and restarts with the others; a minority never installs anything
+//! however long it waits (safety does not rest on the timeout), and keeps saying who is
+//! missing. Two ignored tests reproduce a liveness bug of a second restart attempt that the
+//! TCP test found (not about absent members; kept here for whoever fixes it).
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+mod group_sim;
+
+use squall_membership::group::{Group, GroupConfig};
+use squall_membership::log::MemLog;
+use squall_ordering::{SubmitError, TotalOrder, Upcall};
+use squall_round_robin::{FsyncPolicy, Mode};
+use squall_transport::NodeId;
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
+
+const N: usize = 5;
+/// The absent members' timeout in these tests (virtual time; suspicion after 1.5 ms).
+const ABSENT: Duration = Duration::from_millis(4);
+/// One step of the simulation.
+const STEP: Duration = Duration::from_micros(2);
+
+fn dir(tag: &str, seed: u64) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "squall-restart-absent-{}-{tag}-{seed}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The shared small-slot group (`group_sim::config`) with durable epochs in `base/n<i>`
+/// (never fsynced: the simulated stop is a process crash) and the absent members' timeout.
+fn config(base: &Path, i: usize) -> GroupConfig {
+    let mut cfg = group_sim::config(N, N);
+    cfg.gms.restart_absent_timeout = ABSENT;
+    let path = base.join(format!("n{i}"));
+    std::fs::create_dir_all(&path).unwrap();
+    cfg.epoch.mode = Mode::Durable {
+        path,
+        fsync: FsyncPolicy::Never,
+    };
+    cfg
+}
+
+type Seq = Vec<(u64, Vec<u8>)>;
+
+/// One life: a fresh fabric on which the members not in `up` are late nodes, never started
+/// unless [`Life::start_late`] says so.
+struct Life {
+    sim: Sim,
+    base: PathBuf,
+    nodes: Vec<Option<SimNode>>,
+    groups: Vec<Option<Group<SimNode, MemLog>>>,
+    logs: Vec<Vec<u8>>,
+    delivered: Vec<Seq>,
+    next: Vec<u32>,
+    life: u8,
+}
+
+impl Life {
+    fn start(seed: u64, base: &Path, logs: &[Vec<u8>], up: &[usize], life: u8) -> Life {
+        let layout = Group::<SimNode, MemLog>::layout(&config(base, 0)).unwrap();
+        let late: Vec<NodeId> = (0..N)
+            .filter(|i| !up.contains(i))
+            .map(|i| NodeId(i as u32))
+            .collect();
+        let (sim, nodes) = Sim::cluster_late(SimConfig::seeded(seed), N, &layout, &late).unwrap();
+        let mut l = Life {
+            sim,
+            base: base.to_path_buf(),
+            nodes: nodes.into_iter().map(Some).collect(),
+            groups: (0..N).map(|_| None).collect(),
+            logs: logs.to_vec(),
+            delivered: vec![Vec::new(); N],
+            next: vec![0; N],
+            life,
+        };
+        for &i in up {
+            l.boot(i);
+        }
+        l
+    }
+
+    /// Creates member `i`'s group from its log (fresh if the log is empty).
+    fn boot(&mut self, i: usize) {
+        let t = self.nodes[i].take().unwrap();
+        let (log, rec) = MemLog::open(self.logs[i].clone());
+        let rec = (!rec.records.is_empty()).then_some(rec);
+        self.groups[i] = Some(Group::new(t, config(&self.base, i), log, rec.as_ref()).unwrap());
+    }
+
+    /// Starts late member `i` now and restarts it from its log.
+    fn start_late(&mut self, i: usize) {
+        self.sim.start_node(NodeId(i as u32));
+        self.boot(i);
+    }
+
+    fn step(&mut self, submit: bool) {
+        for i in 0..N {
+            let Some(g) = &mut self.groups[i] else {
+                continue;
+            };
+            if submit && self.sim.random(3) == 0 {
+                let mut p = vec![self.life, i as u8];
+                p.extend_from_slice(&self.next[i].to_le_bytes());
+                if self.sim.random(4) == 0 {
+                    p.resize(60, 7);
+                }
+                match g.submit(&p) {
+                    Ok(()) => self.next[i] += 1,
+                    Err(
+                        SubmitError::WindowFull
+                        | SubmitError::Wedged
+                        | SubmitError::Stopped(_)
+                        | SubmitError::NotASender(_),
+                    ) => {}
+                    Err(e) => panic!("n{i}: submit: {e}"),
+                }
+            }
+            let mut up = Vec::new();
+            g.poll(&mut up);
+            for u in up {
+                if let Upcall::Deliver(d) = u {
+                    let want = self.delivered[i].last().map_or(d.position, |l| l.0 + 1);
+                    assert_eq!(d.position, want, "n{i}: positions must be gapless");
+                    self.delivered[i].push((d.position, d.payload));
+                }
+            }
+        }
+        self.sim.advance(STEP);
+    }
+
+    /// Every member's GMS log bytes (an absent member's unchanged).
+    fn shutdown(self) -> (Vec<Vec<u8>>, Vec<Seq>) {
+        let logs = (0..N)
+            .map(|i| match &self.groups[i] {
+                Some(g) => g.gms().log().bytes().to_vec(),
+                None => self.logs[i].clone(),
+            })
+            .collect();
+        (logs, self.delivered)
+    }
+
+    /// Whether member `i` installed a view after its restart.
+    fn restarted(&self, i: usize) -> bool {
+        self.groups[i]
+            .as_ref()
+            .is_some_and(|g| g.gms().restarting().is_none() && g.epoch().is_some())
+    }
+
+    fn state(&self) -> String {
+        let s: Vec<String> = (0..N)
+            .map(|i| {
+                format!(
+                    "n{i}: {:?}",
+                    self.groups[i].as_ref().map(|g| (
+                        g.view().map(|v| (v.id, v.members.clone())),
+                        g.gms().restarting().map(<[_]>::to_vec),
+                        g.stopped().map(str::to_string)
+                    ))
+                )
+            })
+            .collect();
+        s.join("; ")
+    }
+}
+
+/// The first life: five members deliver for `steps`, then everyone stops.
+fn first_life(seed: u64, base: &Path, steps: usize) -> (Vec<Vec<u8>>, Vec<Seq>) {
+    let mut l = Life::start(seed, base, &vec![Vec::new(); N], &[0, 1, 2, 3, 4], 0);
+    for _ in 0..steps {
+        l.step(true);
+    }
+    let (logs, before) = l.shutdown();
+    assert!(
+        before.iter().all(|d| d.len() >= 20),
+        "seed {seed}: too little delivered before the shutdown"
+    );
+    (logs, before)
+}
+
+/// Runs `f` for every seed (`check_seeds`: `SQUALL_SEEDS`, `SQUALL_SEED`), reporting a
+/// failing seed with the command that replays it.
+fn each_seed(name: &str, count: u64, f: impl Fn(u64)) {
+    check_seeds(name, count, |seed| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(seed))).map_err(|e| {
+            (e.downcast_ref::<String>().cloned())
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        })
+    });
+}
+
+fn is_prefix(a: &Seq, b: &Seq) -> bool {
+    a.len() <= b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// Runs the restarted members until every one of `expect` installed the restart view (at most
+/// `limit` of virtual time: a restart that waits for the absent members forever fails here
+/// instead of hanging), checks the replay against `before` and the view, then lets them carry
+/// on with new messages. Returns the virtual time the restart took.
+fn restart_and_carry_on(
+    l: &mut Life,
+    before: &[Seq],
+    expect: &[usize],
+    limit: Duration,
+) -> Duration {
+    let t0 = l.sim.now();
+    while !expect.iter().all(|&i| l.restarted(i)) {
+        assert!(
+            l.sim.now().saturating_since(t0) < limit,
+            "the restart did not complete within {limit:?} of virtual time: {}",
+            l.state()
+        );
+        l.step(false);
+    }
+    let took = l.sim.now().saturating_since(t0);
+    let want: Vec<NodeId> = expect.iter().map(|&i| NodeId(i as u32)).collect();
+    for &i in expect {
+        let v = l.groups[i].as_ref().unwrap().view().unwrap();
+        assert_eq!(v.members, want, "n{i}'s restart view");
+    }
+    let replay = l.delivered[expect[0]].clone();
+    for &i in expect {
+        assert_eq!(l.delivered[i], replay, "n{i} replayed differently");
+    }
+    for (i, b) in before.iter().enumerate() {
+        assert!(
+            is_prefix(b, &replay),
+            "n{i} delivered {} messages before the shutdown, not a prefix of the replay of {}",
+            b.len(),
+            replay.len()
+        );
+    }
+    for _ in 0..400 {
+        l.step(true);
+    }
+    for _ in 0..1500 {
+        l.step(false);
+    }
+    let after = &l.delivered[expect[0]];
+    assert!(after.len() > replay.len(), "nothing new after the restart");
+    for &i in expect {
+        assert_eq!(&l.delivered[i], after, "n{i} delivered differently after");
+        assert!(
+            l.groups[i].as_ref().unwrap().stopped().is_none(),
+            "n{i} stopped"
+        );
+    }
+    took
+}
+
+/// Members 0 (the inspector, were it there) and 3 never start again.
+fn bare_majority(seed: u64) {
+    let base = dir("bare", seed);
+    let (logs, before) = first_life(seed, &base, 1500);
+    let up = [1, 2, 4];
+    let mut l = Life::start(seed + 1000, &base, &logs, &up, 1);
+    let took = restart_and_carry_on(&mut l, &before, &up, Duration::from_millis(50));
+    assert!(
+        took >= ABSENT,
+        "seed {seed}: restarted after {took:?}, before the absent members' timeout {ABSENT:?}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn a_bare_majority_restarts_without_absent_members_after_the_timeout() {
+    each_seed("restart_absent_bare_majority", 4, bare_majority);
+}
+
+#[test]
+fn an_absent_member_that_starts_before_the_timeout_is_waited_for() {
+    each_seed("restart_absent_straggler", 3, |seed| {
+        let base = dir("straggler", seed);
+        let (logs, before) = first_life(seed, &base, 1500);
+        let mut l = Life::start(seed + 1000, &base, &logs, &[1, 2, 4], 1);
+        // Member 0 comes back after half the timeout (member 3 never does).
+        while l.sim.now().saturating_since(squall_transport::Time::ZERO) < ABSENT / 2 {
+            l.step(false);
+        }
+        assert!(
+            (0..N).all(|i| !l.restarted(i)),
+            "seed {seed}: restarted before the straggler came back: {}",
+            l.state()
+        );
+        l.start_late(0);
+        restart_and_carry_on(&mut l, &before, &[0, 1, 2, 4], Duration::from_millis(50));
+        let _ = std::fs::remove_dir_all(&base);
+    });
+}
+
+#[test]
+fn a_minority_with_absent_members_never_restarts_and_says_who_is_missing() {
+    each_seed("restart_absent_minority", 2, |seed| {
+        let base = dir("minority", seed);
+        let (logs, _) = first_life(seed, &base, 1000);
+        let mut l = Life::start(seed + 1000, &base, &logs, &[1, 2], 1);
+        // Ten times the absent members' timeout: the timeout never stands in for a majority.
+        while l.sim.now().saturating_since(squall_transport::Time::ZERO) < ABSENT * 10 {
+            l.step(false);
+        }
+        for i in [1, 2] {
+            let g = l.groups[i].as_ref().unwrap();
+            assert!(
+                g.stopped().is_none() && !l.restarted(i),
+                "n{i}: {}",
+                l.state()
+            );
+            assert_eq!(
+                g.gms().restarting(),
+                Some(&[NodeId(0), NodeId(3), NodeId(4)][..]),
+                "n{i} says who is missing"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    });
+}
+
+/// The second-restart hang that `tcp_restart`'s second kill found, sought on the simulator:
+/// everyone restarts, stops again the moment some member logged the restart's decision, and
+/// restarts again; the second restart must complete.
+fn second_restart_after_a_decision(seed: u64) -> Result<(), String> {
+    let base = dir("second", seed);
+    let (logs, before) = first_life(seed, &base, 1500);
+    let all = [0, 1, 2, 3, 4];
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let mut decided = false;
+    for _ in 0..20_000 {
+        l.step(false);
+        if l.groups
+            .iter()
+            .flatten()
+            .any(|g| g.gms().decision().is_some())
+        {
+            decided = true;
+            break;
+        }
+    }
+    if !decided {
+        return Err("no member logged a decision in the first restart".into());
+    }
+    let (logs, _) = l.shutdown();
+    let mut l = Life::start(seed + 2000, &base, &logs, &all, 2);
+    let t0 = l.sim.now();
+    while !all.iter().all(|&i| l.restarted(i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("the second restart hung: {}", l.state()));
+        }
+        l.step(false);
+    }
+    let replay = l.delivered[0].clone();
+    if let Some(i) = (0..N).find(|&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!(
+            "n{i}'s deliveries are not a prefix of the second replay"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+#[ignore = "sweep for the second-restart hang (docs/MEMBERSHIP.md, What remains)"]
+fn a_second_restart_after_a_decision_logged_at_one_member_completes() {
+    check_seeds(
+        "second_restart_after_a_decision",
+        20,
+        second_restart_after_a_decision,
+    );
+}
+
+/// Seed 2 of the sweep above: after the second restart members 1–4 run view 1 (they installed
+/// it with the decision member 0 logged in the first restart, following the promise member 0
+/// re-published at start), while member 0, which opened a higher ballot meanwhile, caught up
+/// with that lower-ranked decision and went on restarting at view 1, alone. Fails until the
+/// restart protocol is fixed (docs/MEMBERSHIP.md, What remains).
+#[test]
+#[ignore = "the second-restart hang, not fixed yet (docs/MEMBERSHIP.md, What remains)"]
+fn regression_second_restart_seed_2_the_inspector_restarts_alone_one_view_later() {
+    second_restart_after_a_decision(2).unwrap();
+}

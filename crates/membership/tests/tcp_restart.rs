@@ -1,0 +1,253 @@
+//! Total restart across real processes over TCP loopback (issue 6): five members, each its own
+//! OS process with durable round-robin epochs (one log per view in its own directory) and a
+//! file GMS log, every member submitting a paced stream of small and large messages. Once
+//! deliveries flow, **every** member is killed with SIGKILL, one after the other, with no
+//! warning; then members restart from their directories as new processes on new ports (the
+//! cluster config rebuilt): all five, or a bare majority whose missing members never start
+//! again (absent: never connected, so only `GmsConfig::restart_absent_timeout` lets the
+//! restart go on without them). Checked (`mp::check_restart`): every restarted member replays
+//! the same sequence; everything any member delivered before the kill, the crashed members'
+//! included, is a prefix of it; after the restart the members deliver identically at the
+//! positions that follow, new messages from every restarted member among them. See
+//! `tests/mp/mod.rs` for the node program.
+//!
+//! The measurement (not run by default) times the restart for a few amounts of logged state,
+//! beside a fresh start of the same cluster in the same run:
+//!
+//! ```text
+//! SQUALL_MEMBERSHIP_TCP_RESTART_BENCH=3 cargo test -p squall-membership --test tcp_restart \
+//!     -- --nocapture restart_time
+//! ```
+//!
+//! (`SQUALL_MEMBERSHIP_TCP_RESTART_BENCH_SIZES=500,4000` picks the warm-up deliveries per
+//! member, the state replayed; by default 300, 2000, 6000. GMS suspicion 2 s: the replay runs
+//! inside the poll loop and stalls it.)
+#![allow(clippy::unwrap_used)]
+
+mod mp;
+
+use std::time::Duration;
+
+use mp::{
+    Cluster, KillAll, Place, Report, RestartTiming, Settings, check_restart, restart_run,
+    restart_view,
+};
+
+/// Entry point of the member processes this binary spawns; does nothing when run by hand.
+#[test]
+#[ignore = "entry point of the member processes that the other tests spawn"]
+fn member_child() {
+    mp::child_main();
+}
+
+fn print(what: &str, t: &RestartTiming) {
+    println!(
+        "{what}: replayed {} messages ({} bytes); after the restart's spawn: linked {} us, \
+         restart view everywhere {} us, delivering everywhere {} us (fresh start to delivering: \
+         {} us)",
+        t.replayed, t.replayed_bytes, t.linked_us, t.view_us, t.delivering_us, t.fresh_us
+    );
+}
+
+/// Every member, in the order of `kill`, all restarted.
+fn all_restart(kill: KillAll) {
+    let (before, after, restarted, t) = restart_run(
+        "member_child",
+        Settings::durable(),
+        300,
+        kill,
+        |_| (0..5).collect(),
+        200,
+    );
+    assert!(
+        before.iter().all(|r| r.delivered.len() >= 300),
+        "every member delivered before the kill"
+    );
+    assert!(
+        restarted.iter().all(|&k| after[k].replayed >= 300),
+        "the replay holds what was delivered"
+    );
+    print(&format!("total restart, restart view {restarted:?}"), &t);
+}
+
+#[test]
+fn every_member_killed_at_once_mid_stream_restarts_from_its_logs_replays_a_common_prefix_and_carries_on()
+ {
+    all_restart(KillAll::AtOnce);
+}
+
+#[test]
+fn every_member_killed_one_by_one_mid_stream_restarts_from_its_logs_and_carries_on() {
+    // The members still alive may change views between the kills: some logs then end one view
+    // later than others, with the decision logged at some members only.
+    all_restart(KillAll::OneByOne(vec![2, 0, 4, 1, 3]));
+}
+
+#[test]
+fn a_bare_majority_restarts_without_the_members_that_never_come_back() {
+    let mut view = Vec::new();
+    let (_, after, restarted, t) = restart_run(
+        "member_child",
+        Settings::durable(),
+        300,
+        KillAll::AtOnce,
+        |logged| {
+            // A bare majority of the newest logged view, without its lowest-ranked member
+            // (the inspector, were it there): the others never start again.
+            view = logged
+                .iter()
+                .flatten()
+                .max_by_key(|v| v.0)
+                .unwrap()
+                .1
+                .clone();
+            let keep = view.len() / 2 + 1;
+            view[1..=keep].iter().map(|&m| m as usize).collect()
+        },
+        200,
+    );
+    let keep = view.len() / 2 + 1;
+    assert_eq!(
+        restarted,
+        view[1..=keep]
+            .iter()
+            .map(|&m| m as usize)
+            .collect::<Vec<_>>(),
+        "the restart view is the bare majority that restarted"
+    );
+    let absent: Vec<u32> = (view.iter().copied())
+        .filter(|&m| !restarted.contains(&(m as usize)))
+        .collect();
+    for &k in &restarted {
+        assert!(
+            after[k].missing.iter().any(|(m, _)| m == &absent),
+            "member {k} did not report waiting for the absent members {absent:?}: {:?}",
+            after[k].missing
+        );
+    }
+    // The restart went on only after the absent members' timeout (`Settings::durable`).
+    assert!(
+        t.view_us >= Settings::durable().restart_absent.as_micros() as u64,
+        "restart view after {} us, before the absent members' timeout",
+        t.view_us
+    );
+    print(&format!("restart of a bare majority {restarted:?}"), &t);
+}
+
+/// The measurement (see the module docs).
+#[test]
+fn restart_time() {
+    let Ok(reps) = std::env::var("SQUALL_MEMBERSHIP_TCP_RESTART_BENCH") else {
+        println!(
+            "skipped: set SQUALL_MEMBERSHIP_TCP_RESTART_BENCH=<repetitions> to measure the restart"
+        );
+        return;
+    };
+    let reps: usize = reps.parse().expect("repetitions");
+    let sizes: Vec<u64> = std::env::var("SQUALL_MEMBERSHIP_TCP_RESTART_BENCH_SIZES")
+        .unwrap_or_else(|_| "300,2000,6000".into())
+        .split(',')
+        .map(|v| v.parse().expect("warm-up deliveries"))
+        .collect();
+    // The replay runs inside the group's poll: 8000 messages (11 MB) stalled the members'
+    // loops for 300-380 ms in a debug build, and a member that restarted a little later
+    // suspected them all (it then waits forever: restart mode has no minority stop). A 2 s
+    // suspicion timeout keeps the measurement to the restart itself.
+    let settings = Settings {
+        gms_suspicion: Duration::from_secs(2),
+        tcp_timeout: Duration::from_secs(3),
+        ..Settings::durable()
+    };
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    println!(
+        "| warm-up deliveries | replayed (median) | bytes replayed | linked | restart view | delivering again | fresh start to delivering | delivering again / fresh start |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for &w in &sizes {
+        let runs: Vec<RestartTiming> = (0..reps)
+            .map(|_| {
+                restart_run(
+                    "member_child",
+                    settings.clone(),
+                    w,
+                    KillAll::AtOnce,
+                    |_| (0..5).collect(),
+                    100,
+                )
+                .3
+            })
+            .collect();
+        let m = |f: &dyn Fn(&RestartTiming) -> u64| median(runs.iter().map(f).collect());
+        let (deliv, fresh) = (m(&|t| t.delivering_us), m(&|t| t.fresh_us));
+        println!(
+            "| {w} | {} | {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.2}x |",
+            m(&|t| t.replayed as u64),
+            m(&|t| t.replayed_bytes as u64),
+            m(&|t| t.linked_us) as f64 / 1000.0,
+            m(&|t| t.view_us) as f64 / 1000.0,
+            deliv as f64 / 1000.0,
+            fresh as f64 / 1000.0,
+            deliv as f64 / fresh as f64,
+        );
+    }
+}
+
+/// Not run by default: it finds a liveness bug of the restart protocol's second attempt (one
+/// member installs the restart view with the decision an earlier attempt logged, the others
+/// go on restarting one view later and wait for it forever; see `docs/MEMBERSHIP.md`, "What
+/// remains"). `SQUALL_MEMBERSHIP_RESTART_KILL_EARLY=1` kills the second time as soon as some
+/// member sees every member back (mid-protocol) instead of once one installed the restart view;
+/// either timing hung in some runs (about 1 in 3 with the early kill).
+#[test]
+#[ignore = "finds a liveness bug of the second restart attempt (docs/MEMBERSHIP.md, What remains)"]
+fn a_second_total_kill_during_the_restart_and_a_second_restart_keep_everything_delivered() {
+    let n = 5;
+    let all: Vec<usize> = (0..n).collect();
+    let places = vec![Place::loopback(); n];
+    let mut c = Cluster::start("member_child", &places, Settings::durable());
+    c.warm_up(300);
+    c.kill_all(&all);
+    std::thread::sleep(Duration::from_millis(100));
+    let first = c.reports();
+    c.restart(&all);
+    // Kill everyone again the moment some member installed the restart view: others may not
+    // have (their logs end a view earlier, or hold the restart's decision or promise only).
+    let early = std::env::var("SQUALL_MEMBERSHIP_RESTART_KILL_EARLY").is_ok_and(|v| v == "1");
+    c.wait_for("a restart view", Duration::from_secs(20), |r| {
+        if early {
+            r.iter()
+                .any(|r| r.missing.last().is_some_and(|m| m.0.is_empty()))
+        } else {
+            r.iter().any(|r| !r.views.is_empty())
+        }
+    });
+    c.kill_all(&all);
+    std::thread::sleep(Duration::from_millis(100));
+    let second = c.reports();
+    let installed = second.iter().filter(|r| !r.views.is_empty()).count();
+    let logged: Vec<_> = all.iter().map(|&k| c.logged_view(k)).collect();
+    println!(
+        "second kill: {installed} of {n} had installed the restart view; logged views {logged:?}"
+    );
+    for k in &all {
+        let b = std::fs::read(c.dir().join(format!("gms-{k}.log"))).unwrap();
+        let (_, rec) = squall_membership::log::MemLog::open(b);
+        println!("n{k} log: {:?}", rec.records);
+    }
+    c.restart(&all);
+    c.wait_restarted(&all, 200);
+    let after = c.finish();
+    let restarted = restart_view(&after, &all);
+    // Everything delivered in either earlier life, the first restart's replay and what came
+    // after it included, is a prefix of the second restart's replay.
+    let before: Vec<Report> = first.into_iter().chain(second).collect();
+    let replay = check_restart(&before, &after, &all, &restarted, 200);
+    println!(
+        "second restart: {installed} of {n} had installed the first restart view when killed; \
+         replayed {} messages; restart view {restarted:?}",
+        replay.len()
+    );
+}

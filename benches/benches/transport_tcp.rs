@@ -23,6 +23,48 @@ use squall_transport_tcp::TcpNode;
 
 const BATCH: u64 = 1024;
 
+/// A thread's scheduler accounting from `/proc/.../schedstat`: nanoseconds on a CPU, and
+/// nanoseconds runnable but waiting for one (descheduled by other load). Zeros where the file
+/// is missing (not Linux, or no scheduler statistics).
+fn sched_stat(path: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut f = text
+        .split_whitespace()
+        .map(|v| v.parse::<u64>().unwrap_or(0));
+    (f.next().unwrap_or(0), f.next().unwrap_or(0))
+}
+
+/// The `schedstat` path of this process's thread named `name`, if there is one.
+fn thread_named(name: &str) -> Option<String> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|t| {
+        let dir = t.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        (comm.trim() == name).then(|| dir.join("schedstat").to_string_lossy().into_owned())
+    })
+}
+
+/// Prints the CPU time per write of the sending and the receiving thread over a benchmark
+/// (warm-up and measurement), and the time each spent runnable but waiting for a CPU: on a
+/// loaded machine the throughput ratios swing with the load, these per-write costs much less.
+fn report_cpu(name: &str, writes: u64, sender: (u64, u64), receiver: (u64, u64)) {
+    if writes == 0 {
+        return;
+    }
+    let w = writes as f64;
+    eprintln!(
+        "{name}: per write: sender {:.1} ns on CPU ({:.1} ns waiting for one), receiver {:.1} ns ({:.1} ns waiting)",
+        sender.0 as f64 / w,
+        sender.1 as f64 / w,
+        receiver.0 as f64 / w,
+        receiver.1 as f64 / w
+    );
+}
+
+/// `b - a`, per field.
+fn delta(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+    (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1))
+}
+
 /// Two TCP nodes on loopback, one region of `len` bytes each.
 fn tcp_pair(len: usize) -> Vec<TcpNode> {
     squall_benches::tcp_cluster(2, len)
@@ -72,8 +114,12 @@ fn writes(c: &mut Criterion) {
     for size in [8usize, 64, 1024] {
         let mut nodes = tcp_pair(1 << 20);
         let peer = NodeId(1);
+        let rx_thread = thread_named("squall-tcp-n1-r");
+        let rx_stat = || rx_thread.as_deref().map_or((0, 0), sched_stat);
+        let (tx0, rx0, mut writes) = (sched_stat("/proc/thread-self/schedstat"), rx_stat(), 0);
         g.bench_with_input(BenchmarkId::new("squall_tcp", size), &size, |b, &size| {
             b.iter(|| {
+                writes += BATCH;
                 for i in 0..BATCH as usize {
                     let off = (i * size) % (512 * 1024);
                     let src = LocalSlice::new(REGION, off, size);
@@ -88,9 +134,12 @@ fn writes(c: &mut Criterion) {
                                 black_box(op);
                                 break;
                             }
-                            // The receiver is behind: flush and let it catch up.
+                            // The receiver is behind: park until acknowledgements arrive
+                            // (they wake the parked driver), as the raw sender blocks in
+                            // `write` when the socket buffer is full. Spinning in `poll`
+                            // instead takes the CPU the receiver needs to catch up.
                             Err(PostError::QueueFull { .. }) => {
-                                nodes[0].poll(&mut []);
+                                nodes[0].wait(Duration::from_millis(10));
                             }
                             Err(e) => panic!("write refused: {e}"),
                         }
@@ -99,12 +148,20 @@ fn writes(c: &mut Criterion) {
                 nodes[0].poll(&mut []); // flush the tail of the batch
             })
         });
+        report_cpu(
+            &format!("squall_tcp/{size}"),
+            writes,
+            delta(tx0, sched_stat("/proc/thread-self/schedstat")),
+            delta(rx0, rx_stat()),
+        );
         // Everything posted was applied before the next figure.
         let fence = nodes[0].fence(peer).expect("fence");
         black_box(fence);
         await_completions(&mut nodes[0], 1);
         drop(nodes);
 
+        // Summed over the closure's calls (criterion calls it once per sample).
+        let mut raw = (0u64, (0u64, 0u64), (0u64, 0u64));
         g.bench_with_input(
             BenchmarkId::new("raw_tcp_stream", size),
             &size,
@@ -112,12 +169,16 @@ fn writes(c: &mut Criterion) {
                 let (tx, mut rx) = raw_pair();
                 let receiver = thread::spawn(move || {
                     // Parse every frame and copy its payload, as a receiver applying writes would.
+                    let start = sched_stat("/proc/thread-self/schedstat");
                     let mut buf = vec![0u8; 64 * 1024];
                     let mut sink = vec![0u8; 1024];
                     let (mut filled, mut frames) = (0usize, 0u64);
                     loop {
                         match rx.read(&mut buf[filled..]) {
-                            Ok(0) | Err(_) => return frames,
+                            Ok(0) | Err(_) => {
+                                let end = sched_stat("/proc/thread-self/schedstat");
+                                return (frames, delta(start, end));
+                            }
                             Ok(n) => filled += n,
                         }
                         let mut pos = 0;
@@ -141,6 +202,7 @@ fn writes(c: &mut Criterion) {
                 });
                 let mut w = BufWriter::with_capacity(16 * 1024, tx);
                 let payload = vec![7u8; size];
+                let tx0 = sched_stat("/proc/thread-self/schedstat");
                 b.iter(|| {
                     for _ in 0..BATCH {
                         w.write_all(&(size as u32).to_le_bytes()).expect("write");
@@ -148,10 +210,16 @@ fn writes(c: &mut Criterion) {
                     }
                     w.flush().expect("flush");
                 });
+                let tx = delta(tx0, sched_stat("/proc/thread-self/schedstat"));
                 drop(w);
-                black_box(receiver.join().ok());
+                if let Ok((frames, rx)) = receiver.join() {
+                    raw.0 += frames;
+                    raw.1 = (raw.1.0 + tx.0, raw.1.1 + tx.1);
+                    raw.2 = (raw.2.0 + rx.0, raw.2.1 + rx.1);
+                }
             },
         );
+        report_cpu(&format!("raw_tcp_stream/{size}"), raw.0, raw.1, raw.2);
 
         g.bench_with_input(
             BenchmarkId::new("raw_tcp_stream_addressed", size),

@@ -34,13 +34,19 @@ fn sched_stat(path: &str) -> (u64, u64) {
     (f.next().unwrap_or(0), f.next().unwrap_or(0))
 }
 
-/// The `schedstat` path of this process's thread named `name`, if there is one.
+/// The `schedstat` path of this process's newest thread named `name` (a pair just dropped may
+/// still have one of that name on its way out), if there is one.
 fn thread_named(name: &str) -> Option<String> {
-    std::fs::read_dir("/proc/self/task").ok()?.find_map(|t| {
-        let dir = t.ok()?.path();
-        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
-        (comm.trim() == name).then(|| dir.join("schedstat").to_string_lossy().into_owned())
-    })
+    let newest = std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .filter_map(|t| {
+            let dir = t.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            let tid: u64 = dir.file_name()?.to_str()?.parse().ok()?;
+            (comm.trim() == name).then_some((tid, dir))
+        })
+        .max_by_key(|(tid, _)| *tid)?;
+    Some(newest.1.join("schedstat").to_string_lossy().into_owned())
 }
 
 /// Prints the CPU time per write of the sending and the receiving thread over a benchmark
@@ -114,7 +120,13 @@ fn writes(c: &mut Criterion) {
     for size in [8usize, 64, 1024] {
         let mut nodes = tcp_pair(1 << 20);
         let peer = NodeId(1);
-        let rx_thread = thread_named("squall-tcp-n1-r");
+        // A thread names itself when it first runs: look until the reader thread has.
+        let rx_thread = (0..1000).find_map(|_| {
+            thread_named("squall-tcp-n1-r").or_else(|| {
+                thread::sleep(Duration::from_millis(1));
+                None
+            })
+        });
         let rx_stat = || rx_thread.as_deref().map_or((0, 0), sched_stat);
         let (tx0, rx0, mut writes) = (sched_stat("/proc/thread-self/schedstat"), rx_stat(), 0);
         g.bench_with_input(BenchmarkId::new("squall_tcp", size), &size, |b, &size| {
@@ -134,12 +146,9 @@ fn writes(c: &mut Criterion) {
                                 black_box(op);
                                 break;
                             }
-                            // The receiver is behind: park until acknowledgements arrive
-                            // (they wake the parked driver), as the raw sender blocks in
-                            // `write` when the socket buffer is full. Spinning in `poll`
-                            // instead takes the CPU the receiver needs to catch up.
+                            // The receiver is behind: flush and let it catch up.
                             Err(PostError::QueueFull { .. }) => {
-                                nodes[0].wait(Duration::from_millis(10));
+                                nodes[0].poll(&mut []);
                             }
                             Err(e) => panic!("write refused: {e}"),
                         }

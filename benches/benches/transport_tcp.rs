@@ -23,6 +23,54 @@ use squall_transport_tcp::TcpNode;
 
 const BATCH: u64 = 1024;
 
+/// A thread's scheduler accounting from `/proc/.../schedstat`: nanoseconds on a CPU, and
+/// nanoseconds runnable but waiting for one (descheduled by other load). Zeros where the file
+/// is missing (not Linux, or no scheduler statistics).
+fn sched_stat(path: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut f = text
+        .split_whitespace()
+        .map(|v| v.parse::<u64>().unwrap_or(0));
+    (f.next().unwrap_or(0), f.next().unwrap_or(0))
+}
+
+/// The `schedstat` path of this process's newest thread named `name` (a pair just dropped may
+/// still have one of that name on its way out), if there is one.
+fn thread_named(name: &str) -> Option<String> {
+    let newest = std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .filter_map(|t| {
+            let dir = t.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            let tid: u64 = dir.file_name()?.to_str()?.parse().ok()?;
+            (comm.trim() == name).then_some((tid, dir))
+        })
+        .max_by_key(|(tid, _)| *tid)?;
+    Some(newest.1.join("schedstat").to_string_lossy().into_owned())
+}
+
+/// Prints the CPU time per write of the sending and the receiving thread over a benchmark
+/// (warm-up and measurement), and the time each spent runnable but waiting for a CPU: on a
+/// loaded machine the throughput ratios swing with the load, these per-write costs much less.
+fn report_cpu(name: &str, writes: u64, sender: (u64, u64), receiver: (u64, u64)) {
+    if writes == 0 {
+        return;
+    }
+    let w = writes as f64;
+    eprintln!(
+        "{name}: per write: sender {:.1} ns on CPU ({:.1} ns waiting for one), receiver {:.1} ns ({:.1} ns waiting)",
+        sender.0 as f64 / w,
+        sender.1 as f64 / w,
+        receiver.0 as f64 / w,
+        receiver.1 as f64 / w
+    );
+}
+
+/// `b - a`, per field.
+fn delta(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+    (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1))
+}
+
 /// Two TCP nodes on loopback, one region of `len` bytes each.
 fn tcp_pair(len: usize) -> Vec<TcpNode> {
     squall_benches::tcp_cluster(2, len)
@@ -72,8 +120,18 @@ fn writes(c: &mut Criterion) {
     for size in [8usize, 64, 1024] {
         let mut nodes = tcp_pair(1 << 20);
         let peer = NodeId(1);
+        // A thread names itself when it first runs: look until the reader thread has.
+        let rx_thread = (0..1000).find_map(|_| {
+            thread_named("squall-tcp-n1-r").or_else(|| {
+                thread::sleep(Duration::from_millis(1));
+                None
+            })
+        });
+        let rx_stat = || rx_thread.as_deref().map_or((0, 0), sched_stat);
+        let (tx0, rx0, mut writes) = (sched_stat("/proc/thread-self/schedstat"), rx_stat(), 0);
         g.bench_with_input(BenchmarkId::new("squall_tcp", size), &size, |b, &size| {
             b.iter(|| {
+                writes += BATCH;
                 for i in 0..BATCH as usize {
                     let off = (i * size) % (512 * 1024);
                     let src = LocalSlice::new(REGION, off, size);
@@ -99,12 +157,20 @@ fn writes(c: &mut Criterion) {
                 nodes[0].poll(&mut []); // flush the tail of the batch
             })
         });
+        report_cpu(
+            &format!("squall_tcp/{size}"),
+            writes,
+            delta(tx0, sched_stat("/proc/thread-self/schedstat")),
+            delta(rx0, rx_stat()),
+        );
         // Everything posted was applied before the next figure.
         let fence = nodes[0].fence(peer).expect("fence");
         black_box(fence);
         await_completions(&mut nodes[0], 1);
         drop(nodes);
 
+        // Summed over the closure's calls (criterion calls it once per sample).
+        let mut raw = (0u64, (0u64, 0u64), (0u64, 0u64));
         g.bench_with_input(
             BenchmarkId::new("raw_tcp_stream", size),
             &size,
@@ -112,12 +178,16 @@ fn writes(c: &mut Criterion) {
                 let (tx, mut rx) = raw_pair();
                 let receiver = thread::spawn(move || {
                     // Parse every frame and copy its payload, as a receiver applying writes would.
+                    let start = sched_stat("/proc/thread-self/schedstat");
                     let mut buf = vec![0u8; 64 * 1024];
                     let mut sink = vec![0u8; 1024];
                     let (mut filled, mut frames) = (0usize, 0u64);
                     loop {
                         match rx.read(&mut buf[filled..]) {
-                            Ok(0) | Err(_) => return frames,
+                            Ok(0) | Err(_) => {
+                                let end = sched_stat("/proc/thread-self/schedstat");
+                                return (frames, delta(start, end));
+                            }
                             Ok(n) => filled += n,
                         }
                         let mut pos = 0;
@@ -141,6 +211,7 @@ fn writes(c: &mut Criterion) {
                 });
                 let mut w = BufWriter::with_capacity(16 * 1024, tx);
                 let payload = vec![7u8; size];
+                let tx0 = sched_stat("/proc/thread-self/schedstat");
                 b.iter(|| {
                     for _ in 0..BATCH {
                         w.write_all(&(size as u32).to_le_bytes()).expect("write");
@@ -148,10 +219,16 @@ fn writes(c: &mut Criterion) {
                     }
                     w.flush().expect("flush");
                 });
+                let tx = delta(tx0, sched_stat("/proc/thread-self/schedstat"));
                 drop(w);
-                black_box(receiver.join().ok());
+                if let Ok((frames, rx)) = receiver.join() {
+                    raw.0 += frames;
+                    raw.1 = (raw.1.0 + tx.0, raw.1.1 + tx.1);
+                    raw.2 = (raw.2.0 + rx.0, raw.2.1 + rx.1);
+                }
             },
         );
+        report_cpu(&format!("raw_tcp_stream/{size}"), raw.0, raw.1, raw.2);
 
         g.bench_with_input(
             BenchmarkId::new("raw_tcp_stream_addressed", size),

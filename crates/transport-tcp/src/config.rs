@@ -186,7 +186,10 @@ pub const MAX_FRAME_DATA: usize = (u32::MAX as usize) / 2;
 impl ClusterConfig {
     /// A config with sensible defaults for `cluster_id` and `nodes`: 500 ms op timeout, 50 ms
     /// heartbeats failing a peer after 500 ms of silence, 10 s to connect, 64 KiB messages,
-    /// 65 536 outstanding ops per link, 16 KiB coalescing, no spinning before parking (on a
+    /// 262 144 outstanding ops per link (about the kernel's default socket buffering of small
+    /// writes, so that the window, not the socket, bounds a stream only when the peer really
+    /// falls behind; a smaller one stalls a writer whenever an acknowledgement is delayed by a
+    /// few milliseconds of scheduling), 16 KiB coalescing, no spinning before parking (on a
     /// machine with few cores the spinning driver takes the CPU its answer needs; measured in
     /// the crate README) and a 1 ms read lease.
     ///
@@ -206,7 +209,7 @@ impl ClusterConfig {
             heartbeat_timeout: Duration::from_millis(500),
             connect_timeout: Duration::from_secs(10),
             max_message_len: 64 * 1024,
-            max_outstanding: 65_536,
+            max_outstanding: 262_144,
             coalesce_bytes: 16 * 1024,
             spin_before_park: Duration::ZERO,
             read_lease: Duration::from_millis(1),

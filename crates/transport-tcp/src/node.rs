@@ -76,6 +76,17 @@ struct Staged {
     /// Where the `Writes` batch that is open at the end of `buf` starts (short writes append a
     /// record to it), if one is.
     batch: Option<usize>,
+    /// The fast path's allowance (see [`TcpNode::stage_short_write`]), set by the general path
+    /// after it appended a record to the open batch and checked the link: short writes on the
+    /// cached route append records while `buf` stays at most `fast_end` bytes long (the
+    /// peer's frame limit for the batch, and one byte short of `coalesce_bytes`, which the
+    /// general path handles) and `fast_ops` is not used up (`max_outstanding` less what was
+    /// outstanding and staged then: the outstanding count only falls meanwhile). `fast_end` 0:
+    /// no batch open, the fast path is off. Checking these two replaces the per-write loads of
+    /// the link's outstanding count and failure flag: a link that fails meanwhile fails the
+    /// staged writes when they are handed over (after its `PeerFailed`, like any pending op).
+    fast_end: usize,
+    fast_ops: u64,
 }
 
 impl Staged {
@@ -117,6 +128,30 @@ impl Staged {
         frame::close_write_record(&mut self.buf, at);
     }
 
+    /// Arms the fast path for the batch open at `at` on `link` (see [`Staged::fast_end`]).
+    fn arm_fast(&mut self, at: usize, link: &Link, config: &ClusterConfig) {
+        let outstanding = self.count + link.outstanding.load(Ordering::Acquire) as u64;
+        self.fast_ops = (config.max_outstanding as u64).saturating_sub(outstanding);
+        self.fast_end = (at + frame::HEADER_LEN + link.peer_max_body)
+            .min(config.coalesce_bytes.saturating_sub(1));
+    }
+
+    /// Sets the length field of the open batch to cover the records appended to it (the fast
+    /// path does not update it per record).
+    #[inline]
+    fn close_batch(&mut self) {
+        if let Some(at) = self.batch {
+            frame::close_write_record(&mut self.buf, at);
+        }
+    }
+
+    /// Turns the fast path off (the open batch was closed or handed over).
+    #[inline]
+    fn disarm_fast(&mut self) {
+        self.fast_end = 0;
+        self.fast_ops = 0;
+    }
+
     /// The runs of staged ops in order: (first op, count).
     fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let current = (self.run.1 > 0).then_some(self.run);
@@ -129,6 +164,8 @@ impl Staged {
 /// link is marked failed nothing more from that peer is applied.
 struct LinkState {
     buf: Vec<u8>,
+    /// How many bytes at the front of `buf` were sent already (see `flush_locked`).
+    sent: usize,
     next_seq: u64,
     pending: VecDeque<Pending>,
     failed: Option<FailureCause>,
@@ -337,6 +374,13 @@ struct WriteRoute {
     remote_index: Option<u8>,
     /// The peer's link slot.
     link_idx: Option<usize>,
+    /// For the fast path: a short write whose destination ends at most here fits a `Writes`
+    /// record (the remote region's length, capped so that the offset fits a record's `u32`;
+    /// 0 when no record can name the region or the link is unknown), with `index` and `link`
+    /// the record's region index and the link slot.
+    short_end: usize,
+    index: u8,
+    link: usize,
 }
 
 impl WriteRoute {
@@ -449,10 +493,14 @@ impl Shared {
         }
         if link.silenced.load(Ordering::Acquire) {
             st.buf.clear();
+            st.sent = 0;
             link.dirty.store(false, Ordering::Release);
             return;
         }
-        let mut sent = 0;
+        // Bytes before `sent` left in an earlier call (a buffer cleared since leaves it stale:
+        // capped by the length).
+        let head = st.sent.min(st.buf.len());
+        let mut sent = head;
         while sent < st.buf.len() {
             match sys::send(link.fd, &st.buf[sent..]) {
                 Ok(0) => break,
@@ -465,16 +513,25 @@ impl Shared {
                 }
             }
         }
-        if sent > 0 {
+        if sent > head {
             st.last_tx = self.coarse_now();
         }
         if sent == st.buf.len() {
             st.buf.clear();
+            st.sent = 0;
             st.stalled_since = None;
             link.dirty.store(false, Ordering::Release);
             link.stalled.store(false, Ordering::Release);
         } else {
-            st.buf.drain(..sent);
+            // Dropping the sent bytes moves the rest to the front: only once they are at least
+            // half the buffer, so that a full socket (megabytes waiting, a little sent per
+            // call) costs amortised O(1) per byte, not a move of the whole backlog per send.
+            if sent >= st.buf.len() / 2 {
+                st.buf.drain(..sent);
+                st.sent = 0;
+            } else {
+                st.sent = sent;
+            }
             if st.stalled_since.is_none() {
                 st.stalled_since = Some(self.now());
             }
@@ -491,6 +548,7 @@ impl Shared {
         if staged.count == 0 {
             return;
         }
+        staged.close_batch();
         if st.failed.is_some() {
             let mut ev = lock(&self.events);
             for (first, count) in staged.runs() {
@@ -534,6 +592,7 @@ impl Shared {
         staged.run = (0, 0);
         staged.count = 0;
         staged.batch = None;
+        staged.disarm_fast();
     }
 
     fn coarse_now(&self) -> Time {
@@ -710,6 +769,13 @@ impl Shared {
                         format!("write to unknown region index {}", w.region_index)
                     })?;
                     let off = w.offset as usize;
+                    if let (Ok(bytes), 0) = (<[u8; 8]>::try_from(w.data), off % 8) {
+                        // The common case: one aligned word (in bounds if its index is).
+                        if let Some(word) = r.words().get(off / 8) {
+                            word.store(u64::from_le_bytes(bytes), Ordering::Release);
+                            continue;
+                        }
+                    }
                     r.check_range(off, w.data.len())
                         .map_err(|e| e.to_string())?;
                     copy_in(r, off, w.data);
@@ -1047,6 +1113,7 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
         reader_ep,
         state: Mutex::new(LinkState {
             buf: Vec::with_capacity(shared.config.coalesce_bytes * 2),
+            sent: 0,
             next_seq: 0,
             pending: VecDeque::new(),
             failed: None,
@@ -1459,6 +1526,12 @@ impl TcpNode {
                             local_len: region.len(),
                             remote_index,
                             link_idx,
+                            short_end: match remote_index.zip(link_idx) {
+                                Some(_) => remote_len.min(u32::MAX as usize),
+                                None => 0,
+                            },
+                            index: remote_index.unwrap_or(0),
+                            link: link_idx.unwrap_or(0),
                         });
                 (region, remote_index, link_idx)
             }
@@ -1505,8 +1578,11 @@ impl TcpNode {
     }
 
     /// The fast path of an unsignaled write: a short one on the cached route, appended as a
-    /// record to the batch open for its link. `None` (nothing posted) when any condition for
-    /// that does not hold; [`Transport::write`] then takes the general path.
+    /// record to the batch open for its link, within the allowance the general path armed
+    /// (see [`Staged::fast_end`]): a few compares, a word copy and a 14-byte append for an
+    /// 8 B write, no atomic and no look-up of the link. `None` (nothing posted) when any
+    /// condition does not hold; [`Transport::write`] then takes the general path, which
+    /// checks everything and re-arms the allowance.
     #[inline]
     fn stage_short_write(
         &mut self,
@@ -1514,33 +1590,38 @@ impl TcpNode {
         src: LocalSlice,
         dst: RemoteAddr,
     ) -> Option<OpId> {
-        let route = self.write_cache?;
-        if self.closed || src.len > frame::SHORT_WRITE_MAX || !route.covers(peer, src, dst) {
+        let route = self.write_cache.as_ref()?;
+        let len = src.len;
+        if self.closed
+            || route.peer != peer
+            || route.remote != dst.region
+            || route.local != src.region
+            || len > frame::SHORT_WRITE_MAX
+            || dst.offset.checked_add(len)? > route.short_end
+            || src.offset.checked_add(len)? > route.local_len
+        {
             return None;
         }
-        let (index, idx) = route.remote_index.zip(route.link_idx)?;
-        let offset = u32::try_from(dst.offset).ok()?;
-        let shared = &*self.shared;
-        let link = shared.link(idx)?;
-        let stage = self.staged.get_mut(idx)?;
-        let at = stage.batch.filter(|&at| stage.fits(at, src.len, link))?;
-        let busy = stage.count + link.outstanding.load(Ordering::Acquire) as u64
-            >= shared.config.max_outstanding as u64;
-        if busy || link.failed.load(Ordering::Acquire) {
+        let stage = self.staged.get_mut(route.link)?;
+        if stage.fast_ops == 0 || stage.buf.len() + frame::RECORD_OVERHEAD + len > stage.fast_end {
             return None;
         }
         let region = self.dir.locals().get(route.local_idx)?;
+        // Below `short_end`, so below 4 GiB.
+        // The batch's length field is brought up to date when the batch is closed or handed
+        // over (`Staged::close_batch`), not per record.
+        push_short_record(
+            &mut stage.buf,
+            route.index,
+            dst.offset as u32,
+            region,
+            src.offset,
+            len,
+        );
+        stage.fast_ops -= 1;
         let op = self.next_op;
         self.next_op += 1;
-        stage.push_record(at, index, offset, src.len, |buf| {
-            append_from(region, src.offset, src.len, buf)
-        });
         stage.add_op(op);
-        if stage.buf.len() >= shared.config.coalesce_bytes {
-            let mut st = lock(&link.state);
-            shared.hand_over(link, &mut st, stage);
-            shared.flush_locked(link, &mut st);
-        }
         Some(OpId(op))
     }
 
@@ -1732,7 +1813,9 @@ fn stage_write(
     let record = (w.remote_index)
         .filter(|_| w.len <= frame::SHORT_WRITE_MAX)
         .zip(u32::try_from(w.dst.offset).ok());
-    match record {
+    // The fast path appended records without updating the batch's length.
+    stage.close_batch();
+    let open = match record {
         Some((index, offset)) => {
             let batch = match stage.batch {
                 Some(at) if stage.fits(at, w.len, link) => at,
@@ -1743,17 +1826,23 @@ fn stage_write(
                 }
             };
             stage.push_record(batch, index, offset, w.len, data);
+            Some(batch)
         }
         None => {
             stage.batch = None;
+            stage.disarm_fast();
             long(&mut stage.buf);
+            None
         }
-    }
+    };
     stage.add_op(op);
     if stage.buf.len() >= shared.config.coalesce_bytes {
         let mut st = lock(&link.state);
         shared.hand_over(link, &mut st, stage);
         shared.flush_locked(link, &mut st);
+    } else if let Some(at) = open {
+        // Checked just now: the next short writes to this batch may take the fast path.
+        stage.arm_fast(at, link, &shared.config);
     }
     Ok(OpId(op))
 }
@@ -1807,6 +1896,34 @@ fn append_from(region: &Region, offset: usize, len: usize, buf: &mut Vec<u8>) {
         let start = buf.len();
         buf.resize(start + len, 0);
         let _ = region.read_bytes(offset, &mut buf[start..]);
+    }
+}
+
+/// Appends a `Writes` record of the `len` bytes of `region` at `src` (bounds already
+/// checked; `len` at most [`frame::SHORT_WRITE_MAX`]) addressed to `offset` in the region with
+/// handshake index `index`. An aligned 8-byte write, the common case, is one word load and one
+/// 14-byte append.
+#[inline(always)]
+fn push_short_record(
+    buf: &mut Vec<u8>,
+    index: u8,
+    offset: u32,
+    region: &Region,
+    src: usize,
+    len: usize,
+) {
+    let word = (len == 8 && src % 8 == 0)
+        .then(|| region.words().get(src / 8))
+        .flatten();
+    if let Some(word) = word {
+        let w = word.load(Ordering::Acquire).to_le_bytes();
+        let o = offset.to_le_bytes();
+        buf.extend_from_slice(&[
+            8, index, o[0], o[1], o[2], o[3], w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
+        ]);
+    } else {
+        frame::write_record_header(buf, index, offset, len);
+        append_from(region, src, len, buf);
     }
 }
 
@@ -2109,6 +2226,184 @@ impl Transport for TcpNode {
 mod tests {
     use super::*;
 
+    /// Two nodes on loopback, one 4 KiB region (id 0) each.
+    fn pair() -> Vec<TcpNode> {
+        let ls: Vec<TcpListener> = (0..2)
+            .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
+            .collect();
+        let addrs: Vec<_> = ls.iter().map(|l| l.local_addr().expect("addr")).collect();
+        let mut config = ClusterConfig::new(
+            u64::from(std::process::id()),
+            [(NodeId(0), addrs[0]), (NodeId(1), addrs[1])],
+        );
+        config.op_timeout = Duration::from_secs(20);
+        config.heartbeat_timeout = Duration::from_secs(20);
+        let handles: Vec<_> = (ls.into_iter().enumerate())
+            .map(|(i, l)| {
+                let config = config.clone();
+                std::thread::spawn(move || {
+                    let region = Region::new(RegionSpec::new(RegionId(0), 4096)).expect("region");
+                    TcpNode::start_on(l, config, NodeId(i as u32), vec![region]).expect("starts")
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("start"))
+            .collect()
+    }
+
+    /// A backlog of megabytes behind a full socket is sent a piece at a time from where the last
+    /// send stopped (`LinkState::sent`; the sent prefix is dropped only once it is half the
+    /// buffer): the peer's reader is held off (its receive-buffer lock taken here) until the
+    /// sender is `QueueFull` with megabytes buffered, then let go. Everything lands in order; a
+    /// sender that resent from an old position, or skipped, would corrupt the stream (checked by
+    /// breaking it: the link fails).
+    #[test]
+    fn a_backlog_behind_a_full_socket_is_sent_on_from_where_the_last_send_stopped() {
+        let mut nodes = pair();
+        let peer = NodeId(1);
+        let r = RegionId(0);
+        let bytes: Vec<u8> = (0..2048).map(|i| (i * 131 + 7) as u8).collect();
+        nodes[0]
+            .dir
+            .local(r)
+            .expect("region")
+            .write_bytes(0, &bytes)
+            .expect("in bounds");
+        let mut model = vec![0u8; 2048];
+        let receiver = Arc::clone(&nodes[1].shared);
+        let held = lock(&receiver.link(0).expect("linked").rx);
+        let (len, mut i) = (1000usize, 0usize);
+        loop {
+            let (src, dst) = ((i * 24) % 1000, 2048 + (i * 40) % 1000);
+            match nodes[0].write(
+                peer,
+                LocalSlice::new(r, src, len),
+                RemoteAddr::new(r, dst),
+                Signal::Unsignaled,
+            ) {
+                Ok(_) => {
+                    model[dst - 2048..dst - 2048 + len].copy_from_slice(&bytes[src..src + len]);
+                    i += 1;
+                }
+                Err(PostError::QueueFull { .. }) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let backlog = lock(&nodes[0].shared.link(0).expect("linked").state)
+            .buf
+            .len();
+        assert!(backlog >= HIGH_WATER / 2, "only {backlog} bytes backed up");
+        drop(held);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let fence = loop {
+            match nodes[0].fence(peer) {
+                Ok(op) => break op,
+                Err(PostError::QueueFull { .. }) => nodes[0].wait(Duration::from_millis(1)),
+                Err(e) => panic!("{e}"),
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the backlog never drained"
+            );
+        };
+        let mut events = [Event::PeerFailed {
+            peer: NodeId(9),
+            cause: FailureCause::Local,
+        }; 8];
+        loop {
+            let n = nodes[0].poll(&mut events);
+            if let Some(e) = events[..n].first() {
+                assert!(
+                    matches!(e, Event::Completion(c) if c.op == fence && c.result.is_ok()),
+                    "unexpected {e:?}"
+                );
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the fence never completed"
+            );
+            nodes[0].wait(Duration::from_millis(1));
+        }
+        let landed = nodes[1].dir.local(r).expect("region").snapshot();
+        assert!(
+            landed[2048..4096] == model[..],
+            "the writes did not land in order"
+        );
+    }
+
+    /// The fast path does not look at the link's failure flag: writes staged on it after the
+    /// peer failed are failed when handed over, each once, after the `PeerFailed` (and a write
+    /// after that fails at once).
+    #[test]
+    fn writes_staged_on_the_fast_path_after_the_peer_failed_fail_once_each_after_peer_failed() {
+        let mut nodes = pair();
+        let peer = NodeId(1);
+        let write = |node: &mut TcpNode, i: usize| {
+            node.write(
+                peer,
+                LocalSlice::new(RegionId(0), (i % 512) * 8, 8),
+                RemoteAddr::new(RegionId(0), (i % 512) * 8),
+                Signal::Unsignaled,
+            )
+            .expect("posted")
+        };
+        let mut posted = vec![write(&mut nodes[0], 0), write(&mut nodes[0], 1)];
+        assert!(nodes[0].staged[0].fast_ops > 0, "the fast path is armed");
+        nodes.truncate(1); // node 1 shuts down: its connection closes
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let link = nodes[0].shared.link(0).expect("linked");
+        while !link.failed.load(Ordering::Acquire) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the peer's exit went unnoticed"
+            );
+            std::thread::yield_now();
+        }
+        for i in 2..100 {
+            posted.push(write(&mut nodes[0], i));
+        }
+        assert_eq!(
+            nodes[0].staged[0].count, 100,
+            "staged on the fast path, not failed at once"
+        );
+        let mut events = [Event::PeerFailed {
+            peer: NodeId(9),
+            cause: FailureCause::Local,
+        }; 64];
+        let mut failed = Vec::new();
+        let mut reported = 0;
+        loop {
+            let n = nodes[0].poll(&mut events);
+            if n == 0 {
+                break;
+            }
+            for e in &events[..n] {
+                match e {
+                    Event::PeerFailed { peer: p, .. } if *p == peer => reported += 1,
+                    Event::Completion(c) => {
+                        assert_eq!(reported, 1, "a completion before PeerFailed: {c:?}");
+                        assert!(c.result.is_err(), "{c:?}");
+                        failed.push(c.op);
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        }
+        assert_eq!(reported, 1);
+        assert_eq!(failed, posted, "every staged write fails once, in order");
+        // Handed over: the next write takes the general path and fails at once.
+        let late = write(&mut nodes[0], 100);
+        let n = nodes[0].poll(&mut events);
+        assert!(
+            matches!(events[..n], [Event::Completion(c)] if c.op == late && c.result.is_err()),
+            "{:?}",
+            &events[..n]
+        );
+    }
+
     #[test]
     fn copy_out_matches_read_bytes_aligned_or_not() {
         let r = Region::new(RegionSpec::new(RegionId(0), 64)).expect("region");
@@ -2137,6 +2432,9 @@ mod tests {
             local_len: 32,
             remote_index: Some(0),
             link_idx: Some(0),
+            short_end: 64,
+            index: 0,
+            link: 0,
         };
         let (src, dst) = (
             LocalSlice::new(RegionId(3), 24, 8),

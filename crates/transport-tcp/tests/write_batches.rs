@@ -124,3 +124,71 @@ fn mixed_short_and_long_writes_land_in_order_across_regions_and_split_batches() 
         "region B differs"
     );
 }
+
+/// The fast path of short unsignaled writes (no atomic per write, an allowance armed by the
+/// general path) still stops at `max_outstanding`: with a window of 16 and nothing handed over
+/// in between, writes 1–16 are accepted and the 17th is `QueueFull` (a fast path that ignores
+/// its allowance, or does not count its writes, accepts more: checked by breaking each). A
+/// driver that parks in `wait` on `QueueFull`, as the benchmark's does, resumes as soon as
+/// acknowledgements arrive (whoever reads them, the arrival is queued in the driver's epoll
+/// instance), never after its timeout. Everything lands in order.
+#[test]
+fn the_fast_path_stops_at_max_outstanding_and_a_driver_parked_on_queue_full_wakes_when_the_window_reopens()
+ {
+    let (ls, addrs) = common::listeners(2);
+    let mut config = common::test_config(&addrs);
+    config.op_timeout = Duration::from_secs(20);
+    config.heartbeat_timeout = Duration::from_secs(20);
+    config.max_outstanding = 16;
+    let mut nodes = common::start_cluster(&config, ls, &layout());
+    let peer = NodeId(1);
+    let words = LEN / 8;
+    for w in 0..words {
+        nodes[0].region(A).unwrap().store(w, w as u64 * 3 + 1);
+    }
+    let mut model = vec![0u64; words];
+    let (mut first_full, mut fulls) = (None, 0);
+    for i in 0..3000usize {
+        let (src, dst) = ((i * 5) % words, (i * 7) % words);
+        loop {
+            match nodes[0].write(
+                peer,
+                LocalSlice::new(A, src * 8, 8),
+                RemoteAddr::new(B, dst * 8),
+                Signal::Unsignaled,
+            ) {
+                Err(PostError::QueueFull { .. }) => {
+                    first_full.get_or_insert(i);
+                    fulls += 1;
+                    let parked = Instant::now();
+                    nodes[0].wait(Duration::from_secs(10));
+                    assert!(
+                        parked.elapsed() < Duration::from_secs(5),
+                        "a driver parked on QueueFull slept {:?}: not woken when the window reopened",
+                        parked.elapsed()
+                    );
+                }
+                other => {
+                    other.expect("write posted");
+                    break;
+                }
+            }
+        }
+        model[dst] = src as u64 * 3 + 1;
+    }
+    assert_eq!(
+        first_full,
+        Some(16),
+        "the 17th write must find the window full"
+    );
+    assert!(fulls > 0);
+    let fence = nodes[0].fence(peer).expect("fence");
+    await_op(&mut nodes[0], fence);
+    let landed: Vec<u64> = (0..words)
+        .map(|w| nodes[1].region(B).unwrap().load(w))
+        .collect();
+    assert!(
+        landed == model,
+        "region B differs from the writes applied in order"
+    );
+}

@@ -247,9 +247,29 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     pub fn with_layout(
         transport: T,
         cfg: GmsConfig,
+        log: L,
+        recovered: Option<&Recovered>,
+        layout: Box<dyn ShardLayout>,
+    ) -> Result<Gms<T, L>, GmsError> {
+        Self::build(transport, cfg, log, recovered, layout, false)
+    }
+
+    /// Sets up the core of a node that starts *outside* the group whatever `cfg.initial` says:
+    /// a process restarted under the id of a member that crashed (a new incarnation, with a
+    /// fresh log). It installs no view 0; like any joiner it follows the views that name it
+    /// once the members readmitted its row (see [`request_join`](Gms::request_join)).
+    pub fn rejoining(transport: T, cfg: GmsConfig, log: L) -> Result<Gms<T, L>, GmsError> {
+        let layout = Box::new(cfg.shards);
+        Self::build(transport, cfg, log, None, layout, true)
+    }
+
+    fn build(
+        transport: T,
+        cfg: GmsConfig,
         mut log: L,
         recovered: Option<&Recovered>,
         layout: Box<dyn ShardLayout>,
+        outsider: bool,
     ) -> Result<Gms<T, L>, GmsError> {
         cfg.validate()?;
         if !cfg.partition_safety {
@@ -282,7 +302,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 });
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
             }
-            None if cfg.initial.contains(&me) => {
+            None if cfg.initial.contains(&me) && !outsider => {
                 let v = View::new(0, cfg.initial.clone(), layout.as_ref());
                 log.append(&Record::Installed {
                     view: 0,
@@ -553,6 +573,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Err(GmsError::Stopped(why.clone()));
         }
         let busy = self.sst.poll_once()?.is_busy();
+        self.readmit_restarted()?;
         let before = out.len();
         match self.view.clone() {
             None => self.follow_as_outsider(out)?,
@@ -560,6 +581,28 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             Some(view) => self.member_round(&view, epoch, out)?,
         }
         Ok(busy || out.len() > before)
+    }
+
+    /// Readmits the rows of suspected nodes whose newer incarnation connected (they restarted
+    /// under their id), once this member can no longer count the old incarnation: it is in no
+    /// view of this member (its removal was installed here, or it never was a member), no
+    /// proposal or decision this member holds names it, and no restart is under way. Until
+    /// then the row stays suspected and frozen, and the new incarnation waits outside.
+    fn readmit_restarted(&mut self) -> Result<(), GmsError> {
+        for row in self.sst.pending_rows() {
+            let Some(&node) = self.cfg.universe.get(row) else {
+                continue;
+            };
+            let named = |ch: &[Change]| ch.iter().any(|c| c.node == node);
+            let counted = self.restart.is_some()
+                || self.view.as_ref().is_some_and(|v| v.contains(node))
+                || self.proposal.as_ref().is_some_and(|(_, ch)| named(ch))
+                || self.decision.as_ref().is_some_and(|d| named(&d.changes));
+            if !counted && self.sst.readmit(row)? {
+                tracing::info!(me = %self.me, %node, "membership: a restarted node's new incarnation readmitted; it may join");
+            }
+        }
+        Ok(())
     }
 
     /// A node outside any view installs the newest view that names it.

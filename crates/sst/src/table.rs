@@ -232,6 +232,13 @@ pub struct Sst<T: Transport> {
     pub(crate) accused: bool,
     /// Suspicions of lower-ranked members awaiting publication: row, and when.
     pub(crate) deferred: Vec<(usize, Time)>,
+    /// Per row: the member's incarnation as this member knows it (0 for a link up from the
+    /// start, else the one its last accepted `PeerConnected` named). A published suspicion of
+    /// the row is `known + 1`: "its incarnations below that are suspected".
+    pub(crate) known: Vec<u64>,
+    /// Per row: a newer incarnation of a suspected member that connected and waits for
+    /// [`Sst::readmit`].
+    pub(crate) pending: Vec<Option<u64>>,
 }
 
 /// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
@@ -347,6 +354,8 @@ impl<T: Transport> Sst<T> {
             history: Vec::new(),
             accused: false,
             deferred: Vec::new(),
+            known: vec![0; n],
+            pending: vec![None; n],
             schema,
         })
     }

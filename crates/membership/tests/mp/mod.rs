@@ -478,23 +478,42 @@ pub fn child_main() {
         .collect();
     // Open (and fsync) the log before linking: once linked, the peers' suspicion timers run,
     // and an fsync on a busy disk can take longer than the suspicion timeout.
-    let (log, recovered) = FileLog::open(&dir.join(format!("gms-{me}.log"))).expect("log");
-    let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
+    // `MP_REJOIN=k`: this process restarts a killed member under its id (the k-th restart): a
+    // new TCP incarnation, a fresh log, and a join by state transfer (see `Cluster::respawn`).
+    let rejoin: u64 = std::env::var("MP_REJOIN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let log_name = match rejoin {
+        0 => format!("gms-{me}.log"),
+        k => format!("gms-{me}-restart{k}.log"),
+    };
+    let (log, recovered) = FileLog::open(&dir.join(log_name)).expect("log");
     assert!(
         recovered.records.is_empty(),
         "a fresh member has an empty log"
     );
-    let mut g = Group::new(node, cfg, log, None).expect("group");
+    let mut g = if rejoin == 0 {
+        let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
+        Group::new(node, cfg, log, None).expect("group")
+    } else {
+        let node =
+            TcpNode::rejoin_on(listener, tcp, NodeId(me), regions).expect("tcp node restarts");
+        let g = Group::joining(node, cfg, log).expect("group");
+        writeln!(out, "J {}", now_us()).unwrap();
+        g
+    };
     writeln!(out, "READY {}", now_us()).unwrap();
     out.flush().unwrap();
 
     let start = Instant::now();
-    let mut seq = 0u64;
+    // A restarted member's messages get new sequence numbers (its stream goes on).
+    let mut seq = rejoin * 1_000_000;
     let mut next = Instant::now();
     // The application: a hash chain over the delivered payloads, and the next position.
     let mut applied = 0u64;
     let mut chain = 0u64;
-    let mut joined = false;
+    let mut joined = rejoin > 0;
     let mut suspected = 0usize;
     let mut ups = Vec::new();
     let mut stopped = false;
@@ -828,6 +847,9 @@ struct Member {
 pub struct Cluster {
     members: Vec<Member>,
     dir: PathBuf,
+    cluster_id: u64,
+    /// Restarts so far (see [`respawn`](Self::respawn)).
+    restarts: u64,
     pub settings: Settings,
     /// The `ADDRS` line, kept for late members (they get it when they are started).
     addrs_line: String,
@@ -869,66 +891,19 @@ impl Cluster {
             std::env::temp_dir().join(format!("squall-mp-{}-{entry}-{run}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("scratch dir");
-        let exe = std::env::current_exe().expect("test binary");
         let cluster_id = u64::from(std::process::id()) << 16 | u64::from(run);
         let members = places
             .iter()
             .enumerate()
             .map(|(k, place)| {
-                let mut cmd = Command::new(&exe);
-                cmd.args([
-                    entry,
-                    "--exact",
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("MP_NODE", k.to_string())
-                .env("MP_CLUSTER", cluster_id.to_string())
-                .env("MP_DIR", &dir)
-                .env("MP_BIND", place.ip.to_string())
-                .env("MP_LATE", &late_env)
-                .env_remove("MP_NETNS")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-                if let Some(ns) = &place.netns {
-                    cmd.env("MP_NETNS", ns);
-                }
-                settings.to_env(&mut cmd);
-                let mut child = cmd.spawn().expect("spawn member process");
-                let report = Arc::new(Mutex::new(Report::default()));
-                let stderr = Arc::new(Mutex::new(String::new()));
-                let out = child.stdout.take().expect("stdout");
-                let r = report.clone();
-                std::thread::spawn(move || {
-                    for l in BufReader::new(out).lines() {
-                        let Ok(l) = l else { break };
-                        r.lock().unwrap().take(&l);
-                    }
-                });
-                let err = child.stderr.take().expect("stderr");
-                let e = stderr.clone();
-                std::thread::spawn(move || {
-                    for l in BufReader::new(err).lines() {
-                        let Ok(l) = l else { break };
-                        let mut e = e.lock().unwrap();
-                        e.push_str(&l);
-                        e.push('\n');
-                    }
-                });
-                Member {
-                    stdin: child.stdin.take(),
-                    child,
-                    report,
-                    stderr,
-                    killed: false,
-                }
+                spawn_member(entry, k, place, &settings, &dir, cluster_id, &late_env, 0)
             })
             .collect();
         let mut c = Cluster {
             members,
             dir,
+            cluster_id,
+            restarts: 0,
             settings,
             addrs_line: String::new(),
         };
@@ -957,6 +932,40 @@ impl Cluster {
             |r| (r.iter().enumerate()).all(|(k, r)| late.contains(&k) || r.ready.is_some()),
         );
         c
+    }
+
+    /// Starts a fresh process in place of killed member `k`, under the same id (on a new
+    /// port): its TCP node restarts as a new incarnation (`TcpNode::rejoin_on`) with a fresh
+    /// log and joins (`Group::joining`, state transfer). Its report starts empty. Waits until
+    /// it runs its group.
+    pub fn respawn(&mut self, entry: &str, k: usize, place: &Place) {
+        assert!(self.members[k].killed, "member {k} must be killed first");
+        self.restarts += 1;
+        let m = spawn_member(
+            entry,
+            k,
+            place,
+            &self.settings,
+            &self.dir,
+            self.cluster_id,
+            "",
+            self.restarts,
+        );
+        self.members[k] = m;
+        self.wait_for(
+            "the restarted member to bind",
+            Duration::from_secs(30),
+            |r| r[k].port.is_some(),
+        );
+        let line = self.addrs_line.clone();
+        let s = self.members[k].stdin.as_mut().expect("a live member");
+        s.write_all(line.as_bytes()).expect("addresses to a member");
+        s.flush().expect("flush");
+        self.wait_for(
+            "the restarted member to start",
+            Duration::from_secs(40),
+            |r| r[k].ready.is_some(),
+        );
     }
 
     /// Starts late member `k` (see [`start_with_late`](Self::start_with_late)): it gets the
@@ -1110,6 +1119,74 @@ impl Cluster {
         }
         // END is each live member's last line, so everything before it has been parsed.
         self.reports()
+    }
+}
+
+/// Spawns member process `k` running `entry`; `rejoin` > 0 makes it the `rejoin`-th restart of
+/// a killed member (see [`Cluster::respawn`]).
+#[allow(clippy::too_many_arguments)]
+fn spawn_member(
+    entry: &str,
+    k: usize,
+    place: &Place,
+    settings: &Settings,
+    dir: &std::path::Path,
+    cluster_id: u64,
+    late_env: &str,
+    rejoin: u64,
+) -> Member {
+    let exe = std::env::current_exe().expect("test binary");
+    let mut cmd = Command::new(&exe);
+    if rejoin > 0 {
+        cmd.env("MP_REJOIN", rejoin.to_string());
+    }
+    cmd.args([
+        entry,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("MP_NODE", k.to_string())
+    .env("MP_CLUSTER", cluster_id.to_string())
+    .env("MP_DIR", dir)
+    .env("MP_BIND", place.ip.to_string())
+    .env("MP_LATE", late_env)
+    .env_remove("MP_NETNS")
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if let Some(ns) = &place.netns {
+        cmd.env("MP_NETNS", ns);
+    }
+    settings.to_env(&mut cmd);
+    let mut child = cmd.spawn().expect("spawn member process");
+    let report = Arc::new(Mutex::new(Report::default()));
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let out = child.stdout.take().expect("stdout");
+    let r = report.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            r.lock().unwrap().take(&l);
+        }
+    });
+    let err = child.stderr.take().expect("stderr");
+    let e = stderr.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines() {
+            let Ok(l) = l else { break };
+            let mut e = e.lock().unwrap();
+            e.push_str(&l);
+            e.push('\n');
+        }
+    });
+    Member {
+        stdin: child.stdin.take(),
+        child,
+        report,
+        stderr,
+        killed: false,
     }
 }
 

@@ -375,13 +375,7 @@ impl<T: Transport> Sst<T> {
             tracing::error!(me = %self.member(self.me), %peer, have, need, "sst: a late member's table region is too small; suspecting it");
             return Ok(self.mark_suspected(row, Suspicion::Transport));
         }
-        let now = self.transport.now();
-        let hb = self.schema.heartbeat();
-        let beat = self.get(row, hb);
-        let w = &mut self.watch[row];
-        w.last_heartbeat = beat;
-        w.last_change = now;
-        w.outstanding = None;
+        self.restart_watch(row);
         if !self.suspected[row] {
             self.post_row_write(row, self.schema.row_range(), Signal::Unsignaled)?;
         }
@@ -391,6 +385,16 @@ impl<T: Transport> Sst<T> {
 }
 
 impl<T: Transport> Sst<T> {
+    /// Restarts `row`'s failure-detector clock from now (a member that just connected).
+    fn restart_watch(&mut self, row: usize) {
+        let now = self.transport.now();
+        let beat = self.get(row, self.schema.heartbeat());
+        let w = &mut self.watch[row];
+        w.last_heartbeat = beat;
+        w.last_change = now;
+        w.outstanding = None;
+    }
+
     /// The newer incarnation of `row`'s suspected member that connected and waits to be
     /// readmitted, if any (see [`readmit`](Sst::readmit)).
     pub fn pending_incarnation(&self, row: usize) -> Option<u64> {
@@ -421,13 +425,7 @@ impl<T: Transport> Sst<T> {
         self.suspected[row] = false;
         self.known[row] = incarnation;
         self.deferred.retain(|&(r, _)| r != row);
-        let now = self.transport.now();
-        let hb = self.schema.heartbeat();
-        let beat = self.get(row, hb);
-        let w = &mut self.watch[row];
-        w.last_heartbeat = beat;
-        w.last_change = now;
-        w.outstanding = None;
+        self.restart_watch(row);
         self.post_row_write(row, self.schema.row_range(), Signal::Unsignaled)?;
         let peer = self.member(row);
         tracing::info!(me = %self.member(self.me), %peer, incarnation, "sst: member readmitted as a new incarnation; row pushed");

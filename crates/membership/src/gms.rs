@@ -584,9 +584,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Readmits the rows of suspected nodes whose newer incarnation connected (they restarted
-    /// under their id), once this member can no longer count the old incarnation: it is in no
-    /// view of this member (its removal was installed here, or it never was a member), no
-    /// proposal or decision this member holds names it, and no restart is under way. Until
+    /// under their id), once this member can no longer count the old incarnation: this member
+    /// is in a view and that view does not contain it (its removal was installed here, or it
+    /// never was a member), no proposal or decision this member holds names it, and no restart
+    /// is under way. An outsider readmits nobody. Until
     /// then the row stays suspected and frozen, and the new incarnation waits outside.
     fn readmit_restarted(&mut self) -> Result<(), GmsError> {
         for row in self.sst.pending_rows() {
@@ -594,8 +595,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 continue;
             };
             let named = |ch: &[Change]| ch.iter().any(|c| c.node == node);
+            // An outsider (a joiner) never readmits: the view it is about to install was
+            // decided by others and may still name the old incarnation; its own row would then
+            // hand that view to the new incarnation, which would take it for its own.
             let counted = self.restart.is_some()
-                || self.view.as_ref().is_some_and(|v| v.contains(node))
+                || self.view.as_ref().is_none_or(|v| v.contains(node))
                 || self.proposal.as_ref().is_some_and(|(_, ch)| named(ch))
                 || self.decision.as_ref().is_some_and(|d| named(&d.changes));
             if !counted && self.sst.readmit(row)? {

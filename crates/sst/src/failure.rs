@@ -304,8 +304,9 @@ impl<T: Transport> Sst<T> {
             if beat != w.last_heartbeat {
                 w.last_heartbeat = beat;
                 w.last_change = now;
+                w.heard = true;
             }
-            let stale = now.saturating_since(w.last_change) > timeout;
+            let stale = w.heard && now.saturating_since(w.last_change) > timeout;
             let stuck = w
                 .outstanding
                 .is_some_and(|(_, posted)| now.saturating_since(posted) > timeout);
@@ -393,6 +394,7 @@ impl<T: Transport> Sst<T> {
         w.last_heartbeat = beat;
         w.last_change = now;
         w.outstanding = None;
+        w.heard = false;
     }
 
     /// The newer incarnation of `row`'s suspected member that connected and waits to be

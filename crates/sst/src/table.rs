@@ -174,6 +174,10 @@ pub(crate) struct Watch {
     pub(crate) last_change: Time,
     /// The outstanding signaled heartbeat write and when it was posted.
     pub(crate) outstanding: Option<(OpId, Time)>,
+    /// Its heartbeat moved since it connected (members linked from the start: true). A member
+    /// that connected but never wrote is not suspected for silence: the peer may not have
+    /// admitted this member yet (a restarted incarnation waits to be readmitted).
+    pub(crate) heard: bool,
 }
 
 /// The Shared State Table of one member: its copy of every row, its own row that only it
@@ -323,6 +327,7 @@ impl<T: Transport> Sst<T> {
                 last_heartbeat: 0,
                 last_change: now,
                 outstanding: None,
+                heard: true,
             })
             .collect();
         let absent = (config.members.iter())

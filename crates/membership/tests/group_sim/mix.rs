@@ -222,8 +222,11 @@ impl Run {
         self.apps[i] = App::default();
         self.installs[i].clear();
         self.accountable_from[i] = self.submitted[i].len();
+        // A node restarted inside a partition is still cut off (it may be suspected again
+        // before the heal and wait for another restart): not a survivor.
         self.fate[i] = Fate {
             joining: true,
+            cut_off: self.fate[i].cut_off,
             ..Fate::default()
         };
         self.stats.rejoined += 1;

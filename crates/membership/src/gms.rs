@@ -257,10 +257,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Sets up the core with `layout` (it replaces [`GmsConfig::layout`]).
     pub fn with_layout(
         transport: T,
+        cfg: GmsConfig,
+        log: L,
+        recovered: Option<&Recovered>,
+        layout: Layout,
+    ) -> Result<Gms<T, L>, GmsError> {
+        Self::build(transport, cfg, log, recovered, layout, false)
+    }
+
+    /// Sets up the core of a node that starts *outside* the group whatever `cfg.initial` says:
+    /// a process restarted under the id of a member that crashed (a new incarnation, with a
+    /// fresh log). It installs no view 0; like any joiner it follows the views that name it
+    /// once the members readmitted its row (see [`request_join`](Gms::request_join)).
+    pub fn rejoining(transport: T, cfg: GmsConfig, log: L) -> Result<Gms<T, L>, GmsError> {
+        let layout = cfg.shard_layout();
+        Self::build(transport, cfg, log, None, layout, true)
+    }
+
+    fn build(
+        transport: T,
         mut cfg: GmsConfig,
         mut log: L,
         recovered: Option<&Recovered>,
         layout: Layout,
+        outsider: bool,
     ) -> Result<Gms<T, L>, GmsError> {
         cfg.layout = Some(layout.clone());
         cfg.validate()?;
@@ -299,7 +319,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 });
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
             }
-            None if cfg.initial.contains(&me) => {
+            None if cfg.initial.contains(&me) && !outsider => {
                 let v = View::new(0, cfg.initial.clone(), &layout);
                 for r in crate::restart::installed_records(&v) {
                     log.append(&r)?;
@@ -576,6 +596,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Err(GmsError::Stopped(why.clone()));
         }
         let busy = self.sst.poll_once()?.is_busy();
+        self.readmit_restarted()?;
         let before = out.len();
         match self.view.clone() {
             None => self.follow_as_outsider(out)?,
@@ -583,6 +604,32 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             Some(view) => self.member_round(&view, epoch, out)?,
         }
         Ok(busy || out.len() > before)
+    }
+
+    /// Readmits the rows of suspected nodes whose newer incarnation connected (they restarted
+    /// under their id), once this member can no longer count the old incarnation: this member
+    /// is in a view and that view does not contain it (its removal was installed here, or it
+    /// never was a member), no proposal or decision this member holds names it, and no restart
+    /// is under way. An outsider readmits nobody. Until
+    /// then the row stays suspected and frozen, and the new incarnation waits outside.
+    fn readmit_restarted(&mut self) -> Result<(), GmsError> {
+        for row in self.sst.pending_rows() {
+            let Some(&node) = self.cfg.universe.get(row) else {
+                continue;
+            };
+            let named = |ch: &[Change]| ch.iter().any(|c| c.node == node);
+            // An outsider (a joiner) never readmits: the view it is about to install was
+            // decided by others and may still name the old incarnation; its own row would then
+            // hand that view to the new incarnation, which would take it for its own.
+            let counted = self.restart.is_some()
+                || self.view.as_ref().is_none_or(|v| v.contains(node))
+                || self.proposal.as_ref().is_some_and(|(_, ch)| named(ch))
+                || self.decision.as_ref().is_some_and(|d| named(&d.changes));
+            if !counted && self.sst.readmit(row)? {
+                tracing::info!(me = %self.me, %node, "membership: a restarted node's new incarnation readmitted; it may join");
+            }
+        }
+        Ok(())
     }
 
     /// A node outside any view installs the newest view that names it.

@@ -525,16 +525,35 @@ impl<T: Transport, L: Durable> Group<T, L> {
         log: L,
         recovered: Option<&Recovered>,
     ) -> Result<Group<T, L>, GroupError> {
+        Self::build(transport, cfg, log, recovered, false)
+    }
+
+    /// `outsider`: start outside the group even if `cfg.gms.initial` names this node (a joiner,
+    /// possibly a restarted initial member).
+    fn build(
+        transport: T,
+        cfg: GroupConfig,
+        log: L,
+        recovered: Option<&Recovered>,
+        outsider: bool,
+    ) -> Result<Group<T, L>, GroupError> {
         cfg.validate()?;
         let mux = Mux::new(transport, &cfg.regions());
-        let gms = Gms::new(mux.handle(), cfg.gms.clone(), log, recovered)?;
+        let gms = if outsider {
+            Gms::rejoining(mux.handle(), cfg.gms.clone(), log)?
+        } else {
+            Gms::new(mux.handle(), cfg.gms.clone(), log, recovered)?
+        };
         let layout = cfg.gms.shard_layout();
         // Active from the start (holding their shard's initial state): view 0's shard members.
         let v0 = View::new(0, cfg.gms.initial.clone(), &layout);
+        let me = gms.id();
+        // A joiner holds no state, even one restarted under an initial member's id.
         let initial: Vec<NodeId> = v0
             .shards
             .iter()
             .flat_map(|s| s.members.iter().copied())
+            .filter(|&m| !(outsider && m == me))
             .collect();
         let transfer = Transfer::new(
             mux.handle(),
@@ -542,7 +561,6 @@ impl<T: Transport, L: Durable> Group<T, L> {
             cfg.gms.universe.clone(),
             initial,
         );
-        let me = gms.id();
         let active = gms
             .view()
             .is_some_and(|v| v.shard_of(me).is_some() || gms.restarting().is_some());
@@ -772,8 +790,15 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// assert_eq!(applied, [100; 4]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// **Rejoining under the same id.** A process restarted in place of a crashed member (a
+    /// new incarnation of the node, see `squall_transport::Transport`'s *Incarnations*) starts
+    /// with `joining` too, with a fresh log, even when it was an initial member: it never takes
+    /// the initial member's view 0 or state, and joins like any joiner, by state transfer. The
+    /// members readmit its row once the old incarnation is in none of their views (until then it
+    /// waits, asking).
     pub fn joining(transport: T, cfg: GroupConfig, log: L) -> Result<Group<T, L>, GroupError> {
-        let mut g = Group::new(transport, cfg, log, None)?;
+        let mut g = Group::build(transport, cfg, log, None, true)?;
         g.join()?;
         Ok(g)
     }

@@ -128,8 +128,13 @@ impl<T: Transport> Sst<T> {
         self.suspected[row] = true;
         self.watch[row].outstanding = None;
         let peer = self.member(row);
-        // Freeze: from now on nothing the peer sends is applied to the table.
-        self.transport.report_failed(peer);
+        // Freeze: from now on nothing the peer sends is applied to the table. A suspicion the
+        // transport raised (`PeerFailed`, a failed op, a cut) is about a link it failed
+        // already; reporting it again could cut a newer incarnation's link that came up in the
+        // same batch of events (the report names the incarnation last polled).
+        if !matches!(why, Suspicion::Transport | Suspicion::Remote) {
+            self.transport.report_failed(peer);
+        }
         let now = self.transport.now();
         let delay = self.config.accusation_delay();
         let detected = matches!(why, Suspicion::Transport | Suspicion::Timeout);
@@ -154,9 +159,10 @@ impl<T: Transport> Sst<T> {
             return false; // it is being removed: it accuses nobody
         }
         let flags = self.schema.suspected();
+        // "Incarnations below known + 1 suspected": a newer incarnation is not.
         self.table.store(
             row_word(self.me, self.schema.row_len(), flags.word + row),
-            1,
+            self.known[row].saturating_add(1),
         );
         true
     }
@@ -223,9 +229,9 @@ impl<T: Transport> Sst<T> {
                             new += usize::from(self.mark_suspected(row, why));
                         }
                     }
-                    Event::PeerConnected { peer, .. } => {
+                    Event::PeerConnected { peer, incarnation } => {
                         if let Some(row) = self.row_of(peer) {
-                            new += usize::from(self.connected(row)?);
+                            new += usize::from(self.connected(row, incarnation)?);
                         }
                     }
                     Event::Completion(c) => {
@@ -298,8 +304,9 @@ impl<T: Transport> Sst<T> {
             if beat != w.last_heartbeat {
                 w.last_heartbeat = beat;
                 w.last_change = now;
+                w.heard = true;
             }
-            let stale = now.saturating_since(w.last_change) > timeout;
+            let stale = w.heard && now.saturating_since(w.last_change) > timeout;
             let stuck = w
                 .outstanding
                 .is_some_and(|(_, posted)| now.saturating_since(posted) > timeout);
@@ -315,9 +322,11 @@ impl<T: Transport> Sst<T> {
                 continue;
             }
             for j in 0..self.rows() {
+                // A flag names the incarnations it suspects (those below its value): one
+                // about an incarnation older than the one this member knows is stale.
                 if j != self.me
                     && !self.suspected[j]
-                    && self.table.load(row_word(row, row_len, flags.word + j)) != 0
+                    && self.table.load(row_word(row, row_len, flags.word + j)) > self.known[j]
                 {
                     new += usize::from(self.mark_suspected(j, Suspicion::Gossip));
                 }
@@ -336,14 +345,28 @@ impl<T: Transport> Sst<T> {
 }
 
 impl<T: Transport> Sst<T> {
-    /// The link to `row`'s absent member came up: check its region, restart its detector clock
-    /// (it was never suspected for being absent) and push the whole local row to it, so the late
-    /// member catches up. Returns whether the member was suspected instead (region too small).
-    fn connected(&mut self, row: usize) -> Result<bool, SstError> {
-        if row == self.me || !self.absent[row] {
+    /// The link to `row`'s member came up with `incarnation`. An absent member: check its
+    /// region, restart its detector clock (it was never suspected for being absent) and push the
+    /// whole local row to it, so the late member catches up. A suspected member's newer
+    /// incarnation (it restarted under its id) is held *pending* until [`readmit`](Sst::readmit).
+    /// Returns whether the member was suspected instead (region too small).
+    fn connected(&mut self, row: usize, incarnation: u64) -> Result<bool, SstError> {
+        if row == self.me {
+            return Ok(false);
+        }
+        if self.suspected[row] {
+            if incarnation > self.known[row] {
+                self.pending[row] = Some(incarnation);
+                self.absent[row] = false;
+                tracing::info!(me = %self.member(self.me), peer = %self.member(row), incarnation, "sst: a suspected member's new incarnation connected; held pending readmission");
+            }
+            return Ok(false);
+        }
+        if !self.absent[row] {
             return Ok(false);
         }
         self.absent[row] = false;
+        self.known[row] = incarnation;
         let peer = self.member(row);
         let need = self.schema.table_len();
         let have = (self.transport)
@@ -353,18 +376,62 @@ impl<T: Transport> Sst<T> {
             tracing::error!(me = %self.member(self.me), %peer, have, need, "sst: a late member's table region is too small; suspecting it");
             return Ok(self.mark_suspected(row, Suspicion::Transport));
         }
-        let now = self.transport.now();
-        let hb = self.schema.heartbeat();
-        let beat = self.get(row, hb);
-        let w = &mut self.watch[row];
-        w.last_heartbeat = beat;
-        w.last_change = now;
-        w.outstanding = None;
+        self.restart_watch(row);
         if !self.suspected[row] {
             self.post_row_write(row, self.schema.row_range(), Signal::Unsignaled)?;
         }
         tracing::info!(me = %self.member(self.me), %peer, "sst: late member connected; row pushed");
         Ok(false)
+    }
+}
+
+impl<T: Transport> Sst<T> {
+    /// Restarts `row`'s failure-detector clock from now (a member that just connected).
+    fn restart_watch(&mut self, row: usize) {
+        let now = self.transport.now();
+        let beat = self.get(row, self.schema.heartbeat());
+        let w = &mut self.watch[row];
+        w.last_heartbeat = beat;
+        w.last_change = now;
+        w.outstanding = None;
+        w.heard = false;
+    }
+
+    /// The newer incarnation of `row`'s suspected member that connected and waits to be
+    /// readmitted, if any (see [`readmit`](Sst::readmit)).
+    pub fn pending_incarnation(&self, row: usize) -> Option<u64> {
+        self.pending.get(row).copied().flatten()
+    }
+
+    /// The rows whose suspected member has a newer incarnation waiting to be readmitted.
+    pub fn pending_rows(&self) -> Vec<usize> {
+        (0..self.rows())
+            .filter(|&r| self.pending[r].is_some())
+            .collect()
+    }
+
+    /// Readmits `row`'s member as its pending newer incarnation: the row is no longer
+    /// suspected (only the incarnations before it stay suspected: this member's published
+    /// flag for the row keeps its value, which the new incarnation is not below), its detector
+    /// clock restarts, and the whole local row is pushed to it. The row's memory is what the
+    /// new incarnation wrote into it, or the frozen old values until it does (it pushes its
+    /// whole row when it connects). Returns whether there was an incarnation to readmit.
+    ///
+    /// The caller decides when: a membership layer readmits only once the old incarnation is
+    /// in none of the views it could still count, so a proposal never counts the old
+    /// incarnation's vote or state as the new one's.
+    pub fn readmit(&mut self, row: usize) -> Result<bool, SstError> {
+        let Some(incarnation) = self.pending.get_mut(row).and_then(Option::take) else {
+            return Ok(false);
+        };
+        self.suspected[row] = false;
+        self.known[row] = incarnation;
+        self.deferred.retain(|&(r, _)| r != row);
+        self.restart_watch(row);
+        self.post_row_write(row, self.schema.row_range(), Signal::Unsignaled)?;
+        let peer = self.member(row);
+        tracing::info!(me = %self.member(self.me), %peer, incarnation, "sst: member readmitted as a new incarnation; row pushed");
+        Ok(true)
     }
 }
 

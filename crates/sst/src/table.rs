@@ -174,6 +174,10 @@ pub(crate) struct Watch {
     pub(crate) last_change: Time,
     /// The outstanding signaled heartbeat write and when it was posted.
     pub(crate) outstanding: Option<(OpId, Time)>,
+    /// Its heartbeat moved since it connected (members linked from the start: true). A member
+    /// that connected but never wrote is not suspected for silence: the peer may not have
+    /// admitted this member yet (a restarted incarnation waits to be readmitted).
+    pub(crate) heard: bool,
 }
 
 /// The Shared State Table of one member: its copy of every row, its own row that only it
@@ -232,6 +236,13 @@ pub struct Sst<T: Transport> {
     pub(crate) accused: bool,
     /// Suspicions of lower-ranked members awaiting publication: row, and when.
     pub(crate) deferred: Vec<(usize, Time)>,
+    /// Per row: the member's incarnation as this member knows it (0 for a link up from the
+    /// start, else the one its last accepted `PeerConnected` named). A published suspicion of
+    /// the row is `known + 1`: "its incarnations below that are suspected".
+    pub(crate) known: Vec<u64>,
+    /// Per row: a newer incarnation of a suspected member that connected and waits for
+    /// [`Sst::readmit`].
+    pub(crate) pending: Vec<Option<u64>>,
 }
 
 /// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
@@ -316,6 +327,7 @@ impl<T: Transport> Sst<T> {
                 last_heartbeat: 0,
                 last_change: now,
                 outstanding: None,
+                heard: true,
             })
             .collect();
         let absent = (config.members.iter())
@@ -347,6 +359,8 @@ impl<T: Transport> Sst<T> {
             history: Vec::new(),
             accused: false,
             deferred: Vec::new(),
+            known: vec![0; n],
+            pending: vec![None; n],
             schema,
         })
     }

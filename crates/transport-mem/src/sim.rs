@@ -353,9 +353,14 @@ impl World {
         *c
     }
 
+    /// Whether the link's head waits: a partition, a crashed target, or a target that has not
+    /// yet polled the `PeerConnected` of the sender's new incarnation (its link to that
+    /// incarnation is not up: the ops wait for it rather than being refused, as on TCP).
     fn is_blocked(&self, link: usize) -> bool {
-        let (_, dst) = self.ends(link);
-        self.blocked[link] || self.nodes[dst.index()].crashed
+        let (src, dst) = self.ends(link);
+        let pending = self.nodes[dst.index()].reconnect[src.index()]
+            == Some(self.nodes[src.index()].incarnation);
+        self.blocked[link] || self.nodes[dst.index()].crashed || pending
     }
 
     /// Fails the heads of blocked links whose timeout has passed.

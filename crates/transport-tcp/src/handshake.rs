@@ -1,6 +1,6 @@
 //! Start-up: the listener, dialling peers, and the handshake that checks who is who.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,7 +95,9 @@ pub enum StartError {
 
 struct AcceptState {
     tx: Option<mpsc::Sender<Connected>>,
-    taken: BTreeSet<NodeId>,
+    /// The peers linked so far, with the incarnation of their latest link: a later handshake
+    /// from one is admitted only with a larger incarnation (a restart of the peer).
+    taken: BTreeMap<NodeId, u64>,
     /// Peers this node is dialling right now (late nodes may dial each other at once).
     dialing: BTreeSet<NodeId>,
     refused: Vec<String>,
@@ -111,8 +113,8 @@ struct AcceptCtx {
 
 /// The listener thread. It keeps running after start-up: it accepts the handshakes of configured
 /// nodes that were not linked yet (late nodes, see [`ClusterConfig::late`]) with the same checks,
-/// refuses repeated ones (a restarted node under an old identity), and closes connections that
-/// send garbage.
+/// admits a peer that linked before only with a larger incarnation (a restart of it; the node
+/// then replaces the old link), refuses the rest, and closes connections that send garbage.
 pub(crate) struct Acceptor {
     ctx: Arc<AcceptCtx>,
     addr: SocketAddr,
@@ -213,12 +215,6 @@ impl AcceptCtx {
         if !self.config.nodes.contains_key(&from) {
             return Err(format!("{from} is not in this node's cluster config"));
         }
-        if from <= self.me && !self.config.is_late(from) {
-            return Err(format!(
-                "{from} dialled {}, but only higher ids dial lower ones (and late nodes dial every node)",
-                self.me
-            ));
-        }
         let specs = region_specs(h)?;
         Ok((from, specs))
     }
@@ -265,8 +261,20 @@ impl AcceptCtx {
             Ok(x) => x,
             Err(reason) => return self.refuse(&mut stream, addr, reason),
         };
-        {
+        let linked_before = {
             let mut st = lock(&self.state);
+            let linked_before = st.taken.get(&from).copied();
+            if from <= self.me && !self.config.is_late(from) && linked_before.is_none() {
+                drop(st);
+                return self.refuse(
+                    &mut stream,
+                    addr,
+                    format!(
+                        "{from} dialled {}, but only higher ids dial lower ones (and late or restarted nodes dial every node)",
+                        self.me
+                    ),
+                );
+            }
             if st.dialing.contains(&from) && from < self.me {
                 // Two late nodes dialling each other at once: the higher id's dial wins.
                 drop(st);
@@ -276,26 +284,33 @@ impl AcceptCtx {
                     format!("{CROSSED}: {} is dialling {from} too", self.me),
                 );
             }
-            if st.taken.contains(&from) || st.tx.is_none() {
+            if linked_before.is_some_and(|i| hello.incarnation <= i) || st.tx.is_none() {
                 drop(st);
                 return self.refuse(
                     &mut stream,
                     addr,
                     format!(
-                        "{from} is already linked to {} (or it is shutting down); a restarted node must join a new cluster, never under its old identity",
-                        self.me
+                        "{from} is already linked to {} with incarnation {} and announced {} (or the node is shutting down); a restarted node comes back with a larger incarnation",
+                        self.me,
+                        linked_before.unwrap_or(0),
+                        hello.incarnation
                     ),
                 );
             }
-            st.taken.insert(from);
-        }
+            st.taken.insert(from, hello.incarnation);
+            linked_before
+        };
         let mut answer = self.hello.clone();
         answer.to = from.0;
         let mut buf = Vec::new();
         frame::encode_welcome(&mut buf, &answer);
         if let Err(e) = stream.write_all(&buf) {
             tracing::warn!(me = %self.me, peer = %from, error = %e, "tcp transport: handshake answer failed");
-            lock(&self.state).taken.remove(&from);
+            let mut st = lock(&self.state);
+            match linked_before {
+                Some(i) => st.taken.insert(from, i),
+                None => st.taken.remove(&from),
+            };
             return;
         }
         let c = Connected {
@@ -404,12 +419,16 @@ pub(crate) type Established = (Acceptor, Vec<Connected>, mpsc::Receiver<Connecte
 /// every lower founder and waits for every higher one; a late node dials every configured peer
 /// once and leaves the ones it cannot reach absent. Returns the connections once handshaken; the
 /// listener keeps accepting handshakes from configured nodes not linked yet.
+///
+/// `late` is [`ClusterConfig::is_late`] for a first start; a restart of a node under its old id
+/// starts late whatever the config says (its peers run already).
 pub(crate) fn establish(
     listener: TcpListener,
     config: &ClusterConfig,
     me: NodeId,
     incarnation: u64,
     regions: &[RegionSpec],
+    late: bool,
 ) -> Result<Established, StartError> {
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.nodes[&me],
@@ -431,7 +450,7 @@ pub(crate) fn establish(
         hello: hello.clone(),
         state: Mutex::new(AcceptState {
             tx: Some(tx),
-            taken: BTreeSet::new(),
+            taken: BTreeMap::new(),
             dialing: BTreeSet::new(),
             refused: Vec::new(),
         }),
@@ -468,7 +487,6 @@ pub(crate) fn establish(
         thread: Some(thread),
     };
     let deadline = Instant::now() + config.connect_timeout;
-    let late = config.is_late(me);
     let mut connected = Vec::new();
     let dial_to: Vec<NodeId> = if late {
         config.nodes.keys().copied().filter(|&p| p != me).collect()
@@ -480,7 +498,7 @@ pub(crate) fn establish(
     for peer in dial_to {
         {
             let mut st = lock(&ctx.state);
-            if st.taken.contains(&peer) {
+            if st.taken.contains_key(&peer) {
                 continue; // it dialled this node first
             }
             st.dialing.insert(peer);
@@ -489,14 +507,17 @@ pub(crate) fn establish(
         let mut st = lock(&ctx.state);
         st.dialing.remove(&peer);
         match r {
-            Ok(c) if st.taken.insert(peer) => connected.push(c),
+            Ok(c) if !st.taken.contains_key(&peer) => {
+                st.taken.insert(peer, c.incarnation);
+                connected.push(c);
+            }
             Ok(c) => {
                 // Linked through the listener meanwhile: keep that link.
                 let _ = c.stream.shutdown(std::net::Shutdown::Both);
             }
             // Its dial to this node wins (or already won): the listener takes it.
             Err(StartError::Refused { reason, .. })
-                if reason.starts_with(CROSSED) || st.taken.contains(&peer) => {}
+                if reason.starts_with(CROSSED) || st.taken.contains_key(&peer) => {}
             // A late node leaves a peer it cannot reach, or whose handshake breaks off, absent
             // (it dials in when it starts); a refusal says the configs differ, and stops it.
             Err(e @ (StartError::Unreachable { .. } | StartError::Handshake { .. })) if late => {

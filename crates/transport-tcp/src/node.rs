@@ -223,11 +223,78 @@ pub(crate) struct Link {
     regions: Vec<RegionSpec>,
 }
 
-/// One configured peer: its link once a handshake with it completed (at start, or later for an
-/// absent peer). Filled once and never emptied, so the data path reads it without a lock.
+/// One configured peer: its links, one per incarnation of the peer whose handshake completed
+/// (at start, later for an absent peer, and again after each restart of the peer). The chain is
+/// appended to and never emptied, so the data path reads it without a lock.
 pub(crate) struct LinkSlot {
     peer: NodeId,
+    links: Chain,
+    /// The chain position of the link the driver posts on. It moves to a new incarnation's
+    /// link when the driver polls that link's `PeerConnected` (see [`Transport`]'s
+    /// *Incarnations*); written by the driver only.
+    current: AtomicUsize,
+    /// Serialises adding a link with barring the peer (a peer declared failed while absent).
+    admit: Mutex<Admit>,
+}
+
+impl LinkSlot {
+    fn new(peer: NodeId) -> LinkSlot {
+        LinkSlot {
+            peer,
+            links: Chain::default(),
+            current: AtomicUsize::new(0),
+            admit: Mutex::new(Admit::default()),
+        }
+    }
+}
+
+/// Who may still link in a [`LinkSlot`].
+#[derive(Default)]
+struct Admit {
+    /// How many links the chain holds.
+    links: usize,
+    /// Declared failed while absent: no incarnation links any more.
+    barred: bool,
+}
+
+/// The links of one peer's incarnations, oldest first. A restart of a peer is rare, so a list
+/// is enough; every old link is failed, and keeps its buffers and sockets until the node shuts
+/// down (a restart costs one [`READ_BUF`] and two file descriptors until then).
+#[derive(Default)]
+struct Chain {
     link: OnceLock<Link>,
+    next: OnceLock<Box<Chain>>,
+}
+
+impl Chain {
+    /// The entry at position `n`, if the chain is that long.
+    fn nth(&self, n: usize) -> Option<&Chain> {
+        let mut at = self;
+        for _ in 0..n {
+            at = at.next.get()?;
+        }
+        Some(at)
+    }
+
+    /// The entry at position `n`, growing the chain to it (callers hold the slot's `admit`).
+    fn nth_or_grow(&self, n: usize) -> &Chain {
+        let mut at = self;
+        for _ in 0..n {
+            at = at.next.get_or_init(Box::default);
+        }
+        at
+    }
+
+    /// Every link in the chain, oldest first.
+    fn iter(&self) -> impl Iterator<Item = &Link> {
+        std::iter::successors(Some(self), |c| c.next.get().map(|b| &**b))
+            .filter_map(|c| c.link.get())
+    }
+}
+
+/// The epoll token of the link at chain position `pos` of slot `idx`.
+fn link_token(idx: usize, pos: usize) -> u64 {
+    (pos as u64) << 32 | idx as u64
 }
 
 pub(crate) struct Shared {
@@ -603,14 +670,22 @@ impl Shared {
         self.links.binary_search_by_key(&peer, |l| l.peer).ok()
     }
 
-    /// The link in slot `idx`, if its handshake completed.
+    /// The link the driver posts on in slot `idx` (the incarnation whose `PeerConnected` it
+    /// polled last, or the first link), if a handshake completed.
     fn link(&self, idx: usize) -> Option<&Link> {
-        self.links.get(idx).and_then(|s| s.link.get())
+        let slot = self.links.get(idx)?;
+        let pos = slot.current.load(Ordering::Relaxed);
+        slot.links.nth(pos).and_then(|c| c.link.get())
     }
 
-    /// The links whose handshake completed.
+    /// The link at chain position `pos` of slot `idx`.
+    fn link_at(&self, idx: usize, pos: usize) -> Option<&Link> {
+        self.links.get(idx)?.links.nth(pos)?.link.get()
+    }
+
+    /// The links whose handshake completed (every incarnation's).
     fn live(&self) -> impl Iterator<Item = &Link> {
-        self.links.iter().filter_map(|s| s.link.get())
+        self.links.iter().flat_map(|s| s.links.iter())
     }
 
     /// The link to post on: refused if the endpoint is closed or the peer unknown.
@@ -981,8 +1056,8 @@ impl Shared {
 ///
 /// Both registrations are edge-triggered, so bytes left to the driver do not wake this thread
 /// again; whoever reads, reads until the socket is drained.
-fn reader_loop(shared: Arc<Shared>, idx: usize) {
-    let Some(link) = shared.link(idx) else {
+fn reader_loop(shared: Arc<Shared>, idx: usize, pos: usize) {
+    let Some(link) = shared.link_at(idx, pos) else {
         return;
     };
     let lease = shared.config.read_lease;
@@ -1091,6 +1166,12 @@ fn timer_loop(shared: Arc<Shared>, parker: Parker) {
 /// and its reader thread starts. With `announce`, `PeerConnected` is queued before anything else
 /// about the link can be, and the driver is woken; the driver adds the peer to its directory
 /// when it polls that event.
+///
+/// A link from a peer that already had one is a new incarnation of it (the listener admits only
+/// larger incarnations): the old link is failed first (its `PeerFailed` and error completions
+/// come before the new `PeerConnected`, which is always announced), and the driver switches to
+/// the new link when it polls that `PeerConnected`. A peer barred (declared failed while
+/// absent) never links: its connection is closed.
 fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), StartError> {
     let peer = c.peer;
     let socket_err = |source| StartError::Socket { peer, source };
@@ -1141,28 +1222,48 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
         peer_max_body: body_limit(shared.config.max_message_len, peer_regions_max),
         regions: c.regions,
     };
-    if shared.links[idx].link.set(link).is_err() {
-        // The handshake refuses a second link from a peer, so this is a bug, not a peer's doing.
-        tracing::error!(me = %shared.me, %peer, "tcp transport: a second link to a linked peer; dropped");
+    let slot = &shared.links[idx];
+    let mut admit = lock(&slot.admit);
+    let pos = admit.links;
+    let previous = pos.checked_sub(1).and_then(|p| shared.link_at(idx, p));
+    let stale = previous.is_some_and(|prev| link.peer_incarnation <= prev.peer_incarnation);
+    if admit.barred || stale {
+        drop(admit);
+        tracing::warn!(me = %shared.me, %peer, incarnation = link.peer_incarnation, barred = !stale, "tcp transport: a link from a peer that may not link any more; closed");
+        let _ = link.stream.shutdown(Shutdown::Both);
         return Ok(());
     }
-    let Some(link) = shared.link(idx) else {
+    if let Some(prev) = previous {
+        // A new incarnation proves the old one gone: fail it first (if nothing did yet).
+        let mut st = lock(&prev.state);
+        shared.fail_locked(prev, &mut st, FailureCause::ConnectionLost, false);
+    }
+    if slot.links.nth_or_grow(pos).link.set(link).is_err() {
+        // `admit` serialises installs, so the position is free; a bug, not a peer's doing.
+        tracing::error!(me = %shared.me, %peer, "tcp transport: a link position taken twice; dropped");
+        return Ok(());
+    }
+    admit.links = pos + 1;
+    let Some(link) = shared.link_at(idx, pos) else {
         return Ok(());
     };
+    let announce = announce || pos > 0;
     if announce {
         shared.push_event(Event::PeerConnected {
             peer,
             incarnation: link.peer_incarnation,
         });
     }
+    drop(admit);
+    let token = link_token(idx, pos);
     let registered = (shared.driver_ep)
-        .add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, idx as u64)
-        .and_then(|()| (link.reader_ep).add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, idx as u64));
+        .add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, token)
+        .and_then(|()| (link.reader_ep).add(fd, sys::IN | sys::EDGE | sys::EXCLUSIVE, token));
     let spawned = registered.and_then(|()| {
         let s = Arc::clone(shared);
         std::thread::Builder::new()
             .name(format!("squall-tcp-{}-rx-{peer}", shared.me))
-            .spawn(move || reader_loop(s, idx))
+            .spawn(move || reader_loop(s, idx, pos))
     });
     match spawned {
         Ok(h) => lock(&shared.readers).push(h),
@@ -1201,15 +1302,23 @@ fn late_links_loop(shared: Arc<Shared>, rx: Receiver<Connected>) {
     }
 }
 
-/// A fresh incarnation number: different for every start of every process.
+/// A fresh incarnation number: the wall clock in nanoseconds, and larger than every earlier one
+/// of this process. A restarted node's incarnation is larger than its crashed one's as long as
+/// the clock did not go back between the two starts (peers admit only larger incarnations).
 fn fresh_incarnation() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static LAST: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
         .unwrap_or(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    nanos ^ (u64::from(std::process::id()) << 40) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = nanos.max(last.saturating_add(1));
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
 }
 
 impl TcpNode {
@@ -1227,11 +1336,15 @@ impl TcpNode {
         me: NodeId,
         regions: Vec<Region>,
     ) -> Result<TcpNode, StartError> {
+        let listener = Self::bind(&config, me)?;
+        Self::start_on(listener, config, me, regions)
+    }
+
+    /// Binds `me`'s address from `config` (validated first).
+    fn bind(config: &ClusterConfig, me: NodeId) -> Result<TcpListener, StartError> {
         config.validate_for(me)?;
         let addr = config.nodes[&me];
-        let listener =
-            TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
-        Self::start_on(listener, config, me, regions)
+        TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })
     }
 
     /// Like [`start`](Self::start), on a listener the caller already bound (for example on
@@ -1241,6 +1354,56 @@ impl TcpNode {
         config: ClusterConfig,
         me: NodeId,
         regions: Vec<Region>,
+    ) -> Result<TcpNode, StartError> {
+        let late = config.is_late(me);
+        Self::start_as(listener, config, me, regions, late)
+    }
+
+    /// Starts node `me` again after its process crashed (or was killed), under the same id and
+    /// with fresh regions: a new incarnation. It starts like a late node whatever the config
+    /// says (its peers run already): it dials every configured peer once, leaves the ones it
+    /// cannot reach absent, and reports `PeerConnected` for each link it makes. A peer that
+    /// had linked the old incarnation admits the new one because its incarnation is larger
+    /// (incarnations grow with the wall clock, so the restart must come after the old start on
+    /// the same clock): it fails the old link if it had not noticed the crash yet, and reports
+    /// `PeerConnected` with the new incarnation. The address comes from `config` (the same
+    /// port, or a new one if the peers' configs say so).
+    ///
+    /// ```no_run
+    /// # use squall_transport::{NodeId, Region, RegionId, RegionSpec};
+    /// # use squall_transport_tcp::{ClusterConfig, TcpNode};
+    /// # fn demo(config: ClusterConfig) -> Result<(), Box<dyn std::error::Error>> {
+    /// // In the process started in place of a killed node 2:
+    /// let region = Region::new(RegionSpec::new(RegionId(0), 4096))?;
+    /// let node = TcpNode::rejoin(config, NodeId(2), vec![region])?;
+    /// # drop(node); Ok(()) }
+    /// ```
+    pub fn rejoin(
+        config: ClusterConfig,
+        me: NodeId,
+        regions: Vec<Region>,
+    ) -> Result<TcpNode, StartError> {
+        let listener = Self::bind(&config, me)?;
+        Self::rejoin_on(listener, config, me, regions)
+    }
+
+    /// Like [`rejoin`](Self::rejoin), on a listener the caller already bound.
+    pub fn rejoin_on(
+        listener: TcpListener,
+        config: ClusterConfig,
+        me: NodeId,
+        regions: Vec<Region>,
+    ) -> Result<TcpNode, StartError> {
+        Self::start_as(listener, config, me, regions, true)
+    }
+
+    /// Starts as a founder (`late` false: waits for every founder) or as a late node.
+    fn start_as(
+        listener: TcpListener,
+        config: ClusterConfig,
+        me: NodeId,
+        regions: Vec<Region>,
+        late: bool,
     ) -> Result<TcpNode, StartError> {
         config.validate_for(me)?;
         let mut dir = Directory::new(me);
@@ -1257,7 +1420,7 @@ impl TcpNode {
             .map(|r| RegionSpec::new(r.id(), r.len()))
             .collect();
         let (acceptor, connected, late_rx) =
-            handshake::establish(listener, &config, me, incarnation, &specs)?;
+            handshake::establish(listener, &config, me, incarnation, &specs, late)?;
         let max_local = regions.iter().map(Region::len).max().unwrap_or(0);
         let max_body = body_limit(config.max_message_len, max_local);
         let clock = SystemClock::new();
@@ -1270,15 +1433,12 @@ impl TcpNode {
             .map_err(StartError::Thread)?;
         let slots: Vec<LinkSlot> = (config.nodes.keys().copied())
             .filter(|&p| p != me)
-            .map(|peer| LinkSlot {
-                peer,
-                link: OnceLock::new(),
-            })
+            .map(LinkSlot::new)
             .collect();
         let nlinks = slots.len();
         // A late node reports every link it makes (its peers were absent when it was created);
         // a founder's links made at start are there from the start.
-        let announce = config.is_late(me);
+        let announce = late;
         let timer_parker = Parker::new();
         let ack_every = ack_every(config.max_outstanding);
         let shared = Arc::new(Shared {
@@ -1435,8 +1595,8 @@ impl TcpNode {
     }
 
     fn flush_dirty(&mut self) {
-        for (slot, staged) in self.shared.links.iter().zip(&mut self.staged) {
-            let Some(link) = slot.link.get() else {
+        for (idx, staged) in self.staged.iter_mut().enumerate() {
+            let Some(link) = self.shared.link(idx) else {
                 continue;
             };
             if staged.count > 0 || link.dirty.load(Ordering::Acquire) {
@@ -2110,16 +2270,33 @@ impl Transport for TcpNode {
         }
         let shared = &self.shared;
         let mut ev = lock(&shared.events);
-        let n = out.len().min(ev.len());
-        for (slot, e) in out.iter_mut().zip(ev.drain(..n)) {
-            if let Event::PeerConnected { peer, .. } = e {
+        let mut n = 0;
+        while n < out.len() {
+            let Some(e) = ev.pop_front() else {
+                break;
+            };
+            if let Event::PeerConnected { peer, incarnation } = e {
+                let barred = (shared.link_index(peer))
+                    .is_some_and(|idx| lock(&shared.links[idx].admit).barred);
+                if barred {
+                    continue; // declared failed while absent: never connects
+                }
                 // The switch to connected, on the driver thread: ops to the peer are accepted
-                // from the moment its `PeerConnected` is polled.
-                if let Some(link) = shared.link_index(peer).and_then(|i| shared.link(i)) {
-                    self.dir.add_peer(peer, &link.regions);
+                // from the moment its `PeerConnected` is polled, and go to the link of the
+                // incarnation it names (a restarted peer's new link).
+                if let Some(idx) = shared.link_index(peer) {
+                    let mut links = shared.links[idx].links.iter();
+                    if let Some(pos) = links.position(|l| l.peer_incarnation == incarnation) {
+                        shared.links[idx].current.store(pos, Ordering::Relaxed);
+                        self.write_cache = None;
+                    }
+                    if let Some(link) = shared.link(idx) {
+                        self.dir.add_peer(peer, &link.regions);
+                    }
                 }
             }
-            *slot = e;
+            out[n] = e;
+            n += 1;
         }
         shared.events_len.store(ev.len(), Ordering::Release);
         n
@@ -2140,13 +2317,37 @@ impl Transport for TcpNode {
         self.dir.is_absent(peer)
     }
 
+    /// Fails the link the driver posts on: the incarnation whose `PeerConnected` it polled last
+    /// (a newer incarnation's link, not polled yet, stays up). An absent peer is barred: it is
+    /// reported failed once and never links (a handshake it completes later is closed).
     fn report_failed(&mut self, peer: NodeId) {
         let Some(idx) = self.link_index(peer) else {
             return;
         };
         let shared = &self.shared;
+        if self.dir.is_absent(peer) {
+            let mut admit = lock(&shared.links[idx].admit);
+            if !admit.barred {
+                admit.barred = true;
+                // A link made but not polled yet is failed (reported with it); `poll` drops
+                // its `PeerConnected`.
+                let made = (admit.links.checked_sub(1)).and_then(|pos| shared.link_at(idx, pos));
+                let failed = made.is_some_and(|link| {
+                    let mut st = lock(&link.state);
+                    shared.fail_locked(link, &mut st, FailureCause::Local, false)
+                });
+                if !failed {
+                    shared.push_event(Event::PeerFailed {
+                        peer,
+                        cause: FailureCause::Local,
+                    });
+                }
+                tracing::info!(me = %self.me, %peer, "tcp transport: absent peer declared failed; it will not link");
+            }
+            return;
+        }
         let Some(link) = shared.link(idx) else {
-            return; // absent: nothing is linked, so nothing to fail
+            return;
         };
         let mut st = lock(&link.state);
         // Staged ops become pending first, so that they fail with the rest.
@@ -2210,7 +2411,11 @@ impl Transport for TcpNode {
                 s.driver.drain();
                 continue;
             }
-            let Some(link) = usize::try_from(token).ok().and_then(|i| s.link(i)) else {
+            let (idx, pos) = (
+                (token & u64::from(u32::MAX)) as usize,
+                (token >> 32) as usize,
+            );
+            let Some(link) = s.link_at(idx, pos) else {
                 continue;
             };
             // Blocking on the receive buffer, not trying: if the reader thread holds it, it may

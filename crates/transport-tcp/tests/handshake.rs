@@ -1,5 +1,6 @@
 //! Handshake checks: mismatches are refused with a clear error on both sides, a restarted node
-//! is never taken for its old self, and start-up fails clearly when a peer is missing.
+//! is never taken for its old self (an old or equal incarnation is refused, a larger one
+//! replaces the old link), and start-up fails clearly when a peer is missing.
 mod common;
 
 use std::io::{Read, Write};
@@ -159,28 +160,140 @@ fn the_dialling_side_refuses_a_bad_region_directory() {
     assert!(text.contains("region"), "{text}");
 }
 
+/// Dials `to` as `from` with `incarnation` (a hand-made Hello): the refusal's reason, or what
+/// came back instead.
+fn raw_hello(
+    config: &ClusterConfig,
+    from: u32,
+    to: NodeId,
+    incarnation: u64,
+) -> Result<String, String> {
+    let mut s = std::net::TcpStream::connect(config.nodes[&to]).expect("connect");
+    let hello = frame::Hello {
+        version: PROTOCOL_VERSION,
+        cluster_id: config.cluster_id,
+        from,
+        to: to.0,
+        incarnation,
+        max_message_len: config.max_message_len as u32,
+        regions: vec![(0, 64)],
+    };
+    let mut b = Vec::new();
+    frame::encode_hello(&mut b, &hello);
+    s.write_all(&b).expect("hello");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut back = Vec::new();
+    let _ = s.read_to_end(&mut back);
+    match frame::decode(&back, 0) {
+        Ok(Some((Frame::Refuse(reason), _))) => Ok(reason.to_string()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
 #[test]
 fn a_restarted_node_is_not_taken_for_its_old_self() {
+    use squall_transport::{
+        Event, FailureCause, LocalSlice, OpError, RemoteAddr, Signal, Transport,
+    };
     let (ls, addrs) = common::listeners(2);
     let config = common::test_config(&addrs);
-    let nodes = common::start_cluster(&config, ls, &[RegionSpec::new(RegionId(0), 64)]);
+    let mut nodes = common::start_cluster(&config, ls, &[RegionSpec::new(RegionId(0), 64)]);
     assert_ne!(nodes[0].incarnation(), nodes[1].incarnation());
-    assert_eq!(
-        nodes[0].peer_incarnation(NodeId(1)),
-        Some(nodes[1].incarnation())
-    );
+    let old = nodes[1].incarnation();
+    assert_eq!(nodes[0].peer_incarnation(NodeId(1)), Some(old));
     assert_eq!(
         nodes[1].peer_incarnation(NodeId(0)),
         Some(nodes[0].incarnation())
     );
-    // Node 1 "restarts" while its old incarnation is still linked to node 0.
+    // Someone claiming to be node 1 with its current or an older incarnation is refused.
+    for stale in [old, old - 1] {
+        match raw_hello(&config, 1, NodeId(0), stale) {
+            Ok(reason) => assert!(
+                reason.contains("larger incarnation"),
+                "incarnation {stale}: {reason}"
+            ),
+            Err(other) => panic!("incarnation {stale} was not refused: {other}"),
+        }
+    }
+    // Node 1 restarts while its old incarnation is still linked: the larger incarnation is
+    // admitted and replaces the old link, which fails first.
     let fresh = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let e = TcpNode::start_on(fresh, quick(config), NodeId(1), regions())
-        .expect_err("restart accepted");
+    let mut new = TcpNode::rejoin_on(fresh, quick(config), NodeId(1), regions())
+        .expect("a larger incarnation is admitted");
+    assert!(new.incarnation() > old);
+    // Posted before node 0 polled the new link: goes to the old incarnation and fails.
+    let r = RegionId(0);
+    nodes[0].region(r).expect("region").store(0, 5);
+    let src = LocalSlice::new(r, 0, 8);
+    let stale_write = nodes[0]
+        .write(NodeId(1), src, RemoteAddr::new(r, 8), Signal::Signaled)
+        .expect("posted");
+    let mut events = [Event::PeerFailed {
+        peer: NodeId(0),
+        cause: FailureCause::Local,
+    }; 16];
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !seen
+        .iter()
+        .any(|e| matches!(e, Event::PeerConnected { .. }))
+        || !seen
+            .iter()
+            .any(|e| matches!(e, Event::Completion(c) if c.op == stale_write))
+    {
+        assert!(std::time::Instant::now() < deadline, "saw only {seen:?}");
+        let n = nodes[0].poll(&mut events);
+        seen.extend_from_slice(&events[..n]);
+        nodes[0].wait(Duration::from_millis(5));
+    }
+    let failed = seen.iter().position(|e| {
+        matches!(
+            e,
+            Event::PeerFailed {
+                peer: NodeId(1),
+                ..
+            }
+        )
+    });
+    let connected = seen.iter().position(|e| {
+        matches!(e, Event::PeerConnected { peer: NodeId(1), incarnation } if *incarnation == new.incarnation())
+    });
     assert!(
-        matches!(&e, StartError::Refused { peer: NodeId(0), reason } if reason.contains("already linked")),
-        "{e}"
+        matches!((failed, connected), (Some(f), Some(c)) if f < c),
+        "expected PeerFailed then PeerConnected with the new incarnation: {seen:?}"
     );
+    assert!(
+        seen.iter().any(|e| matches!(e, Event::Completion(c) if c.op == stale_write && c.result == Err(OpError::PeerFailed))),
+        "the write to the old incarnation did not fail: {seen:?}"
+    );
+    assert_eq!(
+        nodes[0].peer_incarnation(NodeId(1)),
+        Some(new.incarnation())
+    );
+    // Ops now reach the new incarnation, which never saw the stale write.
+    let cas = nodes[0]
+        .compare_and_swap(NodeId(1), RemoteAddr::new(r, 16), 0, 9)
+        .expect("posted on the new link");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the CAS never completed"
+        );
+        let n = nodes[0].poll(&mut events);
+        if let Some(Event::Completion(c)) = events[..n]
+            .iter()
+            .find(|e| matches!(e, Event::Completion(c) if c.op == cas))
+        {
+            assert_eq!(c.result, Ok(0));
+            break;
+        }
+        let _ = new.poll(&mut events);
+        nodes[0].wait(Duration::from_millis(5));
+    }
+    let mem = new.region(r).expect("region");
+    assert_eq!((mem.load(1), mem.load(2)), (0, 9));
 }
 
 #[test]

@@ -146,7 +146,7 @@ fn garbage_on_the_listening_port_is_refused_and_the_node_keeps_serving() {
     let r = refusal(&send_and_close(port, &f));
     assert!(r.contains("expected a Hello"), "{r}");
     // Well-formed handshakes that are wrong: another cluster, a wrong identity, a node that is
-    // already linked (a restarted node under its old identity), a lower id that should accept.
+    // already linked with a larger incarnation than the one it announces.
     let mut wrong = hello(&config, 1, 0);
     wrong.cluster_id ^= 1;
     let mut b = Vec::new();
@@ -161,10 +161,12 @@ fn garbage_on_the_listening_port_is_refused_and_the_node_keeps_serving() {
     frame::encode_hello(&mut b, &hello(&config, 1, 0));
     let r = refusal(&send_and_close(port, &b));
     assert!(r.contains("already linked"), "{r}");
+    // A lower id dialling a higher one it is linked to: taken for a restart of it, and refused
+    // because its incarnation is not larger than the linked one's.
     b.clear();
     frame::encode_hello(&mut b, &hello(&config, 0, 1));
     let r = refusal(&send_and_close(nodes[1].local_addr(), &b));
-    assert!(r.contains("only higher ids dial"), "{r}");
+    assert!(r.contains("larger incarnation"), "{r}");
 
     still_serving(&mut nodes, 0, 1);
     let mut events = [Event::PeerFailed {

@@ -7,6 +7,14 @@
 //! whichever handle asks first, so at most one core per node should use two-sided messages.
 //! Single-threaded by design (the handles share the endpoint through `Rc<RefCell<_>>`).
 //!
+//! **Stale failure reports.** [`Transport::report_failed`] names the incarnation whose link
+//! the caller last saw (see the trait's *Incarnations*). Each handle sees the endpoint's
+//! events later than the endpoint itself: when a peer restarts, the endpoint may already have
+//! handed out `PeerConnected` for the new incarnation while a handle still works through the
+//! old one's `PeerFailed`. A `report_failed(peer)` from a handle that has not yet polled the
+//! newest `PeerConnected` of that peer is about an incarnation that is already failed, so the
+//! mux drops it instead of cutting the new link.
+//!
 //! ```
 //! # fn demo<T: squall_transport::Transport>(endpoint: T) {
 //! use squall_transport::{mux::Mux, Transport};
@@ -34,6 +42,9 @@ struct Shared<T> {
     owner: BTreeMap<OpId, usize>,
     /// One queue per live handle (`None` once the handle is dropped).
     queues: Vec<Option<VecDeque<Event>>>,
+    /// Per peer: how many [`Event::PeerConnected`] the endpoint has handed out (each is a new
+    /// link, of a new incarnation).
+    connected: BTreeMap<NodeId, u64>,
 }
 
 impl<T: Transport> Shared<T> {
@@ -53,11 +64,15 @@ impl<T: Transport> Shared<T> {
                             q.push_back(*e);
                         }
                     }
-                    Event::PeerFailed { .. } | Event::PeerConnected { .. } => self
-                        .queues
-                        .iter_mut()
-                        .flatten()
-                        .for_each(|q| q.push_back(*e)),
+                    Event::PeerFailed { .. } | Event::PeerConnected { .. } => {
+                        if let Event::PeerConnected { peer, .. } = e {
+                            *self.connected.entry(*peer).or_default() += 1;
+                        }
+                        self.queues
+                            .iter_mut()
+                            .flatten()
+                            .for_each(|q| q.push_back(*e));
+                    }
                 }
             }
             if n < buf.len() {
@@ -93,6 +108,7 @@ impl<T: Transport> Mux<T> {
                 endpoint,
                 owner: BTreeMap::new(),
                 queues: Vec::new(),
+                connected: BTreeMap::new(),
             })),
             regions,
         }
@@ -116,6 +132,8 @@ impl<T: Transport> Mux<T> {
             me: s.endpoint.local_id(),
             peers: s.endpoint.peers().to_vec(),
             max_message_len: s.endpoint.max_message_len(),
+            // A new handle starts with nothing queued: it has seen every link so far.
+            seen: s.connected.clone(),
             shared: Rc::clone(&self.shared),
             regions: self.regions.clone(),
         }
@@ -135,6 +153,8 @@ pub struct MuxHandle<T> {
     max_message_len: usize,
     shared: Rc<RefCell<Shared<T>>>,
     regions: Vec<Region>,
+    /// Per peer: how many [`Event::PeerConnected`] this handle has polled.
+    seen: BTreeMap<NodeId, u64>,
 }
 
 impl<T> std::fmt::Debug for MuxHandle<T> {
@@ -226,6 +246,9 @@ impl<T: Transport> Transport for MuxHandle<T> {
         };
         let n = out.len().min(q.len());
         for (slot, e) in out.iter_mut().zip(q.drain(..n)) {
+            if let Event::PeerConnected { peer, .. } = e {
+                *self.seen.entry(peer).or_default() += 1;
+            }
             *slot = e;
         }
         n
@@ -239,8 +262,16 @@ impl<T: Transport> Transport for MuxHandle<T> {
         self.shared.borrow().endpoint.is_absent(peer)
     }
 
+    /// Reports `peer` failed, unless this handle has not yet polled the newest
+    /// [`Event::PeerConnected`] of `peer` that the endpoint handed out: then the report is about
+    /// an older incarnation, already failed, and is dropped (the newer link stays up).
     fn report_failed(&mut self, peer: NodeId) {
-        self.shared.borrow_mut().endpoint.report_failed(peer);
+        let mut s = self.shared.borrow_mut();
+        let links = s.connected.get(&peer).copied().unwrap_or(0);
+        if self.seen.get(&peer).copied().unwrap_or(0) < links {
+            return; // stale: about an incarnation before the newest link
+        }
+        s.endpoint.report_failed(peer);
     }
 
     fn waker(&self) -> crate::Waker {
@@ -262,5 +293,150 @@ impl<T> Drop for MuxHandle<T> {
         if let Ok(mut s) = self.shared.try_borrow_mut() {
             s.queues[self.index] = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An endpoint that hands out scripted events and records the failure reports it gets,
+    /// cutting the newest link of the peer as a real fabric would.
+    struct Scripted {
+        peers: Vec<NodeId>,
+        events: VecDeque<Event>,
+        /// The failure reports that reached the endpoint.
+        reports: Vec<NodeId>,
+    }
+
+    impl Transport for Scripted {
+        fn local_id(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn peers(&self) -> &[NodeId] {
+            &self.peers
+        }
+        fn region(&self, _: RegionId) -> Option<&Region> {
+            None
+        }
+        fn remote_region_len(&self, _: NodeId, _: RegionId) -> Option<usize> {
+            None
+        }
+        fn max_message_len(&self) -> usize {
+            0
+        }
+        fn now(&self) -> Time {
+            Time::ZERO
+        }
+        fn write(
+            &mut self,
+            _: NodeId,
+            _: LocalSlice,
+            _: RemoteAddr,
+            _: Signal,
+        ) -> Result<OpId, PostError> {
+            Err(PostError::Closed)
+        }
+        fn read(&mut self, _: NodeId, _: RemoteAddr, _: LocalSlice) -> Result<OpId, PostError> {
+            Err(PostError::Closed)
+        }
+        fn compare_and_swap(
+            &mut self,
+            _: NodeId,
+            _: RemoteAddr,
+            _: u64,
+            _: u64,
+        ) -> Result<OpId, PostError> {
+            Err(PostError::Closed)
+        }
+        fn fetch_add(&mut self, _: NodeId, _: RemoteAddr, _: u64) -> Result<OpId, PostError> {
+            Err(PostError::Closed)
+        }
+        fn send(&mut self, _: NodeId, _: &[u8], _: Signal) -> Result<OpId, PostError> {
+            Err(PostError::Closed)
+        }
+        fn fence(&mut self, _: NodeId) -> Result<OpId, PostError> {
+            Err(PostError::Closed)
+        }
+        fn poll(&mut self, out: &mut [Event]) -> usize {
+            let n = out.len().min(self.events.len());
+            for (slot, e) in out.iter_mut().zip(self.events.drain(..n)) {
+                *slot = e;
+            }
+            n
+        }
+        fn recv(&mut self, _: &mut Vec<u8>) -> Option<NodeId> {
+            None
+        }
+        fn is_absent(&self, _: NodeId) -> bool {
+            false
+        }
+        fn report_failed(&mut self, peer: NodeId) {
+            self.reports.push(peer);
+        }
+        fn wait(&mut self, _: Duration) {}
+        fn waker(&self) -> crate::Waker {
+            crate::Waker::noop()
+        }
+    }
+
+    fn poll_one<T: Transport>(h: &mut T) -> Option<Event> {
+        let mut ev = [Event::PeerConnected {
+            peer: NodeId(0),
+            incarnation: 0,
+        }];
+        (h.poll(&mut ev) == 1).then_some(ev[0])
+    }
+
+    /// A peer restarts: the endpoint hands out the old incarnation's failure and the new one's
+    /// link. A core that reacts to the failure before it polled the new link must not cut it;
+    /// once it polled the new link, its reports count again.
+    #[test]
+    fn a_report_from_a_handle_behind_the_newest_link_is_dropped() {
+        let peer = NodeId(1);
+        let endpoint = Scripted {
+            peers: vec![peer],
+            events: VecDeque::from([
+                Event::PeerFailed {
+                    peer,
+                    cause: FailureCause::ConnectionLost,
+                },
+                Event::PeerConnected {
+                    peer,
+                    incarnation: 2,
+                },
+            ]),
+            reports: Vec::new(),
+        };
+        let mux = Mux::new(endpoint, &[]);
+        let (mut fast, mut slow) = (mux.handle(), mux.handle());
+        // `fast` polls both events (the mux pumps the endpoint dry), `slow` only the failure.
+        assert!(matches!(
+            poll_one(&mut fast),
+            Some(Event::PeerFailed { .. })
+        ));
+        assert!(matches!(
+            poll_one(&mut fast),
+            Some(Event::PeerConnected { .. })
+        ));
+        assert!(matches!(
+            poll_one(&mut slow),
+            Some(Event::PeerFailed { .. })
+        ));
+        // `slow` reacts to the old incarnation's failure: stale, dropped.
+        slow.report_failed(peer);
+        assert_eq!(mux.with(|e| e.reports.clone()), Vec::<NodeId>::new());
+        // A handle created now has nothing to catch up on: its report counts.
+        let mut late = mux.handle();
+        assert_eq!(poll_one(&mut late), None);
+        // Once `slow` polled the new link, its report is about the new incarnation.
+        assert!(matches!(
+            poll_one(&mut slow),
+            Some(Event::PeerConnected { .. })
+        ));
+        slow.report_failed(peer);
+        fast.report_failed(peer);
+        late.report_failed(peer);
+        assert_eq!(mux.with(|e| e.reports.clone()), vec![peer; 3]);
     }
 }

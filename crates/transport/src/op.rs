@@ -113,8 +113,9 @@ impl Completion {
 pub enum Event {
     /// An op completed, successfully or not.
     Completion(Completion),
-    /// A peer is failed. Reported exactly once per peer, before the error completions it causes.
-    /// From then on nothing the peer sends is applied to this node's regions.
+    /// A peer is failed. Reported exactly once per peer incarnation (once per peer unless the
+    /// peer restarts, see [`PeerConnected`](Self::PeerConnected)), before the error completions
+    /// it causes. From then on nothing that incarnation sends is applied to this node's regions.
     PeerFailed {
         /// The peer.
         peer: NodeId,
@@ -122,16 +123,20 @@ pub enum Event {
         cause: FailureCause,
     },
     /// The link to a peer that was *absent* (not started yet when this node started) is now
-    /// established. Reported at most once per peer, and only for peers that were absent: a peer
-    /// linked when this endpoint was created is connected from the start and never reported.
+    /// established, or a failed peer came back as a new incarnation (it restarted under the
+    /// same id; always after that peer's [`PeerFailed`](Self::PeerFailed)). Reported once per
+    /// link: a peer linked when this endpoint was created is connected from the start and never
+    /// reported unless it restarts.
     /// From the moment this event is polled, ops to the peer are accepted, its regions are
     /// known ([`remote_region_len`](crate::Transport::remote_region_len)) and the usual
     /// contract holds on the link (FIFO, failure reported once and final).
     PeerConnected {
         /// The peer.
         peer: NodeId,
-        /// The peer's incarnation, as announced when the link was established (a fresh number
-        /// per start of the peer's process on fabrics that have processes; 1 in memory).
+        /// The peer's incarnation, as announced when the link was established: larger than
+        /// any incarnation of the peer linked before (a fresh number per start of the peer's
+        /// process on fabrics that have processes; 1 for a late start in memory, one more per
+        /// restart).
         incarnation: u64,
     },
 }

@@ -38,6 +38,19 @@ use crate::waker::Waker;
 /// reaches the ready-to-send state after the others: posting to a QP that is not connected
 /// fails at post time.
 ///
+/// **Incarnations.** A peer's process may crash and start again under the same id (a
+/// *restart*); each start is a new *incarnation* with a larger number. The endpoint fails the
+/// old incarnation as usual ([`Event::PeerFailed`], once, every op queued to it completing with
+/// an error; nothing of it is ever applied on the new link) and, when the new incarnation has
+/// linked, reports [`Event::PeerConnected`] with its incarnation. The new link goes live when
+/// that event is polled: until then ops to the peer go to the failed old link and fail. So the
+/// incarnation a caller talks to is always the one of the last `PeerConnected` of that peer it
+/// polled (or the initial link), and [`report_failed`](Self::report_failed) names exactly that
+/// incarnation: a report about an older incarnation never cuts a newer one's link. A fabric
+/// refuses an incarnation not larger than one it already linked. Several cores sharing one
+/// endpoint through a [`Mux`](crate::mux::Mux) keep the rule per core: the mux drops a report
+/// from a core that has not yet polled the newest `PeerConnected` of that peer.
+///
 /// Protocol cores are written against this trait and never sleep or spawn; a driver calls
 /// [`wait`](Self::wait) when a core has nothing to do.
 ///
@@ -133,7 +146,12 @@ pub trait Transport {
     /// Declares `peer` failed: from now on nothing it sends is applied here, ops to it fail, and
     /// the peer's own ops to this node fail too. Reported through [`poll`](Self::poll) like any
     /// other failure (once). Does nothing if the peer is already failed or unknown. An absent
-    /// peer declared failed is reported failed and never connects.
+    /// peer declared failed is reported failed (once) and never connects.
+    ///
+    /// The report is about the peer's incarnation whose link this caller last saw: the initial
+    /// link, or the one of the last [`Event::PeerConnected`] for `peer` it polled (see
+    /// *Incarnations* above). A newer incarnation whose `PeerConnected` is still unpolled is not
+    /// affected: its link comes up when that event is polled.
     fn report_failed(&mut self, peer: NodeId);
 
     /// Parks the calling driver until something may have changed (an event, a message, a remote

@@ -538,7 +538,17 @@ pub fn child_main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    let epochs = dir.join(format!("epochs-{me}"));
+    // `MP_REJOIN=k`: this process restarts a killed member under its id (the k-th restart): a
+    // new TCP incarnation, a fresh log and epoch directory, and a join by state transfer (see
+    // `Cluster::respawn`).
+    let rejoin: u64 = std::env::var("MP_REJOIN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let epochs = match rejoin {
+        0 => dir.join(format!("epochs-{me}")),
+        k => dir.join(format!("epochs-{me}-restart{k}")),
+    };
     std::fs::create_dir_all(&epochs).expect("epoch log directory");
     let cfg = s.group_config(&epochs);
     let regions = Group::<TcpNode, FileLog>::layout(&cfg)
@@ -548,7 +558,11 @@ pub fn child_main() {
         .collect();
     // Open (and fsync) the log before linking: once linked, the peers' suspicion timers run,
     // and an fsync on a busy disk can take longer than the suspicion timeout.
-    let (mut log, recovered) = FileLog::open(&dir.join(format!("gms-{me}.log"))).expect("log");
+    let log_name = match rejoin {
+        0 => format!("gms-{me}.log"),
+        k => format!("gms-{me}-restart{k}.log"),
+    };
+    let (mut log, recovered) = FileLog::open(&dir.join(log_name)).expect("log");
     assert!(
         s.sync_installed || !matches!(s.durable, Some(FsyncPolicy::EveryBatch)),
         "epochs that survive a power loss need the Installed record synced"
@@ -559,15 +573,24 @@ pub fn child_main() {
         life == 0,
         "n{me}: a fresh member has an empty log, a restarted one its earlier lives' records"
     );
-    let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
-    let recovered = (life > 0).then_some(&recovered);
-    let mut g = Group::new(node, cfg, log, recovered).expect("group");
+    let mut g = if rejoin == 0 {
+        let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
+        let recovered = (life > 0).then_some(&recovered);
+        Group::new(node, cfg, log, recovered).expect("group")
+    } else {
+        let node =
+            TcpNode::rejoin_on(listener, tcp, NodeId(me), regions).expect("tcp node restarts");
+        let g = Group::joining(node, cfg, log).expect("group");
+        writeln!(out, "J {}", now_us()).unwrap();
+        g
+    };
     writeln!(out, "READY {}", now_us()).unwrap();
     out.flush().unwrap();
 
     let start = Instant::now();
-    // Each life numbers its messages from `life << 32`, so no (sender, seq) repeats.
-    let mut seq = life << 32;
+    // Each life numbers its messages from `life << 32`, and a process restarted under a killed
+    // member's id from `rejoin * 1_000_000`, so no (sender, seq) repeats.
+    let mut seq = (life << 32) + rejoin * 1_000_000;
     // A restarted member's deliveries before its first view are its epoch logs' replay.
     let mut replaying = life > 0;
     let mut missing: Option<Vec<NodeId>> = None;
@@ -576,7 +599,7 @@ pub fn child_main() {
     // The application: a hash chain over the delivered payloads, and the next position.
     let mut applied = 0u64;
     let mut chain = 0u64;
-    let mut joined = false;
+    let mut joined = rejoin > 0;
     let mut suspected = 0usize;
     let mut ups = Vec::new();
     let mut stopped = false;
@@ -953,13 +976,15 @@ struct Member {
 pub struct Cluster {
     members: Vec<Member>,
     dir: PathBuf,
+    cluster_id: u64,
+    /// Restarts so far (see [`respawn`](Self::respawn)).
+    restarts: u64,
     pub settings: Settings,
     /// The `ADDRS` line, kept for late members (they get it when they are started).
     addrs_line: String,
     /// The ignored test the member processes run.
     entry: String,
     places: Vec<Place>,
-    cluster_id: u64,
     /// Each member's life: 0 for its first process, one more at each restart.
     lives: Vec<u64>,
 }
@@ -1001,6 +1026,7 @@ impl Cluster {
         let mut c = Cluster {
             members: Vec::new(),
             dir,
+            restarts: 0,
             settings,
             addrs_line: String::new(),
             entry: entry.to_string(),
@@ -1009,14 +1035,15 @@ impl Cluster {
             lives: vec![0; places.len()],
         };
         let all: Vec<usize> = (0..places.len()).collect();
-        c.members = all.iter().map(|&k| c.spawn(k, late)).collect();
+        c.members = all.iter().map(|&k| c.spawn(k, late, 0)).collect();
         c.link(&all, late, "every member to link and start its group");
         c
     }
 
     /// Starts member `k`'s process (its current life), with `late` as the TCP config's late
-    /// nodes.
-    fn spawn(&self, k: usize, late: &[usize]) -> Member {
+    /// nodes; `rejoin > 0`: the `rejoin`-th process restarted under a killed member's id (see
+    /// [`respawn`](Self::respawn)).
+    fn spawn(&self, k: usize, late: &[usize], rejoin: u64) -> Member {
         let late_env: Vec<String> = late.iter().map(|k| k.to_string()).collect();
         let exe = std::env::current_exe().expect("test binary");
         let place = &self.places[k];
@@ -1034,6 +1061,7 @@ impl Cluster {
         .env("MP_BIND", place.ip.to_string())
         .env("MP_LATE", late_env.join(","))
         .env("MP_LIFE", self.lives[k].to_string())
+        .env("MP_REJOIN", rejoin.to_string())
         .env_remove("MP_NETNS")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -1127,7 +1155,7 @@ impl Cluster {
         for &k in ks {
             assert!(self.members[k].killed, "member {k} must be killed first");
             self.lives[k] += 1;
-            self.members[k] = self.spawn(k, &absent);
+            self.members[k] = self.spawn(k, &absent, 0);
         }
         self.link(
             ks,
@@ -1139,6 +1167,31 @@ impl Cluster {
     /// The directory of the run (every member's GMS log and epoch logs).
     pub fn dir(&self) -> &std::path::Path {
         &self.dir
+    }
+
+    /// Starts a fresh process in place of killed member `k`, under the same id (on a new
+    /// port): its TCP node restarts as a new incarnation (`TcpNode::rejoin_on`) with a fresh
+    /// log and joins (`Group::joining`, state transfer). Its report starts empty. Waits until
+    /// it runs its group.
+    pub fn respawn(&mut self, k: usize) {
+        assert!(self.members[k].killed, "member {k} must be killed first");
+        self.restarts += 1;
+        let m = self.spawn(k, &[], self.restarts);
+        self.members[k] = m;
+        self.wait_for(
+            "the restarted member to bind",
+            Duration::from_secs(30),
+            |r| r[k].port.is_some(),
+        );
+        let line = self.addrs_line.clone();
+        let s = self.members[k].stdin.as_mut().expect("a live member");
+        s.write_all(line.as_bytes()).expect("addresses to a member");
+        s.flush().expect("flush");
+        self.wait_for(
+            "the restarted member to start",
+            Duration::from_secs(40),
+            |r| r[k].ready.is_some(),
+        );
     }
 
     /// Starts late member `k` (see [`start_with_late`](Self::start_with_late)): it gets the
@@ -1885,16 +1938,42 @@ pub fn check_restart(
     }
     // Started, but not in the restart view: a view went on without it (installed before the
     // kill, or a decision logged before it and adopted by the inspector), so it must learn
-    // that it was removed and install nothing.
+    // that it was removed: it either stops with nothing installed, or joins the restarted group
+    // again as a new member (state by transfer, no replay; checked below against the others).
+    let k0 = restarted[0];
     for k in started.iter().filter(|k| !restarted.contains(k)) {
         let r = &after[*k];
+        let stopped = r.stop.is_some() && r.views.is_empty() && r.delivered.is_empty();
+        let rejoined = r.stop.is_none()
+            && r.replayed == 0
+            && !r.views.is_empty()
+            && (r.views.iter()).all(|v| {
+                v.members.contains(&(*k as u32))
+                    && after[k0].views.first().is_some_and(|first| v.id > first.id)
+            });
         assert!(
-            r.stop.is_some() && r.views.is_empty() && r.delivered.is_empty(),
-            "member {k} is not in the last view but did not stop with nothing installed: {:?}",
-            (&r.stop, &r.views, r.delivered.len())
+            stopped || rejoined,
+            "member {k} is not in the last view but neither stopped with nothing installed nor \
+             joined again after the restart view: {:?}",
+            (&r.stop, &r.views, r.delivered.len(), r.replayed)
         );
+        // A member that joined again delivers exactly what the restarted members delivered at
+        // the same positions.
+        for d in &r.delivered {
+            if let Some(o) = after[k0]
+                .delivered
+                .iter()
+                .find(|o| o.position == d.position)
+            {
+                assert_eq!(
+                    (o.sender, o.seq, o.digest),
+                    (d.sender, d.seq, d.digest),
+                    "member {k} (joined again) and member {k0} differ at position {}",
+                    d.position
+                );
+            }
+        }
     }
-    let k0 = restarted[0];
     let replay = after[k0].delivered[..after[k0].replayed].to_vec();
     for &k in restarted {
         let r = &after[k];
@@ -1913,13 +1992,17 @@ pub fn check_restart(
         let views: Vec<(u64, &[u32], u64)> = (r.views.iter())
             .map(|v| (v.id, v.members.as_slice(), v.before))
             .collect();
-        assert_eq!(
-            views.len(),
-            1,
-            "member {k} must install exactly the restart view: {views:?}"
-        );
+        // The restart view first; later views only add back members of the run that joined
+        // again (rejoin under the same id), never drop a restarted one.
         let want: Vec<u32> = restarted.iter().map(|&m| m as u32).collect();
-        assert_eq!(views[0].1, want, "member {k}'s restart view");
+        assert_eq!(views[0].1, want, "member {k}'s restart view: {views:?}");
+        for v in &views[1..] {
+            assert!(
+                want.iter().all(|m| v.1.contains(m))
+                    && v.1.iter().all(|&m| started.contains(&(m as usize))),
+                "member {k}: after the restart view only members that joined again may come in: {views:?}"
+            );
+        }
         assert_eq!(
             views[0].2,
             replay.len() as u64,

@@ -228,6 +228,11 @@ impl Fabric for Simulated {
         self.sim().crash(victim);
     }
 
+    fn restart(&mut self, nodes: &mut [SimNode], victim: NodeId) -> Option<u64> {
+        nodes[victim.index()] = self.sim().restart_node(victim)?;
+        Some(self.sim().incarnation(victim))
+    }
+
     fn partition(&mut self, _nodes: &mut [SimNode], a: NodeId, b: NodeId) -> bool {
         self.sim().partition(&[a], &[b]);
         true

@@ -76,6 +76,8 @@ pub struct InProcess {
     /// For `start_late`: the config and layout of the cluster `build_late` made, and the
     /// listeners of the nodes not started yet (bound, so their ports stay theirs).
     late: Option<(ClusterConfig, Vec<RegionSpec>, Vec<TcpListener>)>,
+    /// For `restart`: the config and layout of the cluster `build` made last.
+    built: Option<(ClusterConfig, Vec<RegionSpec>)>,
 }
 
 impl InProcess {
@@ -83,6 +85,7 @@ impl InProcess {
         InProcess {
             timeout: test_config(&[]).op_timeout,
             late: None,
+            built: None,
         }
     }
 }
@@ -110,7 +113,9 @@ impl Fabric for InProcess {
 
     fn build(&mut self, n: usize, layout: &[RegionSpec]) -> Vec<TcpNode> {
         let (ls, addrs) = listeners(n);
-        start_cluster(&test_config(&addrs), ls, layout)
+        let config = test_config(&addrs);
+        self.built = Some((config.clone(), layout.to_vec()));
+        start_cluster(&config, ls, layout)
     }
 
     fn run(
@@ -123,6 +128,19 @@ impl Fabric for InProcess {
 
     fn crash(&mut self, nodes: &mut [TcpNode], victim: NodeId) {
         nodes[victim.index()].shutdown();
+    }
+
+    /// A new `TcpNode` under the victim's id, on its old port (the crashed one let it go).
+    fn restart(&mut self, nodes: &mut [TcpNode], victim: NodeId) -> Option<u64> {
+        let (config, layout) = self.built.as_ref()?;
+        let regions = layout
+            .iter()
+            .map(|s| Region::new(*s).expect("valid region"))
+            .collect();
+        let node = TcpNode::rejoin(config.clone(), victim, regions).expect("node restarts");
+        let incarnation = node.incarnation();
+        nodes[victim.index()] = node;
+        Some(incarnation)
     }
 
     fn partition(&mut self, nodes: &mut [TcpNode], a: NodeId, b: NodeId) -> bool {

@@ -312,9 +312,17 @@ pub fn child_main(ctrl_addr: &str) -> ! {
     output.flush().expect("flush");
     let config_text = String::from_utf8(input.bytes().expect("config")).expect("utf8");
     let config = ClusterConfig::from_toml(&config_text).expect("config");
-    let mut node = match TcpNode::start_on(listener, config, me, regions) {
+    // A process started in place of a killed node comes back under its id as a new incarnation.
+    let started = if std::env::var_os("SQUALL_TCP_REJOIN").is_some() {
+        TcpNode::rejoin_on(listener, config, me, regions)
+    } else {
+        TcpNode::start_on(listener, config, me, regions)
+    };
+    let mut node = match started {
         Ok(n) => {
-            output.write_all(&[0]).expect("status");
+            let mut o = Out::default();
+            o.u8(0).u64(n.incarnation());
+            output.write_all(&o.0).expect("status");
             output.flush().expect("flush");
             n
         }
@@ -474,9 +482,51 @@ pub struct ProcNode {
     output: BufWriter<TcpStream>,
     child: Child,
     alive: bool,
+    incarnation: u64,
+    config: ClusterConfig,
+    layout: Vec<RegionSpec>,
 }
 
 impl ProcNode {
+    /// The incarnation the node process started with.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// Starts a fresh process in place of this (killed) one, under the same id and on a new
+    /// port: it comes back with [`TcpNode::rejoin_on`] as a new incarnation with zeroed regions.
+    pub fn respawn(&self, place: &Place) -> ProcNode {
+        let ctrl = TcpListener::bind("127.0.0.1:0").expect("control listener");
+        let ctrl_addr = ctrl.local_addr().expect("addr");
+        let (child, regions) = spawn_child(ctrl_addr, self.me, place, &self.layout, true);
+        let (s, _) = ctrl.accept().expect("the respawned node reports in");
+        s.set_nodelay(true).expect("nodelay");
+        let mut input = In(BufReader::new(s.try_clone().expect("clone")));
+        let id = input.u32().expect("node id");
+        assert_eq!(id, self.me.0, "the respawned node's id");
+        let port = input.u32().expect("port") as u16;
+        let mut config = self.config.clone();
+        config
+            .nodes
+            .insert(self.me, SocketAddr::new(place.ip, port));
+        let mut output = BufWriter::new(s);
+        let mut o = Out::default();
+        o.bytes(config.to_toml().as_bytes());
+        output.write_all(&o.0).expect("send config");
+        output.flush().expect("flush");
+        let status = input_status(&mut input);
+        finish_start(
+            self.me,
+            status,
+            input,
+            output,
+            regions,
+            child,
+            &config,
+            &self.layout,
+        )
+    }
+
     fn call(&mut self, o: &Out) -> bool {
         if !self.alive {
             return false;
@@ -801,18 +851,19 @@ impl PendingNode {
     }
 }
 
-fn input_status(input: &mut In<BufReader<TcpStream>>) -> Result<(), String> {
+/// The start status a node process reports: its incarnation, or why it did not start.
+fn input_status(input: &mut In<BufReader<TcpStream>>) -> Result<u64, String> {
     let status = input.u8().expect("start status");
     if status != 0 {
         return Err(String::from_utf8_lossy(&input.bytes().unwrap_or_default()).into_owned());
     }
-    Ok(())
+    Ok(input.u64().expect("incarnation"))
 }
 
 #[allow(clippy::too_many_arguments)]
 fn finish_start(
     me: NodeId,
-    status: Result<(), String>,
+    status: Result<u64, String>,
     input: In<BufReader<TcpStream>>,
     output: BufWriter<TcpStream>,
     regions: Vec<Region>,
@@ -820,9 +871,7 @@ fn finish_start(
     config: &ClusterConfig,
     layout: &[RegionSpec],
 ) -> ProcNode {
-    if let Err(why) = status {
-        panic!("node {me} failed to start: {why}");
-    }
+    let incarnation = status.unwrap_or_else(|why| panic!("node {me} failed to start: {why}"));
     let mut dir = Directory::new(me);
     for r in regions {
         dir.add_local(r).expect("unique regions");
@@ -840,7 +889,59 @@ fn finish_start(
         output,
         child,
         alive: true,
+        incarnation,
+        config: config.clone(),
+        layout: layout.to_vec(),
     }
+}
+
+/// Spawns the test binary as node `me`'s process (it reports in at `ctrl_addr`), with fresh
+/// shared-memory regions of `layout`; `rejoin` makes it start as a restarted node.
+fn spawn_child(
+    ctrl_addr: SocketAddr,
+    me: NodeId,
+    place: &Place,
+    layout: &[RegionSpec],
+    rejoin: bool,
+) -> (Child, Vec<Region>) {
+    let exe = std::env::current_exe().expect("test binary");
+    let mut regions = Vec::new();
+    let mut spec_env = Vec::new();
+    let mut fds = Vec::new();
+    for s in layout {
+        let fd = memfd(s.len);
+        regions.push(map_fd(fd, *s));
+        spec_env.push(format!("{}:{}:{}", s.id.0, s.len, fd));
+        fds.push(fd);
+    }
+    let mut cmd = Command::new(&exe);
+    if let Some(ns) = &place.netns {
+        cmd.env("SQUALL_TCP_NETNS", ns);
+    }
+    if rejoin {
+        cmd.env("SQUALL_TCP_REJOIN", "1");
+    }
+    let child = cmd
+        .args([
+            "child_node_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("SQUALL_TCP_CTRL", ctrl_addr.to_string())
+        .env("SQUALL_TCP_NODE", me.0.to_string())
+        .env("SQUALL_TCP_BIND", place.ip.to_string())
+        .env("SQUALL_TCP_REGIONS", spec_env.join(","))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn node process");
+    for fd in fds {
+        // SAFETY: our own fd; the child has its copy, the mapping keeps the memory.
+        unsafe { libc::close(fd) };
+    }
+    (child, regions)
 }
 
 /// Spawns one node process per place and starts the first `started` of them; the others are
@@ -854,43 +955,10 @@ pub fn spawn_procs(
     let n = places.len();
     let ctrl = TcpListener::bind("127.0.0.1:0").expect("control listener");
     let ctrl_addr = ctrl.local_addr().expect("addr");
-    let exe = std::env::current_exe().expect("test binary");
     let mut children = Vec::new();
     let mut locals = Vec::new();
     for (k, place) in places.iter().enumerate() {
-        let mut regions = Vec::new();
-        let mut spec_env = Vec::new();
-        let mut fds = Vec::new();
-        for s in layout {
-            let fd = memfd(s.len);
-            regions.push(map_fd(fd, *s));
-            spec_env.push(format!("{}:{}:{}", s.id.0, s.len, fd));
-            fds.push(fd);
-        }
-        let mut cmd = Command::new(&exe);
-        if let Some(ns) = &place.netns {
-            cmd.env("SQUALL_TCP_NETNS", ns);
-        }
-        let child = cmd
-            .args([
-                "child_node_process",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("SQUALL_TCP_CTRL", ctrl_addr.to_string())
-            .env("SQUALL_TCP_NODE", k.to_string())
-            .env("SQUALL_TCP_BIND", place.ip.to_string())
-            .env("SQUALL_TCP_REGIONS", spec_env.join(","))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn node process");
-        for fd in fds {
-            // SAFETY: our own fd; the child has its copy, the mapping keeps the memory.
-            unsafe { libc::close(fd) };
-        }
+        let (child, regions) = spawn_child(ctrl_addr, NodeId(k as u32), place, layout, false);
         children.push(Some(child));
         locals.push(regions);
     }
@@ -992,6 +1060,13 @@ impl Fabric for MultiProcess {
 
     fn crash(&mut self, nodes: &mut [ProcNode], victim: NodeId) {
         nodes[victim.index()].kill();
+    }
+
+    fn restart(&mut self, nodes: &mut [ProcNode], victim: NodeId) -> Option<u64> {
+        let fresh = nodes[victim.index()].respawn(&Place::loopback());
+        let incarnation = fresh.incarnation();
+        nodes[victim.index()] = fresh;
+        Some(incarnation)
     }
 
     fn partition(&mut self, nodes: &mut [ProcNode], a: NodeId, b: NodeId) -> bool {

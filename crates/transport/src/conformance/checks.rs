@@ -70,6 +70,14 @@ pub const CHECKS: &[(&str, &str)] = &[
         "late_links",
         "a node started late is absent (NotConnected, never failed), then connects once",
     ),
+    (
+        "rejoin_new_incarnation",
+        "a restarted peer's old incarnation fails once; its new one links; stale reports spare it",
+    ),
+    (
+        "absent_peer_reported_failed",
+        "a peer declared failed while absent is reported once and never links",
+    ),
 ];
 
 pub(super) fn all<F: Fabric>() -> Vec<(&'static str, super::Check<F>)> {
@@ -98,6 +106,11 @@ pub(super) fn all<F: Fabric>() -> Vec<(&'static str, super::Check<F>)> {
             failed_peer_writes_dropped::<F>,
         ),
         ("late_links", late_links::<F>),
+        ("rejoin_new_incarnation", rejoin_new_incarnation::<F>),
+        (
+            "absent_peer_reported_failed",
+            absent_peer_reported_failed::<F>,
+        ),
     ]
 }
 
@@ -1469,4 +1482,266 @@ fn survivor_of<'a, T: Transport>(
             Progress::Idle
         }
     }
+}
+
+/// A crashed peer restarts under the same id: its old incarnation is reported failed once and
+/// every op queued to it fails (nothing of it lands on the new link); the new incarnation is
+/// reported with [`Event::PeerConnected`] and the incarnation the fabric gave it, and ops work
+/// both ways once that event is polled. A `report_failed` made before polling the new link is
+/// about the old incarnation and leaves the new link up; one made after fails the new
+/// incarnation, reported once more. Skipped on fabrics that cannot restart nodes.
+pub fn rejoin_new_incarnation<F: Fabric>(f: &mut F) -> Result<(), Violation> {
+    const NAME: &str = "rejoin_new_incarnation";
+    let mut p = Problems::new(NAME);
+    let mut nodes = f.build(2, &layout());
+    let victim = NodeId(1);
+    f.crash(&mut nodes, victim);
+    // Ops to the old incarnation, posted after its crash: they must fail, never land later.
+    region(&nodes[0], SCRATCH).store(0, 5);
+    let src = LocalSlice::new(SCRATCH, 0, 8);
+    let mut stale: Vec<OpId> = Vec::new();
+    let w = nodes[0].write(victim, src, RemoteAddr::new(DATA, 0), Signal::Unsignaled);
+    stale.extend(w.ok());
+    stale.extend(nodes[0].fence(victim).ok());
+    let Some(incarnation) = f.restart(&mut nodes, victim) else {
+        return Ok(());
+    };
+    // Reported before node 0 polled anything: about the old incarnation, whatever arrived.
+    nodes[0].report_failed(victim);
+
+    let mut log = FailureLog::default();
+    let mut q0 = Problems::new(NAME);
+    let mut connected0: Vec<u64> = Vec::new();
+    let mut fence0: Option<OpId> = None;
+    let mut done0 = false;
+    let survivor = |n: &mut F::Node| {
+        let mut events = Vec::new();
+        drain(n, |e| events.push(e));
+        for e in events {
+            match e {
+                Event::PeerConnected { peer, incarnation } if peer == victim => {
+                    if !log.failed.contains_key(&victim) {
+                        q0.add(
+                            "PeerConnected of the new incarnation came before the old one's PeerFailed"
+                                .into(),
+                        );
+                    }
+                    connected0.push(incarnation);
+                }
+                Event::PeerFailed { peer, cause } => {
+                    log.failed.entry(peer).or_default().push(cause);
+                }
+                Event::Completion(c) => {
+                    if Some(c.op) == fence0 {
+                        match c.result {
+                            Ok(_) => done0 = true,
+                            Err(e) => q0.add(format!("a fence on the new link failed: {e}")),
+                        }
+                    } else if stale.contains(&c.op) {
+                        if c.result.is_ok() {
+                            q0.add(format!("{} to the crashed incarnation succeeded", c.op));
+                        }
+                        stale.retain(|&s| s != c.op);
+                    } else if let Err(e) = c.result {
+                        q0.add(format!("an op on the new link failed: {e}"));
+                    }
+                }
+                other => q0.add(format!("node 0 saw {other:?}")),
+            }
+        }
+        if !connected0.is_empty() && fence0.is_none() {
+            region(n, SCRATCH).store(1, 77);
+            let src = LocalSlice::new(SCRATCH, 8, 8);
+            let w = n.write(victim, src, RemoteAddr::new(DATA, 8), Signal::Unsignaled);
+            q0.post("write to the new incarnation", w);
+            let fa = n.fetch_add(victim, RemoteAddr::new(DATA, 16), 1);
+            q0.post("fetch_add on the new incarnation", fa);
+            fence0 = q0.post("fence to the new incarnation", n.fence(victim));
+        }
+        if done0 && stale.is_empty() || !q0.found.is_empty() {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    };
+    let mut q1 = Problems::new(NAME);
+    let mut fence1: Option<OpId> = None;
+    let mut done1 = false;
+    let fresh = |n: &mut F::Node| {
+        let mut connected = false;
+        drain(n, |e| match e {
+            Event::PeerConnected {
+                peer: NodeId(0), ..
+            } => connected = true,
+            Event::Completion(c) if Some(c.op) == fence1 && c.result.is_ok() => done1 = true,
+            other => q1.add(format!("the restarted node saw {other:?}")),
+        });
+        if connected && fence1.is_none() {
+            region(n, SCRATCH).store(0, 88);
+            let src = LocalSlice::new(SCRATCH, 0, 8);
+            let w = n.write(
+                NodeId(0),
+                src,
+                RemoteAddr::new(DATA, 24),
+                Signal::Unsignaled,
+            );
+            q1.post("write from the new incarnation", w);
+            fence1 = q1.post("fence from the new incarnation", n.fence(NodeId(0)));
+        }
+        if done1 || !q1.found.is_empty() {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    };
+    let r = f.run(
+        &mut nodes,
+        vec![Some(Box::new(survivor)), Some(Box::new(fresh))],
+    );
+    p.stalled(r);
+    p.found.extend(q0.found);
+    p.found.extend(q1.found);
+    if connected0 != [incarnation] {
+        p.add(format!(
+            "node 0 saw PeerConnected for {victim} with incarnations {connected0:?}, expected once with {incarnation}"
+        ));
+    }
+    match log.failed.get(&victim).map(Vec::len) {
+        Some(1) => {}
+        n => p.add(format!(
+            "the crashed incarnation was reported failed {} times, expected once",
+            n.unwrap_or(0)
+        )),
+    }
+    let word = |n: &F::Node, w: usize| region(n, DATA).load(w);
+    let fresh_mem = (0..3).map(|w| word(&nodes[1], w)).collect::<Vec<_>>();
+    if fresh_mem != [0, 77, 1] {
+        p.add(format!(
+            "the new incarnation's memory is {fresh_mem:?}, expected [0, 77, 1] (nothing of the ops to the old one, then the new link's write and fetch-add)"
+        ));
+    }
+    if word(&nodes[0], 3) != 88 {
+        p.add("the new incarnation's write did not land at node 0".into());
+    }
+    if !p.found.is_empty() {
+        return p.verdict();
+    }
+
+    // Reported after the new link was polled: the new incarnation fails, reported once more.
+    nodes[0].report_failed(victim);
+    let mut log = FailureLog::default();
+    let mut q = Problems::new(NAME);
+    {
+        let r = f.run(
+            &mut nodes,
+            vec![
+                Some(Box::new(survivor_of::<F::Node>(&mut log, &mut q, victim))),
+                None,
+            ],
+        );
+        p.stalled(r);
+    }
+    p.found.extend(q.found);
+    if log.failed.get(&victim).map(Vec::len) != Some(1) {
+        p.add(format!(
+            "after report_failed on the new link, {victim} was reported failed {:?} (expected once)",
+            log.failed.get(&victim)
+        ));
+    }
+    p.verdict()
+}
+
+/// A peer declared failed while absent is reported failed once and never links, even when it
+/// starts later; the other nodes link with it as usual. Skipped on fabrics that cannot start
+/// nodes late.
+pub fn absent_peer_reported_failed<F: Fabric>(f: &mut F) -> Result<(), Violation> {
+    const NAME: &str = "absent_peer_reported_failed";
+    let mut p = Problems::new(NAME);
+    let Some(mut nodes) = f.build_late(3, 2, &layout()) else {
+        return Ok(());
+    };
+    let late = NodeId(2);
+    nodes[0].report_failed(late);
+    f.start_late(&mut nodes);
+    if nodes.len() != 3 {
+        p.add(format!("start_late gave {} nodes, expected 3", nodes.len()));
+        return p.verdict();
+    }
+    let quiet = f.timeout() * 2;
+    let start = nodes[0].now();
+    let mut failed: Vec<FailureCause> = Vec::new();
+    let mut q0 = Problems::new(NAME);
+    let barring = |n: &mut F::Node| {
+        drain(n, |e| match e {
+            Event::PeerFailed { peer, cause } if peer == late => failed.push(cause),
+            // Error completions of the probes below.
+            Event::Completion(c) if c.result.is_err() => {}
+            other => q0.add(format!(
+                "node 0 saw {other:?} after it failed the absent {late}"
+            )),
+        });
+        // Nothing may reach the barred peer, whatever the post returns.
+        let src = LocalSlice::new(SCRATCH, 0, 8);
+        region(n, SCRATCH).store(0, 13);
+        let _ = n.write(late, src, RemoteAddr::new(DATA, 0), Signal::Unsignaled);
+        if n.now().saturating_since(start) > quiet || !q0.found.is_empty() {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    };
+    let mut seen1 = false;
+    let mut q1 = Problems::new(NAME);
+    let other = |n: &mut F::Node| {
+        drain(n, |e| match e {
+            Event::PeerConnected { peer, .. } if peer == late => seen1 = true,
+            other => q1.add(format!("node 1 saw {other:?}")),
+        });
+        if seen1 && n.now().saturating_since(start) > quiet || !q1.found.is_empty() {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    };
+    let mut q2 = Problems::new(NAME);
+    let mut seen2 = false;
+    let late_prog = |n: &mut F::Node| {
+        drain(n, |e| match e {
+            Event::PeerConnected {
+                peer: NodeId(1), ..
+            } => seen2 = true,
+            // The barring node may close a link it refuses: the late node sees it fail.
+            Event::PeerFailed { peer, .. } | Event::PeerConnected { peer, .. }
+                if peer == NodeId(0) => {}
+            Event::Completion(_) => {}
+            other => q2.add(format!("the late node saw {other:?}")),
+        });
+        if seen2 && n.now().saturating_since(start) > quiet || !q2.found.is_empty() {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    };
+    let r = f.run(
+        &mut nodes,
+        vec![
+            Some(Box::new(barring)),
+            Some(Box::new(other)),
+            Some(Box::new(late_prog)),
+        ],
+    );
+    p.stalled(r);
+    p.found.extend(q0.found);
+    p.found.extend(q1.found);
+    p.found.extend(q2.found);
+    if failed.len() != 1 {
+        p.add(format!(
+            "the absent peer declared failed was reported {} times, expected once",
+            failed.len()
+        ));
+    }
+    if region(&nodes[2], DATA).load(0) == 13 {
+        p.add("a write to a peer declared failed while absent landed".into());
+    }
+    p.verdict()
 }

@@ -134,6 +134,15 @@ pub trait Fabric {
     fn start_late(&mut self, nodes: &mut Vec<Self::Node>) {
         let _ = nodes;
     }
+
+    /// Restarts `victim`, crashed before by [`crash`](Self::crash), under the same id as a new
+    /// incarnation with fresh (zeroed) regions, and puts its new endpoint at
+    /// `nodes[victim.index()]`. Returns the new incarnation, or `None` (the default) if this
+    /// fabric cannot restart nodes: the `rejoin_new_incarnation` check is then skipped.
+    fn restart(&mut self, nodes: &mut [Self::Node], victim: NodeId) -> Option<u64> {
+        let _ = (nodes, victim);
+        None
+    }
 }
 
 /// A broken guarantee.
@@ -254,7 +263,8 @@ macro_rules! conformance_tests {
             fifo_per_link, fence_makes_writes_visible, no_torn_words, cas_linearizable,
             fetch_add_exact, reads_see_applied_state, messages_intact_and_ordered,
             bad_ops_refused, peer_failure_reported_once, timeouts_fire,
-            failed_peer_writes_dropped, late_links);
+            failed_peer_writes_dropped, late_links, rejoin_new_incarnation,
+            absent_peer_reported_failed);
     };
     (@each $make:expr; $($check:ident),*) => {
         $(

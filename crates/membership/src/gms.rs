@@ -861,6 +861,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(true)
     }
 
+    /// Restart mode: whether an unsuspected peer publishes a view after `view`.
+    fn peer_ahead(&self, view: &View) -> bool {
+        (0..self.sst.rows())
+            .filter(|&r| r != self.sst.my_row() && !self.sst.is_suspected(r))
+            .filter_map(|r| self.read_block(r, self.f.view))
+            .any(|p| p[0].saturating_sub(1) > view.id)
+    }
+
     /// Restart mode: installs `view + 1` with the decision `t` a peer installed it with, and
     /// takes the peer's mode there: if the peer is restarting at `view + 1` (its view block
     /// says so, from the moment it was written), the restart goes on at `view + 1`; if the peer
@@ -1194,6 +1202,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .is_some_and(|t| t.rank == d.rank)
         });
         if !echoed {
+            return Ok(());
+        }
+        // Restart mode: a peer already past `view` also shows the decision for `view` (a node
+        // restarting at `view + 1` publishes the one that ended `view`), so the echoes may
+        // include it; then this member must not run `view + 1` on its own but catch up from it,
+        // in its mode (next round). Read after the echoes: a node's view block lands before
+        // the blocks it writes later (one writer, pushes in order), so this sees it.
+        if self.restart.is_some() && self.peer_ahead(view) {
             return Ok(());
         }
         tracing::debug!(me = %self.me, view = view.id, "membership: every echo seen");

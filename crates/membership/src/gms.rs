@@ -6,9 +6,12 @@
 //! (words are atomic, whole writes are not) is skipped until it settles. Blocks:
 //!
 //! - `view`: `[vid+1, n, members…, (shard+1) << 32 | index in it, per member (0: a spare)…,
-//!   inadequacy (2 words)]` ([`View::encode`]) — the view this node installed (outsiders follow
-//!   these, shards and the layout's verdict included: the layout depends on the previous view's
-//!   shards, which an outsider never saw);
+//!   inadequacy (2 words)]` ([`View::encode`]), padded to the universe, then a *restarting*
+//!   word (`vid+1` when the node is in restart mode at that view, else 0) — the view this node
+//!   installed (outsiders follow these, shards and the layout's verdict included: the layout
+//!   depends on the previous view's shards, which an outsider never saw); the restarting word
+//!   is in the same block so a peer can never see the view without it (the restart's
+//!   catch-up rule needs it, see [`crate::restart`]);
 //! - `wedge`: `[vid+1, received…]` — wedged in `vid`, with the per-sender received counts;
 //! - `prop`: `[vid+1, rank, n, changes…]` — the proposal this node published (leader) or
 //!   copied (follower: the copy is its acknowledgement);
@@ -210,7 +213,8 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
     let c = cfg.max_pending_changes;
     let mut b = SchemaBuilder::new(u);
     let f = Fields {
-        view: b.vector("gms_view", 6 + 2 * u),
+        // seq, the view (at most 4 + 2u words), the restarting word, check.
+        view: b.vector("gms_view", 7 + 2 * u),
         wedge: b.vector("gms_wedge", 3 + u),
         prop: b.vector("gms_prop", 5 + c),
         dec: b.vector("gms_dec", 5 + c + u),
@@ -493,8 +497,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
     }
 
+    /// Publishes `v` with the restarting word: `v.id + 1` while this node is in restart mode
+    /// (at `v`), else 0. Callers set or clear `self.restart` first.
     fn publish_view_of(&mut self, v: &View) -> Result<(), GmsError> {
-        self.write_block(self.f.view, &v.encode())
+        let mut p = v.encode();
+        p.resize(self.f.view.len() - 3, 0);
+        p.push(if self.restart.is_some() { v.id + 1 } else { 0 });
+        self.write_block(self.f.view, &p)
+    }
+
+    /// Whether the view block `p` (a payload read from a row) says its node is restarting at
+    /// the view it names (see [`publish_view_of`](Self::publish_view_of)).
+    fn restarting_in(&self, p: &[u64]) -> bool {
+        p.get(self.f.view.len() - 3)
+            .is_some_and(|&w| w != 0 && Some(&w) == p.first())
     }
 
     fn changes_from(&self, words: &[u64]) -> Option<Vec<Change>> {
@@ -682,8 +698,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         out: &mut Vec<GmsEvent>,
     ) -> Result<(), GmsError> {
         // A peer one view ahead that publishes the decision that installed it: catch up (that
-        // decision was acted on, so it is the one); further ahead: this log cannot catch up,
-        // and the member joins again.
+        // decision was acted on, so it is the one), in the peer's mode (restarting there or
+        // running it); further ahead: this log cannot catch up, and the member joins again.
         let mut newer = None;
         let mut next = None;
         for row in 0..self.sst.rows() {
@@ -698,7 +714,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 && next.is_none()
                 && let Some(t) = self.decision_of(row, view.id)
             {
-                next = Some(t);
+                next = Some((t, self.restarting_in(&p)));
             }
             if vid > view.id {
                 newer = newer.max(Some(vid));
@@ -708,7 +724,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // Two or more views behind: the decisions in between are not in its log (a member
             // of view L + 1 logs L + 1 before acting in it, so the group went on without it).
             (Some(n), _) if n > view.id + 1 => return self.rejoin(view.id, n),
-            (_, Some(t)) => return self.catch_up(view, t, out),
+            (_, Some((t, peer_restarting))) => return self.catch_up(view, t, peer_restarting, out),
             // A peer one view ahead whose decision is not readable yet: wait for it.
             (Some(_), None) => return Ok(()),
             (None, None) => {}
@@ -892,11 +908,25 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(true)
     }
 
-    /// Restart mode: installs `view + 1` with the decision `t` a peer installed it with.
+    /// Restart mode: whether an unsuspected peer publishes a view after `view`.
+    fn peer_ahead(&self, view: &View) -> bool {
+        (0..self.sst.rows())
+            .filter(|&r| r != self.sst.my_row() && !self.sst.is_suspected(r))
+            .filter_map(|r| self.read_block(r, self.f.view))
+            .any(|p| p[0].saturating_sub(1) > view.id)
+    }
+
+    /// Restart mode: installs `view + 1` with the decision `t` a peer installed it with, and
+    /// takes the peer's mode there: if the peer is restarting at `view + 1` (its view block
+    /// says so, from the moment it was written), the restart goes on at `view + 1`; if the peer
+    /// runs `view + 1`, this member runs it too (its restart is over). The catch-up rule of
+    /// `docs/MEMBERSHIP.md` (fifth part) says why this is safe and why every member ends in the
+    /// same running view.
     fn catch_up(
         &mut self,
         view: &View,
         t: Tagged,
+        peer_restarting: bool,
         out: &mut Vec<GmsEvent>,
     ) -> Result<(), GmsError> {
         let d = Decision {
@@ -922,11 +952,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         for r in crate::restart::installed_records(&next) {
             self.log.append(&r)?;
         }
-        // The decision of this very restart (the ballot this member promised): a peer just
-        // installed the restart view first, and this member installs it too. An older
-        // decision: the restart goes on one view later.
-        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
-        let this_restart = d.rank == promised && promised >= crate::restart::INSPECTOR;
+        // The peer runs `view + 1` (it completed this restart, or caught up from one that did):
+        // so does this member. The peer restarts at `view + 1` (its log ended there, or it
+        // caught up from one whose did): the restart goes on one view later, with it. Not the
+        // decision's rank: a promise from an earlier life can equal the rank of a decision that
+        // a peer restarting at `view + 1` installed in that life.
+        let this_restart = !peer_restarting;
         tracing::info!(me = %self.me, view = next.id, this_restart, "membership: restart caught up one view from a peer");
         self.wedged = None;
         self.proposal = None;
@@ -1218,6 +1249,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .is_some_and(|t| t.rank == d.rank)
         });
         if !echoed {
+            return Ok(());
+        }
+        // Restart mode: a peer already past `view` also shows the decision for `view` (a node
+        // restarting at `view + 1` publishes the one that ended `view`), so the echoes may
+        // include it; then this member must not run `view + 1` on its own but catch up from it,
+        // in its mode (next round). Read after the echoes: a node's view block lands before
+        // the blocks it writes later (one writer, pushes in order), so this sees it.
+        if self.restart.is_some() && self.peer_ahead(view) {
             return Ok(());
         }
         tracing::debug!(me = %self.me, view = view.id, "membership: every echo seen");

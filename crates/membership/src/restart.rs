@@ -32,6 +32,15 @@
 //! more views ahead, or a caught-up view that removed it) joins again as a new member and takes
 //! its state by transfer ([`Gms::rejoined`](crate::Gms::rejoined)).
 //!
+//! *Catch-up.* A member restarting at `L` that sees a peer at `L + 1` installs `L + 1` with the
+//! decision the peer published for `L` and takes the peer's mode there: every view block
+//! carries a *restarting word* (set from the block's first write when its node restarts at
+//! that view), so the member restarts at `L + 1` if the peer does and runs `L + 1` if the
+//! peer runs it. A member whose echoes are complete does not install while some peer is
+//! already past `L` (that peer's decision block may be among the echoes): it catches up from
+//! it instead. Why this keeps every restarted member in one mode, and loses nothing:
+//! `docs/MEMBERSHIP.md`, "The catch-up rule".
+//!
 //! [`Record::Promised`]: crate::log::Record::Promised
 //!
 //! ```

@@ -10,8 +10,9 @@
 //! everything delivered before is a prefix, then carries on; a member that starts before the
 //! timeout is waited for and restarts with the others; a minority never installs anything
 //! however long it waits (safety does not rest on the timeout), and keeps saying who is
-//! missing. Two ignored tests reproduce a liveness bug of a second restart attempt that the
-//! TCP test found (not about absent members; kept here for whoever fixes it).
+//! missing. Two more tests cover a liveness bug of a second restart attempt that the TCP test
+//! found (not about absent members): a sweep and its first failing seed, which hung before the
+//! catch-up rule took the peer's mode (restarting or running) from its view block.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -332,26 +333,44 @@ fn a_minority_with_absent_members_never_restarts_and_says_who_is_missing() {
 
 /// The second-restart hang that `tcp_restart`'s second kill found, sought on the simulator:
 /// everyone restarts, stops again the moment some member logged the restart's decision, and
-/// restarts again; the second restart must complete.
+/// restarts again; the second restart must complete (every member ends in the same running
+/// view), replay identically, and keep everything delivered before. Fails (seed 2 among the
+/// default ones) with the catch-up rule that judged by the decision's rank.
 fn second_restart_after_a_decision(seed: u64) -> Result<(), String> {
-    let base = dir("second", seed);
+    second_restart(seed, "second", |l| {
+        l.groups
+            .iter()
+            .flatten()
+            .any(|g| g.gms().decision().is_some())
+    })
+}
+
+/// Like [`second_restart_after_a_decision`], but the second stop comes the moment some member
+/// installed the restart view: its log ends at view 1 (it restarts there), the others' at view
+/// 0 with the decision it installed and the promise of the same ballot. This is the TCP test's
+/// other hang: the members at view 0 must restart at view 1 with it (its view block says it is
+/// restarting), not run view 1 (which the rank rule did: the decision's rank is their promise).
+fn second_restart_after_an_install(seed: u64) -> Result<(), String> {
+    second_restart(seed, "second-install", |l| (0..N).any(|i| l.restarted(i)))
+}
+
+/// Restart all, stop all at the first step where `stop` holds, restart all again: the second
+/// restart must complete, replay identically, and keep everything delivered before.
+fn second_restart(seed: u64, tag: &str, stop: impl Fn(&Life) -> bool) -> Result<(), String> {
+    let base = dir(tag, seed);
     let (logs, before) = first_life(seed, &base, 1500);
     let all = [0, 1, 2, 3, 4];
     let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
     let mut decided = false;
     for _ in 0..20_000 {
         l.step(false);
-        if l.groups
-            .iter()
-            .flatten()
-            .any(|g| g.gms().decision().is_some())
-        {
+        if stop(&l) {
             decided = true;
             break;
         }
     }
     if !decided {
-        return Err("no member logged a decision in the first restart".into());
+        return Err("the first restart never reached the stopping point".into());
     }
     let (logs, _) = l.shutdown();
     let mut l = Life::start(seed + 2000, &base, &logs, &all, 2);
@@ -376,22 +395,39 @@ fn second_restart_after_a_decision(seed: u64) -> Result<(), String> {
 }
 
 #[test]
-#[ignore = "sweep for the second-restart hang (docs/MEMBERSHIP.md, What remains)"]
 fn a_second_restart_after_a_decision_logged_at_one_member_completes() {
     check_seeds(
         "second_restart_after_a_decision",
-        20,
+        4,
         second_restart_after_a_decision,
     );
 }
 
-/// Seed 2 of the sweep above: after the second restart members 1–4 run view 1 (they installed
+#[test]
+fn a_second_restart_after_an_install_at_one_member_completes() {
+    check_seeds(
+        "second_restart_after_an_install",
+        4,
+        second_restart_after_an_install,
+    );
+}
+
+/// Seed 2 of the first sweep above: after the second restart members 1–4 run view 1 (they installed
 /// it with the decision member 0 logged in the first restart, following the promise member 0
 /// re-published at start), while member 0, which opened a higher ballot meanwhile, caught up
-/// with that lower-ranked decision and went on restarting at view 1, alone. Fails until the
-/// restart protocol is fixed (docs/MEMBERSHIP.md, What remains).
+/// with that lower-ranked decision and went on restarting at view 1, alone. Since the fix
+/// member 0 sees that member 2 *runs* view 1 (its view block says it is not restarting) and
+/// runs it too.
 #[test]
-#[ignore = "the second-restart hang, not fixed yet (docs/MEMBERSHIP.md, What remains)"]
 fn regression_second_restart_seed_2_the_inspector_restarts_alone_one_view_later() {
     second_restart_after_a_decision(2).unwrap();
+}
+
+/// Seed 0 of the install sweep: member 4's log ends at view 1 after the first restart, the
+/// others' at view 0 with the decision it installed and its ballot as their promise. With the
+/// rank rule (or with no restarting word in the view block) they caught up and *ran* view 1
+/// while the member whose log ends there restarted at view 1 and waited for them forever.
+#[test]
+fn regression_second_restart_after_an_install_seed_0_the_others_must_restart_at_view_1_too() {
+    second_restart_after_an_install(0).unwrap();
 }

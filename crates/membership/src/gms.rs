@@ -136,6 +136,10 @@ struct Fields {
     dec: Vector,
     join: squall_sst::Counter,
     leave: squall_sst::Counter,
+    /// Per universe node: the incarnation of it this member readmitted (0: none). An outsider
+    /// that installs a view naming a node it holds pending reads here whether that view's
+    /// node is the new incarnation (see [`Gms::follow_as_outsider`]).
+    admitted: Vector,
 }
 
 fn mix(h: u64, w: u64) -> u64 {
@@ -220,6 +224,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
         dec: b.vector("gms_dec", 5 + c + u),
         join: b.counter("gms_join"),
         leave: b.counter("gms_leave"),
+        admitted: b.vector("gms_admitted", u),
     };
     Ok((b.build()?, f))
 }
@@ -641,16 +646,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 || self.view.as_ref().is_none_or(|v| v.contains(node))
                 || self.proposal.as_ref().is_some_and(|(_, ch)| named(ch))
                 || self.decision.as_ref().is_some_and(|d| named(&d.changes));
-            if !counted && self.sst.readmit(row)? {
-                tracing::info!(me = %self.me, %node, "membership: a restarted node's new incarnation readmitted; it may join");
+            if !counted {
+                self.readmit(row)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Readmits `row`'s pending incarnation and publishes that this member did.
+    fn readmit(&mut self, row: usize) -> Result<(), GmsError> {
+        let Some(incarnation) = self.sst.pending_incarnation(row) else {
+            return Ok(());
+        };
+        if self.sst.readmit(row)? {
+            let node = self.cfg.universe.get(row).copied();
+            tracing::info!(me = %self.me, ?node, incarnation, "membership: a restarted node's new incarnation readmitted; it may join");
+            self.sst.set_at(self.f.admitted, row, incarnation)?;
+            self.sst.push(self.f.admitted.range())?;
         }
         Ok(())
     }
 
     /// A node outside any view installs the newest view that names it.
     fn follow_as_outsider(&mut self, out: &mut Vec<GmsEvent>) -> Result<(), GmsError> {
-        let mut best: Option<View> = None;
+        let mut best: Option<(View, usize)> = None;
         for row in 0..self.sst.rows() {
             if self.sst.is_suspected(row) || row == self.sst.my_row() {
                 continue;
@@ -668,12 +687,31 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // Joining again after a total restart: only a view newer than the one that
             // superseded its log (older blocks naming it are stale).
             let fresh = self.rejoined.is_none_or(|(_, newer)| v.id > newer);
-            if fresh && v.contains(self.me) && best.as_ref().is_none_or(|b| v.id > b.id) {
-                best = Some(v);
+            if fresh && v.contains(self.me) && best.as_ref().is_none_or(|(b, _)| v.id > b.id) {
+                best = Some((v, row));
             }
         }
-        if let Some(v) = best {
+        if let Some((v, from)) = best {
             let vid = v.id;
+            // A node of the view whose newer incarnation this outsider holds pending: the view
+            // names that incarnation if the member it follows readmitted it (a member readmits
+            // only once the old incarnation is in no view it can count, so every later view of
+            // it naming the node names the new one). Otherwise the view still counts the old
+            // incarnation, which stays suspected here (it is removed in the next view).
+            for row in self.sst.pending_rows() {
+                let Some(&node) = self.cfg.universe.get(row) else {
+                    continue;
+                };
+                let readmitted_there = self.sst.get_at(from, self.f.admitted, row).unwrap_or(0);
+                if v.contains(node)
+                    && self
+                        .sst
+                        .pending_incarnation(row)
+                        .is_some_and(|k| readmitted_there >= k)
+                {
+                    self.readmit(row)?;
+                }
+            }
             for r in crate::restart::installed_records(&v) {
                 self.log.append(&r)?;
             }

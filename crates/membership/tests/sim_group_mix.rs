@@ -199,3 +199,33 @@ fn regression_a_restarted_node_times_out_peers_that_have_not_readmitted_it() {
     };
     run(&plan).map_err(|e| format!("{plan:?}: {e}")).unwrap();
 }
+
+/// A failure of the default run (CI, s16): n0 crashes at 103 and rejoins under its id at 1044
+/// (view 2 adds the new incarnation); joiner n5 joins at 2628 (view 3). n5 had held n0's new
+/// incarnation pending since it connected, and an outsider readmits nobody, so n5 installed
+/// view 3 with n0 suspected, wedged, and never took its state; the group waited for n5's
+/// round-robin slot ("n0 delivered nothing in its last view 3"). Fixed: members publish the
+/// incarnation they readmitted (`gms_admitted`), and an outsider installing a view readmits a
+/// pending node of it that the member it follows readmitted.
+#[test]
+fn regression_a_rejoined_member_delivers_in_its_last_view() {
+    let plan = Plan {
+        seed: 6838086537834142861,
+        initial: 5,
+        events: vec![
+            Ev::Rejoin {
+                pick: 0,
+                step: 1044,
+            },
+            Ev::Crash { node: 0, step: 103 },
+            Ev::Join {
+                joiner: 0,
+                step: 2628,
+            },
+        ],
+        state_size: 301,
+        steps: 7000,
+        settle: 3000,
+    };
+    run(&plan).map_err(|e| format!("{plan:?}: {e}")).unwrap();
+}

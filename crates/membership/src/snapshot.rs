@@ -391,6 +391,26 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        /// The fuzz target's properties (`fuzz/fuzz_targets/gms_snapshot.rs`) over mutated
+        /// files: never a panic, and what is accepted re-encodes to the same bytes.
+        #[test]
+        fn decode_accepts_only_what_reencodes_identically(
+            cut in 0usize..200,
+            flips in proptest::collection::vec((0usize..200, proptest::prelude::any::<u8>()), 0..3),
+        ) {
+            let mut data = encode(&sample());
+            for (at, x) in flips {
+                let n = data.len();
+                data[at % n] ^= x;
+            }
+            data.truncate(cut.min(data.len()));
+            if let Ok(s) = decode(&data, 1 << 16) {
+                proptest::prop_assert_eq!(encode(&s), data);
+            }
+        }
+    }
+
     #[test]
     fn a_written_file_reads_back_and_others_are_removed() {
         let dir = std::env::temp_dir().join(format!("squall-snap-unit-{}", std::process::id()));

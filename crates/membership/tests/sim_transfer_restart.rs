@@ -327,8 +327,25 @@ impl Life {
         self.groups[i].as_ref().is_some_and(Group::is_active)
     }
 
-    /// Every node's GMS log bytes (`Start::Down` for a node that is down).
-    fn shutdown(self) -> Vec<Start> {
+    /// Every node's GMS log bytes (`Start::Down` for a node that is down). Checked first: a
+    /// node whose application was handed a transferred state in this life has that state
+    /// persisted — its log names a snapshot at that position — however soon after the poll
+    /// that handed it out the shutdown comes (durable before acted on).
+    fn shutdown(self) -> Result<Vec<Start>, String> {
+        for i in 0..U {
+            if let (Some(g), Some(&at)) = (&self.groups[i], self.restored[i].last())
+                && snapshot_position(g.gms().log().bytes()) != Some(at)
+            {
+                return Err(format!(
+                    "n{i} handed out a transferred state at {at} in life {} (step {:?}) but its log names no snapshot there",
+                    self.life, self.restored_at[i]
+                ));
+            }
+        }
+        Ok(self.shutdown_unchecked())
+    }
+
+    fn shutdown_unchecked(self) -> Vec<Start> {
         self.groups
             .iter()
             .map(|g| match g {
@@ -510,7 +527,7 @@ fn scenario(
     setup(&mut l, &mut chain)?;
     let joined_at = l.restored[j].first().copied();
     let max_before = l.max_delivered;
-    let logs = l.shutdown();
+    let logs = l.shutdown()?;
     if let Start::Log(b) = &logs[j]
         && snapshot_position(b) != joined_at
     {
@@ -707,8 +724,17 @@ fn sweep(p: &Plan) -> Result<(), String> {
     std::fs::remove_dir_all(dir("sweep-probe", p.seed)).ok();
     let stop = (activation as i64 + 1 + p.shutdown).max(1) as usize;
     l.run(&mut chain, stop, true)?;
+    // The crash point is where the probe said it would be.
+    let handed_out = !l.restored[3].is_empty();
+    if handed_out != (p.shutdown >= 0) {
+        return Err(format!(
+            "the joiner {} its state before the shutdown, at offset {} from its activation",
+            if handed_out { "had" } else { "did not have" },
+            p.shutdown
+        ));
+    }
     let max_before = l.max_delivered;
-    let logs = l.shutdown();
+    let logs = l.shutdown()?;
     let all = [0, 1, 2, 3];
     let l = match p.again {
         None => restart(p.seed, &base, shape, &logs, &all, max_before, &mut chain, 1)?,
@@ -732,7 +758,7 @@ fn sweep(p: &Plan) -> Result<(), String> {
             );
             l1.run(&mut chain, k, false)?;
             let max = l1.max_delivered.max(max_before);
-            let logs = l1.shutdown();
+            let logs = l1.shutdown()?;
             restart(p.seed, &base, shape, &logs, &all, max, &mut chain, 2)?
         }
     };
@@ -741,6 +767,60 @@ fn sweep(p: &Plan) -> Result<(), String> {
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())
+}
+
+/// The total shutdown right after the poll in which the joiner's transfer completed (its
+/// application already has the state): it restarts from the persisted state.
+#[test]
+fn a_shutdown_right_after_the_transfer_completes_restarts_from_the_snapshot() {
+    check_seeds(
+        "a_shutdown_right_after_the_transfer_completes_restarts_from_the_snapshot",
+        4,
+        |seed| {
+            sweep(&Plan {
+                seed,
+                join_after: 100 + (seed as usize % 4) * 70,
+                shutdown: 0,
+                again: None,
+            })
+        },
+    );
+}
+
+/// The total shutdown one poll before the joiner's transfer completes (passive, the state not
+/// yet persisted): it restarts without state, its logged counts count in the trim, and it takes
+/// the state by transfer in the restart view.
+#[test]
+fn a_shutdown_just_before_the_transfer_completes_restarts_without_state_and_transfers_again() {
+    check_seeds(
+        "a_shutdown_just_before_the_transfer_completes_restarts_without_state_and_transfers_again",
+        4,
+        |seed| {
+            sweep(&Plan {
+                seed,
+                join_after: 100 + (seed as usize % 4) * 70,
+                shutdown: -1,
+                again: None,
+            })
+        },
+    );
+}
+
+/// A second total shutdown a few steps into the restart (around the replay), then a third life.
+#[test]
+fn a_second_shutdown_around_the_replay_and_a_third_life_lose_nothing() {
+    check_seeds(
+        "a_second_shutdown_around_the_replay_and_a_third_life_lose_nothing",
+        4,
+        |seed| {
+            sweep(&Plan {
+                seed,
+                join_after: 150,
+                shutdown: 50,
+                again: Some(20 + (seed as usize % 4) * 40),
+            })
+        },
+    );
 }
 
 proptest! {

@@ -393,6 +393,10 @@ fn logged_counts(cfg: &GroupConfig, view: &View, me: NodeId) -> Result<Vec<u64>,
 /// file and the trim cuts it; a member built from a log that holds a view restarts: it waits
 /// for a majority of that view, the inspector (see [`crate::restart`]) installs the next view,
 /// and the member first replays its epoch logs as deliveries with their original positions.
+/// A member whose state came by transfer persists it first ([`crate::snapshot`]) and replays
+/// from it: `View` of that view, [`take_state`](Group::take_state), then the deliveries from
+/// the state's position; a member whose transfer never completed restarts without state and
+/// takes one by transfer in the restart view.
 ///
 /// Shards (the layout in force, [`GmsConfig::shard_layout`]: `GmsConfig::shards`, see
 /// [`crate::view::EvenShards`], or several disjoint subgroups of shards, [`crate::view::Subgroups`],
@@ -996,7 +1000,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
     }
 
     /// The state a joiner received, once, when its transfer completed (just before its first
-    /// [`Upcall::View`]); deliveries from its `position` on follow.
+    /// [`Upcall::View`]); deliveries from its `position` on follow. A member that entered by
+    /// transfer and restarts from its logs gets its persisted state back the same way: its
+    /// first upcall is the `View` of the view its transfer completed in, this returns the
+    /// state, and its replayed deliveries follow from the state's position (see
+    /// [`crate::snapshot`]).
     pub fn take_state(&mut self) -> Option<TransferredState> {
         self.state.take()
     }

@@ -353,7 +353,11 @@ fn a_member_that_joined_by_transfer_restarts_from_its_persisted_state_after_a_to
     }
     println!(
         "member {victim}: state at {} ({} bytes) before the kill and after the restart; replayed {} (member 0 {}), restart view at {end}, {} delivered before the kill at most",
-        sent.0, sent.2, r3.replayed, r0.replayed, max_before + 1
+        sent.0,
+        sent.2,
+        r3.replayed,
+        r0.replayed,
+        max_before + 1
     );
     // The same restart view everywhere, right after the replay; then identical deliveries.
     let restart_view = |r: &Report| r.views.iter().find(|v| v.id > 2).cloned();

@@ -843,3 +843,61 @@ proptest! {
         }
     }
 }
+
+/// The cost of persisting a transferred state, beside one synced GMS log append (the baseline,
+/// measured in the same run, in the same directory). Not run by default:
+/// `SQUALL_MEMBERSHIP_SNAPSHOT_BENCH=9 cargo test -p squall-membership --test
+/// sim_transfer_restart snapshot_write_cost -- --nocapture` (the value: repetitions).
+#[test]
+fn snapshot_write_cost() {
+    use squall_membership::log::{Durable, FileLog};
+    use squall_membership::snapshot::{Snapshot, write};
+    let Some(reps) = std::env::var("SQUALL_MEMBERSHIP_SNAPSHOT_BENCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        return;
+    };
+    let d = dir("bench", 0);
+    std::fs::create_dir_all(&d).unwrap();
+    let median = |mut v: Vec<u128>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let (mut log, _) = FileLog::open(&d.join("gms.log")).unwrap();
+    let base = median(
+        (0..reps)
+            .map(|i| {
+                let t = std::time::Instant::now();
+                log.append(&Record::StateDropped { view: i as u64 })
+                    .unwrap();
+                t.elapsed().as_micros()
+            })
+            .collect(),
+    );
+    println!("synced GMS log append (baseline): {base} us");
+    for size in [16usize << 10, 1 << 20, 16 << 20] {
+        let us = median(
+            (0..reps)
+                .map(|i| {
+                    let s = Snapshot {
+                        view: i as u64,
+                        shard: 0,
+                        first_position: 0,
+                        position: 1,
+                        state: vec![i as u8; size],
+                    };
+                    let t = std::time::Instant::now();
+                    write(&d, &s).unwrap();
+                    t.elapsed().as_micros()
+                })
+                .collect(),
+        );
+        println!(
+            "snapshot of {} KiB written and synced: {us} us = {:.1}x the baseline",
+            size >> 10,
+            us as f64 / base.max(1) as f64
+        );
+    }
+    std::fs::remove_dir_all(&d).ok();
+}

@@ -425,6 +425,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         &self.log
     }
 
+    /// The durable log, to append records the core does not write itself (the group's
+    /// [`Record::Snapshot`]: a transferred state made durable). Appending never changes what
+    /// the core does; it reads its log only when it is built.
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+
     /// The GMS table (for inspection).
     pub fn sst(&self) -> &Sst<T> {
         &self.sst

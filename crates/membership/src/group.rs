@@ -19,7 +19,8 @@ use thiserror::Error;
 
 use crate::config::GmsConfig;
 use crate::gms::{Epoch, Gms, GmsError, GmsEvent};
-use crate::log::{Durable, Recovered};
+use crate::log::{Durable, Record, Recovered};
+use crate::snapshot::{Snapshot, SnapshotError};
 use crate::transfer::{Completed, Transfer, TransferConfig, TransferError, TransferredState};
 use crate::view::{Inadequate, ShardId, ShardLayout, View};
 
@@ -214,6 +215,9 @@ pub enum GroupError {
     /// A durable epoch log could not be read, cut or replayed.
     #[error("epoch log: {0}")]
     Log(#[from] squall_round_robin::log::LogError),
+    /// A transferred state could not be made durable, or a restart could not read it back.
+    #[error("transferred state: {0}")]
+    Snapshot(#[from] SnapshotError),
     /// A replayed epoch log does not continue the positions before it.
     #[error(
         "replaying the epoch log of view {view}: position {found} where {expected} was expected"
@@ -285,6 +289,26 @@ fn trim_end(trim: &crate::trim::Trim, senders: &[NodeId]) -> u64 {
 
 /// A member's shard in a view: its index and members (in sender order).
 type ShardOf = (usize, Vec<NodeId>);
+
+/// What a restarting member's logs rebuild its state from.
+#[derive(Clone, Debug)]
+enum Base {
+    /// It was in a shard of view 0 and its state was never replaced: its epoch logs from
+    /// position 0.
+    Initial,
+    /// Its state came by transfer: the persisted snapshot (taken in `view`), then its epoch logs
+    /// from the snapshot's position.
+    Snapshot {
+        /// The view the transfer completed in, as logged.
+        view: View,
+        /// The snapshot file's contents.
+        snap: Snapshot,
+    },
+    /// It holds no state (a joiner or promoted spare whose transfer never completed, or a
+    /// member whose state a rejoin voided): its logged counts still count in the restart's
+    /// trim, but it replays nothing and takes its state by transfer in the restart view.
+    Stateless,
+}
 
 /// This member's shard in `view` and that shard's members (`None`: a spare, or an inadequate
 /// view, where no epoch ran).
@@ -369,6 +393,10 @@ fn logged_counts(cfg: &GroupConfig, view: &View, me: NodeId) -> Result<Vec<u64>,
 /// file and the trim cuts it; a member built from a log that holds a view restarts: it waits
 /// for a majority of that view, the inspector (see [`crate::restart`]) installs the next view,
 /// and the member first replays its epoch logs as deliveries with their original positions.
+/// A member whose state came by transfer persists it first ([`crate::snapshot`]) and replays
+/// from it: `View` of that view, [`take_state`](Group::take_state), then the deliveries from
+/// the state's position; a member whose transfer never completed restarts without state and
+/// takes one by transfer in the restart view.
 ///
 /// Shards (the layout in force, [`GmsConfig::shard_layout`]: `GmsConfig::shards`, see
 /// [`crate::view::EvenShards`], or several disjoint subgroups of shards, [`crate::view::Subgroups`],
@@ -471,6 +499,8 @@ pub struct Group<T: Transport, L: Durable> {
     /// members (`None`: no epoch ran here) — which epoch logs the replay reads, and how each
     /// trim cuts them.
     history: Vec<(u64, Option<ShardOf>)>,
+    /// Restarting: what the replay rebuilds the state from.
+    base: Base,
     events: Vec<GmsEvent>,
     scratch: Vec<Upcall<Delivery>>,
     stats: GroupStats,
@@ -584,6 +614,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             state: None,
             restart_logged: None,
             history: Vec::new(),
+            base: Base::Initial,
             events: Vec::new(),
             scratch: Vec::new(),
             stats: GroupStats::default(),
@@ -606,6 +637,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
                             squall_round_robin::log::Log::cut(&path, trim_end(&d.trim, senders))?;
                         }
                         g.history.push((old, mine));
+                    }
+                    g.base = g.restart_base(rec)?;
+                    if matches!(g.base, Base::Stateless) {
+                        g.active = false;
                     }
                 }
                 g.history.push((v.id, shard_in(&v, me)));
@@ -631,10 +666,28 @@ impl<T: Transport, L: Durable> Group<T, L> {
             return Ok(());
         }
         let mut next: Option<u64> = None;
+        // With a snapshot: nothing before its view; in its view the epoch counted from 0 (it
+        // was passive) and the state reflects everything before its position.
+        let mut from = (0, 0, 0);
+        if let Base::Snapshot { view, snap } = &self.base {
+            from = (view.id, snap.first_position, snap.position);
+            next = Some(snap.position);
+            self.state = Some(TransferredState {
+                position: snap.position,
+                state: snap.state.clone(),
+            });
+            upcalls.push(Upcall::View(squall_ordering::View {
+                id: view.id,
+                members: view.members.clone(),
+                leader: Some(view.leader),
+            }));
+        }
+        let (from_view, offset, skip_below) = from;
         for (v, mine) in std::mem::take(&mut self.history) {
-            let Some((s, senders)) = mine.filter(|_| v <= last.id) else {
+            let Some((s, senders)) = mine.filter(|_| v <= last.id && v >= from_view) else {
                 continue;
             };
+            let offset = if v == from_view { offset } else { 0 };
             let Some(path) = self.cfg.epoch_log_of(v, s) else {
                 continue;
             };
@@ -648,17 +701,21 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 continue;
             };
             for r in records {
-                let expected = next.unwrap_or(r.position);
-                if r.position != expected {
+                let position = r.position + offset;
+                if position < skip_below {
+                    continue;
+                }
+                let expected = next.unwrap_or(position);
+                if position != expected {
                     return Err(GroupError::Replay {
                         view: v,
-                        found: r.position,
+                        found: position,
                         expected,
                     });
                 }
-                next = Some(r.position + 1);
+                next = Some(position + 1);
                 upcalls.push(Upcall::Deliver(Delivery {
-                    position: r.position,
+                    position,
                     sender: r.sender,
                     payload: r.payload,
                 }));
@@ -673,8 +730,19 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// join again, [`Gms::rejoined`]): this member's state must come by transfer, like a
     /// joiner's. Its epoch logs are superseded (the group went on without them): each is
     /// renamed to `<name>.superseded` so that no later restart replays them.
-    fn rejoin(&mut self) {
+    fn rejoin(&mut self) -> Result<(), GroupError> {
         let me = self.gms.id();
+        // Its state (a snapshot included) is void from here on: a later restart must not
+        // rebuild it from these logs.
+        let newer = self.gms.rejoined().map_or(0, |(_, newer)| newer);
+        self.gms
+            .log_mut()
+            .append(&Record::StateDropped { view: newer })
+            .map_err(GmsError::from)?;
+        if let Some(dir) = self.durable_dir() {
+            crate::snapshot::remove_others(&dir, None);
+        }
+        self.base = Base::Stateless;
         for (v, mine) in std::mem::take(&mut self.history) {
             if let Some(path) = mine.and_then(|(s, _)| self.cfg.epoch_log_of(v, s))
                 && path.exists()
@@ -694,6 +762,103 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.senders.clear();
         self.position = 0;
         self.frozen = false;
+        Ok(())
+    }
+
+    /// The durable epochs' directory (where snapshots go too); `None` with atomic epochs.
+    fn durable_dir(&self) -> Option<std::path::PathBuf> {
+        match &self.cfg.epoch.mode {
+            Mode::Durable { path, .. } => Some(path.clone()),
+            _ => None,
+        }
+    }
+
+    /// What a restarting member's replay starts from (see [`Base`]); reads and checks the
+    /// snapshot its log names, and removes snapshot files no record names (superseded ones, or
+    /// one a crash left before its record).
+    fn restart_base(&self, rec: &Recovered) -> Result<Base, GroupError> {
+        let Some(dir) = self.durable_dir() else {
+            return Ok(Base::Initial);
+        };
+        let me = self.gms.id();
+        let layout = self.cfg.gms.shard_layout();
+        let base = match rec.last_snapshot() {
+            Some(Record::Snapshot {
+                view,
+                shard,
+                first_position,
+                position,
+                file,
+            }) => {
+                let max = self.cfg.transfer.max_state_bytes as u64;
+                let snap = crate::snapshot::read(&dir, file, max)?;
+                let path = dir.join(file);
+                let mismatch = |what| SnapshotError::Mismatch {
+                    path: path.clone(),
+                    what,
+                };
+                if snap.view != *view || snap.shard != *shard {
+                    return Err(mismatch("view or shard").into());
+                }
+                if snap.first_position != *first_position || snap.position != *position {
+                    return Err(mismatch("positions").into());
+                }
+                let v = crate::restart::logged_view(rec, *view, &layout)
+                    .ok_or(mismatch("its view is not in the log"))?;
+                if shard_in(&v, me).map(|(s, _)| s as u32) != Some(*shard) {
+                    return Err(mismatch("the member is not in that shard of the view").into());
+                }
+                crate::snapshot::remove_others(&dir, Some(file));
+                tracing::info!(me = %me, view = *view, position = *position, bytes = snap.state.len(), "group: restarting from a persisted transferred state");
+                return Ok(Base::Snapshot { view: v, snap });
+            }
+            _ if rec.holds_initial_state()
+                && crate::restart::logged_view(rec, 0, &layout)
+                    .is_some_and(|v0| shard_in(&v0, me).is_some()) =>
+            {
+                Base::Initial
+            }
+            _ => {
+                tracing::info!(me = %me, "group: restarting without state (its transfer never completed): it will take the state by transfer");
+                Base::Stateless
+            }
+        };
+        crate::snapshot::remove_others(&dir, None);
+        Ok(base)
+    }
+
+    /// A completed transfer, made durable before the member acts on it: the state's bytes in a
+    /// synced snapshot file, then a [`Record::Snapshot`] naming it in the (synced) membership
+    /// log. Superseded snapshots and the epoch logs of earlier views (never replayed again) are
+    /// deleted afterwards. Nothing to do with atomic epochs (a restart replays nothing).
+    fn persist(&mut self, view: &View, done: &Completed) -> Result<(), GroupError> {
+        let Some(dir) = self.durable_dir() else {
+            return Ok(());
+        };
+        let Some((shard, _)) = shard_in(view, self.gms.id()) else {
+            return Ok(());
+        };
+        let snap = Snapshot {
+            view: view.id,
+            shard: shard as u32,
+            first_position: done.first_position,
+            position: done.state.position,
+            state: done.state.state.clone(),
+        };
+        let file = crate::snapshot::write(&dir, &snap)?;
+        self.gms
+            .log_mut()
+            .append(&Record::Snapshot {
+                view: snap.view,
+                shard: snap.shard,
+                first_position: snap.first_position,
+                position: snap.position,
+                file: file.clone(),
+            })
+            .map_err(GmsError::from)?;
+        crate::snapshot::remove_others(&dir, Some(&file));
+        remove_epoch_logs_before(&dir, view.id);
+        Ok(())
     }
 
     /// The membership core.
@@ -835,7 +1000,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
     }
 
     /// The state a joiner received, once, when its transfer completed (just before its first
-    /// [`Upcall::View`]); deliveries from its `position` on follow.
+    /// [`Upcall::View`]); deliveries from its `position` on follow. A member that entered by
+    /// transfer and restarts from its logs gets its persisted state back the same way: its
+    /// first upcall is the `View` of the view its transfer completed in, this returns the
+    /// state, and its replayed deliveries follow from the state's position (see
+    /// [`crate::snapshot`]).
     pub fn take_state(&mut self) -> Option<TransferredState> {
         self.state.take()
     }
@@ -988,11 +1157,27 @@ impl<T: Transport, L: Durable> Group<T, L> {
         if self.restart_logged.take().is_some()
             && let (Some(t), Some(last)) = (&trim, self.view.take())
         {
-            self.replay(&last, t, upcalls)?;
-            // It holds its shard's state again: tell every node, so that a joiner may ask it
-            // (joiners ask only members known to hold the state: view 0's and announced ones).
-            self.transfer.activate(self.position);
-            tracing::info!(me = %self.gms.id(), view = last.id, replayed = self.stats.replayed, position = self.position, "group: restarted from the logs");
+            let me = self.gms.id();
+            if matches!(self.base, Base::Stateless) {
+                // Its logged counts counted in the trim; it has nothing to replay and joins the
+                // restart view passive, its state to come by transfer.
+                if let Some((s, senders)) = shard_in(&last, me)
+                    && let Some(path) = self.cfg.epoch_log_of(last.id, s)
+                    && path.exists()
+                {
+                    squall_round_robin::log::Log::cut(&path, trim_end(t, &senders))?;
+                }
+                self.history.clear();
+                self.position = 0;
+                tracing::info!(me = %me, view = last.id, "group: restarted without state: passive until a transfer");
+            } else {
+                self.replay(&last, t, upcalls)?;
+                // It holds its shard's state again: tell every node, so that a joiner may ask
+                // it (joiners ask only members known to hold the state: view 0's and announced
+                // ones).
+                self.transfer.activate(self.position);
+                tracing::info!(me = %me, view = last.id, replayed = self.stats.replayed, position = self.position, "group: restarted from the logs");
+            }
         }
         if let (Some(trim), Some(mut old), Some(old_view)) =
             (trim, self.epoch.take(), self.view.take())
@@ -1103,6 +1288,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
         let Some(view) = self.view.clone() else {
             return Ok(());
         };
+        // Durable before anything acts on it: the application, the peers (the "active" word),
+        // a later restart's counting.
+        self.persist(&view, &done)?;
         self.active = true;
         self.offset = done.first_position;
         self.skip_until = done.state.position;
@@ -1178,7 +1366,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             && self.gms.view().is_none()
             && self.gms.rejoined().is_some()
         {
-            self.rejoin();
+            self.rejoin()?;
         }
         let mut result = Ok(());
         for e in events.drain(..) {
@@ -1259,5 +1447,25 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
 
     fn waker(&self) -> squall_transport::Waker {
         self.gms.sst().transport().waker()
+    }
+}
+
+/// Deletes the epoch logs (and set-aside `.superseded` ones) of views before `view` in a
+/// member's durable directory: once a transferred state taken in `view` is durable, no restart
+/// replays them (failures are logged: a leftover file is only wasted space).
+fn remove_epoch_logs_before(dir: &std::path::Path, view: u64) {
+    for (name, path) in crate::snapshot::files_in(dir) {
+        let Some(v) = name
+            .strip_prefix("epoch-")
+            .and_then(|r| r.get(..20))
+            .and_then(|d| d.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if v < view && (name.ends_with(".log") || name.ends_with(".log.superseded")) {
+            if let Err(err) = std::fs::remove_file(path) {
+                tracing::warn!(file = name, error = %err, "group: could not remove an epoch log before a transferred state");
+            }
+        }
     }
 }

@@ -57,6 +57,7 @@ mod gms;
 pub mod group;
 pub mod log;
 pub mod restart;
+pub mod snapshot;
 pub mod transfer;
 pub mod trim;
 pub mod view;

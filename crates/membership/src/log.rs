@@ -5,7 +5,10 @@
 //! `[body length: u32 LE][CRC-32 of the body: u32 LE][body]` (the framing of round-robin's log).
 //! Bodies (little endian): `1, view: u64, n: u32, n × node: u32` for an installed view;
 //! `2, view: u64, rank: u64, c: u32, c × change: u64, t: u32, t × (node: u32, count: u64)` for
-//! a decision; `3, view: u64, rank: u64` for a restart promise.
+//! a decision; `3, view: u64, rank: u64` for a restart promise; `4, view: u64, k: u32, k × (n:
+//! u32, n × node: u32)` for a view's shards; `5, view: u64, shard: u32, first: u64, position:
+//! u64, f: u32, f × byte` for a persisted transferred state (the file name, UTF-8, at most
+//! [`MAX_FILE_NAME`] bytes); `6, view: u64` for a member whose state was voided (it joins again).
 //!
 //! [`decode`] is the pure decoder (fuzzed by `fuzz/fuzz_targets/gms_log.rs`): it returns the
 //! records of the longest valid prefix and why it stopped. [`FileLog::open`] truncates a torn or
@@ -28,6 +31,8 @@ pub const MAGIC: &[u8; 8] = b"SQGMSLG1";
 pub const FRAME: usize = 8;
 /// The largest body a record may declare.
 pub const MAX_BODY: usize = 1 << 24;
+/// The longest snapshot file name a [`Record::Snapshot`] may carry.
+pub const MAX_FILE_NAME: usize = 255;
 
 /// One logged fact.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +63,31 @@ pub enum Record {
         view: u64,
         /// Each shard's members, in shard order (a lost shard is empty).
         shards: Vec<Vec<NodeId>>,
+    },
+    /// This member's state transfer completed in view `view` and the state it received is in
+    /// the snapshot file `file` of its durable directory (written and synced before this record;
+    /// see [`crate::snapshot`]). A restart hands that state to the application and replays the
+    /// epoch logs from `position` on, the log of `view` with its positions shifted by
+    /// `first_position` (a passive epoch counts from 0).
+    Snapshot {
+        /// The view in which the transfer completed.
+        view: u64,
+        /// The member's shard in that view.
+        shard: u32,
+        /// That view's first position in the shard: the offset of the epoch log's positions.
+        first_position: u64,
+        /// The first position the state does not reflect.
+        position: u64,
+        /// The snapshot's file name in the member's durable directory.
+        file: String,
+    },
+    /// This member's state up to here is void: it joins again and takes its state by transfer
+    /// (logged when a restart found the group gone on without it, view `view` being the newer
+    /// view, and when a node starts as a joiner on a log that holds earlier records). Until a
+    /// later [`Record::Snapshot`], a restart treats it as holding no state.
+    StateDropped {
+        /// The view that superseded its state (0 when unknown).
+        view: u64,
     },
 }
 
@@ -208,6 +238,25 @@ pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
                 }
             }
         }
+        Record::Snapshot {
+            view,
+            shard,
+            first_position,
+            position,
+            file,
+        } => {
+            out.push(5);
+            out.extend_from_slice(&view.to_le_bytes());
+            out.extend_from_slice(&shard.to_le_bytes());
+            out.extend_from_slice(&first_position.to_le_bytes());
+            out.extend_from_slice(&position.to_le_bytes());
+            out.extend_from_slice(&(file.len() as u32).to_le_bytes());
+            out.extend_from_slice(file.as_bytes());
+        }
+        Record::StateDropped { view } => {
+            out.push(6);
+            out.extend_from_slice(&view.to_le_bytes());
+        }
     });
 }
 
@@ -287,6 +336,31 @@ fn parse(body: &[u8]) -> Result<Record, &'static str> {
             }
             Record::Shards { view, shards }
         }
+        5 => {
+            let view = b.u64().ok_or(short)?;
+            let shard = b.u32().ok_or(short)?;
+            let first_position = b.u64().ok_or(short)?;
+            let position = b.u64().ok_or(short)?;
+            let n = b.count(1).ok_or(short)?;
+            if n > MAX_FILE_NAME {
+                return Err("snapshot file name too long");
+            }
+            let (name, rest) = b.0.split_at(n);
+            b.0 = rest;
+            let file = std::str::from_utf8(name)
+                .map_err(|_| "snapshot file name is not UTF-8")?
+                .to_string();
+            Record::Snapshot {
+                view,
+                shard,
+                first_position,
+                position,
+                file,
+            }
+        }
+        6 => Record::StateDropped {
+            view: b.u64().ok_or(short)?,
+        },
         _ => return Err("unknown record tag"),
     };
     if !b.0.is_empty() {
@@ -397,6 +471,45 @@ impl Recovered {
             Record::Shards { view: v, shards } if *v == view => Some(shards.as_slice()),
             _ => None,
         })
+    }
+
+    /// The state this member's logs can rebuild from, as of the log's end: the last
+    /// [`Record::Snapshot`] (`Some`), unless a later [`Record::StateDropped`] voided it; `None`
+    /// also when neither was logged (an initial member, which needs no snapshot, or a joiner
+    /// whose transfer never completed: see [`holds_initial_state`](Self::holds_initial_state)).
+    ///
+    /// ```
+    /// use squall_membership::log::{Durable, MemLog, Record};
+    /// use squall_transport::NodeId;
+    /// let mut log = MemLog::default();
+    /// log.append(&Record::Installed { view: 2, members: vec![NodeId(0), NodeId(3)] })?;
+    /// log.append(&Record::Snapshot { view: 2, shard: 0, first_position: 9, position: 11, file: "snapshot-x.state".into() })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// assert!(matches!(rec.last_snapshot(), Some(Record::Snapshot { position: 11, .. })));
+    /// log.append(&Record::StateDropped { view: 4 })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// assert_eq!(rec.last_snapshot(), None);
+    /// # Ok::<(), squall_membership::log::LogError>(())
+    /// ```
+    pub fn last_snapshot(&self) -> Option<&Record> {
+        self.records
+            .iter()
+            .rev()
+            .find(|r| matches!(r, Record::Snapshot { .. } | Record::StateDropped { .. }))
+            .filter(|r| matches!(r, Record::Snapshot { .. }))
+    }
+
+    /// Whether this log starts as an initial member's does (its first record installs view 0)
+    /// and no [`Record::StateDropped`] voided that state since: such a member's epoch logs
+    /// rebuild its state from position 0 without a snapshot.
+    pub fn holds_initial_state(&self) -> bool {
+        matches!(
+            self.records.first(),
+            Some(Record::Installed { view: 0, .. })
+        ) && !self
+            .records
+            .iter()
+            .any(|r| matches!(r, Record::StateDropped { .. }))
     }
 
     /// The highest restart ballot this member promised for view `view` (0 if none).
@@ -663,9 +776,21 @@ mod tests {
         b
     }
 
-    /// [`sample`] plus a promise and a shard layout: a record of every kind.
+    /// [`sample`] plus a promise, a shard layout, a snapshot and a dropped state: a record of
+    /// every kind.
     fn sample_of_every_kind() -> Vec<u8> {
         let mut b = sample();
+        encode_record(
+            &Record::Snapshot {
+                view: 1,
+                shard: 1,
+                first_position: 5,
+                position: 7,
+                file: "snapshot-1.state".into(),
+            },
+            &mut b,
+        );
+        encode_record(&Record::StateDropped { view: 3 }, &mut b);
         encode_record(
             &Record::Promised {
                 view: 0,
@@ -717,6 +842,32 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_record_round_trips_and_a_lying_name_length_is_refused() {
+        let r = Record::Snapshot {
+            view: 4,
+            shard: 2,
+            first_position: 100,
+            position: 123,
+            file: crate::snapshot::file_name(4, 2),
+        };
+        let mut b = sample();
+        encode_record(&r, &mut b);
+        let (_, rec) = MemLog::open(b);
+        assert_eq!(rec.last_snapshot(), Some(&r));
+        assert!(rec.holds_initial_state());
+        let mut body = vec![5u8];
+        body.extend_from_slice(&4u64.to_le_bytes());
+        body.extend_from_slice(&2u32.to_le_bytes());
+        body.extend_from_slice(&[0u8; 16]);
+        body.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(parse(&body).is_err());
+        let mut body = body[..body.len() - 4].to_vec();
+        body.extend_from_slice(&300u32.to_le_bytes());
+        body.extend_from_slice(&[b'a'; 300]);
+        assert_eq!(parse(&body), Err("snapshot file name too long"));
+    }
+
+    #[test]
     fn every_torn_tail_is_cut_back_to_the_last_whole_record() {
         let full = sample();
         let whole = decode(&full);
@@ -750,8 +901,8 @@ mod tests {
         /// The fuzz target's properties (`fuzz/fuzz_targets/gms_log.rs`) over mutated logs.
         #[test]
         fn decode_keeps_a_reencodable_prefix_of_any_bytes(
-            cut in 0usize..200,
-            flips in proptest::collection::vec((0usize..200, proptest::prelude::any::<u8>()), 0..4),
+            cut in 0usize..320,
+            flips in proptest::collection::vec((0usize..320, proptest::prelude::any::<u8>()), 0..4),
         ) {
             let mut data = sample_of_every_kind();
             for (at, x) in flips {

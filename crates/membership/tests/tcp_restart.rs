@@ -251,3 +251,137 @@ fn a_second_total_kill_during_the_restart_and_a_second_restart_keep_everything_d
         replay.len()
     );
 }
+
+/// A member that entered by state transfer restarts from its logs (issue 6, "restart and state
+/// transfer together"): member 3 is SIGKILLed, removed, and a fresh process takes its id and
+/// joins by transfer (its state persisted in its own directory); then every member is killed
+/// at once and all five restart. Checked: member 3 restores the very state it was sent (same
+/// position and chain) from its snapshot file, replays its epoch logs from there exactly as
+/// member 0 replays those positions (sender, sequence number, digest, chain), up to the same
+/// end; that end is past everything any member delivered before the kill; every member
+/// installs the same restart view there; and afterwards all deliver identically.
+#[test]
+fn a_member_that_joined_by_transfer_restarts_from_its_persisted_state_after_a_total_kill() {
+    use std::collections::BTreeSet;
+    let places = vec![Place::loopback(); 5];
+    let victim = 3usize;
+    let settings = Settings {
+        gms_suspicion: Duration::from_millis(800),
+        tcp_timeout: Duration::from_millis(1500),
+        op_timeout: Duration::from_secs(2),
+        state_bytes: 16 << 10,
+        ..Settings::durable()
+    };
+    let mut c = Cluster::start("member_child", &places, settings);
+    c.wait_for(
+        "deliveries from every member",
+        Duration::from_secs(30),
+        |r| {
+            r.iter().all(|r| {
+                let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
+                r.delivered.len() >= 200 && senders.len() == 5
+            })
+        },
+    );
+    c.kill(victim);
+    let survivors = [0usize, 1, 2, 4];
+    c.wait_for("view 1 without the victim", Duration::from_secs(30), |r| {
+        survivors.iter().all(|&k| r[k].view(1).is_some())
+    });
+    c.respawn(victim);
+    c.wait_for(
+        "the rejoined member's state and deliveries after it",
+        Duration::from_secs(60),
+        |r| {
+            r[victim].transferred.is_some()
+                && r[victim].delivered.len() >= 150
+                && r.iter().all(|r| r.delivered_after(2) >= 150)
+        },
+    );
+    let all: Vec<usize> = (0..5).collect();
+    c.kill_all(&all);
+    std::thread::sleep(Duration::from_millis(100));
+    let before = c.reports();
+    let sent = before[victim].transferred.expect("a transferred state");
+    let max_before = (before.iter())
+        .flat_map(|r| r.delivered.iter().map(|d| d.position))
+        .max()
+        .expect("deliveries before the kill");
+    c.restart(&all);
+    c.wait_for(
+        "every member's restart view and new deliveries",
+        Duration::from_secs(40),
+        |r| {
+            r.iter().all(|r| {
+                r.stop.is_some()
+                    || r.views.iter().any(|v| v.id > 2) && r.delivered.len() >= r.replayed + 100
+            })
+        },
+    );
+    let after = c.finish();
+    for (k, r) in after.iter().enumerate() {
+        assert!(r.odd.is_empty(), "member {k} reported {:?}", r.odd);
+        assert!(r.stop.is_none(), "member {k} stopped: {:?}", r.stop);
+    }
+    // The rejoined member restored the very state it was sent, from its snapshot file.
+    let r3 = &after[victim];
+    let restored = r3.transferred.expect("the restored state");
+    assert_eq!(
+        (restored.0, restored.1, restored.2),
+        (sent.0, sent.1, sent.2),
+        "member {victim} restored a different state than it was sent"
+    );
+    let r0 = &after[0];
+    let end = r0.replayed as u64;
+    assert!(
+        end > max_before,
+        "the replay ends at {end}, but position {max_before} was delivered before the kill"
+    );
+    // Its replay: the positions from its state on, exactly member 0's.
+    assert_eq!(
+        sent.0 + r3.replayed as u64,
+        end,
+        "member {victim} replayed up to another position than member 0"
+    );
+    for d in &r3.delivered[..r3.replayed] {
+        let o = &r0.delivered[d.position as usize];
+        assert_eq!(
+            (o.position, o.sender, o.seq, o.digest, o.chain),
+            (d.position, d.sender, d.seq, d.digest, d.chain),
+            "member {victim}'s replay differs from member 0's"
+        );
+    }
+    println!(
+        "member {victim}: state at {} ({} bytes) before the kill and after the restart; replayed {} (member 0 {}), restart view at {end}, {} delivered before the kill at most",
+        sent.0,
+        sent.2,
+        r3.replayed,
+        r0.replayed,
+        max_before + 1
+    );
+    // The same restart view everywhere, right after the replay; then identical deliveries.
+    let restart_view = |r: &Report| r.views.iter().find(|v| v.id > 2).cloned();
+    let v0 = restart_view(r0).expect("member 0's restart view");
+    assert_eq!(
+        v0.before, end,
+        "member 0 installed the restart view after its replay"
+    );
+    for (k, r) in after.iter().enumerate() {
+        let v = restart_view(r).expect("a restart view");
+        assert_eq!(
+            (v.id, &v.members, v.before),
+            (v0.id, &v0.members, end),
+            "member {k}"
+        );
+        for d in &r.delivered {
+            if let Some(o) = r0.delivered.get(d.position as usize) {
+                assert_eq!(
+                    (o.sender, o.seq, o.digest, o.chain),
+                    (d.sender, d.seq, d.digest, d.chain),
+                    "member {k} and member 0 differ at position {}",
+                    d.position
+                );
+            }
+        }
+    }
+}

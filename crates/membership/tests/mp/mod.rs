@@ -545,7 +545,14 @@ pub fn child_main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    let epochs = match rejoin {
+    // `MP_FILES=k`: the log and epoch directory of the k-th respawn (a total restart of a
+    // member that rejoined reopens those).
+    let files: u64 = std::env::var("MP_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(rejoin);
+    let rejoin = if life > 0 { 0 } else { rejoin };
+    let epochs = match files {
         0 => dir.join(format!("epochs-{me}")),
         k => dir.join(format!("epochs-{me}-restart{k}")),
     };
@@ -558,7 +565,7 @@ pub fn child_main() {
         .collect();
     // Open (and fsync) the log before linking: once linked, the peers' suspicion timers run,
     // and an fsync on a busy disk can take longer than the suspicion timeout.
-    let log_name = match rejoin {
+    let log_name = match files {
         0 => format!("gms-{me}.log"),
         k => format!("gms-{me}-restart{k}.log"),
     };
@@ -590,7 +597,7 @@ pub fn child_main() {
     let start = Instant::now();
     // Each life numbers its messages from `life << 32`, and a process restarted under a killed
     // member's id from `rejoin * 1_000_000`, so no (sender, seq) repeats.
-    let mut seq = (life << 32) + rejoin * 1_000_000;
+    let mut seq = (life << 32) + files * 1_000_000;
     // A restarted member's deliveries before its first view are its epoch logs' replay.
     let mut replaying = life > 0;
     let mut missing: Option<Vec<NodeId>> = None;
@@ -675,9 +682,14 @@ pub fn child_main() {
                     writeln!(out, "W {v} {t}").unwrap();
                 }
                 Upcall::View(v) => {
-                    replaying = false;
-                    // A joiner's first view: restore the state it was sent.
-                    if let Some(st) = g.take_state() {
+                    // A joiner's first view: restore the state it was sent. A restarted member
+                    // that entered by transfer restores its persisted state the same way, then
+                    // replays its epoch logs from there, before the restart view.
+                    let restored = g.take_state();
+                    if restored.is_none() || life == 0 {
+                        replaying = false;
+                    }
+                    if let Some(st) = restored {
                         match state_chain(&st.state, s.state_bytes) {
                             Some(c) => {
                                 chain = c;
@@ -987,6 +999,9 @@ pub struct Cluster {
     places: Vec<Place>,
     /// Each member's life: 0 for its first process, one more at each restart.
     lives: Vec<u64>,
+    /// Per member, the [`respawn`](Self::respawn) whose fresh log and epoch directory it uses
+    /// (0: its first ones); a total restart reopens those.
+    files: Vec<u64>,
 }
 
 impl Drop for Cluster {
@@ -1033,6 +1048,7 @@ impl Cluster {
             places: places.to_vec(),
             cluster_id: u64::from(std::process::id()) << 16 | u64::from(run),
             lives: vec![0; places.len()],
+            files: vec![0; places.len()],
         };
         let all: Vec<usize> = (0..places.len()).collect();
         c.members = all.iter().map(|&k| c.spawn(k, late, 0)).collect();
@@ -1062,6 +1078,7 @@ impl Cluster {
         .env("MP_LATE", late_env.join(","))
         .env("MP_LIFE", self.lives[k].to_string())
         .env("MP_REJOIN", rejoin.to_string())
+        .env("MP_FILES", self.files[k].to_string())
         .env_remove("MP_NETNS")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -1176,6 +1193,7 @@ impl Cluster {
     pub fn respawn(&mut self, k: usize) {
         assert!(self.members[k].killed, "member {k} must be killed first");
         self.restarts += 1;
+        self.files[k] = self.restarts;
         let m = self.spawn(k, &[], self.restarts);
         self.members[k] = m;
         self.wait_for(

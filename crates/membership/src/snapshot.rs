@@ -1,0 +1,445 @@
+//! The durable copy of a transferred state: what a member that entered by state transfer (a
+//! joiner, a promoted spare, a rejoined member) needs to restart from its logs.
+//!
+//! A member whose state came by transfer holds, in its epoch logs, only the deliveries of the
+//! views from its first one on, counted from the snapshot's position; what the state reflects
+//! before that position is in no log of it. So when its transfer completes, the group writes
+//! the bytes it received to a checksummed file in the member's durable directory (the epoch
+//! template's `Mode::Durable` path), written and synced **before** the member acts on the state
+//! (before the application sees it, before it tells anyone it holds the state), then logs a
+//! [`Record::Snapshot`](crate::log::Record::Snapshot) naming the file, the view, the shard, the
+//! view's first position and the snapshot's position. A restart hands the file's bytes to the
+//! application the way a transfer does and replays the epoch logs from the snapshot's position.
+//!
+//! File layout (little endian): [`MAGIC`] (8 bytes), then a header — view `u64`, shard `u32`,
+//! the view's first position `u64`, the snapshot's position `u64`, the state's length `u64`,
+//! the CRC-32 of the state `u32`, the CRC-32 of the magic and the header fields before it
+//! `u32` — then the state. [`decode`] checks all of it and returns a [`SnapshotError`], never
+//! panics (fuzz target `fuzz/fuzz_targets/gms_snapshot.rs`).
+//!
+//! ```
+//! use squall_membership::snapshot::{Snapshot, decode, encode};
+//! let s = Snapshot { view: 3, shard: 0, first_position: 40, position: 42, state: b"abc".to_vec() };
+//! let bytes = encode(&s);
+//! assert_eq!(decode(&bytes, 1 << 20)?, s);
+//! assert!(decode(&bytes[..bytes.len() - 1], 1 << 20).is_err()); // torn
+//! # Ok::<(), squall_membership::snapshot::SnapshotError>(())
+//! ```
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use squall_round_robin::log::crc32;
+use thiserror::Error;
+
+/// A snapshot file's first eight bytes.
+pub const MAGIC: &[u8; 8] = b"SQSNAP01";
+/// Bytes before the state: magic, view, shard, first position, position, length, two CRCs.
+pub const HEADER: usize = 8 + 8 + 4 + 8 + 8 + 8 + 4 + 4;
+/// Prefix of every snapshot file name in a member's durable directory.
+pub const PREFIX: &str = "snapshot-";
+/// Suffix of every snapshot file name.
+pub const SUFFIX: &str = ".state";
+
+/// A transferred state as persisted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The view in which the transfer completed.
+    pub view: u64,
+    /// The member's shard in that view (an index into the view's shards).
+    pub shard: u32,
+    /// That view's first position in the shard (the offset of the member's epoch positions in
+    /// that view, which count from 0 while it is passive).
+    pub first_position: u64,
+    /// The first position the state does not reflect.
+    pub position: u64,
+    /// The application's bytes, as the sender provided them.
+    pub state: Vec<u8>,
+}
+
+/// Why a snapshot file could not be written or read back.
+#[derive(Debug, Error)]
+pub enum SnapshotError {
+    /// The bytes do not start with [`MAGIC`].
+    #[error("not a snapshot file (bad magic)")]
+    BadMagic,
+    /// Fewer bytes than the header or the declared state need (a crash while writing).
+    #[error("torn snapshot: {have} of {need} bytes present")]
+    Torn {
+        /// Bytes present.
+        have: usize,
+        /// Bytes needed.
+        need: usize,
+    },
+    /// More bytes than the header declares.
+    #[error("snapshot has {extra} bytes past its declared state")]
+    Trailing {
+        /// How many.
+        extra: usize,
+    },
+    /// The header's checksum does not match.
+    #[error("snapshot header checksum {found:#010x}, expected {expected:#010x}")]
+    HeaderChecksum {
+        /// Stored.
+        found: u32,
+        /// Computed.
+        expected: u32,
+    },
+    /// The state's checksum does not match.
+    #[error("snapshot state checksum {found:#010x}, expected {expected:#010x}")]
+    Checksum {
+        /// Stored.
+        found: u32,
+        /// Computed.
+        expected: u32,
+    },
+    /// A declared state larger than the bound (`TransferConfig::max_state_bytes`).
+    #[error("snapshot declares {len} bytes of state, above the bound of {max}")]
+    TooLarge {
+        /// Declared.
+        len: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// The snapshot is below its view's first position.
+    #[error("snapshot position {position} is below its view's first position {first}")]
+    Position {
+        /// The snapshot's position.
+        position: u64,
+        /// The view's first position.
+        first: u64,
+    },
+    /// The file does not hold what the membership log's record says it does.
+    #[error("snapshot file {path} does not match its log record: {what}")]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// Which field differs.
+        what: &'static str,
+    },
+    /// A file name that is not a plain snapshot name (the log names files in the member's own
+    /// directory only).
+    #[error("{name:?} is not a snapshot file name")]
+    BadName {
+        /// The name.
+        name: String,
+    },
+    /// The file system failed.
+    #[error("snapshot file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A record names a file whose contents are invalid.
+    #[error("snapshot file {path}: {source}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: Box<SnapshotError>,
+    },
+}
+
+/// The file name of the snapshot taken in `view` for shard `shard`.
+///
+/// ```
+/// assert_eq!(squall_membership::snapshot::file_name(7, 1), "snapshot-00000000000000000007-shard1.state");
+/// ```
+pub fn file_name(view: u64, shard: u32) -> String {
+    format!("{PREFIX}{view:020}-shard{shard}{SUFFIX}")
+}
+
+/// Whether `name` is a plain snapshot file name (no directory part).
+fn is_snapshot_name(name: &str) -> bool {
+    name.starts_with(PREFIX)
+        && name.ends_with(SUFFIX)
+        && !name.contains(['/', '\\'])
+        && !name.contains("..")
+}
+
+/// `s`'s file bytes.
+pub fn encode(s: &Snapshot) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + s.state.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&s.view.to_le_bytes());
+    out.extend_from_slice(&s.shard.to_le_bytes());
+    out.extend_from_slice(&s.first_position.to_le_bytes());
+    out.extend_from_slice(&s.position.to_le_bytes());
+    out.extend_from_slice(&(s.state.len() as u64).to_le_bytes());
+    out.extend_from_slice(&crc32(&s.state).to_le_bytes());
+    let head = crc32(&out);
+    out.extend_from_slice(&head.to_le_bytes());
+    out.extend_from_slice(&s.state);
+    out
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+/// Decodes a snapshot file's bytes, refusing a state above `max_state` bytes. Never panics.
+///
+/// ```
+/// use squall_membership::snapshot::{SnapshotError, decode};
+/// assert!(matches!(decode(b"SQSNAP01", 64), Err(SnapshotError::Torn { .. })));
+/// assert!(matches!(decode(b"nonsense but long enough to hold a whole header.....", 64), Err(SnapshotError::BadMagic)));
+/// ```
+pub fn decode(bytes: &[u8], max_state: u64) -> Result<Snapshot, SnapshotError> {
+    if bytes.len() < HEADER {
+        if !MAGIC.starts_with(&bytes[..bytes.len().min(MAGIC.len())]) {
+            return Err(SnapshotError::BadMagic);
+        }
+        return Err(SnapshotError::Torn {
+            have: bytes.len(),
+            need: HEADER,
+        });
+    }
+    if &bytes[..8] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let head_found = le_u32(bytes, HEADER - 4);
+    let head_expected = crc32(&bytes[..HEADER - 4]);
+    if head_found != head_expected {
+        return Err(SnapshotError::HeaderChecksum {
+            found: head_found,
+            expected: head_expected,
+        });
+    }
+    let view = le_u64(bytes, 8);
+    let shard = le_u32(bytes, 16);
+    let first_position = le_u64(bytes, 20);
+    let position = le_u64(bytes, 28);
+    let len = le_u64(bytes, 36);
+    let crc = le_u32(bytes, 44);
+    if len > max_state {
+        return Err(SnapshotError::TooLarge {
+            len,
+            max: max_state,
+        });
+    }
+    if position < first_position {
+        return Err(SnapshotError::Position {
+            position,
+            first: first_position,
+        });
+    }
+    let body = &bytes[HEADER..];
+    let need = usize::try_from(len).unwrap_or(usize::MAX);
+    if body.len() < need {
+        return Err(SnapshotError::Torn {
+            have: bytes.len(),
+            need: HEADER.saturating_add(need),
+        });
+    }
+    if body.len() > need {
+        return Err(SnapshotError::Trailing {
+            extra: body.len() - need,
+        });
+    }
+    let found = crc32(body);
+    if found != crc {
+        return Err(SnapshotError::Checksum {
+            found: crc,
+            expected: found,
+        });
+    }
+    Ok(Snapshot {
+        view,
+        shard,
+        first_position,
+        position,
+        state: body.to_vec(),
+    })
+}
+
+/// Writes `s` durably into `dir` as [`file_name`]`(s.view, s.shard)`: to a temporary file,
+/// synced, renamed into place, and the directory synced, so the file is either absent or whole
+/// after any crash. Returns the file name (relative to `dir`).
+pub fn write(dir: &Path, s: &Snapshot) -> Result<String, SnapshotError> {
+    let name = file_name(s.view, s.shard);
+    let path = dir.join(&name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| SnapshotError::Io { path: p, source }
+    };
+    let start = std::time::Instant::now();
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
+    f.write_all(&encode(s)).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(dir))?;
+    tracing::debug!(
+        path = %path.display(),
+        bytes = s.state.len(),
+        us = start.elapsed().as_micros() as u64,
+        "snapshot: written and synced"
+    );
+    Ok(name)
+}
+
+/// Reads the snapshot file `name` in `dir` (a name from the membership log), refusing a state
+/// above `max_state` bytes; a missing, torn or corrupt file is an error (the member cannot
+/// rebuild its state without it).
+pub fn read(dir: &Path, name: &str, max_state: u64) -> Result<Snapshot, SnapshotError> {
+    if !is_snapshot_name(name) {
+        return Err(SnapshotError::BadName {
+            name: name.to_string(),
+        });
+    }
+    let path = dir.join(name);
+    let bytes = std::fs::read(&path).map_err(|source| SnapshotError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    decode(&bytes, max_state).map_err(|e| SnapshotError::Corrupt {
+        path,
+        source: Box::new(e),
+    })
+}
+
+/// Deletes every snapshot file (and leftover temporary file) in `dir` except `keep`: superseded
+/// snapshots, and files a crash left without a log record. Failures are logged, not returned
+/// (a leftover file is only wasted space; the log names the file that counts).
+pub fn remove_others(dir: &Path, keep: Option<&str>) {
+    for (name, path) in files_in(dir) {
+        let ours = name.starts_with(PREFIX)
+            && (name.ends_with(SUFFIX) || name.ends_with(&format!("{SUFFIX}.tmp")));
+        if ours && Some(name.as_str()) != keep {
+            match std::fs::remove_file(path) {
+                Ok(()) => tracing::debug!(file = name, "snapshot: removed a superseded file"),
+                Err(err) => {
+                    tracing::warn!(file = name, error = %err, "snapshot: could not remove a superseded file");
+                }
+            }
+        }
+    }
+}
+
+/// The plain files of `dir` with UTF-8 names, as `(name, path)` (none if it cannot be read).
+pub(crate) fn files_in(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.path())))
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Snapshot {
+        Snapshot {
+            view: 2,
+            shard: 1,
+            first_position: 10,
+            position: 17,
+            state: (0..100u8).collect(),
+        }
+    }
+
+    #[test]
+    fn every_torn_or_flipped_file_is_refused_with_a_typed_error() {
+        let bytes = encode(&sample());
+        assert_eq!(decode(&bytes, 1 << 20).ok(), Some(sample()));
+        for cut in 0..bytes.len() {
+            assert!(
+                matches!(
+                    decode(&bytes[..cut], 1 << 20),
+                    Err(SnapshotError::Torn { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+        for at in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[at] ^= 0x10;
+            assert!(decode(&b, 1 << 20).is_err(), "flip at {at}");
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(matches!(
+            decode(&long, 1 << 20),
+            Err(SnapshotError::Trailing { extra: 1 })
+        ));
+        assert!(matches!(
+            decode(&bytes, 99),
+            Err(SnapshotError::TooLarge { len: 100, max: 99 })
+        ));
+    }
+
+    proptest::proptest! {
+        /// The fuzz target's properties (`fuzz/fuzz_targets/gms_snapshot.rs`) over mutated
+        /// files: never a panic, and what is accepted re-encodes to the same bytes.
+        #[test]
+        fn decode_accepts_only_what_reencodes_identically(
+            cut in 0usize..200,
+            flips in proptest::collection::vec((0usize..200, proptest::prelude::any::<u8>()), 0..3),
+        ) {
+            let mut data = encode(&sample());
+            for (at, x) in flips {
+                let n = data.len();
+                data[at % n] ^= x;
+            }
+            data.truncate(cut.min(data.len()));
+            if let Ok(s) = decode(&data, 1 << 16) {
+                proptest::prop_assert_eq!(encode(&s), data);
+            }
+        }
+    }
+
+    #[test]
+    fn a_written_file_reads_back_and_others_are_removed() {
+        let dir = std::env::temp_dir().join(format!("squall-snap-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let old = write(
+            &dir,
+            &Snapshot {
+                view: 1,
+                ..sample()
+            },
+        )
+        .unwrap();
+        let name = write(&dir, &sample()).unwrap();
+        assert_eq!(read(&dir, &name, 1 << 20).unwrap(), sample());
+        std::fs::write(dir.join("epoch-1.log"), b"x").unwrap();
+        remove_others(&dir, Some(&name));
+        assert!(!dir.join(&old).exists());
+        assert!(dir.join(&name).exists() && dir.join("epoch-1.log").exists());
+        assert!(matches!(
+            read(&dir, "../etc/passwd", 1),
+            Err(SnapshotError::BadName { .. })
+        ));
+        let full = std::fs::read(dir.join(&name)).unwrap();
+        std::fs::write(dir.join(&name), &full[..full.len() - 5]).unwrap();
+        assert!(matches!(
+            read(&dir, &name, 1 << 20),
+            Err(SnapshotError::Corrupt { .. })
+        ));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

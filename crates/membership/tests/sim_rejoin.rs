@@ -108,3 +108,47 @@ fn the_leader_restarts_under_its_id_and_rejoins() {
         1,
     );
 }
+
+/// The leader decides the view that adds a rejoining member, crashes the moment it logged the
+/// decision (mid-trim), and restarts under its id 1 to 3 steps later. The survivors install
+/// that view, which still names the leader's old incarnation, after the new incarnation
+/// connected, so the view's epoch starts on handles that never saw the old incarnation fail.
+/// The generalised form of `sim_group_mix::regression_a_restarted_node_times_out_peers_that_have_not_readmitted_it`.
+/// Without `RoundRobin::suspect_known` in `Group::start_epoch` the survivors write that view's
+/// traffic into the new incarnation's region set. The new incarnation later runs a view on the
+/// same set and delivers stale rows ("a delivery names the wrong sender", or a chain that
+/// differs).
+#[test]
+fn the_leader_restarts_right_after_deciding_a_view_that_still_names_it() {
+    check_seeds(
+        "the_leader_restarts_right_after_deciding_a_view_that_still_names_it",
+        4,
+        |seed| {
+            let plan = Plan {
+                seed,
+                initial: 5,
+                events: vec![
+                    Ev::Crash { node: 2, step: 400 },
+                    Ev::RestartLeaderAtDecision {
+                        step: 1500,
+                        after: 1 + seed as usize % 3,
+                    },
+                    Ev::Rejoin {
+                        pick: 0,
+                        step: 2000,
+                    },
+                ],
+                state_size: 600,
+                steps: 6000,
+                settle: 3000,
+            };
+            let s = run(&plan).map_err(|e| format!("{plan:?}: {e}"))?;
+            if !s.leader_crashed_mid_trim || s.rejoined != 2 || s.activated != 2 {
+                return Err(format!(
+                    "{plan:?}: expected the leader to crash mid-trim and two rejoins, got {s:?}"
+                ));
+            }
+            Ok(())
+        },
+    );
+}

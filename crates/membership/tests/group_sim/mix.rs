@@ -26,6 +26,11 @@ pub enum Ev {
     /// From `step` on, crash whichever member leads the moment it has logged a decision (the
     /// trim is being published), once.
     CrashLeaderAtDecision { step: usize },
+    /// From `step` on, crash whichever member leads the moment it has logged a decision (as
+    /// [`Ev::CrashLeaderAtDecision`]), once, and restart it under its id `after` steps later
+    /// (as [`Ev::Rejoin`] does): with a small `after` the survivors install the decided view,
+    /// which still names the old incarnation, after the new one connected.
+    RestartLeaderAtDecision { step: usize, after: usize },
     /// From `step` on, crash the first member that provides state to a joiner, `after` steps
     /// after it did (mid-transfer for a multi-chunk state), once.
     CrashSenderMidTransfer { step: usize, after: usize },
@@ -129,6 +134,10 @@ struct Run {
     provided: Option<(usize, usize)>,
     sender_armed: Option<usize>,
     leader_armed: bool,
+    /// Restart the leader crashed at its decision this many steps later.
+    leader_restart_after: Option<usize>,
+    /// A crashed leader to restart, and when.
+    leader_restart: Option<(usize, usize)>,
     step: usize,
     stats: Stats,
     upcalls: Vec<Upcall<Delivery>>,
@@ -173,6 +182,8 @@ impl Run {
             provided: None,
             sender_armed: None,
             leader_armed: false,
+            leader_restart_after: None,
+            leader_restart: None,
             step: 0,
             stats: Stats::default(),
             upcalls: Vec::new(),
@@ -468,6 +479,10 @@ impl Run {
                     }
                 }
                 Ev::CrashLeaderAtDecision { step: at } if *at == step => self.leader_armed = true,
+                Ev::RestartLeaderAtDecision { step: at, after } if *at == step => {
+                    self.leader_armed = true;
+                    self.leader_restart_after = Some(*after);
+                }
                 Ev::CrashSenderMidTransfer { step: at, after } if *at == step => {
                     self.sender_armed = Some(*after);
                 }
@@ -533,9 +548,21 @@ impl Run {
             && let Some(l) = self.leader_with_decision()
         {
             self.leader_armed = false;
+            let restart_after = self.leader_restart_after.take();
             if self.may_lose(&[l]) {
                 self.crash(l);
                 self.stats.leader_crashed_mid_trim = true;
+                if let Some(after) = restart_after {
+                    self.leader_restart = Some((l, step + after));
+                }
+            }
+        }
+        if let Some((l, at)) = self.leader_restart
+            && step >= at
+        {
+            self.leader_restart = None;
+            if self.fate[l].crashed {
+                self.rejoin(l)?;
             }
         }
         if let (Some(after), Some((s, at))) = (self.sender_armed, self.provided)

@@ -836,6 +836,14 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.transfer.provide(position, next, state)
     }
 
+    /// A passive joiner: the member it asked for the application's state in its current view,
+    /// until the transfer completes (none before it asked, once active, and outside a view).
+    /// It asks only a member it knows to hold the state: one of view 0's that it never saw
+    /// fail, or one that announced itself active after its own transfer.
+    pub fn state_sender(&self) -> Option<NodeId> {
+        self.transfer.asking().filter(|_| !self.active)
+    }
+
     /// The state a joiner received, once, when its transfer completed (just before its first
     /// [`Upcall::View`]); deliveries from its `position` on follow.
     pub fn take_state(&mut self) -> Option<TransferredState> {
@@ -1170,7 +1178,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 self.report_wedge(upcalls);
             }
         }
-        if !self.frozen && self.view.is_some() {
+        if self.frozen || self.view.is_none() {
+            // Not polled as sender or joiner this round: still note failures at once (a failed
+            // incarnation stops being a state holder before a later one can announce itself).
+            self.transfer.track_failures();
+        } else {
             if self.active {
                 busy |= self.transfer.poll_sender();
             } else {

@@ -19,7 +19,8 @@
 //!   minority installs a view), read both from `Upcall::View` and from each node's `Group::view`;
 //! - a message reported `Upcall::Discarded` to its sender is delivered nowhere, before or after;
 //! - each sender's messages are delivered in the order it submitted them, at most once;
-//! - a passive joiner hands out nothing before its state and refuses submits.
+//! - a passive joiner hands out nothing before its state and refuses submits;
+//! - a joiner asks for the state only a member that holds it (is active), or one already gone.
 //!
 //! Faults are held to a budget (a plan's event that would leave the newest view without a
 //! majority of live members is skipped when it comes due), so the group must stay live. At the

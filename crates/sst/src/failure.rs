@@ -67,7 +67,8 @@ pub enum Suspicion {
     /// The row is frozen but the suspicion is not published (see the [module docs](self)).
     Remote,
     /// Another table over the same endpoint already suspects it ([`Sst::suspect_known`]): a
-    /// membership layer starting a view's table with a member it knows failed.
+    /// membership layer starting a view's table with a member it knows failed. The row is
+    /// frozen but the suspicion is not published.
     Known,
 }
 
@@ -87,11 +88,14 @@ impl<T: Transport> Sst<T> {
 
     /// Declares `node` suspected because another table over the same endpoint already suspects
     /// it, typically a membership table when a view's table is created after it suspected
-    /// `node`. Like [`suspect`](Sst::suspect) (the row is frozen, the flag published and
-    /// pushed), except that nothing is reported to the transport. The link to `node` may already
-    /// lead to a newer incarnation that restarted under its id. That incarnation is not the
-    /// member this table names, so it must get none of this table's writes, and its link must
-    /// not be cut either.
+    /// `node`. The row is frozen and nothing more is written to `node`, but nothing is
+    /// reported to the transport and the suspicion is not published. The link to `node` may
+    /// already lead to a newer incarnation that restarted under its id. That incarnation is not
+    /// the member this table names, so it must get none of this table's writes, and its link
+    /// must not be cut either. The suspicion is not published because the other tables in the
+    /// view decide the same from their own knowledge. A fresh table knows no incarnations
+    /// (every flag means "incarnation 0"), so a peer that already counts the newer incarnation
+    /// would adopt the flag for that incarnation and cut it.
     ///
     /// A table created after the transport handed out the failure of `node` and the connection
     /// of its new incarnation never sees either event: without this call it would count the new
@@ -112,12 +116,11 @@ impl<T: Transport> Sst<T> {
     /// assert!(t[0].is_suspected(2));
     /// assert_eq!(t[0].suspicions()[0].1, Suspicion::Known);
     /// // Not reported to the transport: n0's link to n2 is not cut, so n2 does not learn that
-    /// // it is suspected (after `suspect` it would).
+    /// // it is suspected (after `suspect` it would). Not published: n1 does not adopt it.
     /// t[2].poll_once()?;
-    /// assert!(!t[2].is_accused());
-    /// // Published like any suspicion: n1 adopts it.
     /// t[1].poll_once()?;
-    /// assert!(t[1].is_suspected(2));
+    /// assert!(!t[2].is_accused());
+    /// assert!(!t[1].is_suspected(2));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn suspect_known(&mut self, node: NodeId) -> Result<(), SstError> {
@@ -188,7 +191,7 @@ impl<T: Transport> Sst<T> {
         let now = self.transport.now();
         let delay = self.config.accusation_delay();
         let detected = matches!(why, Suspicion::Transport | Suspicion::Timeout);
-        let publish = if self.accused || why == Suspicion::Remote {
+        let publish = if self.accused || matches!(why, Suspicion::Remote | Suspicion::Known) {
             "never"
         } else if detected && row < self.me && !delay.is_zero() {
             self.deferred.push((row, now + delay));

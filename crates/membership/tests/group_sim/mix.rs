@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use squall_membership::group::Group;
+use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
 use squall_transport::NodeId;
@@ -108,7 +108,7 @@ pub struct Stats {
 }
 
 struct Run {
-    cfg: squall_membership::group::GroupConfig,
+    cfg: GroupConfig,
     sim: Sim,
     groups: Vec<Group<SimNode, MemLog>>,
     apps: Vec<App>,
@@ -130,6 +130,8 @@ struct Run {
     discarded: BTreeSet<Vec<u8>>,
     /// Payloads delivered anywhere.
     delivered_any: BTreeSet<Vec<u8>>,
+    /// Per node: the member it last asked for the state.
+    asked: Vec<Option<NodeId>>,
     /// The state sender and the step it provided, once armed.
     provided: Option<(usize, usize)>,
     sender_armed: Option<usize>,
@@ -144,11 +146,12 @@ struct Run {
 }
 
 impl Run {
-    fn new(plan: &Plan) -> Run {
+    fn new(plan: &Plan, tweak: &dyn Fn(&mut GroupConfig)) -> Run {
         let universe = plan.initial + JOINERS;
         let mut cfg = group_sim::config(universe, plan.initial);
         cfg.transfer.chunk_size = 256;
         cfg.transfer.window = 2;
+        tweak(&mut cfg);
         let layout = Group::<SimNode, MemLog>::layout(&cfg).unwrap();
         let (sim, nodes) = Sim::cluster(SimConfig::seeded(plan.seed), universe, &layout).unwrap();
         let groups = nodes
@@ -179,6 +182,7 @@ impl Run {
             accountable_from: vec![0; universe],
             discarded: BTreeSet::new(),
             delivered_any: BTreeSet::new(),
+            asked: vec![None; universe],
             provided: None,
             sender_armed: None,
             leader_armed: false,
@@ -416,6 +420,21 @@ impl Run {
             let (id, m) = (v.id, v.members.clone());
             self.check_members(i, id, &m)?;
         }
+        // A joiner asks only a member that holds the state (or one that is gone: it cannot
+        // know that yet). A restarted member waiting for its own state does not qualify.
+        let asking = self.groups[i].state_sender();
+        if asking != self.asked[i] {
+            if let Some(s) = asking {
+                let s = s.index();
+                if !self.fate[s].lost() && !self.groups[s].is_active() {
+                    return Err(format!(
+                        "n{i} asked n{s} for the state, which holds none: {:?}",
+                        self.groups[s]
+                    ));
+                }
+            }
+            self.asked[i] = asking;
+        }
         let g = &mut self.groups[i];
         if !g.is_active()
             && g.view().is_some()
@@ -579,7 +598,12 @@ impl Run {
 }
 
 pub fn run(plan: &Plan) -> Result<Stats, String> {
-    let mut r = Run::new(plan);
+    run_with(plan, &|_| {})
+}
+
+/// [`run`] with the group configuration changed by `tweak` (a shard layout, say).
+pub fn run_with(plan: &Plan, tweak: &dyn Fn(&mut GroupConfig)) -> Result<Stats, String> {
+    let mut r = Run::new(plan, tweak);
     let universe = r.groups.len();
     for step in 0..plan.steps + plan.settle {
         r.step = step;

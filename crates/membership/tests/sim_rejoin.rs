@@ -180,6 +180,30 @@ impl ShardLayout for ById {
     }
 }
 
+/// Three initial members: n0 crashes at step 300 and is removed, joiner n3 asks to join at
+/// 1500, and n0 restarts under its id and asks to join at `rejoin`; joiners take a state of
+/// `state_size` bytes.
+fn crash_join_rejoin(seed: u64, rejoin: usize, state_size: usize) -> Plan {
+    Plan {
+        seed,
+        initial: 3,
+        events: vec![
+            Ev::Crash { node: 0, step: 300 },
+            Ev::Join {
+                joiner: 0,
+                step: 1500,
+            },
+            Ev::Rejoin {
+                pick: 0,
+                step: rejoin,
+            },
+        ],
+        state_size,
+        steps: 5000,
+        settle: 3000,
+    }
+}
+
 /// State holders exclude a restarted initial member. Initial member n0 crashes and is removed;
 /// joiner n3 joins (view 2) and takes a big state slowly; n0 restarts under its id and rejoins
 /// (view 3) while n3 is still passive. With the members in id order n0 ranks first in view 3,
@@ -196,24 +220,7 @@ fn a_restarted_initial_member_is_no_state_holder_in_the_view_it_rejoins() {
         "a_restarted_initial_member_is_no_state_holder_in_the_view_it_rejoins",
         3,
         |seed| {
-            let plan = Plan {
-                seed,
-                initial: 3,
-                events: vec![
-                    Ev::Crash { node: 0, step: 300 },
-                    Ev::Join {
-                        joiner: 0,
-                        step: 1500,
-                    },
-                    Ev::Rejoin {
-                        pick: 0,
-                        step: 1540,
-                    },
-                ],
-                state_size: 6000,
-                steps: 5000,
-                settle: 3000,
-            };
+            let plan = crash_join_rejoin(seed, 1540, 6000);
             let s = run_with(&plan, &|cfg| {
                 cfg.gms.layout = Some(Layout::new(ById(cfg.gms.universe.len())));
             })
@@ -236,23 +243,6 @@ fn a_restarted_initial_member_is_no_state_holder_in_the_view_it_rejoins() {
 #[test]
 #[ignore = "open: an outsider that joins in the view that readmits a rejoiner keeps it pending"]
 fn open_a_joiner_that_saw_a_member_restart_joins_in_the_same_view_as_its_new_incarnation() {
-    let plan = Plan {
-        seed: 0,
-        initial: 3,
-        events: vec![
-            Ev::Crash { node: 0, step: 300 },
-            Ev::Join {
-                joiner: 0,
-                step: 1500,
-            },
-            Ev::Rejoin {
-                pick: 0,
-                step: 1501,
-            },
-        ],
-        state_size: 600,
-        steps: 5000,
-        settle: 3000,
-    };
+    let plan = crash_join_rejoin(0, 1501, 600);
     run(&plan).map_err(|e| format!("{plan:?}: {e}")).unwrap();
 }

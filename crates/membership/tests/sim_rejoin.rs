@@ -124,7 +124,7 @@ fn the_leader_restarts_under_its_id_and_rejoins() {
 fn the_leader_restarts_right_after_deciding_a_view_that_still_names_it() {
     check_seeds(
         "the_leader_restarts_right_after_deciding_a_view_that_still_names_it",
-        4,
+        3,
         |seed| {
             let plan = Plan {
                 seed,

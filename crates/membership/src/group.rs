@@ -981,9 +981,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
 
     /// Whether a joiner asked this member for the application's state and none was provided
     /// in this view yet: call [`provide_state`](Group::provide_state) (after applying the
-    /// deliveries handed out so far). Check it after each [`poll`](TotalOrder::poll).
+    /// deliveries handed out so far). Check it after each [`poll`](TotalOrder::poll). False
+    /// whenever `provide_state` would refuse: once the view is wedged (a view change is under
+    /// way; the joiner asks again in the next view) or the member stopped.
     pub fn state_wanted(&self) -> bool {
-        self.active && self.transfer.wanted()
+        self.active && !self.frozen && self.stopped.is_none() && self.transfer.wanted()
     }
 
     /// Gives the group a snapshot of the application's state reflecting every delivery before
@@ -997,6 +999,14 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         let next = self.next_position();
         self.transfer.provide(position, next, state)
+    }
+
+    /// A passive joiner: the member it asked for the application's state in its current view,
+    /// until the transfer completes (none before it asked, once active, and outside a view).
+    /// It asks only a member it knows to hold the state: one of view 0's that it never saw
+    /// fail, or one that announced itself active after its own transfer.
+    pub fn state_sender(&self) -> Option<NodeId> {
+        self.transfer.asking().filter(|_| !self.active)
     }
 
     /// The state a joiner received, once, when its transfer completed (just before its first
@@ -1032,7 +1042,22 @@ impl<T: Transport, L: Durable> Group<T, L> {
             Some(s) => {
                 self.senders = view.shards[s].members.clone();
                 let cfg = self.cfg.epoch_for_shard(view.id, s, self.senders.clone());
-                self.epoch = Some(RoundRobin::epoch(self.mux.handle(), cfg, self.position)?);
+                let mut rr = RoundRobin::epoch(self.mux.handle(), cfg, self.position)?;
+                // A member the core already suspects is failed in this epoch from the start.
+                // The epoch's handle is new: it never sees that member's failure, nor the link
+                // of a newer incarnation of it that restarted under its id, and without this it
+                // would write this view's traffic into that incarnation's regions. That
+                // incarnation is not the member this view names, and it may later run a view
+                // on the same region set (see docs/MEMBERSHIP.md, eleventh part).
+                let sst = self.gms.sst();
+                let known: Vec<NodeId> = (self.senders.iter().copied())
+                    .filter(|&n| n != me && sst.row_of(n).is_some_and(|r| sst.is_suspected(r)))
+                    .collect();
+                for n in known {
+                    tracing::info!(me = %me, view = view.id, member = %n, "group: a member already suspected is failed in the new epoch");
+                    rr.suspect_known(n);
+                }
+                self.epoch = Some(rr);
                 let first = self.active.then_some(self.position);
                 self.transfer
                     .enter_view(view.id, self.senders.clone(), first);
@@ -1341,7 +1366,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 self.report_wedge(upcalls);
             }
         }
-        if !self.frozen && self.view.is_some() {
+        if self.frozen || self.view.is_none() {
+            // Not polled as sender or joiner this round: still note failures at once (a failed
+            // incarnation stops being a state holder before a later one can announce itself).
+            self.transfer.track_failures();
+        } else {
             if self.active {
                 busy |= self.transfer.poll_sender();
             } else {

@@ -398,8 +398,11 @@ pub(crate) struct Transfer<T: Transport> {
     t: T,
     cfg: TransferConfig,
     universe: Vec<NodeId>,
-    /// Nodes active from the start (the initial members).
+    /// Nodes active from the start (the initial members), less every one whose incarnation
+    /// this node saw fail: a later incarnation of it holds no state until it announces it.
     initial: Vec<NodeId>,
+    /// Peers reported failed (or whose ops failed) since the last [`failed_peers`](Self::failed_peers).
+    failed: Vec<NodeId>,
     me_index: usize,
     /// The view the machinery runs in, and its first position when known (active members).
     view: Option<(u64, Vec<NodeId>)>,
@@ -442,6 +445,7 @@ impl<T: Transport> Transfer<T> {
             cfg,
             universe,
             initial,
+            failed: Vec::new(),
             me_index,
             view: None,
             first_position: None,
@@ -577,24 +581,63 @@ impl<T: Transport> Transfer<T> {
                 .is_some_and(|k| self.load(8 * (self.u() + k)) != 0)
     }
 
-    /// Drains the handle's events; returns the peers reported failed or whose ops failed.
-    fn failed_peers(&mut self) -> Vec<NodeId> {
-        let mut out = Vec::new();
+    /// The member this joiner asked for the state in its current view, while it waits for it.
+    pub(crate) fn asking(&self) -> Option<NodeId> {
+        self.incoming.as_ref().map(|i| i.sender)
+    }
+
+    /// Drains the handle's events: notes the peers reported failed or whose ops failed (for
+    /// the next [`failed_peers`](Self::failed_peers)), and forgets the state-holder standing of
+    /// every incarnation reported failed. The group calls it every round, so that a peer's
+    /// failure is seen before a later incarnation of that peer can announce itself active.
+    pub(crate) fn track_failures(&mut self) {
         loop {
             let n = self.t.poll(&mut self.events);
-            for e in &self.events[..n] {
-                match e {
-                    Event::PeerFailed { peer, .. } => out.push(*peer),
-                    Event::Completion(c) if c.result.is_err() => {
-                        out.push(c.peer);
+            for i in 0..n {
+                match self.events[i] {
+                    Event::PeerFailed { peer, .. } => {
+                        self.forget_holder(peer);
+                        self.note_failed(peer);
                     }
+                    Event::Completion(c) if c.result.is_err() => self.note_failed(c.peer),
                     Event::Completion(_) | Event::PeerConnected { .. } => {}
                 }
             }
             if n < self.events.len() {
-                return out;
+                return;
             }
         }
+    }
+
+    fn note_failed(&mut self, peer: NodeId) {
+        if !self.failed.contains(&peer) {
+            self.failed.push(peer);
+        }
+    }
+
+    /// The incarnation of `peer` this node knew failed: what made it a state holder (being an
+    /// initial member, or its announcement) was about that incarnation. A later incarnation
+    /// (it restarted under its id) joins by state transfer like any joiner, so it must not be
+    /// asked for state until it announces itself active again.
+    fn forget_holder(&mut self, peer: NodeId) {
+        let was_initial = self.initial.contains(&peer);
+        self.initial.retain(|&n| n != peer);
+        if let Some(k) = self.universe.iter().position(|&u| u == peer)
+            && k != self.me_index
+        {
+            let at = 8 * (self.u() + k);
+            if was_initial || self.load(at) != 0 {
+                tracing::debug!(me = %self.universe[self.me_index], %peer, "transfer: a failed incarnation holds no state any more");
+            }
+            self.store(at, 0);
+        }
+    }
+
+    /// Drains the handle's events; returns the peers reported failed or whose ops failed since
+    /// the last call.
+    fn failed_peers(&mut self) -> Vec<NodeId> {
+        self.track_failures();
+        std::mem::take(&mut self.failed)
     }
 
     /// One round as a passive joiner: ask for the state, take what arrived, acknowledge.

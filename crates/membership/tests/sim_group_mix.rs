@@ -1,6 +1,7 @@
 //! A shrinking proptest over `Group` (issue 6's judging line): a plan of several events at
 //! random steps — crashes of random members (the leader included), the leader crashing the
-//! moment it has logged a decision (mid-trim), the state-transfer sender crashing mid-transfer,
+//! moment it has logged a decision (mid-trim), possibly restarting under its id a few steps
+//! later, the state-transfer sender crashing mid-transfer,
 //! minority partitions and their heals, joins (with state transfer through `Group::joining`'s
 //! `join`, `state_wanted` / `provide_state` / `take_state`) and graceful leaves — while every
 //! active member submits.
@@ -18,7 +19,8 @@
 //!   minority installs a view), read both from `Upcall::View` and from each node's `Group::view`;
 //! - a message reported `Upcall::Discarded` to its sender is delivered nowhere, before or after;
 //! - each sender's messages are delivered in the order it submitted them, at most once;
-//! - a passive joiner hands out nothing before its state and refuses submits.
+//! - a passive joiner hands out nothing before its state and refuses submits;
+//! - a joiner asks for the state only a member that holds it (is active), or one already gone.
 //!
 //! Faults are held to a budget (a plan's event that would leave the newest view without a
 //! majority of live members is skipped when it comes due), so the group must stay live. At the
@@ -44,6 +46,8 @@ fn ev_strategy(initial: usize, horizon: usize) -> impl Strategy<Value = Ev> {
     prop_oneof![
         3 => (0..universe, step.clone()).prop_map(|(node, step)| Ev::Crash { node, step }),
         1 => step.clone().prop_map(|step| Ev::CrashLeaderAtDecision { step }),
+        1 => (step.clone(), 1usize..20)
+            .prop_map(|(step, after)| Ev::RestartLeaderAtDecision { step, after }),
         1 => (step.clone(), 0usize..12)
             .prop_map(|(step, after)| Ev::CrashSenderMidTransfer { step, after }),
         2 => (proptest::collection::vec(0..universe, 1..=2), step.clone(), 200usize..3000)
@@ -164,14 +168,22 @@ fn regression_a_crashed_joiner_asks_to_join() {
 /// The soak's first failure with rejoins (`SQUALL_PROPTEST_CASES=120`, after 64 clean cases):
 /// n2 crashes and is removed; at 3963 it restarts and asks to join; the leader n0 decides the
 /// view that adds it, crashes mid-trim (armed at 980), and restarts 9 steps later (3972), so
-/// view 2 = [0, 1, 3, 4, 2] is installed still naming n0's old incarnation. First symptom: n2,
-/// an outsider then, readmitted n0's new incarnation at once and its row handed n0 view 2,
-/// which n0 took for its own, then suspected everyone and stopped. Fixed: an outsider readmits
-/// nobody, and the SST does not suspect for silence a member that connected but never wrote
-/// (peers write nothing to a row they hold pending). **Still failing** after those fixes, later
-/// in the run ("step 4024: n0: a delivery names the wrong sender"): open, see the s15 report.
+/// view 2 = [0, 1, 3, 4, 2] is installed still naming n0's old incarnation. Four defects, all
+/// fixed:
+/// (1) n2, an outsider then, readmitted n0's new incarnation at once and its row handed n0
+/// view 2, which n0 took for its own: now an outsider readmits nobody.
+/// (2) The restarted n0 timed out the survivors' heartbeats while they held it pending: now the
+/// SST does not suspect for silence a member that connected but never wrote.
+/// (3) "step 4024: n0: a delivery names the wrong sender": the survivors started view 2's epoch
+/// after n0's restart. A fresh epoch handle never sees the old incarnation's failure, so the
+/// epoch wrote view 2's traffic (on region set 0) into the new incarnation. That incarnation
+/// then ran view 4 on set 0 and read n1's stale view-2 row as n3's row (rank 1 in view 4).
+/// Now a member the core already suspects is failed in a new epoch from the start
+/// (`RoundRobin::suspect_known`). (4) With (3) fixed, this showed next: `state_wanted` said
+/// yes on a wedged member whose `provide_state` then refused. Now it says no once wedged.
+/// Mutation: without `suspect_known` in `Group::start_epoch` this fails again with the wrong
+/// sender at step 4024.
 #[test]
-#[ignore = "open: a leader restarted mid-trim of the view that names it; see the doc comment"]
 fn regression_a_restarted_node_times_out_peers_that_have_not_readmitted_it() {
     let plan = Plan {
         seed: 2828243547500920348,
@@ -224,6 +236,43 @@ fn regression_a_rejoined_member_delivers_in_its_last_view() {
             },
         ],
         state_size: 301,
+        steps: 7000,
+        settle: 3000,
+    };
+    run(&plan).map_err(|e| format!("{plan:?}: {e}")).unwrap();
+}
+
+/// The s16 soak's failure (`SQUALL_PROPTEST_CASES=120`, after 14 clean cases; shrunk). Joiner n5
+/// crashes before it ever joined (1911) and restarts under its id at 1938; the members readmit
+/// it at once (it is in none of their views) and add it. Joiner n4 had been outside the group all
+/// along, so it saw n5's old incarnation fail and holds the new one pending (an outsider
+/// readmits nobody). When n4 joins (5124), its view contains n5, so it never readmits it. It
+/// suspects a member that everyone else counts, wedges, and the group stalls ("n0 delivered
+/// nothing in its last view 2"). This is the open case of
+/// `sim_rejoin::a_joiner_that_saw_a_member_restart_joins_in_the_same_view_as_its_new_incarnation`,
+/// with the joiner entering a later view than the rejoiner. Fixed with
+/// `regression_a_rejoined_member_delivers_in_its_last_view`'s fix: n4 readmits n5's new
+/// incarnation when it installs a view from a member that readmitted it.
+#[test]
+fn regression_a_joiner_that_saw_a_joiner_restart_never_readmits_it() {
+    let plan = Plan {
+        seed: 1147730987966906111,
+        initial: 4,
+        events: vec![
+            Ev::Rejoin {
+                pick: 0,
+                step: 1938,
+            },
+            Ev::Crash {
+                node: 5,
+                step: 1911,
+            },
+            Ev::Join {
+                joiner: 0,
+                step: 5124,
+            },
+        ],
+        state_size: 1735,
         steps: 7000,
         settle: 3000,
     };

@@ -523,6 +523,18 @@ impl<T: Transport> RoundRobin<T> {
         self.position
     }
 
+    /// Epoch mode: treats member `node` as failed from the start, because the membership layer
+    /// already suspects it. The epoch then writes nothing to `node` and wedges at its next poll,
+    /// as if the transport had reported `node` failed. Nothing is reported to the transport
+    /// ([`Sst::suspect_known`]): the link to `node` may already lead to a newer incarnation,
+    /// which is not the member this view names. If the table fails doing so, the epoch stops
+    /// (wedged, as it would at its next poll).
+    pub fn suspect_known(&mut self, node: NodeId) {
+        if let Err(e) = self.sst.suspect_known(node) {
+            self.stop(StopReason::Sst(e));
+        }
+    }
+
     /// The table underneath.
     pub fn sst(&self) -> &Sst<T> {
         &self.sst

@@ -66,6 +66,10 @@ pub enum Suspicion {
     /// The peer cut the link to this member ([`FailureCause::Remote`]): it suspects this member.
     /// The row is frozen but the suspicion is not published (see the [module docs](self)).
     Remote,
+    /// Another table over the same endpoint already suspects it ([`Sst::suspect_known`]): a
+    /// membership layer starting a view's table with a member it knows failed. The row is
+    /// frozen but the suspicion is not published.
+    Known,
 }
 
 impl<T: Transport> Sst<T> {
@@ -76,6 +80,52 @@ impl<T: Transport> Sst<T> {
     pub fn suspect(&mut self, node: NodeId) -> Result<(), SstError> {
         if let Some(row) = self.row_of(node)
             && self.mark_suspected(row, Suspicion::Local)
+        {
+            self.after_suspicions()?;
+        }
+        Ok(())
+    }
+
+    /// Declares `node` suspected because another table over the same endpoint already suspects
+    /// it, typically a membership table when a view's table is created after it suspected
+    /// `node`. The row is frozen and nothing more is written to `node`, but nothing is
+    /// reported to the transport and the suspicion is not published. The link to `node` may
+    /// already lead to a newer incarnation that restarted under its id. That incarnation is not
+    /// the member this table names, so it must get none of this table's writes, and its link
+    /// must not be cut either. The suspicion is not published because the other tables in the
+    /// view decide the same from their own knowledge. A fresh table knows no incarnations
+    /// (every flag means "incarnation 0"), so a peer that already counts the newer incarnation
+    /// would adopt the flag for that incarnation and cut it.
+    ///
+    /// A table created after the transport handed out the failure of `node` and the connection
+    /// of its new incarnation never sees either event: without this call it would count the new
+    /// incarnation as the member and write to it.
+    ///
+    /// ```
+    /// use squall_sst::{SchemaBuilder, Sst, SstConfig, Suspicion};
+    /// use squall_transport::{NodeId, RegionId, RegionSpec};
+    /// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let schema = SchemaBuilder::new(3).build()?;
+    /// let layout = [RegionSpec::new(RegionId(0), schema.table_len())];
+    /// let members = vec![NodeId(0), NodeId(1), NodeId(2)];
+    /// let mut t = Vec::new();
+    /// for node in ThreadedFabric::new(ThreadedConfig::default())?.cluster(3, &layout)? {
+    ///     t.push(Sst::new(node, schema.clone(), SstConfig::new(RegionId(0), members.clone()))?);
+    /// }
+    /// t[0].suspect_known(NodeId(2))?;
+    /// assert!(t[0].is_suspected(2));
+    /// assert_eq!(t[0].suspicions()[0].1, Suspicion::Known);
+    /// // Not reported to the transport: n0's link to n2 is not cut, so n2 does not learn that
+    /// // it is suspected (after `suspect` it would). Not published: n1 does not adopt it.
+    /// t[2].poll_once()?;
+    /// t[1].poll_once()?;
+    /// assert!(!t[2].is_accused());
+    /// assert!(!t[1].is_suspected(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn suspect_known(&mut self, node: NodeId) -> Result<(), SstError> {
+        if let Some(row) = self.row_of(node)
+            && self.mark_suspected(row, Suspicion::Known)
         {
             self.after_suspicions()?;
         }
@@ -132,13 +182,16 @@ impl<T: Transport> Sst<T> {
         // transport raised (`PeerFailed`, a failed op, a cut) is about a link it failed
         // already; reporting it again could cut a newer incarnation's link that came up in the
         // same batch of events (the report names the incarnation last polled).
-        if !matches!(why, Suspicion::Transport | Suspicion::Remote) {
+        if !matches!(
+            why,
+            Suspicion::Transport | Suspicion::Remote | Suspicion::Known
+        ) {
             self.transport.report_failed(peer);
         }
         let now = self.transport.now();
         let delay = self.config.accusation_delay();
         let detected = matches!(why, Suspicion::Transport | Suspicion::Timeout);
-        let publish = if self.accused || why == Suspicion::Remote {
+        let publish = if self.accused || matches!(why, Suspicion::Remote | Suspicion::Known) {
             "never"
         } else if detected && row < self.me && !delay.is_zero() {
             self.deferred.push((row, now + delay));

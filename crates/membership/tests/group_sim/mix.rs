@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use squall_membership::group::Group;
+use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
 use squall_transport::NodeId;
@@ -26,6 +26,11 @@ pub enum Ev {
     /// From `step` on, crash whichever member leads the moment it has logged a decision (the
     /// trim is being published), once.
     CrashLeaderAtDecision { step: usize },
+    /// From `step` on, crash whichever member leads the moment it has logged a decision (as
+    /// [`Ev::CrashLeaderAtDecision`]), once, and restart it under its id `after` steps later
+    /// (as [`Ev::Rejoin`] does): with a small `after` the survivors install the decided view,
+    /// which still names the old incarnation, after the new one connected.
+    RestartLeaderAtDecision { step: usize, after: usize },
     /// From `step` on, crash the first member that provides state to a joiner, `after` steps
     /// after it did (mid-transfer for a multi-chunk state), once.
     CrashSenderMidTransfer { step: usize, after: usize },
@@ -103,7 +108,7 @@ pub struct Stats {
 }
 
 struct Run {
-    cfg: squall_membership::group::GroupConfig,
+    cfg: GroupConfig,
     sim: Sim,
     groups: Vec<Group<SimNode, MemLog>>,
     apps: Vec<App>,
@@ -125,21 +130,28 @@ struct Run {
     discarded: BTreeSet<Vec<u8>>,
     /// Payloads delivered anywhere.
     delivered_any: BTreeSet<Vec<u8>>,
+    /// Per node: the member it last asked for the state.
+    asked: Vec<Option<NodeId>>,
     /// The state sender and the step it provided, once armed.
     provided: Option<(usize, usize)>,
     sender_armed: Option<usize>,
     leader_armed: bool,
+    /// Restart the leader crashed at its decision this many steps later.
+    leader_restart_after: Option<usize>,
+    /// A crashed leader to restart, and when.
+    leader_restart: Option<(usize, usize)>,
     step: usize,
     stats: Stats,
     upcalls: Vec<Upcall<Delivery>>,
 }
 
 impl Run {
-    fn new(plan: &Plan) -> Run {
+    fn new(plan: &Plan, tweak: &dyn Fn(&mut GroupConfig)) -> Run {
         let universe = plan.initial + JOINERS;
         let mut cfg = group_sim::config(universe, plan.initial);
         cfg.transfer.chunk_size = 256;
         cfg.transfer.window = 2;
+        tweak(&mut cfg);
         let layout = Group::<SimNode, MemLog>::layout(&cfg).unwrap();
         let (sim, nodes) = Sim::cluster(SimConfig::seeded(plan.seed), universe, &layout).unwrap();
         let groups = nodes
@@ -170,9 +182,12 @@ impl Run {
             accountable_from: vec![0; universe],
             discarded: BTreeSet::new(),
             delivered_any: BTreeSet::new(),
+            asked: vec![None; universe],
             provided: None,
             sender_armed: None,
             leader_armed: false,
+            leader_restart_after: None,
+            leader_restart: None,
             step: 0,
             stats: Stats::default(),
             upcalls: Vec::new(),
@@ -405,6 +420,21 @@ impl Run {
             let (id, m) = (v.id, v.members.clone());
             self.check_members(i, id, &m)?;
         }
+        // A joiner asks only a member that holds the state (or one that is gone: it cannot
+        // know that yet). A restarted member waiting for its own state does not qualify.
+        let asking = self.groups[i].state_sender();
+        if asking != self.asked[i] {
+            if let Some(s) = asking {
+                let s = s.index();
+                if !self.fate[s].lost() && !self.groups[s].is_active() {
+                    return Err(format!(
+                        "n{i} asked n{s} for the state, which holds none: {:?}",
+                        self.groups[s]
+                    ));
+                }
+            }
+            self.asked[i] = asking;
+        }
         let g = &mut self.groups[i];
         if !g.is_active()
             && g.view().is_some()
@@ -468,6 +498,10 @@ impl Run {
                     }
                 }
                 Ev::CrashLeaderAtDecision { step: at } if *at == step => self.leader_armed = true,
+                Ev::RestartLeaderAtDecision { step: at, after } if *at == step => {
+                    self.leader_armed = true;
+                    self.leader_restart_after = Some(*after);
+                }
                 Ev::CrashSenderMidTransfer { step: at, after } if *at == step => {
                     self.sender_armed = Some(*after);
                 }
@@ -533,9 +567,21 @@ impl Run {
             && let Some(l) = self.leader_with_decision()
         {
             self.leader_armed = false;
+            let restart_after = self.leader_restart_after.take();
             if self.may_lose(&[l]) {
                 self.crash(l);
                 self.stats.leader_crashed_mid_trim = true;
+                if let Some(after) = restart_after {
+                    self.leader_restart = Some((l, step + after));
+                }
+            }
+        }
+        if let Some((l, at)) = self.leader_restart
+            && step >= at
+        {
+            self.leader_restart = None;
+            if self.fate[l].crashed {
+                self.rejoin(l)?;
             }
         }
         if let (Some(after), Some((s, at))) = (self.sender_armed, self.provided)
@@ -552,7 +598,12 @@ impl Run {
 }
 
 pub fn run(plan: &Plan) -> Result<Stats, String> {
-    let mut r = Run::new(plan);
+    run_with(plan, &|_| {})
+}
+
+/// [`run`] with the group configuration changed by `tweak` (a shard layout, say).
+pub fn run_with(plan: &Plan, tweak: &dyn Fn(&mut GroupConfig)) -> Result<Stats, String> {
+    let mut r = Run::new(plan, tweak);
     let universe = r.groups.len();
     for step in 0..plan.steps + plan.settle {
         r.step = step;

@@ -785,7 +785,10 @@ pub struct Assignment {
 /// rather than per sender, and state transfer per shard.
 pub trait ShardLayout {
     /// The subgroups, each the size bounds of its shards. The same for the layout's lifetime:
-    /// start-up validation sizes the epoch regions for the largest maximum.
+    /// start-up validation sizes the epoch regions for the largest maximum, [`Layout`] pins
+    /// the shape, and [`assign`](ShardLayout::assign) must return exactly its number of
+    /// shards for any view (a layout whose count changes is refused at start-up, see
+    /// [`check_shard_count`]).
     fn shape(&self) -> Vec<Vec<ShardBounds>>;
 
     /// Checks the layout's own settings against the universe (beyond the shape, which the
@@ -944,8 +947,8 @@ impl SubgroupPolicy {
 /// rank first: spares before joiners; nodes reserved for the shard before unreserved ones, and
 /// never nodes reserved for another shard); then the rest, in rank order, each go to the
 /// smallest shard below its `max` (lowest index on ties; a reserved node only to its own shard);
-/// members beyond that are spares. A shard all of whose previous members are gone is *lost* and
-/// left empty.
+/// members beyond that are spares. A shard all of whose previous members are gone (or that was
+/// empty, i.e. lost before) is *lost* and left empty.
 ///
 /// ```
 /// use squall_membership::view::{ShardId, ShardLayout, SubgroupPolicy, Subgroups, View};

@@ -225,22 +225,7 @@ impl Run {
             if !g.is_active() && g.submit(&[0, 0]).is_ok() {
                 return Err(format!("n{i}: a passive node or spare accepted a submit"));
             }
-            // No shard runs in an inadequate view, so nobody new to a shard gets its state
-            // there: such a view's shards hold only members that were in them before.
-            if let Some(last) = &self.seen[i]
-                && v.id == last.id + 1
-                && v.inadequate.is_some()
-            {
-                for s in &v.shards {
-                    let before = last.shard(s.id).map_or(&[][..], |x| &x.members[..]);
-                    if let Some(m) = s.members.iter().find(|m| !before.contains(m)) {
-                        return Err(format!(
-                            "n{i}: {m} is in {} in the inadequate view {} but was not in view {}",
-                            s.id, v.id, last.id
-                        ));
-                    }
-                }
-            }
+            group_sim::check_inadequate_keeps_holders(i, self.seen[i].as_ref(), &v)?;
             if self.seen[i].as_ref().is_none_or(|l| l.id != v.id) {
                 self.seen[i] = Some(v);
             }
@@ -755,6 +740,10 @@ proptest! {
             return Err(TestCaseError::fail(format!("seed {seed} {plan:?}: {why}")));
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases(4)))]
 
     /// No spare: seven initial members, three nodes outside; two or three crashes, mostly of
     /// subgroup 1's four members (so both its shards are often short at once and a joiner

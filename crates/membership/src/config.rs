@@ -5,7 +5,7 @@ use std::time::Duration;
 use squall_transport::{NodeId, RegionId};
 use thiserror::Error;
 
-use crate::view::{EvenShards, Layout, LayoutError, ShardLayout, check_shape};
+use crate::view::{EvenShards, Layout, LayoutError, ShardLayout, check_shape, check_shard_count};
 
 /// A configuration that cannot work, with what to change.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -180,6 +180,7 @@ impl GmsConfig {
             Some(l) => {
                 check_shape(&l.shape())?;
                 l.validate(&self.universe)?;
+                check_shard_count(l, &self.universe, &self.initial, self.max_members)?;
             }
         }
         if self.heartbeat_interval.is_zero() || self.suspicion_timeout <= self.heartbeat_interval {

@@ -90,6 +90,106 @@ pub enum LayoutError {
         /// The node.
         node: NodeId,
     },
+    /// The layout assigned a view a different number of shards than its shape has (found at
+    /// start-up by [`check_shard_count`]).
+    #[error(
+        "the layout assigned {assigned} shards to a view of {members} members but its shape has {shape}: the number of shards is fixed for the group's lifetime (epoch regions, the view block and the logs are laid out for the shape); declare in shape() every shard the group will ever have, each with its bounds"
+    )]
+    ShardCount {
+        /// The view's size.
+        members: usize,
+        /// The shards the layout assigned.
+        assigned: usize,
+        /// The shards of its shape.
+        shape: usize,
+    },
+    /// The layout's [`shape`](ShardLayout::shape) differs from one call to the next.
+    #[error(
+        "the layout's shape() changed from one call to the next: its subgroups and shards, with their bounds, are fixed for the group's lifetime"
+    )]
+    ShapeChanged,
+}
+
+/// How many view sizes [`check_shard_count`] tries one by one from 1 (beyond, it tries the
+/// powers of two and the largest).
+const PROBE_SIZES: usize = 32;
+
+/// Checks at start-up that `layout` keeps the number of shards of its shape, whatever the
+/// membership: a layout whose shard count changes with the view (Derecho lets a
+/// `shard_view_generator_t` return any number of shards per view) is refused here with
+/// [`LayoutError::ShardCount`], rather than found in some later view (where
+/// [`View::next`] makes such a view inadequate with [`LayoutFault::ShardCount`]: the group
+/// waits). Tries the first nodes of `universe` as a first view for every size from 1 to 32,
+/// every power of two and `max_members`, and the same sizes as a view following `initial`'s
+/// (its survivors first, then other nodes). Also checks that `shape()` gives the same answer
+/// twice ([`LayoutError::ShapeChanged`]).
+///
+/// ```
+/// use squall_membership::view::{check_shard_count, Assignment, EvenShards, LayoutError, Shard, ShardBounds, ShardLayout};
+/// use squall_transport::NodeId;
+/// let universe: Vec<NodeId> = (0..8).map(NodeId).collect();
+/// let even = EvenShards { shards: 2, min: 1, max: 4 };
+/// assert_eq!(check_shard_count(&even, &universe, &universe[..4], 8), Ok(()));
+///
+/// // One shard per four members, as a Derecho generator might do: refused.
+/// struct Grows;
+/// impl ShardLayout for Grows {
+///     fn shape(&self) -> Vec<Vec<ShardBounds>> {
+///         vec![vec![ShardBounds { min: 1, max: 4 }]]
+///     }
+///     fn assign(&self, _: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
+///         let shards = members.chunks(4).map(|c| Shard { members: c.to_vec(), ..Shard::default() });
+///         Assignment { shards: shards.collect(), inadequate: None }
+///     }
+/// }
+/// let e = check_shard_count(&Grows, &universe, &universe[..4], 8).unwrap_err();
+/// assert_eq!(e, LayoutError::ShardCount { members: 5, assigned: 2, shape: 1 });
+/// assert!(e.to_string().contains("the number of shards is fixed"));
+/// ```
+pub fn check_shard_count(
+    layout: &dyn ShardLayout,
+    universe: &[NodeId],
+    initial: &[NodeId],
+    max_members: usize,
+) -> Result<(), LayoutError> {
+    let shape = layout.shape();
+    if layout.shape() != shape {
+        return Err(LayoutError::ShapeChanged);
+    }
+    let want: usize = shape.iter().map(Vec::len).sum();
+    let most = max_members.min(universe.len());
+    let mut sizes: Vec<usize> = (1..=most.min(PROBE_SIZES))
+        .chain(
+            (0..usize::BITS)
+                .map(|i| 1usize << i)
+                .take_while(|&k| k <= most),
+        )
+        .chain([most])
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let v0 = View::new(0, initial.to_vec(), layout);
+    let after: Vec<NodeId> = initial
+        .iter()
+        .chain(universe.iter().filter(|m| !initial.contains(m)))
+        .copied()
+        .collect();
+    for k in sizes {
+        let (Some(fresh), Some(next)) = (universe.get(..k), after.get(..k)) else {
+            continue;
+        };
+        for (prev, members) in [(None, fresh), (Some(&v0.shards[..]), next)] {
+            let assigned = layout.assign(prev, members).shards.len();
+            if assigned != want {
+                return Err(LayoutError::ShardCount {
+                    members: k,
+                    assigned,
+                    shape: want,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks a shape: 1 to [`MAX_SHARDS`] subgroups of 1 to [`MAX_SHARDS`] shards, each with
@@ -133,8 +233,13 @@ pub struct View {
     /// The leader at installation: the lowest-ranked member.
     pub leader: NodeId,
     /// Every shard of every subgroup, subgroup by subgroup (each names itself in
-    /// [`Shard::id`]), as the layout assigned them (when the view is inadequate, the tentative
-    /// assignment the next view's layout starts from; no shard runs in an inadequate view).
+    /// [`Shard::id`]), as the layout assigned them. When the view is inadequate no shard runs,
+    /// and each shard lists only the members that hold its state: its members of the previous
+    /// view that survive (with no previous view, view 0's members, which hold the initial
+    /// state). A member the layout would place anew is in no shard until a view is adequate.
+    /// So in every view a shard's members are members that were in it in an installed
+    /// adequate view (or its first one): the next view counts exactly them as the shard's
+    /// survivors, and a shard all of whose members are gone is *lost*.
     pub shards: Vec<Shard>,
     /// Why the layout could not assign shards, if it could not: the view is a membership fact
     /// but the group waits, wedged, for more members.
@@ -152,9 +257,10 @@ impl View {
     /// every survivor in its shard (see [`ShardLayout`]). The assignment is checked here,
     /// whatever the layout: the shape's number of shards, each within its maximum, only members
     /// of the view, no member in two shards, every survivor in its previous shard (else the view
-    /// is inadequate with a [`LayoutFault`] and keeps `prev`'s survivors as its tentative
-    /// shards); then a shard whose previous members are all gone is *lost*; then a shard below
-    /// its minimum makes the view inadequate; then the layout's own verdict.
+    /// is inadequate with a [`LayoutFault`] and keeps `prev`'s survivors as its shards); then a
+    /// shard whose previous members are all gone is *lost*; then a shard below its minimum
+    /// makes the view inadequate; then the layout's own verdict. An inadequate view following
+    /// `prev` keeps in each shard only `prev`'s survivors (see [`shards`](View::shards)).
     ///
     /// ```
     /// use squall_membership::view::{EvenShards, View};
@@ -207,9 +313,12 @@ impl View {
                         members: s.members,
                     })
                     .collect();
+                // No survivor: an empty previous shard was lost before (every shard of view 0
+                // has a member, and a shard's members leave it only by leaving the view), so a
+                // lost shard stays lost.
                 let lost = ids.iter().enumerate().find_map(|(i, &(id, b))| {
                     let old = prev.and_then(|p| p.get(i))?;
-                    (!old.members.is_empty() && !old.members.iter().any(|m| members.contains(m)))
+                    (!old.members.iter().any(|m| members.contains(m)))
                         .then(|| Inadequate::short(id, 0, b.min, true))
                 });
                 let short = || {
@@ -219,7 +328,12 @@ impl View {
                     })
                 };
                 let why = lost.or_else(short).or(a.inadequate);
-                (shards, why)
+                match (&why, prev) {
+                    // Inadequate: no shard runs, so nobody placed in a shard now would receive
+                    // its state; keep only the members that hold it (see `View::shards`).
+                    (Some(_), Some(p)) => (holders_only(shards, p), why),
+                    _ => (shards, why),
+                }
             }
         };
         View {
@@ -377,6 +491,23 @@ impl View {
     pub fn majority(&self) -> usize {
         self.members.len() / 2 + 1
     }
+}
+
+/// The shards of an inadequate view: each keeps only its members that were in it in `prev`
+/// (the survivors, which hold its state); the members the layout would have placed anew go to
+/// no shard until a view is adequate (they would hold nothing: no shard runs in an inadequate
+/// view, so no state transfer reaches them, and they must not count as the shard's survivors
+/// in the next view).
+fn holders_only(shards: Vec<Shard>, prev: &[Shard]) -> Vec<Shard> {
+    shards
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut s)| {
+            let old = prev.get(i).map_or(&[][..], |p| &p.members[..]);
+            s.members.retain(|m| old.contains(m));
+            s
+        })
+        .collect()
 }
 
 /// Checks an assignment against the shape's shard count and maxima, the view's members, and
@@ -624,8 +755,8 @@ impl Inadequate {
     }
 }
 
-/// What a layout made of a view: the shards (kept even when the view is inadequate, as the
-/// tentative assignment the next view starts from) and why the view is inadequate, if it is.
+/// What a layout made of a view: the shards and why the view is inadequate, if it is (then
+/// [`View::next`] keeps only the previous shards' survivors in them).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Assignment {
     /// One entry per shard of the shape, subgroup by subgroup; members in no shard are spares.
@@ -654,7 +785,10 @@ pub struct Assignment {
 /// rather than per sender, and state transfer per shard.
 pub trait ShardLayout {
     /// The subgroups, each the size bounds of its shards. The same for the layout's lifetime:
-    /// start-up validation sizes the epoch regions for the largest maximum.
+    /// start-up validation sizes the epoch regions for the largest maximum, [`Layout`] pins
+    /// the shape, and [`assign`](ShardLayout::assign) must return exactly its number of
+    /// shards for any view (a layout whose count changes is refused at start-up, see
+    /// [`check_shard_count`]).
     fn shape(&self) -> Vec<Vec<ShardBounds>>;
 
     /// Checks the layout's own settings against the universe (beyond the shape, which the
@@ -706,12 +840,21 @@ pub trait ShardLayout {
 /// assert_eq!(v0.shard_id_of(NodeId(3)), Some(ShardId { subgroup: 1, shard: 0 }));
 /// ```
 #[derive(Clone)]
-pub struct Layout(Arc<dyn ShardLayout + Send + Sync>);
+pub struct Layout {
+    inner: Arc<dyn ShardLayout + Send + Sync>,
+    /// The shape, asked once: every view of the group follows it, whatever `inner.shape()`
+    /// would say later (the configuration refuses a layout whose shape changes).
+    shape: Arc<Vec<Vec<ShardBounds>>>,
+}
 
 impl Layout {
-    /// Wraps `layout`.
+    /// Wraps `layout`, pinning its [`shape`](ShardLayout::shape).
     pub fn new(layout: impl ShardLayout + Send + Sync + 'static) -> Layout {
-        Layout(Arc::new(layout))
+        let shape = Arc::new(layout.shape());
+        Layout {
+            inner: Arc::new(layout),
+            shape,
+        }
     }
 
     /// The number of shards over every subgroup (the length of a view's flat shard list).
@@ -721,33 +864,38 @@ impl Layout {
     /// assert_eq!(Layout::new(EvenShards { shards: 3, min: 1, max: 2 }).shard_count(), 3);
     /// ```
     pub fn shard_count(&self) -> usize {
-        self.0.shape().iter().map(Vec::len).sum()
+        self.shape.iter().map(Vec::len).sum()
     }
 }
 
 impl std::fmt::Debug for Layout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Layout").field(&self.0.shape()).finish()
+        f.debug_tuple("Layout").field(&self.shape).finish()
     }
 }
 
 impl PartialEq for Layout {
     fn eq(&self, other: &Layout) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 }
 
 impl Eq for Layout {}
 
 impl ShardLayout for Layout {
+    /// The shape the wrapped layout had when it was wrapped.
     fn shape(&self) -> Vec<Vec<ShardBounds>> {
-        self.0.shape()
+        self.shape.to_vec()
     }
+    /// The wrapped layout's own checks, and that its shape is still the pinned one.
     fn validate(&self, universe: &[NodeId]) -> Result<(), LayoutError> {
-        self.0.validate(universe)
+        if self.inner.shape() != *self.shape {
+            return Err(LayoutError::ShapeChanged);
+        }
+        self.inner.validate(universe)
     }
     fn assign(&self, prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
-        self.0.assign(prev, members)
+        self.inner.assign(prev, members)
     }
 }
 
@@ -799,8 +947,8 @@ impl SubgroupPolicy {
 /// rank first: spares before joiners; nodes reserved for the shard before unreserved ones, and
 /// never nodes reserved for another shard); then the rest, in rank order, each go to the
 /// smallest shard below its `max` (lowest index on ties; a reserved node only to its own shard);
-/// members beyond that are spares. A shard all of whose previous members are gone is *lost* and
-/// left empty.
+/// members beyond that are spares. A shard all of whose previous members are gone (or that was
+/// empty, i.e. lost before) is *lost* and left empty.
 ///
 /// ```
 /// use squall_membership::view::{ShardId, ShardLayout, SubgroupPolicy, Subgroups, View};
@@ -893,7 +1041,7 @@ impl ShardLayout for Subgroups {
                 .filter(|m| members.contains(m))
                 .take(p.max)
                 .collect();
-            if s.members.is_empty() && !old.members.is_empty() {
+            if s.members.is_empty() {
                 lost.push(i);
             }
         }
@@ -1127,7 +1275,12 @@ mod tests {
                 let old = old_assign(&layout, prev.as_ref().map(|p| &p.shards[..]), &members);
                 let v = View::next(1, members.clone(), prev.as_ref().map(|p| &p.shards[..]), &layout);
                 let got: Vec<&Vec<NodeId>> = v.shards.iter().map(|s| &s.members).collect();
-                let want: Vec<&Vec<NodeId>> = old.shards.iter().map(|s| &s.members).collect();
+                let mut old_shards = old.shards.clone();
+                if let (Some(p), Some(_)) = (&prev, &old.inadequate) {
+                    // The s16 change: an inadequate view keeps only each shard's survivors.
+                    old_shards = holders_only(old_shards, &p.shards);
+                }
+                let want: Vec<&Vec<NodeId>> = old_shards.iter().map(|s| &s.members).collect();
                 // One difference, in views that stop the group: the s14 layout kept only the
                 // first lost shard empty and could fill a second lost one from the spares.
                 if old.inadequate.as_ref().is_none_or(|w| !w.lost) {
@@ -1136,6 +1289,11 @@ mod tests {
                 let key = |w: &Inadequate| (w.shard, w.have, w.need, w.lost);
                 prop_assert_eq!(v.inadequate.as_ref().map(key), old.inadequate.as_ref().map(key));
                 prop_assert!(v.inadequate.as_ref().is_none_or(|w| w.subgroup == 0 && w.fault.is_none()));
+                if v.inadequate.as_ref().is_some_and(|w| w.lost) {
+                    // The group stops; a lost shard stays lost (s16), where the s14 layout
+                    // would have filled the empty shard again.
+                    break;
+                }
                 prev = Some(v);
             }
         }
@@ -1278,6 +1436,48 @@ mod tests {
             "subgroup 0 shard 0: min is 2 and max is 1; it needs 1 <= min <= max"
         );
         assert_eq!(check_shape(&[vec![]]), Err(LayoutError::Shape));
+    }
+
+    /// Two shards of exactly 2, no spare: n1 and n3 fail (both shards short); n7 joins, the
+    /// layout would put it in shard 0, but shard 1 is still short: n7 is in no shard. Then n0,
+    /// shard 0's last member holding its state, fails: shard 0 is lost (n7 is no survivor).
+    #[test]
+    fn a_member_placed_in_an_inadequate_view_is_no_survivor() {
+        let layout = EvenShards {
+            shards: 2,
+            min: 2,
+            max: 2,
+        };
+        let n = |v: &[u32]| v.iter().map(|&i| NodeId(i)).collect::<Vec<_>>();
+        let v0 = View::new(0, ids(0..4), &layout);
+        assert_eq!(v0.shards[0].members, n(&[0, 1]));
+        let v1 = View::next(1, n(&[0, 2]), Some(&v0.shards), &layout);
+        let v2 = View::next(2, n(&[0, 2, 7]), Some(&v1.shards), &layout);
+        let why = v2.inadequate.clone().unwrap();
+        // The verdict is the layout's whole assignment: shard 0 would be full, shard 1 not.
+        assert_eq!((why.shard, why.have, why.need, why.lost), (1, 1, 2, false));
+        assert_eq!(v2.shard_of(NodeId(7)), None);
+        assert_eq!(v2.shards[0].members, n(&[0]));
+        // The block a joiner reads says the same.
+        assert_eq!(
+            View::decode(&v2.encode(), &layout.shape(), None),
+            Ok(v2.clone())
+        );
+        let v3 = View::next(3, n(&[2, 7]), Some(&v2.shards), &layout);
+        let why = v3.inadequate.clone().unwrap();
+        assert_eq!((why.shard, why.lost), (0, true), "{why}");
+        // More joiners change nothing: a lost shard stays lost.
+        let v4 = View::next(4, n(&[2, 7, 8, 9]), Some(&v3.shards), &layout);
+        let why = v4.inadequate.clone().unwrap();
+        assert_eq!((why.shard, why.lost), (0, true), "{why}");
+        assert!(v4.shards[0].members.is_empty());
+        // Once adequate, a view keeps its newcomers: they hold the state after the transfer.
+        let v3 = View::next(3, n(&[0, 2, 7, 8]), Some(&v2.shards), &layout);
+        assert_eq!(v3.inadequate, None);
+        assert_eq!(v3.shards[0].members, n(&[0, 7]));
+        let v4 = View::next(4, n(&[2, 7, 8]), Some(&v3.shards), &layout);
+        assert!(v4.inadequate.as_ref().is_none_or(|w| !w.lost));
+        assert_eq!(v4.shards[0].members, n(&[7]));
     }
 
     /// A layout returning a fixed assignment.

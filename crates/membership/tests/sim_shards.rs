@@ -20,7 +20,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
-use squall_membership::view::EvenShards;
+use squall_membership::view::{EvenShards, View};
 use squall_ordering::{Delivery, TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
@@ -50,6 +50,8 @@ struct Run {
     groups: Vec<Group<SimNode, MemLog>>,
     apps: Vec<App>,
     crashed: Vec<bool>,
+    /// The last view each node was seen in.
+    seen: Vec<Option<View>>,
     /// (shard, position) -> chain value after it.
     chain: BTreeMap<(usize, u64), u64>,
     /// (shard, view) -> the position the view started at.
@@ -83,6 +85,7 @@ impl Run {
             groups,
             apps,
             crashed: vec![false; universe],
+            seen: vec![None; universe],
             chain: BTreeMap::new(),
             starts: BTreeMap::new(),
             crash_on_wedge: None,
@@ -202,6 +205,11 @@ impl Run {
             }
             if !g.is_active() && g.submit(&[0]).is_ok() {
                 return Err(format!("n{i}: a passive node or spare accepted a submit"));
+            }
+            let v = g.view().cloned().unwrap();
+            group_sim::check_inadequate_keeps_holders(i, self.seen[i].as_ref(), &v)?;
+            if self.seen[i].as_ref().is_none_or(|l| l.id != v.id) {
+                self.seen[i] = Some(v);
             }
         }
         if g.state_wanted() {

@@ -22,7 +22,7 @@ use proptest::prelude::*;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_membership::view::{
-    Assignment, Layout, Shard, ShardBounds, ShardId, ShardLayout, SubgroupPolicy, Subgroups,
+    Assignment, Layout, Shard, ShardBounds, ShardId, ShardLayout, SubgroupPolicy, Subgroups, View,
 };
 use squall_ordering::{Delivery, TotalOrder, Upcall};
 use squall_transport::NodeId;
@@ -74,6 +74,8 @@ struct Run {
     groups: Vec<Group<SimNode, MemLog>>,
     apps: Vec<App>,
     crashed: Vec<bool>,
+    /// The last view each node was seen in.
+    seen: Vec<Option<View>>,
     /// (shard, position) -> chain value after it.
     chain: BTreeMap<(ShardId, u64), u64>,
     /// (shard, view) -> the position the view started at.
@@ -102,6 +104,7 @@ impl Run {
             groups,
             apps,
             crashed: vec![false; universe],
+            seen: vec![None; universe],
             chain: BTreeMap::new(),
             starts: BTreeMap::new(),
             counter: 0,
@@ -211,7 +214,7 @@ impl Run {
         self.upcalls = ups;
         let g = &mut self.groups[i];
         if g.stopped().is_none()
-            && let Some(v) = g.view()
+            && let Some(v) = g.view().cloned()
         {
             let now = v.shard_id_of(NodeId(i as u32));
             if let Some(had) = self.apps[i].shard
@@ -221,6 +224,10 @@ impl Run {
             }
             if !g.is_active() && g.submit(&[0, 0]).is_ok() {
                 return Err(format!("n{i}: a passive node or spare accepted a submit"));
+            }
+            group_sim::check_inadequate_keeps_holders(i, self.seen[i].as_ref(), &v)?;
+            if self.seen[i].as_ref().is_none_or(|l| l.id != v.id) {
+                self.seen[i] = Some(v);
             }
         }
         if g.state_wanted() {
@@ -296,6 +303,19 @@ impl Run {
             }
             if self.apps[first].next < min_delivered {
                 return Err(format!("{s} delivered only {}", self.apps[first].next));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every node of `nodes` stopped, saying `why`.
+    fn stopped_for(&self, nodes: &[usize], why: &str) -> Result<(), String> {
+        for &i in nodes {
+            let stopped = self.groups[i]
+                .stopped()
+                .ok_or(format!("n{i} still runs: {:?}", self.groups[i]))?;
+            if !stopped.contains(why) {
+                return Err(format!("n{i}: {stopped}"));
             }
         }
         Ok(())
@@ -548,15 +568,59 @@ fn a_joiner_of_a_view_whose_shard_was_lost_learns_why() {
             if r.groups[8].gms().view().is_none_or(|v| v.id != 1) {
                 return Err(format!("setup: n8 is not in view 1: {:?}", r.groups[8]));
             }
-            for i in [0, 1, 2, 3, 6, 7, 8] {
-                let why = r.groups[i]
-                    .stopped()
-                    .ok_or(format!("n{i} still runs: {:?}", r.groups[i]))?;
-                if !why.contains("subgroup 1 shard 1 lost every member") {
-                    return Err(format!("n{i}: {why}"));
-                }
+            r.stopped_for(
+                &[0, 1, 2, 3, 6, 7, 8],
+                "subgroup 1 shard 1 lost every member",
+            )
+        },
+    );
+}
+
+/// No spare: n3 (subgroup 1 shard 0) and n5 (shard 1) crash, so both shards of subgroup 1 are
+/// short. n7 joins: the layout would put it in shard 0, but shard 1 is still short, so the view
+/// is inadequate, no shard runs and n7 receives no state. Then n2, shard 0's last member holding
+/// its state, crashes. Shard 0 is lost — n7 is no survivor of it — and every member, n7
+/// included, stops saying so. (When the inadequate view counted n7 as shard 0's member, the
+/// next view kept n7 there as its "survivor": the group waited, and once n8 and n9 joined, ran
+/// shard 0 with two members waiting for a transfer nobody could serve.)
+#[test]
+fn a_member_placed_in_an_inadequate_view_is_no_survivor() {
+    check_seeds(
+        "a_member_placed_in_an_inadequate_view_is_no_survivor",
+        3,
+        |seed| {
+            let cfg = config(10, 7, two_subgroups());
+            let mut r = Run::new(seed, &cfg, 10);
+            r.run(400, true)?;
+            r.crash(3);
+            r.crash(5);
+            r.run(3000, true)?;
+            r.groups[7].join().unwrap();
+            r.run(3000, true)?;
+            let v = r.groups[7]
+                .gms()
+                .view()
+                .cloned()
+                .ok_or("setup: n7 did not join")?;
+            let why = v
+                .inadequate
+                .clone()
+                .ok_or("setup: n7's first view is adequate")?;
+            if why.shard_id() != B1 {
+                return Err(format!("setup: n7's first view waits for {why}"));
             }
-            Ok(())
+            r.crash(2);
+            r.groups[8].join().unwrap();
+            r.groups[9].join().unwrap();
+            r.run(6000, true)?;
+            r.stopped_for(&[0, 1, 4, 6, 7], "subgroup 1 shard 0 lost every member")?;
+            match v.shard_of(NodeId(7)) {
+                Some(s) => Err(format!(
+                    "n7 was in shard {s} of the inadequate view {}",
+                    v.id
+                )),
+                None => Ok(()),
+            }
         },
     );
 }
@@ -565,38 +629,53 @@ fn a_joiner_of_a_view_whose_shard_was_lost_learns_why() {
 struct Plan {
     /// (node, step) crashes, each of a distinct node.
     crashes: Vec<(usize, usize)>,
-    /// A join by the one node outside the initial view, at this step.
-    join: Option<usize>,
+    /// (node, step) joins, each by a distinct node outside the initial view.
+    joins: Vec<(usize, usize)>,
 }
 
-fn plan_strategy() -> impl Strategy<Value = Plan> {
+/// `crashes` crashes (fewer when a node is drawn twice) of nodes drawn from `victims`, and joins
+/// by `joiners`, each at a random step below 4000 (a joiner may not join).
+fn plan_strategy(
+    victims: Vec<usize>,
+    crashes: std::ops::RangeInclusive<usize>,
+    joiners: std::ops::Range<usize>,
+) -> impl Strategy<Value = Plan> {
+    let n = joiners.len();
     (
-        proptest::collection::vec((0usize..8, 100usize..4000), 0..=2),
-        proptest::option::of(100usize..4000),
+        proptest::collection::vec((proptest::sample::select(victims), 100usize..4000), crashes),
+        proptest::collection::vec(proptest::option::of(100usize..4000), n),
     )
-        .prop_map(|(mut crashes, join)| {
+        .prop_map(move |(mut crashes, joins)| {
             crashes.sort_unstable();
             crashes.dedup_by_key(|c| c.0);
             crashes.sort_by_key(|c| c.1);
-            Plan { crashes, join }
+            let joins = joiners
+                .clone()
+                .zip(joins)
+                .filter_map(|(node, at)| Some((node, at?)))
+                .collect();
+            Plan { crashes, joins }
         })
 }
 
-/// Eight initial members in two subgroups (one shard of 2..=3; two shards of 2) plus a spare,
-/// one more node outside; up to two crashes and a join at random steps. Every step is checked
-/// (see the module doc); at the end the survivors either settled with every shard running, or
-/// stopped because a shard lost every member, or all wait, saying why.
-fn run_plan(seed: u64, plan: &Plan) -> Result<(), String> {
-    let cfg = config(9, 8, two_subgroups());
-    let mut r = Run::new(seed, &cfg, 9);
+/// The members of `universe` nodes' group whose first `initial` form view 0, in two subgroups
+/// (one shard of 2..=3; two shards of 2); crashes and joins as `plan` says. Every step is
+/// checked (see the module doc); at the end the survivors either settled with every shard
+/// running, or stopped because a shard lost every member, or all wait, saying why, with no
+/// spare that could fill the short shards.
+fn run_plan(seed: u64, plan: &Plan, universe: usize, initial: usize) -> Result<(), String> {
+    let cfg = config(universe, initial, two_subgroups());
+    let mut r = Run::new(seed, &cfg, universe);
     for step in 0..4000 {
         for &(n, at) in &plan.crashes {
             if at == step {
                 r.crash(n);
             }
         }
-        if plan.join == Some(step) {
-            r.groups[8].join().unwrap();
+        for &(n, at) in &plan.joins {
+            if at == step {
+                r.groups[n].join().unwrap();
+            }
         }
         r.run(1, true)?;
     }
@@ -611,7 +690,7 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<(), String> {
     };
     let up: Vec<usize> = (0..r.groups.len()).filter(|&i| !r.crashed[i]).collect();
     if up.iter().any(|&i| lost(i)) {
-        if let Some(&i) = up.iter().find(|&&i| i < 8 && !lost(i)) {
+        if let Some(&i) = up.iter().find(|&&i| i < initial && !lost(i)) {
             return Err(format!(
                 "a shard was lost but n{i} did not stop for it: {:?}",
                 r.groups[i].stopped()
@@ -624,15 +703,23 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<(), String> {
         return Err("every node that did not crash stopped or left the group".into());
     }
     // No spare left to fill a short shard: every survivor waits, saying why (a member never
-    // changes shards, so a full shard cannot give one away).
+    // changes shards, so a full shard cannot give one away). An inadequate view's shards hold
+    // only their survivors, so the members in no shard are all that could fill them: fewer
+    // than the shortfall.
     if let Some(why) = r.groups[live[0]].waiting() {
         if live.iter().any(|&i| r.groups[i].waiting().is_none()) {
             return Err(format!("only some survivors wait ({why})"));
         }
         let v = r.groups[live[0]].view().unwrap();
-        if why.fault.is_some() || v.members.iter().any(|&m| v.shard_of(m).is_none()) {
+        let unplaced = v
+            .members
+            .iter()
+            .filter(|&&m| v.shard_of(m).is_none())
+            .count();
+        let shortfall: usize = v.shards.iter().map(|s| 2 - s.members.len().min(2)).sum();
+        if why.fault.is_some() || unplaced >= shortfall {
             return Err(format!(
-                "waiting with a spare at hand, or for a fault: {why}"
+                "waiting with a spare at hand ({unplaced} members in no shard, {shortfall} missing), or for a fault: {why}"
             ));
         }
         return Ok(());
@@ -643,12 +730,119 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<(), String> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(proptest_cases(6)))]
 
+    /// Eight initial members (a spare among them), one node outside; up to two crashes of
+    /// any initial member and a join.
     #[test]
-    fn proptest_subgroups_with_crashes_and_a_join(plan in plan_strategy(), seed in 0u64..1000) {
-        if let Err(why) = run_plan(seed, &plan) {
+    fn proptest_subgroups_with_crashes_and_a_join(
+        plan in plan_strategy((0..8).collect(), 0..=2, 8..9), seed in 0u64..1000,
+    ) {
+        if let Err(why) = run_plan(seed, &plan, 9, 8) {
             return Err(TestCaseError::fail(format!("seed {seed} {plan:?}: {why}")));
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases(4)))]
+
+    /// No spare: seven initial members, three nodes outside; two or three crashes, mostly of
+    /// subgroup 1's four members (so both its shards are often short at once and a joiner
+    /// arrives while the view is inadequate, as in
+    /// `a_member_placed_in_an_inadequate_view_is_no_survivor`), and up to three joins.
+    #[test]
+    fn proptest_subgroups_without_a_spare_crashes_and_joins(
+        plan in plan_strategy(vec![0, 2, 2, 3, 3, 4, 4, 5, 5, 6], 2..=3, 7..10), seed in 0u64..1000,
+    ) {
+        if let Err(why) = run_plan(seed, &plan, 10, 7) {
+            return Err(TestCaseError::fail(format!("seed {seed} {plan:?}: {why}")));
+        }
+    }
+}
+
+/// A Derecho-style generator whose number of shards grows with the membership (a shard per
+/// three members). Its shape can only name one count, so a view of another size breaks it.
+struct ShardPerThree;
+
+impl ShardLayout for ShardPerThree {
+    fn shape(&self) -> Vec<Vec<ShardBounds>> {
+        vec![vec![ShardBounds { min: 1, max: 3 }; 2]]
+    }
+
+    fn assign(&self, _prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
+        Assignment {
+            shards: members
+                .chunks(3)
+                .map(|c| Shard {
+                    members: c.to_vec(),
+                    ..Shard::default()
+                })
+                .collect(),
+            inadequate: None,
+        }
+    }
+}
+
+/// A layout whose shape answers differently each time it is asked.
+#[derive(Default)]
+struct Restless(std::sync::atomic::AtomicUsize);
+
+impl ShardLayout for Restless {
+    fn shape(&self) -> Vec<Vec<ShardBounds>> {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        vec![vec![ShardBounds { min: 1, max: 3 }; 1 + n % 2]]
+    }
+
+    fn assign(&self, prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
+        ShardPerThree.assign(prev, members)
+    }
+}
+
+/// The shard count is fixed for a group's lifetime: a layout whose count changes with the
+/// membership is refused at start-up with what to change (its initial view of six members
+/// is fine: two shards, as its shape says; a view of four would have two, of seven three),
+/// and so is a layout whose shape changes. Within the shape, the group runs.
+#[test]
+fn a_layout_whose_shard_count_changes_is_refused_at_start_up() {
+    let e = config(9, 6, Layout::new(ShardPerThree))
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("assigned 1 shards to a view of 1 members but its shape has 2")
+            && e.contains("the number of shards is fixed for the group's lifetime"),
+        "{e}"
+    );
+    let cfg = config(9, 6, Layout::new(ShardPerThree));
+    assert!(Group::<SimNode, MemLog>::layout(&cfg).is_err());
+    // The same through `Group::new`: nothing starts.
+    let (_sim, nodes) = Sim::cluster(
+        SimConfig::seeded(0),
+        9,
+        &Group::<SimNode, MemLog>::layout(&config(9, 6, two_subgroups())).unwrap(),
+    )
+    .unwrap();
+    let t = nodes.into_iter().next().unwrap();
+    let e = Group::new(t, cfg, MemLog::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the number of shards is fixed"), "{e}");
+    let e = config(9, 6, Layout::new(Restless::default()))
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("shape() changed"), "{e}");
+}
+
+/// What `proptest_subgroups_without_a_spare_crashes_and_joins` shrank to when an inadequate view
+/// kept a newcomer in a shard (seed 11): n2 and n4 crash together, leaving both shards of
+/// subgroup 1 short, and n9 joins at once; the layout would put n9 in shard 0.
+#[test]
+fn regression_sweep_seed_11_a_joiner_while_both_shards_of_a_subgroup_are_short() {
+    let plan = Plan {
+        crashes: vec![(2, 100), (4, 100)],
+        joins: vec![(9, 100)],
+    };
+    run_plan(11, &plan, 10, 7).unwrap();
 }
 
 /// Start-up validation of a subgroup layout: each setting refused with what to change, and the

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use squall_membership::GmsConfig;
 use squall_membership::group::GroupConfig;
+use squall_membership::view::View;
 use squall_round_robin::Config;
 use squall_transport::{NodeId, RegionId};
 
@@ -53,4 +54,28 @@ pub fn sender_of(p: &[u8]) -> usize {
 /// The counter a [`payload`] carries.
 pub fn counter_of(p: &[u8]) -> u32 {
     u32::from_le_bytes([p[4], p[5], p[6], p[7]])
+}
+
+/// Node `node` was in view `last` and is now in `v`: if `v` is the next view and inadequate,
+/// each of its shards may hold only members that were in that shard in `last` (no shard runs
+/// in an inadequate view, so nobody new to a shard would receive its state there, and the
+/// next view counts a shard's members as its survivors).
+pub fn check_inadequate_keeps_holders(
+    node: usize,
+    last: Option<&View>,
+    v: &View,
+) -> Result<(), String> {
+    let Some(last) = last.filter(|l| v.id == l.id + 1 && v.inadequate.is_some()) else {
+        return Ok(());
+    };
+    for s in &v.shards {
+        let before = last.shard(s.id).map_or(&[][..], |x| &x.members[..]);
+        if let Some(m) = s.members.iter().find(|m| !before.contains(m)) {
+            return Err(format!(
+                "n{node}: {m} is in {} in the inadequate view {} but was not in view {}",
+                s.id, v.id, last.id
+            ));
+        }
+    }
+    Ok(())
 }

@@ -2105,12 +2105,15 @@ pub struct RestartTiming {
     pub gap_us: u64,
 }
 
-/// The restart view's members, as the first of the members `started` that installed it
-/// reported: the members of the newest logged view that restarted, unless the inspector
+/// The restart view's members, as the members `started` that installed it reported (the
+/// earliest first view among them): the members of the newest logged view that restarted, unless the inspector
 /// adopted a decision logged before the kill, which may remove members too.
 pub fn restart_view(reports: &[Report], started: &[usize]) -> Vec<usize> {
+    // The earliest first view: a started member that rejoined after the restart (removed by
+    // the restart view, then readmitted) has a later view first.
     (started.iter())
-        .find_map(|&k| reports[k].views.first())
+        .filter_map(|&k| reports[k].views.first())
+        .min_by_key(|v| v.id)
         .expect("a restart view")
         .members
         .iter()

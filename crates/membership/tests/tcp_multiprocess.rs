@@ -114,16 +114,7 @@ fn a_killed_member_restarts_under_its_id_rejoins_and_agrees_from_its_join_positi
         ..Settings::default()
     };
     let mut c = mp::Cluster::start("member_child", &places, settings);
-    c.wait_for(
-        "deliveries from every member",
-        Duration::from_secs(30),
-        |r| {
-            r.iter().all(|r| {
-                let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
-                r.delivered.len() >= 300 && senders.len() == 5
-            })
-        },
-    );
+    c.warm_up(300);
     c.kill(victim);
     let survivors = [0usize, 1, 2, 4];
     c.wait_for("view 1 without the victim", Duration::from_secs(30), |r| {

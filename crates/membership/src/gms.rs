@@ -64,6 +64,24 @@ pub enum StopReason {
         /// The newer view a peer installed.
         newer: u64,
     },
+    /// Restart mode: this member suspects members of the view it restarts (`view`, its last
+    /// logged one) such that those it does not suspect are fewer than a majority of it. In this
+    /// process those suspicions are final (the table never clears one, and a restarting member
+    /// readmits no new incarnation), and it ignores the rows of members it suspects, so it
+    /// could neither complete the restart nor catch up from the members that did: it stops
+    /// instead of waiting forever. Typically a false suspicion (a peer's poll loop stalled, a
+    /// slow link) after which the others cut it. Restart it from its log: it then restarts
+    /// with the others, catches up from them, or joins again by state transfer. (Members of
+    /// the view that never connected are not suspected: the restart waits for them.)
+    #[error(
+        "restart of view {view}: this member suspects {suspected:?}, leaving fewer than a majority of that view; it cannot complete the restart nor catch up in this process: stopped (restart it from its log)"
+    )]
+    RestartCutOff {
+        /// The view being restarted (the last logged one).
+        view: u64,
+        /// Whom it suspects.
+        suspected: Vec<NodeId>,
+    },
     /// It left gracefully; `view` is the first view without it.
     #[error("left: view {view} was installed without this member, as it asked")]
     Left {
@@ -769,6 +787,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 );
             }
             r.missing = missing;
+        }
+        if self.cfg.partition_safety && alive.len() < view.majority() {
+            // Suspicions are final in this process and a suspected row is never read: no
+            // majority of `view` can form here, nor a catch-up from the members that went on.
+            let suspected = (view.members.iter().copied())
+                .filter(|&m| self.suspects(m))
+                .collect();
+            return Err(self.stop(
+                StopReason::RestartCutOff {
+                    view: view.id,
+                    suspected,
+                },
+                out,
+            ));
         }
         // Never act without a majority of the last view's logs.
         if restarted.len() < view.majority() {

@@ -2091,8 +2091,11 @@ pub struct RestartTiming {
 /// reported: the members of the newest logged view that restarted, unless the inspector
 /// adopted a decision logged before the kill, which may remove members too.
 pub fn restart_view(reports: &[Report], started: &[usize]) -> Vec<usize> {
+    // The earliest first view: a member that joined again after the restart (removed by an
+    // adopted decision) reports a later view first.
     (started.iter())
-        .find_map(|&k| reports[k].views.first())
+        .filter_map(|&k| reports[k].views.first())
+        .min_by_key(|v| v.id)
         .expect("a restart view")
         .members
         .iter()

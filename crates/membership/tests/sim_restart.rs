@@ -160,13 +160,15 @@ impl Life {
         (logs, self.delivered)
     }
 
-    /// Whether node `i` restarted from its log and installed a view after `view` (a node whose
-    /// log was two or more views behind joins again instead: it has no replay).
+    /// Whether node `i` restarted from its log, installed a view after `view` and handed out
+    /// its whole replay (a node whose log was two or more views behind joins again instead: it
+    /// has no replay).
     fn installed_after(&self, i: usize, view: u64) -> bool {
         self.groups[i].as_ref().is_some_and(|g| {
             g.gms().restarting().is_none()
                 && g.gms().rejoined().is_none()
                 && g.view().is_some_and(|v| v.id > view)
+                && g.replay_backlog() == 0
         })
     }
 }

@@ -74,6 +74,11 @@ struct Life {
     /// Members whose program is not run until then (a stalled poll loop: a long replay, the
     /// scheduler, a disk flush).
     stalled: Vec<Option<squall_transport::Time>>,
+    /// `GroupConfig::replay_batch` for the groups created from now on (`None`: the default).
+    batch: Option<usize>,
+    /// A slow application at one member: each upcall it handles costs it this much time (its
+    /// program does not run meanwhile).
+    cost: Option<(usize, Duration)>,
 }
 
 impl Life {
@@ -94,6 +99,8 @@ impl Life {
             next: vec![0; N],
             life,
             stalled: vec![None; N],
+            batch: None,
+            cost: None,
         };
         for &i in up {
             l.boot(i);
@@ -106,7 +113,11 @@ impl Life {
         let t = self.nodes[i].take().unwrap();
         let (log, rec) = MemLog::open(self.logs[i].clone());
         let rec = (!rec.records.is_empty()).then_some(rec);
-        self.groups[i] = Some(Group::new(t, config(&self.base, i), log, rec.as_ref()).unwrap());
+        let mut cfg = config(&self.base, i);
+        if let Some(b) = self.batch {
+            cfg.replay_batch = b;
+        }
+        self.groups[i] = Some(Group::new(t, cfg, log, rec.as_ref()).unwrap());
     }
 
     /// Starts late member `i` now and restarts it from its log.
@@ -159,6 +170,7 @@ impl Life {
             }
             let mut up = Vec::new();
             g.poll(&mut up);
+            let handled = up.len() as u32;
             if let Some(st) = g.take_state() {
                 // A member that joined again: its state is what the others delivered before
                 // the state's position (checked against the digest the holder sent).
@@ -182,6 +194,12 @@ impl Life {
                 g.provide_state(next as u64, &digest(&self.delivered[i]))
                     .unwrap();
             }
+            if let Some((slow, per)) = self.cost
+                && slow == i
+                && handled > 0
+            {
+                self.stall(i, per * handled);
+            }
         }
         self.sim.advance(STEP);
     }
@@ -197,11 +215,11 @@ impl Life {
         (logs, self.delivered)
     }
 
-    /// Whether member `i` installed a view after its restart.
+    /// Whether member `i` installed a view after its restart and handed out its whole replay.
     fn restarted(&self, i: usize) -> bool {
-        self.groups[i]
-            .as_ref()
-            .is_some_and(|g| g.gms().restarting().is_none() && g.epoch().is_some())
+        self.groups[i].as_ref().is_some_and(|g| {
+            g.gms().restarting().is_none() && g.epoch().is_some() && g.replay_backlog() == 0
+        })
     }
 
     fn state(&self) -> String {
@@ -618,4 +636,82 @@ fn a_member_falsely_suspected_during_the_restart_stops_and_comes_back_when_resta
 #[test]
 fn regression_false_suspicion_seed_1_the_cut_off_member_waited_forever() {
     false_suspicion(1).unwrap();
+}
+
+/// Issue 6, a replay that stalls the poll loop: one member's application takes 20 µs per
+/// upcall, so a replay of several hundred messages handed out by one `poll` keeps its program
+/// from running for many milliseconds, more than the 1.5 ms suspicion timeout; its peers then
+/// suspect it and it is removed from the restart view it just installed (or the restart goes
+/// on without it). With `GroupConfig::replay_batch` = 8 each `poll` hands out at most 8
+/// upcalls (160 µs of application time) and the next `poll` runs the heartbeats: every member
+/// stays in the restart view, replays identically and carries on.
+fn slow_replay(seed: u64, batch: usize) -> Result<(), String> {
+    let base = dir(&format!("slow-replay-{batch}"), seed);
+    let (logs, before) = first_life(seed, &base, 1500);
+    let all = [0, 1, 2, 3, 4];
+    // Every node late, then all started at once: the groups are created with the batch.
+    let mut l = Life::start(seed + 1000, &base, &logs, &[], 1);
+    let slow = (seed % N as u64) as usize;
+    let per = Duration::from_micros(20);
+    l.batch = Some(batch);
+    l.cost = Some((slow, per));
+    for i in all {
+        l.start_late(i);
+    }
+    let replay_len = before.iter().map(Vec::len).max().unwrap_or(0);
+    let unbatched = per * replay_len as u32;
+    if unbatched < Duration::from_micros(3000) {
+        return Err(format!(
+            "the replay ({replay_len} messages, {unbatched:?} at once) would not outlast two suspicion timeouts"
+        ));
+    }
+    let t0 = l.sim.now();
+    let limit = Duration::from_millis(50);
+    while !all.iter().all(|&i| l.restarted(i)) {
+        if let Some(i) = all
+            .iter()
+            .find(|&&i| l.groups[i].as_ref().is_some_and(|g| g.stopped().is_some()))
+        {
+            return Err(format!("n{i} stopped during the restart: {}", l.state()));
+        }
+        if l.sim.now().saturating_since(t0) > limit {
+            return Err(format!("the restart did not complete: {}", l.state()));
+        }
+        l.step(false);
+    }
+    for _ in 0..400 {
+        l.step(true);
+    }
+    for _ in 0..1500 {
+        l.step(false);
+    }
+    for i in all {
+        let g = l.groups[i].as_ref().unwrap();
+        if g.stopped().is_some() || g.view().is_none_or(|v| v.members.len() != N) {
+            return Err(format!(
+                "n{i} lost a member or stopped (n{slow} handles each upcall in {per:?}): {}",
+                l.state()
+            ));
+        }
+    }
+    let after = &l.delivered[0];
+    if let Some(i) = all.iter().find(|&&i| &l.delivered[i] != after) {
+        return Err(format!("n{i} delivered differently"));
+    }
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], after)) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    let polls = l.groups[slow].as_ref().unwrap().stats().replay_polls;
+    if (polls as usize) < replay_len / batch {
+        return Err(format!(
+            "n{slow}: the replay of {replay_len} went out in {polls} polls, with a batch of {batch}"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_long_replay_handed_out_in_batches_keeps_a_slow_application_in_the_group() {
+    check_seeds("restart_slow_replay", 3, |seed| slow_replay(seed, 8));
 }

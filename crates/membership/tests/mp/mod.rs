@@ -2085,6 +2085,12 @@ pub struct RestartTiming {
     pub delivering_us: u64,
     /// The last SIGKILL → restarted processes spawned (the harness's own time).
     pub gap_us: u64,
+    /// The longest single `Group::poll` of a restarted member (0: none reached the 20 ms the
+    /// member program reports, `SLOW poll`): the stall of its loop the replay causes.
+    pub poll_us: u64,
+    /// The longest gap between two rounds of a restarted member's loop (`SLOW loop`; 0: none
+    /// reached 20 ms): a poll plus handling what it handed out.
+    pub loop_us: u64,
 }
 
 /// The restart view's members, as the first of the members `started` that installed it
@@ -2213,6 +2219,15 @@ pub fn restart_run(
             .unwrap()
             .saturating_sub(t_restart)
     };
+    // The longest stall of this kind (`SLOW <what>`) a restarted member reported; 0: none.
+    let longest = |what: &str| {
+        (restarted.iter())
+            .flat_map(|&k| reports[k].stalls.iter())
+            .filter(|s| s.0 == what)
+            .map(|s| s.1)
+            .max()
+            .unwrap_or(0)
+    };
     let timing = RestartTiming {
         fresh_us,
         replayed: replay.len(),
@@ -2225,6 +2240,8 @@ pub fn restart_run(
         view_us: at(&|r| r.views.first().map(|v| v.at), &reports),
         delivering_us: at(&|r| r.first_new, &reports),
         gap_us: t_restart.saturating_sub(t_kill),
+        poll_us: longest("poll"),
+        loop_us: longest("loop"),
     };
     (before, reports, restarted, timing)
 }

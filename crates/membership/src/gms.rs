@@ -676,6 +676,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let Some(p) = self.read_block(row, self.f.view) else {
                 continue;
             };
+            // A restarting node's block is the view its log ended at, not one that runs.
+            if self.restarting_in(&p) {
+                continue;
+            }
             let v = match View::decode(&p, &self.shape, Some(&self.cfg.universe)) {
                 Ok(v) => v,
                 Err(e) => {
@@ -720,6 +724,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // running it); further ahead: this log cannot catch up, and the member joins again.
         let mut newer = None;
         let mut next = None;
+        let mut running = false;
         for row in 0..self.sst.rows() {
             if row == self.sst.my_row() || self.sst.is_suspected(row) {
                 continue;
@@ -728,6 +733,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 continue;
             };
             let vid = p[0].saturating_sub(1);
+            running |= p[0] > 0 && vid == view.id && !self.restarting_in(&p);
+            if self.joiner_root(row, view, vid) {
+                continue;
+            }
             if vid == view.id + 1
                 && next.is_none()
                 && let Some(t) = self.decision_of(row, view.id)
@@ -746,6 +755,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // A peer one view ahead whose decision is not readable yet: wait for it.
             (Some(_), None) => return Ok(()),
             (None, None) => {}
+        }
+        // A peer *runs* this view: the restart of the view before completed in this life
+        // without this member — a late root, whose log ended here after a view change the
+        // restarted majority's logs did not reach (a joiner admitted by that view's decision,
+        // or a minority of that view that logged this one). The peers' view of this number
+        // came from that restart, not from this log, so this member cannot restart from it:
+        // it joins again, taking the state by transfer (nothing was delivered in this view's
+        // old epoch: that needs every member's `Installed` record, i.e. a majority of the view
+        // before at this view, and then no restart of the view before completes).
+        if running && view.id > 0 {
+            return self.rejoin(view.id, view.id - 1);
         }
         if self.wedged.is_none() {
             let mut rx = epoch.wedge(view);
@@ -940,12 +960,26 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(true)
     }
 
-    /// Restart mode: whether an unsuspected peer publishes a view after `view`.
+    /// Restart mode: whether an unsuspected peer publishes a view after `view` (a joiner's
+    /// root aside, see [`joiner_root`](Gms::joiner_root)).
     fn peer_ahead(&self, view: &View) -> bool {
         (0..self.sst.rows())
             .filter(|&r| r != self.sst.my_row() && !self.sst.is_suspected(r))
-            .filter_map(|r| self.read_block(r, self.f.view))
-            .any(|p| p[0].saturating_sub(1) > view.id)
+            .filter_map(|r| self.read_block(r, self.f.view).map(|p| (r, p)))
+            .any(|(r, p)| {
+                let vid = p[0].saturating_sub(1);
+                vid > view.id && !self.joiner_root(r, view, vid)
+            })
+    }
+
+    /// Restart mode at `view`: whether `row` publishes `view + 1` but was not a member of
+    /// `view` — a joiner admitted by `view`'s decision whose log ends at its first view. Its
+    /// log holds no decision for `view` (it logged none: it joined), so nobody can catch up
+    /// from it, and it cannot restart the view it joined (its state came by transfer); the
+    /// restart of `view` goes on without it, and it joins again once it sees the restart view
+    /// running. (A member of `view` one view ahead always logged the decision for `view`.)
+    fn joiner_root(&self, row: usize, view: &View, vid: u64) -> bool {
+        vid == view.id + 1 && (self.cfg.universe.get(row)).is_some_and(|&n| !view.contains(n))
     }
 
     /// Restart mode: installs `view + 1` with the decision `t` a peer installed it with, and
@@ -1189,7 +1223,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let decision = match adopted {
             Some(t) => Decision {
                 rank: my_rank,
-                changes: t.changes,
+                changes: if self.restart.is_some() {
+                    self.restart_changes(t.changes, &changes)
+                } else {
+                    t.changes
+                },
                 trim: Trim {
                     view: view.id,
                     counts: view.members.iter().copied().zip(t.trim).collect(),
@@ -1234,6 +1272,31 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
+    /// Restart mode, the inspector adopts a logged decision: its trim is kept whole (it may
+    /// have been acted on: members delivered up to it), but its membership is fitted to who
+    /// restarted — the failures this inspector proposes (members of the view that did not
+    /// restart) are added, and its joins are dropped: a joiner's state came by transfer and is
+    /// in no log, so it cannot restart from its log; it joins again (`restart_round`, once it
+    /// sees the restart view running). Otherwise the restart view could name a node whose link
+    /// never came up, whose epoch could not start (its regions unknown). Safe: nothing was
+    /// delivered in an epoch of the old next view (that needs every member's `Installed`
+    /// record, and then a majority of this view is past it and no restart of it completes),
+    /// and a node whose log ends at that old view sees the restart view *running* and joins
+    /// again.
+    fn restart_changes(&self, adopted: Vec<Change>, proposed: &[Change]) -> Vec<Change> {
+        let mut out: Vec<Change> = adopted
+            .into_iter()
+            .filter(|c| c.kind != ChangeKind::Join)
+            .collect();
+        for c in proposed.iter().filter(|c| c.kind == ChangeKind::Fail) {
+            if !out.iter().any(|o| o.node == c.node && o.removes()) {
+                out.retain(|o| o.node != c.node);
+                out.push(*c);
+            }
+        }
+        out
+    }
+
     fn follow(&mut self, view: &View, leader_row: usize, leader_rank: u64) -> Result<(), GmsError> {
         if let Some(p) = self.proposal_of(leader_row, view.id)
             && p.rank == leader_rank
@@ -1273,6 +1336,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Ok(());
         };
         if alive.len() < view.majority() {
+            return Ok(());
+        }
+        // Restart mode: only a decision of this restart (a ballot) is installed. One logged
+        // before the shutdown, re-published by every restarted member, is adopted by the
+        // inspector first, which fits its membership to who restarted (`restart_changes`).
+        if self.restart.is_some() && crate::restart::attempt_of(d.rank) == 0 {
             return Ok(());
         }
         let echoed = alive.iter().all(|&m| {

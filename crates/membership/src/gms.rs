@@ -64,6 +64,24 @@ pub enum StopReason {
         /// The newer view a peer installed.
         newer: u64,
     },
+    /// Restart mode: this member suspects members of the view it restarts (`view`, its last
+    /// logged one) such that those it does not suspect are fewer than a majority of it. In this
+    /// process those suspicions are final (the table never clears one, and a restarting member
+    /// readmits no new incarnation), and it ignores the rows of members it suspects, so it
+    /// could neither complete the restart nor catch up from the members that did: it stops
+    /// instead of waiting forever. Typically a false suspicion (a peer's poll loop stalled, a
+    /// slow link) after which the others cut it. Restart it from its log: it then restarts
+    /// with the others, catches up from them, or joins again by state transfer. (Members of
+    /// the view that never connected are not suspected: the restart waits for them.)
+    #[error(
+        "restart of view {view}: this member suspects {suspected:?}, leaving fewer than a majority of that view; it cannot complete the restart nor catch up in this process: stopped (restart it from its log)"
+    )]
+    RestartCutOff {
+        /// The view being restarted (the last logged one).
+        view: u64,
+        /// Whom it suspects.
+        suspected: Vec<NodeId>,
+    },
     /// It left gracefully; `view` is the first view without it.
     #[error("left: view {view} was installed without this member, as it asked")]
     Left {
@@ -684,6 +702,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let Some(p) = self.read_block(row, self.f.view) else {
                 continue;
             };
+            // A restarting node's block is the view its log ended at, not one that runs.
+            if self.restarting_in(&p) {
+                continue;
+            }
             let v = match View::decode(&p, &self.shape, Some(&self.cfg.universe)) {
                 Ok(v) => v,
                 Err(e) => {
@@ -747,6 +769,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // running it); further ahead: this log cannot catch up, and the member joins again.
         let mut newer = None;
         let mut next = None;
+        let mut running = false;
         for row in 0..self.sst.rows() {
             if row == self.sst.my_row() || self.sst.is_suspected(row) {
                 continue;
@@ -755,6 +778,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 continue;
             };
             let vid = p[0].saturating_sub(1);
+            running |= p[0] > 0 && vid == view.id && !self.restarting_in(&p);
+            if self.joiner_root(row, view, vid) {
+                continue;
+            }
             if vid == view.id + 1
                 && next.is_none()
                 && let Some(t) = self.decision_of(row, view.id)
@@ -773,6 +800,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // A peer one view ahead whose decision is not readable yet: wait for it.
             (Some(_), None) => return Ok(()),
             (None, None) => {}
+        }
+        // A peer *runs* this view: the restart of the view before completed in this life
+        // without this member — a late root, whose log ended here after a view change the
+        // restarted majority's logs did not reach (a joiner admitted by that view's decision,
+        // or a minority of that view that logged this one). The peers' view of this number
+        // came from that restart, not from this log, so this member cannot restart from it:
+        // it joins again, taking the state by transfer (nothing was delivered in this view's
+        // old epoch: that needs every member's `Installed` record, i.e. a majority of the view
+        // before at this view, and then no restart of the view before completes).
+        if running && view.id > 0 {
+            return self.rejoin(view.id, view.id - 1);
         }
         if self.wedged.is_none() {
             let mut rx = epoch.wedge(view);
@@ -814,6 +852,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 );
             }
             r.missing = missing;
+        }
+        if self.cfg.partition_safety && alive.len() < view.majority() {
+            // Suspicions are final in this process and a suspected row is never read: no
+            // majority of `view` can form here, nor a catch-up from the members that went on.
+            let suspected = (view.members.iter().copied())
+                .filter(|&m| self.suspects(m))
+                .collect();
+            return Err(self.stop(
+                StopReason::RestartCutOff {
+                    view: view.id,
+                    suspected,
+                },
+                out,
+            ));
         }
         // Never act without a majority of the last view's logs.
         if restarted.len() < view.majority() {
@@ -953,12 +1005,26 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(true)
     }
 
-    /// Restart mode: whether an unsuspected peer publishes a view after `view`.
+    /// Restart mode: whether an unsuspected peer publishes a view after `view` (a joiner's
+    /// root aside, see [`joiner_root`](Gms::joiner_root)).
     fn peer_ahead(&self, view: &View) -> bool {
         (0..self.sst.rows())
             .filter(|&r| r != self.sst.my_row() && !self.sst.is_suspected(r))
-            .filter_map(|r| self.read_block(r, self.f.view))
-            .any(|p| p[0].saturating_sub(1) > view.id)
+            .filter_map(|r| self.read_block(r, self.f.view).map(|p| (r, p)))
+            .any(|(r, p)| {
+                let vid = p[0].saturating_sub(1);
+                vid > view.id && !self.joiner_root(r, view, vid)
+            })
+    }
+
+    /// Restart mode at `view`: whether `row` publishes `view + 1` but was not a member of
+    /// `view` — a joiner admitted by `view`'s decision whose log ends at its first view. Its
+    /// log holds no decision for `view` (it logged none: it joined), so nobody can catch up
+    /// from it, and it cannot restart the view it joined (its state came by transfer); the
+    /// restart of `view` goes on without it, and it joins again once it sees the restart view
+    /// running. (A member of `view` one view ahead always logged the decision for `view`.)
+    fn joiner_root(&self, row: usize, view: &View, vid: u64) -> bool {
+        vid == view.id + 1 && (self.cfg.universe.get(row)).is_some_and(|&n| !view.contains(n))
     }
 
     /// Restart mode: installs `view + 1` with the decision `t` a peer installed it with, and
@@ -1202,7 +1268,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let decision = match adopted {
             Some(t) => Decision {
                 rank: my_rank,
-                changes: t.changes,
+                changes: if self.restart.is_some() {
+                    self.restart_changes(t.changes, &changes)
+                } else {
+                    t.changes
+                },
                 trim: Trim {
                     view: view.id,
                     counts: view.members.iter().copied().zip(t.trim).collect(),
@@ -1247,6 +1317,31 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
+    /// Restart mode, the inspector adopts a logged decision: its trim is kept whole (it may
+    /// have been acted on: members delivered up to it), but its membership is fitted to who
+    /// restarted — the failures this inspector proposes (members of the view that did not
+    /// restart) are added, and its joins are dropped: a joiner's state came by transfer and is
+    /// in no log, so it cannot restart from its log; it joins again (`restart_round`, once it
+    /// sees the restart view running). Otherwise the restart view could name a node whose link
+    /// never came up, whose epoch could not start (its regions unknown). Safe: nothing was
+    /// delivered in an epoch of the old next view (that needs every member's `Installed`
+    /// record, and then a majority of this view is past it and no restart of it completes),
+    /// and a node whose log ends at that old view sees the restart view *running* and joins
+    /// again.
+    fn restart_changes(&self, adopted: Vec<Change>, proposed: &[Change]) -> Vec<Change> {
+        let mut out: Vec<Change> = adopted
+            .into_iter()
+            .filter(|c| c.kind != ChangeKind::Join)
+            .collect();
+        for c in proposed.iter().filter(|c| c.kind == ChangeKind::Fail) {
+            if !out.iter().any(|o| o.node == c.node && o.removes()) {
+                out.retain(|o| o.node != c.node);
+                out.push(*c);
+            }
+        }
+        out
+    }
+
     fn follow(&mut self, view: &View, leader_row: usize, leader_rank: u64) -> Result<(), GmsError> {
         if let Some(p) = self.proposal_of(leader_row, view.id)
             && p.rank == leader_rank
@@ -1286,6 +1381,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Ok(());
         };
         if alive.len() < view.majority() {
+            return Ok(());
+        }
+        // Restart mode: only a decision of this restart (a ballot) is installed. One logged
+        // before the shutdown, re-published by every restarted member, is adopted by the
+        // inspector first, which fits its membership to who restarted (`restart_changes`).
+        if self.restart.is_some() && crate::restart::attempt_of(d.rank) == 0 {
             return Ok(());
         }
         let echoed = alive.iter().all(|&m| {

@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+use squall_round_robin::log::{Log, Record as EpochRecord};
 use squall_round_robin::{Config as EpochConfig, FsyncPolicy, Mode, RoundRobin};
 use squall_transport::mux::{Mux, MuxHandle};
 use squall_transport::{NodeId, RegionId, RegionSpec, Transport};
@@ -53,6 +54,14 @@ pub struct GroupConfig {
     pub sets: [(RegionId, RegionId); 2],
     /// State transfer to joiners (its region, chunking and bounds).
     pub transfer: TransferConfig,
+    /// Total restart: how many upcalls of the replay (the epoch logs' deliveries, then what
+    /// follows them) [`poll`](TotalOrder::poll) hands out at most per call; the rest waits in
+    /// a backlog for the next calls. Between two calls the application handles what it got
+    /// and the next `poll` runs the membership protocol and the failure detector's heartbeats,
+    /// so a long replay no longer silences the member for longer than its peers' suspicion
+    /// timeout. The logs themselves are read when the group is created (before its first
+    /// `poll`, while no peer watches its heartbeat yet). Default 256; at least 1.
+    pub replay_batch: usize,
 }
 
 impl GroupConfig {
@@ -66,6 +75,7 @@ impl GroupConfig {
                 (RegionId(r + 3), RegionId(r + 4)),
             ],
             transfer: TransferConfig::new(RegionId(r + 5)),
+            replay_batch: 256,
             gms,
             epoch,
         }
@@ -183,6 +193,11 @@ impl GroupConfig {
             ));
         }
         self.transfer.validate().map_err(GroupError::Config)?;
+        if self.replay_batch == 0 {
+            return Err(GroupError::Config(
+                "replay_batch must be at least 1 (the replay's upcalls handed out per poll)",
+            ));
+        }
         let ids = self.regions();
         if (1..ids.len()).any(|i| ids[..i].contains(&ids[i])) {
             return Err(GroupError::Config(
@@ -277,6 +292,9 @@ pub struct GroupStats {
     pub transfer_restarts: u64,
     /// Messages replayed from the epoch logs after a total restart.
     pub replayed: u64,
+    /// Polls that handed out part of a restart's replay backlog
+    /// ([`GroupConfig::replay_batch`] upcalls at most each).
+    pub replay_polls: u64,
 }
 
 /// The sequence number that ends a trim in the epoch of the shard whose senders are
@@ -356,13 +374,20 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
 /// `view` holds as a gap-free prefix (every sequence number up to its last record's is logged
 /// or was a null): the counts of its shard's senders at their ranks, 0 for every other member
 /// (other shards' counts are reported by their own members; a spare reports none).
-fn logged_counts(cfg: &GroupConfig, view: &View, me: NodeId) -> Result<Vec<u64>, GroupError> {
+///
+/// Also returns the log's records (`None`: no log of this member for `view`), which the
+/// replay uses instead of reading the file a second time.
+fn logged_counts(
+    cfg: &GroupConfig,
+    view: &View,
+    me: NodeId,
+) -> Result<(Vec<u64>, Option<Vec<EpochRecord>>), GroupError> {
     let mut rx = vec![0; view.members.len()];
     let Some((s, senders)) = shard_in(view, me) else {
-        return Ok(rx);
+        return Ok((rx, None));
     };
     let Some(path) = cfg.epoch_log_of(view.id, s) else {
-        return Ok(rx);
+        return Ok((rx, None));
     };
     let (_, rec) = squall_round_robin::log::Log::open(&path, FsyncPolicy::EveryBatch)?;
     let end = rec.records.last().map_or(0, |r| r.seq + 1);
@@ -372,7 +397,7 @@ fn logged_counts(cfg: &GroupConfig, view: &View, me: NodeId) -> Result<Vec<u64>,
             rx[r] = c;
         }
     }
-    Ok(rx)
+    Ok((rx, Some(rec.records)))
 }
 
 /// One member of a group with views: round-robin total order within each view, virtual
@@ -501,6 +526,14 @@ pub struct Group<T: Transport, L: Durable> {
     history: Vec<(u64, Option<ShardOf>)>,
     /// Restarting: what the replay rebuilds the state from.
     base: Base,
+    /// Restarting: the records of the epoch logs in `history`, read when the group was created
+    /// (so the replay reads no file inside `poll`, and the last view's log only once).
+    preread: std::collections::BTreeMap<u64, Vec<EpochRecord>>,
+    /// Upcalls of a restart's replay (and everything after them) not handed out yet: `poll`
+    /// hands out [`GroupConfig::replay_batch`] at most per call.
+    backlog: std::collections::VecDeque<Upcall<Delivery>>,
+    /// Set when a step replayed: everything that step produced goes to `backlog`, in order.
+    spill: bool,
     events: Vec<GmsEvent>,
     scratch: Vec<Upcall<Delivery>>,
     stats: GroupStats,
@@ -615,6 +648,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
             restart_logged: None,
             history: Vec::new(),
             base: Base::Initial,
+            preread: std::collections::BTreeMap::new(),
+            backlog: std::collections::VecDeque::new(),
+            spill: false,
             events: Vec::new(),
             scratch: Vec::new(),
             stats: GroupStats::default(),
@@ -630,11 +666,16 @@ impl<T: Transport, L: Durable> Group<T, L> {
                             continue;
                         };
                         let mine = shard_in(&ov, me);
-                        if let (Some(d), Some((s, senders))) = (rec.decision_for(old), &mine)
+                        if let Some((s, senders)) = &mine
                             && let Some(path) = g.cfg.epoch_log_of(old, *s)
                             && path.exists()
                         {
-                            squall_round_robin::log::Log::cut(&path, trim_end(&d.trim, senders))?;
+                            // Read now, before the first poll (see `GroupConfig::replay_batch`).
+                            let records = match rec.decision_for(old) {
+                                Some(d) => Log::cut(&path, trim_end(&d.trim, senders))?,
+                                None => Log::open(&path, FsyncPolicy::EveryBatch)?.1.records,
+                            };
+                            g.preread.insert(old, records);
                         }
                         g.history.push((old, mine));
                     }
@@ -644,7 +685,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
                     }
                 }
                 g.history.push((v.id, shard_in(&v, me)));
-                g.restart_logged = Some(logged_counts(&g.cfg, &v, me)?);
+                let (counts, records) = logged_counts(&g.cfg, &v, me)?;
+                g.restart_logged = Some(counts);
+                if let Some(records) = records {
+                    g.preread.insert(v.id, records);
+                }
                 g.view = Some(v);
             }
             (Some(v), false) => g.start_epoch(v)?,
@@ -692,7 +737,12 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 continue;
             };
             let records = if v == last.id {
-                squall_round_robin::log::Log::cut(&path, trim_end(trim, &senders))?
+                match self.preread.remove(&v) {
+                    Some(read) => Log::cut_records(&path, read, trim_end(trim, &senders))?,
+                    None => Log::cut(&path, trim_end(trim, &senders))?,
+                }
+            } else if let Some(read) = self.preread.remove(&v) {
+                read
             } else if path.exists() {
                 squall_round_robin::log::Log::open(&path, FsyncPolicy::EveryBatch)?
                     .1
@@ -756,6 +806,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         tracing::info!(me = %me, rejoined = ?self.gms.rejoined(), "group: the restarted group went on without this member: joining again, state by transfer");
         self.restart_logged = None;
+        self.preread.clear();
         self.view = None;
         self.active = false;
         self.epoch = None;
@@ -881,6 +932,14 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.stopped.as_deref()
     }
 
+    /// Upcalls of a total restart's replay (and what followed them) that
+    /// [`poll`](TotalOrder::poll) has not handed out yet: it hands out at most
+    /// [`GroupConfig::replay_batch`] per call. 0 once the replay is out (and always outside a
+    /// restart).
+    pub fn replay_backlog(&self) -> usize {
+        self.backlog.len()
+    }
+
     /// Counters.
     pub fn stats(&self) -> GroupStats {
         GroupStats {
@@ -983,9 +1042,16 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// in this view yet: call [`provide_state`](Group::provide_state) (after applying the
     /// deliveries handed out so far). Check it after each [`poll`](TotalOrder::poll). False
     /// whenever `provide_state` would refuse: once the view is wedged (a view change is under
-    /// way; the joiner asks again in the next view) or the member stopped.
+    /// way; the joiner asks again in the next view) or the member stopped; and while a total
+    /// restart's replay is still being handed out ([`replay_backlog`](Group::replay_backlog)).
     pub fn state_wanted(&self) -> bool {
-        self.active && !self.frozen && self.stopped.is_none() && self.transfer.wanted()
+        // Not while a restart's replay is still being handed out: the application's state is
+        // not at this view's first position yet.
+        self.active
+            && !self.frozen
+            && self.stopped.is_none()
+            && self.backlog.is_empty()
+            && self.transfer.wanted()
     }
 
     /// Gives the group a snapshot of the application's state reflecting every delivery before
@@ -1172,9 +1238,18 @@ impl<T: Transport, L: Durable> Group<T, L> {
             if let Some((s, senders)) = shard_in(&last, me)
                 && let Some(path) = self.cfg.epoch_log_of(last.id, s)
             {
-                squall_round_robin::log::Log::cut(&path, trim_end(t, &senders))?;
+                let end = trim_end(t, &senders);
+                let kept = match self.preread.remove(&last.id) {
+                    Some(read) => Log::cut_records(&path, read, end)?,
+                    None => Log::cut(&path, end)?,
+                };
+                self.preread.insert(last.id, kept);
             }
-            self.restart_logged = Some(logged_counts(&self.cfg, &view, me)?);
+            let (counts, records) = logged_counts(&self.cfg, &view, me)?;
+            self.restart_logged = Some(counts);
+            if let Some(records) = records {
+                self.preread.insert(view.id, records);
+            }
             self.history.push((view.id, shard_in(&view, me)));
             self.view = Some(view);
             return Ok(());
@@ -1197,6 +1272,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 tracing::info!(me = %me, view = last.id, "group: restarted without state: passive until a transfer");
             } else {
                 self.replay(&last, t, upcalls)?;
+                // What this step hands out from here on goes through the backlog, in batches.
+                self.spill = true;
                 // It holds its shard's state again: tell every node, so that a joiner may ask
                 // it (joiners ask only members known to hold the state: view 0's and announced
                 // ones).
@@ -1458,19 +1535,32 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
     }
 
     fn poll(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
-        if self.stopped.is_some() {
-            return false;
+        let before = upcalls.len();
+        let busy = self.stopped.is_none()
+            && match self.step(upcalls) {
+                Ok(busy) => busy,
+                Err(e) => {
+                    self.stop(e.to_string(), upcalls);
+                    true
+                }
+            };
+        if self.backlog.is_empty() && !self.spill {
+            return busy;
         }
-        match self.step(upcalls) {
-            Ok(busy) => busy,
-            Err(e) => {
-                self.stop(e.to_string(), upcalls);
-                true
-            }
-        }
+        // A restart's replay: hand out at most `replay_batch` upcalls, in order, behind what
+        // earlier polls left.
+        self.spill = false;
+        self.backlog.extend(upcalls.drain(before..));
+        let n = self.cfg.replay_batch.min(self.backlog.len());
+        upcalls.extend(self.backlog.drain(..n));
+        self.stats.replay_polls += 1;
+        true
     }
 
     fn wait(&mut self, timeout: Duration) {
+        if !self.backlog.is_empty() {
+            return; // the replay's backlog is ready to hand out
+        }
         self.gms.wait(timeout);
     }
 

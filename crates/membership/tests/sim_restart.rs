@@ -160,13 +160,15 @@ impl Life {
         (logs, self.delivered)
     }
 
-    /// Whether node `i` restarted from its log and installed a view after `view` (a node whose
-    /// log was two or more views behind joins again instead: it has no replay).
+    /// Whether node `i` restarted from its log, installed a view after `view` and handed out
+    /// its whole replay (a node whose log was two or more views behind joins again instead: it
+    /// has no replay).
     fn installed_after(&self, i: usize, view: u64) -> bool {
         self.groups[i].as_ref().is_some_and(|g| {
             g.gms().restarting().is_none()
                 && g.gms().rejoined().is_none()
                 && g.view().is_some_and(|v| v.id > view)
+                && g.replay_backlog() == 0
         })
     }
 }
@@ -448,7 +450,7 @@ fn a_crash_during_the_restart_and_a_second_restart_reuse_the_trim() {
 }
 
 #[test]
-fn a_restart_of_a_minority_waits_and_says_who_is_missing() {
+fn a_restart_of_a_minority_installs_nothing_stops_and_says_who_is_missing() {
     let base = dir("minority", 1);
     let mut l = Life::start(1, &base, &vec![Some(Vec::new()); N], 0);
     for _ in 0..300 {
@@ -473,7 +475,11 @@ fn a_restart_of_a_minority_waits_and_says_who_is_missing() {
             g.gms().restarting(),
             Some(&[NodeId(2), NodeId(3), NodeId(4)][..])
         );
-        assert!(g.stopped().is_none());
+        // The three others crashed (reported failed): suspected for good in this process, so
+        // the two stop saying so instead of waiting forever (absent members, never connected,
+        // are waited for: `sim_restart_absent.rs`).
+        let why = g.stopped().unwrap_or_default();
+        assert!(why.contains("restart it from its log"), "n{i}: {why}");
         assert!(l.delivered[i].is_empty());
     }
     let _ = std::fs::remove_dir_all(&base);

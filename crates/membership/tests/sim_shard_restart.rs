@@ -287,12 +287,14 @@ impl Life {
         (logs, before, self.reference)
     }
 
-    /// Whether node `i` restarted from its log and installed a view after `view`.
+    /// Whether node `i` restarted from its log, installed a view after `view` and handed out
+    /// its whole replay.
     fn installed_after(&self, i: usize, view: u64) -> bool {
         self.groups[i].as_ref().is_some_and(|g| {
             g.gms().restarting().is_none()
                 && g.gms().rejoined().is_none()
                 && g.view().is_some_and(|v| v.id > view)
+                && g.replay_backlog() == 0
         })
     }
 }

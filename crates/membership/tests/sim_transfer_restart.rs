@@ -421,6 +421,7 @@ fn restart(
             g.is_active()
                 && g.gms().restarting().is_none()
                 && g.view().is_some_and(|v| v.id > newest)
+                && g.replay_backlog() == 0
         })
     };
     let mut done = false;

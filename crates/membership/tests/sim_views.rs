@@ -222,11 +222,19 @@ fn members_restart_from_their_logs_and_carry_on() {
     d.crash(2);
     d.crash(3);
     // With n2 and n3 gone, [0, 1] is not a majority of view 1: a restart never installs from
-    // a minority; both wait (they do not stop: nothing runs yet that a partition could split),
-    // saying whom they wait for.
+    // a minority. They suspect n2 and n3 (crashed, reported failed), which is final in this
+    // process, so they stop saying so (restart mode: `RestartCutOff`; they used to wait
+    // forever), and still say whom they waited for.
     d.run_until(SETTLE, |_| false).unwrap();
     for i in 0..2 {
-        assert!(d.stopped[i].is_none());
+        assert!(
+            matches!(
+                d.stopped[i],
+                Some(StopReason::RestartCutOff { view: 1, .. })
+            ),
+            "n{i}: {:?}",
+            d.stopped[i]
+        );
         assert_eq!(
             d.gms(i).restarting(),
             Some(&[NodeId(2), NodeId(3)][..]),

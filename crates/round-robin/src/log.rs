@@ -577,16 +577,57 @@ impl Log {
     /// ```
     pub fn cut(path: &Path, seq: u64) -> Result<Vec<Record>, LogError> {
         let (log, rec) = Log::open(path, FsyncPolicy::EveryBatch)?;
-        let Some(first_past) = rec.records.iter().position(|r| r.seq >= seq) else {
-            return Ok(rec.records);
-        };
-        let mut keep = MAGIC.len() as u64;
-        let mut scratch = Vec::new();
-        for r in &rec.records[..first_past] {
-            scratch.clear();
-            encode_record(r, &mut scratch);
-            keep += scratch.len() as u64;
+        let cut = rec.records.iter().any(|r| r.seq >= seq);
+        let records = Log::cut_records(path, rec.records, seq)?;
+        if cut {
+            log.file.sync_data().map_err(|source| LogError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         }
+        Ok(records)
+    }
+
+    /// [`Log::cut`] for a caller that already holds the file's records — what
+    /// [`Log::open`] returned, with nothing appended since — so the file is not read again:
+    /// the kept length is computed from the records' payload lengths (no encoding, no
+    /// checksum). Untouched if nothing is past `seq`. **Not synced**: the truncation becomes
+    /// durable with the file system's next flush (a caller that needs it now syncs the file;
+    /// [`Log::cut`] does). A total restart reads its last view's log once to publish its
+    /// logged counts and cuts it with those records; it needs no sync there, since every
+    /// later restart cuts that view's log again from the decision logged before.
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-cut-records-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, _) = Log::open(&path, FsyncPolicy::EveryBatch)?;
+    /// for seq in 0..3 {
+    ///     log.append(&Record { view: 1, seq, position: seq, sender: NodeId(0), payload: vec![7; 5] })?;
+    /// }
+    /// log.sync()?;
+    /// drop(log);
+    /// let (_, rec) = Log::open(&path, FsyncPolicy::Never)?;
+    /// let kept = Log::cut_records(&path, rec.records, 2)?;
+    /// assert_eq!(kept.len(), 2);
+    /// assert_eq!(Log::open(&path, FsyncPolicy::Never)?.1.records, kept);
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn cut_records(
+        path: &Path,
+        mut records: Vec<Record>,
+        seq: u64,
+    ) -> Result<Vec<Record>, LogError> {
+        let Some(first_past) = records.iter().position(|r| r.seq >= seq) else {
+            return Ok(records);
+        };
+        // The frame, the body header, the payload: what `encode_record` writes.
+        let keep: usize = MAGIC.len()
+            + (records[..first_past].iter())
+                .map(|r| FRAME + BODY_HEADER + r.payload.len())
+                .sum::<usize>();
         let io = |source| LogError::Io {
             path: path.to_path_buf(),
             source,
@@ -594,12 +635,11 @@ impl Log {
         tracing::info!(
             path = %path.display(),
             seq,
-            dropped_records = rec.records.len() - first_past,
+            dropped_records = records.len() - first_past,
             "durable log: cut past the trim"
         );
-        log.file.set_len(keep).map_err(io)?;
-        log.file.sync_data().map_err(io)?;
-        let mut records = rec.records;
+        let file = OpenOptions::new().write(true).open(path).map_err(io)?;
+        file.set_len(keep as u64).map_err(io)?;
         records.truncate(first_past);
         Ok(records)
     }

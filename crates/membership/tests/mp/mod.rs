@@ -1967,7 +1967,10 @@ pub fn check_restart(
             && !r.views.is_empty()
             && (r.views.iter()).all(|v| {
                 v.members.contains(&(*k as u32))
-                    && after[k0].views.first().is_some_and(|first| v.id > first.id)
+                    && after[k0]
+                        .views
+                        .first()
+                        .is_some_and(|first| v.id >= first.id)
             });
         assert!(
             stopped || rejoined,
@@ -2012,7 +2015,12 @@ pub fn check_restart(
             .collect();
         // The restart view first; later views only add back members of the run that joined
         // again (rejoin under the same id), never drop a restarted one.
-        let want: Vec<u32> = restarted.iter().map(|&m| m as u32).collect();
+        // The restarted members, and any member that joined it again right away (a late root
+        // whose log ended at this view's number).
+        let want: Vec<u32> = (after[k0].views.first()).map_or_else(
+            || restarted.iter().map(|&m| m as u32).collect(),
+            |v| v.members.clone(),
+        );
         assert_eq!(views[0].1, want, "member {k}'s restart view: {views:?}");
         for v in &views[1..] {
             assert!(
@@ -2103,6 +2111,12 @@ pub struct RestartTiming {
     pub delivering_us: u64,
     /// The last SIGKILL → restarted processes spawned (the harness's own time).
     pub gap_us: u64,
+    /// The longest single `Group::poll` of a restarted member (0: none reached the 20 ms the
+    /// member program reports, `SLOW poll`): the stall of its loop the replay causes.
+    pub poll_us: u64,
+    /// The longest gap between two rounds of a restarted member's loop (`SLOW loop`; 0: none
+    /// reached 20 ms): a poll plus handling what it handed out.
+    pub loop_us: u64,
 }
 
 /// The restart view's members, as the members `started` that installed it reported (the
@@ -2222,7 +2236,11 @@ pub fn restart_run(
     let linked = c.reports();
     c.wait_restarted(&started, after);
     let reports = c.finish();
-    let restarted = restart_view(&reports, &started);
+    // A member of the restart view that replayed nothing joined it again by state transfer: a
+    // late root (its log ended at that view's number, which the others installed anew; s16).
+    let restarted: Vec<usize> = (restart_view(&reports, &started).into_iter())
+        .filter(|&k| reports[k].replayed > 0)
+        .collect();
     let replay = check_restart(&before, &reports, &started, &restarted, after);
     let at = |f: &dyn Fn(&Report) -> Option<u64>, rs: &[Report]| {
         (restarted.iter())
@@ -2230,6 +2248,15 @@ pub fn restart_run(
             .max()
             .unwrap()
             .saturating_sub(t_restart)
+    };
+    // The longest stall of this kind (`SLOW <what>`) a restarted member reported; 0: none.
+    let longest = |what: &str| {
+        (restarted.iter())
+            .flat_map(|&k| reports[k].stalls.iter())
+            .filter(|s| s.0 == what)
+            .map(|s| s.1)
+            .max()
+            .unwrap_or(0)
     };
     let timing = RestartTiming {
         fresh_us,
@@ -2243,6 +2270,8 @@ pub fn restart_run(
         view_us: at(&|r| r.views.first().map(|v| v.at), &reports),
         delivering_us: at(&|r| r.first_new, &reports),
         gap_us: t_restart.saturating_sub(t_kill),
+        poll_us: longest("poll"),
+        loop_us: longest("loop"),
     };
     (before, reports, restarted, timing)
 }

@@ -205,7 +205,16 @@ pub struct Gms<T: Transport, L: Durable> {
     /// Its log was two or more views behind a restarted group: it asked to join again
     /// (`(its last logged view, the newer view seen)`).
     rejoined: Option<(u64, u64)>,
+    /// Restarting, whether this member holds its shard's state (false: its transfer never
+    /// completed before the shutdown; it is published with the restarting word, see
+    /// [`STATELESS`]).
+    holds_state: bool,
 }
+
+/// The bit of a view block's restarting word that says its node restarts *without* its
+/// shard's state (its transfer never completed): it does not count as the shard's state holder
+/// for the every-shard rule ([`crate::restart::Unrestored`]). View ids stay far below it.
+const STATELESS: u64 = 1 << 63;
 
 /// A member restarting from its log.
 #[derive(Clone, Debug, Default)]
@@ -277,8 +286,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         log: L,
         recovered: Option<&Recovered>,
     ) -> Result<Gms<T, L>, GmsError> {
-        let layout = cfg.shard_layout();
-        Self::with_layout(transport, cfg, log, recovered, layout)
+        Self::holding(transport, cfg, log, recovered, true)
     }
 
     /// Sets up the core with `layout` (it replaces [`GmsConfig::layout`]).
@@ -289,7 +297,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         recovered: Option<&Recovered>,
         layout: Layout,
     ) -> Result<Gms<T, L>, GmsError> {
-        Self::build(transport, cfg, log, recovered, layout, false)
+        Self::build(transport, cfg, log, recovered, layout, false, true)
+    }
+
+    /// [`Gms::new`]; `holds_state: false` for a member restarting from `recovered` *without*
+    /// its shard's state (a joiner whose transfer never completed before the shutdown): its
+    /// restart row says so from the first write, and the restart of its last view waits until
+    /// every shard has a restarted member that does hold the state ([`Gms::restart_blocked`]).
+    pub(crate) fn holding(
+        transport: T,
+        cfg: GmsConfig,
+        log: L,
+        recovered: Option<&Recovered>,
+        holds_state: bool,
+    ) -> Result<Gms<T, L>, GmsError> {
+        let layout = cfg.shard_layout();
+        Self::build(transport, cfg, log, recovered, layout, false, holds_state)
     }
 
     /// Sets up the core of a node that starts *outside* the group whatever `cfg.initial` says:
@@ -298,7 +321,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// once the members readmitted its row (see [`request_join`](Gms::request_join)).
     pub fn rejoining(transport: T, cfg: GmsConfig, log: L) -> Result<Gms<T, L>, GmsError> {
         let layout = cfg.shard_layout();
-        Self::build(transport, cfg, log, None, layout, true)
+        Self::build(transport, cfg, log, None, layout, true, true)
     }
 
     fn build(
@@ -308,6 +331,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         recovered: Option<&Recovered>,
         layout: Layout,
         outsider: bool,
+        holds_state: bool,
     ) -> Result<Gms<T, L>, GmsError> {
         cfg.layout = Some(layout.clone());
         cfg.validate()?;
@@ -371,6 +395,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             held_back: false,
             restart,
             rejoined: None,
+            holds_state,
         };
         if g.view.is_some() {
             g.publish_view()?;
@@ -528,11 +553,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Publishes `v` with the restarting word: `v.id + 1` while this node is in restart mode
-    /// (at `v`), else 0. Callers set or clear `self.restart` first.
+    /// (at `v`), with [`STATELESS`] set if it restarts without its shard's state; else 0.
+    /// Callers set or clear `self.restart` first.
     fn publish_view_of(&mut self, v: &View) -> Result<(), GmsError> {
         let mut p = v.encode();
         p.resize(self.f.view.len() - 3, 0);
-        p.push(if self.restart.is_some() { v.id + 1 } else { 0 });
+        let stateless = if self.holds_state { 0 } else { STATELESS };
+        p.push(if self.restart.is_some() {
+            (v.id + 1) | stateless
+        } else {
+            0
+        });
         self.write_block(self.f.view, &p)
     }
 
@@ -540,7 +571,44 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// the view it names (see [`publish_view_of`](Self::publish_view_of)).
     fn restarting_in(&self, p: &[u64]) -> bool {
         p.get(self.f.view.len() - 3)
-            .is_some_and(|&w| w != 0 && Some(&w) == p.first())
+            .is_some_and(|&w| w & !STATELESS != 0 && Some(&(w & !STATELESS)) == p.first())
+    }
+
+    /// Whether the member of `row` restarts at view `vid` holding its shard's state: its view
+    /// block says restarting at `vid` without the [`STATELESS`] bit (unreadable: not known to).
+    fn restarts_holding_state(&self, row: usize, vid: u64) -> bool {
+        if row == self.sst.my_row() {
+            return self.holds_state;
+        }
+        self.read_block(row, self.f.view).is_some_and(|p| {
+            p.first() == Some(&(vid + 1)) && self.restarting_in(&p) && !self.stateless_in(&p)
+        })
+    }
+
+    /// Whether the view block `p` says its node restarts at the view it names *without* its
+    /// shard's state ([`STATELESS`]).
+    fn stateless_in(&self, p: &[u64]) -> bool {
+        self.restarting_in(p)
+            && p.get(self.f.view.len() - 3)
+                .is_some_and(|&w| w & STATELESS != 0)
+    }
+
+    /// Restarting: the members of the last view whose rows say they restart *without* their
+    /// shard's state (their transfer never completed): nobody may ask them for state until
+    /// they announce it after a transfer of their own. Empty outside restart mode.
+    pub fn restarted_without_state(&self) -> Vec<NodeId> {
+        let (Some(v), Some(_)) = (&self.view, &self.restart) else {
+            return Vec::new();
+        };
+        (v.members.iter().copied())
+            .filter(|&m| m != self.me)
+            .filter(|&m| {
+                self.sst.row_of(m).is_some_and(|r| {
+                    self.read_block(r, self.f.view)
+                        .is_some_and(|p| self.stateless_in(&p))
+                })
+            })
+            .collect()
     }
 
     fn changes_from(&self, words: &[u64]) -> Option<Vec<Change>> {
@@ -871,8 +939,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if restarted.len() < view.majority() {
             return Ok(());
         }
-        // Nor without a member of every shard: a shard's messages are only in its members' logs.
-        let unrestored = crate::restart::unrestored_shard(view, &restarted);
+        // Nor without a member of every shard holding its state: a shard's messages are only in
+        // its members' logs, and a member whose transfer never completed has none to replay
+        // (it would wait in the restart view for a transfer nobody can serve).
+        let holders: Vec<NodeId> = (restarted.iter().copied())
+            .filter(|&m| {
+                self.sst
+                    .row_of(m)
+                    .is_some_and(|r| self.restarts_holding_state(r, view.id))
+            })
+            .collect();
+        let unrestored = crate::restart::unrestored_shard(view, &holders);
         if let Some(r) = &mut self.restart
             && r.unrestored != unrestored
         {

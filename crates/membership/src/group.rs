@@ -328,6 +328,14 @@ enum Base {
     Stateless,
 }
 
+/// The durable epochs' directory of `cfg` (where snapshots go too); `None` with atomic epochs.
+fn durable_dir_of(cfg: &GroupConfig) -> Option<std::path::PathBuf> {
+    match &cfg.epoch.mode {
+        Mode::Durable { path, .. } => Some(path.clone()),
+        _ => None,
+    }
+}
+
 /// This member's shard in `view` and that shard's members (`None`: a spare, or an inadequate
 /// view, where no epoch ran).
 fn shard_in(view: &View, me: NodeId) -> Option<ShardOf> {
@@ -602,10 +610,19 @@ impl<T: Transport, L: Durable> Group<T, L> {
     ) -> Result<Group<T, L>, GroupError> {
         cfg.validate()?;
         let mux = Mux::new(transport, &cfg.regions());
+        // A restart (a log that holds a view): what the state is rebuilt from is known before
+        // the core publishes its restart row, which says whether it holds its shard's state.
+        let base = match recovered {
+            Some(rec) if !outsider && rec.last_view().is_some() => {
+                Some(Self::restart_base(&cfg, mux.handle().local_id(), rec)?)
+            }
+            _ => None,
+        };
         let gms = if outsider {
             Gms::rejoining(mux.handle(), cfg.gms.clone(), log)?
         } else {
-            Gms::new(mux.handle(), cfg.gms.clone(), log, recovered)?
+            let holds_state = !matches!(base, Some(Base::Stateless));
+            Gms::holding(mux.handle(), cfg.gms.clone(), log, recovered, holds_state)?
         };
         let layout = cfg.gms.shard_layout();
         // Active from the start (holding their shard's initial state): view 0's shard members.
@@ -679,7 +696,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                         }
                         g.history.push((old, mine));
                     }
-                    g.base = g.restart_base(rec)?;
+                    g.base = base.unwrap_or(Base::Initial);
                     if matches!(g.base, Base::Stateless) {
                         g.active = false;
                     }
@@ -818,21 +835,17 @@ impl<T: Transport, L: Durable> Group<T, L> {
 
     /// The durable epochs' directory (where snapshots go too); `None` with atomic epochs.
     fn durable_dir(&self) -> Option<std::path::PathBuf> {
-        match &self.cfg.epoch.mode {
-            Mode::Durable { path, .. } => Some(path.clone()),
-            _ => None,
-        }
+        durable_dir_of(&self.cfg)
     }
 
     /// What a restarting member's replay starts from (see [`Base`]); reads and checks the
     /// snapshot its log names, and removes snapshot files no record names (superseded ones, or
     /// one a crash left before its record).
-    fn restart_base(&self, rec: &Recovered) -> Result<Base, GroupError> {
-        let Some(dir) = self.durable_dir() else {
+    fn restart_base(cfg: &GroupConfig, me: NodeId, rec: &Recovered) -> Result<Base, GroupError> {
+        let Some(dir) = durable_dir_of(cfg) else {
             return Ok(Base::Initial);
         };
-        let me = self.gms.id();
-        let layout = self.cfg.gms.shard_layout();
+        let layout = cfg.gms.shard_layout();
         let base = match rec.last_snapshot() {
             Some(Record::Snapshot {
                 view,
@@ -841,7 +854,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 position,
                 file,
             }) => {
-                let max = self.cfg.transfer.max_state_bytes as u64;
+                let max = cfg.transfer.max_state_bytes as u64;
                 let snap = crate::snapshot::read(&dir, file, max)?;
                 let path = dir.join(file);
                 let mismatch = |what| SnapshotError::Mismatch {
@@ -1441,6 +1454,13 @@ impl<T: Transport, L: Durable> Group<T, L> {
             result?;
             if wedged {
                 self.report_wedge(upcalls);
+            }
+        }
+        if self.gms.restarting().is_some() {
+            // Peers restarting without their shard's state are no state holders, initial
+            // members or not: a member without state must not ask them for one.
+            for peer in self.gms.restarted_without_state() {
+                self.transfer.not_a_holder(peer);
             }
         }
         if self.frozen || self.view.is_none() {

@@ -27,8 +27,9 @@
 //! [`logged_view`]), so a restarting member knows which shard it held; its logged counts are
 //! its shard's; the inspector's trim is per shard the minimum over the restarted members *of
 //! that shard*; and the inspector also waits until every shard of the last view has a
-//! restarted member ([`unrestored_shard`], [`Unrestored`]): a shard's messages are only in its
-//! members' logs. A member whose restart finds that the group went on without it (a peer two or
+//! restarted member holding its state ([`unrestored_shard`], [`Unrestored`]; a member whose
+//! transfer never completed restarts without state and says so in its restart row): a shard's
+//! messages are only in its members' logs. A member whose restart finds that the group went on without it (a peer two or
 //! more views ahead, or a caught-up view that removed it) joins again as a new member and takes
 //! its state by transfer ([`Gms::rejoined`](crate::Gms::rejoined)).
 //!
@@ -78,6 +79,10 @@ pub fn rank_of(ballot: u64) -> u64 {
 /// that shard's state (its epochs' messages) is only in the logs of members that are not back,
 /// so a trim computed without them could lose what they delivered. Derecho's rule, kept here:
 /// a restart needs a majority of the last view **and** at least one member of every shard.
+/// Only a member that restarts *holding* its shard's state counts (a joiner whose transfer
+/// never completed before the shutdown restarts without it, says so in its restart row, and
+/// would wait in the restart view for a transfer nobody can serve): the restart waits with
+/// this reason until a holder restarts ([`Gms::restart_blocked`](crate::Gms::restart_blocked)).
 ///
 /// ```
 /// use squall_membership::restart::unrestored_shard;
@@ -92,7 +97,7 @@ pub fn rank_of(ballot: u64) -> u64 {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "restart of view {view}: shard {shard} has no restarted member (its members {members:?} hold its state in their logs); waiting for one of them"
+    "restart of view {view}: shard {shard} has no restarted member holding its state (its members {members:?} hold it in their logs, unless their transfer never completed); waiting for one of them"
 )]
 pub struct Unrestored {
     /// The last logged view being restarted.
@@ -103,8 +108,9 @@ pub struct Unrestored {
     pub members: Vec<NodeId>,
 }
 
-/// The first shard of `view` none of whose members is among `restarted` (empty shards, lost
-/// before the shutdown, hold nothing and are skipped); `None` if every shard has one.
+/// The first shard of `view` none of whose members is among `restarted` (the restarted
+/// members that hold their shard's state; empty shards, lost before the shutdown, hold nothing
+/// and are skipped); `None` if every shard has one.
 pub fn unrestored_shard(view: &View, restarted: &[NodeId]) -> Option<Unrestored> {
     view.shards.iter().enumerate().find_map(|(s, shard)| {
         (!shard.members.is_empty() && !shard.members.iter().any(|m| restarted.contains(m))).then(

@@ -615,6 +615,16 @@ impl<T: Transport> Transfer<T> {
         }
     }
 
+    /// `peer` restarted without its shard's state (its restart row says so): being an initial
+    /// member does not make it a state holder; only its own announcement, after a transfer of
+    /// its own, does.
+    pub(crate) fn not_a_holder(&mut self, peer: NodeId) {
+        if self.initial.contains(&peer) {
+            tracing::debug!(me = %self.universe[self.me_index], %peer, "transfer: a member restarted without state holds none");
+            self.initial.retain(|&n| n != peer);
+        }
+    }
+
     /// The incarnation of `peer` this node knew failed: what made it a state holder (being an
     /// initial member, or its announcement) was about that incarnation. A later incarnation
     /// (it restarted under its id) joins by state transfer like any joiner, so it must not be

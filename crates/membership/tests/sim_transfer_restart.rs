@@ -44,6 +44,8 @@ struct Shape {
     initial: usize,
     /// A single shard of at most this many members (the rest of a view are spares).
     max: Option<usize>,
+    /// `GmsConfig::restart_absent_timeout` (default: the config's).
+    absent: Option<Duration>,
 }
 
 fn dir(tag: &str, seed: u64) -> PathBuf {
@@ -60,6 +62,9 @@ fn config(base: &Path, i: usize, shape: Shape) -> GroupConfig {
     let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids[..shape.initial].to_vec());
     gms.heartbeat_interval = Duration::from_micros(50);
     gms.suspicion_timeout = Duration::from_micros(1500);
+    if let Some(absent) = shape.absent {
+        gms.restart_absent_timeout = absent;
+    }
     if let Some(max) = shape.max {
         gms.shards = EvenShards {
             shards: 1,
@@ -136,14 +141,34 @@ struct Life {
     counter: u32,
     step: usize,
     life: u32,
+    /// Whether members provide state when asked (false: every transfer stalls).
+    serve: bool,
 }
 
 impl Life {
     fn start(seed: u64, base: &Path, shape: Shape, starts: &[Start], life: u32) -> Life {
+        Self::start_with_late(seed, base, shape, starts, life, &[])
+    }
+
+    /// [`start`](Self::start), where the nodes of `late` start only at
+    /// [`start_late`](Self::start_late).
+    fn start_with_late(
+        seed: u64,
+        base: &Path,
+        shape: Shape,
+        starts: &[Start],
+        life: u32,
+        late: &[usize],
+    ) -> Life {
         let cfg0 = config(base, 0, shape);
         let layout = Group::<SimNode, MemLog>::layout(&cfg0).unwrap();
-        let (sim, nodes) =
-            Sim::cluster(SimConfig::seeded(seed ^ u64::from(life) << 40), U, &layout).unwrap();
+        let sim_cfg = SimConfig::seeded(seed ^ u64::from(life) << 40);
+        let (sim, nodes) = if late.is_empty() {
+            Sim::cluster(sim_cfg, U, &layout).unwrap()
+        } else {
+            let ids: Vec<NodeId> = late.iter().map(|&i| NodeId(i as u32)).collect();
+            Sim::cluster_late(sim_cfg, U, &layout, &ids).unwrap()
+        };
         let mut groups = Vec::new();
         let mut apps = Vec::new();
         for (i, t) in nodes.into_iter().enumerate() {
@@ -199,7 +224,12 @@ impl Life {
             counter: 0,
             step: 0,
             life,
+            serve: true,
         }
+    }
+
+    fn start_late(&mut self, i: usize) {
+        self.sim.start_node(NodeId(i as u32));
     }
 
     fn crash(&mut self, i: usize) {
@@ -307,7 +337,7 @@ impl Life {
                     _ => {}
                 }
             }
-            if g.state_wanted() && app.has_state {
+            if self.serve && g.state_wanted() && app.has_state {
                 let _ = g.provide_state(app.next, &app.encode());
             }
         }
@@ -415,7 +445,21 @@ fn restart(
         .max()
         .ok_or("no log holds a view")?;
     let members: Vec<usize> = (0..U).filter(|&i| view_of(i) == Some(newest)).collect();
-    let mut l = Life::start(seed, base, shape, &picked, life);
+    let l = Life::start(seed, base, shape, &picked, life);
+    complete(l, newest, &members, &picked, max_before, chain)
+}
+
+/// Runs life `l` until every node of `members` (those whose logs end at `newest`) runs a later
+/// view with a state, and checks nothing delivered before (`max_before`) is lost; `picked`:
+/// how each node started.
+fn complete(
+    mut l: Life,
+    newest: u64,
+    members: &[usize],
+    picked: &[Start],
+    max_before: Option<u64>,
+    chain: &mut Chain,
+) -> Result<Life, String> {
     let running = |l: &Life, i: usize| {
         l.groups[i].as_ref().is_some_and(|g| {
             g.is_active()
@@ -440,7 +484,7 @@ fn restart(
     }
     // The restart view, installed after the replay (or after the transfer, for a member that
     // had no state): every member's application is at or past every position delivered before.
-    for &i in &members {
+    for &i in members {
         let next = l.apps[i].next;
         if let Some(m) = max_before
             && next <= m
@@ -548,6 +592,7 @@ fn joiner_then_total_restart(seed: u64, tag: &str, up: &[usize]) -> Result<(), S
     let shape = Shape {
         initial: 3,
         max: None,
+        absent: None,
     };
     scenario(seed, tag, shape, &starts(3, 1), up, 3, |l, chain| {
         l.run(chain, 100 + (seed as usize % 7) * 30, true)?;
@@ -594,6 +639,7 @@ fn only_members_that_entered_by_transfer_restart_and_nothing_is_lost() {
             let shape = Shape {
                 initial: 3,
                 max: None,
+                absent: None,
             };
             scenario(
                 seed,
@@ -635,6 +681,7 @@ fn a_promoted_spare_restarts_from_its_persisted_state() {
             let shape = Shape {
                 initial: 4,
                 max: Some(3),
+                absent: None,
             };
             scenario(
                 seed,
@@ -667,6 +714,7 @@ fn a_rejoined_member_restarts_from_its_persisted_state() {
             let shape = Shape {
                 initial: 4,
                 max: None,
+                absent: None,
             };
             scenario(
                 seed,
@@ -687,6 +735,130 @@ fn a_rejoined_member_restarts_from_its_persisted_state() {
     );
 }
 
+/// Issue 6: a shard whose only restarted members hold no state. View 0 = `[0..5]`, one shard
+/// of at most 3 (`{0, 1, 2}`; 3 and 4 spares). Nobody serves state from here on; 1 and 2
+/// crash, so the spares 3 and 4 are promoted into the shard (`[0, 3, 4]`) but their transfers
+/// never complete; 0 delivers on alone. Everyone stops. 3 and 4 restart — a majority of the
+/// last view, but neither holds the shard's state (it is only in 0's replay): the restart
+/// must wait, saying that shard 0 lacks a state holder, instead of completing into a view
+/// where they wait for a transfer nobody can serve. With the old rule (any restarted member
+/// counts) the restart completes without 0 once its absence timeout (shortened to 2 ms here)
+/// ran out, and the test fails within its bounded wait of 3000 steps. Then 0 starts: the restart completes, 0 replays everything it
+/// delivered, 3 and 4 take the state by transfer, and new messages are delivered identically.
+#[test]
+fn a_shard_whose_restarted_members_hold_no_state_waits_for_a_holder_then_loses_nothing() {
+    check_seeds(
+        "a_shard_whose_restarted_members_hold_no_state_waits_for_a_holder_then_loses_nothing",
+        3,
+        stateless_shard,
+    );
+}
+
+fn stateless_shard(seed: u64) -> Result<(), String> {
+    let base = dir("stateless-shard", seed);
+    // Members that never connect are given up after 2 ms (1000 steps) of the restart: the
+    // bounded wait below outlasts it, so the old rule completes the restart without node 0
+    // within it, while the new rule keeps waiting (it never gives up a shard's only holders).
+    let shape = Shape {
+        initial: 5,
+        max: Some(3),
+        absent: Some(Duration::from_millis(2)),
+    };
+    let mut chain = Chain::new();
+    let mut l = Life::start(seed, &base, shape, &starts(5, 0), 0);
+    if l.active(3) || l.active(4) {
+        return Err("nodes 3 and 4 are not spares in view 0".into());
+    }
+    l.run(&mut chain, 200 + (seed as usize % 4) * 50, true)?;
+    l.serve = false;
+    l.crash(1);
+    l.crash(2);
+    let promoted = |l: &Life, i: usize| {
+        l.groups[i]
+            .as_ref()
+            .and_then(|g| g.view())
+            .is_some_and(|v| v.shard_of(NodeId(i as u32)).is_some())
+    };
+    let mut found = false;
+    for _ in 0..20_000 {
+        l.step(&mut chain, true)?;
+        if promoted(&l, 3) && promoted(&l, 4) && promoted(&l, 0) {
+            found = true;
+            break;
+        }
+    }
+    if !found {
+        return Err(format!("3 and 4 were never promoted: {}", l.describe()));
+    }
+    // 0 delivers on alone (the others are passive, their transfers stalled).
+    let before_alone = l.max_delivered;
+    l.run(&mut chain, 600, true)?;
+    if l.active(3) || l.active(4) {
+        return Err(format!("a transfer completed: {}", l.describe()));
+    }
+    if l.max_delivered <= before_alone {
+        return Err(format!("0 delivered nothing alone: {}", l.describe()));
+    }
+    let max_before = l.max_delivered;
+    let logs = l.shutdown()?;
+    let last: Vec<Option<u64>> = logs
+        .iter()
+        .map(|s| match s {
+            Start::Log(b) => last_view(b),
+            _ => None,
+        })
+        .collect();
+    let newest = last[0].ok_or("node 0 logged no view")?;
+    if last[3] != Some(newest) || last[4] != Some(newest) {
+        return Err(format!("3 and 4 did not log node 0's last view: {last:?}"));
+    }
+    // 3 and 4 restart; 0 starts late.
+    let picked: Vec<Start> = (0..U)
+        .map(|i| match &logs[i] {
+            Start::Log(b) if [0, 3, 4].contains(&i) => Start::Log(b.clone()),
+            _ => Start::Down,
+        })
+        .collect();
+    let mut l = Life::start_with_late(seed, &base, shape, &picked, 1, &[0]);
+    l.run(&mut chain, 3000, false)?;
+    for i in [3, 4] {
+        let g = l.groups[i].as_ref().ok_or("no group")?;
+        if g.gms().restarting().is_none() || g.view().map(|v| v.id) != Some(newest) {
+            return Err(format!(
+                "n{i} completed the restart of view {newest} with no member holding the state: {}",
+                l.describe()
+            ));
+        }
+        let Some(why) = g.gms().restart_blocked() else {
+            return Err(format!(
+                "n{i}'s restart waits without saying why: {}",
+                l.describe()
+            ));
+        };
+        let mut members = why.members.clone();
+        members.sort();
+        if why.view != newest
+            || why.shard != 0
+            || members != [NodeId(0), NodeId(3), NodeId(4)]
+            || !why
+                .to_string()
+                .contains("no restarted member holding its state")
+        {
+            return Err(format!("n{i}: the wrong reason: {why}"));
+        }
+        if g.is_active() || l.apps[i].next != 0 {
+            return Err(format!("n{i} acted before the restart completed"));
+        }
+    }
+    // The holder comes back: the restart completes and nothing is lost.
+    l.start_late(0);
+    let mut l = complete(l, newest, &[0, 3, 4], &picked, max_before, &mut chain)?;
+    let from = l.apps[0].next;
+    carry_on(&mut l, &mut chain, from)?;
+    std::fs::remove_dir_all(&base).ok();
+    Ok(())
+}
+
 #[derive(Clone, Debug)]
 struct Plan {
     seed: u64,
@@ -705,6 +877,7 @@ fn sweep(p: &Plan) -> Result<(), String> {
     let shape = Shape {
         initial: 3,
         max: None,
+        absent: None,
     };
     let mut chain = Chain::new();
     let first = starts(3, 0);

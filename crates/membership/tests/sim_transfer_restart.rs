@@ -143,6 +143,8 @@ struct Life {
     life: u32,
     /// Whether members provide state when asked (false: every transfer stalls).
     serve: bool,
+    /// Nodes that no passive member may ask for state while they are passive themselves.
+    not_holders: Vec<usize>,
 }
 
 impl Life {
@@ -225,6 +227,7 @@ impl Life {
             step: 0,
             life,
             serve: true,
+            not_holders: Vec::new(),
         }
     }
 
@@ -337,6 +340,20 @@ impl Life {
                     _ => {}
                 }
             }
+            if let Some(s) = g.state_sender()
+                && self.not_holders.contains(&(s.0 as usize))
+                && !self.groups[s.0 as usize]
+                    .as_ref()
+                    .is_some_and(Group::is_active)
+            {
+                return Err(format!(
+                    "n{i} asked n{} for state, which holds none (step {})",
+                    s.0, self.step
+                ));
+            }
+            let Some(g) = &mut self.groups[i] else {
+                continue;
+            };
             if self.serve && g.state_wanted() && app.has_state {
                 let _ = g.provide_state(app.next, &app.encode());
             }
@@ -854,6 +871,103 @@ fn stateless_shard(seed: u64) -> Result<(), String> {
     l.start_late(0);
     let mut l = complete(l, newest, &[0, 3, 4], &picked, max_before, &mut chain)?;
     let from = l.apps[0].next;
+    carry_on(&mut l, &mut chain, from)?;
+    std::fs::remove_dir_all(&base).ok();
+    Ok(())
+}
+
+/// A member restarting without state under an *initial* member's id is no state holder: view
+/// 0 = `[0, 1, 2]`; 3 joins by transfer (it holds the state from then on); 0 crashes, is
+/// removed and rejoins under its id, and 4 joins, but nobody serves state any more (both
+/// stay passive); 1 and 2 crash: the last view is `[3, 0, 4]` and only 3 holds the state.
+/// All three restart: 0 and 4 restart without state and must take it from 3; no member may
+/// ask 0 or 4 while they are passive (checked at every step). Without the fix, 4 takes 0 for
+/// a holder (an initial member) and asks it (seed 0, step 14); here 0 serves it after its own
+/// transfer, but a passive member asked has nothing to send until then.
+#[test]
+fn a_member_restarting_without_state_under_an_initial_id_is_not_asked_for_state() {
+    check_seeds(
+        "a_member_restarting_without_state_under_an_initial_id_is_not_asked_for_state",
+        3,
+        stateless_initial_id,
+    );
+}
+
+/// Runs `l` (submitting) until `cond` holds, at most 20 000 steps.
+fn run_until(
+    l: &mut Life,
+    chain: &mut Chain,
+    what: &str,
+    cond: impl Fn(&Life) -> bool,
+) -> Result<(), String> {
+    for _ in 0..20_000 {
+        l.step(chain, true)?;
+        if cond(l) {
+            return Ok(());
+        }
+    }
+    Err(format!("never {what}: {}", l.describe()))
+}
+
+fn stateless_initial_id(seed: u64) -> Result<(), String> {
+    let base = dir("stateless-initial", seed);
+    let shape = Shape {
+        initial: 3,
+        max: None,
+        absent: None,
+    };
+    let mut chain = Chain::new();
+    let mut l = Life::start(seed, &base, shape, &starts(3, 1), 0);
+    until_active(&mut l, &mut chain, 3, 100 + (seed as usize % 4) * 40)?;
+    l.crash(0);
+    let view_without_0 = |l: &Life| {
+        l.groups[3]
+            .as_ref()
+            .and_then(|g| g.view())
+            .is_some_and(|v| !v.contains(NodeId(0)))
+    };
+    run_until(&mut l, &mut chain, "removed node 0", view_without_0)?;
+    l.serve = false;
+    l.rejoin(0);
+    l.rejoin(4);
+    let in_view_of_3 = |l: &Life, i: u32| {
+        l.groups[3]
+            .as_ref()
+            .and_then(|g| g.view())
+            .is_some_and(|v| v.contains(NodeId(i)))
+    };
+    run_until(&mut l, &mut chain, "admitted 0 and 4", |l| {
+        in_view_of_3(l, 0) && in_view_of_3(l, 4)
+    })?;
+    l.run(&mut chain, 200, true)?;
+    l.crash(1);
+    l.crash(2);
+    run_until(&mut l, &mut chain, "removed 1 and 2", |l| {
+        [0, 3, 4].iter().all(|&i| {
+            l.groups[i]
+                .as_ref()
+                .and_then(|g| g.view())
+                .is_some_and(|v| v.members.len() == 3 && v.contains(NodeId(i as u32)))
+        })
+    })?;
+    l.run(&mut chain, 300, true)?;
+    if l.active(0) || l.active(4) || !l.active(3) {
+        return Err(format!(
+            "expected only 3 to hold the state: {}",
+            l.describe()
+        ));
+    }
+    let max_before = l.max_delivered;
+    let logs = l.shutdown()?;
+    let newest = match &logs[3] {
+        Start::Log(b) => last_view(b).ok_or("node 3 logged no view")?,
+        _ => return Err("node 3 is down".into()),
+    };
+    let mut l = Life::start(seed, &base, shape, &logs, 1);
+    // Neither 0 nor 4 may be asked for state while it has none.
+    l.not_holders = vec![0, 4];
+    let mut l = complete(l, newest, &[0, 3, 4], &logs, max_before, &mut chain)?;
+    let from = l.apps[3].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())

@@ -591,6 +591,9 @@ pub fn child_main() {
         writeln!(out, "J {}", now_us()).unwrap();
         g
     };
+    // Restarting: the last view its log holds. A view newer than that with a state is a join
+    // again by transfer (no replay follows); one not newer is its persisted snapshot's.
+    let logged_view = g.view().map(|v| v.id);
     writeln!(out, "READY {}", now_us()).unwrap();
     out.flush().unwrap();
 
@@ -686,7 +689,7 @@ pub fn child_main() {
                     // that entered by transfer restores its persisted state the same way, then
                     // replays its epoch logs from there, before the restart view.
                     let restored = g.take_state();
-                    if restored.is_none() || life == 0 {
+                    if restored.is_none() || life == 0 || logged_view.is_none_or(|l| v.id > l) {
                         replaying = false;
                     }
                     if let Some(st) = restored {

@@ -297,6 +297,18 @@ impl Settings {
         }
     }
 
+    /// `self` with the relaxed detection of the rejoin tests (a member starved by the loaded
+    /// machine must not be removed too) and a 16 KiB state.
+    pub fn relaxed(self) -> Settings {
+        Settings {
+            gms_suspicion: Duration::from_millis(800),
+            tcp_timeout: Duration::from_millis(1500),
+            op_timeout: Duration::from_secs(2),
+            state_bytes: 16 << 10,
+            ..self
+        }
+    }
+
     /// As [`default`](Settings::default) with durable epochs that never `fsync` (what the
     /// restart tests use): a SIGKILL is a process crash, which keeps what was written to the
     /// page cache, so every record a member wrote survives it (a power loss is not simulated).
@@ -1187,6 +1199,18 @@ impl Cluster {
     /// The directory of the run (every member's GMS log and epoch logs).
     pub fn dir(&self) -> &std::path::Path {
         &self.dir
+    }
+
+    /// SIGKILLs `victim` once, waits until every other member installed view 1 (without it),
+    /// and [`respawn`](Self::respawn)s it under its id. Returns the survivors.
+    pub fn kill_and_rejoin(&mut self, victim: usize) -> Vec<usize> {
+        self.kill(victim);
+        let survivors: Vec<usize> = (0..self.members.len()).filter(|&k| k != victim).collect();
+        self.wait_for("view 1 without the victim", Duration::from_secs(30), |r| {
+            survivors.iter().all(|&k| r[k].view(1).is_some())
+        });
+        self.respawn(victim);
+        survivors
     }
 
     /// Starts a fresh process in place of killed member `k`, under the same id (on a new

@@ -17,13 +17,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use squall_membership::GmsConfig;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{Config, FsyncPolicy, Mode};
-use squall_transport::{NodeId, RegionId};
+use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
+
+mod group_sim;
 
 const N: usize = 5;
 
@@ -33,33 +33,11 @@ thread_local! {
 }
 
 fn dir(tag: &str, seed: u64) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "squall-restart-{}-{tag}-{seed}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    group_sim::scratch_dir("restart", tag, seed)
 }
 
 fn config(base: &std::path::Path, i: usize) -> GroupConfig {
-    let ids: Vec<NodeId> = (0..N as u32).map(NodeId).collect();
-    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
-    gms.heartbeat_interval = Duration::from_micros(50);
-    gms.suspicion_timeout = Duration::from_micros(1500);
-    let path = base.join(format!("n{i}"));
-    std::fs::create_dir_all(&path).unwrap();
-    let epoch = Config {
-        window: 4,
-        slot_size: 24,
-        max_payload: 96,
-        chunk_size: 32,
-        mode: Mode::Durable {
-            path,
-            fsync: FsyncPolicy::Never,
-        },
-        ..Config::new(ids)
-    };
-    GroupConfig::new(gms, epoch)
+    group_sim::durable(group_sim::config(N, N), base, i)
 }
 
 type Seq = Vec<(u64, Vec<u8>)>;

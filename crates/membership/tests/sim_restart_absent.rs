@@ -25,7 +25,6 @@ mod group_sim;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{Durable, MemLog, Record};
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{FsyncPolicy, Mode};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
@@ -36,12 +35,7 @@ const ABSENT: Duration = Duration::from_millis(4);
 const STEP: Duration = Duration::from_micros(2);
 
 fn dir(tag: &str, seed: u64) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "squall-restart-absent-{}-{tag}-{seed}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    group_sim::scratch_dir("restart-absent", tag, seed)
 }
 
 /// The shared small-slot group (`group_sim::config`) with durable epochs in `base/n<i>`
@@ -50,13 +44,7 @@ fn dir(tag: &str, seed: u64) -> PathBuf {
 fn config(base: &Path, i: usize, u: usize) -> GroupConfig {
     let mut cfg = group_sim::config(u, N);
     cfg.gms.restart_absent_timeout = ABSENT;
-    let path = base.join(format!("n{i}"));
-    std::fs::create_dir_all(&path).unwrap();
-    cfg.epoch.mode = Mode::Durable {
-        path,
-        fsync: FsyncPolicy::Never,
-    };
-    cfg
+    group_sim::durable(cfg, base, i)
 }
 
 type Seq = Vec<(u64, Vec<u8>)>;

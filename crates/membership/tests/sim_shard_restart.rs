@@ -30,7 +30,6 @@ use squall_membership::log::MemLog;
 use squall_membership::restart::logged_view;
 use squall_membership::view::{EvenShards, View};
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{FsyncPolicy, Mode};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
 
@@ -40,12 +39,7 @@ use group_sim::mix;
 const N: usize = 6;
 
 fn dir(tag: &str, seed: u64) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "squall-shard-restart-{}-{tag}-{seed}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    group_sim::scratch_dir("shard-restart", tag, seed)
 }
 
 /// `shards` shards of 1 to `ceil(6 / shards)` members (min 1: a restart of a bare majority
@@ -60,13 +54,7 @@ fn config(base: &Path, i: usize, shards: usize) -> GroupConfig {
     };
     cfg.transfer.chunk_size = 256;
     cfg.transfer.window = 4;
-    let path = base.join(format!("n{i}"));
-    std::fs::create_dir_all(&path).unwrap();
-    cfg.epoch.mode = Mode::Durable {
-        path,
-        fsync: FsyncPolicy::Never,
-    };
-    cfg
+    group_sim::durable(cfg, base, i)
 }
 
 type Seq = Vec<(u64, Vec<u8>)>;

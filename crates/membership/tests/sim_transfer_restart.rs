@@ -22,13 +22,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use squall_membership::GmsConfig;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
 use squall_membership::view::EvenShards;
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{Config, FsyncPolicy, Mode};
-use squall_transport::{NodeId, RegionId};
+use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
 
 mod group_sim;
@@ -49,46 +47,24 @@ struct Shape {
 }
 
 fn dir(tag: &str, seed: u64) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "squall-xfer-restart-{}-{tag}-{seed}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    group_sim::scratch_dir("xfer-restart", tag, seed)
 }
 
 fn config(base: &Path, i: usize, shape: Shape) -> GroupConfig {
-    let ids: Vec<NodeId> = (0..U as u32).map(NodeId).collect();
-    let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids[..shape.initial].to_vec());
-    gms.heartbeat_interval = Duration::from_micros(50);
-    gms.suspicion_timeout = Duration::from_micros(1500);
+    let mut cfg = group_sim::config(U, shape.initial);
     if let Some(absent) = shape.absent {
-        gms.restart_absent_timeout = absent;
+        cfg.gms.restart_absent_timeout = absent;
     }
     if let Some(max) = shape.max {
-        gms.shards = EvenShards {
+        cfg.gms.shards = EvenShards {
             shards: 1,
             min: 1,
             max,
         };
     }
-    let path = base.join(format!("n{i}"));
-    std::fs::create_dir_all(&path).unwrap();
-    let epoch = Config {
-        window: 4,
-        slot_size: 24,
-        max_payload: 96,
-        chunk_size: 32,
-        mode: Mode::Durable {
-            path,
-            fsync: FsyncPolicy::Never,
-        },
-        ..Config::new(ids)
-    };
-    let mut cfg = GroupConfig::new(gms, epoch);
     cfg.transfer.chunk_size = 64;
     cfg.transfer.window = 4;
-    cfg
+    group_sim::durable(cfg, base, i)
 }
 
 /// How a node starts a life.

@@ -3,12 +3,13 @@
 //! the hash-chain model application's mixing step, and numbered payloads.
 #![allow(dead_code, unreachable_pub)]
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use squall_membership::GmsConfig;
 use squall_membership::group::GroupConfig;
 use squall_membership::view::View;
-use squall_round_robin::Config;
+use squall_round_robin::{Config, FsyncPolicy, Mode};
 use squall_transport::{NodeId, RegionId};
 
 /// A group over nodes `0..universe` whose first `initial` are the first view: heartbeat 50 µs,
@@ -27,6 +28,29 @@ pub fn config(universe: usize, initial: usize) -> GroupConfig {
         ..Config::new(ids)
     };
     GroupConfig::new(gms, epoch)
+}
+
+/// `cfg` with durable epochs in `base/n<node>` (created), never synced: a simulated stop is a
+/// process crash, the files survive it.
+pub fn durable(mut cfg: GroupConfig, base: &Path, node: usize) -> GroupConfig {
+    let path = base.join(format!("n{node}"));
+    std::fs::create_dir_all(&path).unwrap();
+    cfg.epoch.mode = Mode::Durable {
+        path,
+        fsync: FsyncPolicy::Never,
+    };
+    cfg
+}
+
+/// An empty scratch directory for one run (`suite`, `tag`, `seed`, this process's id: tests
+/// running as threads of one process use different tags).
+pub fn scratch_dir(suite: &str, tag: &str, seed: u64) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "squall-{suite}-{}-{tag}-{seed}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
 }
 
 /// The hash chain's step: the model application's value after applying `bytes` to `h`.

@@ -315,9 +315,14 @@ impl<S: StateMachine> Replica<S> {
                         return core.into_state();
                     }
                 };
-                if transfer(&mut backend).is_some_and(|t| !t.holds_state()) {
-                    tracing::info!("joining: waiting for a state transfer");
-                    core.await_state();
+                if let Some(t) = transfer(&mut backend) {
+                    if !t.holds_state() {
+                        tracing::info!("joining: waiting for a state transfer");
+                        core.await_state();
+                    }
+                    if let Some(reason) = t.restarting() {
+                        core.await_restart(reason);
+                    }
                 }
                 let _ = ready_tx.send(Ok(backend.waker()));
                 Driver {

@@ -321,6 +321,8 @@ fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
                 heartbeat_period_ms: 50,
                 heartbeat_timeout_ms: 500,
                 replicas,
+                data_dir: None,
+                fsync: Default::default(),
             };
             cfg.validate()?;
             let path = dir.join("cluster.toml");

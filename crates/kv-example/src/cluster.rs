@@ -557,8 +557,39 @@ impl Ordering {
 const SUSPICION: Duration = Duration::from_secs(2);
 
 /// Starts replica `id` of `cfg` over TCP: connects to the other replicas (blocking until all
-/// are up, within the transport's connect timeout) on the replica's own thread.
+/// are up, within the transport's connect timeout) on the replica's own thread. In durable
+/// mode (`data_dir`) a replica whose directory holds a log restarts from it: when every
+/// replica was down (a total restart), the group restarts from the replicas' logs and each
+/// replica answers `Unavailable` until the restart completed.
 pub fn start_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, ClusterError> {
+    tcp_replica(cfg, id, false)
+}
+
+/// Starts replica `id` of a running membership cluster again after it crashed and the others
+/// removed it (`squall-kv serve --rejoin`): a new transport incarnation under the same id that
+/// joins the running group and takes the state by transfer. In durable mode its directory is
+/// emptied first (its old logs describe a membership the group has moved past); the
+/// transferred state is persisted there, so a later total restart restores it.
+pub fn rejoin_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, ClusterError> {
+    if cfg.ordering != Ordering::Membership {
+        return Err(ClusterError::Invalid(format!(
+            "{} runs a fixed group: a replica can rejoin only with the membership ordering",
+            cfg.ordering
+        )));
+    }
+    if let Some(dir) = cfg.replica_dir(id)
+        && dir.exists()
+    {
+        tracing::warn!(dir = %dir.display(), "rejoining: discarding this replica's old logs");
+        std::fs::remove_dir_all(&dir).map_err(|source| ClusterError::Io {
+            path: format!("{} (discarding the old logs)", dir.display()),
+            source,
+        })?;
+    }
+    tcp_replica(cfg, id, true)
+}
+
+fn tcp_replica(cfg: &KvConfig, id: u32, rejoin: bool) -> Result<Replica<KvMachine>, ClusterError> {
     let tcp = cfg.transport()?;
     tcp.validate_for(NodeId(id))?;
     let n = cfg.replicas.len();
@@ -569,7 +600,12 @@ pub fn start_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, 
             .into_iter()
             .map(|s| Region::new(s).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
-        TcpNode::start(tcp, NodeId(id), regions).map_err(|e| e.to_string())
+        let node = if rejoin {
+            TcpNode::rejoin(tcp, NodeId(id), regions)
+        } else {
+            TcpNode::start(tcp, NodeId(id), regions)
+        };
+        node.map_err(|e| e.to_string())
     };
     let shape = Shape {
         universe: n,
@@ -577,7 +613,7 @@ pub fn start_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, 
         suspicion: Duration::from_millis(cfg.heartbeat_timeout_ms),
     };
     let durable = cfg.durable(id)?;
-    ordering.spawn(NodeId(id), connect, shape, false, durable)
+    ordering.spawn(NodeId(id), connect, shape, rejoin, durable)
 }
 
 /// Starts `n` replicas in this process on the threaded in-memory fabric.

@@ -32,7 +32,8 @@ pub mod workload;
 pub use client::{KvClient, KvError};
 pub use cluster::{
     ClusterError, Fsync, KvConfig, MemCluster, Ordering, ReplicaAddr, cas_paxos_config,
-    membership_config, round_robin_config, start_mem_cluster, start_tcp_replica,
+    membership_config, rejoin_tcp_replica, round_robin_config, start_mem_cluster,
+    start_tcp_replica,
 };
 pub use machine::KvMachine;
 pub use ops::{KvOp, KvResult, OPS_VERSION, OpsError};

@@ -38,15 +38,29 @@ async fn writer(addrs: Vec<SocketAddr>, w: usize, acked: Acked, stop: Arc<Mutex<
         let key = format!("w{w}-{i:06}").into_bytes();
         let value = format!("v{w}-{i}").into_bytes();
         let r = kv.put(&key, &value).await;
-        let mut a = acked.lock().unwrap();
-        match r {
-            Ok(()) => a.insert(key, Some(value)),
-            Err(KvError::Client(e)) if e.outcome_unknown() => {
-                a.insert(key, None);
-                return; // the cluster is gone
-            }
-            Err(e) => panic!("writer {w}: {e}"),
-        };
+        let failed = r.is_err();
+        {
+            let mut a = acked.lock().unwrap();
+            match r {
+                Ok(()) => a.insert(key, Some(value)),
+                Err(KvError::Client(e)) if e.outcome_unknown() => a.insert(key, None),
+                Err(e) => panic!("writer {w}: {e}"),
+            };
+        }
+        if failed {
+            // The cluster is down or changing views: back off.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Waits until `acked` holds `n` more entries than now.
+fn wait_writes(acked: &Acked, n: usize) {
+    let target = acked.lock().unwrap().len() + n;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().unwrap().len() < target {
+        assert!(Instant::now() < deadline, "the cluster took too few writes");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -134,12 +148,9 @@ fn a_durable_cluster_killed_whole_restarts_from_its_logs_with_every_acknowledged
         .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
         .collect();
     // Kill mid-stream, once enough writes were acknowledged.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.lock().unwrap().len() < 300 {
-        assert!(Instant::now() < deadline, "the cluster took too few writes");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_writes(&acked, 300);
     procs.kill_all();
+    *stop.lock().unwrap() = true;
     for w in writers {
         rt.block_on(w).unwrap();
     }
@@ -168,6 +179,55 @@ fn a_durable_cluster_killed_whole_restarts_from_its_logs_with_every_acknowledged
     eprintln!(
         "restart of 3 replicas with {written} acknowledged writes: serving after {restart:?} (fresh start {fresh:?}, ratio {:.2})",
         restart.as_secs_f64() / fresh.as_secs_f64()
+    );
+}
+
+#[test]
+fn a_replica_that_rejoined_by_transfer_restarts_from_its_persisted_state_after_a_total_kill() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut procs = Procs::loopback_durable(3, "restart-transfer", Fsync::Never);
+    rt.block_on(wait_serving(&procs));
+    let acked: Acked = Arc::default();
+    let stop = Arc::new(Mutex::new(false));
+    let addrs = procs.cfg.client_addrs();
+    let writers: Vec<_> = (0..3)
+        .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
+        .collect();
+    wait_writes(&acked, 150);
+    // Replica 2 crashes; the others remove it and go on; it comes back under its id with no
+    // logs and joins by state transfer (everything written so far is in that state only).
+    procs.kill(2);
+    wait_writes(&acked, 100);
+    procs.spawn_with(2, &["--rejoin"]);
+    rt.block_on(wait_serving(&procs));
+    assert!(
+        procs.log(2).contains("installed a transferred state"),
+        "replica 2 did not join by transfer:\n{}",
+        procs.log(2)
+    );
+    wait_writes(&acked, 150);
+    procs.kill_all();
+    *stop.lock().unwrap() = true;
+    for w in writers {
+        rt.block_on(w).unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    restart_all(&mut procs, &rt);
+    assert!(
+        procs
+            .log(2)
+            .contains("restarting from a persisted transferred state"),
+        "replica 2 did not restart from its persisted state:\n{}",
+        procs.log(2)
+    );
+    check_everything_acked_is_there(&procs, &acked);
+    eprintln!(
+        "{} writes acknowledged, replica 2 restored its transferred state",
+        acked.values().flatten().count()
     );
 }
 

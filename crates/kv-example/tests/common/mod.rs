@@ -65,6 +65,11 @@ impl Procs {
     /// Starts replica `id`'s process (again, after a kill: same config, same ports, same data
     /// directory); its output is appended to its log file.
     pub fn spawn(&mut self, id: usize) {
+        self.spawn_with(id, &[]);
+    }
+
+    /// [`spawn`](Self::spawn) with more arguments for `serve` (e.g. `--rejoin`).
+    pub fn spawn_with(&mut self, id: usize, extra: &[&str]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -81,6 +86,7 @@ impl Procs {
         cmd.args(["serve", "--config"])
             .arg(self.dir.join("cluster.toml"))
             .args(["--id", &id.to_string()])
+            .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())

@@ -268,7 +268,11 @@ impl<S: StateMachine> Replica<S> {
     /// replica whose backend does not hold the state yet ([`StateTransfer::holds_state`]) starts
     /// *joining*: it answers requests `Unavailable` until the transferred snapshot arrives, then
     /// installs it and applies the deliveries that follow, ending in the same state as every
-    /// other replica at the same position (see [`ReplicaCore::upcalls_from`]).
+    /// other replica at the same position (see [`ReplicaCore::upcalls_from`]). A backend that
+    /// restarts from durable logs ([`StateTransfer::restarting`]) makes the replica
+    /// *restarting* ([`ReplicaCore::await_restart`]): it applies the replay (and a persisted
+    /// state the backend hands back) and answers requests `Unavailable` until the restart
+    /// completed.
     pub fn spawn_joinable<B, E, F>(
         me: NodeId,
         make: F,

@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Procs, wait_serving};
-use squall_kv::{Fsync, KvClient, KvError, KvOp};
+use squall_kv::{Fsync, KvClient, KvError, KvOp, KvResult};
 use squall_smr::ClientConfig;
+use squall_smr::wire::{ErrorCode, Request, Response, frame_len};
 
 fn client(addrs: Vec<SocketAddr>) -> KvClient {
     let mut cfg = ClientConfig::new(addrs.clone());
@@ -52,6 +53,58 @@ async fn writer(addrs: Vec<SocketAddr>, w: usize, acked: Acked, stop: Arc<Mutex<
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// Sends one request straight to replica `addr` over the client protocol (no client library:
+/// the test picks the session and the command number), retrying while it answers
+/// `Unavailable`.
+fn raw_call(addr: SocketAddr, req: &Request) -> Response {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&req.encode(1)).unwrap();
+        let mut prefix = [0; 4];
+        s.read_exact(&mut prefix).unwrap();
+        let mut body = vec![0; frame_len(prefix, 1 << 20).unwrap()];
+        s.read_exact(&mut body).unwrap();
+        let (_, r) = Response::decode(&body, 1 << 20).unwrap();
+        match r {
+            Response::Error {
+                code: ErrorCode::Unavailable,
+                ..
+            } if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            r => return r,
+        }
+    }
+}
+
+/// Command 1 of a session the test numbers itself: sets `once` to `1` if it is unset. Applied
+/// a second time it would answer `swapped: false`, so its answer tells a duplicate (answered
+/// from the session table) from a second application.
+fn once_command() -> Request {
+    Request::Command {
+        client: 0x5e55_1011,
+        seq: 1,
+        acked: 0,
+        payload: KvOp::Cas {
+            key: b"once".to_vec(),
+            expected: None,
+            new: b"1".to_vec(),
+        }
+        .encode(),
+    }
+}
+
+fn swapped() -> Response {
+    Response::Ok(
+        KvResult::Cas {
+            swapped: true,
+            previous: None,
+        }
+        .encode(),
+    )
 }
 
 /// Waits until `acked` holds `n` more entries than now.
@@ -147,6 +200,11 @@ fn a_durable_cluster_killed_whole_restarts_from_its_logs_with_every_acknowledged
     let writers: Vec<_> = (0..3)
         .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
         .collect();
+    assert_eq!(raw_call(addrs[1], &once_command()), swapped());
+    acked
+        .lock()
+        .unwrap()
+        .insert(b"once".to_vec(), Some(b"1".to_vec()));
     // Kill mid-stream, once enough writes were acknowledged.
     wait_writes(&acked, 300);
     procs.kill_all();
@@ -167,6 +225,11 @@ fn a_durable_cluster_killed_whole_restarts_from_its_logs_with_every_acknowledged
         );
     }
     check_everything_acked_is_there(&procs, &acked);
+    // The session table came back with the replay: a retry of a command acknowledged before
+    // the kill is answered as it was, not applied again.
+    for addr in &addrs {
+        assert_eq!(raw_call(*addr, &once_command()), swapped());
+    }
     // New writes work, at every replica, and the old ones are still there.
     let mut acked = acked;
     for (i, addr) in addrs.iter().enumerate() {
@@ -197,6 +260,11 @@ fn a_replica_that_rejoined_by_transfer_restarts_from_its_persisted_state_after_a
     let writers: Vec<_> = (0..3)
         .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
         .collect();
+    assert_eq!(raw_call(addrs[0], &once_command()), swapped());
+    acked
+        .lock()
+        .unwrap()
+        .insert(b"once".to_vec(), Some(b"1".to_vec()));
     wait_writes(&acked, 150);
     // Replica 2 crashes; the others remove it and go on; it comes back under its id with no
     // logs and joins by state transfer (everything written so far is in that state only).
@@ -224,6 +292,10 @@ fn a_replica_that_rejoined_by_transfer_restarts_from_its_persisted_state_after_a
         "replica 2 did not restart from its persisted state:\n{}",
         procs.log(2)
     );
+    check_everything_acked_is_there(&procs, &acked);
+    // Its sessions came back with the persisted state: the retry of a command applied before
+    // its transfer is a duplicate at replica 2 too.
+    assert_eq!(raw_call(addrs[2], &once_command()), swapped());
     check_everything_acked_is_there(&procs, &acked);
     eprintln!(
         "{} writes acknowledged, replica 2 restored its transferred state",

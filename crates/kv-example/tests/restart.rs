@@ -303,6 +303,46 @@ fn a_replica_that_rejoined_by_transfer_restarts_from_its_persisted_state_after_a
     );
 }
 
+/// One replica killed and started again on its logs (plain `serve`, no `--rejoin`) while the
+/// others run on: its restart finds the group went on without it, so it joins again by state
+/// transfer (smr-core: the restart completes without a state, and the replica waits for one as
+/// a joiner) and ends holding every acknowledged write.
+#[test]
+fn one_replica_restarted_on_its_logs_while_the_others_run_joins_again_by_transfer() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut procs = Procs::loopback_durable(3, "restart-one", Fsync::Never);
+    rt.block_on(wait_serving(&procs));
+    let acked: Acked = Arc::default();
+    let stop = Arc::new(Mutex::new(false));
+    let addrs = procs.cfg.client_addrs();
+    let writers: Vec<_> = (0..3)
+        .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
+        .collect();
+    wait_writes(&acked, 150);
+    procs.kill(2);
+    wait_writes(&acked, 100);
+    procs.spawn(2);
+    rt.block_on(wait_serving(&procs));
+    wait_writes(&acked, 100);
+    *stop.lock().unwrap() = true;
+    for w in writers {
+        rt.block_on(w).unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let log = procs.log(2);
+    assert!(
+        log.contains("restarting from its logs")
+            && log.contains("joining again by transfer")
+            && log.contains("installed a transferred state"),
+        "replica 2 did not restart, then join again by transfer:\n{log}"
+    );
+    check_everything_acked_is_there(&procs, &acked);
+}
+
 /// Puts `keys` keys through the cluster in batches (each batch one log entry), from 4
 /// clients at once.
 async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {

@@ -367,8 +367,13 @@ async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<V
                             })
                             .collect(),
                     );
-                    kv.run(&op).await.unwrap();
-                    out.extend(pairs.into_iter().map(|(k, v)| (k, Some(v))));
+                    // A view change under load may cut a batch: its outcome is unknown.
+                    let done = match kv.run(&op).await {
+                        Ok(_) => true,
+                        Err(KvError::Client(e)) if e.outcome_unknown() => false,
+                        Err(e) => panic!("loader {c}: {e}"),
+                    };
+                    out.extend(pairs.into_iter().map(|(k, v)| (k, done.then_some(v))));
                 }
                 out
             })

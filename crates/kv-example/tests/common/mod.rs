@@ -184,8 +184,10 @@ pub async fn wait_serving(procs: &Procs) {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(60),
-                "replica {i} does not serve; its log:\n{}",
-                procs.log(i)
+                "replica {i} does not serve; the replicas' logs:\n{}",
+                (0..procs.cfg.replicas.len())
+                    .map(|k| format!("--- replica {k}\n{}", procs.log(k)))
+                    .collect::<String>()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -11,9 +11,9 @@ use squall_cas_paxos::layout::Layout;
 use squall_cas_paxos::log::{CasPaxos, LogConfig};
 use squall_membership::GmsConfig;
 use squall_membership::group::{Group, GroupConfig};
-use squall_membership::log::MemLog;
+use squall_membership::log::{FileLog, MemLog, Recovered};
 use squall_ordering::TotalOrder;
-use squall_round_robin::{Config as RrConfig, RoundRobin};
+use squall_round_robin::{Config as RrConfig, FsyncPolicy, Mode, RoundRobin};
 use squall_smr::{Replica, ReplicaConfig};
 use squall_transport::{NodeId, Region, RegionId, RegionSpec, Transport};
 use squall_transport_tcp::{ClusterConfig, TcpNode};
@@ -41,6 +41,29 @@ impl std::fmt::Display for Ordering {
             Ordering::RoundRobin => "round-robin",
             Ordering::CasPaxos => "cas-paxos",
             Ordering::Membership => "membership",
+        })
+    }
+}
+
+/// When a durable replica (`data_dir` set) syncs its logs to disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fsync {
+    /// The epoch logs `fdatasync` every receive batch before counting it received, and the
+    /// membership log syncs every record: an acknowledged write survives a power loss of every
+    /// replica.
+    #[default]
+    Batch,
+    /// No `fsync` of the epoch logs, nor of the membership log's `Installed` records: what was
+    /// written survives a crash of the *processes* (the page cache keeps it), not a power loss.
+    Never,
+}
+
+impl std::fmt::Display for Fsync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fsync::Batch => "batch",
+            Fsync::Never => "never",
         })
     }
 }
@@ -87,6 +110,12 @@ pub struct ReplicaAddr {
 /// ordering = "round-robin"        # or "cas-paxos", "membership"
 /// heartbeat_period_ms = 50        # transport heartbeats (optional)
 /// heartbeat_timeout_ms = 500      # a silent peer is failed after this (optional)
+/// # Durable mode (membership only, optional): replica `i` keeps its membership log and one
+/// # epoch log per view in `<data_dir>/replica-<i>/`. Restarted on a directory that holds a
+/// # log, it recovers it and the cluster restarts from the logs (a total restart after every
+/// # replica was down, e.g. a power cut): every acknowledged write is kept.
+/// # data_dir = "/var/lib/squall-kv"
+/// # fsync = "batch"               # or "never": survive process crashes only (optional)
 /// [[replica]]
 /// id = 0
 /// transport = "127.0.0.1:7000"
@@ -109,6 +138,13 @@ pub struct ReplicaAddr {
 /// "#)?;
 /// assert_eq!(cfg.replicas.len(), 2);
 /// assert!(squall_kv::KvConfig::from_toml("cluster_id = 1\nordering = \"raft\"").is_err());
+/// // Durable mode needs the membership ordering.
+/// let durable = cfg.to_toml().replace("ordering = \"cas-paxos\"", "data_dir = \"/tmp/kv\"\nordering = \"cas-paxos\"");
+/// let err = squall_kv::KvConfig::from_toml(&durable).unwrap_err().to_string();
+/// assert!(err.contains("data_dir"), "{err}");
+/// let durable = durable.replace("cas-paxos", "membership");
+/// let cfg = squall_kv::KvConfig::from_toml(&durable)?;
+/// assert_eq!(cfg.replica_dir(1), Some(std::path::PathBuf::from("/tmp/kv/replica-1")));
 /// # Ok::<(), squall_kv::ClusterError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -124,6 +160,14 @@ pub struct KvConfig {
     /// Transport failure timeout (ms).
     #[serde(default = "default_hb_timeout")]
     pub heartbeat_timeout_ms: u64,
+    /// Durable mode ([`Ordering::Membership`] only): each replica keeps its logs in its own
+    /// subdirectory ([`replica_dir`](Self::replica_dir), created if missing) and restarts from
+    /// them. `None`: nothing is written to disk; a replica that restarts has lost its state.
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+    /// When durable replicas sync their logs (ignored without `data_dir`).
+    #[serde(default)]
+    pub fsync: Fsync,
     /// The replicas.
     #[serde(rename = "replica", default)]
     pub replicas: Vec<ReplicaAddr>,
@@ -158,9 +202,17 @@ impl KvConfig {
     /// The config as TOML that [`from_toml`](Self::from_toml) reads back.
     pub fn to_toml(&self) -> String {
         let mut s = format!(
-            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\n",
-            self.cluster_id, self.ordering, self.heartbeat_period_ms, self.heartbeat_timeout_ms
+            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nfsync = \"{}\"\n",
+            self.cluster_id,
+            self.ordering,
+            self.heartbeat_period_ms,
+            self.heartbeat_timeout_ms,
+            self.fsync
         );
+        if let Some(dir) = &self.data_dir {
+            let dir = toml::Value::String(dir.display().to_string());
+            s.push_str(&format!("data_dir = {dir}\n"));
+        }
         for r in &self.replicas {
             s.push_str(&format!(
                 "[[replica]]\nid = {}\ntransport = \"{}\"\nclient = \"{}\"\n",
@@ -200,9 +252,101 @@ impl KvConfig {
                     .into(),
             ));
         }
+        if let Some(dir) = &self.data_dir {
+            if self.ordering != Ordering::Membership {
+                return Err(ClusterError::Invalid(format!(
+                    "data_dir (durable mode) needs ordering = \"membership\"; {} keeps no logs: \
+                     remove data_dir or change the ordering",
+                    self.ordering
+                )));
+            }
+            if dir.as_os_str().is_empty() {
+                return Err(ClusterError::Invalid(
+                    "data_dir is empty; name a directory (created if missing) or remove it".into(),
+                ));
+            }
+            if dir.exists() && !dir.is_dir() {
+                return Err(ClusterError::Invalid(format!(
+                    "data_dir {} exists but is not a directory",
+                    dir.display()
+                )));
+            }
+        }
         Ok(())
     }
 
+    /// Replica `id`'s own directory in durable mode: `<data_dir>/replica-<id>`.
+    pub fn replica_dir(&self, id: u32) -> Option<PathBuf> {
+        self.data_dir
+            .as_ref()
+            .map(|d| d.join(format!("replica-{id}")))
+    }
+
+    /// Creates replica `id`'s directory (durable mode) if missing and checks that it can
+    /// write there; `None` without `data_dir`.
+    pub fn prepare_replica_dir(&self, id: u32) -> Result<Option<PathBuf>, ClusterError> {
+        let Some(dir) = self.replica_dir(id) else {
+            return Ok(None);
+        };
+        let io = |what: &str, source| ClusterError::Io {
+            path: format!("{} ({what})", dir.display()),
+            source,
+        };
+        std::fs::create_dir_all(dir.join(EPOCHS))
+            .map_err(|e| io("creating the replica's data directory", e))?;
+        let probe = dir.join(".write-probe");
+        std::fs::write(&probe, b"squall-kv").map_err(|e| io("the directory is not writable", e))?;
+        std::fs::remove_file(&probe).map_err(|e| io("removing a probe file", e))?;
+        Ok(Some(dir))
+    }
+
+    fn durable(&self, id: u32) -> Result<Option<DurableDir>, ClusterError> {
+        Ok(self.prepare_replica_dir(id)?.map(|dir| DurableDir {
+            dir,
+            fsync: self.fsync,
+        }))
+    }
+}
+
+/// A durable replica's directory: `gms.log` (the membership log) and `epochs/` (one
+/// round-robin log per view, and a transferred state's snapshot file).
+#[derive(Clone, Debug)]
+struct DurableDir {
+    dir: PathBuf,
+    fsync: Fsync,
+}
+
+/// The epoch logs' subdirectory of a durable replica's directory.
+const EPOCHS: &str = "epochs";
+
+impl DurableDir {
+    /// Opens the membership log (recovering what it holds) and makes `group` durable.
+    fn open(&self, group: &mut GroupConfig) -> Result<(FileLog, Option<Recovered>), String> {
+        let path = self.dir.join("gms.log");
+        let (mut log, recovered) = FileLog::open(&path)
+            .map_err(|e| format!("cannot open the membership log {}: {e}", path.display()))?;
+        log.set_sync_installed(self.fsync == Fsync::Batch);
+        if let Some(why) = &recovered.truncated {
+            tracing::warn!(path = %path.display(), %why, "the membership log had a torn tail");
+        }
+        group.epoch.mode = Mode::Durable {
+            path: self.dir.join(EPOCHS),
+            fsync: match self.fsync {
+                Fsync::Batch => FsyncPolicy::EveryBatch,
+                Fsync::Never => FsyncPolicy::Never,
+            },
+        };
+        if recovered.records.is_empty() {
+            tracing::info!(dir = %self.dir.display(), "durable replica: starting fresh");
+            return Ok((log, None));
+        }
+        tracing::info!(dir = %self.dir.display(), last_view = ?recovered.last_view().map(|v| v.0),
+            records = recovered.records.len(), "durable replica: restarting from its logs");
+        Ok((log, Some(recovered)))
+    }
+}
+
+impl KvConfig {
     /// The replicas' client addresses, by id.
     pub fn client_addrs(&self) -> Vec<SocketAddr> {
         let mut r = self.replicas.clone();
@@ -353,6 +497,7 @@ impl Ordering {
         connect: F,
         shape: Shape,
         joining: bool,
+        durable: Option<DurableDir>,
     ) -> Result<Replica<KvMachine>, ClusterError>
     where
         T: Transport + 'static,
@@ -360,8 +505,28 @@ impl Ordering {
     {
         let sm = KvMachine::default();
         let cfg = ReplicaConfig::default();
-        let started = match self {
-            Ordering::Membership => {
+        let started = match (self, durable) {
+            (Ordering::Membership, Some(durable)) => {
+                let mut group = membership_config(shape.universe, shape.initial, shape.suspicion);
+                Replica::spawn_joinable(
+                    id,
+                    move || -> Result<Group<T, FileLog>, String> {
+                        // The log first (it may fsync): once linked, the peers' suspicion
+                        // timers run.
+                        let (log, recovered) = durable.open(&mut group)?;
+                        let t = connect()?;
+                        let g = if joining {
+                            Group::joining(t, group, log)
+                        } else {
+                            Group::new(t, group, log, recovered.as_ref())
+                        };
+                        g.map_err(|e| e.to_string())
+                    },
+                    sm,
+                    cfg,
+                )
+            }
+            (Ordering::Membership, None) => {
                 let group = membership_config(shape.universe, shape.initial, shape.suspicion);
                 Replica::spawn_joinable(
                     id,
@@ -378,7 +543,7 @@ impl Ordering {
                     cfg,
                 )
             }
-            _ => {
+            (_, _) => {
                 let n = shape.universe;
                 Replica::spawn(id, move || self.build(connect()?, n), sm, cfg)
             }
@@ -392,8 +557,39 @@ impl Ordering {
 const SUSPICION: Duration = Duration::from_secs(2);
 
 /// Starts replica `id` of `cfg` over TCP: connects to the other replicas (blocking until all
-/// are up, within the transport's connect timeout) on the replica's own thread.
+/// are up, within the transport's connect timeout) on the replica's own thread. In durable
+/// mode (`data_dir`) a replica whose directory holds a log restarts from it: when every
+/// replica was down (a total restart), the group restarts from the replicas' logs and each
+/// replica answers `Unavailable` until the restart completed.
 pub fn start_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, ClusterError> {
+    tcp_replica(cfg, id, false)
+}
+
+/// Starts replica `id` of a running membership cluster again after it crashed and the others
+/// removed it (`squall-kv serve --rejoin`): a new transport incarnation under the same id that
+/// joins the running group and takes the state by transfer. In durable mode its directory is
+/// emptied first (its old logs describe a membership the group has moved past); the
+/// transferred state is persisted there, so a later total restart restores it.
+pub fn rejoin_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, ClusterError> {
+    if cfg.ordering != Ordering::Membership {
+        return Err(ClusterError::Invalid(format!(
+            "{} runs a fixed group: a replica can rejoin only with the membership ordering",
+            cfg.ordering
+        )));
+    }
+    if let Some(dir) = cfg.replica_dir(id)
+        && dir.exists()
+    {
+        tracing::warn!(dir = %dir.display(), "rejoining: discarding this replica's old logs");
+        std::fs::remove_dir_all(&dir).map_err(|source| ClusterError::Io {
+            path: format!("{} (discarding the old logs)", dir.display()),
+            source,
+        })?;
+    }
+    tcp_replica(cfg, id, true)
+}
+
+fn tcp_replica(cfg: &KvConfig, id: u32, rejoin: bool) -> Result<Replica<KvMachine>, ClusterError> {
     let tcp = cfg.transport()?;
     tcp.validate_for(NodeId(id))?;
     let n = cfg.replicas.len();
@@ -404,14 +600,20 @@ pub fn start_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, 
             .into_iter()
             .map(|s| Region::new(s).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
-        TcpNode::start(tcp, NodeId(id), regions).map_err(|e| e.to_string())
+        let node = if rejoin {
+            TcpNode::rejoin(tcp, NodeId(id), regions)
+        } else {
+            TcpNode::start(tcp, NodeId(id), regions)
+        };
+        node.map_err(|e| e.to_string())
     };
     let shape = Shape {
         universe: n,
         initial: n,
         suspicion: Duration::from_millis(cfg.heartbeat_timeout_ms),
     };
-    ordering.spawn(NodeId(id), connect, shape, false)
+    let durable = cfg.durable(id)?;
+    ordering.spawn(NodeId(id), connect, shape, rejoin, durable)
 }
 
 /// Starts `n` replicas in this process on the threaded in-memory fabric.
@@ -500,7 +702,7 @@ impl MemCluster {
             .into_iter()
             .map(|t| {
                 ordering
-                    .spawn(t.local_id(), move || Ok(t), shape, false)
+                    .spawn(t.local_id(), move || Ok(t), shape, false, None)
                     .map(Some)
             })
             .collect::<Result<_, _>>()?;
@@ -532,7 +734,9 @@ impl MemCluster {
         }
         let t = self.spare.remove(0);
         let id = t.local_id();
-        let r = self.ordering.spawn(id, move || Ok(t), self.shape, true)?;
+        let r = self
+            .ordering
+            .spawn(id, move || Ok(t), self.shape, true, None)?;
         self.replicas.push(Some(r));
         Ok(id.0 as usize)
     }

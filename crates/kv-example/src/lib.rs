@@ -10,6 +10,9 @@
 //!   backend ([`Ordering`]: round-robin, CAS-Paxos, membership) runs it unchanged.
 //!   [`MemCluster`] on the membership backend adds replicas while it runs (they join and take
 //!   the state by transfer), lets them leave, and kills them.
+//!   With `data_dir` set ([`KvConfig::data_dir`], membership only) each replica keeps durable
+//!   logs and the cluster survives a total shutdown; [`rejoin_tcp_replica`] brings back a
+//!   replica the others removed.
 //! - [`workload`]: the closed-loop load generator behind `squall-kv demo` and `bench`, and its
 //!   raw-TCP baseline.
 //!
@@ -31,8 +34,9 @@ pub mod workload;
 
 pub use client::{KvClient, KvError};
 pub use cluster::{
-    ClusterError, KvConfig, MemCluster, Ordering, ReplicaAddr, cas_paxos_config, membership_config,
-    round_robin_config, start_mem_cluster, start_tcp_replica,
+    ClusterError, Fsync, KvConfig, MemCluster, Ordering, ReplicaAddr, cas_paxos_config,
+    membership_config, rejoin_tcp_replica, round_robin_config, start_mem_cluster,
+    start_tcp_replica,
 };
 pub use machine::KvMachine;
 pub use ops::{KvOp, KvResult, OPS_VERSION, OpsError};

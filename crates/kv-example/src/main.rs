@@ -93,6 +93,11 @@ enum Cmd {
         /// This replica's id.
         #[arg(long)]
         id: u32,
+        /// Membership only: this replica crashed and the others removed it; start it under
+        /// its id as a new member that joins the running group and takes the state by
+        /// transfer (in durable mode its old logs are discarded first).
+        #[arg(long)]
+        rejoin: bool,
     },
     /// Send one operation to a cluster.
     Client {
@@ -198,7 +203,7 @@ fn run(cli: Cli) -> Res<()> {
             };
             demo(&cluster, &w)
         }
-        Cmd::Serve { config, id } => serve(&config, id),
+        Cmd::Serve { config, id, rejoin } => serve(&config, id, rejoin),
         Cmd::Client {
             config,
             replicas,
@@ -321,6 +326,8 @@ fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
                 heartbeat_period_ms: 50,
                 heartbeat_timeout_ms: 500,
                 replicas,
+                data_dir: None,
+                fsync: Default::default(),
             };
             cfg.validate()?;
             let path = dir.join("cluster.toml");
@@ -472,7 +479,7 @@ fn print_histogram(r: &Report) {
     }
 }
 
-fn serve(config: &Path, id: u32) -> Res<()> {
+fn serve(config: &Path, id: u32, rejoin: bool) -> Res<()> {
     let cfg = KvConfig::from_file(config)?;
     let me = cfg
         .replicas
@@ -482,7 +489,11 @@ fn serve(config: &Path, id: u32) -> Res<()> {
         .ok_or_else(|| format!("replica {id} is not in {}", config.display()))?;
     tracing::info!(id, ordering = %cfg.ordering, transport = %me.transport, client = %me.client,
         "starting replica; waiting for every peer to connect");
-    let replica = squall_kv::start_tcp_replica(&cfg, id)?;
+    let replica = if rejoin {
+        squall_kv::rejoin_tcp_replica(&cfg, id)?
+    } else {
+        squall_kv::start_tcp_replica(&cfg, id)?
+    };
     tracing::info!(id, "replica running; serving clients");
     let rt = runtime()?;
     rt.block_on(async {

@@ -126,6 +126,8 @@ fn cas_paxos_partition_one_replica() {
         heartbeat_period_ms: 50,
         heartbeat_timeout_ms: 600,
         replicas,
+        data_dir: None,
+        fsync: Default::default(),
     };
     let prefix = nodes
         .iter()

@@ -120,6 +120,8 @@ pub struct ReplicaCore<S> {
     wedged: bool,
     /// A joining replica: no state until a transfer installs one.
     joining: bool,
+    /// A replica on a backend restarting from its durable logs: why it cannot serve yet.
+    restarting: Option<String>,
     stopped: Option<String>,
     metrics: Metrics,
 }
@@ -144,6 +146,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             replies: Vec::new(),
             wedged: false,
             joining: false,
+            restarting: None,
             stopped: None,
             metrics: Metrics::default(),
         })
@@ -389,6 +392,43 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.joining
     }
 
+    /// Marks this replica as *restarting*: its backend restarts from durable logs (a total
+    /// restart, [`StateTransfer::restarting`]) and will replay what it logged, possibly after
+    /// handing back a persisted state. Until the backend reports the restart complete (checked
+    /// by [`upcalls_from`](Self::upcalls_from) after every poll) the replica applies the replay
+    /// but answers every request [`ErrorCode::Unavailable`] with `reason` (local reads
+    /// included: its state is not the group's yet, and its session table is incomplete).
+    ///
+    /// ```
+    /// use squall_smr::wire::{ErrorCode, ReadMode, Request, Response};
+    /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine};
+    /// use squall_transport::NodeId;
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// let mut core = ReplicaCore::new(NodeId(0), Nop, CoreConfig::default())?;
+    /// core.await_restart("waiting for members [2] of its last view".into());
+    /// core.request(1, Request::Read { mode: ReadMode::Local, query: Vec::new() });
+    /// let replies = core.take_replies();
+    /// assert!(matches!(&replies[..], [(1, Response::Error { code: ErrorCode::Unavailable, message })]
+    ///     if message.contains("members [2]")));
+    /// # Ok::<(), squall_smr::ConfigError>(())
+    /// ```
+    pub fn await_restart(&mut self, reason: String) {
+        tracing::info!(replica = %self.me, %reason, "restarting from durable logs");
+        self.restarting = Some(reason);
+    }
+
+    /// Whether this replica waits for its backend's restart to complete (see
+    /// [`await_restart`](Self::await_restart)).
+    pub fn is_restarting(&self) -> bool {
+        self.restarting.is_some()
+    }
+
     /// Installs a state transferred to this joiner: `bytes` is a member's
     /// [`Snapshot`] encoding, taken after `position` deliveries (the backend's next delivery is
     /// at `position`). Sessions come with it, so a command applied before the snapshot and
@@ -446,8 +486,13 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// - On a joiner's first [`Upcall::View`], the state the backend received is installed
     ///   ([`install_transferred`](Self::install_transferred)) before anything else is applied;
     ///   a state that cannot be installed stops the replica (it cannot hold a state it cannot
-    ///   check).
+    ///   check). A *restarting* replica ([`await_restart`](Self::await_restart)) does the
+    ///   same with the state its backend persisted (a member that entered by transfer
+    ///   restarts from that state, not from position 0), so its sessions come back too.
     /// - Every upcall then goes to [`upcall`](Self::upcall).
+    /// - A restarting replica asks the backend whether the restart is still under way; once
+    ///   it is not, the replica serves, or, if the backend holds no state (the group went on
+    ///   without it and it joins again), waits for a transfer as a joiner does.
     /// - If a joiner asked this replica for the state and the group is not wedged, it provides
     ///   its snapshot at its current position (every delivery handed out so far is applied). A
     ///   refusal is logged; the joiner asks again in the next view.
@@ -457,7 +502,7 @@ impl<S: StateMachine> ReplicaCore<S> {
         I: IntoIterator<Item = Upcall<Delivery>>,
     {
         for u in upcalls {
-            if self.joining
+            if (self.joining || self.restarting.is_some())
                 && matches!(u, Upcall::View(_))
                 && let Some((position, bytes)) = backend.take_state()
                 && let Err(e) = self.install_transferred(position, &bytes)
@@ -466,9 +511,26 @@ impl<S: StateMachine> ReplicaCore<S> {
             }
             self.upcall(u);
         }
+        if self.restarting.is_some() {
+            self.restarting = backend.restarting();
+            if self.restarting.is_none() {
+                tracing::info!(replica = %self.me, applied = self.applied,
+                    sessions = self.sessions.len(), "restart complete");
+                if !backend.holds_state() && !self.joining {
+                    tracing::info!(replica = %self.me,
+                        "the group went on without this replica: joining again by transfer");
+                    self.await_state();
+                }
+            }
+        }
         // Not while wedged: the group refuses a state then (the joiner asks again in the next
         // view), and encoding the whole state every driver turn of a view change is waste.
-        if !self.joining && !self.wedged && self.stopped.is_none() && backend.state_wanted() {
+        if !self.joining
+            && self.restarting.is_none()
+            && !self.wedged
+            && self.stopped.is_none()
+            && backend.state_wanted()
+        {
             let snapshot = self.snapshot().encode();
             match backend.provide_state(self.applied, &snapshot) {
                 Ok(()) => {
@@ -486,6 +548,11 @@ impl<S: StateMachine> ReplicaCore<S> {
     fn unavailable(&self) -> Option<String> {
         if let Some(r) = &self.stopped {
             return Some(format!("the ordering backend stopped: {r}"));
+        }
+        if let Some(r) = &self.restarting {
+            return Some(format!(
+                "this replica is restarting from its durable logs ({r}); retry later"
+            ));
         }
         if self.joining {
             return Some(
@@ -1004,5 +1071,213 @@ mod tests {
                 .load(std::sync::atomic::Ordering::Relaxed),
             1
         );
+    }
+
+    /// A backend restarting from its logs, as `squall-membership`'s `Group` is after a total
+    /// restart: it offers a persisted state (a member that entered by transfer) at its first
+    /// `View`, reports itself restarting until the test says otherwise, and refuses submits.
+    struct Restarting {
+        state: Option<(u64, Vec<u8>)>,
+        restarting: Option<String>,
+        holds: bool,
+    }
+
+    impl squall_ordering::TotalOrder for Restarting {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::NotASender("restarting".into()))
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            false
+        }
+        fn wait(&mut self, _: std::time::Duration) {}
+        fn waker(&self) -> squall_transport::Waker {
+            squall_transport::Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Restarting {
+        fn holds_state(&self) -> bool {
+            self.holds
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Err(TransferError::Refused("test".into()))
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            self.state.take()
+        }
+        fn restarting(&self) -> Option<String> {
+            self.restarting.clone()
+        }
+    }
+
+    fn view(id: u64) -> Upcall<Delivery> {
+        Upcall::View(squall_ordering::View {
+            id,
+            members: vec![NodeId(0), NodeId(1)],
+            leader: Some(NodeId(0)),
+        })
+    }
+
+    fn at(position: u64, payload: Vec<u8>) -> Upcall<Delivery> {
+        Upcall::Deliver(Delivery {
+            position,
+            sender: NodeId(1),
+            payload,
+        })
+    }
+
+    fn command(client: u64, seq: u64, p: &[u8]) -> Request {
+        Request::Command {
+            client,
+            seq,
+            acked: seq - 1,
+            payload: p.to_vec(),
+        }
+    }
+
+    fn unavailable_because(replies: &[(Token, Response)], token: Token, why: &str) -> bool {
+        matches!(replies, [(t, Response::Error { code: ErrorCode::Unavailable, message })]
+            if *t == token && message.contains(why))
+    }
+
+    #[test]
+    fn a_restarted_replica_installs_its_persisted_state_and_answers_a_retry_from_its_sessions() {
+        // What the member held when it entered by transfer: three commands, two sessions.
+        let mut member = core(16);
+        deliver(&mut member, cmd(9, 1, 0, b"a"));
+        deliver(&mut member, cmd(9, 2, 1, b"b"));
+        deliver(&mut member, cmd(5, 1, 0, b"x"));
+        let persisted = member.snapshot().encode();
+        deliver(&mut member, cmd(9, 3, 2, b"c"));
+
+        // Its restart: the backend hands back the persisted state at the snapshot's view,
+        // then replays from position 3.
+        let mut backend = Restarting {
+            state: Some((3, persisted)),
+            restarting: Some("waiting for members [1] of its last view".into()),
+            holds: true,
+        };
+        let mut r = core(16);
+        r.await_restart(backend.restarting().unwrap());
+        r.upcalls_from(&mut backend, [view(1), at(3, cmd(9, 3, 2, b"c"))]);
+        assert!(r.is_restarting(), "the backend still restarts");
+        assert_eq!(r.applied(), 4);
+        assert_eq!(
+            r.state().0,
+            member.state().0,
+            "restored, then the replay applied"
+        );
+        // A client retrying its last command before the restart completed: refused, with why.
+        r.request(1, command(9, 3, b"c"));
+        assert!(unavailable_because(&r.take_replies(), 1, "members [1]"));
+        assert!(r.outgoing().is_none(), "nothing queued while restarting");
+
+        backend.restarting = None;
+        r.upcalls_from(&mut backend, [view(2)]);
+        assert!(!r.is_restarting() && !r.is_joining());
+        // The retry is answered from the restored session, not applied a second time.
+        r.request(2, command(9, 3, b"c"));
+        assert_eq!(r.take_replies(), vec![(2, len(4))]);
+        assert!(r.outgoing().is_none(), "a duplicate is not ordered again");
+        r.request(3, command(5, 1, b"x"));
+        assert_eq!(r.take_replies(), vec![(3, len(3))]);
+        r.request(4, command(9, 2, b"b"));
+        assert!(matches!(
+            r.take_replies()[..],
+            [(
+                4,
+                Response::Error {
+                    code: ErrorCode::Stale,
+                    ..
+                }
+            )]
+        ));
+        assert_eq!(
+            r.snapshot(),
+            member.snapshot(),
+            "identical to the member that ran on"
+        );
+    }
+
+    #[test]
+    fn a_restart_replayed_from_position_0_rebuilds_the_sessions() {
+        let mut backend = Restarting {
+            state: None,
+            restarting: Some("agreeing on the restart view".into()),
+            holds: true,
+        };
+        let mut r = core(16);
+        r.await_restart(backend.restarting().unwrap());
+        r.upcalls_from(
+            &mut backend,
+            [
+                at(0, cmd(9, 1, 0, b"a")),
+                at(1, cmd(9, 2, 1, b"b")),
+                view(1),
+            ],
+        );
+        for (t, req) in [
+            (1, command(9, 3, b"c")),
+            (
+                2,
+                Request::Read {
+                    mode: ReadMode::Local,
+                    query: Vec::new(),
+                },
+            ),
+            (
+                3,
+                Request::Read {
+                    mode: ReadMode::Barrier,
+                    query: Vec::new(),
+                },
+            ),
+        ] {
+            r.request(t, req);
+            r.flush_reads();
+            assert!(unavailable_because(&r.take_replies(), t, "restarting"));
+        }
+        assert!(r.outgoing().is_none());
+        backend.restarting = None;
+        r.upcalls_from(&mut backend, std::iter::empty());
+        r.request(4, command(9, 2, b"b"));
+        assert_eq!(
+            r.take_replies(),
+            vec![(4, len(2))],
+            "a duplicate of the replay"
+        );
+        r.request(5, command(9, 3, b"c"));
+        assert!(r.outgoing().is_some(), "a new command is ordered");
+    }
+
+    #[test]
+    fn a_restarted_replica_the_group_went_on_without_joins_again_and_installs_a_transfer() {
+        let mut member = core(16);
+        deliver(&mut member, cmd(9, 1, 0, b"a"));
+        let mut backend = Restarting {
+            state: None,
+            restarting: Some("agreeing on the restart view".into()),
+            holds: true,
+        };
+        let mut r = core(16);
+        r.await_restart(backend.restarting().unwrap());
+        r.upcalls_from(&mut backend, [at(0, cmd(9, 1, 0, b"a"))]);
+        // The group went on without it: it asks to join again, holding no state.
+        backend.restarting = None;
+        backend.holds = false;
+        r.upcalls_from(&mut backend, std::iter::empty());
+        assert!(r.is_joining());
+        r.request(1, command(9, 2, b"b"));
+        assert!(unavailable_because(&r.take_replies(), 1, "joining"));
+        backend.state = Some((1, member.snapshot().encode()));
+        r.upcalls_from(&mut backend, [view(5)]);
+        assert!(!r.is_joining());
+        assert_eq!(r.snapshot(), member.snapshot());
     }
 }

@@ -39,6 +39,11 @@
 //!   sessions, position) to a joiner that asks, and a joining replica installs the one it is
 //!   sent before applying anything, then continues identically to the others. A joining
 //!   replica answers requests `Unavailable` until then.
+//! - **Total restarts** from durable logs, where the backend reports them
+//!   ([`StateTransfer::restarting`]; `Group` built on a recovered log): the replica applies
+//!   the backend's replay, installs a persisted state it offers (a member that entered by
+//!   transfer), sessions included, and answers requests `Unavailable` with the reason until the
+//!   restart completes.
 //!
 //! ```
 //! use squall_smr::wire::{Entry, ReadMode, Request};

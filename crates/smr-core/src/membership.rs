@@ -9,6 +9,11 @@
 //! already submitted may still be ordered, and sessions make that harmless), `Discarded`
 //! entries are dropped with them (the client's retry submits the command again, under the
 //! same number), and `View` ends the wedge.
+//!
+//! A `Group` built on a recovered log (a total restart, `Group::new(.., Some(&recovered))`)
+//! reports [`StateTransfer::restarting`] until its restart view is installed and its replay
+//! handed out; a member that entered by transfer gets its persisted snapshot back through
+//! `take_state` at its first `View`, which the replica installs like a joiner's.
 
 use squall_membership::group::Group;
 use squall_membership::log::Durable;
@@ -32,6 +37,32 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
 
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
         Group::take_state(self).map(|s| (s.position, s.state))
+    }
+
+    fn restarting(&self) -> Option<String> {
+        let gms = self.gms();
+        if let Some(missing) = gms.restarting() {
+            if let Some(reason) = self.stopped() {
+                return Some(format!("its restart stopped: {reason}"));
+            }
+            if let Some(blocked) = gms.restart_blocked() {
+                return Some(format!(
+                    "the group is restarting from its logs and waits: {blocked}"
+                ));
+            }
+            return Some(if missing.is_empty() {
+                "the group is restarting from its logs: agreeing on the restart view".into()
+            } else {
+                let ids: Vec<u32> = missing.iter().map(|m| m.0).collect();
+                format!(
+                    "the group is restarting from its logs: waiting for members {ids:?} of its last view"
+                )
+            });
+        }
+        let left = self.replay_backlog();
+        (left > 0).then(|| {
+            format!("the group restarted from its logs: {left} replayed upcalls still to apply")
+        })
     }
 
     fn leave(&mut self) -> Result<(), TransferError> {

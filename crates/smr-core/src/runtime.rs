@@ -268,7 +268,11 @@ impl<S: StateMachine> Replica<S> {
     /// replica whose backend does not hold the state yet ([`StateTransfer::holds_state`]) starts
     /// *joining*: it answers requests `Unavailable` until the transferred snapshot arrives, then
     /// installs it and applies the deliveries that follow, ending in the same state as every
-    /// other replica at the same position (see [`ReplicaCore::upcalls_from`]).
+    /// other replica at the same position (see [`ReplicaCore::upcalls_from`]). A backend that
+    /// restarts from durable logs ([`StateTransfer::restarting`]) makes the replica
+    /// *restarting* ([`ReplicaCore::await_restart`]): it applies the replay (and a persisted
+    /// state the backend hands back) and answers requests `Unavailable` until the restart
+    /// completed.
     pub fn spawn_joinable<B, E, F>(
         me: NodeId,
         make: F,
@@ -315,9 +319,14 @@ impl<S: StateMachine> Replica<S> {
                         return core.into_state();
                     }
                 };
-                if transfer(&mut backend).is_some_and(|t| !t.holds_state()) {
-                    tracing::info!("joining: waiting for a state transfer");
-                    core.await_state();
+                if let Some(t) = transfer(&mut backend) {
+                    if !t.holds_state() {
+                        tracing::info!("joining: waiting for a state transfer");
+                        core.await_state();
+                    }
+                    if let Some(reason) = t.restarting() {
+                        core.await_restart(reason);
+                    }
                 }
                 let _ = ready_tx.send(Ok(backend.waker()));
                 Driver {
@@ -628,5 +637,84 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// A backend restarting from its logs until the test flips `done`.
+    struct Restarting {
+        done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl TotalOrder for Restarting {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::NotASender("restarting".into()))
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Restarting {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn restarting(&self) -> Option<String> {
+            (!self.done.load(Ordering::Acquire)).then(|| "waiting for members [2]".into())
+        }
+    }
+
+    #[test]
+    fn a_replica_on_a_restarting_backend_refuses_requests_with_the_reason_until_it_completes() {
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let backend = Restarting { done: done.clone() };
+        let replica = Replica::spawn_joinable(
+            NodeId(0),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        match rt.block_on(replica.handle().call(read.clone())) {
+            Response::Error {
+                code: ErrorCode::Unavailable,
+                message,
+            } => assert!(message.contains("members [2]"), "{message}"),
+            other => panic!("a restarting replica answered {other:?}"),
+        }
+        done.store(true, Ordering::Release);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match rt.block_on(replica.handle().call(read.clone())) {
+                Response::Ok(_) => break,
+                r => assert!(
+                    std::time::Instant::now() < deadline,
+                    "still refused after the restart completed: {r:?}"
+                ),
+            }
+        }
     }
 }

@@ -69,8 +69,22 @@ pub trait StateTransfer: TotalOrder {
     /// again): [`TransferError::Refused`].
     fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError>;
 
-    /// The state a joiner received, once: its position and its bytes (as provided).
+    /// The state a joiner received, once: its position and its bytes (as provided). A backend
+    /// restarting from durable logs ([`restarting`](Self::restarting)) offers the state it
+    /// persisted the same way: at its first [`Upcall::View`](squall_ordering::Upcall::View),
+    /// followed by the deliveries from its position.
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)>;
+
+    /// Whether the backend is restarting from its durable logs (a total restart) and has not
+    /// completed yet: `Some(why)` until its restart view is installed and its replay handed
+    /// out. While it is, the replica applies what the backend replays (and installs a state
+    /// it offers through [`take_state`](Self::take_state)) but answers every client request
+    /// `Unavailable` with this reason: its state is not the group's yet. Asked when the
+    /// replica starts and after every poll until it returns `None`. The default: never
+    /// restarting (a backend without durable logs).
+    fn restarting(&self) -> Option<String> {
+        None
+    }
 
     /// Asks the group to remove this replica gracefully ([`ReplicaHandle::leave`]): the others
     /// install a view without it, and it applies every delivery up to that view change, then
@@ -97,6 +111,9 @@ impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
     }
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
         (**self).take_state()
+    }
+    fn restarting(&self) -> Option<String> {
+        (**self).restarting()
     }
     fn leave(&mut self) -> Result<(), TransferError> {
         (**self).leave()

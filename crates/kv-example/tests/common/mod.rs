@@ -44,7 +44,8 @@ pub fn free_addr() -> SocketAddr {
 impl Procs {
     /// Writes `cfg` and starts every replica (`prefix[i]` runs before the binary, if given).
     pub fn start(cfg: KvConfig, tag: &str, prefix: Vec<Vec<String>>) -> Procs {
-        let dir = std::env::temp_dir().join(format!("squall-kv-test-{tag}-{}", std::process::id()));
+        let dir = Procs::dir_for(tag);
+        let _ = std::fs::remove_dir_all(&dir); // a leftover of an earlier run with this pid
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("cluster.toml");
         std::fs::write(&path, cfg.to_toml()).unwrap();
@@ -55,25 +56,61 @@ impl Procs {
             cfg,
         };
         for id in 0..procs.cfg.replicas.len() {
-            let log = std::fs::File::create(dir.join(format!("replica-{id}.log"))).unwrap();
-            let pre = procs.prefix.get(id).cloned().unwrap_or_default();
-            let mut cmd = if pre.is_empty() {
-                Command::new(BIN)
-            } else {
-                let mut c = Command::new(&pre[0]);
-                c.args(&pre[1..]).arg(BIN);
-                c
-            };
-            cmd.args(["serve", "--config"])
-                .arg(&path)
-                .args(["--id", &id.to_string()])
-                .env("RUST_LOG", "info")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log);
-            procs.children.push(Some(cmd.spawn().unwrap()));
+            procs.children.push(None);
+            procs.spawn(id);
         }
         procs
+    }
+
+    /// Starts replica `id`'s process (again, after a kill: same config, same ports, same data
+    /// directory); its output is appended to its log file.
+    pub fn spawn(&mut self, id: usize) {
+        self.spawn_with(id, &[]);
+    }
+
+    /// [`spawn`](Self::spawn) with more arguments for `serve` (e.g. `--rejoin`).
+    pub fn spawn_with(&mut self, id: usize, extra: &[&str]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("replica-{id}.log")))
+            .unwrap();
+        let pre = self.prefix.get(id).cloned().unwrap_or_default();
+        let mut cmd = if pre.is_empty() {
+            Command::new(BIN)
+        } else {
+            let mut c = Command::new(&pre[0]);
+            c.args(&pre[1..]).arg(BIN);
+            c
+        };
+        cmd.args(["serve", "--config"])
+            .arg(self.dir.join("cluster.toml"))
+            .args(["--id", &id.to_string()])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        assert!(self.children[id].is_none(), "replica {id} still runs");
+        self.children[id] = Some(cmd.spawn().unwrap());
+    }
+
+    /// Kill -9 every replica: every SIGKILL is sent before any is waited for (no time for a
+    /// view change in between).
+    pub fn kill_all(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            c.kill().unwrap();
+        }
+        for c in &mut self.children {
+            if let Some(mut c) = c.take() {
+                let _ = c.wait();
+            }
+        }
+    }
+
+    /// The directory of a test's files (`dir()` of [`Procs::start`] with this tag).
+    pub fn dir_for(tag: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("squall-kv-test-{tag}-{}", std::process::id()))
     }
 
     pub fn loopback(ordering: Ordering, n: usize, tag: &str) -> Procs {
@@ -90,6 +127,31 @@ impl Procs {
             heartbeat_period_ms: 50,
             heartbeat_timeout_ms: 600,
             replicas,
+            data_dir: None,
+            fsync: Default::default(),
+        };
+        cfg.validate().unwrap();
+        Procs::start(cfg, tag, Vec::new())
+    }
+
+    /// [`loopback`](Self::loopback) for the membership ordering in durable mode: the replicas
+    /// keep their logs under `<dir>/data` (`fsync`: see [`squall_kv::Fsync`]).
+    pub fn loopback_durable(n: usize, tag: &str, fsync: squall_kv::Fsync) -> Procs {
+        let replicas = (0..n as u32)
+            .map(|id| ReplicaAddr {
+                id,
+                transport: free_addr(),
+                client: free_addr(),
+            })
+            .collect();
+        let cfg = KvConfig {
+            cluster_id: 7,
+            ordering: Ordering::Membership,
+            heartbeat_period_ms: 50,
+            heartbeat_timeout_ms: 600,
+            replicas,
+            data_dir: Some(Procs::dir_for(tag).join("data")),
+            fsync,
         };
         cfg.validate().unwrap();
         Procs::start(cfg, tag, Vec::new())
@@ -122,8 +184,10 @@ pub async fn wait_serving(procs: &Procs) {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(60),
-                "replica {i} does not serve; its log:\n{}",
-                procs.log(i)
+                "replica {i} does not serve; the replicas' logs:\n{}",
+                (0..procs.cfg.replicas.len())
+                    .map(|k| format!("--- replica {k}\n{}", procs.log(k)))
+                    .collect::<String>()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -1,0 +1,429 @@
+//! Durable mode over real processes: a 3-replica membership KV cluster with `data_dir` takes
+//! writes, every replica is killed with SIGKILL at once, and all are started again on the same
+//! config and data directories. The restarted cluster must serve every acknowledged write with
+//! its value from every replica, and take new writes. Restart time against a fresh start with
+//! the same number of keys: `SQUALL_KV_RESTART_BENCH=<keys>` (see `restart_time`).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Procs, wait_serving};
+use squall_kv::{Fsync, KvClient, KvError, KvOp, KvResult};
+use squall_smr::ClientConfig;
+use squall_smr::wire::{ErrorCode, Request, Response, frame_len};
+
+fn client(addrs: Vec<SocketAddr>) -> KvClient {
+    let mut cfg = ClientConfig::new(addrs.clone());
+    cfg.timeout = Duration::from_millis(700);
+    cfg.attempts = addrs.len() * 2;
+    KvClient::new(cfg).unwrap()
+}
+
+/// What the writers learned: per key, the value of an acknowledged write, or `None` for a
+/// write whose outcome is unknown (cut by the kill: it may or may not have been applied).
+type Acked = Arc<Mutex<BTreeMap<Vec<u8>, Option<Vec<u8>>>>>;
+
+/// Writer `w` puts keys `w-<i>` (each once, value `v<i>`) one at a time until `stop`.
+async fn writer(addrs: Vec<SocketAddr>, w: usize, acked: Acked, stop: Arc<Mutex<bool>>) {
+    let mut kv = client(addrs.clone());
+    kv.prefer(w % addrs.len());
+    for i in 0.. {
+        if *stop.lock().unwrap() {
+            return;
+        }
+        let key = format!("w{w}-{i:06}").into_bytes();
+        let value = format!("v{w}-{i}").into_bytes();
+        let r = kv.put(&key, &value).await;
+        let failed = r.is_err();
+        {
+            let mut a = acked.lock().unwrap();
+            match r {
+                Ok(()) => a.insert(key, Some(value)),
+                Err(KvError::Client(e)) if e.outcome_unknown() => a.insert(key, None),
+                Err(e) => panic!("writer {w}: {e}"),
+            };
+        }
+        if failed {
+            // The cluster is down or changing views: back off.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Sends one request straight to replica `addr` over the client protocol (no client library:
+/// the test picks the session and the command number), retrying while it answers
+/// `Unavailable`.
+fn raw_call(addr: SocketAddr, req: &Request) -> Response {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&req.encode(1)).unwrap();
+        let mut prefix = [0; 4];
+        s.read_exact(&mut prefix).unwrap();
+        let mut body = vec![0; frame_len(prefix, 1 << 20).unwrap()];
+        s.read_exact(&mut body).unwrap();
+        let (_, r) = Response::decode(&body, 1 << 20).unwrap();
+        match r {
+            Response::Error {
+                code: ErrorCode::Unavailable,
+                ..
+            } if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            r => return r,
+        }
+    }
+}
+
+/// Command 1 of a session the test numbers itself: sets `once` to `1` if it is unset. Applied
+/// a second time it would answer `swapped: false`, so its answer tells a duplicate (answered
+/// from the session table) from a second application.
+fn once_command() -> Request {
+    Request::Command {
+        client: 0x5e55_1011,
+        seq: 1,
+        acked: 0,
+        payload: KvOp::Cas {
+            key: b"once".to_vec(),
+            expected: None,
+            new: b"1".to_vec(),
+        }
+        .encode(),
+    }
+}
+
+fn swapped() -> Response {
+    Response::Ok(
+        KvResult::Cas {
+            swapped: true,
+            previous: None,
+        }
+        .encode(),
+    )
+}
+
+/// Waits until `acked` holds `n` more entries than now.
+fn wait_writes(acked: &Acked, n: usize) {
+    let target = acked.lock().unwrap().len() + n;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().unwrap().len() < target {
+        assert!(Instant::now() < deadline, "the cluster took too few writes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every pair replica `i` holds (barrier reads answered from its own state), in pages.
+async fn contents(addr: SocketAddr) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut kv = client(vec![addr]);
+    let mut out = BTreeMap::new();
+    let mut start = Vec::new();
+    loop {
+        let page = kv.scan(&start, b"", 1000).await.unwrap();
+        let Some((last, _)) = page.last() else {
+            return out;
+        };
+        start = last.clone();
+        start.push(0);
+        out.extend(page);
+    }
+}
+
+fn check_everything_acked_is_there(procs: &Procs, acked: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut first: Option<BTreeMap<Vec<u8>, Vec<u8>>> = None;
+    for (i, addr) in procs.cfg.client_addrs().into_iter().enumerate() {
+        let held = rt.block_on(contents(addr));
+        for (k, v) in acked {
+            match (v, held.get(k)) {
+                (Some(v), Some(h)) => assert_eq!(
+                    h,
+                    v,
+                    "replica {i}: key {} holds another value",
+                    String::from_utf8_lossy(k)
+                ),
+                (Some(_), None) => panic!(
+                    "replica {i} lost the acknowledged write of {} (it holds {} keys of {} acknowledged); its log:\n{}",
+                    String::from_utf8_lossy(k),
+                    held.len(),
+                    acked.values().flatten().count(),
+                    procs.log(i)
+                ),
+                (None, _) => {} // cut by the kill: either way is right
+            }
+        }
+        for k in held.keys() {
+            assert!(
+                acked.contains_key(k),
+                "replica {i} holds {}, which nobody wrote",
+                String::from_utf8_lossy(k)
+            );
+        }
+        match &first {
+            None => first = Some(held),
+            Some(f) => assert_eq!(f, &held, "replicas 0 and {i} hold different pairs"),
+        }
+    }
+}
+
+/// Restarts every replica and returns how long until all serve.
+fn restart_all(procs: &mut Procs, rt: &tokio::runtime::Runtime) -> Duration {
+    let start = Instant::now();
+    for id in 0..procs.cfg.replicas.len() {
+        procs.spawn(id);
+    }
+    rt.block_on(wait_serving(procs));
+    start.elapsed()
+}
+
+#[test]
+fn a_durable_cluster_killed_whole_restarts_from_its_logs_with_every_acknowledged_write() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut procs = Procs::loopback_durable(3, "restart-all", Fsync::Never);
+    rt.block_on(wait_serving(&procs));
+    let fresh = t0.elapsed();
+    let acked: Acked = Arc::default();
+    let stop = Arc::new(Mutex::new(false));
+    let addrs = procs.cfg.client_addrs();
+    let writers: Vec<_> = (0..3)
+        .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
+        .collect();
+    assert_eq!(raw_call(addrs[1], &once_command()), swapped());
+    acked
+        .lock()
+        .unwrap()
+        .insert(b"once".to_vec(), Some(b"1".to_vec()));
+    // Kill mid-stream, once enough writes were acknowledged.
+    wait_writes(&acked, 300);
+    procs.kill_all();
+    *stop.lock().unwrap() = true;
+    for w in writers {
+        rt.block_on(w).unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let written = acked.values().flatten().count();
+    assert!(written >= 290, "only {written} writes acknowledged");
+
+    let restart = restart_all(&mut procs, &rt);
+    for i in 0..3 {
+        assert!(
+            procs.log(i).contains("restarting from its logs"),
+            "replica {i} did not restart from its logs:\n{}",
+            procs.log(i)
+        );
+    }
+    check_everything_acked_is_there(&procs, &acked);
+    // The session table came back with the replay: a retry of a command acknowledged before
+    // the kill is answered as it was, not applied again.
+    for addr in &addrs {
+        assert_eq!(raw_call(*addr, &once_command()), swapped());
+    }
+    // New writes work, at every replica, and the old ones are still there.
+    let mut acked = acked;
+    for (i, addr) in addrs.iter().enumerate() {
+        let mut kv = client(vec![*addr]);
+        let key = format!("after-{i}").into_bytes();
+        rt.block_on(kv.put(&key, b"new")).unwrap();
+        acked.insert(key, Some(b"new".to_vec()));
+    }
+    check_everything_acked_is_there(&procs, &acked);
+    eprintln!(
+        "restart of 3 replicas with {written} acknowledged writes: serving after {restart:?} (fresh start {fresh:?}, ratio {:.2})",
+        restart.as_secs_f64() / fresh.as_secs_f64()
+    );
+}
+
+#[test]
+fn a_replica_that_rejoined_by_transfer_restarts_from_its_persisted_state_after_a_total_kill() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut procs = Procs::loopback_durable(3, "restart-transfer", Fsync::Never);
+    rt.block_on(wait_serving(&procs));
+    let acked: Acked = Arc::default();
+    let stop = Arc::new(Mutex::new(false));
+    let addrs = procs.cfg.client_addrs();
+    let writers: Vec<_> = (0..3)
+        .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
+        .collect();
+    assert_eq!(raw_call(addrs[0], &once_command()), swapped());
+    acked
+        .lock()
+        .unwrap()
+        .insert(b"once".to_vec(), Some(b"1".to_vec()));
+    wait_writes(&acked, 150);
+    // Replica 2 crashes; the others remove it and go on; it comes back under its id with no
+    // logs and joins by state transfer (everything written so far is in that state only).
+    procs.kill(2);
+    wait_writes(&acked, 100);
+    procs.spawn_with(2, &["--rejoin"]);
+    rt.block_on(wait_serving(&procs));
+    assert!(
+        procs.log(2).contains("installed a transferred state"),
+        "replica 2 did not join by transfer:\n{}",
+        procs.log(2)
+    );
+    wait_writes(&acked, 150);
+    procs.kill_all();
+    *stop.lock().unwrap() = true;
+    for w in writers {
+        rt.block_on(w).unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    restart_all(&mut procs, &rt);
+    assert!(
+        procs
+            .log(2)
+            .contains("restarting from a persisted transferred state"),
+        "replica 2 did not restart from its persisted state:\n{}",
+        procs.log(2)
+    );
+    check_everything_acked_is_there(&procs, &acked);
+    // Its sessions came back with the persisted state: the retry of a command applied before
+    // its transfer is a duplicate at replica 2 too.
+    assert_eq!(raw_call(addrs[2], &once_command()), swapped());
+    check_everything_acked_is_there(&procs, &acked);
+    eprintln!(
+        "{} writes acknowledged, replica 2 restored its transferred state",
+        acked.values().flatten().count()
+    );
+}
+
+/// One replica killed and started again on its logs (plain `serve`, no `--rejoin`) while the
+/// others run on: its restart finds the group went on without it, so it joins again by state
+/// transfer (smr-core: the restart completes without a state, and the replica waits for one as
+/// a joiner) and ends holding every acknowledged write.
+#[test]
+fn one_replica_restarted_on_its_logs_while_the_others_run_joins_again_by_transfer() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut procs = Procs::loopback_durable(3, "restart-one", Fsync::Never);
+    rt.block_on(wait_serving(&procs));
+    let acked: Acked = Arc::default();
+    let stop = Arc::new(Mutex::new(false));
+    let addrs = procs.cfg.client_addrs();
+    let writers: Vec<_> = (0..3)
+        .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
+        .collect();
+    wait_writes(&acked, 150);
+    procs.kill(2);
+    wait_writes(&acked, 100);
+    procs.spawn(2);
+    rt.block_on(wait_serving(&procs));
+    wait_writes(&acked, 100);
+    *stop.lock().unwrap() = true;
+    for w in writers {
+        rt.block_on(w).unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let log = procs.log(2);
+    assert!(
+        log.contains("restarting from its logs")
+            && log.contains("joining again by transfer")
+            && log.contains("installed a transferred state"),
+        "replica 2 did not restart, then join again by transfer:\n{log}"
+    );
+    check_everything_acked_is_there(&procs, &acked);
+}
+
+/// Puts `keys` keys through the cluster in batches (each batch one log entry), from 4
+/// clients at once.
+async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+    const BATCH: usize = 50;
+    let tasks: Vec<_> = (0..4)
+        .map(|c| {
+            let addrs = addrs.clone();
+            tokio::spawn(async move {
+                let mut kv = client(addrs);
+                kv.prefer(c);
+                let mut out = BTreeMap::new();
+                for b in (c * BATCH..keys).step_by(4 * BATCH) {
+                    let pairs: Vec<(Vec<u8>, Vec<u8>)> = (b..(b + BATCH).min(keys))
+                        .map(|i| (format!("k{i:09}").into_bytes(), format!("{i}").into_bytes()))
+                        .collect();
+                    let op = KvOp::Batch(
+                        pairs
+                            .iter()
+                            .map(|(key, value)| KvOp::Put {
+                                key: key.clone(),
+                                value: value.clone(),
+                            })
+                            .collect(),
+                    );
+                    // A view change under load may cut a batch: its outcome is unknown.
+                    let done = match kv.run(&op).await {
+                        Ok(_) => true,
+                        Err(KvError::Client(e)) if e.outcome_unknown() => false,
+                        Err(e) => panic!("loader {c}: {e}"),
+                    };
+                    out.extend(pairs.into_iter().map(|(k, v)| (k, done.then_some(v))));
+                }
+                out
+            })
+        })
+        .collect();
+    let mut all = BTreeMap::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+/// The figure: a fresh start of 3 durable replicas against their restart after all were
+/// killed holding `SQUALL_KV_RESTART_BENCH` keys (default: skipped), `SQUALL_KV_RESTART_FSYNC`
+/// `batch` (default) or `never`. Each time runs from spawning the processes until a read
+/// succeeds at every replica.
+#[test]
+fn restart_time() {
+    let Some(keys) = std::env::var("SQUALL_KV_RESTART_BENCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        eprintln!("skipped: set SQUALL_KV_RESTART_BENCH=<keys> to measure");
+        return;
+    };
+    let fsync = match std::env::var("SQUALL_KV_RESTART_FSYNC").as_deref() {
+        Ok("never") => Fsync::Never,
+        _ => Fsync::Batch,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut procs = Procs::loopback_durable(3, "restart-bench", fsync);
+    rt.block_on(wait_serving(&procs));
+    let fresh = t0.elapsed();
+    let t = Instant::now();
+    let acked = rt.block_on(load(procs.cfg.client_addrs(), keys));
+    let loaded = t.elapsed();
+    procs.kill_all();
+    let restart = restart_all(&mut procs, &rt);
+    check_everything_acked_is_there(&procs, &acked);
+    let bytes: u64 = std::fs::read_dir(procs.dir.join("data/replica-0/epochs"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    eprintln!(
+        "fsync {fsync}, {keys} keys (loaded in {loaded:?}, replica 0's epoch logs {bytes} bytes): fresh start {fresh:?}, restart {restart:?}, restart / fresh = {:.2}",
+        restart.as_secs_f64() / fresh.as_secs_f64()
+    );
+}

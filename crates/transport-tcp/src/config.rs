@@ -71,6 +71,17 @@ pub struct ClusterConfig {
     /// it dials every configured peer once, and the ones it cannot reach (not started yet, or
     /// down) are absent to it until they dial it. Start late nodes after the founders are up.
     pub late: BTreeSet<NodeId>,
+    /// The most the wall clocks of two nodes may differ (TOML: `clock_skew_ms`; default 1 s,
+    /// at most [`MAX_CLOCK_SKEW`]). A peer declared failed while it was absent
+    /// ([`Transport::report_failed`](squall_transport::Transport::report_failed) before its
+    /// link came up) may link later only as a process started after the report: its
+    /// incarnation (the wall clock in nanoseconds at its start, on its host) must exceed the
+    /// report's time on this node's clock by more than this allowance. Safe as long as the
+    /// clocks differ by at most this much: the process that was declared failed (started
+    /// before the report) is then always refused. The cost: a restart started within the
+    /// allowance after the report is refused too (its start fails with the reason; start it
+    /// again later). Nodes that share one clock (one host) may set it to zero.
+    pub clock_skew: Duration,
 }
 
 /// A cluster config that cannot work, with what to change.
@@ -175,10 +186,15 @@ struct TomlConfig {
     spin_before_park_us: Option<u64>,
     read_lease_us: Option<u64>,
     late: Option<Vec<u32>>,
+    clock_skew_ms: Option<u64>,
 }
 
 /// The longest [`ClusterConfig::spin_before_park`].
 pub const MAX_SPIN: Duration = Duration::from_millis(10);
+
+/// The longest [`ClusterConfig::clock_skew`]: an hour (a bigger difference between hosts'
+/// clocks is a broken clock, not skew).
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(3600);
 
 /// The largest message or region access a frame may carry (frames carry a `u32` length).
 pub const MAX_FRAME_DATA: usize = (u32::MAX as usize) / 2;
@@ -191,7 +207,7 @@ impl ClusterConfig {
     /// falls behind; a smaller one stalls a writer whenever an acknowledgement is delayed by a
     /// few milliseconds of scheduling), 16 KiB coalescing, no spinning before parking (on a
     /// machine with few cores the spinning driver takes the CPU its answer needs; measured in
-    /// the crate README) and a 1 ms read lease.
+    /// the crate README), a 1 ms read lease and a 1 s clock skew allowance.
     ///
     /// ```
     /// use squall_transport::NodeId;
@@ -214,6 +230,7 @@ impl ClusterConfig {
             spin_before_park: Duration::ZERO,
             read_lease: Duration::from_millis(1),
             late: BTreeSet::new(),
+            clock_skew: Duration::from_secs(1),
         }
     }
 
@@ -266,6 +283,9 @@ impl ClusterConfig {
         if let Some(v) = t.late {
             c.late = v.into_iter().map(NodeId).collect();
         }
+        if let Some(v) = t.clock_skew_ms {
+            c.clock_skew = ms(v);
+        }
         c.validate()?;
         Ok(c)
     }
@@ -290,7 +310,7 @@ impl ClusterConfig {
     /// ```
     pub fn to_toml(&self) -> String {
         let mut s = format!(
-            "cluster_id = {}\nop_timeout_ms = {}\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nconnect_timeout_ms = {}\nmax_message_len = {}\nmax_outstanding = {}\ncoalesce_bytes = {}\nspin_before_park_us = {}\nread_lease_us = {}\n",
+            "cluster_id = {}\nop_timeout_ms = {}\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nconnect_timeout_ms = {}\nmax_message_len = {}\nmax_outstanding = {}\ncoalesce_bytes = {}\nspin_before_park_us = {}\nread_lease_us = {}\nclock_skew_ms = {}\n",
             self.cluster_id,
             self.op_timeout.as_millis(),
             self.heartbeat_period.as_millis(),
@@ -300,7 +320,8 @@ impl ClusterConfig {
             self.max_outstanding,
             self.coalesce_bytes,
             self.spin_before_park.as_micros(),
-            self.read_lease.as_micros()
+            self.read_lease.as_micros(),
+            self.clock_skew.as_millis()
         );
         if !self.late.is_empty() {
             let late: Vec<String> = self.late.iter().map(|n| n.0.to_string()).collect();
@@ -370,6 +391,13 @@ impl ClusterConfig {
         }
         if let Some(&n) = self.late.iter().find(|n| !self.nodes.contains_key(n)) {
             return Err(ConfigError::UnknownLate(n));
+        }
+        if self.clock_skew > MAX_CLOCK_SKEW {
+            return Err(ConfigError::TooLong {
+                name: "clock_skew",
+                value: self.clock_skew,
+                max: MAX_CLOCK_SKEW,
+            });
         }
         let max_lease = (self.op_timeout / 4).min(self.heartbeat_timeout / 4);
         if self.read_lease > max_lease {
@@ -496,6 +524,13 @@ mod tests {
         assert!(e.to_string().contains("read_lease"), "{e}");
         c.read_lease = Duration::from_millis(125);
         c.validate().expect("a quarter of the timeouts is fine");
+        let mut c = two();
+        c.clock_skew = MAX_CLOCK_SKEW + Duration::from_millis(1);
+        let e = c.validate().expect_err("skew too large");
+        assert!(e.to_string().contains("clock_skew"), "{e}");
+        c.clock_skew = Duration::ZERO;
+        c.validate().expect("one clock: no allowance");
+        assert_eq!(ClusterConfig::from_toml(&c.to_toml()).expect("parses"), c);
         assert!(matches!(
             two().validate_for(NodeId(9)),
             Err(ConfigError::UnknownSelf(NodeId(9)))

@@ -100,6 +100,9 @@ struct AcceptState {
     taken: BTreeMap<NodeId, u64>,
     /// Peers this node is dialling right now (late nodes may dial each other at once).
     dialing: BTreeSet<NodeId>,
+    /// Peers declared failed while absent, with the incarnation a handshake must exceed (see
+    /// [`Acceptor::bar`]).
+    floors: BTreeMap<NodeId, u64>,
     refused: Vec<String>,
 }
 
@@ -122,6 +125,14 @@ pub(crate) struct Acceptor {
 }
 
 impl Acceptor {
+    /// From now on a handshake from `peer` is refused unless its incarnation exceeds `floor`
+    /// (the peer was declared failed while absent: only a process started after that links).
+    pub(crate) fn bar(&self, peer: NodeId, floor: u64) {
+        let mut st = lock(&self.ctx.state);
+        let f = st.floors.entry(peer).or_insert(floor);
+        *f = (*f).max(floor);
+    }
+
     /// Stops the listener and waits for its thread.
     pub(crate) fn stop(mut self) {
         self.ctx.closing.store(true, Ordering::Release);
@@ -284,6 +295,19 @@ impl AcceptCtx {
                     format!("{CROSSED}: {} is dialling {from} too", self.me),
                 );
             }
+            if let Some(&floor) = st.floors.get(&from)
+                && hello.incarnation <= floor
+            {
+                drop(st);
+                return self.refuse(
+                    &mut stream,
+                    addr,
+                    format!(
+                        "{BARRED}: {from} was declared failed by {} while it was absent; only a process started after that links (incarnation {} is not above {floor}, the report's time plus the clock_skew allowance); start it again",
+                        self.me, hello.incarnation
+                    ),
+                );
+            }
             if linked_before.is_some_and(|i| hello.incarnation <= i) || st.tx.is_none() {
                 drop(st);
                 return self.refuse(
@@ -328,6 +352,10 @@ impl AcceptCtx {
 
 /// How a refusal of crossed dials starts (the dialler then waits for the other dial instead).
 const CROSSED: &str = "crossed dials, the higher id's dial wins";
+
+/// How the refusal of a process declared failed while absent starts (the dialler leaves that
+/// peer absent: it will never link with this process, but the others may).
+const BARRED: &str = "declared failed while absent";
 
 fn dial(
     config: &ClusterConfig,
@@ -452,6 +480,7 @@ pub(crate) fn establish(
             tx: Some(tx),
             taken: BTreeMap::new(),
             dialing: BTreeSet::new(),
+            floors: BTreeMap::new(),
             refused: Vec::new(),
         }),
         closing: AtomicBool::new(false),
@@ -522,6 +551,11 @@ pub(crate) fn establish(
             // (it dials in when it starts); a refusal says the configs differ, and stops it.
             Err(e @ (StartError::Unreachable { .. } | StartError::Handshake { .. })) if late => {
                 tracing::info!(%me, %peer, error = %e, "tcp transport: peer not reachable; absent until it dials");
+            }
+            // A peer that declared this node failed before this process started (within the
+            // clock allowance) never links with it: absent for good; the others may link.
+            Err(StartError::Refused { reason, .. }) if late && reason.starts_with(BARRED) => {
+                tracing::warn!(%me, %peer, %reason, "tcp transport: refused by a peer that declared this node failed; it stays absent");
             }
             Err(e) => {
                 drop(st);

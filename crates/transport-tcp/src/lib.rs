@@ -38,6 +38,6 @@ mod handshake;
 mod node;
 mod sys;
 
-pub use config::{ClusterConfig, ConfigError, MAX_FRAME_DATA, MAX_SPIN};
+pub use config::{ClusterConfig, ConfigError, MAX_CLOCK_SKEW, MAX_FRAME_DATA, MAX_SPIN};
 pub use handshake::StartError;
 pub use node::TcpNode;

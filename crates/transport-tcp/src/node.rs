@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
@@ -190,8 +190,10 @@ struct RxState {
 pub(crate) struct Link {
     pub(crate) peer: NodeId,
     pub(crate) peer_incarnation: u64,
-    stream: TcpStream,
-    fd: RawFd,
+    /// The socket. Closed (with `reader_ep`, and the buffers freed) once the link failed and
+    /// its reader thread is done (see [`Shared::release`]); until then every syscall on it is
+    /// made under the `state` or the `rx` lock, after checking the link is not failed.
+    sock: sys::Fd,
     /// The reader thread's epoll instance: this link's socket, registered exclusively after the
     /// driver's registration (see [`sys::Epoll`]), so the reader thread is woken only for bytes
     /// that arrive while the driver is not blocked in `wait`.
@@ -223,6 +225,14 @@ pub(crate) struct Link {
     regions: Vec<RegionSpec>,
 }
 
+impl Link {
+    /// The socket's descriptor (-1 once released).
+    #[inline]
+    fn fd(&self) -> RawFd {
+        self.sock.get()
+    }
+}
+
 /// One configured peer: its links, one per incarnation of the peer whose handshake completed
 /// (at start, later for an absent peer, and again after each restart of the peer). The chain is
 /// appended to and never emptied, so the data path reads it without a lock.
@@ -235,7 +245,16 @@ pub(crate) struct LinkSlot {
     current: AtomicUsize,
     /// Serialises adding a link with barring the peer (a peer declared failed while absent).
     admit: Mutex<Admit>,
+    /// The chain's length when the peer was declared failed while absent, or [`NOT_BARRED`]:
+    /// the links before it (made, not polled yet) belong to the process declared failed, and
+    /// `poll` never hands out their `PeerConnected`. Not in `admit` because `poll` holds the
+    /// event queue and so must not take `admit` (installing a link takes the two the other way
+    /// round). Written and read by the driver only.
+    barred_links: AtomicUsize,
 }
+
+/// [`LinkSlot::barred_links`] of a peer that was not declared failed while absent.
+const NOT_BARRED: usize = usize::MAX;
 
 impl LinkSlot {
     fn new(peer: NodeId) -> LinkSlot {
@@ -244,6 +263,7 @@ impl LinkSlot {
             links: Chain::default(),
             current: AtomicUsize::new(0),
             admit: Mutex::new(Admit::default()),
+            barred_links: AtomicUsize::new(NOT_BARRED),
         }
     }
 }
@@ -253,13 +273,17 @@ impl LinkSlot {
 struct Admit {
     /// How many links the chain holds.
     links: usize,
-    /// Declared failed while absent: no incarnation links any more.
-    barred: bool,
+    /// Set when the peer was declared failed while absent: the process declared failed never
+    /// links, one started after the report does (as a new incarnation). Only incarnations
+    /// above this link from then on: the report's wall-clock time (ns) plus
+    /// [`ClusterConfig::clock_skew`] (an incarnation is the wall clock at a process's start).
+    floor: Option<u64>,
 }
 
 /// The links of one peer's incarnations, oldest first. A restart of a peer is rare, so a list
-/// is enough; every old link is failed, and keeps its buffers and sockets until the node shuts
-/// down (a restart costs one [`READ_BUF`] and two file descriptors until then).
+/// is enough; every old link is failed, and once its reader thread is done it frees its socket,
+/// epoll instance and buffers (see [`Shared::release`]): what stays per restart is the `Link`
+/// value itself (a few hundred bytes).
 #[derive(Default)]
 struct Chain {
     link: OnceLock<Link>,
@@ -545,7 +569,10 @@ impl Shared {
             }
             self.events_len.store(ev.len(), Ordering::Release);
         }
-        let _ = link.stream.shutdown(Shutdown::Both);
+        // Shutting the socket down is a state change, which wakes every epoll instance it is
+        // registered in, exclusive or not: the link's reader thread sees the failure, exits
+        // and releases the link (`restart_resources` checks it with the driver parked).
+        sys::shutdown(link.fd());
         tracing::warn!(me = %self.me, peer = %link.peer, %cause, "tcp transport: peer failed");
         self.wake_driver();
         true
@@ -569,7 +596,7 @@ impl Shared {
         let head = st.sent.min(st.buf.len());
         let mut sent = head;
         while sent < st.buf.len() {
-            match sys::send(link.fd, &st.buf[sent..]) {
+            match sys::send(link.fd(), &st.buf[sent..]) {
                 Ok(0) => break,
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -947,7 +974,7 @@ impl Shared {
             }
             let filled = rx.filled;
             let space = rx.buf.len() - filled;
-            let n = match sys::recv(link.fd, &mut rx.buf[filled..]) {
+            let n = match sys::recv(link.fd(), &mut rx.buf[filled..]) {
                 Ok(0) => {
                     let mut st = lock(&link.state);
                     if st.failed.is_none() && !self.closing.load(Ordering::Acquire) {
@@ -1060,6 +1087,14 @@ fn reader_loop(shared: Arc<Shared>, idx: usize, pos: usize) {
     let Some(link) = shared.link_at(idx, pos) else {
         return;
     };
+    read_link(&shared, link);
+    if link.failed.load(Ordering::Acquire) && !shared.closing.load(Ordering::Acquire) {
+        shared.release(link);
+    }
+}
+
+/// The loop of [`reader_loop`]: returns once the link failed or the node is closing.
+fn read_link(shared: &Shared, link: &Link) {
     let lease = shared.config.read_lease;
     let mut ready = [libc::epoll_event { events: 0, u64: 0 }];
     // When this thread first left bytes to the owning driver that are still unread.
@@ -1099,6 +1134,30 @@ fn reader_loop(shared: Arc<Shared>, idx: usize, pos: usize) {
     }
 }
 
+impl Shared {
+    /// Frees what a failed link owns: its socket, its reader thread's epoll instance, and its
+    /// send and receive buffers. Called by the link's reader thread as it exits (nothing waits
+    /// on the epoll instance then). Under both of the link's locks, so no syscall is in flight
+    /// on the socket, and every later user of it (under either lock) sees the link failed
+    /// first and leaves it alone. The `Link` value stays in its slot's chain (append-only, read
+    /// without a lock), so a restart of a peer costs its few hundred bytes and nothing else.
+    fn release(&self, link: &Link) {
+        let mut rx = lock(&link.rx);
+        let mut st = lock(&link.state);
+        if st.failed.is_none() {
+            return;
+        }
+        link.sock.close();
+        link.reader_ep.close();
+        st.buf = Vec::new();
+        st.sent = 0;
+        st.pending = VecDeque::new();
+        rx.buf = Vec::new();
+        rx.filled = 0;
+        tracing::debug!(me = %self.me, peer = %link.peer, incarnation = link.peer_incarnation, "tcp transport: failed link released");
+    }
+}
+
 /// The timer thread: heartbeats, delayed acknowledgements, op and heartbeat timeouts, and
 /// draining send buffers that a full socket left behind.
 fn timer_loop(shared: Arc<Shared>, parker: Parker) {
@@ -1110,7 +1169,7 @@ fn timer_loop(shared: Arc<Shared>, parker: Parker) {
         stalled.extend(
             (shared.live())
                 .filter(|l| l.stalled.load(Ordering::Acquire))
-                .map(|l| l.fd),
+                .map(Link::fd),
         );
         if stalled.is_empty() {
             parker.park_timeout(tick);
@@ -1189,8 +1248,7 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
     let link = Link {
         peer,
         peer_incarnation: c.incarnation,
-        stream: c.stream,
-        fd,
+        sock: sys::Fd::new(c.stream.into_raw_fd()),
         reader_ep,
         state: Mutex::new(LinkState {
             buf: Vec::with_capacity(shared.config.coalesce_bytes * 2),
@@ -1227,11 +1285,13 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
     let pos = admit.links;
     let previous = pos.checked_sub(1).and_then(|p| shared.link_at(idx, p));
     let stale = previous.is_some_and(|prev| link.peer_incarnation <= prev.peer_incarnation);
-    if admit.barred || stale {
+    // Declared failed while absent: only a process started after the report links.
+    let barred = admit.floor.is_some_and(|f| link.peer_incarnation <= f);
+    if barred || stale {
         drop(admit);
-        tracing::warn!(me = %shared.me, %peer, incarnation = link.peer_incarnation, barred = !stale, "tcp transport: a link from a peer that may not link any more; closed");
-        let _ = link.stream.shutdown(Shutdown::Both);
-        return Ok(());
+        tracing::warn!(me = %shared.me, %peer, incarnation = link.peer_incarnation, barred, "tcp transport: a link from a peer that may not link any more; closed");
+        sys::shutdown(link.fd());
+        return Ok(()); // dropping the link closes its descriptors
     }
     if let Some(prev) = previous {
         // A new incarnation proves the old one gone: fail it first (if nothing did yet).
@@ -1266,7 +1326,12 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
             .spawn(move || reader_loop(s, idx, pos))
     });
     match spawned {
-        Ok(h) => lock(&shared.readers).push(h),
+        Ok(h) => {
+            let mut readers = lock(&shared.readers);
+            // The reader threads of failed links are gone: keep the list as short as the links.
+            readers.retain(|h| !h.is_finished());
+            readers.push(h);
+        }
         Err(e) => {
             tracing::error!(me = %shared.me, %peer, error = %e, "tcp transport: cannot start a link");
             let mut st = lock(&link.state);
@@ -1302,15 +1367,20 @@ fn late_links_loop(shared: Arc<Shared>, rx: Receiver<Connected>) {
     }
 }
 
+/// The wall clock in nanoseconds since the Unix epoch (0 before it).
+fn wall_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// A fresh incarnation number: the wall clock in nanoseconds, and larger than every earlier one
 /// of this process. A restarted node's incarnation is larger than its crashed one's as long as
 /// the clock did not go back between the two starts (peers admit only larger incarnations).
 fn fresh_incarnation() -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
+    let nanos = wall_nanos();
     let mut last = LAST.load(Ordering::Relaxed);
     loop {
         let next = nanos.max(last.saturating_add(1));
@@ -1467,7 +1537,8 @@ impl TcpNode {
             shared.closing.store(true, Ordering::Release);
             acceptor.stop();
             for link in shared.live() {
-                let _ = link.stream.shutdown(Shutdown::Both);
+                let _st = lock(&link.state);
+                sys::shutdown(link.fd());
             }
             for h in lock(&shared.readers).drain(..) {
                 let _ = h.join();
@@ -1536,6 +1607,32 @@ impl TcpNode {
             .map(|l| l.peer_incarnation)
     }
 
+    /// The bytes the node's links hold in send and receive buffers (their capacity), every
+    /// incarnation's link included: a diagnostic. A failed link frees its buffers (and closes
+    /// its socket) once its reader thread is done, so this does not grow with a peer's
+    /// restarts.
+    ///
+    /// ```
+    /// # use std::net::TcpListener;
+    /// # use squall_transport::{NodeId, Region, RegionId, RegionSpec};
+    /// # use squall_transport_tcp::{ClusterConfig, TcpNode};
+    /// let l = TcpListener::bind("127.0.0.1:0")?;
+    /// let mut config = ClusterConfig::new(1, [(NodeId(0), l.local_addr()?), (NodeId(1), "127.0.0.1:9".parse()?)]);
+    /// config.late.insert(NodeId(1)); // absent until it starts
+    /// let region = Region::new(RegionSpec::new(RegionId(0), 64)).expect("valid region");
+    /// let node = TcpNode::start_on(l, config, NodeId(0), vec![region])?;
+    /// assert_eq!(node.buffer_bytes(), 0); // no link yet
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn buffer_bytes(&self) -> usize {
+        let mut bytes = 0;
+        for link in self.shared.live() {
+            bytes += lock(&link.state).buf.capacity();
+            bytes += lock(&link.rx).buf.capacity();
+        }
+        bytes
+    }
+
     /// The address this node listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
@@ -1580,8 +1677,8 @@ impl TcpNode {
                 st.failed = Some(FailureCause::Local);
             }
             st.buf.clear();
-            drop(st);
-            let _ = link.stream.shutdown(Shutdown::Both);
+            // Under the lock: a link released meanwhile has closed its socket (see `release`).
+            sys::shutdown(link.fd());
         }
         let readers = std::mem::take(&mut *lock(&s.readers));
         for h in readers {
@@ -2275,19 +2372,23 @@ impl Transport for TcpNode {
             let Some(e) = ev.pop_front() else {
                 break;
             };
-            if let Event::PeerConnected { peer, incarnation } = e {
-                let barred = (shared.link_index(peer))
-                    .is_some_and(|idx| lock(&shared.links[idx].admit).barred);
-                if barred {
-                    continue; // declared failed while absent: never connects
+            if let Event::PeerConnected { peer, incarnation } = e
+                && let Some(idx) = shared.link_index(peer)
+            {
+                let slot = &shared.links[idx];
+                let at = (slot.links.iter()).position(|l| l.peer_incarnation == incarnation);
+                // A link of the process declared failed while absent (made before the report,
+                // failed by it): never connects. A later incarnation's link does.
+                let bar = slot.barred_links.load(Ordering::Relaxed);
+                if bar != NOT_BARRED && at.is_none_or(|pos| pos < bar) {
+                    continue;
                 }
                 // The switch to connected, on the driver thread: ops to the peer are accepted
                 // from the moment its `PeerConnected` is polled, and go to the link of the
                 // incarnation it names (a restarted peer's new link).
-                if let Some(idx) = shared.link_index(peer) {
-                    let mut links = shared.links[idx].links.iter();
-                    if let Some(pos) = links.position(|l| l.peer_incarnation == incarnation) {
-                        shared.links[idx].current.store(pos, Ordering::Relaxed);
+                {
+                    if let Some(pos) = at {
+                        slot.current.store(pos, Ordering::Relaxed);
                         self.write_cache = None;
                     }
                     if let Some(link) = shared.link(idx) {
@@ -2319,7 +2420,10 @@ impl Transport for TcpNode {
 
     /// Fails the link the driver posts on: the incarnation whose `PeerConnected` it polled last
     /// (a newer incarnation's link, not polled yet, stays up). An absent peer is barred: it is
-    /// reported failed once and never links (a handshake it completes later is closed).
+    /// reported failed once, and the process that may have been running never links (a link it
+    /// made and the driver has not polled is failed, a handshake it completes later is refused);
+    /// only a process started after this report, by more than [`ClusterConfig::clock_skew`],
+    /// links, as a new incarnation (`PeerConnected` with it, like a restart).
     fn report_failed(&mut self, peer: NodeId) {
         let Some(idx) = self.link_index(peer) else {
             return;
@@ -2327,8 +2431,14 @@ impl Transport for TcpNode {
         let shared = &self.shared;
         if self.dir.is_absent(peer) {
             let mut admit = lock(&shared.links[idx].admit);
-            if !admit.barred {
-                admit.barred = true;
+            if admit.floor.is_none() {
+                let skew = u64::try_from(shared.config.clock_skew.as_nanos()).unwrap_or(u64::MAX);
+                let floor = wall_nanos().saturating_add(skew);
+                admit.floor = Some(floor);
+                (shared.links[idx].barred_links).store(admit.links, Ordering::Relaxed);
+                if let Some(a) = &self.acceptor {
+                    a.bar(peer, floor);
+                }
                 // A link made but not polled yet is failed (reported with it); `poll` drops
                 // its `PeerConnected`.
                 let made = (admit.links.checked_sub(1)).and_then(|pos| shared.link_at(idx, pos));
@@ -2342,7 +2452,7 @@ impl Transport for TcpNode {
                         cause: FailureCause::Local,
                     });
                 }
-                tracing::info!(me = %self.me, %peer, "tcp transport: absent peer declared failed; it will not link");
+                tracing::info!(me = %self.me, %peer, floor, "tcp transport: absent peer declared failed; only a process started later links");
             }
             return;
         }
@@ -2361,7 +2471,7 @@ impl Transport for TcpNode {
         frame::encode_cut(&mut st.buf);
         if !link.silenced.load(Ordering::Acquire) {
             let mut sent = 0;
-            while let Ok(n @ 1..) = sys::send(link.fd, &st.buf[sent..]) {
+            while let Ok(n @ 1..) = sys::send(link.fd(), &st.buf[sent..]) {
                 sent += n;
                 if sent == st.buf.len() {
                     break;

@@ -124,7 +124,59 @@ pub(crate) struct Acceptor {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Dials peers again after start-up (a late node's peers that were down when it started, see
+/// [`ClusterConfig::redial_period`]), under the same rules as the dials at start.
+pub(crate) struct Dialer {
+    ctx: Arc<AcceptCtx>,
+}
+
+impl Dialer {
+    /// Dials `peer` once unless it is linked or being dialled already; a connection made is
+    /// handed to the node (installed and announced like a peer dialling in). Blocks for at
+    /// most the connect time-out (capped at 2 s).
+    pub(crate) fn redial(&self, peer: NodeId) {
+        let ctx = &self.ctx;
+        {
+            let mut st = lock(&ctx.state);
+            if st.tx.is_none() || st.taken.contains_key(&peer) || st.dialing.contains(&peer) {
+                return;
+            }
+            st.dialing.insert(peer);
+        }
+        let deadline = Instant::now() + ctx.config.connect_timeout.min(Duration::from_secs(2));
+        let r = dial(&ctx.config, ctx.me, peer, &ctx.hello, deadline, false);
+        let mut st = lock(&ctx.state);
+        st.dialing.remove(&peer);
+        match r {
+            Ok(c) if !st.taken.contains_key(&peer) && st.tx.is_some() => {
+                st.taken.insert(peer, c.incarnation);
+                tracing::info!(me = %ctx.me, %peer, "tcp transport: a peer absent at start linked on a later dial");
+                if let Some(tx) = &st.tx {
+                    let _ = tx.send(c);
+                }
+            }
+            // Linked through the listener meanwhile (or shutting down): keep that link.
+            Ok(c) => {
+                let _ = c.stream.shutdown(std::net::Shutdown::Both);
+            }
+            Err(e @ StartError::Unreachable { .. }) => {
+                tracing::debug!(me = %ctx.me, %peer, error = %e, "tcp transport: absent peer still not reachable");
+            }
+            Err(e) => {
+                tracing::warn!(me = %ctx.me, %peer, error = %e, "tcp transport: absent peer did not link");
+            }
+        }
+    }
+}
+
 impl Acceptor {
+    /// A handle that dials peers again after start-up (see [`Dialer`]).
+    pub(crate) fn dialer(&self) -> Dialer {
+        Dialer {
+            ctx: Arc::clone(&self.ctx),
+        }
+    }
+
     /// From now on a handshake from `peer` is refused unless its incarnation exceeds `floor`
     /// (the peer was declared failed while absent: only a process started after that links).
     pub(crate) fn bar(&self, peer: NodeId, floor: u64) {
@@ -328,7 +380,18 @@ impl AcceptCtx {
         answer.to = from.0;
         let mut buf = Vec::new();
         frame::encode_welcome(&mut buf, &answer);
-        if let Err(e) = stream.write_all(&buf) {
+        // A dialler that closed its end already (its hello was queued while this node had
+        // bound its port but not started, and it gave up waiting): answering would link a
+        // dead connection. (A refusal above still goes out to a half-closed dialler.)
+        let sent = if dialler_gone(&stream) {
+            Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the dialler gave up",
+            ))
+        } else {
+            stream.write_all(&buf)
+        };
+        if let Err(e) = sent {
             tracing::warn!(me = %self.me, peer = %from, error = %e, "tcp transport: handshake answer failed");
             let mut st = lock(&self.state);
             match linked_before {
@@ -348,6 +411,14 @@ impl AcceptCtx {
             let _ = tx.send(c);
         }
     }
+}
+
+/// Whether the other end of `stream` closed it (end of stream after what was read so far).
+fn dialler_gone(stream: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    let gone = stream.set_nonblocking(true).is_ok() && matches!(stream.peek(&mut b), Ok(0));
+    let _ = stream.set_nonblocking(false);
+    gone
 }
 
 /// How a refusal of crossed dials starts (the dialler then waits for the other dial instead).

@@ -19,7 +19,7 @@ use squall_transport::{
 
 use crate::config::ClusterConfig;
 use crate::frame::{self, Frame};
-use crate::handshake::{self, Acceptor, StartError};
+use crate::handshake::{self, Acceptor, Dialer, StartError};
 use crate::sys;
 
 /// After this many unsignaled requests applied without a response, the receiver acknowledges
@@ -437,6 +437,8 @@ pub struct TcpNode {
     local_addr: SocketAddr,
     acceptor: Option<Acceptor>,
     threads: Vec<JoinHandle<()>>,
+    /// Wakes the redial thread (a late node's, see [`redial_loop`]) so that it sees shutdown.
+    redial: Option<Unparker>,
     closed: bool,
 }
 
@@ -1375,6 +1377,29 @@ fn wall_nanos() -> u64 {
         .unwrap_or(0)
 }
 
+/// A late or restarted node's redial thread: every [`ClusterConfig::redial_period`] it dials
+/// the peers it has no link to and did not declare failed while absent (a founder that was
+/// down when this node started, or not started yet), until the node shuts down (which
+/// unparks it). A connection it makes is installed by the `links` thread like one dialled in.
+fn redial_loop(shared: Arc<Shared>, dialer: Dialer, parker: Parker) {
+    let period = shared.config.redial_period;
+    loop {
+        parker.park_timeout(period);
+        for slot in &shared.links {
+            if shared.closing.load(Ordering::Acquire) {
+                return;
+            }
+            let unlinked = {
+                let admit = lock(&slot.admit);
+                admit.links == 0 && admit.floor.is_none()
+            };
+            if unlinked {
+                dialer.redial(slot.peer);
+            }
+        }
+    }
+}
+
 /// A fresh incarnation number: the wall clock in nanoseconds, and larger than every earlier one
 /// of this process. A restarted node's incarnation is larger than its crashed one's as long as
 /// the clock did not go back between the two starts (peers admit only larger incarnations).
@@ -1577,6 +1602,21 @@ impl TcpNode {
             Ok(h) => threads.push(h),
             Err(e) => return Err(stop(StartError::Thread(e), acceptor, &shared)),
         }
+        let mut redial = None;
+        if late && !shared.config.redial_period.is_zero() {
+            let s = Arc::clone(&shared);
+            let parker = Parker::new();
+            let unparker = parker.unparker().clone();
+            let dialer = acceptor.dialer();
+            let spawned = std::thread::Builder::new()
+                .name(format!("squall-tcp-{me}-redial"))
+                .spawn(move || redial_loop(s, dialer, parker));
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => return Err(stop(StartError::Thread(e), acceptor, &shared)),
+            }
+            redial = Some(unparker);
+        }
         tracing::info!(%me, addr = %local_addr, incarnation, linked = linked.len(), peers = nlinks, "tcp transport: node started");
         Ok(TcpNode {
             me,
@@ -1591,6 +1631,7 @@ impl TcpNode {
             local_addr,
             acceptor: Some(acceptor),
             threads,
+            redial,
             closed: false,
         })
     }
@@ -1666,8 +1707,11 @@ impl TcpNode {
         if let Some(a) = self.acceptor.take() {
             a.stop();
         }
-        // The timer and late-link threads first: once they are gone no link is added.
+        // The timer, redial and late-link threads first: once they are gone no link is added.
         s.timer.unpark();
+        if let Some(u) = &self.redial {
+            u.unpark();
+        }
         for h in self.threads.drain(..) {
             let _ = h.join();
         }

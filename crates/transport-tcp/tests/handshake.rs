@@ -222,6 +222,19 @@ fn a_restarted_node_is_not_taken_for_its_old_self() {
     let mut new = TcpNode::rejoin_on(fresh, quick(config), NodeId(1), regions())
         .expect("a larger incarnation is admitted");
     assert!(new.incarnation() > old);
+    // Node 0 fails the old link when it installs the new one; the old process sees it closed.
+    // (Until then a write to the old incarnation, which is still up here, may well succeed.)
+    poll_until(&mut nodes[1], &mut [], |seen| {
+        seen.iter().any(|e| {
+            matches!(
+                e,
+                Event::PeerFailed {
+                    peer: NodeId(0),
+                    ..
+                }
+            )
+        })
+    });
     // Posted before node 0 polled the new link: goes to the old incarnation and fails.
     let r = RegionId(0);
     nodes[0].region(r).expect("region").store(0, 5);

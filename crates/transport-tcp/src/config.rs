@@ -68,8 +68,9 @@ pub struct ClusterConfig {
     /// *founders*) link up with each other at start, each waiting for the rest; a late node
     /// is *absent* to them (ops to it are refused with `NotConnected`) until it starts and
     /// dials them, when they report `PeerConnected` once. A late node starts without waiting:
-    /// it dials every configured peer once, and the ones it cannot reach (not started yet, or
-    /// down) are absent to it until they dial it. Start late nodes after the founders are up.
+    /// it dials every configured peer, and the ones it cannot reach (not started yet, or down)
+    /// are absent to it until they dial it or its next dial reaches them (see
+    /// [`redial_period`](Self::redial_period)).
     pub late: BTreeSet<NodeId>,
     /// The most the wall clocks of two nodes may differ (TOML: `clock_skew_ms`; default 1 s,
     /// at most [`MAX_CLOCK_SKEW`]). A peer declared failed while it was absent

@@ -516,7 +516,8 @@ pub(crate) type Established = (Acceptor, Vec<Connected>, mpsc::Receiver<Connecte
 
 /// Starts the listener and links up. A founder (a node not in [`ClusterConfig::late`]) dials
 /// every lower founder and waits for every higher one; a late node dials every configured peer
-/// once and leaves the ones it cannot reach absent. Returns the connections once handshaken; the
+/// and leaves the ones it cannot reach absent (its node dials them again later, see
+/// [`Dialer`]). Returns the connections once handshaken; the
 /// listener keeps accepting handshakes from configured nodes not linked yet.
 ///
 /// `late` is [`ClusterConfig::is_late`] for a first start; a restart of a node under its old id

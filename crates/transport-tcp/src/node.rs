@@ -373,9 +373,9 @@ pub(crate) struct Connected {
 /// [`PostError::NotConnected`]); the listener keeps accepting handshakes from configured nodes
 /// after start (same checks), and when one completes the link fills its peer's slot, its reader
 /// thread starts, and the endpoint reports [`Event::PeerConnected`] once; the peer is accepted
-/// from the `poll` that returns that event on. A late node dials every configured peer once at
-/// start and reports `PeerConnected` for each link it makes; peers it cannot reach stay absent
-/// until they dial it.
+/// from the `poll` that returns that event on. A late node dials every configured peer at start
+/// and reports `PeerConnected` for each link it makes; peers it cannot reach stay absent until
+/// they dial it or it reaches them on a later dial (every [`ClusterConfig::redial_period`]).
 ///
 /// One reader thread per link applies the peer's ops to the local regions in link order and
 /// answers reads and atomics, and a timer thread sends heartbeats and fails peers whose link
@@ -1231,8 +1231,9 @@ fn timer_loop(shared: Arc<Shared>, parker: Parker) {
 /// A link from a peer that already had one is a new incarnation of it (the listener admits only
 /// larger incarnations): the old link is failed first (its `PeerFailed` and error completions
 /// come before the new `PeerConnected`, which is always announced), and the driver switches to
-/// the new link when it polls that `PeerConnected`. A peer barred (declared failed while
-/// absent) never links: its connection is closed.
+/// the new link when it polls that `PeerConnected`. A process of a peer barred (declared failed
+/// while absent) that did not start after the report (its incarnation not above the bar's
+/// floor) never links: its connection is closed.
 fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), StartError> {
     let peer = c.peer;
     let socket_err = |source| StartError::Socket { peer, source };
@@ -1424,8 +1425,9 @@ impl TcpNode {
     /// A founder (a node not in [`ClusterConfig::late`]) blocks until every other founder is
     /// linked, or fails after `config.connect_timeout` with an error naming the peers that are
     /// missing and why (a refused handshake says what differed); late nodes are absent to it
-    /// until they dial in. A late node does not wait: it dials every configured peer once (a
-    /// refused handshake is an error) and leaves the ones it cannot reach absent.
+    /// until they dial in. A late node does not wait: it dials every configured peer (a
+    /// refused handshake is an error) and leaves the ones it cannot reach absent, dialling
+    /// them again every [`ClusterConfig::redial_period`].
     pub fn start(
         config: ClusterConfig,
         me: NodeId,
@@ -1456,8 +1458,9 @@ impl TcpNode {
 
     /// Starts node `me` again after its process crashed (or was killed), under the same id and
     /// with fresh regions: a new incarnation. It starts like a late node whatever the config
-    /// says (its peers run already): it dials every configured peer once, leaves the ones it
-    /// cannot reach absent, and reports `PeerConnected` for each link it makes. A peer that
+    /// says (its peers run already): it dials every configured peer, leaves the ones it
+    /// cannot reach absent (dialling them again every [`ClusterConfig::redial_period`]), and
+    /// reports `PeerConnected` for each link it makes. A peer that
     /// had linked the old incarnation admits the new one because its incarnation is larger
     /// (incarnations grow with the wall clock, so the restart must come after the old start on
     /// the same clock): it fails the old link if it had not noticed the crash yet, and reports

@@ -68,9 +68,29 @@ pub struct ClusterConfig {
     /// *founders*) link up with each other at start, each waiting for the rest; a late node
     /// is *absent* to them (ops to it are refused with `NotConnected`) until it starts and
     /// dials them, when they report `PeerConnected` once. A late node starts without waiting:
-    /// it dials every configured peer once, and the ones it cannot reach (not started yet, or
-    /// down) are absent to it until they dial it. Start late nodes after the founders are up.
+    /// it dials every configured peer, and the ones it cannot reach (not started yet, or down)
+    /// are absent to it until they dial it or its next dial reaches them (see
+    /// [`redial_period`](Self::redial_period)).
     pub late: BTreeSet<NodeId>,
+    /// The most the wall clocks of two nodes may differ (TOML: `clock_skew_ms`; default 1 s,
+    /// at most [`MAX_CLOCK_SKEW`]). A peer declared failed while it was absent
+    /// ([`Transport::report_failed`](squall_transport::Transport::report_failed) before its
+    /// link came up) may link later only as a process started after the report: its
+    /// incarnation (the wall clock in nanoseconds at its start, on its host) must exceed the
+    /// report's time on this node's clock by more than this allowance. Safe as long as the
+    /// clocks differ by at most this much: the process that was declared failed (started
+    /// before the report) is then always refused. The cost: a restart started within the
+    /// allowance after the report is refused too (its start fails with the reason; start it
+    /// again later). Nodes that share one clock (one host) may set it to zero.
+    pub clock_skew: Duration,
+    /// How often a late or restarted node dials again the peers it has no link to (TOML:
+    /// `redial_period_ms`; default 1 s; zero: never, as before; otherwise between
+    /// [`MIN_REDIAL`] and [`MAX_REDIAL`]). A late node dials every peer at start; one that was
+    /// down then (or not started yet: a late node started before the founders) would stay
+    /// absent for good, since founders never dial late nodes. Each period costs one connection
+    /// attempt per such peer, made by a thread of its own (never the driver). Peers declared
+    /// failed while absent are not dialled (a new process of them dials in itself).
+    pub redial_period: Duration,
 }
 
 /// A cluster config that cannot work, with what to change.
@@ -151,6 +171,11 @@ pub enum ConfigError {
         /// The longest allowed (for `read_lease`: a quarter of the op and heartbeat timeouts).
         max: Duration,
     },
+    /// The redial period is out of range.
+    #[error(
+        "redial_period is {0:?}; it must be zero (never dial again) or between {MIN_REDIAL:?} and {MAX_REDIAL:?}"
+    )]
+    RedialPeriod(Duration),
     /// A late node is not in the config.
     #[error("late node {0} is not in [nodes]; list every late node's address there too")]
     UnknownLate(NodeId),
@@ -175,10 +200,22 @@ struct TomlConfig {
     spin_before_park_us: Option<u64>,
     read_lease_us: Option<u64>,
     late: Option<Vec<u32>>,
+    clock_skew_ms: Option<u64>,
+    redial_period_ms: Option<u64>,
 }
 
 /// The longest [`ClusterConfig::spin_before_park`].
 pub const MAX_SPIN: Duration = Duration::from_millis(10);
+
+/// The longest [`ClusterConfig::clock_skew`]: an hour (a bigger difference between hosts'
+/// clocks is a broken clock, not skew).
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(3600);
+
+/// The shortest non-zero [`ClusterConfig::redial_period`].
+pub const MIN_REDIAL: Duration = Duration::from_millis(10);
+
+/// The longest [`ClusterConfig::redial_period`].
+pub const MAX_REDIAL: Duration = Duration::from_secs(3600);
 
 /// The largest message or region access a frame may carry (frames carry a `u32` length).
 pub const MAX_FRAME_DATA: usize = (u32::MAX as usize) / 2;
@@ -191,7 +228,8 @@ impl ClusterConfig {
     /// falls behind; a smaller one stalls a writer whenever an acknowledgement is delayed by a
     /// few milliseconds of scheduling), 16 KiB coalescing, no spinning before parking (on a
     /// machine with few cores the spinning driver takes the CPU its answer needs; measured in
-    /// the crate README) and a 1 ms read lease.
+    /// the crate README), a 1 ms read lease, a 1 s clock skew allowance and late nodes dialling
+    /// unlinked peers again every second.
     ///
     /// ```
     /// use squall_transport::NodeId;
@@ -214,6 +252,8 @@ impl ClusterConfig {
             spin_before_park: Duration::ZERO,
             read_lease: Duration::from_millis(1),
             late: BTreeSet::new(),
+            clock_skew: Duration::from_secs(1),
+            redial_period: Duration::from_secs(1),
         }
     }
 
@@ -266,6 +306,12 @@ impl ClusterConfig {
         if let Some(v) = t.late {
             c.late = v.into_iter().map(NodeId).collect();
         }
+        if let Some(v) = t.clock_skew_ms {
+            c.clock_skew = ms(v);
+        }
+        if let Some(v) = t.redial_period_ms {
+            c.redial_period = ms(v);
+        }
         c.validate()?;
         Ok(c)
     }
@@ -290,7 +336,7 @@ impl ClusterConfig {
     /// ```
     pub fn to_toml(&self) -> String {
         let mut s = format!(
-            "cluster_id = {}\nop_timeout_ms = {}\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nconnect_timeout_ms = {}\nmax_message_len = {}\nmax_outstanding = {}\ncoalesce_bytes = {}\nspin_before_park_us = {}\nread_lease_us = {}\n",
+            "cluster_id = {}\nop_timeout_ms = {}\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nconnect_timeout_ms = {}\nmax_message_len = {}\nmax_outstanding = {}\ncoalesce_bytes = {}\nspin_before_park_us = {}\nread_lease_us = {}\nclock_skew_ms = {}\nredial_period_ms = {}\n",
             self.cluster_id,
             self.op_timeout.as_millis(),
             self.heartbeat_period.as_millis(),
@@ -300,7 +346,9 @@ impl ClusterConfig {
             self.max_outstanding,
             self.coalesce_bytes,
             self.spin_before_park.as_micros(),
-            self.read_lease.as_micros()
+            self.read_lease.as_micros(),
+            self.clock_skew.as_millis(),
+            self.redial_period.as_millis()
         );
         if !self.late.is_empty() {
             let late: Vec<String> = self.late.iter().map(|n| n.0.to_string()).collect();
@@ -370,6 +418,18 @@ impl ClusterConfig {
         }
         if let Some(&n) = self.late.iter().find(|n| !self.nodes.contains_key(n)) {
             return Err(ConfigError::UnknownLate(n));
+        }
+        if self.clock_skew > MAX_CLOCK_SKEW {
+            return Err(ConfigError::TooLong {
+                name: "clock_skew",
+                value: self.clock_skew,
+                max: MAX_CLOCK_SKEW,
+            });
+        }
+        if !self.redial_period.is_zero()
+            && (self.redial_period < MIN_REDIAL || self.redial_period > MAX_REDIAL)
+        {
+            return Err(ConfigError::RedialPeriod(self.redial_period));
         }
         let max_lease = (self.op_timeout / 4).min(self.heartbeat_timeout / 4);
         if self.read_lease > max_lease {
@@ -496,6 +556,24 @@ mod tests {
         assert!(e.to_string().contains("read_lease"), "{e}");
         c.read_lease = Duration::from_millis(125);
         c.validate().expect("a quarter of the timeouts is fine");
+        let mut c = two();
+        c.clock_skew = MAX_CLOCK_SKEW + Duration::from_millis(1);
+        let e = c.validate().expect_err("skew too large");
+        assert!(e.to_string().contains("clock_skew"), "{e}");
+        c.clock_skew = Duration::ZERO;
+        c.validate().expect("one clock: no allowance");
+        for bad in [
+            Duration::from_millis(9),
+            MAX_REDIAL + Duration::from_millis(1),
+        ] {
+            c.redial_period = bad;
+            let e = c.validate().expect_err("redial period out of range");
+            assert!(matches!(e, ConfigError::RedialPeriod(_)), "{e}");
+            assert!(e.to_string().contains("redial_period"), "{e}");
+        }
+        c.redial_period = Duration::ZERO;
+        c.validate().expect("no redial");
+        assert_eq!(ClusterConfig::from_toml(&c.to_toml()).expect("parses"), c);
         assert!(matches!(
             two().validate_for(NodeId(9)),
             Err(ConfigError::UnknownSelf(NodeId(9)))

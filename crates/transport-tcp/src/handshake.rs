@@ -100,6 +100,9 @@ struct AcceptState {
     taken: BTreeMap<NodeId, u64>,
     /// Peers this node is dialling right now (late nodes may dial each other at once).
     dialing: BTreeSet<NodeId>,
+    /// Peers declared failed while absent, with the incarnation a handshake must exceed (see
+    /// [`Acceptor::bar`]).
+    floors: BTreeMap<NodeId, u64>,
     refused: Vec<String>,
 }
 
@@ -121,7 +124,67 @@ pub(crate) struct Acceptor {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Dials peers again after start-up (a late node's peers that were down when it started, see
+/// [`ClusterConfig::redial_period`]), under the same rules as the dials at start.
+pub(crate) struct Dialer {
+    ctx: Arc<AcceptCtx>,
+}
+
+impl Dialer {
+    /// Dials `peer` once unless it is linked or being dialled already; a connection made is
+    /// handed to the node (installed and announced like a peer dialling in). Blocks for at
+    /// most the connect time-out (capped at 2 s).
+    pub(crate) fn redial(&self, peer: NodeId) {
+        let ctx = &self.ctx;
+        {
+            let mut st = lock(&ctx.state);
+            if st.tx.is_none() || st.taken.contains_key(&peer) || st.dialing.contains(&peer) {
+                return;
+            }
+            st.dialing.insert(peer);
+        }
+        let deadline = Instant::now() + ctx.config.connect_timeout.min(Duration::from_secs(2));
+        let r = dial(&ctx.config, ctx.me, peer, &ctx.hello, deadline, false);
+        let mut st = lock(&ctx.state);
+        st.dialing.remove(&peer);
+        match r {
+            Ok(c) if !st.taken.contains_key(&peer) && st.tx.is_some() => {
+                st.taken.insert(peer, c.incarnation);
+                tracing::info!(me = %ctx.me, %peer, "tcp transport: a peer absent at start linked on a later dial");
+                if let Some(tx) = &st.tx {
+                    let _ = tx.send(c);
+                }
+            }
+            // Linked through the listener meanwhile (or shutting down): keep that link.
+            Ok(c) => {
+                let _ = c.stream.shutdown(std::net::Shutdown::Both);
+            }
+            Err(e @ StartError::Unreachable { .. }) => {
+                tracing::debug!(me = %ctx.me, %peer, error = %e, "tcp transport: absent peer still not reachable");
+            }
+            Err(e) => {
+                tracing::warn!(me = %ctx.me, %peer, error = %e, "tcp transport: absent peer did not link");
+            }
+        }
+    }
+}
+
 impl Acceptor {
+    /// A handle that dials peers again after start-up (see [`Dialer`]).
+    pub(crate) fn dialer(&self) -> Dialer {
+        Dialer {
+            ctx: Arc::clone(&self.ctx),
+        }
+    }
+
+    /// From now on a handshake from `peer` is refused unless its incarnation exceeds `floor`
+    /// (the peer was declared failed while absent: only a process started after that links).
+    pub(crate) fn bar(&self, peer: NodeId, floor: u64) {
+        let mut st = lock(&self.ctx.state);
+        let f = st.floors.entry(peer).or_insert(floor);
+        *f = (*f).max(floor);
+    }
+
     /// Stops the listener and waits for its thread.
     pub(crate) fn stop(mut self) {
         self.ctx.closing.store(true, Ordering::Release);
@@ -284,6 +347,19 @@ impl AcceptCtx {
                     format!("{CROSSED}: {} is dialling {from} too", self.me),
                 );
             }
+            if let Some(&floor) = st.floors.get(&from)
+                && hello.incarnation <= floor
+            {
+                drop(st);
+                return self.refuse(
+                    &mut stream,
+                    addr,
+                    format!(
+                        "{BARRED}: {from} was declared failed by {} while it was absent; only a process started after that links (incarnation {} is not above {floor}, the report's time plus the clock_skew allowance); start it again",
+                        self.me, hello.incarnation
+                    ),
+                );
+            }
             if linked_before.is_some_and(|i| hello.incarnation <= i) || st.tx.is_none() {
                 drop(st);
                 return self.refuse(
@@ -304,7 +380,18 @@ impl AcceptCtx {
         answer.to = from.0;
         let mut buf = Vec::new();
         frame::encode_welcome(&mut buf, &answer);
-        if let Err(e) = stream.write_all(&buf) {
+        // A dialler that closed its end already (its hello was queued while this node had
+        // bound its port but not started, and it gave up waiting): answering would link a
+        // dead connection. (A refusal above still goes out to a half-closed dialler.)
+        let sent = if dialler_gone(&stream) {
+            Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the dialler gave up",
+            ))
+        } else {
+            stream.write_all(&buf)
+        };
+        if let Err(e) = sent {
             tracing::warn!(me = %self.me, peer = %from, error = %e, "tcp transport: handshake answer failed");
             let mut st = lock(&self.state);
             match linked_before {
@@ -326,8 +413,20 @@ impl AcceptCtx {
     }
 }
 
+/// Whether the other end of `stream` closed it (end of stream after what was read so far).
+fn dialler_gone(stream: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    let gone = stream.set_nonblocking(true).is_ok() && matches!(stream.peek(&mut b), Ok(0));
+    let _ = stream.set_nonblocking(false);
+    gone
+}
+
 /// How a refusal of crossed dials starts (the dialler then waits for the other dial instead).
 const CROSSED: &str = "crossed dials, the higher id's dial wins";
+
+/// How the refusal of a process declared failed while absent starts (the dialler leaves that
+/// peer absent: it will never link with this process, but the others may).
+const BARRED: &str = "declared failed while absent";
 
 fn dial(
     config: &ClusterConfig,
@@ -417,7 +516,8 @@ pub(crate) type Established = (Acceptor, Vec<Connected>, mpsc::Receiver<Connecte
 
 /// Starts the listener and links up. A founder (a node not in [`ClusterConfig::late`]) dials
 /// every lower founder and waits for every higher one; a late node dials every configured peer
-/// once and leaves the ones it cannot reach absent. Returns the connections once handshaken; the
+/// and leaves the ones it cannot reach absent (its node dials them again later, see
+/// [`Dialer`]). Returns the connections once handshaken; the
 /// listener keeps accepting handshakes from configured nodes not linked yet.
 ///
 /// `late` is [`ClusterConfig::is_late`] for a first start; a restart of a node under its old id
@@ -452,6 +552,7 @@ pub(crate) fn establish(
             tx: Some(tx),
             taken: BTreeMap::new(),
             dialing: BTreeSet::new(),
+            floors: BTreeMap::new(),
             refused: Vec::new(),
         }),
         closing: AtomicBool::new(false),
@@ -522,6 +623,11 @@ pub(crate) fn establish(
             // (it dials in when it starts); a refusal says the configs differ, and stops it.
             Err(e @ (StartError::Unreachable { .. } | StartError::Handshake { .. })) if late => {
                 tracing::info!(%me, %peer, error = %e, "tcp transport: peer not reachable; absent until it dials");
+            }
+            // A peer that declared this node failed before this process started (within the
+            // clock allowance) never links with it: absent for good; the others may link.
+            Err(StartError::Refused { reason, .. }) if late && reason.starts_with(BARRED) => {
+                tracing::warn!(%me, %peer, %reason, "tcp transport: refused by a peer that declared this node failed; it stays absent");
             }
             Err(e) => {
                 drop(st);

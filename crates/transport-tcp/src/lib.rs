@@ -38,6 +38,8 @@ mod handshake;
 mod node;
 mod sys;
 
-pub use config::{ClusterConfig, ConfigError, MAX_FRAME_DATA, MAX_SPIN};
+pub use config::{
+    ClusterConfig, ConfigError, MAX_CLOCK_SKEW, MAX_FRAME_DATA, MAX_REDIAL, MAX_SPIN, MIN_REDIAL,
+};
 pub use handshake::StartError;
 pub use node::TcpNode;

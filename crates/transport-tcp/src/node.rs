@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
@@ -19,7 +19,7 @@ use squall_transport::{
 
 use crate::config::ClusterConfig;
 use crate::frame::{self, Frame};
-use crate::handshake::{self, Acceptor, StartError};
+use crate::handshake::{self, Acceptor, Dialer, StartError};
 use crate::sys;
 
 /// After this many unsignaled requests applied without a response, the receiver acknowledges
@@ -190,8 +190,10 @@ struct RxState {
 pub(crate) struct Link {
     pub(crate) peer: NodeId,
     pub(crate) peer_incarnation: u64,
-    stream: TcpStream,
-    fd: RawFd,
+    /// The socket. Closed (with `reader_ep`, and the buffers freed) once the link failed and
+    /// its reader thread is done (see [`Shared::release`]); until then every syscall on it is
+    /// made under the `state` or the `rx` lock, after checking the link is not failed.
+    sock: sys::Fd,
     /// The reader thread's epoll instance: this link's socket, registered exclusively after the
     /// driver's registration (see [`sys::Epoll`]), so the reader thread is woken only for bytes
     /// that arrive while the driver is not blocked in `wait`.
@@ -223,6 +225,14 @@ pub(crate) struct Link {
     regions: Vec<RegionSpec>,
 }
 
+impl Link {
+    /// The socket's descriptor (-1 once released).
+    #[inline]
+    fn fd(&self) -> RawFd {
+        self.sock.get()
+    }
+}
+
 /// One configured peer: its links, one per incarnation of the peer whose handshake completed
 /// (at start, later for an absent peer, and again after each restart of the peer). The chain is
 /// appended to and never emptied, so the data path reads it without a lock.
@@ -235,7 +245,16 @@ pub(crate) struct LinkSlot {
     current: AtomicUsize,
     /// Serialises adding a link with barring the peer (a peer declared failed while absent).
     admit: Mutex<Admit>,
+    /// The chain's length when the peer was declared failed while absent, or [`NOT_BARRED`]:
+    /// the links before it (made, not polled yet) belong to the process declared failed, and
+    /// `poll` never hands out their `PeerConnected`. Not in `admit` because `poll` holds the
+    /// event queue and so must not take `admit` (installing a link takes the two the other way
+    /// round). Written and read by the driver only.
+    barred_links: AtomicUsize,
 }
+
+/// [`LinkSlot::barred_links`] of a peer that was not declared failed while absent.
+const NOT_BARRED: usize = usize::MAX;
 
 impl LinkSlot {
     fn new(peer: NodeId) -> LinkSlot {
@@ -244,6 +263,7 @@ impl LinkSlot {
             links: Chain::default(),
             current: AtomicUsize::new(0),
             admit: Mutex::new(Admit::default()),
+            barred_links: AtomicUsize::new(NOT_BARRED),
         }
     }
 }
@@ -253,13 +273,17 @@ impl LinkSlot {
 struct Admit {
     /// How many links the chain holds.
     links: usize,
-    /// Declared failed while absent: no incarnation links any more.
-    barred: bool,
+    /// Set when the peer was declared failed while absent: the process declared failed never
+    /// links, one started after the report does (as a new incarnation). Only incarnations
+    /// above this link from then on: the report's wall-clock time (ns) plus
+    /// [`ClusterConfig::clock_skew`] (an incarnation is the wall clock at a process's start).
+    floor: Option<u64>,
 }
 
 /// The links of one peer's incarnations, oldest first. A restart of a peer is rare, so a list
-/// is enough; every old link is failed, and keeps its buffers and sockets until the node shuts
-/// down (a restart costs one [`READ_BUF`] and two file descriptors until then).
+/// is enough; every old link is failed, and once its reader thread is done it frees its socket,
+/// epoll instance and buffers (see [`Shared::release`]): what stays per restart is the `Link`
+/// value itself (a few hundred bytes).
 #[derive(Default)]
 struct Chain {
     link: OnceLock<Link>,
@@ -349,9 +373,9 @@ pub(crate) struct Connected {
 /// [`PostError::NotConnected`]); the listener keeps accepting handshakes from configured nodes
 /// after start (same checks), and when one completes the link fills its peer's slot, its reader
 /// thread starts, and the endpoint reports [`Event::PeerConnected`] once; the peer is accepted
-/// from the `poll` that returns that event on. A late node dials every configured peer once at
-/// start and reports `PeerConnected` for each link it makes; peers it cannot reach stay absent
-/// until they dial it.
+/// from the `poll` that returns that event on. A late node dials every configured peer at start
+/// and reports `PeerConnected` for each link it makes; peers it cannot reach stay absent until
+/// they dial it or it reaches them on a later dial (every [`ClusterConfig::redial_period`]).
 ///
 /// One reader thread per link applies the peer's ops to the local regions in link order and
 /// answers reads and atomics, and a timer thread sends heartbeats and fails peers whose link
@@ -413,6 +437,8 @@ pub struct TcpNode {
     local_addr: SocketAddr,
     acceptor: Option<Acceptor>,
     threads: Vec<JoinHandle<()>>,
+    /// Wakes the redial thread (a late node's, see [`redial_loop`]) so that it sees shutdown.
+    redial: Option<Unparker>,
     closed: bool,
 }
 
@@ -545,7 +571,10 @@ impl Shared {
             }
             self.events_len.store(ev.len(), Ordering::Release);
         }
-        let _ = link.stream.shutdown(Shutdown::Both);
+        // Shutting the socket down is a state change, which wakes every epoll instance it is
+        // registered in, exclusive or not: the link's reader thread sees the failure, exits
+        // and releases the link (`restart_resources` checks it with the driver parked).
+        sys::shutdown(link.fd());
         tracing::warn!(me = %self.me, peer = %link.peer, %cause, "tcp transport: peer failed");
         self.wake_driver();
         true
@@ -569,7 +598,7 @@ impl Shared {
         let head = st.sent.min(st.buf.len());
         let mut sent = head;
         while sent < st.buf.len() {
-            match sys::send(link.fd, &st.buf[sent..]) {
+            match sys::send(link.fd(), &st.buf[sent..]) {
                 Ok(0) => break,
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -947,7 +976,7 @@ impl Shared {
             }
             let filled = rx.filled;
             let space = rx.buf.len() - filled;
-            let n = match sys::recv(link.fd, &mut rx.buf[filled..]) {
+            let n = match sys::recv(link.fd(), &mut rx.buf[filled..]) {
                 Ok(0) => {
                     let mut st = lock(&link.state);
                     if st.failed.is_none() && !self.closing.load(Ordering::Acquire) {
@@ -1060,6 +1089,14 @@ fn reader_loop(shared: Arc<Shared>, idx: usize, pos: usize) {
     let Some(link) = shared.link_at(idx, pos) else {
         return;
     };
+    read_link(&shared, link);
+    if link.failed.load(Ordering::Acquire) && !shared.closing.load(Ordering::Acquire) {
+        shared.release(link);
+    }
+}
+
+/// The loop of [`reader_loop`]: returns once the link failed or the node is closing.
+fn read_link(shared: &Shared, link: &Link) {
     let lease = shared.config.read_lease;
     let mut ready = [libc::epoll_event { events: 0, u64: 0 }];
     // When this thread first left bytes to the owning driver that are still unread.
@@ -1099,6 +1136,30 @@ fn reader_loop(shared: Arc<Shared>, idx: usize, pos: usize) {
     }
 }
 
+impl Shared {
+    /// Frees what a failed link owns: its socket, its reader thread's epoll instance, and its
+    /// send and receive buffers. Called by the link's reader thread as it exits (nothing waits
+    /// on the epoll instance then). Under both of the link's locks, so no syscall is in flight
+    /// on the socket, and every later user of it (under either lock) sees the link failed
+    /// first and leaves it alone. The `Link` value stays in its slot's chain (append-only, read
+    /// without a lock), so a restart of a peer costs its few hundred bytes and nothing else.
+    fn release(&self, link: &Link) {
+        let mut rx = lock(&link.rx);
+        let mut st = lock(&link.state);
+        if st.failed.is_none() {
+            return;
+        }
+        link.sock.close();
+        link.reader_ep.close();
+        st.buf = Vec::new();
+        st.sent = 0;
+        st.pending = VecDeque::new();
+        rx.buf = Vec::new();
+        rx.filled = 0;
+        tracing::debug!(me = %self.me, peer = %link.peer, incarnation = link.peer_incarnation, "tcp transport: failed link released");
+    }
+}
+
 /// The timer thread: heartbeats, delayed acknowledgements, op and heartbeat timeouts, and
 /// draining send buffers that a full socket left behind.
 fn timer_loop(shared: Arc<Shared>, parker: Parker) {
@@ -1110,7 +1171,7 @@ fn timer_loop(shared: Arc<Shared>, parker: Parker) {
         stalled.extend(
             (shared.live())
                 .filter(|l| l.stalled.load(Ordering::Acquire))
-                .map(|l| l.fd),
+                .map(Link::fd),
         );
         if stalled.is_empty() {
             parker.park_timeout(tick);
@@ -1170,8 +1231,9 @@ fn timer_loop(shared: Arc<Shared>, parker: Parker) {
 /// A link from a peer that already had one is a new incarnation of it (the listener admits only
 /// larger incarnations): the old link is failed first (its `PeerFailed` and error completions
 /// come before the new `PeerConnected`, which is always announced), and the driver switches to
-/// the new link when it polls that `PeerConnected`. A peer barred (declared failed while
-/// absent) never links: its connection is closed.
+/// the new link when it polls that `PeerConnected`. A process of a peer barred (declared failed
+/// while absent) that did not start after the report (its incarnation not above the bar's
+/// floor) never links: its connection is closed.
 fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), StartError> {
     let peer = c.peer;
     let socket_err = |source| StartError::Socket { peer, source };
@@ -1189,8 +1251,7 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
     let link = Link {
         peer,
         peer_incarnation: c.incarnation,
-        stream: c.stream,
-        fd,
+        sock: sys::Fd::new(c.stream.into_raw_fd()),
         reader_ep,
         state: Mutex::new(LinkState {
             buf: Vec::with_capacity(shared.config.coalesce_bytes * 2),
@@ -1227,11 +1288,13 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
     let pos = admit.links;
     let previous = pos.checked_sub(1).and_then(|p| shared.link_at(idx, p));
     let stale = previous.is_some_and(|prev| link.peer_incarnation <= prev.peer_incarnation);
-    if admit.barred || stale {
+    // Declared failed while absent: only a process started after the report links.
+    let barred = admit.floor.is_some_and(|f| link.peer_incarnation <= f);
+    if barred || stale {
         drop(admit);
-        tracing::warn!(me = %shared.me, %peer, incarnation = link.peer_incarnation, barred = !stale, "tcp transport: a link from a peer that may not link any more; closed");
-        let _ = link.stream.shutdown(Shutdown::Both);
-        return Ok(());
+        tracing::warn!(me = %shared.me, %peer, incarnation = link.peer_incarnation, barred, "tcp transport: a link from a peer that may not link any more; closed");
+        sys::shutdown(link.fd());
+        return Ok(()); // dropping the link closes its descriptors
     }
     if let Some(prev) = previous {
         // A new incarnation proves the old one gone: fail it first (if nothing did yet).
@@ -1266,7 +1329,12 @@ fn install(shared: &Arc<Shared>, c: Connected, announce: bool) -> Result<(), Sta
             .spawn(move || reader_loop(s, idx, pos))
     });
     match spawned {
-        Ok(h) => lock(&shared.readers).push(h),
+        Ok(h) => {
+            let mut readers = lock(&shared.readers);
+            // The reader threads of failed links are gone: keep the list as short as the links.
+            readers.retain(|h| !h.is_finished());
+            readers.push(h);
+        }
         Err(e) => {
             tracing::error!(me = %shared.me, %peer, error = %e, "tcp transport: cannot start a link");
             let mut st = lock(&link.state);
@@ -1302,15 +1370,43 @@ fn late_links_loop(shared: Arc<Shared>, rx: Receiver<Connected>) {
     }
 }
 
+/// The wall clock in nanoseconds since the Unix epoch (0 before it).
+fn wall_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// A late or restarted node's redial thread: every [`ClusterConfig::redial_period`] it dials
+/// the peers it has no link to and did not declare failed while absent (a founder that was
+/// down when this node started, or not started yet), until the node shuts down (which
+/// unparks it). A connection it makes is installed by the `links` thread like one dialled in.
+fn redial_loop(shared: Arc<Shared>, dialer: Dialer, parker: Parker) {
+    let period = shared.config.redial_period;
+    loop {
+        parker.park_timeout(period);
+        for slot in &shared.links {
+            if shared.closing.load(Ordering::Acquire) {
+                return;
+            }
+            let unlinked = {
+                let admit = lock(&slot.admit);
+                admit.links == 0 && admit.floor.is_none()
+            };
+            if unlinked {
+                dialer.redial(slot.peer);
+            }
+        }
+    }
+}
+
 /// A fresh incarnation number: the wall clock in nanoseconds, and larger than every earlier one
 /// of this process. A restarted node's incarnation is larger than its crashed one's as long as
 /// the clock did not go back between the two starts (peers admit only larger incarnations).
 fn fresh_incarnation() -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
+    let nanos = wall_nanos();
     let mut last = LAST.load(Ordering::Relaxed);
     loop {
         let next = nanos.max(last.saturating_add(1));
@@ -1329,8 +1425,9 @@ impl TcpNode {
     /// A founder (a node not in [`ClusterConfig::late`]) blocks until every other founder is
     /// linked, or fails after `config.connect_timeout` with an error naming the peers that are
     /// missing and why (a refused handshake says what differed); late nodes are absent to it
-    /// until they dial in. A late node does not wait: it dials every configured peer once (a
-    /// refused handshake is an error) and leaves the ones it cannot reach absent.
+    /// until they dial in. A late node does not wait: it dials every configured peer (a
+    /// refused handshake is an error) and leaves the ones it cannot reach absent, dialling
+    /// them again every [`ClusterConfig::redial_period`].
     pub fn start(
         config: ClusterConfig,
         me: NodeId,
@@ -1361,8 +1458,9 @@ impl TcpNode {
 
     /// Starts node `me` again after its process crashed (or was killed), under the same id and
     /// with fresh regions: a new incarnation. It starts like a late node whatever the config
-    /// says (its peers run already): it dials every configured peer once, leaves the ones it
-    /// cannot reach absent, and reports `PeerConnected` for each link it makes. A peer that
+    /// says (its peers run already): it dials every configured peer, leaves the ones it
+    /// cannot reach absent (dialling them again every [`ClusterConfig::redial_period`]), and
+    /// reports `PeerConnected` for each link it makes. A peer that
     /// had linked the old incarnation admits the new one because its incarnation is larger
     /// (incarnations grow with the wall clock, so the restart must come after the old start on
     /// the same clock): it fails the old link if it had not noticed the crash yet, and reports
@@ -1467,7 +1565,8 @@ impl TcpNode {
             shared.closing.store(true, Ordering::Release);
             acceptor.stop();
             for link in shared.live() {
-                let _ = link.stream.shutdown(Shutdown::Both);
+                let _st = lock(&link.state);
+                sys::shutdown(link.fd());
             }
             for h in lock(&shared.readers).drain(..) {
                 let _ = h.join();
@@ -1506,6 +1605,21 @@ impl TcpNode {
             Ok(h) => threads.push(h),
             Err(e) => return Err(stop(StartError::Thread(e), acceptor, &shared)),
         }
+        let mut redial = None;
+        if late && !shared.config.redial_period.is_zero() {
+            let s = Arc::clone(&shared);
+            let parker = Parker::new();
+            let unparker = parker.unparker().clone();
+            let dialer = acceptor.dialer();
+            let spawned = std::thread::Builder::new()
+                .name(format!("squall-tcp-{me}-redial"))
+                .spawn(move || redial_loop(s, dialer, parker));
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => return Err(stop(StartError::Thread(e), acceptor, &shared)),
+            }
+            redial = Some(unparker);
+        }
         tracing::info!(%me, addr = %local_addr, incarnation, linked = linked.len(), peers = nlinks, "tcp transport: node started");
         Ok(TcpNode {
             me,
@@ -1520,6 +1634,7 @@ impl TcpNode {
             local_addr,
             acceptor: Some(acceptor),
             threads,
+            redial,
             closed: false,
         })
     }
@@ -1534,6 +1649,32 @@ impl TcpNode {
         self.link_index(peer)
             .and_then(|i| self.shared.link(i))
             .map(|l| l.peer_incarnation)
+    }
+
+    /// The bytes the node's links hold in send and receive buffers (their capacity), every
+    /// incarnation's link included: a diagnostic. A failed link frees its buffers (and closes
+    /// its socket) once its reader thread is done, so this does not grow with a peer's
+    /// restarts.
+    ///
+    /// ```
+    /// # use std::net::TcpListener;
+    /// # use squall_transport::{NodeId, Region, RegionId, RegionSpec};
+    /// # use squall_transport_tcp::{ClusterConfig, TcpNode};
+    /// let l = TcpListener::bind("127.0.0.1:0")?;
+    /// let mut config = ClusterConfig::new(1, [(NodeId(0), l.local_addr()?), (NodeId(1), "127.0.0.1:9".parse()?)]);
+    /// config.late.insert(NodeId(1)); // absent until it starts
+    /// let region = Region::new(RegionSpec::new(RegionId(0), 64)).expect("valid region");
+    /// let node = TcpNode::start_on(l, config, NodeId(0), vec![region])?;
+    /// assert_eq!(node.buffer_bytes(), 0); // no link yet
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn buffer_bytes(&self) -> usize {
+        let mut bytes = 0;
+        for link in self.shared.live() {
+            bytes += lock(&link.state).buf.capacity();
+            bytes += lock(&link.rx).buf.capacity();
+        }
+        bytes
     }
 
     /// The address this node listens on.
@@ -1569,8 +1710,11 @@ impl TcpNode {
         if let Some(a) = self.acceptor.take() {
             a.stop();
         }
-        // The timer and late-link threads first: once they are gone no link is added.
+        // The timer, redial and late-link threads first: once they are gone no link is added.
         s.timer.unpark();
+        if let Some(u) = &self.redial {
+            u.unpark();
+        }
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -1580,8 +1724,8 @@ impl TcpNode {
                 st.failed = Some(FailureCause::Local);
             }
             st.buf.clear();
-            drop(st);
-            let _ = link.stream.shutdown(Shutdown::Both);
+            // Under the lock: a link released meanwhile has closed its socket (see `release`).
+            sys::shutdown(link.fd());
         }
         let readers = std::mem::take(&mut *lock(&s.readers));
         for h in readers {
@@ -2275,19 +2419,23 @@ impl Transport for TcpNode {
             let Some(e) = ev.pop_front() else {
                 break;
             };
-            if let Event::PeerConnected { peer, incarnation } = e {
-                let barred = (shared.link_index(peer))
-                    .is_some_and(|idx| lock(&shared.links[idx].admit).barred);
-                if barred {
-                    continue; // declared failed while absent: never connects
+            if let Event::PeerConnected { peer, incarnation } = e
+                && let Some(idx) = shared.link_index(peer)
+            {
+                let slot = &shared.links[idx];
+                let at = (slot.links.iter()).position(|l| l.peer_incarnation == incarnation);
+                // A link of the process declared failed while absent (made before the report,
+                // failed by it): never connects. A later incarnation's link does.
+                let bar = slot.barred_links.load(Ordering::Relaxed);
+                if bar != NOT_BARRED && at.is_none_or(|pos| pos < bar) {
+                    continue;
                 }
                 // The switch to connected, on the driver thread: ops to the peer are accepted
                 // from the moment its `PeerConnected` is polled, and go to the link of the
                 // incarnation it names (a restarted peer's new link).
-                if let Some(idx) = shared.link_index(peer) {
-                    let mut links = shared.links[idx].links.iter();
-                    if let Some(pos) = links.position(|l| l.peer_incarnation == incarnation) {
-                        shared.links[idx].current.store(pos, Ordering::Relaxed);
+                {
+                    if let Some(pos) = at {
+                        slot.current.store(pos, Ordering::Relaxed);
                         self.write_cache = None;
                     }
                     if let Some(link) = shared.link(idx) {
@@ -2319,7 +2467,10 @@ impl Transport for TcpNode {
 
     /// Fails the link the driver posts on: the incarnation whose `PeerConnected` it polled last
     /// (a newer incarnation's link, not polled yet, stays up). An absent peer is barred: it is
-    /// reported failed once and never links (a handshake it completes later is closed).
+    /// reported failed once, and the process that may have been running never links (a link it
+    /// made and the driver has not polled is failed, a handshake it completes later is refused);
+    /// only a process started after this report, by more than [`ClusterConfig::clock_skew`],
+    /// links, as a new incarnation (`PeerConnected` with it, like a restart).
     fn report_failed(&mut self, peer: NodeId) {
         let Some(idx) = self.link_index(peer) else {
             return;
@@ -2327,8 +2478,14 @@ impl Transport for TcpNode {
         let shared = &self.shared;
         if self.dir.is_absent(peer) {
             let mut admit = lock(&shared.links[idx].admit);
-            if !admit.barred {
-                admit.barred = true;
+            if admit.floor.is_none() {
+                let skew = u64::try_from(shared.config.clock_skew.as_nanos()).unwrap_or(u64::MAX);
+                let floor = wall_nanos().saturating_add(skew);
+                admit.floor = Some(floor);
+                (shared.links[idx].barred_links).store(admit.links, Ordering::Relaxed);
+                if let Some(a) = &self.acceptor {
+                    a.bar(peer, floor);
+                }
                 // A link made but not polled yet is failed (reported with it); `poll` drops
                 // its `PeerConnected`.
                 let made = (admit.links.checked_sub(1)).and_then(|pos| shared.link_at(idx, pos));
@@ -2342,7 +2499,7 @@ impl Transport for TcpNode {
                         cause: FailureCause::Local,
                     });
                 }
-                tracing::info!(me = %self.me, %peer, "tcp transport: absent peer declared failed; it will not link");
+                tracing::info!(me = %self.me, %peer, floor, "tcp transport: absent peer declared failed; only a process started later links");
             }
             return;
         }
@@ -2361,7 +2518,7 @@ impl Transport for TcpNode {
         frame::encode_cut(&mut st.buf);
         if !link.silenced.load(Ordering::Acquire) {
             let mut sent = 0;
-            while let Ok(n @ 1..) = sys::send(link.fd, &st.buf[sent..]) {
+            while let Ok(n @ 1..) = sys::send(link.fd(), &st.buf[sent..]) {
                 sent += n;
                 if sent == st.buf.len() {
                     break;

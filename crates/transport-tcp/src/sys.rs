@@ -3,7 +3,50 @@
 
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
+
+/// An owned file descriptor that can be closed through a shared reference, so that a failed
+/// link frees its socket and epoll instance while the link itself stays in place (the link
+/// chain is append-only and read without a lock). Closing sets the number to -1, which later
+/// syscalls refuse (`EBADF`) instead of reaching whatever file reuses the number; the callers
+/// make sure no syscall is *in flight* on it meanwhile (a link closes its descriptors holding
+/// both of its locks, and every other use of them is under one of the two).
+pub(crate) struct Fd(AtomicI32);
+
+impl Fd {
+    /// Takes ownership of `fd` (closed on drop or by [`Fd::close`]).
+    pub(crate) fn new(fd: RawFd) -> Fd {
+        Fd(AtomicI32::new(fd))
+    }
+
+    /// The descriptor, or -1 once closed.
+    #[inline]
+    pub(crate) fn get(&self) -> RawFd {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Closes the descriptor (once; later calls do nothing).
+    pub(crate) fn close(&self) {
+        let fd = self.0.swap(-1, Ordering::Relaxed);
+        if fd >= 0 {
+            // SAFETY: we owned `fd`, and the swap gave it to this call alone.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Shuts a socket down both ways (errors ignored: a closed socket has nothing to shut).
+pub(crate) fn shutdown(fd: RawFd) {
+    // SAFETY: plain syscall on a descriptor number; a stale one fails with EBADF.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
 
 /// Sends without blocking (and without SIGPIPE); `WouldBlock` when the socket buffer is full.
 pub(crate) fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
@@ -113,7 +156,7 @@ impl Drop for Wakeup {
 /// is blocked in `Transport::wait`, otherwise to the reader thread. So exactly one thread wakes
 /// per arrival, and a driver waiting for an answer reads it itself (one wake-up, not two).
 pub(crate) struct Epoll {
-    fd: RawFd,
+    fd: Fd,
 }
 
 /// Readiness for input.
@@ -131,17 +174,22 @@ impl Epoll {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Epoll { fd })
+        Ok(Epoll { fd: Fd::new(fd) })
     }
 
     /// Registers `fd` for `events`, reported with `token`.
     pub(crate) fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: `ev` is a valid epoll_event; both fds are open.
-        if unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+        // SAFETY: `ev` is a valid epoll_event; a stale fd fails with EBADF.
+        if unsafe { libc::epoll_ctl(self.fd.get(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    /// Closes the instance now (see [`Fd::close`]); waits on it return at once from then on.
+    pub(crate) fn close(&self) {
+        self.fd.close();
     }
 
     /// Blocks until a registered fd is ready or `timeout` passes (`None`: no limit); fills
@@ -151,7 +199,7 @@ impl Epoll {
         let n = match timeout {
             None => {
                 // SAFETY: `out` is a valid array of at least `max` epoll_events.
-                unsafe { libc::epoll_wait(self.fd, out.as_mut_ptr(), max, -1) }
+                unsafe { libc::epoll_wait(self.fd.get(), out.as_mut_ptr(), max, -1) }
             }
             Some(t) => {
                 let ts = libc::timespec {
@@ -165,7 +213,7 @@ impl Epoll {
                 let r = unsafe {
                     libc::syscall(
                         libc::SYS_epoll_pwait2,
-                        self.fd,
+                        self.fd.get(),
                         out.as_mut_ptr(),
                         max,
                         &ts as *const libc::timespec,
@@ -177,19 +225,12 @@ impl Epoll {
                     // An old kernel: millisecond resolution, rounded up so as never to be early.
                     let ms = i32::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX);
                     // SAFETY: as above.
-                    unsafe { libc::epoll_wait(self.fd, out.as_mut_ptr(), max, ms) }
+                    unsafe { libc::epoll_wait(self.fd.get(), out.as_mut_ptr(), max, ms) }
                 } else {
                     r as i32
                 }
             }
         };
         usize::try_from(n).unwrap_or(0)
-    }
-}
-
-impl Drop for Epoll {
-    fn drop(&mut self) {
-        // SAFETY: we own the fd.
-        unsafe { libc::close(self.fd) };
     }
 }

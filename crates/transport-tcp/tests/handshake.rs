@@ -222,6 +222,19 @@ fn a_restarted_node_is_not_taken_for_its_old_self() {
     let mut new = TcpNode::rejoin_on(fresh, quick(config), NodeId(1), regions())
         .expect("a larger incarnation is admitted");
     assert!(new.incarnation() > old);
+    // Node 0 fails the old link when it installs the new one; the old process sees it closed.
+    // (Until then a write to the old incarnation, which is still up here, may well succeed.)
+    poll_until(&mut nodes[1], &mut [], |seen| {
+        seen.iter().any(|e| {
+            matches!(
+                e,
+                Event::PeerFailed {
+                    peer: NodeId(0),
+                    ..
+                }
+            )
+        })
+    });
     // Posted before node 0 polled the new link: goes to the old incarnation and fails.
     let r = RegionId(0);
     nodes[0].region(r).expect("region").store(0, 5);
@@ -326,4 +339,182 @@ fn start_up_fails_clearly_when_a_peer_is_missing_or_the_config_is_wrong() {
     )
     .expect_err("duplicate region");
     assert!(e.to_string().contains("registered twice"), "{e}");
+}
+
+/// Polls `node` (and keeps `others` polled, so that their links make progress) until `done`
+/// holds for what `node` reported, or panics after 10 s with what it saw.
+fn poll_until(
+    node: &mut TcpNode,
+    others: &mut [&mut TcpNode],
+    mut done: impl FnMut(&[squall_transport::Event]) -> bool,
+) -> Vec<squall_transport::Event> {
+    use squall_transport::{Event, FailureCause, Transport};
+    let mut events = [Event::PeerFailed {
+        peer: NodeId(0),
+        cause: FailureCause::Local,
+    }; 16];
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done(&seen) {
+        assert!(std::time::Instant::now() < deadline, "saw only {seen:?}");
+        let n = node.poll(&mut events);
+        seen.extend_from_slice(&events[..n]);
+        for o in others.iter_mut() {
+            while o.poll(&mut events) > 0 {}
+        }
+        node.wait(Duration::from_millis(5));
+    }
+    seen
+}
+
+/// A CAS from `a` to `b` completes with the old value 0 (the op path works both ways: the
+/// request reaches `b`, the answer comes back).
+fn cas_works(a: &mut TcpNode, b: &mut TcpNode, word: usize) {
+    use squall_transport::{Event, RemoteAddr, Transport};
+    let peer = b.local_id();
+    let op = a
+        .compare_and_swap(peer, RemoteAddr::new(RegionId(0), word * 8), 0, 7)
+        .expect("posted");
+    poll_until(a, &mut [b], |seen| {
+        seen.iter()
+            .any(|e| matches!(e, Event::Completion(c) if c.op == op && c.result == Ok(0)))
+    });
+    assert_eq!(b.region(RegionId(0)).expect("region").load(word), 7);
+}
+
+/// Issue 6/3. A late peer declared failed while absent: the process that was running then
+/// (here a hand-made handshake with an incarnation from before the report, and one within the
+/// clock allowance after it) is refused with the reason, while a process started after the
+/// report by more than `clock_skew` links as a new incarnation: `PeerConnected` once (after
+/// the one `PeerFailed`), and ops work both ways. Fails if the bar's floor is not checked (the
+/// old process links) or if the bar is for good (the new one never does).
+#[test]
+fn a_peer_declared_failed_while_absent_links_again_only_as_a_process_started_after_the_report() {
+    use squall_transport::{Event, Transport};
+    let (mut ls, addrs) = common::listeners(2);
+    let mut config = common::test_config(&addrs);
+    config.late.insert(NodeId(1));
+    config.clock_skew = Duration::from_millis(300);
+    let late_listener = ls.pop().expect("listener");
+    let layout = [RegionSpec::new(RegionId(0), 64)];
+    let mut n0 = common::start_node(&config, ls.pop().expect("listener"), NodeId(0), &layout);
+    assert!(n0.is_absent(NodeId(1)));
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos() as u64;
+    n0.report_failed(NodeId(1));
+    let reported = std::time::Instant::now();
+    let seen = poll_until(&mut n0, &mut [], |seen| !seen.is_empty());
+    assert!(
+        matches!(
+            seen[..],
+            [Event::PeerFailed {
+                peer: NodeId(1),
+                ..
+            }]
+        ),
+        "{seen:?}"
+    );
+    // The process declared failed (started before the report), and one started within the
+    // clock allowance after it: both refused.
+    let within = before + 100_000_000;
+    for incarnation in [before - 1_000_000_000, before, within] {
+        match raw_hello(&config, 1, NodeId(0), incarnation) {
+            Ok(reason) => assert!(
+                reason.contains("declared failed") && reason.contains("clock_skew"),
+                "incarnation {incarnation}: {reason}"
+            ),
+            Err(other) => panic!("incarnation {incarnation} was not refused: {other}"),
+        }
+    }
+    assert!(n0.is_absent(NodeId(1)), "a refused process does not link");
+    // A process started past the allowance (waiting for that is the test's, not the code's).
+    while reported.elapsed() < config.clock_skew + Duration::from_millis(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut n1 = common::start_node(&config, late_listener, NodeId(1), &layout);
+    let seen = poll_until(&mut n0, &mut [&mut n1], |seen| !seen.is_empty());
+    assert_eq!(
+        seen,
+        [Event::PeerConnected {
+            peer: NodeId(1),
+            incarnation: n1.incarnation()
+        }],
+        "the later process links as a new incarnation"
+    );
+    assert!(!n0.is_absent(NodeId(1)));
+    cas_works(&mut n0, &mut n1, 1);
+    cas_works(&mut n1, &mut n0, 2);
+    assert_eq!(n0.peer_incarnation(NodeId(1)), Some(n1.incarnation()));
+}
+
+/// The race of the bar with a link: the late peer's process linked (its `PeerConnected`
+/// queued) but the driver had not polled it when it declared the peer failed. That link is
+/// failed and never announced (one `PeerFailed`, no `PeerConnected` for it), and the old
+/// process sees its link fail; a restart of the peer (a new process, zero clock allowance)
+/// then links as a new incarnation and ops work. Fails if `poll` hands out the barred link's
+/// `PeerConnected` or refuses the new one's.
+#[test]
+fn a_link_made_before_the_bar_is_never_announced_and_a_restart_after_it_links() {
+    use squall_transport::{Event, Transport};
+    let (mut ls, addrs) = common::listeners(2);
+    let mut config = common::test_config(&addrs);
+    config.late.insert(NodeId(1));
+    config.clock_skew = Duration::ZERO;
+    let late_listener = ls.pop().expect("listener");
+    let layout = [RegionSpec::new(RegionId(0), 64)];
+    let mut n0 = common::start_node(&config, ls.pop().expect("listener"), NodeId(0), &layout);
+    let mut old = common::start_node(&config, late_listener, NodeId(1), &layout);
+    // Linked at node 0 (the link installed) but not polled: still absent to its driver.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while n0.peer_incarnation(NodeId(1)).is_none() {
+        assert!(std::time::Instant::now() < deadline, "never linked");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(n0.is_absent(NodeId(1)));
+    n0.report_failed(NodeId(1));
+    // Give a wrongly announced PeerConnected time to show up after the PeerFailed.
+    let quiet = std::time::Instant::now() + Duration::from_millis(300);
+    let seen = poll_until(&mut n0, &mut [], |seen| {
+        !seen.is_empty() && std::time::Instant::now() > quiet
+    });
+    assert!(
+        matches!(
+            seen[..],
+            [Event::PeerFailed {
+                peer: NodeId(1),
+                ..
+            }]
+        ),
+        "the link made before the bar is failed and never announced: {seen:?}"
+    );
+    assert!(n0.is_absent(NodeId(1)));
+    poll_until(&mut old, &mut [], |seen| {
+        seen.iter().any(|e| {
+            matches!(
+                e,
+                Event::PeerFailed {
+                    peer: NodeId(0),
+                    ..
+                }
+            )
+        })
+    });
+    old.shutdown();
+    drop(old);
+    // The restart: a new process under the same id.
+    let fresh = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mut new = TcpNode::rejoin_on(fresh, config.clone(), NodeId(1), regions())
+        .expect("a process started after the report is admitted");
+    let seen = poll_until(&mut n0, &mut [&mut new], |seen| !seen.is_empty());
+    assert_eq!(
+        seen,
+        [Event::PeerConnected {
+            peer: NodeId(1),
+            incarnation: new.incarnation()
+        }],
+    );
+    cas_works(&mut n0, &mut new, 1);
+    cas_works(&mut new, &mut n0, 2);
 }

@@ -143,3 +143,78 @@ fn a_late_node_with_another_config_is_refused_with_the_reason_and_stays_absent()
         assert!(n.is_absent(NodeId(2)), "{}", n.local_id());
     }
 }
+
+/// Issue 6/3, part 3: a late node started before the founders (their ports closed then, so
+/// every dial at its start fails) dials them again every `redial_period` and links once they
+/// are up: `PeerConnected` once on each side, ops both ways. With `redial_period = 0` (no
+/// redial) it stays absent to them for good, which the second half checks (and which is what
+/// the first half fails as without the redial thread).
+#[test]
+fn a_late_node_started_before_the_founders_links_to_them_by_dialling_again() {
+    let layout = [RegionSpec::new(R, 64)];
+    for redial in [Duration::from_millis(50), Duration::ZERO] {
+        let (mut ls, addrs) = common::listeners(3);
+        let mut config = common::test_config(&addrs);
+        config.late = [NodeId(2)].into();
+        config.redial_period = redial;
+        let late_l = ls.pop().unwrap();
+        // The founders are not up yet: nothing listens on their ports.
+        drop(ls);
+        let late = common::start_node(&config, late_l, NodeId(2), &layout);
+        assert!(late.is_absent(NodeId(0)) && late.is_absent(NodeId(1)));
+        // Now the founders start, on their ports (free again).
+        let ls: Vec<_> = addrs[..2]
+            .iter()
+            .map(|a| std::net::TcpListener::bind(a).expect("the founder's port is free again"))
+            .collect();
+        let mut nodes = common::start_cluster(&config, ls, &layout);
+        nodes.push(late);
+        if redial.is_zero() {
+            // Four redial periods' worth of the other run, and more: nothing links.
+            let quiet = Instant::now() + Duration::from_millis(500);
+            let mut events = [Event::PeerFailed {
+                peer: NodeId(0),
+                cause: FailureCause::Local,
+            }; 4];
+            while Instant::now() < quiet {
+                for (i, n) in nodes.iter_mut().enumerate() {
+                    let k = n.poll(&mut events);
+                    assert_eq!(k, 0, "node {i}: {:?}", &events[..k]);
+                }
+                nodes[0].wait(Duration::from_millis(5));
+            }
+            assert!(nodes[2].is_absent(NodeId(0)) && nodes[0].is_absent(NodeId(2)));
+            continue;
+        }
+        let expect = vec![vec![NodeId(2)], vec![NodeId(2)], vec![NodeId(0), NodeId(1)]];
+        let seen = connected(&mut nodes, &expect);
+        for (i, s) in seen.iter().enumerate() {
+            let want: BTreeMap<NodeId, usize> = expect[i].iter().map(|&p| (p, 1)).collect();
+            assert_eq!(s, &want, "node {i}");
+        }
+        for (from, to) in [(2usize, 0u32), (0, 2), (2, 1), (1, 2)] {
+            let op = nodes[from]
+                .fetch_add(NodeId(to), RemoteAddr::new(R, 8 * from), 1)
+                .expect("posted");
+            let start = Instant::now();
+            let mut events = [Event::PeerFailed {
+                peer: NodeId(0),
+                cause: FailureCause::Local,
+            }; 1];
+            loop {
+                let k = nodes[from].poll(&mut events);
+                if let Some(e) = events[..k].first() {
+                    match e {
+                        Event::Completion(c) if c.op == op => {
+                            assert_eq!(c.result, Ok(0));
+                            break;
+                        }
+                        other => panic!("node {from}: {other:?}"),
+                    }
+                }
+                assert!(start.elapsed() < Duration::from_secs(10), "{from} -> {to}");
+                nodes[from].wait(Duration::from_millis(1));
+            }
+        }
+    }
+}

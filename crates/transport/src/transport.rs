@@ -34,7 +34,12 @@ use crate::waker::Waker;
 /// link comes up the endpoint reports [`Event::PeerConnected`] once, with the peer's
 /// incarnation; from the moment that event is polled the peer is connected and the contract
 /// above holds for it. A peer declared failed ([`report_failed`](Self::report_failed)) while
-/// absent is failed for good and never connects. This is the verbs shape of a queue pair that
+/// absent is reported failed once, and the process of it that may have been running then never
+/// connects. A fabric that can tell a later process of the peer from that one links the later
+/// one as a new incarnation (see *Incarnations*: [`Event::PeerConnected`] with its incarnation,
+/// after the one `PeerFailed`): the simulator's restart of a node, and TCP for a process
+/// started after the report (incarnations are start times; the TCP config bounds the clock
+/// skew it allows for). This is the verbs shape of a queue pair that
 /// reaches the ready-to-send state after the others: posting to a QP that is not connected
 /// fails at post time.
 ///
@@ -140,13 +145,15 @@ pub trait Transport {
     /// Whether `peer` is *absent*: a configured peer whose link has not been established yet
     /// (ops to it are refused with [`PostError::NotConnected`]). False for unknown peers, for
     /// peers linked from the start, and from the moment [`Event::PeerConnected`] for `peer` was
-    /// polled. A peer that is failed while absent stays absent (and failed).
+    /// polled. A peer that is failed while absent stays absent (and failed) until a later
+    /// incarnation of it connects (see *Late links*).
     fn is_absent(&self, peer: NodeId) -> bool;
 
     /// Declares `peer` failed: from now on nothing it sends is applied here, ops to it fail, and
     /// the peer's own ops to this node fail too. Reported through [`poll`](Self::poll) like any
     /// other failure (once). Does nothing if the peer is already failed or unknown. An absent
-    /// peer declared failed is reported failed (once) and never connects.
+    /// peer declared failed is reported failed (once) and its process then running never
+    /// connects; a later incarnation may (see *Late links*).
     ///
     /// The report is about the peer's incarnation whose link this caller last saw: the initial
     /// link, or the one of the last [`Event::PeerConnected`] for `peer` it polled (see

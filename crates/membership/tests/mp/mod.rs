@@ -536,6 +536,9 @@ pub fn child_main() {
     tcp.heartbeat_timeout = s.tcp_timeout;
     tcp.op_timeout = s.op_timeout;
     tcp.connect_timeout = Duration::from_secs(30);
+    // Every member runs on this host, on one clock: a member declared failed while absent
+    // links again as soon as a new process of it starts (no skew to allow for).
+    tcp.clock_skew = Duration::ZERO;
     // Late nodes (started after the others, see `Cluster::start_late`): the same list in every
     // member's config.
     if let Ok(late) = std::env::var("MP_LATE") {

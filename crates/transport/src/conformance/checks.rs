@@ -76,7 +76,7 @@ pub const CHECKS: &[(&str, &str)] = &[
     ),
     (
         "absent_peer_reported_failed",
-        "a peer declared failed while absent is reported once and never links",
+        "a peer declared failed while absent is reported once and that process never links",
     ),
 ];
 
@@ -1651,9 +1651,13 @@ pub fn rejoin_new_incarnation<F: Fabric>(f: &mut F) -> Result<(), Violation> {
     p.verdict()
 }
 
-/// A peer declared failed while absent is reported failed once and never links, even when it
-/// starts later; the other nodes link with it as usual. Skipped on fabrics that cannot start
-/// nodes late.
+/// A peer declared failed while absent is reported failed once, and the node that was built
+/// before the report (the process that may have been running then) never links to the node
+/// that reported it, even when it starts later; the other nodes link with it as usual. A
+/// fabric may link a *later* process of the peer as a new incarnation (the contract's *Late
+/// links*); TCP tells one from the other by its incarnation, a start time, and refuses every
+/// process started within its clock-skew allowance after the report, which covers this check's
+/// node. Skipped on fabrics that cannot start nodes late.
 pub fn absent_peer_reported_failed<F: Fabric>(f: &mut F) -> Result<(), Violation> {
     const NAME: &str = "absent_peer_reported_failed";
     let mut p = Problems::new(NAME);

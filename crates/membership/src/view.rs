@@ -293,18 +293,18 @@ impl View {
     /// ```
     /// use squall_membership::view::{EvenShards, View};
     /// use squall_transport::NodeId;
-    /// let layout = EvenShards { shards: 2, min: 1, max: 2 };
+    /// let layout = EvenShards { shards: 2, min: 1, max: 3 };
     /// let v0 = View::new(0, (0..4).map(NodeId).collect(), &layout);
-    /// // n4 joins shard 1 (n1, n3 hold its state); n4's transfer is still under way when both
-    /// // holders fail: shard 1 is lost although n4 survives in it.
+    /// // n4 joins shard 0 (n0, n2 hold its state); n4's transfer is still under way when both
+    /// // holders fail: shard 0 is lost although n4 survives in it.
     /// let v1 = View::next(1, (0..5).map(NodeId).collect(), Some(&v0.shards), &layout);
-    /// assert_eq!(v1.shards[1].members, vec![NodeId(1), NodeId(3), NodeId(4)]);
+    /// assert_eq!(v1.shards[0].members, vec![NodeId(0), NodeId(2), NodeId(4)]);
     /// let holders = [NodeId(0), NodeId(1), NodeId(2), NodeId(3)];
-    /// let members = vec![NodeId(0), NodeId(2), NodeId(4)];
+    /// let members = vec![NodeId(1), NodeId(3), NodeId(4)];
     /// let v2 = View::next_holding(2, members, Some(&v1.shards), Some(&holders), &layout);
     /// let why = v2.inadequate.unwrap();
-    /// assert!(why.lost && why.have == 1);
-    /// assert!(v2.shards[1].members.is_empty());
+    /// assert!(why.lost && why.shard == 0 && why.have == 1);
+    /// assert!(v2.shards[0].members.is_empty());
     /// ```
     pub fn next_holding(
         id: u64,

@@ -549,6 +549,56 @@ fn a_joiner_whose_shard_holders_all_crash_before_its_transfer_stops_the_group() 
     );
 }
 
+/// The same with a promoted spare: `s0 = [0, 2, 4]`, `s1 = [1, 3, 5]`, spare n6; n1 crashes,
+/// n6 moves into shard 1 and stays passive (nobody serves state); then n3 and n5 crash.
+#[test]
+fn a_promoted_spare_whose_shard_holders_all_crash_before_its_transfer_stops_the_group() {
+    check_seeds(
+        "a_promoted_spare_whose_shard_holders_all_crash_before_its_transfer_stops_the_group",
+        3,
+        |seed| {
+            let cfg = config(
+                7,
+                7,
+                EvenShards {
+                    shards: 2,
+                    min: 1,
+                    max: 3,
+                },
+            );
+            let mut r = Run::new(seed, &cfg, 7);
+            if r.groups[0].view().unwrap().shards[1].members != [1, 3, 5].map(NodeId)
+                || r.groups[6].shard().is_some()
+            {
+                return Err(format!("unexpected layout {:?}", r.groups[0].view()));
+            }
+            r.run(400, true)?;
+            r.withhold = true;
+            r.crash(1);
+            let mut promoted = false;
+            for _ in 0..5000 {
+                r.run(1, true)?;
+                if r.groups[6].shard() == Some(1) {
+                    promoted = true;
+                    break;
+                }
+            }
+            if !promoted || r.groups[6].is_active() {
+                return Err(format!("n6 not promoted, or active: {:?}", r.groups[6]));
+            }
+            r.run(200, true)?;
+            r.crash(3);
+            r.crash(5);
+            r.run(6000, true)?;
+            all_lost(
+                &r,
+                &[0, 2, 4, 6],
+                "shard 1 lost every member that held its state in the previous view: its 1 surviving member(s)",
+            )
+        },
+    );
+}
+
 /// The same, but n5's transfer completes before n1 and n3 crash: n5 holds shard 1's state,
 /// the group goes on with shard 1 = `[n5]` and nothing delivered is lost.
 #[test]

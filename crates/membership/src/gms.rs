@@ -1649,3 +1649,62 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.check_majority(&next, out).map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::log::MemLog;
+    use squall_transport::RegionId;
+    use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+
+    fn core(u: usize) -> (Sim, Gms<SimNode, MemLog>) {
+        let ids: Vec<NodeId> = (0..u as u32).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), u, &[spec]).unwrap();
+        let g = Gms::new(nodes.remove(0), cfg, MemLog::default(), None).unwrap();
+        (sim, g)
+    }
+
+    /// The decision block's holder section: the bitmap round-trips (past one word of bits), a
+    /// decision without holders reads as not known, and a flag word this code never writes
+    /// makes the block unreadable rather than a guess.
+    #[test]
+    fn decision_holders_round_trip_and_a_bad_flag_is_refused() {
+        for u in [3, 70] {
+            let (_sim, mut g) = core(u);
+            let view = g.view().unwrap().clone();
+            let d = Decision {
+                rank: 0,
+                changes: Vec::new(),
+                trim: Trim {
+                    view: view.id,
+                    counts: view.members.iter().map(|&m| (m, 0)).collect(),
+                },
+            };
+            let bits: Vec<bool> = (0..u).map(|i| i % 3 == 1 || i == u - 1).collect();
+            g.publish_decision(&d, Some(&bits)).unwrap();
+            let me = g.sst.my_row();
+            let t = g.decision_of(me, view.id).unwrap();
+            assert_eq!(t.holders.as_deref(), Some(&bits[..]), "u = {u}");
+            assert_eq!(
+                holder_ids(&view, t.holders.as_deref().unwrap()),
+                (view.members.iter().zip(&bits))
+                    .filter(|(_, b)| **b)
+                    .map(|(&m, _)| m)
+                    .collect::<Vec<_>>()
+            );
+            g.publish_decision(&d, None).unwrap();
+            assert_eq!(g.decision_of(me, view.id).unwrap().holders, None);
+            // The same block with a flag word neither 0 nor `HOLDERS_KNOWN`.
+            let c = g.cfg.max_pending_changes;
+            let mut p = vec![0u64; 3 + c + u + holder_words(u)];
+            p[0] = view.id + 1;
+            p[3 + c + u] = 7;
+            g.write_block(g.f.dec, &p).unwrap();
+            assert_eq!(g.decision_of(me, view.id), None);
+        }
+    }
+}

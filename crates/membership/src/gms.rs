@@ -12,11 +12,16 @@
 //!   depends on the previous view's shards, which an outsider never saw); the restarting word
 //!   is in the same block so a peer can never see the view without it (the restart's
 //!   catch-up rule needs it, see [`crate::restart`]);
-//! - `wedge`: `[vid+1, received…]` — wedged in `vid`, with the per-sender received counts;
+//! - `wedge`: `[vid+1, received… (padded to the universe), holds]` — wedged in `vid`, with the
+//!   per-sender received counts and whether this node then held its shard's state
+//!   ([`Epoch::holds_state`]: 1, else 0);
 //! - `prop`: `[vid+1, rank, n, changes…]` — the proposal this node published (leader) or
 //!   copied (follower: the copy is its acknowledgement);
-//! - `dec`: `[vid+1, rank, n, changes…, trim…]` — the decision this node logged and published
-//!   (leader) or echoed (follower).
+//! - `dec`: `[vid+1, rank, n, changes…, trim…, holders…]` — the decision this node logged and
+//!   published (leader) or echoed (follower). `holders` is [`HOLDERS_KNOWN`] or 0, then a
+//!   bitmap by rank in `vid` of the members whose wedge said they held their shard's state
+//!   (copied from the deciding leader's block; 0: not known, a decision re-published from a
+//!   log, whose next view counts every shard member as holding).
 //!
 //! Plus two single-word flags, `join` and `leave`. See `docs/MEMBERSHIP.md` for the protocol and
 //! why a decision that anyone acted on is the one every later leader adopts.
@@ -143,6 +148,17 @@ pub trait Epoch {
     /// member of the view in rank order, how many of its messages this member has received
     /// (a gap-free count per sender). Called once per view.
     fn wedge(&mut self, view: &View) -> Vec<u64>;
+
+    /// Whether this member holds its shard's state in `view` (asked right after
+    /// [`wedge`](Epoch::wedge), so the answer is final for the view): false for a joiner or
+    /// promoted spare whose state transfer has not completed. Published in the wedge block;
+    /// the leader's decision carries every survivor's answer, and the next view counts a shard
+    /// as lost when none of its surviving members held its state. Default: true (an epoch
+    /// without state transfer).
+    fn holds_state(&self, view: &View) -> bool {
+        let _ = view;
+        true
+    }
 }
 
 /// The GMS table's fields.
@@ -178,6 +194,26 @@ struct Tagged {
     rank: u64,
     changes: Vec<Change>,
     trim: Vec<u64>,
+    /// A decision's holders (by rank in its view), when known.
+    holders: Option<Vec<bool>>,
+}
+
+/// The first word of a decision block's holder section when the holders follow (see the
+/// module docs).
+const HOLDERS_KNOWN: u64 = 0x484f_4c44; // "HOLD"
+
+/// Words of a decision block's holder section for a universe of `u`: the flag, then one bit
+/// per rank.
+fn holder_words(u: usize) -> usize {
+    1 + u.div_ceil(64)
+}
+
+/// The members of `view` whose bit (by rank) is set in `bits`.
+fn holder_ids(view: &View, bits: &[bool]) -> Vec<NodeId> {
+    (view.members.iter().zip(bits))
+        .filter(|(_, h)| **h)
+        .map(|(&m, _)| m)
+        .collect()
 }
 
 /// The membership core of one node.
@@ -197,6 +233,8 @@ pub struct Gms<T: Transport, L: Durable> {
     proposal: Option<(u64, Vec<Change>)>,
     /// The decision this node logged for the current view.
     decision: Option<Decision>,
+    /// Its holders (by rank in the current view; `None`: not known, see [`HOLDERS_KNOWN`]).
+    decided_holders: Option<Vec<bool>>,
     stopped: Option<StopReason>,
     held_back: bool,
     /// Restart mode (see [`crate::restart`]): the highest ballot promised for the current view
@@ -246,9 +284,9 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
     let f = Fields {
         // seq, the view (at most 4 + 2u words), the restarting word, check.
         view: b.vector("gms_view", 7 + 2 * u),
-        wedge: b.vector("gms_wedge", 3 + u),
+        wedge: b.vector("gms_wedge", 4 + u),
         prop: b.vector("gms_prop", 5 + c),
-        dec: b.vector("gms_dec", 5 + c + u),
+        dec: b.vector("gms_dec", 5 + c + u + holder_words(u)),
         join: b.counter("gms_join"),
         leave: b.counter("gms_leave"),
         admitted: b.vector("gms_admitted", u),
@@ -391,6 +429,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             wedged: None,
             proposal: None,
             decision: None,
+            decided_holders: None,
             stopped: None,
             held_back: false,
             restart,
@@ -408,12 +447,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         if let Some(d) = decision {
             // A restarted member re-publishes what it logged, so a new leader can adopt it.
-            g.publish_decision(&d)?;
+            // Its holders are not logged: a restart counts every restarted shard member that the
+            // every-shard rule accepted (see `crate::restart`).
+            g.publish_decision(&d, None)?;
             g.decision = Some(d);
         } else if let Some(d) = ended {
             // Nothing decided in its last view yet: it publishes the decision that installed
             // it, so a peer whose log stops one view earlier can catch up.
-            g.publish_decision(&d)?;
+            g.publish_decision(&d, None)?;
         }
         Ok(g)
     }
@@ -637,6 +678,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             rank: p[1],
             changes: self.changes_from(&p[2..])?,
             trim: Vec::new(),
+            holders: None,
         })
     }
 
@@ -648,17 +690,51 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         let c = self.cfg.max_pending_changes;
         let u = self.cfg.universe.len();
+        let h = &p[3 + c + u..];
+        // A flag word other than the two values: not a decision this code wrote.
+        let holders = match h.first() {
+            Some(&HOLDERS_KNOWN) => Some(
+                (0..u)
+                    .map(|i| h.get(1 + i / 64).is_some_and(|w| w >> (i % 64) & 1 != 0))
+                    .collect(),
+            ),
+            Some(0) => None,
+            _ => return None,
+        };
         Some(Tagged {
             rank: p[1],
             changes: self.changes_from(&p[2..3 + c])?,
             trim: p[3 + c..3 + c + u].to_vec(),
+            holders,
         })
     }
 
     /// The received counts `row` published when it wedged in `vid`.
     fn received_of(&self, row: usize, vid: u64) -> Option<Vec<u64>> {
         let p = self.read_block(row, self.f.wedge)?;
-        (p[0] == vid + 1).then(|| p[1..].to_vec())
+        let u = self.cfg.universe.len();
+        (p[0] == vid + 1).then(|| p[1..=u].to_vec())
+    }
+
+    /// Whether `row` said, when it wedged in `vid`, that it held its shard's state.
+    fn holds_of(&self, row: usize, vid: u64) -> Option<bool> {
+        let p = self.read_block(row, self.f.wedge)?;
+        (p[0] == vid + 1).then(|| p[1 + self.cfg.universe.len()] == 1)
+    }
+
+    /// Wedges `epoch` in `view` and publishes the wedge block (received counts and whether this
+    /// member holds its shard's state).
+    fn wedge_in(&mut self, view: &View, epoch: &mut dyn Epoch) -> Result<(), GmsError> {
+        let mut rx = epoch.wedge(view);
+        let holds = epoch.holds_state(view);
+        rx.resize(view.members.len(), 0);
+        let mut p = vec![view.id + 1];
+        p.extend(&rx);
+        p.resize(1 + self.cfg.universe.len(), 0);
+        p.push(u64::from(holds));
+        self.write_block(self.f.wedge, &p)?;
+        self.wedged = Some(rx);
+        Ok(())
     }
 
     fn publish_proposal(
@@ -674,9 +750,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
-    fn publish_decision(&mut self, d: &Decision) -> Result<(), GmsError> {
+    /// Publishes `d` with its `holders` (by rank in the ending view; `None`: not known).
+    fn publish_decision(&mut self, d: &Decision, holders: Option<&[bool]>) -> Result<(), GmsError> {
         let c = self.cfg.max_pending_changes;
-        let mut p = vec![0u64; 3 + c + self.cfg.universe.len()];
+        let u = self.cfg.universe.len();
+        let mut p = vec![0u64; 3 + c + u + holder_words(u)];
+        if let Some(h) = holders {
+            p[3 + c + u] = HOLDERS_KNOWN;
+            for (i, _) in h.iter().enumerate().filter(|(_, h)| **h).take(u) {
+                p[4 + c + u + i / 64] |= 1 << (i % 64);
+            }
+        }
         p[0] = d.trim.view + 1;
         p[1] = d.rank;
         p[2] = d.changes.len() as u64;
@@ -881,12 +965,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return self.rejoin(view.id, view.id - 1);
         }
         if self.wedged.is_none() {
-            let mut rx = epoch.wedge(view);
-            rx.resize(view.members.len(), 0);
-            let mut p = vec![view.id + 1];
-            p.extend(&rx);
-            self.write_block(self.f.wedge, &p)?;
-            self.wedged = Some(rx);
+            self.wedge_in(view, epoch)?;
             out.push(GmsEvent::Wedged { view: view.id });
         }
         let alive: Vec<NodeId> = view
@@ -1040,6 +1119,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.wedged = None;
         self.proposal = None;
         self.decision = None;
+        self.decided_holders = None;
         self.rejoined = Some((last, newer));
         self.request_join()
     }
@@ -1125,10 +1205,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 counts: view.members.iter().copied().zip(t.trim).collect(),
             },
         };
-        let next = View::next(
+        // The holders the peer installed `view + 1` with, if its block names them.
+        let holders = t.holders.as_deref().map(|h| holder_ids(view, h));
+        let next = View::next_holding(
             view.id + 1,
             d.next_members(&view.members),
             Some(&view.shards),
+            holders.as_deref(),
             &self.layout,
         );
         if !next.contains(self.me) {
@@ -1150,10 +1233,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.wedged = None;
         self.proposal = None;
         self.decision = None;
+        self.decided_holders = None;
         self.restart = (!this_restart).then(RestartState::default);
         self.view = Some(next.clone());
         self.publish_view_of(&next)?;
-        self.publish_decision(&d)?;
+        self.publish_decision(&d, t.holders.as_deref())?;
         out.push(GmsEvent::ViewInstalled {
             view: next,
             trim: Some(d.trim),
@@ -1181,12 +1265,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             });
             let proposed = self.proposal_of(leader_row, view.id).is_some();
             if wanted || others || proposed || alive.len() < view.members.len() {
-                let mut rx = epoch.wedge(view);
-                rx.resize(view.members.len(), 0);
-                let mut p = vec![view.id + 1];
-                p.extend(&rx);
-                self.write_block(self.f.wedge, &p)?;
-                self.wedged = Some(rx);
+                self.wedge_in(view, epoch)?;
                 tracing::debug!(me = %self.me, view = view.id, "membership: wedged");
                 out.push(GmsEvent::Wedged { view: view.id });
             } else {
@@ -1342,19 +1421,23 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let adopted = (0..self.sst.rows())
             .filter_map(|r| self.decision_of(r, view.id))
             .max_by_key(|t| t.rank);
-        let decision = match adopted {
-            Some(t) => Decision {
-                rank: my_rank,
-                changes: if self.restart.is_some() {
-                    self.restart_changes(t.changes, &changes)
-                } else {
-                    t.changes
+        let (decision, holders) = match adopted {
+            Some(t) => (
+                Decision {
+                    rank: my_rank,
+                    changes: if self.restart.is_some() {
+                        self.restart_changes(t.changes, &changes)
+                    } else {
+                        t.changes
+                    },
+                    trim: Trim {
+                        view: view.id,
+                        counts: view.members.iter().copied().zip(t.trim).collect(),
+                    },
                 },
-                trim: Trim {
-                    view: view.id,
-                    counts: view.members.iter().copied().zip(t.trim).collect(),
-                },
-            },
+                // Restart mode: the every-shard rule of the restart decides who holds state.
+                t.holders.filter(|_| self.restart.is_none()),
+            ),
             None => {
                 // Leavers are survivors of this view: they deliver up to the trim, then go.
                 let survivors: Vec<NodeId> = view
@@ -1379,18 +1462,33 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     let (mi, si) = (view.rank_of(m).unwrap_or(0), view.rank_of(s).unwrap_or(0));
                     rx[mi].get(si).copied().unwrap_or(0)
                 });
-                Decision {
-                    rank: my_rank,
-                    changes,
-                    trim: t,
-                }
+                // Who held its shard's state when it wedged: every survivor's wedge block is
+                // here (each acknowledged), and a member's answer is final once it wedged.
+                // Restart mode: the every-shard rule of the restart decides it instead.
+                let holders = self.restart.is_none().then(|| {
+                    (view.members.iter())
+                        .map(|&m| {
+                            let r = self.sst.row_of(m).unwrap_or(0);
+                            self.holds_of(r, view.id) == Some(true)
+                        })
+                        .collect()
+                });
+                (
+                    Decision {
+                        rank: my_rank,
+                        changes,
+                        trim: t,
+                    },
+                    holders,
+                )
             }
         };
-        tracing::debug!(me = %self.me, view = view.id, rank = my_rank, "membership: decided");
+        tracing::debug!(me = %self.me, view = view.id, rank = my_rank, ?holders, "membership: decided");
         self.log.append(&Record::Decided(decision.clone()))?;
         tracing::debug!(me = %self.me, view = view.id, rank = my_rank, "membership: publishing the decision");
-        self.publish_decision(&decision)?;
+        self.publish_decision(&decision, holders.as_deref())?;
         self.decision = Some(decision);
+        self.decided_holders = holders;
         Ok(())
     }
 
@@ -1442,8 +1540,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: decision seen");
             self.log.append(&Record::Decided(decision.clone()))?;
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: echoing");
-            self.publish_decision(&decision)?;
+            self.publish_decision(&decision, d.holders.as_deref())?;
             self.decision = Some(decision);
+            self.decided_holders = d.holders;
         }
         Ok(())
     }
@@ -1483,10 +1582,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Ok(());
         }
         tracing::debug!(me = %self.me, view = view.id, "membership: every echo seen");
-        let next = View::next(
+        let holders = (self.decided_holders.as_deref()).map(|h| holder_ids(view, h));
+        let next = View::next_holding(
             view.id + 1,
             d.next_members(&view.members),
             Some(&view.shards),
+            holders.as_deref(),
             &self.layout,
         );
         let kept = next.members.iter().filter(|m| view.contains(**m)).count();
@@ -1527,6 +1628,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.wedged = None;
         self.proposal = None;
         self.decision = None;
+        self.decided_holders = None;
         self.held_back = false;
         if self.restart.take().is_some() {
             tracing::info!(me = %self.me, view = next.id, "membership: restart complete");
@@ -1545,5 +1647,64 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.view = Some(next.clone());
         // A view installed while a majority of it is already suspected is a minority at once.
         self.check_majority(&next, out).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::log::MemLog;
+    use squall_transport::RegionId;
+    use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+
+    fn core(u: usize) -> (Sim, Gms<SimNode, MemLog>) {
+        let ids: Vec<NodeId> = (0..u as u32).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), u, &[spec]).unwrap();
+        let g = Gms::new(nodes.remove(0), cfg, MemLog::default(), None).unwrap();
+        (sim, g)
+    }
+
+    /// The decision block's holder section: the bitmap round-trips (past one word of bits), a
+    /// decision without holders reads as not known, and a flag word this code never writes
+    /// makes the block unreadable rather than a guess.
+    #[test]
+    fn decision_holders_round_trip_and_a_bad_flag_is_refused() {
+        for u in [3, 70] {
+            let (_sim, mut g) = core(u);
+            let view = g.view().unwrap().clone();
+            let d = Decision {
+                rank: 0,
+                changes: Vec::new(),
+                trim: Trim {
+                    view: view.id,
+                    counts: view.members.iter().map(|&m| (m, 0)).collect(),
+                },
+            };
+            let bits: Vec<bool> = (0..u).map(|i| i % 3 == 1 || i == u - 1).collect();
+            g.publish_decision(&d, Some(&bits)).unwrap();
+            let me = g.sst.my_row();
+            let t = g.decision_of(me, view.id).unwrap();
+            assert_eq!(t.holders.as_deref(), Some(&bits[..]), "u = {u}");
+            assert_eq!(
+                holder_ids(&view, t.holders.as_deref().unwrap()),
+                (view.members.iter().zip(&bits))
+                    .filter(|(_, b)| **b)
+                    .map(|(&m, _)| m)
+                    .collect::<Vec<_>>()
+            );
+            g.publish_decision(&d, None).unwrap();
+            assert_eq!(g.decision_of(me, view.id).unwrap().holders, None);
+            // The same block with a flag word neither 0 nor `HOLDERS_KNOWN`.
+            let c = g.cfg.max_pending_changes;
+            let mut p = vec![0u64; 3 + c + u + holder_words(u)];
+            p[0] = view.id + 1;
+            p[3 + c + u] = 7;
+            g.write_block(g.f.dec, &p).unwrap();
+            assert_eq!(g.decision_of(me, view.id), None);
+        }
     }
 }

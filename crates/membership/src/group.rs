@@ -354,6 +354,9 @@ struct Wedger<'a, T: Transport> {
     frozen: &'a mut bool,
     /// Restarting: what the last view's epoch log holds.
     logged: Option<&'a [u64]>,
+    /// This member holds its shard's state (it is active; a passive joiner's transfer runs
+    /// only while the epoch is not wedged, so this is final once it wedged).
+    holds: bool,
 }
 
 impl<T: Transport> Epoch for Wedger<'_, T> {
@@ -375,6 +378,10 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
             (None, Some(l)) => l.to_vec(),
             (None, None) => vec![0; view.members.len()],
         }
+    }
+
+    fn holds_state(&self, _view: &View) -> bool {
+        self.holds
     }
 }
 
@@ -1486,6 +1493,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             senders: &self.senders,
             frozen: &mut self.frozen,
             logged: self.restart_logged.as_deref(),
+            holds: self.active,
         };
         let r = self.gms.poll(&mut wedger, &mut events);
         if self.restart_logged.is_some()

@@ -279,6 +279,41 @@ impl View {
         prev: Option<&[Shard]>,
         layout: &dyn ShardLayout,
     ) -> View {
+        View::next_holding(id, members, prev, None, layout)
+    }
+
+    /// [`View::next`] where only `holders` held their shard's state when the previous view
+    /// ended (`None`: every member of a previous shard did, as in [`View::next`]). A shard is
+    /// *lost* when none of its previous members that survive is a holder: a joiner or promoted
+    /// spare whose state transfer had not completed is a survivor of its shard but cannot
+    /// serve the state to anyone. A lost shard is left empty (so it stays lost), and its
+    /// verdict's `have` counts the survivors that held nothing. The membership core passes the
+    /// holders its committed decision carries, so every member decides alike.
+    ///
+    /// ```
+    /// use squall_membership::view::{EvenShards, View};
+    /// use squall_transport::NodeId;
+    /// let layout = EvenShards { shards: 2, min: 1, max: 3 };
+    /// let v0 = View::new(0, (0..4).map(NodeId).collect(), &layout);
+    /// // n4 joins shard 0 (n0, n2 hold its state); n4's transfer is still under way when both
+    /// // holders fail: shard 0 is lost although n4 survives in it.
+    /// let v1 = View::next(1, (0..5).map(NodeId).collect(), Some(&v0.shards), &layout);
+    /// assert_eq!(v1.shards[0].members, vec![NodeId(0), NodeId(2), NodeId(4)]);
+    /// let holders = [NodeId(0), NodeId(1), NodeId(2), NodeId(3)];
+    /// let members = vec![NodeId(1), NodeId(3), NodeId(4)];
+    /// let v2 = View::next_holding(2, members, Some(&v1.shards), Some(&holders), &layout);
+    /// let why = v2.inadequate.unwrap();
+    /// assert!(why.lost && why.shard == 0 && why.have == 1);
+    /// assert!(v2.shards[0].members.is_empty());
+    /// ```
+    pub fn next_holding(
+        id: u64,
+        members: Vec<NodeId>,
+        prev: Option<&[Shard]>,
+        holders: Option<&[NodeId]>,
+        layout: &dyn ShardLayout,
+    ) -> View {
+        let holds = |m: &NodeId| holders.is_none_or(|h| h.contains(m));
         let ids = flat_ids(&layout.shape());
         let a = layout.assign(prev, &members);
         let (shards, inadequate) = match check_assignment(&ids, prev, &members, &a.shards) {
@@ -316,10 +351,21 @@ impl View {
                 // No survivor: an empty previous shard was lost before (every shard of view 0
                 // has a member, and a shard's members leave it only by leaving the view), so a
                 // lost shard stays lost.
-                let lost = ids.iter().enumerate().find_map(|(i, &(id, b))| {
+                // Only members that held the shard's state count as its survivors.
+                let lost_at = |i: usize| {
                     let old = prev.and_then(|p| p.get(i))?;
-                    (!old.members.iter().any(|m| members.contains(m)))
-                        .then(|| Inadequate::short(id, 0, b.min, true))
+                    let kept = old.members.iter().filter(|m| members.contains(m));
+                    let (held, bare) =
+                        kept.fold(
+                            (0, 0),
+                            |(h, b), m| {
+                                if holds(m) { (h + 1, b) } else { (h, b + 1) }
+                            },
+                        );
+                    (held == 0).then_some(bare)
+                };
+                let lost = ids.iter().enumerate().find_map(|(i, &(id, b))| {
+                    lost_at(i).map(|bare| Inadequate::short(id, bare, b.min, true))
                 });
                 let short = || {
                     ids.iter().zip(&shards).find_map(|(&(id, b), s)| {
@@ -330,8 +376,17 @@ impl View {
                 let why = lost.or_else(short).or(a.inadequate);
                 match (&why, prev) {
                     // Inadequate: no shard runs, so nobody placed in a shard now would receive
-                    // its state; keep only the members that hold it (see `View::shards`).
-                    (Some(_), Some(p)) => (holders_only(shards, p), why),
+                    // its state; keep only the members that hold it (see `View::shards`), and
+                    // none in a lost shard (its survivors hold nothing).
+                    (Some(_), Some(p)) => {
+                        let mut shards = holders_only(shards, p);
+                        for (i, s) in shards.iter_mut().enumerate() {
+                            if lost_at(i).is_some() {
+                                s.members.clear();
+                            }
+                        }
+                        (shards, why)
+                    }
                     _ => (shards, why),
                 }
             }
@@ -636,7 +691,8 @@ pub struct Inadequate {
     pub subgroup: usize,
     /// The first shard that is short (its index in its subgroup).
     pub shard: usize,
-    /// The members it would have.
+    /// The members it would have (for a [`lost`](Inadequate::lost) shard: its surviving
+    /// members that held no state, joiners whose transfer had not completed).
     pub have: usize,
     /// The minimum it needs.
     pub need: usize,
@@ -695,6 +751,10 @@ impl Inadequate {
             ),
             Some(LayoutFault::Moved) => format!(
                 "the layout moved a survivor of {s} out of it (a member holds only its own shard's state, so it never changes shards); the group waits (a bug in the layout)"
+            ),
+            None if self.lost && self.have > 0 => format!(
+                "{s} lost every member that held its state in the previous view: its {} surviving member(s) had not completed their state transfer, so no survivor holds its state and it cannot be rebuilt by state transfer; the group stops (restart it from durable logs or from scratch)",
+                self.have
             ),
             None if self.lost => format!(
                 "{s} lost every member it had in the previous view: no survivor holds its state, so it cannot be rebuilt by state transfer; the group stops (restart it from durable logs or from scratch)"
@@ -1478,6 +1538,77 @@ mod tests {
         let v4 = View::next(4, n(&[2, 7, 8]), Some(&v3.shards), &layout);
         assert!(v4.inadequate.as_ref().is_none_or(|w| !w.lost));
         assert_eq!(v4.shards[0].members, n(&[7]));
+    }
+
+    /// Only members that held a shard's state count as its survivors: a newcomer of an
+    /// adequate view whose transfer had not completed keeps the shard only with a holder.
+    #[test]
+    fn a_shard_whose_survivors_hold_no_state_is_lost() {
+        let layout = EvenShards {
+            shards: 2,
+            min: 1,
+            max: 3,
+        };
+        let n = |v: &[u32]| v.iter().map(|&i| NodeId(i)).collect::<Vec<_>>();
+        let v0 = View::new(0, ids(0..4), &layout);
+        assert_eq!(v0.shards[1].members, n(&[1, 3]));
+        // n4 and n5 join shard 1 and shard 0 (adequate: they stay, passive until their
+        // transfers complete).
+        let v1 = View::next(1, ids(0..6), Some(&v0.shards), &layout);
+        assert_eq!(v1.shards[1].members, n(&[1, 3, 5]));
+        assert_eq!(v1.inadequate, None);
+        // Shard 1's holders fail before n5 holds anything: lost, and left empty.
+        let holders = n(&[0, 1, 2, 3]);
+        let v2 = View::next_holding(
+            2,
+            n(&[0, 2, 4, 5]),
+            Some(&v1.shards),
+            Some(&holders),
+            &layout,
+        );
+        let why = v2.inadequate.clone().unwrap();
+        assert_eq!((why.shard, why.have, why.lost), (1, 1, true), "{why}");
+        assert!(
+            why.to_string()
+                .contains("1 surviving member(s) had not completed"),
+            "{why}"
+        );
+        assert!(v2.shards[1].members.is_empty());
+        assert_eq!(v2.shards[0].members, n(&[0, 2, 4]));
+        // Round trip of the block a joiner reads.
+        assert_eq!(
+            View::decode(&v2.encode(), &layout.shape(), None),
+            Ok(v2.clone())
+        );
+        // The old rule (no holders known) kept n5 as shard 1's survivor.
+        let old = View::next(2, n(&[0, 2, 4, 5]), Some(&v1.shards), &layout);
+        assert_eq!(old.inadequate, None);
+        assert_eq!(old.shards[1].members, n(&[5]));
+        // n5 held the state when the view ended: it carries shard 1 alone.
+        let holders = n(&[0, 1, 2, 3, 5]);
+        let v2 = View::next_holding(
+            2,
+            n(&[0, 2, 4, 5]),
+            Some(&v1.shards),
+            Some(&holders),
+            &layout,
+        );
+        assert_eq!(v2, old);
+        // A non-holder survivor does not save a shard, but a holder beside it does.
+        let holders = n(&[0, 2, 3]);
+        let v2 = View::next_holding(2, n(&[0, 3, 5]), Some(&v1.shards), Some(&holders), &layout);
+        assert_eq!(v2.inadequate, None);
+        assert_eq!(v2.shards[1].members, n(&[3, 5]));
+        // Shard 0's only holder fails; n4 (no holder) survives: lost too.
+        let v2 = View::next_holding(
+            2,
+            n(&[1, 3, 4, 5]),
+            Some(&v1.shards),
+            Some(&holders),
+            &layout,
+        );
+        let why = v2.inadequate.clone().unwrap();
+        assert_eq!((why.shard, why.have, why.lost), (0, 1, true), "{why}");
     }
 
     /// A layout returning a fixed assignment.

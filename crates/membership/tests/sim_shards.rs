@@ -62,6 +62,10 @@ struct Run {
     counter: u64,
     /// When each node became active by state transfer (virtual time).
     activated: Vec<Option<Duration>>,
+    /// Members asked for their state do not provide it (a transfer never completes).
+    withhold: bool,
+    /// Zero bytes appended to every state provided (a longer transfer).
+    state_pad: usize,
     upcalls: Vec<Upcall<Delivery>>,
 }
 
@@ -92,6 +96,8 @@ impl Run {
             step: 0,
             counter: 0,
             activated: vec![None; universe],
+            withhold: false,
+            state_pad: 0,
             upcalls: Vec::new(),
         }
     }
@@ -212,10 +218,11 @@ impl Run {
                 self.seen[i] = Some(v);
             }
         }
-        if g.state_wanted() {
+        if g.state_wanted() && !self.withhold {
             let a = &self.apps[i];
             let mut st = a.hash.to_le_bytes().to_vec();
             st.extend_from_slice(&a.next.to_le_bytes());
+            st.resize(16 + self.state_pad, 0);
             g.provide_state(a.next, &st)
                 .map_err(|e| format!("n{i}: provide_state: {e}"))?;
         }
@@ -420,6 +427,14 @@ fn an_inadequate_view_waits_then_proceeds_when_a_member_joins() {
     );
 }
 
+/// What the race sweep shrank to with the new rule disabled (the next view counting every
+/// surviving shard member): n5 placed within a few steps, its state withheld, n1 and n3
+/// crashed 7 steps after `join()`; the survivors ran shard 1 with n5 passive for good.
+#[test]
+fn regression_holders_race_seed_0_withhold_424_crash_after_7() {
+    run_holders_race(0, 424, 7, 0).unwrap();
+}
+
 /// Every member shard 1 had crashes at once (a spare is there, but holds no state): the
 /// group stops everywhere with the reason.
 #[test]
@@ -447,6 +462,227 @@ fn a_shard_that_loses_every_member_stops_the_group_with_the_reason() {
             .stopped()
             .unwrap_or_else(|| panic!("n{i} still runs"));
         assert!(why.contains("shard 1 lost every member"), "n{i}: {why}");
+    }
+}
+
+/// Two shards of 1..=3 and n5 outside: `s0 = [0, 2, 4]`, `s1 = [1, 3]`; n5 joins into shard 1
+/// (the smaller one). Shard 1's holders n1 and n3 crashing leaves four of six (a majority
+/// also of the five-member view, if they go before n5 is added).
+fn holders_config() -> GroupConfig {
+    config(
+        6,
+        5,
+        EvenShards {
+            shards: 2,
+            min: 1,
+            max: 3,
+        },
+    )
+}
+
+fn holders_run(seed: u64) -> Result<Run, String> {
+    let r = Run::new(seed, &holders_config(), 6);
+    let v = r.groups[0].view().unwrap();
+    if v.shards[0].members != [0, 2, 4].map(NodeId) || v.shards[1].members != [1, 3].map(NodeId) {
+        return Err(format!("unexpected layout {:?}", v.shards));
+    }
+    Ok(r)
+}
+
+/// Runs until n5 is in shard 1 of an installed view (at most `steps`).
+fn until_placed(r: &mut Run, steps: usize) -> Result<(), String> {
+    for _ in 0..steps {
+        r.run(1, true)?;
+        if r.groups[5].shard() == Some(1) {
+            return Ok(());
+        }
+    }
+    Err(format!("n5 was never placed in shard 1: {:?}", r.groups[5]))
+}
+
+/// Whether every live node stopped because a shard was lost.
+fn all_lost(r: &Run, live: &[usize], what: &str) -> Result<(), String> {
+    for &i in live {
+        let why = r.groups[i].stopped().ok_or_else(|| {
+            format!(
+                "n{i} still runs (view {:?}, active {}): a shard with no state holder left was not seen as lost",
+                r.groups[i].view().map(|v| v.id),
+                r.groups[i].is_active()
+            )
+        })?;
+        if !why.contains(what) {
+            return Err(format!("n{i} stopped for another reason: {why}"));
+        }
+    }
+    Ok(())
+}
+
+/// n5 joins shard 1 of an adequate view and stays passive (its holders do not serve state);
+/// then both holders, n1 and n3, crash. n5 survives in shard 1 but holds nothing: every
+/// survivor, n5 included, stops with `ShardLost` saying no survivor holds the state (before,
+/// the next view counted n5 as shard 1's survivor: n5 waited forever for a transfer nobody
+/// could serve, and nothing said why).
+#[test]
+fn a_joiner_whose_shard_holders_all_crash_before_its_transfer_stops_the_group() {
+    check_seeds(
+        "a_joiner_whose_shard_holders_all_crash_before_its_transfer_stops_the_group",
+        3,
+        |seed| {
+            let mut r = holders_run(seed)?;
+            r.run(400, true)?;
+            r.withhold = true;
+            r.groups[5].join().unwrap();
+            until_placed(&mut r, 5000)?;
+            r.run(200, true)?;
+            if r.groups[5].is_active() {
+                return Err("n5 became active although nobody served its state".into());
+            }
+            r.crash(1);
+            r.crash(3);
+            r.run(6000, true)?;
+            all_lost(
+                &r,
+                &[0, 2, 4, 5],
+                "shard 1 lost every member that held its state in the previous view: its 1 surviving member(s) had not completed their state transfer",
+            )
+        },
+    );
+}
+
+/// The same with a promoted spare: `s0 = [0, 2, 4]`, `s1 = [1, 3, 5]`, spare n6; n1 crashes,
+/// n6 moves into shard 1 and stays passive (nobody serves state); then n3 and n5 crash.
+#[test]
+fn a_promoted_spare_whose_shard_holders_all_crash_before_its_transfer_stops_the_group() {
+    check_seeds(
+        "a_promoted_spare_whose_shard_holders_all_crash_before_its_transfer_stops_the_group",
+        3,
+        |seed| {
+            let cfg = config(
+                7,
+                7,
+                EvenShards {
+                    shards: 2,
+                    min: 1,
+                    max: 3,
+                },
+            );
+            let mut r = Run::new(seed, &cfg, 7);
+            if r.groups[0].view().unwrap().shards[1].members != [1, 3, 5].map(NodeId)
+                || r.groups[6].shard().is_some()
+            {
+                return Err(format!("unexpected layout {:?}", r.groups[0].view()));
+            }
+            r.run(400, true)?;
+            r.withhold = true;
+            r.crash(1);
+            let mut promoted = false;
+            for _ in 0..5000 {
+                r.run(1, true)?;
+                if r.groups[6].shard() == Some(1) {
+                    promoted = true;
+                    break;
+                }
+            }
+            if !promoted || r.groups[6].is_active() {
+                return Err(format!("n6 not promoted, or active: {:?}", r.groups[6]));
+            }
+            r.run(200, true)?;
+            r.crash(3);
+            r.crash(5);
+            r.run(6000, true)?;
+            all_lost(
+                &r,
+                &[0, 2, 4, 6],
+                "shard 1 lost every member that held its state in the previous view: its 1 surviving member(s)",
+            )
+        },
+    );
+}
+
+/// The same, but n5's transfer completes before n1 and n3 crash: n5 holds shard 1's state,
+/// the group goes on with shard 1 = `[n5]` and nothing delivered is lost.
+#[test]
+fn a_joiner_whose_transfer_completed_carries_its_shard_when_the_holders_crash() {
+    check_seeds(
+        "a_joiner_whose_transfer_completed_carries_its_shard_when_the_holders_crash",
+        3,
+        |seed| {
+            let mut r = holders_run(seed)?;
+            r.run(400, true)?;
+            r.groups[5].join().unwrap();
+            until_placed(&mut r, 5000)?;
+            for _ in 0..5000 {
+                if r.groups[5].is_active() {
+                    break;
+                }
+                r.run(1, true)?;
+            }
+            if !r.groups[5].is_active() {
+                return Err("n5's transfer never completed".into());
+            }
+            r.run(100, true)?;
+            let before = r.apps[1].next.max(r.apps[3].next);
+            r.crash(1);
+            r.crash(3);
+            r.run(6000, true)?;
+            r.run(400, false)?;
+            let v = r.groups[5].view().unwrap().clone();
+            if v.shards[1].members != [NodeId(5)] {
+                return Err(format!("unexpected layout {:?}", v.shards));
+            }
+            r.settled(5)?;
+            // n5 delivered at least what the crashed holders had (a message is delivered only
+            // once every member of the shard has it, so the trim keeps it), and then more.
+            if r.apps[5].next < before + 5 {
+                return Err(format!(
+                    "n5 at {} but the crashed holders had reached {before}",
+                    r.apps[5].next
+                ));
+            }
+            Ok(())
+        },
+    );
+}
+
+/// n5 joins shard 1; its holders serve no state for `withhold` steps after `join()`, the
+/// state is padded by `pad` bytes (a longer transfer), and n1 and n3 crash `crash_after` steps
+/// after `join()`: the shard is lost exactly when n5 had not completed its transfer (a passive
+/// member's transfer stops when it wedges, so the answer it published then is final);
+/// otherwise everyone goes on.
+fn run_holders_race(
+    seed: u64,
+    withhold: usize,
+    crash_after: usize,
+    pad: usize,
+) -> Result<(), String> {
+    let mut r = holders_run(seed)?;
+    r.state_pad = pad;
+    r.run(300, true)?;
+    r.groups[5].join().unwrap();
+    r.withhold = true;
+    for step in 0..crash_after {
+        r.withhold = step < withhold;
+        r.run(1, true)?;
+    }
+    r.withhold = false;
+    r.crash(1);
+    r.crash(3);
+    r.run(6000, true)?;
+    r.run(400, false)?;
+    match r.activated[5] {
+        None => all_lost(&r, &[0, 2, 4, 5], "shard 1 lost every member"),
+        Some(_) => {
+            if let Some(i) = [0, 2, 4, 5]
+                .into_iter()
+                .find(|&i| r.groups[i].stopped().is_some())
+            {
+                return Err(format!(
+                    "n{i} stopped although n5 held shard 1's state: {:?}",
+                    r.groups[i].stopped()
+                ));
+            }
+            r.settled(5)
+        }
     }
 }
 
@@ -573,6 +809,20 @@ proptest! {
     fn proptest_shards_with_crashes_and_a_join(plan in plan_strategy(), seed in 0u64..1000) {
         if let Err(why) = run_plan(seed, &plan) {
             return Err(TestCaseError::fail(format!("seed {seed} {plan:?}: {why}")));
+        }
+    }
+
+    #[test]
+    fn proptest_holders_crash_around_a_joiners_transfer(
+        seed in 0u64..1000,
+        withhold in 0usize..800,
+        crash_after in 0usize..800,
+        pad in 0usize..6000,
+    ) {
+        if let Err(why) = run_holders_race(seed, withhold, crash_after, pad) {
+            return Err(TestCaseError::fail(format!(
+                "seed {seed} withhold {withhold} crash_after {crash_after} pad {pad}: {why}"
+            )));
         }
     }
 }

@@ -440,13 +440,7 @@ impl Log {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io)?;
+        let mut file = open_rw(path).map_err(io)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let d = decode(&bytes);
@@ -630,13 +624,7 @@ impl Log {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io)?;
+        let mut file = open_rw(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         let mut reader = match from {
             Some(m) => {
@@ -808,6 +796,16 @@ pub struct Skimmed {
     pub marks: Vec<Mark>,
 }
 
+/// Opens (or creates) a log file for reading and writing, never truncating it.
+fn open_rw(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
 fn read_prefix(file: &mut File, len: usize) -> std::io::Result<Vec<u8>> {
     let mut b = vec![0; len.min(MAGIC.len())];
     file.seek(SeekFrom::Start(0))?;
@@ -933,8 +931,8 @@ impl<R: Read + Seek> Reader<R> {
             return Ok(());
         }
         // Move what is left to the front; size the buffer for the configured chunk, or for
-        // this record if it is longer.
-        let size = self.chunk.max(need);
+        // this record if it is longer, but never beyond what the file still holds.
+        let size = (self.chunk.max(need)).min(self.total - self.base - self.start);
         if self.buf.len() == size {
             self.buf.copy_within(self.start..self.end, 0);
         } else {

@@ -261,3 +261,103 @@ fn skim_refuses_a_file_that_is_not_a_log() {
     assert_eq!(std::fs::read(&path).unwrap(), b"hello, world");
     std::fs::remove_file(&path).ok();
 }
+
+/// The measurement of a restart's log reading (not run by default):
+///
+/// ```text
+/// SQUALL_RR_LOG_READ_BENCH=256 cargo test --release -p squall-round-robin --test log_reader \
+///     -- --nocapture --test-threads 1 read_a_large_log
+/// ```
+///
+/// writes a log of that many MiB (records of 1400-byte payloads, about what the TCP restart
+/// test's members log) and reads it as a total restart does, alternating, 3 times each:
+/// **whole** (before s17): `Log::open` (the file read whole, every record decoded and kept) for
+/// the logged counts, then the records replayed from memory; **slices** (s17): `Log::skim`
+/// (frames and headers) for the counts, then a `Verify` reader of `SQUALL_RR_LOG_READ_BUFFER`
+/// bytes (default 1 MiB) replaying them. The file is in the page cache for both (just written).
+/// Prints the median times, their ratio and the bytes each held at once.
+#[test]
+fn read_a_large_log() {
+    let Ok(mib) = std::env::var("SQUALL_RR_LOG_READ_BENCH") else {
+        println!("skipped: set SQUALL_RR_LOG_READ_BENCH=<MiB> to measure");
+        return;
+    };
+    let mib: usize = mib.parse().unwrap();
+    let buffer: usize = std::env::var("SQUALL_RR_LOG_READ_BUFFER")
+        .map_or(log::DEFAULT_READ_BUFFER, |b| b.parse().unwrap());
+    let path = tmpfile("bench.log");
+    let _ = std::fs::remove_file(&path);
+    let (mut l, _) = Log::open(&path, FsyncPolicy::Never).unwrap();
+    let payload = vec![0x5a; 1400];
+    let n = (mib << 20) / (FRAME + BODY_HEADER + payload.len());
+    for i in 0..n as u64 {
+        l.append_parts(3, i, i, NodeId((i % 5) as u32), &payload)
+            .unwrap();
+        if i % 1024 == 0 {
+            l.sync().unwrap();
+        }
+    }
+    l.sync().unwrap();
+    drop(l);
+    let len = std::fs::metadata(&path).unwrap().len();
+    // What the application does with a delivery: touch its bytes.
+    let apply = |sum: &mut u64, r: &Record| {
+        *sum = sum.wrapping_add(r.position ^ u64::from(r.payload[r.payload.len() / 2]));
+    };
+    let whole = || {
+        let t = std::time::Instant::now();
+        let (_, rec) = Log::open(&path, FsyncPolicy::Never).unwrap();
+        let counts = rec.records.last().map(|r| r.seq + 1);
+        let held = len as usize
+            + rec
+                .records
+                .iter()
+                .map(|r| r.payload.len() + 64)
+                .sum::<usize>();
+        let mut sum = 0;
+        for r in &rec.records {
+            apply(&mut sum, r);
+        }
+        (t.elapsed(), counts, sum, held)
+    };
+    let slices = || {
+        let t = std::time::Instant::now();
+        let k = Log::skim(&path, u64::MAX, None, buffer, false).unwrap();
+        let counts = k.last.map(|r| r.seq + 1);
+        let mut reader = Log::reader(&path, buffer).unwrap();
+        let mut sum = 0;
+        while let Some(r) = reader.next_record().unwrap() {
+            apply(&mut sum, &r);
+        }
+        let held = k.peak_buffer.max(reader.peak_buffer());
+        (t.elapsed(), counts, sum, held)
+    };
+    let (mut tw, mut ts) = (Vec::new(), Vec::new());
+    let (mut hw, mut hs) = (0, 0);
+    for _ in 0..3 {
+        let (a, ca, sa, h) = whole();
+        let (b, cb, sb, g) = slices();
+        assert_eq!((ca, sa), (cb, sb), "both read the same records");
+        tw.push(a);
+        ts.push(b);
+        (hw, hs) = (h, g);
+    }
+    tw.sort();
+    ts.sort();
+    let (w, s) = (tw[1], ts[1]);
+    println!(
+        "| log | records | buffer | whole: time, held | slices: time, held | slices / whole (time) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| {:.1} MiB | {n} | {} KiB | {:.1} ms, {:.1} MiB | {:.1} ms, {} KiB | {:.2}x |",
+        len as f64 / f64::from(1 << 20),
+        buffer >> 10,
+        w.as_secs_f64() * 1e3,
+        hw as f64 / f64::from(1 << 20),
+        s.as_secs_f64() * 1e3,
+        hs >> 10,
+        s.as_secs_f64() / w.as_secs_f64(),
+    );
+    std::fs::remove_file(&path).ok();
+}

@@ -901,17 +901,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
             };
             let kept = if v == last.id {
                 let cut = trim_end(trim, &senders);
-                let mark = (self.skimmed.get(&v))
-                    .and_then(|k| k.marks.iter().rev().find(|m| m.seq < cut).copied());
-                let kept = Log::skim(&path, cut, mark.as_ref(), self.cfg.replay_buffer, false)?;
-                self.stats.replay_peak_buffer =
-                    self.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
-                // A skim from a mark read from there on: its last record is the log's.
-                match (kept.last, mark) {
-                    (Some(r), _) => Some(r.position),
-                    (None, Some(m)) => Some(m.position),
-                    (None, None) => None,
-                }
+                self.cut_restart_log(v, &path, cut, false)?
+                    .last
+                    .map(|r| r.position)
             } else {
                 match self.skimmed.remove(&v) {
                     Some(k) => k.last.map(|r| r.position),
@@ -943,6 +935,35 @@ impl<T: Transport, L: Durable> Group<T, L> {
             buffer: self.cfg.replay_buffer,
         });
         Ok(())
+    }
+
+    /// Restart: cuts epoch log `path` of view `view` past sequence number `end` with a skim
+    /// from the last mark below `end` that the creation's skim left (only the log's end is
+    /// read), counting its buffer in `replay_peak_buffer`. The result's `last` is the last
+    /// record kept (the mark's, if the skim read none past it); `sync`: fsync a truncation.
+    fn cut_restart_log(
+        &mut self,
+        view: u64,
+        path: &std::path::Path,
+        end: u64,
+        sync: bool,
+    ) -> Result<Skimmed, GroupError> {
+        let mark = (self.skimmed.get(&view))
+            .and_then(|k| k.marks.iter().rev().find(|m| m.seq < end).copied());
+        let mut kept = Log::skim(path, end, mark.as_ref(), self.cfg.replay_buffer, sync)?;
+        self.stats.replay_peak_buffer = self.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
+        if kept.last.is_none()
+            && let Some(m) = mark
+        {
+            kept.last = Some(squall_round_robin::log::Record {
+                view: m.view,
+                seq: m.seq,
+                position: m.position,
+                sender: NodeId(0),
+                payload: Vec::new(),
+            });
+        }
+        Ok(kept)
     }
 
     /// Restarting from a log two or more views behind the restarted group (the core asked to
@@ -1409,24 +1430,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 && let Some(path) = self.cfg.epoch_log_of(last.id, s)
             {
                 let end = trim_end(t, &senders);
-                let mark = (self.skimmed.get(&last.id))
-                    .and_then(|k| k.marks.iter().rev().find(|m| m.seq < end).copied());
-                let mut kept = Log::skim(&path, end, mark.as_ref(), self.cfg.replay_buffer, false)?;
-                if kept.last.is_none()
-                    && let Some(m) = mark
-                {
-                    // Read from the mark: its record is the last one kept.
-                    kept.last = Some(squall_round_robin::log::Record {
-                        view: m.view,
-                        seq: m.seq,
-                        position: m.position,
-                        sender: NodeId(0),
-                        payload: Vec::new(),
-                    });
-                }
+                let mut kept = self.cut_restart_log(last.id, &path, end, false)?;
                 kept.marks = Vec::new();
-                self.stats.replay_peak_buffer =
-                    self.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
                 self.skimmed.insert(last.id, kept);
             }
             let (counts, kept) = logged_counts(&self.cfg, &view, me)?;
@@ -1451,8 +1456,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
                     && let Some(path) = self.cfg.epoch_log_of(last.id, s)
                     && path.exists()
                 {
-                    squall_round_robin::log::Log::cut(&path, trim_end(t, &senders))?;
+                    let end = trim_end(t, &senders);
+                    self.cut_restart_log(last.id, &path, end, true)?;
                 }
+                self.skimmed.clear();
                 self.history.clear();
                 self.position = 0;
                 tracing::info!(me = %me, view = last.id, "group: restarted without state: passive until a transfer");

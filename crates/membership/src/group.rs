@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
-use squall_round_robin::log::{Log, Record as EpochRecord};
-use squall_round_robin::{Config as EpochConfig, FsyncPolicy, Mode, RoundRobin};
+use squall_round_robin::log::{Log, Reader, Skimmed};
+use squall_round_robin::{Config as EpochConfig, Mode, RoundRobin};
 use squall_transport::mux::{Mux, MuxHandle};
 use squall_transport::{NodeId, RegionId, RegionSpec, Transport};
 use thiserror::Error;
@@ -59,9 +59,16 @@ pub struct GroupConfig {
     /// a backlog for the next calls. Between two calls the application handles what it got
     /// and the next `poll` runs the membership protocol and the failure detector's heartbeats,
     /// so a long replay no longer silences the member for longer than its peers' suspicion
-    /// timeout. The logs themselves are read when the group is created (before its first
-    /// `poll`, while no peer watches its heartbeat yet). Default 256; at least 1.
+    /// timeout. The epoch logs are read in slices as the batches go out (see
+    /// [`replay_buffer`](GroupConfig::replay_buffer)). Default 256; at least 1.
     pub replay_batch: usize,
+    /// Total restart: the bytes of epoch log held in memory at once while reading the logs
+    /// ([`squall_round_robin::log::Reader`]'s buffer; a record longer than this is read whole,
+    /// so the bound is this or the longest record, whichever is larger). When the group is
+    /// created each log is *skimmed* (frames and headers: the logged counts, the cut of a
+    /// torn tail or past a logged trim); the replay then decodes it once, in slices, as
+    /// [`poll`](TotalOrder::poll) hands out its batches. Default 1 MiB; at least 64 bytes.
+    pub replay_buffer: usize,
 }
 
 impl GroupConfig {
@@ -76,6 +83,7 @@ impl GroupConfig {
             ],
             transfer: TransferConfig::new(RegionId(r + 5)),
             replay_batch: 256,
+            replay_buffer: squall_round_robin::log::DEFAULT_READ_BUFFER,
             gms,
             epoch,
         }
@@ -198,6 +206,11 @@ impl GroupConfig {
                 "replay_batch must be at least 1 (the replay's upcalls handed out per poll)",
             ));
         }
+        if self.replay_buffer < 64 {
+            return Err(GroupError::Config(
+                "replay_buffer must be at least 64 bytes (the epoch log bytes a restart holds in memory at once)",
+            ));
+        }
         let ids = self.regions();
         if (1..ids.len()).any(|i| ids[..i].contains(&ids[i])) {
             return Err(GroupError::Config(
@@ -244,6 +257,18 @@ pub enum GroupError {
         found: u64,
         /// The position that would continue the replay.
         expected: u64,
+    },
+    /// A replayed epoch log holds a record that is torn, corrupt or out of order before the
+    /// end its skim found (a checksum error in the middle of the log, which the skim does not
+    /// check, or a file changed since): the replay cannot deliver what the member published.
+    #[error("replaying the epoch log of view {view} ({path}): {why}")]
+    ReplayLog {
+        /// The view.
+        view: u64,
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong there.
+        why: squall_round_robin::log::TailError,
     },
     /// A view left a shard without any member it had before: nobody holds its state, so it
     /// cannot be rebuilt by state transfer (every member stops; restart the group).
@@ -295,6 +320,10 @@ pub struct GroupStats {
     /// Polls that handed out part of a restart's replay backlog
     /// ([`GroupConfig::replay_batch`] upcalls at most each).
     pub replay_polls: u64,
+    /// The most bytes of epoch log a restart held in memory at once (the largest buffer of its
+    /// skims and of its replay's readers; at most [`GroupConfig::replay_buffer`] unless a
+    /// record is longer).
+    pub replay_peak_buffer: u64,
 }
 
 /// The sequence number that ends a trim in the epoch of the shard whose senders are
@@ -390,13 +419,14 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
 /// or was a null): the counts of its shard's senders at their ranks, 0 for every other member
 /// (other shards' counts are reported by their own members; a spare reports none).
 ///
-/// Also returns the log's records (`None`: no log of this member for `view`), which the
-/// replay uses instead of reading the file a second time.
+/// Also returns what the log's skim found (`None`: no log of this member for `view`): its last
+/// record and marks, from which the restart's cut starts near the end instead of reading the
+/// file again.
 fn logged_counts(
     cfg: &GroupConfig,
     view: &View,
     me: NodeId,
-) -> Result<(Vec<u64>, Option<Vec<EpochRecord>>), GroupError> {
+) -> Result<(Vec<u64>, Option<Skimmed>), GroupError> {
     let mut rx = vec![0; view.members.len()];
     let Some((s, senders)) = shard_in(view, me) else {
         return Ok((rx, None));
@@ -404,15 +434,113 @@ fn logged_counts(
     let Some(path) = cfg.epoch_log_of(view.id, s) else {
         return Ok((rx, None));
     };
-    let (_, rec) = squall_round_robin::log::Log::open(&path, FsyncPolicy::EveryBatch)?;
-    let end = rec.records.last().map_or(0, |r| r.seq + 1);
+    let kept = Log::skim(&path, u64::MAX, None, cfg.replay_buffer, true)?;
+    let end = kept.last.as_ref().map_or(0, |r| r.seq + 1);
     let counts = squall_round_robin::seq_prefix_counts(end, senders.len());
     for (m, c) in senders.iter().zip(counts) {
         if let Some(r) = view.rank_of(*m) {
             rx[r] = c;
         }
     }
-    Ok((rx, Some(rec.records)))
+    Ok((rx, Some(kept)))
+}
+
+/// One epoch log a restart's replay reads.
+#[derive(Debug)]
+struct ReplayLog {
+    view: u64,
+    path: std::path::PathBuf,
+    /// Added to the records' positions (a snapshot's view counted its epoch from 0).
+    offset: u64,
+}
+
+/// A total restart's replay in progress: the epoch logs still to read, the one being read
+/// (through a [`Reader`] of [`GroupConfig::replay_buffer`] bytes), and where the positions
+/// are. [`Group::poll`](TotalOrder::poll) pulls at most a batch from it per call.
+#[derive(Debug)]
+struct ReplayStream {
+    logs: std::collections::VecDeque<ReplayLog>,
+    reading: Option<(ReplayLog, Reader<std::fs::File>)>,
+    /// The position the next delivery must have (`None`: the first one sets it).
+    next: Option<u64>,
+    /// Deliveries below this position are in the snapshot: skipped.
+    skip_below: u64,
+    /// The position after the last delivery, as the skims found it (the member's position
+    /// was set to it at the install): checked when the replay ends.
+    end: u64,
+    /// The last view replayed (for errors).
+    last_view: u64,
+    buffer: usize,
+}
+
+impl ReplayStream {
+    /// Appends at most `max` deliveries to `out`; returns how many and whether the replay is
+    /// complete.
+    fn pull(
+        &mut self,
+        max: usize,
+        out: &mut Vec<Upcall<Delivery>>,
+        stats: &mut GroupStats,
+    ) -> Result<(usize, bool), GroupError> {
+        let mut n = 0;
+        while n < max {
+            let Some((log, reader)) = &mut self.reading else {
+                let Some(log) = self.logs.pop_front() else {
+                    let at = self.next.unwrap_or(0);
+                    if at != self.end {
+                        return Err(GroupError::Replay {
+                            view: self.last_view,
+                            found: at,
+                            expected: self.end,
+                        });
+                    }
+                    return Ok((n, true));
+                };
+                let reader = Log::reader(&log.path, self.buffer)?;
+                self.reading = Some((log, reader));
+                continue;
+            };
+            let io = |source| squall_round_robin::log::LogError::Io {
+                path: log.path.clone(),
+                source,
+            };
+            let Some(r) = reader.next_record().map_err(io)? else {
+                stats.replay_peak_buffer =
+                    stats.replay_peak_buffer.max(reader.peak_buffer() as u64);
+                if let Some(why) = reader.tail() {
+                    return Err(GroupError::ReplayLog {
+                        view: log.view,
+                        path: log.path.clone(),
+                        why: why.clone(),
+                    });
+                }
+                self.reading = None;
+                continue;
+            };
+            stats.replay_peak_buffer = stats.replay_peak_buffer.max(reader.peak_buffer() as u64);
+            let position = r.position + log.offset;
+            if position < self.skip_below {
+                continue;
+            }
+            let expected = self.next.unwrap_or(position);
+            if position != expected {
+                return Err(GroupError::Replay {
+                    view: log.view,
+                    found: position,
+                    expected,
+                });
+            }
+            self.next = Some(position + 1);
+            out.push(Upcall::Deliver(Delivery {
+                position,
+                sender: r.sender,
+                payload: r.payload,
+            }));
+            stats.replayed += 1;
+            n += 1;
+        }
+        Ok((n, false))
+    }
 }
 
 /// One member of a group with views: round-robin total order within each view, virtual
@@ -541,14 +669,20 @@ pub struct Group<T: Transport, L: Durable> {
     history: Vec<(u64, Option<ShardOf>)>,
     /// Restarting: what the replay rebuilds the state from.
     base: Base,
-    /// Restarting: the records of the epoch logs in `history`, read when the group was created
-    /// (so the replay reads no file inside `poll`, and the last view's log only once).
-    preread: std::collections::BTreeMap<u64, Vec<EpochRecord>>,
-    /// Upcalls of a restart's replay (and everything after them) not handed out yet: `poll`
-    /// hands out [`GroupConfig::replay_batch`] at most per call.
+    /// Restarting: what the skims of the epoch logs in `history` found when the group was
+    /// created (each cut to its logged trim, the last view's read for its logged counts): the
+    /// last record of each (the replay's end position) and marks to cut the last one from.
+    skimmed: std::collections::BTreeMap<u64, Skimmed>,
+    /// Upcalls not handed out yet that come before a restart's replay (or all of them once it
+    /// is out): `poll` hands out [`GroupConfig::replay_batch`] at most per call.
     backlog: std::collections::VecDeque<Upcall<Delivery>>,
-    /// Set when a step replayed: everything that step produced goes to `backlog`, in order.
-    spill: bool,
+    /// A restart's replay still being read, between `backlog` and `behind`.
+    stream: Option<ReplayStream>,
+    /// Upcalls produced after the replay's deliveries (the restart view, the epoch's first
+    /// deliveries) while it is still being read.
+    behind: std::collections::VecDeque<Upcall<Delivery>>,
+    /// Set by the step that started a replay: where in that poll's upcalls its deliveries go.
+    replay_at: Option<usize>,
     events: Vec<GmsEvent>,
     scratch: Vec<Upcall<Delivery>>,
     stats: GroupStats,
@@ -672,9 +806,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
             restart_logged: None,
             history: Vec::new(),
             base: Base::Initial,
-            preread: std::collections::BTreeMap::new(),
+            skimmed: std::collections::BTreeMap::new(),
             backlog: std::collections::VecDeque::new(),
-            spill: false,
+            stream: None,
+            behind: std::collections::VecDeque::new(),
+            replay_at: None,
             events: Vec::new(),
             scratch: Vec::new(),
             stats: GroupStats::default(),
@@ -694,12 +830,15 @@ impl<T: Transport, L: Durable> Group<T, L> {
                             && let Some(path) = g.cfg.epoch_log_of(old, *s)
                             && path.exists()
                         {
-                            // Read now, before the first poll (see `GroupConfig::replay_batch`).
-                            let records = match rec.decision_for(old) {
-                                Some(d) => Log::cut(&path, trim_end(&d.trim, senders))?,
-                                None => Log::open(&path, FsyncPolicy::EveryBatch)?.1.records,
-                            };
-                            g.preread.insert(old, records);
+                            // Skimmed now, before the first poll; the replay decodes it.
+                            let end = rec
+                                .decision_for(old)
+                                .map_or(u64::MAX, |d| trim_end(&d.trim, senders));
+                            let mut kept = Log::skim(&path, end, None, g.cfg.replay_buffer, true)?;
+                            kept.marks = Vec::new(); // only the last view's are cut again
+                            g.stats.replay_peak_buffer =
+                                g.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
+                            g.skimmed.insert(old, kept);
                         }
                         g.history.push((old, mine));
                     }
@@ -709,10 +848,12 @@ impl<T: Transport, L: Durable> Group<T, L> {
                     }
                 }
                 g.history.push((v.id, shard_in(&v, me)));
-                let (counts, records) = logged_counts(&g.cfg, &v, me)?;
+                let (counts, kept) = logged_counts(&g.cfg, &v, me)?;
                 g.restart_logged = Some(counts);
-                if let Some(records) = records {
-                    g.preread.insert(v.id, records);
+                if let Some(kept) = kept {
+                    g.stats.replay_peak_buffer =
+                        g.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
+                    g.skimmed.insert(v.id, kept);
                 }
                 g.view = Some(v);
             }
@@ -722,9 +863,12 @@ impl<T: Transport, L: Durable> Group<T, L> {
         Ok(g)
     }
 
-    /// Restart: cuts the last view's epoch log past the restart trim and replays every epoch
-    /// log of this member — its shard's, view by view — as deliveries with their original
-    /// positions (gap-free: each view's continue the previous one's).
+    /// Restart: cuts the last view's epoch log past the restart trim (from the mark of its
+    /// skim nearest below the trim: only its end is read) and sets up the replay of every
+    /// epoch log of this member — its shard's, view by view — as deliveries with their
+    /// original positions (gap-free: each view's continue the previous one's). The member's
+    /// position is set at once, from the last record the skims kept; the records themselves
+    /// are read in slices by [`ReplayStream::pull`] as `poll` hands them out.
     fn replay(
         &mut self,
         last: &View,
@@ -752,6 +896,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
             }));
         }
         let (from_view, offset, skip_below) = from;
+        let mut end = next;
+        let mut logs = std::collections::VecDeque::new();
         for (v, mine) in std::mem::take(&mut self.history) {
             let Some((s, senders)) = mine.filter(|_| v <= last.id && v >= from_view) else {
                 continue;
@@ -760,44 +906,71 @@ impl<T: Transport, L: Durable> Group<T, L> {
             let Some(path) = self.cfg.epoch_log_of(v, s) else {
                 continue;
             };
-            let records = if v == last.id {
-                match self.preread.remove(&v) {
-                    Some(read) => Log::cut_records(&path, read, trim_end(trim, &senders))?,
-                    None => Log::cut(&path, trim_end(trim, &senders))?,
-                }
-            } else if let Some(read) = self.preread.remove(&v) {
-                read
-            } else if path.exists() {
-                squall_round_robin::log::Log::open(&path, FsyncPolicy::EveryBatch)?
-                    .1
-                    .records
+            let kept = if v == last.id {
+                let cut = trim_end(trim, &senders);
+                self.cut_restart_log(v, &path, cut, false)?
+                    .last
+                    .map(|r| r.position)
             } else {
-                continue;
+                match self.skimmed.remove(&v) {
+                    Some(k) => k.last.map(|r| r.position),
+                    None => continue, // no file when the group was created
+                }
             };
-            for r in records {
-                let position = r.position + offset;
-                if position < skip_below {
-                    continue;
+            if let Some(p) = kept {
+                let after = p + offset + 1;
+                if after > skip_below {
+                    end = Some(end.map_or(after, |e| e.max(after)));
                 }
-                let expected = next.unwrap_or(position);
-                if position != expected {
-                    return Err(GroupError::Replay {
-                        view: v,
-                        found: position,
-                        expected,
-                    });
-                }
-                next = Some(position + 1);
-                upcalls.push(Upcall::Deliver(Delivery {
-                    position,
-                    sender: r.sender,
-                    payload: r.payload,
-                }));
-                self.stats.replayed += 1;
             }
+            logs.push_back(ReplayLog {
+                view: v,
+                path,
+                offset,
+            });
         }
-        self.position = next.unwrap_or(0);
+        self.skimmed.clear();
+        self.position = end.unwrap_or(0);
+        self.replay_at = Some(upcalls.len());
+        self.stream = Some(ReplayStream {
+            logs,
+            reading: None,
+            next,
+            skip_below,
+            end: self.position,
+            last_view: last.id,
+            buffer: self.cfg.replay_buffer,
+        });
         Ok(())
+    }
+
+    /// Restart: cuts epoch log `path` of view `view` past sequence number `end` with a skim
+    /// from the last mark below `end` that the creation's skim left (only the log's end is
+    /// read), counting its buffer in `replay_peak_buffer`. The result's `last` is the last
+    /// record kept (the mark's, if the skim read none past it); `sync`: fsync a truncation.
+    fn cut_restart_log(
+        &mut self,
+        view: u64,
+        path: &std::path::Path,
+        end: u64,
+        sync: bool,
+    ) -> Result<Skimmed, GroupError> {
+        let mark = (self.skimmed.get(&view))
+            .and_then(|k| k.marks.iter().rev().find(|m| m.seq < end).copied());
+        let mut kept = Log::skim(path, end, mark.as_ref(), self.cfg.replay_buffer, sync)?;
+        self.stats.replay_peak_buffer = self.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
+        if kept.last.is_none()
+            && let Some(m) = mark
+        {
+            kept.last = Some(squall_round_robin::log::Record {
+                view: m.view,
+                seq: m.seq,
+                position: m.position,
+                sender: NodeId(0),
+                payload: Vec::new(),
+            });
+        }
+        Ok(kept)
     }
 
     /// Restarting from a log two or more views behind the restarted group (the core asked to
@@ -830,7 +1003,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         tracing::info!(me = %me, rejoined = ?self.gms.rejoined(), "group: the restarted group went on without this member: joining again, state by transfer");
         self.restart_logged = None;
-        self.preread.clear();
+        self.skimmed.clear();
+        self.stream = None;
+        self.replay_at = None;
         self.view = None;
         self.active = false;
         self.epoch = None;
@@ -956,8 +1131,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// [`poll`](TotalOrder::poll) has not handed out yet: it hands out at most
     /// [`GroupConfig::replay_batch`] per call. 0 once the replay is out (and always outside a
     /// restart).
+    ///
+    /// While the epoch logs are still being read the count of their deliveries is not known:
+    /// the replay then counts as one.
     pub fn replay_backlog(&self) -> usize {
-        self.backlog.len()
+        self.backlog.len() + self.behind.len() + usize::from(self.stream.is_some())
     }
 
     /// Counters.
@@ -1070,7 +1248,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.active
             && !self.frozen
             && self.stopped.is_none()
-            && self.backlog.is_empty()
+            && self.replay_backlog() == 0
             && self.transfer.wanted()
     }
 
@@ -1259,16 +1437,16 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 && let Some(path) = self.cfg.epoch_log_of(last.id, s)
             {
                 let end = trim_end(t, &senders);
-                let kept = match self.preread.remove(&last.id) {
-                    Some(read) => Log::cut_records(&path, read, end)?,
-                    None => Log::cut(&path, end)?,
-                };
-                self.preread.insert(last.id, kept);
+                let mut kept = self.cut_restart_log(last.id, &path, end, false)?;
+                kept.marks = Vec::new();
+                self.skimmed.insert(last.id, kept);
             }
-            let (counts, records) = logged_counts(&self.cfg, &view, me)?;
+            let (counts, kept) = logged_counts(&self.cfg, &view, me)?;
             self.restart_logged = Some(counts);
-            if let Some(records) = records {
-                self.preread.insert(view.id, records);
+            if let Some(kept) = kept {
+                self.stats.replay_peak_buffer =
+                    self.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
+                self.skimmed.insert(view.id, kept);
             }
             self.history.push((view.id, shard_in(&view, me)));
             self.view = Some(view);
@@ -1285,20 +1463,20 @@ impl<T: Transport, L: Durable> Group<T, L> {
                     && let Some(path) = self.cfg.epoch_log_of(last.id, s)
                     && path.exists()
                 {
-                    squall_round_robin::log::Log::cut(&path, trim_end(t, &senders))?;
+                    let end = trim_end(t, &senders);
+                    self.cut_restart_log(last.id, &path, end, true)?;
                 }
+                self.skimmed.clear();
                 self.history.clear();
                 self.position = 0;
                 tracing::info!(me = %me, view = last.id, "group: restarted without state: passive until a transfer");
             } else {
                 self.replay(&last, t, upcalls)?;
-                // What this step hands out from here on goes through the backlog, in batches.
-                self.spill = true;
                 // It holds its shard's state again: tell every node, so that a joiner may ask
                 // it (joiners ask only members known to hold the state: view 0's and announced
                 // ones).
                 self.transfer.activate(self.position);
-                tracing::info!(me = %me, view = last.id, replayed = self.stats.replayed, position = self.position, "group: restarted from the logs");
+                tracing::info!(me = %me, view = last.id, position = self.position, "group: restarted from the logs (the replay is read as it is handed out)");
             }
         }
         if let (Some(trim), Some(mut old), Some(old_view)) =
@@ -1572,21 +1750,55 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
                     true
                 }
             };
-        if self.backlog.is_empty() && !self.spill {
+        if self.replay_backlog() == 0 && self.replay_at.is_none() {
             return busy;
         }
         // A restart's replay: hand out at most `replay_batch` upcalls, in order, behind what
-        // earlier polls left.
-        self.spill = false;
-        self.backlog.extend(upcalls.drain(before..));
-        let n = self.cfg.replay_batch.min(self.backlog.len());
-        upcalls.extend(self.backlog.drain(..n));
+        // earlier polls left: what came before the replay, the replay's deliveries (read from
+        // the logs now, in slices), then what followed them.
+        let mut produced: Vec<_> = upcalls.drain(before..).collect();
+        if let Some(at) = self.replay_at.take() {
+            let after = produced.split_off(at.saturating_sub(before).min(produced.len()));
+            self.backlog.extend(produced);
+            self.behind.extend(after);
+        } else if self.stream.is_some() {
+            self.behind.extend(produced);
+        } else {
+            self.backlog.extend(produced);
+        }
+        let mut n = self.cfg.replay_batch;
+        loop {
+            let k = n.min(self.backlog.len());
+            upcalls.extend(self.backlog.drain(..k));
+            n -= k;
+            let Some(stream) = self.stream.as_mut().filter(|_| n > 0) else {
+                break;
+            };
+            match stream.pull(n, upcalls, &mut self.stats) {
+                Ok((got, done)) => {
+                    n -= got;
+                    if !done {
+                        break;
+                    }
+                    self.stream = None;
+                    self.backlog.extend(self.behind.drain(..));
+                    tracing::info!(me = %self.gms.id(), replayed = self.stats.replayed, position = self.position, peak_buffer = self.stats.replay_peak_buffer, "group: the restart's replay is read out");
+                }
+                Err(e) => {
+                    // What followed the replay must not reach the application.
+                    self.stream = None;
+                    self.behind.clear();
+                    self.stop(e.to_string(), upcalls);
+                    break;
+                }
+            }
+        }
         self.stats.replay_polls += 1;
         true
     }
 
     fn wait(&mut self, timeout: Duration) {
-        if !self.backlog.is_empty() {
+        if self.replay_backlog() > 0 {
             return; // the replay's backlog is ready to hand out
         }
         self.gms.wait(timeout);

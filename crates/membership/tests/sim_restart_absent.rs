@@ -65,6 +65,8 @@ struct Life {
     stalled: Vec<Option<squall_transport::Time>>,
     /// `GroupConfig::replay_batch` for the groups created from now on (`None`: the default).
     batch: Option<usize>,
+    /// `GroupConfig::replay_buffer` for the groups created from now on (`None`: the default).
+    buffer: Option<usize>,
     /// A slow application at one member: each upcall it handles costs it this much time (its
     /// program does not run meanwhile).
     cost: Option<(usize, Duration)>,
@@ -103,6 +105,7 @@ impl Life {
             life,
             stalled: vec![None; u],
             batch: None,
+            buffer: None,
             cost: None,
             u,
         };
@@ -120,6 +123,9 @@ impl Life {
         let mut cfg = config(&self.base, i, self.u);
         if let Some(b) = self.batch {
             cfg.replay_batch = b;
+        }
+        if let Some(b) = self.buffer {
+            cfg.replay_buffer = b;
         }
         self.groups[i] = Some(Group::new(t, cfg, log, rec.as_ref()).unwrap());
     }
@@ -840,4 +846,136 @@ fn a_late_root_of_the_restart_view_that_was_a_joiner_joins_the_running_view() {
 #[test]
 fn a_joiner_root_present_during_the_restart_is_not_waited_for_and_joins_again() {
     check_seeds("restart_joiner_root", 3, |seed| late_root(seed, true));
+}
+
+/// The read buffer of the restarts in `logs_much_larger_than_the_read_buffer` (bytes): at
+/// least one record (at most 8 + 28 + 96 bytes here), far below the logs' sizes.
+const SMALL_BUFFER: usize = 256;
+
+/// The epoch logs are read in slices (issue 6): five members deliver long enough that each
+/// one's epoch logs hold hundreds of times `SMALL_BUFFER`, all stop, and all restart with
+/// `replay_buffer` = `SMALL_BUFFER` and `replay_batch` = 8. Every member must replay the same
+/// sequence, of which everything delivered before is a prefix, carry on identically, and never
+/// have held more than `SMALL_BUFFER` bytes of log at once (`GroupStats::replay_peak_buffer`,
+/// the largest buffer of its skims and its replay's readers); the replay must have gone out
+/// over at least `replayed / 8` polls. Mutation: the replay reading each log whole (a reader
+/// buffer of the file's size in `ReplayStream::pull`) fails the peak check.
+fn logs_much_larger_than_the_read_buffer(seed: u64) {
+    let base = dir("slices", seed);
+    let (logs, before) = first_life(seed, &base, 6000);
+    let bytes: u64 = (std::fs::read_dir(base.join("n0")).unwrap())
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    assert!(
+        bytes >= 100 * SMALL_BUFFER as u64,
+        "seed {seed}: n0's epoch logs hold only {bytes} bytes"
+    );
+    let all = [0, 1, 2, 3, 4];
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &[], 1, N);
+    l.batch = Some(8);
+    l.buffer = Some(SMALL_BUFFER);
+    for i in all {
+        l.start_late(i);
+    }
+    restart_and_carry_on(&mut l, &before, &all, Duration::from_millis(50));
+    for i in all {
+        let stats = l.groups[i].as_ref().unwrap().stats();
+        assert!(
+            stats.replayed > 0 && stats.replay_peak_buffer > 0,
+            "seed {seed}: n{i} replayed nothing"
+        );
+        assert!(
+            stats.replay_peak_buffer <= SMALL_BUFFER as u64,
+            "seed {seed}: n{i} held {} bytes of log at once (buffer {SMALL_BUFFER}, logs {bytes} bytes)",
+            stats.replay_peak_buffer
+        );
+        assert!(
+            stats.replay_polls >= stats.replayed / 8,
+            "seed {seed}: n{i} replayed {} in {} polls",
+            stats.replayed,
+            stats.replay_polls
+        );
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn a_restart_with_logs_much_larger_than_the_read_buffer_replays_identically_within_it() {
+    each_seed("restart_slices", 2, logs_much_larger_than_the_read_buffer);
+}
+
+/// A corrupt record in the middle of a member's last epoch log (a flipped payload byte: bit
+/// rot, not a crash) is not seen by the skim at creation (it checks only the last record's
+/// checksum), so the member publishes its whole log's counts; its replay then meets the record
+/// below the trim and must stop with `GroupError::ReplayLog`, having handed out only the
+/// gap-free prefix before it (never a gap, never what followed the replay). Mutation: the
+/// replay stream ignoring the reader's tail (treating the corrupt record as the log's end)
+/// fails it: the member then stops on the end-position check instead ("replaying the epoch log
+/// of view 0: position 948 where 1896 was expected", seed 0), not naming the checksum.
+fn corrupt_record_mid_log(seed: u64) {
+    let base = dir("corrupt", seed);
+    let (logs, before) = first_life(seed, &base, 1500);
+    // n1's last view's epoch log: flip the last payload byte of its middle record.
+    let victim = 1;
+    let mut files: Vec<PathBuf> = (std::fs::read_dir(base.join(format!("n{victim}"))).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    files.sort();
+    let path = files.last().unwrap().clone();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let records = squall_round_robin::log::decode(&bytes).records;
+    assert!(
+        records.len() >= 20,
+        "seed {seed}: {} records",
+        records.len()
+    );
+    let k = records.len() / 2;
+    let frame = |r: &squall_round_robin::log::Record| {
+        squall_round_robin::log::FRAME + squall_round_robin::log::BODY_HEADER + r.payload.len()
+    };
+    let at = squall_round_robin::log::MAGIC.len() + records[..k].iter().map(frame).sum::<usize>();
+    bytes[at + frame(&records[k]) - 1] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    let mut l = Life::start(seed + 1000, &base, &logs, &[0, 1, 2, 3, 4], 1);
+    l.batch = Some(8);
+    let t0 = l.sim.now();
+    let stopped = |l: &Life| {
+        (l.groups[victim].as_ref())
+            .and_then(|g| g.stopped().map(str::to_string))
+            .filter(|s| s.contains("replaying the epoch log"))
+    };
+    while stopped(&l).is_none() {
+        assert!(
+            l.sim.now().saturating_since(t0) < Duration::from_millis(50),
+            "seed {seed}: n{victim} did not stop on its corrupt record: {}",
+            l.state()
+        );
+        l.step(false);
+    }
+    let why = stopped(&l).unwrap();
+    assert!(why.contains("checksum"), "seed {seed}: {why}");
+    // It handed out the records before the corrupt one, gap-free (the harness checks the
+    // positions), and nothing of the restart view.
+    let got = &l.delivered[victim];
+    assert_eq!(
+        got.last().map(|d| d.0),
+        Some(records[k - 1].position),
+        "seed {seed}: n{victim} handed out up to the corrupt record"
+    );
+    for b in &before {
+        let n = b.len().min(got.len());
+        assert_eq!(
+            &b[..n],
+            &got[..n],
+            "seed {seed}: replay differs from what was delivered"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn a_corrupt_record_mid_log_stops_the_replay_without_a_gap() {
+    each_seed("restart_corrupt_mid_log", 2, corrupt_record_mid_log);
 }

@@ -23,6 +23,11 @@
 //! member, the state replayed; by default 300, 2000, 6000. GMS suspicion 2 s, kept from before
 //! s16 so that figures compare: the replay then ran inside one poll and stalled the loop. The
 //! last column is the longest single poll of a restarted member.)
+//!
+//! `SQUALL_MEMBERSHIP_TCP_RESTART_BENCH_BUFFERS=65536,1073741824` runs every size once per
+//! `GroupConfig::replay_buffer` listed (by default only the default, 1 MiB), in alternation
+//! within each repetition, and prints each row's restart time against the first buffer's; a
+//! buffer larger than the logs reads every log whole, in one slice (the whole-file reader).
 #![allow(clippy::unwrap_used)]
 
 mod mp;
@@ -163,48 +168,69 @@ fn restart_time() {
         v.sort_unstable();
         v[v.len() / 2]
     };
-    println!(
-        "| warm-up deliveries | replayed (median) | bytes replayed | linked | restart view | delivering again | fresh start to delivering | delivering again / fresh start | longest poll / loop round (max of runs) |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for &w in &sizes {
-        let runs: Vec<RestartTiming> = (0..reps)
-            .map(|_| {
-                restart_run(
-                    "member_child",
-                    settings.clone(),
-                    w,
-                    KillAll::AtOnce,
-                    |_| (0..5).collect(),
-                    100,
-                )
-                .3
-            })
-            .collect();
-        let m = |f: &dyn Fn(&RestartTiming) -> u64| median(runs.iter().map(f).collect());
-        let (deliv, fresh) = (m(&|t| t.delivering_us), m(&|t| t.fresh_us));
-        let ms = |us: u64| {
-            if us == 0 {
-                "< 20 ms".to_string()
-            } else {
-                format!("{:.1} ms", us as f64 / 1000.0)
-            }
+    let buffers: Vec<Option<usize>> =
+        match std::env::var("SQUALL_MEMBERSHIP_TCP_RESTART_BENCH_BUFFERS") {
+            Ok(v) => v
+                .split(',')
+                .map(|b| Some(b.parse().expect("replay buffer bytes")))
+                .collect(),
+            Err(_) => vec![None],
         };
-        let poll = format!(
-            "{} / {}",
-            ms(runs.iter().map(|t| t.poll_us).max().unwrap_or(0)),
-            ms(runs.iter().map(|t| t.loop_us).max().unwrap_or(0))
-        );
-        println!(
-            "| {w} | {} | {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.2}x | {poll} |",
-            m(&|t| t.replayed as u64),
-            m(&|t| t.replayed_bytes as u64),
-            m(&|t| t.linked_us) as f64 / 1000.0,
-            m(&|t| t.view_us) as f64 / 1000.0,
-            deliv as f64 / 1000.0,
-            fresh as f64 / 1000.0,
-            deliv as f64 / fresh as f64,
-        );
+    println!(
+        "| warm-up deliveries | replay buffer | replayed (median) | bytes replayed | linked | restart view | delivering again | fresh start to delivering | delivering again / fresh start | delivering again / first buffer's | longest poll / loop round (max of runs) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for &w in &sizes {
+        // Repetitions alternate the buffers, so that the load of the box falls on all alike.
+        let mut by_buffer: Vec<Vec<RestartTiming>> = vec![Vec::new(); buffers.len()];
+        for _ in 0..reps {
+            for (b, runs) in buffers.iter().zip(&mut by_buffer) {
+                let settings = Settings {
+                    replay_buffer: *b,
+                    ..settings.clone()
+                };
+                runs.push(
+                    restart_run(
+                        "member_child",
+                        settings,
+                        w,
+                        KillAll::AtOnce,
+                        |_| (0..5).collect(),
+                        100,
+                    )
+                    .3,
+                );
+            }
+        }
+        let first = median(by_buffer[0].iter().map(|t| t.delivering_us).collect());
+        for (b, runs) in buffers.iter().zip(by_buffer) {
+            let m = |f: &dyn Fn(&RestartTiming) -> u64| median(runs.iter().map(f).collect());
+            let (deliv, fresh) = (m(&|t| t.delivering_us), m(&|t| t.fresh_us));
+            let ms = |us: u64| {
+                if us == 0 {
+                    "< 20 ms".to_string()
+                } else {
+                    format!("{:.1} ms", us as f64 / 1000.0)
+                }
+            };
+            let poll = format!(
+                "{} / {}",
+                ms(runs.iter().map(|t| t.poll_us).max().unwrap_or(0)),
+                ms(runs.iter().map(|t| t.loop_us).max().unwrap_or(0))
+            );
+            println!(
+                "| {w} | {} | {} | {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.2}x | {:.2}x | {poll} |",
+                b.map_or_else(|| "default".to_string(), |b| b.to_string()),
+                m(&|t| t.replayed as u64),
+                m(&|t| t.replayed_bytes as u64),
+                m(&|t| t.linked_us) as f64 / 1000.0,
+                m(&|t| t.view_us) as f64 / 1000.0,
+                deliv as f64 / 1000.0,
+                fresh as f64 / 1000.0,
+                deliv as f64 / fresh as f64,
+                deliv as f64 / first as f64,
+            );
+        }
     }
 }
 

@@ -440,13 +440,7 @@ impl Log {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io)?;
+        let mut file = open_rw(path).map_err(io)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let d = decode(&bytes);
@@ -553,9 +547,12 @@ impl Log {
 
     /// Cuts the log at `path` back to its records with a sequence number below `seq` (a ragged
     /// trim is a gap-free prefix of the sequence order, so everything past it is the log's
-    /// tail), syncs, and returns the records that remain. A missing file is an empty log (it is
-    /// created). Idempotent: cutting again at the same `seq` changes nothing. The log must not
-    /// be open for appending elsewhere.
+    /// tail), truncates a torn or corrupt tail as [`Log::open`] does, syncs, and says what
+    /// remains. A missing file is an empty log (it is created). Idempotent: cutting again at
+    /// the same `seq` changes nothing. The log must not be open for appending elsewhere.
+    ///
+    /// Reads the file with [`Log::skim`] (frames and body headers through a buffer of
+    /// [`DEFAULT_READ_BUFFER`] bytes, payloads skipped), so memory does not grow with the log.
     ///
     /// ```
     /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
@@ -569,83 +566,543 @@ impl Log {
     /// log.sync()?;
     /// drop(log);
     /// let kept = Log::cut(&path, 2)?;
-    /// assert_eq!(kept.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![0, 1]);
+    /// assert_eq!(kept.last.map(|r| (r.seq, r.position)), Some((1, 8)));
     /// let (_, rec) = Log::open(&path, FsyncPolicy::Never)?;
-    /// assert_eq!(rec.records, kept);
+    /// assert_eq!(rec.records.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![0, 1]);
     /// # std::fs::remove_file(&path).ok();
     /// # Ok::<(), squall_round_robin::log::LogError>(())
     /// ```
-    pub fn cut(path: &Path, seq: u64) -> Result<Vec<Record>, LogError> {
-        let (log, rec) = Log::open(path, FsyncPolicy::EveryBatch)?;
-        let cut = rec.records.iter().any(|r| r.seq >= seq);
-        let records = Log::cut_records(path, rec.records, seq)?;
-        if cut {
-            log.file.sync_data().map_err(|source| LogError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        }
-        Ok(records)
+    pub fn cut(path: &Path, seq: u64) -> Result<Skimmed, LogError> {
+        Log::skim(path, seq, None, DEFAULT_READ_BUFFER, true)
     }
 
-    /// [`Log::cut`] for a caller that already holds the file's records — what
-    /// [`Log::open`] returned, with nothing appended since — so the file is not read again:
-    /// the kept length is computed from the records' payload lengths (no encoding, no
-    /// checksum). Untouched if nothing is past `seq`. **Not synced**: the truncation becomes
-    /// durable with the file system's next flush (a caller that needs it now syncs the file;
-    /// [`Log::cut`] does). A total restart reads its last view's log once to publish its
-    /// logged counts and cuts it with those records; it needs no sync there, since every
-    /// later restart cuts that view's log again from the decision logged before.
+    /// Reads the log at `path` front to back through a buffer of `buffer` bytes
+    /// ([`Reader`] in [`ReadMode::Skim`]: frames and body headers only, payloads skipped, no
+    /// checksums), stops at the first record whose sequence number is `seq` or more, and
+    /// truncates the file there: [`Log::cut`] at `seq`, or with `u64::MAX` what
+    /// [`Log::open`] repairs. When it reached the end of the valid prefix (nothing cut), the
+    /// last record's checksum is checked too (a crash can leave a full-length record of
+    /// garbage); one that fails is the torn tail and goes. A corrupt record *before* the last
+    /// is not seen here: a [`ReadMode::Verify`] reader of the file finds it.
+    ///
+    /// `from`: a [`Mark`] of an earlier skim of the same file (with nothing but appends and
+    /// cuts at or past the mark since) whose record's sequence number is below `seq`: the skim
+    /// starts there, so a cut near the end reads only the end. `sync`: `fdatasync` the file if
+    /// it was truncated. A missing file is created empty. Memory: the buffer (or the longest
+    /// record's frame and header, if longer), plus [`Skimmed::marks`].
     ///
     /// ```
     /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
     /// use squall_transport::NodeId;
-    /// let path = std::env::temp_dir().join(format!("rr-log-cut-records-doc-{}", std::process::id()));
+    /// let path = std::env::temp_dir().join(format!("rr-log-skim-doc-{}", std::process::id()));
     /// let _ = std::fs::remove_file(&path);
     /// let (mut log, _) = Log::open(&path, FsyncPolicy::EveryBatch)?;
-    /// for seq in 0..3 {
-    ///     log.append(&Record { view: 1, seq, position: seq, sender: NodeId(0), payload: vec![7; 5] })?;
+    /// for seq in 0..1000 {
+    ///     log.append(&Record { view: 1, seq, position: seq, sender: NodeId(0), payload: vec![7; 100] })?;
     /// }
     /// log.sync()?;
     /// drop(log);
-    /// let (_, rec) = Log::open(&path, FsyncPolicy::Never)?;
-    /// let kept = Log::cut_records(&path, rec.records, 2)?;
-    /// assert_eq!(kept.len(), 2);
-    /// assert_eq!(Log::open(&path, FsyncPolicy::Never)?.1.records, kept);
+    /// let all = Log::skim(&path, u64::MAX, None, 4096, false)?;
+    /// assert_eq!((all.records, all.last.as_ref().map(|r| r.seq)), (1000, Some(999)));
+    /// assert!(all.peak_buffer <= 4096 && all.marks.len() > 10);
+    /// // Cut at 990 from the last mark below it: reads only the end of the file.
+    /// let from = all.marks.iter().rev().find(|m| m.seq < 990).copied();
+    /// let cut = Log::skim(&path, 990, from.as_ref(), 4096, true)?;
+    /// assert_eq!(cut.last.map(|r| r.position), Some(989));
+    /// assert_eq!(Log::open(&path, FsyncPolicy::Never)?.1.records.len(), 990);
     /// # std::fs::remove_file(&path).ok();
     /// # Ok::<(), squall_round_robin::log::LogError>(())
     /// ```
-    pub fn cut_records(
+    pub fn skim(
         path: &Path,
-        mut records: Vec<Record>,
         seq: u64,
-    ) -> Result<Vec<Record>, LogError> {
-        let Some(first_past) = records.iter().position(|r| r.seq >= seq) else {
-            return Ok(records);
-        };
-        // The frame, the body header, the payload: what `encode_record` writes.
-        let keep: usize = MAGIC.len()
-            + (records[..first_past].iter())
-                .map(|r| FRAME + BODY_HEADER + r.payload.len())
-                .sum::<usize>();
+        from: Option<&Mark>,
+        buffer: usize,
+        sync: bool,
+    ) -> Result<Skimmed, LogError> {
         let io = |source| LogError::Io {
             path: path.to_path_buf(),
             source,
         };
-        tracing::info!(
-            path = %path.display(),
-            seq,
-            dropped_records = records.len() - first_past,
-            "durable log: cut past the trim"
-        );
-        let file = OpenOptions::new().write(true).open(path).map_err(io)?;
-        file.set_len(keep as u64).map_err(io)?;
-        records.truncate(first_past);
-        Ok(records)
+        let mut file = open_rw(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let mut reader = match from {
+            Some(m) => {
+                file.seek(SeekFrom::Start(m.offset)).map_err(io)?;
+                Reader::at(&mut file, len, m.offset, buffer, ReadMode::Skim)
+            }
+            None => Reader::new(&mut file, len, buffer, ReadMode::Skim),
+        };
+        let mut out = Skimmed::default();
+        let mut prev: Option<(Record, usize)> = None;
+        let mut last: Option<(Record, usize)> = None;
+        let mut cut_at: Option<usize> = None;
+        let mut next_mark = from.map_or(0, |m| m.offset as usize);
+        while let Some(r) = reader.next_record().map_err(io)? {
+            let at = reader.last_record_at().map_or(0, |(at, _)| at);
+            if r.seq >= seq {
+                cut_at = Some(at);
+                break;
+            }
+            if at >= next_mark {
+                out.marks.push(Mark {
+                    offset: at as u64,
+                    view: r.view,
+                    seq: r.seq,
+                    position: r.position,
+                });
+                next_mark = at + buffer.max(1);
+            }
+            out.records += 1;
+            prev = last.take();
+            last = Some((r, at));
+        }
+        out.peak_buffer = reader.peak_buffer();
+        let mut tail = reader.tail().cloned();
+        let mut keep = match cut_at {
+            Some(at) => at,
+            None => reader.valid_len(),
+        };
+        drop(reader);
+        if cut_at.is_none()
+            && let Some(at) = last.as_ref().map(|(_, at)| *at)
+        {
+            // The crash point: check the last record's checksum.
+            let mut frame = vec![0; keep - at];
+            file.seek(SeekFrom::Start(at as u64)).map_err(io)?;
+            file.read_exact(&mut frame).map_err(io)?;
+            out.peak_buffer = out.peak_buffer.max(frame.len());
+            let found = u32_at(&frame, 4);
+            let expected = crc32(&frame[FRAME..]);
+            if found != expected {
+                tail = Some(TailError::Checksum {
+                    offset: at,
+                    found,
+                    expected,
+                });
+                keep = at;
+                out.records -= 1;
+                out.marks.retain(|m| m.offset < at as u64);
+                last = prev.take();
+            }
+        }
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        if matches!(tail, Some(TailError::BadMagic))
+            && (len >= MAGIC.len() || !MAGIC.starts_with(&read_prefix(&mut file, len).map_err(io)?))
+        {
+            return Err(LogError::NotALog {
+                path: path.to_path_buf(),
+            });
+        }
+        if keep < len {
+            out.dropped_bytes = (len - keep) as u64;
+            if cut_at.is_some() {
+                tracing::info!(path = %path.display(), seq, dropped_bytes = out.dropped_bytes, "durable log: cut past the trim");
+            } else {
+                tracing::warn!(
+                    path = %path.display(),
+                    dropped_bytes = out.dropped_bytes,
+                    reason = %tail.as_ref().map_or_else(|| "torn header".to_string(), ToString::to_string),
+                    "durable log: truncating a torn or corrupt tail to the last valid record"
+                );
+            }
+            file.set_len(keep as u64).map_err(io)?;
+        }
+        if keep == 0 {
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+            file.write_all(MAGIC).map_err(io)?;
+            keep = MAGIC.len();
+        }
+        if sync && keep != len {
+            file.sync_data().map_err(io)?;
+        }
+        out.truncated = if cut_at.is_none() { tail } else { None };
+        out.len = keep as u64;
+        out.last = last.map(|(r, _)| r);
+        Ok(out)
+    }
+
+    /// A [`ReadMode::Verify`] reader of the log file at `path` (its length now), through a
+    /// buffer of `buffer` bytes: decodes it incrementally, as [`decode`] decodes a whole file.
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-reader-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, _) = Log::open(&path, FsyncPolicy::EveryBatch)?;
+    /// for seq in 0..50 {
+    ///     log.append(&Record { view: 1, seq, position: seq, sender: NodeId(0), payload: vec![1; 300] })?;
+    /// }
+    /// log.sync()?;
+    /// let mut reader = Log::reader(&path, 1024)?;
+    /// let mut n = 0;
+    /// while let Some(r) = reader.next_record().map_err(|source| squall_round_robin::log::LogError::Io { path: path.clone(), source })? {
+    ///     assert_eq!((r.seq, r.payload.len()), (n, 300));
+    ///     n += 1;
+    /// }
+    /// assert_eq!((n, reader.tail()), (50, None));
+    /// assert!(reader.peak_buffer() <= 1024);
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn reader(path: &Path, buffer: usize) -> Result<Reader<File>, LogError> {
+        let io = |source| LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        Ok(Reader::new(file, len, buffer, ReadMode::Verify))
     }
 
     /// The view and position of the last record appended, if any.
     pub fn last(&self) -> Option<(u64, u64)> {
         self.next
+    }
+}
+
+/// A place in a log file that a later [`Log::skim`] may start from: a record's offset and
+/// its header. A skim leaves one at most every `buffer` bytes, so its marks take 32 bytes per
+/// `buffer` bytes of log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mark {
+    /// Where the record starts in the file.
+    pub offset: u64,
+    /// Its view.
+    pub view: u64,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Its position.
+    pub position: u64,
+}
+
+/// What [`Log::skim`] (and [`Log::cut`]) found and left.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Skimmed {
+    /// Records kept that the skim read (from its mark on, if it started at one).
+    pub records: u64,
+    /// The last record kept, payload left out (`None`: none read).
+    pub last: Option<Record>,
+    /// The file's length now.
+    pub len: u64,
+    /// Why a tail was dropped before the end of the file (not set for a cut at `seq`).
+    pub truncated: Option<TailError>,
+    /// How many bytes were dropped (a cut's or a torn tail's).
+    pub dropped_bytes: u64,
+    /// The most bytes the skim held in its buffer at once.
+    pub peak_buffer: usize,
+    /// Marks of records kept, ascending, at most one per `buffer` bytes.
+    pub marks: Vec<Mark>,
+}
+
+/// Opens (or creates) a log file for reading and writing, never truncating it.
+fn open_rw(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
+fn read_prefix(file: &mut File, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut b = vec![0; len.min(MAGIC.len())];
+    file.seek(SeekFrom::Start(0))?;
+    file.read_exact(&mut b)?;
+    Ok(b)
+}
+
+/// What [`Reader`] does with each record's payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// Checks every record's checksum and copies its payload out: what [`decode`] does.
+    Verify,
+    /// Reads only each record's frame and body header (length, view, sequence number, position,
+    /// sender) and skips its payload (seeking past it when it is not buffered): no checksum, no
+    /// copy. Finds torn, impossibly long and out-of-order records as [`decode`] does, but not a
+    /// record whose bytes fail their checksum; yielded records have empty payloads.
+    Skim,
+}
+
+/// The default buffer of a [`Reader`] (1 MiB).
+pub const DEFAULT_READ_BUFFER: usize = 1 << 20;
+
+/// An incremental decoder of a log file: reads it front to back through a buffer of a bounded
+/// size and yields one [`Record`] at a time, so that a log far larger than memory can be read.
+///
+/// In [`ReadMode::Verify`] it agrees with [`decode`] on every input: the same records, then
+/// the same [`valid_len`](Reader::valid_len) and the same [`tail`](Reader::tail) (why it
+/// stopped before the end; a property test and a fuzz target compare the two). The buffer
+/// holds at most `max(buffer, largest record)` bytes: a record is decoded from one contiguous
+/// slice, so a record longer than the buffer grows it to that record's length (never beyond
+/// the bytes the file holds, which is checked against its length before reading); it shrinks
+/// back to `buffer` on the next refill. [`peak_buffer`](Reader::peak_buffer) reports the most
+/// it held.
+///
+/// ```
+/// use squall_round_robin::log::{decode, encode_record, MAGIC, ReadMode, Reader, Record};
+/// use squall_transport::NodeId;
+/// let mut file = MAGIC.to_vec();
+/// for position in 0..100 {
+///     let r = Record { view: 1, seq: position, position, sender: NodeId(0), payload: vec![7; 50] };
+///     encode_record(&r, &mut file);
+/// }
+/// file.extend_from_slice(&[1, 2, 3]); // a torn append
+/// let mut reader = Reader::new(std::io::Cursor::new(&file), file.len() as u64, 128, ReadMode::Verify);
+/// let mut records = Vec::new();
+/// while let Some(r) = reader.next_record()? {
+///     records.push(r);
+/// }
+/// let whole = decode(&file);
+/// assert_eq!(records, whole.records);
+/// assert_eq!((reader.valid_len(), reader.tail()), (whole.valid_len, whole.tail.as_ref()));
+/// assert!(reader.peak_buffer() <= 128);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Reader<R> {
+    src: R,
+    mode: ReadMode,
+    /// The configured buffer size.
+    chunk: usize,
+    /// Bytes `[start, end)` of `buf` are the file's bytes from offset `base + start`.
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    base: usize,
+    /// The file's length.
+    total: usize,
+    /// Where the source's read position is (file offset).
+    src_at: usize,
+    peak: usize,
+    started: bool,
+    done: bool,
+    valid_len: usize,
+    tail: Option<TailError>,
+    last: Option<(u64, u64)>,
+    last_at: Option<(usize, usize)>,
+    read: u64,
+}
+
+impl<R: Read + Seek> Reader<R> {
+    /// A reader of the `len` bytes of `src` from its current position (the file's start),
+    /// buffering `buffer` bytes at a time (at least one record's frame and header: smaller
+    /// values are raised to [`FRAME`] + [`BODY_HEADER`]).
+    pub fn new(src: R, len: u64, buffer: usize, mode: ReadMode) -> Reader<R> {
+        Reader {
+            src,
+            mode,
+            chunk: buffer.max(FRAME + BODY_HEADER),
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+            base: 0,
+            total: usize::try_from(len).unwrap_or(usize::MAX),
+            src_at: 0,
+            peak: 0,
+            started: false,
+            done: false,
+            valid_len: 0,
+            tail: None,
+            last: None,
+            last_at: None,
+            read: 0,
+        }
+    }
+
+    /// A reader that starts at byte `offset` of the file (a record's start, the source
+    /// positioned there, as a [`Mark`] says), skipping the header check; the order check
+    /// starts afresh there.
+    pub fn at(src: R, len: u64, offset: u64, buffer: usize, mode: ReadMode) -> Reader<R> {
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+        let mut r = Reader::new(src, len, buffer, mode);
+        r.started = true;
+        r.base = offset.min(r.total);
+        r.src_at = r.base;
+        r.valid_len = r.base;
+        r
+    }
+
+    /// Makes `need` bytes from the current record's start buffered (the caller checked that
+    /// the file holds them). A file shorter than its stated length is an I/O error.
+    fn fill(&mut self, need: usize) -> std::io::Result<()> {
+        if self.end - self.start >= need {
+            return Ok(());
+        }
+        // Move what is left to the front; size the buffer for the configured chunk, or for
+        // this record if it is longer, but never beyond what the file still holds.
+        let size = (self.chunk.max(need)).min(self.total - self.base - self.start);
+        if self.buf.len() == size {
+            self.buf.copy_within(self.start..self.end, 0);
+        } else {
+            let mut next = vec![0; size];
+            next[..self.end - self.start].copy_from_slice(&self.buf[self.start..self.end]);
+            self.buf = next;
+        }
+        self.base += self.start;
+        self.end -= self.start;
+        self.start = 0;
+        let want = size.min(self.total - self.base);
+        while self.end < want {
+            let n = self.src.read(&mut self.buf[self.end..want])?;
+            if n == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "log file shorter than its length {} (ends at {})",
+                        self.total,
+                        self.base + self.end
+                    ),
+                ));
+            }
+            self.end += n;
+            self.src_at = self.base + self.end;
+        }
+        self.peak = self.peak.max(self.buf.len());
+        Ok(())
+    }
+
+    /// Skips `n` bytes past the buffered ones (seeking the source).
+    fn skip(&mut self, n: usize) -> std::io::Result<()> {
+        let buffered = self.end - self.start;
+        if n <= buffered {
+            self.start += n;
+            return Ok(());
+        }
+        let to = self.base + self.start + n;
+        let delta = i64::try_from(to - self.src_at).unwrap_or(i64::MAX);
+        self.src.seek(SeekFrom::Current(delta))?;
+        self.src_at = to;
+        self.base = to;
+        self.start = 0;
+        self.end = 0;
+        Ok(())
+    }
+
+    fn stop(&mut self, why: TailError) -> std::io::Result<Option<Record>> {
+        self.tail = Some(why);
+        self.done = true;
+        Ok(None)
+    }
+
+    /// The next record of the valid prefix, or `None` at its end ([`tail`](Reader::tail)
+    /// then says why, if before the end of the file). Errors are the file system's only: a
+    /// torn or corrupt record ends the valid prefix as in [`decode`].
+    pub fn next_record(&mut self) -> std::io::Result<Option<Record>> {
+        if self.done {
+            return Ok(None);
+        }
+        if !self.started {
+            self.started = true;
+            if self.total == 0 {
+                self.done = true;
+                return Ok(None);
+            }
+            if self.total < MAGIC.len() {
+                return self.stop(TailError::BadMagic);
+            }
+            self.fill(MAGIC.len())?;
+            if &self.buf[self.start..self.start + MAGIC.len()] != MAGIC {
+                return self.stop(TailError::BadMagic);
+            }
+            self.start += MAGIC.len();
+            self.valid_len = MAGIC.len();
+        }
+        let at = self.base + self.start;
+        let rest = self.total - at;
+        if rest == 0 {
+            self.done = true;
+            return Ok(None);
+        }
+        if rest < FRAME {
+            return self.stop(TailError::Torn {
+                offset: at,
+                have: rest,
+                need: FRAME,
+            });
+        }
+        self.fill(FRAME)?;
+        let len = u32_at(&self.buf, self.start) as usize;
+        if !(BODY_HEADER..=MAX_BODY).contains(&len) {
+            return self.stop(TailError::Length { offset: at, len });
+        }
+        if rest < FRAME + len {
+            return self.stop(TailError::Torn {
+                offset: at,
+                have: rest,
+                need: FRAME + len,
+            });
+        }
+        let head = match self.mode {
+            ReadMode::Verify => FRAME + len,
+            ReadMode::Skim => FRAME + BODY_HEADER,
+        };
+        self.fill(head)?;
+        let frame = &self.buf[self.start..self.start + head];
+        let body = &frame[FRAME..];
+        if self.mode == ReadMode::Verify {
+            let found = u32_at(frame, 4);
+            let expected = crc32(body);
+            if found != expected {
+                return self.stop(TailError::Checksum {
+                    offset: at,
+                    found,
+                    expected,
+                });
+            }
+        }
+        let r = Record {
+            view: u64_at(body, 0),
+            seq: u64_at(body, 8),
+            position: u64_at(body, 16),
+            sender: NodeId(u32_at(body, 24)),
+            payload: match self.mode {
+                ReadMode::Verify => body[BODY_HEADER..].to_vec(),
+                ReadMode::Skim => Vec::new(),
+            },
+        };
+        if let Some((view, position)) = self.last
+            && !(r.view > view || (r.view == view && r.position == position + 1))
+        {
+            return self.stop(TailError::Order {
+                offset: at,
+                position: r.position,
+                previous: position,
+            });
+        }
+        self.start += head;
+        self.skip(FRAME + len - head)?;
+        self.last = Some((r.view, r.position));
+        self.last_at = Some((at, FRAME + len));
+        self.valid_len = at + FRAME + len;
+        self.read += 1;
+        Ok(Some(r))
+    }
+
+    /// The length of the valid prefix read so far (header included; 0 when the header is bad).
+    pub fn valid_len(&self) -> usize {
+        self.valid_len
+    }
+
+    /// Why reading stopped before the end of the file, once [`next_record`](Reader::next_record)
+    /// returned `None`.
+    pub fn tail(&self) -> Option<&TailError> {
+        self.tail.as_ref()
+    }
+
+    /// The most bytes the buffer held at once.
+    pub fn peak_buffer(&self) -> usize {
+        self.peak
+    }
+
+    /// Records yielded so far.
+    pub fn records_read(&self) -> u64 {
+        self.read
+    }
+
+    /// Where the last record yielded starts and how long it is (frame included).
+    pub fn last_record_at(&self) -> Option<(usize, usize)> {
+        self.last_at
     }
 }

@@ -257,6 +257,9 @@ pub struct Settings {
     /// view change. Off by default: the members' epochs are atomic or never fsynced, so a
     /// process crash is all their state has to survive.
     pub sync_installed: bool,
+    /// `GroupConfig::replay_buffer` (`None`: its default): the epoch log bytes a restart
+    /// holds in memory at once.
+    pub replay_buffer: Option<usize>,
 }
 
 impl Default for Settings {
@@ -294,6 +297,7 @@ impl Settings {
             durable: None,
             restart_absent: Duration::from_secs(1),
             sync_installed: false,
+            replay_buffer: None,
         }
     }
 
@@ -345,6 +349,10 @@ impl Settings {
             "MP_SYNC_INSTALLED",
             if self.sync_installed { "1" } else { "0" },
         );
+        match self.replay_buffer {
+            Some(b) => cmd.env("MP_REPLAY_BUFFER", b.to_string()),
+            None => cmd.env_remove("MP_REPLAY_BUFFER"),
+        };
         match self.transfer {
             Some((chunk, window)) => cmd.env("MP_TRANSFER", format!("{chunk},{window}")),
             None => cmd.env_remove("MP_TRANSFER"),
@@ -402,6 +410,9 @@ impl Settings {
             }),
             restart_absent: env_us("MP_RESTART_ABSENT_US"),
             sync_installed: std::env::var("MP_SYNC_INSTALLED").is_ok_and(|v| v == "1"),
+            replay_buffer: std::env::var("MP_REPLAY_BUFFER")
+                .ok()
+                .map(|v| v.parse().expect("MP_REPLAY_BUFFER")),
         }
     }
 
@@ -433,6 +444,9 @@ impl Settings {
         if let Some((chunk, window)) = self.transfer {
             cfg.transfer.chunk_size = chunk;
             cfg.transfer.window = window;
+        }
+        if let Some(b) = self.replay_buffer {
+            cfg.replay_buffer = b;
         }
         cfg
     }

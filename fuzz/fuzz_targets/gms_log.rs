@@ -1,7 +1,7 @@
 //! Fuzzes the membership log's decoder: whatever the bytes, it never panics, keeps a valid
 //! prefix that decodes again cleanly, and re-encoding what it kept gives back the same bytes.
-//! Every record kind goes through `decode` and `encode_record` here (`Installed`, `Decided`,
-//! `Promised`, `Shards`); the unit proptest `decode_keeps_a_reencodable_prefix_of_any_bytes`
+//! Every record kind goes through `decode` and `encode_record` here (`Installed`, `Decided` with
+//! and without holders, `Promised`, `Shards`, `Snapshot`, `StateDropped`); the unit proptest `decode_keeps_a_reencodable_prefix_of_any_bytes`
 //! starts from a log holding one of each.
 #![no_main]
 

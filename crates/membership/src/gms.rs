@@ -20,8 +20,9 @@
 //! - `dec`: `[vid+1, rank, n, changes…, trim…, holders…]` — the decision this node logged and
 //!   published (leader) or echoed (follower). `holders` is [`HOLDERS_KNOWN`] or 0, then a
 //!   bitmap by rank in `vid` of the members whose wedge said they held their shard's state
-//!   (copied from the deciding leader's block; 0: not known, a decision re-published from a
-//!   log, whose next view counts every shard member as holding).
+//!   (copied from the deciding leader's block, or from the log by a restarted member
+//!   re-publishing a decision it logged with them; 0: not known, a restart's decision or one
+//!   logged before the holders were, whose next view counts every shard member as holding).
 //!
 //! Plus two single-word flags, `join` and `leave`. See `docs/MEMBERSHIP.md` for the protocol and
 //! why a decision that anyone acted on is the one every later leader adopts.
@@ -206,6 +207,16 @@ const HOLDERS_KNOWN: u64 = 0x484f_4c44; // "HOLD"
 /// per rank.
 fn holder_words(u: usize) -> usize {
     1 + u.div_ceil(64)
+}
+
+/// The record logging decision `d` with its `holders` (by rank in the ending view; a block's
+/// bitmap, one bit per universe node, is cut to one per trim count).
+fn decided_record(d: &Decision, holders: Option<&[bool]>) -> Record {
+    let n = d.trim.counts.len();
+    Record::Decided {
+        decision: d.clone(),
+        holders: holders.map(|h| (0..n).map(|i| h.get(i).copied().unwrap_or(false)).collect()),
+    }
 }
 
 /// The members of `view` whose bit (by rank) is set in `bits`.
@@ -398,9 +409,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     .and_then(|r| crate::restart::logged_view(r, id, &layout))
                     .unwrap_or_else(|| View::new(id, members.to_vec(), &layout));
                 view = Some(v);
-                decision = recovered.and_then(|r| r.decision_for(id)).cloned();
+                let logged = |v| {
+                    let (d, h) = recovered?.decision_with_holders_for(v)?;
+                    Some((d.clone(), h.map(<[bool]>::to_vec)))
+                };
+                decision = logged(id);
                 if id > 0 {
-                    ended = recovered.and_then(|r| r.decision_for(id - 1)).cloned();
+                    ended = logged(id - 1);
                 }
                 restart = Some(RestartState {
                     promised: recovered.map_or(0, |r| r.promised_for(id)),
@@ -445,16 +460,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // Peers' inspectors must see the promise to pick a higher ballot.
             g.publish_proposal(v.id, r.promised, &[])?;
         }
-        if let Some(d) = decision {
-            // A restarted member re-publishes what it logged, so a new leader can adopt it.
-            // Its holders are not logged: a restart counts every restarted shard member that the
-            // every-shard rule accepted (see `crate::restart`).
-            g.publish_decision(&d, None)?;
+        if let Some((d, holders)) = decision {
+            // A restarted member re-publishes what it logged (with the holders logged with it),
+            // so a new leader can adopt it. A restart's own leader ignores those holders: its
+            // every-shard rule decides who holds state (see `crate::restart`).
+            g.publish_decision(&d, holders.as_deref())?;
             g.decision = Some(d);
-        } else if let Some(d) = ended {
+        } else if let Some((d, holders)) = ended {
             // Nothing decided in its last view yet: it publishes the decision that installed
-            // it, so a peer whose log stops one view earlier can catch up.
-            g.publish_decision(&d, None)?;
+            // it, with the holders it installed it with, so a peer whose log stops one view
+            // earlier catches up to the same view.
+            g.publish_decision(&d, holders.as_deref())?;
         }
         Ok(g)
     }
@@ -1219,7 +1235,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // restart from its log; it joins again.
             return self.rejoin(view.id, next.id);
         }
-        self.log.append(&Record::Decided(d.clone()))?;
+        self.log.append(&decided_record(&d, t.holders.as_deref()))?;
         for r in crate::restart::installed_records(&next) {
             self.log.append(&r)?;
         }
@@ -1484,7 +1500,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
         };
         tracing::debug!(me = %self.me, view = view.id, rank = my_rank, ?holders, "membership: decided");
-        self.log.append(&Record::Decided(decision.clone()))?;
+        self.log
+            .append(&decided_record(&decision, holders.as_deref()))?;
         tracing::debug!(me = %self.me, view = view.id, rank = my_rank, "membership: publishing the decision");
         self.publish_decision(&decision, holders.as_deref())?;
         self.decision = Some(decision);
@@ -1538,7 +1555,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 },
             };
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: decision seen");
-            self.log.append(&Record::Decided(decision.clone()))?;
+            self.log
+                .append(&decided_record(&decision, d.holders.as_deref()))?;
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: echoing");
             self.publish_decision(&decision, d.holders.as_deref())?;
             self.decision = Some(decision);

@@ -1686,6 +1686,113 @@ mod tests {
         (sim, g)
     }
 
+    /// An epoch that received nothing and holds its state.
+    struct Idle;
+
+    impl Epoch for Idle {
+        fn wedge(&mut self, view: &View) -> Vec<u64> {
+            vec![0; view.members.len()]
+        }
+    }
+
+    /// Issue 6: a restarting member whose log ends at view 0 catches up from a peer whose log
+    /// ends at view 1, which it installed live with a decision that lost shard 1 (its failed
+    /// member held the state, its survivor had not completed its transfer). The peer
+    /// re-publishes the logged decision *with the logged holders*, so the catching-up member
+    /// computes view 1 exactly as the peer installed it (shard 1 lost, empty), not with the old
+    /// rule (shard 1 = its non-holding survivor). Fails when the restarted peer re-publishes
+    /// the decision without holders (as before s17's holder log), or when they are not logged.
+    #[test]
+    fn a_restart_catching_up_from_a_logged_decision_installs_the_view_as_it_was_installed() {
+        let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+        let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        cfg.shards = crate::view::EvenShards {
+            shards: 2,
+            min: 1,
+            max: 2,
+        };
+        let layout = cfg.shard_layout();
+        let v0 = View::new(0, ids.clone(), &layout);
+        let lost = v0.shards[1].members.clone();
+        assert_eq!(lost.len(), 2, "{v0:?}");
+        let (failed, passive) = (lost[0], lost[1]);
+        let d = Decision {
+            rank: 1,
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: failed,
+            }],
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 0)).collect(),
+            },
+        };
+        let holders: Vec<bool> = v0.members.iter().map(|&m| m != passive).collect();
+        let next = |h: Option<&[NodeId]>| {
+            View::next_holding(1, d.next_members(&v0.members), Some(&v0.shards), h, &layout)
+        };
+        let live = next(Some(&holder_ids(&v0, &holders)));
+        let old_rule = next(None);
+        // The two rules differ here, else this test proves nothing.
+        assert!(live.shards[1].members.is_empty(), "{live:?}");
+        assert_eq!(old_rule.shards[1].members, vec![passive]);
+
+        // The peer's log: view 0, the decision with its holders, view 1 (as gms logs them).
+        let mut peer_log = MemLog::default();
+        let mut records = crate::restart::installed_records(&v0);
+        records.push(decided_record(&d, Some(&holders)));
+        records.extend(crate::restart::installed_records(&live));
+        for r in &records {
+            peer_log.append(r).unwrap();
+        }
+        let mut behind_log = MemLog::default();
+        for r in crate::restart::installed_records(&v0) {
+            behind_log.append(&r).unwrap();
+        }
+        let shard0 = &v0.shards[0].members;
+        let (peer, behind) = (shard0[0].0 as usize, shard0[1].0 as usize);
+
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(3), 4, &[spec]).unwrap();
+        let mut nodes: Vec<Option<SimNode>> = nodes.into_iter().map(Some).collect();
+        for &m in &lost {
+            sim.crash(m);
+        }
+        let open = |log: &MemLog| MemLog::open(log.bytes().to_vec());
+        let (log, rec) = open(&peer_log);
+        let mut p = Gms::new(nodes[peer].take().unwrap(), cfg.clone(), log, Some(&rec)).unwrap();
+        let (log, rec) = open(&behind_log);
+        let mut b = Gms::new(nodes[behind].take().unwrap(), cfg, log, Some(&rec)).unwrap();
+        assert_eq!(b.view().map(|v| v.id), Some(0));
+        let mut out = Vec::new();
+        for _ in 0..2000 {
+            if b.view().is_some_and(|v| v.id == 1) {
+                break;
+            }
+            p.poll(&mut Idle, &mut out).unwrap();
+            b.poll(&mut Idle, &mut out).unwrap();
+            sim.advance(std::time::Duration::from_millis(1));
+        }
+        // Member lists: a view rebuilt from a log recounts `Inadequate::have` (not logged).
+        let lists = |v: Option<&View>| v.map(|v| (v.id, v.members.clone(), v.shards.clone()));
+        assert_eq!(lists(p.view()), lists(Some(&live)));
+        assert_eq!(
+            lists(b.view()),
+            lists(Some(&live)),
+            "the catching-up member's view 1"
+        );
+        // It logged the decision with the same holders, so a member catching up from it in a
+        // later restart computes the same view again.
+        let (_, rec) = MemLog::open(b.log.bytes().to_vec());
+        assert_eq!(
+            rec.decision_with_holders_for(0)
+                .map(|(_, h)| h.map(<[bool]>::to_vec)),
+            Some(Some(holders))
+        );
+        let shards: Vec<Vec<NodeId>> = live.shards.iter().map(|s| s.members.clone()).collect();
+        assert_eq!(rec.shards_for(1), Some(&shards[..]));
+    }
+
     /// The decision block's holder section: the bitmap round-trips (past one word of bits), a
     /// decision without holders reads as not known, and a flag word this code never writes
     /// makes the block unreadable rather than a guess.

@@ -953,6 +953,36 @@ mod tests {
         assert!(parse(&body[..body.len() - 1]).is_err());
     }
 
+    /// The fuzz target's seeds (`fuzz/seeds/gms_log`) are whole logs of the current format:
+    /// every record kind, a decision with holders among them.
+    #[test]
+    fn the_fuzz_seeds_decode_whole() {
+        for (name, bytes) in [
+            (
+                "every_kind",
+                &include_bytes!("../../../fuzz/seeds/gms_log/every_kind")[..],
+            ),
+            (
+                "decided_with_holders",
+                &include_bytes!("../../../fuzz/seeds/gms_log/decided_with_holders")[..],
+            ),
+        ] {
+            let d = decode(bytes);
+            assert_eq!((d.tail, d.valid_len), (None, bytes.len()), "{name}");
+            assert!(
+                (d.records.iter())
+                    .any(|r| matches!(r, Record::Decided { holders: Some(h), .. } if h.len() == 9)),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            decode(include_bytes!("../../../fuzz/seeds/gms_log/every_kind"))
+                .records
+                .len(),
+            7
+        );
+    }
+
     /// The body length of `r`'s encoding.
     fn with_len(r: &Record) -> usize {
         let mut b = Vec::new();

@@ -20,8 +20,9 @@
 //! - `dec`: `[vid+1, rank, n, changes…, trim…, holders…]` — the decision this node logged and
 //!   published (leader) or echoed (follower). `holders` is [`HOLDERS_KNOWN`] or 0, then a
 //!   bitmap by rank in `vid` of the members whose wedge said they held their shard's state
-//!   (copied from the deciding leader's block; 0: not known, a decision re-published from a
-//!   log, whose next view counts every shard member as holding).
+//!   (copied from the deciding leader's block, or from the log by a restarted member
+//!   re-publishing a decision it logged with them; 0: not known, a restart's decision or one
+//!   logged before the holders were, whose next view counts every shard member as holding).
 //!
 //! Plus two single-word flags, `join` and `leave`. See `docs/MEMBERSHIP.md` for the protocol and
 //! why a decision that anyone acted on is the one every later leader adopts.
@@ -206,6 +207,16 @@ const HOLDERS_KNOWN: u64 = 0x484f_4c44; // "HOLD"
 /// per rank.
 fn holder_words(u: usize) -> usize {
     1 + u.div_ceil(64)
+}
+
+/// The record logging decision `d` with its `holders` (by rank in the ending view; a block's
+/// bitmap, one bit per universe node, is cut to one per trim count).
+fn decided_record(d: &Decision, holders: Option<&[bool]>) -> Record {
+    let n = d.trim.counts.len();
+    Record::Decided {
+        decision: d.clone(),
+        holders: holders.map(|h| (0..n).map(|i| h.get(i).copied().unwrap_or(false)).collect()),
+    }
 }
 
 /// The members of `view` whose bit (by rank) is set in `bits`.
@@ -398,9 +409,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     .and_then(|r| crate::restart::logged_view(r, id, &layout))
                     .unwrap_or_else(|| View::new(id, members.to_vec(), &layout));
                 view = Some(v);
-                decision = recovered.and_then(|r| r.decision_for(id)).cloned();
+                let logged = |v| {
+                    let (d, h) = recovered?.decision_with_holders_for(v)?;
+                    Some((d.clone(), h.map(<[bool]>::to_vec)))
+                };
+                decision = logged(id);
                 if id > 0 {
-                    ended = recovered.and_then(|r| r.decision_for(id - 1)).cloned();
+                    ended = logged(id - 1);
                 }
                 restart = Some(RestartState {
                     promised: recovered.map_or(0, |r| r.promised_for(id)),
@@ -445,16 +460,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // Peers' inspectors must see the promise to pick a higher ballot.
             g.publish_proposal(v.id, r.promised, &[])?;
         }
-        if let Some(d) = decision {
-            // A restarted member re-publishes what it logged, so a new leader can adopt it.
-            // Its holders are not logged: a restart counts every restarted shard member that the
-            // every-shard rule accepted (see `crate::restart`).
-            g.publish_decision(&d, None)?;
+        if let Some((d, holders)) = decision {
+            // A restarted member re-publishes what it logged (with the holders logged with it),
+            // so a new leader can adopt it. A restart's own leader ignores those holders: its
+            // every-shard rule decides who holds state (see `crate::restart`).
+            g.publish_decision(&d, holders.as_deref())?;
             g.decision = Some(d);
-        } else if let Some(d) = ended {
+        } else if let Some((d, holders)) = ended {
             // Nothing decided in its last view yet: it publishes the decision that installed
-            // it, so a peer whose log stops one view earlier can catch up.
-            g.publish_decision(&d, None)?;
+            // it, with the holders it installed it with, so a peer whose log stops one view
+            // earlier catches up to the same view.
+            g.publish_decision(&d, holders.as_deref())?;
         }
         Ok(g)
     }
@@ -1219,7 +1235,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // restart from its log; it joins again.
             return self.rejoin(view.id, next.id);
         }
-        self.log.append(&Record::Decided(d.clone()))?;
+        self.log.append(&decided_record(&d, t.holders.as_deref()))?;
         for r in crate::restart::installed_records(&next) {
             self.log.append(&r)?;
         }
@@ -1484,7 +1500,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
         };
         tracing::debug!(me = %self.me, view = view.id, rank = my_rank, ?holders, "membership: decided");
-        self.log.append(&Record::Decided(decision.clone()))?;
+        self.log
+            .append(&decided_record(&decision, holders.as_deref()))?;
         tracing::debug!(me = %self.me, view = view.id, rank = my_rank, "membership: publishing the decision");
         self.publish_decision(&decision, holders.as_deref())?;
         self.decision = Some(decision);
@@ -1538,7 +1555,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 },
             };
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: decision seen");
-            self.log.append(&Record::Decided(decision.clone()))?;
+            self.log
+                .append(&decided_record(&decision, d.holders.as_deref()))?;
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: echoing");
             self.publish_decision(&decision, d.holders.as_deref())?;
             self.decision = Some(decision);
@@ -1666,6 +1684,113 @@ mod tests {
         let (sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), u, &[spec]).unwrap();
         let g = Gms::new(nodes.remove(0), cfg, MemLog::default(), None).unwrap();
         (sim, g)
+    }
+
+    /// An epoch that received nothing and holds its state.
+    struct Idle;
+
+    impl Epoch for Idle {
+        fn wedge(&mut self, view: &View) -> Vec<u64> {
+            vec![0; view.members.len()]
+        }
+    }
+
+    /// Issue 6: a restarting member whose log ends at view 0 catches up from a peer whose log
+    /// ends at view 1, which it installed live with a decision that lost shard 1 (its failed
+    /// member held the state, its survivor had not completed its transfer). The peer
+    /// re-publishes the logged decision *with the logged holders*, so the catching-up member
+    /// computes view 1 exactly as the peer installed it (shard 1 lost, empty), not with the old
+    /// rule (shard 1 = its non-holding survivor). Fails when the restarted peer re-publishes
+    /// the decision without holders (as before s17's holder log), or when they are not logged.
+    #[test]
+    fn a_restart_catching_up_from_a_logged_decision_installs_the_view_as_it_was_installed() {
+        let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+        let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        cfg.shards = crate::view::EvenShards {
+            shards: 2,
+            min: 1,
+            max: 2,
+        };
+        let layout = cfg.shard_layout();
+        let v0 = View::new(0, ids.clone(), &layout);
+        let lost = v0.shards[1].members.clone();
+        assert_eq!(lost.len(), 2, "{v0:?}");
+        let (failed, passive) = (lost[0], lost[1]);
+        let d = Decision {
+            rank: 1,
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: failed,
+            }],
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 0)).collect(),
+            },
+        };
+        let holders: Vec<bool> = v0.members.iter().map(|&m| m != passive).collect();
+        let next = |h: Option<&[NodeId]>| {
+            View::next_holding(1, d.next_members(&v0.members), Some(&v0.shards), h, &layout)
+        };
+        let live = next(Some(&holder_ids(&v0, &holders)));
+        let old_rule = next(None);
+        // The two rules differ here, else this test proves nothing.
+        assert!(live.shards[1].members.is_empty(), "{live:?}");
+        assert_eq!(old_rule.shards[1].members, vec![passive]);
+
+        // The peer's log: view 0, the decision with its holders, view 1 (as gms logs them).
+        let mut peer_log = MemLog::default();
+        let mut records = crate::restart::installed_records(&v0);
+        records.push(decided_record(&d, Some(&holders)));
+        records.extend(crate::restart::installed_records(&live));
+        for r in &records {
+            peer_log.append(r).unwrap();
+        }
+        let mut behind_log = MemLog::default();
+        for r in crate::restart::installed_records(&v0) {
+            behind_log.append(&r).unwrap();
+        }
+        let shard0 = &v0.shards[0].members;
+        let (peer, behind) = (shard0[0].0 as usize, shard0[1].0 as usize);
+
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(3), 4, &[spec]).unwrap();
+        let mut nodes: Vec<Option<SimNode>> = nodes.into_iter().map(Some).collect();
+        for &m in &lost {
+            sim.crash(m);
+        }
+        let open = |log: &MemLog| MemLog::open(log.bytes().to_vec());
+        let (log, rec) = open(&peer_log);
+        let mut p = Gms::new(nodes[peer].take().unwrap(), cfg.clone(), log, Some(&rec)).unwrap();
+        let (log, rec) = open(&behind_log);
+        let mut b = Gms::new(nodes[behind].take().unwrap(), cfg, log, Some(&rec)).unwrap();
+        assert_eq!(b.view().map(|v| v.id), Some(0));
+        let mut out = Vec::new();
+        for _ in 0..2000 {
+            if b.view().is_some_and(|v| v.id == 1) {
+                break;
+            }
+            p.poll(&mut Idle, &mut out).unwrap();
+            b.poll(&mut Idle, &mut out).unwrap();
+            sim.advance(std::time::Duration::from_millis(1));
+        }
+        // Member lists: a view rebuilt from a log recounts `Inadequate::have` (not logged).
+        let lists = |v: Option<&View>| v.map(|v| (v.id, v.members.clone(), v.shards.clone()));
+        assert_eq!(lists(p.view()), lists(Some(&live)));
+        assert_eq!(
+            lists(b.view()),
+            lists(Some(&live)),
+            "the catching-up member's view 1"
+        );
+        // It logged the decision with the same holders, so a member catching up from it in a
+        // later restart computes the same view again.
+        let (_, rec) = MemLog::open(b.log.bytes().to_vec());
+        assert_eq!(
+            rec.decision_with_holders_for(0)
+                .map(|(_, h)| h.map(<[bool]>::to_vec)),
+            Some(Some(holders))
+        );
+        let shards: Vec<Vec<NodeId>> = live.shards.iter().map(|s| s.members.clone()).collect();
+        assert_eq!(rec.shards_for(1), Some(&shards[..]));
     }
 
     /// The decision block's holder section: the bitmap round-trips (past one word of bits), a

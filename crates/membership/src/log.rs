@@ -5,7 +5,10 @@
 //! `[body length: u32 LE][CRC-32 of the body: u32 LE][body]` (the framing of round-robin's log).
 //! Bodies (little endian): `1, view: u64, n: u32, n × node: u32` for an installed view;
 //! `2, view: u64, rank: u64, c: u32, c × change: u64, t: u32, t × (node: u32, count: u64)` for
-//! a decision; `3, view: u64, rank: u64` for a restart promise; `4, view: u64, k: u32, k × (n:
+//! a decision whose holders are not known (the format before s17's holder log: such records
+//! still decode); `7`, the same fields as `2`, then `h: u32, ceil(h/8) × byte` for a decision
+//! with its holders (a bitmap by rank in the ending view, `h` = `t`, bit `i % 8` of byte
+//! `i / 8`, unused bits 0); `3, view: u64, rank: u64` for a restart promise; `4, view: u64, k: u32, k × (n:
 //! u32, n × node: u32)` for a view's shards; `5, view: u64, shard: u32, first: u64, position:
 //! u64, f: u32, f × byte` for a persisted transferred state (the file name, UTF-8, at most
 //! [`MAX_FILE_NAME`] bytes); `6, view: u64` for a member whose state was voided (it joins again).
@@ -45,7 +48,15 @@ pub enum Record {
         members: Vec<NodeId>,
     },
     /// This member logged `decision`, which ends view `decision.trim.view`.
-    Decided(Decision),
+    Decided {
+        /// The decision.
+        decision: Decision,
+        /// The members of the ending view that held their shard's state when it ended (by rank
+        /// in that view, one per trim count), as the decision carried them; `None`: not known
+        /// (a decision of a restart, or one logged before the holders were), for which the next
+        /// view counts every shard member as holding (see `View::next_holding`).
+        holders: Option<Vec<bool>>,
+    },
     /// During a total restart, this member promised the restart leader with ballot `rank` not
     /// to accept a decision for view `view` from a lower ballot (logged before it acknowledges
     /// the leader's proposal; see [`crate::restart`]).
@@ -208,8 +219,11 @@ pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
                 out.extend_from_slice(&m.0.to_le_bytes());
             }
         }
-        Record::Decided(d) => {
-            out.push(2);
+        Record::Decided {
+            decision: d,
+            holders,
+        } => {
+            out.push(if holders.is_some() { 7 } else { 2 });
             out.extend_from_slice(&d.trim.view.to_le_bytes());
             out.extend_from_slice(&d.rank.to_le_bytes());
             out.extend_from_slice(&(d.changes.len() as u32).to_le_bytes());
@@ -220,6 +234,13 @@ pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
             for (n, c) in &d.trim.counts {
                 out.extend_from_slice(&n.0.to_le_bytes());
                 out.extend_from_slice(&c.to_le_bytes());
+            }
+            if let Some(h) = holders {
+                out.extend_from_slice(&(h.len() as u32).to_le_bytes());
+                for byte in h.chunks(8) {
+                    let bits = byte.iter().enumerate().filter(|(_, b)| **b);
+                    out.push(bits.fold(0u8, |acc, (i, _)| acc | 1 << i));
+                }
             }
         }
         Record::Promised { view, rank } => {
@@ -298,7 +319,7 @@ fn parse(body: &[u8]) -> Result<Record, &'static str> {
             }
             Record::Installed { view, members }
         }
-        2 => {
+        tag @ (2 | 7) => {
             let view = b.u64().ok_or(short)?;
             let rank = b.u64().ok_or(short)?;
             let n = b.count(8).ok_or(short)?;
@@ -311,11 +332,28 @@ fn parse(body: &[u8]) -> Result<Record, &'static str> {
             for _ in 0..t {
                 counts.push((NodeId(b.u32().ok_or(short)?), b.u64().ok_or(short)?));
             }
-            Record::Decided(Decision {
-                rank,
-                changes,
-                trim: Trim { view, counts },
-            })
+            let holders = if tag == 7 {
+                let h = b.u32().ok_or(short)? as usize;
+                if h != t {
+                    return Err("decision holders not one per trim count");
+                }
+                let (bytes, rest) = b.0.split_at_checked(h.div_ceil(8)).ok_or(short)?;
+                b.0 = rest;
+                if h % 8 != 0 && bytes.last().is_some_and(|l| l >> (h % 8) != 0) {
+                    return Err("decision holder bitmap has bits past its count");
+                }
+                Some((0..h).map(|i| bytes[i / 8] >> (i % 8) & 1 != 0).collect())
+            } else {
+                None
+            };
+            Record::Decided {
+                decision: Decision {
+                    rank,
+                    changes,
+                    trim: Trim { view, counts },
+                },
+                holders,
+            }
         }
         3 => Record::Promised {
             view: b.u64().ok_or(short)?,
@@ -526,13 +564,39 @@ impl Recovered {
 
     /// The highest-ranked decision logged for view `view`.
     pub fn decision_for(&self, view: u64) -> Option<&Decision> {
+        self.decision_with_holders_for(view).map(|(d, _)| d)
+    }
+
+    /// The highest-ranked decision logged for view `view`, with its holders when they were
+    /// logged (see [`Record::Decided`]).
+    ///
+    /// ```
+    /// use squall_membership::change::Decision;
+    /// use squall_membership::log::{Durable, MemLog, Record};
+    /// use squall_membership::trim::Trim;
+    /// use squall_transport::NodeId;
+    /// let decision = Decision {
+    ///     rank: 1,
+    ///     changes: vec![],
+    ///     trim: Trim { view: 3, counts: vec![(NodeId(0), 4), (NodeId(1), 4)] },
+    /// };
+    /// let mut log = MemLog::default();
+    /// log.append(&Record::Decided { decision, holders: Some(vec![true, false]) })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// let (d, holders) = rec.decision_with_holders_for(3).expect("logged");
+    /// assert_eq!((d.rank, holders), (1, Some(&[true, false][..])));
+    /// # Ok::<(), squall_membership::log::LogError>(())
+    /// ```
+    pub fn decision_with_holders_for(&self, view: u64) -> Option<(&Decision, Option<&[bool]>)> {
         self.records
             .iter()
             .filter_map(|r| match r {
-                Record::Decided(d) if d.trim.view == view => Some(d),
+                Record::Decided { decision, holders } if decision.trim.view == view => {
+                    Some((decision, holders.as_deref()))
+                }
                 _ => None,
             })
-            .max_by_key(|d| d.rank)
+            .max_by_key(|(d, _)| d.rank)
     }
 }
 
@@ -760,26 +824,41 @@ mod tests {
             &mut b,
         );
         encode_record(
-            &Record::Decided(Decision {
-                rank: 1,
-                changes: vec![Change {
-                    kind: ChangeKind::Fail,
-                    node: NodeId(0),
-                }],
-                trim: Trim {
-                    view: 0,
-                    counts: vec![(NodeId(0), 3), (NodeId(1), 2), (NodeId(2), 2)],
-                },
-            }),
+            &Record::Decided {
+                decision: decision(0, 1),
+                holders: None,
+            },
             &mut b,
         );
         b
     }
 
-    /// [`sample`] plus a promise, a shard layout, a snapshot and a dropped state: a record of
-    /// every kind.
+    /// A decision ending view `view` (three members, node 0 failed) with rank `rank`.
+    fn decision(view: u64, rank: u64) -> Decision {
+        Decision {
+            rank,
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: NodeId(0),
+            }],
+            trim: Trim {
+                view,
+                counts: vec![(NodeId(0), 3), (NodeId(1), 2), (NodeId(2), 2)],
+            },
+        }
+    }
+
+    /// [`sample`] plus a decision with holders, a promise, a shard layout, a snapshot and a
+    /// dropped state: a record of every kind.
     fn sample_of_every_kind() -> Vec<u8> {
         let mut b = sample();
+        encode_record(
+            &Record::Decided {
+                decision: decision(1, 2),
+                holders: Some(vec![false, true, true]),
+            },
+            &mut b,
+        );
         encode_record(
             &Record::Snapshot {
                 view: 1,
@@ -806,6 +885,109 @@ mod tests {
             &mut b,
         );
         b
+    }
+
+    #[test]
+    fn a_decision_round_trips_with_and_without_holders_and_the_old_format_still_decodes() {
+        // The old format's body, written out by hand (tag 2, no holder section): what a log
+        // written before the holders were logged holds.
+        let mut old = vec![2u8];
+        old.extend_from_slice(&0u64.to_le_bytes());
+        old.extend_from_slice(&1u64.to_le_bytes());
+        old.extend_from_slice(&1u32.to_le_bytes());
+        old.extend_from_slice(&decision(0, 1).changes[0].encode().to_le_bytes());
+        old.extend_from_slice(&3u32.to_le_bytes());
+        for (n, c) in [(0u32, 3u64), (1, 2), (2, 2)] {
+            old.extend_from_slice(&n.to_le_bytes());
+            old.extend_from_slice(&c.to_le_bytes());
+        }
+        let without = Record::Decided {
+            decision: decision(0, 1),
+            holders: None,
+        };
+        assert_eq!(parse(&old), Ok(without.clone()));
+        let mut framed = Vec::new();
+        encode_record(&without, &mut framed);
+        assert_eq!(
+            &framed[FRAME..],
+            &old[..],
+            "no holders: the old format, byte for byte"
+        );
+
+        // Nine members: the bitmap spans two bytes.
+        let holders: Vec<bool> = (0..9).map(|i| i % 3 != 1).collect();
+        let mut nine = decision(0, 2);
+        nine.trim.counts = (0..9).map(|i| (NodeId(i), u64::from(i))).collect();
+        let with = Record::Decided {
+            decision: nine,
+            holders: Some(holders.clone()),
+        };
+        let mut b = sample();
+        encode_record(&with, &mut b);
+        let (_, rec) = MemLog::open(b.clone());
+        assert_eq!(rec.truncated, None);
+        assert_eq!(rec.records.last(), Some(&with));
+        assert_eq!(
+            rec.decision_with_holders_for(0).map(|(d, h)| (d.rank, h)),
+            Some((2, Some(&holders[..])))
+        );
+        assert_eq!(rec.decision_for(0).map(|d| d.rank), Some(2));
+
+        // The decoder refuses a holder count other than the trim's and bits past the count.
+        let body_at = b.len() - (FRAME + with_len(&with)) + FRAME;
+        let body = b[body_at..].to_vec();
+        assert_eq!(parse(&body), Ok(with));
+        let mut wrong = body.clone();
+        let h_at = body.len() - 2 - 4;
+        wrong[h_at..h_at + 4].copy_from_slice(&8u32.to_le_bytes());
+        assert_eq!(
+            parse(&wrong),
+            Err("decision holders not one per trim count")
+        );
+        let mut stray = body.clone();
+        *stray.last_mut().expect("bitmap") |= 0x80;
+        assert_eq!(
+            parse(&stray),
+            Err("decision holder bitmap has bits past its count")
+        );
+        assert!(parse(&body[..body.len() - 1]).is_err());
+    }
+
+    /// The fuzz target's seeds (`fuzz/seeds/gms_log`) are whole logs of the current format:
+    /// every record kind, a decision with holders among them.
+    #[test]
+    fn the_fuzz_seeds_decode_whole() {
+        for (name, bytes) in [
+            (
+                "every_kind",
+                &include_bytes!("../../../fuzz/seeds/gms_log/every_kind")[..],
+            ),
+            (
+                "decided_with_holders",
+                &include_bytes!("../../../fuzz/seeds/gms_log/decided_with_holders")[..],
+            ),
+        ] {
+            let d = decode(bytes);
+            assert_eq!((d.tail, d.valid_len), (None, bytes.len()), "{name}");
+            assert!(
+                (d.records.iter())
+                    .any(|r| matches!(r, Record::Decided { holders: Some(h), .. } if h.len() == 9)),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            decode(include_bytes!("../../../fuzz/seeds/gms_log/every_kind"))
+                .records
+                .len(),
+            7
+        );
+    }
+
+    /// The body length of `r`'s encoding.
+    fn with_len(r: &Record) -> usize {
+        let mut b = Vec::new();
+        encode_record(r, &mut b);
+        b.len() - FRAME
     }
 
     #[test]
@@ -901,8 +1083,8 @@ mod tests {
         /// The fuzz target's properties (`fuzz/fuzz_targets/gms_log.rs`) over mutated logs.
         #[test]
         fn decode_keeps_a_reencodable_prefix_of_any_bytes(
-            cut in 0usize..320,
-            flips in proptest::collection::vec((0usize..320, proptest::prelude::any::<u8>()), 0..4),
+            cut in 0usize..400,
+            flips in proptest::collection::vec((0usize..400, proptest::prelude::any::<u8>()), 0..4),
         ) {
             let mut data = sample_of_every_kind();
             for (at, x) in flips {

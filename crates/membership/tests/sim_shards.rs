@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use squall_membership::group::{Group, GroupConfig};
-use squall_membership::log::MemLog;
+use squall_membership::log::{MemLog, Record};
 use squall_membership::view::{EvenShards, View};
 use squall_ordering::{Delivery, TotalOrder, Upcall};
 use squall_transport::NodeId;
@@ -544,7 +544,28 @@ fn a_joiner_whose_shard_holders_all_crash_before_its_transfer_stops_the_group() 
                 &r,
                 &[0, 2, 4, 5],
                 "shard 1 lost every member that held its state in the previous view: its 1 surviving member(s) had not completed their state transfer",
-            )
+            )?;
+            // Every survivor logged the decision with the holders it installed with (n5 not
+            // among them), so a restart's catch-up recomputes the lost shard the same way.
+            for i in [0, 2, 4, 5] {
+                let (_, rec) = MemLog::open(r.groups[i].gms().log().bytes().to_vec());
+                let last = rec.records.iter().rev().find_map(|rec| match rec {
+                    Record::Decided { decision, holders } => Some((decision, holders)),
+                    _ => None,
+                });
+                let (d, holders) = last.ok_or(format!("n{i} logged no decision"))?;
+                let ended = rec
+                    .members_of(d.trim.view)
+                    .ok_or("the ended view is not logged")?;
+                let holding = |n: u32| {
+                    let rank = ended.iter().position(|&m| m == NodeId(n));
+                    rank.and_then(|k| holders.as_ref()?.get(k).copied())
+                };
+                if (holding(0), holding(5)) != (Some(true), Some(false)) {
+                    return Err(format!("n{i} logged holders {holders:?} of {ended:?}"));
+                }
+            }
+            Ok(())
         },
     );
 }

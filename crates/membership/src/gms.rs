@@ -1359,6 +1359,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 || has(&ch, u)
                 || self.sst.is_suspected(row)
                 || self.sst.get(row, self.f.join) == 0
+                || self.readmission_pending(view, row)
             {
                 continue;
             }
@@ -1383,6 +1384,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             });
         }
         ch
+    }
+
+    /// Whether `row`'s node is a new incarnation this member readmitted (its `admitted` word
+    /// names it) that a member of `view` which suspected an earlier incarnation (its published
+    /// flag for the row) has not readmitted yet. Its join waits for that: a member still holding
+    /// the incarnation pending may not readmit it once a proposal names the node, so it would
+    /// install the view with the row suspected and its new epoch would count the joiner failed
+    /// from the start, stalling the view (issue 6: over TCP a member's link to the new process
+    /// came up after the leader had proposed the join).
+    fn readmission_pending(&self, view: &View, row: usize) -> bool {
+        let mine = (self.sst)
+            .get_at(self.sst.my_row(), self.f.admitted, row)
+            .unwrap_or(0);
+        if mine == 0 {
+            return false;
+        }
+        let flags = self.sst.schema().suspected();
+        (view.members.iter().copied())
+            .filter(|&m| m != self.me && !self.suspects(m))
+            .filter_map(|m| self.sst.row_of(m))
+            .any(|r| {
+                self.sst.get_at(r, flags, row).unwrap_or(0) != 0
+                    && self.sst.get_at(r, self.f.admitted, row).unwrap_or(0) < mine
+            })
     }
 
     /// `force`: propose even without changes (a restart installs the next view regardless).

@@ -28,6 +28,133 @@ use squall_ordering::{SubmitError, TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use squall_transport::{
+    Event, LocalSlice, OpId, PostError, Region, RegionId, RemoteAddr, Signal, Time, Transport,
+    Waker,
+};
+
+/// A simulated endpoint that can hold back the `PeerConnected` events of one peer (the one
+/// its shared cell names) until the cell is cleared: the link to that peer comes up later at
+/// this member than at the others, as over TCP, where each member polls the new process's
+/// link when its own connection's handshake completes. Meanwhile the peer reads as absent.
+struct Gate {
+    inner: SimNode,
+    held: Rc<Cell<Option<NodeId>>>,
+    queue: VecDeque<Event>,
+}
+
+impl Gate {
+    fn new(inner: SimNode, held: &Rc<Cell<Option<NodeId>>>) -> Gate {
+        Gate {
+            inner,
+            held: held.clone(),
+            queue: VecDeque::new(),
+        }
+    }
+}
+
+impl Transport for Gate {
+    fn local_id(&self) -> NodeId {
+        self.inner.local_id()
+    }
+    fn peers(&self) -> &[NodeId] {
+        self.inner.peers()
+    }
+    fn region(&self, id: RegionId) -> Option<&Region> {
+        self.inner.region(id)
+    }
+    fn remote_region_len(&self, peer: NodeId, id: RegionId) -> Option<usize> {
+        self.inner.remote_region_len(peer, id)
+    }
+    fn max_message_len(&self) -> usize {
+        self.inner.max_message_len()
+    }
+    fn now(&self) -> Time {
+        self.inner.now()
+    }
+    fn write(
+        &mut self,
+        peer: NodeId,
+        src: LocalSlice,
+        dst: RemoteAddr,
+        signal: Signal,
+    ) -> Result<OpId, PostError> {
+        self.inner.write(peer, src, dst, signal)
+    }
+    fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
+        self.inner.read(peer, src, dst)
+    }
+    fn compare_and_swap(
+        &mut self,
+        peer: NodeId,
+        word: RemoteAddr,
+        expected: u64,
+        new: u64,
+    ) -> Result<OpId, PostError> {
+        self.inner.compare_and_swap(peer, word, expected, new)
+    }
+    fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
+        self.inner.fetch_add(peer, word, delta)
+    }
+    fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
+        self.inner.send(peer, data, signal)
+    }
+    fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
+        self.inner.fence(peer)
+    }
+    fn poll(&mut self, out: &mut [Event]) -> usize {
+        let held = self.held.get();
+        let mut n = 0;
+        if held.is_none() {
+            while n < out.len()
+                && let Some(e) = self.queue.pop_front()
+            {
+                out[n] = e;
+                n += 1;
+            }
+        }
+        if n == out.len() {
+            return n;
+        }
+        let got = self.inner.poll(&mut out[n..]);
+        let mut kept = n;
+        for i in n..n + got {
+            let e = out[i];
+            match (held, e) {
+                (Some(p), Event::PeerConnected { peer, .. }) if peer == p => {
+                    self.queue.push_back(e);
+                }
+                _ => {
+                    out[kept] = e;
+                    kept += 1;
+                }
+            }
+        }
+        kept
+    }
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {
+        self.inner.recv(buf)
+    }
+    fn is_absent(&self, peer: NodeId) -> bool {
+        let queued = (self.queue.iter())
+            .any(|e| matches!(e, Event::PeerConnected { peer: p, .. } if *p == peer));
+        queued || self.inner.is_absent(peer)
+    }
+    fn report_failed(&mut self, peer: NodeId) {
+        self.inner.report_failed(peer);
+    }
+    fn wait(&mut self, timeout: Duration) {
+        self.inner.wait(timeout);
+    }
+    fn waker(&self) -> Waker {
+        self.inner.waker()
+    }
+}
+
 const N: usize = 5;
 /// The absent members' timeout in these tests (virtual time; suspicion after 1.5 ms).
 const ABSENT: Duration = Duration::from_millis(4);
@@ -54,8 +181,10 @@ type Seq = Vec<(u64, Vec<u8>)>;
 struct Life {
     sim: Sim,
     base: PathBuf,
-    nodes: Vec<Option<SimNode>>,
-    groups: Vec<Option<Group<SimNode, MemLog>>>,
+    nodes: Vec<Option<Gate>>,
+    groups: Vec<Option<Group<Gate, MemLog>>>,
+    /// Per member, the peer whose connection its endpoint holds back (see [`Gate`]).
+    held: Vec<Rc<Cell<Option<NodeId>>>>,
     logs: Vec<Vec<u8>>,
     delivered: Vec<Seq>,
     next: Vec<u32>,
@@ -97,7 +226,8 @@ impl Life {
         let mut l = Life {
             sim,
             base: base.to_path_buf(),
-            nodes: nodes.into_iter().map(Some).collect(),
+            nodes: Vec::new(),
+            held: (0..u).map(|_| Rc::new(Cell::new(None))).collect(),
             groups: (0..u).map(|_| None).collect(),
             logs: logs.to_vec(),
             delivered: vec![Vec::new(); u],
@@ -109,6 +239,9 @@ impl Life {
             cost: None,
             u,
         };
+        l.nodes = (nodes.into_iter().enumerate())
+            .map(|(i, t)| Some(Gate::new(t, &l.held[i])))
+            .collect();
         for &i in up {
             l.boot(i);
         }
@@ -148,9 +281,25 @@ impl Life {
         self.logs[i] = g.gms().log().bytes().to_vec();
         drop(g);
         self.sim.crash(NodeId(i as u32));
-        self.nodes[i] = Some(self.sim.restart_node(NodeId(i as u32)).unwrap());
+        let t = self.sim.restart_node(NodeId(i as u32)).unwrap();
+        self.nodes[i] = Some(Gate::new(t, &self.held[i]));
         self.stalled[i] = None;
         self.boot(i);
+    }
+
+    /// Late member `i`, absent so far (and so suspected once the timeout passed), starts as a
+    /// new process under its id: a new incarnation on the fabric (its peers fail the old one,
+    /// as TCP does for a process started after the report), a fresh log and epoch directory,
+    /// and a join by state transfer (`Group::joining`), as `tcp_restart`'s late member does.
+    fn rejoin_fresh(&mut self, i: usize) {
+        self.sim.crash(NodeId(i as u32));
+        let t = Gate::new(
+            self.sim.restart_node(NodeId(i as u32)).unwrap(),
+            &self.held[i],
+        );
+        let cfg = config(&self.base.join("rejoin"), i, self.u);
+        self.groups[i] = Some(Group::joining(t, cfg, MemLog::default()).unwrap());
+        self.delivered[i].clear();
     }
 
     fn step(&mut self, submit: bool) {
@@ -978,4 +1127,153 @@ fn corrupt_record_mid_log(seed: u64) {
 #[test]
 fn a_corrupt_record_mid_log_stops_the_replay_without_a_gap() {
     each_seed("restart_corrupt_mid_log", 2, corrupt_record_mid_log);
+}
+
+/// When the member absent from the restart starts again (see [`absent_rejoins`]).
+#[derive(Clone, Copy, Debug)]
+enum Start {
+    /// This long after the restart began (all of them after the absent members' timeout).
+    At(Duration),
+    /// The moment the first restarted member installed the restart view (its replay, handed
+    /// out in small batches, still under way).
+    RestartView,
+    /// The moment every restarted member handed out its whole replay.
+    AfterReplay,
+    /// The moment the first restarted member delivered a message of the new view.
+    FirstDelivery,
+}
+
+/// Issue 6 (`tcp_restart::a_member_declared_failed_while_absent_from_a_restart_starts_later_joins_and_catches_up`,
+/// which stalled in 2 of about 90 TCP runs), on the simulator: five members deliver, all stop;
+/// a bare majority (0, 1, 2) restarts, 3 and 4 absent; the restart view is the three (after
+/// the absent members' timeout, which suspects 3 and 4). Member 3 then starts as a new
+/// process (new incarnation, fresh log, `Group::joining`) at `start`; it must be readmitted,
+/// take the state by transfer and deliver what the others deliver. Checked: the three replay
+/// identically (everything delivered before a prefix), then all four end in one running view,
+/// active, and deliver identically with new messages of everyone.
+fn absent_rejoins(seed: u64, start: Start) -> Result<(), String> {
+    absent_rejoins_with(seed, start, None)
+}
+
+/// [`absent_rejoins`], where member `slow`'s link to the new process comes up late, as it did
+/// at one member in the TCP run that stalled: its `PeerConnected` is held back until that
+/// member holds a decision naming the joiner (the others readmitted it, and the leader
+/// proposed its join), or for at most 1 ms (below the 1.5 ms suspicion timeout).
+fn absent_rejoins_with(seed: u64, start: Start, slow: Option<usize>) -> Result<(), String> {
+    let base = dir(&format!("absent-rejoins-{start:?}"), seed);
+    let (logs, before) = first_life(seed, &base, 1500);
+    let up = [0, 1, 2];
+    let late = 3;
+    // Every node late, then the three started at once: the groups are created with a small
+    // replay batch, so the replay lasts several polls.
+    let mut l = Life::start(seed + 1000, &base, &logs, &[], 1);
+    l.batch = Some(4);
+    for &i in &up {
+        l.start_late(i);
+    }
+    let t0 = l.sim.now();
+    let limit = Duration::from_millis(50);
+    let mut started = false;
+    let mut first_delivery: Vec<usize> = vec![0; N];
+    while !started {
+        if l.sim.now().saturating_since(t0) > limit {
+            return Err(format!("{start:?} never came: {}", l.state()));
+        }
+        started = match start {
+            Start::At(d) => l.sim.now().saturating_since(t0) >= d,
+            Start::RestartView => up
+                .iter()
+                .any(|&i| l.groups[i].as_ref().is_some_and(|g| g.epoch().is_some())),
+            Start::AfterReplay => up.iter().all(|&i| l.restarted(i)),
+            Start::FirstDelivery => up
+                .iter()
+                .any(|&i| l.restarted(i) && l.delivered[i].len() > first_delivery[i]),
+        };
+        if started {
+            break;
+        }
+        for &i in &up {
+            if !l.restarted(i) {
+                first_delivery[i] = l.delivered[i].len();
+            }
+        }
+        l.step(!matches!(
+            start,
+            Start::At(_) | Start::RestartView | Start::AfterReplay
+        ));
+    }
+    if let Some(k) = slow {
+        l.held[k].set(Some(NodeId(late as u32)));
+    }
+    l.rejoin_fresh(late);
+    let t1 = l.sim.now();
+    if let Some(k) = slow {
+        let names = |l: &Life| {
+            (l.groups[k].as_ref())
+                .and_then(|g| g.gms().decision())
+                .is_some_and(|d| d.changes.iter().any(|c| c.node == NodeId(late as u32)))
+        };
+        while !names(&l) && l.sim.now().saturating_since(t1) < Duration::from_millis(1) {
+            l.step(false);
+        }
+        l.held[k].set(None);
+    }
+    while !up.iter().all(|&i| l.restarted(i)) {
+        if l.sim.now().saturating_since(t1) > limit {
+            return Err(format!("the restart did not complete: {}", l.state()));
+        }
+        l.step(false);
+    }
+    let replay = l.delivered[0].clone();
+    if let Some(i) = up
+        .iter()
+        .find(|&&i| !is_prefix(&replay, &l.delivered[i]) && !is_prefix(&l.delivered[i], &replay))
+    {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &l.delivered[0])) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    together_and_carrying_on(&mut l, &[0, 1, 2, late], replay.len(), "the absent member")?;
+    if !l.delivered[late]
+        .iter()
+        .any(|(_, p)| p.first() == Some(&1) && p.get(1) == Some(&(late as u8)))
+    {
+        return Err("the absent member delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_member_absent_from_a_restart_that_starts_later_as_a_new_process_joins_and_catches_up() {
+    let starts = [
+        Start::At(ABSENT + Duration::from_micros(200)),
+        Start::At(ABSENT + Duration::from_micros(700)),
+        Start::At(ABSENT + Duration::from_micros(1500)),
+        Start::RestartView,
+        Start::AfterReplay,
+        Start::FirstDelivery,
+    ];
+    for s in starts {
+        check_seeds(&format!("restart_absent_rejoins_{s:?}"), 2, |seed| {
+            absent_rejoins(seed, s)
+        });
+    }
+}
+
+/// The stall `tcp_restart`'s absent-member test hit (2 of about 90 runs; reproduced with
+/// `MP_LOGDIR`): member 2's link to the new process came up after the leader had readmitted it
+/// and proposed its join. Member 2 then held the new incarnation pending, and a member does
+/// not readmit while a proposal or decision names the node, so it installed view 2 with the
+/// joiner's row suspected; its new epoch counted the joiner failed from the start and the
+/// view delivered nothing, the joiner waiting for a state nobody sent. Fixed: the leader
+/// proposes a restarted incarnation's join only once every member that suspected the earlier
+/// incarnation readmitted it (`Gms::readmission_pending`). Fails without the fix ("the
+/// absent member did not come into the running view within 50ms").
+#[test]
+fn regression_a_member_whose_link_to_the_new_process_comes_up_late_readmits_it_before_its_join() {
+    check_seeds("restart_absent_rejoins_late_link", 3, |seed| {
+        absent_rejoins_with(seed, Start::FirstDelivery, Some(2))
+    });
 }

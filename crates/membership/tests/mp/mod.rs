@@ -120,6 +120,60 @@ mod trace {
         fn exit(&self, _: &Id) {}
     }
 
+    /// `MP_LOGDIR`: info-level events of the membership, table and TCP transport crates,
+    /// written as they happen to `<dir>/n<me>-<pid>.log` (a stall's who-waits-for-what; the
+    /// member's report does not carry them).
+    struct ToFile {
+        next: AtomicU64,
+        file: Mutex<std::fs::File>,
+    }
+
+    impl Subscriber for ToFile {
+        fn enabled(&self, m: &Metadata<'_>) -> bool {
+            let t = m.target();
+            (t.starts_with("squall_membership")
+                || t.starts_with("squall_sst")
+                || t.starts_with("squall_transport_tcp"))
+                && *m.level() <= Level::INFO
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(self.next.fetch_add(1, Ordering::Relaxed) + 1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, e: &Event<'_>) {
+            use std::io::Write as _;
+            let mut f = Fields {
+                message: String::new(),
+                rest: String::new(),
+            };
+            e.record(&mut f);
+            if let Ok(mut file) = self.file.lock() {
+                let _ = writeln!(
+                    file,
+                    "{} {} {}|{}",
+                    super::now_us(),
+                    e.metadata().target(),
+                    f.message,
+                    f.rest.trim()
+                );
+            }
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// Installs the file writer of `MP_LOGDIR` as the process's subscriber.
+    pub(super) fn install_file(dir: &str, me: u32) {
+        let path = std::path::Path::new(dir).join(format!("n{me}-{}.log", std::process::id()));
+        if let Ok(file) = std::fs::File::create(path) {
+            let _ = tracing::subscriber::set_global_default(ToFile {
+                next: AtomicU64::new(0),
+                file: Mutex::new(file),
+            });
+        }
+    }
+
     /// Installs the collector as the process's subscriber.
     pub(super) fn install() {
         let _ = tracing::subscriber::set_global_default(Collector {
@@ -484,6 +538,8 @@ pub fn child_main() {
     let s = Settings::from_env();
     if std::env::var("MP_TRACE").is_ok_and(|v| v == "1") {
         trace::install();
+    } else if let Ok(dir) = std::env::var("MP_LOGDIR") {
+        trace::install_file(&dir, me);
     }
     let cluster: u64 = std::env::var("MP_CLUSTER")
         .ok()

@@ -100,7 +100,9 @@ pub struct GmsConfig {
     /// at `warn` with who is missing, and the inspector proposes its removal. The table never
     /// suspects an absent member for its silence, so without this a restart of a bare majority
     /// would wait for the others forever. Safety does not depend on it: the restart still needs
-    /// a majority of the last view. Positive; default 1 s.
+    /// a majority of the last view. Positive; default 1 s. (A member that is *linked* but not
+    /// restarting — its log held no view, so it came back as an outsider — is counted as not
+    /// restarted after [`suspicion_timeout`](GmsConfig::suspicion_timeout) instead.)
     pub restart_absent_timeout: Duration,
 }
 

@@ -1157,25 +1157,59 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Ok(false);
         };
         let waited = now.saturating_since(since);
-        if waited < self.cfg.restart_absent_timeout {
+        let absent_too = waited >= self.cfg.restart_absent_timeout;
+        let outsiders_too = waited >= self.cfg.suspicion_timeout;
+        let (mut absent, mut outsiders) = (Vec::new(), Vec::new());
+        for m in view.members.iter().copied() {
+            let Some(r) = self.sst.row_of(m) else {
+                continue;
+            };
+            if m == self.me || self.suspects(m) {
+                continue;
+            }
+            if self.sst.is_absent(r) {
+                if absent_too {
+                    absent.push(m);
+                }
+            } else if outsiders_too && self.outsider_in_restart(r, view) {
+                outsiders.push(m);
+            }
+        }
+        if absent.is_empty() && outsiders.is_empty() {
             return Ok(false);
         }
-        let absent: Vec<NodeId> = (view.members.iter().copied())
-            .filter(|&m| m != self.me)
-            .filter(|&m| (self.sst.row_of(m)).is_some_and(|r| self.sst.is_absent(r)))
-            .filter(|&m| !self.suspects(m))
-            .collect();
-        if absent.is_empty() {
-            return Ok(false);
+        if !absent.is_empty() {
+            tracing::warn!(
+                me = %self.me, view = view.id, ?absent, waited_ms = waited.as_millis() as u64,
+                "membership: restart: members of the last view never connected; counting them as not restarted"
+            );
         }
-        tracing::warn!(
-            me = %self.me, view = view.id, ?absent, waited_ms = waited.as_millis() as u64,
-            "membership: restart: members of the last view never connected; counting them as not restarted"
-        );
-        for m in absent {
+        if !outsiders.is_empty() {
+            tracing::warn!(
+                me = %self.me, view = view.id, ?outsiders, waited_ms = waited.as_millis() as u64,
+                "membership: restart: members of the last view are connected but not restarting from a log that holds it (their logs hold no view: they came back as outsiders); counting them as not restarted"
+            );
+        }
+        for m in absent.into_iter().chain(outsiders) {
             self.sst.suspect(m)?;
         }
         Ok(true)
+    }
+
+    /// Restart mode at `view`: whether the connected member of `row` is not restarting at all
+    /// — its view block does not say restarting (it has none: its log held no view, e.g. a
+    /// joiner that never logged the view that admitted it, so it came back as an idle
+    /// outsider) and it publishes no logged counts for `view`. A node restarting from a log
+    /// writes its restarting view block at construction, before its first heartbeat (one
+    /// writer's pushes land in order), so a linked peer whose heartbeat landed without such a
+    /// block (and still, a suspicion timeout into the wait) is not restarting: in this
+    /// process it can neither restart `view` nor follow a restarting view (outsiders skip
+    /// restarting blocks), and the restart would wait for its acknowledgement forever.
+    fn outsider_in_restart(&self, row: usize, view: &View) -> bool {
+        // Its heartbeat landed, so whatever it wrote at construction landed before it.
+        self.sst.get(row, self.sst.schema().heartbeat()) > 0
+            && self.received_of(row, view.id).is_none()
+            && (self.read_block(row, self.f.view)).is_none_or(|p| !self.restarting_in(&p))
     }
 
     /// Restart mode: whether an unsuspected peer publishes a view after `view` (a joiner's

@@ -1087,6 +1087,23 @@ fn a_second_shutdown_around_the_replay_and_a_third_life_lose_nothing() {
     );
 }
 
+/// Regression (proptest seed 191480): the total shutdown 10 steps before the joiner's
+/// activation (it is still passive, its log holds no view of its own), a second shutdown 365
+/// steps into the restart, and a third life. The restart of view 1 must complete without the
+/// joiner and let it join again.
+#[test]
+fn regression_a_restart_does_not_wait_for_a_joiner_whose_log_is_empty() {
+    let p = Plan {
+        seed: 191_480,
+        join_after: 327,
+        shutdown: -10,
+        again: Some(365),
+    };
+    if let Err(e) = sweep(&p) {
+        panic!("{p:?}: {e}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: proptest_cases(6), ..ProptestConfig::default() })]
 

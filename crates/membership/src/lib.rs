@@ -1,5 +1,5 @@
 //! Virtual-synchrony membership for Squall (issue 6), after Derecho (TOCS 2019 §2.2–2.4, §3.5,
-//! appendices B and C): numbered [`View`]s, a sans-IO membership core ([`Gms`]) over its own SST
+//! appendices B and C): numbered [`View`](view::View)s, a sans-IO membership core ([`Gms`]) over its own SST
 //! region, the ragged [`trim`], and a durable view/trim [`log`].
 //!
 //! The core never blocks, sleeps or spawns: a driver calls [`Gms::poll`] in a loop with the

@@ -55,6 +55,51 @@ async fn writer(addrs: Vec<SocketAddr>, w: usize, acked: Acked, stop: Arc<Mutex<
     }
 }
 
+/// Three writers (one per replica) running on `rt` until [`stop`](Writers::stop).
+struct Writers {
+    acked: Acked,
+    stop: Arc<Mutex<bool>>,
+    handles: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Writers {
+    fn start(rt: &tokio::runtime::Runtime, addrs: &[SocketAddr]) -> Writers {
+        let acked: Acked = Arc::default();
+        let stop = Arc::new(Mutex::new(false));
+        let handles = (0..3)
+            .map(|w| rt.spawn(writer(addrs.to_vec(), w, acked.clone(), stop.clone())))
+            .collect();
+        Writers {
+            acked,
+            stop,
+            handles,
+        }
+    }
+
+    /// Records `key` as acknowledged with `value` (a write the test made itself).
+    fn note(&self, key: &[u8], value: &[u8]) {
+        (self.acked.lock().unwrap()).insert(key.to_vec(), Some(value.to_vec()));
+    }
+
+    /// Stops the writers and returns what they learned.
+    fn stop(self, rt: &tokio::runtime::Runtime) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+        *self.stop.lock().unwrap() = true;
+        for w in self.handles {
+            rt.block_on(w).unwrap();
+        }
+        self.acked.lock().unwrap().clone()
+    }
+}
+
+/// The tests' client runtime.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Sends one request straight to replica `addr` over the client protocol (no client library:
 /// the test picks the session and the command number), retrying while it answers
 /// `Unavailable`.
@@ -185,34 +230,19 @@ fn restart_all(procs: &mut Procs, rt: &tokio::runtime::Runtime) -> Duration {
 
 #[test]
 fn a_durable_cluster_killed_whole_restarts_from_its_logs_with_every_acknowledged_write() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let t0 = Instant::now();
     let mut procs = Procs::loopback_durable(3, "restart-all", Fsync::Never);
     rt.block_on(wait_serving(&procs));
     let fresh = t0.elapsed();
-    let acked: Acked = Arc::default();
-    let stop = Arc::new(Mutex::new(false));
     let addrs = procs.cfg.client_addrs();
-    let writers: Vec<_> = (0..3)
-        .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
-        .collect();
+    let writers = Writers::start(&rt, &addrs);
     assert_eq!(raw_call(addrs[1], &once_command()), swapped());
-    acked
-        .lock()
-        .unwrap()
-        .insert(b"once".to_vec(), Some(b"1".to_vec()));
+    writers.note(b"once", b"1");
     // Kill mid-stream, once enough writes were acknowledged.
-    wait_writes(&acked, 300);
+    wait_writes(&writers.acked, 300);
     procs.kill_all();
-    *stop.lock().unwrap() = true;
-    for w in writers {
-        rt.block_on(w).unwrap();
-    }
-    let acked = acked.lock().unwrap().clone();
+    let acked = writers.stop(&rt);
     let written = acked.values().flatten().count();
     assert!(written >= 290, "only {written} writes acknowledged");
 
@@ -247,29 +277,18 @@ fn a_durable_cluster_killed_whole_restarts_from_its_logs_with_every_acknowledged
 
 #[test]
 fn a_replica_that_rejoined_by_transfer_restarts_from_its_persisted_state_after_a_total_kill() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut procs = Procs::loopback_durable(3, "restart-transfer", Fsync::Never);
     rt.block_on(wait_serving(&procs));
-    let acked: Acked = Arc::default();
-    let stop = Arc::new(Mutex::new(false));
     let addrs = procs.cfg.client_addrs();
-    let writers: Vec<_> = (0..3)
-        .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
-        .collect();
+    let writers = Writers::start(&rt, &addrs);
     assert_eq!(raw_call(addrs[0], &once_command()), swapped());
-    acked
-        .lock()
-        .unwrap()
-        .insert(b"once".to_vec(), Some(b"1".to_vec()));
-    wait_writes(&acked, 150);
+    writers.note(b"once", b"1");
+    wait_writes(&writers.acked, 150);
     // Replica 2 crashes; the others remove it and go on; it comes back under its id with no
     // logs and joins by state transfer (everything written so far is in that state only).
     procs.kill(2);
-    wait_writes(&acked, 100);
+    wait_writes(&writers.acked, 100);
     procs.spawn_with(2, &["--rejoin"]);
     rt.block_on(wait_serving(&procs));
     assert!(
@@ -277,13 +296,9 @@ fn a_replica_that_rejoined_by_transfer_restarts_from_its_persisted_state_after_a
         "replica 2 did not join by transfer:\n{}",
         procs.log(2)
     );
-    wait_writes(&acked, 150);
+    wait_writes(&writers.acked, 150);
     procs.kill_all();
-    *stop.lock().unwrap() = true;
-    for w in writers {
-        rt.block_on(w).unwrap();
-    }
-    let acked = acked.lock().unwrap().clone();
+    let acked = writers.stop(&rt);
     restart_all(&mut procs, &rt);
     assert!(
         procs
@@ -309,30 +324,18 @@ fn a_replica_that_rejoined_by_transfer_restarts_from_its_persisted_state_after_a
 /// a joiner) and ends holding every acknowledged write.
 #[test]
 fn one_replica_restarted_on_its_logs_while_the_others_run_joins_again_by_transfer() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut procs = Procs::loopback_durable(3, "restart-one", Fsync::Never);
     rt.block_on(wait_serving(&procs));
-    let acked: Acked = Arc::default();
-    let stop = Arc::new(Mutex::new(false));
     let addrs = procs.cfg.client_addrs();
-    let writers: Vec<_> = (0..3)
-        .map(|w| rt.spawn(writer(addrs.clone(), w, acked.clone(), stop.clone())))
-        .collect();
-    wait_writes(&acked, 150);
+    let writers = Writers::start(&rt, &addrs);
+    wait_writes(&writers.acked, 150);
     procs.kill(2);
-    wait_writes(&acked, 100);
+    wait_writes(&writers.acked, 100);
     procs.spawn(2);
     rt.block_on(wait_serving(&procs));
-    wait_writes(&acked, 100);
-    *stop.lock().unwrap() = true;
-    for w in writers {
-        rt.block_on(w).unwrap();
-    }
-    let acked = acked.lock().unwrap().clone();
+    wait_writes(&writers.acked, 100);
+    let acked = writers.stop(&rt);
     let log = procs.log(2);
     assert!(
         log.contains("restarting from its logs")
@@ -403,11 +406,7 @@ fn restart_time() {
         Ok("never") => Fsync::Never,
         _ => Fsync::Batch,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let t0 = Instant::now();
     let mut procs = Procs::loopback_durable(3, "restart-bench", fsync);
     rt.block_on(wait_serving(&procs));

@@ -24,7 +24,7 @@ mod group_sim;
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{Durable, MemLog, Record};
-use squall_ordering::{SubmitError, TotalOrder, Upcall};
+use squall_ordering::{TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
@@ -316,15 +316,8 @@ impl Life {
                 if self.sim.random(4) == 0 {
                     p.resize(60, 7);
                 }
-                match g.submit(&p) {
-                    Ok(()) => self.next[i] += 1,
-                    Err(
-                        SubmitError::WindowFull
-                        | SubmitError::Wedged
-                        | SubmitError::Stopped(_)
-                        | SubmitError::NotASender(_),
-                    ) => {}
-                    Err(e) => panic!("n{i}: submit: {e}"),
+                if group_sim::submit_during_restart(g, i, &p).unwrap_or_else(|e| panic!("{e}")) {
+                    self.next[i] += 1;
                 }
             }
             let mut up = Vec::new();

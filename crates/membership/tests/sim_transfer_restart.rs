@@ -25,7 +25,7 @@ use proptest::prelude::*;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
 use squall_membership::view::EvenShards;
-use squall_ordering::{SubmitError, TotalOrder, Upcall};
+use squall_ordering::{TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
 
@@ -236,15 +236,8 @@ impl Life {
                 if self.sim.random(4) == 0 {
                     p.resize(60, 7);
                 }
-                match g.submit(&p) {
-                    Ok(()) => self.counter += 1,
-                    Err(
-                        SubmitError::WindowFull
-                        | SubmitError::Wedged
-                        | SubmitError::Stopped(_)
-                        | SubmitError::NotASender(_),
-                    ) => {}
-                    Err(e) => return Err(format!("n{i}: submit: {e}")),
+                if group_sim::submit_during_restart(g, i, &p)? {
+                    self.counter += 1;
                 }
             }
             let mut up = Vec::new();

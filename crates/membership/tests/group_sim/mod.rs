@@ -9,6 +9,7 @@ use std::time::Duration;
 use squall_membership::GmsConfig;
 use squall_membership::group::GroupConfig;
 use squall_membership::view::View;
+use squall_ordering::{SubmitError, TotalOrder};
 use squall_round_robin::{Config, FsyncPolicy, Mode};
 use squall_transport::{NodeId, RegionId};
 
@@ -102,4 +103,20 @@ pub fn check_inadequate_keeps_holders(
         }
     }
     Ok(())
+}
+
+/// Submits `p` at member `i` of a restart suite: `Ok(true)` if it was taken, `Ok(false)` for
+/// the refusals a restart legitimately gives (window full, wedged, stopped, not a sender yet),
+/// and the error text for anything else.
+pub fn submit_during_restart<T: TotalOrder>(g: &mut T, i: usize, p: &[u8]) -> Result<bool, String> {
+    match g.submit(p) {
+        Ok(()) => Ok(true),
+        Err(
+            SubmitError::WindowFull
+            | SubmitError::Wedged
+            | SubmitError::Stopped(_)
+            | SubmitError::NotASender(_),
+        ) => Ok(false),
+        Err(e) => Err(format!("n{i}: submit: {e}")),
+    }
 }

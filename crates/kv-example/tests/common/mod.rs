@@ -113,7 +113,8 @@ impl Procs {
         std::env::temp_dir().join(format!("squall-kv-test-{tag}-{}", std::process::id()))
     }
 
-    pub fn loopback(ordering: Ordering, n: usize, tag: &str) -> Procs {
+    /// A loopback config of `n` replicas on free ports (validated).
+    fn loopback_config(ordering: Ordering, n: usize) -> KvConfig {
         let replicas = (0..n as u32)
             .map(|id| ReplicaAddr {
                 id,
@@ -121,7 +122,7 @@ impl Procs {
                 client: free_addr(),
             })
             .collect();
-        let cfg = KvConfig {
+        KvConfig {
             cluster_id: 7,
             ordering,
             heartbeat_period_ms: 50,
@@ -129,7 +130,11 @@ impl Procs {
             replicas,
             data_dir: None,
             fsync: Default::default(),
-        };
+        }
+    }
+
+    pub fn loopback(ordering: Ordering, n: usize, tag: &str) -> Procs {
+        let cfg = Procs::loopback_config(ordering, n);
         cfg.validate().unwrap();
         Procs::start(cfg, tag, Vec::new())
     }
@@ -137,22 +142,9 @@ impl Procs {
     /// [`loopback`](Self::loopback) for the membership ordering in durable mode: the replicas
     /// keep their logs under `<dir>/data` (`fsync`: see [`squall_kv::Fsync`]).
     pub fn loopback_durable(n: usize, tag: &str, fsync: squall_kv::Fsync) -> Procs {
-        let replicas = (0..n as u32)
-            .map(|id| ReplicaAddr {
-                id,
-                transport: free_addr(),
-                client: free_addr(),
-            })
-            .collect();
-        let cfg = KvConfig {
-            cluster_id: 7,
-            ordering: Ordering::Membership,
-            heartbeat_period_ms: 50,
-            heartbeat_timeout_ms: 600,
-            replicas,
-            data_dir: Some(Procs::dir_for(tag).join("data")),
-            fsync,
-        };
+        let mut cfg = Procs::loopback_config(Ordering::Membership, n);
+        cfg.data_dir = Some(Procs::dir_for(tag).join("data"));
+        cfg.fsync = fsync;
         cfg.validate().unwrap();
         Procs::start(cfg, tag, Vec::new())
     }

@@ -767,8 +767,9 @@ impl Inadequate {
     }
 
     /// Two words: `1 | lost << 1 | fault code << 2 | subgroup << 8 | shard << 32`, and
-    /// `have | need << 32` (counts saturate at `u32::MAX`); `[0, 0]` for none.
-    fn encode(why: Option<&Inadequate>) -> [u64; 2] {
+    /// `have | need << 32` (counts saturate at `u32::MAX`); `[0, 0]` for none. Also the body of
+    /// a logged verdict ([`Record::Verdict`](crate::log::Record::Verdict)).
+    pub(crate) fn encode(why: Option<&Inadequate>) -> [u64; 2] {
         let Some(w) = why else { return [0, 0] };
         let code = w
             .fault
@@ -782,9 +783,22 @@ impl Inadequate {
     }
 
     fn decode(
-        [a, b]: [u64; 2],
+        words: [u64; 2],
         ids: &[(ShardId, ShardBounds)],
     ) -> Result<Option<Inadequate>, ViewBlockError> {
+        let why = Inadequate::decode_words(words)?;
+        if why.as_ref().is_some_and(|w| {
+            w.fault != Some(LayoutFault::ShardCount)
+                && !ids.iter().any(|&(id, _)| id == w.shard_id())
+        }) {
+            return Err(ViewBlockError::Inadequacy(words[0]));
+        }
+        Ok(why)
+    }
+
+    /// [`encode`](Self::encode)'s words read back without a shape (the shard is not checked
+    /// against a layout): what a logged verdict holds. Accepts only words `encode` writes.
+    pub(crate) fn decode_words([a, b]: [u64; 2]) -> Result<Option<Inadequate>, ViewBlockError> {
         if a == 0 && b == 0 {
             return Ok(None);
         }
@@ -801,9 +815,7 @@ impl Inadequate {
             shard: (a >> 32) as usize,
         };
         let lost = a & 2 != 0;
-        if (fault != Some(LayoutFault::ShardCount) && !ids.iter().any(|&(id, _)| id == shard))
-            || (lost && fault.is_some())
-        {
+        if lost && fault.is_some() {
             return Err(bad);
         }
         Ok(Some(Inadequate {

@@ -62,6 +62,9 @@ pub enum BlockError {
     /// The payload's first word (`view + 1`) is 0.
     #[error("the block names no view (its first word is 0)")]
     NoView,
+    /// The view is above [`MAX_VIEW_ID`](crate::view::MAX_VIEW_ID).
+    #[error("view id {0} above the largest a group can reach")]
+    ViewId(u64),
     /// More changes than the table holds.
     #[error("{n} changes, above the table's max_pending_changes {max}")]
     TooManyChanges {
@@ -180,7 +183,11 @@ fn need_len(p: &[u64], need: usize) -> Result<(), BlockError> {
 }
 
 fn view_of(w: u64) -> Result<u64, BlockError> {
-    w.checked_sub(1).ok_or(BlockError::NoView)
+    let v = w.checked_sub(1).ok_or(BlockError::NoView)?;
+    if v > crate::view::MAX_VIEW_ID {
+        return Err(BlockError::ViewId(v));
+    }
+    Ok(v)
 }
 
 fn zeros(p: &[u64], from: usize) -> Result<(), BlockError> {
@@ -558,6 +565,45 @@ mod tests {
             holds: false,
         };
         assert!(w.encode(2).is_err());
+    }
+
+    /// Found by the `gms_decision` fuzz target (its first crash, within 4000 runs): a decision
+    /// block of view `2^64 - 2` decoded, and the view after it (`id + 1 = 2^64 - 1`) overflowed
+    /// in `View::encode` (`id + 1`), a panic in debug builds and a block that reads as unset in
+    /// release ones; a joiner adopting a peer's view block with such an id got there too. Ids
+    /// above `MAX_VIEW_ID` are refused by every decoder now.
+    #[test]
+    fn a_view_id_no_group_reaches_is_refused() {
+        use crate::view::{EvenShards, MAX_VIEW_ID, ShardLayout, View, ViewBlockError};
+        let uni = universe(2);
+        let d = DecisionBlock {
+            view: MAX_VIEW_ID,
+            rank: 0,
+            changes: vec![],
+            trim: vec![1, 1],
+            holders: None,
+        };
+        let mut p = d.encode(2, 2).unwrap();
+        assert_eq!(DecisionBlock::decode(&p, &uni, 2), Ok(d));
+        p[0] = u64::MAX - 1;
+        assert_eq!(
+            DecisionBlock::decode(&p, &uni, 2),
+            Err(BlockError::ViewId(u64::MAX - 2))
+        );
+        let w = WedgeBlock::decode(&[u64::MAX, 0, 0, 0], 2);
+        assert_eq!(w, Err(BlockError::ViewId(u64::MAX - 1)));
+        let layout = EvenShards {
+            shards: 1,
+            min: 1,
+            max: 2,
+        };
+        let mut v = View::new(MAX_VIEW_ID, uni.clone(), &layout).encode();
+        assert!(View::decode(&v, &layout.shape(), None).is_ok());
+        v[0] = u64::MAX;
+        assert_eq!(
+            View::decode(&v, &layout.shape(), None),
+            Err(ViewBlockError::Id(u64::MAX - 1))
+        );
     }
 
     /// The frame: a never-written block, a torn one and a too short one are refused.

@@ -445,6 +445,9 @@ impl View {
         let ids = flat_ids(shape);
         let (&tag, rest) = words.split_first().ok_or(ViewBlockError::Truncated)?;
         let id = tag.checked_sub(1).ok_or(ViewBlockError::Unset)?;
+        if id > MAX_VIEW_ID {
+            return Err(ViewBlockError::Id(id));
+        }
         let (&n, rest) = rest.split_first().ok_or(ViewBlockError::Truncated)?;
         let n = usize::try_from(n).map_err(|_| ViewBlockError::Truncated)?;
         if n == 0 {
@@ -620,6 +623,13 @@ fn check_assignment(
     Ok(())
 }
 
+/// The highest view id a peer's block may carry ([`View::decode`],
+/// [`crate::block`]). Views are numbered from 0, one per view change, so no group reaches it; a
+/// larger id is a corrupt or hostile block, refused so that the ids that follow it (`id + 1`,
+/// and the `id + 1` a table word stores) never overflow, and the restarting word's
+/// "stateless" bit (bit 63) stays clear of every id.
+pub const MAX_VIEW_ID: u64 = 1 << 62;
+
 /// A view block that does not decode (see [`View::decode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 pub enum ViewBlockError {
@@ -644,6 +654,9 @@ pub enum ViewBlockError {
     /// The inadequacy words are malformed.
     #[error("view block: malformed inadequacy word {0:#x}")]
     Inadequacy(u64),
+    /// A view id above [`MAX_VIEW_ID`].
+    #[error("view block: view id {0} above the largest a group can reach")]
+    Id(u64),
 }
 
 /// The members of one shard, in their order within the shard (the round-robin sender order).

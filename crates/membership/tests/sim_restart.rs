@@ -37,6 +37,9 @@ fn dir(tag: &str, seed: u64) -> PathBuf {
 }
 
 thread_local! {
+    /// Members restarted during a restart (a plan's moment may never come: the restart
+    /// completed first, or the replay fit one batch).
+    static BOUNCED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Restarts cut off by a member that restarted during them (every member stopped and the
     /// operator restarted them all).
     static CUT_OFF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
@@ -270,6 +273,12 @@ fn restart(
     let members: Vec<usize> = (0..N)
         .filter(|&i| picked[i].as_deref().and_then(last_view) == Some(newest))
         .collect();
+    // Each node's last logged view: the restart is complete at a node once it installed a
+    // later one. (A member restarting during the restart may be the only one at the newest
+    // view: the others then restart the view before it, and the restart view has its id.)
+    let mut logged: Vec<u64> = (0..N)
+        .map(|i| picked[i].as_deref().and_then(last_view).unwrap_or(0))
+        .collect();
     let mut done = false;
     // The member that restarts during the restart, and what its first incarnation delivered.
     let target = bounce.map(|b| (b, members[b.pick % members.len()]));
@@ -283,6 +292,7 @@ fn restart(
             && l.bounce_due(b.when, k, step, newest)
         {
             fired = true;
+            BOUNCED.with(|c| c.set(c.get() + 1));
             let (bytes, delivered) = l.crash_keeping_log(k);
             before.push(delivered);
             down = Some((bytes, step + b.down));
@@ -291,6 +301,7 @@ fn restart(
             && step >= *at
         {
             let (bytes, _) = down.take().unwrap();
+            logged[k] = last_view(&bytes).unwrap_or(0);
             l.restart_node(base, k, bytes);
         }
         l.step(false)?;
@@ -303,7 +314,7 @@ fn restart(
                             g.view().map(|v| (v.id, v.members.len())),
                             g.gms().restarting().map(<[_]>::len),
                             g.gms().rejoined(),
-                            g.gms().sst().is_suspected(4),
+                            g.gms().sst().is_suspected(1),
                             g.gms().decision().map(|d| d.changes.clone()),
                             l.delivered[i].len()
                         ))
@@ -335,25 +346,17 @@ fn restart(
         }
         if down.is_none()
             && members.iter().all(|&i| {
-                l.installed_after(i, newest)
-                    || l.passive_after(i, newest)
+                l.installed_after(i, logged[i])
+                    || l.passive_after(i, logged[i])
                     || l.groups[i]
                         .as_ref()
                         .is_none_or(|g| g.stopped().is_some() || g.gms().rejoined().is_some())
             })
-            && members.iter().any(|&i| l.installed_after(i, newest))
+            && (0..N).any(|i| l.installed_after(i, logged[i]))
         {
             done = true;
             break;
         }
-    }
-    if let Some((b, k)) = target
-        && !fired
-    {
-        return Err(format!(
-            "n{k} was never restarted during the restart ({:?} never came)",
-            b.when
-        ));
     }
     if !done {
         let state: Vec<String> = (0..N)
@@ -373,7 +376,9 @@ fn restart(
             "restart of view {newest} never completed: {state:?}"
         ));
     }
-    let installers: Vec<usize> = (0..N).filter(|&i| l.installed_after(i, newest)).collect();
+    let installers: Vec<usize> = (0..N)
+        .filter(|&i| l.installed_after(i, logged[i]))
+        .collect();
     let rejoined = (0..N)
         .filter(|&i| {
             l.groups[i]
@@ -789,6 +794,18 @@ proptest! {
 /// the bounced member's new incarnation included, and what anyone delivered before (the
 /// bounced member's first incarnation included) is a prefix of it; afterwards the group runs
 /// one view and delivers identically.
+/// Runs `plan` and fails unless its member did restart during the restart.
+fn run_bounced(plan: &Plan) -> Result<(), String> {
+    BOUNCED.with(|c| c.set(0));
+    run(plan)?;
+    if BOUNCED.with(std::cell::Cell::get) == 0 {
+        return Err(format!(
+            "the member never restarted during the restart: {plan:?}"
+        ));
+    }
+    Ok(())
+}
+
 fn bounce_plan(seed: u64, when: When) -> Plan {
     Plan {
         seed,
@@ -808,7 +825,7 @@ fn bounce_plan(seed: u64, when: When) -> Plan {
 #[test]
 fn a_member_restarting_before_the_restart_view_is_committed_rejoins_the_restart() {
     check_seeds("bounce_before_commit", 4, |seed| {
-        run(&bounce_plan(seed, When::Step(1 + (seed as usize * 7) % 30)))
+        run_bounced(&bounce_plan(seed, When::Step(1 + (seed as usize * 7) % 30)))
     });
 }
 
@@ -817,7 +834,7 @@ fn a_member_restarting_before_the_restart_view_is_committed_rejoins_the_restart(
 #[test]
 fn a_member_restarting_between_the_restart_decision_and_its_install_loses_nothing() {
     check_seeds("bounce_decided", 4, |seed| {
-        run(&bounce_plan(seed, When::Decided))
+        run_bounced(&bounce_plan(seed, When::Decided))
     });
 }
 
@@ -848,10 +865,36 @@ fn regression_a_member_restarted_during_the_restart_joins_by_transfer_and_restar
     .unwrap();
 }
 
+/// Found by the bounce proptest (`sim_restart.proptest-regressions`, seed 0): n0 fails at
+/// once and only n2 logged the view that removed it (view 1) before the shutdown; n2 restarts
+/// at the first step of the restart. The others (their logs at view 0, the decision logged)
+/// restart view 0 without it, their restart view is also numbered 1, and n2, restarting at
+/// its own view 1, sees it running and joins again (the late-root rule: nothing was delivered
+/// in its view 1). The harness waited for a member of the newest logged view to install a
+/// later view ("restart of view 1 never completed"); it now judges each node against its own
+/// log. A harness defect, not the library's.
+#[test]
+fn regression_the_only_member_of_the_newest_view_restarts_during_the_restart_and_joins_again() {
+    run(&Plan {
+        seed: 0,
+        crash: Some((0, 0)),
+        shutdown: 509,
+        bare_majority: false,
+        again: None,
+        at_decision: false,
+        bounce: Some(Bounce {
+            pick: 0,
+            when: When::Step(0),
+            down: 0,
+        }),
+    })
+    .unwrap();
+}
+
 #[test]
 fn a_member_restarting_during_the_replay_replays_again_and_loses_nothing() {
     check_seeds("bounce_replaying", 4, |seed| {
-        run(&bounce_plan(seed, When::Replaying))
+        run_bounced(&bounce_plan(seed, When::Replaying))
     });
 }
 

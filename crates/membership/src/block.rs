@@ -62,8 +62,9 @@ pub enum BlockError {
     /// The payload's first word (`view + 1`) is 0.
     #[error("the block names no view (its first word is 0)")]
     NoView,
-    /// The view is above [`MAX_VIEW_ID`](crate::view::MAX_VIEW_ID).
-    #[error("view id {0} above the largest a group can reach")]
+    /// The view is [`MAX_VIEW_ID`](crate::view::MAX_VIEW_ID) or above: no decision, proposal
+    /// or wedge ends it (the next view's id would be above the bound).
+    #[error("view id {0}: no block ends a view at or above the largest a group can reach")]
     ViewId(u64),
     /// More changes than the table holds.
     #[error("{n} changes, above the table's max_pending_changes {max}")]
@@ -184,7 +185,8 @@ fn need_len(p: &[u64], need: usize) -> Result<(), BlockError> {
 
 fn view_of(w: u64) -> Result<u64, BlockError> {
     let v = w.checked_sub(1).ok_or(BlockError::NoView)?;
-    if v > crate::view::MAX_VIEW_ID {
+    // These blocks end view `v`: the next one, `v + 1`, must be a view id a block may carry.
+    if v >= crate::view::MAX_VIEW_ID {
         return Err(BlockError::ViewId(v));
     }
     Ok(v)
@@ -577,7 +579,7 @@ mod tests {
         use crate::view::{EvenShards, MAX_VIEW_ID, ShardLayout, View, ViewBlockError};
         let uni = universe(2);
         let d = DecisionBlock {
-            view: MAX_VIEW_ID,
+            view: MAX_VIEW_ID - 1,
             rank: 0,
             changes: vec![],
             trim: vec![1, 1],
@@ -585,6 +587,13 @@ mod tests {
         };
         let mut p = d.encode(2, 2).unwrap();
         assert_eq!(DecisionBlock::decode(&p, &uni, 2), Ok(d));
+        // Found by the fuzz target with the first fix (bound at `view > MAX_VIEW_ID`): a
+        // decision ending view `MAX_VIEW_ID` made a next view no view block may carry.
+        p[0] = MAX_VIEW_ID + 1;
+        assert_eq!(
+            DecisionBlock::decode(&p, &uni, 2),
+            Err(BlockError::ViewId(MAX_VIEW_ID))
+        );
         p[0] = u64::MAX - 1;
         assert_eq!(
             DecisionBlock::decode(&p, &uni, 2),

@@ -899,7 +899,7 @@ fn a_member_restarting_during_the_replay_replays_again_and_loses_nothing() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: proptest_cases(6), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: proptest_cases(4), ..ProptestConfig::default() })]
     /// The total-restart proptest with one more event: a member restarts during the restart
     /// (at a step, at the restart's decision, or during its replay), staying down a while.
     #[test]

@@ -305,24 +305,6 @@ fn restart(
             l.restart_node(base, k, bytes);
         }
         l.step(false)?;
-        if std::env::var("DBG_BOUNCE").is_ok() {
-            let st: Vec<String> = (0..N)
-                .map(|i| {
-                    format!(
-                        "{:?}",
-                        l.groups[i].as_ref().map(|g| (
-                            g.view().map(|v| (v.id, v.members.len())),
-                            g.gms().restarting().map(<[_]>::len),
-                            g.gms().rejoined(),
-                            g.gms().sst().is_suspected(1),
-                            g.gms().decision().map(|d| d.changes.clone()),
-                            l.delivered[i].len()
-                        ))
-                    )
-                })
-                .collect();
-            eprintln!("life {life} step {step}: {st:?}");
-        }
         // A member cut off from a majority of the restart by the bounce (a bare majority
         // restarting: it suspects the bounced member's old incarnation for good) stops saying
         // "restart it from its log". Restarting it alone cannot help (the others would suspect
@@ -826,6 +808,29 @@ fn bounce_plan(seed: u64, when: When) -> Plan {
 fn a_member_restarting_before_the_restart_view_is_committed_rejoins_the_restart() {
     check_seeds("bounce_before_commit", 4, |seed| {
         run_bounced(&bounce_plan(seed, When::Step(1 + (seed as usize * 7) % 30)))
+    });
+}
+
+/// A bare majority of the last view restarts and one of them restarts again early in the
+/// restart: the others, left with fewer than a majority they do not suspect (the old
+/// incarnation is suspected for good; a member in restart mode never readmits), stop with
+/// `RestartCutOff` ("restart it from its log"); the harness then restarts everyone (a new total
+/// restart), which completes with nothing lost. Fails unless the cut-off happened.
+#[test]
+fn a_member_restarting_during_a_bare_majority_restart_cuts_the_others_off_then_a_new_restart_completes()
+ {
+    check_seeds("bounce_bare_majority", 3, |seed| {
+        CUT_OFF.with(|c| c.set(0));
+        let mut p = bounce_plan(seed, When::Step(1 + (seed as usize) % 5));
+        p.bare_majority = true;
+        if let Some(b) = &mut p.bounce {
+            b.down = 10;
+        }
+        run_bounced(&p)?;
+        if CUT_OFF.with(std::cell::Cell::get) == 0 {
+            return Err("the others were not cut off".into());
+        }
+        Ok(())
     });
 }
 

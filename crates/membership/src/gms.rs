@@ -18,7 +18,7 @@
 //! - `prop`: `[vid+1, rank, n, changes…]` — the proposal this node published (leader) or
 //!   copied (follower: the copy is its acknowledgement);
 //! - `dec`: `[vid+1, rank, n, changes…, trim…, holders…]` — the decision this node logged and
-//!   published (leader) or echoed (follower). `holders` is [`HOLDERS_KNOWN`] or 0, then a
+//!   published (leader) or echoed (follower). `holders` is [`HOLDERS_KNOWN`](crate::block::HOLDERS_KNOWN) or 0, then a
 //!   bitmap by rank in `vid` of the members whose wedge said they held their shard's state
 //!   (copied from the deciding leader's block, or from the log by a restarted member
 //!   re-publishing a decision it logged with them; 0: not known, a restart's decision or one
@@ -31,6 +31,7 @@ use squall_sst::{SchemaBuilder, Sst, SstConfig, SstError, Vector};
 use squall_transport::{NodeId, RegionSpec, Transport};
 use thiserror::Error;
 
+use crate::block::{BlockError, DecisionBlock, ProposalBlock, WedgeBlock};
 use crate::change::{Change, ChangeKind, Decision};
 use crate::config::{ConfigError, GmsConfig};
 use crate::log::{Durable, LogError, Record, Recovered};
@@ -120,6 +121,10 @@ pub enum GmsError {
     /// `leave` was called by a node that is not a member.
     #[error("only a member can leave; this node is not in a view")]
     NotAMember,
+    /// A block this member was about to publish does not fit its table (a bug: the core
+    /// bounds what it publishes by the configuration the table was sized for).
+    #[error("GMS table block: {0}")]
+    Block(#[from] BlockError),
 }
 
 /// What the core tells its driver.
@@ -177,18 +182,6 @@ struct Fields {
     admitted: Vector,
 }
 
-fn mix(h: u64, w: u64) -> u64 {
-    // splitmix64 over the running hash.
-    let mut z = (h ^ w).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn check(words: &[u64]) -> u64 {
-    words.iter().fold(0x5151_a11c_0ffe_e000, |h, &w| mix(h, w))
-}
-
 /// A proposal or decision as read from a row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Tagged {
@@ -197,16 +190,6 @@ struct Tagged {
     trim: Vec<u64>,
     /// A decision's holders (by rank in its view), when known.
     holders: Option<Vec<bool>>,
-}
-
-/// The first word of a decision block's holder section when the holders follow (see the
-/// module docs).
-const HOLDERS_KNOWN: u64 = 0x484f_4c44; // "HOLD"
-
-/// Words of a decision block's holder section for a universe of `u`: the flag, then one bit
-/// per rank.
-fn holder_words(u: usize) -> usize {
-    1 + u.div_ceil(64)
 }
 
 /// The record logging decision `d` with its `holders` (by rank in the ending view; a block's
@@ -244,7 +227,8 @@ pub struct Gms<T: Transport, L: Durable> {
     proposal: Option<(u64, Vec<Change>)>,
     /// The decision this node logged for the current view.
     decision: Option<Decision>,
-    /// Its holders (by rank in the current view; `None`: not known, see [`HOLDERS_KNOWN`]).
+    /// Its holders (by rank in the current view; `None`: not known, see
+    /// [`HOLDERS_KNOWN`](crate::block::HOLDERS_KNOWN)).
     decided_holders: Option<Vec<bool>>,
     stopped: Option<StopReason>,
     held_back: bool,
@@ -295,9 +279,9 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
     let f = Fields {
         // seq, the view (at most 4 + 2u words), the restarting word, check.
         view: b.vector("gms_view", 7 + 2 * u),
-        wedge: b.vector("gms_wedge", 4 + u),
-        prop: b.vector("gms_prop", 5 + c),
-        dec: b.vector("gms_dec", 5 + c + u + holder_words(u)),
+        wedge: b.vector("gms_wedge", 2 + WedgeBlock::payload_len(u)),
+        prop: b.vector("gms_prop", 2 + ProposalBlock::payload_len(c)),
+        dec: b.vector("gms_dec", 2 + DecisionBlock::payload_len(u, c)),
         join: b.counter("gms_join"),
         leave: b.counter("gms_leave"),
         admitted: b.vector("gms_admitted", u),
@@ -581,11 +565,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     fn write_block(&mut self, v: Vector, payload: &[u64]) -> Result<(), GmsError> {
         let me = self.sst.my_row();
         let seq = self.sst.get_at(me, v, 0)? + 1;
-        let mut words = vec![0u64; v.len()];
-        words[0] = seq;
-        words[1..=payload.len()].copy_from_slice(payload);
-        let last = words.len() - 1;
-        words[last] = check(&words[..last]);
+        let words = crate::block::seal(seq, payload, v.len())?;
         for (i, w) in words.iter().enumerate() {
             self.sst.set_at(v, i, *w)?;
         }
@@ -598,8 +578,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let words: Vec<u64> = (0..v.len())
             .map(|i| self.sst.get_at(row, v, i).unwrap_or(0))
             .collect();
-        let last = words.len() - 1;
-        (words[0] != 0 && words[last] == check(&words[..last])).then(|| words[1..last].to_vec())
+        crate::block::open(&words).ok().map(<[u64]>::to_vec)
     }
 
     fn publish_view(&mut self) -> Result<(), GmsError> {
@@ -668,31 +647,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .collect()
     }
 
-    fn changes_from(&self, words: &[u64]) -> Option<Vec<Change>> {
-        let n = usize::try_from(*words.first()?).ok()?;
-        if n > self.cfg.max_pending_changes {
-            return None;
-        }
-        let mut out = Vec::with_capacity(n);
-        for &w in words.get(1..=n)? {
-            let c = Change::decode(w)?;
-            if !self.cfg.universe.contains(&c.node) {
-                return None;
-            }
-            out.push(c);
-        }
-        Some(out)
-    }
-
     /// The proposal block of `row` for view `vid`.
     fn proposal_of(&self, row: usize, vid: u64) -> Option<Tagged> {
         let p = self.read_block(row, self.f.prop)?;
-        if p[0] != vid + 1 {
-            return None;
-        }
+        let b = ProposalBlock::decode(&p, &self.cfg.universe, self.cfg.max_pending_changes)
+            .inspect_err(|e| tracing::debug!(me = %self.me, row, error = %e, "membership: skipping a proposal block"))
+            .ok()
+            .filter(|b| b.view == vid)?;
         Some(Tagged {
-            rank: p[1],
-            changes: self.changes_from(&p[2..])?,
+            rank: b.rank,
+            changes: b.changes,
             trim: Vec::new(),
             holders: None,
         })
@@ -701,41 +665,35 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// The decision block of `row` for view `vid`.
     fn decision_of(&self, row: usize, vid: u64) -> Option<Tagged> {
         let p = self.read_block(row, self.f.dec)?;
-        if p[0] != vid + 1 {
-            return None;
-        }
-        let c = self.cfg.max_pending_changes;
-        let u = self.cfg.universe.len();
-        let h = &p[3 + c + u..];
-        // A flag word other than the two values: not a decision this code wrote.
-        let holders = match h.first() {
-            Some(&HOLDERS_KNOWN) => Some(
-                (0..u)
-                    .map(|i| h.get(1 + i / 64).is_some_and(|w| w >> (i % 64) & 1 != 0))
-                    .collect(),
-            ),
-            Some(0) => None,
-            _ => return None,
-        };
+        let b = DecisionBlock::decode(&p, &self.cfg.universe, self.cfg.max_pending_changes)
+            .inspect_err(|e| tracing::debug!(me = %self.me, row, error = %e, "membership: skipping a decision block"))
+            .ok()
+            .filter(|b| b.view == vid)?;
         Some(Tagged {
-            rank: p[1],
-            changes: self.changes_from(&p[2..3 + c])?,
-            trim: p[3 + c..3 + c + u].to_vec(),
-            holders,
+            rank: b.rank,
+            changes: b.changes,
+            trim: b.trim,
+            holders: b.holders,
         })
+    }
+
+    /// The wedge block of `row` for view `vid`.
+    fn wedge_of(&self, row: usize, vid: u64) -> Option<WedgeBlock> {
+        let p = self.read_block(row, self.f.wedge)?;
+        WedgeBlock::decode(&p, self.cfg.universe.len())
+            .inspect_err(|e| tracing::debug!(me = %self.me, row, error = %e, "membership: skipping a wedge block"))
+            .ok()
+            .filter(|b| b.view == vid)
     }
 
     /// The received counts `row` published when it wedged in `vid`.
     fn received_of(&self, row: usize, vid: u64) -> Option<Vec<u64>> {
-        let p = self.read_block(row, self.f.wedge)?;
-        let u = self.cfg.universe.len();
-        (p[0] == vid + 1).then(|| p[1..=u].to_vec())
+        self.wedge_of(row, vid).map(|b| b.received)
     }
 
     /// Whether `row` said, when it wedged in `vid`, that it held its shard's state.
     fn holds_of(&self, row: usize, vid: u64) -> Option<bool> {
-        let p = self.read_block(row, self.f.wedge)?;
-        (p[0] == vid + 1).then(|| p[1 + self.cfg.universe.len()] == 1)
+        self.wedge_of(row, vid).map(|b| b.holds)
     }
 
     /// Wedges `epoch` in `view` and publishes the wedge block (received counts and whether this
@@ -744,10 +702,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let mut rx = epoch.wedge(view);
         let holds = epoch.holds_state(view);
         rx.resize(view.members.len(), 0);
-        let mut p = vec![view.id + 1];
-        p.extend(&rx);
-        p.resize(1 + self.cfg.universe.len(), 0);
-        p.push(u64::from(holds));
+        let p = WedgeBlock {
+            view: view.id,
+            received: rx.clone(),
+            holds,
+        }
+        .encode(self.cfg.universe.len())?;
         self.write_block(self.f.wedge, &p)?;
         self.wedged = Some(rx);
         Ok(())
@@ -759,8 +719,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         rank: u64,
         changes: &[Change],
     ) -> Result<(), GmsError> {
-        let mut p = vec![vid + 1, rank, changes.len() as u64];
-        p.extend(changes.iter().map(|c| c.encode()));
+        let p = ProposalBlock {
+            view: vid,
+            rank,
+            changes: changes.to_vec(),
+        }
+        .encode(self.cfg.max_pending_changes)?;
         self.write_block(self.f.prop, &p)?;
         self.proposal = Some((rank, changes.to_vec()));
         Ok(())
@@ -768,24 +732,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// Publishes `d` with its `holders` (by rank in the ending view; `None`: not known).
     fn publish_decision(&mut self, d: &Decision, holders: Option<&[bool]>) -> Result<(), GmsError> {
-        let c = self.cfg.max_pending_changes;
         let u = self.cfg.universe.len();
-        let mut p = vec![0u64; 3 + c + u + holder_words(u)];
-        if let Some(h) = holders {
-            p[3 + c + u] = HOLDERS_KNOWN;
-            for (i, _) in h.iter().enumerate().filter(|(_, h)| **h).take(u) {
-                p[4 + c + u + i / 64] |= 1 << (i % 64);
-            }
+        let p = DecisionBlock {
+            view: d.trim.view,
+            rank: d.rank,
+            changes: d.changes.clone(),
+            trim: d.trim.counts.iter().map(|(_, n)| *n).collect(),
+            // A bitmap longer than the universe carries no member past it.
+            holders: holders.map(|h| h.iter().copied().take(u).collect()),
         }
-        p[0] = d.trim.view + 1;
-        p[1] = d.rank;
-        p[2] = d.changes.len() as u64;
-        for (i, ch) in d.changes.iter().enumerate() {
-            p[3 + i] = ch.encode();
-        }
-        for (i, (_, n)) in d.trim.counts.iter().enumerate() {
-            p[3 + c + i] = *n;
-        }
+        .encode(u, self.cfg.max_pending_changes)?;
         self.write_block(self.f.dec, &p)
     }
 
@@ -1832,14 +1788,15 @@ mod tests {
             b.poll(&mut Idle, &mut out).unwrap();
             sim.advance(std::time::Duration::from_millis(1));
         }
-        // Member lists: a view rebuilt from a log recounts `Inadequate::have` (not logged).
-        let lists = |v: Option<&View>| v.map(|v| (v.id, v.members.clone(), v.shards.clone()));
-        assert_eq!(lists(p.view()), lists(Some(&live)));
-        assert_eq!(
-            lists(b.view()),
-            lists(Some(&live)),
-            "the catching-up member's view 1"
-        );
+        // The whole view, verdict included: the restarted peer rebuilt view 1 from its log
+        // with the logged verdict (`Record::Verdict`; recounted, `have` was 0 there where the
+        // live view says 1: the passive survivor), and the catching-up member computed it from
+        // the decision's holders. So every member reports the identical `Inadequate` (and
+        // `ShardLost` message).
+        let why = live.inadequate.clone().unwrap();
+        assert!(why.lost && why.have == 1, "{why:?}");
+        assert_eq!(p.view(), Some(&live), "the restarted peer's view 1");
+        assert_eq!(b.view(), Some(&live), "the catching-up member's view 1");
         // It logged the decision with the same holders, so a member catching up from it in a
         // later restart computes the same view again.
         let (_, rec) = MemLog::open(b.log.bytes().to_vec());
@@ -1850,6 +1807,11 @@ mod tests {
         );
         let shards: Vec<Vec<NodeId>> = live.shards.iter().map(|s| s.members.clone()).collect();
         assert_eq!(rec.shards_for(1), Some(&shards[..]));
+        // And a restart from its log now (it logged view 1 with the verdict) rebuilds it alike.
+        assert_eq!(
+            crate::restart::logged_view(&rec, 1, &layout).as_ref(),
+            Some(&live)
+        );
     }
 
     /// The decision block's holder section: the bitmap round-trips (past one word of bits), a
@@ -1884,7 +1846,7 @@ mod tests {
             assert_eq!(g.decision_of(me, view.id).unwrap().holders, None);
             // The same block with a flag word neither 0 nor `HOLDERS_KNOWN`.
             let c = g.cfg.max_pending_changes;
-            let mut p = vec![0u64; 3 + c + u + holder_words(u)];
+            let mut p = vec![0u64; DecisionBlock::payload_len(u, c)];
             p[0] = view.id + 1;
             p[3 + c + u] = 7;
             g.write_block(g.f.dec, &p).unwrap();

@@ -51,6 +51,7 @@
 //! # Ok::<(), squall_membership::GmsError>(())
 //! ```
 
+pub mod block;
 pub mod change;
 mod config;
 mod gms;

@@ -27,6 +27,7 @@ use thiserror::Error;
 
 use crate::change::{Change, Decision};
 use crate::trim::Trim;
+use crate::view::Inadequate;
 
 /// The file's first eight bytes.
 pub const MAGIC: &[u8; 8] = b"SQGMSLG1";
@@ -91,6 +92,19 @@ pub enum Record {
         position: u64,
         /// The snapshot's file name in the member's durable directory.
         file: String,
+    },
+    /// Why view `view` is inadequate, as the member installed it (logged right after its
+    /// [`Record::Installed`] and [`Record::Shards`] when the view is inadequate; none for an
+    /// adequate view). A view rebuilt from the log ([`crate::restart::logged_view`]) takes this
+    /// verdict instead of recounting it: the count of a lost shard's survivors
+    /// ([`Inadequate::have`]) depends on the holders of the view before, which a restart does
+    /// not recompute, so without it a restarted member could report another verdict than the
+    /// live members did.
+    Verdict {
+        /// The view id.
+        view: u64,
+        /// The verdict.
+        why: Inadequate,
     },
     /// This member's state up to here is void: it joins again and takes its state by transfer
     /// (logged when a restart found the group gone on without it, view `view` being the newer
@@ -278,6 +292,13 @@ pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
             out.push(6);
             out.extend_from_slice(&view.to_le_bytes());
         }
+        Record::Verdict { view, why } => {
+            out.push(8);
+            out.extend_from_slice(&view.to_le_bytes());
+            for w in Inadequate::encode(Some(why)) {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
     });
 }
 
@@ -399,6 +420,17 @@ fn parse(body: &[u8]) -> Result<Record, &'static str> {
         6 => Record::StateDropped {
             view: b.u64().ok_or(short)?,
         },
+        8 => {
+            let view = b.u64().ok_or(short)?;
+            let words = [b.u64().ok_or(short)?, b.u64().ok_or(short)?];
+            let why = Inadequate::decode_words(words)
+                .ok()
+                .flatten()
+                // Counts past `u32::MAX` saturate: such a verdict would not re-encode alike.
+                .filter(|w| Inadequate::encode(Some(w)) == words)
+                .ok_or("malformed inadequacy verdict")?;
+            Record::Verdict { view, why }
+        }
         _ => return Err("unknown record tag"),
     };
     if !b.0.is_empty() {
@@ -507,6 +539,33 @@ impl Recovered {
     pub fn shards_for(&self, view: u64) -> Option<&[Vec<NodeId>]> {
         self.records.iter().rev().find_map(|r| match r {
             Record::Shards { view: v, shards } if *v == view => Some(shards.as_slice()),
+            _ => None,
+        })
+    }
+
+    /// The verdict logged for view `view` after its last [`Record::Installed`] (`None`: none
+    /// was, an adequate view or a log written before verdicts were logged).
+    ///
+    /// ```
+    /// use squall_membership::log::{Durable, MemLog, Record};
+    /// use squall_membership::view::{Inadequate, ShardId};
+    /// use squall_transport::NodeId;
+    /// let mut log = MemLog::default();
+    /// let why = Inadequate::short(ShardId { subgroup: 0, shard: 1 }, 1, 1, true);
+    /// log.append(&Record::Installed { view: 3, members: vec![NodeId(0), NodeId(1)] })?;
+    /// log.append(&Record::Verdict { view: 3, why: why.clone() })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// assert_eq!(rec.verdict_for(3), Some(&why));
+    /// assert_eq!(rec.verdict_for(2), None);
+    /// # Ok::<(), squall_membership::log::LogError>(())
+    /// ```
+    pub fn verdict_for(&self, view: u64) -> Option<&Inadequate> {
+        let installed = self
+            .records
+            .iter()
+            .rposition(|r| matches!(r, Record::Installed { view: v, .. } if *v == view))?;
+        self.records[installed..].iter().find_map(|r| match r {
+            Record::Verdict { view: v, why } if *v == view => Some(why),
             _ => None,
         })
     }
@@ -884,6 +943,21 @@ mod tests {
             },
             &mut b,
         );
+        encode_record(
+            &Record::Verdict {
+                view: 1,
+                why: Inadequate::short(
+                    crate::view::ShardId {
+                        subgroup: 0,
+                        shard: 1,
+                    },
+                    1,
+                    2,
+                    true,
+                ),
+            },
+            &mut b,
+        );
         b
     }
 
@@ -975,11 +1049,11 @@ mod tests {
                 "{name}"
             );
         }
-        assert_eq!(
-            decode(include_bytes!("../../../fuzz/seeds/gms_log/every_kind"))
-                .records
-                .len(),
-            7
+        let every = decode(include_bytes!("../../../fuzz/seeds/gms_log/every_kind")).records;
+        assert_eq!(every.len(), 8);
+        assert!(
+            (every.iter())
+                .any(|r| matches!(r, Record::Verdict { why, .. } if why.lost && why.have == 1))
         );
     }
 

@@ -125,7 +125,9 @@ pub fn unrestored_shard(view: &View, restarted: &[NodeId]) -> Option<Unrestored>
 
 /// The records that log the installation of `view`: [`Record::Installed`], then, when the
 /// layout has several shards, [`Record::Shards`] (a restart must know which shard each member
-/// held; with one shard the log is exactly what it was before shards existed).
+/// held; with one shard the log is exactly what it was before shards existed), then, when the
+/// view is inadequate, [`Record::Verdict`] (a restart reports the verdict the member installed,
+/// see [`logged_view`]).
 pub fn installed_records(view: &View) -> Vec<Record> {
     let mut out = vec![Record::Installed {
         view: view.id,
@@ -137,11 +139,21 @@ pub fn installed_records(view: &View) -> Vec<Record> {
             shards: view.shards.iter().map(|s| s.members.clone()).collect(),
         });
     }
+    if let Some(why) = &view.inadequate {
+        out.push(Record::Verdict {
+            view: view.id,
+            why: why.clone(),
+        });
+    }
     out
 }
 
 /// View `id` as a member's log recorded it: its members and, when logged, its shards (else
-/// the layout applied afresh, which is exact for one shard and for view 0).
+/// the layout applied afresh, which is exact for one shard and for view 0), and, when logged,
+/// its inadequacy verdict ([`Record::Verdict`]: the one the member installed, so a restarted
+/// member reports the same [`Inadequate`](crate::view::Inadequate) as the live ones did; a
+/// lost shard's survivor count depends on the holders of the view before, which this does not
+/// recompute). A log written before verdicts were logged gets the verdict recomputed.
 ///
 /// ```
 /// use squall_membership::log::{Durable, MemLog};
@@ -182,5 +194,11 @@ pub fn logged_view(rec: &Recovered, id: u64, layout: &dyn ShardLayout) -> Option
             v
         }
         None => View::new(id, members, layout),
+    })
+    .map(|mut v| {
+        if let Some(why) = rec.verdict_for(id) {
+            v.inadequate = Some(why.clone());
+        }
+        v
     })
 }

@@ -445,6 +445,9 @@ impl View {
         let ids = flat_ids(shape);
         let (&tag, rest) = words.split_first().ok_or(ViewBlockError::Truncated)?;
         let id = tag.checked_sub(1).ok_or(ViewBlockError::Unset)?;
+        if id > MAX_VIEW_ID {
+            return Err(ViewBlockError::Id(id));
+        }
         let (&n, rest) = rest.split_first().ok_or(ViewBlockError::Truncated)?;
         let n = usize::try_from(n).map_err(|_| ViewBlockError::Truncated)?;
         if n == 0 {
@@ -620,6 +623,13 @@ fn check_assignment(
     Ok(())
 }
 
+/// The highest view id a peer's block may carry ([`View::decode`],
+/// [`crate::block`]). Views are numbered from 0, one per view change, so no group reaches it; a
+/// larger id is a corrupt or hostile block, refused so that the ids that follow it (`id + 1`,
+/// and the `id + 1` a table word stores) never overflow, and the restarting word's
+/// "stateless" bit (bit 63) stays clear of every id.
+pub const MAX_VIEW_ID: u64 = 1 << 62;
+
 /// A view block that does not decode (see [`View::decode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 pub enum ViewBlockError {
@@ -644,6 +654,9 @@ pub enum ViewBlockError {
     /// The inadequacy words are malformed.
     #[error("view block: malformed inadequacy word {0:#x}")]
     Inadequacy(u64),
+    /// A view id above [`MAX_VIEW_ID`].
+    #[error("view block: view id {0} above the largest a group can reach")]
+    Id(u64),
 }
 
 /// The members of one shard, in their order within the shard (the round-robin sender order).
@@ -767,8 +780,9 @@ impl Inadequate {
     }
 
     /// Two words: `1 | lost << 1 | fault code << 2 | subgroup << 8 | shard << 32`, and
-    /// `have | need << 32` (counts saturate at `u32::MAX`); `[0, 0]` for none.
-    fn encode(why: Option<&Inadequate>) -> [u64; 2] {
+    /// `have | need << 32` (counts saturate at `u32::MAX`); `[0, 0]` for none. Also the body of
+    /// a logged verdict ([`Record::Verdict`](crate::log::Record::Verdict)).
+    pub(crate) fn encode(why: Option<&Inadequate>) -> [u64; 2] {
         let Some(w) = why else { return [0, 0] };
         let code = w
             .fault
@@ -782,9 +796,22 @@ impl Inadequate {
     }
 
     fn decode(
-        [a, b]: [u64; 2],
+        words: [u64; 2],
         ids: &[(ShardId, ShardBounds)],
     ) -> Result<Option<Inadequate>, ViewBlockError> {
+        let why = Inadequate::decode_words(words)?;
+        if why.as_ref().is_some_and(|w| {
+            w.fault != Some(LayoutFault::ShardCount)
+                && !ids.iter().any(|&(id, _)| id == w.shard_id())
+        }) {
+            return Err(ViewBlockError::Inadequacy(words[0]));
+        }
+        Ok(why)
+    }
+
+    /// [`encode`](Self::encode)'s words read back without a shape (the shard is not checked
+    /// against a layout): what a logged verdict holds. Accepts only words `encode` writes.
+    pub(crate) fn decode_words([a, b]: [u64; 2]) -> Result<Option<Inadequate>, ViewBlockError> {
         if a == 0 && b == 0 {
             return Ok(None);
         }
@@ -801,9 +828,7 @@ impl Inadequate {
             shard: (a >> 32) as usize,
         };
         let lost = a & 2 != 0;
-        if (fault != Some(LayoutFault::ShardCount) && !ids.iter().any(|&(id, _)| id == shard))
-            || (lost && fault.is_some())
-        {
+        if lost && fault.is_some() {
             return Err(bad);
         }
         Ok(Some(Inadequate {

@@ -64,6 +64,9 @@ fn config(base: &Path, i: usize, shape: Shape) -> GroupConfig {
     }
     cfg.transfer.chunk_size = 64;
     cfg.transfer.window = 4;
+    if let Some(b) = REPLAY_BATCH.with(std::cell::Cell::get) {
+        cfg.replay_batch = b;
+    }
     group_sim::durable(cfg, base, i)
 }
 
@@ -214,6 +217,24 @@ impl Life {
     fn crash(&mut self, i: usize) {
         self.sim.crash(NodeId(i as u32));
         self.groups[i] = None;
+    }
+
+    /// Crashes node `i` and restarts it under its id from its GMS log at the crash (a new
+    /// incarnation, same directory: its epoch logs and persisted state) `down` steps later,
+    /// stepping the others meanwhile.
+    fn bounce(&mut self, chain: &mut Chain, i: usize, down: usize) -> Result<(), String> {
+        let bytes = (self.groups[i].as_ref())
+            .map(|g| g.gms().log().bytes().to_vec())
+            .unwrap_or_default();
+        self.crash(i);
+        self.run(chain, down, false)?;
+        let t = self.sim.restart_node(NodeId(i as u32)).unwrap();
+        let (log, rec) = MemLog::open(bytes);
+        let rec = (!rec.records.is_empty()).then_some(rec);
+        self.groups[i] =
+            Some(Group::new(t, config(&self.base, i, self.shape), log, rec.as_ref()).unwrap());
+        self.apps[i] = App::default();
+        Ok(())
     }
 
     /// Restarts crashed node `i` under its id (a new incarnation, fresh log, same directory)
@@ -432,7 +453,7 @@ fn restart(
         .ok_or("no log holds a view")?;
     let members: Vec<usize> = (0..U).filter(|&i| view_of(i) == Some(newest)).collect();
     let l = Life::start(seed, base, shape, &picked, life);
-    complete(l, newest, &members, &picked, max_before, chain)
+    complete(l, newest, &members, &picked, max_before, chain, None)
 }
 
 /// Runs life `l` until every node of `members` (those whose logs end at `newest`) runs a later
@@ -445,6 +466,7 @@ fn complete(
     picked: &[Start],
     max_before: Option<u64>,
     chain: &mut Chain,
+    bounce: Option<Bounce>,
 ) -> Result<Life, String> {
     let running = |l: &Life, i: usize| {
         l.groups[i].as_ref().is_some_and(|g| {
@@ -455,7 +477,25 @@ fn complete(
         })
     };
     let mut done = false;
+    let bounced = bounce.map(|b| b.node);
+    let mut bounce = bounce;
     for _ in 0..12_000 {
+        // A member restarts during the restart (s18): at its moment, from its logs.
+        if let Some(b) = bounce
+            && l.groups[b.node].is_some()
+            && match b.when {
+                When::Step(n) => l.step >= n,
+                When::Replaying => l.groups[b.node].as_ref().is_some_and(|g| {
+                    g.gms().restarting().is_none()
+                        && g.view().is_some_and(|v| v.id > newest)
+                        && g.replay_backlog() > 0
+                }),
+            }
+        {
+            bounce = None;
+            BOUNCED.with(|c| c.set(c.get() + 1));
+            l.bounce(chain, b.node, b.down)?;
+        }
         l.step(chain, false)?;
         if members.iter().all(|&i| running(&l, i)) {
             done = true;
@@ -479,8 +519,10 @@ fn complete(
                 "n{i} runs the restart view at position {next}, but position {m} was delivered before the shutdown (lost)"
             ));
         }
-        // A member that persisted a transferred state restores that very one from disk.
+        // A member that persisted a transferred state restores that very one from disk (one
+        // that restarted during the restart may have joined again: a newer transfer).
         if let Start::Log(b) = &picked[i]
+            && bounced != Some(i)
             && let Some(p) = snapshot_position(b)
             && l.restored[i].first() != Some(&p)
         {
@@ -838,7 +880,7 @@ fn stateless_shard(seed: u64) -> Result<(), String> {
     }
     // The holder comes back: the restart completes and nothing is lost.
     l.start_late(0);
-    let mut l = complete(l, newest, &[0, 3, 4], &picked, max_before, &mut chain)?;
+    let mut l = complete(l, newest, &[0, 3, 4], &picked, max_before, &mut chain, None)?;
     let from = l.apps[0].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
@@ -935,7 +977,7 @@ fn stateless_initial_id(seed: u64) -> Result<(), String> {
     let mut l = Life::start(seed, &base, shape, &logs, 1);
     // Neither 0 nor 4 may be asked for state while it has none.
     l.not_holders = vec![0, 4];
-    let mut l = complete(l, newest, &[0, 3, 4], &logs, max_before, &mut chain)?;
+    let mut l = complete(l, newest, &[0, 3, 4], &logs, max_before, &mut chain, None)?;
     let from = l.apps[3].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
@@ -1174,4 +1216,131 @@ fn snapshot_write_cost() {
         );
     }
     std::fs::remove_dir_all(&d).ok();
+}
+
+/// When, during a restart, a member crashes and restarts from its logs (s18).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum When {
+    /// At this step of the restart's life (before the restart view is committed, for small
+    /// counts).
+    Step(usize),
+    /// Once it installed the restart view with its replay still being handed out.
+    Replaying,
+}
+
+/// A member that restarts during the restart.
+#[derive(Clone, Copy, Debug)]
+struct Bounce {
+    node: usize,
+    when: When,
+    down: usize,
+}
+
+thread_local! {
+    /// Members restarted during a restart.
+    static BOUNCED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The replay's batch for this thread's runs (`transfer_bounce` hands the replay out in
+    /// small batches, so "during the replay" lasts some polls).
+    static REPLAY_BATCH: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// A joiner (n3) takes the state, the group shuts down `shutdown` steps after it became active
+/// (so its log names its persisted snapshot), and every member restarts; during that restart
+/// `bounce.node` crashes and restarts from its logs, which may now hold the restart's promise,
+/// decision and view. The restart completes with every member running a later view with a
+/// state (n3 restoring its snapshot again), nothing delivered before is lost, and the group
+/// carries on at identical positions.
+fn transfer_bounce(
+    seed: u64,
+    join_after: usize,
+    shutdown: usize,
+    bounce: Bounce,
+) -> Result<(), String> {
+    let base = dir("bounce", seed);
+    REPLAY_BATCH.with(|b| b.set(Some(4)));
+    let shape = Shape {
+        initial: 3,
+        max: None,
+        absent: None,
+    };
+    let mut chain = Chain::new();
+    let mut l = Life::start(seed, &base, shape, &starts(3, 0), 0);
+    l.run(&mut chain, join_after, true)?;
+    l.rejoin(3);
+    until_active(&mut l, &mut chain, 3, 0)?;
+    l.run(&mut chain, shutdown, true)?;
+    let max_before = l.max_delivered;
+    let logs = l.shutdown()?;
+    if !matches!(&logs[3], Start::Log(b) if snapshot_position(b).is_some()) {
+        return Err("the joiner's log names no snapshot".into());
+    }
+    let picked: Vec<Start> = logs.clone();
+    let newest = (0..U)
+        .filter_map(|i| match &picked[i] {
+            Start::Log(b) => last_view(b),
+            _ => None,
+        })
+        .max()
+        .ok_or("no log holds a view")?;
+    BOUNCED.with(|c| c.set(0));
+    let l = Life::start(seed + 1000, &base, shape, &picked, 1);
+    let members = [0, 1, 2, 3];
+    let mut l = complete(
+        l,
+        newest,
+        &members,
+        &picked,
+        max_before,
+        &mut chain,
+        Some(bounce),
+    )?;
+    let from = l.apps[0].next;
+    carry_on(&mut l, &mut chain, from)?;
+    std::fs::remove_dir_all(&base).ok();
+    Ok(())
+}
+
+#[test]
+fn a_member_restarting_during_a_restart_after_a_transfer_loses_nothing() {
+    check_seeds("transfer_bounce", 4, |seed| {
+        let node = [3, 0, 3, 1][seed as usize % 4];
+        let when = if seed % 2 == 0 {
+            When::Step(1 + (seed as usize * 7) % 20)
+        } else {
+            When::Replaying
+        };
+        let b = Bounce {
+            node,
+            when,
+            down: (seed as usize * 13) % 30,
+        };
+        let (join_after, shutdown) = (
+            200 + (seed as usize * 31) % 200,
+            20 + (seed as usize * 17) % 100,
+        );
+        transfer_bounce(seed, join_after, shutdown, b)?;
+        if BOUNCED.with(std::cell::Cell::get) == 0 {
+            return Err(format!("{b:?} never came"));
+        }
+        Ok(())
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: proptest_cases(4), ..ProptestConfig::default() })]
+    /// A member (the joiner with its persisted state, or another) restarts during a total
+    /// restart after a transfer.
+    #[test]
+    fn proptest_a_member_restarting_during_a_restart_after_a_transfer_loses_nothing(
+        seed in 0u64..1_000_000,
+        join_after in 50usize..600,
+        shutdown in 0usize..300,
+        node in 0usize..4,
+        when in prop_oneof![(0usize..200).prop_map(When::Step), Just(When::Replaying)],
+        down in 0usize..100,
+    ) {
+        let b = Bounce { node, when, down };
+        let r = transfer_bounce(seed, join_after, shutdown, b);
+        prop_assert!(r.is_ok(), "seed {seed} join_after {join_after} shutdown {shutdown} {b:?}: {}", r.err().unwrap_or_default());
+    }
 }

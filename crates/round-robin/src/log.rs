@@ -10,6 +10,30 @@
 //! and says why it stopped. [`Log::open`] truncates a torn or corrupt tail to that prefix and
 //! logs (at `warn`) what it dropped, so a crash in the middle of an append never leaves a log that
 //! fails to open, and never a log whose tail holds garbage.
+//!
+//! **The side index** (`<log>.idx`, [`index_path`]): `SQRRIDX1`, then one 64-byte
+//! [`IndexEntry`] (a record's offset, header, frame and a boot tag, checksummed) per
+//! [`LogOptions::index_every`] bytes of log, appended after the [`Log::sync`] that wrote the
+//! record. [`Log::skim`] (and so [`Log::cut`] and [`Log::open`]) starts from the last entry
+//! that is trusted and checks out against the log ([`scan`]), so it reads the log's end, not
+//! the whole file; without one it reads the whole file. How an entry is told from garbage, and
+//! why starting there is sound for any crash point:
+//!
+//! - *Garbage or a torn entry*: the entry's CRC-32 fails, its reserved word is not 0, or it is
+//!   not after the previous entry ([`decode_index`] stops there).
+//! - *A stale entry* (the log was cut, replaced or damaged since): the record at its offset
+//!   must be whole in the file, with the entry's length, stored checksum and header, and its
+//!   checksum must hold; the file must start with the log's magic.
+//! - *Trust*: an entry is written only after its record and everything before it reached the
+//!   file — after the `fdatasync` when the policy synced (`boot` 0: durable), else tagged with
+//!   the running boot ([`boot_tag`]), trusted only in that boot (a process crash loses nothing
+//!   the OS was given; a power loss may lose unsynced bytes before the entry, so after a reboot
+//!   such an entry is not used). So a crash cannot have torn anything before a trusted,
+//!   checked entry; from there the skim runs exactly as from the file's start (the same bytes,
+//!   the same checks, the same torn tail cut). Damage a crash does not cause (bit rot, an
+//!   edited file) before the entry is not seen by the skim; the replay's [`ReadMode::Verify`]
+//!   reader finds it (as it finds a broken checksum before the last record, which the skim
+//!   never checks).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -32,7 +32,9 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(tail, whole.tail);
     let broken = match whole.tail {
         Some(TailError::Checksum { offset, .. } | TailError::Order { offset, .. }) => {
-            FRAME + u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4 bytes")) as usize
+            FRAME
+                + u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4 bytes"))
+                    as usize
         }
         _ => 0,
     };

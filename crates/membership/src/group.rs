@@ -1809,7 +1809,7 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
     }
 }
 
-/// Deletes the epoch logs (and set-aside `.superseded` ones) of views before `view` in a
+/// Deletes the epoch logs (set-aside `.superseded` ones and side indexes too) of views before `view` in a
 /// member's durable directory: once a transferred state taken in `view` is durable, no restart
 /// replays them (failures are logged: a leftover file is only wasted space).
 fn remove_epoch_logs_before(dir: &std::path::Path, view: u64) {
@@ -1821,7 +1821,8 @@ fn remove_epoch_logs_before(dir: &std::path::Path, view: u64) {
         else {
             continue;
         };
-        if v < view && (name.ends_with(".log") || name.ends_with(".log.superseded")) {
+        let index = name.ends_with(".log.idx"); // a log's side index (round-robin's log)
+        if v < view && (name.ends_with(".log") || name.ends_with(".log.superseded") || index) {
             if let Err(err) = std::fs::remove_file(path) {
                 tracing::warn!(file = name, error = %err, "group: could not remove an epoch log before a transferred state");
             }

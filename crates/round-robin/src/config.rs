@@ -31,9 +31,10 @@ pub enum Mode {
     /// A log may run ahead of delivery (logged, not yet stable) but is always a prefix of the
     /// agreed order.
     Durable {
-        /// The log file (created if missing; a torn or corrupt tail is truncated on open). A
-        /// member that restarts on an existing log must use a later [`Config::view`] than the
-        /// log's last record.
+        /// The log file (created if missing; a torn or corrupt tail is truncated on open),
+        /// with its side index beside it ([`index_path`](crate::log::index_path), every
+        /// [`Config::log_index_every`] bytes). A member that restarts on an existing log must
+        /// use a later [`Config::view`] than the log's last record.
         path: PathBuf,
         /// When to fsync.
         fsync: FsyncPolicy,
@@ -82,7 +83,8 @@ pub enum Relay {
 /// let cfg = Config::new(vec![NodeId(0), NodeId(1), NodeId(2)]);
 /// assert!(cfg.validate().is_ok());
 /// assert!(Config { window: 0, ..cfg.clone() }.validate().is_err());
-/// assert!(Config { senders: vec![NodeId(9)], ..cfg }.validate().is_err());
+/// assert!(Config { senders: vec![NodeId(9)], ..cfg.clone() }.validate().is_err());
+/// assert!(Config { log_index_every: 0, ..cfg }.validate().is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -121,6 +123,12 @@ pub struct Config {
     pub heartbeat_interval: Duration,
     /// SST suspicion timeout.
     pub suspicion_timeout: Duration,
+    /// [`Mode::Durable`]: the log's index granularity
+    /// ([`LogOptions::index_every`](crate::log::LogOptions::index_every)): a restart's skim of
+    /// the log reads about this many bytes plus the last batch, not the whole file. At least
+    /// 1; `u64::MAX` writes no index. Default [`DEFAULT_INDEX_EVERY`](crate::log::DEFAULT_INDEX_EVERY)
+    /// (1 MiB).
+    pub log_index_every: u64,
 }
 
 impl Config {
@@ -142,6 +150,7 @@ impl Config {
             view: 0,
             heartbeat_interval: Duration::from_millis(10),
             suspicion_timeout: Duration::from_millis(100),
+            log_index_every: crate::log::DEFAULT_INDEX_EVERY,
         }
     }
 
@@ -229,6 +238,11 @@ impl Config {
         if self.suspicion_timeout <= self.heartbeat_interval || self.heartbeat_interval.is_zero() {
             return Err(ConfigError::Invalid(
                 "suspicion_timeout must exceed a positive heartbeat_interval",
+            ));
+        }
+        if self.log_index_every == 0 {
+            return Err(ConfigError::Invalid(
+                "log_index_every must be at least 1 byte (u64::MAX: no index)",
             ));
         }
         self.smc().validate().map_err(ConfigError::Smc)?;

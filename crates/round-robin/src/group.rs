@@ -15,7 +15,7 @@ use squall_transport::{
 use crate::config::{Config, Mode, Relay};
 use crate::error::{ConfigError, Error, StopReason, TrimError};
 
-use crate::log::{Log, LogError, Recovery};
+use crate::log::{Log, LogError, LogOptions, Recovery};
 use crate::schedule::binomial_pipeline;
 
 /// Message kinds, in the low byte of the 8-byte header that starts every SMC slot.
@@ -385,7 +385,11 @@ impl<T: Transport> RoundRobin<T> {
         let sst = Sst::new(transport, schema, sst_cfg)?;
         let (log, recovery) = match &cfg.mode {
             Mode::Durable { path, fsync } => {
-                let (log, rec) = Log::open(path, *fsync)?;
+                let options = LogOptions {
+                    fsync: *fsync,
+                    index_every: cfg.log_index_every,
+                };
+                let (log, rec) = Log::open_with(path, options)?;
                 if let Some((logged, _)) = log.last()
                     && logged >= cfg.view
                 {
@@ -560,7 +564,8 @@ impl<T: Transport> RoundRobin<T> {
         self.wedged
     }
 
-    /// Durable mode: what the log held when it was opened (taken once).
+    /// Durable mode: what the log held when it was opened (taken once): its skim, the last
+    /// record's header and what was repaired; a [`Log::reader`] reads the records.
     pub fn recovered(&mut self) -> Option<Recovery> {
         self.recovery.take()
     }

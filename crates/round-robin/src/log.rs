@@ -10,6 +10,30 @@
 //! and says why it stopped. [`Log::open`] truncates a torn or corrupt tail to that prefix and
 //! logs (at `warn`) what it dropped, so a crash in the middle of an append never leaves a log that
 //! fails to open, and never a log whose tail holds garbage.
+//!
+//! **The side index** (`<log>.idx`, [`index_path`]): `SQRRIDX1`, then one 64-byte
+//! [`IndexEntry`] (a record's offset, header, frame and a boot tag, checksummed) per
+//! [`LogOptions::index_every`] bytes of log, appended after the [`Log::sync`] that wrote the
+//! record. [`Log::skim`] (and so [`Log::cut`] and [`Log::open`]) starts from the last entry
+//! that is trusted and checks out against the log ([`scan`]), so it reads the log's end, not
+//! the whole file; without one it reads the whole file. How an entry is told from garbage, and
+//! why starting there is sound for any crash point:
+//!
+//! - *Garbage or a torn entry*: the entry's CRC-32 fails, its reserved word is not 0, or it is
+//!   not after the previous entry ([`decode_index`] stops there).
+//! - *A stale entry* (the log was cut, replaced or damaged since): the record at its offset
+//!   must be whole in the file, with the entry's length, stored checksum and header, and its
+//!   checksum must hold; the file must start with the log's magic.
+//! - *Trust*: an entry is written only after its record and everything before it reached the
+//!   file — after the `fdatasync` when the policy synced (`boot` 0: durable), else tagged with
+//!   the running boot ([`boot_tag`]), trusted only in that boot (a process crash loses nothing
+//!   the OS was given; a power loss may lose unsynced bytes before the entry, so after a reboot
+//!   such an entry is not used). So a crash cannot have torn anything before a trusted,
+//!   checked entry; from there the skim runs exactly as from the file's start (the same bytes,
+//!   the same checks, the same torn tail cut). Damage a crash does not cause (bit rot, an
+//!   edited file) before the entry is not seen by the skim; the replay's [`ReadMode::Verify`]
+//!   reader finds it (as it finds a broken checksum before the last record, which the skim
+//!   never checks).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -140,6 +164,9 @@ pub enum LogError {
         /// The view the group was started with.
         view: u64,
     },
+    /// An option out of its bounds.
+    #[error("durable log options: {0}")]
+    Options(&'static str),
     /// A payload too large for a record.
     #[error("payload of {len} bytes is too large for a log record (max {MAX_BODY})")]
     TooLarge {
@@ -394,18 +421,193 @@ pub fn decode(bytes: &[u8]) -> Decoded {
     d
 }
 
-/// What [`Log::open`] found and repaired.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Recovery {
-    /// The records that survived.
-    pub records: Vec<Record>,
-    /// Why the tail was dropped, if it was.
-    pub truncated: Option<TailError>,
-    /// How many bytes were dropped.
-    pub dropped_bytes: u64,
+/// What [`Log::open`] found and repaired: what its skim of the file found (see [`Skimmed`];
+/// no records are kept: a [`Reader`] reads them).
+pub type Recovery = Skimmed;
+
+/// The options of a [`Log`] opened for appending.
+///
+/// ```
+/// use squall_round_robin::log::{FsyncPolicy, LogOptions, DEFAULT_INDEX_EVERY};
+/// let o = LogOptions::new(FsyncPolicy::EveryBatch);
+/// assert_eq!(o.index_every, DEFAULT_INDEX_EVERY);
+/// assert!(LogOptions { index_every: 0, ..o }.validate().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogOptions {
+    /// When to `fsync`.
+    pub fsync: FsyncPolicy,
+    /// The index's granularity: an entry is written to the side index ([`index_path`]) for
+    /// the first record that starts at least this many bytes after the previous entry's
+    /// record, so a [`Log::skim`] reads at most about this many bytes plus the last batch
+    /// (at least 1; `u64::MAX`: no index is written, every skim reads the whole file). The
+    /// index costs [`INDEX_ENTRY`] bytes per `index_every` bytes of log.
+    pub index_every: u64,
+}
+
+impl LogOptions {
+    /// `fsync` per `policy`, an index entry every [`DEFAULT_INDEX_EVERY`] bytes.
+    pub fn new(policy: FsyncPolicy) -> LogOptions {
+        LogOptions {
+            fsync: policy,
+            index_every: DEFAULT_INDEX_EVERY,
+        }
+    }
+
+    /// Checks the bounds.
+    pub fn validate(&self) -> Result<(), LogError> {
+        if self.index_every == 0 {
+            return Err(LogError::Options(
+                "index_every must be at least 1 byte (u64::MAX: no index)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The index file's first eight bytes (its format's version is the last).
+pub const INDEX_MAGIC: &[u8; 8] = b"SQRRIDX1";
+/// Bytes of one index entry.
+pub const INDEX_ENTRY: usize = 64;
+/// The default index granularity ([`LogOptions::index_every`]): 1 MiB.
+pub const DEFAULT_INDEX_EVERY: u64 = 1 << 20;
+/// How many index entries a skim checks against the log (from the last down) before it gives
+/// up on the index and reads the whole file.
+pub const INDEX_TRIES: usize = 4;
+
+/// The side index of the log at `path`: `path` with `.idx` appended to its file name.
+///
+/// ```
+/// use squall_round_robin::log::index_path;
+/// assert_eq!(index_path("/d/epoch-1.log".as_ref()), std::path::Path::new("/d/epoch-1.log.idx"));
+/// ```
+pub fn index_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_os_string();
+    p.push(".idx");
+    PathBuf::from(p)
+}
+
+/// One entry of a log's side index: a record of the log, where it is and what it holds,
+/// written only once the record (and every byte before it) was synced, or written to the OS
+/// in the boot named by `boot`.
+///
+/// Layout (64 bytes, little endian): `[offset: u64][view: u64][seq: u64][position: u64]
+/// [max_seq: u64][boot: u64][body length: u32][record checksum: u32][reserved: u32 = 0]
+/// [CRC-32 of the 60 bytes before: u32]`.
+///
+/// ```
+/// use squall_round_robin::log::{decode_index, encode_index_entry, IndexEntry, INDEX_MAGIC};
+/// let e = IndexEntry { offset: 8, view: 1, seq: 0, position: 0, max_seq: 0, boot: 0, len: 30, crc: 7 };
+/// let mut idx = INDEX_MAGIC.to_vec();
+/// encode_index_entry(&e, &mut idx);
+/// assert_eq!(decode_index(&idx), vec![e]);
+/// idx[20] ^= 1; // a flipped bit: the entry's checksum fails, it is not an entry
+/// assert!(decode_index(&idx).is_empty());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Where the record starts in the log.
+    pub offset: u64,
+    /// Its view.
+    pub view: u64,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Its position.
+    pub position: u64,
+    /// The largest sequence number of the records up to it (it included): a cut at a
+    /// sequence number above this one keeps the whole prefix before the record.
+    pub max_seq: u64,
+    /// 0: the log was synced (`fdatasync`) up to and past the record before the entry was
+    /// written; otherwise a tag of the boot in which the record was written to the OS (see
+    /// [`boot_tag`]): trusted only in that boot.
+    pub boot: u64,
+    /// The record's body length (its frame's first field).
+    pub len: u32,
+    /// The record's checksum (its frame's second field).
+    pub crc: u32,
+}
+
+/// Appends `e`'s 64-byte encoding to `out`.
+pub fn encode_index_entry(e: &IndexEntry, out: &mut Vec<u8>) {
+    let start = out.len();
+    for w in [e.offset, e.view, e.seq, e.position, e.max_seq, e.boot] {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    out.extend_from_slice(&e.len.to_le_bytes());
+    out.extend_from_slice(&e.crc.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    let crc = crc32(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// Decodes an index file's bytes: its entries up to the first that is not one (torn, checksum
+/// failed, reserved bits set, offset not after the previous entry's record, `max_seq` smaller
+/// than the previous one's or than its own `seq`, or a body length out of range). A file that
+/// does not start with [`INDEX_MAGIC`] has no entries. Never panics, whatever the bytes.
+pub fn decode_index(bytes: &[u8]) -> Vec<IndexEntry> {
+    let mut out: Vec<IndexEntry> = Vec::new();
+    if bytes.len() < INDEX_MAGIC.len() || &bytes[..INDEX_MAGIC.len()] != INDEX_MAGIC {
+        return out;
+    }
+    for raw in bytes[INDEX_MAGIC.len()..].chunks_exact(INDEX_ENTRY) {
+        if u32_at(raw, 60) != crc32(&raw[..60]) || u32_at(raw, 56) != 0 {
+            break;
+        }
+        let e = IndexEntry {
+            offset: u64_at(raw, 0),
+            view: u64_at(raw, 8),
+            seq: u64_at(raw, 16),
+            position: u64_at(raw, 24),
+            max_seq: u64_at(raw, 32),
+            boot: u64_at(raw, 40),
+            len: u32_at(raw, 48),
+            crc: u32_at(raw, 52),
+        };
+        let after = out.last().map_or(MAGIC.len() as u64, |p| {
+            p.offset + (FRAME as u64) + u64::from(p.len)
+        });
+        if e.offset < after
+            || !(BODY_HEADER..=MAX_BODY).contains(&(e.len as usize))
+            || e.max_seq < e.seq
+            || out.last().is_some_and(|p| e.max_seq < p.max_seq)
+        {
+            break;
+        }
+        out.push(e);
+    }
+    out
+}
+
+/// A tag of the running boot (from `/proc/sys/kernel/random/boot_id`; never 0), or `None`
+/// where the OS does not say (then only entries of synced records are written and trusted).
+pub fn boot_tag() -> Option<u64> {
+    static TAG: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *TAG.get_or_init(|| {
+        let id = std::fs::read("/proc/sys/kernel/random/boot_id").ok()?;
+        let id = id.trim_ascii();
+        if id.is_empty() {
+            return None;
+        }
+        let mut tagged = id.to_vec();
+        tagged.push(b'#');
+        let tag = (u64::from(crc32(id)) << 32) | u64::from(crc32(&tagged));
+        Some(tag.max(1))
+    })
+}
+
+/// Whether an entry may be trusted in the boot `boot`.
+fn trusted(e: &IndexEntry, boot: Option<u64>) -> bool {
+    e.boot == 0 || Some(e.boot) == boot
 }
 
 /// The durable log: append records, sync per policy.
+///
+/// Beside the file, when [`LogOptions::index_every`] is not `u64::MAX`, it keeps a side index
+/// ([`index_path`]): an [`IndexEntry`] for a record at least every `index_every` bytes,
+/// appended after the [`sync`](Log::sync) that wrote the record (after its `fdatasync`, where
+/// the policy syncs). The index is a hint, never synced itself and never trusted blindly:
+/// [`Log::skim`] starts from its last entry that checks out against the log, and reads the
+/// whole file when none does.
 ///
 /// ```
 /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
@@ -413,13 +615,14 @@ pub struct Recovery {
 /// let path = std::env::temp_dir().join(format!("rr-log-doc-{}", std::process::id()));
 /// let _ = std::fs::remove_file(&path);
 /// let (mut log, rec) = Log::open(&path, FsyncPolicy::EveryBatch)?;
-/// assert!(rec.records.is_empty());
+/// assert!(rec.last.is_none());
 /// log.append(&Record { view: 0, seq: 0, position: 0, sender: NodeId(0), payload: b"a".to_vec() })?;
 /// log.sync()?;
 /// drop(log);
 /// let (_, rec) = Log::open(&path, FsyncPolicy::Never)?;
-/// assert_eq!(rec.records.len(), 1);
+/// assert_eq!(rec.last.map(|r| r.seq), Some(0));
 /// # std::fs::remove_file(&path).ok();
+/// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
 /// # Ok::<(), squall_round_robin::log::LogError>(())
 /// ```
 #[derive(Debug)]
@@ -430,63 +633,74 @@ pub struct Log {
     buf: Vec<u8>,
     unsynced: u64,
     next: Option<(u64, u64)>,
+    /// The file's length (what was written).
+    len: u64,
+    /// The side index, while it is kept.
+    index: Option<File>,
+    every: u64,
+    /// The next record starting at or past this offset gets an index entry.
+    index_at: u64,
+    /// The largest sequence number logged.
+    max_seq: Option<u64>,
+    /// Entries of records appended since the last sync (their `boot` set when written).
+    pending: Vec<IndexEntry>,
 }
 
 impl Log {
-    /// Opens (or creates) the log at `path`, truncating a torn or corrupt tail to the longest
-    /// valid prefix (logged at `warn` with the reason), and returns what it holds.
+    /// Opens (or creates) the log at `path` with an index every [`DEFAULT_INDEX_EVERY`] bytes
+    /// ([`Log::open_with`]).
     pub fn open(path: &Path, policy: FsyncPolicy) -> Result<(Log, Recovery), LogError> {
+        Log::open_with(path, LogOptions::new(policy))
+    }
+
+    /// Opens (or creates) the log at `path`, truncating a torn or corrupt tail to the longest
+    /// valid prefix (logged at `warn` with the reason): a [`Log::skim`] of the file, so memory
+    /// stays within [`DEFAULT_READ_BUFFER`] (or the longest record) and, with a side index,
+    /// only the file's end is read. Returns what the skim found (the last record's header, no
+    /// records). Opens the side index (creating it) unless `index_every` is `u64::MAX`.
+    pub fn open_with(path: &Path, options: LogOptions) -> Result<(Log, Recovery), LogError> {
+        options.validate()?;
         let io = |source| LogError::Io {
             path: path.to_path_buf(),
             source,
         };
+        let (recovery, max_seq, last_entry) =
+            skim_file(path, u64::MAX, None, DEFAULT_READ_BUFFER, true)?;
         let mut file = open_rw(path).map_err(io)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(io)?;
-        let d = decode(&bytes);
-        let mut recovery = Recovery::default();
-        if matches!(d.tail, Some(TailError::BadMagic)) {
-            // A header shorter than the magic that is a prefix of it is a torn creation.
-            if bytes.len() >= MAGIC.len() || !MAGIC.starts_with(&bytes) {
-                return Err(LogError::NotALog {
-                    path: path.to_path_buf(),
-                });
+        let len = file.seek(SeekFrom::End(0)).map_err(io)?;
+        let mut index = None;
+        if options.index_every != u64::MAX {
+            let ipath = index_path(path);
+            let iio = |source| LogError::Io {
+                path: ipath.clone(),
+                source,
+            };
+            let mut f = open_rw(&ipath).map_err(iio)?;
+            // The skim left whole entries that check out (or nothing); a new index starts
+            // with its magic.
+            if last_entry.is_none() {
+                f.set_len(0).map_err(iio)?;
+                f.write_all(INDEX_MAGIC).map_err(iio)?;
             }
+            f.seek(SeekFrom::End(0)).map_err(iio)?;
+            index = Some(f);
         }
-        let keep = if bytes.len() < MAGIC.len() {
-            0
-        } else {
-            d.valid_len
-        };
-        if keep < bytes.len() {
-            recovery.dropped_bytes = (bytes.len() - keep) as u64;
-            tracing::warn!(
-                path = %path.display(),
-                kept_records = d.records.len(),
-                dropped_bytes = recovery.dropped_bytes,
-                reason = %d.tail.as_ref().map_or_else(|| "torn header".to_string(), ToString::to_string),
-                "durable log: truncating a torn or corrupt tail to the last valid record"
-            );
-            file.set_len(keep as u64).map_err(io)?;
-            file.sync_data().map_err(io)?;
-        }
-        if keep == 0 {
-            file.seek(SeekFrom::Start(0)).map_err(io)?;
-            file.write_all(MAGIC).map_err(io)?;
-            file.sync_data().map_err(io)?;
-        }
-        file.seek(SeekFrom::End(0)).map_err(io)?;
-        recovery.truncated = if keep < bytes.len() { d.tail } else { None };
-        let next = d.records.last().map(|r| (r.view, r.position));
-        recovery.records = d.records;
+        let index_at = last_entry.map_or(0, |e| e.offset.saturating_add(options.index_every));
+        let next = recovery.last.as_ref().map(|r| (r.view, r.position));
         Ok((
             Log {
                 path: path.to_path_buf(),
                 file,
-                policy,
+                policy: options.fsync,
                 buf: Vec::new(),
                 unsynced: 0,
                 next,
+                len,
+                index,
+                every: options.index_every,
+                index_at,
+                max_seq,
+                pending: Vec::new(),
             },
             recovery,
         ))
@@ -510,14 +724,38 @@ impl Log {
         if payload.len() > MAX_BODY - BODY_HEADER {
             return Err(LogError::TooLarge { len: payload.len() });
         }
+        if let Some((v, p)) = self.next
+            && !(view > v || (view == v && position == p + 1))
+        {
+            // Out of order: a reader stops here, so no entry may point past it.
+            self.index = None;
+        }
+        let at = self.buf.len();
         encode_parts(view, seq, position, sender, payload, &mut self.buf);
         self.unsynced += 1;
         self.next = Some((view, position));
+        let max_seq = self.max_seq.map_or(seq, |m| m.max(seq));
+        self.max_seq = Some(max_seq);
+        let offset = self.len + at as u64;
+        if self.index.is_some() && offset >= self.index_at {
+            self.pending.push(IndexEntry {
+                offset,
+                view,
+                seq,
+                position,
+                max_seq,
+                boot: 0,
+                len: u32_at(&self.buf, at),
+                crc: u32_at(&self.buf, at + 4),
+            });
+            self.index_at = offset.saturating_add(self.every);
+        }
         Ok(())
     }
 
     /// Writes the buffered records and syncs per the policy. Once it returns, they count as
-    /// persisted.
+    /// persisted. Then appends the index entries of the records written (not synced: the index
+    /// is a hint; an entry is marked as synced only if this call synced the log).
     pub fn sync(&mut self) -> Result<(), LogError> {
         if self.buf.is_empty() {
             return Ok(());
@@ -527,6 +765,7 @@ impl Log {
             source,
         };
         self.file.write_all(&self.buf).map_err(io)?;
+        self.len += self.buf.len() as u64;
         self.buf.clear();
         let sync = match self.policy {
             FsyncPolicy::EveryBatch => true,
@@ -537,7 +776,30 @@ impl Log {
             self.file.sync_data().map_err(io)?;
             self.unsynced = 0;
         }
+        self.write_index(sync);
         Ok(())
+    }
+
+    /// Appends the pending index entries (the records are written, and synced if `synced`).
+    /// A failure drops the index for this log's lifetime (logged at `warn`): a later skim
+    /// checks what it finds, so a torn entry costs a longer skim, never a wrong one.
+    fn write_index(&mut self, synced: bool) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let boot = if synced { Some(0) } else { boot_tag() };
+        let Some((boot, index)) = boot.zip(self.index.as_mut()) else {
+            self.pending.clear();
+            return;
+        };
+        let mut out = Vec::with_capacity(self.pending.len() * INDEX_ENTRY);
+        for e in self.pending.drain(..) {
+            encode_index_entry(&IndexEntry { boot, ..e }, &mut out);
+        }
+        if let Err(e) = index.write_all(&out) {
+            tracing::warn!(path = %self.path.display(), error = %e, "durable log: could not write the index; skims of this log will read it whole");
+            self.index = None;
+        }
     }
 
     /// The path.
@@ -552,7 +814,8 @@ impl Log {
     /// the same `seq` changes nothing. The log must not be open for appending elsewhere.
     ///
     /// Reads the file with [`Log::skim`] (frames and body headers through a buffer of
-    /// [`DEFAULT_READ_BUFFER`] bytes, payloads skipped), so memory does not grow with the log.
+    /// [`DEFAULT_READ_BUFFER`] bytes, payloads skipped, from the index's last entry below
+    /// `seq`), so memory does not grow with the log.
     ///
     /// ```
     /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
@@ -568,49 +831,63 @@ impl Log {
     /// let kept = Log::cut(&path, 2)?;
     /// assert_eq!(kept.last.map(|r| (r.seq, r.position)), Some((1, 8)));
     /// let (_, rec) = Log::open(&path, FsyncPolicy::Never)?;
-    /// assert_eq!(rec.records.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![0, 1]);
+    /// assert_eq!(rec.last.map(|r| r.seq), Some(1));
     /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
     /// # Ok::<(), squall_round_robin::log::LogError>(())
     /// ```
     pub fn cut(path: &Path, seq: u64) -> Result<Skimmed, LogError> {
         Log::skim(path, seq, None, DEFAULT_READ_BUFFER, true)
     }
 
-    /// Reads the log at `path` front to back through a buffer of `buffer` bytes
-    /// ([`Reader`] in [`ReadMode::Skim`]: frames and body headers only, payloads skipped, no
-    /// checksums), stops at the first record whose sequence number is `seq` or more, and
-    /// truncates the file there: [`Log::cut`] at `seq`, or with `u64::MAX` what
-    /// [`Log::open`] repairs. When it reached the end of the valid prefix (nothing cut), the
-    /// last record's checksum is checked too (a crash can leave a full-length record of
-    /// garbage); one that fails is the torn tail and goes. A corrupt record *before* the last
-    /// is not seen here: a [`ReadMode::Verify`] reader of the file finds it.
+    /// Reads the log at `path` through a buffer of `buffer` bytes ([`Reader`] in
+    /// [`ReadMode::Skim`]: frames and body headers only, payloads skipped, no checksums),
+    /// stops at the first record whose sequence number is `seq` or more, and truncates the
+    /// file there: [`Log::cut`] at `seq`, or with `u64::MAX` what [`Log::open`] repairs. When
+    /// it reached the end of the valid prefix (nothing cut), the last record's checksum is
+    /// checked too (a crash can leave a full-length record of garbage); one that fails is the
+    /// torn tail and goes. A corrupt record *before* where it started (or before the last) is
+    /// not seen here: a [`ReadMode::Verify`] reader of the file finds it.
     ///
-    /// `from`: a [`Mark`] of an earlier skim of the same file (with nothing but appends and
-    /// cuts at or past the mark since) whose record's sequence number is below `seq`: the skim
-    /// starts there, so a cut near the end reads only the end. `sync`: `fdatasync` the file if
-    /// it was truncated. A missing file is created empty. Memory: the buffer (or the longest
-    /// record's frame and header, if longer), plus [`Skimmed::marks`].
+    /// Where it starts: at `from`, a [`Mark`] of an earlier skim of the same file (with
+    /// nothing but appends and cuts at or past the mark since) whose record's sequence number
+    /// is below `seq`; else at the last entry of the side index ([`index_path`], if there is
+    /// one) whose `max_seq` is below `seq`, is trusted (its records synced, or written in this
+    /// boot) and checks out: the record at its offset is whole, has the entry's length, header
+    /// and checksum, and its checksum holds (at most [`INDEX_TRIES`] entries are tried, from
+    /// the last down); else at the file's start. A mark is checked the same way. So with an
+    /// index a skim reads about [`LogOptions::index_every`] bytes plus the last batch, not the
+    /// file. [`Skimmed::started_at`] says where it started. The index is repaired too: cut
+    /// to its entries that are trusted, checked (or before the one checked) and whole in the
+    /// file as it is left; emptied when none checked out.
+    ///
+    /// `sync`: `fdatasync` the file if it was truncated (and the index first, if it lost
+    /// entries). A missing file is created empty. Memory: the buffer (or the longest record,
+    /// if longer), plus the index's entries and [`Skimmed::marks`].
     ///
     /// ```
-    /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
+    /// use squall_round_robin::log::{FsyncPolicy, Log, LogOptions, Record};
     /// use squall_transport::NodeId;
     /// let path = std::env::temp_dir().join(format!("rr-log-skim-doc-{}", std::process::id()));
     /// let _ = std::fs::remove_file(&path);
-    /// let (mut log, _) = Log::open(&path, FsyncPolicy::EveryBatch)?;
+    /// let (mut log, _) = Log::open_with(&path, LogOptions { index_every: 8192, ..LogOptions::new(FsyncPolicy::EveryBatch) })?;
     /// for seq in 0..1000 {
     ///     log.append(&Record { view: 1, seq, position: seq, sender: NodeId(0), payload: vec![7; 100] })?;
+    ///     log.sync()?;
     /// }
-    /// log.sync()?;
     /// drop(log);
     /// let all = Log::skim(&path, u64::MAX, None, 4096, false)?;
-    /// assert_eq!((all.records, all.last.as_ref().map(|r| r.seq)), (1000, Some(999)));
+    /// assert_eq!(all.last.as_ref().map(|r| r.seq), Some(999));
+    /// // From the index's last entry: at most 8 KiB and a record before the end were read.
+    /// assert!(all.started_at > 0 && all.records <= 8192 / 136 + 1);
     /// assert!(all.peak_buffer <= 4096 && all.marks.len() > 10);
     /// // Cut at 990 from the last mark below it: reads only the end of the file.
     /// let from = all.marks.iter().rev().find(|m| m.seq < 990).copied();
     /// let cut = Log::skim(&path, 990, from.as_ref(), 4096, true)?;
     /// assert_eq!(cut.last.map(|r| r.position), Some(989));
-    /// assert_eq!(Log::open(&path, FsyncPolicy::Never)?.1.records.len(), 990);
+    /// assert_eq!(Log::open(&path, FsyncPolicy::Never)?.1.last.map(|r| r.seq), Some(989));
     /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
     /// # Ok::<(), squall_round_robin::log::LogError>(())
     /// ```
     pub fn skim(
@@ -620,106 +897,7 @@ impl Log {
         buffer: usize,
         sync: bool,
     ) -> Result<Skimmed, LogError> {
-        let io = |source| LogError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut file = open_rw(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let mut reader = match from {
-            Some(m) => {
-                file.seek(SeekFrom::Start(m.offset)).map_err(io)?;
-                Reader::at(&mut file, len, m.offset, buffer, ReadMode::Skim)
-            }
-            None => Reader::new(&mut file, len, buffer, ReadMode::Skim),
-        };
-        let mut out = Skimmed::default();
-        let mut prev: Option<(Record, usize)> = None;
-        let mut last: Option<(Record, usize)> = None;
-        let mut cut_at: Option<usize> = None;
-        let mut next_mark = from.map_or(0, |m| m.offset as usize);
-        while let Some(r) = reader.next_record().map_err(io)? {
-            let at = reader.last_record_at().map_or(0, |(at, _)| at);
-            if r.seq >= seq {
-                cut_at = Some(at);
-                break;
-            }
-            if at >= next_mark {
-                out.marks.push(Mark {
-                    offset: at as u64,
-                    view: r.view,
-                    seq: r.seq,
-                    position: r.position,
-                });
-                next_mark = at + buffer.max(1);
-            }
-            out.records += 1;
-            prev = last.take();
-            last = Some((r, at));
-        }
-        out.peak_buffer = reader.peak_buffer();
-        let mut tail = reader.tail().cloned();
-        let mut keep = match cut_at {
-            Some(at) => at,
-            None => reader.valid_len(),
-        };
-        drop(reader);
-        if cut_at.is_none()
-            && let Some(at) = last.as_ref().map(|(_, at)| *at)
-        {
-            // The crash point: check the last record's checksum.
-            let mut frame = vec![0; keep - at];
-            file.seek(SeekFrom::Start(at as u64)).map_err(io)?;
-            file.read_exact(&mut frame).map_err(io)?;
-            out.peak_buffer = out.peak_buffer.max(frame.len());
-            let found = u32_at(&frame, 4);
-            let expected = crc32(&frame[FRAME..]);
-            if found != expected {
-                tail = Some(TailError::Checksum {
-                    offset: at,
-                    found,
-                    expected,
-                });
-                keep = at;
-                out.records -= 1;
-                out.marks.retain(|m| m.offset < at as u64);
-                last = prev.take();
-            }
-        }
-        let len = usize::try_from(len).unwrap_or(usize::MAX);
-        if matches!(tail, Some(TailError::BadMagic))
-            && (len >= MAGIC.len() || !MAGIC.starts_with(&read_prefix(&mut file, len).map_err(io)?))
-        {
-            return Err(LogError::NotALog {
-                path: path.to_path_buf(),
-            });
-        }
-        if keep < len {
-            out.dropped_bytes = (len - keep) as u64;
-            if cut_at.is_some() {
-                tracing::info!(path = %path.display(), seq, dropped_bytes = out.dropped_bytes, "durable log: cut past the trim");
-            } else {
-                tracing::warn!(
-                    path = %path.display(),
-                    dropped_bytes = out.dropped_bytes,
-                    reason = %tail.as_ref().map_or_else(|| "torn header".to_string(), ToString::to_string),
-                    "durable log: truncating a torn or corrupt tail to the last valid record"
-                );
-            }
-            file.set_len(keep as u64).map_err(io)?;
-        }
-        if keep == 0 {
-            file.seek(SeekFrom::Start(0)).map_err(io)?;
-            file.write_all(MAGIC).map_err(io)?;
-            keep = MAGIC.len();
-        }
-        if sync && keep != len {
-            file.sync_data().map_err(io)?;
-        }
-        out.truncated = if cut_at.is_none() { tail } else { None };
-        out.len = keep as u64;
-        out.last = last.map(|(r, _)| r);
-        Ok(out)
+        skim_file(path, seq, from, buffer, sync).map(|(k, _, _)| k)
     }
 
     /// A [`ReadMode::Verify`] reader of the log file at `path` (its length now), through a
@@ -744,6 +922,7 @@ impl Log {
     /// assert_eq!((n, reader.tail()), (50, None));
     /// assert!(reader.peak_buffer() <= 1024);
     /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
     /// # Ok::<(), squall_round_robin::log::LogError>(())
     /// ```
     pub fn reader(path: &Path, buffer: usize) -> Result<Reader<File>, LogError> {
@@ -762,9 +941,102 @@ impl Log {
     }
 }
 
+/// [`Log::skim`], also returning the largest sequence number of the records it read (or of
+/// the index entry it started at) and the index's last entry kept.
+fn skim_file(
+    path: &Path,
+    seq: u64,
+    from: Option<&Mark>,
+    buffer: usize,
+    sync: bool,
+) -> Result<(Skimmed, Option<u64>, Option<IndexEntry>), LogError> {
+    let io = |source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = open_rw(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let ipath = index_path(path);
+    let iio = |source| LogError::Io {
+        path: ipath.clone(),
+        source,
+    };
+    // The index, if any: at most one entry per record's frame and header of the log.
+    let mut index_file = match OpenOptions::new().read(true).write(true).open(&ipath) {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(iio(e)),
+    };
+    let mut index_bytes = Vec::new();
+    if let Some(f) = &mut index_file {
+        let most = (INDEX_MAGIC.len() as u64)
+            .saturating_add((len / (FRAME + BODY_HEADER) as u64 + 1) * INDEX_ENTRY as u64);
+        f.take(most.saturating_add(1))
+            .read_to_end(&mut index_bytes)
+            .map_err(iio)?;
+    }
+    let index = decode_index(&index_bytes);
+    let s = scan(&mut file, len, &index, seq, from, buffer).map_err(io)?;
+    let mut out = s.skimmed;
+    let keep = s.keep;
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    if matches!(s.tail, Some(TailError::BadMagic))
+        && (len >= MAGIC.len() || !MAGIC.starts_with(&read_prefix(&mut file, len).map_err(io)?))
+    {
+        return Err(LogError::NotALog {
+            path: path.to_path_buf(),
+        });
+    }
+    // The index first: no entry may survive that points past what the log keeps.
+    let kept_entries = if keep == 0 { 0 } else { s.index_keep };
+    let mut last_entry = None;
+    if let Some(f) = &mut index_file {
+        let want = INDEX_MAGIC.len() + kept_entries * INDEX_ENTRY;
+        if index_bytes.len() != want || !index_bytes.starts_with(INDEX_MAGIC) {
+            if kept_entries == 0 {
+                f.set_len(0).map_err(iio)?;
+                f.seek(SeekFrom::Start(0)).map_err(iio)?;
+                f.write_all(INDEX_MAGIC).map_err(iio)?;
+            } else {
+                f.set_len(want as u64).map_err(iio)?;
+            }
+            if sync && keep < len {
+                f.sync_data().map_err(iio)?;
+            }
+        }
+        last_entry = kept_entries.checked_sub(1).map(|k| index[k]);
+    }
+    let mut keep = keep;
+    if keep < len {
+        out.dropped_bytes = (len - keep) as u64;
+        if s.cut {
+            tracing::info!(path = %path.display(), seq, dropped_bytes = out.dropped_bytes, "durable log: cut past the trim");
+        } else {
+            tracing::warn!(
+                path = %path.display(),
+                dropped_bytes = out.dropped_bytes,
+                reason = %s.tail.as_ref().map_or_else(|| "torn header".to_string(), ToString::to_string),
+                "durable log: truncating a torn or corrupt tail to the last valid record"
+            );
+        }
+        file.set_len(keep as u64).map_err(io)?;
+    }
+    if keep == 0 {
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.write_all(MAGIC).map_err(io)?;
+        keep = MAGIC.len();
+    }
+    if sync && keep != len {
+        file.sync_data().map_err(io)?;
+    }
+    out.truncated = if s.cut { None } else { s.tail };
+    out.len = keep as u64;
+    Ok((out, s.max_seq, last_entry))
+}
+
 /// A place in a log file that a later [`Log::skim`] may start from: a record's offset and
-/// its header. A skim leaves one at most every `buffer` bytes, so its marks take 32 bytes per
-/// `buffer` bytes of log.
+/// its header. A skim leaves one at most every `buffer` bytes (and one per index entry before
+/// where it started), so its marks take 32 bytes per `buffer` bytes of log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mark {
     /// Where the record starts in the file.
@@ -780,7 +1052,7 @@ pub struct Mark {
 /// What [`Log::skim`] (and [`Log::cut`]) found and left.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Skimmed {
-    /// Records kept that the skim read (from its mark on, if it started at one).
+    /// Records kept that the skim read (from where it started: see `started_at`).
     pub records: u64,
     /// The last record kept, payload left out (`None`: none read).
     pub last: Option<Record>,
@@ -792,8 +1064,241 @@ pub struct Skimmed {
     pub dropped_bytes: u64,
     /// The most bytes the skim held in its buffer at once.
     pub peak_buffer: usize,
-    /// Marks of records kept, ascending, at most one per `buffer` bytes.
+    /// Marks of records kept, ascending, at most one per `buffer` bytes (and, before where
+    /// the skim started, one per index entry).
     pub marks: Vec<Mark>,
+    /// Where the skim started reading records: 0 from the file's start (the whole file was
+    /// read), else the offset of the index entry's or the mark's record.
+    pub started_at: u64,
+}
+
+/// What [`scan`] found: what [`Log::skim`] keeps, before it touches the files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// What the skim reports (its `len`, `truncated` and `dropped_bytes` not set yet).
+    pub skimmed: Skimmed,
+    /// The length of the file to keep (0: a bad or torn header).
+    pub keep: usize,
+    /// Whether it stopped at a record whose sequence number is `seq` or more.
+    pub cut: bool,
+    /// Why the valid prefix ended before the end of the file, if it did.
+    pub tail: Option<TailError>,
+    /// The largest sequence number of the records read (and of the index entry started at).
+    pub max_seq: Option<u64>,
+    /// How many of the index's leading entries remain valid for the file as it is kept.
+    pub index_keep: usize,
+}
+
+/// Checks that the record at `offset` of `src` (`len` bytes) is whole, has the header `head`
+/// (view, sequence number, position) and, if given, the frame `frame` (body length, stored
+/// checksum), and that its checksum holds. Counts the bytes read in `peak`.
+fn check_record<R: Read + Seek>(
+    src: &mut R,
+    len: u64,
+    offset: u64,
+    head: (u64, u64, u64),
+    frame: Option<(u32, u32)>,
+    peak: &mut usize,
+) -> std::io::Result<bool> {
+    if offset < MAGIC.len() as u64 || offset.saturating_add(FRAME as u64) > len {
+        return Ok(false);
+    }
+    let mut f = [0u8; FRAME];
+    src.seek(SeekFrom::Start(offset))?;
+    src.read_exact(&mut f)?;
+    let (body_len, stored) = (u32_at(&f, 0), u32_at(&f, 4));
+    if frame.is_some_and(|fr| fr != (body_len, stored))
+        || !(BODY_HEADER..=MAX_BODY).contains(&(body_len as usize))
+        || offset + (FRAME as u64) + u64::from(body_len) > len
+    {
+        return Ok(false);
+    }
+    let mut body = vec![0; body_len as usize];
+    src.read_exact(&mut body)?;
+    *peak = (*peak).max(FRAME + body.len());
+    Ok(crc32(&body) == stored && (u64_at(&body, 0), u64_at(&body, 8), u64_at(&body, 16)) == head)
+}
+
+/// The skim of [`Log::skim`] over any source of `len` bytes, with the index entries `index`
+/// (as [`decode_index`] returns them), touching nothing: where it starts (the mark `from`,
+/// else the last index entry that checks out, else the start), the records it reads, the
+/// length to keep and why. Used by [`Log::skim`]; exposed for tests and fuzzing. Errors are
+/// the source's only.
+///
+/// ```
+/// use squall_round_robin::log::{encode_record, scan, IndexEntry, MAGIC, Record};
+/// use squall_transport::NodeId;
+/// let mut file = MAGIC.to_vec();
+/// let mut index = Vec::new();
+/// for position in 0..100 {
+///     let r = Record { view: 1, seq: position, position, sender: NodeId(0), payload: vec![7; 50] };
+///     let at = file.len();
+///     encode_record(&r, &mut file);
+///     if position % 10 == 0 {
+///         let frame = |i| u32::from_le_bytes(file[at + i..at + i + 4].try_into().unwrap());
+///         index.push(IndexEntry { offset: at as u64, view: 1, seq: position, position, max_seq: position, boot: 0, len: frame(0), crc: frame(4) });
+///     }
+/// }
+/// file.extend_from_slice(&[1, 2, 3]); // a torn append
+/// let len = file.len() as u64;
+/// let fast = scan(&mut std::io::Cursor::new(&file), len, &index, u64::MAX, None, 256)?;
+/// let full = scan(&mut std::io::Cursor::new(&file), len, &[], u64::MAX, None, 256)?;
+/// assert_eq!(fast.skimmed.started_at, index[9].offset);
+/// assert_eq!((fast.keep, &fast.tail), (full.keep, &full.tail));
+/// assert_eq!((fast.skimmed.records, full.skimmed.records), (10, 100));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn scan<R: Read + Seek>(
+    src: &mut R,
+    len: u64,
+    index: &[IndexEntry],
+    seq: u64,
+    from: Option<&Mark>,
+    buffer: usize,
+) -> std::io::Result<Scan> {
+    let boot = boot_tag();
+    let mut peak = 0;
+    let mut index_keep = index.iter().take_while(|e| trusted(e, boot)).count();
+    // Where to start: (offset, index entry). Only in a file with the log's header (else the
+    // whole-file skim says what it is).
+    let mut start: Option<(u64, Option<usize>)> = None;
+    let mut magic = [0u8; MAGIC.len()];
+    let header = len >= MAGIC.len() as u64 && {
+        src.seek(SeekFrom::Start(0))?;
+        src.read_exact(&mut magic)?;
+        &magic == MAGIC
+    };
+    if !header {
+        index_keep = 0;
+    }
+    if let Some(m) = from
+        && header
+        && m.seq < seq
+        && check_record(
+            src,
+            len,
+            m.offset,
+            (m.view, m.seq, m.position),
+            None,
+            &mut peak,
+        )?
+    {
+        start = Some((m.offset, None));
+    }
+    if start.is_none() {
+        let mut tried = 0;
+        for k in (0..index_keep).rev() {
+            let e = &index[k];
+            if e.max_seq >= seq {
+                continue;
+            }
+            if tried == INDEX_TRIES {
+                break;
+            }
+            tried += 1;
+            let head = (e.view, e.seq, e.position);
+            if check_record(src, len, e.offset, head, Some((e.len, e.crc)), &mut peak)? {
+                start = Some((e.offset, Some(k)));
+                break;
+            }
+            index_keep = k;
+        }
+        if start.is_none() && tried > 0 {
+            index_keep = 0;
+        }
+    }
+    let mut out = Skimmed::default();
+    let mut max_seq = None;
+    let mut next_mark = 0;
+    if let Some((offset, entry)) = start {
+        src.seek(SeekFrom::Start(offset))?;
+        out.started_at = offset;
+        next_mark = offset as usize;
+        if let Some(k) = entry {
+            max_seq = Some(index[k].max_seq);
+            out.marks = (index[..k].iter())
+                .map(|e| Mark {
+                    offset: e.offset,
+                    view: e.view,
+                    seq: e.seq,
+                    position: e.position,
+                })
+                .collect();
+        }
+    } else {
+        src.seek(SeekFrom::Start(0))?;
+    }
+    let mut reader = match start {
+        Some((offset, _)) => Reader::at(&mut *src, len, offset, buffer, ReadMode::Skim),
+        None => Reader::new(&mut *src, len, buffer, ReadMode::Skim),
+    };
+    let mut prev: Option<(Record, usize)> = None;
+    let mut last: Option<(Record, usize)> = None;
+    let mut cut_at: Option<usize> = None;
+    while let Some(r) = reader.next_record()? {
+        let at = reader.last_record_at().map_or(0, |(at, _)| at);
+        if r.seq >= seq {
+            cut_at = Some(at);
+            break;
+        }
+        if at >= next_mark {
+            out.marks.push(Mark {
+                offset: at as u64,
+                view: r.view,
+                seq: r.seq,
+                position: r.position,
+            });
+            next_mark = at + buffer.max(1);
+        }
+        out.records += 1;
+        max_seq = Some(max_seq.map_or(r.seq, |m: u64| m.max(r.seq)));
+        prev = last.take();
+        last = Some((r, at));
+    }
+    out.peak_buffer = reader.peak_buffer().max(peak);
+    let mut tail = reader.tail().cloned();
+    let mut keep = match cut_at {
+        Some(at) => at,
+        None => reader.valid_len(),
+    };
+    drop(reader);
+    if cut_at.is_none()
+        && let Some(at) = last.as_ref().map(|(_, at)| *at)
+        && at as u64 != out.started_at
+    {
+        // The crash point: check the last record's checksum (the one started at is checked).
+        let mut frame = vec![0; keep - at];
+        src.seek(SeekFrom::Start(at as u64))?;
+        src.read_exact(&mut frame)?;
+        out.peak_buffer = out.peak_buffer.max(frame.len());
+        let found = u32_at(&frame, 4);
+        let expected = crc32(&frame[FRAME..]);
+        if found != expected {
+            tail = Some(TailError::Checksum {
+                offset: at,
+                found,
+                expected,
+            });
+            keep = at;
+            out.records -= 1;
+            out.marks.retain(|m| m.offset < at as u64);
+            last = prev.take();
+        }
+    }
+    // Index entries stay while their records are whole in what is kept.
+    let index_keep = index[..index_keep]
+        .iter()
+        .take_while(|e| e.offset + (FRAME as u64) + u64::from(e.len) <= keep as u64)
+        .count();
+    out.last = last.map(|(r, _)| r);
+    Ok(Scan {
+        skimmed: out,
+        keep,
+        cut: cut_at.is_some(),
+        tail,
+        max_seq,
+        index_keep,
+    })
 }
 
 /// Opens (or creates) a log file for reading and writing, never truncating it.

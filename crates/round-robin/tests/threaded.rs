@@ -156,10 +156,10 @@ fn threaded_durable_identical_sequences_and_logs() {
     });
     for (i, seq) in seqs.iter().enumerate() {
         assert_eq!(*seq, seqs[0], "n{i}'s sequence differs");
-        let (_, rec) =
-            squall_round_robin::log::Log::open(&path(i), squall_round_robin::FsyncPolicy::Never)
-                .expect("log");
-        let logged: Vec<(u32, u64)> = rec
+        squall_round_robin::log::Log::open(&path(i), squall_round_robin::FsyncPolicy::Never)
+            .expect("log");
+        let bytes = std::fs::read(path(i)).expect("read");
+        let logged: Vec<(u32, u64)> = squall_round_robin::log::decode(&bytes)
             .records
             .iter()
             .map(|r| common::check(&r.payload).expect("genuine"))

@@ -258,6 +258,17 @@ pub struct Gms<T: Transport, L: Durable> {
     /// completed before the shutdown; it is published with the restarting word, see
     /// [`STATELESS`]).
     holds_state: bool,
+    /// Per universe row: the new incarnation of a member that a view this member installed
+    /// names (the deciding member had readmitted it) while this member still suspects the row
+    /// (its link to that incarnation had not come up, or came up after a proposal named the
+    /// node). The member is *not yet connected*, not failed: [`suspects`](Gms::suspects) does
+    /// not count it, and the row is readmitted when exactly that incarnation links (see
+    /// [`settle_expected`](Gms::settle_expected)).
+    expected: Vec<Option<u64>>,
+    /// With [`decision`](Gms::decision) (a follower's): the rows of the next view's members
+    /// this member suspects and the incarnation of each that the leader had readmitted (its
+    /// `admitted` word when the decision was adopted).
+    decided_expect: Vec<(usize, u64)>,
 }
 
 /// The bit of a view block's restarting word that says its node restarts *without* its
@@ -447,6 +458,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             decided_holders: None,
             stopped: None,
             held_back: false,
+            expected: Vec::new(),
+            decided_expect: Vec::new(),
             restart,
             rejoined: None,
             holds_state,
@@ -572,8 +585,108 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
+    /// Whether this member counts `n` failed: its row is suspected, unless an installed view
+    /// names a new incarnation of it whose link this member waits for (see
+    /// [`expected_incarnation`](Gms::expected_incarnation)).
     fn suspects(&self, n: NodeId) -> bool {
-        self.sst.row_of(n).is_some_and(|r| self.sst.is_suspected(r))
+        self.sst
+            .row_of(n)
+            .is_some_and(|r| self.sst.is_suspected(r) && self.expected_at(r).is_none())
+    }
+
+    fn expected_at(&self, row: usize) -> Option<u64> {
+        self.expected.get(row).copied().flatten()
+    }
+
+    /// The incarnation of `node` that this member's view names and whose link it still waits
+    /// for: the deciding member had readmitted that incarnation, this member still suspected
+    /// the row when it installed the view (its link to the new process came up late, or after
+    /// a proposal named the node, so it could not readmit it before). Until the link comes up
+    /// the member is *not yet connected*, not failed: the membership protocol does not count
+    /// it failed, and a view's epoch should treat it as absent
+    /// (`RoundRobin::expect_incarnation`), not failed. `None` once readmitted, or once the
+    /// wait ended because that incarnation failed (a newer one connected, or a member
+    /// published a suspicion of it): then the row counts as suspected again.
+    pub fn expected_incarnation(&self, node: NodeId) -> Option<u64> {
+        let row = self.sst.row_of(node)?;
+        self.expected_at(row).filter(|_| self.sst.is_suspected(row))
+    }
+
+    /// The rows of `members` this member suspects whose incarnation readmitted by `from`
+    /// (its `admitted` word) is newer than the one this member knows: the view `from`
+    /// installs or decides names that newer incarnation (a member readmits an incarnation only
+    /// once the old one is in no view it can count, and keeps counting the readmitted one while
+    /// the node is in its views, so its word does not change while a view of it names the
+    /// node).
+    fn newer_named(&self, from: usize, members: &[NodeId]) -> Vec<(usize, u64)> {
+        (members.iter().copied())
+            .filter(|&m| m != self.me)
+            .filter_map(|m| self.sst.row_of(m))
+            .filter(|&r| self.sst.is_suspected(r))
+            .filter_map(|r| {
+                let a = self.sst.get_at(from, self.f.admitted, r).unwrap_or(0);
+                (a > self.sst.known_incarnation(r)).then_some((r, a))
+            })
+            .collect()
+    }
+
+    /// Sets the expectations of a view just installed (`named`: see
+    /// [`newer_named`](Gms::newer_named)), keeping those of rows the view still contains.
+    fn expect(&mut self, view: &View, named: &[(usize, u64)]) -> Result<(), GmsError> {
+        let u = self.cfg.universe.len();
+        self.expected.resize(u, None);
+        for r in 0..u {
+            if !self.cfg.universe.get(r).is_some_and(|&n| view.contains(n)) {
+                self.expected[r] = None;
+            }
+        }
+        for &(r, a) in named {
+            if self.expected[r] != Some(a) {
+                let node = self.cfg.universe.get(r).copied();
+                tracing::info!(me = %self.me, view = view.id, ?node, incarnation = a, "membership: the view names a new incarnation whose link is not up here; waiting for it (not failed)");
+            }
+            self.expected[r] = Some(a);
+        }
+        self.settle_expected()
+    }
+
+    /// Each round: readmits an expected incarnation once its link is up here (the row holds
+    /// exactly it pending), and ends the wait when that incarnation is known to have failed (a
+    /// newer one connected, or an unsuspected member publishes a suspicion of it: a flag above
+    /// it) or the view no longer names the node. Then the row counts as suspected again and the
+    /// view changes as for any failed member.
+    fn settle_expected(&mut self) -> Result<(), GmsError> {
+        let flags = self.sst.schema().suspected();
+        for r in 0..self.expected.len() {
+            let Some(a) = self.expected[r] else {
+                continue;
+            };
+            if !self.sst.is_suspected(r) {
+                self.expected[r] = None;
+                continue;
+            }
+            match self.sst.pending_incarnation(r) {
+                Some(k) if k == a => {
+                    self.expected[r] = None;
+                    self.readmit(r)?;
+                    continue;
+                }
+                Some(k) if k > a => {
+                    tracing::warn!(me = %self.me, row = r, expected = a, newer = k, "membership: the expected incarnation was replaced by a newer one before its link came up here");
+                    self.expected[r] = None;
+                    continue;
+                }
+                _ => {}
+            }
+            let failed = (0..self.sst.rows())
+                .filter(|&o| o != self.sst.my_row() && o != r && !self.sst.is_suspected(o))
+                .any(|o| self.sst.get_at(o, flags, r).unwrap_or(0) > a);
+            if failed {
+                tracing::warn!(me = %self.me, row = r, expected = a, "membership: a member suspects the expected incarnation; no longer waiting for it");
+                self.expected[r] = None;
+            }
+        }
+        Ok(())
     }
 
     // ---- blocks -------------------------------------------------------------------------
@@ -811,6 +924,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         let busy = self.sst.poll_once()?.is_busy();
         self.readmit_restarted()?;
+        self.settle_expected()?;
         let before = out.len();
         match self.view.clone() {
             None => self.follow_as_outsider(out)?,
@@ -895,20 +1009,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // only once the old incarnation is in no view it can count, so every later view of
             // it naming the node names the new one). Otherwise the view still counts the old
             // incarnation, which stays suspected here (it is removed in the next view).
-            for row in self.sst.pending_rows() {
-                let Some(&node) = self.cfg.universe.get(row) else {
-                    continue;
-                };
-                let readmitted_there = self.sst.get_at(from, self.f.admitted, row).unwrap_or(0);
-                if v.contains(node)
-                    && self
-                        .sst
-                        .pending_incarnation(row)
-                        .is_some_and(|k| readmitted_there >= k)
-                {
-                    self.readmit(row)?;
-                }
-            }
+            // Held pending or not linked here yet: it waits for exactly that incarnation.
+            let named = self.newer_named(from, &v.members);
+            self.expect(&v, &named)?;
             for r in crate::restart::installed_records(&v) {
                 self.log.append(&r)?;
             }
@@ -1136,6 +1239,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.proposal = None;
         self.decision = None;
         self.decided_holders = None;
+        self.decided_expect.clear();
         self.rejoined = Some((last, newer));
         self.request_join()
     }
@@ -1284,6 +1388,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.proposal = None;
         self.decision = None;
         self.decided_holders = None;
+        self.decided_expect.clear();
         self.restart = (!this_restart).then(RestartState::default);
         self.view = Some(next.clone());
         self.publish_view_of(&next)?;
@@ -1614,6 +1719,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 },
             };
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: decision seen");
+            self.decided_expect =
+                self.newer_named(leader_row, &decision.next_members(&view.members));
             self.log
                 .append(&decided_record(&decision, d.holders.as_deref()))?;
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: echoing");
@@ -1706,6 +1813,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.proposal = None;
         self.decision = None;
         self.decided_holders = None;
+        let named = std::mem::take(&mut self.decided_expect);
         self.held_back = false;
         if self.restart.take().is_some() {
             tracing::info!(me = %self.me, view = next.id, "membership: restart complete");
@@ -1720,6 +1828,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.stop(why, out);
             return Ok(());
         }
+        self.expect(&next, &named)?;
         self.publish_view_of(&next)?;
         self.view = Some(next.clone());
         // A view installed while a majority of it is already suspected is a minority at once.

@@ -1270,3 +1270,106 @@ fn regression_a_member_whose_link_to_the_new_process_comes_up_late_readmits_it_b
         absent_rejoins_with(seed, Start::FirstDelivery, Some(2))
     });
 }
+
+/// When the held-back link to the new process comes up at the slow member (see
+/// [`crash_rejoin_late_link`]).
+#[derive(Clone, Copy, Debug)]
+enum LinkUp {
+    /// Once it holds the decision that adds the node (before it installs the view).
+    AtDecision,
+    /// Once it installed the view that adds the node (its epoch of that view has started).
+    AtInstall,
+    /// That long after it installed that view.
+    AfterInstall(Duration),
+}
+
+/// Member `x` of a running group crashes and starts at once as a new process under its id
+/// (new incarnation, fresh log, `Group::joining`), while member `k`'s link to the new process
+/// is held back (see [`Gate`]) until `up` (at most 1 ms after the restart). The others detect
+/// the crash through the transport: a suspicion of a lower-ranked member they detect
+/// themselves is published only after two heartbeats (50 µs each here), and `k` ranks above
+/// `x`, so `k`'s suspicion is not yet published when the others, having removed the old
+/// incarnation and readmitted the new one, decide its join: the leader's
+/// `readmission_pending` cannot see that `k` still suspects it. Checked: `k` holds the
+/// decision (resp. installs the view) while its link is still held (the scenario reached the
+/// gap), then all five end in one running view, active, delivering identically, with
+/// messages of the new incarnation.
+fn crash_rejoin_late_link(seed: u64, x: usize, k: usize, up: LinkUp) -> Result<(), String> {
+    let base = dir(&format!("crash-rejoin-late-link-{x}-{k}-{up:?}"), seed);
+    let all = [0, 1, 2, 3, 4];
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
+    for _ in 0..1500 {
+        l.step(true);
+    }
+    l.held[k].set(Some(NodeId(x as u32)));
+    l.rejoin_fresh(x);
+    let t1 = l.sim.now();
+    let v0 = (l.groups[k].as_ref().and_then(|g| g.view())).map_or(0, |v| v.id);
+    let node = NodeId(x as u32);
+    // The decision or view after the one removing the old incarnation that names the node.
+    let reached = |l: &Life| {
+        let g = l.groups[k].as_ref().unwrap();
+        match up {
+            LinkUp::AtDecision => g.gms().decision().is_some_and(|d| {
+                g.view().is_some_and(|v| v.id > v0)
+                    && d.changes.iter().any(|c| c.node == node && !c.removes())
+            }),
+            _ => g.view().is_some_and(|v| v.id >= v0 + 2 && v.contains(node)),
+        }
+    };
+    let hold = Duration::from_millis(1);
+    while !reached(&l) && l.sim.now().saturating_since(t1) < hold {
+        l.step(true);
+    }
+    if !reached(&l) {
+        return Err(format!(
+            "seed {seed}: n{k} never reached {up:?} with its link held: {}",
+            l.state()
+        ));
+    }
+    if let LinkUp::AfterInstall(d) = up {
+        let t2 = l.sim.now();
+        while l.sim.now().saturating_since(t2) < d {
+            l.step(true);
+        }
+    }
+    l.held[k].set(None);
+    let before = l.delivered[k].len();
+    together_and_carrying_on(&mut l, &all, before, "the restarted member")?;
+    if !l.delivered[x]
+        .iter()
+        .any(|(_, p)| p.first() == Some(&0) && p.get(1) == Some(&(x as u8)) && p.len() > 2)
+    {
+        return Err("the restarted member delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// Issue 6, the two rejoin gaps s17 left (docs/MEMBERSHIP.md, "A view that names an
+/// incarnation not linked here yet"): a member whose suspicion of the old incarnation was
+/// never published (deferred) and whose link to the new process comes up only once it holds
+/// the decision adding it, or installed the view (its epoch started), or 400 µs later. Before
+/// the fix it installed the view with the row suspected, its epoch counted the new member
+/// failed from the start, and the view delivered nothing ("the restarted member did not come
+/// into the running view within 50ms", every seed and pair). Now the member installing a
+/// view that names an incarnation the leader readmitted waits for exactly that incarnation's
+/// link (`Gms::expected_incarnation`, `RoundRobin::expect_incarnation`).
+#[test]
+fn regression_a_member_whose_unpublished_suspicion_and_late_link_meet_the_new_incarnations_join() {
+    let cases = [
+        (0, 3, LinkUp::AtInstall),
+        (1, 4, LinkUp::AtInstall),
+        (2, 3, LinkUp::AtDecision),
+        (0, 4, LinkUp::AtDecision),
+        (0, 4, LinkUp::AfterInstall(Duration::from_micros(400))),
+        (2, 3, LinkUp::AfterInstall(Duration::from_micros(400))),
+    ];
+    for (x, k, up) in cases {
+        check_seeds(
+            &format!("crash_rejoin_late_link_{x}_{k}_{up:?}"),
+            2,
+            |seed| crash_rejoin_late_link(seed, x, k, up),
+        );
+    }
+}

@@ -269,6 +269,11 @@ pub struct Gms<T: Transport, L: Durable> {
     /// this member suspects and the incarnation of each that the leader had readmitted (its
     /// `admitted` word when the decision was adopted).
     decided_expect: Vec<(usize, u64)>,
+    /// An idle outsider (it never asked to join): the newest view naming it that a peer
+    /// restarts (its log held no view, e.g. it had not logged the view that admitted it). Once
+    /// a peer runs a later view without it, it asks to join (see
+    /// [`follow_as_outsider`](Gms::follow_as_outsider)).
+    restart_named: Option<u64>,
 }
 
 /// The bit of a view block's restarting word that says its node restarts *without* its
@@ -287,6 +292,11 @@ struct RestartState {
     unrestored: Option<crate::restart::Unrestored>,
     /// When it first saw a majority of the view restarted (the absent members' wait starts).
     quorum_since: Option<squall_transport::Time>,
+    /// Linked members of the view that are not restarting (outsiders: their logs held no
+    /// view), counted as not restarted: failed for this restart, but not suspected in the
+    /// table, so their links stay up and they can join the restarted group in this process
+    /// (see [`suspect_absent`](Gms::suspect_absent)).
+    outsiders: Vec<NodeId>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -460,6 +470,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             held_back: false,
             expected: Vec::new(),
             decided_expect: Vec::new(),
+            restart_named: None,
             restart,
             rejoined: None,
             holds_state,
@@ -589,9 +600,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// names a new incarnation of it whose link this member waits for (see
     /// [`expected_incarnation`](Gms::expected_incarnation)).
     fn suspects(&self, n: NodeId) -> bool {
-        self.sst
-            .row_of(n)
-            .is_some_and(|r| self.sst.is_suspected(r) && self.expected_at(r).is_none())
+        let restart_outsider = (self.restart.as_ref()).is_some_and(|r| r.outsiders.contains(&n));
+        restart_outsider
+            || self
+                .sst
+                .row_of(n)
+                .is_some_and(|r| self.sst.is_suspected(r) && self.expected_at(r).is_none())
     }
 
     fn expected_at(&self, row: usize) -> Option<u64> {
@@ -977,6 +991,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// A node outside any view installs the newest view that names it.
     fn follow_as_outsider(&mut self, out: &mut Vec<GmsEvent>) -> Result<(), GmsError> {
         let mut best: Option<(View, usize)> = None;
+        let idle = self.rejoined.is_none() && self.sst.get(self.sst.my_row(), self.f.join) == 0;
+        let mut left_out = None;
         for row in 0..self.sst.rows() {
             if self.sst.is_suspected(row) || row == self.sst.my_row() {
                 continue;
@@ -986,14 +1002,24 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             };
             // A restarting node's block is the view its log ended at, not one that runs.
             if self.restarting_in(&p) {
+                if idle
+                    && let Some(v) = self.decode_view(row, &p)
+                    && v.contains(self.me)
+                {
+                    self.restart_named = self.restart_named.max(Some(v.id));
+                }
                 continue;
             }
-            let v = match View::decode(&p, &self.shape, Some(&self.cfg.universe)) {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::debug!(me = %self.me, row, error = %e, "membership: skipping a view block");
-                    continue;
-                }
+            if idle
+                && let Some(l) = self.restart_named
+                && let Some(v) = self.decode_view(row, &p)
+                && v.id > l
+                && !v.contains(self.me)
+            {
+                left_out = left_out.max(Some((l, v.id)));
+            }
+            let Some(v) = self.decode_view(row, &p) else {
+                continue;
             };
             // Joining again after a total restart: only a view newer than the one that
             // superseded its log (older blocks naming it are stale).
@@ -1001,6 +1027,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             if fresh && v.contains(self.me) && best.as_ref().is_none_or(|(b, _)| v.id > b.id) {
                 best = Some((v, row));
             }
+        }
+        if best.is_none()
+            && let Some((last, newer)) = left_out
+        {
+            // A member of the last view whose log held nothing (it had not logged the view
+            // that admitted it): the group restarted without it and runs a view that does not
+            // name it. It joins as a new member, by state transfer.
+            tracing::warn!(
+                me = %self.me, view = last, newer,
+                "membership: the restarted group went on without this member (its log held no view); joining (state by transfer)"
+            );
+            self.rejoined = Some((last, newer));
+            return self.request_join();
         }
         if let Some((v, from)) = best {
             let vid = v.id;
@@ -1026,6 +1065,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             });
         }
         Ok(())
+    }
+
+    /// The view in `row`'s view block `p` (`None`, logged at `debug`, if it does not decode).
+    fn decode_view(&self, row: usize, p: &[u64]) -> Option<View> {
+        View::decode(p, &self.shape, Some(&self.cfg.universe))
+            .map_err(|e| tracing::debug!(me = %self.me, row, error = %e, "membership: skipping a view block"))
+            .ok()
     }
 
     /// A round in restart mode (see [`crate::restart`]).
@@ -1250,7 +1296,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// each absent member of `view` counts as not restarted: it is suspected (logged at `warn`
     /// with who), and the inspector proposes its removal like any member that did not restart.
     /// Safety does not rest on this: the restart still needs a majority of `view`'s logs.
-    /// Returns whether it suspected anyone.
+    /// After [`GmsConfig::suspicion_timeout`], a linked member that is not restarting (see
+    /// [`outsider_in_restart`](Gms::outsider_in_restart)) counts as not restarted too, but
+    /// it is *not* suspected in the table (its link is not cut): it is listed in the restart
+    /// state, which [`suspects`](Gms::suspects) reads until the restart completes, so that it
+    /// can see the restarted group and join it in this process (its log held nothing, so it
+    /// has nothing to restart from; see [`follow_as_outsider`](Gms::follow_as_outsider)).
+    /// Returns whether it counted anyone out.
     fn suspect_absent(&mut self, view: &View) -> Result<bool, GmsError> {
         let now = self.sst.now();
         let Some(since) = self
@@ -1294,8 +1346,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 "membership: restart: members of the last view are connected but not restarting from a log that holds it (their logs hold no view: they came back as outsiders); counting them as not restarted"
             );
         }
-        for m in absent.into_iter().chain(outsiders) {
+        for m in absent {
             self.sst.suspect(m)?;
+        }
+        if let Some(r) = &mut self.restart {
+            r.outsiders.extend(outsiders);
         }
         Ok(true)
     }

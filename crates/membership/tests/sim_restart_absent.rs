@@ -479,6 +479,14 @@ fn together_and_carrying_on(
     Ok(())
 }
 
+/// Whether member `i` delivered, at a position from `from` on, a message it submitted in life
+/// `life` (the harness's payloads start with the life and the submitter).
+fn delivered_own(l: &Life, i: usize, life: u8, from: u64) -> bool {
+    l.delivered[i]
+        .iter()
+        .any(|(pos, p)| *pos >= from && p.first() == Some(&life) && p.get(1) == Some(&(i as u8)))
+}
+
 fn is_prefix(a: &Seq, b: &Seq) -> bool {
     a.len() <= b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
@@ -1228,10 +1236,7 @@ fn absent_rejoins_with(seed: u64, start: Start, slow: Option<usize>) -> Result<(
         return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
     }
     together_and_carrying_on(&mut l, &[0, 1, 2, late], replay.len(), "the absent member")?;
-    if !l.delivered[late]
-        .iter()
-        .any(|(_, p)| p.first() == Some(&1) && p.get(1) == Some(&(late as u8)))
-    {
+    if !delivered_own(&l, late, 1, 0) {
         return Err("the absent member delivered nothing of its own".into());
     }
     let _ = std::fs::remove_dir_all(&base);
@@ -1336,10 +1341,8 @@ fn crash_rejoin_late_link(seed: u64, x: usize, k: usize, up: LinkUp) -> Result<(
     l.held[k].set(None);
     let before = l.delivered[k].len();
     together_and_carrying_on(&mut l, &all, before, "the restarted member")?;
-    if !l.delivered[x]
-        .iter()
-        .any(|(_, p)| p.first() == Some(&0) && p.get(1) == Some(&(x as u8)) && p.len() > 2)
-    {
+    // From `before` on, past the view that removed the old incarnation: the new one's.
+    if !delivered_own(&l, x, 0, before as u64) {
         return Err("the restarted member delivered nothing of its own".into());
     }
     let _ = std::fs::remove_dir_all(&base);
@@ -1372,4 +1375,75 @@ fn regression_a_member_whose_unpublished_suspicion_and_late_link_meet_the_new_in
             |seed| crash_rejoin_late_link(seed, x, k, up),
         );
     }
+}
+
+/// Issue 6 (s17 left it idle): a member of the last view whose log is empty. View 0 is
+/// `0..5`; node 5 joins (`Group::joining`) and its program stalls; everyone stops the moment
+/// members 0–4 all installed view 1, which admits it, before 5 installed (or logged) it. All six restart:
+/// 0–4 at view 1, which names 5, and 5 from its empty log, an idle outsider (no view, no join
+/// request). The restart goes on without it after the suspicion timeout (s17,
+/// `regression_a_restart_does_not_wait_for_a_joiner_whose_log_is_empty`); then 5 must ask to
+/// join by itself, take the state by transfer and deliver what the others deliver: all six
+/// end in one running view, active, delivering identically (new messages of 5's included).
+fn empty_log_member_joins(seed: u64) -> Result<(), String> {
+    let base = dir("empty-log-member", seed);
+    let u = N + 1;
+    let j = N;
+    let first: Vec<usize> = (0..N).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); u], &first, 0, u);
+    for _ in 0..800 {
+        l.step(true);
+    }
+    l.sim.start_node(NodeId(j as u32));
+    let t = l.nodes[j].take().unwrap();
+    l.groups[j] = Some(Group::joining(t, config(&base, j, u), MemLog::default()).unwrap());
+    // It links and asks; then its program stalls (below the suspicion timeout), so that the
+    // members install the view admitting it before it can.
+    for _ in 0..10 {
+        l.step(true);
+    }
+    l.stall(j, Duration::from_micros(1000));
+    let named = |l: &Life| {
+        first.iter().all(|&i| {
+            (l.groups[i].as_ref().and_then(|g| g.view()))
+                .is_some_and(|v| v.contains(NodeId(j as u32)))
+        })
+    };
+    let t0 = l.sim.now();
+    while !named(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(20) {
+            return Err(format!("the joiner was never admitted: {}", l.state()));
+        }
+        l.step(true);
+    }
+    let gj = l.groups[j].as_ref().unwrap();
+    if gj.view().is_some() || !gj.gms().log().bytes().is_empty() {
+        return Err(format!(
+            "seed {seed}: the joiner installed or logged the view that admitted it too soon ({:?}, {} log bytes)",
+            gj.view().map(|v| v.id),
+            gj.gms().log().bytes().len()
+        ));
+    }
+    let (logs, _) = l.shutdown();
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &all, 1, u);
+    let t1 = l.sim.now();
+    while !first.iter().all(|&i| l.restarted(i)) {
+        if l.sim.now().saturating_since(t1) > Duration::from_millis(50) {
+            return Err(format!("the restart did not complete: {}", l.state()));
+        }
+        l.step(false);
+    }
+    let replayed = l.delivered[0].len();
+    together_and_carrying_on(&mut l, &all, replayed, "the member with an empty log")?;
+    if !delivered_own(&l, j, 1, 0) {
+        return Err("the member with an empty log delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_member_of_the_last_view_with_an_empty_log_joins_the_restarted_group_by_itself() {
+    check_seeds("restart_empty_log_member_joins", 3, empty_log_member_joins);
 }

@@ -654,6 +654,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 self.expected[r] = None;
             }
         }
+        let named = named
+            .iter()
+            .filter(|&&(r, _)| self.cfg.universe.get(r).is_some_and(|&n| view.contains(n)));
         for &(r, a) in named {
             if self.expected[r] != Some(a) {
                 let node = self.cfg.universe.get(r).copied();
@@ -720,8 +723,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
-    /// The payload of block `v` in `row`, if it was written and reads consistently.
+    /// The payload of block `v` in `row`, if it was written and reads consistently. Nothing of
+    /// a row whose expected incarnation is not linked yet (see
+    /// [`expected_incarnation`](Gms::expected_incarnation)): until it is readmitted, its words
+    /// may be an older incarnation's (the row was frozen when that one failed).
     fn read_block(&self, row: usize, v: Vector) -> Option<Vec<u64>> {
+        if self.expected_at(row).is_some() && self.sst.is_suspected(row) {
+            return None;
+        }
         let words: Vec<u64> = (0..v.len())
             .map(|i| self.sst.get_at(row, v, i).unwrap_or(0))
             .collect();
@@ -1538,7 +1547,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let removed = ch.iter().filter(|c| c.removes()).count();
             let survivors = view.members.len() - removed;
             if !has(&ch, m)
-                && !self.suspects(m)
+                && !self.sst.is_suspected(row)
                 && self.sst.get(row, self.f.leave) != 0
                 && survivors > view.majority()
             {

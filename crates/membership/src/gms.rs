@@ -527,7 +527,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Set when this member restarted from a log two or more views behind a peer's (the group
-    /// went on without it): `(its last logged view, the newer view it saw)`. It then left
+    /// went on without it): `(its last logged view, the newer view it saw)`; also when it came
+    /// back with an empty log as an idle outsider, saw peers restart a view naming it and then
+    /// run a later one without it: `(that view, the later one)`. It then left
     /// restart mode and asked to join as a new member (it is an outsider until a view names
     /// it; its state comes by state transfer).
     pub fn rejoined(&self) -> Option<(u64, u64)> {
@@ -1009,27 +1011,29 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let Some(p) = self.read_block(row, self.f.view) else {
                 continue;
             };
-            // A restarting node's block is the view its log ended at, not one that runs.
-            if self.restarting_in(&p) {
-                if idle
-                    && let Some(v) = self.decode_view(row, &p)
-                    && v.contains(self.me)
-                {
+            let restarting = self.restarting_in(&p);
+            if restarting && !idle {
+                continue;
+            }
+            let Some(v) = self.decode_view(row, &p) else {
+                continue;
+            };
+            // A restarting node's block is the view its log ended at, not one that runs. An
+            // idle outsider notes one naming it: it was a member of that view (its own log
+            // holds nothing).
+            if restarting {
+                if v.contains(self.me) {
                     self.restart_named = self.restart_named.max(Some(v.id));
                 }
                 continue;
             }
             if idle
                 && let Some(l) = self.restart_named
-                && let Some(v) = self.decode_view(row, &p)
                 && v.id > l
                 && !v.contains(self.me)
             {
                 left_out = left_out.max(Some((l, v.id)));
             }
-            let Some(v) = self.decode_view(row, &p) else {
-                continue;
-            };
             // Joining again after a total restart: only a view newer than the one that
             // superseded its log (older blocks naming it are stale).
             let fresh = self.rejoined.is_none_or(|(_, newer)| v.id > newer);
@@ -1052,12 +1056,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         if let Some((v, from)) = best {
             let vid = v.id;
-            // A node of the view whose newer incarnation this outsider holds pending: the view
-            // names that incarnation if the member it follows readmitted it (a member readmits
-            // only once the old incarnation is in no view it can count, so every later view of
-            // it naming the node names the new one). Otherwise the view still counts the old
-            // incarnation, which stays suspected here (it is removed in the next view).
-            // Held pending or not linked here yet: it waits for exactly that incarnation.
+            // A node of the view that this outsider suspects: the view names the incarnation
+            // that the member it follows readmitted, if that is newer than the one this
+            // outsider saw fail (see `newer_named`); it waits for exactly that one, held
+            // pending already or not linked here yet (s18; s16 readmitted a pending one at
+            // once if that member's word was at least it). Otherwise the view still counts the
+            // old incarnation, which stays suspected here (it is removed in the next view).
             let named = self.newer_named(from, &v.members);
             self.expect(&v, &named)?;
             for r in crate::restart::installed_records(&v) {

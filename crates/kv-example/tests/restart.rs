@@ -391,8 +391,9 @@ async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<V
 
 /// The figure: a fresh start of 3 durable replicas against their restart after all were
 /// killed holding `SQUALL_KV_RESTART_BENCH` keys (default: skipped), `SQUALL_KV_RESTART_FSYNC`
-/// `batch` (default) or `never`. Each time runs from spawning the processes until a read
-/// succeeds at every replica.
+/// `batch` (default) or `never`, `SQUALL_KV_SNAPSHOT_EVERY` the replicas' `snapshot_every`
+/// (default: `KvConfig::DEFAULT_SNAPSHOT_EVERY`; 0: no checkpoints, a restart replays every
+/// log). Each time runs from spawning the processes until a read succeeds at every replica.
 #[test]
 fn restart_time() {
     let Some(keys) = std::env::var("SQUALL_KV_RESTART_BENCH")
@@ -406,9 +407,13 @@ fn restart_time() {
         Ok("never") => Fsync::Never,
         _ => Fsync::Batch,
     };
+    let every = std::env::var("SQUALL_KV_SNAPSHOT_EVERY")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(squall_kv::KvConfig::DEFAULT_SNAPSHOT_EVERY);
     let rt = runtime();
     let t0 = Instant::now();
-    let mut procs = Procs::loopback_durable(3, "restart-bench", fsync);
+    let mut procs = Procs::loopback_durable_every(3, "restart-bench", fsync, every);
     rt.block_on(wait_serving(&procs));
     let fresh = t0.elapsed();
     let t = Instant::now();
@@ -417,12 +422,18 @@ fn restart_time() {
     procs.kill_all();
     let restart = restart_all(&mut procs, &rt);
     check_everything_acked_is_there(&procs, &acked);
-    let bytes: u64 = std::fs::read_dir(procs.dir.join("data/replica-0/epochs"))
-        .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
-        .sum();
+    let (mut logs, mut snaps) = (0u64, 0u64);
+    for e in std::fs::read_dir(procs.dir.join("data/replica-0/epochs")).unwrap() {
+        let e = e.unwrap();
+        let len = e.metadata().unwrap().len();
+        if e.file_name().to_string_lossy().starts_with("snapshot-") {
+            snaps += len;
+        } else {
+            logs += len;
+        }
+    }
     eprintln!(
-        "fsync {fsync}, {keys} keys (loaded in {loaded:?}, replica 0's epoch logs {bytes} bytes): fresh start {fresh:?}, restart {restart:?}, restart / fresh = {:.2}",
+        "fsync {fsync}, snapshot_every {every}, {keys} keys (loaded in {loaded:?}; replica 0 at the kill: epoch logs {logs} bytes, snapshot {snaps} bytes): fresh start {fresh:?}, restart {restart:?}, restart / fresh = {:.2}",
         restart.as_secs_f64() / fresh.as_secs_f64()
     );
 }

@@ -29,12 +29,20 @@ pub struct CoreConfig {
     /// (deterministically, the same on every replica); a client whose session was evicted gets
     /// [`ErrorCode::SessionExpired`].
     pub max_sessions: usize,
+    /// Every this many applied deliveries, a replica on a backend that keeps checkpoints
+    /// ([`StateTransfer::checkpoint`]: the membership `Group` with durable epochs) hands it its
+    /// snapshot (state machine, sessions, position), so that a total restart installs that
+    /// and replays only the deliveries after it. 0: never (a restart replays every log).
+    /// Each checkpoint writes the whole state and syncs it on the replica's thread: raise it
+    /// for large states under a heavy write load.
+    pub snapshot_every: u64,
 }
 
 impl Default for CoreConfig {
     fn default() -> CoreConfig {
         CoreConfig {
             max_sessions: 65_536,
+            snapshot_every: 0,
         }
     }
 }
@@ -123,6 +131,12 @@ pub struct ReplicaCore<S> {
     /// A replica on a backend restarting from its durable logs: why it cannot serve yet.
     restarting: Option<String>,
     stopped: Option<String>,
+    /// The position of the latest checkpoint, or of the state installed last.
+    checkpointed: u64,
+    /// The position at which the backend last refused a checkpoint (asked again only past it).
+    checkpoint_refused: Option<u64>,
+    /// The backend keeps no checkpoints: never asked again.
+    checkpoints_off: bool,
     metrics: Metrics,
 }
 
@@ -148,6 +162,9 @@ impl<S: StateMachine> ReplicaCore<S> {
             joining: false,
             restarting: None,
             stopped: None,
+            checkpointed: 0,
+            checkpoint_refused: None,
+            checkpoints_off: false,
             metrics: Metrics::default(),
         })
     }
@@ -370,6 +387,7 @@ impl<S: StateMachine> ReplicaCore<S> {
     pub fn restore(&mut self, snapshot: &Snapshot) -> Result<(), RestoreError> {
         self.sm.restore(&snapshot.state)?;
         self.applied = snapshot.applied;
+        self.checkpointed = snapshot.applied;
         self.sessions = snapshot.sessions.iter().cloned().collect();
         self.lru = self
             .sessions
@@ -541,6 +559,43 @@ impl<S: StateMachine> ReplicaCore<S> {
                 Err(e) => {
                     tracing::debug!(replica = %self.me, error = %e, "state not provided");
                 }
+            }
+        }
+        self.maybe_checkpoint(backend);
+    }
+
+    /// Every [`CoreConfig::snapshot_every`] applied deliveries: hands the backend the snapshot
+    /// to keep ([`StateTransfer::checkpoint`]). Not while joining, restarting or stopped; a
+    /// refusal is asked again after the next delivery, a backend that keeps none never again.
+    fn maybe_checkpoint<B: StateTransfer + ?Sized>(&mut self, backend: &mut B) {
+        let every = self.cfg.snapshot_every;
+        if every == 0
+            || self.checkpoints_off
+            || self.joining
+            || self.restarting.is_some()
+            || self.stopped.is_some()
+            || self.applied < self.checkpointed.saturating_add(every)
+            || self.checkpoint_refused == Some(self.applied)
+        {
+            return;
+        }
+        let snapshot = self.snapshot().encode();
+        match backend.checkpoint(self.applied, &snapshot) {
+            Ok(true) => {
+                self.checkpointed = self.applied;
+                self.checkpoint_refused = None;
+                self.metrics.add(&self.metrics.checkpoints, 1);
+                tracing::debug!(replica = %self.me, position = self.applied,
+                    bytes = snapshot.len(), "checkpoint durable");
+            }
+            Ok(false) => {
+                self.checkpoints_off = true;
+                tracing::debug!(replica = %self.me, "the backend keeps no checkpoints");
+            }
+            Err(e) => {
+                self.checkpoint_refused = Some(self.applied);
+                tracing::debug!(replica = %self.me, position = self.applied, error = %e,
+                    "checkpoint not taken");
             }
         }
     }
@@ -791,7 +846,15 @@ mod tests {
     }
 
     fn core(max_sessions: usize) -> ReplicaCore<Append> {
-        ReplicaCore::new(NodeId(0), Append::default(), CoreConfig { max_sessions }).unwrap()
+        ReplicaCore::new(
+            NodeId(0),
+            Append::default(),
+            CoreConfig {
+                max_sessions,
+                ..CoreConfig::default()
+            },
+        )
+        .unwrap()
     }
 
     fn cmd(client: u64, seq: u64, acked: u64, p: &[u8]) -> Vec<u8> {

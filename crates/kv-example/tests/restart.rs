@@ -422,6 +422,24 @@ fn restart_time() {
     procs.kill_all();
     let restart = restart_all(&mut procs, &rt);
     check_everything_acked_is_there(&procs, &acked);
+    if std::env::var("SQUALL_KV_RESTART_BENCH_LOG").is_ok() {
+        // Replica 0's milestones, both lives (where a restart spends its time).
+        for line in procs.log(0).lines().filter(|l| {
+            [
+                "restart",
+                "snapshot",
+                "checkpoint",
+                "installed",
+                "replay",
+                "view installed",
+                "starting",
+            ]
+            .iter()
+            .any(|k| l.contains(k))
+        }) {
+            eprintln!("  {line}");
+        }
+    }
     let (mut logs, mut snaps) = (0u64, 0u64);
     for e in std::fs::read_dir(procs.dir.join("data/replica-0/epochs")).unwrap() {
         let e = e.unwrap();

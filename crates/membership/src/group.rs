@@ -324,6 +324,10 @@ pub struct GroupStats {
     /// skims and of its replay's readers; at most [`GroupConfig::replay_buffer`] unless a
     /// record is longer).
     pub replay_peak_buffer: u64,
+    /// Records a restart's replay decoded: the replayed ones, plus those it skipped as covered
+    /// by the snapshot (it starts the snapshot's view's log at the last mark at or below the
+    /// snapshot's position, so these are few).
+    pub replay_read: u64,
     /// Checkpoints this member wrote ([`Group::checkpoint`]).
     pub checkpoints: u64,
     /// Epoch logs its checkpoints removed (views wholly covered by a checkpoint).
@@ -538,6 +542,7 @@ impl ReplayStream {
                 continue;
             };
             stats.replay_peak_buffer = stats.replay_peak_buffer.max(reader.peak_buffer() as u64);
+            stats.replay_read += 1;
             let position = r.position + log.offset;
             if position < self.skip_below {
                 continue;

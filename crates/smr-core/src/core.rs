@@ -1179,6 +1179,148 @@ mod tests {
         }
     }
 
+    /// A backend that keeps checkpoints (as a durable `Group` does): records them, refusing
+    /// the next `refuse` calls; `keeps: false` keeps none.
+    #[derive(Default)]
+    struct Keeper {
+        kept: Vec<(u64, Vec<u8>)>,
+        refuse: usize,
+        calls: usize,
+        keeps: bool,
+        restarting: bool,
+    }
+
+    impl squall_ordering::TotalOrder for Keeper {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Ok(())
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            false
+        }
+        fn wait(&mut self, _: std::time::Duration) {}
+        fn waker(&self) -> squall_transport::Waker {
+            squall_transport::Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Keeper {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn restarting(&self) -> Option<String> {
+            self.restarting.then(|| "replaying".into())
+        }
+        fn checkpoint(&mut self, position: u64, state: &[u8]) -> Result<bool, TransferError> {
+            self.calls += 1;
+            if self.refuse > 0 {
+                self.refuse -= 1;
+                return Err(TransferError::Refused("restarting".into()));
+            }
+            if self.keeps {
+                self.kept.push((position, state.to_vec()));
+            }
+            Ok(self.keeps)
+        }
+    }
+
+    fn every(n: u64) -> ReplicaCore<Append> {
+        ReplicaCore::new(
+            NodeId(0),
+            Append::default(),
+            CoreConfig {
+                snapshot_every: n,
+                ..CoreConfig::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_replica_checkpoints_every_snapshot_every_deliveries_and_retries_a_refusal() {
+        let mut r = every(3);
+        let mut b = Keeper {
+            keeps: true,
+            ..Keeper::default()
+        };
+        for i in 0..7u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        let positions: Vec<u64> = b.kept.iter().map(|k| k.0).collect();
+        assert_eq!(positions, vec![3, 6]);
+        // Each checkpoint is the replica's snapshot at that position (sessions included).
+        let s = Snapshot::decode(&b.kept[1].1).unwrap();
+        assert_eq!((s.applied, s.session_count()), (6, 1));
+        assert_eq!(
+            r.metrics()
+                .checkpoints
+                .load(std::sync::atomic::Ordering::Relaxed),
+            2
+        );
+        // Refused twice: asked again after each further delivery, not on every poll.
+        b.refuse = 2;
+        r.upcalls_from(
+            &mut b,
+            [at(7, cmd(9, 8, 7, b"x")), at(8, cmd(9, 9, 8, b"x"))],
+        );
+        r.upcalls_from(&mut b, []);
+        assert_eq!(
+            (b.calls, b.kept.len()),
+            (3, 2),
+            "one refusal, not asked again idle"
+        );
+        r.upcalls_from(&mut b, [at(9, cmd(9, 10, 9, b"x"))]);
+        r.upcalls_from(&mut b, [at(10, cmd(9, 11, 10, b"x"))]);
+        assert_eq!(b.kept.last().map(|k| k.0), Some(11));
+        // A backend that keeps none is never asked again; 0 never asks.
+        let mut r = every(1);
+        let mut none = Keeper::default();
+        for i in 0..5u64 {
+            r.upcalls_from(&mut none, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert_eq!(none.calls, 1);
+        let mut r = every(0);
+        let mut b = Keeper {
+            keeps: true,
+            ..Keeper::default()
+        };
+        for i in 0..5u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert_eq!(b.calls, 0);
+    }
+
+    #[test]
+    fn a_restarting_replica_checkpoints_only_once_its_restart_completed() {
+        let mut r = every(2);
+        let mut b = Keeper {
+            keeps: true,
+            restarting: true,
+            ..Keeper::default()
+        };
+        r.await_restart("replaying".into());
+        for i in 0..5u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert!(r.is_restarting());
+        assert_eq!(b.calls, 0, "not while the replay is applied");
+        b.restarting = false;
+        r.upcalls_from(&mut b, []);
+        assert!(!r.is_restarting());
+        assert_eq!(b.kept.iter().map(|k| k.0).collect::<Vec<_>>(), vec![5]);
+    }
+
     fn view(id: u64) -> Upcall<Delivery> {
         Upcall::View(squall_ordering::View {
             id,

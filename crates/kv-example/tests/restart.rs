@@ -363,10 +363,13 @@ fn one_replica_restarted_on_its_logs_while_the_others_run_joins_again_by_transfe
     check_everything_acked_is_there(&procs, &acked);
 }
 
-/// Puts `keys` keys through the cluster in batches (each batch one log entry), from 4
-/// clients at once.
-async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
-    const BATCH: usize = 50;
+/// Puts `keys` keys through the cluster in batches of `batch` (each batch one log entry), from
+/// 4 clients at once.
+async fn load(
+    addrs: Vec<SocketAddr>,
+    keys: usize,
+    batch: usize,
+) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
     let tasks: Vec<_> = (0..4)
         .map(|c| {
             let addrs = addrs.clone();
@@ -374,8 +377,8 @@ async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<V
                 let mut kv = client(addrs);
                 kv.prefer(c);
                 let mut out = BTreeMap::new();
-                for b in (c * BATCH..keys).step_by(4 * BATCH) {
-                    let pairs: Vec<(Vec<u8>, Vec<u8>)> = (b..(b + BATCH).min(keys))
+                for b in (c * batch..keys).step_by(4 * batch) {
+                    let pairs: Vec<(Vec<u8>, Vec<u8>)> = (b..(b + batch).min(keys))
                         .map(|i| (format!("k{i:09}").into_bytes(), format!("{i}").into_bytes()))
                         .collect();
                     let op = KvOp::Batch(
@@ -410,7 +413,8 @@ async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<V
 /// killed holding `SQUALL_KV_RESTART_BENCH` keys (default: skipped), `SQUALL_KV_RESTART_FSYNC`
 /// `batch` (default) or `never`, `SQUALL_KV_SNAPSHOT_EVERY` the replicas' `snapshot_every`
 /// (default: `KvConfig::DEFAULT_SNAPSHOT_EVERY`; 0: no checkpoints, a restart replays every
-/// log). Each time runs from spawning the processes until a read succeeds at every replica.
+/// log), `SQUALL_KV_RESTART_BATCH` the puts per log entry (default 50). Each time runs from
+/// spawning the processes until a read succeeds at every replica.
 #[test]
 fn restart_time() {
     let Some(keys) = std::env::var("SQUALL_KV_RESTART_BENCH")
@@ -428,13 +432,18 @@ fn restart_time() {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(squall_kv::KvConfig::DEFAULT_SNAPSHOT_EVERY);
+    let batch = std::env::var("SQUALL_KV_RESTART_BATCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(50)
+        .max(1);
     let rt = runtime();
     let t0 = Instant::now();
     let mut procs = Procs::loopback_durable_every(3, "restart-bench", fsync, every);
     rt.block_on(wait_serving(&procs));
     let fresh = t0.elapsed();
     let t = Instant::now();
-    let acked = rt.block_on(load(procs.cfg.client_addrs(), keys));
+    let acked = rt.block_on(load(procs.cfg.client_addrs(), keys, batch));
     let loaded = t.elapsed();
     procs.kill_all();
     let restart = restart_all(&mut procs, &rt);
@@ -468,7 +477,7 @@ fn restart_time() {
         }
     }
     eprintln!(
-        "fsync {fsync}, snapshot_every {every}, {keys} keys (loaded in {loaded:?}; replica 0 at the kill: epoch logs {logs} bytes, snapshot {snaps} bytes): fresh start {fresh:?}, restart {restart:?}, restart / fresh = {:.2}",
+        "fsync {fsync}, snapshot_every {every}, {keys} keys in batches of {batch} (loaded in {loaded:?}; replica 0 at the kill: epoch logs {logs} bytes, snapshot {snaps} bytes): fresh start {fresh:?}, restart {restart:?}, restart / fresh = {:.2}",
         restart.as_secs_f64() / fresh.as_secs_f64()
     );
 }

@@ -1081,6 +1081,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         let Some(dir) = durable_dir_of(cfg) else {
             return Ok(Base::Initial);
         };
+        let start = std::time::Instant::now();
         let layout = cfg.gms.shard_layout();
         let base = match rec.last_snapshot() {
             Some(Record::Snapshot {
@@ -1112,7 +1113,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 // (its superseded files, the epoch logs it covers): none is read again.
                 crate::snapshot::remove_others(&dir, Some(file));
                 remove_epoch_logs_before(&dir, *view);
-                tracing::info!(me = %me, view = *view, position = *position, bytes = snap.state.len(), "group: restarting from a persisted snapshot (a transferred state or a checkpoint)");
+                tracing::info!(me = %me, view = *view, position = *position, bytes = snap.state.len(),
+                    us = start.elapsed().as_micros() as u64,
+                    "group: restarting from a persisted snapshot (a transferred state or a checkpoint)");
                 return Ok(Base::Snapshot { view: v, snap });
             }
             _ if rec.holds_initial_state()

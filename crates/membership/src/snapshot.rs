@@ -30,7 +30,6 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use squall_round_robin::log::crc32;
 use thiserror::Error;
 
 /// A snapshot file's first eight bytes.
@@ -249,6 +248,13 @@ pub fn encode(s: &Snapshot) -> Vec<u8> {
     out.extend_from_slice(&head.to_le_bytes());
     out.extend_from_slice(&s.state);
     out
+}
+
+/// CRC-32 (IEEE, as zlib and `squall_round_robin::log::crc32`: the same values), computed with
+/// `crc32fast` (SIMD where available): a state of megabytes is checked at every restart and
+/// checkpoint.
+fn crc32(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
 }
 
 fn le_u64(b: &[u8], at: usize) -> u64 {
@@ -481,6 +487,17 @@ mod tests {
             first_position: 10,
             position: 17,
             state: (0..100u8).collect(),
+        }
+    }
+
+    #[test]
+    fn the_checksum_is_the_logs_crc32() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        for n in [0, 1, 7, 64, 1000, 10_000] {
+            assert_eq!(
+                crc32(&data[..n]),
+                squall_round_robin::log::crc32(&data[..n])
+            );
         }
     }
 

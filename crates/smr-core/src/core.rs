@@ -483,6 +483,7 @@ impl<S: StateMachine> ReplicaCore<S> {
         position: u64,
         bytes: &[u8],
     ) -> Result<(), TransferError> {
+        let start = std::time::Instant::now();
         let snapshot = Snapshot::decode(bytes)?;
         if snapshot.applied != position {
             return Err(TransferError::Position {
@@ -494,7 +495,8 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.joining = false;
         self.metrics.add(&self.metrics.states_installed, 1);
         tracing::info!(replica = %self.me, position, bytes = bytes.len(),
-            sessions = snapshot.session_count(), "installed a transferred state");
+            sessions = snapshot.session_count(), us = start.elapsed().as_micros() as u64,
+            "installed a transferred state");
         Ok(())
     }
 

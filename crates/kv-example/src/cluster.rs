@@ -429,6 +429,7 @@ pub fn cas_paxos_config(n: usize, seed: u64) -> LogConfig {
 /// ```
 /// let cfg = squall_kv::membership_config(5, 3, std::time::Duration::from_secs(2));
 /// assert!(cfg.validate().is_ok());
+/// assert_eq!(cfg.epoch.suspicion_timeout, std::time::Duration::from_secs(2));
 /// assert_eq!(cfg.gms.initial.len(), 3);
 /// ```
 pub fn membership_config(universe: usize, initial: usize, suspicion: Duration) -> GroupConfig {
@@ -441,7 +442,13 @@ pub fn membership_config(universe: usize, initial: usize, suspicion: Duration) -
     gms.heartbeat_interval =
         (suspicion / 20).clamp(Duration::from_millis(1), Duration::from_millis(10));
     gms.suspicion_timeout = suspicion;
-    GroupConfig::new(gms, round_robin_config(universe))
+    // The epochs' own failure detector as patient as the GMS's (the round-robin default is
+    // 100 ms): a replica's thread pauses while it installs or checkpoints a large state (half
+    // a second for 12 MB on a loaded box), and a crash the transport reports is seen at once.
+    let mut epoch = round_robin_config(universe);
+    epoch.heartbeat_interval = gms.heartbeat_interval;
+    epoch.suspicion_timeout = suspicion;
+    GroupConfig::new(gms, epoch)
 }
 
 /// The shape of a membership group: how many nodes may ever be replicas, how many start.

@@ -116,6 +116,7 @@ pub struct ReplicaAddr {
 /// # replica was down, e.g. a power cut): every acknowledged write is kept.
 /// # data_dir = "/var/lib/squall-kv"
 /// # fsync = "batch"               # or "never": survive process crashes only (optional)
+/// # snapshot_every = 1000         # checkpoint every 1000 applied log entries; 0: never (optional)
 /// [[replica]]
 /// id = 0
 /// transport = "127.0.0.1:7000"
@@ -168,9 +169,21 @@ pub struct KvConfig {
     /// When durable replicas sync their logs (ignored without `data_dir`).
     #[serde(default)]
     pub fsync: Fsync,
+    /// Durable mode: every this many applied log entries a replica checkpoints its state
+    /// (store and client sessions) in its directory and drops the epoch logs the checkpoint
+    /// covers, so that a restart installs the checkpoint and replays only the entries after
+    /// it. 0: never (a restart replays every log since the cluster began). Each checkpoint
+    /// writes and syncs the whole state on the replica's thread: raise it for a large store
+    /// under a heavy write load. Ignored without `data_dir`.
+    #[serde(default = "default_snapshot_every")]
+    pub snapshot_every: u64,
     /// The replicas.
     #[serde(rename = "replica", default)]
     pub replicas: Vec<ReplicaAddr>,
+}
+
+fn default_snapshot_every() -> u64 {
+    KvConfig::DEFAULT_SNAPSHOT_EVERY
 }
 
 fn default_hb() -> u64 {
@@ -182,6 +195,9 @@ fn default_hb_timeout() -> u64 {
 }
 
 impl KvConfig {
+    /// The default of [`snapshot_every`](Self::snapshot_every).
+    pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
+
     /// Parses and validates a config.
     pub fn from_toml(text: &str) -> Result<KvConfig, ClusterError> {
         let cfg: KvConfig = toml::from_str(text)?;
@@ -202,12 +218,13 @@ impl KvConfig {
     /// The config as TOML that [`from_toml`](Self::from_toml) reads back.
     pub fn to_toml(&self) -> String {
         let mut s = format!(
-            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nfsync = \"{}\"\n",
+            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nfsync = \"{}\"\nsnapshot_every = {}\n",
             self.cluster_id,
             self.ordering,
             self.heartbeat_period_ms,
             self.heartbeat_timeout_ms,
-            self.fsync
+            self.fsync,
+            self.snapshot_every
         );
         if let Some(dir) = &self.data_dir {
             let dir = toml::Value::String(dir.display().to_string());
@@ -304,16 +321,20 @@ impl KvConfig {
         Ok(self.prepare_replica_dir(id)?.map(|dir| DurableDir {
             dir,
             fsync: self.fsync,
+            snapshot_every: self.snapshot_every,
         }))
     }
 }
 
 /// A durable replica's directory: `gms.log` (the membership log) and `epochs/` (one
-/// round-robin log per view, and a transferred state's snapshot file).
+/// round-robin log per view since the latest snapshot, and that snapshot's file: a
+/// checkpoint or a transferred state).
 #[derive(Clone, Debug)]
 struct DurableDir {
     dir: PathBuf,
     fsync: Fsync,
+    /// [`KvConfig::snapshot_every`].
+    snapshot_every: u64,
 }
 
 /// The epoch logs' subdirectory of a durable replica's directory.
@@ -408,6 +429,7 @@ pub fn cas_paxos_config(n: usize, seed: u64) -> LogConfig {
 /// ```
 /// let cfg = squall_kv::membership_config(5, 3, std::time::Duration::from_secs(2));
 /// assert!(cfg.validate().is_ok());
+/// assert_eq!(cfg.epoch.suspicion_timeout, std::time::Duration::from_secs(2));
 /// assert_eq!(cfg.gms.initial.len(), 3);
 /// ```
 pub fn membership_config(universe: usize, initial: usize, suspicion: Duration) -> GroupConfig {
@@ -420,7 +442,13 @@ pub fn membership_config(universe: usize, initial: usize, suspicion: Duration) -
     gms.heartbeat_interval =
         (suspicion / 20).clamp(Duration::from_millis(1), Duration::from_millis(10));
     gms.suspicion_timeout = suspicion;
-    GroupConfig::new(gms, round_robin_config(universe))
+    // The epochs' own failure detector as patient as the GMS's (the round-robin default is
+    // 100 ms): a replica's thread pauses while it installs or checkpoints a large state (half
+    // a second for 12 MB on a loaded box), and a crash the transport reports is seen at once.
+    let mut epoch = round_robin_config(universe);
+    epoch.heartbeat_interval = gms.heartbeat_interval;
+    epoch.suspicion_timeout = suspicion;
+    GroupConfig::new(gms, epoch)
 }
 
 /// The shape of a membership group: how many nodes may ever be replicas, how many start.
@@ -504,9 +532,10 @@ impl Ordering {
         F: FnOnce() -> Result<T, String> + Send + 'static,
     {
         let sm = KvMachine::default();
-        let cfg = ReplicaConfig::default();
+        let mut cfg = ReplicaConfig::default();
         let started = match (self, durable) {
             (Ordering::Membership, Some(durable)) => {
+                cfg.core.snapshot_every = durable.snapshot_every;
                 let mut group = membership_config(shape.universe, shape.initial, shape.suspicion);
                 Replica::spawn_joinable(
                     id,

@@ -328,6 +328,7 @@ fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
                 replicas,
                 data_dir: None,
                 fsync: Default::default(),
+                snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
             };
             cfg.validate()?;
             let path = dir.join("cluster.toml");

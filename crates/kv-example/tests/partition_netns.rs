@@ -128,6 +128,7 @@ fn cas_paxos_partition_one_replica() {
         replicas,
         data_dir: None,
         fsync: Default::default(),
+        snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
     };
     let prefix = nodes
         .iter()

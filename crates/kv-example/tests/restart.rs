@@ -230,9 +230,23 @@ fn restart_all(procs: &mut Procs, rt: &tokio::runtime::Runtime) -> Duration {
 
 #[test]
 fn a_durable_cluster_killed_whole_restarts_from_its_logs_with_every_acknowledged_write() {
+    killed_whole("restart-all", 0);
+}
+
+/// The same with a checkpoint every 20 applied entries: every replica restarts from its latest
+/// checkpoint (store and sessions) and replays only what follows it.
+#[test]
+fn a_checkpointing_cluster_killed_whole_restarts_from_its_checkpoints() {
+    killed_whole("restart-checkpoints", 20);
+}
+
+/// Three durable replicas (`snapshot_every`: see `KvConfig`) killed mid-stream and restarted:
+/// every acknowledged write is there, a retried command is answered from its session, new
+/// writes work.
+fn killed_whole(tag: &str, snapshot_every: u64) {
     let rt = runtime();
     let t0 = Instant::now();
-    let mut procs = Procs::loopback_durable(3, "restart-all", Fsync::Never);
+    let mut procs = Procs::loopback_durable_every(3, tag, Fsync::Never, snapshot_every);
     rt.block_on(wait_serving(&procs));
     let fresh = t0.elapsed();
     let addrs = procs.cfg.client_addrs();
@@ -248,10 +262,13 @@ fn a_durable_cluster_killed_whole_restarts_from_its_logs_with_every_acknowledged
 
     let restart = restart_all(&mut procs, &rt);
     for i in 0..3 {
+        let log = procs.log(i);
         assert!(
-            procs.log(i).contains("restarting from its logs"),
-            "replica {i} did not restart from its logs:\n{}",
-            procs.log(i)
+            log.contains("restarting from its logs")
+                && (snapshot_every == 0
+                    || (log.contains("checkpoint durable")
+                        && log.contains("restarting from a persisted snapshot"))),
+            "replica {i} did not restart from its logs (and checkpoint):\n{log}"
         );
     }
     check_everything_acked_is_there(&procs, &acked);
@@ -303,7 +320,7 @@ fn a_replica_that_rejoined_by_transfer_restarts_from_its_persisted_state_after_a
     assert!(
         procs
             .log(2)
-            .contains("restarting from a persisted transferred state"),
+            .contains("restarting from a persisted snapshot"),
         "replica 2 did not restart from its persisted state:\n{}",
         procs.log(2)
     );
@@ -346,10 +363,13 @@ fn one_replica_restarted_on_its_logs_while_the_others_run_joins_again_by_transfe
     check_everything_acked_is_there(&procs, &acked);
 }
 
-/// Puts `keys` keys through the cluster in batches (each batch one log entry), from 4
-/// clients at once.
-async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
-    const BATCH: usize = 50;
+/// Puts `keys` keys through the cluster in batches of `batch` (each batch one log entry), from
+/// 4 clients at once.
+async fn load(
+    addrs: Vec<SocketAddr>,
+    keys: usize,
+    batch: usize,
+) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
     let tasks: Vec<_> = (0..4)
         .map(|c| {
             let addrs = addrs.clone();
@@ -357,8 +377,8 @@ async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<V
                 let mut kv = client(addrs);
                 kv.prefer(c);
                 let mut out = BTreeMap::new();
-                for b in (c * BATCH..keys).step_by(4 * BATCH) {
-                    let pairs: Vec<(Vec<u8>, Vec<u8>)> = (b..(b + BATCH).min(keys))
+                for b in (c * batch..keys).step_by(4 * batch) {
+                    let pairs: Vec<(Vec<u8>, Vec<u8>)> = (b..(b + batch).min(keys))
                         .map(|i| (format!("k{i:09}").into_bytes(), format!("{i}").into_bytes()))
                         .collect();
                     let op = KvOp::Batch(
@@ -391,8 +411,10 @@ async fn load(addrs: Vec<SocketAddr>, keys: usize) -> BTreeMap<Vec<u8>, Option<V
 
 /// The figure: a fresh start of 3 durable replicas against their restart after all were
 /// killed holding `SQUALL_KV_RESTART_BENCH` keys (default: skipped), `SQUALL_KV_RESTART_FSYNC`
-/// `batch` (default) or `never`. Each time runs from spawning the processes until a read
-/// succeeds at every replica.
+/// `batch` (default) or `never`, `SQUALL_KV_SNAPSHOT_EVERY` the replicas' `snapshot_every`
+/// (default: `KvConfig::DEFAULT_SNAPSHOT_EVERY`; 0: no checkpoints, a restart replays every
+/// log), `SQUALL_KV_RESTART_BATCH` the puts per log entry (default 50). Each time runs from
+/// spawning the processes until a read succeeds at every replica.
 #[test]
 fn restart_time() {
     let Some(keys) = std::env::var("SQUALL_KV_RESTART_BENCH")
@@ -406,23 +428,56 @@ fn restart_time() {
         Ok("never") => Fsync::Never,
         _ => Fsync::Batch,
     };
+    let every = std::env::var("SQUALL_KV_SNAPSHOT_EVERY")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(squall_kv::KvConfig::DEFAULT_SNAPSHOT_EVERY);
+    let batch = std::env::var("SQUALL_KV_RESTART_BATCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(50)
+        .max(1);
     let rt = runtime();
     let t0 = Instant::now();
-    let mut procs = Procs::loopback_durable(3, "restart-bench", fsync);
+    let mut procs = Procs::loopback_durable_every(3, "restart-bench", fsync, every);
     rt.block_on(wait_serving(&procs));
     let fresh = t0.elapsed();
     let t = Instant::now();
-    let acked = rt.block_on(load(procs.cfg.client_addrs(), keys));
+    let acked = rt.block_on(load(procs.cfg.client_addrs(), keys, batch));
     let loaded = t.elapsed();
     procs.kill_all();
     let restart = restart_all(&mut procs, &rt);
     check_everything_acked_is_there(&procs, &acked);
-    let bytes: u64 = std::fs::read_dir(procs.dir.join("data/replica-0/epochs"))
-        .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
-        .sum();
+    if std::env::var("SQUALL_KV_RESTART_BENCH_LOG").is_ok() {
+        // Replica 0's milestones, both lives (where a restart spends its time).
+        for line in procs.log(0).lines().filter(|l| {
+            [
+                "restart",
+                "snapshot",
+                "checkpoint",
+                "installed",
+                "replay",
+                "view installed",
+                "starting",
+            ]
+            .iter()
+            .any(|k| l.contains(k))
+        }) {
+            eprintln!("  {line}");
+        }
+    }
+    let (mut logs, mut snaps) = (0u64, 0u64);
+    for e in std::fs::read_dir(procs.dir.join("data/replica-0/epochs")).unwrap() {
+        let e = e.unwrap();
+        let len = e.metadata().unwrap().len();
+        if e.file_name().to_string_lossy().starts_with("snapshot-") {
+            snaps += len;
+        } else {
+            logs += len;
+        }
+    }
     eprintln!(
-        "fsync {fsync}, {keys} keys (loaded in {loaded:?}, replica 0's epoch logs {bytes} bytes): fresh start {fresh:?}, restart {restart:?}, restart / fresh = {:.2}",
+        "fsync {fsync}, snapshot_every {every}, {keys} keys in batches of {batch} (loaded in {loaded:?}; replica 0 at the kill: epoch logs {logs} bytes, snapshot {snaps} bytes): fresh start {fresh:?}, restart {restart:?}, restart / fresh = {:.2}",
         restart.as_secs_f64() / fresh.as_secs_f64()
     );
 }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
-use squall_round_robin::log::{Log, Reader, Skimmed};
+use squall_round_robin::log::{Log, ReadMode, Reader, Skimmed};
 use squall_round_robin::{Config as EpochConfig, Mode, RoundRobin};
 use squall_transport::mux::{Mux, MuxHandle};
 use squall_transport::{NodeId, RegionId, RegionSpec, Transport};
@@ -21,7 +21,7 @@ use thiserror::Error;
 use crate::config::GmsConfig;
 use crate::gms::{Epoch, Gms, GmsError, GmsEvent};
 use crate::log::{Durable, Record, Recovered};
-use crate::snapshot::{Snapshot, SnapshotError};
+use crate::snapshot::{CheckpointError, Checkpointed, CrashPoint, Snapshot, SnapshotError};
 use crate::transfer::{Completed, Transfer, TransferConfig, TransferError, TransferredState};
 use crate::view::{Inadequate, ShardId, ShardLayout, View};
 
@@ -324,6 +324,14 @@ pub struct GroupStats {
     /// skims and of its replay's readers; at most [`GroupConfig::replay_buffer`] unless a
     /// record is longer).
     pub replay_peak_buffer: u64,
+    /// Records a restart's replay decoded: the replayed ones, plus those it skipped as covered
+    /// by the snapshot (it starts the snapshot's view's log at the last mark at or below the
+    /// snapshot's position, so these are few).
+    pub replay_read: u64,
+    /// Checkpoints this member wrote ([`Group::checkpoint`]).
+    pub checkpoints: u64,
+    /// Epoch logs its checkpoints removed (views wholly covered by a checkpoint).
+    pub logs_removed: u64,
 }
 
 /// The sequence number that ends a trim in the epoch of the shard whose senders are
@@ -452,6 +460,9 @@ struct ReplayLog {
     path: std::path::PathBuf,
     /// Added to the records' positions (a snapshot's view counted its epoch from 0).
     offset: u64,
+    /// Where to start reading: the snapshot's view starts at the last mark of its skim at or
+    /// below the snapshot's position (what is before it is covered), other logs at the start.
+    start: Option<squall_round_robin::log::Mark>,
 }
 
 /// A total restart's replay in progress: the epoch logs still to read, the one being read
@@ -496,7 +507,20 @@ impl ReplayStream {
                     }
                     return Ok((n, true));
                 };
-                let reader = Log::reader(&log.path, self.buffer)?;
+                let reader = match log.start {
+                    Some(m) => {
+                        let io = |source| squall_round_robin::log::LogError::Io {
+                            path: log.path.clone(),
+                            source,
+                        };
+                        let mut file = std::fs::File::open(&log.path).map_err(io)?;
+                        let len = file.metadata().map_err(io)?.len();
+                        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(m.offset))
+                            .map_err(io)?;
+                        Reader::at(file, len, m.offset, self.buffer, ReadMode::Verify)
+                    }
+                    None => Log::reader(&log.path, self.buffer)?,
+                };
                 self.reading = Some((log, reader));
                 continue;
             };
@@ -518,6 +542,7 @@ impl ReplayStream {
                 continue;
             };
             stats.replay_peak_buffer = stats.replay_peak_buffer.max(reader.peak_buffer() as u64);
+            stats.replay_read += 1;
             let position = r.position + log.offset;
             if position < self.skip_below {
                 continue;
@@ -656,6 +681,12 @@ pub struct Group<T: Transport, L: Durable> {
     offset: u64,
     /// Deliveries before this position are in the transferred state: not handed out.
     skip_until: u64,
+    /// The current view's first position (once active in it): a checkpoint is taken at or
+    /// past it, so that every epoch log it removes (earlier views') holds only what it covers.
+    view_first: u64,
+    /// The position of the latest snapshot this member made durable (a transferred state, a
+    /// checkpoint, or the one it restarted from); `None`: none since its state began.
+    snapshot_at: Option<u64>,
     /// A passive joiner's deliveries (epoch-relative positions).
     buffer: Vec<Delivery>,
     /// The state received, until the application takes it.
@@ -801,6 +832,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
             active,
             offset: 0,
             skip_until: 0,
+            view_first: 0,
+            snapshot_at: None,
             buffer: Vec::new(),
             state: None,
             restart_logged: None,
@@ -835,7 +868,12 @@ impl<T: Transport, L: Durable> Group<T, L> {
                                 .decision_for(old)
                                 .map_or(u64::MAX, |d| trim_end(&d.trim, senders));
                             let mut kept = Log::skim(&path, end, None, g.cfg.replay_buffer, true)?;
-                            kept.marks = Vec::new(); // only the last view's are cut again
+                            // Only the last view's are cut again; the snapshot's view's
+                            // start its replay near the snapshot's position.
+                            if !matches!(&base, Some(Base::Snapshot { view, .. }) if view.id == old)
+                            {
+                                kept.marks = Vec::new();
+                            }
                             g.stats.replay_peak_buffer =
                                 g.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
                             g.skimmed.insert(old, kept);
@@ -885,6 +923,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         if let Base::Snapshot { view, snap } = &self.base {
             from = (view.id, snap.first_position, snap.position);
             next = Some(snap.position);
+            self.snapshot_at = Some(snap.position);
             self.state = Some(TransferredState {
                 position: snap.position,
                 state: snap.state.clone(),
@@ -906,8 +945,21 @@ impl<T: Transport, L: Durable> Group<T, L> {
             let Some(path) = self.cfg.epoch_log_of(v, s) else {
                 continue;
             };
+            // The snapshot's view: read from the last mark at or below its position (the
+            // records before it are covered; a mark in the last view's log is below its cut).
+            let cut = trim_end(trim, &senders);
+            let start = (self
+                .skimmed
+                .get(&v)
+                .filter(|_| v == from_view && skip_below > 0))
+            .and_then(|k| {
+                k.marks
+                    .iter()
+                    .rev()
+                    .find(|m| m.position + offset <= skip_below && (v != last.id || m.seq < cut))
+            })
+            .copied();
             let kept = if v == last.id {
-                let cut = trim_end(trim, &senders);
                 self.cut_restart_log(v, &path, cut, false)?
                     .last
                     .map(|r| r.position)
@@ -927,6 +979,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 view: v,
                 path,
                 offset,
+                start,
             });
         }
         self.skimmed.clear();
@@ -990,6 +1043,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             crate::snapshot::remove_others(&dir, None);
         }
         self.base = Base::Stateless;
+        self.snapshot_at = None;
         for (v, mine) in std::mem::take(&mut self.history) {
             if let Some(path) = mine.and_then(|(s, _)| self.cfg.epoch_log_of(v, s))
                 && path.exists()
@@ -1027,6 +1081,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         let Some(dir) = durable_dir_of(cfg) else {
             return Ok(Base::Initial);
         };
+        let start = std::time::Instant::now();
         let layout = cfg.gms.shard_layout();
         let base = match rec.last_snapshot() {
             Some(Record::Snapshot {
@@ -1054,8 +1109,13 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 if shard_in(&v, me).map(|(s, _)| s as u32) != Some(*shard) {
                     return Err(mismatch("the member is not in that shard of the view").into());
                 }
+                // What a crash may have left of the removals that follow a snapshot's record
+                // (its superseded files, the epoch logs it covers): none is read again.
                 crate::snapshot::remove_others(&dir, Some(file));
-                tracing::info!(me = %me, view = *view, position = *position, bytes = snap.state.len(), "group: restarting from a persisted transferred state");
+                remove_epoch_logs_before(&dir, *view);
+                tracing::info!(me = %me, view = *view, position = *position, bytes = snap.state.len(),
+                    us = start.elapsed().as_micros() as u64,
+                    "group: restarting from a persisted snapshot (a transferred state or a checkpoint)");
                 return Ok(Base::Snapshot { view: v, snap });
             }
             _ if rec.holds_initial_state()
@@ -1102,6 +1162,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 file: file.clone(),
             })
             .map_err(GmsError::from)?;
+        self.snapshot_at = Some(snap.position);
         crate::snapshot::remove_others(&dir, Some(&file));
         remove_epoch_logs_before(&dir, view.id);
         Ok(())
@@ -1283,6 +1344,166 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.state.take()
     }
 
+    /// Makes the application's state durable at a delivered position, so that a total restart
+    /// replays only what follows it: `state` must reflect every delivery before `position`
+    /// (the application's next position to apply), at or past the current view's first
+    /// position and at most [`next_position`](Group::next_position).
+    ///
+    /// The state is written as a snapshot file in the member's durable directory (the format
+    /// and discipline of a transferred state's, [`crate::snapshot`]: a temporary file, synced,
+    /// renamed, the directory synced), then a [`Record::Snapshot`] naming it is appended to the
+    /// (synced) membership log. Only then are the previous snapshot file and the epoch logs of
+    /// views before the current one removed: every position they hold is below the current
+    /// view's first position, so the checkpoint covers them. The current view's log stays (a
+    /// restart takes this member's logged counts from its last view's log, and the replay
+    /// reads on from the checkpoint's position in it). A restart installs the latest snapshot
+    /// (the first upcall is this view's [`Upcall::View`], [`take_state`](Group::take_state)
+    /// returns the state) and replays the deliveries from its position, like a member that
+    /// entered by transfer; such a member counts as its shard's state holder.
+    ///
+    /// A crash anywhere in between restarts from the previous snapshot (a file without a
+    /// record is removed) or from this one (what was not removed yet is removed then).
+    /// Cost: one write of the state and three `fsync`s (file, directory, log), paid on the
+    /// caller's thread, whatever the epochs' `FsyncPolicy`.
+    ///
+    /// Returns [`Checkpointed::NotDurable`] with atomic epochs (a restart replays nothing) and
+    /// [`Checkpointed::Covered`] when the latest snapshot is already at or past `position`.
+    /// Errors: [`CheckpointError::NotNow`] (no state, no epoch in this view, restarting or
+    /// replaying, stopped: try again later), [`CheckpointError::Position`],
+    /// [`CheckpointError::TooLarge`] (above `TransferConfig::max_state_bytes`, which a restart
+    /// could not read back), and file or log failures (nothing is removed then).
+    ///
+    /// ```no_run
+    /// # fn f<T: squall_transport::Transport, L: squall_membership::log::Durable>(
+    /// #     g: &mut squall_membership::group::Group<T, L>, app_state: &[u8], applied: u64,
+    /// # ) -> Result<(), squall_membership::snapshot::CheckpointError> {
+    /// // Every `n` applied deliveries: the application's state at its next position.
+    /// match g.checkpoint(applied, app_state) {
+    ///     Ok(done) => println!("{done:?}"),
+    ///     Err(squall_membership::snapshot::CheckpointError::NotNow(why)) => println!("later: {why}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn checkpoint(
+        &mut self,
+        position: u64,
+        state: &[u8],
+    ) -> Result<Checkpointed, CheckpointError> {
+        self.checkpoint_until(position, state, None)
+    }
+
+    /// [`checkpoint`](Group::checkpoint) cut short at `cut`, leaving the files a process crash
+    /// there leaves (for the simulator's crash-point tests; the member must be shut down
+    /// right after).
+    #[doc(hidden)]
+    pub fn checkpoint_cut_at(
+        &mut self,
+        position: u64,
+        state: &[u8],
+        cut: CrashPoint,
+    ) -> Result<Checkpointed, CheckpointError> {
+        self.checkpoint_until(position, state, Some(cut))
+    }
+
+    fn checkpoint_until(
+        &mut self,
+        position: u64,
+        state: &[u8],
+        cut: Option<CrashPoint>,
+    ) -> Result<Checkpointed, CheckpointError> {
+        let Some(dir) = self.durable_dir() else {
+            return Ok(Checkpointed::NotDurable);
+        };
+        let why = if self.stopped.is_some() {
+            Some("the member stopped")
+        } else if !self.active {
+            Some("the member holds no state yet")
+        } else if self.gms.restarting().is_some() || self.replay_backlog() > 0 {
+            Some("the member is restarting from its logs")
+        } else if self.epoch.is_none() {
+            Some("the member runs no epoch in this view")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(CheckpointError::NotNow(why));
+        }
+        let (Some(view), next) = (self.view.clone(), self.next_position()) else {
+            return Err(CheckpointError::NotNow("the member is in no view"));
+        };
+        let Some((shard, _)) = shard_in(&view, self.gms.id()) else {
+            return Err(CheckpointError::NotNow("the member is in no shard"));
+        };
+        if position < self.view_first || position > next {
+            return Err(CheckpointError::Position {
+                position,
+                first: self.view_first,
+                next,
+            });
+        }
+        if let Some(at) = self.snapshot_at.filter(|&at| at >= position) {
+            return Ok(Checkpointed::Covered { at });
+        }
+        let max = self.cfg.transfer.max_state_bytes as u64;
+        if state.len() as u64 > max {
+            return Err(CheckpointError::TooLarge {
+                len: state.len() as u64,
+                max,
+            });
+        }
+        let start = std::time::Instant::now();
+        let snap = Snapshot {
+            view: view.id,
+            shard: shard as u32,
+            // The offset of this view's epoch log (its positions count from 0 in the view a
+            // member entered passive; 0 in later views, which count the group's positions).
+            first_position: self.offset,
+            position,
+            state: state.to_vec(),
+        };
+        let file = crate::snapshot::checkpoint_file_name(view.id, snap.shard, position);
+        if !crate::snapshot::write_as(&dir, &file, &snap, cut)?
+            || cut == Some(CrashPoint::AfterRename)
+        {
+            return Ok(Checkpointed::Covered { at: position });
+        }
+        self.gms.log_mut().append(&Record::Snapshot {
+            view: snap.view,
+            shard: snap.shard,
+            first_position: snap.first_position,
+            position,
+            file: file.clone(),
+        })?;
+        self.snapshot_at = Some(position);
+        self.stats.checkpoints += 1;
+        // Superseded: the older snapshot files, then the epoch logs of earlier views (oldest
+        // first: an interrupted removal leaves a suffix of views, all before this one).
+        let mut gone = crate::snapshot::others(&dir, Some(&file));
+        let snapshots = gone.len();
+        gone.extend(epoch_logs_before(&dir, view.id));
+        let upto = match cut {
+            Some(CrashPoint::AfterRecord) => 0,
+            Some(CrashPoint::MidRemoval) => gone.len().div_ceil(2),
+            _ => gone.len(),
+        };
+        for (i, (name, path)) in gone[..upto].iter().enumerate() {
+            if i < snapshots {
+                crate::snapshot::remove_logged(name, path);
+            } else {
+                remove_epoch_log(name, path);
+            }
+        }
+        let logs_removed = upto.saturating_sub(snapshots);
+        self.stats.logs_removed += logs_removed as u64;
+        tracing::info!(
+            me = %self.gms.id(), view = view.id, position, bytes = state.len(), logs_removed,
+            us = start.elapsed().as_micros() as u64, "group: checkpoint durable"
+        );
+        Ok(Checkpointed::Written { file, logs_removed })
+    }
+
     /// Asks to leave gracefully: the group keeps running until the view without this member
     /// is installed; it then delivers the old view up to the trim, reports its own messages
     /// past it as [`Upcall::Discarded`], and stops (`stopped()` says it left).
@@ -1333,6 +1554,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 }
                 self.epoch = Some(rr);
                 let first = self.active.then_some(self.position);
+                if self.active {
+                    self.view_first = self.position;
+                }
                 self.transfer
                     .enter_view(view.id, self.senders.clone(), first);
                 self.reported_wedge = false;
@@ -1627,6 +1851,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.active = true;
         self.offset = done.first_position;
         self.skip_until = done.state.position;
+        self.view_first = done.first_position;
         tracing::info!(
             me = %self.gms.id(), view = view.id, bytes = done.state.state.len(),
             position = done.state.position, buffered = self.buffer.len(),
@@ -1844,22 +2069,41 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
 }
 
 /// Deletes the epoch logs (set-aside `.superseded` ones and side indexes too) of views before `view` in a
-/// member's durable directory: once a transferred state taken in `view` is durable, no restart
-/// replays them (failures are logged: a leftover file is only wasted space).
-fn remove_epoch_logs_before(dir: &std::path::Path, view: u64) {
-    for (name, path) in crate::snapshot::files_in(dir) {
-        let Some(v) = name
-            .strip_prefix("epoch-")
-            .and_then(|r| r.get(..20))
-            .and_then(|d| d.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        let index = name.ends_with(".log.idx"); // a log's side index (round-robin's log)
-        if v < view && (name.ends_with(".log") || name.ends_with(".log.superseded") || index) {
-            if let Err(err) = std::fs::remove_file(path) {
-                tracing::warn!(file = name, error = %err, "group: could not remove an epoch log before a transferred state");
-            }
-        }
+/// member's durable directory: once a snapshot taken in `view` (a transferred state or a
+/// checkpoint) is durable, no restart replays them (failures are logged: a leftover file is
+/// only wasted space). Returns how many there were.
+fn remove_epoch_logs_before(dir: &std::path::Path, view: u64) -> usize {
+    let logs = epoch_logs_before(dir, view);
+    for (name, path) in &logs {
+        remove_epoch_log(name, path);
+    }
+    logs.len()
+}
+
+/// The epoch logs (set-aside `.superseded` ones and the logs' side indexes too) of views
+/// before `view` in `dir`, sorted by name (oldest view first).
+fn epoch_logs_before(dir: &std::path::Path, view: u64) -> Vec<(String, std::path::PathBuf)> {
+    let mut out: Vec<_> = crate::snapshot::files_in(dir)
+        .into_iter()
+        .filter(|(name, _)| {
+            name.strip_prefix("epoch-")
+                .and_then(|r| r.get(..20))
+                .and_then(|d| d.parse::<u64>().ok())
+                .is_some_and(|v| {
+                    v < view
+                        && (name.ends_with(".log")
+                            || name.ends_with(".log.superseded")
+                            || name.ends_with(".log.idx"))
+                })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes an epoch log a snapshot covers, logging (not returning) a failure.
+fn remove_epoch_log(name: &str, path: &std::path::Path) {
+    if let Err(err) = std::fs::remove_file(path) {
+        tracing::warn!(file = name, error = %err, "group: could not remove an epoch log a snapshot covers");
     }
 }

@@ -30,7 +30,6 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use squall_round_robin::log::crc32;
 use thiserror::Error;
 
 /// A snapshot file's first eight bytes.
@@ -143,6 +142,66 @@ pub enum SnapshotError {
     },
 }
 
+/// What [`Group::checkpoint`](crate::group::Group::checkpoint) did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Checkpointed {
+    /// The state is durable (file synced, record logged); the superseded snapshot and the
+    /// epoch logs of views before the checkpoint's were removed.
+    Written {
+        /// The snapshot file's name in the member's durable directory.
+        file: String,
+        /// The epoch logs removed (views that end before the checkpoint's view).
+        logs_removed: usize,
+    },
+    /// The latest durable snapshot (a checkpoint or a transferred state) is already at or past
+    /// this position: nothing written.
+    Covered {
+        /// That snapshot's position.
+        at: u64,
+    },
+    /// The group's epochs are not durable (`Mode::Atomic`): a restart replays nothing, so there
+    /// is nothing to bound. Nothing written.
+    NotDurable,
+}
+
+/// Why [`Group::checkpoint`](crate::group::Group::checkpoint) took no checkpoint.
+#[derive(Debug, Error)]
+pub enum CheckpointError {
+    /// The member cannot checkpoint now (it holds no state yet, runs no epoch in this view,
+    /// is still restarting or handing out a restart's replay, or stopped); a later call may
+    /// succeed.
+    #[error("no checkpoint now: {0}")]
+    NotNow(&'static str),
+    /// The position is outside what the member's current view's epoch log holds: below the
+    /// view's first position (the state reflects an older view: the logs it would replace
+    /// are not known to be covered) or past the member's next position.
+    #[error("checkpoint position {position} is outside the current view's [{first}, {next}]")]
+    Position {
+        /// The position given.
+        position: u64,
+        /// The current view's first position.
+        first: u64,
+        /// The member's next position.
+        next: u64,
+    },
+    /// The state is larger than a restart may read back (`TransferConfig::max_state_bytes`).
+    #[error(
+        "checkpoint of {len} bytes is above the bound of {max} (TransferConfig::max_state_bytes)"
+    )]
+    TooLarge {
+        /// The state's length.
+        len: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// The file could not be written.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// The membership log could not record it (the file stays unnamed and a restart removes it).
+    #[error("logging the checkpoint: {0}")]
+    Log(#[from] crate::log::LogError),
+}
+
 /// The file name of the snapshot taken in `view` for shard `shard`.
 ///
 /// ```
@@ -150,6 +209,21 @@ pub enum SnapshotError {
 /// ```
 pub fn file_name(view: u64, shard: u32) -> String {
     format!("{PREFIX}{view:020}-shard{shard}{SUFFIX}")
+}
+
+/// The file name of a checkpoint ([`Group::checkpoint`](crate::group::Group::checkpoint))
+/// taken in `view` for shard `shard` at `position`: the position keeps it apart from the file
+/// the last record names (a checkpoint is only taken past the latest snapshot's position), so
+/// a crash after its rename and before its record never leaves the recorded file overwritten.
+///
+/// ```
+/// assert_eq!(
+///     squall_membership::snapshot::checkpoint_file_name(7, 1, 42),
+///     "snapshot-00000000000000000007-shard1-at00000000000000000042.state"
+/// );
+/// ```
+pub fn checkpoint_file_name(view: u64, shard: u32, position: u64) -> String {
+    format!("{PREFIX}{view:020}-shard{shard}-at{position:020}{SUFFIX}")
 }
 
 /// Whether `name` is a plain snapshot file name (no directory part).
@@ -174,6 +248,13 @@ pub fn encode(s: &Snapshot) -> Vec<u8> {
     out.extend_from_slice(&head.to_le_bytes());
     out.extend_from_slice(&s.state);
     out
+}
+
+/// CRC-32 (IEEE, as zlib and `squall_round_robin::log::crc32`: the same values), computed with
+/// `crc32fast` (SIMD where available): a state of megabytes is checked at every restart and
+/// checkpoint.
+fn crc32(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
 }
 
 fn le_u64(b: &[u8], at: usize) -> u64 {
@@ -268,7 +349,35 @@ pub fn decode(bytes: &[u8], max_state: u64) -> Result<Snapshot, SnapshotError> {
 /// after any crash. Returns the file name (relative to `dir`).
 pub fn write(dir: &Path, s: &Snapshot) -> Result<String, SnapshotError> {
     let name = file_name(s.view, s.shard);
-    let path = dir.join(&name);
+    write_as(dir, &name, s, None)?;
+    Ok(name)
+}
+
+/// Where a checkpoint is cut short on purpose: the crash points the simulator tests stop a
+/// member at ([`Group::checkpoint_cut_at`](crate::group::Group::checkpoint_cut_at)), each
+/// leaving the files a process crash at that point leaves.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// Half of the file written to its temporary name; nothing synced or renamed.
+    BeforeSync,
+    /// The file synced and renamed into place (directory synced); no record names it.
+    AfterRename,
+    /// The record logged; nothing superseded removed yet.
+    AfterRecord,
+    /// Half of the superseded files (older snapshots, then epoch logs) removed.
+    MidRemoval,
+}
+
+/// [`write`] under `name`, stopping at `cut` (only [`CrashPoint::BeforeSync`] stops here).
+/// Returns whether the file is in place.
+pub(crate) fn write_as(
+    dir: &Path,
+    name: &str,
+    s: &Snapshot,
+    cut: Option<CrashPoint>,
+) -> Result<bool, SnapshotError> {
+    let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
     let io = |p: &Path| {
         let p = p.to_path_buf();
@@ -281,7 +390,12 @@ pub fn write(dir: &Path, s: &Snapshot) -> Result<String, SnapshotError> {
         .truncate(true)
         .open(&tmp)
         .map_err(io(&tmp))?;
-    f.write_all(&encode(s)).map_err(io(&tmp))?;
+    let bytes = encode(s);
+    if cut == Some(CrashPoint::BeforeSync) {
+        f.write_all(&bytes[..bytes.len() / 2]).map_err(io(&tmp))?;
+        return Ok(false);
+    }
+    f.write_all(&bytes).map_err(io(&tmp))?;
     f.sync_all().map_err(io(&tmp))?;
     drop(f);
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
@@ -294,7 +408,7 @@ pub fn write(dir: &Path, s: &Snapshot) -> Result<String, SnapshotError> {
         us = start.elapsed().as_micros() as u64,
         "snapshot: written and synced"
     );
-    Ok(name)
+    Ok(true)
 }
 
 /// Reads the snapshot file `name` in `dir` (a name from the membership log), refusing a state
@@ -321,16 +435,31 @@ pub fn read(dir: &Path, name: &str, max_state: u64) -> Result<Snapshot, Snapshot
 /// snapshots, and files a crash left without a log record. Failures are logged, not returned
 /// (a leftover file is only wasted space; the log names the file that counts).
 pub fn remove_others(dir: &Path, keep: Option<&str>) {
-    for (name, path) in files_in(dir) {
-        let ours = name.starts_with(PREFIX)
-            && (name.ends_with(SUFFIX) || name.ends_with(&format!("{SUFFIX}.tmp")));
-        if ours && Some(name.as_str()) != keep {
-            match std::fs::remove_file(path) {
-                Ok(()) => tracing::debug!(file = name, "snapshot: removed a superseded file"),
-                Err(err) => {
-                    tracing::warn!(file = name, error = %err, "snapshot: could not remove a superseded file");
-                }
-            }
+    for (name, path) in others(dir, keep) {
+        remove_logged(&name, &path);
+    }
+}
+
+/// The snapshot files (and leftover temporary files) in `dir` other than `keep`, sorted by name.
+pub(crate) fn others(dir: &Path, keep: Option<&str>) -> Vec<(String, PathBuf)> {
+    let mut out: Vec<_> = files_in(dir)
+        .into_iter()
+        .filter(|(name, _)| {
+            name.starts_with(PREFIX)
+                && (name.ends_with(SUFFIX) || name.ends_with(&format!("{SUFFIX}.tmp")))
+                && Some(name.as_str()) != keep
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes a superseded file, logging (not returning) a failure.
+pub(crate) fn remove_logged(name: &str, path: &Path) {
+    match std::fs::remove_file(path) {
+        Ok(()) => tracing::debug!(file = name, "snapshot: removed a superseded file"),
+        Err(err) => {
+            tracing::warn!(file = name, error = %err, "snapshot: could not remove a superseded file");
         }
     }
 }
@@ -358,6 +487,17 @@ mod tests {
             first_position: 10,
             position: 17,
             state: (0..100u8).collect(),
+        }
+    }
+
+    #[test]
+    fn the_checksum_is_the_logs_crc32() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        for n in [0, 1, 7, 64, 1000, 10_000] {
+            assert_eq!(
+                crc32(&data[..n]),
+                squall_round_robin::log::crc32(&data[..n])
+            );
         }
     }
 

@@ -29,12 +29,20 @@ pub struct CoreConfig {
     /// (deterministically, the same on every replica); a client whose session was evicted gets
     /// [`ErrorCode::SessionExpired`].
     pub max_sessions: usize,
+    /// Every this many applied deliveries, a replica on a backend that keeps checkpoints
+    /// ([`StateTransfer::checkpoint`]: the membership `Group` with durable epochs) hands it its
+    /// snapshot (state machine, sessions, position), so that a total restart installs that
+    /// and replays only the deliveries after it. 0: never (a restart replays every log).
+    /// Each checkpoint writes the whole state and syncs it on the replica's thread: raise it
+    /// for large states under a heavy write load.
+    pub snapshot_every: u64,
 }
 
 impl Default for CoreConfig {
     fn default() -> CoreConfig {
         CoreConfig {
             max_sessions: 65_536,
+            snapshot_every: 0,
         }
     }
 }
@@ -123,6 +131,12 @@ pub struct ReplicaCore<S> {
     /// A replica on a backend restarting from its durable logs: why it cannot serve yet.
     restarting: Option<String>,
     stopped: Option<String>,
+    /// The position of the latest checkpoint, or of the state installed last.
+    checkpointed: u64,
+    /// The position at which the backend last refused a checkpoint (asked again only past it).
+    checkpoint_refused: Option<u64>,
+    /// The backend keeps no checkpoints: never asked again.
+    checkpoints_off: bool,
     metrics: Metrics,
 }
 
@@ -148,6 +162,9 @@ impl<S: StateMachine> ReplicaCore<S> {
             joining: false,
             restarting: None,
             stopped: None,
+            checkpointed: 0,
+            checkpoint_refused: None,
+            checkpoints_off: false,
             metrics: Metrics::default(),
         })
     }
@@ -370,6 +387,7 @@ impl<S: StateMachine> ReplicaCore<S> {
     pub fn restore(&mut self, snapshot: &Snapshot) -> Result<(), RestoreError> {
         self.sm.restore(&snapshot.state)?;
         self.applied = snapshot.applied;
+        self.checkpointed = snapshot.applied;
         self.sessions = snapshot.sessions.iter().cloned().collect();
         self.lru = self
             .sessions
@@ -465,6 +483,7 @@ impl<S: StateMachine> ReplicaCore<S> {
         position: u64,
         bytes: &[u8],
     ) -> Result<(), TransferError> {
+        let start = std::time::Instant::now();
         let snapshot = Snapshot::decode(bytes)?;
         if snapshot.applied != position {
             return Err(TransferError::Position {
@@ -476,7 +495,8 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.joining = false;
         self.metrics.add(&self.metrics.states_installed, 1);
         tracing::info!(replica = %self.me, position, bytes = bytes.len(),
-            sessions = snapshot.session_count(), "installed a transferred state");
+            sessions = snapshot.session_count(), us = start.elapsed().as_micros() as u64,
+            "installed a transferred state");
         Ok(())
     }
 
@@ -516,6 +536,11 @@ impl<S: StateMachine> ReplicaCore<S> {
             if self.restarting.is_none() {
                 tracing::info!(replica = %self.me, applied = self.applied,
                     sessions = self.sessions.len(), "restart complete");
+                // The next checkpoint `snapshot_every` deliveries from here, not at once: every
+                // replica of a total restart completes it about together, and writing the
+                // whole state then pauses them all at their most fragile (peers judging
+                // silence); the replay just applied was at most about `snapshot_every` long.
+                self.checkpointed = self.applied;
                 if !backend.holds_state() && !self.joining {
                     tracing::info!(replica = %self.me,
                         "the group went on without this replica: joining again by transfer");
@@ -541,6 +566,43 @@ impl<S: StateMachine> ReplicaCore<S> {
                 Err(e) => {
                     tracing::debug!(replica = %self.me, error = %e, "state not provided");
                 }
+            }
+        }
+        self.maybe_checkpoint(backend);
+    }
+
+    /// Every [`CoreConfig::snapshot_every`] applied deliveries: hands the backend the snapshot
+    /// to keep ([`StateTransfer::checkpoint`]). Not while joining, restarting or stopped; a
+    /// refusal is asked again after the next delivery, a backend that keeps none never again.
+    fn maybe_checkpoint<B: StateTransfer + ?Sized>(&mut self, backend: &mut B) {
+        let every = self.cfg.snapshot_every;
+        if every == 0
+            || self.checkpoints_off
+            || self.joining
+            || self.restarting.is_some()
+            || self.stopped.is_some()
+            || self.applied < self.checkpointed.saturating_add(every)
+            || self.checkpoint_refused == Some(self.applied)
+        {
+            return;
+        }
+        let snapshot = self.snapshot().encode();
+        match backend.checkpoint(self.applied, &snapshot) {
+            Ok(true) => {
+                self.checkpointed = self.applied;
+                self.checkpoint_refused = None;
+                self.metrics.add(&self.metrics.checkpoints, 1);
+                tracing::debug!(replica = %self.me, position = self.applied,
+                    bytes = snapshot.len(), "checkpoint durable");
+            }
+            Ok(false) => {
+                self.checkpoints_off = true;
+                tracing::debug!(replica = %self.me, "the backend keeps no checkpoints");
+            }
+            Err(e) => {
+                self.checkpoint_refused = Some(self.applied);
+                tracing::debug!(replica = %self.me, position = self.applied, error = %e,
+                    "checkpoint not taken");
             }
         }
     }
@@ -791,7 +853,15 @@ mod tests {
     }
 
     fn core(max_sessions: usize) -> ReplicaCore<Append> {
-        ReplicaCore::new(NodeId(0), Append::default(), CoreConfig { max_sessions }).unwrap()
+        ReplicaCore::new(
+            NodeId(0),
+            Append::default(),
+            CoreConfig {
+                max_sessions,
+                ..CoreConfig::default()
+            },
+        )
+        .unwrap()
     }
 
     fn cmd(client: u64, seq: u64, acked: u64, p: &[u8]) -> Vec<u8> {
@@ -1114,6 +1184,152 @@ mod tests {
         fn restarting(&self) -> Option<String> {
             self.restarting.clone()
         }
+    }
+
+    /// A backend that keeps checkpoints (as a durable `Group` does): records them, refusing
+    /// the next `refuse` calls; `keeps: false` keeps none.
+    #[derive(Default)]
+    struct Keeper {
+        kept: Vec<(u64, Vec<u8>)>,
+        refuse: usize,
+        calls: usize,
+        keeps: bool,
+        restarting: bool,
+    }
+
+    impl squall_ordering::TotalOrder for Keeper {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Ok(())
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            false
+        }
+        fn wait(&mut self, _: std::time::Duration) {}
+        fn waker(&self) -> squall_transport::Waker {
+            squall_transport::Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Keeper {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn restarting(&self) -> Option<String> {
+            self.restarting.then(|| "replaying".into())
+        }
+        fn checkpoint(&mut self, position: u64, state: &[u8]) -> Result<bool, TransferError> {
+            self.calls += 1;
+            if self.refuse > 0 {
+                self.refuse -= 1;
+                return Err(TransferError::Refused("restarting".into()));
+            }
+            if self.keeps {
+                self.kept.push((position, state.to_vec()));
+            }
+            Ok(self.keeps)
+        }
+    }
+
+    fn every(n: u64) -> ReplicaCore<Append> {
+        ReplicaCore::new(
+            NodeId(0),
+            Append::default(),
+            CoreConfig {
+                snapshot_every: n,
+                ..CoreConfig::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_replica_checkpoints_every_snapshot_every_deliveries_and_retries_a_refusal() {
+        let mut r = every(3);
+        let mut b = Keeper {
+            keeps: true,
+            ..Keeper::default()
+        };
+        for i in 0..7u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        let positions: Vec<u64> = b.kept.iter().map(|k| k.0).collect();
+        assert_eq!(positions, vec![3, 6]);
+        // Each checkpoint is the replica's snapshot at that position (sessions included).
+        let s = Snapshot::decode(&b.kept[1].1).unwrap();
+        assert_eq!((s.applied, s.session_count()), (6, 1));
+        assert_eq!(
+            r.metrics()
+                .checkpoints
+                .load(std::sync::atomic::Ordering::Relaxed),
+            2
+        );
+        // Refused twice: asked again after each further delivery, not on every poll.
+        b.refuse = 2;
+        r.upcalls_from(
+            &mut b,
+            [at(7, cmd(9, 8, 7, b"x")), at(8, cmd(9, 9, 8, b"x"))],
+        );
+        r.upcalls_from(&mut b, []);
+        assert_eq!(
+            (b.calls, b.kept.len()),
+            (3, 2),
+            "one refusal, not asked again idle"
+        );
+        r.upcalls_from(&mut b, [at(9, cmd(9, 10, 9, b"x"))]);
+        r.upcalls_from(&mut b, [at(10, cmd(9, 11, 10, b"x"))]);
+        assert_eq!(b.kept.last().map(|k| k.0), Some(11));
+        // A backend that keeps none is never asked again; 0 never asks.
+        let mut r = every(1);
+        let mut none = Keeper::default();
+        for i in 0..5u64 {
+            r.upcalls_from(&mut none, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert_eq!(none.calls, 1);
+        let mut r = every(0);
+        let mut b = Keeper {
+            keeps: true,
+            ..Keeper::default()
+        };
+        for i in 0..5u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert_eq!(b.calls, 0);
+    }
+
+    #[test]
+    fn a_restarting_replica_checkpoints_a_period_after_its_restart_completed() {
+        let mut r = every(2);
+        let mut b = Keeper {
+            keeps: true,
+            restarting: true,
+            ..Keeper::default()
+        };
+        r.await_restart("replaying".into());
+        for i in 0..5u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert!(r.is_restarting());
+        assert_eq!(b.calls, 0, "not while the replay is applied");
+        b.restarting = false;
+        r.upcalls_from(&mut b, []);
+        assert!(!r.is_restarting());
+        assert_eq!(b.calls, 0, "not at once when the restart completes");
+        for i in 5..7u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert_eq!(b.kept.iter().map(|k| k.0).collect::<Vec<_>>(), vec![7]);
     }
 
     fn view(id: u64) -> Upcall<Delivery> {

@@ -13,10 +13,14 @@
 //! A `Group` built on a recovered log (a total restart, `Group::new(.., Some(&recovered))`)
 //! reports [`StateTransfer::restarting`] until its restart view is installed and its replay
 //! handed out; a member that entered by transfer gets its persisted snapshot back through
-//! `take_state` at its first `View`, which the replica installs like a joiner's.
+//! `take_state` at its first `View`, which the replica installs like a joiner's. With
+//! [`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every) set, the replica hands
+//! its snapshot to `Group::checkpoint` every that many applied deliveries (durable epochs
+//! only): a restart then installs the latest one the same way and replays only what follows.
 
 use squall_membership::group::Group;
 use squall_membership::log::Durable;
+use squall_membership::snapshot::Checkpointed;
 use squall_transport::Transport;
 
 use crate::transfer::{StateTransfer, TransferError};
@@ -63,6 +67,14 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
         (left > 0).then(|| {
             format!("the group restarted from its logs: {left} replayed upcalls still to apply")
         })
+    }
+
+    fn checkpoint(&mut self, position: u64, state: &[u8]) -> Result<bool, TransferError> {
+        match Group::checkpoint(self, position, state) {
+            Ok(Checkpointed::Written { .. } | Checkpointed::Covered { .. }) => Ok(true),
+            Ok(Checkpointed::NotDurable) => Ok(false),
+            Err(e) => Err(TransferError::Refused(e.to_string())),
+        }
     }
 
     fn leave(&mut self) -> Result<(), TransferError> {

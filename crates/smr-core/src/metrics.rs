@@ -33,6 +33,8 @@ pub struct Counters {
     pub states_provided: AtomicU64,
     /// Transferred states installed (once per join of this replica).
     pub states_installed: AtomicU64,
+    /// Checkpoints the backend made durable ([`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every)).
+    pub checkpoints: AtomicU64,
 }
 
 /// A shared handle to a replica's [`Counters`]; clones see the same counters.
@@ -69,7 +71,7 @@ impl std::fmt::Display for Metrics {
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
-             states(provided/installed)={}/{}",
+             states(provided/installed)={}/{} checkpoints={}",
             l(&c.commands_applied),
             l(&c.duplicates),
             l(&c.reads_barrier),
@@ -83,6 +85,7 @@ impl std::fmt::Display for Metrics {
             l(&c.busy),
             l(&c.states_provided),
             l(&c.states_installed),
+            l(&c.checkpoints),
         )
     }
 }

@@ -86,6 +86,17 @@ pub trait StateTransfer: TotalOrder {
         None
     }
 
+    /// Makes the replica's state (its encoded [`Snapshot`], reflecting every delivery before
+    /// `position`) durable in the backend, so that a restart from the backend's logs starts
+    /// from it and replays only what follows: called every
+    /// [`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every) applied deliveries.
+    /// `Ok(true)`: durable (or an earlier one already covers `position`); `Ok(false)`: the
+    /// backend keeps no checkpoints (nothing to bound; the replica stops asking); an error:
+    /// not now (the replica asks again after its next delivery). The default keeps none.
+    fn checkpoint(&mut self, _position: u64, _state: &[u8]) -> Result<bool, TransferError> {
+        Ok(false)
+    }
+
     /// Asks the group to remove this replica gracefully ([`ReplicaHandle::leave`]): the others
     /// install a view without it, and it applies every delivery up to that view change, then
     /// stops serving. The default refuses (a backend that admits joiners need not let members
@@ -114,6 +125,9 @@ impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
     }
     fn restarting(&self) -> Option<String> {
         (**self).restarting()
+    }
+    fn checkpoint(&mut self, position: u64, state: &[u8]) -> Result<bool, TransferError> {
+        (**self).checkpoint(position, state)
     }
     fn leave(&mut self) -> Result<(), TransferError> {
         (**self).leave()

@@ -130,6 +130,7 @@ impl Procs {
             replicas,
             data_dir: None,
             fsync: Default::default(),
+            snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
         }
     }
 
@@ -142,9 +143,20 @@ impl Procs {
     /// [`loopback`](Self::loopback) for the membership ordering in durable mode: the replicas
     /// keep their logs under `<dir>/data` (`fsync`: see [`squall_kv::Fsync`]).
     pub fn loopback_durable(n: usize, tag: &str, fsync: squall_kv::Fsync) -> Procs {
+        Procs::loopback_durable_every(n, tag, fsync, KvConfig::DEFAULT_SNAPSHOT_EVERY)
+    }
+
+    /// [`loopback_durable`](Self::loopback_durable) with `snapshot_every` (0: no checkpoints).
+    pub fn loopback_durable_every(
+        n: usize,
+        tag: &str,
+        fsync: squall_kv::Fsync,
+        snapshot_every: u64,
+    ) -> Procs {
         let mut cfg = Procs::loopback_config(Ordering::Membership, n);
         cfg.data_dir = Some(Procs::dir_for(tag).join("data"));
         cfg.fsync = fsync;
+        cfg.snapshot_every = snapshot_every;
         cfg.validate().unwrap();
         Procs::start(cfg, tag, Vec::new())
     }

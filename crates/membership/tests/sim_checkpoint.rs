@@ -1,0 +1,632 @@
+//! Periodic checkpoints bound a total restart's replay (`Group::checkpoint`), on the simulator.
+//!
+//! A group with durable epochs (one directory per member, never synced: a simulated stop is a
+//! process crash) runs the hash-chain model application; every member hands the group its
+//! state (`[hash][position]`) every `every` deliveries. Node 3 joins by transfer (view 1), so
+//! checkpoints are taken in view 0, in a joiner's first view (whose epoch log counts from 0)
+//! and in later views. Then every member stops at once — in some runs with one member cut
+//! short inside a checkpoint at a [`CrashPoint`] — and all restart from their GMS log bytes and
+//! directories.
+//!
+//! Checked after every step, across lives: each position holds the same payload and chain value
+//! everywhere; deliveries are gapless from the member's state; a restored state is the chain at
+//! its position. At the end of the restart: every member of the last view runs the restart view
+//! at or past every position delivered before (nothing lost); a member restores exactly the
+//! snapshot its log names last, and hands out only the deliveries after it (its replay is
+//! bounded); no temporary or superseded snapshot file and no epoch log of a view before its
+//! snapshot's is left; afterwards new messages are delivered identically.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use squall_membership::group::{Group, GroupConfig};
+use squall_membership::log::{MemLog, Record};
+use squall_membership::snapshot::{CheckpointError, Checkpointed, CrashPoint};
+use squall_ordering::{TotalOrder, Upcall};
+use squall_round_robin::Mode;
+use squall_transport::NodeId;
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
+
+mod group_sim;
+use group_sim::mix;
+
+/// Universe size: view 0 is `0..3`, node 3 joins.
+const U: usize = 4;
+
+fn config(base: &Path, i: usize) -> GroupConfig {
+    let mut cfg = group_sim::config(U, 3);
+    cfg.transfer.chunk_size = 64;
+    cfg.transfer.window = 4;
+    // Skim marks every 64 bytes: the replay starts the snapshot's view's log near its position.
+    cfg.replay_buffer = 64;
+    group_sim::durable(cfg, base, i)
+}
+
+/// Per position: the payload and the chain value after it.
+type Chain = BTreeMap<u64, (Vec<u8>, u64)>;
+
+#[derive(Clone, Debug, Default)]
+struct App {
+    hash: u64,
+    /// The next position to apply.
+    next: u64,
+    has_state: bool,
+    /// The position of its latest checkpoint (or restored state).
+    checkpointed: u64,
+}
+
+impl App {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = self.hash.to_le_bytes().to_vec();
+        b.extend_from_slice(&self.next.to_le_bytes());
+        b
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Start {
+    Down,
+    Fresh,
+    Log(Vec<u8>),
+}
+
+struct Life {
+    base: PathBuf,
+    sim: Sim,
+    groups: Vec<Option<Group<SimNode, MemLog>>>,
+    apps: Vec<App>,
+    /// Per node: the positions of the states it restored in this life.
+    restored: Vec<Vec<u64>>,
+    /// Per node: deliveries handed out in this life before its first `View`.
+    before_view: Vec<Option<u64>>,
+    max_delivered: Option<u64>,
+    /// Checkpoint every this many deliveries (0: never).
+    every: u64,
+    /// Checkpoint only in views up to this one.
+    max_view: u64,
+    /// Checkpoints written, per node.
+    written: Vec<u64>,
+    counter: u32,
+    life: u32,
+}
+
+impl Life {
+    fn start(seed: u64, base: &Path, starts: &[Start], life: u32, every: u64) -> Life {
+        let layout = Group::<SimNode, MemLog>::layout(&config(base, 0)).unwrap();
+        let (sim, nodes) =
+            Sim::cluster(SimConfig::seeded(seed ^ u64::from(life) << 40), U, &layout).unwrap();
+        let mut groups = Vec::new();
+        let mut apps = Vec::new();
+        for (i, t) in nodes.into_iter().enumerate() {
+            let cfg = config(base, i);
+            let (g, has_state) = match &starts[i] {
+                Start::Down => {
+                    sim.crash(NodeId(i as u32));
+                    (None, false)
+                }
+                Start::Fresh => {
+                    let g = Group::new(t, cfg, MemLog::default(), None).unwrap();
+                    let active = g.is_active();
+                    (Some(g), active)
+                }
+                Start::Log(bytes) => {
+                    let (log, rec) = MemLog::open(bytes.clone());
+                    let rec = (!rec.records.is_empty()).then_some(rec);
+                    (Some(Group::new(t, cfg, log, rec.as_ref()).unwrap()), true)
+                }
+            };
+            groups.push(g);
+            apps.push(App {
+                has_state,
+                ..App::default()
+            });
+        }
+        Life {
+            base: base.to_path_buf(),
+            sim,
+            groups,
+            apps,
+            restored: vec![Vec::new(); U],
+            before_view: vec![None; U],
+            max_delivered: None,
+            every,
+            max_view: u64::MAX,
+            written: vec![0; U],
+            counter: 0,
+            life,
+        }
+    }
+
+    fn step(&mut self, chain: &mut Chain, submit: bool) -> Result<(), String> {
+        for i in 0..U {
+            let Some(g) = &mut self.groups[i] else {
+                continue;
+            };
+            if submit && self.sim.random(3) == 0 {
+                let mut p = vec![self.life as u8, i as u8];
+                p.extend_from_slice(&self.counter.to_le_bytes());
+                if self.sim.random(4) == 0 {
+                    p.resize(60, 7);
+                }
+                if group_sim::submit_during_restart(g, i, &p)? {
+                    self.counter += 1;
+                }
+            }
+            let mut up = Vec::new();
+            g.poll(&mut up);
+            let app = &mut self.apps[i];
+            for u in up {
+                match u {
+                    Upcall::View(_) => {
+                        self.before_view[i].get_or_insert(0);
+                        if let Some(s) = g.take_state() {
+                            let hash = u64::from_le_bytes(s.state[..8].try_into().unwrap());
+                            let at = u64::from_le_bytes(s.state[8..16].try_into().unwrap());
+                            if at != s.position {
+                                return Err(format!("n{i}: state at {at} for {}", s.position));
+                            }
+                            if let Some(p) = s.position.checked_sub(1)
+                                && chain.get(&p).map(|c| c.1) != Some(hash)
+                            {
+                                return Err(format!(
+                                    "n{i}: restored state at {} is not the chain there",
+                                    s.position
+                                ));
+                            }
+                            *app = App {
+                                hash,
+                                next: s.position,
+                                has_state: true,
+                                checkpointed: s.position,
+                            };
+                            self.restored[i].push(s.position);
+                        }
+                    }
+                    Upcall::Deliver(d) => {
+                        if !app.has_state || d.position != app.next {
+                            return Err(format!(
+                                "n{i}: delivered position {} when it expected {} (state: {})",
+                                d.position, app.next, app.has_state
+                            ));
+                        }
+                        app.hash = mix(app.hash, &d.payload);
+                        app.next += 1;
+                        match chain.get(&d.position) {
+                            Some((p, h)) if *p == d.payload && *h == app.hash => {}
+                            Some(_) => {
+                                return Err(format!(
+                                    "n{i}: position {} differs from elsewhere",
+                                    d.position
+                                ));
+                            }
+                            None => {
+                                chain.insert(d.position, (d.payload.clone(), app.hash));
+                            }
+                        }
+                        self.max_delivered = self.max_delivered.max(Some(d.position));
+                    }
+                    _ => {}
+                }
+            }
+            if g.state_wanted() && app.has_state {
+                let _ = g.provide_state(app.next, &app.encode());
+            }
+            if self.every > 0
+                && app.has_state
+                && app.next >= app.checkpointed + self.every
+                && g.view().is_some_and(|v| v.id <= self.max_view)
+            {
+                // The application checkpoints after applying everything the poll handed out:
+                // its position is within the group's current view (never `Position`).
+                match g.checkpoint(app.next, &app.encode()) {
+                    Ok(Checkpointed::Written { .. }) => {
+                        app.checkpointed = app.next;
+                        self.written[i] += 1;
+                    }
+                    Ok(other) => {
+                        return Err(format!("n{i}: checkpoint at {}: {other:?}", app.next));
+                    }
+                    Err(CheckpointError::NotNow(_)) => {}
+                    Err(e) => return Err(format!("n{i}: checkpoint at {}: {e}", app.next)),
+                }
+            }
+        }
+        self.sim.advance(Duration::from_micros(2));
+        Ok(())
+    }
+
+    fn run(&mut self, chain: &mut Chain, steps: usize, submit: bool) -> Result<(), String> {
+        for _ in 0..steps {
+            self.step(chain, submit)?;
+        }
+        Ok(())
+    }
+
+    fn active(&self, i: usize) -> bool {
+        self.groups[i].as_ref().is_some_and(Group::is_active)
+    }
+
+    fn logs(&self) -> Vec<Start> {
+        self.groups
+            .iter()
+            .map(|g| match g {
+                Some(g) => Start::Log(g.gms().log().bytes().to_vec()),
+                None => Start::Down,
+            })
+            .collect()
+    }
+
+    fn dir_of(&self, i: usize) -> PathBuf {
+        match &config(&self.base, i).epoch.mode {
+            Mode::Durable { path, .. } => path.clone(),
+            _ => unreachable!("durable"),
+        }
+    }
+}
+
+/// The last snapshot a GMS log names: its view and position.
+fn snapshot_of(bytes: &[u8]) -> Option<(u64, u64)> {
+    match MemLog::open(bytes.to_vec()).1.last_snapshot() {
+        Some(Record::Snapshot { view, position, .. }) => Some((*view, *position)),
+        _ => None,
+    }
+}
+
+fn last_view(bytes: &[u8]) -> Option<u64> {
+    MemLog::open(bytes.to_vec()).1.last_view().map(|v| v.0)
+}
+
+/// The files of `dir`: snapshot files, temporary files, and the views of its epoch logs.
+fn files(dir: &Path) -> (Vec<String>, Vec<String>, Vec<u64>) {
+    let (mut snaps, mut tmps, mut views) = (Vec::new(), Vec::new(), Vec::new());
+    for e in std::fs::read_dir(dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().to_string();
+        if name.ends_with(".tmp") {
+            tmps.push(name);
+        } else if name.starts_with("snapshot-") {
+            snaps.push(name);
+        } else if let Some(v) = name.strip_prefix("epoch-").and_then(|r| r.get(..20)) {
+            views.push(v.parse().unwrap());
+        }
+    }
+    (snaps, tmps, views)
+}
+
+/// One run: life 0 with checkpoints every `every` deliveries while node 3 joins and the group
+/// runs on; then, if `crash` is set, node `victim` is cut short inside a checkpoint there;
+/// every member stops at once (after `remove` crashed and was removed, if set: the last view
+/// then comes after the latest checkpoints); all restart (life 1), and the restart is checked.
+fn scenario(
+    seed: u64,
+    tag: &str,
+    every: u64,
+    crash: Option<(usize, CrashPoint)>,
+    remove: Option<usize>,
+) -> Result<(), String> {
+    let base = group_sim::scratch_dir("checkpoint", tag, seed);
+    let mut chain = Chain::new();
+    let first = [Start::Fresh, Start::Fresh, Start::Fresh, Start::Down];
+    let mut l = Life::start(seed, &base, &first, 0, every);
+    // Node 3 joins once every initial member has checkpointed in view 0.
+    for _ in 0..20_000 {
+        if l.written[..3].iter().all(|&w| w > 0) {
+            break;
+        }
+        l.step(&mut chain, true)?;
+    }
+    let t = l.sim.restart_node(NodeId(3)).ok_or("node 3 cannot start")?;
+    l.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
+    if crash.is_some() {
+        // Checkpoints in view 0 only: the cut one is the victim's first after the join, with
+        // something to remove (an initial member: the view-0 snapshot and epoch log).
+        l.max_view = 0;
+    }
+    let mut joined = false;
+    for _ in 0..20_000 {
+        l.step(&mut chain, true)?;
+        if l.active(3) && (crash.is_some() || l.written[3] >= 2) {
+            joined = true;
+            break;
+        }
+    }
+    if !joined {
+        return Err("node 3 never joined and checkpointed twice".into());
+    }
+    l.run(&mut chain, 200 + (seed as usize % 5) * 37, true)?;
+    if let Some(r) = remove {
+        // A view change after the latest checkpoints, with few deliveries after it.
+        l.sim.crash(NodeId(r as u32));
+        l.groups[r] = None;
+        let before = l.groups[(r + 1) % U]
+            .as_ref()
+            .and_then(|g| g.view().map(|v| v.id));
+        for _ in 0..20_000 {
+            l.step(&mut chain, false)?;
+            let now = l.groups[(r + 1) % U]
+                .as_ref()
+                .and_then(|g| g.view().map(|v| v.id));
+            if now > before {
+                break;
+            }
+        }
+        l.run(&mut chain, 30, true)?;
+    }
+    // Before the stop: every member that wrote a checkpoint in a later view holds no epoch log
+    // of a view before its snapshot's.
+    for i in 0..U {
+        if let Some(Start::Log(b)) = l.logs().get(i)
+            && let Some((v, _)) = snapshot_of(b)
+        {
+            let (snaps, _, views) = files(&l.dir_of(i));
+            if views.iter().any(|&x| x < v) || snaps.len() != 1 {
+                return Err(format!(
+                    "n{i}: snapshot in view {v}, yet files {snaps:?} and epoch logs of views {views:?}"
+                ));
+            }
+        }
+    }
+    let mut cut_at = None;
+    if let Some((victim, cut)) = crash {
+        // Cut short inside a checkpoint past its last one (some deliveries after it).
+        for _ in 0..20_000 {
+            if l.apps[victim].next > l.apps[victim].checkpointed {
+                break;
+            }
+            l.step(&mut chain, true)?;
+        }
+        let app = l.apps[victim].clone();
+        let g = l.groups[victim].as_mut().ok_or("victim down")?;
+        g.checkpoint_cut_at(app.next, &app.encode(), cut)
+            .map_err(|e| format!("n{victim}: cut checkpoint: {e}"))?;
+        cut_at = Some(app.next);
+        // The crash point was hit: what it leaves is there.
+        let (snaps, tmps, views) = files(&l.dir_of(victim));
+        let old_log = views.contains(&0);
+        let left = match cut {
+            CrashPoint::BeforeSync => tmps.len() == 1 && snaps.len() == 1,
+            CrashPoint::AfterRename | CrashPoint::AfterRecord => {
+                tmps.is_empty() && snaps.len() == 2 && (victim == 3 || old_log)
+            }
+            CrashPoint::MidRemoval => snaps.len() == 1 && (victim == 3 || old_log),
+        };
+        if !left {
+            return Err(format!(
+                "n{victim} cut at {cut:?} left {snaps:?} {tmps:?} and epoch logs of views {views:?}"
+            ));
+        }
+    }
+    let max_before = l.max_delivered;
+    let logs = l.logs();
+    drop(l);
+    // The restart: every node whose log holds a view.
+    let newest = logs
+        .iter()
+        .filter_map(|s| match s {
+            Start::Log(b) => last_view(b),
+            _ => None,
+        })
+        .max()
+        .ok_or("no log holds a view")?;
+    let members: Vec<usize> = (0..U)
+        .filter(|&i| matches!(&logs[i], Start::Log(b) if last_view(b) == Some(newest)))
+        .collect();
+    let mut l = Life::start(seed, &base, &logs, 1, every);
+    let running = |l: &Life, i: usize| {
+        l.groups[i].as_ref().is_some_and(|g| {
+            g.is_active()
+                && g.gms().restarting().is_none()
+                && g.view().is_some_and(|v| v.id > newest)
+                && g.replay_backlog() == 0
+        })
+    };
+    let mut done = false;
+    for _ in 0..12_000 {
+        l.step(&mut chain, false)?;
+        if members.iter().all(|&i| running(&l, i)) {
+            done = true;
+            break;
+        }
+    }
+    if !done {
+        return Err(format!("restart of view {newest} never completed"));
+    }
+    for &i in &members {
+        let g = l.groups[i].as_ref().ok_or("member down")?;
+        let next = l.apps[i].next;
+        if max_before.is_some_and(|m| next <= m) {
+            return Err(format!(
+                "n{i} runs the restart view at {next}, but {max_before:?} was delivered before (lost)"
+            ));
+        }
+        let Start::Log(b) = &logs[i] else { continue };
+        let Some((view, at)) = snapshot_of(b) else {
+            continue;
+        };
+        // Exactly the snapshot its log names, then only the deliveries after it.
+        if l.restored[i].first() != Some(&at) {
+            return Err(format!(
+                "n{i}: its log names a snapshot at {at}, but it restored {:?}",
+                l.restored[i]
+            ));
+        }
+        let (replayed, read) = (g.stats().replayed, g.stats().replay_read);
+        let end = l.apps[i].next;
+        // Only what follows the snapshot is handed out, and little before it is even read
+        // (from the last mark below it: a record or two of 64 bytes or less each).
+        if replayed > end - at || read - replayed > 4 {
+            return Err(format!(
+                "n{i}: replayed {replayed} deliveries (read {read} records) from a snapshot at {at} to {end}"
+            ));
+        }
+        let (snaps, tmps, views) = files(&l.dir_of(i));
+        if snaps.len() != 1 || !tmps.is_empty() || views.iter().any(|&x| x < view) {
+            return Err(format!(
+                "n{i} restarted from a snapshot in view {view} but keeps {snaps:?} {tmps:?} and epoch logs of views {views:?}"
+            ));
+        }
+    }
+    if let Some((victim, cut)) = crash
+        && let Start::Log(b) = &logs[victim]
+    {
+        // A crash before the record restarts from the previous snapshot; after it, from the
+        // new one (the members' check above: it restored what its log names).
+        let at = snapshot_of(b).map(|s| s.1);
+        let expect_new = matches!(cut, CrashPoint::AfterRecord | CrashPoint::MidRemoval);
+        if (at == cut_at) != expect_new || l.restored[victim].first() != at.as_ref() {
+            return Err(format!(
+                "n{victim} cut at {cut:?} at {cut_at:?}: its log names {at:?}, it restored {:?}",
+                l.restored[victim]
+            ));
+        }
+    }
+    // New messages after the restart, delivered identically; checkpoints go on.
+    l.run(&mut chain, 400, true)?;
+    l.run(&mut chain, 2000, false)?;
+    let live: Vec<usize> = (0..U).filter(|&i| l.active(i)).collect();
+    let end = l.apps[live[0]].next;
+    if live.iter().any(|&i| l.apps[i].next != end) || max_before.is_some_and(|m| end <= m + 10) {
+        return Err(format!(
+            "after the restart: {:?}",
+            live.iter().map(|&i| l.apps[i].next).collect::<Vec<_>>()
+        ));
+    }
+    std::fs::remove_dir_all(&base).ok();
+    Ok(())
+}
+
+#[test]
+fn checkpoints_bound_the_replay_of_a_total_restart_and_nothing_is_lost() {
+    check_seeds(
+        "checkpoints_bound_the_replay_of_a_total_restart_and_nothing_is_lost",
+        4,
+        |seed| scenario(seed, "plain", 20 + seed % 3 * 7, None, None),
+    );
+}
+
+/// A view change after the latest checkpoints: the snapshot's view is not the last one, so the
+/// replay reads its log from the snapshot on, then the last view's.
+#[test]
+fn a_restart_whose_last_view_came_after_the_checkpoints_replays_from_them() {
+    check_seeds(
+        "a_restart_whose_last_view_came_after_the_checkpoints_replays_from_them",
+        3,
+        |seed| scenario(seed, "later-view", 40, None, Some(2)),
+    );
+}
+
+fn crash_sweep(name: &str, cut: CrashPoint) {
+    check_seeds(name, 4, |seed| {
+        // The victim alternates between an initial member (whose cut checkpoint supersedes a
+        // view-0 snapshot and epoch log: two removals) and the joiner (a checkpoint in its
+        // first view, whose log counts positions from 0; one removal, its transferred state).
+        let victim = if seed % 2 == 0 || cut == CrashPoint::MidRemoval {
+            seed as usize % 3
+        } else {
+            3
+        };
+        scenario(seed, name, 25, Some((victim, cut)), None)
+    });
+}
+
+#[test]
+fn a_crash_before_the_checkpoint_is_synced_restarts_from_the_previous_one() {
+    crash_sweep(
+        "a_crash_before_the_checkpoint_is_synced_restarts_from_the_previous_one",
+        CrashPoint::BeforeSync,
+    );
+}
+
+#[test]
+fn a_crash_after_the_rename_before_the_record_restarts_from_the_previous_one() {
+    crash_sweep(
+        "a_crash_after_the_rename_before_the_record_restarts_from_the_previous_one",
+        CrashPoint::AfterRename,
+    );
+}
+
+#[test]
+fn a_crash_after_the_record_before_any_removal_restarts_from_the_new_one() {
+    crash_sweep(
+        "a_crash_after_the_record_before_any_removal_restarts_from_the_new_one",
+        CrashPoint::AfterRecord,
+    );
+}
+
+#[test]
+fn a_crash_midway_through_the_removals_restarts_from_the_new_one() {
+    crash_sweep(
+        "a_crash_midway_through_the_removals_restarts_from_the_new_one",
+        CrashPoint::MidRemoval,
+    );
+}
+
+/// The API's refusals: a passive joiner, a position outside the current view, a state above
+/// the bound, one already covered, and atomic epochs.
+#[test]
+fn checkpoint_refuses_what_it_cannot_keep() {
+    let base = group_sim::scratch_dir("checkpoint", "refusals", 0);
+    let mut chain = Chain::new();
+    let first = [Start::Fresh, Start::Fresh, Start::Fresh, Start::Down];
+    let mut l = Life::start(0, &base, &first, 0, 0);
+    l.run(&mut chain, 200, true).unwrap();
+    assert!(l.apps[0].next > 0);
+    let t = l.sim.restart_node(NodeId(3)).unwrap();
+    l.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
+    assert!(matches!(
+        l.groups[3].as_mut().unwrap().checkpoint(0, b"x"),
+        Err(CheckpointError::NotNow(_))
+    ));
+    for _ in 0..20_000 {
+        l.step(&mut chain, true).unwrap();
+        if l.active(3) && l.apps[0].next > 20 {
+            break;
+        }
+    }
+    l.run(&mut chain, 50, true).unwrap();
+    let app = l.apps[0].clone();
+    let g = l.groups[0].as_mut().unwrap();
+    assert!(matches!(
+        g.checkpoint(app.next + 1, &app.encode()),
+        Err(CheckpointError::Position { .. })
+    ));
+    assert!(matches!(
+        g.checkpoint(0, &app.encode()),
+        Err(CheckpointError::Position { .. })
+    ));
+    assert!(matches!(
+        g.checkpoint(app.next, &app.encode()),
+        Ok(Checkpointed::Written { .. })
+    ));
+    assert!(matches!(
+        g.checkpoint(app.next, &app.encode()),
+        Ok(Checkpointed::Covered { .. })
+    ));
+    drop(l);
+    std::fs::remove_dir_all(&base).ok();
+    // A state above `max_state_bytes` (a restart could not read it back): one member alone.
+    let base = group_sim::scratch_dir("checkpoint", "too-large", 0);
+    let mut cfg = group_sim::durable(group_sim::config(1, 1), &base, 0);
+    cfg.transfer.max_state_bytes = 16;
+    let layout = Group::<SimNode, MemLog>::layout(&cfg).unwrap();
+    let (_sim, nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout).unwrap();
+    let t = nodes.into_iter().next().unwrap();
+    let mut g = Group::new(t, cfg, MemLog::default(), None).unwrap();
+    assert!(matches!(
+        g.checkpoint(0, &[0; 17]),
+        Err(CheckpointError::TooLarge { len: 17, max: 16 })
+    ));
+    assert!(matches!(
+        g.checkpoint(0, &[0; 16]),
+        Ok(Checkpointed::Written { .. })
+    ));
+    std::fs::remove_dir_all(&base).ok();
+    // Atomic epochs: nothing to bound.
+    let cfg = group_sim::config(3, 3);
+    let layout = Group::<SimNode, MemLog>::layout(&cfg).unwrap();
+    let (_sim, nodes) = Sim::cluster(SimConfig::seeded(1), 3, &layout).unwrap();
+    let t = nodes.into_iter().next().unwrap();
+    let mut g = Group::new(t, cfg, MemLog::default(), None).unwrap();
+    assert_eq!(g.checkpoint(0, b"x").unwrap(), Checkpointed::NotDurable);
+}

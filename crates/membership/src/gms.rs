@@ -242,6 +242,22 @@ pub struct Gms<T: Transport, L: Durable> {
     /// completed before the shutdown; it is published with the restarting word, see
     /// [`STATELESS`]).
     holds_state: bool,
+    /// Per universe row: the new incarnation of a member that a view this member installed
+    /// names (the deciding member had readmitted it) while this member still suspects the row
+    /// (its link to that incarnation had not come up, or came up after a proposal named the
+    /// node). The member is *not yet connected*, not failed: [`suspects`](Gms::suspects) does
+    /// not count it, and the row is readmitted when exactly that incarnation links (see
+    /// [`settle_expected`](Gms::settle_expected)).
+    expected: Vec<Option<u64>>,
+    /// With [`decision`](Gms::decision) (a follower's): the rows of the next view's members
+    /// this member suspects and the incarnation of each that the leader had readmitted (its
+    /// `admitted` word when the decision was adopted).
+    decided_expect: Vec<(usize, u64)>,
+    /// An idle outsider (it never asked to join): the newest view naming it that a peer
+    /// restarts (its log held no view, e.g. it had not logged the view that admitted it). Once
+    /// a peer runs a later view without it, it asks to join (see
+    /// [`follow_as_outsider`](Gms::follow_as_outsider)).
+    restart_named: Option<u64>,
 }
 
 /// The bit of a view block's restarting word that says its node restarts *without* its
@@ -260,6 +276,11 @@ struct RestartState {
     unrestored: Option<crate::restart::Unrestored>,
     /// When it first saw a majority of the view restarted (the absent members' wait starts).
     quorum_since: Option<squall_transport::Time>,
+    /// Linked members of the view that are not restarting (outsiders: their logs held no
+    /// view), counted as not restarted: failed for this restart, but not suspected in the
+    /// table, so their links stay up and they can join the restarted group in this process
+    /// (see [`suspect_absent`](Gms::suspect_absent)).
+    outsiders: Vec<NodeId>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -431,6 +452,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             decided_holders: None,
             stopped: None,
             held_back: false,
+            expected: Vec::new(),
+            decided_expect: Vec::new(),
+            restart_named: None,
             restart,
             rejoined: None,
             holds_state,
@@ -487,7 +511,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Set when this member restarted from a log two or more views behind a peer's (the group
-    /// went on without it): `(its last logged view, the newer view it saw)`. It then left
+    /// went on without it): `(its last logged view, the newer view it saw)`; also when it came
+    /// back with an empty log as an idle outsider, saw peers restart a view naming it and then
+    /// run a later one without it: `(that view, the later one)`. It then left
     /// restart mode and asked to join as a new member (it is an outsider until a view names
     /// it; its state comes by state transfer).
     pub fn rejoined(&self) -> Option<(u64, u64)> {
@@ -556,8 +582,114 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
+    /// Whether this member counts `n` failed: its row is suspected, unless an installed view
+    /// names a new incarnation of it whose link this member waits for (see
+    /// [`expected_incarnation`](Gms::expected_incarnation)).
     fn suspects(&self, n: NodeId) -> bool {
-        self.sst.row_of(n).is_some_and(|r| self.sst.is_suspected(r))
+        let restart_outsider = (self.restart.as_ref()).is_some_and(|r| r.outsiders.contains(&n));
+        restart_outsider
+            || self
+                .sst
+                .row_of(n)
+                .is_some_and(|r| self.sst.is_suspected(r) && self.expected_at(r).is_none())
+    }
+
+    fn expected_at(&self, row: usize) -> Option<u64> {
+        self.expected.get(row).copied().flatten()
+    }
+
+    /// The incarnation of `node` that this member's view names and whose link it still waits
+    /// for: the deciding member had readmitted that incarnation, this member still suspected
+    /// the row when it installed the view (its link to the new process came up late, or after
+    /// a proposal named the node, so it could not readmit it before). Until the link comes up
+    /// the member is *not yet connected*, not failed: the membership protocol does not count
+    /// it failed, and a view's epoch should treat it as absent
+    /// (`RoundRobin::expect_incarnation`), not failed. `None` once readmitted, or once the
+    /// wait ended because that incarnation failed (a newer one connected, or a member
+    /// published a suspicion of it): then the row counts as suspected again.
+    pub fn expected_incarnation(&self, node: NodeId) -> Option<u64> {
+        let row = self.sst.row_of(node)?;
+        self.expected_at(row).filter(|_| self.sst.is_suspected(row))
+    }
+
+    /// The rows of `members` this member suspects whose incarnation readmitted by `from`
+    /// (its `admitted` word) is newer than the one this member knows: the view `from`
+    /// installs or decides names that newer incarnation (a member readmits an incarnation only
+    /// once the old one is in no view it can count, and keeps counting the readmitted one while
+    /// the node is in its views, so its word does not change while a view of it names the
+    /// node).
+    fn newer_named(&self, from: usize, members: &[NodeId]) -> Vec<(usize, u64)> {
+        (members.iter().copied())
+            .filter(|&m| m != self.me)
+            .filter_map(|m| self.sst.row_of(m))
+            .filter(|&r| self.sst.is_suspected(r))
+            .filter_map(|r| {
+                let a = self.sst.get_at(from, self.f.admitted, r).unwrap_or(0);
+                (a > self.sst.known_incarnation(r)).then_some((r, a))
+            })
+            .collect()
+    }
+
+    /// Sets the expectations of a view just installed (`named`: see
+    /// [`newer_named`](Gms::newer_named)), keeping those of rows the view still contains.
+    fn expect(&mut self, view: &View, named: &[(usize, u64)]) -> Result<(), GmsError> {
+        let u = self.cfg.universe.len();
+        self.expected.resize(u, None);
+        for r in 0..u {
+            if !self.cfg.universe.get(r).is_some_and(|&n| view.contains(n)) {
+                self.expected[r] = None;
+            }
+        }
+        let named = named
+            .iter()
+            .filter(|&&(r, _)| self.cfg.universe.get(r).is_some_and(|&n| view.contains(n)));
+        for &(r, a) in named {
+            if self.expected[r] != Some(a) {
+                let node = self.cfg.universe.get(r).copied();
+                tracing::info!(me = %self.me, view = view.id, ?node, incarnation = a, "membership: the view names a new incarnation whose link is not up here; waiting for it (not failed)");
+            }
+            self.expected[r] = Some(a);
+        }
+        self.settle_expected()
+    }
+
+    /// Each round: readmits an expected incarnation once its link is up here (the row holds
+    /// exactly it pending), and ends the wait when that incarnation is known to have failed (a
+    /// newer one connected, or an unsuspected member publishes a suspicion of it: a flag above
+    /// it) or the view no longer names the node. Then the row counts as suspected again and the
+    /// view changes as for any failed member.
+    fn settle_expected(&mut self) -> Result<(), GmsError> {
+        let flags = self.sst.schema().suspected();
+        for r in 0..self.expected.len() {
+            let Some(a) = self.expected[r] else {
+                continue;
+            };
+            if !self.sst.is_suspected(r) {
+                self.expected[r] = None;
+                continue;
+            }
+            match self.sst.pending_incarnation(r) {
+                Some(k) if k == a => {
+                    self.expected[r] = None;
+                    self.readmit(r)?;
+                    continue;
+                }
+                Some(k) if k > a => {
+                    tracing::warn!(me = %self.me, row = r, expected = a, newer = k, "membership: the expected incarnation was replaced by a newer one before its link came up here");
+                    self.expected[r] = None;
+                    continue;
+                }
+                _ => {}
+            }
+            let failed = (0..self.sst.rows())
+                .filter(|&o| o != self.sst.my_row() && o != r && !self.sst.is_suspected(o))
+                .any(|o| self.sst.get_at(o, flags, r).unwrap_or(0) > a);
+            if failed {
+                tracing::warn!(me = %self.me, row = r, expected = a, "membership: a member suspects the expected incarnation; no longer waiting for it");
+                self.expected[r] = None;
+            }
+        }
+        Ok(())
     }
 
     // ---- blocks -------------------------------------------------------------------------
@@ -573,8 +705,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
-    /// The payload of block `v` in `row`, if it was written and reads consistently.
+    /// The payload of block `v` in `row`, if it was written and reads consistently. Nothing of
+    /// a row whose expected incarnation is not linked yet (see
+    /// [`expected_incarnation`](Gms::expected_incarnation)): until it is readmitted, its words
+    /// may be an older incarnation's (the row was frozen when that one failed).
     fn read_block(&self, row: usize, v: Vector) -> Option<Vec<u64>> {
+        if self.expected_at(row).is_some() && self.sst.is_suspected(row) {
+            return None;
+        }
         let words: Vec<u64> = (0..v.len())
             .map(|i| self.sst.get_at(row, v, i).unwrap_or(0))
             .collect();
@@ -767,6 +905,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         let busy = self.sst.poll_once()?.is_busy();
         self.readmit_restarted()?;
+        self.settle_expected()?;
         let before = out.len();
         match self.view.clone() {
             None => self.follow_as_outsider(out)?,
@@ -819,6 +958,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// A node outside any view installs the newest view that names it.
     fn follow_as_outsider(&mut self, out: &mut Vec<GmsEvent>) -> Result<(), GmsError> {
         let mut best: Option<(View, usize)> = None;
+        let idle = self.rejoined.is_none() && self.sst.get(self.sst.my_row(), self.f.join) == 0;
+        let mut left_out = None;
         for row in 0..self.sst.rows() {
             if self.sst.is_suspected(row) || row == self.sst.my_row() {
                 continue;
@@ -826,17 +967,29 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let Some(p) = self.read_block(row, self.f.view) else {
                 continue;
             };
-            // A restarting node's block is the view its log ended at, not one that runs.
-            if self.restarting_in(&p) {
+            let restarting = self.restarting_in(&p);
+            if restarting && !idle {
                 continue;
             }
-            let v = match View::decode(&p, &self.shape, Some(&self.cfg.universe)) {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::debug!(me = %self.me, row, error = %e, "membership: skipping a view block");
-                    continue;
-                }
+            let Some(v) = self.decode_view(row, &p) else {
+                continue;
             };
+            // A restarting node's block is the view its log ended at, not one that runs. An
+            // idle outsider notes one naming it: it was a member of that view (its own log
+            // holds nothing).
+            if restarting {
+                if v.contains(self.me) {
+                    self.restart_named = self.restart_named.max(Some(v.id));
+                }
+                continue;
+            }
+            if idle
+                && let Some(l) = self.restart_named
+                && v.id > l
+                && !v.contains(self.me)
+            {
+                left_out = left_out.max(Some((l, v.id)));
+            }
             // Joining again after a total restart: only a view newer than the one that
             // superseded its log (older blocks naming it are stale).
             let fresh = self.rejoined.is_none_or(|(_, newer)| v.id > newer);
@@ -844,27 +997,29 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 best = Some((v, row));
             }
         }
+        if best.is_none()
+            && let Some((last, newer)) = left_out
+        {
+            // A member of the last view whose log held nothing (it had not logged the view
+            // that admitted it): the group restarted without it and runs a view that does not
+            // name it. It joins as a new member, by state transfer.
+            tracing::warn!(
+                me = %self.me, view = last, newer,
+                "membership: the restarted group went on without this member (its log held no view); joining (state by transfer)"
+            );
+            self.rejoined = Some((last, newer));
+            return self.request_join();
+        }
         if let Some((v, from)) = best {
             let vid = v.id;
-            // A node of the view whose newer incarnation this outsider holds pending: the view
-            // names that incarnation if the member it follows readmitted it (a member readmits
-            // only once the old incarnation is in no view it can count, so every later view of
-            // it naming the node names the new one). Otherwise the view still counts the old
-            // incarnation, which stays suspected here (it is removed in the next view).
-            for row in self.sst.pending_rows() {
-                let Some(&node) = self.cfg.universe.get(row) else {
-                    continue;
-                };
-                let readmitted_there = self.sst.get_at(from, self.f.admitted, row).unwrap_or(0);
-                if v.contains(node)
-                    && self
-                        .sst
-                        .pending_incarnation(row)
-                        .is_some_and(|k| readmitted_there >= k)
-                {
-                    self.readmit(row)?;
-                }
-            }
+            // A node of the view that this outsider suspects: the view names the incarnation
+            // that the member it follows readmitted, if that is newer than the one this
+            // outsider saw fail (see `newer_named`); it waits for exactly that one, held
+            // pending already or not linked here yet (s18; s16 readmitted a pending one at
+            // once if that member's word was at least it). Otherwise the view still counts the
+            // old incarnation, which stays suspected here (it is removed in the next view).
+            let named = self.newer_named(from, &v.members);
+            self.expect(&v, &named)?;
             for r in crate::restart::installed_records(&v) {
                 self.log.append(&r)?;
             }
@@ -879,6 +1034,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             });
         }
         Ok(())
+    }
+
+    /// The view in `row`'s view block `p` (`None`, logged at `debug`, if it does not decode).
+    fn decode_view(&self, row: usize, p: &[u64]) -> Option<View> {
+        View::decode(p, &self.shape, Some(&self.cfg.universe))
+            .map_err(|e| tracing::debug!(me = %self.me, row, error = %e, "membership: skipping a view block"))
+            .ok()
     }
 
     /// A round in restart mode (see [`crate::restart`]).
@@ -1092,6 +1254,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.proposal = None;
         self.decision = None;
         self.decided_holders = None;
+        self.decided_expect.clear();
         self.rejoined = Some((last, newer));
         self.request_join()
     }
@@ -1102,7 +1265,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// each absent member of `view` counts as not restarted: it is suspected (logged at `warn`
     /// with who), and the inspector proposes its removal like any member that did not restart.
     /// Safety does not rest on this: the restart still needs a majority of `view`'s logs.
-    /// Returns whether it suspected anyone.
+    /// After [`GmsConfig::suspicion_timeout`], a linked member that is not restarting (see
+    /// [`outsider_in_restart`](Gms::outsider_in_restart)) counts as not restarted too, but
+    /// it is *not* suspected in the table (its link is not cut): it is listed in the restart
+    /// state, which [`suspects`](Gms::suspects) reads until the restart completes, so that it
+    /// can see the restarted group and join it in this process (its log held nothing, so it
+    /// has nothing to restart from; see [`follow_as_outsider`](Gms::follow_as_outsider)).
+    /// Returns whether it counted anyone out.
     fn suspect_absent(&mut self, view: &View) -> Result<bool, GmsError> {
         let now = self.sst.now();
         let Some(since) = self
@@ -1146,8 +1315,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 "membership: restart: members of the last view are connected but not restarting from a log that holds it (their logs hold no view: they came back as outsiders); counting them as not restarted"
             );
         }
-        for m in absent.into_iter().chain(outsiders) {
+        for m in absent {
             self.sst.suspect(m)?;
+        }
+        if let Some(r) = &mut self.restart {
+            r.outsiders.extend(outsiders);
         }
         Ok(true)
     }
@@ -1240,6 +1412,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.proposal = None;
         self.decision = None;
         self.decided_holders = None;
+        self.decided_expect.clear();
         self.restart = (!this_restart).then(RestartState::default);
         self.view = Some(next.clone());
         self.publish_view_of(&next)?;
@@ -1334,7 +1507,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let removed = ch.iter().filter(|c| c.removes()).count();
             let survivors = view.members.len() - removed;
             if !has(&ch, m)
-                && !self.suspects(m)
+                && !self.sst.is_suspected(row)
                 && self.sst.get(row, self.f.leave) != 0
                 && survivors > view.majority()
             {
@@ -1570,6 +1743,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 },
             };
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: decision seen");
+            self.decided_expect =
+                self.newer_named(leader_row, &decision.next_members(&view.members));
             self.log
                 .append(&decided_record(&decision, d.holders.as_deref()))?;
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: echoing");
@@ -1662,6 +1837,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.proposal = None;
         self.decision = None;
         self.decided_holders = None;
+        let named = std::mem::take(&mut self.decided_expect);
         self.held_back = false;
         if self.restart.take().is_some() {
             tracing::info!(me = %self.me, view = next.id, "membership: restart complete");
@@ -1676,6 +1852,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.stop(why, out);
             return Ok(());
         }
+        self.expect(&next, &named)?;
         self.publish_view_of(&next)?;
         self.view = Some(next.clone());
         // A view installed while a majority of it is already suspected is a minority at once.

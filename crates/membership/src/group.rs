@@ -1313,13 +1313,23 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 // would write this view's traffic into that incarnation's regions. That
                 // incarnation is not the member this view names, and it may later run a view
                 // on the same region set (see docs/MEMBERSHIP.md, eleventh part).
+                //
+                // Except a new incarnation that the view names and whose link the core waits
+                // for (`Gms::expected_incarnation`): it is not yet connected, not failed; the
+                // epoch waits for exactly that incarnation, linked by `link_expected` once the
+                // core readmitted it.
                 let sst = self.gms.sst();
                 let known: Vec<NodeId> = (self.senders.iter().copied())
                     .filter(|&n| n != me && sst.row_of(n).is_some_and(|r| sst.is_suspected(r)))
                     .collect();
                 for n in known {
-                    tracing::info!(me = %me, view = view.id, member = %n, "group: a member already suspected is failed in the new epoch");
-                    rr.suspect_known(n);
+                    if let Some(k) = self.gms.expected_incarnation(n) {
+                        tracing::info!(me = %me, view = view.id, member = %n, incarnation = k, "group: the view names a new incarnation not linked here yet; the epoch waits for it");
+                        rr.expect_incarnation(n, k);
+                    } else {
+                        tracing::info!(me = %me, view = view.id, member = %n, "group: a member already suspected is failed in the new epoch");
+                        rr.suspect_known(n);
+                    }
                 }
                 self.epoch = Some(rr);
                 let first = self.active.then_some(self.position);
@@ -1399,6 +1409,29 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// until enough members join).
     pub fn waiting(&self) -> Option<&Inadequate> {
         self.waiting.as_ref()
+    }
+
+    /// A new incarnation the epoch waits for (see `start_epoch`) that the core readmitted:
+    /// the core polled its link, so the shared endpoint's link to the node leads to exactly
+    /// that incarnation, and the epoch's row comes up (the epoch's own table cannot tell it
+    /// from an older incarnation, and may have been created after the link's event).
+    fn link_expected(&mut self) {
+        let Some(rr) = &mut self.epoch else {
+            return;
+        };
+        let sst = self.gms.sst();
+        for &n in &self.senders {
+            let Some(k) = rr.expected_incarnation(n) else {
+                continue;
+            };
+            if sst
+                .row_of(n)
+                .is_some_and(|r| !sst.is_suspected(r) && sst.known_incarnation(r) == k)
+            {
+                tracing::info!(me = %self.gms.id(), member = %n, incarnation = k, "group: the expected incarnation is linked; the epoch counts it");
+                rr.link_expected(n);
+            }
+        }
     }
 
     fn report_wedge(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) {
@@ -1696,6 +1729,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         self.events = events;
         result?;
+        self.link_expected();
         match r {
             Ok(b) => Ok(busy | b),
             Err(GmsError::Stopped(why)) => {

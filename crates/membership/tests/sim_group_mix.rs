@@ -278,3 +278,38 @@ fn regression_a_joiner_that_saw_a_joiner_restart_never_readmits_it() {
     };
     run(&plan).map_err(|e| format!("{plan:?}: {e}")).unwrap();
 }
+
+/// Found by the s18 run of the default proptest (a harness defect, not the protocol's): n0
+/// crashes (2994) and, undetected (no timeout yet), restarts under its id (3483); the sim hands
+/// its old incarnation's failure and its new link out together. Leader n1 decides view 1
+/// without n0 and crashes at that decision (the `RestartLeaderAtDecision` armed at 104). The
+/// harness let it: its fault budget counted the restarted n0 as alive, although view 0 still
+/// named n0's old incarnation. So n2 and n3 suspected two of four and stopped (minority, as
+/// partition safety requires), and the run ended with no group ("survivor n0 is not active at
+/// the end"). Now a restarted node that installed no view yet counts as lost where the newest
+/// view names it (`at_risk`), and the leader's crash is skipped.
+#[test]
+fn regression_the_fault_budget_counts_a_restarted_node_that_the_view_still_names_as_lost() {
+    let plan = Plan {
+        seed: 8678402638699132809,
+        initial: 4,
+        events: vec![
+            Ev::Crash {
+                node: 0,
+                step: 2994,
+            },
+            Ev::RestartLeaderAtDecision {
+                step: 104,
+                after: 3,
+            },
+            Ev::Rejoin {
+                pick: 5,
+                step: 3483,
+            },
+        ],
+        state_size: 118,
+        steps: 7000,
+        settle: 3000,
+    };
+    run(&plan).map_err(|e| format!("{plan:?}: {e}")).unwrap();
+}

@@ -479,6 +479,14 @@ fn together_and_carrying_on(
     Ok(())
 }
 
+/// Whether member `i` delivered, at a position from `from` on, a message it submitted in life
+/// `life` (the harness's payloads start with the life and the submitter).
+fn delivered_own(l: &Life, i: usize, life: u8, from: u64) -> bool {
+    l.delivered[i]
+        .iter()
+        .any(|(pos, p)| *pos >= from && p.first() == Some(&life) && p.get(1) == Some(&(i as u8)))
+}
+
 fn is_prefix(a: &Seq, b: &Seq) -> bool {
     a.len() <= b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
@@ -1228,10 +1236,7 @@ fn absent_rejoins_with(seed: u64, start: Start, slow: Option<usize>) -> Result<(
         return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
     }
     together_and_carrying_on(&mut l, &[0, 1, 2, late], replay.len(), "the absent member")?;
-    if !l.delivered[late]
-        .iter()
-        .any(|(_, p)| p.first() == Some(&1) && p.get(1) == Some(&(late as u8)))
-    {
+    if !delivered_own(&l, late, 1, 0) {
         return Err("the absent member delivered nothing of its own".into());
     }
     let _ = std::fs::remove_dir_all(&base);
@@ -1269,4 +1274,176 @@ fn regression_a_member_whose_link_to_the_new_process_comes_up_late_readmits_it_b
     check_seeds("restart_absent_rejoins_late_link", 3, |seed| {
         absent_rejoins_with(seed, Start::FirstDelivery, Some(2))
     });
+}
+
+/// When the held-back link to the new process comes up at the slow member (see
+/// [`crash_rejoin_late_link`]).
+#[derive(Clone, Copy, Debug)]
+enum LinkUp {
+    /// Once it holds the decision that adds the node (before it installs the view).
+    AtDecision,
+    /// Once it installed the view that adds the node (its epoch of that view has started).
+    AtInstall,
+    /// That long after it installed that view.
+    AfterInstall(Duration),
+}
+
+/// Member `x` of a running group crashes and starts at once as a new process under its id
+/// (new incarnation, fresh log, `Group::joining`), while member `k`'s link to the new process
+/// is held back (see [`Gate`]) until `up` (at most 1 ms after the restart). The others detect
+/// the crash through the transport: a suspicion of a lower-ranked member they detect
+/// themselves is published only after two heartbeats (50 µs each here), and `k` ranks above
+/// `x`, so `k`'s suspicion is not yet published when the others, having removed the old
+/// incarnation and readmitted the new one, decide its join: the leader's
+/// `readmission_pending` cannot see that `k` still suspects it. Checked: `k` holds the
+/// decision (resp. installs the view) while its link is still held (the scenario reached the
+/// gap), then all five end in one running view, active, delivering identically, with
+/// messages of the new incarnation.
+fn crash_rejoin_late_link(seed: u64, x: usize, k: usize, up: LinkUp) -> Result<(), String> {
+    let base = dir(&format!("crash-rejoin-late-link-{x}-{k}-{up:?}"), seed);
+    let all = [0, 1, 2, 3, 4];
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
+    for _ in 0..1500 {
+        l.step(true);
+    }
+    l.held[k].set(Some(NodeId(x as u32)));
+    l.rejoin_fresh(x);
+    let t1 = l.sim.now();
+    let v0 = (l.groups[k].as_ref().and_then(|g| g.view())).map_or(0, |v| v.id);
+    let node = NodeId(x as u32);
+    // The decision or view after the one removing the old incarnation that names the node.
+    let reached = |l: &Life| {
+        let g = l.groups[k].as_ref().unwrap();
+        match up {
+            LinkUp::AtDecision => g.gms().decision().is_some_and(|d| {
+                g.view().is_some_and(|v| v.id > v0)
+                    && d.changes.iter().any(|c| c.node == node && !c.removes())
+            }),
+            _ => g.view().is_some_and(|v| v.id >= v0 + 2 && v.contains(node)),
+        }
+    };
+    let hold = Duration::from_millis(1);
+    while !reached(&l) && l.sim.now().saturating_since(t1) < hold {
+        l.step(true);
+    }
+    if !reached(&l) {
+        return Err(format!(
+            "seed {seed}: n{k} never reached {up:?} with its link held: {}",
+            l.state()
+        ));
+    }
+    if let LinkUp::AfterInstall(d) = up {
+        let t2 = l.sim.now();
+        while l.sim.now().saturating_since(t2) < d {
+            l.step(true);
+        }
+    }
+    l.held[k].set(None);
+    let before = l.delivered[k].len();
+    together_and_carrying_on(&mut l, &all, before, "the restarted member")?;
+    // From `before` on, past the view that removed the old incarnation: the new one's.
+    if !delivered_own(&l, x, 0, before as u64) {
+        return Err("the restarted member delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// Issue 6, the two rejoin gaps s17 left (docs/MEMBERSHIP.md, "A view that names an
+/// incarnation not linked here yet"): a member whose suspicion of the old incarnation was
+/// never published (deferred) and whose link to the new process comes up only once it holds
+/// the decision adding it, or installed the view (its epoch started), or 400 µs later. Before
+/// the fix it installed the view with the row suspected, its epoch counted the new member
+/// failed from the start, and the view delivered nothing ("the restarted member did not come
+/// into the running view within 50ms", every seed and pair). Now the member installing a
+/// view that names an incarnation the leader readmitted waits for exactly that incarnation's
+/// link (`Gms::expected_incarnation`, `RoundRobin::expect_incarnation`).
+#[test]
+fn regression_a_member_whose_unpublished_suspicion_and_late_link_meet_the_new_incarnations_join() {
+    let cases = [
+        (0, 3, LinkUp::AtInstall),
+        (1, 4, LinkUp::AtInstall),
+        (2, 3, LinkUp::AtDecision),
+        (0, 4, LinkUp::AtDecision),
+        (0, 4, LinkUp::AfterInstall(Duration::from_micros(400))),
+        (2, 3, LinkUp::AfterInstall(Duration::from_micros(400))),
+    ];
+    for (x, k, up) in cases {
+        check_seeds(
+            &format!("crash_rejoin_late_link_{x}_{k}_{up:?}"),
+            2,
+            |seed| crash_rejoin_late_link(seed, x, k, up),
+        );
+    }
+}
+
+/// Issue 6 (s17 left it idle): a member of the last view whose log is empty. View 0 is
+/// `0..5`; node 5 joins (`Group::joining`) and its program stalls; everyone stops the moment
+/// members 0–4 all installed view 1, which admits it, before 5 installed (or logged) it. All six restart:
+/// 0–4 at view 1, which names 5, and 5 from its empty log, an idle outsider (no view, no join
+/// request). The restart goes on without it after the suspicion timeout (s17,
+/// `regression_a_restart_does_not_wait_for_a_joiner_whose_log_is_empty`); then 5 must ask to
+/// join by itself, take the state by transfer and deliver what the others deliver: all six
+/// end in one running view, active, delivering identically (new messages of 5's included).
+fn empty_log_member_joins(seed: u64) -> Result<(), String> {
+    let base = dir("empty-log-member", seed);
+    let u = N + 1;
+    let j = N;
+    let first: Vec<usize> = (0..N).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); u], &first, 0, u);
+    for _ in 0..800 {
+        l.step(true);
+    }
+    l.sim.start_node(NodeId(j as u32));
+    let t = l.nodes[j].take().unwrap();
+    l.groups[j] = Some(Group::joining(t, config(&base, j, u), MemLog::default()).unwrap());
+    // It links and asks; then its program stalls (below the suspicion timeout), so that the
+    // members install the view admitting it before it can.
+    for _ in 0..10 {
+        l.step(true);
+    }
+    l.stall(j, Duration::from_micros(1000));
+    let named = |l: &Life| {
+        first.iter().all(|&i| {
+            (l.groups[i].as_ref().and_then(|g| g.view()))
+                .is_some_and(|v| v.contains(NodeId(j as u32)))
+        })
+    };
+    let t0 = l.sim.now();
+    while !named(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(20) {
+            return Err(format!("the joiner was never admitted: {}", l.state()));
+        }
+        l.step(true);
+    }
+    let gj = l.groups[j].as_ref().unwrap();
+    if gj.view().is_some() || !gj.gms().log().bytes().is_empty() {
+        return Err(format!(
+            "seed {seed}: the joiner installed or logged the view that admitted it too soon ({:?}, {} log bytes)",
+            gj.view().map(|v| v.id),
+            gj.gms().log().bytes().len()
+        ));
+    }
+    let (logs, _) = l.shutdown();
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &all, 1, u);
+    let t1 = l.sim.now();
+    while !first.iter().all(|&i| l.restarted(i)) {
+        if l.sim.now().saturating_since(t1) > Duration::from_millis(50) {
+            return Err(format!("the restart did not complete: {}", l.state()));
+        }
+        l.step(false);
+    }
+    let replayed = l.delivered[0].len();
+    together_and_carrying_on(&mut l, &all, replayed, "the member with an empty log")?;
+    if !delivered_own(&l, j, 1, 0) {
+        return Err("the member with an empty log delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_member_of_the_last_view_with_an_empty_log_joins_the_restarted_group_by_itself() {
+    check_seeds("restart_empty_log_member_joins", 3, empty_log_member_joins);
 }

@@ -539,6 +539,31 @@ impl<T: Transport> RoundRobin<T> {
         }
     }
 
+    /// Epoch mode: member `node` is a new incarnation `incarnation` that this view names but
+    /// whose link has not come up at this member yet: the epoch treats it as *not yet
+    /// connected* (an absent member: nothing is written to it, it is never suspected for
+    /// silence), not as failed, until [`link_expected`](RoundRobin::link_expected). Another
+    /// incarnation's link fails it in this epoch ([`Sst::expect_incarnation`]).
+    pub fn expect_incarnation(&mut self, node: NodeId, incarnation: u64) {
+        self.sst.expect_incarnation(node, incarnation);
+    }
+
+    /// The incarnation of `node` this epoch waits for (see
+    /// [`expect_incarnation`](RoundRobin::expect_incarnation)), if it still does.
+    pub fn expected_incarnation(&self, node: NodeId) -> Option<u64> {
+        let row = self.sst.row_of(node)?;
+        self.sst.expected_incarnation(row)
+    }
+
+    /// The membership layer linked the incarnation of `node` this epoch waits for: its row
+    /// comes up like a late member's ([`Sst::link_expected`]). If the table fails doing so, the
+    /// epoch stops.
+    pub fn link_expected(&mut self, node: NodeId) {
+        if let Err(e) = self.sst.link_expected(node) {
+            self.stop(StopReason::Sst(e));
+        }
+    }
+
     /// The table underneath.
     pub fn sst(&self) -> &Sst<T> {
         &self.sst

@@ -407,6 +407,18 @@ impl<T: Transport> Sst<T> {
         if row == self.me {
             return Ok(false);
         }
+        if let Some(want) = self.expected[row] {
+            // Waiting for one incarnation: the membership layer links it
+            // ([`Sst::link_expected`]) once its own table readmitted it. Any other one is not
+            // the member this table names.
+            if incarnation != want && !self.suspected[row] {
+                self.expected[row] = None;
+                self.absent[row] = false;
+                tracing::warn!(me = %self.member(self.me), peer = %self.member(row), incarnation, expected = want, "sst: an incarnation other than the expected one connected; suspecting the row");
+                return Ok(self.mark_suspected(row, Suspicion::Known));
+            }
+            return Ok(false);
+        }
         if self.suspected[row] {
             if incarnation > self.known[row] {
                 self.pending[row] = Some(incarnation);
@@ -418,6 +430,11 @@ impl<T: Transport> Sst<T> {
         if !self.absent[row] {
             return Ok(false);
         }
+        self.link_up(row, incarnation)
+    }
+
+    /// `row`'s absent member's link is up with `incarnation`: see [`connected`](Sst::connected).
+    fn link_up(&mut self, row: usize, incarnation: u64) -> Result<bool, SstError> {
         self.absent[row] = false;
         self.known[row] = incarnation;
         let peer = self.member(row);
@@ -448,6 +465,81 @@ impl<T: Transport> Sst<T> {
         w.last_change = now;
         w.outstanding = None;
         w.heard = false;
+    }
+
+    /// The incarnation of `row`'s member this table knows: 0 for a link up from the start,
+    /// else the one of the last `PeerConnected` it accepted for the row (see
+    /// [`readmit`](Sst::readmit)). While the row is suspected, the suspicion is about it (and
+    /// every earlier one).
+    pub fn known_incarnation(&self, row: usize) -> u64 {
+        self.known.get(row).copied().unwrap_or(0)
+    }
+
+    /// Makes `node`'s row wait for exactly `incarnation` of it: until
+    /// [`link_expected`](Sst::link_expected), the row reads absent (nothing is written to it,
+    /// it is never suspected for silence), and a `PeerConnected` of another incarnation
+    /// suspects the row ([`Suspicion::Known`]: not reported, not published). For a
+    /// membership layer starting a view's table with a member whose new incarnation the view
+    /// names but whose link has not come up here yet: the member is *not yet connected*, not
+    /// failed. A fresh table over a shared endpoint ([`Mux`](squall_transport::mux::Mux))
+    /// cannot tell that incarnation from an older one by itself (it knows none), so the layer
+    /// that readmitted it says when the link is up. Does nothing for a suspected row or an
+    /// unknown node.
+    ///
+    /// ```
+    /// use squall_sst::{SchemaBuilder, Sst, SstConfig};
+    /// use squall_transport::{NodeId, RegionId, RegionSpec};
+    /// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let schema = SchemaBuilder::new(3).build()?;
+    /// let layout = [RegionSpec::new(RegionId(0), schema.table_len())];
+    /// let members = vec![NodeId(0), NodeId(1), NodeId(2)];
+    /// let mut t = Vec::new();
+    /// for node in ThreadedFabric::new(ThreadedConfig::default())?.cluster(3, &layout)? {
+    ///     t.push(Sst::new(node, schema.clone(), SstConfig::new(RegionId(0), members.clone()))?);
+    /// }
+    /// t[0].expect_incarnation(NodeId(2), 7);
+    /// assert!(t[0].is_absent(2) && !t[0].is_suspected(2));
+    /// assert_eq!(t[0].expected_incarnation(2), Some(7));
+    /// // The membership layer saw incarnation 7 connect and readmitted it: the row is live.
+    /// assert!(t[0].link_expected(NodeId(2))?);
+    /// assert!(!t[0].is_absent(2) && t[0].known_incarnation(2) == 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn expect_incarnation(&mut self, node: NodeId, incarnation: u64) {
+        if let Some(row) = self.row_of(node)
+            && row != self.me
+            && !self.suspected[row]
+        {
+            self.expected[row] = Some(incarnation);
+            self.absent[row] = true;
+            self.watch[row].outstanding = None;
+            tracing::info!(me = %self.member(self.me), peer = %node, incarnation, "sst: waiting for a member's new incarnation to link");
+        }
+    }
+
+    /// The incarnation `row` waits for (see [`expect_incarnation`](Sst::expect_incarnation)).
+    pub fn expected_incarnation(&self, row: usize) -> Option<u64> {
+        self.expected.get(row).copied().flatten()
+    }
+
+    /// The incarnation `node`'s row waits for is linked (the caller's own table polled its
+    /// `PeerConnected`, so the shared endpoint's link to `node` leads to it): the row comes up
+    /// as a late member's does (region checked, detector clock restarted, the whole local row
+    /// pushed). Returns whether the row waited (false: nothing done).
+    pub fn link_expected(&mut self, node: NodeId) -> Result<bool, SstError> {
+        let Some(row) = self.row_of(node) else {
+            return Ok(false);
+        };
+        let Some(incarnation) = self.expected.get_mut(row).and_then(Option::take) else {
+            return Ok(false);
+        };
+        if self.suspected[row] {
+            return Ok(false);
+        }
+        if self.link_up(row, incarnation)? {
+            self.after_suspicions()?;
+        }
+        Ok(true)
     }
 
     /// The newer incarnation of `row`'s suspected member that connected and waits to be

@@ -243,6 +243,9 @@ pub struct Sst<T: Transport> {
     /// Per row: a newer incarnation of a suspected member that connected and waits for
     /// [`Sst::readmit`].
     pub(crate) pending: Vec<Option<u64>>,
+    /// Per row: the one incarnation this table waits for (see [`Sst::expect_incarnation`]);
+    /// the row reads absent until [`Sst::link_expected`].
+    pub(crate) expected: Vec<Option<u64>>,
 }
 
 /// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
@@ -361,6 +364,7 @@ impl<T: Transport> Sst<T> {
             deferred: Vec::new(),
             known: vec![0; n],
             pending: vec![None; n],
+            expected: vec![None; n],
             schema,
         })
     }

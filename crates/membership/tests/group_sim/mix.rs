@@ -87,6 +87,8 @@ struct Fate {
     leaving: bool,
     /// Asked to join.
     joining: bool,
+    /// A new incarnation of a crashed node (restarted under its id).
+    restarted: bool,
 }
 
 impl Fate {
@@ -203,11 +205,17 @@ impl Run {
     }
 
     /// Nodes that count against the group's majority now: lost and in the newest view, or lost
-    /// and asking to join (they may be added yet); with `extra` counted too if it would be.
+    /// and asking to join (they may be added yet); with `extra` counted too if it would be. A
+    /// restarted node that has installed no view yet counts as lost where the newest view names
+    /// it: that view may still name its old, crashed incarnation (found by the s18 soak: the
+    /// leader crashed at its decision removing the old incarnation, leaving two of four).
     fn at_risk(&self, extra: &[usize]) -> usize {
         let v = self.newest_view();
+        let stale = |i: usize| {
+            self.fate[i].restarted && self.installs[i].is_empty() && v.contains(&NodeId(i as u32))
+        };
         (0..self.groups.len())
-            .filter(|&i| self.fate[i].lost() || extra.contains(&i))
+            .filter(|&i| self.fate[i].lost() || extra.contains(&i) || stale(i))
             .filter(|&i| v.contains(&NodeId(i as u32)) || self.fate[i].joining)
             .count()
     }
@@ -241,6 +249,7 @@ impl Run {
         // before the heal and wait for another restart): not a survivor.
         self.fate[i] = Fate {
             joining: true,
+            restarted: true,
             cut_off: self.fate[i].cut_off,
             ..Fate::default()
         };

@@ -1060,7 +1060,6 @@ proptest! {
 /// fixes this run but breaks others (`docs/MEMBERSHIP.md`, fifteenth part). Run with
 /// `cargo nextest run -p squall-membership --test sim_shard_restart --run-ignored only`.
 #[test]
-#[ignore = "a known hang: a shard's only restarted holder restarting during the restart (docs/MEMBERSHIP.md, fifteenth part)"]
 fn regression_a_shards_only_restarted_holder_restarting_during_the_restart_hangs_it() {
     run(&Plan {
         seed: 0,

@@ -281,10 +281,6 @@ struct RestartState {
     /// table, so their links stay up and they can join the restarted group in this process
     /// (see [`suspect_absent`](Gms::suspect_absent)).
     outsiders: Vec<NodeId>,
-    /// Whether it reached the ballot part of a restart round in this process (it may have led
-    /// or acknowledged a ballot): from then on it readmits nobody in restart mode (see
-    /// [`readmissible_in_restart`](Gms::readmissible_in_restart)).
-    voted: bool,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -952,27 +948,27 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Restart mode at view `L`: whether the pending new incarnation of `node` may be readmitted
-    /// (issue 6, a shard's only restarted holder restarting during the restart). Only when all
-    /// of these hold:
+    /// (issue 6: a shard's only restarted holder restarting during the restart hung it). Only
+    /// when both hold:
     ///
     /// - `node` is a member of `L` and *every* member of its shard is counted failed here, so
-    ///   the every-shard rule blocks this member for good without a readmission (suspicions
-    ///   are final in this process): it would never lead, acknowledge, echo or install;
-    /// - it has not reached the ballot part of a restart round in this process (`voted`), so
-    ///   no ballot of this restart counts an acknowledgement of it;
+    ///   without a readmission the every-shard rule blocks this member for good (suspicions are
+    ///   final in this process): it would never again acknowledge, echo, lead or install, only
+    ///   catch up from a peer ahead or join again, which it still does;
     /// - no row it reads (suspected ones included: the old incarnation's frozen words) holds a
     ///   decision of a restart ballot for `L`, nor does it, and no row publishes a view after
-    ///   `L` (nobody installed the restart view).
+    ///   `L`.
     ///
-    /// Then the readmission takes away nothing another member could get from this one, and
-    /// what follows is the ordinary restart with `node`'s new incarnation restarting from the
+    /// So a member that echoed a restart decision never readmits, and one that readmitted
+    /// follows the ballots of the members it now counts; the new incarnation restarts from the
     /// same logs (every promise and decision logged before it was published: the same
-    /// acceptor). The argument is in `docs/MEMBERSHIP.md` (sixteenth part).
+    /// acceptor). Why two different restart views cannot both be installed, and what still
+    /// hangs, is in `docs/MEMBERSHIP.md` (sixteenth part).
     fn readmissible_in_restart(&self, node: NodeId) -> bool {
-        let (Some(view), Some(r)) = (&self.view, &self.restart) else {
+        let (Some(view), Some(_)) = (&self.view, &self.restart) else {
             return false;
         };
-        if r.voted || !view.contains(node) {
+        if !view.contains(node) {
             return false;
         }
         let Some(shard) = view.shard_of(node).and_then(|s| view.shards.get(s)) else {
@@ -1241,9 +1237,6 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let leader_rank = view.rank_of(leader).unwrap_or(0) as u64;
         let leader_row = self.sst.row_of(leader).unwrap_or(0);
         let promised = self.restart.as_ref().map_or(0, |r| r.promised);
-        if let Some(r) = &mut self.restart {
-            r.voted = true;
-        }
         if leader == self.me {
             // The highest ballot any visible row promised or decided under.
             let seen = (0..self.sst.rows())

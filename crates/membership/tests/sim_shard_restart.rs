@@ -1002,12 +1002,21 @@ proptest! {
 /// newest view crashes at `when` and restarts from its logs `down` steps later. Per shard the
 /// restarted members replay the same sequence, what anyone delivered before (its first
 /// incarnation included) is a prefix of it, and the shards carry on.
-fn shard_bounce(seed: u64, when: When) -> Result<(), String> {
+///
+/// `lone`: three shards of two, member `seed % 6` crashed at once in the first life, so its
+/// shard-mate is its shard's only holder, and that holder is the one that restarts.
+fn shard_bounce(seed: u64, when: When, lone: bool) -> Result<(), String> {
     BOUNCED.with(|c| c.set(0));
+    LONE.with(|c| c.set(0));
+    let crash = if lone {
+        Some(((seed % N as u64) as usize, 0))
+    } else {
+        (seed % 2 == 1).then_some(((seed % N as u64) as usize, 100))
+    };
     run(&Plan {
         seed,
-        shards: 2 + (seed % 2) as usize,
-        crash: (seed % 2 == 1).then_some(((seed % N as u64) as usize, 100)),
+        shards: if lone { 3 } else { 2 + (seed % 2) as usize },
+        crash,
         shutdown: 900 + (seed as usize * 37) % 600,
         bare_majority: false,
         again: None,
@@ -1016,9 +1025,12 @@ fn shard_bounce(seed: u64, when: When) -> Result<(), String> {
             pick: seed as usize,
             when,
             down: (seed as usize * 13) % 40,
-            lone: false,
+            lone,
         }),
     })?;
+    if lone && LONE.with(std::cell::Cell::get) == 0 {
+        return Err("no member was its shard's only restarted holder".into());
+    }
     if BOUNCED.with(std::cell::Cell::get) == 0 {
         return Err("the member never restarted during the restart".into());
     }
@@ -1034,7 +1046,7 @@ fn a_shard_member_restarting_during_a_total_restart_loses_nothing() {
             1 => When::Decided,
             _ => When::Replaying,
         };
-        shard_bounce(seed, when)
+        shard_bounce(seed, when, false)
     });
 }
 
@@ -1051,30 +1063,7 @@ fn a_shard_member_restarting_during_a_total_restart_loses_nothing() {
 #[test]
 fn a_shards_only_holder_restarting_before_the_restart_is_decided_is_readmitted() {
     check_seeds("shard_lone_bounce", 3, |seed| {
-        BOUNCED.with(|c| c.set(0));
-        LONE.with(|c| c.set(0));
-        run(&Plan {
-            seed,
-            shards: 3,
-            crash: Some(((seed % N as u64) as usize, 0)),
-            shutdown: 900 + (seed as usize * 37) % 600,
-            bare_majority: false,
-            again: None,
-            at_decision: false,
-            bounce: Some(Bounce {
-                pick: seed as usize,
-                when: When::Undecided((seed % 3) as usize),
-                down: (seed as usize * 13) % 40,
-                lone: true,
-            }),
-        })?;
-        if LONE.with(std::cell::Cell::get) == 0 {
-            return Err("no member was its shard's only restarted holder".into());
-        }
-        if BOUNCED.with(std::cell::Cell::get) == 0 {
-            return Err("the lone holder never restarted during the restart".into());
-        }
-        Ok(())
+        shard_bounce(seed, When::Undecided((seed % 3) as usize), true)
     });
 }
 

@@ -919,8 +919,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// under their id), once this member can no longer count the old incarnation: this member
     /// is in a view and that view does not contain it (its removal was installed here, or it
     /// never was a member), no proposal or decision this member holds names it. In restart
-    /// mode only a shard's lone holder, before anything of the restart is decided (see
-    /// [`readmissible_in_restart`](Gms::readmissible_in_restart)). An outsider readmits nobody.
+    /// mode only a member of a shard this member counts failed as a whole, before anything of
+    /// the restart is decided (see [`readmissible_in_restart`](Gms::readmissible_in_restart)).
+    /// An outsider readmits nobody.
     /// Until then the row stays suspected and frozen, and the new incarnation waits outside.
     fn readmit_restarted(&mut self) -> Result<(), GmsError> {
         for row in self.sst.pending_rows() {

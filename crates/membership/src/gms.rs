@@ -918,9 +918,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Readmits the rows of suspected nodes whose newer incarnation connected (they restarted
     /// under their id), once this member can no longer count the old incarnation: this member
     /// is in a view and that view does not contain it (its removal was installed here, or it
-    /// never was a member), no proposal or decision this member holds names it, and no restart
-    /// is under way. An outsider readmits nobody. Until
-    /// then the row stays suspected and frozen, and the new incarnation waits outside.
+    /// never was a member), no proposal or decision this member holds names it. In restart
+    /// mode only a member of a shard this member counts failed as a whole, before anything of
+    /// the restart is decided (see [`readmissible_in_restart`](Gms::readmissible_in_restart)).
+    /// An outsider readmits nobody.
+    /// Until then the row stays suspected and frozen, and the new incarnation waits outside.
     fn readmit_restarted(&mut self) -> Result<(), GmsError> {
         for row in self.sst.pending_rows() {
             let Some(&node) = self.cfg.universe.get(row) else {
@@ -930,8 +932,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // An outsider (a joiner) never readmits: the view it is about to install was
             // decided by others and may still name the old incarnation; its own row would then
             // hand that view to the new incarnation, which would take it for its own.
-            let counted = self.restart.is_some()
-                || self.view.as_ref().is_none_or(|v| v.contains(node))
+            if self.restart.is_some() {
+                if self.readmissible_in_restart(node) {
+                    self.readmit(row)?;
+                }
+                continue;
+            }
+            let counted = self.view.as_ref().is_none_or(|v| v.contains(node))
                 || self.proposal.as_ref().is_some_and(|(_, ch)| named(ch))
                 || self.decision.as_ref().is_some_and(|d| named(&d.changes));
             if !counted {
@@ -939,6 +946,52 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
         }
         Ok(())
+    }
+
+    /// Restart mode at view `L`: whether the pending new incarnation of `node` may be readmitted
+    /// (issue 6: a shard's only restarted holder restarting during the restart hung it). Only
+    /// when both hold:
+    ///
+    /// - `node` is a member of `L` and *every* member of its shard is counted failed here, so
+    ///   without a readmission the every-shard rule blocks this member for good (suspicions are
+    ///   final in this process): it would never again acknowledge, echo, lead or install, only
+    ///   catch up from a peer ahead or join again, which it still does;
+    /// - no row it reads (suspected ones included: the old incarnation's frozen words) holds a
+    ///   decision of a restart ballot for `L`, nor does it, and no row publishes a view after
+    ///   `L`.
+    ///
+    /// So a member that echoed a restart decision never readmits, and one that readmitted
+    /// follows the ballots of the members it now counts; the new incarnation restarts from the
+    /// same logs (every promise and decision logged before it was published: the same
+    /// acceptor). Why two different restart views cannot both be installed, and what still
+    /// hangs, is in `docs/MEMBERSHIP.md` (sixteenth part).
+    fn readmissible_in_restart(&self, node: NodeId) -> bool {
+        let (Some(view), Some(_)) = (&self.view, &self.restart) else {
+            return false;
+        };
+        if !view.contains(node) {
+            return false;
+        }
+        let Some(shard) = view.shard_of(node).and_then(|s| view.shards.get(s)) else {
+            return false;
+        };
+        if !shard.members.iter().all(|&m| self.suspects(m)) {
+            return false;
+        }
+        let restart_decision = |rank: u64| crate::restart::attempt_of(rank) > 0;
+        if self
+            .decision
+            .as_ref()
+            .is_some_and(|d| restart_decision(d.rank))
+        {
+            return false;
+        }
+        !(0..self.sst.rows()).any(|row| {
+            self.decision_of(row, view.id)
+                .is_some_and(|t| restart_decision(t.rank))
+                || (self.read_block(row, self.f.view))
+                    .is_some_and(|p| p.first().is_some_and(|&w| w > view.id + 1))
+        })
     }
 
     /// Readmits `row`'s pending incarnation and publishes that this member did.

@@ -1458,7 +1458,11 @@ fn a_member_of_the_last_view_with_an_empty_log_joins_the_restarted_group_by_itse
 /// is [2, 3]: not a majority of view 0, but a majority of the adopted view 1 = [2, 3, 4].
 /// Before the fix all three stopped as a minority ("in view 0 this member suspects [0, 1, 4]").
 /// Checked: 2 and 3 install the restart view [2, 3] within 50 ms of virtual time, replay
-/// identically and keep everything delivered before, and no restarted member stops meanwhile.
+/// identically and keep everything delivered before, and no restarted member stops meanwhile;
+/// member 1, removed by the restart view, joins again by state transfer (it used to stop as
+/// removed once the restart view was installed) and all three end in one running view,
+/// delivering identically. Fails with either half of the fix reverted (the inspector's
+/// adoption rule with the installer's relaxed check, or the removed member's rejoin).
 fn adopted_decision_removing_a_restarted_member(seed: u64) -> Result<(), String> {
     let base = dir("adopted", seed);
     let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &[0, 1, 2, 3, 4], 0);
@@ -1528,12 +1532,20 @@ fn adopted_decision_removing_a_restarted_member(seed: u64) -> Result<(), String>
             ));
         }
     }
+    // Member 1, removed by the restart view, joins again by state transfer (it used to stop
+    // as removed): all three end in one running view and deliver identically.
+    if l.groups[1]
+        .as_ref()
+        .is_none_or(|g| g.gms().rejoined().is_none())
+    {
+        return Err(format!("n1 did not join again: {}", l.state()));
+    }
+    together_and_carrying_on(&mut l, &[2, 3, 1], replay.len(), "member 1")?;
     let _ = std::fs::remove_dir_all(&base);
     Ok(())
 }
 
 #[test]
-#[ignore = "issue 6: the restart view [2, 3] is not a majority of view 0; every restarted member stops as a minority (fix pending)"]
 fn a_restart_adopting_a_decision_that_removed_a_restarted_member_completes() {
     check_seeds(
         "restart_adopted_removal",

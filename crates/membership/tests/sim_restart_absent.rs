@@ -1448,24 +1448,14 @@ fn a_member_of_the_last_view_with_an_empty_log_joins_the_restarted_group_by_itse
     check_seeds("restart_empty_log_member_joins", 3, empty_log_member_joins);
 }
 
-/// Issue 6, seen once over TCP (`tcp_restart::a_bare_majority_restarts_without_the_members_that_never_come_back`):
-/// a total restart that adopts a logged decision removing a restarted member. Members 0 and 1
-/// crash; the survivors 2, 3, 4 (a majority of view 0) decide view 1 = [2, 3, 4] and some of
-/// them log that decision, but everyone stops the moment a member logged it (before anyone
-/// installs view 1). Then 1, 2, 3 restart from their logs (a majority of view 0), 0 and 4 never
-/// come back (absent). The inspector adopts the logged decision (keeping its failures of 0 and 1:
-/// 1 may lack messages below its trim) and adds the failure of absent 4, so the restart view
-/// is [2, 3]: not a majority of view 0, but a majority of the adopted view 1 = [2, 3, 4].
-/// Before the fix all three stopped as a minority ("in view 0 this member suspects [0, 1, 4]").
-/// Checked: 2 and 3 install the restart view [2, 3] within 50 ms of virtual time, replay
-/// identically and keep everything delivered before, and no restarted member stops meanwhile;
-/// member 1, removed by the restart view, joins again by state transfer (it used to stop as
-/// removed once the restart view was installed) and all three end in one running view,
-/// delivering identically. Fails with either half of the fix reverted (the inspector's
-/// adoption rule with the installer's relaxed check, or the removed member's rejoin).
-fn adopted_decision_removing_a_restarted_member(seed: u64) -> Result<(), String> {
-    let base = dir("adopted", seed);
-    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &[0, 1, 2, 3, 4], 0);
+/// The first life of the adopted-decision tests: five members deliver, 0 and 1 crash at the
+/// same step, and everyone stops the moment a survivor logged a decision, which must be view
+/// 1 = [2, 3, 4] with every log still ending at view 0.
+fn first_life_deciding_without_0_and_1(
+    seed: u64,
+    base: &Path,
+) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    let mut l = Life::start(seed, base, &vec![Vec::new(); N], &[0, 1, 2, 3, 4], 0);
     for _ in 0..1000 {
         l.step(true);
     }
@@ -1501,6 +1491,27 @@ fn adopted_decision_removing_a_restarted_member(seed: u64) -> Result<(), String>
             return Err(format!("n{i}'s log ends at view {last:?}, not 0"));
         }
     }
+    Ok((logs, before))
+}
+
+/// Issue 6, seen once over TCP (`tcp_restart::a_bare_majority_restarts_without_the_members_that_never_come_back`):
+/// a total restart that adopts a logged decision removing a restarted member. Members 0 and 1
+/// crash; the survivors 2, 3, 4 (a majority of view 0) decide view 1 = [2, 3, 4] and some of
+/// them log that decision, but everyone stops the moment a member logged it (before anyone
+/// installs view 1). Then 1, 2, 3 restart from their logs (a majority of view 0), 0 and 4 never
+/// come back (absent). The inspector adopts the logged decision (keeping its failures of 0 and 1:
+/// 1 may lack messages below its trim) and adds the failure of absent 4, so the restart view
+/// is [2, 3]: not a majority of view 0, but a majority of the adopted view 1 = [2, 3, 4].
+/// Before the fix all three stopped as a minority ("in view 0 this member suspects [0, 1, 4]").
+/// Checked: 2 and 3 install the restart view [2, 3] within 50 ms of virtual time, replay
+/// identically and keep everything delivered before, and no restarted member stops meanwhile;
+/// member 1, removed by the restart view, joins again by state transfer (it used to stop as
+/// removed once the restart view was installed) and all three end in one running view,
+/// delivering identically. Fails with either half of the fix reverted (the inspector's
+/// adoption rule with the installer's relaxed check, or the removed member's rejoin).
+fn adopted_decision_removing_a_restarted_member(seed: u64) -> Result<(), String> {
+    let base = dir("adopted", seed);
+    let (logs, before) = first_life_deciding_without_0_and_1(seed, &base)?;
     let up = [1, 2, 3];
     let mut l = Life::start(seed + 1000, &base, &logs, &up, 1);
     let t1 = l.sim.now();
@@ -1552,4 +1563,39 @@ fn a_restart_adopting_a_decision_that_removed_a_restarted_member_completes() {
         3,
         adopted_decision_removing_a_restarted_member,
     );
+}
+
+/// The wait of the adopted-decision rule: 0, 1, 2 restart (a majority of view 0), 3 and 4 never
+/// come back. The adopted decision (view 1 = [2, 3, 4]) keeps 0 and 1 out, 3 and 4 are counted
+/// out after the absent timeout, so the restart view would be [2]: a majority neither of view 0
+/// nor of view 1. The inspector does not decide; nobody installs anything and nobody stops
+/// (before the fix the restart view [2] was decided, and every member stopped as a minority at
+/// the install, leaving a logged ballot decision for [2] that every later attempt would adopt).
+/// Ten times the absent timeout.
+#[test]
+fn a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_waits() {
+    each_seed("restart_adopted_short", 2, |seed| {
+        let base = dir("adopted-short", seed);
+        let (logs, _) = first_life_deciding_without_0_and_1(seed, &base).unwrap();
+        let mut l = Life::start(seed + 1000, &base, &logs, &[0, 1, 2], 1);
+        while l.sim.now().saturating_since(squall_transport::Time::ZERO) < ABSENT * 10 {
+            l.step(false);
+        }
+        for i in [0, 1, 2] {
+            let g = l.groups[i].as_ref().unwrap();
+            assert!(
+                g.stopped().is_none() && g.view().map(|v| v.id) == Some(0) && !l.restarted(i),
+                "n{i}: {}",
+                l.state()
+            );
+            assert!(
+                g.gms()
+                    .decision()
+                    .is_none_or(|d| squall_membership::restart::attempt_of(d.rank) == 0),
+                "n{i} holds a restart decision: {}",
+                l.state()
+            );
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    });
 }

@@ -91,13 +91,18 @@ pub struct Decision {
 impl Decision {
     /// The next view's members: `members` minus removals, in order, then joiners in change order.
     pub fn next_members(&self, members: &[NodeId]) -> Vec<NodeId> {
-        let removed = |n: NodeId| self.changes.iter().any(|c| c.node == n && c.removes());
-        let mut next: Vec<NodeId> = members.iter().copied().filter(|&m| !removed(m)).collect();
-        for c in &self.changes {
-            if c.kind == ChangeKind::Join && !next.contains(&c.node) {
-                next.push(c.node);
-            }
-        }
-        next
+        next_members(&self.changes, members)
     }
+}
+
+/// [`Decision::next_members`] of bare changes.
+pub(crate) fn next_members(changes: &[Change], members: &[NodeId]) -> Vec<NodeId> {
+    let removed = |n: NodeId| changes.iter().any(|c| c.node == n && c.removes());
+    let mut next: Vec<NodeId> = members.iter().copied().filter(|&m| !removed(m)).collect();
+    for c in changes {
+        if c.kind == ChangeKind::Join && !next.contains(&c.node) {
+            next.push(c.node);
+        }
+    }
+    next
 }

@@ -281,6 +281,10 @@ struct RestartState {
     /// table, so their links stay up and they can join the restarted group in this process
     /// (see [`suspect_absent`](Gms::suspect_absent)).
     outsiders: Vec<NodeId>,
+    /// The inspector adopted a logged decision whose fitted restart view holds a majority
+    /// neither of the view nor of the adopted decision's next view: the members of that next
+    /// view it waits for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
+    short_of_adopted: Option<Vec<NodeId>>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -1678,15 +1682,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let adopted = (0..self.sst.rows())
             .filter_map(|r| self.decision_of(r, view.id))
             .max_by_key(|t| t.rank);
+        let fitted = match &adopted {
+            Some(t) if self.restart.is_some() => {
+                let fitted = self.restart_changes(t.changes.clone(), &changes);
+                let short = adoption_short(&view.members, &t.changes, &fitted);
+                if let Some(r) = &mut self.restart
+                    && r.short_of_adopted != short
+                {
+                    if let Some(waiting) = &short {
+                        tracing::warn!(me = %self.me, view = view.id, ?waiting, "membership: the restart adopts a logged decision whose next view it would not hold a majority of; waiting for more of its members");
+                    }
+                    r.short_of_adopted = short.clone();
+                }
+                if short.is_some() {
+                    return Ok(());
+                }
+                Some(fitted)
+            }
+            _ => None,
+        };
         let (decision, holders) = match adopted {
             Some(t) => (
                 Decision {
                     rank: my_rank,
-                    changes: if self.restart.is_some() {
-                        self.restart_changes(t.changes, &changes)
-                    } else {
-                        t.changes
-                    },
+                    changes: fitted.unwrap_or(t.changes),
                     trim: Trim {
                         view: view.id,
                         counts: view.members.iter().copied().zip(t.trim).collect(),
@@ -1852,7 +1871,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             &self.layout,
         );
         let kept = next.members.iter().filter(|m| view.contains(**m)).count();
-        if kept < view.majority() {
+        // A restart's decision (a ballot) was checked by its inspector when it decided: a
+        // majority of `view`, or of the next view of the logged decision it adopted
+        // (`adoption_short`); `kept` depends on the decision only, so every member agrees.
+        let checked = self.restart.is_some() && crate::restart::attempt_of(d.rank) > 0;
+        if kept < view.majority() && !checked {
             // Never install a view without a majority of its predecessor.
             let suspected = view
                 .members
@@ -1867,6 +1890,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 },
                 out,
             ));
+        }
+        // Restart mode, removed by the restart view (the inspector adopted a logged decision
+        // that failed it: its log may lack messages below that decision's trim): it cannot
+        // restart from its log; it joins again, as when it catches up to a view without it.
+        if self.restart.is_some()
+            && !next.contains(self.me)
+            && !(d.changes.iter()).any(|c| c.node == self.me && c.kind == ChangeKind::Leave)
+        {
+            return self.rejoin(view.id, next.id);
         }
         // The decision logged (synced) before the echo determines this view (and its shards);
         // the records only say it was installed (see `Durable::append_installed`,
@@ -1913,6 +1945,32 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 }
 
+/// Restart mode, the inspector adopts a logged decision (`adopted`, changes of `members`) and
+/// fits it (`fitted`, see `Gms::restart_changes`): `None` if the restart view holds a majority
+/// of `members` or of the adopted decision's next view, else the members of that next view the
+/// restart view lacks (the restart waits for them instead of deciding). Why a majority of the
+/// adopted next view suffices (`docs/MEMBERSHIP.md`, "A restart adopting a decision that removed
+/// a restarted member"): that view held a majority of `members` when it was decided, and the
+/// restart view is what an ordinary view change from it could install (a minority of it
+/// failed), every member of it a survivor of the adopted trim.
+fn adoption_short(
+    members: &[NodeId],
+    adopted: &[Change],
+    fitted: &[Change],
+) -> Option<Vec<NodeId>> {
+    let adopted_next = crate::change::next_members(adopted, members);
+    let restart = crate::change::next_members(fitted, members);
+    let kept = |of: &[NodeId]| restart.iter().filter(|m| of.contains(m)).count();
+    if kept(members) > members.len() / 2 || kept(&adopted_next) > adopted_next.len() / 2 {
+        return None;
+    }
+    Some(
+        (adopted_next.into_iter())
+            .filter(|m| !restart.contains(m))
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1929,6 +1987,35 @@ mod tests {
         let (sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), u, &[spec]).unwrap();
         let g = Gms::new(nodes.remove(0), cfg, MemLog::default(), None).unwrap();
         (sim, g)
+    }
+
+    /// The inspector's rule when it adopts a logged decision (`adoption_short`): a restart
+    /// view with a majority of the view, or of the adopted decision's next view, is decided;
+    /// a smaller one waits, naming the members of the adopted next view it lacks. Fails if the
+    /// rule only counts the view's majority (the first case waits) or none (the last decides).
+    #[test]
+    fn a_restart_adopting_a_decision_needs_a_majority_of_the_view_or_of_its_next_view() {
+        let l: Vec<NodeId> = (0..5).map(NodeId).collect();
+        let fail = |n: u32| Change {
+            kind: ChangeKind::Fail,
+            node: NodeId(n),
+        };
+        // Adopted view 1 = [2, 3, 4]; 4 absent: [2, 3], a majority of view 1.
+        assert_eq!(
+            adoption_short(&l, &[fail(0), fail(1)], &[fail(0), fail(1), fail(4)]),
+            None
+        );
+        // Nothing adopted removed anyone: [0, 1, 2], a majority of the view.
+        assert_eq!(adoption_short(&l, &[], &[fail(3), fail(4)]), None);
+        // 3 and 4 absent: [2] alone waits for them.
+        assert_eq!(
+            adoption_short(
+                &l,
+                &[fail(0), fail(1)],
+                &[fail(0), fail(1), fail(3), fail(4)]
+            ),
+            Some(vec![NodeId(3), NodeId(4)])
+        );
     }
 
     /// An epoch that received nothing and holds its state.

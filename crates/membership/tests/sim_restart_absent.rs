@@ -1447,3 +1447,155 @@ fn empty_log_member_joins(seed: u64) -> Result<(), String> {
 fn a_member_of_the_last_view_with_an_empty_log_joins_the_restarted_group_by_itself() {
     check_seeds("restart_empty_log_member_joins", 3, empty_log_member_joins);
 }
+
+/// The first life of the adopted-decision tests: five members deliver, 0 and 1 crash at the
+/// same step, and everyone stops the moment a survivor logged a decision, which must be view
+/// 1 = [2, 3, 4] with every log still ending at view 0.
+fn first_life_deciding_without_0_and_1(
+    seed: u64,
+    base: &Path,
+) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    let mut l = Life::start(seed, base, &vec![Vec::new(); N], &[0, 1, 2, 3, 4], 0);
+    for _ in 0..1000 {
+        l.step(true);
+    }
+    // 0 and 1 crash at the same step (their logs kept as they were).
+    for i in [0, 1] {
+        let g = l.groups[i].take().unwrap();
+        l.logs[i] = g.gms().log().bytes().to_vec();
+        l.sim.crash(NodeId(i as u32));
+    }
+    let t0 = l.sim.now();
+    let decided = loop {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("no survivor logged a decision: {}", l.state()));
+        }
+        l.step(true);
+        let d = (2..N).find_map(|i| {
+            l.groups[i]
+                .as_ref()
+                .and_then(|g| g.gms().decision().cloned())
+        });
+        if let Some(d) = d {
+            break d;
+        }
+    };
+    let next = decided.next_members(&[0, 1, 2, 3, 4].map(NodeId));
+    if next != [2, 3, 4].map(NodeId) {
+        return Err(format!("the decision is not view 1 = [2, 3, 4]: {next:?}"));
+    }
+    let (logs, before) = l.shutdown();
+    for (i, b) in logs.iter().enumerate() {
+        let last = MemLog::open(b.clone()).1.last_view().map(|v| v.0);
+        if last != Some(0) {
+            return Err(format!("n{i}'s log ends at view {last:?}, not 0"));
+        }
+    }
+    Ok((logs, before))
+}
+
+/// Issue 6, seen once over TCP (`tcp_restart::a_bare_majority_restarts_without_the_members_that_never_come_back`):
+/// a total restart that adopts a logged decision removing a restarted member. Members 0 and 1
+/// crash; the survivors 2, 3, 4 (a majority of view 0) decide view 1 = [2, 3, 4] and some of
+/// them log that decision, but everyone stops the moment a member logged it (before anyone
+/// installs view 1). Then 1, 2, 3 restart from their logs (a majority of view 0), 0 and 4 never
+/// come back (absent). The inspector adopts the logged decision (keeping its failures of 0 and 1:
+/// 1 may lack messages below its trim) and adds the failure of absent 4, so the restart view
+/// is [2, 3]: not a majority of view 0, but a majority of the adopted view 1 = [2, 3, 4].
+/// Before the fix all three stopped as a minority ("in view 0 this member suspects [0, 1, 4]").
+/// Checked: 2 and 3 install the restart view [2, 3] within 50 ms of virtual time, replay
+/// identically and keep everything delivered before, and no restarted member stops meanwhile;
+/// member 1, removed by the restart view, joins again by state transfer (it used to stop as
+/// removed once the restart view was installed) and all three end in one running view,
+/// delivering identically. Fails with either half of the fix reverted (the inspector's
+/// adoption rule with the installer's relaxed check, or the removed member's rejoin).
+fn adopted_decision_removing_a_restarted_member(seed: u64) -> Result<(), String> {
+    let base = dir("adopted", seed);
+    let (logs, before) = first_life_deciding_without_0_and_1(seed, &base)?;
+    let up = [1, 2, 3];
+    let mut l = Life::start(seed + 1000, &base, &logs, &up, 1);
+    let t1 = l.sim.now();
+    while !(l.restarted(2) && l.restarted(3)) {
+        if l.sim.now().saturating_since(t1) > Duration::from_millis(50) {
+            return Err(format!("the restart did not complete: {}", l.state()));
+        }
+        if let Some(why) = (l.groups.iter().flatten()).find_map(|g| g.stopped()) {
+            return Err(format!("a restarted member stopped ({why}): {}", l.state()));
+        }
+        l.step(false);
+    }
+    for i in [2, 3] {
+        let v = l.groups[i].as_ref().unwrap().view().unwrap();
+        if v.members != [2, 3].map(NodeId) {
+            return Err(format!("n{i}'s restart view is {:?}", v.members));
+        }
+    }
+    let replay = l.delivered[2].clone();
+    if l.delivered[3] != replay {
+        return Err("n2 and n3 replayed differently".into());
+    }
+    for (i, b) in before.iter().enumerate() {
+        if !is_prefix(b, &replay) {
+            return Err(format!(
+                "n{i} delivered {} messages before, not a prefix of the replay of {}",
+                b.len(),
+                replay.len()
+            ));
+        }
+    }
+    // Member 1, removed by the restart view, joins again by state transfer (it used to stop
+    // as removed): all three end in one running view and deliver identically.
+    if l.groups[1]
+        .as_ref()
+        .is_none_or(|g| g.gms().rejoined().is_none())
+    {
+        return Err(format!("n1 did not join again: {}", l.state()));
+    }
+    together_and_carrying_on(&mut l, &[2, 3, 1], replay.len(), "member 1")?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_restart_adopting_a_decision_that_removed_a_restarted_member_completes() {
+    check_seeds(
+        "restart_adopted_removal",
+        3,
+        adopted_decision_removing_a_restarted_member,
+    );
+}
+
+/// The wait of the adopted-decision rule: 0, 1, 2 restart (a majority of view 0), 3 and 4 never
+/// come back. The adopted decision (view 1 = [2, 3, 4]) keeps 0 and 1 out, 3 and 4 are counted
+/// out after the absent timeout, so the restart view would be [2]: a majority neither of view 0
+/// nor of view 1. The inspector does not decide; nobody installs anything and nobody stops
+/// (before the fix the restart view [2] was decided, and every member stopped as a minority at
+/// the install, leaving a logged ballot decision for [2] that every later attempt would adopt).
+/// Ten times the absent timeout.
+#[test]
+fn a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_waits() {
+    each_seed("restart_adopted_short", 2, |seed| {
+        let base = dir("adopted-short", seed);
+        let (logs, _) = first_life_deciding_without_0_and_1(seed, &base).unwrap();
+        let mut l = Life::start(seed + 1000, &base, &logs, &[0, 1, 2], 1);
+        while l.sim.now().saturating_since(squall_transport::Time::ZERO) < ABSENT * 10 {
+            l.step(false);
+        }
+        for i in [0, 1, 2] {
+            let g = l.groups[i].as_ref().unwrap();
+            assert!(
+                g.stopped().is_none() && g.view().map(|v| v.id) == Some(0) && !l.restarted(i),
+                "n{i}: {}",
+                l.state()
+            );
+            assert!(
+                g.gms()
+                    .decision()
+                    .is_none_or(|d| squall_membership::restart::attempt_of(d.rank) == 0),
+                "n{i} holds a restart decision: {}",
+                l.state()
+            );
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    });
+}

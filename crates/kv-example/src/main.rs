@@ -275,9 +275,16 @@ impl Drop for Local {
     }
 }
 
-fn free_addr() -> Res<SocketAddr> {
-    let l = StdListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?)
+/// `k` distinct free loopback addresses: every listener is held until all are bound, so the
+/// kernel cannot hand out the same ephemeral port twice.
+fn free_addrs(k: usize) -> Res<Vec<SocketAddr>> {
+    let listeners = (0..k)
+        .map(|_| StdListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(listeners
+        .iter()
+        .map(StdListener::local_addr)
+        .collect::<Result<Vec<_>, _>>()?)
 }
 
 fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
@@ -311,15 +318,15 @@ fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
         TransportKind::Tcp => {
             let dir = std::env::temp_dir().join(format!("squall-kv-{}", std::process::id()));
             std::fs::create_dir_all(&dir)?;
+            let addrs = free_addrs(2 * c.replicas)?;
             let replicas = (0..c.replicas as u32)
-                .map(|id| {
-                    Ok(ReplicaAddr {
-                        id,
-                        transport: free_addr()?,
-                        client: free_addr()?,
-                    })
+                .zip(addrs.chunks_exact(2))
+                .map(|(id, a)| ReplicaAddr {
+                    id,
+                    transport: a[0],
+                    client: a[1],
                 })
-                .collect::<Res<Vec<_>>>()?;
+                .collect::<Vec<_>>();
             let cfg = KvConfig {
                 cluster_id: u64::from(std::process::id()),
                 ordering: c.ordering,

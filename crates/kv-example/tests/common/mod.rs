@@ -34,11 +34,14 @@ impl Drop for Procs {
     }
 }
 
-pub fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// `k` distinct free loopback addresses: every listener is held until all are bound, so the
+/// kernel cannot hand the same ephemeral port out twice (a config with a port used twice is
+/// refused by `KvConfig::validate`).
+pub fn free_addrs(k: usize) -> Vec<SocketAddr> {
+    let listeners: Vec<std::net::TcpListener> = (0..k)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners.iter().map(|l| l.local_addr().unwrap()).collect()
 }
 
 impl Procs {
@@ -115,11 +118,12 @@ impl Procs {
 
     /// A loopback config of `n` replicas on free ports (validated).
     fn loopback_config(ordering: Ordering, n: usize) -> KvConfig {
+        let addrs = free_addrs(2 * n);
         let replicas = (0..n as u32)
             .map(|id| ReplicaAddr {
                 id,
-                transport: free_addr(),
-                client: free_addr(),
+                transport: addrs[2 * id as usize],
+                client: addrs[2 * id as usize + 1],
             })
             .collect();
         KvConfig {

@@ -1147,18 +1147,18 @@ fn regression_a_shards_only_restarted_holder_restarting_during_the_restart_hangs
 /// Found by the shard bounce proptest with lone holders (`SQUALL_PROPTEST_CASES=150`): three
 /// shards of two, n0 crashed at once in the first life so shard 0 is `[n3]`; every member
 /// restarts; n3 crashes at step 8 of the restart, when no member holds a restart decision yet,
-/// and restarts 2 steps later (the proptest's `When::Undecided` did not yet require that the
-/// member promised no ballot). **Not fixed; ignored.** n3's old incarnation had acknowledged
-/// the leader n1's ballot before it crashed; n1, not yet suspecting it, decided with that
-/// acknowledgement after the crash. n2 and n5 readmitted n3's new incarnation before that
-/// decision reached them (no decision visible), then echoed it and wait for n3's echo; n1 and
-/// n4 saw the decision first, so they never readmit, hold n3 pending and are blocked by the
-/// every-shard rule; n3's new incarnation sees neither n1 nor n4 (shard 1 unrestored for it).
-/// Nothing proceeds, nobody stops; an operator's restart of everyone ends it. Not a safety
-/// defect (nobody installs anything). Run with `cargo nextest run -p squall-membership --test
-/// sim_shard_restart --run-ignored only`.
+/// and restarts 2 steps later. n3's old incarnation had acknowledged the leader n1's ballot
+/// before it crashed; n1, not yet suspecting it, decided with that acknowledgement after the
+/// crash. It hung (s18): n2 and n5 readmitted n3's new incarnation before that decision
+/// reached them, then echoed it and waited for n3's echo; n1 and n4 saw the decision first
+/// and, by the s18 rule (no readmission once any restart decision is visible), never
+/// readmitted, so they held n3 pending and were blocked by the every-shard rule, and n3's new
+/// incarnation saw neither of them. Fixed (s19, `docs/MEMBERSHIP.md`, eighteenth part): a
+/// member readmits while no restart decision *removes* the node; n1 and n4 readmit, n3's new
+/// incarnation (its log holds the promise of n1's ballot) follows n1, echoes the decision, and
+/// everyone installs view 2 with n3. Fails ("restart of view 1 never completed", n1 and n4
+/// waiting for shard 0's holder) with the s18 rule back.
 #[test]
-#[ignore = "a known hang: a lone holder restarting once a restart decision exists (docs/MEMBERSHIP.md, sixteenth part)"]
 fn regression_a_lone_holders_old_incarnation_acknowledged_the_ballot_decided_after_its_crash() {
     run(&Plan {
         seed: 13362,

@@ -972,7 +972,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// before it was published: the same acceptor), so it acknowledges, echoes and installs
     /// as the old one would have; a decision naming it names the node, whichever incarnation
     /// acknowledged it. Why two different restart views cannot both be installed, and the
-    /// race left, are in `docs/MEMBERSHIP.md` (sixteenth and eighteenth parts).
+    /// races left, are in `docs/MEMBERSHIP.md` (sixteenth and eighteenth parts).
     fn readmissible_in_restart(&self, node: NodeId) -> bool {
         let (Some(view), Some(_)) = (&self.view, &self.restart) else {
             return false;

@@ -923,8 +923,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// under their id), once this member can no longer count the old incarnation: this member
     /// is in a view and that view does not contain it (its removal was installed here, or it
     /// never was a member), no proposal or decision this member holds names it. In restart
-    /// mode only a member of a shard this member counts failed as a whole, before anything of
-    /// the restart is decided (see [`readmissible_in_restart`](Gms::readmissible_in_restart)).
+    /// mode only a member of a shard this member counts failed as a whole, while no restart
+    /// decision removes it and no view after the restart's is visible (see
+    /// [`readmissible_in_restart`](Gms::readmissible_in_restart)).
     /// An outsider readmits nobody.
     /// Until then the row stays suspected and frozen, and the new incarnation waits outside.
     fn readmit_restarted(&mut self) -> Result<(), GmsError> {
@@ -954,21 +955,24 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// Restart mode at view `L`: whether the pending new incarnation of `node` may be readmitted
     /// (issue 6: a shard's only restarted holder restarting during the restart hung it). Only
-    /// when both hold:
+    /// when all hold:
     ///
     /// - `node` is a member of `L` and *every* member of its shard is counted failed here, so
     ///   without a readmission the every-shard rule blocks this member for good (suspicions are
     ///   final in this process): it would never again acknowledge, echo, lead or install, only
     ///   catch up from a peer ahead or join again, which it still does;
-    /// - no row it reads (suspected ones included: the old incarnation's frozen words) holds a
-    ///   decision of a restart ballot for `L`, nor does it, and no row publishes a view after
-    ///   `L`.
+    /// - no restart decision for `L` that it holds or reads in any row (suspected ones
+    ///   included: the old incarnation's frozen words) *removes* `node`: every restart view
+    ///   decided so far counts `node` (s19; before, any restart decision refused it, which hung
+    ///   the restart once one existed);
+    /// - no row publishes a view after `L` (the old incarnation may have installed the restart
+    ///   view: its new one then restarts one view later).
     ///
-    /// So a member that echoed a restart decision never readmits, and one that readmitted
-    /// follows the ballots of the members it now counts; the new incarnation restarts from the
-    /// same logs (every promise and decision logged before it was published: the same
-    /// acceptor). Why two different restart views cannot both be installed, and what still
-    /// hangs, is in `docs/MEMBERSHIP.md` (sixteenth part).
+    /// The new incarnation restarts from the same logs (every promise and decision logged
+    /// before it was published: the same acceptor), so it acknowledges, echoes and installs
+    /// as the old one would have; a decision naming it names the node, whichever incarnation
+    /// acknowledged it. Why two different restart views cannot both be installed, and the
+    /// races left, are in `docs/MEMBERSHIP.md` (sixteenth and eighteenth parts).
     fn readmissible_in_restart(&self, node: NodeId) -> bool {
         let (Some(view), Some(_)) = (&self.view, &self.restart) else {
             return false;
@@ -982,17 +986,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !shard.members.iter().all(|&m| self.suspects(m)) {
             return false;
         }
-        let restart_decision = |rank: u64| crate::restart::attempt_of(rank) > 0;
-        if self
-            .decision
-            .as_ref()
-            .is_some_and(|d| restart_decision(d.rank))
-        {
+        // A restart decision that removes `node` (one adopting a logged decision that failed
+        // it): the restart view does not count `node`, so readmitting it could only leave it
+        // counted where the group goes on without it.
+        let removes_node = |rank: u64, changes: &[Change]| {
+            crate::restart::attempt_of(rank) > 0
+                && changes.iter().any(|c| c.node == node && c.removes())
+        };
+        if (self.decision.as_ref()).is_some_and(|d| removes_node(d.rank, &d.changes)) {
             return false;
         }
         !(0..self.sst.rows()).any(|row| {
             self.decision_of(row, view.id)
-                .is_some_and(|t| restart_decision(t.rank))
+                .is_some_and(|t| removes_node(t.rank, &t.changes))
                 || (self.read_block(row, self.f.view))
                     .is_some_and(|p| p.first().is_some_and(|&w| w > view.id + 1))
         })

@@ -299,6 +299,14 @@ impl Life {
                         rec.promised_for(view) == 0
                     })
             }
+            When::Unechoed(n) => {
+                step == n
+                    && self.groups[k].as_ref().is_some_and(|g| {
+                        let (_, rec) = MemLog::open(g.gms().log().bytes().to_vec());
+                        rec.decision_for(view)
+                            .is_none_or(|d| squall_membership::restart::attempt_of(d.rank) == 0)
+                    })
+            }
             When::Replaying => self.groups[k].as_ref().is_some_and(|g| {
                 g.gms().restarting().is_none()
                     && g.view().is_some_and(|v| v.id > view)
@@ -618,6 +626,13 @@ enum When {
     /// its old incarnation, no ballot counting it can be decided, so a shard's only restarted
     /// holder is readmitted (which stops once a restart decision is visible).
     Undecided(usize),
+    /// This many steps into the restart if the member's log holds no restart decision then
+    /// (else never): a decision may exist elsewhere, formed with its acknowledgement (s19).
+    /// Not later: once it echoed (or decided) a restart decision, the others may install the
+    /// restart view counting its old incarnation's echo before they notice the crash; then
+    /// the restart is over there, and a shard's only holder failing in the running view loses
+    /// its shard (`ShardLost`, fourteenth part), which is not a restart during the restart.
+    Unechoed(usize),
     /// The moment it installed the restart view, its replay still being handed out.
     Replaying,
 }
@@ -1077,10 +1092,33 @@ fn a_shards_only_holder_restarting_before_the_restart_is_decided_is_readmitted()
     });
 }
 
+/// A shard's only restarted holder restarts during a total restart *after* a restart decision
+/// exists (s19, issue 6): as the sweep above, but the holder crashes the moment some member
+/// holds a restart decision (`When::Decided`, even seeds: its old incarnation acknowledged the
+/// ballot, or led it) or at step 6 if its log holds no restart decision then
+/// (`When::Unechoed`, odd seeds: a decision may exist elsewhere, formed with its
+/// acknowledgement). The others readmit its new incarnation (no restart decision removes it),
+/// which restarts from the same logs, echoes the decision and installs the restart view with
+/// them. Fails unless a lone holder was picked and the bounce happened; with the s18 rule (no
+/// readmission once any restart decision is visible) it fails at seeds 0 and 2 ("restart
+/// of view 1 never completed", members blocked by the every-shard rule on the holder's shard).
+#[test]
+fn a_shards_only_holder_restarting_after_the_restart_is_decided_is_readmitted() {
+    check_seeds("shard_lone_bounce_decided", 3, |seed| {
+        let when = if seed % 2 == 0 {
+            When::Decided
+        } else {
+            When::Unechoed(6)
+        };
+        shard_bounce(seed, when, true)
+    });
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: proptest_cases(4), ..ProptestConfig::default() })]
     /// The shard proptest with a member restarting during a total restart of every member
-    /// (`lone`: a shard's only restarted holder, at a step before the restart is decided).
+    /// (`lone`: a shard's only restarted holder, before anything of the restart is decided, at a
+    /// step before it echoed a restart decision, or the moment one exists).
     #[test]
     fn proptest_a_shard_member_restarting_during_a_total_restart_keeps_a_common_prefix(
         seed in 0u64..1_000_000,
@@ -1097,9 +1135,13 @@ proptest! {
         lone in any::<bool>(),
     ) {
         // A lone holder: three shards of two, a member crashed at once in the first life (its
-        // shard-mate holds the shard alone), bounced early enough to be undecided.
+        // shard-mate holds the shard alone), bounced before the restart is decided, before it
+        // echoed a restart decision, or the moment one exists (not later: see `When::Unechoed`).
+        let lone_crash = Some((crash.map_or(0, |c| c.0), 0));
         let (when, lone, shards, crash) = match when {
-            When::Step(n) if lone => (When::Undecided(n % 5), true, 3, Some((crash.map_or(0, |c| c.0), 0))),
+            When::Step(n) if lone && n % 2 == 0 => (When::Undecided(n % 5), true, 3, lone_crash),
+            When::Step(n) if lone => (When::Unechoed(n % 11), true, 3, lone_crash),
+            When::Decided if lone => (When::Decided, true, 3, lone_crash),
             w => (w, false, shards, crash),
         };
         let bounce = Some(Bounce { pick, when, down, lone });
@@ -1147,18 +1189,18 @@ fn regression_a_shards_only_restarted_holder_restarting_during_the_restart_hangs
 /// Found by the shard bounce proptest with lone holders (`SQUALL_PROPTEST_CASES=150`): three
 /// shards of two, n0 crashed at once in the first life so shard 0 is `[n3]`; every member
 /// restarts; n3 crashes at step 8 of the restart, when no member holds a restart decision yet,
-/// and restarts 2 steps later (the proptest's `When::Undecided` did not yet require that the
-/// member promised no ballot). **Not fixed; ignored.** n3's old incarnation had acknowledged
-/// the leader n1's ballot before it crashed; n1, not yet suspecting it, decided with that
-/// acknowledgement after the crash. n2 and n5 readmitted n3's new incarnation before that
-/// decision reached them (no decision visible), then echoed it and wait for n3's echo; n1 and
-/// n4 saw the decision first, so they never readmit, hold n3 pending and are blocked by the
-/// every-shard rule; n3's new incarnation sees neither n1 nor n4 (shard 1 unrestored for it).
-/// Nothing proceeds, nobody stops; an operator's restart of everyone ends it. Not a safety
-/// defect (nobody installs anything). Run with `cargo nextest run -p squall-membership --test
-/// sim_shard_restart --run-ignored only`.
+/// and restarts 2 steps later. n3's old incarnation had acknowledged the leader n1's ballot
+/// before it crashed; n1, not yet suspecting it, decided with that acknowledgement after the
+/// crash. It hung (s18): n2 and n5 readmitted n3's new incarnation before that decision
+/// reached them, then echoed it and waited for n3's echo; n1 and n4 saw the decision first
+/// and, by the s18 rule (no readmission once any restart decision is visible), never
+/// readmitted, so they held n3 pending and were blocked by the every-shard rule, and n3's new
+/// incarnation saw neither of them. Fixed (s19, `docs/MEMBERSHIP.md`, eighteenth part): a
+/// member readmits while no restart decision *removes* the node; n1 and n4 readmit, n3's new
+/// incarnation (its log holds the promise of n1's ballot) follows n1, echoes the decision, and
+/// everyone installs view 2 with n3. Fails ("restart of view 1 never completed", n1 and n4
+/// waiting for shard 0's holder) with the s18 rule back.
 #[test]
-#[ignore = "a known hang: a lone holder restarting once a restart decision exists (docs/MEMBERSHIP.md, sixteenth part)"]
 fn regression_a_lone_holders_old_incarnation_acknowledged_the_ballot_decided_after_its_crash() {
     run(&Plan {
         seed: 13362,

@@ -249,6 +249,10 @@ pub struct Gms<T: Transport, L: Durable> {
     /// not count it, and the row is readmitted when exactly that incarnation links (see
     /// [`settle_expected`](Gms::settle_expected)).
     expected: Vec<Option<u64>>,
+    /// Per universe row: when this member began waiting for the row's
+    /// [`expected`](Gms::expected) incarnation (the wait is bounded by
+    /// [`GmsConfig::expected_link_wait`]).
+    expected_since: Vec<Option<squall_transport::Time>>,
     /// With [`decision`](Gms::decision) (a follower's): the rows of the next view's members
     /// this member suspects and the incarnation of each that the leader had readmitted (its
     /// `admitted` word when the decision was adopted).
@@ -457,6 +461,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             stopped: None,
             held_back: false,
             expected: Vec::new(),
+            expected_since: Vec::new(),
             decided_expect: Vec::new(),
             restart_named: None,
             restart,
@@ -639,6 +644,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     fn expect(&mut self, view: &View, named: &[(usize, u64)]) -> Result<(), GmsError> {
         let u = self.cfg.universe.len();
         self.expected.resize(u, None);
+        self.expected_since.resize(u, None);
         for r in 0..u {
             if !self.cfg.universe.get(r).is_some_and(|&n| view.contains(n)) {
                 self.expected[r] = None;
@@ -651,6 +657,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             if self.expected[r] != Some(a) {
                 let node = self.cfg.universe.get(r).copied();
                 tracing::info!(me = %self.me, view = view.id, ?node, incarnation = a, "membership: the view names a new incarnation whose link is not up here; waiting for it (not failed)");
+                self.expected_since[r] = Some(self.sst.now());
             }
             self.expected[r] = Some(a);
         }
@@ -661,9 +668,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// exactly it pending), and ends the wait when that incarnation is known to have failed (a
     /// newer one connected, or an unsuspected member publishes a suspicion of it: a flag above
     /// it) or the view no longer names the node. Then the row counts as suspected again and the
-    /// view changes as for any failed member.
+    /// view changes as for any failed member. The wait is bounded
+    /// ([`GmsConfig::expected_link_wait`]): once it has lasted that long, this member gives up
+    /// on the link (a one-way partition, say) and counts the member failed as it would a
+    /// silent one, publishing a suspicion of that incarnation ([`Sst::suspect_incarnation`])
+    /// so that the members linked to it cut it too; the ordinary failure path then removes it.
     fn settle_expected(&mut self) -> Result<(), GmsError> {
         let flags = self.sst.schema().suspected();
+        let now = self.sst.now();
+        let bound = self.cfg.expected_link_wait();
         for r in 0..self.expected.len() {
             let Some(a) = self.expected[r] else {
                 continue;
@@ -691,6 +704,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             if failed {
                 tracing::warn!(me = %self.me, row = r, expected = a, "membership: a member suspects the expected incarnation; no longer waiting for it");
                 self.expected[r] = None;
+                continue;
+            }
+            let since = self.expected_since.get(r).copied().flatten();
+            let waited = since.map_or(std::time::Duration::ZERO, |t| now.saturating_since(t));
+            if waited >= bound
+                && let Some(&node) = self.cfg.universe.get(r)
+            {
+                tracing::warn!(
+                    me = %self.me, %node, expected = a, waited_ms = waited.as_millis() as u64,
+                    bound_ms = bound.as_millis() as u64,
+                    "membership: the link of the new incarnation this view names never came up here (expected_link_timeout); suspecting it like a silent member"
+                );
+                self.expected[r] = None;
+                self.sst.suspect_incarnation(node, a)?;
             }
         }
         Ok(())

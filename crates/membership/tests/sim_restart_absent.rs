@@ -158,6 +158,10 @@ impl Transport for Gate {
 const N: usize = 5;
 /// The absent members' timeout in these tests (virtual time; suspicion after 1.5 ms).
 const ABSENT: Duration = Duration::from_millis(4);
+/// The bound on the wait for an expected incarnation's link in these tests
+/// (`GmsConfig::expected_link_timeout`; the late-link regressions hold a link back at most
+/// about 1.4 ms, so it never fires there).
+const EXPECTED_LINK: Duration = Duration::from_millis(4);
 /// One step of the simulation.
 const STEP: Duration = Duration::from_micros(2);
 
@@ -171,6 +175,7 @@ fn dir(tag: &str, seed: u64) -> PathBuf {
 fn config(base: &Path, i: usize, u: usize) -> GroupConfig {
     let mut cfg = group_sim::config(u, N);
     cfg.gms.restart_absent_timeout = ABSENT;
+    cfg.gms.expected_link_timeout = Some(EXPECTED_LINK);
     group_sim::durable(cfg, base, i)
 }
 
@@ -1374,6 +1379,121 @@ fn regression_a_member_whose_unpublished_suspicion_and_late_link_meet_the_new_in
             2,
             |seed| crash_rejoin_late_link(seed, x, k, up),
         );
+    }
+}
+
+/// Issue 6, the unbounded wait s18 left (docs/MEMBERSHIP.md, "the restart's waits bounded"):
+/// as in [`crash_rejoin_late_link`], member `x` crashes and starts at once as a new process and
+/// member `k`'s link to it is held back, but now it never comes up at `k` (a one-way
+/// partition: the new process links `k`, `k` never sees it). `k` installs the view that names
+/// the new incarnation and waits for its link (`Gms::expected_incarnation`); after
+/// `expected_link_timeout` it counts the member failed as it would a silent one, its
+/// suspicion (naming that incarnation) spreads to the members linked to it, and the others
+/// remove it. Checked: `k` reached the wait (its view names `x`, whose link it expects), the
+/// wait lasted at least the bound, and then the four others end in one running view without
+/// `x`, active, delivering identically (new messages included). Without the bound `k` waits
+/// for good, the view delivers nothing more, and it fails ("did not come into ...").
+fn crash_rejoin_link_never_up(seed: u64, x: usize, k: usize) -> Result<(), String> {
+    let base = dir(&format!("crash-rejoin-link-never-up-{x}-{k}"), seed);
+    let all = [0, 1, 2, 3, 4];
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
+    for _ in 0..1500 {
+        l.step(true);
+    }
+    let node = NodeId(x as u32);
+    l.held[k].set(Some(node));
+    l.rejoin_fresh(x);
+    let t1 = l.sim.now();
+    let waiting = |l: &Life| {
+        let g = l.groups[k].as_ref().unwrap();
+        g.view().is_some_and(|v| v.contains(node)) && g.gms().expected_incarnation(node).is_some()
+    };
+    while !waiting(&l) {
+        if l.sim.now().saturating_since(t1) > Duration::from_millis(2) {
+            return Err(format!(
+                "seed {seed}: n{k} never waited for the new incarnation's link: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let t2 = l.sim.now();
+    while l.groups[k]
+        .as_ref()
+        .unwrap()
+        .gms()
+        .expected_incarnation(node)
+        .is_some()
+    {
+        if l.sim.now().saturating_since(t2) > Duration::from_millis(50) {
+            return Err(format!(
+                "seed {seed}: n{k} still waits for the link of n{x}'s new incarnation after 50ms: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let waited = l.sim.now().saturating_since(t2);
+    if waited + STEP < EXPECTED_LINK {
+        return Err(format!(
+            "seed {seed}: n{k} stopped waiting after {waited:?}, before the bound"
+        ));
+    }
+    let others: Vec<usize> = all.iter().copied().filter(|&i| i != x).collect();
+    let t3 = l.sim.now();
+    let limit = Duration::from_millis(50);
+    let together = |l: &Life| {
+        let views: Vec<Option<u64>> = (others.iter())
+            .map(|&i| l.groups[i].as_ref().and_then(|g| g.view().map(|v| v.id)))
+            .collect();
+        views.iter().all(|v| *v == views[0])
+            && others.iter().all(|&i| {
+                l.groups[i].as_ref().is_some_and(|g| {
+                    g.is_active()
+                        && g.stopped().is_none()
+                        && g.view().is_some_and(|v| !v.contains(node))
+                })
+            })
+    };
+    while !together(&l) {
+        if l.sim.now().saturating_since(t3) > limit {
+            return Err(format!(
+                "seed {seed}: the others did not come into one running view without n{x} within {limit:?}: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let before = l.delivered[others[0]].len();
+    for _ in 0..400 {
+        l.step(true);
+    }
+    for _ in 0..2000 {
+        l.step(false);
+    }
+    let after = &l.delivered[others[0]];
+    if after.len() <= before {
+        return Err(format!("seed {seed}: nothing new without n{x}"));
+    }
+    if let Some(&i) = others.iter().find(|&&i| &l.delivered[i] != after) {
+        return Err(format!("seed {seed}: n{i} delivered differently"));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// See [`crash_rejoin_link_never_up`]: a member whose link to a restarted member's new
+/// process never comes up stops waiting for it after `expected_link_timeout` and the group
+/// goes on without it. Two `(x, k)` pairs, 2 seeds each; `k` ranks above `x`, so its suspicion
+/// of the old incarnation is deferred and the leader's `readmission_pending` does not hold the
+/// join back for it (where `k` published it, the join waits for `k`'s readmission instead and
+/// the running view without `x` is never stalled).
+#[test]
+fn a_member_whose_link_to_the_new_incarnation_never_comes_up_suspects_it_after_the_bound() {
+    for (x, k) in [(0, 3), (1, 4)] {
+        check_seeds(&format!("crash_rejoin_link_never_up_{x}_{k}"), 2, |seed| {
+            crash_rejoin_link_never_up(seed, x, k)
+        });
     }
 }
 

@@ -89,6 +89,26 @@ pub enum StopReason {
         /// Whom it suspects.
         suspected: Vec<NodeId>,
     },
+    /// Restart mode: the restart of view `view` adopts a logged decision (its next view is
+    /// `adopted`), and the members of `adopted` it lacks (`start`) are counted out in this
+    /// process (suspected or not restarting: final here), so the restart view it could
+    /// install holds a majority neither of `view` nor of `adopted` (the rule of
+    /// `adoption_short`, see docs/MEMBERSHIP.md, "A restart adopting a decision that removed
+    /// a restarted member"). The wait for them could not end in this process: it stops
+    /// instead. Operator action: a new total restart of every member with `start` (enough of
+    /// them for a majority of `adopted`) started too. Only with
+    /// [`partition_safety`](crate::GmsConfig::partition_safety) (off, it waits).
+    #[error(
+        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving a majority neither of view {view} nor of {adopted:?}: stopped; restart every member again with {start:?} started too"
+    )]
+    RestartShortOfAdopted {
+        /// The view being restarted (the last logged one).
+        view: u64,
+        /// The next view of the adopted decision.
+        adopted: Vec<NodeId>,
+        /// The members of `adopted` to start for a new total restart (those counted out here).
+        start: Vec<NodeId>,
+    },
     /// It left gracefully; `view` is the first view without it.
     #[error("left: view {view} was installed without this member, as it asked")]
     Left {
@@ -1074,6 +1094,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             {
                 left_out = left_out.max(Some((l, v.id)));
             }
+            // An idle outsider that started only after the group went on without it (s19)
+            // never saw a restarting block naming it; the evidence then is the decision that
+            // led to the running view: the peer's decision block for the view before it,
+            // which fails this node. The node was a member of that view.
+            if idle && v.id > 0 && !v.contains(self.me) && self.failed_by(row, v.id - 1) {
+                left_out = left_out.max(Some((v.id - 1, v.id)));
+            }
             // Joining again after a total restart: only a view newer than the one that
             // superseded its log (older blocks naming it are stale).
             let fresh = self.rejoined.is_none_or(|(_, newer)| v.id > newer);
@@ -1118,6 +1145,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             });
         }
         Ok(())
+    }
+
+    /// Whether `row`'s decision block for view `vid` fails this node (a restart counted it
+    /// out, or the group removed it as failed; a graceful leave does not count). It stays
+    /// readable until that member decides its next view change.
+    fn failed_by(&self, row: usize, vid: u64) -> bool {
+        self.decision_of(row, vid).is_some_and(|d| {
+            (d.changes.iter()).any(|c| c.node == self.me && c.kind == ChangeKind::Fail)
+        })
     }
 
     /// The view in `row`'s view block `p` (`None`, logged at `debug`, if it does not decode).
@@ -1235,6 +1271,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // Never act without a majority of the last view's logs.
         if restarted.len() < view.majority() {
             return Ok(());
+        }
+        if let Some(why) = self.short_of_adopted_for_good(view) {
+            return Err(self.stop(why, out));
         }
         // Nor without a member of every shard holding its state: a shard's messages are only in
         // its members' logs, and a member whose transfer never completed has none to replay
@@ -1655,6 +1694,42 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 self.sst.get_at(r, flags, row).unwrap_or(0) != 0
                     && self.sst.get_at(r, self.f.admitted, row).unwrap_or(0) < mine
             })
+    }
+
+    /// Restart mode at `view`, a majority of it restarted: whether the wait of the adopted-decision
+    /// rule ([`adoption_short`]) can no longer end in this process. The highest-ranked logged
+    /// decision visible for `view` is the one an inspector adopts; fitted with a failure of
+    /// every member of `view` this member counts out ([`suspects`](Gms::suspects): suspected,
+    /// final in restart mode, or a non-restarting outsider), it gives the largest restart view
+    /// this member could still take part in. If that view holds a majority neither of `view`
+    /// nor of the adopted next view, no later round can help (suspicions are never withdrawn
+    /// here, and a restart view only loses members), so every member that sees it stops with
+    /// [`StopReason::RestartShortOfAdopted`], naming the members of the adopted next view to
+    /// start. The inspector, which would otherwise wait at its commit (see [`lead`](Gms::lead)),
+    /// sees the same. Uses this member's own suspicions: stopping is always safe (the member
+    /// installs nothing), and a member that counts out more of the adopted next view than the
+    /// inspector does could not have completed that restart with it in this process anyway.
+    fn short_of_adopted_for_good(&self, view: &View) -> Option<StopReason> {
+        if !self.cfg.partition_safety {
+            return None;
+        }
+        let adopted = (0..self.sst.rows())
+            .filter_map(|r| self.decision_of(r, view.id))
+            .max_by_key(|t| t.rank)?;
+        let out: Vec<Change> = (view.members.iter().copied())
+            .filter(|&m| m != self.me && self.suspects(m))
+            .map(|node| Change {
+                kind: ChangeKind::Fail,
+                node,
+            })
+            .collect();
+        let fitted = self.restart_changes(adopted.changes.clone(), &out);
+        let start = adoption_short(&view.members, &adopted.changes, &fitted)?;
+        Some(StopReason::RestartShortOfAdopted {
+            view: view.id,
+            adopted: crate::change::next_members(&adopted.changes, &view.members),
+            start,
+        })
     }
 
     /// `force`: propose even without changes (a restart installs the next view regardless).

@@ -1707,8 +1707,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// [`StopReason::RestartShortOfAdopted`], naming the members of the adopted next view to
     /// start. The inspector, which would otherwise wait at its commit (see [`lead`](Gms::lead)),
     /// sees the same. Uses this member's own suspicions: stopping is always safe (the member
-    /// installs nothing), and a member that counts out more of the adopted next view than the
-    /// inspector does could not have completed that restart with it in this process anyway.
+    /// installs nothing). A member that counts out more of the adopted next view than the
+    /// inspector does (a false suspicion after a stall) may stop where the inspector would
+    /// have decided a restart view it could have run in; that is the cost of a false
+    /// suspicion in restart mode, as with [`StopReason::RestartCutOff`].
     fn short_of_adopted_for_good(&self, view: &View) -> Option<StopReason> {
         if !self.cfg.partition_safety {
             return None;

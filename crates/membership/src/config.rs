@@ -54,6 +54,16 @@ pub enum ConfigError {
         "restart_absent_timeout must be positive: a restart gives the members of the last view that have not connected yet some time to come back (1 s by default)"
     )]
     RestartAbsent,
+    /// The wait for an expected incarnation's link does not exceed the suspicion timeout.
+    #[error(
+        "expected_link_timeout is {have:?} but must exceed suspicion_timeout ({suspicion:?}): a member waiting for the link of a new incarnation that its view names gives it at least as long as it gives a silent member (leave it unset for 10 x suspicion_timeout)"
+    )]
+    ExpectedLink {
+        /// Configured.
+        have: Duration,
+        /// The suspicion timeout it must exceed.
+        suspicion: Duration,
+    },
 }
 
 /// How a member runs the membership protocol. The same on every node of the universe.
@@ -104,7 +114,22 @@ pub struct GmsConfig {
     /// restarting — its log held no view, so it came back as an outsider — is counted as not
     /// restarted after [`suspicion_timeout`](GmsConfig::suspicion_timeout) instead.)
     pub restart_absent_timeout: Duration,
+    /// How long a member that installed a view naming a new incarnation of a member whose link
+    /// has not come up here waits for that link ([`Gms::expected_incarnation`](crate::Gms::expected_incarnation))
+    /// before it counts the member failed, as it would a silent one: it publishes a suspicion
+    /// of that incarnation (so the members linked to it cut it too), wedges and proposes its
+    /// removal, logging at `warn` why. Without a bound, a one-way partition between the new
+    /// process and this member would stall the view for good. `None` (the default):
+    /// [`DEFAULT_EXPECTED_LINK_FACTOR`] times [`suspicion_timeout`](GmsConfig::suspicion_timeout)
+    /// (1 s with the defaults); set, it must exceed `suspicion_timeout`. See
+    /// [`expected_link_wait`](GmsConfig::expected_link_wait).
+    pub expected_link_timeout: Option<Duration>,
 }
+
+/// [`GmsConfig::expected_link_timeout`]'s default, in suspicion timeouts: a link that comes up
+/// at most a few detector periods after the others' is waited for; one that takes ten suspicion
+/// timeouts is not coming.
+pub const DEFAULT_EXPECTED_LINK_FACTOR: u32 = 10;
 
 impl GmsConfig {
     /// Defaults: every universe node may be a member, 10 ms heartbeats, 100 ms suspicion
@@ -122,7 +147,29 @@ impl GmsConfig {
             shards: EvenShards::single(),
             layout: None,
             restart_absent_timeout: Duration::from_secs(1),
+            expected_link_timeout: None,
         }
+    }
+
+    /// The bound on the wait for an expected incarnation's link in force:
+    /// [`expected_link_timeout`](GmsConfig::expected_link_timeout), or
+    /// [`DEFAULT_EXPECTED_LINK_FACTOR`] times the suspicion timeout when unset.
+    ///
+    /// ```
+    /// use squall_membership::GmsConfig;
+    /// use squall_transport::{NodeId, RegionId};
+    /// use std::time::Duration;
+    /// let mut cfg = GmsConfig::new(RegionId(0), (0..3).map(NodeId).collect(), (0..3).map(NodeId).collect());
+    /// assert_eq!(cfg.expected_link_wait(), Duration::from_secs(1)); // 10 x 100 ms
+    /// cfg.expected_link_timeout = Some(Duration::from_millis(50)); // not above the suspicion timeout
+    /// assert!(cfg.validate().unwrap_err().to_string().contains("must exceed suspicion_timeout"));
+    /// cfg.expected_link_timeout = Some(Duration::from_millis(300));
+    /// assert!(cfg.validate().is_ok());
+    /// assert_eq!(cfg.expected_link_wait(), Duration::from_millis(300));
+    /// ```
+    pub fn expected_link_wait(&self) -> Duration {
+        self.expected_link_timeout
+            .unwrap_or(self.suspicion_timeout * DEFAULT_EXPECTED_LINK_FACTOR)
     }
 
     /// The layout in force: [`layout`](GmsConfig::layout) if set, else
@@ -191,6 +238,14 @@ impl GmsConfig {
         if self.restart_absent_timeout.is_zero() {
             return Err(ConfigError::RestartAbsent);
         }
+        if let Some(have) = self.expected_link_timeout
+            && have <= self.suspicion_timeout
+        {
+            return Err(ConfigError::ExpectedLink {
+                have,
+                suspicion: self.suspicion_timeout,
+            });
+        }
         Ok(())
     }
 }
@@ -250,5 +305,18 @@ mod tests {
             e.to_string()
                 .contains("restart_absent_timeout must be positive")
         );
+        let e = bad(&|c| c.expected_link_timeout = Some(c.suspicion_timeout));
+        assert_eq!(
+            e,
+            ConfigError::ExpectedLink {
+                have: ok.suspicion_timeout,
+                suspicion: ok.suspicion_timeout
+            }
+        );
+        assert!(e.to_string().contains("must exceed suspicion_timeout"));
+        let mut slow = ok.clone();
+        slow.suspicion_timeout = Duration::from_secs(5);
+        assert_eq!(slow.validate(), Ok(()), "the default follows the timeout");
+        assert_eq!(slow.expected_link_wait(), Duration::from_secs(50));
     }
 }

@@ -89,6 +89,26 @@ pub enum StopReason {
         /// Whom it suspects.
         suspected: Vec<NodeId>,
     },
+    /// Restart mode: the restart of view `view` adopts a logged decision (its next view is
+    /// `adopted`), and the members of `adopted` it lacks (`start`) are counted out in this
+    /// process (suspected or not restarting: final here), so the restart view it could
+    /// install holds a majority neither of `view` nor of `adopted` (the rule of
+    /// `adoption_short`, see docs/MEMBERSHIP.md, "A restart adopting a decision that removed
+    /// a restarted member"). The wait for them could not end in this process: it stops
+    /// instead. Operator action: a new total restart of every member with `start` (enough of
+    /// them for a majority of `adopted`) started too. Only with
+    /// [`partition_safety`](crate::GmsConfig::partition_safety) (off, it waits).
+    #[error(
+        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving a majority neither of view {view} nor of {adopted:?}: stopped; restart every member again with {start:?} started too"
+    )]
+    RestartShortOfAdopted {
+        /// The view being restarted (the last logged one).
+        view: u64,
+        /// The next view of the adopted decision.
+        adopted: Vec<NodeId>,
+        /// The members of `adopted` to start for a new total restart (those counted out here).
+        start: Vec<NodeId>,
+    },
     /// It left gracefully; `view` is the first view without it.
     #[error("left: view {view} was installed without this member, as it asked")]
     Left {
@@ -249,6 +269,10 @@ pub struct Gms<T: Transport, L: Durable> {
     /// not count it, and the row is readmitted when exactly that incarnation links (see
     /// [`settle_expected`](Gms::settle_expected)).
     expected: Vec<Option<u64>>,
+    /// Per universe row: when this member began waiting for the row's
+    /// [`expected`](Gms::expected) incarnation (the wait is bounded by
+    /// [`GmsConfig::expected_link_wait`]).
+    expected_since: Vec<Option<squall_transport::Time>>,
     /// With [`decision`](Gms::decision) (a follower's): the rows of the next view's members
     /// this member suspects and the incarnation of each that the leader had readmitted (its
     /// `admitted` word when the decision was adopted).
@@ -457,6 +481,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             stopped: None,
             held_back: false,
             expected: Vec::new(),
+            expected_since: Vec::new(),
             decided_expect: Vec::new(),
             restart_named: None,
             restart,
@@ -639,6 +664,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     fn expect(&mut self, view: &View, named: &[(usize, u64)]) -> Result<(), GmsError> {
         let u = self.cfg.universe.len();
         self.expected.resize(u, None);
+        self.expected_since.resize(u, None);
         for r in 0..u {
             if !self.cfg.universe.get(r).is_some_and(|&n| view.contains(n)) {
                 self.expected[r] = None;
@@ -651,6 +677,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             if self.expected[r] != Some(a) {
                 let node = self.cfg.universe.get(r).copied();
                 tracing::info!(me = %self.me, view = view.id, ?node, incarnation = a, "membership: the view names a new incarnation whose link is not up here; waiting for it (not failed)");
+                self.expected_since[r] = Some(self.sst.now());
             }
             self.expected[r] = Some(a);
         }
@@ -661,9 +688,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// exactly it pending), and ends the wait when that incarnation is known to have failed (a
     /// newer one connected, or an unsuspected member publishes a suspicion of it: a flag above
     /// it) or the view no longer names the node. Then the row counts as suspected again and the
-    /// view changes as for any failed member.
+    /// view changes as for any failed member. The wait is bounded
+    /// ([`GmsConfig::expected_link_wait`]): once it has lasted that long, this member gives up
+    /// on the link (a one-way partition, say) and counts the member failed as it would a
+    /// silent one, publishing a suspicion of that incarnation ([`Sst::suspect_incarnation`])
+    /// so that the members linked to it cut it too; the ordinary failure path then removes it.
     fn settle_expected(&mut self) -> Result<(), GmsError> {
         let flags = self.sst.schema().suspected();
+        let now = self.sst.now();
+        let bound = self.cfg.expected_link_wait();
         for r in 0..self.expected.len() {
             let Some(a) = self.expected[r] else {
                 continue;
@@ -691,6 +724,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             if failed {
                 tracing::warn!(me = %self.me, row = r, expected = a, "membership: a member suspects the expected incarnation; no longer waiting for it");
                 self.expected[r] = None;
+                continue;
+            }
+            let since = self.expected_since.get(r).copied().flatten();
+            let waited = since.map_or(std::time::Duration::ZERO, |t| now.saturating_since(t));
+            if waited >= bound
+                && let Some(&node) = self.cfg.universe.get(r)
+            {
+                tracing::warn!(
+                    me = %self.me, %node, expected = a, waited_ms = waited.as_millis() as u64,
+                    bound_ms = bound.as_millis() as u64,
+                    "membership: the link of the new incarnation this view names never came up here (expected_link_timeout); suspecting it like a silent member"
+                );
+                self.expected[r] = None;
+                self.sst.suspect_incarnation(node, a)?;
             }
         }
         Ok(())
@@ -1053,6 +1100,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             {
                 left_out = left_out.max(Some((l, v.id)));
             }
+            // An idle outsider that started only after the group went on without it (s19)
+            // never saw a restarting block naming it; the evidence then is the decision that
+            // led to the running view: the peer's decision block for the view before it,
+            // which fails this node. The node was a member of that view.
+            if idle && v.id > 0 && !v.contains(self.me) && self.failed_by(row, v.id - 1) {
+                left_out = left_out.max(Some((v.id - 1, v.id)));
+            }
             // Joining again after a total restart: only a view newer than the one that
             // superseded its log (older blocks naming it are stale).
             let fresh = self.rejoined.is_none_or(|(_, newer)| v.id > newer);
@@ -1097,6 +1151,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             });
         }
         Ok(())
+    }
+
+    /// Whether `row`'s decision block for view `vid` fails this node (a restart counted it
+    /// out, or the group removed it as failed; a graceful leave does not count). It stays
+    /// readable until that member decides its next view change.
+    fn failed_by(&self, row: usize, vid: u64) -> bool {
+        self.decision_of(row, vid).is_some_and(|d| {
+            (d.changes.iter()).any(|c| c.node == self.me && c.kind == ChangeKind::Fail)
+        })
     }
 
     /// The view in `row`'s view block `p` (`None`, logged at `debug`, if it does not decode).
@@ -1214,6 +1277,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // Never act without a majority of the last view's logs.
         if restarted.len() < view.majority() {
             return Ok(());
+        }
+        if let Some(why) = self.short_of_adopted_for_good(view) {
+            return Err(self.stop(why, out));
         }
         // Nor without a member of every shard holding its state: a shard's messages are only in
         // its members' logs, and a member whose transfer never completed has none to replay
@@ -1634,6 +1700,44 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 self.sst.get_at(r, flags, row).unwrap_or(0) != 0
                     && self.sst.get_at(r, self.f.admitted, row).unwrap_or(0) < mine
             })
+    }
+
+    /// Restart mode at `view`, a majority of it restarted: whether the wait of the adopted-decision
+    /// rule ([`adoption_short`]) can no longer end in this process. The highest-ranked logged
+    /// decision visible for `view` is the one an inspector adopts; fitted with a failure of
+    /// every member of `view` this member counts out ([`suspects`](Gms::suspects): suspected,
+    /// final in restart mode, or a non-restarting outsider), it gives the largest restart view
+    /// this member could still take part in. If that view holds a majority neither of `view`
+    /// nor of the adopted next view, no later round can help (suspicions are never withdrawn
+    /// here, and a restart view only loses members), so every member that sees it stops with
+    /// [`StopReason::RestartShortOfAdopted`], naming the members of the adopted next view to
+    /// start. The inspector, which would otherwise wait at its commit (see [`lead`](Gms::lead)),
+    /// sees the same. Uses this member's own suspicions: stopping is always safe (the member
+    /// installs nothing). A member that counts out more of the adopted next view than the
+    /// inspector does (a false suspicion after a stall) may stop where the inspector would
+    /// have decided a restart view it could have run in; that is the cost of a false
+    /// suspicion in restart mode, as with [`StopReason::RestartCutOff`].
+    fn short_of_adopted_for_good(&self, view: &View) -> Option<StopReason> {
+        if !self.cfg.partition_safety {
+            return None;
+        }
+        let adopted = (0..self.sst.rows())
+            .filter_map(|r| self.decision_of(r, view.id))
+            .max_by_key(|t| t.rank)?;
+        let out: Vec<Change> = (view.members.iter().copied())
+            .filter(|&m| m != self.me && self.suspects(m))
+            .map(|node| Change {
+                kind: ChangeKind::Fail,
+                node,
+            })
+            .collect();
+        let fitted = self.restart_changes(adopted.changes.clone(), &out);
+        let start = adoption_short(&view.members, &adopted.changes, &fitted)?;
+        Some(StopReason::RestartShortOfAdopted {
+            view: view.id,
+            adopted: crate::change::next_members(&adopted.changes, &view.members),
+            start,
+        })
     }
 
     /// `force`: propose even without changes (a restart installs the next view regardless).

@@ -63,5 +63,5 @@ pub mod transfer;
 pub mod trim;
 pub mod view;
 
-pub use config::{ConfigError, GmsConfig};
+pub use config::{ConfigError, DEFAULT_EXPECTED_LINK_FACTOR, GmsConfig};
 pub use gms::{Epoch, Gms, GmsError, GmsEvent, StopReason};

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 mod group_sim;
 
+use squall_membership::StopReason;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{Durable, MemLog, Record};
 use squall_ordering::{TotalOrder, Upcall};
@@ -158,6 +159,10 @@ impl Transport for Gate {
 const N: usize = 5;
 /// The absent members' timeout in these tests (virtual time; suspicion after 1.5 ms).
 const ABSENT: Duration = Duration::from_millis(4);
+/// The bound on the wait for an expected incarnation's link in these tests
+/// (`GmsConfig::expected_link_timeout`; the late-link regressions hold a link back at most
+/// about 1.4 ms, so it never fires there).
+const EXPECTED_LINK: Duration = Duration::from_millis(4);
 /// One step of the simulation.
 const STEP: Duration = Duration::from_micros(2);
 
@@ -171,6 +176,7 @@ fn dir(tag: &str, seed: u64) -> PathBuf {
 fn config(base: &Path, i: usize, u: usize) -> GroupConfig {
     let mut cfg = group_sim::config(u, N);
     cfg.gms.restart_absent_timeout = ABSENT;
+    cfg.gms.expected_link_timeout = Some(EXPECTED_LINK);
     group_sim::durable(cfg, base, i)
 }
 
@@ -365,6 +371,19 @@ impl Life {
             })
             .collect();
         (logs, self.delivered)
+    }
+
+    /// Runs until every one of `members` [restarted](Life::restarted) (at most 50 ms of
+    /// virtual time).
+    fn until_restarted(&mut self, members: &[usize]) -> Result<(), String> {
+        let t0 = self.sim.now();
+        while !members.iter().all(|&i| self.restarted(i)) {
+            if self.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+                return Err(format!("the restart did not complete: {}", self.state()));
+            }
+            self.step(false);
+        }
+        Ok(())
     }
 
     /// Whether member `i` installed a view after its restart and handed out its whole replay.
@@ -1377,26 +1396,139 @@ fn regression_a_member_whose_unpublished_suspicion_and_late_link_meet_the_new_in
     }
 }
 
-/// Issue 6 (s17 left it idle): a member of the last view whose log is empty. View 0 is
-/// `0..5`; node 5 joins (`Group::joining`) and its program stalls; everyone stops the moment
-/// members 0–4 all installed view 1, which admits it, before 5 installed (or logged) it. All six restart:
-/// 0–4 at view 1, which names 5, and 5 from its empty log, an idle outsider (no view, no join
-/// request). The restart goes on without it after the suspicion timeout (s17,
-/// `regression_a_restart_does_not_wait_for_a_joiner_whose_log_is_empty`); then 5 must ask to
-/// join by itself, take the state by transfer and deliver what the others deliver: all six
-/// end in one running view, active, delivering identically (new messages of 5's included).
-fn empty_log_member_joins(seed: u64) -> Result<(), String> {
-    let base = dir("empty-log-member", seed);
-    let u = N + 1;
+/// Issue 6, the unbounded wait s18 left (docs/MEMBERSHIP.md, "the restart's waits bounded"):
+/// as in [`crash_rejoin_late_link`], member `x` crashes and starts at once as a new process and
+/// member `k`'s link to it is held back, but now it never comes up at `k` (a one-way
+/// partition: the new process links `k`, `k` never sees it). `k` installs the view that names
+/// the new incarnation and waits for its link (`Gms::expected_incarnation`); after
+/// `expected_link_timeout` it counts the member failed as it would a silent one, its
+/// suspicion (naming that incarnation) spreads to the members linked to it, and the others
+/// remove it. Checked: `k` reached the wait (its view names `x`, whose link it expects), the
+/// wait lasted at least the bound, and then the four others end in one running view without
+/// `x`, active, delivering identically (new messages included). Without the bound `k` waits
+/// for good, the view delivers nothing more, and it fails ("did not come into ...").
+fn crash_rejoin_link_never_up(seed: u64, x: usize, k: usize) -> Result<(), String> {
+    let base = dir(&format!("crash-rejoin-link-never-up-{x}-{k}"), seed);
+    let all = [0, 1, 2, 3, 4];
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
+    for _ in 0..1500 {
+        l.step(true);
+    }
+    let node = NodeId(x as u32);
+    l.held[k].set(Some(node));
+    l.rejoin_fresh(x);
+    let t1 = l.sim.now();
+    let waiting = |l: &Life| {
+        let g = l.groups[k].as_ref().unwrap();
+        g.view().is_some_and(|v| v.contains(node)) && g.gms().expected_incarnation(node).is_some()
+    };
+    while !waiting(&l) {
+        if l.sim.now().saturating_since(t1) > Duration::from_millis(2) {
+            return Err(format!(
+                "seed {seed}: n{k} never waited for the new incarnation's link: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let t2 = l.sim.now();
+    while l.groups[k]
+        .as_ref()
+        .unwrap()
+        .gms()
+        .expected_incarnation(node)
+        .is_some()
+    {
+        if l.sim.now().saturating_since(t2) > Duration::from_millis(50) {
+            return Err(format!(
+                "seed {seed}: n{k} still waits for the link of n{x}'s new incarnation after 50ms: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let waited = l.sim.now().saturating_since(t2);
+    if waited + STEP < EXPECTED_LINK {
+        return Err(format!(
+            "seed {seed}: n{k} stopped waiting after {waited:?}, before the bound"
+        ));
+    }
+    let others: Vec<usize> = all.iter().copied().filter(|&i| i != x).collect();
+    let t3 = l.sim.now();
+    let limit = Duration::from_millis(50);
+    let together = |l: &Life| {
+        let views: Vec<Option<u64>> = (others.iter())
+            .map(|&i| l.groups[i].as_ref().and_then(|g| g.view().map(|v| v.id)))
+            .collect();
+        views.iter().all(|v| *v == views[0])
+            && others.iter().all(|&i| {
+                l.groups[i].as_ref().is_some_and(|g| {
+                    g.is_active()
+                        && g.stopped().is_none()
+                        && g.view().is_some_and(|v| !v.contains(node))
+                })
+            })
+    };
+    while !together(&l) {
+        if l.sim.now().saturating_since(t3) > limit {
+            return Err(format!(
+                "seed {seed}: the others did not come into one running view without n{x} within {limit:?}: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let before = l.delivered[others[0]].len();
+    for _ in 0..400 {
+        l.step(true);
+    }
+    for _ in 0..2000 {
+        l.step(false);
+    }
+    let after = &l.delivered[others[0]];
+    if after.len() <= before {
+        return Err(format!("seed {seed}: nothing new without n{x}"));
+    }
+    if let Some(&i) = others.iter().find(|&&i| &l.delivered[i] != after) {
+        return Err(format!("seed {seed}: n{i} delivered differently"));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// See [`crash_rejoin_link_never_up`]: a member whose link to a restarted member's new
+/// process never comes up stops waiting for it after `expected_link_timeout` and the group
+/// goes on without it. Two `(x, k)` pairs, 2 seeds each; `k` ranks above `x`, so its suspicion
+/// of the old incarnation is deferred and the leader's `readmission_pending` does not hold the
+/// join back for it (where `k` published it, the join waits for `k`'s readmission instead and
+/// the running view without `x` is never stalled).
+#[test]
+fn a_member_whose_link_to_the_new_incarnation_never_comes_up_suspects_it_after_the_bound() {
+    for (x, k) in [(0, 3), (1, 4)] {
+        check_seeds(&format!("crash_rejoin_link_never_up_{x}_{k}"), 2, |seed| {
+            crash_rejoin_link_never_up(seed, x, k)
+        });
+    }
+}
+
+/// The first life of the empty-log tests: view 0 is `0..5`; node 5 joins (`Group::joining`)
+/// and its program stalls; everyone stops the moment members 0–4 all installed view 1, which
+/// admits it, before 5 installed or logged it (checked).
+/// The universe is `u` nodes (at least `N + 1`; the others are never started).
+fn admitted_but_unlogged(
+    seed: u64,
+    base: &Path,
+    u: usize,
+) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
     let j = N;
     let first: Vec<usize> = (0..N).collect();
-    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); u], &first, 0, u);
+    let mut l = Life::start_in(seed, base, &vec![Vec::new(); u], &first, 0, u);
     for _ in 0..800 {
         l.step(true);
     }
     l.sim.start_node(NodeId(j as u32));
     let t = l.nodes[j].take().unwrap();
-    l.groups[j] = Some(Group::joining(t, config(&base, j, u), MemLog::default()).unwrap());
+    l.groups[j] = Some(Group::joining(t, config(base, j, u), MemLog::default()).unwrap());
     // It links and asks; then its program stalls (below the suspicion timeout), so that the
     // members install the view admitting it before it can.
     for _ in 0..10 {
@@ -1424,16 +1556,26 @@ fn empty_log_member_joins(seed: u64) -> Result<(), String> {
             gj.gms().log().bytes().len()
         ));
     }
-    let (logs, _) = l.shutdown();
+    Ok(l.shutdown())
+}
+
+/// Issue 6 (s17 left it idle): a member of the last view whose log is empty. View 0 is
+/// `0..5`; node 5 joins (`Group::joining`) and its program stalls; everyone stops the moment
+/// members 0–4 all installed view 1, which admits it, before 5 installed (or logged) it. All six restart:
+/// 0–4 at view 1, which names 5, and 5 from its empty log, an idle outsider (no view, no join
+/// request). The restart goes on without it after the suspicion timeout (s17,
+/// `regression_a_restart_does_not_wait_for_a_joiner_whose_log_is_empty`); then 5 must ask to
+/// join by itself, take the state by transfer and deliver what the others deliver: all six
+/// end in one running view, active, delivering identically (new messages of 5's included).
+fn empty_log_member_joins(seed: u64) -> Result<(), String> {
+    let base = dir("empty-log-member", seed);
+    let u = N + 1;
+    let j = N;
+    let first: Vec<usize> = (0..N).collect();
+    let (logs, _) = admitted_but_unlogged(seed, &base, u)?;
     let all: Vec<usize> = (0..u).collect();
     let mut l = Life::start_in(seed + 1000, &base, &logs, &all, 1, u);
-    let t1 = l.sim.now();
-    while !first.iter().all(|&i| l.restarted(i)) {
-        if l.sim.now().saturating_since(t1) > Duration::from_millis(50) {
-            return Err(format!("the restart did not complete: {}", l.state()));
-        }
-        l.step(false);
-    }
+    l.until_restarted(&first)?;
     let replayed = l.delivered[0].len();
     together_and_carrying_on(&mut l, &all, replayed, "the member with an empty log")?;
     if !delivered_own(&l, j, 1, 0) {
@@ -1446,6 +1588,61 @@ fn empty_log_member_joins(seed: u64) -> Result<(), String> {
 #[test]
 fn a_member_of_the_last_view_with_an_empty_log_joins_the_restarted_group_by_itself() {
     check_seeds("restart_empty_log_member_joins", 3, empty_log_member_joins);
+}
+
+/// Issue 6, the limitation s18 left (docs/MEMBERSHIP.md, "the restart's waits bounded"): as in
+/// [`empty_log_member_joins`], node 5 was admitted by view 1 but logged nothing before
+/// everyone stopped; now it does not restart with the others. Members 0–4 restart, 5 is absent
+/// and counted out after the absent timeout, and the restart view [0..5) runs. Only then does
+/// 5 start, from its empty log (`Group::new`: an idle outsider, not a joiner) as a new process
+/// under its id (the others suspected the old one while it was absent). It never sees a
+/// restarting block naming it; it must tell from a peer's decision block (the restart's
+/// decision failed it) that the group went on without it, ask to join by itself, take the
+/// state by transfer and deliver what the others deliver: all six end in one running view.
+/// A spare node 6 (never a member) that starts the same way at the same time must stay idle.
+/// Without the rule 5 stays idle too ("the late member with an empty log did not come into the
+/// running view within 50ms").
+fn late_empty_log_member_joins(seed: u64) -> Result<(), String> {
+    let base = dir("late-empty-log-member", seed);
+    let u = N + 2;
+    let j = N;
+    let spare = N + 1;
+    let (logs, _) = admitted_but_unlogged(seed, &base, u)?;
+    let first: Vec<usize> = (0..N).collect();
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &first, 1, u);
+    l.until_restarted(&first)?;
+    for _ in 0..200 {
+        l.step(true);
+    }
+    // 5 starts now, a new process (its absent incarnation was suspected), from its empty log.
+    l.sim.crash(NodeId(j as u32));
+    let t = Gate::new(l.sim.restart_node(NodeId(j as u32)).unwrap(), &l.held[j]);
+    let cfg = config(&base, j, u);
+    let (log, _) = MemLog::open(l.logs[j].clone());
+    l.groups[j] = Some(Group::new(t, cfg, log, None).unwrap());
+    // A spare node (never a member) starts the same way: it must stay idle.
+    l.start_late(spare);
+    let replayed = l.delivered[0].len();
+    let all: Vec<usize> = (0..=j).collect();
+    together_and_carrying_on(&mut l, &all, replayed, "the late member with an empty log")?;
+    let g = l.groups[spare].as_ref().unwrap();
+    if g.view().is_some() || g.gms().rejoined().is_some() {
+        return Err(format!("the spare node asked to join: {}", l.state()));
+    }
+    if !delivered_own(&l, j, 1, 0) {
+        return Err("the late member with an empty log delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_member_of_the_last_view_with_an_empty_log_that_starts_after_the_restart_joins_by_itself() {
+    check_seeds(
+        "restart_late_empty_log_member_joins",
+        3,
+        late_empty_log_member_joins,
+    );
 }
 
 /// The first life of the adopted-decision tests: five members deliver, 0 and 1 crash at the
@@ -1565,37 +1762,94 @@ fn a_restart_adopting_a_decision_that_removed_a_restarted_member_completes() {
     );
 }
 
-/// The wait of the adopted-decision rule: 0, 1, 2 restart (a majority of view 0), 3 and 4 never
-/// come back. The adopted decision (view 1 = [2, 3, 4]) keeps 0 and 1 out, 3 and 4 are counted
-/// out after the absent timeout, so the restart view would be [2]: a majority neither of view 0
-/// nor of view 1. The inspector does not decide; nobody installs anything and nobody stops
-/// (before the fix the restart view [2] was decided, and every member stopped as a minority at
-/// the install, leaving a logged ballot decision for [2] that every later attempt would adopt).
-/// Ten times the absent timeout.
+/// The wait of the adopted-decision rule, bounded (s19): 0, 1, 2 restart (a majority of view
+/// 0), 3 and 4 never come back. The adopted decision (view 1 = [2, 3, 4]) keeps 0 and 1 out,
+/// 3 and 4 are counted out after the absent timeout (final in this process), so the restart
+/// view would be [2]: a majority neither of view 0 nor of view 1. Nobody installs anything,
+/// nobody holds a restart decision (a logged ballot decision for [2] would be adopted by every
+/// later attempt), and once 3 and 4 are counted out every restarted member stops with
+/// `StopReason::RestartShortOfAdopted`, naming view 1 and the members to start, 3 and 4 (not
+/// before the absent timeout: until then they might come). Then the operator's action: a new
+/// total restart of all five from their logs completes, installs view 1's members, and 0 and
+/// 1 join again; all five end in one running view delivering identically, everything
+/// delivered before kept. Before s19 the members waited for good (checked: without the stop
+/// this fails with "n0 did not stop as short of the adopted view").
 #[test]
-fn a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_waits() {
+fn a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_stops_naming_whom_to_start()
+{
     each_seed("restart_adopted_short", 2, |seed| {
         let base = dir("adopted-short", seed);
-        let (logs, _) = first_life_deciding_without_0_and_1(seed, &base).unwrap();
+        let (logs, before) = first_life_deciding_without_0_and_1(seed, &base).unwrap();
         let mut l = Life::start(seed + 1000, &base, &logs, &[0, 1, 2], 1);
-        while l.sim.now().saturating_since(squall_transport::Time::ZERO) < ABSENT * 10 {
+        let stops =
+            |l: &Life| [0, 1, 2].map(|i| l.groups[i].as_ref().unwrap().gms().stopped().cloned());
+        while l.sim.now().saturating_since(squall_transport::Time::ZERO) < ABSENT * 10
+            && stops(&l).iter().any(Option::is_none)
+        {
+            l.step(false);
+            for i in [0, 1, 2] {
+                let g = l.groups[i].as_ref().unwrap();
+                assert!(
+                    g.view().map(|v| v.id) == Some(0) && !l.restarted(i),
+                    "n{i} installed a view: {}",
+                    l.state()
+                );
+                assert!(
+                    g.gms()
+                        .decision()
+                        .is_none_or(|d| squall_membership::restart::attempt_of(d.rank) == 0),
+                    "n{i} holds a restart decision: {}",
+                    l.state()
+                );
+            }
+        }
+        let took = l.sim.now().saturating_since(squall_transport::Time::ZERO);
+        assert!(
+            took >= ABSENT,
+            "seed {seed}: stopped after {took:?}, before the absent timeout"
+        );
+        for (i, why) in stops(&l).into_iter().enumerate() {
+            assert_eq!(
+                why,
+                Some(StopReason::RestartShortOfAdopted {
+                    view: 0,
+                    adopted: [2, 3, 4].map(NodeId).to_vec(),
+                    start: [3, 4].map(NodeId).to_vec(),
+                }),
+                "n{i} did not stop as short of the adopted view: {}",
+                l.state()
+            );
+        }
+        // The operator's action: every member restarts again, 3 and 4 started too.
+        let (logs, _) = l.shutdown();
+        let all = [0, 1, 2, 3, 4];
+        let mut l = Life::start(seed + 2000, &base, &logs, &all, 2);
+        let t1 = l.sim.now();
+        while !(2..N).all(|i| l.restarted(i)) {
+            assert!(
+                l.sim.now().saturating_since(t1) < Duration::from_millis(50),
+                "the new total restart did not complete: {}",
+                l.state()
+            );
+            assert!(
+                (l.groups.iter().flatten()).all(|g| g.stopped().is_none()),
+                "a member stopped in the new total restart: {}",
+                l.state()
+            );
             l.step(false);
         }
-        for i in [0, 1, 2] {
-            let g = l.groups[i].as_ref().unwrap();
+        for i in 2..N {
+            let v = l.groups[i].as_ref().unwrap().view().unwrap();
+            assert_eq!(v.members, [2, 3, 4].map(NodeId), "n{i}'s restart view");
+        }
+        let replay = l.delivered[2].clone();
+        for (i, b) in before.iter().enumerate() {
             assert!(
-                g.stopped().is_none() && g.view().map(|v| v.id) == Some(0) && !l.restarted(i),
-                "n{i}: {}",
-                l.state()
-            );
-            assert!(
-                g.gms()
-                    .decision()
-                    .is_none_or(|d| squall_membership::restart::attempt_of(d.rank) == 0),
-                "n{i} holds a restart decision: {}",
-                l.state()
+                is_prefix(b, &replay),
+                "n{i}'s deliveries before are not kept"
             );
         }
+        together_and_carrying_on(&mut l, &all, replay.len(), "members 0 and 1").unwrap();
         let _ = std::fs::remove_dir_all(&base);
     });
 }

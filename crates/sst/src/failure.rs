@@ -517,6 +517,55 @@ impl<T: Transport> Sst<T> {
         }
     }
 
+    /// Suspects `incarnation` of `node` (and every earlier one), which this member never
+    /// linked: it publishes a suspected flag that names that incarnation, so peers that count
+    /// it adopt the suspicion (the flag is above the incarnation they know) and cut it. For a
+    /// membership layer that waited in vain for the link of a new incarnation its view names
+    /// (a one-way partition between that process and this member): it counts the member
+    /// failed as it would a silent one. The row is frozen and suspected (it was already if the
+    /// layer had suspected the old incarnation); a pending incarnation up to `incarnation` is
+    /// dropped, and a later `PeerConnected` of it is ignored (a newer one is held pending as
+    /// usual). Does nothing for this member's own row or an unknown node; publishes nothing
+    /// once this member [is accused](Sst::is_accused).
+    ///
+    /// ```
+    /// use squall_sst::{SchemaBuilder, Sst, SstConfig};
+    /// use squall_transport::{NodeId, RegionId, RegionSpec};
+    /// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let schema = SchemaBuilder::new(3).build()?;
+    /// let layout = [RegionSpec::new(RegionId(0), schema.table_len())];
+    /// let members = vec![NodeId(0), NodeId(1), NodeId(2)];
+    /// let mut t = Vec::new();
+    /// for node in ThreadedFabric::new(ThreadedConfig::default())?.cluster(3, &layout)? {
+    ///     t.push(Sst::new(node, schema.clone(), SstConfig::new(RegionId(0), members.clone()))?);
+    /// }
+    /// // n0 gives up on incarnation 0 of n2 (the one n1 counts): n1 adopts the suspicion.
+    /// t[0].suspect_incarnation(NodeId(2), 0)?;
+    /// assert!(t[0].is_suspected(2) && t[0].known_incarnation(2) == 0);
+    /// t[1].poll_once()?;
+    /// assert!(t[1].is_suspected(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn suspect_incarnation(&mut self, node: NodeId, incarnation: u64) -> Result<(), SstError> {
+        let Some(row) = self.row_of(node).filter(|&r| r != self.me) else {
+            return Ok(());
+        };
+        self.known[row] = self.known[row].max(incarnation);
+        if self.pending[row].is_some_and(|p| p <= incarnation) {
+            self.pending[row] = None;
+        }
+        self.expected[row] = None;
+        if !self.mark_suspected(row, Suspicion::Local) {
+            // Already suspected: publish the flag again, now naming `incarnation`.
+            self.deferred.retain(|&(r, _)| r != row);
+            if self.publish_flag(row) {
+                self.push(self.schema.suspected().range())?;
+            }
+            return Ok(());
+        }
+        self.after_suspicions()
+    }
+
     /// The incarnation `row` waits for (see [`expect_incarnation`](Sst::expect_incarnation)).
     pub fn expected_incarnation(&self, row: usize) -> Option<u64> {
         self.expected.get(row).copied().flatten()

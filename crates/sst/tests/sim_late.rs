@@ -1,6 +1,8 @@
 //! Late members and the detector switch, in the simulator: a member that starts after the
 //! others is absent (never suspected for it), then catches up; a table with
-//! `Detector::TransportOnly` posts no heartbeats and still suspects on transport failures.
+//! `Detector::TransportOnly` posts no heartbeats and still suspects on transport failures; a
+//! member that gives up on a new incarnation it never linked (`Sst::suspect_incarnation`)
+//! makes the members linked to it suspect it too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -180,4 +182,65 @@ fn transport_only_is_validated() {
         ..config(2)
     };
     assert!(bad.validate().is_err());
+}
+
+/// `Sst::suspect_incarnation` on a row already suspected (the membership layer's bound on the
+/// wait for an expected incarnation's link): n2 crashes and both n0 and n1 suspect it
+/// (incarnation 0); n2 restarts as incarnation 1, which n1 readmits while n0 never does (its
+/// link is "late" forever: n0 is told to give up). n0's flag then names incarnation 1, and n1,
+/// which counts that incarnation, adopts the suspicion (its flag of incarnation 0 alone would
+/// be stale there). Checked against the same run without the call: n1 keeps n2 live.
+fn give_up_on_an_incarnation(seed: u64, give_up: bool) -> Result<bool, String> {
+    let n = 3;
+    let (schema, _) = schema(n);
+    let layout = [RegionSpec::new(REGION, schema.table_len())];
+    let (sim, endpoints) = Sim::cluster(SimConfig::seeded(seed), n, &layout).expect("valid sim");
+    let mut ssts: Vec<Option<Sst<SimNode>>> = endpoints
+        .into_iter()
+        .map(|t| Some(Sst::new(t, schema.clone(), config(n)).expect("valid table")))
+        .collect();
+    run(&sim, &mut ssts, Duration::from_millis(1), |_| false)?;
+    sim.crash(NodeId(2));
+    ssts[2] = None;
+    let both = |s: &mut [Option<Sst<SimNode>>]| {
+        (0..2).all(|i| s[i].as_ref().is_some_and(|t| t.is_suspected(2)))
+    };
+    if !run(&sim, &mut ssts, Duration::from_millis(10), both)? {
+        return Err("the crash was not suspected".into());
+    }
+    let t = sim.restart_node(NodeId(2)).expect("restarts");
+    ssts[2] = Some(Sst::new(t, schema.clone(), config(n)).expect("valid table"));
+    let pending = |s: &mut [Option<Sst<SimNode>>]| {
+        s[1].as_ref()
+            .is_some_and(|t| t.pending_incarnation(2).is_some())
+    };
+    if !run(&sim, &mut ssts, Duration::from_millis(5), pending)? {
+        return Err("n1 never held the new incarnation pending".into());
+    }
+    let s1 = ssts[1].as_mut().expect("running");
+    let k = s1.pending_incarnation(2).expect("pending");
+    s1.readmit(2).map_err(|e| e.to_string())?;
+    if give_up {
+        let s0 = ssts[0].as_mut().expect("running");
+        s0.suspect_incarnation(NodeId(2), k)
+            .map_err(|e| e.to_string())?;
+        if s0.known_incarnation(2) != k || !s0.is_suspected(2) {
+            return Err("n0 does not suspect the incarnation it gave up on".into());
+        }
+    }
+    let again = |s: &mut [Option<Sst<SimNode>>]| s[1].as_ref().is_some_and(|t| t.is_suspected(2));
+    run(&sim, &mut ssts, Duration::from_millis(1), again)
+}
+
+#[test]
+fn a_suspicion_of_an_incarnation_never_linked_here_spreads_to_the_members_linked_to_it() {
+    check_seeds("sst_give_up_on_an_incarnation", 3, |seed| {
+        if !give_up_on_an_incarnation(seed, true)? {
+            return Err("n1 did not adopt n0's suspicion of the new incarnation".into());
+        }
+        if give_up_on_an_incarnation(seed, false)? {
+            return Err("n1 suspected the new incarnation without n0 giving up on it".into());
+        }
+        Ok(())
+    });
 }

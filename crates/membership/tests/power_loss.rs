@@ -321,6 +321,7 @@ struct Recording {
     dirs: Vec<String>,
     calls: Vec<trace::Call>,
     end_tree: BTreeMap<String, Vec<u8>>,
+    took: Duration,
 }
 
 const TRACED: &str = "openat,open,creat,read,lseek,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,\
@@ -375,6 +376,7 @@ fn record(tag: &str, seed: u64) -> Result<Option<Recording>, String> {
     }
     let root = base.canonicalize().unwrap();
     let trace_file = base.with_extension("strace");
+    let t0 = std::time::Instant::now();
     let out = Command::new("strace")
         .args(["-f", "-y", "-xx", "-s", "16777216", "--seccomp-bpf", "-e"])
         .arg(format!("trace={TRACED}"))
@@ -442,6 +444,7 @@ fn record(tag: &str, seed: u64) -> Result<Option<Recording>, String> {
             .collect(),
         calls,
         end_tree,
+        took: t0.elapsed(),
     }))
 }
 
@@ -483,6 +486,8 @@ struct State {
     point: usize,
     keep: Keep,
     tree: BTreeMap<String, Vec<u8>>,
+    /// Per file: the bytes synced before the crash.
+    synced: BTreeMap<String, usize>,
     promised: Promised,
 }
 
@@ -492,10 +497,18 @@ struct State {
 fn crash_states(
     rec: &Recording,
     model: Model,
+    exempt: Option<fn(&str) -> bool>,
     wanted: usize,
     seed: u64,
 ) -> Result<(Vec<State>, Chain, usize), String> {
-    let mut fs = Fs::new(&rec.root, &rec.dirs, model);
+    let new_fs = || {
+        let fs = Fs::new(&rec.root, &rec.dirs, model);
+        match exempt {
+            Some(f) => fs.exempt(f),
+            None => fs,
+        }
+    };
+    let mut fs = new_fs();
     let mut markers = Vec::new();
     let mut syncs = Vec::new();
     for c in &rec.calls {
@@ -557,7 +570,7 @@ fn crash_states(
         points.push((p, Keep::Random));
     }
     points.sort_by_key(|p| p.0);
-    let mut fs = Fs::new(&rec.root, &rec.dirs, model);
+    let mut fs = new_fs();
     let mut promised = Promised {
         views: vec![None; U],
         checkpoints: vec![None; U],
@@ -571,6 +584,7 @@ fn crash_states(
                 point: *p,
                 keep: *keep,
                 tree: fs.crash(*keep, &mut rng),
+                synced: fs.synced_lens(),
                 promised: promised.clone(),
             });
         }
@@ -583,6 +597,7 @@ fn crash_states(
             point: *p,
             keep: *keep,
             tree: fs.crash(*keep, &mut rng),
+            synced: fs.synced_lens(),
             promised: promised.clone(),
         });
     }
@@ -695,7 +710,18 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
                 run.groups[i] = Some(g);
             }
             Err(e) if members.contains(&i) => {
-                return Err(format!("n{i}: Group::new on its files failed: {e}"));
+                // Refusing a file none of whose bytes were ever synced (a new log whose header
+                // the crash tore) loses nothing durable, but stops the restart until the
+                // operator moves the file away: reported, and the restart is not attempted.
+                let msg = e.to_string();
+                let never_synced = st.synced.iter().any(|(rel, &len)| {
+                    len == 0 && msg.contains(&*base.join(rel).to_string_lossy())
+                });
+                if !never_synced {
+                    return Err(format!("n{i}: Group::new on its files failed: {e}"));
+                }
+                notes.push(format!("refused: n{i}: Group::new: typed error {e}"));
+                return Ok(notes);
             }
             Err(e) => {
                 notes.push(format!("n{i}: Group::new: typed error {e}"));
@@ -760,24 +786,33 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
 }
 
 /// Records the workload, generates the crash states of `model` and checks each.
-fn check_model(model: Model, tag: &str) {
+fn check_model(model: Model, tag: &str, exempt: Option<fn(&str) -> bool>) {
     let seed = seed();
     let Some(rec) = record(tag, seed).unwrap() else {
         return;
     };
     let started = std::time::Instant::now();
-    let (states, chain, syncs) = crash_states(&rec, model, states_wanted(), seed).unwrap();
+    let (states, chain, syncs) = crash_states(&rec, model, exempt, states_wanted(), seed).unwrap();
     let base = group_sim::scratch_dir("power-loss-state", tag, seed);
     let mut failures = Vec::new();
-    let (mut typed, mut window) = (0, 0);
+    let (mut typed, mut window, mut refused) = (0, 0, Vec::new());
     for st in &states {
         match check_state(st, &chain, &base, seed) {
             Ok(notes) => {
-                typed += notes.iter().filter(|n| n.contains("typed error")).count();
+                typed += notes
+                    .iter()
+                    .filter(|n| n.starts_with('n') && n.contains("typed error"))
+                    .count();
                 window += notes
                     .iter()
                     .filter(|n| n.starts_with("start-up window"))
                     .count();
+                refused.extend(
+                    notes
+                        .iter()
+                        .filter(|n| n.starts_with("refused"))
+                        .map(|n| format!("after call {}: {n}", st.point)),
+                );
             }
             Err(e) => {
                 let files: Vec<String> = st
@@ -796,12 +831,23 @@ fn check_model(model: Model, tag: &str) {
     }
     std::fs::remove_dir_all(&base).ok();
     println!(
-        "power loss ({model:?}): {} calls traced, {syncs} sync points, {} crash states checked in {:.1}s, {typed} typed open errors, {window} in the start-up window, {} failures",
+        "power loss ({model:?}{}): workload traced in {:.1}s ({} calls, {syncs} sync points); {} crash states checked in {:.1}s: \
+{typed} typed open errors, {window} in the start-up window, {} refused a never-synced file, {} failures",
+        if exempt.is_some() {
+            ", epoch-log entries exempt"
+        } else {
+            ""
+        },
+        rec.took.as_secs_f64(),
         rec.calls.len(),
         states.len(),
         started.elapsed().as_secs_f64(),
+        refused.len(),
         failures.len()
     );
+    for r in &refused {
+        println!("  {r}");
+    }
     assert!(
         failures.is_empty(),
         "{} of {} crash states lose a promise (SQUALL_POWER_LOSS_SEED={seed}):\n{}",
@@ -815,7 +861,7 @@ fn check_model(model: Model, tag: &str) {
 /// state keeps every promise.
 #[test]
 fn a_power_loss_on_ext4_keeps_every_durable_promise() {
-    check_model(Model::Ext4, "ext4");
+    check_model(Model::Ext4, "ext4", None);
 }
 
 /// Strict POSIX: a new file's directory entry is durable only after its directory's fsync.
@@ -827,5 +873,21 @@ directory, so under POSIX a power loss may drop the whole file with the deliveri
 reported Durable (restart resumes short of them: 'n0 runs the restart view at position 19, but \
 Some(21) was durable'). ext4 commits the entry with the file's fdatasync, so the ext4 test passes"]
 fn a_power_loss_under_strict_posix_keeps_every_durable_promise() {
-    check_model(Model::Posix, "posix");
+    check_model(Model::Posix, "posix", None);
+}
+
+/// Whether `path` names an epoch log or its index (the files the ignored strict test above
+/// finds unprotected).
+fn is_epoch_log(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.starts_with("epoch-") && (name.ends_with(".log") || name.ends_with(".log.idx"))
+}
+
+/// Strict POSIX for every file but the epoch logs, whose new entries count as durable with the
+/// file's own `fdatasync` (as ext4, XFS and btrfs make them; the gap the ignored test above
+/// names): the GMS log's creation and the snapshot's rename must be made durable by their
+/// directory's `fsync`, as `FileLog::open` and `snapshot::write_as` do.
+#[test]
+fn a_power_loss_under_strict_posix_keeps_every_durable_promise_but_the_epoch_log_entries() {
+    check_model(Model::Posix, "posix-but-epoch-logs", Some(is_epoch_log));
 }

@@ -562,8 +562,11 @@ fn crash_states(
     let mut rng = Rng::new(seed);
     let mut points: Vec<(usize, Keep)> = Vec::new();
     let even = wanted / 2;
+    // Spread quadratically: denser early, where every file is new (first start, first
+    // checkpoint, the join, the first view change); the rest of the run repeats itself.
     for k in 0..even {
-        points.push((sync_points[k * sync_points.len() / even], Keep::Nothing));
+        let at = (k * k * sync_points.len()) / (even * even);
+        points.push((sync_points[at], Keep::Nothing));
     }
     for _ in even..wanted {
         let p = start + 1 + rng.below((end - start) as u64) as usize;

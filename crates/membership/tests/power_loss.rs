@@ -338,7 +338,7 @@ struct Recording {
 }
 
 const TRACED: &str = "openat,open,creat,read,lseek,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,\
-rename,renameat,renameat2,unlink,unlinkat,ftruncate,truncate,mkdir,mkdirat,close,fallocate,copy_file_range,sendfile";
+rename,renameat,renameat2,unlink,unlinkat,ftruncate,truncate,mkdir,mkdirat,rmdir,close,fallocate,copy_file_range,sendfile";
 
 fn seed() -> u64 {
     std::env::var("SQUALL_POWER_LOSS_SEED")

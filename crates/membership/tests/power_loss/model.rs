@@ -392,6 +392,15 @@ impl Fs {
                     .ok_or_else(|| format!("unlink of unknown {path}"))?;
                 self.dir_op(DirKind::Unlink { path: path.clone() }, &[parent(&path)]);
             }
+            "truncate" | "rmdir" => {
+                let path = String::from_utf8_lossy(&string(&c.args[0])?).into_owned();
+                if self.under(&path) {
+                    return Err(format!(
+                        "{} {path} during the workload: not modelled",
+                        c.name
+                    ));
+                }
+            }
             "mkdir" | "mkdirat" => {
                 let a = usize::from(c.name == "mkdirat");
                 let path = String::from_utf8_lossy(&string(&c.args[a])?).into_owned();

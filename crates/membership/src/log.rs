@@ -772,6 +772,14 @@ impl FileLog {
             file.write_all(MAGIC).map_err(io)?;
         }
         file.sync_data().map_err(io)?;
+        if keep == 0 {
+            // A new log's directory entry is durable only once its directory is synced (POSIX;
+            // ext4's journal commits it with the file's sync, other file systems need this).
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            File::open(dir.unwrap_or(Path::new(".")))
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
+        }
         file.seek(SeekFrom::End(0)).map_err(io)?;
         let truncated = if keep < bytes.len() { d.tail } else { None };
         Ok((

@@ -1,0 +1,574 @@
+//! A model of what a file system keeps after a power loss, fed the traced system calls of one
+//! directory tree (ALICE / CrashMonkey style).
+//!
+//! Per file (inode): the bytes made durable by its last `fsync`/`fdatasync`, and the writes and
+//! truncations since (pending). After a crash each pending write is independently dropped,
+//! kept, or torn (a prefix kept and garbage after it, to the write's length); kept writes past
+//! a dropped one leave zeros between (a hole); pending truncations are kept or dropped.
+//!
+//! Directory operations (a file created, renamed or removed) are durable per [`Model`]:
+//! - [`Model::Posix`]: only once `fsync` of the parent directory completed after them (POSIX
+//!   and fsync(2): "an explicit fsync() on a file descriptor for the directory is also
+//!   needed"); each non-durable one is independently kept or undone.
+//! - [`Model::Ext4`]: ext4 with its journal (`data=ordered`, no `fast_commit`): metadata
+//!   changes enter one running transaction at a time, transactions commit in order, and an
+//!   `fsync`/`fdatasync` of a file waits for the transaction of that file's last metadata
+//!   change (its creation, a size change, a truncation) to commit, which commits every
+//!   metadata change before it, directory entries of other files included. So a directory
+//!   operation is durable once some file changed after it was synced; the non-durable ones
+//!   that survive are a prefix (in order).
+//!
+//! Everything is applied in completion order of the traced calls (one process, one thread
+//! doing the file work).
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::trace::{Call, fd, ret_num, string};
+
+/// Which directory-durability rule to apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    /// A directory entry is durable only after an `fsync` of its directory.
+    Posix,
+    /// ext4's journal: any sync of a file commits every metadata change up to the file's last.
+    Ext4,
+}
+
+#[derive(Clone, Debug)]
+enum Pend {
+    Write(u64, Vec<u8>),
+    Trunc(u64),
+}
+
+#[derive(Clone, Debug, Default)]
+struct Inode {
+    durable: Vec<u8>,
+    cur: Vec<u8>,
+    pending: Vec<Pend>,
+    /// The op index of its last metadata change (creation, size change, truncation).
+    meta_at: usize,
+}
+
+#[derive(Clone, Debug)]
+enum DirKind {
+    Link { path: String, ino: usize },
+    Rename { from: String, to: String },
+    Unlink { path: String },
+}
+
+#[derive(Clone, Debug)]
+struct DirOp {
+    at: usize,
+    kind: DirKind,
+    durable: bool,
+    /// Under [`Model::Posix`] with an exemption: the new file whose own sync makes this entry
+    /// durable.
+    with_file: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+enum Target {
+    File(usize),
+    Dir(String),
+}
+
+#[derive(Clone, Debug)]
+struct Fd {
+    target: Target,
+    off: u64,
+    append: bool,
+}
+
+/// Small deterministic generator (xorshift64*): the crash states are a function of the seed.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The modelled tree under `root` after some prefix of the trace.
+#[derive(Clone, Debug)]
+pub struct Fs {
+    root: String,
+    model: Model,
+    inodes: Vec<Inode>,
+    names: BTreeMap<String, usize>,
+    dir_ops: Vec<DirOp>,
+    fds: HashMap<i64, Fd>,
+    dirs: BTreeSet<String>,
+    dir_meta_at: HashMap<String, usize>,
+    /// Files (by name) whose creation, under [`Model::Posix`], becomes durable with the file's
+    /// own sync, as on ext4, XFS and btrfs (a known gap excluded from the strict check).
+    exempt: Option<fn(&str) -> bool>,
+    /// Op index: how many calls were applied.
+    pub n: usize,
+}
+
+fn parent(p: &str) -> String {
+    p.rsplit_once('/')
+        .map_or(String::new(), |(d, _)| d.to_string())
+}
+
+/// What a crash keeps of the pending (unsynced) state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// Nothing unsynced survives.
+    Nothing,
+    /// Everything written survives (what a process crash leaves).
+    Everything,
+    /// Each pending write dropped, kept or torn, each undurable directory op undone or kept
+    /// (per the model), chosen by the generator.
+    Random,
+}
+
+impl Fs {
+    /// An empty tree at `root` (its directories `dirs` exist and are durable: the harness made
+    /// them before the workload's first marker).
+    pub fn new(root: &str, dirs: &[String], model: Model) -> Fs {
+        Fs {
+            root: root.to_string(),
+            model,
+            inodes: Vec::new(),
+            names: BTreeMap::new(),
+            dir_ops: Vec::new(),
+            fds: HashMap::new(),
+            dirs: dirs.iter().cloned().chain([root.to_string()]).collect(),
+            dir_meta_at: HashMap::new(),
+            exempt: None,
+            n: 0,
+        }
+    }
+
+    /// `self` with new files named as `exempt` accepts durable once synced themselves.
+    pub fn exempt(mut self, exempt: fn(&str) -> bool) -> Fs {
+        self.exempt = Some(exempt);
+        self
+    }
+
+    fn under(&self, p: &str) -> bool {
+        p.starts_with(&self.root)
+            && (p.len() == self.root.len() || p[self.root.len()..].starts_with('/'))
+    }
+
+    fn dir_op(&mut self, kind: DirKind, dirs: &[String]) {
+        for d in dirs {
+            self.dir_meta_at.insert(d.clone(), self.n);
+        }
+        let with_file = match (&kind, self.exempt) {
+            (DirKind::Link { path, ino }, Some(f)) if f(path) => Some(*ino),
+            _ => None,
+        };
+        self.dir_ops.push(DirOp {
+            at: self.n,
+            kind,
+            durable: false,
+            with_file,
+        });
+    }
+
+    /// Whether `c` is an `fsync`/`fdatasync` of a file or directory of the tree.
+    pub fn is_sync(&self, c: &Call) -> bool {
+        matches!(c.name.as_str(), "fsync" | "fdatasync")
+            && c.args
+                .first()
+                .and_then(|a| fd(a).ok())
+                .is_some_and(|(_, p)| self.under(&p))
+    }
+
+    /// Applies one traced call; returns a marker line if it wrote one to stdout.
+    pub fn apply(&mut self, c: &Call) -> Result<Option<String>, String> {
+        let n = self.n;
+        self.n += 1;
+        let ret = ret_num(&c.ret).unwrap_or(-1);
+        if ret < 0 {
+            return Ok(None);
+        }
+        let arg_fd = |i: usize| c.args.get(i).map(|a| fd(a)).transpose();
+        match c.name.as_str() {
+            "openat" | "open" | "creat" => {
+                let (num, path) = fd(&c.ret)?;
+                if !self.under(&path) {
+                    return Ok(None);
+                }
+                let flags = c
+                    .args
+                    .get(if c.name == "openat" { 2 } else { 1 })
+                    .cloned()
+                    .unwrap_or_default();
+                let target = if self.dirs.contains(&path) {
+                    Target::Dir(path)
+                } else if let Some(&ino) = self.names.get(&path) {
+                    if flags.contains("O_TRUNC") {
+                        let i = &mut self.inodes[ino];
+                        i.cur.clear();
+                        i.pending.push(Pend::Trunc(0));
+                        i.meta_at = n;
+                    }
+                    Target::File(ino)
+                } else {
+                    if !flags.contains("O_CREAT") {
+                        return Err(format!("open of an unknown file {path} without O_CREAT"));
+                    }
+                    let ino = self.inodes.len();
+                    self.inodes.push(Inode {
+                        meta_at: n,
+                        ..Inode::default()
+                    });
+                    self.names.insert(path.clone(), ino);
+                    self.dir_op(
+                        DirKind::Link {
+                            path: path.clone(),
+                            ino,
+                        },
+                        &[parent(&path)],
+                    );
+                    Target::File(ino)
+                };
+                self.fds.insert(
+                    num,
+                    Fd {
+                        target,
+                        off: 0,
+                        append: flags.contains("O_APPEND"),
+                    },
+                );
+            }
+            "write" | "pwrite64" => {
+                let Some((num, path)) = arg_fd(0)? else {
+                    return Ok(None);
+                };
+                if num == 1 && c.name == "write" {
+                    let data = string(&c.args[1])?;
+                    let s = String::from_utf8_lossy(&data[..(ret as usize).min(data.len())])
+                        .into_owned();
+                    return Ok(s.starts_with("PL-").then(|| s.trim_end().to_string()));
+                }
+                if !self.under(&path) {
+                    return Ok(None);
+                }
+                let Some(f) = self.fds.get_mut(&num) else {
+                    return Err(format!("write to an fd opened before the trace: {path}"));
+                };
+                let Target::File(ino) = f.target else {
+                    return Err(format!("write to a directory {path}"));
+                };
+                let mut data = string(&c.args[1])?;
+                data.truncate(ret as usize);
+                let i = &mut self.inodes[ino];
+                let off = if c.name == "pwrite64" {
+                    c.args
+                        .get(3)
+                        .and_then(|a| a.parse().ok())
+                        .ok_or("pwrite64 offset")?
+                } else if f.append {
+                    i.cur.len() as u64
+                } else {
+                    f.off
+                };
+                let end = off as usize + data.len();
+                if end > i.cur.len() {
+                    i.cur.resize(end, 0);
+                    i.meta_at = n;
+                }
+                i.cur[off as usize..end].copy_from_slice(&data);
+                i.pending.push(Pend::Write(off, data));
+                if c.name == "write" {
+                    f.off = end as u64;
+                }
+            }
+            "writev" | "pwritev" | "pwritev2" | "sendfile" | "copy_file_range" | "fallocate" => {
+                if let Some((_, path)) = arg_fd(0)?
+                    && self.under(&path)
+                {
+                    return Err(format!("{} on {path}: not modelled", c.name));
+                }
+            }
+            "read" => {
+                if let Some((num, _)) = arg_fd(0)?
+                    && let Some(f) = self.fds.get_mut(&num)
+                {
+                    f.off += ret as u64;
+                }
+            }
+            "lseek" => {
+                if let Some((num, _)) = arg_fd(0)?
+                    && let Some(f) = self.fds.get_mut(&num)
+                {
+                    f.off = ret as u64;
+                }
+            }
+            "ftruncate" => {
+                if let Some((num, path)) = arg_fd(0)?
+                    && let Some(f) = self.fds.get(&num)
+                {
+                    let Target::File(ino) = f.target else {
+                        return Err(format!("ftruncate of a directory {path}"));
+                    };
+                    let len: u64 = c
+                        .args
+                        .get(1)
+                        .and_then(|a| a.parse().ok())
+                        .ok_or("ftruncate length")?;
+                    let i = &mut self.inodes[ino];
+                    i.cur.resize(len as usize, 0);
+                    i.pending.push(Pend::Trunc(len));
+                    i.meta_at = n;
+                }
+            }
+            "fsync" | "fdatasync" => {
+                if let Some((num, path)) = arg_fd(0)?
+                    && let Some(f) = self.fds.get(&num)
+                {
+                    let upto = match &f.target {
+                        Target::File(ino) => {
+                            let i = &mut self.inodes[*ino];
+                            i.durable = i.cur.clone();
+                            i.pending.clear();
+                            i.meta_at
+                        }
+                        Target::Dir(d) => self.dir_meta_at.get(d).copied().unwrap_or(0),
+                    };
+                    for op in &mut self.dir_ops {
+                        let durable = match (self.model, &f.target) {
+                            (Model::Ext4, _) => op.at <= upto,
+                            (Model::Posix, Target::Dir(d)) => {
+                                op.at < n && op_dirs(&op.kind).contains(d)
+                            }
+                            (Model::Posix, Target::File(ino)) => op.with_file == Some(*ino),
+                        };
+                        op.durable |= durable;
+                    }
+                    let _ = path;
+                }
+            }
+            "rename" | "renameat" | "renameat2" => {
+                let (a, b) = if c.name == "rename" { (0, 1) } else { (1, 3) };
+                let from = String::from_utf8_lossy(&string(&c.args[a])?).into_owned();
+                let to = String::from_utf8_lossy(&string(&c.args[b])?).into_owned();
+                if !self.under(&from) && !self.under(&to) {
+                    return Ok(None);
+                }
+                if !from.starts_with('/') || !to.starts_with('/') {
+                    return Err(format!("relative rename {from} -> {to}"));
+                }
+                let ino = self
+                    .names
+                    .remove(&from)
+                    .ok_or_else(|| format!("rename of unknown {from}"))?;
+                self.names.insert(to.clone(), ino);
+                self.dir_op(
+                    DirKind::Rename {
+                        from: from.clone(),
+                        to: to.clone(),
+                    },
+                    &[parent(&from), parent(&to)],
+                );
+            }
+            "unlink" | "unlinkat" => {
+                let a = usize::from(c.name == "unlinkat");
+                let path = String::from_utf8_lossy(&string(&c.args[a])?).into_owned();
+                if !self.under(&path) {
+                    return Ok(None);
+                }
+                if !path.starts_with('/') {
+                    return Err(format!("relative unlink {path}"));
+                }
+                self.names
+                    .remove(&path)
+                    .ok_or_else(|| format!("unlink of unknown {path}"))?;
+                self.dir_op(DirKind::Unlink { path: path.clone() }, &[parent(&path)]);
+            }
+            "truncate" | "rmdir" => {
+                let path = String::from_utf8_lossy(&string(&c.args[0])?).into_owned();
+                if self.under(&path) {
+                    return Err(format!(
+                        "{} {path} during the workload: not modelled",
+                        c.name
+                    ));
+                }
+            }
+            "mkdir" | "mkdirat" => {
+                let a = usize::from(c.name == "mkdirat");
+                let path = String::from_utf8_lossy(&string(&c.args[a])?).into_owned();
+                if self.under(&path) {
+                    return Err(format!("mkdir {path} during the workload: not modelled"));
+                }
+            }
+            "close" => {
+                if let Some((num, _)) = arg_fd(0)? {
+                    self.fds.remove(&num);
+                }
+            }
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    /// The tree as the running program saw it (no crash): path (relative to the root) →
+    /// contents.
+    pub fn current(&self) -> BTreeMap<String, Vec<u8>> {
+        self.names
+            .iter()
+            .map(|(p, &ino)| (self.rel(p), self.inodes[ino].cur.clone()))
+            .collect()
+    }
+
+    /// Per file of the running program's tree: how many bytes its last sync made durable.
+    pub fn synced_lens(&self) -> BTreeMap<String, usize> {
+        self.names
+            .iter()
+            .map(|(p, &ino)| (self.rel(p), self.inodes[ino].durable.len()))
+            .collect()
+    }
+
+    fn rel(&self, p: &str) -> String {
+        p[self.root.len()..].trim_start_matches('/').to_string()
+    }
+
+    /// A state a power loss at this point may leave: path (relative to the root) → contents.
+    pub fn crash(&self, keep: Keep, rng: &mut Rng) -> BTreeMap<String, Vec<u8>> {
+        let pending: Vec<usize> = (0..self.dir_ops.len())
+            .filter(|&k| !self.dir_ops[k].durable)
+            .collect();
+        let kept_ops: BTreeSet<usize> = match (keep, self.model) {
+            (Keep::Nothing, _) => BTreeSet::new(),
+            (Keep::Everything, _) => pending.iter().copied().collect(),
+            (Keep::Random, Model::Ext4) => {
+                let k = rng.below(pending.len() as u64 + 1) as usize;
+                pending[..k].iter().copied().collect()
+            }
+            (Keep::Random, Model::Posix) => pending
+                .iter()
+                .copied()
+                .filter(|_| rng.below(2) == 0)
+                .collect(),
+        };
+        let mut names: BTreeMap<String, usize> = BTreeMap::new();
+        for (k, op) in self.dir_ops.iter().enumerate() {
+            if !(op.durable || kept_ops.contains(&k)) {
+                continue;
+            }
+            match &op.kind {
+                DirKind::Link { path, ino } => {
+                    names.insert(path.clone(), *ino);
+                }
+                DirKind::Rename { from, to } => {
+                    if let Some(ino) = names.remove(from) {
+                        names.insert(to.clone(), ino);
+                    }
+                }
+                DirKind::Unlink { path } => {
+                    names.remove(path);
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        for (p, ino) in names {
+            let i = &self.inodes[ino];
+            let mut b = i.durable.clone();
+            for pend in &i.pending {
+                let choice = match keep {
+                    Keep::Nothing => 0,
+                    Keep::Everything => 1,
+                    Keep::Random => rng.below(3),
+                };
+                match (pend, choice) {
+                    (_, 0) => {}
+                    (Pend::Trunc(len), _) => b.resize(*len as usize, 0),
+                    (Pend::Write(off, data), c) => {
+                        let mut data = data.clone();
+                        if c == 2 && !data.is_empty() {
+                            let cut = rng.below(data.len() as u64) as usize;
+                            for x in &mut data[cut..] {
+                                *x = rng.next() as u8;
+                            }
+                        }
+                        let (off, end) = (*off as usize, *off as usize + data.len());
+                        if b.len() < end {
+                            b.resize(end, 0);
+                        }
+                        b[off..end].copy_from_slice(&data);
+                    }
+                }
+            }
+            out.insert(self.rel(&p), b);
+        }
+        out
+    }
+}
+
+fn op_dirs(k: &DirKind) -> Vec<String> {
+    match k {
+        DirKind::Link { path, .. } | DirKind::Unlink { path } => vec![parent(path)],
+        DirKind::Rename { from, to } => vec![parent(from), parent(to)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::trace::calls;
+    use super::*;
+
+    fn fs_after(model: Model, text: &str) -> Fs {
+        let mut fs = Fs::new("/r", &["/r/d".to_string()], model);
+        for c in calls(text).unwrap() {
+            fs.apply(&c).unwrap();
+        }
+        fs
+    }
+
+    // "/r/d/a" = \x2f\x72\x2f\x64\x2f\x61, "/r/d" = \x2f\x72\x2f\x64
+    const CREATE_WRITE: &str = "1 openat(AT_FDCWD, \"\\x2f\\x72\\x2f\\x64\\x2f\\x61\", O_RDWR|O_CREAT, 0666) = 3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>\n\
+        1 write(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>, \"\\x61\\x62\", 2) = 2\n\
+        1 fdatasync(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>) = 0\n\
+        1 write(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>, \"\\x63\", 1) = 1\n";
+
+    #[test]
+    fn a_synced_new_file_survives_on_ext4_but_needs_its_directory_synced_under_posix() {
+        let mut rng = Rng::new(1);
+        let ext4 = fs_after(Model::Ext4, CREATE_WRITE);
+        assert_eq!(
+            ext4.crash(Keep::Nothing, &mut rng)
+                .get("d/a")
+                .map(Vec::as_slice),
+            Some(&b"ab"[..])
+        );
+        assert_eq!(
+            ext4.crash(Keep::Everything, &mut rng)
+                .get("d/a")
+                .map(Vec::as_slice),
+            Some(&b"abc"[..])
+        );
+        let posix = fs_after(Model::Posix, CREATE_WRITE);
+        assert!(posix.crash(Keep::Nothing, &mut rng).is_empty());
+        let synced = format!(
+            "{CREATE_WRITE}1 openat(AT_FDCWD, \"\\x2f\\x72\\x2f\\x64\", O_RDONLY) = 4<\\x2f\\x72\\x2f\\x64>\n1 fsync(4<\\x2f\\x72\\x2f\\x64>) = 0\n"
+        );
+        let posix = fs_after(Model::Posix, &synced);
+        assert_eq!(
+            posix
+                .crash(Keep::Nothing, &mut rng)
+                .get("d/a")
+                .map(Vec::as_slice),
+            Some(&b"ab"[..])
+        );
+        assert_eq!(
+            posix.current().get("d/a").map(Vec::as_slice),
+            Some(&b"abc"[..])
+        );
+    }
+}

@@ -1044,16 +1044,29 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         self.base = Base::Stateless;
         self.snapshot_at = None;
+        let mut renamed = false;
         for (v, mine) in std::mem::take(&mut self.history) {
             if let Some(path) = mine.and_then(|(s, _)| self.cfg.epoch_log_of(v, s))
                 && path.exists()
             {
                 let mut to = path.clone().into_os_string();
                 to.push(".superseded");
-                if let Err(e) = std::fs::rename(&path, &to) {
-                    tracing::warn!(me = %me, view = v, error = %e, "group: could not set a superseded epoch log aside");
+                match std::fs::rename(&path, &to) {
+                    Ok(()) => renamed = true,
+                    Err(e) => {
+                        tracing::warn!(me = %me, view = v, error = %e, "group: could not set a superseded epoch log aside")
+                    }
                 }
             }
+        }
+        // The renames are durable only once the directory is synced (a power loss could bring
+        // the logs back; the synced `StateDropped` record still voids them, so this is belt
+        // and braces, found by the s19 power-loss review).
+        if renamed
+            && let Some(dir) = self.durable_dir()
+            && let Err(e) = std::fs::File::open(&dir).and_then(|d| d.sync_all())
+        {
+            tracing::warn!(me = %me, dir = %dir.display(), error = %e, "group: could not sync the directory after setting superseded epoch logs aside");
         }
         tracing::info!(me = %me, rejoined = ?self.gms.rejoined(), "group: the restarted group went on without this member: joining again, state by transfer");
         self.restart_logged = None;

@@ -135,6 +135,7 @@ impl Procs {
             data_dir: None,
             fsync: Default::default(),
             snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
+            checkpoint_inline: false,
         }
     }
 

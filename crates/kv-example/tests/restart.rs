@@ -481,3 +481,85 @@ fn restart_time() {
         restart.as_secs_f64() / fresh.as_secs_f64()
     );
 }
+
+/// The longest turn of a replica's driver loop (the longest its backend went unpolled, its
+/// heartbeats unsent) in `log`, from its "longest driver turn so far" lines (µs; 0: none of
+/// 5 ms or more).
+fn longest_turn_us(log: &str) -> u64 {
+    log.lines()
+        .filter(|l| l.contains("longest driver turn so far"))
+        .filter_map(|l| {
+            let at = l.find(" us=")? + 4;
+            l[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The figure of the checkpoint writer thread: the longest pause of a replica's driver loop
+/// while 3 durable replicas load `SQUALL_KV_CHECKPOINT_BENCH` keys (default: skipped; in
+/// batches of `SQUALL_KV_RESTART_BATCH`, default 50, fsync `batch`) checkpointing every
+/// `SQUALL_KV_SNAPSHOT_EVERY` entries (default `KvConfig::DEFAULT_SNAPSHOT_EVERY`), in the
+/// same run: without checkpoints (the baseline), with the file written on the replica's
+/// thread (`checkpoint_inline`, the behaviour before the writer thread) and with the writer
+/// thread (the default). Each is the maximum over the three replicas.
+#[test]
+fn checkpoint_pause() {
+    let Some(keys) = std::env::var("SQUALL_KV_CHECKPOINT_BENCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        eprintln!("skipped: set SQUALL_KV_CHECKPOINT_BENCH=<keys> to measure");
+        return;
+    };
+    let every = std::env::var("SQUALL_KV_SNAPSHOT_EVERY")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(squall_kv::KvConfig::DEFAULT_SNAPSHOT_EVERY);
+    let batch = std::env::var("SQUALL_KV_RESTART_BATCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(50)
+        .max(1);
+    let rt = runtime();
+    let mut pauses = Vec::new();
+    for (name, every, inline) in [
+        ("no checkpoints", 0, false),
+        ("inline (before)", every, true),
+        ("writer thread", every, false),
+    ] {
+        let tag = format!("ckpt-pause-{}", name.split(' ').next().unwrap_or("x"));
+        let mut procs = Procs::loopback_durable_with(3, &tag, |cfg| {
+            cfg.fsync = Fsync::Batch;
+            cfg.snapshot_every = every;
+            cfg.checkpoint_inline = inline;
+        });
+        rt.block_on(wait_serving(&procs));
+        let t = Instant::now();
+        let acked = rt.block_on(load(procs.cfg.client_addrs(), keys, batch));
+        let loaded = t.elapsed();
+        procs.kill_all();
+        assert!(acked.values().filter(|v| v.is_some()).count() * 10 >= keys * 9);
+        let (mut longest, mut checkpoints) = (0u64, 0usize);
+        for i in 0..3 {
+            let log = procs.log(i);
+            longest = longest.max(longest_turn_us(&log));
+            checkpoints += log.matches("group: checkpoint durable").count();
+        }
+        eprintln!(
+            "{name}: snapshot_every {every}, {keys} keys in batches of {batch}: loaded in {loaded:?}, {checkpoints} checkpoints (3 replicas), longest driver turn {:.1} ms",
+            longest as f64 / 1000.0
+        );
+        pauses.push(longest.max(1) as f64);
+    }
+    eprintln!(
+        "longest pause, writer thread / inline = {:.3}; inline / no checkpoints = {:.2}; writer thread / no checkpoints = {:.2}",
+        pauses[2] / pauses[1],
+        pauses[1] / pauses[0],
+        pauses[2] / pauses[0]
+    );
+}

@@ -544,11 +544,24 @@ fn checkpoint_pause() {
         let loaded = t.elapsed();
         procs.kill_all();
         assert!(acked.values().filter(|v| v.is_some()).count() * 10 >= keys * 9);
-        let (mut longest, mut checkpoints) = (0u64, 0usize);
+        let (mut longest, mut checkpoints, mut worst) = (0u64, 0usize, 0);
         for i in 0..3 {
             let log = procs.log(i);
-            longest = longest.max(longest_turn_us(&log));
+            let l = longest_turn_us(&log);
+            if l >= longest {
+                (longest, worst) = (l, i);
+            }
             checkpoints += log.matches("group: checkpoint durable").count();
+        }
+        if std::env::var("SQUALL_KV_RESTART_BENCH_LOG").is_ok() {
+            // The slowest replica's long turns and checkpoints.
+            for line in procs.log(worst).lines().filter(|l| {
+                ["longest driver turn", "checkpoint"]
+                    .iter()
+                    .any(|k| l.contains(k))
+            }) {
+                eprintln!("  {line}");
+            }
         }
         eprintln!(
             "{name}: snapshot_every {every}, {keys} keys in batches of {batch}: loaded in {loaded:?}, {checkpoints} checkpoints (3 replicas), longest driver turn {:.1} ms",

@@ -364,6 +364,8 @@ struct InFlight {
     start: std::time::Instant,
     /// The inline writer's result (the thread's comes through its channel).
     written: Option<Result<bool, SnapshotError>>,
+    /// How long writing the file took (µs).
+    write_us: u64,
 }
 
 /// What a restarting member's logs rebuild its state from.
@@ -1558,10 +1560,12 @@ impl<T: Transport, L: Durable> Group<T, L> {
             cut,
             start: std::time::Instant::now(),
             written: None,
+            write_us: 0,
         };
         match self.cfg.checkpoint_writer {
             CheckpointWriter::Inline => {
                 flight.written = Some(Ok(crate::snapshot::write_as(&dir, &file, &snap, cut)?));
+                flight.write_us = flight.start.elapsed().as_micros() as u64;
             }
             CheckpointWriter::Thread => {
                 if self.writer.is_none() {
@@ -1601,7 +1605,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             Some(w) => w,
             None => match self.writer.as_ref().map(crate::snapshot::Writer::try_done) {
                 Some(Ok(Some(done))) => {
-                    tracing::debug!(file = %done.name, us = done.us, "group: checkpoint file durable");
+                    f.write_us = done.us;
                     done.result
                 }
                 Some(Ok(None)) => return,
@@ -1637,6 +1641,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             return Ok(Checkpointed::NotDurable);
         };
         let position = f.position;
+        let recording = std::time::Instant::now();
         if !written? || f.cut == Some(CrashPoint::AfterRename) {
             return Ok(Checkpointed::Covered { at: position });
         }
@@ -1681,7 +1686,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.stats.logs_removed += logs_removed as u64;
         tracing::info!(
             me = %self.gms.id(), view = f.view, position, bytes = f.bytes, logs_removed,
-            us = f.start.elapsed().as_micros() as u64, "group: checkpoint durable"
+            us = f.start.elapsed().as_micros() as u64, write_us = f.write_us,
+            record_us = recording.elapsed().as_micros() as u64, "group: checkpoint durable"
         );
         Ok(Checkpointed::Written {
             position,

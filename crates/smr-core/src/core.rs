@@ -607,15 +607,17 @@ impl<S: StateMachine> ReplicaCore<S> {
         {
             return;
         }
+        let start = std::time::Instant::now();
         let snapshot = self.snapshot().encode();
         let bytes = snapshot.len();
+        let encode_us = start.elapsed().as_micros() as u64;
         match backend.checkpoint(self.applied, snapshot) {
             Ok(CheckpointKept::Durable) => self.checkpoint_durable(self.applied),
             Ok(CheckpointKept::Pending) => {
                 self.checkpoint_pending = Some(self.applied);
                 self.checkpoint_refused = None;
-                tracing::debug!(replica = %self.me, position = self.applied, bytes,
-                    "checkpoint started");
+                tracing::info!(replica = %self.me, position = self.applied, bytes, encode_us,
+                    us = start.elapsed().as_micros() as u64, "checkpoint started");
             }
             Ok(CheckpointKept::Never) => {
                 self.checkpoints_off = true;

@@ -454,7 +454,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                     }
                 }
             }
+            let polled = std::time::Instant::now();
             let busy = self.backend.poll(&mut upcalls);
+            let applied = std::time::Instant::now();
             match (self.transfer)(&mut self.backend) {
                 Some(t) => self.core.upcalls_from(t, upcalls.drain(..)),
                 None => {
@@ -484,7 +486,17 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                     .longest_turn_us
                     .fetch_max(us, Ordering::Relaxed);
                 if took_us >= LONG_TURN {
-                    tracing::info!(us, turn = turns, "longest driver turn so far");
+                    // Where it went: the backend's poll, applying its upcalls (installing a
+                    // state, encoding a checkpoint), the rest (requests, submissions, replies).
+                    let poll_us = (applied - polled).as_micros() as u64;
+                    let apply_us = applied.elapsed().as_micros() as u64;
+                    tracing::info!(
+                        us,
+                        poll_us,
+                        apply_us,
+                        turn = turns,
+                        "longest driver turn so far"
+                    );
                 }
             }
             if idle {

@@ -86,7 +86,7 @@ pub trait StateTransfer: TotalOrder {
         None
     }
 
-    /// Makes the replica's state (its encoded [`Snapshot`], reflecting every delivery before
+    /// Makes the replica's state (its encoded [`Snapshot`](crate::Snapshot), reflecting every delivery before
     /// `position`) durable in the backend, so that a restart from the backend's logs starts
     /// from it and replays only what follows: called every
     /// [`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every) applied deliveries.

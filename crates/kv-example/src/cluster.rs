@@ -12,6 +12,7 @@ use squall_cas_paxos::log::{CasPaxos, LogConfig};
 use squall_membership::GmsConfig;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{FileLog, MemLog, Recovered};
+use squall_membership::snapshot::CheckpointWriter;
 use squall_ordering::TotalOrder;
 use squall_round_robin::{Config as RrConfig, FsyncPolicy, Mode, RoundRobin};
 use squall_smr::{Replica, ReplicaConfig};
@@ -117,6 +118,7 @@ pub struct ReplicaAddr {
 /// # data_dir = "/var/lib/squall-kv"
 /// # fsync = "batch"               # or "never": survive process crashes only (optional)
 /// # snapshot_every = 1000         # checkpoint every 1000 applied log entries; 0: never (optional)
+/// # checkpoint_inline = false     # true: write checkpoints on the replica's thread (comparison only)
 /// [[replica]]
 /// id = 0
 /// transport = "127.0.0.1:7000"
@@ -172,11 +174,17 @@ pub struct KvConfig {
     /// Durable mode: every this many applied log entries a replica checkpoints its state
     /// (store and client sessions) in its directory and drops the epoch logs the checkpoint
     /// covers, so that a restart installs the checkpoint and replays only the entries after
-    /// it. 0: never (a restart replays every log since the cluster began). Each checkpoint
-    /// writes and syncs the whole state on the replica's thread: raise it for a large store
-    /// under a heavy write load. Ignored without `data_dir`.
+    /// it. 0: never (a restart replays every log since the cluster began). The replica's
+    /// thread encodes the state; the membership group's writer thread writes and syncs it
+    /// (one at a time: a checkpoint still being written when the next is due delays it).
+    /// Ignored without `data_dir`.
     #[serde(default = "default_snapshot_every")]
     pub snapshot_every: u64,
+    /// Durable mode: write and sync each checkpoint's file on the replica's own thread (the
+    /// behaviour before the writer thread, which pauses the replica for the whole write) —
+    /// only to measure the difference. Default `false`. Ignored without `data_dir`.
+    #[serde(default)]
+    pub checkpoint_inline: bool,
     /// The replicas.
     #[serde(rename = "replica", default)]
     pub replicas: Vec<ReplicaAddr>,
@@ -218,13 +226,14 @@ impl KvConfig {
     /// The config as TOML that [`from_toml`](Self::from_toml) reads back.
     pub fn to_toml(&self) -> String {
         let mut s = format!(
-            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nfsync = \"{}\"\nsnapshot_every = {}\n",
+            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nfsync = \"{}\"\nsnapshot_every = {}\ncheckpoint_inline = {}\n",
             self.cluster_id,
             self.ordering,
             self.heartbeat_period_ms,
             self.heartbeat_timeout_ms,
             self.fsync,
-            self.snapshot_every
+            self.snapshot_every,
+            self.checkpoint_inline
         );
         if let Some(dir) = &self.data_dir {
             let dir = toml::Value::String(dir.display().to_string());
@@ -322,6 +331,7 @@ impl KvConfig {
             dir,
             fsync: self.fsync,
             snapshot_every: self.snapshot_every,
+            checkpoint_inline: self.checkpoint_inline,
         }))
     }
 }
@@ -335,6 +345,8 @@ struct DurableDir {
     fsync: Fsync,
     /// [`KvConfig::snapshot_every`].
     snapshot_every: u64,
+    /// [`KvConfig::checkpoint_inline`].
+    checkpoint_inline: bool,
 }
 
 /// The epoch logs' subdirectory of a durable replica's directory.
@@ -537,6 +549,9 @@ impl Ordering {
             (Ordering::Membership, Some(durable)) => {
                 cfg.core.snapshot_every = durable.snapshot_every;
                 let mut group = membership_config(shape.universe, shape.initial, shape.suspicion);
+                if durable.checkpoint_inline {
+                    group.checkpoint_writer = CheckpointWriter::Inline;
+                }
                 Replica::spawn_joinable(
                     id,
                     move || -> Result<Group<T, FileLog>, String> {

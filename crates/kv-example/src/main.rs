@@ -336,6 +336,7 @@ fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
                 data_dir: None,
                 fsync: Default::default(),
                 snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
+                checkpoint_inline: false,
             };
             cfg.validate()?;
             let path = dir.join("cluster.toml");

@@ -154,6 +154,30 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// The body of [`KvResult::Pairs`] holding the `n` pairs of `pairs`.
+fn put_pairs<'a>(out: &mut Vec<u8>, n: usize, pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) {
+    out.push(4);
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+    for (k, v) in pairs {
+        put_bytes(out, k);
+        put_bytes(out, v);
+    }
+}
+
+/// The bytes of `KvResult::Pairs` of the `n` pairs of `pairs` (whose keys and values hold
+/// `bytes` bytes in all), written straight from borrowed pairs: a snapshot of a large store
+/// without copying every key and value into a `KvResult` first.
+pub(crate) fn encode_pairs<'a>(
+    n: usize,
+    bytes: usize,
+    pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(6 + bytes + 8 * n);
+    out.push(OPS_VERSION);
+    put_pairs(&mut out, n, pairs);
+    out
+}
+
 fn put_opt(out: &mut Vec<u8>, b: Option<&[u8]>) {
     match b {
         None => out.push(0),
@@ -296,14 +320,11 @@ impl KvResult {
                 put_opt(out, previous.as_deref());
             }
             KvResult::Pairs(pairs) => {
-                out.push(4);
-                out.extend_from_slice(
-                    &u32::try_from(pairs.len()).unwrap_or(u32::MAX).to_le_bytes(),
+                put_pairs(
+                    out,
+                    pairs.len(),
+                    pairs.iter().map(|(k, v)| (&k[..], &v[..])),
                 );
-                for (k, v) in pairs {
-                    put_bytes(out, k);
-                    put_bytes(out, v);
-                }
             }
             KvResult::Batch(rs) => {
                 out.push(5);

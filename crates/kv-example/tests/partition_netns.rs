@@ -129,6 +129,7 @@ fn cas_paxos_partition_one_replica() {
         data_dir: None,
         fsync: Default::default(),
         snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
+        checkpoint_inline: false,
     };
     let prefix = nodes
         .iter()

@@ -481,3 +481,138 @@ fn restart_time() {
         restart.as_secs_f64() / fresh.as_secs_f64()
     );
 }
+
+/// The longest turn of a replica's driver loop (the longest its backend went unpolled, its
+/// heartbeats unsent) in `log`, from its "longest driver turn so far" lines (µs; 0: none of
+/// 5 ms or more).
+fn longest_turn_us(log: &str) -> u64 {
+    log.lines()
+        .filter(|l| l.contains("longest driver turn so far"))
+        .filter_map(|l| {
+            let at = l.find(" us=")? + 4;
+            l[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The value of `field=` (an integer) in a log line.
+fn field(line: &str, field: &str) -> Option<u64> {
+    let at = line.find(&format!(" {field}="))? + field.len() + 2;
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Per checkpoint in `log`, the time it held the replica's thread (µs): its "checkpoint
+/// started" line's `us` (encoding the snapshot and handing it over: with the inline writer
+/// that includes writing and syncing the file) plus its "checkpoint durable" line's
+/// `record_us` (the record and the removals, in a later poll).
+fn checkpoint_holds(log: &str) -> Vec<u64> {
+    let mut started = BTreeMap::new();
+    let mut out = Vec::new();
+    for l in log.lines() {
+        if l.contains("checkpoint started") {
+            if let (Some(p), Some(us)) = (field(l, "position"), field(l, "us")) {
+                started.insert(p, us);
+            }
+        } else if l.contains("group: checkpoint durable")
+            && let (Some(p), Some(us)) = (field(l, "position"), field(l, "record_us"))
+            && let Some(s) = started.remove(&p)
+        {
+            out.push(s + us);
+        }
+    }
+    out
+}
+
+/// The figure of the checkpoint writer thread: the longest pause of a replica's driver loop
+/// while 3 durable replicas load `SQUALL_KV_CHECKPOINT_BENCH` keys (default: skipped; in
+/// batches of `SQUALL_KV_RESTART_BATCH`, default 50, fsync `batch`) checkpointing every
+/// `SQUALL_KV_SNAPSHOT_EVERY` entries (default `KvConfig::DEFAULT_SNAPSHOT_EVERY`), in the
+/// same run: without checkpoints (the baseline), with the file written on the replica's
+/// thread (`checkpoint_inline`, the behaviour before the writer thread) and with the writer
+/// thread (the default). Each is the maximum over the three replicas.
+#[test]
+fn checkpoint_pause() {
+    let Some(keys) = std::env::var("SQUALL_KV_CHECKPOINT_BENCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        eprintln!("skipped: set SQUALL_KV_CHECKPOINT_BENCH=<keys> to measure");
+        return;
+    };
+    let every = std::env::var("SQUALL_KV_SNAPSHOT_EVERY")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(squall_kv::KvConfig::DEFAULT_SNAPSHOT_EVERY);
+    let batch = std::env::var("SQUALL_KV_RESTART_BATCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(50)
+        .max(1);
+    let rt = runtime();
+    let mut pauses = Vec::new();
+    for (name, every, inline) in [
+        ("no checkpoints", 0, false),
+        ("inline (before)", every, true),
+        ("writer thread", every, false),
+    ] {
+        let tag = format!("ckpt-pause-{}", name.split(' ').next().unwrap_or("x"));
+        let mut procs = Procs::loopback_durable_with(3, &tag, |cfg| {
+            cfg.fsync = Fsync::Batch;
+            cfg.snapshot_every = every;
+            cfg.checkpoint_inline = inline;
+        });
+        rt.block_on(wait_serving(&procs));
+        let t = Instant::now();
+        let acked = rt.block_on(load(procs.cfg.client_addrs(), keys, batch));
+        let loaded = t.elapsed();
+        procs.kill_all();
+        assert!(acked.values().filter(|v| v.is_some()).count() * 10 >= keys * 9);
+        let (mut longest, mut holds, mut worst) = (0u64, Vec::new(), 0);
+        for i in 0..3 {
+            let log = procs.log(i);
+            let l = longest_turn_us(&log);
+            if l >= longest {
+                (longest, worst) = (l, i);
+            }
+            holds.extend(checkpoint_holds(&log));
+        }
+        holds.sort_unstable();
+        let checkpoints = holds.len();
+        let ms = |us: u64| us as f64 / 1000.0;
+        let hold_max = holds.last().copied().unwrap_or(0);
+        let hold_median = holds.get(checkpoints / 2).copied().unwrap_or(0);
+        if std::env::var("SQUALL_KV_RESTART_BENCH_LOG").is_ok() {
+            // The slowest replica's long turns and checkpoints.
+            for line in procs.log(worst).lines().filter(|l| {
+                ["longest driver turn", "checkpoint"]
+                    .iter()
+                    .any(|k| l.contains(k))
+            }) {
+                eprintln!("  {line}");
+            }
+        }
+        eprintln!(
+            "{name}: snapshot_every {every}, {keys} keys in batches of {batch}: loaded in {loaded:?}, {checkpoints} checkpoints (3 replicas) held the replica thread {:.1} ms at most ({:.1} ms median); longest driver turn {:.1} ms",
+            ms(hold_max),
+            ms(hold_median),
+            ms(longest)
+        );
+        pauses.push((longest.max(1) as f64, hold_max.max(1) as f64));
+    }
+    eprintln!(
+        "checkpoint's longest hold of the replica thread, writer thread / inline = {:.3}; longest driver turn, inline / no checkpoints = {:.2}, writer thread / no checkpoints = {:.2}, writer thread / inline = {:.2}",
+        pauses[2].1 / pauses[1].1,
+        pauses[1].0 / pauses[0].0,
+        pauses[2].0 / pauses[0].0,
+        pauses[2].0 / pauses[1].0
+    );
+}

@@ -21,7 +21,9 @@ use thiserror::Error;
 use crate::config::GmsConfig;
 use crate::gms::{Epoch, Gms, GmsError, GmsEvent};
 use crate::log::{Durable, Record, Recovered};
-use crate::snapshot::{CheckpointError, Checkpointed, CrashPoint, Snapshot, SnapshotError};
+use crate::snapshot::{
+    CheckpointError, CheckpointWriter, Checkpointed, CrashPoint, Snapshot, SnapshotError,
+};
 use crate::transfer::{Completed, Transfer, TransferConfig, TransferError, TransferredState};
 use crate::view::{Inadequate, ShardId, ShardLayout, View};
 
@@ -69,6 +71,10 @@ pub struct GroupConfig {
     /// torn tail or past a logged trim); the replay then decodes it once, in slices, as
     /// [`poll`](TotalOrder::poll) hands out its batches. Default 1 MiB; at least 64 bytes.
     pub replay_buffer: usize,
+    /// Where [`Group::checkpoint`] writes and syncs its file: on a writer thread the group
+    /// owns (the default: the polling thread never waits on the disk) or inline (the
+    /// simulator's deterministic mode).
+    pub checkpoint_writer: CheckpointWriter,
 }
 
 impl GroupConfig {
@@ -84,6 +90,7 @@ impl GroupConfig {
             transfer: TransferConfig::new(RegionId(r + 5)),
             replay_batch: 256,
             replay_buffer: squall_round_robin::log::DEFAULT_READ_BUFFER,
+            checkpoint_writer: CheckpointWriter::Thread,
             gms,
             epoch,
         }
@@ -344,6 +351,22 @@ fn trim_end(trim: &crate::trim::Trim, senders: &[NodeId]) -> u64 {
 
 /// A member's shard in a view: its index and members (in sender order).
 type ShardOf = (usize, Vec<NodeId>);
+
+/// A checkpoint whose file is being written: what its record will say.
+struct InFlight {
+    view: u64,
+    shard: u32,
+    first_position: u64,
+    position: u64,
+    file: String,
+    bytes: usize,
+    cut: Option<CrashPoint>,
+    start: std::time::Instant,
+    /// The inline writer's result (the thread's comes through its channel).
+    written: Option<Result<bool, SnapshotError>>,
+    /// How long writing the file took (µs).
+    write_us: u64,
+}
 
 /// What a restarting member's logs rebuild its state from.
 #[derive(Clone, Debug)]
@@ -687,6 +710,15 @@ pub struct Group<T: Transport, L: Durable> {
     /// The position of the latest snapshot this member made durable (a transferred state, a
     /// checkpoint, or the one it restarted from); `None`: none since its state began.
     snapshot_at: Option<u64>,
+    /// The checkpoint being written (at most one), until a poll finishes it.
+    in_flight: Option<InFlight>,
+    /// How the last started checkpoint ended, until the application takes it.
+    checkpoint_outcome: Option<Result<Checkpointed, CheckpointError>>,
+    /// The checkpoint writer thread ([`CheckpointWriter::Thread`]), spawned at the first
+    /// checkpoint; dropping it cancels an unfinished write and joins the thread.
+    writer: Option<crate::snapshot::Writer>,
+    /// Test hook: the writer waits on this before each write.
+    writer_gate: Option<std::sync::mpsc::Receiver<()>>,
     /// A passive joiner's deliveries (epoch-relative positions).
     buffer: Vec<Delivery>,
     /// The state received, until the application takes it.
@@ -834,6 +866,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
             skip_until: 0,
             view_first: 0,
             snapshot_at: None,
+            in_flight: None,
+            checkpoint_outcome: None,
+            writer: None,
+            writer_gate: None,
             buffer: Vec::new(),
             state: None,
             restart_logged: None,
@@ -1374,27 +1410,48 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// returns the state) and replays the deliveries from its position, like a member that
     /// entered by transfer; such a member counts as its shard's state holder.
     ///
+    /// **Nothing here waits on the disk** (with the default
+    /// [`CheckpointWriter::Thread`]): the call checks the request and hands the bytes to the
+    /// group's writer thread, which writes and syncs the file, renames it and syncs the
+    /// directory; it returns [`Checkpointed::Started`]. A later
+    /// [`poll`](TotalOrder::poll) that finds the file durable appends the record and removes
+    /// what it supersedes (on the polling thread, in order with everything else the group
+    /// logs), and [`take_checkpoint_outcome`](Group::take_checkpoint_outcome) then returns
+    /// [`Checkpointed::Written`] or the error. One checkpoint is in flight at most: another
+    /// call meanwhile is refused with [`CheckpointError::InFlight`]. If the view changes or
+    /// the member stops before the file is durable and the record logged, the checkpoint is
+    /// abandoned ([`CheckpointError::Abandoned`]; its file removed, nothing recorded);
+    /// dropping the group cancels it the same way. With [`CheckpointWriter::Inline`] the
+    /// file is written inside this call and the record waits for the next poll all the same.
+    ///
     /// A crash anywhere in between restarts from the previous snapshot (a file without a
     /// record is removed) or from this one (what was not removed yet is removed then).
-    /// Cost: one write of the state and three `fsync`s (file, directory, log), paid on the
-    /// caller's thread, whatever the epochs' `FsyncPolicy`.
+    /// Cost: one write of the state and three `fsync`s (file, directory, log), whatever the
+    /// epochs' `FsyncPolicy`; on the polling thread, only the log's.
     ///
     /// Returns [`Checkpointed::NotDurable`] with atomic epochs (a restart replays nothing) and
     /// [`Checkpointed::Covered`] when the latest snapshot is already at or past `position`.
     /// Errors: [`CheckpointError::NotNow`] (no state, no epoch in this view, restarting or
-    /// replaying, stopped: try again later), [`CheckpointError::Position`],
-    /// [`CheckpointError::TooLarge`] (above `TransferConfig::max_state_bytes`, which a restart
-    /// could not read back), and file or log failures (nothing is removed then).
+    /// replaying, stopped: try again later), [`CheckpointError::InFlight`],
+    /// [`CheckpointError::Position`], [`CheckpointError::TooLarge`] (above
+    /// `TransferConfig::max_state_bytes`, which a restart could not read back), and (inline)
+    /// file failures; the thread's file failures and the log's come through
+    /// [`take_checkpoint_outcome`](Group::take_checkpoint_outcome) (nothing is removed then).
     ///
     /// ```no_run
     /// # fn f<T: squall_transport::Transport, L: squall_membership::log::Durable>(
-    /// #     g: &mut squall_membership::group::Group<T, L>, app_state: &[u8], applied: u64,
+    /// #     g: &mut squall_membership::group::Group<T, L>, app_state: Vec<u8>, applied: u64,
     /// # ) -> Result<(), squall_membership::snapshot::CheckpointError> {
+    /// use squall_membership::snapshot::CheckpointError;
     /// // Every `n` applied deliveries: the application's state at its next position.
     /// match g.checkpoint(applied, app_state) {
-    ///     Ok(done) => println!("{done:?}"),
-    ///     Err(squall_membership::snapshot::CheckpointError::NotNow(why)) => println!("later: {why}"),
+    ///     Ok(started) => println!("{started:?}"),
+    ///     Err(CheckpointError::NotNow(_) | CheckpointError::InFlight { .. }) => {} // later
     ///     Err(e) => return Err(e),
+    /// }
+    /// // After later polls:
+    /// if let Some(outcome) = g.take_checkpoint_outcome() {
+    ///     println!("checkpoint: {outcome:?}"); // Written, or why not (ask again later)
     /// }
     /// # Ok(())
     /// # }
@@ -1402,28 +1459,52 @@ impl<T: Transport, L: Durable> Group<T, L> {
     pub fn checkpoint(
         &mut self,
         position: u64,
-        state: &[u8],
+        state: impl Into<Vec<u8>>,
     ) -> Result<Checkpointed, CheckpointError> {
-        self.checkpoint_until(position, state, None)
+        self.checkpoint_until(position, state.into(), None)
     }
 
     /// [`checkpoint`](Group::checkpoint) cut short at `cut`, leaving the files a process crash
-    /// there leaves (for the simulator's crash-point tests; the member must be shut down
-    /// right after).
+    /// there leaves (for the simulator's crash-point tests: the cuts in the file write happen
+    /// in the writer, those after the record in the poll that finishes it; the member must be
+    /// shut down right after).
     #[doc(hidden)]
     pub fn checkpoint_cut_at(
         &mut self,
         position: u64,
-        state: &[u8],
+        state: impl Into<Vec<u8>>,
         cut: CrashPoint,
     ) -> Result<Checkpointed, CheckpointError> {
-        self.checkpoint_until(position, state, Some(cut))
+        self.checkpoint_until(position, state.into(), Some(cut))
+    }
+
+    /// The position of the checkpoint being written, if one is (see
+    /// [`checkpoint`](Group::checkpoint)): another is refused until a poll finished it.
+    pub fn checkpoint_in_flight(&self) -> Option<u64> {
+        self.in_flight.as_ref().map(|f| f.position)
+    }
+
+    /// How the last started checkpoint ended, once (after the [`poll`](TotalOrder::poll)
+    /// that finished it): [`Checkpointed::Written`], or why it was not (a file or log
+    /// failure, [`CheckpointError::Abandoned`]); `None` while one is in flight or when
+    /// nothing new ended.
+    pub fn take_checkpoint_outcome(&mut self) -> Option<Result<Checkpointed, CheckpointError>> {
+        self.checkpoint_outcome.take()
+    }
+
+    /// Test hook: every later checkpoint's writer waits for a message on the returned
+    /// sender (or for it to be dropped) before writing.
+    #[doc(hidden)]
+    pub fn gate_checkpoint_writer(&mut self) -> std::sync::mpsc::Sender<()> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.writer_gate = Some(rx);
+        tx
     }
 
     fn checkpoint_until(
         &mut self,
         position: u64,
-        state: &[u8],
+        state: Vec<u8>,
         cut: Option<CrashPoint>,
     ) -> Result<Checkpointed, CheckpointError> {
         let Some(dir) = self.durable_dir() else {
@@ -1442,6 +1523,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
         };
         if let Some(why) = why {
             return Err(CheckpointError::NotNow(why));
+        }
+        if let Some(f) = &self.in_flight {
+            return Err(CheckpointError::InFlight {
+                position: f.position,
+            });
         }
         let (Some(view), next) = (self.view.clone(), self.next_position()) else {
             return Err(CheckpointError::NotNow("the member is in no view"));
@@ -1466,7 +1552,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 max,
             });
         }
-        let start = std::time::Instant::now();
+        let bytes = state.len();
         let snap = Snapshot {
             view: view.id,
             shard: shard as u32,
@@ -1474,29 +1560,130 @@ impl<T: Transport, L: Durable> Group<T, L> {
             // member entered passive; 0 in later views, which count the group's positions).
             first_position: self.offset,
             position,
-            state: state.to_vec(),
+            state,
         };
         let file = crate::snapshot::checkpoint_file_name(view.id, snap.shard, position);
-        if !crate::snapshot::write_as(&dir, &file, &snap, cut)?
-            || cut == Some(CrashPoint::AfterRename)
-        {
-            return Ok(Checkpointed::Covered { at: position });
-        }
-        self.gms.log_mut().append(&Record::Snapshot {
-            view: snap.view,
+        let mut flight = InFlight {
+            view: view.id,
             shard: snap.shard,
             first_position: snap.first_position,
             position,
             file: file.clone(),
+            bytes,
+            cut,
+            start: std::time::Instant::now(),
+            written: None,
+            write_us: 0,
+        };
+        match self.cfg.checkpoint_writer {
+            CheckpointWriter::Inline => {
+                flight.written = Some(Ok(crate::snapshot::write_as(&dir, &file, &snap, cut)?));
+                flight.write_us = flight.start.elapsed().as_micros() as u64;
+            }
+            CheckpointWriter::Thread => {
+                if self.writer.is_none() {
+                    let waker = TotalOrder::waker(self);
+                    self.writer = Some(crate::snapshot::Writer::spawn(
+                        format!("squall-ckpt-{}", self.gms.id().0),
+                        move || waker.wake(),
+                    )?);
+                }
+                let job = crate::snapshot::WriteJob {
+                    dir,
+                    name: file,
+                    snap,
+                    cut,
+                    gate: self.writer_gate.take(),
+                };
+                if !self.writer.as_mut().is_some_and(|w| w.send(job)) {
+                    self.writer = None;
+                    return Err(CheckpointError::NotNow(
+                        "the checkpoint writer thread is gone (a new one starts at the next call)",
+                    ));
+                }
+            }
+        }
+        tracing::debug!(me = %self.gms.id(), view = view.id, position, bytes, "group: checkpoint started");
+        self.in_flight = Some(flight);
+        Ok(Checkpointed::Started { position })
+    }
+
+    /// Finishes the checkpoint in flight if its file is durable (called at the start of every
+    /// poll): records it, or abandons it if the member left its view or stopped meanwhile.
+    fn finish_checkpoint(&mut self) {
+        let Some(f) = &mut self.in_flight else {
+            return;
+        };
+        let written = match f.written.take() {
+            Some(w) => w,
+            None => match self.writer.as_ref().map(crate::snapshot::Writer::try_done) {
+                Some(Ok(Some(done))) => {
+                    f.write_us = done.us;
+                    done.result
+                }
+                Some(Ok(None)) => return,
+                // The thread is gone (it panicked): nothing it left is recorded.
+                Some(Err(())) | None => {
+                    self.writer = None;
+                    Err(SnapshotError::Io {
+                        path: std::path::PathBuf::from(&f.file),
+                        source: std::io::Error::other("the checkpoint writer thread ended"),
+                    })
+                }
+            },
+        };
+        let Some(f) = self.in_flight.take() else {
+            return;
+        };
+        let position = f.position;
+        let outcome = self.record_checkpoint(f, written);
+        if let Err(e) = &outcome {
+            tracing::warn!(me = %self.gms.id(), position, error = %e, "group: checkpoint not taken");
+        }
+        self.checkpoint_outcome = Some(outcome);
+    }
+
+    /// The ordered remainder of a checkpoint whose file write ended with `written`: the
+    /// record, then the removals.
+    fn record_checkpoint(
+        &mut self,
+        f: InFlight,
+        written: Result<bool, SnapshotError>,
+    ) -> Result<Checkpointed, CheckpointError> {
+        let Some(dir) = self.durable_dir() else {
+            return Ok(Checkpointed::NotDurable);
+        };
+        let position = f.position;
+        let recording = std::time::Instant::now();
+        if !written? || f.cut == Some(CrashPoint::AfterRename) {
+            return Ok(Checkpointed::Covered { at: position });
+        }
+        let why = if self.stopped.is_some() {
+            Some("the member stopped while its file was written")
+        } else if self.view.as_ref().map(|v| v.id) != Some(f.view) || self.epoch.is_none() {
+            Some("the view changed while its file was written")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            crate::snapshot::remove_logged(&f.file, &dir.join(&f.file));
+            return Err(CheckpointError::Abandoned { position, why });
+        }
+        self.gms.log_mut().append(&Record::Snapshot {
+            view: f.view,
+            shard: f.shard,
+            first_position: f.first_position,
+            position,
+            file: f.file.clone(),
         })?;
         self.snapshot_at = Some(position);
         self.stats.checkpoints += 1;
         // Superseded: the older snapshot files, then the epoch logs of earlier views (oldest
         // first: an interrupted removal leaves a suffix of views, all before this one).
-        let mut gone = crate::snapshot::others(&dir, Some(&file));
+        let mut gone = crate::snapshot::others(&dir, Some(&f.file));
         let snapshots = gone.len();
-        gone.extend(epoch_logs_before(&dir, view.id));
-        let upto = match cut {
+        gone.extend(epoch_logs_before(&dir, f.view));
+        let upto = match f.cut {
             Some(CrashPoint::AfterRecord) => 0,
             Some(CrashPoint::MidRemoval) => gone.len().div_ceil(2),
             _ => gone.len(),
@@ -1511,10 +1698,15 @@ impl<T: Transport, L: Durable> Group<T, L> {
         let logs_removed = upto.saturating_sub(snapshots);
         self.stats.logs_removed += logs_removed as u64;
         tracing::info!(
-            me = %self.gms.id(), view = view.id, position, bytes = state.len(), logs_removed,
-            us = start.elapsed().as_micros() as u64, "group: checkpoint durable"
+            me = %self.gms.id(), view = f.view, position, bytes = f.bytes, logs_removed,
+            us = f.start.elapsed().as_micros() as u64, write_us = f.write_us,
+            record_us = recording.elapsed().as_micros() as u64, "group: checkpoint durable"
         );
-        Ok(Checkpointed::Written { file, logs_removed })
+        Ok(Checkpointed::Written {
+            position,
+            file: f.file,
+            logs_removed,
+        })
     }
 
     /// Asks to leave gracefully: the group keeps running until the view without this member
@@ -2013,6 +2205,7 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
     }
 
     fn poll(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
+        self.finish_checkpoint();
         let before = upcalls.len();
         let busy = self.stopped.is_none()
             && match self.step(upcalls) {
@@ -2072,6 +2265,9 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
     fn wait(&mut self, timeout: Duration) {
         if self.replay_backlog() > 0 {
             return; // the replay's backlog is ready to hand out
+        }
+        if self.in_flight.as_ref().is_some_and(|f| f.written.is_some()) {
+            return; // an inline checkpoint's file is durable: the next poll records it
         }
         self.gms.wait(timeout);
     }

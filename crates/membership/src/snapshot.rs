@@ -142,12 +142,25 @@ pub enum SnapshotError {
     },
 }
 
-/// What [`Group::checkpoint`](crate::group::Group::checkpoint) did.
+/// What [`Group::checkpoint`](crate::group::Group::checkpoint) did, or (through
+/// [`Group::take_checkpoint_outcome`](crate::group::Group::take_checkpoint_outcome)) what a
+/// started checkpoint came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Checkpointed {
+    /// The file is being written (by the group's writer thread, or written already by the
+    /// inline writer); a later [`poll`](squall_ordering::TotalOrder::poll) logs its record
+    /// and removes what it supersedes, and
+    /// [`take_checkpoint_outcome`](crate::group::Group::take_checkpoint_outcome) then says
+    /// how it ended.
+    Started {
+        /// The checkpoint's position.
+        position: u64,
+    },
     /// The state is durable (file synced, record logged); the superseded snapshot and the
     /// epoch logs of views before the checkpoint's were removed.
     Written {
+        /// The checkpoint's position.
+        position: u64,
         /// The snapshot file's name in the member's durable directory.
         file: String,
         /// The epoch logs removed (views that end before the checkpoint's view).
@@ -172,6 +185,24 @@ pub enum CheckpointError {
     /// succeed.
     #[error("no checkpoint now: {0}")]
     NotNow(&'static str),
+    /// A checkpoint started earlier is still being written (one at a time): ask again once
+    /// [`take_checkpoint_outcome`](crate::group::Group::take_checkpoint_outcome) reported it.
+    #[error("a checkpoint at position {position} is still being written")]
+    InFlight {
+        /// The position of the checkpoint under way.
+        position: u64,
+    },
+    /// A started checkpoint was given up before its record was logged: the view changed or
+    /// the member stopped while its file was written (the record would name a view the
+    /// member is no longer in). Its file is removed; nothing was recorded. A later call may
+    /// succeed.
+    #[error("checkpoint at position {position} abandoned: {why}")]
+    Abandoned {
+        /// The abandoned checkpoint's position.
+        position: u64,
+        /// Why.
+        why: &'static str,
+    },
     /// The position is outside what the member's current view's epoch log holds: below the
     /// view's first position (the state reflects an older view: the logs it would replace
     /// are not known to be covered) or past the member's next position.
@@ -409,6 +440,149 @@ pub(crate) fn write_as(
         "snapshot: written and synced"
     );
     Ok(true)
+}
+
+/// How [`Group::checkpoint`](crate::group::Group::checkpoint) writes its file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CheckpointWriter {
+    /// On a thread the group owns (spawned at its first checkpoint): writing and syncing the
+    /// file, renaming it and syncing the directory happen off the thread that polls the
+    /// group, which only hands the bytes over and, in a later poll, appends the record and
+    /// removes what the checkpoint supersedes. The default.
+    #[default]
+    Thread,
+    /// On the caller's thread, inside `checkpoint` (the record still waits for the next
+    /// poll): deterministic, for the simulator, and the pre-writer behaviour to compare with.
+    Inline,
+}
+
+/// A file write handed to the [`Writer`].
+pub(crate) struct WriteJob {
+    pub(crate) dir: PathBuf,
+    pub(crate) name: String,
+    pub(crate) snap: Snapshot,
+    pub(crate) cut: Option<CrashPoint>,
+    /// Test hook: the writer waits for a message (or the sender's end) before writing.
+    pub(crate) gate: Option<std::sync::mpsc::Receiver<()>>,
+}
+
+/// What the [`Writer`] did with a [`WriteJob`]: whether the file is in place (see
+/// [`write_as`]), and how long it took.
+pub(crate) struct WriteDone {
+    pub(crate) name: String,
+    pub(crate) result: Result<bool, SnapshotError>,
+    pub(crate) us: u64,
+}
+
+/// The checkpoint writer thread: one job at a time, in order; `wake` is called after each
+/// result is sent (the group's transport waker, so a driver parked in `wait` polls again).
+/// Dropping it cancels what is not written yet and waits for the thread; a file it renamed
+/// into place whose result nobody took is removed (no record names it).
+pub(crate) struct Writer {
+    jobs: Option<std::sync::mpsc::Sender<WriteJob>>,
+    done: std::sync::mpsc::Receiver<WriteDone>,
+    cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    dir: Option<PathBuf>,
+}
+
+impl Writer {
+    /// Spawns the thread.
+    pub(crate) fn spawn(
+        name: String,
+        wake: impl Fn() + Send + 'static,
+    ) -> Result<Writer, SnapshotError> {
+        let (jobs, rx) = std::sync::mpsc::channel::<WriteJob>();
+        let (tx, done) = std::sync::mpsc::channel();
+        let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = std::sync::Arc::clone(&cancel);
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                for job in rx {
+                    let Some(done) = run_job(job, &stop) else {
+                        continue;
+                    };
+                    if tx.send(done).is_err() {
+                        return;
+                    }
+                    wake();
+                }
+            })
+            .map_err(|source| SnapshotError::Io {
+                path: PathBuf::from("<checkpoint writer thread>"),
+                source,
+            })?;
+        Ok(Writer {
+            jobs: Some(jobs),
+            done,
+            cancel,
+            thread: Some(thread),
+            dir: None,
+        })
+    }
+
+    /// Hands the thread a job (`false`: the thread is gone).
+    pub(crate) fn send(&mut self, job: WriteJob) -> bool {
+        self.dir = Some(job.dir.clone());
+        self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok())
+    }
+
+    /// A finished job's result, if one is ready; `Err(())` if the thread is gone.
+    pub(crate) fn try_done(&self) -> Result<Option<WriteDone>, ()> {
+        match self.done.try_recv() {
+            Ok(d) => Ok(Some(d)),
+            Err(std::sync::mpsc::TryRecvError::Empty) => Ok(None),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => Err(()),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.cancel
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        // Written, but its record was never logged: no restart would read it.
+        while let Ok(d) = self.done.try_recv() {
+            if let (Ok(true), Some(dir)) = (&d.result, &self.dir) {
+                remove_logged(&d.name, &dir.join(&d.name));
+            }
+        }
+    }
+}
+
+/// The writer thread's work on one job: `None` when cancelled (nothing left in place).
+fn run_job(job: WriteJob, cancel: &std::sync::atomic::AtomicBool) -> Option<WriteDone> {
+    let cancelled = || cancel.load(std::sync::atomic::Ordering::Acquire);
+    if let Some(gate) = &job.gate {
+        loop {
+            match gate.recv_timeout(std::time::Duration::from_millis(5)) {
+                Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if cancelled() => return None,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+    if cancelled() {
+        return None;
+    }
+    let start = std::time::Instant::now();
+    let result = write_as(&job.dir, &job.name, &job.snap, job.cut);
+    if cancelled() {
+        // The group is gone: whatever this left is unrecorded.
+        let _ = std::fs::remove_file(job.dir.join(&job.name));
+        let _ = std::fs::remove_file(job.dir.join(format!("{}.tmp", job.name)));
+        return None;
+    }
+    Some(WriteDone {
+        name: job.name,
+        result,
+        us: start.elapsed().as_micros() as u64,
+    })
 }
 
 /// Reads the snapshot file `name` in `dir` (a name from the membership log), refusing a state

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
-use squall_membership::snapshot::{CheckpointError, Checkpointed, CrashPoint};
+use squall_membership::snapshot::{CheckpointError, CheckpointWriter, Checkpointed, CrashPoint};
 use squall_ordering::{TotalOrder, Upcall};
 use squall_round_robin::Mode;
 use squall_transport::NodeId;
@@ -41,6 +41,9 @@ fn config(base: &Path, i: usize) -> GroupConfig {
     cfg.transfer.window = 4;
     // Skim marks every 64 bytes: the replay starts the snapshot's view's log near its position.
     cfg.replay_buffer = 64;
+    // The simulator's deterministic writer: the file is written inside `checkpoint`, the
+    // record appended by the next poll (the thread's is `checkpoint_writer.rs`'s).
+    cfg.checkpoint_writer = CheckpointWriter::Inline;
     group_sim::durable(cfg, base, i)
 }
 
@@ -157,6 +160,20 @@ impl Life {
             let mut up = Vec::new();
             g.poll(&mut up);
             let app = &mut self.apps[i];
+            // The poll finished the checkpoint started in the previous step (inline writer).
+            match g.take_checkpoint_outcome() {
+                Some(Ok(Checkpointed::Written { position, .. })) => {
+                    app.checkpointed = position;
+                    self.written[i] += 1;
+                }
+                Some(other) => return Err(format!("n{i}: checkpoint ended {other:?}")),
+                None => {}
+            }
+            if let Some(p) = g.checkpoint_in_flight() {
+                return Err(format!(
+                    "n{i}: the checkpoint at {p} outlived a poll (inline)"
+                ));
+            }
             for u in up {
                 match u {
                     Upcall::View(_) => {
@@ -220,11 +237,8 @@ impl Life {
             {
                 // The application checkpoints after applying everything the poll handed out:
                 // its position is within the group's current view (never `Position`).
-                match g.checkpoint(app.next, &app.encode()) {
-                    Ok(Checkpointed::Written { .. }) => {
-                        app.checkpointed = app.next;
-                        self.written[i] += 1;
-                    }
+                match g.checkpoint(app.next, app.encode()) {
+                    Ok(Checkpointed::Started { position }) if position == app.next => {}
                     Ok(other) => {
                         return Err(format!("n{i}: checkpoint at {}: {other:?}", app.next));
                     }
@@ -378,8 +392,10 @@ fn scenario(
         }
         let app = l.apps[victim].clone();
         let g = l.groups[victim].as_mut().ok_or("victim down")?;
-        g.checkpoint_cut_at(app.next, &app.encode(), cut)
+        g.checkpoint_cut_at(app.next, app.encode(), cut)
             .map_err(|e| format!("n{victim}: cut checkpoint: {e}"))?;
+        // The poll that records it (the cuts after the record are there).
+        g.poll(&mut Vec::new());
         cut_at = Some(app.next);
         // The crash point was hit: what it leaves is there.
         let (snaps, tmps, views) = files(&l.dir_of(victim));
@@ -460,7 +476,11 @@ fn scenario(
                 "n{i}: replayed {replayed} deliveries (read {read} records) from a snapshot at {at} to {end}"
             ));
         }
-        let (snaps, tmps, views) = files(&l.dir_of(i));
+        let (mut snaps, tmps, views) = files(&l.dir_of(i));
+        // A checkpoint started in the last step is written but recorded by the next poll.
+        if let Some(p) = g.checkpoint_in_flight() {
+            snaps.retain(|s| !s.ends_with(&format!("-at{p:020}.state")));
+        }
         if snaps.len() != 1 || !tmps.is_empty() || views.iter().any(|&x| x < view) {
             return Err(format!(
                 "n{i} restarted from a snapshot in view {view} but keeps {snaps:?} {tmps:?} and epoch logs of views {views:?}"
@@ -588,19 +608,31 @@ fn checkpoint_refuses_what_it_cannot_keep() {
     let app = l.apps[0].clone();
     let g = l.groups[0].as_mut().unwrap();
     assert!(matches!(
-        g.checkpoint(app.next + 1, &app.encode()),
+        g.checkpoint(app.next + 1, app.encode()),
         Err(CheckpointError::Position { .. })
     ));
     assert!(matches!(
-        g.checkpoint(0, &app.encode()),
+        g.checkpoint(0, app.encode()),
         Err(CheckpointError::Position { .. })
     ));
     assert!(matches!(
-        g.checkpoint(app.next, &app.encode()),
-        Ok(Checkpointed::Written { .. })
+        g.checkpoint(app.next, app.encode()),
+        Ok(Checkpointed::Started { .. })
     ));
+    // One at a time: a second one before a poll recorded the first is refused.
     assert!(matches!(
-        g.checkpoint(app.next, &app.encode()),
+        g.checkpoint(app.next, app.encode()),
+        Err(CheckpointError::InFlight { position }) if position == app.next
+    ));
+    assert!(g.take_checkpoint_outcome().is_none());
+    g.poll(&mut Vec::new());
+    assert!(matches!(
+        g.take_checkpoint_outcome(),
+        Some(Ok(Checkpointed::Written { position, .. })) if position == app.next
+    ));
+    assert!(g.take_checkpoint_outcome().is_none());
+    assert!(matches!(
+        g.checkpoint(app.next, app.encode()),
         Ok(Checkpointed::Covered { .. })
     ));
     drop(l);
@@ -609,17 +641,23 @@ fn checkpoint_refuses_what_it_cannot_keep() {
     let base = group_sim::scratch_dir("checkpoint", "too-large", 0);
     let mut cfg = group_sim::durable(group_sim::config(1, 1), &base, 0);
     cfg.transfer.max_state_bytes = 16;
+    cfg.checkpoint_writer = CheckpointWriter::Inline;
     let layout = Group::<SimNode, MemLog>::layout(&cfg).unwrap();
     let (_sim, nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout).unwrap();
     let t = nodes.into_iter().next().unwrap();
     let mut g = Group::new(t, cfg, MemLog::default(), None).unwrap();
     assert!(matches!(
-        g.checkpoint(0, &[0; 17]),
+        g.checkpoint(0, [0; 17]),
         Err(CheckpointError::TooLarge { len: 17, max: 16 })
     ));
     assert!(matches!(
-        g.checkpoint(0, &[0; 16]),
-        Ok(Checkpointed::Written { .. })
+        g.checkpoint(0, [0; 16]),
+        Ok(Checkpointed::Started { position: 0 })
+    ));
+    g.poll(&mut Vec::new());
+    assert!(matches!(
+        g.take_checkpoint_outcome(),
+        Some(Ok(Checkpointed::Written { position: 0, .. }))
     ));
     std::fs::remove_dir_all(&base).ok();
     // Atomic epochs: nothing to bound.

@@ -10,7 +10,7 @@ use squall_transport::NodeId;
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
-use crate::transfer::{StateTransfer, TransferError};
+use crate::transfer::{CheckpointKept, StateTransfer, TransferError};
 use crate::wire::{Entry, ErrorCode, ReadMode, Request, Response};
 use crate::{ConfigError, RestoreError};
 
@@ -33,8 +33,9 @@ pub struct CoreConfig {
     /// ([`StateTransfer::checkpoint`]: the membership `Group` with durable epochs) hands it its
     /// snapshot (state machine, sessions, position), so that a total restart installs that
     /// and replays only the deliveries after it. 0: never (a restart replays every log).
-    /// Each checkpoint writes the whole state and syncs it on the replica's thread: raise it
-    /// for large states under a heavy write load.
+    /// The replica's thread encodes the snapshot; the backend writes and syncs it off that
+    /// thread (the membership `Group`'s writer thread), one at a time: a checkpoint still
+    /// being written when the next is due delays it.
     pub snapshot_every: u64,
 }
 
@@ -137,6 +138,8 @@ pub struct ReplicaCore<S> {
     checkpoint_refused: Option<u64>,
     /// The backend keeps no checkpoints: never asked again.
     checkpoints_off: bool,
+    /// The position of the checkpoint the backend is writing (no other is asked for).
+    checkpoint_pending: Option<u64>,
     metrics: Metrics,
 }
 
@@ -165,6 +168,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             checkpointed: 0,
             checkpoint_refused: None,
             checkpoints_off: false,
+            checkpoint_pending: None,
             metrics: Metrics::default(),
         })
     }
@@ -572,9 +576,26 @@ impl<S: StateMachine> ReplicaCore<S> {
     }
 
     /// Every [`CoreConfig::snapshot_every`] applied deliveries: hands the backend the snapshot
-    /// to keep ([`StateTransfer::checkpoint`]). Not while joining, restarting or stopped; a
-    /// refusal is asked again after the next delivery, a backend that keeps none never again.
+    /// to keep ([`StateTransfer::checkpoint`]). Not while joining, restarting or stopped, nor
+    /// while the previous one is still being written (its end is collected here first,
+    /// [`StateTransfer::checkpoint_outcome`]); a refusal or a failed write is asked again
+    /// after the next delivery, a backend that keeps none never again.
     fn maybe_checkpoint<B: StateTransfer + ?Sized>(&mut self, backend: &mut B) {
+        if let Some(pending) = self.checkpoint_pending {
+            match backend.checkpoint_outcome() {
+                None => return,
+                Some(Ok(at)) => {
+                    self.checkpoint_pending = None;
+                    self.checkpoint_durable(at);
+                }
+                Some(Err(e)) => {
+                    self.checkpoint_pending = None;
+                    self.checkpoint_refused = Some(self.applied);
+                    tracing::warn!(replica = %self.me, position = pending, error = %e,
+                        "checkpoint not made durable");
+                }
+            }
+        }
         let every = self.cfg.snapshot_every;
         if every == 0
             || self.checkpoints_off
@@ -586,16 +607,19 @@ impl<S: StateMachine> ReplicaCore<S> {
         {
             return;
         }
+        let start = std::time::Instant::now();
         let snapshot = self.snapshot().encode();
-        match backend.checkpoint(self.applied, &snapshot) {
-            Ok(true) => {
-                self.checkpointed = self.applied;
+        let bytes = snapshot.len();
+        let encode_us = start.elapsed().as_micros() as u64;
+        match backend.checkpoint(self.applied, snapshot) {
+            Ok(CheckpointKept::Durable) => self.checkpoint_durable(self.applied),
+            Ok(CheckpointKept::Pending) => {
+                self.checkpoint_pending = Some(self.applied);
                 self.checkpoint_refused = None;
-                self.metrics.add(&self.metrics.checkpoints, 1);
-                tracing::debug!(replica = %self.me, position = self.applied,
-                    bytes = snapshot.len(), "checkpoint durable");
+                tracing::info!(replica = %self.me, position = self.applied, bytes, encode_us,
+                    us = start.elapsed().as_micros() as u64, "checkpoint started");
             }
-            Ok(false) => {
+            Ok(CheckpointKept::Never) => {
                 self.checkpoints_off = true;
                 tracing::debug!(replica = %self.me, "the backend keeps no checkpoints");
             }
@@ -605,6 +629,14 @@ impl<S: StateMachine> ReplicaCore<S> {
                     "checkpoint not taken");
             }
         }
+    }
+
+    /// A checkpoint at `at` is durable: the next one is due `snapshot_every` past it.
+    fn checkpoint_durable(&mut self, at: u64) {
+        self.checkpointed = self.checkpointed.max(at);
+        self.checkpoint_refused = None;
+        self.metrics.add(&self.metrics.checkpoints, 1);
+        tracing::debug!(replica = %self.me, position = at, "checkpoint durable");
     }
 
     fn unavailable(&self) -> Option<String> {
@@ -1195,6 +1227,12 @@ mod tests {
         calls: usize,
         keeps: bool,
         restarting: bool,
+        /// Writes off the caller's thread: each checkpoint is pending until the test sets
+        /// its outcome.
+        defer: bool,
+        writing: Option<u64>,
+        outcome: Option<Result<u64, TransferError>>,
+        outcome_asks: usize,
     }
 
     impl squall_ordering::TotalOrder for Keeper {
@@ -1229,16 +1267,34 @@ mod tests {
         fn restarting(&self) -> Option<String> {
             self.restarting.then(|| "replaying".into())
         }
-        fn checkpoint(&mut self, position: u64, state: &[u8]) -> Result<bool, TransferError> {
+        fn checkpoint(
+            &mut self,
+            position: u64,
+            state: Vec<u8>,
+        ) -> Result<CheckpointKept, TransferError> {
             self.calls += 1;
             if self.refuse > 0 {
                 self.refuse -= 1;
                 return Err(TransferError::Refused("restarting".into()));
             }
-            if self.keeps {
-                self.kept.push((position, state.to_vec()));
+            if self.defer {
+                assert!(self.writing.is_none(), "asked while one is pending");
+                self.writing = Some(position);
+                return Ok(CheckpointKept::Pending);
             }
-            Ok(self.keeps)
+            if self.keeps {
+                self.kept.push((position, state));
+                return Ok(CheckpointKept::Durable);
+            }
+            Ok(CheckpointKept::Never)
+        }
+        fn checkpoint_outcome(&mut self) -> Option<Result<u64, TransferError>> {
+            self.outcome_asks += 1;
+            let o = self.outcome.take();
+            if o.is_some() {
+                self.writing = None;
+            }
+            o
         }
     }
 
@@ -1306,6 +1362,49 @@ mod tests {
             r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
         }
         assert_eq!(b.calls, 0);
+    }
+
+    #[test]
+    fn a_pending_checkpoint_blocks_the_next_until_its_outcome_and_counts_once_durable() {
+        let mut r = every(2);
+        let mut b = Keeper {
+            defer: true,
+            ..Keeper::default()
+        };
+        let checkpoints = |r: &ReplicaCore<Append>| {
+            r.metrics()
+                .checkpoints
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        for i in 0..2u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert_eq!((b.calls, b.writing), (1, Some(2)));
+        // Still being written: due again (4 applied) but not asked; not counted yet.
+        for i in 2..5u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert_eq!((b.calls, checkpoints(&r)), (1, 0));
+        assert!(b.outcome_asks >= 3, "its outcome is asked after every poll");
+        // Durable: counted, and the next (due: 5 applied >= 2 + 2) is asked at once.
+        b.outcome = Some(Ok(2));
+        r.upcalls_from(&mut b, []);
+        assert_eq!((checkpoints(&r), b.calls, b.writing), (1, 2, Some(5)));
+        // It fails: not counted, asked again after the next delivery only.
+        b.outcome = Some(Err(TransferError::Refused("disk full".into())));
+        r.upcalls_from(&mut b, []);
+        r.upcalls_from(&mut b, []);
+        assert_eq!((checkpoints(&r), b.calls), (1, 2));
+        r.upcalls_from(&mut b, [at(5, cmd(9, 6, 5, b"x"))]);
+        assert_eq!((b.calls, b.writing), (3, Some(6)));
+        b.outcome = Some(Ok(6));
+        r.upcalls_from(&mut b, []);
+        assert_eq!(checkpoints(&r), 2);
+        // The next is due 2 past the durable one.
+        r.upcalls_from(&mut b, [at(6, cmd(9, 7, 6, b"x"))]);
+        assert_eq!(b.calls, 3);
+        r.upcalls_from(&mut b, [at(7, cmd(9, 8, 7, b"x"))]);
+        assert_eq!((b.calls, b.writing), (4, Some(8)));
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub use machine::{RestoreError, StateMachine};
 pub use metrics::{Counters, Metrics};
 pub use runtime::{Busy, Replica, ReplicaConfig, ReplicaHandle, RuntimeError};
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
-pub use transfer::{StateTransfer, TransferError};
+pub use transfer::{CheckpointKept, StateTransfer, TransferError};
 
 /// A setting that cannot work, and what to change.
 ///

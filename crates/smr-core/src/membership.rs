@@ -17,13 +17,15 @@
 //! [`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every) set, the replica hands
 //! its snapshot to `Group::checkpoint` every that many applied deliveries (durable epochs
 //! only): a restart then installs the latest one the same way and replays only what follows.
+//! The group's writer thread writes and syncs the file; the replica's thread only encodes the
+//! snapshot, and learns at a later poll that it is durable (`take_checkpoint_outcome`).
 
 use squall_membership::group::Group;
 use squall_membership::log::Durable;
 use squall_membership::snapshot::Checkpointed;
 use squall_transport::Transport;
 
-use crate::transfer::{StateTransfer, TransferError};
+use crate::transfer::{CheckpointKept, StateTransfer, TransferError};
 
 impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
     fn holds_state(&self) -> bool {
@@ -69,12 +71,30 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
         })
     }
 
-    fn checkpoint(&mut self, position: u64, state: &[u8]) -> Result<bool, TransferError> {
+    fn checkpoint(
+        &mut self,
+        position: u64,
+        state: Vec<u8>,
+    ) -> Result<CheckpointKept, TransferError> {
         match Group::checkpoint(self, position, state) {
-            Ok(Checkpointed::Written { .. } | Checkpointed::Covered { .. }) => Ok(true),
-            Ok(Checkpointed::NotDurable) => Ok(false),
+            Ok(Checkpointed::Started { .. }) => Ok(CheckpointKept::Pending),
+            Ok(Checkpointed::Written { .. } | Checkpointed::Covered { .. }) => {
+                Ok(CheckpointKept::Durable)
+            }
+            Ok(Checkpointed::NotDurable) => Ok(CheckpointKept::Never),
             Err(e) => Err(TransferError::Refused(e.to_string())),
         }
+    }
+
+    fn checkpoint_outcome(&mut self) -> Option<Result<u64, TransferError>> {
+        Some(match Group::take_checkpoint_outcome(self)? {
+            Ok(Checkpointed::Written { position, .. }) => Ok(position),
+            Ok(Checkpointed::Covered { at }) => Ok(at),
+            Ok(other) => Err(TransferError::Refused(format!(
+                "the checkpoint ended {other:?}"
+            ))),
+            Err(e) => Err(TransferError::Refused(e.to_string())),
+        })
     }
 
     fn leave(&mut self) -> Result<(), TransferError> {

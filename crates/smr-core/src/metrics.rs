@@ -35,6 +35,12 @@ pub struct Counters {
     pub states_installed: AtomicU64,
     /// Checkpoints the backend made durable ([`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every)).
     pub checkpoints: AtomicU64,
+    /// The longest turn of the replica's driver loop so far, in microseconds, parks
+    /// excluded: the longest the backend went unpolled (its heartbeats unsent) while the
+    /// replica worked — applying a batch, installing a state, encoding a checkpoint. A turn
+    /// of 5 ms or more that sets a new maximum is also logged (`info`, "longest driver turn
+    /// so far").
+    pub longest_turn_us: AtomicU64,
 }
 
 /// A shared handle to a replica's [`Counters`]; clones see the same counters.
@@ -71,7 +77,7 @@ impl std::fmt::Display for Metrics {
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
-             states(provided/installed)={}/{} checkpoints={}",
+             states(provided/installed)={}/{} checkpoints={} longest_turn_us={}",
             l(&c.commands_applied),
             l(&c.duplicates),
             l(&c.reads_barrier),
@@ -86,6 +92,7 @@ impl std::fmt::Display for Metrics {
             l(&c.states_provided),
             l(&c.states_installed),
             l(&c.checkpoints),
+            l(&c.longest_turn_us),
         )
     }
 }

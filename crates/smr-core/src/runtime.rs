@@ -419,6 +419,9 @@ fn join_message(e: Option<Box<dyn std::any::Any + Send>>) -> String {
     }
 }
 
+/// A driver turn at least this long that is the longest so far is logged (`info`).
+const LONG_TURN: Duration = Duration::from_millis(5);
+
 struct Driver<B, S> {
     core: ReplicaCore<S>,
     backend: B,
@@ -435,8 +438,10 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
         let mut upcalls: Vec<Upcall<squall_ordering::Delivery>> = Vec::new();
         let mut replies = Vec::new();
         let mut turns: u64 = 0;
+        let mut longest = Duration::ZERO;
         while !self.stop.load(Ordering::Acquire) {
             turns += 1;
+            let turn = std::time::Instant::now();
             let took = self.take_requests();
             self.core.flush_reads();
             while let Some(entry) = self.core.outgoing() {
@@ -449,7 +454,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                     }
                 }
             }
+            let polled = std::time::Instant::now();
             let busy = self.backend.poll(&mut upcalls);
+            let applied = std::time::Instant::now();
             match (self.transfer)(&mut self.backend) {
                 Some(t) => self.core.upcalls_from(t, upcalls.drain(..)),
                 None => {
@@ -468,6 +475,29 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             let idle = !busy && took == 0;
             if turns % 1024 == 0 || (idle && turns % 64 == 0) {
                 self.forget_abandoned();
+            }
+            // How long the backend went unpolled (its heartbeats unsent): parks excluded.
+            let took_us = turn.elapsed();
+            if took_us > longest {
+                longest = took_us;
+                let us = took_us.as_micros() as u64;
+                self.core
+                    .metrics()
+                    .longest_turn_us
+                    .fetch_max(us, Ordering::Relaxed);
+                if took_us >= LONG_TURN {
+                    // Where it went: the backend's poll, applying its upcalls (installing a
+                    // state, encoding a checkpoint), the rest (requests, submissions, replies).
+                    let poll_us = (applied - polled).as_micros() as u64;
+                    let apply_us = applied.elapsed().as_micros() as u64;
+                    tracing::info!(
+                        us,
+                        poll_us,
+                        apply_us,
+                        turn = turns,
+                        "longest driver turn so far"
+                    );
+                }
             }
             if idle {
                 self.backend.wait(self.cfg.idle_park);

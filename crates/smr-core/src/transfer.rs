@@ -86,15 +86,29 @@ pub trait StateTransfer: TotalOrder {
         None
     }
 
-    /// Makes the replica's state (its encoded [`Snapshot`], reflecting every delivery before
+    /// Makes the replica's state (its encoded [`Snapshot`](crate::Snapshot), reflecting every delivery before
     /// `position`) durable in the backend, so that a restart from the backend's logs starts
     /// from it and replays only what follows: called every
     /// [`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every) applied deliveries.
-    /// `Ok(true)`: durable (or an earlier one already covers `position`); `Ok(false)`: the
-    /// backend keeps no checkpoints (nothing to bound; the replica stops asking); an error:
-    /// not now (the replica asks again after its next delivery). The default keeps none.
-    fn checkpoint(&mut self, _position: u64, _state: &[u8]) -> Result<bool, TransferError> {
-        Ok(false)
+    /// The backend must not block on the disk here: it may start the write and report it
+    /// [`CheckpointKept::Pending`], then its end through
+    /// [`checkpoint_outcome`](Self::checkpoint_outcome) (the replica asks for no other
+    /// checkpoint meanwhile). An error: not now (the replica asks again after its next
+    /// delivery). The default keeps none ([`CheckpointKept::Never`]).
+    fn checkpoint(
+        &mut self,
+        _position: u64,
+        _state: Vec<u8>,
+    ) -> Result<CheckpointKept, TransferError> {
+        Ok(CheckpointKept::Never)
+    }
+
+    /// How the checkpoint the backend reported [`CheckpointKept::Pending`] ended, once:
+    /// `Ok(position)` once it is durable, an error if it was not made durable (the replica
+    /// asks again after its next delivery); `None` while it is still under way. Asked after
+    /// every poll while one is pending. The default: `None`.
+    fn checkpoint_outcome(&mut self) -> Option<Result<u64, TransferError>> {
+        None
     }
 
     /// Asks the group to remove this replica gracefully ([`ReplicaHandle::leave`]): the others
@@ -126,12 +140,35 @@ impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
     fn restarting(&self) -> Option<String> {
         (**self).restarting()
     }
-    fn checkpoint(&mut self, position: u64, state: &[u8]) -> Result<bool, TransferError> {
+    fn checkpoint(
+        &mut self,
+        position: u64,
+        state: Vec<u8>,
+    ) -> Result<CheckpointKept, TransferError> {
         (**self).checkpoint(position, state)
+    }
+    fn checkpoint_outcome(&mut self) -> Option<Result<u64, TransferError>> {
+        (**self).checkpoint_outcome()
     }
     fn leave(&mut self) -> Result<(), TransferError> {
         (**self).leave()
     }
+}
+
+/// What a backend did with a checkpoint ([`StateTransfer::checkpoint`]).
+///
+/// ```
+/// assert_ne!(squall_smr::CheckpointKept::Pending, squall_smr::CheckpointKept::Durable);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckpointKept {
+    /// Durable already (or an earlier checkpoint covers the position).
+    Durable,
+    /// Being written off the replica's thread: its end comes through
+    /// [`StateTransfer::checkpoint_outcome`].
+    Pending,
+    /// The backend keeps no checkpoints (nothing to bound): the replica stops asking.
+    Never,
 }
 
 /// Why a state could not be provided or installed, or a leave was refused.

@@ -135,6 +135,7 @@ impl Procs {
             data_dir: None,
             fsync: Default::default(),
             snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
+            checkpoint_inline: false,
         }
     }
 
@@ -157,10 +158,17 @@ impl Procs {
         fsync: squall_kv::Fsync,
         snapshot_every: u64,
     ) -> Procs {
+        Procs::loopback_durable_with(n, tag, |cfg| {
+            cfg.fsync = fsync;
+            cfg.snapshot_every = snapshot_every;
+        })
+    }
+
+    /// [`loopback_durable`](Self::loopback_durable) with the config as `set` leaves it.
+    pub fn loopback_durable_with(n: usize, tag: &str, set: impl FnOnce(&mut KvConfig)) -> Procs {
         let mut cfg = Procs::loopback_config(Ordering::Membership, n);
         cfg.data_dir = Some(Procs::dir_for(tag).join("data"));
-        cfg.fsync = fsync;
-        cfg.snapshot_every = snapshot_every;
+        set(&mut cfg);
         cfg.validate().unwrap();
         Procs::start(cfg, tag, Vec::new())
     }

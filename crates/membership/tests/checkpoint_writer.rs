@@ -1,0 +1,264 @@
+//! The checkpoint writer thread (`CheckpointWriter::Thread`, the default): `Group::checkpoint`
+//! hands the file work to a thread and a later poll records it, so the polling thread never
+//! waits on the disk. The group runs on the simulator (deterministic), the writer on its own
+//! thread; each test holds the writer on a gate it controls (`gate_checkpoint_writer`), so
+//! nothing here depends on timing: while the writer is held, polls return and the checkpoint
+//! stays in flight; once released, polls finish it — or abandon it (a view change), or it
+//! fails (its directory is gone), or the group is dropped with it in flight (cancelled).
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use squall_membership::group::Group;
+use squall_membership::log::{MemLog, Record};
+use squall_membership::snapshot::{CheckpointError, Checkpointed};
+use squall_ordering::TotalOrder;
+use squall_round_robin::Mode;
+use squall_transport::NodeId;
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+
+mod group_sim;
+
+const N: usize = 3;
+
+struct Cluster {
+    base: PathBuf,
+    sim: Sim,
+    groups: Vec<Option<Group<SimNode, MemLog>>>,
+}
+
+impl Cluster {
+    fn start(tag: &str) -> Cluster {
+        let base = group_sim::scratch_dir("ckpt-writer", tag, 0);
+        let cfg = |i| group_sim::durable(group_sim::config(N, N), &base, i);
+        let layout = Group::<SimNode, MemLog>::layout(&cfg(0)).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(7), N, &layout).unwrap();
+        let groups = nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| Some(Group::new(t, cfg(i), MemLog::default(), None).unwrap()))
+            .collect();
+        let mut c = Cluster { base, sim, groups };
+        // Some deliveries, so that a checkpoint has something to cover.
+        for k in 0..200u32 {
+            c.step(k % 7 == 0);
+        }
+        assert!(c.g(0).next_position() > 0);
+        c
+    }
+
+    fn g(&mut self, i: usize) -> &mut Group<SimNode, MemLog> {
+        self.groups[i].as_mut().unwrap()
+    }
+
+    /// One poll of every live member (each submitting if `submit`), then simulated time.
+    fn step(&mut self, submit: bool) {
+        for (i, g) in self.groups.iter_mut().enumerate() {
+            let Some(g) = g else { continue };
+            if submit && g.view().is_some() {
+                let _ = g.submit(&[i as u8; 8]);
+            }
+            g.poll(&mut Vec::new());
+        }
+        self.sim.advance(Duration::from_micros(5));
+    }
+
+    /// Steps until member `i` reports how its checkpoint ended (the writer runs on its own
+    /// thread: a generous wall-clock bound, never reached unless the writer is stuck).
+    fn outcome(&mut self, i: usize) -> Result<Checkpointed, CheckpointError> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            self.step(false);
+            if let Some(o) = self.g(i).take_checkpoint_outcome() {
+                return o;
+            }
+            assert!(Instant::now() < deadline, "the writer never finished");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Starts a checkpoint of member `i` at its next position (returned).
+    fn start_checkpoint(&mut self, i: usize) -> u64 {
+        let at = self.g(i).next_position();
+        assert_eq!(
+            self.g(i).checkpoint(at, vec![5u8; 64]).unwrap(),
+            Checkpointed::Started { position: at }
+        );
+        at
+    }
+
+    fn dir(&self, i: usize) -> PathBuf {
+        match &group_sim::durable(group_sim::config(N, N), &self.base, i)
+            .epoch
+            .mode
+        {
+            Mode::Durable { path, .. } => path.clone(),
+            _ => unreachable!("durable"),
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.groups.clear();
+        std::fs::remove_dir_all(&self.base).ok();
+    }
+}
+
+/// The snapshot files (temporary ones included) in `dir`.
+fn snapshots(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("snapshot-"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The file the last `Record::Snapshot` of member `i`'s membership log names.
+fn recorded(g: &Group<SimNode, MemLog>) -> Option<String> {
+    match MemLog::open(g.gms().log().bytes().to_vec())
+        .1
+        .last_snapshot()
+    {
+        Some(Record::Snapshot { file, .. }) => Some(file.clone()),
+        _ => None,
+    }
+}
+
+#[test]
+fn polls_return_while_the_writer_is_held_and_a_later_poll_records_the_checkpoint() {
+    let mut c = Cluster::start("held");
+    let gate = c.g(0).gate_checkpoint_writer();
+    let at = c.g(0).next_position();
+    assert_eq!(
+        c.g(0).checkpoint(at, vec![5u8; 4096]).unwrap(),
+        Checkpointed::Started { position: at }
+    );
+    // The writer is held: the group keeps running (every poll returns, deliveries go on),
+    // nothing is written or recorded, and a second checkpoint is refused.
+    let before = c.g(1).next_position();
+    for k in 0..300u32 {
+        c.step(k % 5 == 0);
+    }
+    assert!(
+        c.g(1).next_position() > before,
+        "the group delivered while member 0's writer was held"
+    );
+    let dir = c.dir(0);
+    assert!(snapshots(&dir).is_empty(), "{:?}", snapshots(&dir));
+    assert_eq!(c.g(0).checkpoint_in_flight(), Some(at));
+    assert!(c.g(0).take_checkpoint_outcome().is_none());
+    assert!(recorded(c.g(0)).is_none());
+    let later = c.g(0).next_position();
+    assert!(matches!(
+        c.g(0).checkpoint(later, vec![6u8; 16]),
+        Err(CheckpointError::InFlight { position }) if position == at
+    ));
+    // Released: a later poll records it and reports it once.
+    gate.send(()).unwrap();
+    let Checkpointed::Written { position, file, .. } = c.outcome(0).unwrap() else {
+        panic!("not written");
+    };
+    assert_eq!(position, at);
+    assert_eq!(recorded(c.g(0)), Some(file.clone()));
+    assert_eq!(snapshots(&dir), vec![file.clone()]);
+    let snap = squall_membership::snapshot::read(&dir, &file, 1 << 20).unwrap();
+    assert_eq!((snap.position, snap.state), (at, vec![5u8; 4096]));
+    assert_eq!(c.g(0).checkpoint_in_flight(), None);
+    assert_eq!(c.g(0).stats().checkpoints, 1);
+    // The next one (ungated) replaces it.
+    c.start_checkpoint(0);
+    let Checkpointed::Written { file: second, .. } = c.outcome(0).unwrap() else {
+        panic!("not written");
+    };
+    assert_eq!(snapshots(&dir), vec![second.clone()]);
+    assert_eq!(recorded(c.g(0)), Some(second));
+}
+
+#[test]
+fn a_view_change_while_the_file_is_written_abandons_the_checkpoint() {
+    let mut c = Cluster::start("view-change");
+    let gate = c.g(0).gate_checkpoint_writer();
+    let at = c.start_checkpoint(0);
+    // Member 2 crashes; the others install view 1 while member 0's writer is held.
+    c.sim.crash(NodeId(2));
+    c.groups[2] = None;
+    for _ in 0..20_000 {
+        c.step(false);
+        if c.g(0).view().is_some_and(|v| v.id > 0) {
+            break;
+        }
+    }
+    assert!(c.g(0).view().is_some_and(|v| v.id > 0), "no view change");
+    gate.send(()).unwrap();
+    assert!(matches!(
+        c.outcome(0),
+        Err(CheckpointError::Abandoned { position, .. }) if position == at
+    ));
+    // Nothing recorded, nothing left behind.
+    let dir = c.dir(0);
+    assert!(recorded(c.g(0)).is_none());
+    assert!(snapshots(&dir).is_empty(), "{:?}", snapshots(&dir));
+    // A checkpoint in the new view is taken.
+    for k in 0..100u32 {
+        c.step(k % 5 == 0);
+    }
+    let next = c.start_checkpoint(0);
+    assert!(matches!(
+        c.outcome(0),
+        Ok(Checkpointed::Written { position, .. }) if position == next
+    ));
+}
+
+#[test]
+fn a_writer_failure_surfaces_as_the_checkpoints_outcome() {
+    let mut c = Cluster::start("failure");
+    let gate = c.g(0).gate_checkpoint_writer();
+    c.start_checkpoint(0);
+    // The directory disappears under the writer: its temporary file cannot be created.
+    let dir = c.dir(0);
+    let away = dir.with_extension("away");
+    std::fs::rename(&dir, &away).unwrap();
+    gate.send(()).unwrap();
+    let outcome = c.outcome(0);
+    std::fs::rename(&away, &dir).unwrap();
+    assert!(
+        matches!(outcome, Err(CheckpointError::Snapshot(_))),
+        "{outcome:?}"
+    );
+    assert!(recorded(c.g(0)).is_none());
+    // The next one is taken.
+    c.start_checkpoint(0);
+    assert!(matches!(c.outcome(0), Ok(Checkpointed::Written { .. })));
+}
+
+#[test]
+fn dropping_the_group_with_a_checkpoint_in_flight_leaves_no_file_and_no_record() {
+    // Dropped while the writer waits: the write is cancelled.
+    let mut c = Cluster::start("drop-held");
+    let gate = c.g(0).gate_checkpoint_writer();
+    c.start_checkpoint(0);
+    let dir = c.dir(0);
+    let log = c.g(0).gms().log().bytes().to_vec();
+    c.groups[0] = None;
+    drop(gate);
+    assert!(snapshots(&dir).is_empty(), "{:?}", snapshots(&dir));
+    assert!(MemLog::open(log).1.last_snapshot().is_none());
+    // Dropped after the file was renamed into place but before a poll recorded it: the
+    // file is removed.
+    let mut c = Cluster::start("drop-written");
+    c.start_checkpoint(0);
+    let dir = c.dir(0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while snapshots(&dir).iter().all(|n| n.ends_with(".tmp")) {
+        assert!(Instant::now() < deadline, "the writer never wrote");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let log = c.g(0).gms().log().bytes().to_vec();
+    c.groups[0] = None;
+    assert!(snapshots(&dir).is_empty(), "{:?}", snapshots(&dir));
+    assert!(MemLog::open(log).1.last_snapshot().is_none());
+}

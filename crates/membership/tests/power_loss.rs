@@ -19,7 +19,7 @@
 //! PL-VIEW <node> <view>            the View upcall: its Installed record was synced first
 //! PL-DURABLE <node> <position>     Upcall::Durable: every position up to it is persisted by
 //!                                  every member of the view (EveryBatch: fdatasync'ed)
-//! PL-CKPT <node> <position>        Group::checkpoint returned Written (file, directory and
+//! PL-CKPT <node> <position>        take_checkpoint_outcome said Written (file, directory and
 //!                                  record synced)
 //! PL-CHAIN <p>:<hash>,…            at the end: the chain value after every position
 //! ```
@@ -58,7 +58,7 @@ use std::time::Duration;
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::FileLog;
-use squall_membership::snapshot::{CheckpointError, Checkpointed};
+use squall_membership::snapshot::{CheckpointError, CheckpointWriter, Checkpointed};
 use squall_ordering::{TotalOrder, Upcall};
 use squall_round_robin::{FsyncPolicy, Mode};
 use squall_transport::NodeId;
@@ -85,6 +85,9 @@ fn config(base: &Path, i: usize) -> GroupConfig {
     cfg.transfer.chunk_size = 64;
     cfg.transfer.window = 4;
     cfg.replay_buffer = 64;
+    // The checkpoint's file work inside the call (the simulator's deterministic mode; the
+    // thread writer runs the same file code); its record is logged by the next poll.
+    cfg.checkpoint_writer = CheckpointWriter::Inline;
     cfg.epoch.mode = Mode::Durable {
         path: node_dir(base, i),
         fsync: FsyncPolicy::EveryBatch,
@@ -157,6 +160,19 @@ impl Run {
             let mut up = Vec::new();
             g.poll(&mut up);
             let app = &mut self.apps[i];
+            // The poll logged the record of the checkpoint started in the previous step: only
+            // now is it durable (a view change in between abandons it).
+            match g.take_checkpoint_outcome() {
+                Some(Ok(Checkpointed::Written { position, .. })) => {
+                    if self.marking {
+                        mark(&format!("PL-CKPT {i} {position}"));
+                    }
+                    app.checkpointed = position;
+                    self.written[i] += 1;
+                }
+                Some(Err(CheckpointError::Abandoned { .. })) | None => {}
+                Some(other) => return Err(format!("n{i}: checkpoint ended {other:?}")),
+            }
             for u in up {
                 match u {
                     Upcall::View(v) => {
@@ -222,14 +238,10 @@ impl Run {
                 let _ = g.provide_state(app.next, &app.encode());
             }
             if self.checkpoints && app.has_state && app.next >= app.checkpointed + EVERY {
-                match g.checkpoint(app.next, &app.encode()) {
-                    Ok(Checkpointed::Written { .. }) => {
-                        mark(&format!("PL-CKPT {i} {}", app.next));
-                        app.checkpointed = app.next;
-                        self.written[i] += 1;
-                    }
+                match g.checkpoint(app.next, app.encode()) {
+                    Ok(Checkpointed::Started { .. }) => {}
                     Ok(other) => return Err(format!("n{i}: checkpoint: {other:?}")),
-                    Err(CheckpointError::NotNow(_)) => {}
+                    Err(CheckpointError::NotNow(_) | CheckpointError::InFlight { .. }) => {}
                     Err(e) => return Err(format!("n{i}: checkpoint at {}: {e}", app.next)),
                 }
             }

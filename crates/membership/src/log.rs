@@ -739,11 +739,13 @@ impl FileLog {
             path: path.to_path_buf(),
             source,
         };
+        let created = !path.exists();
+        if created {
+            create_whole(path).map_err(io)?;
+        }
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(false)
             .open(path)
             .map_err(io)?;
         let mut bytes = Vec::new();
@@ -771,14 +773,8 @@ impl FileLog {
             file.seek(SeekFrom::Start(0)).map_err(io)?;
             file.write_all(MAGIC).map_err(io)?;
         }
-        file.sync_data().map_err(io)?;
-        if keep == 0 {
-            // A new log's directory entry is durable only once its directory is synced (POSIX;
-            // ext4's journal commits it with the file's sync, other file systems need this).
-            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-            File::open(dir.unwrap_or(Path::new(".")))
-                .and_then(|d| d.sync_all())
-                .map_err(io)?;
+        if !created {
+            file.sync_data().map_err(io)?;
         }
         file.seek(SeekFrom::End(0)).map_err(io)?;
         let truncated = if keep < bytes.len() { d.tail } else { None };
@@ -874,6 +870,27 @@ impl Durable for FileLog {
     fn append_installed(&mut self, record: &Record) -> Result<(), LogError> {
         self.write(record, self.sync_installed)
     }
+}
+
+/// Creates the log at `path` whole: its header written to `<path>.new`, synced, renamed into
+/// place and the directory synced. A power loss then leaves no file or a file with a durable
+/// header, never a torn header that a restart would have to refuse as "not a log" (found by the
+/// s19 power-loss tests); a `<path>.new` left by an earlier crash is overwritten.
+fn create_whole(path: &Path) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    f.write_all(MAGIC)?;
+    f.sync_data()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
 }
 
 #[cfg(test)]
@@ -1224,5 +1241,21 @@ mod tests {
             Err(LogError::NotALog { .. })
         ));
         std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn a_new_log_is_created_whole_over_a_stale_temporary() {
+        let dir = std::env::temp_dir().join(format!("gms-log-new-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("gms.log");
+        let tmp = dir.join("gms.log.new");
+        let _ = std::fs::remove_file(&path);
+        // A crash while an earlier creation wrote its header: the temporary holds garbage.
+        std::fs::write(&tmp, b"\xff\xff\xff").expect("write");
+        let (_, rec) = FileLog::open(&path).expect("open");
+        assert!(rec.records.is_empty());
+        assert_eq!(std::fs::read(&path).expect("read"), MAGIC);
+        assert!(!tmp.exists(), "the temporary was renamed into place");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

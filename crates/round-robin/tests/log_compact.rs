@@ -427,3 +427,88 @@ fn an_open_that_read_the_whole_file_rebuilds_the_index_and_the_next_skim_uses_it
     remove(&a);
     remove(&b);
 }
+
+/// A compacted log's header is read strictly: a base frame torn, flipped or of the wrong
+/// length is refused (`BadHeader`, the file left as it is: a crash never leaves one, so
+/// emptying it would lose records), a first record that does not follow the base is a
+/// corrupt tail (as an out-of-order record anywhere), and a cut into the dropped prefix is
+/// refused (`Compacted`).
+#[test]
+fn a_compacted_log_is_read_strictly() {
+    let rs = records(&[50; 20], &[], false);
+    let a = tmpfile("strict.log");
+    remove(&a);
+    append(&a, 1, &rs);
+    let (mut l, _) = Log::open_with(&a, options(1)).unwrap();
+    let done = l.compact(1, 10).unwrap().unwrap();
+    drop(l);
+    assert_eq!((done.base.position, done.base.max_seq), (9, 19));
+    let good = std::fs::read(&a).unwrap();
+    assert_eq!(&good[..8], log::MAGIC_COMPACTED);
+    for (what, bytes) in [
+        ("torn", good[..COMPACTED_HEADER - 1].to_vec()),
+        ("flipped", {
+            let mut b = good.clone();
+            b[30] ^= 4;
+            b
+        }),
+        ("another length", {
+            let mut b = good.clone();
+            b[8] = 43;
+            b
+        }),
+    ] {
+        std::fs::write(&a, &bytes).unwrap();
+        let d = log::decode(&bytes);
+        assert!(
+            matches!(d.tail, Some(log::TailError::Base { .. })),
+            "{what}: {:?}",
+            d.tail
+        );
+        assert_eq!((d.valid_len, d.records.len()), (0, 0), "{what}");
+        let e = Log::open_with(&a, options(1)).unwrap_err();
+        assert!(matches!(e, LogError::BadHeader { .. }), "{what}: {e}");
+        assert_eq!(std::fs::read(&a).unwrap(), bytes, "{what}: left as it is");
+    }
+    // The first record out of order against the base: the base says position 12 came last.
+    let mut bytes = good[..8].to_vec();
+    let base = log::Base {
+        position: 12,
+        ..done.base
+    };
+    log::encode_base(&base, &mut bytes);
+    bytes.extend_from_slice(&good[COMPACTED_HEADER..]);
+    std::fs::write(&a, &bytes).unwrap();
+    std::fs::remove_file(log::index_path(&a)).unwrap();
+    let d = log::decode(&bytes);
+    assert!(
+        matches!(d.tail, Some(log::TailError::Order { offset, position: 10, previous: 12 }) if offset == COMPACTED_HEADER)
+    );
+    let (l, rec) = Log::open_with(&a, options(1)).unwrap();
+    assert_eq!(
+        rec.last.map(|r| r.position),
+        Some(12),
+        "nothing but the base left"
+    );
+    assert_eq!(l.last(), Some((1, 12)));
+    drop(l);
+    // A cut into the dropped prefix.
+    std::fs::write(&a, &good).unwrap();
+    std::fs::remove_file(log::index_path(&a)).unwrap();
+    assert!(matches!(
+        Log::cut(&a, 19),
+        Err(LogError::Compacted {
+            seq: 19,
+            max_seq: 19,
+            ..
+        })
+    ));
+    assert_eq!(std::fs::read(&a).unwrap(), good, "left as it is");
+    let kept = Log::cut(&a, 20).unwrap();
+    assert_eq!(
+        kept.last.map(|r| (r.seq, r.position)),
+        Some((19, 9)),
+        "only the base left"
+    );
+    remove(&a);
+}

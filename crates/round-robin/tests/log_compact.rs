@@ -512,3 +512,78 @@ fn a_compacted_log_is_read_strictly() {
     );
     remove(&a);
 }
+
+/// The cost of a compaction against a plain copy of the kept bytes (the same range copied to
+/// a new file and `fsync`ed: what any crash-safe rewrite pays at least), measured in the same
+/// run, alternating, medians of 5. Off by default: `SQUALL_RR_LOG_COMPACT_BENCH=16,64,256`
+/// (log sizes in MiB; records of 1400-byte payloads, synced every 1024, an index entry per
+/// MiB) and `SQUALL_RR_LOG_COMPACT_KEEP=1000,half` (records kept: a count, or half the log).
+/// Run with `--release --nocapture`.
+#[test]
+fn compaction_cost() {
+    let Ok(sizes) = std::env::var("SQUALL_RR_LOG_COMPACT_BENCH") else {
+        return;
+    };
+    let keeps = std::env::var("SQUALL_RR_LOG_COMPACT_KEEP").unwrap_or_else(|_| "1000".into());
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let master = tmpfile("bench-master.log");
+    let (work, plain) = (tmpfile("bench-work.log"), tmpfile("bench-plain.log"));
+    println!("| log | records | kept | compaction | plain copy + fsync | compaction / copy |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for mib in sizes.split(',').map(|s| s.trim().parse::<u64>().unwrap()) {
+        remove(&master);
+        let (mut l, _) = Log::open_with(&master, options(1 << 20)).unwrap();
+        let n = (mib << 20) / (1400 + 36);
+        for i in 0..n {
+            l.append_parts(1, i, i, NodeId((i % 5) as u32), &[i as u8; 1400])
+                .unwrap();
+            if i % 1024 == 1023 {
+                l.sync().unwrap();
+            }
+        }
+        l.sync().unwrap();
+        drop(l);
+        for keep in keeps.split(',') {
+            let kept = match keep.trim() {
+                "half" => n / 2,
+                k => k.parse::<u64>().unwrap().min(n),
+            };
+            let (mut tc, mut tp) = (Vec::new(), Vec::new());
+            let mut kept_bytes = 0;
+            for _ in 0..5 {
+                copy(&master, &work);
+                // The copy on disk first: its writeback is not the compaction's cost.
+                for p in [work.clone(), log::index_path(&work)] {
+                    std::fs::File::open(p).unwrap().sync_all().unwrap();
+                }
+                let (mut l, _) = Log::open_with(&work, options(1 << 20)).unwrap();
+                let t = std::time::Instant::now();
+                let done = l.compact(1, n - kept).unwrap().unwrap();
+                tc.push(t.elapsed().as_secs_f64() * 1e3);
+                kept_bytes = done.kept_bytes;
+                drop(l);
+                remove(&plain);
+                let t = std::time::Instant::now();
+                let mut src = std::fs::File::open(&master).unwrap();
+                let len = src.metadata().unwrap().len();
+                std::io::Seek::seek(&mut src, std::io::SeekFrom::Start(len - kept_bytes)).unwrap();
+                let mut out = std::fs::File::create(&plain).unwrap();
+                std::io::copy(&mut std::io::Read::take(&mut src, kept_bytes), &mut out).unwrap();
+                out.sync_all().unwrap();
+                tp.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            let (c, p) = (median(tc), median(tp));
+            println!(
+                "| {mib} MiB | {n} | {kept} ({:.1} MiB) | {c:.2} ms | {p:.2} ms | {:.2}x |",
+                kept_bytes as f64 / f64::from(1 << 20),
+                c / p
+            );
+        }
+    }
+    remove(&master);
+    remove(&work);
+    remove(&plain);
+}

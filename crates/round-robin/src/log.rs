@@ -410,6 +410,12 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
+/// Whether a record at `(view, position)` may follow one at `prev`: a later view, or the next
+/// position in the same view (never by overflowing: a position of `u64::MAX` has no next).
+fn follows(prev: (u64, u64), (view, position): (u64, u64)) -> bool {
+    view > prev.0 || (view == prev.0 && prev.1.checked_add(1) == Some(position))
+}
+
 /// Decodes a whole log file's bytes: every record of the longest valid prefix, its length, and
 /// why decoding stopped early. Never panics, whatever the bytes.
 ///
@@ -460,7 +466,7 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             payload: body[BODY_HEADER..].to_vec(),
         };
         if let Some((view, position)) = last
-            && !(r.view > view || (r.view == view && r.position == position + 1))
+            && !follows((view, position), (r.view, r.position))
         {
             d.tail = Some(TailError::Order {
                 offset: at,
@@ -889,7 +895,7 @@ impl Log {
             return Err(LogError::TooLarge { len: payload.len() });
         }
         if let Some((v, p)) = self.next
-            && !(view > v || (view == v && position == p + 1))
+            && !follows((v, p), (view, position))
         {
             // Out of order: a reader stops here, so no entry may point past it.
             self.index = None;
@@ -2234,7 +2240,7 @@ impl<R: Read + Seek> Reader<R> {
             },
         };
         if let Some((view, position)) = self.last
-            && !(r.view > view || (r.view == view && r.position == position + 1))
+            && !follows((view, position), (r.view, r.position))
         {
             return self.stop(TailError::Order {
                 offset: at,

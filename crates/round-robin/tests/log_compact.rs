@@ -594,3 +594,53 @@ fn compaction_cost() {
     remove(&work);
     remove(&plain);
 }
+
+/// Found by the fuzz target `rr_log_index` (a base at position `u64::MAX`): the order check
+/// computed `position + 1` and overflowed (a panic where overflow is checked, as in fuzz and
+/// debug builds; a record that wrapped to position 0 accepted otherwise). A record after
+/// position `u64::MAX` in the same view is out of order, from a base or a record alike.
+#[test]
+fn regression_a_position_of_u64_max_has_no_next() {
+    let mut bytes = log::MAGIC_COMPACTED.to_vec();
+    let b = log::Base {
+        view: 1,
+        seq: 0,
+        position: u64::MAX,
+        sender: NodeId(0),
+        max_seq: 0,
+        origin: 100,
+    };
+    log::encode_base(&b, &mut bytes);
+    let r = Record {
+        view: 1,
+        seq: 1,
+        position: 0,
+        sender: NodeId(0),
+        payload: vec![],
+    };
+    log::encode_record(&r, &mut bytes);
+    let d = log::decode(&bytes);
+    assert!(
+        matches!(d.tail, Some(log::TailError::Order { .. })),
+        "{:?}",
+        d.tail
+    );
+    let mut reader = log::Reader::new(
+        std::io::Cursor::new(&bytes),
+        bytes.len() as u64,
+        64,
+        log::ReadMode::Verify,
+    );
+    assert_eq!(reader.next_record().unwrap(), None);
+    assert_eq!(reader.tail(), d.tail.as_ref());
+    let mut plain = log::MAGIC.to_vec();
+    log::encode_record(
+        &Record {
+            position: u64::MAX,
+            ..r.clone()
+        },
+        &mut plain,
+    );
+    log::encode_record(&r, &mut plain);
+    assert_eq!(log::decode(&plain).records.len(), 1);
+}

@@ -5,8 +5,8 @@
 //!
 //! - the raw index bytes: `decode_index` and `scan` with whatever entries they hold never
 //!   panic, and `scan` either reads from the start or from an entry of the index;
-//! - an honest index of the log bytes' valid prefix (an entry every `every` bytes, as `Log`
-//!   writes it), the log then truncated and one byte flipped: the skim from the index either
+//! - an honest index of the log bytes' valid prefix (`rebuild_index`: an entry every `every`
+//!   bytes, as `Log` writes it), the log then truncated and one byte flipped: the skim from the index either
 //!   falls back to the start (and is the whole-file skim) or agrees with the whole-file skim on
 //!   the length kept, the reason, the cut and the last record wherever the bytes before where
 //!   it started are intact; where they are not, the whole-file decoder finds the damage there
@@ -17,8 +17,7 @@ use std::io::Cursor;
 
 use libfuzzer_sys::fuzz_target;
 use squall_round_robin::log::{
-    BODY_HEADER, FRAME, INDEX_MAGIC, IndexEntry, MAGIC, Scan, TailError, decode, decode_index,
-    encode_index_entry, scan,
+    INDEX_MAGIC, IndexEntry, Scan, TailError, decode, decode_index, rebuild_index, scan,
 };
 
 fn scan_of(bytes: &[u8], index: &[IndexEntry], seq: u64, buffer: usize) -> Scan {
@@ -35,7 +34,7 @@ fn scan_of(bytes: &[u8], index: &[IndexEntry], seq: u64, buffer: usize) -> Scan 
 
 fn tail_offset(t: &TailError) -> usize {
     match t {
-        TailError::BadMagic => 0,
+        TailError::BadMagic | TailError::Base { .. } => 0,
         TailError::Torn { offset, .. }
         | TailError::Checksum { offset, .. }
         | TailError::Length { offset, .. }
@@ -65,29 +64,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(s.index_keep <= raw.len());
 
     // An honest index of the valid prefix.
-    let whole = decode(log);
-    let mut idx = INDEX_MAGIC.to_vec();
-    let (mut at, mut next, mut max_seq) = (MAGIC.len(), 0u64, 0u64);
-    for r in &whole.records {
-        max_seq = max_seq.max(r.seq);
-        if at as u64 >= next {
-            let word =
-                |i: usize| u32::from_le_bytes(log[at + i..at + i + 4].try_into().expect("4"));
-            let e = IndexEntry {
-                offset: at as u64,
-                view: r.view,
-                seq: r.seq,
-                position: r.position,
-                max_seq,
-                boot: 0,
-                len: word(0),
-                crc: word(4),
-            };
-            encode_index_entry(&e, &mut idx);
-            next = at as u64 + every;
-        }
-        at += FRAME + BODY_HEADER + r.payload.len();
-    }
+    let idx = rebuild_index(Cursor::new(log), every).expect("a slice never fails to read");
     let index = decode_index(&idx);
     assert_eq!(
         index.len(),

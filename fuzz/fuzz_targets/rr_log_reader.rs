@@ -2,13 +2,16 @@
 //! bytes and the buffer size (the input's first two bytes), `Reader` in `Verify` mode yields
 //! the records `decode` finds, stops at the same valid length for the same reason, and never
 //! buffers more than its buffer or the longest record it read; in `Skim` mode it finds the same
-//! headers wherever no checksum is broken. Never panics.
+//! headers wherever no checksum is broken; both read a compacted log's base (`SQRRLOG2`) as
+//! `decode` does. Never panics.
 #![no_main]
 
 use std::io::Cursor;
 
 use libfuzzer_sys::fuzz_target;
-use squall_round_robin::log::{BODY_HEADER, FRAME, ReadMode, Reader, TailError, decode};
+use squall_round_robin::log::{
+    BASE_BODY, BODY_HEADER, FRAME, MAGIC_COMPACTED, ReadMode, Reader, TailError, decode,
+};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
@@ -24,6 +27,7 @@ fuzz_target!(|data: &[u8]| {
             out.push(rec);
         }
         assert!(r.next_record().expect("done").is_none());
+        assert_eq!(r.base(), whole.base.as_ref());
         (out, r.valid_len(), r.tail().cloned(), r.peak_buffer())
     };
     let (records, valid_len, tail, peak) = read(ReadMode::Verify);
@@ -42,7 +46,8 @@ fuzz_target!(|data: &[u8]| {
         .map(|r| FRAME + BODY_HEADER + r.payload.len())
         .max()
         .unwrap_or(0)
-        .max(broken);
+        .max(broken)
+        .max(if bytes.starts_with(MAGIC_COMPACTED) { FRAME + BASE_BODY } else { 0 });
     assert!(peak <= buffer.max(FRAME + BODY_HEADER).max(longest));
     if !matches!(whole.tail, Some(TailError::Checksum { .. })) {
         let (skim, skim_len, skim_tail, _) = read(ReadMode::Skim);

@@ -595,6 +595,22 @@ impl<T: Transport> RoundRobin<T> {
         self.recovery.take()
     }
 
+    /// Durable mode: drops the prefix of this member's log before the first record at or past
+    /// `(view, position)` — records a checkpoint covers — and keeps logging to the shortened
+    /// file ([`Log::compact`]: crash-safe, the skim, cut and replay of the log unchanged at
+    /// and past that point). `position` is in the log's numbering (the positions this epoch
+    /// delivers). `Ok(None)`: not durable, or nothing before that point to drop.
+    pub fn compact_log(
+        &mut self,
+        view: u64,
+        position: u64,
+    ) -> Result<Option<crate::log::Compacted>, LogError> {
+        match &mut self.log {
+            Some(log) => log.compact(view, position),
+            None => Ok(None),
+        }
+    }
+
     /// Every sequence number below this one has been delivered (or skipped as null) here.
     pub fn delivered_seq(&self) -> u64 {
         self.next_seq

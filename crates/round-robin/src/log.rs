@@ -5,6 +5,9 @@
 //! Layout: an 8-byte magic (`SQRRLOG1`), then records of
 //! `[body length: u32 LE][CRC-32 of the body: u32 LE][body]`, where the body is
 //! `[view: u64][seq: u64][position: u64][sender: u32][payload]` (all little endian).
+//! A *compacted* log ([`Log::compact`]: a prefix a checkpoint covers dropped) starts with
+//! `SQRRLOG2` and a [`Base`] frame (what the dropped prefix ended with), then the kept records
+//! in the same layout; every reader here reads both.
 //!
 //! [`decode`] is the pure decoder (fuzzed): it returns every record of the longest valid prefix
 //! and says why it stopped. [`Log::open`] truncates a torn or corrupt tail to that prefix and
@@ -24,6 +27,8 @@
 //! - *A stale entry* (the log was cut, replaced or damaged since): the record at its offset
 //!   must be whole in the file, with the entry's length, stored checksum and header, and its
 //!   checksum must hold; the file must start with the log's magic.
+//! - *Rebuilt*: when [`Log::open`]'s skim had to read the whole file, it syncs the log and
+//!   rewrites the index from what it read ([`rebuild_index`]), so the next skim is short.
 //! - *Trust*: an entry is written only after its record and everything before it reached the
 //!   file — after the `fdatasync` when the policy synced (`boot` 0: durable), else tagged with
 //!   the running boot ([`boot_tag`]), trusted only in that boot (a process crash loses nothing
@@ -44,6 +49,10 @@ use thiserror::Error;
 
 /// The file's first eight bytes.
 pub const MAGIC: &[u8; 8] = b"SQRRLOG1";
+/// The first eight bytes of a compacted log ([`Log::compact`]): a [`Base`] frame follows them.
+pub const MAGIC_COMPACTED: &[u8; 8] = b"SQRRLOG2";
+/// Bytes of a [`Base`]'s body (its frame adds [`FRAME`]).
+pub const BASE_BODY: usize = 44;
 /// Bytes of a record's frame before the body (length and checksum).
 pub const FRAME: usize = 8;
 /// Bytes of a record's body before the payload.
@@ -81,6 +90,13 @@ pub enum TailError {
     /// The file does not start with the log's magic (not a round-robin log, or a torn header).
     #[error("bad header: the file does not start with {MAGIC:?}")]
     BadMagic,
+    /// A compacted log's [`Base`] frame is torn, corrupt or impossible: the file's header is
+    /// bad (a crash never leaves this: a compacted log is synced before it is renamed in).
+    #[error("bad base of a compacted log: {why}")]
+    Base {
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// The last record is incomplete: a torn write (crash in the middle of an append).
     #[error("torn record at byte {offset}: {have} of {need} bytes present")]
     Torn {
@@ -126,6 +142,8 @@ pub enum TailError {
 pub struct Decoded {
     /// The records of the longest valid prefix.
     pub records: Vec<Record>,
+    /// A compacted log's base: what its dropped prefix ended with.
+    pub base: Option<Base>,
     /// The length of that prefix in bytes (header included; 0 when the header is bad).
     pub valid_len: usize,
     /// Why decoding stopped before the end, if it did.
@@ -163,6 +181,30 @@ pub enum LogError {
         logged: u64,
         /// The view the group was started with.
         view: u64,
+    },
+    /// A compacted log's header is bad (its [`Base`] frame torn, corrupt or impossible):
+    /// not something a crash leaves (the file is synced before it is renamed in); refusing to
+    /// touch it.
+    #[error("durable log {path}: {why}; refusing to touch it")]
+    BadHeader {
+        /// The log's path.
+        path: PathBuf,
+        /// What is wrong.
+        why: TailError,
+    },
+    /// A cut at a sequence number at or below the largest one a compaction dropped: it would
+    /// cut into records that are gone ([`Log::compact`] only drops what a checkpoint covers,
+    /// and a cut never goes below what was delivered).
+    #[error(
+        "durable log {path}: a cut at sequence number {seq} reaches into its compacted prefix (up to {max_seq})"
+    )]
+    Compacted {
+        /// The log's path.
+        path: PathBuf,
+        /// The cut asked for.
+        seq: u64,
+        /// The largest sequence number of the dropped prefix.
+        max_seq: u64,
     },
     /// An option out of its bounds.
     #[error("durable log options: {0}")]
@@ -368,6 +410,12 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
+/// Whether a record at `(view, position)` may follow one at `prev`: a later view, or the next
+/// position in the same view (never by overflowing: a position of `u64::MAX` has no next).
+fn follows(prev: (u64, u64), (view, position): (u64, u64)) -> bool {
+    view > prev.0 || (view == prev.0 && prev.1.checked_add(1) == Some(position))
+}
+
 /// Decodes a whole log file's bytes: every record of the longest valid prefix, its length, and
 /// why decoding stopped early. Never panics, whatever the bytes.
 ///
@@ -381,13 +429,27 @@ pub fn decode(bytes: &[u8]) -> Decoded {
     if bytes.is_empty() {
         return d;
     }
-    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+    let compacted = bytes.len() >= MAGIC.len() && &bytes[..MAGIC.len()] == MAGIC_COMPACTED;
+    if !compacted && (bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC) {
         d.tail = Some(TailError::BadMagic);
         return d;
     }
     let mut at = MAGIC.len();
-    d.valid_len = at;
     let mut last: Option<(u64, u64)> = None;
+    if compacted {
+        match decode_base(&bytes[at..]) {
+            Ok(b) => {
+                last = Some((b.view, b.position));
+                d.base = Some(b);
+                at = COMPACTED_HEADER;
+            }
+            Err(why) => {
+                d.tail = Some(why);
+                return d;
+            }
+        }
+    }
+    d.valid_len = at;
     while at < bytes.len() {
         let (body, next) = match read_frame(bytes, at, BODY_HEADER..=MAX_BODY) {
             Ok(f) => f,
@@ -404,7 +466,7 @@ pub fn decode(bytes: &[u8]) -> Decoded {
             payload: body[BODY_HEADER..].to_vec(),
         };
         if let Some((view, position)) = last
-            && !(r.view > view || (r.view == view && r.position == position + 1))
+            && !follows((view, position), (r.view, r.position))
         {
             d.tail = Some(TailError::Order {
                 offset: at,
@@ -419,6 +481,103 @@ pub fn decode(bytes: &[u8]) -> Decoded {
         d.valid_len = at;
     }
     d
+}
+
+/// Bytes of a compacted log's header: [`MAGIC_COMPACTED`] and the [`Base`] frame. Its first
+/// record starts there.
+pub const COMPACTED_HEADER: usize = MAGIC.len() + FRAME + BASE_BODY;
+
+/// What a compacted log ([`MAGIC_COMPACTED`], written by [`Log::compact`]) knows of the
+/// records it dropped: the last one's header, the largest sequence number among them, and
+/// where its first kept record was in the log before it was ever compacted. The skim and the
+/// readers treat it as the record before the file's first one: its header is the skim's
+/// [`Skimmed::last`] when no record follows (so the logged counts, which follow from the
+/// last sequence number, are those of the uncompacted log), the first record's order is
+/// checked against it, and its `max_seq` is the dropped prefix's (a cut at or below it would
+/// cut into what is gone: [`LogError::Compacted`]).
+///
+/// Layout: a frame (`[body length = 44: u32][CRC-32 of the body: u32]`) whose body is
+/// `[view: u64][seq: u64][position: u64][sender: u32][max_seq: u64][origin: u64]` (little
+/// endian), right after the magic.
+///
+/// ```
+/// use squall_round_robin::log::{decode_base, encode_base, Base};
+/// use squall_transport::NodeId;
+/// let b = Base { view: 3, seq: 41, position: 20, sender: NodeId(1), max_seq: 41, origin: 4096 };
+/// let mut out = Vec::new();
+/// encode_base(&b, &mut out);
+/// assert_eq!(decode_base(&out), Ok(b));
+/// out[12] ^= 1;
+/// assert!(decode_base(&out).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Base {
+    /// The last dropped record's view.
+    pub view: u64,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Its position.
+    pub position: u64,
+    /// Its sender.
+    pub sender: NodeId,
+    /// The largest sequence number of the dropped records (at least `seq`).
+    pub max_seq: u64,
+    /// The offset the file's first record had in the log before any compaction (so a byte
+    /// at offset `x` ≥ [`COMPACTED_HEADER`] here was at `origin + x - COMPACTED_HEADER`).
+    pub origin: u64,
+}
+
+impl Base {
+    /// The last dropped record's header as a [`Record`] (no payload).
+    pub fn record(&self) -> Record {
+        Record {
+            view: self.view,
+            seq: self.seq,
+            position: self.position,
+            sender: self.sender,
+            payload: Vec::new(),
+        }
+    }
+}
+
+/// Appends `b`'s frame (what follows [`MAGIC_COMPACTED`]) to `out`.
+pub fn encode_base(b: &Base, out: &mut Vec<u8>) {
+    write_frame(out, |out| {
+        out.extend_from_slice(&b.view.to_le_bytes());
+        out.extend_from_slice(&b.seq.to_le_bytes());
+        out.extend_from_slice(&b.position.to_le_bytes());
+        out.extend_from_slice(&b.sender.0.to_le_bytes());
+        out.extend_from_slice(&b.max_seq.to_le_bytes());
+        out.extend_from_slice(&b.origin.to_le_bytes());
+    });
+}
+
+/// Decodes a [`Base`] frame from the start of `bytes` (what follows the magic; bytes after
+/// the frame are ignored). Strict: the frame must be whole, exactly [`BASE_BODY`] bytes long,
+/// its checksum must hold, `max_seq` must be at least `seq`, and `origin` must be past the
+/// end of a first record. Never panics, whatever the bytes.
+pub fn decode_base(bytes: &[u8]) -> Result<Base, TailError> {
+    let why = |why| TailError::Base { why };
+    let (body, _) = read_frame(bytes, 0, BASE_BODY..=BASE_BODY).map_err(|e| match e {
+        FrameError::Torn { .. } => why("torn"),
+        FrameError::Length { .. } => why("length is not 44"),
+        FrameError::Checksum { .. } => why("checksum does not match"),
+    })?;
+    let b = Base {
+        view: u64_at(body, 0),
+        seq: u64_at(body, 8),
+        position: u64_at(body, 16),
+        sender: NodeId(u32_at(body, 24)),
+        max_seq: u64_at(body, 28),
+        origin: u64_at(body, 36),
+    };
+    if b.max_seq < b.seq {
+        return Err(why("max_seq below the last dropped record's seq"));
+    }
+    if b.origin < (MAGIC.len() + FRAME + BODY_HEADER) as u64 {
+        return Err(why("origin before the end of a first record"));
+    }
+    Ok(b)
 }
 
 /// What [`Log::open`] found and repaired: what its skim of the file found (see [`Skimmed`];
@@ -664,8 +823,19 @@ impl Log {
             path: path.to_path_buf(),
             source,
         };
+        // A compaction that crashed before its rename left its temporary file: the log is
+        // the old one, whole.
+        let tmp = compact_tmp_path(path);
+        match std::fs::remove_file(&tmp) {
+            Ok(()) => {
+                tracing::warn!(path = %tmp.display(), "durable log: removed the file of a compaction that did not complete");
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(LogError::Io { path: tmp, source }),
+        }
+        let reindex = (options.index_every != u64::MAX).then_some(options.index_every);
         let (recovery, max_seq, last_entry) =
-            skim_file(path, u64::MAX, None, DEFAULT_READ_BUFFER, true)?;
+            skim_file(path, u64::MAX, None, DEFAULT_READ_BUFFER, true, reindex)?;
         let mut file = open_rw(path).map_err(io)?;
         let len = file.seek(SeekFrom::End(0)).map_err(io)?;
         let mut index = None;
@@ -725,7 +895,7 @@ impl Log {
             return Err(LogError::TooLarge { len: payload.len() });
         }
         if let Some((v, p)) = self.next
-            && !(view > v || (view == v && position == p + 1))
+            && !follows((v, p), (view, position))
         {
             // Out of order: a reader stops here, so no entry may point past it.
             self.index = None;
@@ -897,7 +1067,7 @@ impl Log {
         buffer: usize,
         sync: bool,
     ) -> Result<Skimmed, LogError> {
-        skim_file(path, seq, from, buffer, sync).map(|(k, _, _)| k)
+        skim_file(path, seq, from, buffer, sync, None).map(|(k, _, _)| k)
     }
 
     /// A [`ReadMode::Verify`] reader of the log file at `path` (its length now), through a
@@ -939,29 +1109,289 @@ impl Log {
     pub fn last(&self) -> Option<(u64, u64)> {
         self.next
     }
+
+    /// Drops the log's prefix before the first record at or past `(view, position)` (in the
+    /// log's order: views ascending, positions ascending within a view) — what a checkpoint
+    /// covers — and keeps appending to the shortened log. Returns what it did; nothing when
+    /// no record before that point is left (the file is then untouched).
+    ///
+    /// The new file is a compacted log ([`MAGIC_COMPACTED`]): the [`Base`] (the last dropped
+    /// record's header, the dropped prefix's largest sequence number, where the first kept
+    /// record was before any compaction), then the kept records byte for byte. A skim, a
+    /// cut, a reader and [`Log::open`] of it find the same last record (so the same logged
+    /// counts) and the same records at or past the point as in the uncompacted log; a cut at
+    /// a sequence number at or below the base's `max_seq` is refused
+    /// ([`LogError::Compacted`]).
+    ///
+    /// Crash-safe at every point: buffered records are written first ([`sync`](Log::sync));
+    /// the new file is written under [`compact_tmp_path`], synced (`fsync`), renamed over the
+    /// log, and the directory synced; only then is the side index replaced (its entries at
+    /// or past the point, moved to the new offsets, `boot` 0: the new file is synced). A crash
+    /// before the rename leaves the old log (the leftover temporary file is removed by the
+    /// next compaction or [`Log::open`]); after it the new one, with the old index (its
+    /// entries fail their checks against the new file, and the next open rebuilds it), or
+    /// a part of the new one. Cost: reading about [`LogOptions::index_every`] bytes before the
+    /// point (from the index), copying the kept bytes, two `fsync`s.
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-compact-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, _) = Log::open(&path, FsyncPolicy::EveryBatch)?;
+    /// for p in 0..100 {
+    ///     log.append(&Record { view: 4, seq: 2 * p, position: p, sender: NodeId(0), payload: vec![1; 100] })?;
+    /// }
+    /// log.sync()?;
+    /// let done = log.compact(4, 90)?.expect("a prefix was dropped");
+    /// assert_eq!(done.base.position, 89);
+    /// log.append(&Record { view: 4, seq: 200, position: 100, sender: NodeId(0), payload: vec![2] })?;
+    /// log.sync()?;
+    /// drop(log);
+    /// let (_, rec) = Log::open(&path, FsyncPolicy::Never)?;
+    /// assert_eq!(rec.last.map(|r| r.position), Some(100));
+    /// let mut reader = Log::reader(&path, 4096)?;
+    /// let first = reader.next_record().map_err(|source| squall_round_robin::log::LogError::Io { path: path.clone(), source })?;
+    /// assert_eq!(first.map(|r| r.position), Some(90));
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn compact(&mut self, view: u64, position: u64) -> Result<Option<Compacted>, LogError> {
+        self.compact_to(view, position, None)
+    }
+
+    /// [`Log::compact`] that stops where a process crash at `crash` would, leaving exactly
+    /// the files it leaves (for crash-point tests; the `Log` must be dropped then).
+    #[doc(hidden)]
+    pub fn compact_cut_at(
+        &mut self,
+        view: u64,
+        position: u64,
+        crash: CompactCrash,
+    ) -> Result<Option<Compacted>, LogError> {
+        self.compact_to(view, position, Some(crash))
+    }
+
+    fn compact_to(
+        &mut self,
+        view: u64,
+        position: u64,
+        crash: Option<CompactCrash>,
+    ) -> Result<Option<Compacted>, LogError> {
+        self.sync()?;
+        let path = self.path.clone();
+        let io = |source| LogError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut src = File::open(&path).map_err(io)?;
+        let (_, index_bytes) = read_index(&path, self.len)?;
+        let index = decode_index(&index_bytes);
+        let stop = Stop::At(view, position);
+        let (s, _) = scan_to(
+            &mut src,
+            self.len,
+            &index,
+            stop,
+            None,
+            DEFAULT_READ_BUFFER,
+            None,
+        )
+        .map_err(io)?;
+        let Some(first) = read_header(&mut src, self.len).map_err(io)?.map(|(f, _)| f) else {
+            return Err(LogError::NotALog { path });
+        };
+        // The first record kept (or the end of the valid prefix: everything before goes; a
+        // torn or out-of-order tail is copied as it is, and cut as before by the next open).
+        let cut = s.keep;
+        let (Some(last), Some(max_seq)) = (s.skimmed.last, s.max_seq) else {
+            return Ok(None);
+        };
+        if cut <= first {
+            return Ok(None);
+        }
+        let origin = s.skimmed.base.map_or(MAGIC.len() as u64, |b| b.origin);
+        let base = Base {
+            view: last.view,
+            seq: last.seq,
+            position: last.position,
+            sender: last.sender,
+            max_seq,
+            origin: origin + (cut - first) as u64,
+        };
+        let mut head = MAGIC_COMPACTED.to_vec();
+        encode_base(&base, &mut head);
+        let tmp = compact_tmp_path(&path);
+        let tio = |source| LogError::Io {
+            path: tmp.clone(),
+            source,
+        };
+        // Read and write: after the rename this handle is the log's (no reopen that could fail
+        // while appends would still go to the replaced file).
+        let mut out = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(tio)?;
+        out.write_all(&head).map_err(tio)?;
+        src.seek(SeekFrom::Start(cut as u64)).map_err(io)?;
+        let kept = self.len - cut as u64;
+        let copy = match crash {
+            Some(CompactCrash::BeforeSync) => kept / 2,
+            _ => kept,
+        };
+        let copied = std::io::copy(&mut (&mut src).take(copy), &mut out).map_err(tio)?;
+        if copied != copy {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the log is shorter than it was written",
+            )));
+        }
+        if crash == Some(CompactCrash::BeforeSync) {
+            return Ok(None);
+        }
+        out.sync_all().map_err(tio)?;
+        if crash == Some(CompactCrash::BeforeRename) {
+            return Ok(None);
+        }
+        // The index's entries of kept records, moved; the new file is synced (boot 0).
+        let shift = |o: u64| o - cut as u64 + head.len() as u64;
+        let boot = boot_tag();
+        let entries: Vec<IndexEntry> = (index.iter())
+            .take_while(|e| trusted(e, boot))
+            .filter(|e| {
+                e.offset >= cut as u64 && e.offset + FRAME as u64 + u64::from(e.len) <= self.len
+            })
+            .map(|e| IndexEntry {
+                offset: shift(e.offset),
+                boot: 0,
+                ..*e
+            })
+            .collect();
+        let len = head.len() as u64 + kept;
+        std::fs::rename(&tmp, &path).map_err(tio)?;
+        // Appends go to the new file from here on (`out` is at its end).
+        self.file = out;
+        self.len = len;
+        self.unsynced = 0;
+        self.index_at = (entries.last()).map_or(0, |e| e.offset.saturating_add(self.every));
+        // The old file's last handle: closing it frees its blocks and cached pages, which
+        // takes time in proportion to its length (about 0.5 ms per MiB here): not on the
+        // caller's thread.
+        close_in_background(src);
+        // Until this returns, a power loss may bring the old file back: records appended
+        // since would be lost, so an error here is the log's write error.
+        sync_dir(&path).map_err(io)?;
+        if crash == Some(CompactCrash::BeforeIndex) {
+            return Ok(None);
+        }
+        if let Some(f) = &mut self.index {
+            let ipath = index_path(&path);
+            let written = match crash {
+                Some(CompactCrash::MidIndex) => {
+                    write_index_file(f, &ipath, &entries[..entries.len() / 2]).and_then(|()| {
+                        f.write_all(&[0xa5; INDEX_ENTRY / 2])
+                            .map_err(|source| LogError::Io {
+                                path: ipath.clone(),
+                                source,
+                            })
+                    })?;
+                    return Ok(None);
+                }
+                _ => write_index_file(f, &ipath, &entries),
+            };
+            if let Err(e) = written {
+                // A hint: its entries are checked before use; this log appends none.
+                tracing::warn!(path = %path.display(), error = %e, "durable log: could not rewrite the index after a compaction; skims will read the whole file");
+                self.index = None;
+            }
+        }
+        tracing::info!(path = %path.display(), view, position, dropped_bytes = cut - first, kept_bytes = kept, "durable log: compacted a covered prefix");
+        Ok(Some(Compacted {
+            base,
+            dropped_bytes: (cut - first) as u64,
+            kept_bytes: kept,
+            len,
+            index_entries: entries.len(),
+        }))
+    }
 }
 
-/// [`Log::skim`], also returning the largest sequence number of the records it read (or of
-/// the index entry it started at) and the index's last entry kept.
-fn skim_file(
-    path: &Path,
-    seq: u64,
-    from: Option<&Mark>,
-    buffer: usize,
-    sync: bool,
-) -> Result<(Skimmed, Option<u64>, Option<IndexEntry>), LogError> {
-    let io = |source| LogError::Io {
-        path: path.to_path_buf(),
-        source,
+/// What [`Log::compact`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compacted {
+    /// The new file's base: the last dropped record's header and the prefix's `max_seq`.
+    pub base: Base,
+    /// Bytes of records dropped.
+    pub dropped_bytes: u64,
+    /// Bytes of records kept (copied).
+    pub kept_bytes: u64,
+    /// The file's length now.
+    pub len: u64,
+    /// Entries of the rewritten side index.
+    pub index_entries: usize,
+}
+
+/// Where a crash-point test stops [`Log::compact_cut_at`].
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactCrash {
+    /// Half the kept bytes in the temporary file, not synced.
+    BeforeSync,
+    /// The temporary file whole and synced, not renamed.
+    BeforeRename,
+    /// Renamed over the log (directory synced), the old index left.
+    BeforeIndex,
+    /// The index half rewritten, a torn entry at its end.
+    MidIndex,
+}
+
+/// The temporary file a compaction of the log at `path` writes before renaming it over the
+/// log: `path` with `.compact` appended to its file name.
+///
+/// ```
+/// use squall_round_robin::log::compact_tmp_path;
+/// assert_eq!(compact_tmp_path("/d/epoch-1.log".as_ref()), std::path::Path::new("/d/epoch-1.log.compact"));
+/// ```
+pub fn compact_tmp_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_os_string();
+    p.push(".compact");
+    PathBuf::from(p)
+}
+
+/// Drops `file` (the last handle of a file replaced by a rename) on a short-lived thread, or
+/// here if no thread can be started.
+fn close_in_background(file: File) {
+    // A thread that cannot start drops its closure, and so the file, here.
+    let spawned = std::thread::Builder::new()
+        .name("squall-log-close".into())
+        .spawn(move || drop(file));
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "durable log: closing the replaced file inline");
+    }
+}
+
+/// `fsync`s the directory holding `path` (so a rename into it is durable).
+fn sync_dir(path: &Path) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
     };
-    let mut file = open_rw(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
+    File::open(dir)?.sync_all()
+}
+
+/// Reads the side index of the log at `path` (`len` bytes), if there is one: the index file,
+/// open for writing, and its bytes (at most one entry per record's frame and header of the
+/// log, and one byte more).
+fn read_index(path: &Path, len: u64) -> Result<(Option<File>, Vec<u8>), LogError> {
     let ipath = index_path(path);
     let iio = |source| LogError::Io {
         path: ipath.clone(),
         source,
     };
-    // The index, if any: at most one entry per record's frame and header of the log.
     let mut index_file = match OpenOptions::new().read(true).write(true).open(&ipath) {
         Ok(f) => Some(f),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -975,8 +1405,62 @@ fn skim_file(
             .read_to_end(&mut index_bytes)
             .map_err(iio)?;
     }
+    Ok((index_file, index_bytes))
+}
+
+/// Replaces the contents of the index file `f` (at `ipath`) with [`INDEX_MAGIC`] and
+/// `entries` (not synced), leaving it positioned at its end.
+fn write_index_file(f: &mut File, ipath: &Path, entries: &[IndexEntry]) -> Result<(), LogError> {
+    let iio = |source| LogError::Io {
+        path: ipath.to_path_buf(),
+        source,
+    };
+    let mut out = Vec::with_capacity(INDEX_MAGIC.len() + entries.len() * INDEX_ENTRY);
+    out.extend_from_slice(INDEX_MAGIC);
+    for e in entries {
+        encode_index_entry(e, &mut out);
+    }
+    f.set_len(0).map_err(iio)?;
+    f.seek(SeekFrom::Start(0)).map_err(iio)?;
+    f.write_all(&out).map_err(iio)?;
+    Ok(())
+}
+
+/// [`Log::skim`], also returning the largest sequence number of the records it read (or of
+/// the index entry it started at, or the base) and the index's last entry kept. With
+/// `reindex`, a skim that read the whole file (no index entry checked out) rebuilds the
+/// index from what it read (the log synced first, so the entries are `boot` 0).
+fn skim_file(
+    path: &Path,
+    seq: u64,
+    from: Option<&Mark>,
+    buffer: usize,
+    sync: bool,
+    reindex: Option<u64>,
+) -> Result<(Skimmed, Option<u64>, Option<IndexEntry>), LogError> {
+    let io = |source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = open_rw(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let ipath = index_path(path);
+    let iio = |source| LogError::Io {
+        path: ipath.clone(),
+        source,
+    };
+    let (mut index_file, index_bytes) = read_index(path, len)?;
     let index = decode_index(&index_bytes);
-    let s = scan(&mut file, len, &index, seq, from, buffer).map_err(io)?;
+    let (s, rebuilt) = scan_to(
+        &mut file,
+        len,
+        &index,
+        Stop::Seq(seq),
+        from,
+        buffer,
+        reindex,
+    )
+    .map_err(io)?;
     let mut out = s.skimmed;
     let keep = s.keep;
     let len = usize::try_from(len).unwrap_or(usize::MAX);
@@ -987,6 +1471,21 @@ fn skim_file(
             path: path.to_path_buf(),
         });
     }
+    if let Some(why @ TailError::Base { .. }) = &s.tail {
+        return Err(LogError::BadHeader {
+            path: path.to_path_buf(),
+            why: why.clone(),
+        });
+    }
+    if let Some(b) = out.base
+        && seq <= b.max_seq
+    {
+        return Err(LogError::Compacted {
+            path: path.to_path_buf(),
+            seq,
+            max_seq: b.max_seq,
+        });
+    }
     // The index first: no entry may survive that points past what the log keeps.
     let kept_entries = if keep == 0 { 0 } else { s.index_keep };
     let mut last_entry = None;
@@ -994,9 +1493,7 @@ fn skim_file(
         let want = INDEX_MAGIC.len() + kept_entries * INDEX_ENTRY;
         if index_bytes.len() != want || !index_bytes.starts_with(INDEX_MAGIC) {
             if kept_entries == 0 {
-                f.set_len(0).map_err(iio)?;
-                f.seek(SeekFrom::Start(0)).map_err(iio)?;
-                f.write_all(INDEX_MAGIC).map_err(iio)?;
+                write_index_file(f, &ipath, &[])?;
             } else {
                 f.set_len(want as u64).map_err(iio)?;
             }
@@ -1026,8 +1523,20 @@ fn skim_file(
         file.write_all(MAGIC).map_err(io)?;
         keep = MAGIC.len();
     }
-    if sync && keep != len {
+    let rebuild = reindex.is_some() && !rebuilt.is_empty();
+    if (sync && keep != len) || rebuild {
         file.sync_data().map_err(io)?;
+    }
+    if rebuild {
+        // The whole file was read and is synced: its honest index, so the next skim is short.
+        let mut f = match index_file {
+            Some(f) => f,
+            None => open_rw(&ipath).map_err(iio)?,
+        };
+        write_index_file(&mut f, &ipath, &rebuilt)?;
+        tracing::info!(path = %path.display(), entries = rebuilt.len(), "durable log: rebuilt the side index after a skim of the whole file");
+        out.reindexed = rebuilt.len();
+        last_entry = rebuilt.last().copied();
     }
     out.truncated = if s.cut { None } else { s.tail };
     out.len = keep as u64;
@@ -1070,6 +1579,12 @@ pub struct Skimmed {
     /// Where the skim started reading records: 0 from the file's start (the whole file was
     /// read), else the offset of the index entry's or the mark's record.
     pub started_at: u64,
+    /// A compacted log's [`Base`] (what its dropped prefix ended with; `last` is its header
+    /// when no record follows it).
+    pub base: Option<Base>,
+    /// How many entries [`Log::open`] wrote to a rebuilt side index (it rebuilds it when its
+    /// skim had to read the whole file: no index, or none of it checked out); 0 otherwise.
+    pub reindexed: usize,
 }
 
 /// What [`scan`] found: what [`Log::skim`] keeps, before it touches the files.
@@ -1089,18 +1604,19 @@ pub struct Scan {
     pub index_keep: usize,
 }
 
-/// Checks that the record at `offset` of `src` (`len` bytes) is whole, has the header `head`
+/// Checks that the record at `offset` of `src` (`len` bytes, records from `first` on) is whole, has the header `head`
 /// (view, sequence number, position) and, if given, the frame `frame` (body length, stored
 /// checksum), and that its checksum holds. Counts the bytes read in `peak`.
 fn check_record<R: Read + Seek>(
     src: &mut R,
     len: u64,
+    first: usize,
     offset: u64,
     head: (u64, u64, u64),
     frame: Option<(u32, u32)>,
     peak: &mut usize,
 ) -> std::io::Result<bool> {
-    if offset < MAGIC.len() as u64 || offset.saturating_add(FRAME as u64) > len {
+    if offset < first as u64 || offset.saturating_add(FRAME as u64) > len {
         return Ok(false);
     }
     let mut f = [0u8; FRAME];
@@ -1156,27 +1672,89 @@ pub fn scan<R: Read + Seek>(
     from: Option<&Mark>,
     buffer: usize,
 ) -> std::io::Result<Scan> {
+    scan_to(src, len, index, Stop::Seq(seq), from, buffer, None).map(|(s, _)| s)
+}
+
+/// Where a [`scan_to`] stops: at the first record whose sequence number is this or more (a
+/// skim, a cut), or at the first at or past this view and position (a compaction).
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    Seq(u64),
+    At(u64, u64),
+}
+
+impl Stop {
+    /// Whether a record with this header is where the scan stops.
+    fn reached(self, view: u64, seq: u64, position: u64) -> bool {
+        match self {
+            Stop::Seq(s) => seq >= s,
+            Stop::At(v, p) => (view, position) >= (v, p),
+        }
+    }
+
+    /// Whether the scan may start at this index entry (everything up to it is kept, it too).
+    fn after_entry(self, e: &IndexEntry) -> bool {
+        match self {
+            Stop::Seq(s) => e.max_seq < s,
+            Stop::At(v, p) => (e.view, e.position) < (v, p),
+        }
+    }
+}
+
+/// Reads a log's header: the length of the header (records start there) and the compacted
+/// log's base, or `None` if the header is bad (not a log, a torn header, a bad base).
+fn read_header<R: Read + Seek>(
+    src: &mut R,
+    len: u64,
+) -> std::io::Result<Option<(usize, Option<Base>)>> {
+    if len < MAGIC.len() as u64 {
+        return Ok(None);
+    }
+    let mut head = [0u8; COMPACTED_HEADER];
+    let have = usize::try_from(len)
+        .unwrap_or(usize::MAX)
+        .min(COMPACTED_HEADER);
+    src.seek(SeekFrom::Start(0))?;
+    src.read_exact(&mut head[..have])?;
+    Ok(if &head[..MAGIC.len()] == MAGIC {
+        Some((MAGIC.len(), None))
+    } else if &head[..MAGIC.len()] == MAGIC_COMPACTED {
+        (decode_base(&head[MAGIC.len()..have]).ok()).map(|b| (COMPACTED_HEADER, Some(b)))
+    } else {
+        None
+    })
+}
+
+/// [`scan`] to the stop `stop`; with `reindex`, also the entries of an honest index (one
+/// every `reindex` bytes, as [`Log`] writes them, `boot` 0) of the records kept, when it read
+/// from the file's start (else none).
+fn scan_to<R: Read + Seek>(
+    src: &mut R,
+    len: u64,
+    index: &[IndexEntry],
+    stop: Stop,
+    from: Option<&Mark>,
+    buffer: usize,
+    reindex: Option<u64>,
+) -> std::io::Result<(Scan, Vec<IndexEntry>)> {
     let boot = boot_tag();
     let mut peak = 0;
     let mut index_keep = index.iter().take_while(|e| trusted(e, boot)).count();
     // Where to start: (offset, index entry). Only in a file with the log's header (else the
-    // whole-file skim says what it is).
+    // whole-file skim says what it is); never inside the header.
     let mut start: Option<(u64, Option<usize>)> = None;
-    let mut magic = [0u8; MAGIC.len()];
-    let header = len >= MAGIC.len() as u64 && {
-        src.seek(SeekFrom::Start(0))?;
-        src.read_exact(&mut magic)?;
-        &magic == MAGIC
-    };
-    if !header {
+    let header = read_header(src, len)?;
+    let (first, base) = header.unwrap_or((MAGIC.len(), None));
+    if header.is_none() {
         index_keep = 0;
     }
     if let Some(m) = from
-        && header
-        && m.seq < seq
+        && header.is_some()
+        && !stop.reached(m.view, m.seq, m.position)
         && check_record(
             src,
             len,
+            first,
             m.offset,
             (m.view, m.seq, m.position),
             None,
@@ -1189,7 +1767,7 @@ pub fn scan<R: Read + Seek>(
         let mut tried = 0;
         for k in (0..index_keep).rev() {
             let e = &index[k];
-            if e.max_seq >= seq {
+            if !stop.after_entry(e) {
                 continue;
             }
             if tried == INDEX_TRIES {
@@ -1197,7 +1775,15 @@ pub fn scan<R: Read + Seek>(
             }
             tried += 1;
             let head = (e.view, e.seq, e.position);
-            if check_record(src, len, e.offset, head, Some((e.len, e.crc)), &mut peak)? {
+            if check_record(
+                src,
+                len,
+                first,
+                e.offset,
+                head,
+                Some((e.len, e.crc)),
+                &mut peak,
+            )? {
                 start = Some((e.offset, Some(k)));
                 break;
             }
@@ -1207,8 +1793,11 @@ pub fn scan<R: Read + Seek>(
             index_keep = 0;
         }
     }
-    let mut out = Skimmed::default();
-    let mut max_seq = None;
+    let mut out = Skimmed {
+        base,
+        ..Skimmed::default()
+    };
+    let mut max_seq = base.map(|b| b.max_seq);
     let mut next_mark = 0;
     if let Some((offset, entry)) = start {
         src.seek(SeekFrom::Start(offset))?;
@@ -1232,12 +1821,14 @@ pub fn scan<R: Read + Seek>(
         Some((offset, _)) => Reader::at(&mut *src, len, offset, buffer, ReadMode::Skim),
         None => Reader::new(&mut *src, len, buffer, ReadMode::Skim),
     };
+    let mut rebuilt = Vec::new();
+    let mut next_entry = 0u64;
     let mut prev: Option<(Record, usize)> = None;
     let mut last: Option<(Record, usize)> = None;
     let mut cut_at: Option<usize> = None;
     while let Some(r) = reader.next_record()? {
         let at = reader.last_record_at().map_or(0, |(at, _)| at);
-        if r.seq >= seq {
+        if stop.reached(r.view, r.seq, r.position) {
             cut_at = Some(at);
             break;
         }
@@ -1252,6 +1843,23 @@ pub fn scan<R: Read + Seek>(
         }
         out.records += 1;
         max_seq = Some(max_seq.map_or(r.seq, |m: u64| m.max(r.seq)));
+        if let Some(every) = reindex
+            && start.is_none()
+            && at as u64 >= next_entry
+            && let (Some((len, crc)), Some(max_seq)) = (reader.last_frame(), max_seq)
+        {
+            rebuilt.push(IndexEntry {
+                offset: at as u64,
+                view: r.view,
+                seq: r.seq,
+                position: r.position,
+                max_seq,
+                boot: 0,
+                len,
+                crc,
+            });
+            next_entry = (at as u64).saturating_add(every);
+        }
         prev = last.take();
         last = Some((r, at));
     }
@@ -1286,19 +1894,63 @@ pub fn scan<R: Read + Seek>(
         }
     }
     // Index entries stay while their records are whole in what is kept.
-    let index_keep = index[..index_keep]
-        .iter()
-        .take_while(|e| e.offset + (FRAME as u64) + u64::from(e.len) <= keep as u64)
-        .count();
-    out.last = last.map(|(r, _)| r);
-    Ok(Scan {
-        skimmed: out,
-        keep,
-        cut: cut_at.is_some(),
-        tail,
-        max_seq,
-        index_keep,
-    })
+    let whole = |e: &IndexEntry| e.offset + (FRAME as u64) + u64::from(e.len) <= keep as u64;
+    let index_keep = index[..index_keep].iter().take_while(|e| whole(e)).count();
+    rebuilt.retain(whole);
+    // Nothing read: the record before the first is the compacted log's base, if any.
+    out.last = last.map(|(r, _)| r).or_else(|| base.map(|b| b.record()));
+    Ok((
+        Scan {
+            skimmed: out,
+            keep,
+            cut: cut_at.is_some(),
+            tail,
+            max_seq,
+            index_keep,
+        },
+        rebuilt,
+    ))
+}
+
+/// Builds the honest side index of the log read from `src` (its bytes from the start to the
+/// end; a `Cursor` over a slice will do): [`INDEX_MAGIC`], then an [`IndexEntry`] for the
+/// first record of the valid prefix and for each first record at least `every` bytes after
+/// the previous entry's — what [`Log`] writes for these records appended and synced
+/// (`boot` 0), over the records a [`Log::skim`] of the file keeps (a torn or corrupt tail
+/// has none). A compacted log's entries count its [`Base`]'s `max_seq`. [`Log::open`] calls
+/// it (in effect) when it had to read the whole file. Errors are the source's only.
+///
+/// ```
+/// use squall_round_robin::log::{decode_index, encode_record, rebuild_index, MAGIC, Record};
+/// use squall_transport::NodeId;
+/// let mut file = MAGIC.to_vec();
+/// for position in 0..100 {
+///     let r = Record { view: 1, seq: position, position, sender: NodeId(0), payload: vec![7; 64] };
+///     encode_record(&r, &mut file); // 100 bytes each
+/// }
+/// let index = decode_index(&rebuild_index(std::io::Cursor::new(&file), 1000)?);
+/// assert_eq!(index.len(), 10);
+/// assert_eq!((index[0].offset, index[1].offset, index[9].max_seq), (8, 1008, 90));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn rebuild_index<R: Read + Seek>(mut src: R, every: u64) -> std::io::Result<Vec<u8>> {
+    let len = src.seek(SeekFrom::End(0))?;
+    let stop = Stop::Seq(u64::MAX);
+    let (_, entries) = scan_to(
+        &mut src,
+        len,
+        &[],
+        stop,
+        None,
+        DEFAULT_READ_BUFFER,
+        Some(every),
+    )?;
+    let mut out = Vec::with_capacity(INDEX_MAGIC.len() + entries.len() * INDEX_ENTRY);
+    out.extend_from_slice(INDEX_MAGIC);
+    for e in &entries {
+        encode_index_entry(e, &mut out);
+    }
+    Ok(out)
 }
 
 /// Opens (or creates) a log file for reading and writing, never truncating it.
@@ -1342,8 +1994,8 @@ pub const DEFAULT_READ_BUFFER: usize = 1 << 20;
 /// holds at most `max(buffer, largest record)` bytes: a record is decoded from one contiguous
 /// slice, so a record longer than the buffer grows it to that record's length (never beyond
 /// the bytes the file holds, which is checked against its length before reading); it shrinks
-/// back to `buffer` on the next refill. [`peak_buffer`](Reader::peak_buffer) reports the most
-/// it held.
+/// back to `buffer` on the next refill (a compacted log's [`Base`] frame, 52 bytes, is read
+/// whole too). [`peak_buffer`](Reader::peak_buffer) reports the most it held.
 ///
 /// ```
 /// use squall_round_robin::log::{decode, encode_record, MAGIC, ReadMode, Reader, Record};
@@ -1387,6 +2039,8 @@ pub struct Reader<R> {
     tail: Option<TailError>,
     last: Option<(u64, u64)>,
     last_at: Option<(usize, usize)>,
+    last_frame: Option<(u32, u32)>,
+    log_base: Option<Base>,
     read: u64,
 }
 
@@ -1412,6 +2066,8 @@ impl<R: Read + Seek> Reader<R> {
             tail: None,
             last: None,
             last_at: None,
+            last_frame: None,
+            log_base: None,
             read: 0,
         }
     }
@@ -1508,11 +2164,26 @@ impl<R: Read + Seek> Reader<R> {
                 return self.stop(TailError::BadMagic);
             }
             self.fill(MAGIC.len())?;
-            if &self.buf[self.start..self.start + MAGIC.len()] != MAGIC {
+            let magic = &self.buf[self.start..self.start + MAGIC.len()];
+            let compacted = magic == MAGIC_COMPACTED;
+            if magic != MAGIC && !compacted {
                 return self.stop(TailError::BadMagic);
             }
             self.start += MAGIC.len();
-            self.valid_len = MAGIC.len();
+            if compacted {
+                // The base frame: at most its length, as much as the file holds.
+                let have = (self.total - MAGIC.len()).min(FRAME + BASE_BODY);
+                self.fill(have)?;
+                match decode_base(&self.buf[self.start..self.start + have]) {
+                    Ok(b) => {
+                        self.last = Some((b.view, b.position));
+                        self.log_base = Some(b);
+                        self.start += FRAME + BASE_BODY;
+                    }
+                    Err(why) => return self.stop(why),
+                }
+            }
+            self.valid_len = self.log_base.map_or(MAGIC.len(), |_| COMPACTED_HEADER);
         }
         let at = self.base + self.start;
         let rest = self.total - at;
@@ -1545,6 +2216,7 @@ impl<R: Read + Seek> Reader<R> {
         };
         self.fill(head)?;
         let frame = &self.buf[self.start..self.start + head];
+        let stored = u32_at(frame, 4);
         let body = &frame[FRAME..];
         if self.mode == ReadMode::Verify {
             let found = u32_at(frame, 4);
@@ -1568,7 +2240,7 @@ impl<R: Read + Seek> Reader<R> {
             },
         };
         if let Some((view, position)) = self.last
-            && !(r.view > view || (r.view == view && r.position == position + 1))
+            && !follows((view, position), (r.view, r.position))
         {
             return self.stop(TailError::Order {
                 offset: at,
@@ -1580,6 +2252,7 @@ impl<R: Read + Seek> Reader<R> {
         self.skip(FRAME + len - head)?;
         self.last = Some((r.view, r.position));
         self.last_at = Some((at, FRAME + len));
+        self.last_frame = Some((len as u32, stored));
         self.valid_len = at + FRAME + len;
         self.read += 1;
         Ok(Some(r))
@@ -1609,5 +2282,15 @@ impl<R: Read + Seek> Reader<R> {
     /// Where the last record yielded starts and how long it is (frame included).
     pub fn last_record_at(&self) -> Option<(usize, usize)> {
         self.last_at
+    }
+
+    /// The last record yielded's frame: its body length and stored checksum.
+    pub fn last_frame(&self) -> Option<(u32, u32)> {
+        self.last_frame
+    }
+
+    /// A compacted log's [`Base`], once read (a reader started at an offset reads none).
+    pub fn base(&self) -> Option<&Base> {
+        self.log_base.as_ref()
     }
 }

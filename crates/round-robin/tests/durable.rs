@@ -568,3 +568,72 @@ fn a_receive_batch_is_logged_and_synced_once() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A running member compacts its open log (`RoundRobin::compact_log`: the epoch's operation a
+/// checkpoint calls): the file drops the records before the point, the member keeps logging
+/// to the shortened file, and a restart recovers the same last record as without the
+/// compaction. Mutation: the `Log` keeping its handle of the replaced file (appends lost)
+/// fails the record check after the compaction.
+#[test]
+fn a_running_member_compacts_its_log_and_keeps_logging() {
+    use squall_ordering::{TotalOrder, Upcall};
+    use squall_transport_mem::sim::{Sim, SimConfig};
+    let dir = tmpdir("compact");
+    let path = dir.join("log");
+    let cfg = |view| Config {
+        mode: Mode::Durable {
+            path: path.clone(),
+            fsync: FsyncPolicy::EveryBatch,
+        },
+        view,
+        ..sim_config(1)
+    };
+    let layout = RoundRobin::<squall_transport_mem::sim::SimNode>::layout(&cfg(1)).expect("layout");
+    let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout).expect("sim");
+    let mut rr = RoundRobin::new(nodes.remove(0), cfg(1)).expect("group");
+    let run = |rr: &mut RoundRobin<_>, from: u64, to: u64| {
+        let mut up = Vec::new();
+        for i in from..to {
+            let m = format!("m{i}");
+            loop {
+                match rr.submit(m.as_bytes()) {
+                    Ok(_) => break,
+                    Err(SubmitError::WindowFull) => {
+                        rr.poll(&mut up);
+                    }
+                    Err(e) => panic!("submit: {e:?}"),
+                }
+            }
+        }
+        for _ in 0..5000 {
+            rr.poll(&mut up);
+            if up.contains(&Upcall::Durable(to - 1)) {
+                return;
+            }
+        }
+        panic!("not durable: {up:?}");
+    };
+    run(&mut rr, 0, 30);
+    let done = rr
+        .compact_log(1, 20)
+        .expect("compact")
+        .expect("a prefix dropped");
+    assert_eq!((done.base.view, done.base.position), (1, 19));
+    assert!(
+        rr.compact_log(1, 20).expect("again").is_none(),
+        "nothing left to drop"
+    );
+    run(&mut rr, 30, 40);
+    let logged = records_of(&path);
+    let positions: Vec<u64> = logged.iter().map(|r| r.position).collect();
+    assert_eq!(positions, (20..40).collect::<Vec<_>>());
+    assert_eq!(logged[0].payload, b"m20");
+    assert_eq!(logged[19].payload, b"m39");
+    drop(rr);
+    let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout).expect("sim");
+    let mut rr = RoundRobin::new(nodes.remove(0), cfg(2)).expect("restart");
+    let rec = rr.recovered().expect("durable mode recovers");
+    assert_eq!(rec.last.map(|r| (r.view, r.position)), Some((1, 39)));
+    assert_eq!(rec.base.map(|b| b.position), Some(19));
+    std::fs::remove_dir_all(&dir).ok();
+}

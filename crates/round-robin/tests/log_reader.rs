@@ -143,7 +143,7 @@ fn read_all(
 /// Where a tail error is.
 fn tail_offset(t: &TailError) -> usize {
     match t {
-        TailError::BadMagic => 0,
+        TailError::BadMagic | TailError::Base { .. } => 0,
         TailError::Torn { offset, .. }
         | TailError::Checksum { offset, .. }
         | TailError::Length { offset, .. }
@@ -247,30 +247,9 @@ proptest! {
     }
 }
 
-/// An honest index of the valid log `bytes` (records `records`): an entry for the first record
-/// at least `every` bytes after the previous entry's, as `Log` writes them (synced: `boot` 0).
-fn index_of(bytes: &[u8], records: &[Record], every: u64) -> Vec<u8> {
-    let mut idx = log::INDEX_MAGIC.to_vec();
-    let (mut next, mut max_seq) = (0u64, 0u64);
-    for (r, at) in records.iter().zip(frames(records)) {
-        max_seq = max_seq.max(r.seq);
-        if at as u64 >= next {
-            let word = |i: usize| u32::from_le_bytes(bytes[at + i..at + i + 4].try_into().unwrap());
-            let e = IndexEntry {
-                offset: at as u64,
-                view: r.view,
-                seq: r.seq,
-                position: r.position,
-                max_seq,
-                boot: 0,
-                len: word(0),
-                crc: word(4),
-            };
-            log::encode_index_entry(&e, &mut idx);
-            next = at as u64 + every;
-        }
-    }
-    idx
+/// The honest index of a log's bytes (the library's [`log::rebuild_index`]).
+fn index_of(bytes: &[u8], every: u64) -> Vec<u8> {
+    log::rebuild_index(Cursor::new(bytes), every).unwrap()
 }
 
 /// How a test index is damaged.
@@ -308,8 +287,8 @@ fn damaged_index(
     every: u64,
     d: &IndexDamage,
 ) -> Option<Vec<u8>> {
-    let (bytes, records) = build_seqs(sizes, steps, reset);
-    let mut idx = index_of(&bytes, &records, every);
+    let (bytes, _) = build_seqs(sizes, steps, reset);
+    let mut idx = index_of(&bytes, every);
     match d {
         IndexDamage::None => {}
         IndexDamage::Truncate(i) => idx.truncate(i.index(idx.len() + 1)),
@@ -323,8 +302,8 @@ fn damaged_index(
             let other: Vec<usize> = (sizes.iter().enumerate())
                 .map(|(k, &s)| if k >= from { s + 1 } else { s })
                 .collect();
-            let (b, r) = build_seqs(&other, steps, reset);
-            idx = index_of(&b, &r, every);
+            let (b, _) = build_seqs(&other, steps, reset);
+            idx = index_of(&b, every);
         }
         IndexDamage::Missing => return None,
     }
@@ -566,6 +545,10 @@ fn a_log_without_an_index_is_read_and_indexed_from_then_on() {
     };
     let (mut l, rec) = Log::open_with(&path, options).unwrap();
     assert_eq!((rec.len, rec.dropped_bytes), (old.len() as u64, 0));
+    assert_eq!(
+        rec.reindexed, 3,
+        "open read it whole, so it indexed it (every byte)"
+    );
     for i in 0..3 {
         l.append_parts(7, 4 + i, 3 + i, NodeId(1), b"new").unwrap();
         l.sync().unwrap();
@@ -575,11 +558,19 @@ fn a_log_without_an_index_is_read_and_indexed_from_then_on() {
     assert_eq!(&now[..old.len()], &old[..]);
     assert_eq!(log::decode(&now).records.len(), 6);
     let entries = log::decode_index(&std::fs::read(log::index_path(&path)).unwrap());
-    assert_eq!(entries.len(), 3, "one per record appended (every byte)");
-    assert_eq!(entries[0].offset, old.len() as u64);
-    assert!(entries.iter().all(|e| e.boot == 0), "synced: EveryBatch");
+    assert_eq!(
+        entries.len(),
+        6,
+        "one per record, rebuilt or appended (every byte)"
+    );
+    assert_eq!(entries[0].offset, 8);
+    assert_eq!(entries[3].offset, old.len() as u64);
+    assert!(
+        entries.iter().all(|e| e.boot == 0),
+        "synced: rebuilt, EveryBatch"
+    );
     let k = Log::skim(&path, u64::MAX, None, 64, false).unwrap();
-    assert_eq!(k.started_at, entries[2].offset);
+    assert_eq!(k.started_at, entries[5].offset);
     assert_eq!(k.last.map(|r| r.position), Some(5));
     std::fs::remove_file(&path).ok();
     std::fs::remove_file(log::index_path(&path)).ok();
@@ -594,7 +585,7 @@ fn an_entry_of_unsynced_records_from_another_boot_is_not_trusted() {
     let (bytes, records) = build(&[10, 20, 30, 40], &[]);
     let path = tmpfile("other-boot.log");
     let ipath = log::index_path(&path);
-    let honest = log::decode_index(&index_of(&bytes, &records, 1));
+    let honest = log::decode_index(&index_of(&bytes, 1));
     let write_index = |boot: u64| {
         let mut idx = log::INDEX_MAGIC.to_vec();
         for e in &honest {

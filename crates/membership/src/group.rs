@@ -339,6 +339,9 @@ pub struct GroupStats {
     pub checkpoints: u64,
     /// Epoch logs its checkpoints removed (views wholly covered by a checkpoint).
     pub logs_removed: u64,
+    /// Bytes of the current view's epoch log its checkpoints dropped (the covered prefix,
+    /// [`squall_round_robin::RoundRobin::compact_log`]).
+    pub log_bytes_compacted: u64,
 }
 
 /// The sequence number that ends a trim in the epoch of the shard whose senders are
@@ -714,6 +717,9 @@ pub struct Group<T: Transport, L: Durable> {
     in_flight: Option<InFlight>,
     /// How the last started checkpoint ended, until the application takes it.
     checkpoint_outcome: Option<Result<Checkpointed, CheckpointError>>,
+    /// A checkpoint was recorded but compacting the epoch log after it failed: the next poll
+    /// stops the member with this reason.
+    compaction_failed: Option<String>,
     /// The checkpoint writer thread ([`CheckpointWriter::Thread`]), spawned at the first
     /// checkpoint; dropping it cancels an unfinished write and joins the thread.
     writer: Option<crate::snapshot::Writer>,
@@ -868,6 +874,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             snapshot_at: None,
             in_flight: None,
             checkpoint_outcome: None,
+            compaction_failed: None,
             writer: None,
             writer_gate: None,
             buffer: Vec::new(),
@@ -1697,6 +1704,29 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         let logs_removed = upto.saturating_sub(snapshots);
         self.stats.logs_removed += logs_removed as u64;
+        // The current view's log: its prefix before the checkpoint goes too (s19), only now
+        // that the record is durable (a crash before it restarts from the previous snapshot,
+        // whose replay needs that prefix). Every cut a restart or a trim can make is at or past
+        // what was delivered, so at or past `position`. The log counts from `offset` in a view
+        // this member entered passive (positions are checked at or past `view_first` above).
+        if f.cut.is_none()
+            && let Some(epoch) = self.epoch.as_mut()
+        {
+            match epoch.compact_log(f.view, position.saturating_sub(self.offset)) {
+                Ok(Some(c)) => {
+                    self.stats.log_bytes_compacted += c.dropped_bytes;
+                }
+                Ok(None) => {}
+                // The checkpoint is durable; the log may not be sound (an error after the
+                // rename is the log's write error): the caller's poll stops the member.
+                Err(e) => {
+                    self.compaction_failed = Some(format!(
+                        "compacting the epoch log of view {} to the checkpoint at {position}: {e}",
+                        f.view
+                    ))
+                }
+            }
+        }
         tracing::info!(
             me = %self.gms.id(), view = f.view, position, bytes = f.bytes, logs_removed,
             us = f.start.elapsed().as_micros() as u64, write_us = f.write_us,
@@ -2206,6 +2236,9 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
 
     fn poll(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
         self.finish_checkpoint();
+        if let Some(why) = self.compaction_failed.take() {
+            self.stop(why, upcalls);
+        }
         let before = upcalls.len();
         let busy = self.stopped.is_none()
             && match self.step(upcalls) {
@@ -2302,7 +2335,9 @@ fn epoch_logs_before(dir: &std::path::Path, view: u64) -> Vec<(String, std::path
                     v < view
                         && (name.ends_with(".log")
                             || name.ends_with(".log.superseded")
-                            || name.ends_with(".log.idx"))
+                            || name.ends_with(".log.idx")
+                            || name.ends_with(".log.compact")
+                            || name.ends_with(".log.new"))
                 })
         })
         .collect();

@@ -290,7 +290,59 @@ impl Fs {
                     f.off = end as u64;
                 }
             }
-            "writev" | "pwritev" | "pwritev2" | "sendfile" | "copy_file_range" | "fallocate" => {
+            // `std::io::copy` between files (the epoch log's compaction): the bytes come from
+            // the source's modelled contents at its offset (both offsets NULL: the files'
+            // positions, advanced by the copy).
+            "copy_file_range" => {
+                let (Some((src, spath)), Some((dst, path))) = (arg_fd(0)?, arg_fd(2)?) else {
+                    return Ok(None);
+                };
+                if !self.under(&path) {
+                    return Ok(None);
+                }
+                if c.args.get(1).map(String::as_str) != Some("NULL")
+                    || c.args.get(3).map(String::as_str) != Some("NULL")
+                {
+                    return Err(format!(
+                        "copy_file_range to {path} with explicit offsets: not modelled"
+                    ));
+                }
+                let (Some(sf), Some(df)) = (self.fds.get(&src), self.fds.get(&dst)) else {
+                    return Err(format!(
+                        "copy_file_range from {spath} to {path}: an fd opened before the trace"
+                    ));
+                };
+                let (&Target::File(si), &Target::File(di)) = (&sf.target, &df.target) else {
+                    return Err(format!(
+                        "copy_file_range from {spath} to {path}: a directory"
+                    ));
+                };
+                let from = sf.off as usize;
+                let data = (self.inodes[si].cur)
+                    .get(from..from + ret as usize)
+                    .ok_or_else(|| format!("copy_file_range past the end of {spath}"))?
+                    .to_vec();
+                let off = if df.append {
+                    self.inodes[di].cur.len() as u64
+                } else {
+                    df.off
+                };
+                let end = off as usize + data.len();
+                let i = &mut self.inodes[di];
+                if end > i.cur.len() {
+                    i.cur.resize(end, 0);
+                    i.meta_at = n;
+                }
+                i.cur[off as usize..end].copy_from_slice(&data);
+                i.pending.push(Pend::Write(off, data));
+                if let Some(f) = self.fds.get_mut(&src) {
+                    f.off += ret as u64;
+                }
+                if let Some(f) = self.fds.get_mut(&dst) {
+                    f.off = end as u64;
+                }
+            }
+            "writev" | "pwritev" | "pwritev2" | "sendfile" | "fallocate" => {
                 if let Some((_, path)) = arg_fd(0)?
                     && self.under(&path)
                 {
@@ -409,8 +461,19 @@ impl Fs {
                 }
             }
             "close" => {
-                if let Some((num, _)) = arg_fd(0)? {
-                    self.fds.remove(&num);
+                if let Some((num, path)) = arg_fd(0)? {
+                    // A close printed with `(deleted)` closes a file a rename replaced (the
+                    // compacted epoch log's old file, closed on another thread). The kernel
+                    // freed its number inside the call, so an `openat` printed before the
+                    // close's completion may already hold the number again, for the file now
+                    // named `path`: that newer open stays.
+                    let replaced = c.args.first().is_some_and(|a| a.ends_with("(deleted)"));
+                    let newer = self.fds.get(&num).is_some_and(|f| {
+                        matches!(f.target, Target::File(i) if self.names.get(&path) == Some(&i))
+                    });
+                    if !(replaced && newer) {
+                        self.fds.remove(&num);
+                    }
                 }
             }
             _ => {}

@@ -146,6 +146,9 @@ pub fn fd(arg: &str) -> Result<(i64, String), String> {
         .split_once('<')
         .ok_or_else(|| format!("no fd path: {arg}"))?;
     let n = n.trim().parse().map_err(|_| format!("bad fd: {arg}"))?;
+    // A file replaced by a rename while still open (the compacted epoch log's old file,
+    // closed later) is printed with a `(deleted)` suffix.
+    let rest = rest.strip_suffix("(deleted)").unwrap_or(rest);
     let p = rest
         .strip_suffix('>')
         .ok_or_else(|| format!("bad fd: {arg}"))?;

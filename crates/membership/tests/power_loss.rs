@@ -59,7 +59,7 @@ use std::time::Duration;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::FileLog;
 use squall_membership::snapshot::{CheckpointError, CheckpointWriter, Checkpointed};
-use squall_ordering::{TotalOrder, Upcall};
+use squall_ordering::{Delivery, View};
 use squall_round_robin::{FsyncPolicy, Mode};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
@@ -69,7 +69,7 @@ mod power_loss {
     pub mod model;
     pub mod trace;
 }
-use group_sim::mix;
+use group_sim::chain::{self, App, Hooks, Submit};
 use power_loss::model::{Fs, Keep, Model, Rng};
 use power_loss::trace;
 
@@ -106,22 +106,6 @@ fn mark(line: &str) {
     out.flush().unwrap();
 }
 
-#[derive(Clone, Debug, Default)]
-struct App {
-    hash: u64,
-    next: u64,
-    has_state: bool,
-    checkpointed: u64,
-}
-
-impl App {
-    fn encode(&self) -> Vec<u8> {
-        let mut b = self.hash.to_le_bytes().to_vec();
-        b.extend_from_slice(&self.next.to_le_bytes());
-        b
-    }
-}
-
 /// Per position: the chain value after it.
 type Chain = BTreeMap<u64, u64>;
 
@@ -143,111 +127,26 @@ struct Run {
 
 impl Run {
     fn step(&mut self, chain: &mut Chain, submit: bool) -> Result<(), String> {
-        for i in 0..U {
-            let Some(g) = &mut self.groups[i] else {
-                continue;
-            };
-            if submit && self.sim.random(3) == 0 {
-                let mut p = vec![i as u8];
-                p.extend_from_slice(&self.counter.to_le_bytes());
-                if self.sim.random(4) == 0 {
-                    p.resize(60, 7);
-                }
-                if group_sim::submit_during_restart(g, i, &p)? {
-                    self.counter += 1;
-                }
-            }
-            let mut up = Vec::new();
-            g.poll(&mut up);
-            let app = &mut self.apps[i];
-            // The poll logged the record of the checkpoint started in the previous step: only
-            // now is it durable (a view change in between abandons it).
-            match g.take_checkpoint_outcome() {
-                Some(Ok(Checkpointed::Written { position, .. })) => {
-                    if self.marking {
-                        mark(&format!("PL-CKPT {i} {position}"));
-                    }
-                    app.checkpointed = position;
-                    self.written[i] += 1;
-                }
-                Some(Err(CheckpointError::Abandoned { .. })) | None => {}
-                Some(other) => return Err(format!("n{i}: checkpoint ended {other:?}")),
-            }
-            for u in up {
-                match u {
-                    Upcall::View(v) => {
-                        if self.marking {
-                            mark(&format!("PL-VIEW {i} {}", v.id));
-                        }
-                        self.views[i] = v.id;
-                        if let Some(s) = g.take_state() {
-                            let hash = u64::from_le_bytes(s.state[..8].try_into().unwrap());
-                            let at = u64::from_le_bytes(s.state[8..16].try_into().unwrap());
-                            if at != s.position {
-                                return Err(format!("n{i}: state at {at} for {}", s.position));
-                            }
-                            if let Some(p) = s.position.checked_sub(1)
-                                && !self.marking
-                                && chain.get(&p) != Some(&hash)
-                            {
-                                return Err(format!(
-                                    "n{i}: restored state at {} is not the recorded chain",
-                                    s.position
-                                ));
-                            }
-                            *app = App {
-                                hash,
-                                next: s.position,
-                                has_state: true,
-                                checkpointed: s.position,
-                            };
-                            self.restored[i].push(s.position);
-                        }
-                    }
-                    Upcall::Deliver(d) => {
-                        if !app.has_state || d.position != app.next {
-                            return Err(format!(
-                                "n{i}: delivered position {} when it expected {} (state: {})",
-                                d.position, app.next, app.has_state
-                            ));
-                        }
-                        app.hash = mix(app.hash, &d.payload);
-                        app.next += 1;
-                        if self.marking {
-                            if let Some(h) = chain.insert(d.position, app.hash)
-                                && h != app.hash
-                            {
-                                return Err(format!("n{i}: position {} differs", d.position));
-                            }
-                        } else if let Some(&h) = chain.get(&d.position)
-                            && h != app.hash
-                        {
-                            return Err(format!(
-                                "n{i}: position {} after the restart is not the recorded chain",
-                                d.position
-                            ));
-                        }
-                    }
-                    Upcall::Durable(p) if self.marking => {
-                        mark(&format!("PL-DURABLE {i} {p}"));
-                    }
-                    _ => {}
-                }
-            }
-            if g.state_wanted() && app.has_state {
-                let _ = g.provide_state(app.next, &app.encode());
-            }
-            if self.checkpoints && app.has_state && app.next >= app.checkpointed + EVERY {
-                match g.checkpoint(app.next, app.encode()) {
-                    Ok(Checkpointed::Started { .. }) => {}
-                    Ok(other) => return Err(format!("n{i}: checkpoint: {other:?}")),
-                    Err(CheckpointError::NotNow(_) | CheckpointError::InFlight { .. }) => {}
-                    Err(e) => return Err(format!("n{i}: checkpoint at {}: {e}", app.next)),
-                }
-            }
-        }
-        self.sim.advance(Duration::from_micros(2));
-        Ok(())
+        let mut checks = Checks {
+            chain,
+            marking: self.marking,
+            checkpoints: self.checkpoints,
+            written: &mut self.written,
+            views: &mut self.views,
+        };
+        let submit = Submit {
+            on: submit,
+            tag: &[],
+            counter: &mut self.counter,
+        };
+        chain::step(
+            &self.sim,
+            &mut self.groups,
+            &mut self.apps,
+            &mut self.restored,
+            submit,
+            &mut checks,
+        )
     }
 
     fn run_until(
@@ -264,6 +163,101 @@ impl Run {
             self.step(chain, submit)?;
         }
         Ok(done(self))
+    }
+}
+
+/// This suite's part of a step: the markers (the traced workload); the recorded chain
+/// (a restart checks against it, the workload records it); checkpoints every [`EVERY`]
+/// deliveries if `checkpoints`.
+struct Checks<'a> {
+    chain: &'a mut Chain,
+    marking: bool,
+    checkpoints: bool,
+    written: &'a mut [u64],
+    views: &'a mut [u64],
+}
+
+impl Hooks<FileLog> for Checks<'_> {
+    fn checkpoint_ended(
+        &mut self,
+        i: usize,
+        _g: &Group<SimNode, FileLog>,
+        outcome: Option<Result<Checkpointed, CheckpointError>>,
+    ) -> Result<(), String> {
+        // The poll logged the record of the checkpoint started in the previous step: only
+        // now is it durable (a view change in between abandons it).
+        match outcome {
+            Some(Ok(Checkpointed::Written { position, .. })) => {
+                if self.marking {
+                    mark(&format!("PL-CKPT {i} {position}"));
+                }
+                self.written[i] += 1;
+                Ok(())
+            }
+            Some(Err(CheckpointError::Abandoned { .. })) | None => Ok(()),
+            Some(other) => Err(format!("n{i}: checkpoint ended {other:?}")),
+        }
+    }
+
+    fn view(&mut self, i: usize, v: &View) {
+        if self.marking {
+            mark(&format!("PL-VIEW {i} {}", v.id));
+        }
+        self.views[i] = v.id;
+    }
+
+    fn restored(&mut self, i: usize, position: u64, hash: u64) -> Result<(), String> {
+        if let Some(p) = position.checked_sub(1)
+            && !self.marking
+            && self.chain.get(&p) != Some(&hash)
+        {
+            return Err(format!(
+                "n{i}: restored state at {position} is not the recorded chain"
+            ));
+        }
+        Ok(())
+    }
+
+    fn delivered(&mut self, i: usize, d: &Delivery, hash: u64) -> Result<(), String> {
+        if self.marking {
+            if let Some(h) = self.chain.insert(d.position, hash)
+                && h != hash
+            {
+                return Err(format!("n{i}: position {} differs", d.position));
+            }
+        } else if let Some(&h) = self.chain.get(&d.position)
+            && h != hash
+        {
+            return Err(format!(
+                "n{i}: position {} after the restart is not the recorded chain",
+                d.position
+            ));
+        }
+        Ok(())
+    }
+
+    fn durable(&mut self, i: usize, position: u64) {
+        if self.marking {
+            mark(&format!("PL-DURABLE {i} {position}"));
+        }
+    }
+
+    fn checkpoint_due(&self, _i: usize, app: &App, _g: &Group<SimNode, FileLog>) -> bool {
+        self.checkpoints && app.next >= app.checkpointed + EVERY
+    }
+
+    fn checkpoint_started(
+        &mut self,
+        i: usize,
+        at: u64,
+        r: Result<Checkpointed, CheckpointError>,
+    ) -> Result<(), String> {
+        match r {
+            Ok(Checkpointed::Started { .. }) => Ok(()),
+            Ok(other) => Err(format!("n{i}: checkpoint: {other:?}")),
+            Err(CheckpointError::NotNow(_) | CheckpointError::InFlight { .. }) => Ok(()),
+            Err(e) => Err(format!("n{i}: checkpoint at {at}: {e}")),
+        }
     }
 }
 

@@ -17,20 +17,18 @@
 //! snapshot's is left; afterwards new messages are delivered identically.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
 use squall_membership::snapshot::{CheckpointError, CheckpointWriter, Checkpointed, CrashPoint};
-use squall_ordering::{TotalOrder, Upcall};
+use squall_ordering::{Delivery, TotalOrder, View};
 use squall_round_robin::Mode;
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 mod group_sim;
-use group_sim::mix;
+use group_sim::chain::{self, App, Chain, Hooks, Submit};
 
 /// Universe size: view 0 is `0..3`, node 3 joins.
 const U: usize = 4;
@@ -45,27 +43,6 @@ fn config(base: &Path, i: usize) -> GroupConfig {
     // record appended by the next poll (the thread's is `checkpoint_writer.rs`'s).
     cfg.checkpoint_writer = CheckpointWriter::Inline;
     group_sim::durable(cfg, base, i)
-}
-
-/// Per position: the payload and the chain value after it.
-type Chain = BTreeMap<u64, (Vec<u8>, u64)>;
-
-#[derive(Clone, Debug, Default)]
-struct App {
-    hash: u64,
-    /// The next position to apply.
-    next: u64,
-    has_state: bool,
-    /// The position of its latest checkpoint (or restored state).
-    checkpointed: u64,
-}
-
-impl App {
-    fn encode(&self) -> Vec<u8> {
-        let mut b = self.hash.to_le_bytes().to_vec();
-        b.extend_from_slice(&self.next.to_le_bytes());
-        b
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -143,112 +120,27 @@ impl Life {
     }
 
     fn step(&mut self, chain: &mut Chain, submit: bool) -> Result<(), String> {
-        for i in 0..U {
-            let Some(g) = &mut self.groups[i] else {
-                continue;
-            };
-            if submit && self.sim.random(3) == 0 {
-                let mut p = vec![self.life as u8, i as u8];
-                p.extend_from_slice(&self.counter.to_le_bytes());
-                if self.sim.random(4) == 0 {
-                    p.resize(60, 7);
-                }
-                if group_sim::submit_during_restart(g, i, &p)? {
-                    self.counter += 1;
-                }
-            }
-            let mut up = Vec::new();
-            g.poll(&mut up);
-            let app = &mut self.apps[i];
-            // The poll finished the checkpoint started in the previous step (inline writer).
-            match g.take_checkpoint_outcome() {
-                Some(Ok(Checkpointed::Written { position, .. })) => {
-                    app.checkpointed = position;
-                    self.written[i] += 1;
-                }
-                Some(other) => return Err(format!("n{i}: checkpoint ended {other:?}")),
-                None => {}
-            }
-            if let Some(p) = g.checkpoint_in_flight() {
-                return Err(format!(
-                    "n{i}: the checkpoint at {p} outlived a poll (inline)"
-                ));
-            }
-            for u in up {
-                match u {
-                    Upcall::View(_) => {
-                        self.before_view[i].get_or_insert(0);
-                        if let Some(s) = g.take_state() {
-                            let hash = u64::from_le_bytes(s.state[..8].try_into().unwrap());
-                            let at = u64::from_le_bytes(s.state[8..16].try_into().unwrap());
-                            if at != s.position {
-                                return Err(format!("n{i}: state at {at} for {}", s.position));
-                            }
-                            if let Some(p) = s.position.checked_sub(1)
-                                && chain.get(&p).map(|c| c.1) != Some(hash)
-                            {
-                                return Err(format!(
-                                    "n{i}: restored state at {} is not the chain there",
-                                    s.position
-                                ));
-                            }
-                            *app = App {
-                                hash,
-                                next: s.position,
-                                has_state: true,
-                                checkpointed: s.position,
-                            };
-                            self.restored[i].push(s.position);
-                        }
-                    }
-                    Upcall::Deliver(d) => {
-                        if !app.has_state || d.position != app.next {
-                            return Err(format!(
-                                "n{i}: delivered position {} when it expected {} (state: {})",
-                                d.position, app.next, app.has_state
-                            ));
-                        }
-                        app.hash = mix(app.hash, &d.payload);
-                        app.next += 1;
-                        match chain.get(&d.position) {
-                            Some((p, h)) if *p == d.payload && *h == app.hash => {}
-                            Some(_) => {
-                                return Err(format!(
-                                    "n{i}: position {} differs from elsewhere",
-                                    d.position
-                                ));
-                            }
-                            None => {
-                                chain.insert(d.position, (d.payload.clone(), app.hash));
-                            }
-                        }
-                        self.max_delivered = self.max_delivered.max(Some(d.position));
-                    }
-                    _ => {}
-                }
-            }
-            if g.state_wanted() && app.has_state {
-                let _ = g.provide_state(app.next, &app.encode());
-            }
-            if self.every > 0
-                && app.has_state
-                && app.next >= app.checkpointed + self.every
-                && g.view().is_some_and(|v| v.id <= self.max_view)
-            {
-                // The application checkpoints after applying everything the poll handed out:
-                // its position is within the group's current view (never `Position`).
-                match g.checkpoint(app.next, app.encode()) {
-                    Ok(Checkpointed::Started { position }) if position == app.next => {}
-                    Ok(other) => {
-                        return Err(format!("n{i}: checkpoint at {}: {other:?}", app.next));
-                    }
-                    Err(CheckpointError::NotNow(_)) => {}
-                    Err(e) => return Err(format!("n{i}: checkpoint at {}: {e}", app.next)),
-                }
-            }
-        }
-        self.sim.advance(Duration::from_micros(2));
-        Ok(())
+        let mut checks = Checks {
+            chain,
+            written: &mut self.written,
+            before_view: &mut self.before_view,
+            max_delivered: &mut self.max_delivered,
+            every: self.every,
+            max_view: self.max_view,
+        };
+        let submit = Submit {
+            on: submit,
+            tag: &[self.life as u8],
+            counter: &mut self.counter,
+        };
+        chain::step(
+            &self.sim,
+            &mut self.groups,
+            &mut self.apps,
+            &mut self.restored,
+            submit,
+            &mut checks,
+        )
     }
 
     fn run(&mut self, chain: &mut Chain, steps: usize, submit: bool) -> Result<(), String> {
@@ -276,6 +168,76 @@ impl Life {
         match &config(&self.base, i).epoch.mode {
             Mode::Durable { path, .. } => path.clone(),
             _ => unreachable!("durable"),
+        }
+    }
+}
+
+/// This suite's checks inside a step: a checkpoint ends written (the inline writer: by the
+/// poll after it started); the chain everywhere; checkpoints every `every` deliveries in views
+/// up to `max_view`, started at the application's position.
+struct Checks<'a> {
+    chain: &'a mut Chain,
+    written: &'a mut [u64],
+    before_view: &'a mut [Option<u64>],
+    max_delivered: &'a mut Option<u64>,
+    every: u64,
+    max_view: u64,
+}
+
+impl Hooks<MemLog> for Checks<'_> {
+    fn checkpoint_ended(
+        &mut self,
+        i: usize,
+        g: &Group<SimNode, MemLog>,
+        outcome: Option<Result<Checkpointed, CheckpointError>>,
+    ) -> Result<(), String> {
+        // The poll finished the checkpoint started in the previous step (inline writer).
+        match outcome {
+            Some(Ok(Checkpointed::Written { .. })) => self.written[i] += 1,
+            Some(other) => return Err(format!("n{i}: checkpoint ended {other:?}")),
+            None => {}
+        }
+        match g.checkpoint_in_flight() {
+            Some(p) => Err(format!(
+                "n{i}: the checkpoint at {p} outlived a poll (inline)"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn view(&mut self, i: usize, _v: &View) {
+        self.before_view[i].get_or_insert(0);
+    }
+
+    fn restored(&mut self, i: usize, position: u64, hash: u64) -> Result<(), String> {
+        chain::check_restored(self.chain, i, position, hash)
+    }
+
+    fn delivered(&mut self, i: usize, d: &Delivery, hash: u64) -> Result<(), String> {
+        chain::check_delivered(self.chain, i, d, hash)?;
+        *self.max_delivered = (*self.max_delivered).max(Some(d.position));
+        Ok(())
+    }
+
+    fn checkpoint_due(&self, _i: usize, app: &App, g: &Group<SimNode, MemLog>) -> bool {
+        self.every > 0
+            && app.next >= app.checkpointed + self.every
+            && g.view().is_some_and(|v| v.id <= self.max_view)
+    }
+
+    fn checkpoint_started(
+        &mut self,
+        i: usize,
+        at: u64,
+        r: Result<Checkpointed, CheckpointError>,
+    ) -> Result<(), String> {
+        // The application checkpoints after applying everything the poll handed out: its
+        // position is within the group's current view (never `Position`).
+        match r {
+            Ok(Checkpointed::Started { position }) if position == at => Ok(()),
+            Ok(other) => Err(format!("n{i}: checkpoint at {at}: {other:?}")),
+            Err(CheckpointError::NotNow(_)) => Ok(()),
+            Err(e) => Err(format!("n{i}: checkpoint at {at}: {e}")),
         }
     }
 }

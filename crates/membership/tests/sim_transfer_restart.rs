@@ -17,7 +17,6 @@
 //! very state (not one sent again); after the restart new messages are delivered identically.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,12 +24,12 @@ use proptest::prelude::*;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
 use squall_membership::view::EvenShards;
-use squall_ordering::{TotalOrder, Upcall};
+use squall_ordering::{Delivery, View};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
 
 mod group_sim;
-use group_sim::mix;
+use group_sim::chain::{self, App, Chain, Hooks, Submit};
 
 /// Universe size.
 const U: usize = 5;
@@ -82,26 +81,6 @@ enum Start {
     /// From its GMS log bytes (and its epoch directory).
     Log(Vec<u8>),
 }
-
-/// One node's model application.
-#[derive(Clone, Debug, Default)]
-struct App {
-    hash: u64,
-    /// The next position to apply.
-    next: u64,
-    has_state: bool,
-}
-
-impl App {
-    fn encode(&self) -> Vec<u8> {
-        let mut b = self.hash.to_le_bytes().to_vec();
-        b.extend_from_slice(&self.next.to_le_bytes());
-        b
-    }
-}
-
-/// Across lives: per position, the payload and the chain value after it.
-type Chain = BTreeMap<u64, (Vec<u8>, u64)>;
 
 struct Life {
     shape: Shape,
@@ -247,109 +226,29 @@ impl Life {
     }
 
     fn step(&mut self, chain: &mut Chain, submit: bool) -> Result<(), String> {
-        for i in 0..U {
-            let Some(g) = &mut self.groups[i] else {
-                continue;
-            };
-            if submit && self.sim.random(3) == 0 {
-                let mut p = vec![self.life as u8, i as u8];
-                p.extend_from_slice(&self.counter.to_le_bytes());
-                if self.sim.random(4) == 0 {
-                    p.resize(60, 7);
-                }
-                if group_sim::submit_during_restart(g, i, &p)? {
-                    self.counter += 1;
-                }
-            }
-            let mut up = Vec::new();
-            g.poll(&mut up);
-            let app = &mut self.apps[i];
-            for u in up {
-                match u {
-                    Upcall::View(v) => {
-                        if let Some(s) = g.take_state() {
-                            let hash = u64::from_le_bytes(s.state[..8].try_into().unwrap());
-                            let at = u64::from_le_bytes(s.state[8..16].try_into().unwrap());
-                            if at != s.position {
-                                return Err(format!(
-                                    "n{i}: state at {at} handed out for position {}",
-                                    s.position
-                                ));
-                            }
-                            if let Some(p) = s.position.checked_sub(1) {
-                                match chain.get(&p) {
-                                    Some((_, h)) if *h == hash => {}
-                                    other => {
-                                        return Err(format!(
-                                            "n{i}: restored state at {} is not the chain there ({:?} vs {hash})",
-                                            s.position,
-                                            other.map(|o| o.1)
-                                        ));
-                                    }
-                                }
-                            }
-                            *app = App {
-                                hash,
-                                next: s.position,
-                                has_state: true,
-                            };
-                            self.restored[i].push(s.position);
-                            self.restored_at[i].get_or_insert(self.step);
-                        }
-                        self.views[i].push((v.id, app.next));
-                    }
-                    Upcall::Deliver(d) => {
-                        if !app.has_state {
-                            return Err(format!(
-                                "n{i}: delivered position {} without a state",
-                                d.position
-                            ));
-                        }
-                        if d.position != app.next {
-                            return Err(format!(
-                                "n{i}: delivered position {} when it expected {}",
-                                d.position, app.next
-                            ));
-                        }
-                        app.hash = mix(app.hash, &d.payload);
-                        app.next += 1;
-                        match chain.get(&d.position) {
-                            Some((p, h)) if *p == d.payload && *h == app.hash => {}
-                            Some(_) => {
-                                return Err(format!(
-                                    "n{i}: position {} holds a different message or chain value than elsewhere",
-                                    d.position
-                                ));
-                            }
-                            None => {
-                                chain.insert(d.position, (d.payload.clone(), app.hash));
-                            }
-                        }
-                        self.max_delivered = self.max_delivered.max(Some(d.position));
-                    }
-                    _ => {}
-                }
-            }
-            if let Some(s) = g.state_sender()
-                && self.not_holders.contains(&(s.0 as usize))
-                && !self.groups[s.0 as usize]
-                    .as_ref()
-                    .is_some_and(Group::is_active)
-            {
-                return Err(format!(
-                    "n{i} asked n{} for state, which holds none (step {})",
-                    s.0, self.step
-                ));
-            }
-            let Some(g) = &mut self.groups[i] else {
-                continue;
-            };
-            if self.serve && g.state_wanted() && app.has_state {
-                let _ = g.provide_state(app.next, &app.encode());
-            }
-        }
+        let mut checks = Checks {
+            chain,
+            restored_at: &mut self.restored_at,
+            views: &mut self.views,
+            max_delivered: &mut self.max_delivered,
+            step: self.step,
+            serve: self.serve,
+            not_holders: &self.not_holders,
+        };
+        let submit = Submit {
+            on: submit,
+            tag: &[self.life as u8],
+            counter: &mut self.counter,
+        };
+        chain::step(
+            &self.sim,
+            &mut self.groups,
+            &mut self.apps,
+            &mut self.restored,
+            submit,
+            &mut checks,
+        )?;
         self.step += 1;
-        self.sim.advance(Duration::from_micros(2));
         Ok(())
     }
 
@@ -408,6 +307,54 @@ impl Life {
             })
             .collect();
         s.join("; ")
+    }
+}
+
+/// This suite's checks inside a step: the chain everywhere; the step of a node's first
+/// restored state and its position at each view; no passive node asks a node of
+/// `not_holders` that is passive itself for state; state is provided only if `serve`.
+struct Checks<'a> {
+    chain: &'a mut Chain,
+    restored_at: &'a mut [Option<usize>],
+    views: &'a mut [Vec<(u64, u64)>],
+    max_delivered: &'a mut Option<u64>,
+    step: usize,
+    serve: bool,
+    not_holders: &'a [usize],
+}
+
+impl Hooks<MemLog> for Checks<'_> {
+    fn restored(&mut self, i: usize, position: u64, hash: u64) -> Result<(), String> {
+        chain::check_restored(self.chain, i, position, hash)?;
+        self.restored_at[i].get_or_insert(self.step);
+        Ok(())
+    }
+
+    fn viewed(&mut self, i: usize, v: &View, app: &App) {
+        self.views[i].push((v.id, app.next));
+    }
+
+    fn delivered(&mut self, i: usize, d: &Delivery, hash: u64) -> Result<(), String> {
+        chain::check_delivered(self.chain, i, d, hash)?;
+        *self.max_delivered = (*self.max_delivered).max(Some(d.position));
+        Ok(())
+    }
+
+    fn serves(
+        &mut self,
+        i: usize,
+        groups: &[Option<Group<SimNode, MemLog>>],
+    ) -> Result<bool, String> {
+        if let Some(s) = groups[i].as_ref().and_then(Group::state_sender)
+            && self.not_holders.contains(&(s.0 as usize))
+            && !groups[s.0 as usize].as_ref().is_some_and(Group::is_active)
+        {
+            return Err(format!(
+                "n{i} asked n{} for state, which holds none (step {})",
+                s.0, self.step
+            ));
+        }
+        Ok(self.serve)
     }
 }
 

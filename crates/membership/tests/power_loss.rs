@@ -58,7 +58,7 @@ use std::time::Duration;
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::FileLog;
-use squall_membership::snapshot::{CheckpointError, CheckpointWriter, Checkpointed};
+use squall_membership::snapshot::{CheckpointError, Checkpointed};
 use squall_ordering::{Delivery, View};
 use squall_round_robin::{FsyncPolicy, Mode};
 use squall_transport::NodeId;
@@ -69,7 +69,7 @@ mod power_loss {
     pub mod model;
     pub mod trace;
 }
-use group_sim::chain::{self, App, Hooks, Submit};
+use group_sim::chain::{self, App, Checked, Hooks, Nodes, Outcome, Started};
 use power_loss::model::{Fs, Keep, Model, Rng};
 use power_loss::trace;
 
@@ -81,13 +81,8 @@ const EVERY: u64 = 12;
 const GMS: &str = "gms.log";
 
 fn config(base: &Path, i: usize) -> GroupConfig {
-    let mut cfg = group_sim::config(U, 3);
-    cfg.transfer.chunk_size = 64;
-    cfg.transfer.window = 4;
-    cfg.replay_buffer = 64;
-    // The checkpoint's file work inside the call (the simulator's deterministic mode; the
-    // thread writer runs the same file code); its record is logged by the next poll.
-    cfg.checkpoint_writer = CheckpointWriter::Inline;
+    // The checkpoint's file work inside the call (the thread writer runs the same file code).
+    let mut cfg = chain::checkpoint_config(U, 3);
     cfg.epoch.mode = Mode::Durable {
         path: node_dir(base, i),
         fsync: FsyncPolicy::EveryBatch,
@@ -111,12 +106,8 @@ type Chain = BTreeMap<u64, u64>;
 
 /// A cluster of `Group`s with file logs on the simulator.
 struct Run {
-    sim: Sim,
-    groups: Vec<Option<Group<SimNode, FileLog>>>,
-    apps: Vec<App>,
-    /// Positions of restored states, per node.
-    restored: Vec<Vec<u64>>,
-    counter: u32,
+    /// The nodes, their applications and the positions of the states they restored.
+    n: Nodes<FileLog>,
     /// Print the markers (the traced workload) or not (a restart).
     marking: bool,
     /// Checkpoint (the workload) or not.
@@ -134,19 +125,7 @@ impl Run {
             written: &mut self.written,
             views: &mut self.views,
         };
-        let submit = Submit {
-            on: submit,
-            tag: &[],
-            counter: &mut self.counter,
-        };
-        chain::step(
-            &self.sim,
-            &mut self.groups,
-            &mut self.apps,
-            &mut self.restored,
-            submit,
-            &mut checks,
-        )
+        self.n.step(submit, &mut checks)
     }
 
     fn run_until(
@@ -178,15 +157,10 @@ struct Checks<'a> {
 }
 
 impl Hooks<FileLog> for Checks<'_> {
-    fn checkpoint_ended(
-        &mut self,
-        i: usize,
-        _g: &Group<SimNode, FileLog>,
-        outcome: Option<Result<Checkpointed, CheckpointError>>,
-    ) -> Result<(), String> {
+    fn checkpoint_ended(&mut self, i: usize, out: Outcome, _in_flight: Option<u64>) -> Checked {
         // The poll logged the record of the checkpoint started in the previous step: only
         // now is it durable (a view change in between abandons it).
-        match outcome {
+        match out {
             Some(Ok(Checkpointed::Written { position, .. })) => {
                 if self.marking {
                     mark(&format!("PL-CKPT {i} {position}"));
@@ -246,12 +220,7 @@ impl Hooks<FileLog> for Checks<'_> {
         self.checkpoints && app.next >= app.checkpointed + EVERY
     }
 
-    fn checkpoint_started(
-        &mut self,
-        i: usize,
-        at: u64,
-        r: Result<Checkpointed, CheckpointError>,
-    ) -> Result<(), String> {
+    fn checkpoint_started(&mut self, i: usize, at: u64, r: Started) -> Checked {
         match r {
             Ok(Checkpointed::Started { .. }) => Ok(()),
             Ok(other) => Err(format!("n{i}: checkpoint: {other:?}")),
@@ -265,11 +234,12 @@ fn new_run(seed: u64, marking: bool) -> (Run, Vec<SimNode>) {
     let layout = Group::<SimNode, FileLog>::layout(&config(Path::new("/"), 0)).unwrap();
     let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), U, &layout).unwrap();
     let run = Run {
-        sim,
-        groups: (0..U).map(|_| None).collect(),
-        apps: vec![App::default(); U],
-        restored: vec![Vec::new(); U],
-        counter: 0,
+        n: Nodes::new(
+            sim,
+            (0..U).map(|_| None).collect(),
+            vec![App::default(); U],
+            Vec::new(),
+        ),
         marking,
         checkpoints: marking,
         written: vec![0; U],
@@ -301,11 +271,11 @@ fn workload(base: &Path, seed: u64) -> Result<(), String> {
         if i < 3 {
             let (log, _) =
                 FileLog::open(&node_dir(base, i).join(GMS)).map_err(|e| e.to_string())?;
-            r.groups[i] =
+            r.n.groups[i] =
                 Some(Group::new(t, config(base, i), log, None).map_err(|e| e.to_string())?);
-            r.apps[i].has_state = true;
+            r.n.apps[i].has_state = true;
         } else {
-            r.sim.crash(NodeId(3));
+            r.n.sim.crash(NodeId(3));
         }
     }
     if !r.run_until(&mut chain, true, 20_000, |r| {
@@ -313,18 +283,21 @@ fn workload(base: &Path, seed: u64) -> Result<(), String> {
     })? {
         return Err("no checkpoint in view 0".into());
     }
-    let t = r.sim.restart_node(NodeId(3)).ok_or("node 3 cannot start")?;
+    let t =
+        r.n.sim
+            .restart_node(NodeId(3))
+            .ok_or("node 3 cannot start")?;
     let (log, _) = FileLog::open(&node_dir(base, 3).join(GMS)).map_err(|e| e.to_string())?;
-    r.groups[3] = Some(Group::joining(t, config(base, 3), log).map_err(|e| e.to_string())?);
+    r.n.groups[3] = Some(Group::joining(t, config(base, 3), log).map_err(|e| e.to_string())?);
     if !r.run_until(&mut chain, true, 20_000, |r| {
-        r.groups[3].as_ref().is_some_and(Group::is_active) && r.written[3] > 0
+        r.n.groups[3].as_ref().is_some_and(Group::is_active) && r.written[3] > 0
     })? {
         return Err("node 3 never joined and checkpointed".into());
     }
     r.run_until(&mut chain, true, 150, |_| false)?;
     // A removal: view 2 without node 2.
-    r.sim.crash(NodeId(2));
-    r.groups[2] = None;
+    r.n.sim.crash(NodeId(2));
+    r.n.groups[2] = None;
     if !r.run_until(&mut chain, false, 20_000, |r| r.views[0] >= 2)? {
         return Err("node 2 was never removed".into());
     }
@@ -722,14 +695,14 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
             }
             Some((log, _)) if i < 3 => no_panic("Group::new", || Group::new(t, cfg, log, None))?,
             _ => {
-                run.sim.crash(NodeId(i as u32));
+                run.n.sim.crash(NodeId(i as u32));
                 continue;
             }
         };
         match g {
             Ok(g) => {
-                run.apps[i].has_state = g.is_active();
-                run.groups[i] = Some(g);
+                run.n.apps[i].has_state = g.is_active();
+                run.n.groups[i] = Some(g);
             }
             Err(e) if members.contains(&i) => {
                 // Refusing a file none of whose bytes were ever synced (a new log whose header
@@ -747,13 +720,13 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
             }
             Err(e) => {
                 notes.push(format!("n{i}: Group::new: typed error {e}"));
-                run.sim.crash(NodeId(i as u32));
+                run.n.sim.crash(NodeId(i as u32));
             }
         }
     }
     let mut chain = chain.clone();
     let running = |r: &Run, i: usize| {
-        r.groups[i].as_ref().is_some_and(|g| {
+        r.n.groups[i].as_ref().is_some_and(|g| {
             g.is_active()
                 && g.gms().restarting().is_none()
                 && g.view().is_some_and(|v| v.id > newest)
@@ -779,7 +752,7 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
     }
     if !done {
         let at: Vec<String> = (0..U)
-            .map(|i| match &run.groups[i] {
+            .map(|i| match &run.n.groups[i] {
                 Some(g) => format!(
                     "n{i}: view {:?} restarting {:?} active {} stopped {:?}",
                     g.view().map(|v| v.id),
@@ -796,7 +769,7 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
         ));
     }
     for &i in &members {
-        let next = run.apps[i].next;
+        let next = run.n.apps[i].next;
         if pr.durable.is_some_and(|d| next <= d) {
             return Err(format!(
                 "n{i} runs the restart view at position {next}, but {:?} was durable (lost)",

@@ -28,21 +28,13 @@ use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 mod group_sim;
-use group_sim::chain::{self, App, Chain, Hooks, Submit};
+use group_sim::chain::{self, App, Chain, Checked, Hooks, Nodes, Outcome, Started};
 
 /// Universe size: view 0 is `0..3`, node 3 joins.
 const U: usize = 4;
 
 fn config(base: &Path, i: usize) -> GroupConfig {
-    let mut cfg = group_sim::config(U, 3);
-    cfg.transfer.chunk_size = 64;
-    cfg.transfer.window = 4;
-    // Skim marks every 64 bytes: the replay starts the snapshot's view's log near its position.
-    cfg.replay_buffer = 64;
-    // The simulator's deterministic writer: the file is written inside `checkpoint`, the
-    // record appended by the next poll (the thread's is `checkpoint_writer.rs`'s).
-    cfg.checkpoint_writer = CheckpointWriter::Inline;
-    group_sim::durable(cfg, base, i)
+    group_sim::durable(chain::checkpoint_config(U, 3), base, i)
 }
 
 #[derive(Clone, Debug)]
@@ -54,11 +46,8 @@ enum Start {
 
 struct Life {
     base: PathBuf,
-    sim: Sim,
-    groups: Vec<Option<Group<SimNode, MemLog>>>,
-    apps: Vec<App>,
-    /// Per node: the positions of the states it restored in this life.
-    restored: Vec<Vec<u64>>,
+    /// The nodes, their applications and the states they restored in this life.
+    n: Nodes<MemLog>,
     /// Per node: deliveries handed out in this life before its first `View`.
     before_view: Vec<Option<u64>>,
     max_delivered: Option<u64>,
@@ -68,8 +57,6 @@ struct Life {
     max_view: u64,
     /// Checkpoints written, per node.
     written: Vec<u64>,
-    counter: u32,
-    life: u32,
 }
 
 impl Life {
@@ -105,17 +92,12 @@ impl Life {
         }
         Life {
             base: base.to_path_buf(),
-            sim,
-            groups,
-            apps,
-            restored: vec![Vec::new(); U],
+            n: Nodes::new(sim, groups, apps, vec![life as u8]),
             before_view: vec![None; U],
             max_delivered: None,
             every,
             max_view: u64::MAX,
             written: vec![0; U],
-            counter: 0,
-            life,
         }
     }
 
@@ -128,19 +110,7 @@ impl Life {
             every: self.every,
             max_view: self.max_view,
         };
-        let submit = Submit {
-            on: submit,
-            tag: &[self.life as u8],
-            counter: &mut self.counter,
-        };
-        chain::step(
-            &self.sim,
-            &mut self.groups,
-            &mut self.apps,
-            &mut self.restored,
-            submit,
-            &mut checks,
-        )
+        self.n.step(submit, &mut checks)
     }
 
     fn run(&mut self, chain: &mut Chain, steps: usize, submit: bool) -> Result<(), String> {
@@ -151,11 +121,12 @@ impl Life {
     }
 
     fn active(&self, i: usize) -> bool {
-        self.groups[i].as_ref().is_some_and(Group::is_active)
+        self.n.groups[i].as_ref().is_some_and(Group::is_active)
     }
 
     fn logs(&self) -> Vec<Start> {
-        self.groups
+        self.n
+            .groups
             .iter()
             .map(|g| match g {
                 Some(g) => Start::Log(g.gms().log().bytes().to_vec()),
@@ -185,19 +156,14 @@ struct Checks<'a> {
 }
 
 impl Hooks<MemLog> for Checks<'_> {
-    fn checkpoint_ended(
-        &mut self,
-        i: usize,
-        g: &Group<SimNode, MemLog>,
-        outcome: Option<Result<Checkpointed, CheckpointError>>,
-    ) -> Result<(), String> {
+    fn checkpoint_ended(&mut self, i: usize, out: Outcome, in_flight: Option<u64>) -> Checked {
         // The poll finished the checkpoint started in the previous step (inline writer).
-        match outcome {
+        match out {
             Some(Ok(Checkpointed::Written { .. })) => self.written[i] += 1,
             Some(other) => return Err(format!("n{i}: checkpoint ended {other:?}")),
             None => {}
         }
-        match g.checkpoint_in_flight() {
+        match in_flight {
             Some(p) => Err(format!(
                 "n{i}: the checkpoint at {p} outlived a poll (inline)"
             )),
@@ -225,12 +191,7 @@ impl Hooks<MemLog> for Checks<'_> {
             && g.view().is_some_and(|v| v.id <= self.max_view)
     }
 
-    fn checkpoint_started(
-        &mut self,
-        i: usize,
-        at: u64,
-        r: Result<Checkpointed, CheckpointError>,
-    ) -> Result<(), String> {
+    fn checkpoint_started(&mut self, i: usize, at: u64, r: Started) -> Checked {
         // The application checkpoints after applying everything the poll handed out: its
         // position is within the group's current view (never `Position`).
         match r {
@@ -292,8 +253,11 @@ fn scenario(
         }
         l.step(&mut chain, true)?;
     }
-    let t = l.sim.restart_node(NodeId(3)).ok_or("node 3 cannot start")?;
-    l.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
+    let t =
+        l.n.sim
+            .restart_node(NodeId(3))
+            .ok_or("node 3 cannot start")?;
+    l.n.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
     if crash.is_some() {
         // Checkpoints in view 0 only: the cut one is the victim's first after the join, with
         // something to remove (an initial member: the view-0 snapshot and epoch log).
@@ -313,14 +277,14 @@ fn scenario(
     l.run(&mut chain, 200 + (seed as usize % 5) * 37, true)?;
     if let Some(r) = remove {
         // A view change after the latest checkpoints, with few deliveries after it.
-        l.sim.crash(NodeId(r as u32));
-        l.groups[r] = None;
-        let before = l.groups[(r + 1) % U]
+        l.n.sim.crash(NodeId(r as u32));
+        l.n.groups[r] = None;
+        let before = l.n.groups[(r + 1) % U]
             .as_ref()
             .and_then(|g| g.view().map(|v| v.id));
         for _ in 0..20_000 {
             l.step(&mut chain, false)?;
-            let now = l.groups[(r + 1) % U]
+            let now = l.n.groups[(r + 1) % U]
                 .as_ref()
                 .and_then(|g| g.view().map(|v| v.id));
             if now > before {
@@ -347,13 +311,13 @@ fn scenario(
     if let Some((victim, cut)) = crash {
         // Cut short inside a checkpoint past its last one (some deliveries after it).
         for _ in 0..20_000 {
-            if l.apps[victim].next > l.apps[victim].checkpointed {
+            if l.n.apps[victim].next > l.n.apps[victim].checkpointed {
                 break;
             }
             l.step(&mut chain, true)?;
         }
-        let app = l.apps[victim].clone();
-        let g = l.groups[victim].as_mut().ok_or("victim down")?;
+        let app = l.n.apps[victim].clone();
+        let g = l.n.groups[victim].as_mut().ok_or("victim down")?;
         g.checkpoint_cut_at(app.next, app.encode(), cut)
             .map_err(|e| format!("n{victim}: cut checkpoint: {e}"))?;
         // The poll that records it (the cuts after the record are there).
@@ -392,7 +356,7 @@ fn scenario(
         .collect();
     let mut l = Life::start(seed, &base, &logs, 1, every);
     let running = |l: &Life, i: usize| {
-        l.groups[i].as_ref().is_some_and(|g| {
+        l.n.groups[i].as_ref().is_some_and(|g| {
             g.is_active()
                 && g.gms().restarting().is_none()
                 && g.view().is_some_and(|v| v.id > newest)
@@ -411,8 +375,8 @@ fn scenario(
         return Err(format!("restart of view {newest} never completed"));
     }
     for &i in &members {
-        let g = l.groups[i].as_ref().ok_or("member down")?;
-        let next = l.apps[i].next;
+        let g = l.n.groups[i].as_ref().ok_or("member down")?;
+        let next = l.n.apps[i].next;
         if max_before.is_some_and(|m| next <= m) {
             return Err(format!(
                 "n{i} runs the restart view at {next}, but {max_before:?} was delivered before (lost)"
@@ -423,14 +387,14 @@ fn scenario(
             continue;
         };
         // Exactly the snapshot its log names, then only the deliveries after it.
-        if l.restored[i].first() != Some(&at) {
+        if l.n.restored[i].first() != Some(&at) {
             return Err(format!(
                 "n{i}: its log names a snapshot at {at}, but it restored {:?}",
-                l.restored[i]
+                l.n.restored[i]
             ));
         }
         let (replayed, read) = (g.stats().replayed, g.stats().replay_read);
-        let end = l.apps[i].next;
+        let end = l.n.apps[i].next;
         // Only what follows the snapshot is handed out, and little before it is even read
         // (from the last mark below it: a record or two of 64 bytes or less each).
         if replayed > end - at || read - replayed > 4 {
@@ -456,10 +420,10 @@ fn scenario(
         // new one (the members' check above: it restored what its log names).
         let at = snapshot_of(b).map(|s| s.1);
         let expect_new = matches!(cut, CrashPoint::AfterRecord | CrashPoint::MidRemoval);
-        if (at == cut_at) != expect_new || l.restored[victim].first() != at.as_ref() {
+        if (at == cut_at) != expect_new || l.n.restored[victim].first() != at.as_ref() {
             return Err(format!(
                 "n{victim} cut at {cut:?} at {cut_at:?}: its log names {at:?}, it restored {:?}",
-                l.restored[victim]
+                l.n.restored[victim]
             ));
         }
     }
@@ -467,11 +431,11 @@ fn scenario(
     l.run(&mut chain, 400, true)?;
     l.run(&mut chain, 2000, false)?;
     let live: Vec<usize> = (0..U).filter(|&i| l.active(i)).collect();
-    let end = l.apps[live[0]].next;
-    if live.iter().any(|&i| l.apps[i].next != end) || max_before.is_some_and(|m| end <= m + 10) {
+    let end = l.n.apps[live[0]].next;
+    if live.iter().any(|&i| l.n.apps[i].next != end) || max_before.is_some_and(|m| end <= m + 10) {
         return Err(format!(
             "after the restart: {:?}",
-            live.iter().map(|&i| l.apps[i].next).collect::<Vec<_>>()
+            live.iter().map(|&i| l.n.apps[i].next).collect::<Vec<_>>()
         ));
     }
     std::fs::remove_dir_all(&base).ok();
@@ -553,22 +517,22 @@ fn checkpoint_refuses_what_it_cannot_keep() {
     let first = [Start::Fresh, Start::Fresh, Start::Fresh, Start::Down];
     let mut l = Life::start(0, &base, &first, 0, 0);
     l.run(&mut chain, 200, true).unwrap();
-    assert!(l.apps[0].next > 0);
-    let t = l.sim.restart_node(NodeId(3)).unwrap();
-    l.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
+    assert!(l.n.apps[0].next > 0);
+    let t = l.n.sim.restart_node(NodeId(3)).unwrap();
+    l.n.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
     assert!(matches!(
-        l.groups[3].as_mut().unwrap().checkpoint(0, b"x"),
+        l.n.groups[3].as_mut().unwrap().checkpoint(0, b"x"),
         Err(CheckpointError::NotNow(_))
     ));
     for _ in 0..20_000 {
         l.step(&mut chain, true).unwrap();
-        if l.active(3) && l.apps[0].next > 20 {
+        if l.active(3) && l.n.apps[0].next > 20 {
             break;
         }
     }
     l.run(&mut chain, 50, true).unwrap();
-    let app = l.apps[0].clone();
-    let g = l.groups[0].as_mut().unwrap();
+    let app = l.n.apps[0].clone();
+    let g = l.n.groups[0].as_mut().unwrap();
     assert!(matches!(
         g.checkpoint(app.next + 1, app.encode()),
         Err(CheckpointError::Position { .. })

@@ -29,7 +29,7 @@ use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
 
 mod group_sim;
-use group_sim::chain::{self, App, Chain, Hooks, Submit};
+use group_sim::chain::{self, App, Chain, Hooks, Nodes};
 
 /// Universe size.
 const U: usize = 5;
@@ -85,18 +85,15 @@ enum Start {
 struct Life {
     shape: Shape,
     base: PathBuf,
-    sim: Sim,
-    groups: Vec<Option<Group<SimNode, MemLog>>>,
-    apps: Vec<App>,
-    /// Per node, the position of every state it restored in this life (transfer or snapshot).
-    restored: Vec<Vec<u64>>,
+    /// The nodes, their applications and every state they restored in this life (transfer
+    /// or snapshot).
+    n: Nodes<MemLog>,
     /// Per node, the step of this life at which it first restored a state.
     restored_at: Vec<Option<usize>>,
     /// Per node, the view id and its `next` at each `View` upcall of this life.
     views: Vec<Vec<(u64, u64)>>,
     /// Highest position delivered by anyone in this life.
     max_delivered: Option<u64>,
-    counter: u32,
     step: usize,
     life: u32,
     /// Whether members provide state when asked (false: every transfer stalls).
@@ -174,14 +171,10 @@ impl Life {
         Life {
             shape,
             base: base.to_path_buf(),
-            sim,
-            groups,
-            apps,
-            restored: vec![Vec::new(); U],
+            n: Nodes::new(sim, groups, apps, vec![life as u8]),
             restored_at: vec![None; U],
             views: vec![Vec::new(); U],
             max_delivered: None,
-            counter: 0,
             step: 0,
             life,
             serve: true,
@@ -190,39 +183,39 @@ impl Life {
     }
 
     fn start_late(&mut self, i: usize) {
-        self.sim.start_node(NodeId(i as u32));
+        self.n.sim.start_node(NodeId(i as u32));
     }
 
     fn crash(&mut self, i: usize) {
-        self.sim.crash(NodeId(i as u32));
-        self.groups[i] = None;
+        self.n.sim.crash(NodeId(i as u32));
+        self.n.groups[i] = None;
     }
 
     /// Crashes node `i` and restarts it under its id from its GMS log at the crash (a new
     /// incarnation, same directory: its epoch logs and persisted state) `down` steps later,
     /// stepping the others meanwhile.
     fn bounce(&mut self, chain: &mut Chain, i: usize, down: usize) -> Result<(), String> {
-        let bytes = (self.groups[i].as_ref())
+        let bytes = (self.n.groups[i].as_ref())
             .map(|g| g.gms().log().bytes().to_vec())
             .unwrap_or_default();
         self.crash(i);
         self.run(chain, down, false)?;
-        let t = self.sim.restart_node(NodeId(i as u32)).unwrap();
+        let t = self.n.sim.restart_node(NodeId(i as u32)).unwrap();
         let (log, rec) = MemLog::open(bytes);
         let rec = (!rec.records.is_empty()).then_some(rec);
-        self.groups[i] =
+        self.n.groups[i] =
             Some(Group::new(t, config(&self.base, i, self.shape), log, rec.as_ref()).unwrap());
-        self.apps[i] = App::default();
+        self.n.apps[i] = App::default();
         Ok(())
     }
 
     /// Restarts crashed node `i` under its id (a new incarnation, fresh log, same directory)
     /// and has it join.
     fn rejoin(&mut self, i: usize) {
-        let t = self.sim.restart_node(NodeId(i as u32)).unwrap();
-        self.groups[i] =
+        let t = self.n.sim.restart_node(NodeId(i as u32)).unwrap();
+        self.n.groups[i] =
             Some(Group::joining(t, config(&self.base, i, self.shape), MemLog::default()).unwrap());
-        self.apps[i] = App::default();
+        self.n.apps[i] = App::default();
     }
 
     fn step(&mut self, chain: &mut Chain, submit: bool) -> Result<(), String> {
@@ -235,19 +228,7 @@ impl Life {
             serve: self.serve,
             not_holders: &self.not_holders,
         };
-        let submit = Submit {
-            on: submit,
-            tag: &[self.life as u8],
-            counter: &mut self.counter,
-        };
-        chain::step(
-            &self.sim,
-            &mut self.groups,
-            &mut self.apps,
-            &mut self.restored,
-            submit,
-            &mut checks,
-        )?;
+        self.n.step(submit, &mut checks)?;
         self.step += 1;
         Ok(())
     }
@@ -260,7 +241,7 @@ impl Life {
     }
 
     fn active(&self, i: usize) -> bool {
-        self.groups[i].as_ref().is_some_and(Group::is_active)
+        self.n.groups[i].as_ref().is_some_and(Group::is_active)
     }
 
     /// Every node's GMS log bytes (`Start::Down` for a node that is down). Checked first: a
@@ -269,7 +250,7 @@ impl Life {
     /// that handed it out the shutdown comes (durable before acted on).
     fn shutdown(self) -> Result<Vec<Start>, String> {
         for i in 0..U {
-            if let (Some(g), Some(&at)) = (&self.groups[i], self.restored[i].last())
+            if let (Some(g), Some(&at)) = (&self.n.groups[i], self.n.restored[i].last())
                 && snapshot_position(g.gms().log().bytes()) != Some(at)
             {
                 return Err(format!(
@@ -282,7 +263,8 @@ impl Life {
     }
 
     fn shutdown_unchecked(self) -> Vec<Start> {
-        self.groups
+        self.n
+            .groups
             .iter()
             .map(|g| match g {
                 Some(g) => Start::Log(g.gms().log().bytes().to_vec()),
@@ -296,12 +278,12 @@ impl Life {
             .map(|i| {
                 format!(
                     "n{i}: {:?}",
-                    self.groups[i].as_ref().map(|g| (
+                    self.n.groups[i].as_ref().map(|g| (
                         g.view().map(|v| v.id),
                         g.is_active(),
                         g.gms().restarting().map(<[_]>::to_vec),
                         g.stopped().map(str::to_string),
-                        self.apps[i].next
+                        self.n.apps[i].next
                     ))
                 )
             })
@@ -416,7 +398,7 @@ fn complete(
     bounce: Option<Bounce>,
 ) -> Result<Life, String> {
     let running = |l: &Life, i: usize| {
-        l.groups[i].as_ref().is_some_and(|g| {
+        l.n.groups[i].as_ref().is_some_and(|g| {
             g.is_active()
                 && g.gms().restarting().is_none()
                 && g.view().is_some_and(|v| v.id > newest)
@@ -429,10 +411,10 @@ fn complete(
     for _ in 0..12_000 {
         // A member restarts during the restart (s18): at its moment, from its logs.
         if let Some(b) = bounce
-            && l.groups[b.node].is_some()
+            && l.n.groups[b.node].is_some()
             && match b.when {
                 When::Step(n) => l.step >= n,
-                When::Replaying => l.groups[b.node].as_ref().is_some_and(|g| {
+                When::Replaying => l.n.groups[b.node].as_ref().is_some_and(|g| {
                     g.gms().restarting().is_none()
                         && g.view().is_some_and(|v| v.id > newest)
                         && g.replay_backlog() > 0
@@ -458,7 +440,7 @@ fn complete(
     // The restart view, installed after the replay (or after the transfer, for a member that
     // had no state): every member's application is at or past every position delivered before.
     for &i in members {
-        let next = l.apps[i].next;
+        let next = l.n.apps[i].next;
         if let Some(m) = max_before
             && next <= m
         {
@@ -471,11 +453,11 @@ fn complete(
         if let Start::Log(b) = &picked[i]
             && bounced != Some(i)
             && let Some(p) = snapshot_position(b)
-            && l.restored[i].first() != Some(&p)
+            && l.n.restored[i].first() != Some(&p)
         {
             return Err(format!(
                 "n{i}: its log names a snapshot at {p}, but it restored {:?}",
-                l.restored[i]
+                l.n.restored[i]
             ));
         }
     }
@@ -488,7 +470,7 @@ fn carry_on(l: &mut Life, chain: &mut Chain, from: u64) -> Result<(), String> {
     l.run(chain, 400, true)?;
     l.run(chain, 2000, false)?;
     let live: Vec<usize> = (0..U).filter(|&i| l.active(i)).collect();
-    let end = l.apps[live[0]].next;
+    let end = l.n.apps[live[0]].next;
     if end <= from + 10 {
         return Err(format!(
             "little delivered after the restart ({from} → {end}): {}",
@@ -496,10 +478,10 @@ fn carry_on(l: &mut Life, chain: &mut Chain, from: u64) -> Result<(), String> {
         ));
     }
     for &i in &live {
-        if l.apps[i].next != end {
+        if l.n.apps[i].next != end {
             return Err(format!(
                 "after the restart n{i} is at {}, n{} at {end}",
-                l.apps[i].next, live[0]
+                l.n.apps[i].next, live[0]
             ));
         }
     }
@@ -510,7 +492,7 @@ fn carry_on(l: &mut Life, chain: &mut Chain, from: u64) -> Result<(), String> {
 fn until_active(l: &mut Life, chain: &mut Chain, j: usize, after: usize) -> Result<(), String> {
     for _ in 0..20_000 {
         l.step(chain, true)?;
-        if l.active(j) && !l.restored[j].is_empty() {
+        if l.active(j) && !l.n.restored[j].is_empty() {
             return l.run(chain, after, true);
         }
     }
@@ -545,7 +527,7 @@ fn scenario(
     let mut chain = Chain::new();
     let mut l = Life::start(seed, &base, shape, first, 0);
     setup(&mut l, &mut chain)?;
-    let joined_at = l.restored[j].first().copied();
+    let joined_at = l.n.restored[j].first().copied();
     let max_before = l.max_delivered;
     let logs = l.shutdown()?;
     if let Start::Log(b) = &logs[j]
@@ -556,7 +538,7 @@ fn scenario(
         ));
     }
     let mut l = restart(seed, &base, shape, &logs, up, max_before, &mut chain, 1)?;
-    let from = l.apps[j].next;
+    let from = l.n.apps[j].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())
@@ -630,7 +612,7 @@ fn only_members_that_entered_by_transfer_restart_and_nothing_is_lost() {
                     l.run(chain, 2500, true)?;
                     l.crash(1);
                     l.run(chain, 2500, true)?;
-                    let v = l.groups[2].as_ref().and_then(|g| g.view()).map(|v| {
+                    let v = l.n.groups[2].as_ref().and_then(|g| g.view()).map(|v| {
                         let mut m = v.members.clone();
                         m.sort();
                         m
@@ -749,7 +731,7 @@ fn stateless_shard(seed: u64) -> Result<(), String> {
     l.crash(1);
     l.crash(2);
     let promoted = |l: &Life, i: usize| {
-        l.groups[i]
+        l.n.groups[i]
             .as_ref()
             .and_then(|g| g.view())
             .is_some_and(|v| v.shard_of(NodeId(i as u32)).is_some())
@@ -797,7 +779,7 @@ fn stateless_shard(seed: u64) -> Result<(), String> {
     let mut l = Life::start_with_late(seed, &base, shape, &picked, 1, &[0]);
     l.run(&mut chain, 3000, false)?;
     for i in [3, 4] {
-        let g = l.groups[i].as_ref().ok_or("no group")?;
+        let g = l.n.groups[i].as_ref().ok_or("no group")?;
         if g.gms().restarting().is_none() || g.view().map(|v| v.id) != Some(newest) {
             return Err(format!(
                 "n{i} completed the restart of view {newest} with no member holding the state: {}",
@@ -821,14 +803,14 @@ fn stateless_shard(seed: u64) -> Result<(), String> {
         {
             return Err(format!("n{i}: the wrong reason: {why}"));
         }
-        if g.is_active() || l.apps[i].next != 0 {
+        if g.is_active() || l.n.apps[i].next != 0 {
             return Err(format!("n{i} acted before the restart completed"));
         }
     }
     // The holder comes back: the restart completes and nothing is lost.
     l.start_late(0);
     let mut l = complete(l, newest, &[0, 3, 4], &picked, max_before, &mut chain, None)?;
-    let from = l.apps[0].next;
+    let from = l.n.apps[0].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())
@@ -879,7 +861,7 @@ fn stateless_initial_id(seed: u64) -> Result<(), String> {
     until_active(&mut l, &mut chain, 3, 100 + (seed as usize % 4) * 40)?;
     l.crash(0);
     let view_without_0 = |l: &Life| {
-        l.groups[3]
+        l.n.groups[3]
             .as_ref()
             .and_then(|g| g.view())
             .is_some_and(|v| !v.contains(NodeId(0)))
@@ -889,7 +871,7 @@ fn stateless_initial_id(seed: u64) -> Result<(), String> {
     l.rejoin(0);
     l.rejoin(4);
     let in_view_of_3 = |l: &Life, i: u32| {
-        l.groups[3]
+        l.n.groups[3]
             .as_ref()
             .and_then(|g| g.view())
             .is_some_and(|v| v.contains(NodeId(i)))
@@ -902,7 +884,7 @@ fn stateless_initial_id(seed: u64) -> Result<(), String> {
     l.crash(2);
     run_until(&mut l, &mut chain, "removed 1 and 2", |l| {
         [0, 3, 4].iter().all(|&i| {
-            l.groups[i]
+            l.n.groups[i]
                 .as_ref()
                 .and_then(|g| g.view())
                 .is_some_and(|v| v.members.len() == 3 && v.contains(NodeId(i as u32)))
@@ -925,7 +907,7 @@ fn stateless_initial_id(seed: u64) -> Result<(), String> {
     // Neither 0 nor 4 may be asked for state while it has none.
     l.not_holders = vec![0, 4];
     let mut l = complete(l, newest, &[0, 3, 4], &logs, max_before, &mut chain, None)?;
-    let from = l.apps[3].next;
+    let from = l.n.apps[3].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())
@@ -971,7 +953,7 @@ fn sweep(p: &Plan) -> Result<(), String> {
     let stop = (activation as i64 + 1 + p.shutdown).max(1) as usize;
     l.run(&mut chain, stop, true)?;
     // The crash point is where the probe said it would be.
-    let handed_out = !l.restored[3].is_empty();
+    let handed_out = !l.n.restored[3].is_empty();
     if handed_out != (p.shutdown >= 0) {
         return Err(format!(
             "the joiner {} its state before the shutdown, at offset {} from its activation",
@@ -1009,7 +991,7 @@ fn sweep(p: &Plan) -> Result<(), String> {
         }
     };
     let mut l = l;
-    let from = l.apps[0].next;
+    let from = l.n.apps[0].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())
@@ -1241,7 +1223,7 @@ fn transfer_bounce(
         &mut chain,
         Some(bounce),
     )?;
-    let from = l.apps[0].next;
+    let from = l.n.apps[0].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())

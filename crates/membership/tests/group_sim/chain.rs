@@ -1,8 +1,9 @@
 //! The hash-chain model application's driver, shared by the suites that restart `Group`s with
 //! durable state (`sim_checkpoint.rs`, `sim_transfer_restart.rs`, `power_loss.rs`): one
-//! [`Nodes::step`] polls every running member, applies its `View`/`Deliver` upcalls to its [`App`]
-//! (a restored state replaces it; deliveries must be gapless from it), takes the outcome of
-//! its checkpoint, provides state when it is wanted and starts a checkpoint when one is due.
+//! [`Nodes::step`] polls every running member, applies its `View`/`Deliver` upcalls to its
+//! [`App`] (a restored state replaces it; deliveries must be gapless from it), takes the
+//! outcome of its checkpoint, provides state when it is wanted and starts a checkpoint when
+//! one is due.
 //! What a suite checks or records on the way are its [`Hooks`].
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 

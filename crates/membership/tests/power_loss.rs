@@ -58,8 +58,8 @@ use std::time::Duration;
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::FileLog;
-use squall_membership::snapshot::{CheckpointError, CheckpointWriter, Checkpointed};
-use squall_ordering::{TotalOrder, Upcall};
+use squall_membership::snapshot::{CheckpointError, Checkpointed};
+use squall_ordering::{Delivery, View};
 use squall_round_robin::{FsyncPolicy, Mode};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
@@ -69,7 +69,7 @@ mod power_loss {
     pub mod model;
     pub mod trace;
 }
-use group_sim::mix;
+use group_sim::chain::{self, App, Checked, Hooks, Nodes, Outcome, Started};
 use power_loss::model::{Fs, Keep, Model, Rng};
 use power_loss::trace;
 
@@ -81,13 +81,8 @@ const EVERY: u64 = 12;
 const GMS: &str = "gms.log";
 
 fn config(base: &Path, i: usize) -> GroupConfig {
-    let mut cfg = group_sim::config(U, 3);
-    cfg.transfer.chunk_size = 64;
-    cfg.transfer.window = 4;
-    cfg.replay_buffer = 64;
-    // The checkpoint's file work inside the call (the simulator's deterministic mode; the
-    // thread writer runs the same file code); its record is logged by the next poll.
-    cfg.checkpoint_writer = CheckpointWriter::Inline;
+    // The checkpoint's file work inside the call (the thread writer runs the same file code).
+    let mut cfg = chain::checkpoint_config(U, 3);
     cfg.epoch.mode = Mode::Durable {
         path: node_dir(base, i),
         fsync: FsyncPolicy::EveryBatch,
@@ -106,33 +101,13 @@ fn mark(line: &str) {
     out.flush().unwrap();
 }
 
-#[derive(Clone, Debug, Default)]
-struct App {
-    hash: u64,
-    next: u64,
-    has_state: bool,
-    checkpointed: u64,
-}
-
-impl App {
-    fn encode(&self) -> Vec<u8> {
-        let mut b = self.hash.to_le_bytes().to_vec();
-        b.extend_from_slice(&self.next.to_le_bytes());
-        b
-    }
-}
-
 /// Per position: the chain value after it.
 type Chain = BTreeMap<u64, u64>;
 
 /// A cluster of `Group`s with file logs on the simulator.
 struct Run {
-    sim: Sim,
-    groups: Vec<Option<Group<SimNode, FileLog>>>,
-    apps: Vec<App>,
-    /// Positions of restored states, per node.
-    restored: Vec<Vec<u64>>,
-    counter: u32,
+    /// The nodes, their applications and the positions of the states they restored.
+    n: Nodes<FileLog>,
     /// Print the markers (the traced workload) or not (a restart).
     marking: bool,
     /// Checkpoint (the workload) or not.
@@ -143,111 +118,14 @@ struct Run {
 
 impl Run {
     fn step(&mut self, chain: &mut Chain, submit: bool) -> Result<(), String> {
-        for i in 0..U {
-            let Some(g) = &mut self.groups[i] else {
-                continue;
-            };
-            if submit && self.sim.random(3) == 0 {
-                let mut p = vec![i as u8];
-                p.extend_from_slice(&self.counter.to_le_bytes());
-                if self.sim.random(4) == 0 {
-                    p.resize(60, 7);
-                }
-                if group_sim::submit_during_restart(g, i, &p)? {
-                    self.counter += 1;
-                }
-            }
-            let mut up = Vec::new();
-            g.poll(&mut up);
-            let app = &mut self.apps[i];
-            // The poll logged the record of the checkpoint started in the previous step: only
-            // now is it durable (a view change in between abandons it).
-            match g.take_checkpoint_outcome() {
-                Some(Ok(Checkpointed::Written { position, .. })) => {
-                    if self.marking {
-                        mark(&format!("PL-CKPT {i} {position}"));
-                    }
-                    app.checkpointed = position;
-                    self.written[i] += 1;
-                }
-                Some(Err(CheckpointError::Abandoned { .. })) | None => {}
-                Some(other) => return Err(format!("n{i}: checkpoint ended {other:?}")),
-            }
-            for u in up {
-                match u {
-                    Upcall::View(v) => {
-                        if self.marking {
-                            mark(&format!("PL-VIEW {i} {}", v.id));
-                        }
-                        self.views[i] = v.id;
-                        if let Some(s) = g.take_state() {
-                            let hash = u64::from_le_bytes(s.state[..8].try_into().unwrap());
-                            let at = u64::from_le_bytes(s.state[8..16].try_into().unwrap());
-                            if at != s.position {
-                                return Err(format!("n{i}: state at {at} for {}", s.position));
-                            }
-                            if let Some(p) = s.position.checked_sub(1)
-                                && !self.marking
-                                && chain.get(&p) != Some(&hash)
-                            {
-                                return Err(format!(
-                                    "n{i}: restored state at {} is not the recorded chain",
-                                    s.position
-                                ));
-                            }
-                            *app = App {
-                                hash,
-                                next: s.position,
-                                has_state: true,
-                                checkpointed: s.position,
-                            };
-                            self.restored[i].push(s.position);
-                        }
-                    }
-                    Upcall::Deliver(d) => {
-                        if !app.has_state || d.position != app.next {
-                            return Err(format!(
-                                "n{i}: delivered position {} when it expected {} (state: {})",
-                                d.position, app.next, app.has_state
-                            ));
-                        }
-                        app.hash = mix(app.hash, &d.payload);
-                        app.next += 1;
-                        if self.marking {
-                            if let Some(h) = chain.insert(d.position, app.hash)
-                                && h != app.hash
-                            {
-                                return Err(format!("n{i}: position {} differs", d.position));
-                            }
-                        } else if let Some(&h) = chain.get(&d.position)
-                            && h != app.hash
-                        {
-                            return Err(format!(
-                                "n{i}: position {} after the restart is not the recorded chain",
-                                d.position
-                            ));
-                        }
-                    }
-                    Upcall::Durable(p) if self.marking => {
-                        mark(&format!("PL-DURABLE {i} {p}"));
-                    }
-                    _ => {}
-                }
-            }
-            if g.state_wanted() && app.has_state {
-                let _ = g.provide_state(app.next, &app.encode());
-            }
-            if self.checkpoints && app.has_state && app.next >= app.checkpointed + EVERY {
-                match g.checkpoint(app.next, app.encode()) {
-                    Ok(Checkpointed::Started { .. }) => {}
-                    Ok(other) => return Err(format!("n{i}: checkpoint: {other:?}")),
-                    Err(CheckpointError::NotNow(_) | CheckpointError::InFlight { .. }) => {}
-                    Err(e) => return Err(format!("n{i}: checkpoint at {}: {e}", app.next)),
-                }
-            }
-        }
-        self.sim.advance(Duration::from_micros(2));
-        Ok(())
+        let mut checks = Checks {
+            chain,
+            marking: self.marking,
+            checkpoints: self.checkpoints,
+            written: &mut self.written,
+            views: &mut self.views,
+        };
+        self.n.step(submit, &mut checks)
     }
 
     fn run_until(
@@ -267,15 +145,101 @@ impl Run {
     }
 }
 
+/// This suite's part of a step: the markers (the traced workload); the recorded chain
+/// (a restart checks against it, the workload records it); checkpoints every [`EVERY`]
+/// deliveries if `checkpoints`.
+struct Checks<'a> {
+    chain: &'a mut Chain,
+    marking: bool,
+    checkpoints: bool,
+    written: &'a mut [u64],
+    views: &'a mut [u64],
+}
+
+impl Hooks<FileLog> for Checks<'_> {
+    fn checkpoint_ended(&mut self, i: usize, out: Outcome, _in_flight: Option<u64>) -> Checked {
+        // The poll logged the record of the checkpoint started in the previous step: only
+        // now is it durable (a view change in between abandons it).
+        match out {
+            Some(Ok(Checkpointed::Written { position, .. })) => {
+                if self.marking {
+                    mark(&format!("PL-CKPT {i} {position}"));
+                }
+                self.written[i] += 1;
+                Ok(())
+            }
+            Some(Err(CheckpointError::Abandoned { .. })) | None => Ok(()),
+            Some(other) => Err(format!("n{i}: checkpoint ended {other:?}")),
+        }
+    }
+
+    fn view(&mut self, i: usize, v: &View) {
+        if self.marking {
+            mark(&format!("PL-VIEW {i} {}", v.id));
+        }
+        self.views[i] = v.id;
+    }
+
+    fn restored(&mut self, i: usize, position: u64, hash: u64) -> Result<(), String> {
+        if let Some(p) = position.checked_sub(1)
+            && !self.marking
+            && self.chain.get(&p) != Some(&hash)
+        {
+            return Err(format!(
+                "n{i}: restored state at {position} is not the recorded chain"
+            ));
+        }
+        Ok(())
+    }
+
+    fn delivered(&mut self, i: usize, d: &Delivery, hash: u64) -> Result<(), String> {
+        if self.marking {
+            if let Some(h) = self.chain.insert(d.position, hash)
+                && h != hash
+            {
+                return Err(format!("n{i}: position {} differs", d.position));
+            }
+        } else if let Some(&h) = self.chain.get(&d.position)
+            && h != hash
+        {
+            return Err(format!(
+                "n{i}: position {} after the restart is not the recorded chain",
+                d.position
+            ));
+        }
+        Ok(())
+    }
+
+    fn durable(&mut self, i: usize, position: u64) {
+        if self.marking {
+            mark(&format!("PL-DURABLE {i} {position}"));
+        }
+    }
+
+    fn checkpoint_due(&self, _i: usize, app: &App, _g: &Group<SimNode, FileLog>) -> bool {
+        self.checkpoints && app.next >= app.checkpointed + EVERY
+    }
+
+    fn checkpoint_started(&mut self, i: usize, at: u64, r: Started) -> Checked {
+        match r {
+            Ok(Checkpointed::Started { .. }) => Ok(()),
+            Ok(other) => Err(format!("n{i}: checkpoint: {other:?}")),
+            Err(CheckpointError::NotNow(_) | CheckpointError::InFlight { .. }) => Ok(()),
+            Err(e) => Err(format!("n{i}: checkpoint at {at}: {e}")),
+        }
+    }
+}
+
 fn new_run(seed: u64, marking: bool) -> (Run, Vec<SimNode>) {
     let layout = Group::<SimNode, FileLog>::layout(&config(Path::new("/"), 0)).unwrap();
     let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), U, &layout).unwrap();
     let run = Run {
-        sim,
-        groups: (0..U).map(|_| None).collect(),
-        apps: vec![App::default(); U],
-        restored: vec![Vec::new(); U],
-        counter: 0,
+        n: Nodes::new(
+            sim,
+            (0..U).map(|_| None).collect(),
+            vec![App::default(); U],
+            Vec::new(),
+        ),
         marking,
         checkpoints: marking,
         written: vec![0; U],
@@ -307,11 +271,11 @@ fn workload(base: &Path, seed: u64) -> Result<(), String> {
         if i < 3 {
             let (log, _) =
                 FileLog::open(&node_dir(base, i).join(GMS)).map_err(|e| e.to_string())?;
-            r.groups[i] =
+            r.n.groups[i] =
                 Some(Group::new(t, config(base, i), log, None).map_err(|e| e.to_string())?);
-            r.apps[i].has_state = true;
+            r.n.apps[i].has_state = true;
         } else {
-            r.sim.crash(NodeId(3));
+            r.n.sim.crash(NodeId(3));
         }
     }
     if !r.run_until(&mut chain, true, 20_000, |r| {
@@ -319,18 +283,21 @@ fn workload(base: &Path, seed: u64) -> Result<(), String> {
     })? {
         return Err("no checkpoint in view 0".into());
     }
-    let t = r.sim.restart_node(NodeId(3)).ok_or("node 3 cannot start")?;
+    let t =
+        r.n.sim
+            .restart_node(NodeId(3))
+            .ok_or("node 3 cannot start")?;
     let (log, _) = FileLog::open(&node_dir(base, 3).join(GMS)).map_err(|e| e.to_string())?;
-    r.groups[3] = Some(Group::joining(t, config(base, 3), log).map_err(|e| e.to_string())?);
+    r.n.groups[3] = Some(Group::joining(t, config(base, 3), log).map_err(|e| e.to_string())?);
     if !r.run_until(&mut chain, true, 20_000, |r| {
-        r.groups[3].as_ref().is_some_and(Group::is_active) && r.written[3] > 0
+        r.n.groups[3].as_ref().is_some_and(Group::is_active) && r.written[3] > 0
     })? {
         return Err("node 3 never joined and checkpointed".into());
     }
     r.run_until(&mut chain, true, 150, |_| false)?;
     // A removal: view 2 without node 2.
-    r.sim.crash(NodeId(2));
-    r.groups[2] = None;
+    r.n.sim.crash(NodeId(2));
+    r.n.groups[2] = None;
     if !r.run_until(&mut chain, false, 20_000, |r| r.views[0] >= 2)? {
         return Err("node 2 was never removed".into());
     }
@@ -728,14 +695,14 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
             }
             Some((log, _)) if i < 3 => no_panic("Group::new", || Group::new(t, cfg, log, None))?,
             _ => {
-                run.sim.crash(NodeId(i as u32));
+                run.n.sim.crash(NodeId(i as u32));
                 continue;
             }
         };
         match g {
             Ok(g) => {
-                run.apps[i].has_state = g.is_active();
-                run.groups[i] = Some(g);
+                run.n.apps[i].has_state = g.is_active();
+                run.n.groups[i] = Some(g);
             }
             Err(e) if members.contains(&i) => {
                 // Refusing a file none of whose bytes were ever synced (a new log whose header
@@ -753,13 +720,13 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
             }
             Err(e) => {
                 notes.push(format!("n{i}: Group::new: typed error {e}"));
-                run.sim.crash(NodeId(i as u32));
+                run.n.sim.crash(NodeId(i as u32));
             }
         }
     }
     let mut chain = chain.clone();
     let running = |r: &Run, i: usize| {
-        r.groups[i].as_ref().is_some_and(|g| {
+        r.n.groups[i].as_ref().is_some_and(|g| {
             g.is_active()
                 && g.gms().restarting().is_none()
                 && g.view().is_some_and(|v| v.id > newest)
@@ -785,7 +752,7 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
     }
     if !done {
         let at: Vec<String> = (0..U)
-            .map(|i| match &run.groups[i] {
+            .map(|i| match &run.n.groups[i] {
                 Some(g) => format!(
                     "n{i}: view {:?} restarting {:?} active {} stopped {:?}",
                     g.view().map(|v| v.id),
@@ -802,7 +769,7 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
         ));
     }
     for &i in &members {
-        let next = run.apps[i].next;
+        let next = run.n.apps[i].next;
         if pr.durable.is_some_and(|d| next <= d) {
             return Err(format!(
                 "n{i} runs the restart view at position {next}, but {:?} was durable (lost)",

@@ -17,55 +17,24 @@
 //! snapshot's is left; afterwards new messages are delivered identically.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
 use squall_membership::snapshot::{CheckpointError, CheckpointWriter, Checkpointed, CrashPoint};
-use squall_ordering::{TotalOrder, Upcall};
+use squall_ordering::{Delivery, TotalOrder, View};
 use squall_round_robin::Mode;
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 mod group_sim;
-use group_sim::mix;
+use group_sim::chain::{self, App, Chain, Checked, Hooks, Nodes, Outcome, Started};
 
 /// Universe size: view 0 is `0..3`, node 3 joins.
 const U: usize = 4;
 
 fn config(base: &Path, i: usize) -> GroupConfig {
-    let mut cfg = group_sim::config(U, 3);
-    cfg.transfer.chunk_size = 64;
-    cfg.transfer.window = 4;
-    // Skim marks every 64 bytes: the replay starts the snapshot's view's log near its position.
-    cfg.replay_buffer = 64;
-    // The simulator's deterministic writer: the file is written inside `checkpoint`, the
-    // record appended by the next poll (the thread's is `checkpoint_writer.rs`'s).
-    cfg.checkpoint_writer = CheckpointWriter::Inline;
-    group_sim::durable(cfg, base, i)
-}
-
-/// Per position: the payload and the chain value after it.
-type Chain = BTreeMap<u64, (Vec<u8>, u64)>;
-
-#[derive(Clone, Debug, Default)]
-struct App {
-    hash: u64,
-    /// The next position to apply.
-    next: u64,
-    has_state: bool,
-    /// The position of its latest checkpoint (or restored state).
-    checkpointed: u64,
-}
-
-impl App {
-    fn encode(&self) -> Vec<u8> {
-        let mut b = self.hash.to_le_bytes().to_vec();
-        b.extend_from_slice(&self.next.to_le_bytes());
-        b
-    }
+    group_sim::durable(chain::checkpoint_config(U, 3), base, i)
 }
 
 #[derive(Clone, Debug)]
@@ -77,11 +46,8 @@ enum Start {
 
 struct Life {
     base: PathBuf,
-    sim: Sim,
-    groups: Vec<Option<Group<SimNode, MemLog>>>,
-    apps: Vec<App>,
-    /// Per node: the positions of the states it restored in this life.
-    restored: Vec<Vec<u64>>,
+    /// The nodes, their applications and the states they restored in this life.
+    n: Nodes<MemLog>,
     /// Per node: deliveries handed out in this life before its first `View`.
     before_view: Vec<Option<u64>>,
     max_delivered: Option<u64>,
@@ -91,8 +57,6 @@ struct Life {
     max_view: u64,
     /// Checkpoints written, per node.
     written: Vec<u64>,
-    counter: u32,
-    life: u32,
 }
 
 impl Life {
@@ -128,127 +92,25 @@ impl Life {
         }
         Life {
             base: base.to_path_buf(),
-            sim,
-            groups,
-            apps,
-            restored: vec![Vec::new(); U],
+            n: Nodes::new(sim, groups, apps, vec![life as u8]),
             before_view: vec![None; U],
             max_delivered: None,
             every,
             max_view: u64::MAX,
             written: vec![0; U],
-            counter: 0,
-            life,
         }
     }
 
     fn step(&mut self, chain: &mut Chain, submit: bool) -> Result<(), String> {
-        for i in 0..U {
-            let Some(g) = &mut self.groups[i] else {
-                continue;
-            };
-            if submit && self.sim.random(3) == 0 {
-                let mut p = vec![self.life as u8, i as u8];
-                p.extend_from_slice(&self.counter.to_le_bytes());
-                if self.sim.random(4) == 0 {
-                    p.resize(60, 7);
-                }
-                if group_sim::submit_during_restart(g, i, &p)? {
-                    self.counter += 1;
-                }
-            }
-            let mut up = Vec::new();
-            g.poll(&mut up);
-            let app = &mut self.apps[i];
-            // The poll finished the checkpoint started in the previous step (inline writer).
-            match g.take_checkpoint_outcome() {
-                Some(Ok(Checkpointed::Written { position, .. })) => {
-                    app.checkpointed = position;
-                    self.written[i] += 1;
-                }
-                Some(other) => return Err(format!("n{i}: checkpoint ended {other:?}")),
-                None => {}
-            }
-            if let Some(p) = g.checkpoint_in_flight() {
-                return Err(format!(
-                    "n{i}: the checkpoint at {p} outlived a poll (inline)"
-                ));
-            }
-            for u in up {
-                match u {
-                    Upcall::View(_) => {
-                        self.before_view[i].get_or_insert(0);
-                        if let Some(s) = g.take_state() {
-                            let hash = u64::from_le_bytes(s.state[..8].try_into().unwrap());
-                            let at = u64::from_le_bytes(s.state[8..16].try_into().unwrap());
-                            if at != s.position {
-                                return Err(format!("n{i}: state at {at} for {}", s.position));
-                            }
-                            if let Some(p) = s.position.checked_sub(1)
-                                && chain.get(&p).map(|c| c.1) != Some(hash)
-                            {
-                                return Err(format!(
-                                    "n{i}: restored state at {} is not the chain there",
-                                    s.position
-                                ));
-                            }
-                            *app = App {
-                                hash,
-                                next: s.position,
-                                has_state: true,
-                                checkpointed: s.position,
-                            };
-                            self.restored[i].push(s.position);
-                        }
-                    }
-                    Upcall::Deliver(d) => {
-                        if !app.has_state || d.position != app.next {
-                            return Err(format!(
-                                "n{i}: delivered position {} when it expected {} (state: {})",
-                                d.position, app.next, app.has_state
-                            ));
-                        }
-                        app.hash = mix(app.hash, &d.payload);
-                        app.next += 1;
-                        match chain.get(&d.position) {
-                            Some((p, h)) if *p == d.payload && *h == app.hash => {}
-                            Some(_) => {
-                                return Err(format!(
-                                    "n{i}: position {} differs from elsewhere",
-                                    d.position
-                                ));
-                            }
-                            None => {
-                                chain.insert(d.position, (d.payload.clone(), app.hash));
-                            }
-                        }
-                        self.max_delivered = self.max_delivered.max(Some(d.position));
-                    }
-                    _ => {}
-                }
-            }
-            if g.state_wanted() && app.has_state {
-                let _ = g.provide_state(app.next, &app.encode());
-            }
-            if self.every > 0
-                && app.has_state
-                && app.next >= app.checkpointed + self.every
-                && g.view().is_some_and(|v| v.id <= self.max_view)
-            {
-                // The application checkpoints after applying everything the poll handed out:
-                // its position is within the group's current view (never `Position`).
-                match g.checkpoint(app.next, app.encode()) {
-                    Ok(Checkpointed::Started { position }) if position == app.next => {}
-                    Ok(other) => {
-                        return Err(format!("n{i}: checkpoint at {}: {other:?}", app.next));
-                    }
-                    Err(CheckpointError::NotNow(_)) => {}
-                    Err(e) => return Err(format!("n{i}: checkpoint at {}: {e}", app.next)),
-                }
-            }
-        }
-        self.sim.advance(Duration::from_micros(2));
-        Ok(())
+        let mut checks = Checks {
+            chain,
+            written: &mut self.written,
+            before_view: &mut self.before_view,
+            max_delivered: &mut self.max_delivered,
+            every: self.every,
+            max_view: self.max_view,
+        };
+        self.n.step(submit, &mut checks)
     }
 
     fn run(&mut self, chain: &mut Chain, steps: usize, submit: bool) -> Result<(), String> {
@@ -259,11 +121,12 @@ impl Life {
     }
 
     fn active(&self, i: usize) -> bool {
-        self.groups[i].as_ref().is_some_and(Group::is_active)
+        self.n.groups[i].as_ref().is_some_and(Group::is_active)
     }
 
     fn logs(&self) -> Vec<Start> {
-        self.groups
+        self.n
+            .groups
             .iter()
             .map(|g| match g {
                 Some(g) => Start::Log(g.gms().log().bytes().to_vec()),
@@ -276,6 +139,66 @@ impl Life {
         match &config(&self.base, i).epoch.mode {
             Mode::Durable { path, .. } => path.clone(),
             _ => unreachable!("durable"),
+        }
+    }
+}
+
+/// This suite's checks inside a step: a checkpoint ends written (the inline writer: by the
+/// poll after it started); the chain everywhere; checkpoints every `every` deliveries in views
+/// up to `max_view`, started at the application's position.
+struct Checks<'a> {
+    chain: &'a mut Chain,
+    written: &'a mut [u64],
+    before_view: &'a mut [Option<u64>],
+    max_delivered: &'a mut Option<u64>,
+    every: u64,
+    max_view: u64,
+}
+
+impl Hooks<MemLog> for Checks<'_> {
+    fn checkpoint_ended(&mut self, i: usize, out: Outcome, in_flight: Option<u64>) -> Checked {
+        // The poll finished the checkpoint started in the previous step (inline writer).
+        match out {
+            Some(Ok(Checkpointed::Written { .. })) => self.written[i] += 1,
+            Some(other) => return Err(format!("n{i}: checkpoint ended {other:?}")),
+            None => {}
+        }
+        match in_flight {
+            Some(p) => Err(format!(
+                "n{i}: the checkpoint at {p} outlived a poll (inline)"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn view(&mut self, i: usize, _v: &View) {
+        self.before_view[i].get_or_insert(0);
+    }
+
+    fn restored(&mut self, i: usize, position: u64, hash: u64) -> Result<(), String> {
+        chain::check_restored(self.chain, i, position, hash)
+    }
+
+    fn delivered(&mut self, i: usize, d: &Delivery, hash: u64) -> Result<(), String> {
+        chain::check_delivered(self.chain, i, d, hash)?;
+        *self.max_delivered = (*self.max_delivered).max(Some(d.position));
+        Ok(())
+    }
+
+    fn checkpoint_due(&self, _i: usize, app: &App, g: &Group<SimNode, MemLog>) -> bool {
+        self.every > 0
+            && app.next >= app.checkpointed + self.every
+            && g.view().is_some_and(|v| v.id <= self.max_view)
+    }
+
+    fn checkpoint_started(&mut self, i: usize, at: u64, r: Started) -> Checked {
+        // The application checkpoints after applying everything the poll handed out: its
+        // position is within the group's current view (never `Position`).
+        match r {
+            Ok(Checkpointed::Started { position }) if position == at => Ok(()),
+            Ok(other) => Err(format!("n{i}: checkpoint at {at}: {other:?}")),
+            Err(CheckpointError::NotNow(_)) => Ok(()),
+            Err(e) => Err(format!("n{i}: checkpoint at {at}: {e}")),
         }
     }
 }
@@ -330,8 +253,11 @@ fn scenario(
         }
         l.step(&mut chain, true)?;
     }
-    let t = l.sim.restart_node(NodeId(3)).ok_or("node 3 cannot start")?;
-    l.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
+    let t =
+        l.n.sim
+            .restart_node(NodeId(3))
+            .ok_or("node 3 cannot start")?;
+    l.n.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
     if crash.is_some() {
         // Checkpoints in view 0 only: the cut one is the victim's first after the join, with
         // something to remove (an initial member: the view-0 snapshot and epoch log).
@@ -351,14 +277,14 @@ fn scenario(
     l.run(&mut chain, 200 + (seed as usize % 5) * 37, true)?;
     if let Some(r) = remove {
         // A view change after the latest checkpoints, with few deliveries after it.
-        l.sim.crash(NodeId(r as u32));
-        l.groups[r] = None;
-        let before = l.groups[(r + 1) % U]
+        l.n.sim.crash(NodeId(r as u32));
+        l.n.groups[r] = None;
+        let before = l.n.groups[(r + 1) % U]
             .as_ref()
             .and_then(|g| g.view().map(|v| v.id));
         for _ in 0..20_000 {
             l.step(&mut chain, false)?;
-            let now = l.groups[(r + 1) % U]
+            let now = l.n.groups[(r + 1) % U]
                 .as_ref()
                 .and_then(|g| g.view().map(|v| v.id));
             if now > before {
@@ -385,13 +311,13 @@ fn scenario(
     if let Some((victim, cut)) = crash {
         // Cut short inside a checkpoint past its last one (some deliveries after it).
         for _ in 0..20_000 {
-            if l.apps[victim].next > l.apps[victim].checkpointed {
+            if l.n.apps[victim].next > l.n.apps[victim].checkpointed {
                 break;
             }
             l.step(&mut chain, true)?;
         }
-        let app = l.apps[victim].clone();
-        let g = l.groups[victim].as_mut().ok_or("victim down")?;
+        let app = l.n.apps[victim].clone();
+        let g = l.n.groups[victim].as_mut().ok_or("victim down")?;
         g.checkpoint_cut_at(app.next, app.encode(), cut)
             .map_err(|e| format!("n{victim}: cut checkpoint: {e}"))?;
         // The poll that records it (the cuts after the record are there).
@@ -430,7 +356,7 @@ fn scenario(
         .collect();
     let mut l = Life::start(seed, &base, &logs, 1, every);
     let running = |l: &Life, i: usize| {
-        l.groups[i].as_ref().is_some_and(|g| {
+        l.n.groups[i].as_ref().is_some_and(|g| {
             g.is_active()
                 && g.gms().restarting().is_none()
                 && g.view().is_some_and(|v| v.id > newest)
@@ -449,8 +375,8 @@ fn scenario(
         return Err(format!("restart of view {newest} never completed"));
     }
     for &i in &members {
-        let g = l.groups[i].as_ref().ok_or("member down")?;
-        let next = l.apps[i].next;
+        let g = l.n.groups[i].as_ref().ok_or("member down")?;
+        let next = l.n.apps[i].next;
         if max_before.is_some_and(|m| next <= m) {
             return Err(format!(
                 "n{i} runs the restart view at {next}, but {max_before:?} was delivered before (lost)"
@@ -461,14 +387,14 @@ fn scenario(
             continue;
         };
         // Exactly the snapshot its log names, then only the deliveries after it.
-        if l.restored[i].first() != Some(&at) {
+        if l.n.restored[i].first() != Some(&at) {
             return Err(format!(
                 "n{i}: its log names a snapshot at {at}, but it restored {:?}",
-                l.restored[i]
+                l.n.restored[i]
             ));
         }
         let (replayed, read) = (g.stats().replayed, g.stats().replay_read);
-        let end = l.apps[i].next;
+        let end = l.n.apps[i].next;
         // Only what follows the snapshot is handed out, and little before it is even read
         // (from the last mark below it: a record or two of 64 bytes or less each).
         if replayed > end - at || read - replayed > 4 {
@@ -494,10 +420,10 @@ fn scenario(
         // new one (the members' check above: it restored what its log names).
         let at = snapshot_of(b).map(|s| s.1);
         let expect_new = matches!(cut, CrashPoint::AfterRecord | CrashPoint::MidRemoval);
-        if (at == cut_at) != expect_new || l.restored[victim].first() != at.as_ref() {
+        if (at == cut_at) != expect_new || l.n.restored[victim].first() != at.as_ref() {
             return Err(format!(
                 "n{victim} cut at {cut:?} at {cut_at:?}: its log names {at:?}, it restored {:?}",
-                l.restored[victim]
+                l.n.restored[victim]
             ));
         }
     }
@@ -505,11 +431,11 @@ fn scenario(
     l.run(&mut chain, 400, true)?;
     l.run(&mut chain, 2000, false)?;
     let live: Vec<usize> = (0..U).filter(|&i| l.active(i)).collect();
-    let end = l.apps[live[0]].next;
-    if live.iter().any(|&i| l.apps[i].next != end) || max_before.is_some_and(|m| end <= m + 10) {
+    let end = l.n.apps[live[0]].next;
+    if live.iter().any(|&i| l.n.apps[i].next != end) || max_before.is_some_and(|m| end <= m + 10) {
         return Err(format!(
             "after the restart: {:?}",
-            live.iter().map(|&i| l.apps[i].next).collect::<Vec<_>>()
+            live.iter().map(|&i| l.n.apps[i].next).collect::<Vec<_>>()
         ));
     }
     std::fs::remove_dir_all(&base).ok();
@@ -591,22 +517,22 @@ fn checkpoint_refuses_what_it_cannot_keep() {
     let first = [Start::Fresh, Start::Fresh, Start::Fresh, Start::Down];
     let mut l = Life::start(0, &base, &first, 0, 0);
     l.run(&mut chain, 200, true).unwrap();
-    assert!(l.apps[0].next > 0);
-    let t = l.sim.restart_node(NodeId(3)).unwrap();
-    l.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
+    assert!(l.n.apps[0].next > 0);
+    let t = l.n.sim.restart_node(NodeId(3)).unwrap();
+    l.n.groups[3] = Some(Group::joining(t, config(&base, 3), MemLog::default()).unwrap());
     assert!(matches!(
-        l.groups[3].as_mut().unwrap().checkpoint(0, b"x"),
+        l.n.groups[3].as_mut().unwrap().checkpoint(0, b"x"),
         Err(CheckpointError::NotNow(_))
     ));
     for _ in 0..20_000 {
         l.step(&mut chain, true).unwrap();
-        if l.active(3) && l.apps[0].next > 20 {
+        if l.active(3) && l.n.apps[0].next > 20 {
             break;
         }
     }
     l.run(&mut chain, 50, true).unwrap();
-    let app = l.apps[0].clone();
-    let g = l.groups[0].as_mut().unwrap();
+    let app = l.n.apps[0].clone();
+    let g = l.n.groups[0].as_mut().unwrap();
     assert!(matches!(
         g.checkpoint(app.next + 1, app.encode()),
         Err(CheckpointError::Position { .. })

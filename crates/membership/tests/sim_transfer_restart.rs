@@ -17,7 +17,6 @@
 //! very state (not one sent again); after the restart new messages are delivered identically.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,12 +24,12 @@ use proptest::prelude::*;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
 use squall_membership::view::EvenShards;
-use squall_ordering::{TotalOrder, Upcall};
+use squall_ordering::{Delivery, View};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
 
 mod group_sim;
-use group_sim::mix;
+use group_sim::chain::{self, App, Chain, Hooks, Nodes};
 
 /// Universe size.
 const U: usize = 5;
@@ -83,41 +82,18 @@ enum Start {
     Log(Vec<u8>),
 }
 
-/// One node's model application.
-#[derive(Clone, Debug, Default)]
-struct App {
-    hash: u64,
-    /// The next position to apply.
-    next: u64,
-    has_state: bool,
-}
-
-impl App {
-    fn encode(&self) -> Vec<u8> {
-        let mut b = self.hash.to_le_bytes().to_vec();
-        b.extend_from_slice(&self.next.to_le_bytes());
-        b
-    }
-}
-
-/// Across lives: per position, the payload and the chain value after it.
-type Chain = BTreeMap<u64, (Vec<u8>, u64)>;
-
 struct Life {
     shape: Shape,
     base: PathBuf,
-    sim: Sim,
-    groups: Vec<Option<Group<SimNode, MemLog>>>,
-    apps: Vec<App>,
-    /// Per node, the position of every state it restored in this life (transfer or snapshot).
-    restored: Vec<Vec<u64>>,
+    /// The nodes, their applications and every state they restored in this life (transfer
+    /// or snapshot).
+    n: Nodes<MemLog>,
     /// Per node, the step of this life at which it first restored a state.
     restored_at: Vec<Option<usize>>,
     /// Per node, the view id and its `next` at each `View` upcall of this life.
     views: Vec<Vec<(u64, u64)>>,
     /// Highest position delivered by anyone in this life.
     max_delivered: Option<u64>,
-    counter: u32,
     step: usize,
     life: u32,
     /// Whether members provide state when asked (false: every transfer stalls).
@@ -195,14 +171,10 @@ impl Life {
         Life {
             shape,
             base: base.to_path_buf(),
-            sim,
-            groups,
-            apps,
-            restored: vec![Vec::new(); U],
+            n: Nodes::new(sim, groups, apps, vec![life as u8]),
             restored_at: vec![None; U],
             views: vec![Vec::new(); U],
             max_delivered: None,
-            counter: 0,
             step: 0,
             life,
             serve: true,
@@ -211,145 +183,53 @@ impl Life {
     }
 
     fn start_late(&mut self, i: usize) {
-        self.sim.start_node(NodeId(i as u32));
+        self.n.sim.start_node(NodeId(i as u32));
     }
 
     fn crash(&mut self, i: usize) {
-        self.sim.crash(NodeId(i as u32));
-        self.groups[i] = None;
+        self.n.sim.crash(NodeId(i as u32));
+        self.n.groups[i] = None;
     }
 
     /// Crashes node `i` and restarts it under its id from its GMS log at the crash (a new
     /// incarnation, same directory: its epoch logs and persisted state) `down` steps later,
     /// stepping the others meanwhile.
     fn bounce(&mut self, chain: &mut Chain, i: usize, down: usize) -> Result<(), String> {
-        let bytes = (self.groups[i].as_ref())
+        let bytes = (self.n.groups[i].as_ref())
             .map(|g| g.gms().log().bytes().to_vec())
             .unwrap_or_default();
         self.crash(i);
         self.run(chain, down, false)?;
-        let t = self.sim.restart_node(NodeId(i as u32)).unwrap();
+        let t = self.n.sim.restart_node(NodeId(i as u32)).unwrap();
         let (log, rec) = MemLog::open(bytes);
         let rec = (!rec.records.is_empty()).then_some(rec);
-        self.groups[i] =
+        self.n.groups[i] =
             Some(Group::new(t, config(&self.base, i, self.shape), log, rec.as_ref()).unwrap());
-        self.apps[i] = App::default();
+        self.n.apps[i] = App::default();
         Ok(())
     }
 
     /// Restarts crashed node `i` under its id (a new incarnation, fresh log, same directory)
     /// and has it join.
     fn rejoin(&mut self, i: usize) {
-        let t = self.sim.restart_node(NodeId(i as u32)).unwrap();
-        self.groups[i] =
+        let t = self.n.sim.restart_node(NodeId(i as u32)).unwrap();
+        self.n.groups[i] =
             Some(Group::joining(t, config(&self.base, i, self.shape), MemLog::default()).unwrap());
-        self.apps[i] = App::default();
+        self.n.apps[i] = App::default();
     }
 
     fn step(&mut self, chain: &mut Chain, submit: bool) -> Result<(), String> {
-        for i in 0..U {
-            let Some(g) = &mut self.groups[i] else {
-                continue;
-            };
-            if submit && self.sim.random(3) == 0 {
-                let mut p = vec![self.life as u8, i as u8];
-                p.extend_from_slice(&self.counter.to_le_bytes());
-                if self.sim.random(4) == 0 {
-                    p.resize(60, 7);
-                }
-                if group_sim::submit_during_restart(g, i, &p)? {
-                    self.counter += 1;
-                }
-            }
-            let mut up = Vec::new();
-            g.poll(&mut up);
-            let app = &mut self.apps[i];
-            for u in up {
-                match u {
-                    Upcall::View(v) => {
-                        if let Some(s) = g.take_state() {
-                            let hash = u64::from_le_bytes(s.state[..8].try_into().unwrap());
-                            let at = u64::from_le_bytes(s.state[8..16].try_into().unwrap());
-                            if at != s.position {
-                                return Err(format!(
-                                    "n{i}: state at {at} handed out for position {}",
-                                    s.position
-                                ));
-                            }
-                            if let Some(p) = s.position.checked_sub(1) {
-                                match chain.get(&p) {
-                                    Some((_, h)) if *h == hash => {}
-                                    other => {
-                                        return Err(format!(
-                                            "n{i}: restored state at {} is not the chain there ({:?} vs {hash})",
-                                            s.position,
-                                            other.map(|o| o.1)
-                                        ));
-                                    }
-                                }
-                            }
-                            *app = App {
-                                hash,
-                                next: s.position,
-                                has_state: true,
-                            };
-                            self.restored[i].push(s.position);
-                            self.restored_at[i].get_or_insert(self.step);
-                        }
-                        self.views[i].push((v.id, app.next));
-                    }
-                    Upcall::Deliver(d) => {
-                        if !app.has_state {
-                            return Err(format!(
-                                "n{i}: delivered position {} without a state",
-                                d.position
-                            ));
-                        }
-                        if d.position != app.next {
-                            return Err(format!(
-                                "n{i}: delivered position {} when it expected {}",
-                                d.position, app.next
-                            ));
-                        }
-                        app.hash = mix(app.hash, &d.payload);
-                        app.next += 1;
-                        match chain.get(&d.position) {
-                            Some((p, h)) if *p == d.payload && *h == app.hash => {}
-                            Some(_) => {
-                                return Err(format!(
-                                    "n{i}: position {} holds a different message or chain value than elsewhere",
-                                    d.position
-                                ));
-                            }
-                            None => {
-                                chain.insert(d.position, (d.payload.clone(), app.hash));
-                            }
-                        }
-                        self.max_delivered = self.max_delivered.max(Some(d.position));
-                    }
-                    _ => {}
-                }
-            }
-            if let Some(s) = g.state_sender()
-                && self.not_holders.contains(&(s.0 as usize))
-                && !self.groups[s.0 as usize]
-                    .as_ref()
-                    .is_some_and(Group::is_active)
-            {
-                return Err(format!(
-                    "n{i} asked n{} for state, which holds none (step {})",
-                    s.0, self.step
-                ));
-            }
-            let Some(g) = &mut self.groups[i] else {
-                continue;
-            };
-            if self.serve && g.state_wanted() && app.has_state {
-                let _ = g.provide_state(app.next, &app.encode());
-            }
-        }
+        let mut checks = Checks {
+            chain,
+            restored_at: &mut self.restored_at,
+            views: &mut self.views,
+            max_delivered: &mut self.max_delivered,
+            step: self.step,
+            serve: self.serve,
+            not_holders: &self.not_holders,
+        };
+        self.n.step(submit, &mut checks)?;
         self.step += 1;
-        self.sim.advance(Duration::from_micros(2));
         Ok(())
     }
 
@@ -361,7 +241,7 @@ impl Life {
     }
 
     fn active(&self, i: usize) -> bool {
-        self.groups[i].as_ref().is_some_and(Group::is_active)
+        self.n.groups[i].as_ref().is_some_and(Group::is_active)
     }
 
     /// Every node's GMS log bytes (`Start::Down` for a node that is down). Checked first: a
@@ -370,7 +250,7 @@ impl Life {
     /// that handed it out the shutdown comes (durable before acted on).
     fn shutdown(self) -> Result<Vec<Start>, String> {
         for i in 0..U {
-            if let (Some(g), Some(&at)) = (&self.groups[i], self.restored[i].last())
+            if let (Some(g), Some(&at)) = (&self.n.groups[i], self.n.restored[i].last())
                 && snapshot_position(g.gms().log().bytes()) != Some(at)
             {
                 return Err(format!(
@@ -383,7 +263,8 @@ impl Life {
     }
 
     fn shutdown_unchecked(self) -> Vec<Start> {
-        self.groups
+        self.n
+            .groups
             .iter()
             .map(|g| match g {
                 Some(g) => Start::Log(g.gms().log().bytes().to_vec()),
@@ -397,17 +278,65 @@ impl Life {
             .map(|i| {
                 format!(
                     "n{i}: {:?}",
-                    self.groups[i].as_ref().map(|g| (
+                    self.n.groups[i].as_ref().map(|g| (
                         g.view().map(|v| v.id),
                         g.is_active(),
                         g.gms().restarting().map(<[_]>::to_vec),
                         g.stopped().map(str::to_string),
-                        self.apps[i].next
+                        self.n.apps[i].next
                     ))
                 )
             })
             .collect();
         s.join("; ")
+    }
+}
+
+/// This suite's checks inside a step: the chain everywhere; the step of a node's first
+/// restored state and its position at each view; no passive node asks a node of
+/// `not_holders` that is passive itself for state; state is provided only if `serve`.
+struct Checks<'a> {
+    chain: &'a mut Chain,
+    restored_at: &'a mut [Option<usize>],
+    views: &'a mut [Vec<(u64, u64)>],
+    max_delivered: &'a mut Option<u64>,
+    step: usize,
+    serve: bool,
+    not_holders: &'a [usize],
+}
+
+impl Hooks<MemLog> for Checks<'_> {
+    fn restored(&mut self, i: usize, position: u64, hash: u64) -> Result<(), String> {
+        chain::check_restored(self.chain, i, position, hash)?;
+        self.restored_at[i].get_or_insert(self.step);
+        Ok(())
+    }
+
+    fn viewed(&mut self, i: usize, v: &View, app: &App) {
+        self.views[i].push((v.id, app.next));
+    }
+
+    fn delivered(&mut self, i: usize, d: &Delivery, hash: u64) -> Result<(), String> {
+        chain::check_delivered(self.chain, i, d, hash)?;
+        *self.max_delivered = (*self.max_delivered).max(Some(d.position));
+        Ok(())
+    }
+
+    fn serves(
+        &mut self,
+        i: usize,
+        groups: &[Option<Group<SimNode, MemLog>>],
+    ) -> Result<bool, String> {
+        if let Some(s) = groups[i].as_ref().and_then(Group::state_sender)
+            && self.not_holders.contains(&(s.0 as usize))
+            && !groups[s.0 as usize].as_ref().is_some_and(Group::is_active)
+        {
+            return Err(format!(
+                "n{i} asked n{} for state, which holds none (step {})",
+                s.0, self.step
+            ));
+        }
+        Ok(self.serve)
     }
 }
 
@@ -469,7 +398,7 @@ fn complete(
     bounce: Option<Bounce>,
 ) -> Result<Life, String> {
     let running = |l: &Life, i: usize| {
-        l.groups[i].as_ref().is_some_and(|g| {
+        l.n.groups[i].as_ref().is_some_and(|g| {
             g.is_active()
                 && g.gms().restarting().is_none()
                 && g.view().is_some_and(|v| v.id > newest)
@@ -482,10 +411,10 @@ fn complete(
     for _ in 0..12_000 {
         // A member restarts during the restart (s18): at its moment, from its logs.
         if let Some(b) = bounce
-            && l.groups[b.node].is_some()
+            && l.n.groups[b.node].is_some()
             && match b.when {
                 When::Step(n) => l.step >= n,
-                When::Replaying => l.groups[b.node].as_ref().is_some_and(|g| {
+                When::Replaying => l.n.groups[b.node].as_ref().is_some_and(|g| {
                     g.gms().restarting().is_none()
                         && g.view().is_some_and(|v| v.id > newest)
                         && g.replay_backlog() > 0
@@ -511,7 +440,7 @@ fn complete(
     // The restart view, installed after the replay (or after the transfer, for a member that
     // had no state): every member's application is at or past every position delivered before.
     for &i in members {
-        let next = l.apps[i].next;
+        let next = l.n.apps[i].next;
         if let Some(m) = max_before
             && next <= m
         {
@@ -524,11 +453,11 @@ fn complete(
         if let Start::Log(b) = &picked[i]
             && bounced != Some(i)
             && let Some(p) = snapshot_position(b)
-            && l.restored[i].first() != Some(&p)
+            && l.n.restored[i].first() != Some(&p)
         {
             return Err(format!(
                 "n{i}: its log names a snapshot at {p}, but it restored {:?}",
-                l.restored[i]
+                l.n.restored[i]
             ));
         }
     }
@@ -541,7 +470,7 @@ fn carry_on(l: &mut Life, chain: &mut Chain, from: u64) -> Result<(), String> {
     l.run(chain, 400, true)?;
     l.run(chain, 2000, false)?;
     let live: Vec<usize> = (0..U).filter(|&i| l.active(i)).collect();
-    let end = l.apps[live[0]].next;
+    let end = l.n.apps[live[0]].next;
     if end <= from + 10 {
         return Err(format!(
             "little delivered after the restart ({from} → {end}): {}",
@@ -549,10 +478,10 @@ fn carry_on(l: &mut Life, chain: &mut Chain, from: u64) -> Result<(), String> {
         ));
     }
     for &i in &live {
-        if l.apps[i].next != end {
+        if l.n.apps[i].next != end {
             return Err(format!(
                 "after the restart n{i} is at {}, n{} at {end}",
-                l.apps[i].next, live[0]
+                l.n.apps[i].next, live[0]
             ));
         }
     }
@@ -563,7 +492,7 @@ fn carry_on(l: &mut Life, chain: &mut Chain, from: u64) -> Result<(), String> {
 fn until_active(l: &mut Life, chain: &mut Chain, j: usize, after: usize) -> Result<(), String> {
     for _ in 0..20_000 {
         l.step(chain, true)?;
-        if l.active(j) && !l.restored[j].is_empty() {
+        if l.active(j) && !l.n.restored[j].is_empty() {
             return l.run(chain, after, true);
         }
     }
@@ -598,7 +527,7 @@ fn scenario(
     let mut chain = Chain::new();
     let mut l = Life::start(seed, &base, shape, first, 0);
     setup(&mut l, &mut chain)?;
-    let joined_at = l.restored[j].first().copied();
+    let joined_at = l.n.restored[j].first().copied();
     let max_before = l.max_delivered;
     let logs = l.shutdown()?;
     if let Start::Log(b) = &logs[j]
@@ -609,7 +538,7 @@ fn scenario(
         ));
     }
     let mut l = restart(seed, &base, shape, &logs, up, max_before, &mut chain, 1)?;
-    let from = l.apps[j].next;
+    let from = l.n.apps[j].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())
@@ -683,7 +612,7 @@ fn only_members_that_entered_by_transfer_restart_and_nothing_is_lost() {
                     l.run(chain, 2500, true)?;
                     l.crash(1);
                     l.run(chain, 2500, true)?;
-                    let v = l.groups[2].as_ref().and_then(|g| g.view()).map(|v| {
+                    let v = l.n.groups[2].as_ref().and_then(|g| g.view()).map(|v| {
                         let mut m = v.members.clone();
                         m.sort();
                         m
@@ -802,7 +731,7 @@ fn stateless_shard(seed: u64) -> Result<(), String> {
     l.crash(1);
     l.crash(2);
     let promoted = |l: &Life, i: usize| {
-        l.groups[i]
+        l.n.groups[i]
             .as_ref()
             .and_then(|g| g.view())
             .is_some_and(|v| v.shard_of(NodeId(i as u32)).is_some())
@@ -850,7 +779,7 @@ fn stateless_shard(seed: u64) -> Result<(), String> {
     let mut l = Life::start_with_late(seed, &base, shape, &picked, 1, &[0]);
     l.run(&mut chain, 3000, false)?;
     for i in [3, 4] {
-        let g = l.groups[i].as_ref().ok_or("no group")?;
+        let g = l.n.groups[i].as_ref().ok_or("no group")?;
         if g.gms().restarting().is_none() || g.view().map(|v| v.id) != Some(newest) {
             return Err(format!(
                 "n{i} completed the restart of view {newest} with no member holding the state: {}",
@@ -874,14 +803,14 @@ fn stateless_shard(seed: u64) -> Result<(), String> {
         {
             return Err(format!("n{i}: the wrong reason: {why}"));
         }
-        if g.is_active() || l.apps[i].next != 0 {
+        if g.is_active() || l.n.apps[i].next != 0 {
             return Err(format!("n{i} acted before the restart completed"));
         }
     }
     // The holder comes back: the restart completes and nothing is lost.
     l.start_late(0);
     let mut l = complete(l, newest, &[0, 3, 4], &picked, max_before, &mut chain, None)?;
-    let from = l.apps[0].next;
+    let from = l.n.apps[0].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())
@@ -932,7 +861,7 @@ fn stateless_initial_id(seed: u64) -> Result<(), String> {
     until_active(&mut l, &mut chain, 3, 100 + (seed as usize % 4) * 40)?;
     l.crash(0);
     let view_without_0 = |l: &Life| {
-        l.groups[3]
+        l.n.groups[3]
             .as_ref()
             .and_then(|g| g.view())
             .is_some_and(|v| !v.contains(NodeId(0)))
@@ -942,7 +871,7 @@ fn stateless_initial_id(seed: u64) -> Result<(), String> {
     l.rejoin(0);
     l.rejoin(4);
     let in_view_of_3 = |l: &Life, i: u32| {
-        l.groups[3]
+        l.n.groups[3]
             .as_ref()
             .and_then(|g| g.view())
             .is_some_and(|v| v.contains(NodeId(i)))
@@ -955,7 +884,7 @@ fn stateless_initial_id(seed: u64) -> Result<(), String> {
     l.crash(2);
     run_until(&mut l, &mut chain, "removed 1 and 2", |l| {
         [0, 3, 4].iter().all(|&i| {
-            l.groups[i]
+            l.n.groups[i]
                 .as_ref()
                 .and_then(|g| g.view())
                 .is_some_and(|v| v.members.len() == 3 && v.contains(NodeId(i as u32)))
@@ -978,7 +907,7 @@ fn stateless_initial_id(seed: u64) -> Result<(), String> {
     // Neither 0 nor 4 may be asked for state while it has none.
     l.not_holders = vec![0, 4];
     let mut l = complete(l, newest, &[0, 3, 4], &logs, max_before, &mut chain, None)?;
-    let from = l.apps[3].next;
+    let from = l.n.apps[3].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())
@@ -1024,7 +953,7 @@ fn sweep(p: &Plan) -> Result<(), String> {
     let stop = (activation as i64 + 1 + p.shutdown).max(1) as usize;
     l.run(&mut chain, stop, true)?;
     // The crash point is where the probe said it would be.
-    let handed_out = !l.restored[3].is_empty();
+    let handed_out = !l.n.restored[3].is_empty();
     if handed_out != (p.shutdown >= 0) {
         return Err(format!(
             "the joiner {} its state before the shutdown, at offset {} from its activation",
@@ -1062,7 +991,7 @@ fn sweep(p: &Plan) -> Result<(), String> {
         }
     };
     let mut l = l;
-    let from = l.apps[0].next;
+    let from = l.n.apps[0].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())
@@ -1294,7 +1223,7 @@ fn transfer_bounce(
         &mut chain,
         Some(bounce),
     )?;
-    let from = l.apps[0].next;
+    let from = l.n.apps[0].next;
     carry_on(&mut l, &mut chain, from)?;
     std::fs::remove_dir_all(&base).ok();
     Ok(())

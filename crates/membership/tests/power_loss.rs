@@ -37,8 +37,9 @@
 //! whose header the crash tore) is reported, and that state's restart not attempted.
 //!
 //! Three checks, one per model (see `power_loss/model.rs`): ext4's journal
-//! ([`a_power_loss_on_ext4_keeps_every_durable_promise`]), strict POSIX (ignored: the epoch
-//! logs' directory entries are never synced, see its reason) and strict POSIX with only the
+//! ([`a_power_loss_on_ext4_keeps_every_durable_promise`]), strict POSIX
+//! ([`a_power_loss_under_strict_posix_keeps_every_durable_promise`]; it found the epoch logs'
+//! unsynced directory entries, fixed in s19) and strict POSIX with only the
 //! epoch logs' entries taken as ext4 makes them
 //! ([`a_power_loss_under_strict_posix_keeps_every_durable_promise_but_the_epoch_log_entries`]).
 //!
@@ -860,27 +861,25 @@ fn a_power_loss_on_ext4_keeps_every_durable_promise() {
 }
 
 /// Strict POSIX: a new file's directory entry is durable only after its directory's fsync.
+/// (Ignored until s19 fixed round-robin's log creation: a new epoch log's directory entry was
+/// never synced, and a power loss could drop the file with deliveries reported `Durable`:
+/// "n0 runs the restart view at position 19, but Some(21) was durable". Logs are now created
+/// whole: header to `<log>.new`, synced, renamed, the directory synced.)
 #[test]
-#[ignore = "fails: a new epoch log's directory entry is never synced. squall_round_robin::log::skim_file \
-(crates/round-robin/src/log.rs:957, open_rw with create, called by Log::open_with at :667) creates \
-`epoch-<v>.log` (and Log::open_with its `.idx`, :678) and fdatasyncs the file but never fsyncs its \
-directory, so under POSIX a power loss may drop the whole file with the deliveries already \
-reported Durable (restart resumes short of them: 'n0 runs the restart view at position 19, but \
-Some(21) was durable'). ext4 commits the entry with the file's fdatasync, so the ext4 test passes"]
 fn a_power_loss_under_strict_posix_keeps_every_durable_promise() {
     check_model(Model::Posix, "posix", None);
 }
 
-/// Whether `path` names an epoch log or its index (the files the ignored strict test above
-/// finds unprotected).
+/// Whether `path` names an epoch log or its index (the files the strict test above found
+/// unprotected before s19).
 fn is_epoch_log(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     name.starts_with("epoch-") && (name.ends_with(".log") || name.ends_with(".log.idx"))
 }
 
 /// Strict POSIX for every file but the epoch logs, whose new entries count as durable with the
-/// file's own `fdatasync` (as ext4, XFS and btrfs make them; the gap the ignored test above
-/// names): the GMS log's creation and the snapshot's rename must be made durable by their
+/// file's own `fdatasync` (as ext4, XFS and btrfs make them; the gap the strict test above
+/// found before s19): the GMS log's creation and the snapshot's rename must be made durable by their
 /// directory's `fsync`, as `FileLog::open` and `snapshot::write_as` do.
 #[test]
 fn a_power_loss_under_strict_posix_keeps_every_durable_promise_but_the_epoch_log_entries() {

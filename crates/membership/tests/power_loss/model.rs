@@ -461,15 +461,15 @@ impl Fs {
                 }
             }
             "close" => {
-                if let Some((num, path)) = arg_fd(0)? {
+                if let Some((num, _)) = arg_fd(0)? {
                     // A close printed with `(deleted)` closes a file a rename replaced (the
                     // compacted epoch log's old file, closed on another thread). The kernel
                     // freed its number inside the call, so an `openat` printed before the
-                    // close's completion may already hold the number again, for the file now
-                    // named `path`: that newer open stays.
+                    // close's completion may already hold the number again, for a file that
+                    // still has a name: that newer open stays.
                     let replaced = c.args.first().is_some_and(|a| a.ends_with("(deleted)"));
                     let newer = self.fds.get(&num).is_some_and(|f| {
-                        matches!(f.target, Target::File(i) if self.names.get(&path) == Some(&i))
+                        matches!(f.target, Target::File(i) if self.names.values().any(|&x| x == i))
                     });
                     if !(replaced && newer) {
                         self.fds.remove(&num);

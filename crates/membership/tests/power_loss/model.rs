@@ -383,6 +383,13 @@ impl Fs {
             }
             "fsync" | "fdatasync" => {
                 if let Some((num, path)) = arg_fd(0)?
+                    && self.under(&path)
+                    && !self.fds.contains_key(&num)
+                {
+                    // A sync the model would drop silently hides what it makes durable.
+                    return Err(format!("{} of {path} on an fd the model lost track of", c.name));
+                }
+                if let Some((num, path)) = arg_fd(0)?
                     && let Some(f) = self.fds.get(&num)
                 {
                     let upto = match &f.target {
@@ -465,11 +472,12 @@ impl Fs {
                     // A close printed with `(deleted)` closes a file a rename replaced (the
                     // compacted epoch log's old file, closed on another thread). The kernel
                     // freed its number inside the call, so an `openat` printed before the
-                    // close's completion may already hold the number again, for a file that
-                    // still has a name: that newer open stays.
+                    // close's completion may already hold the number again, for a directory
+                    // (`sync_dir`) or a file that still has a name: that newer open stays.
                     let replaced = c.args.first().is_some_and(|a| a.ends_with("(deleted)"));
-                    let newer = self.fds.get(&num).is_some_and(|f| {
-                        matches!(f.target, Target::File(i) if self.names.values().any(|&x| x == i))
+                    let newer = self.fds.get(&num).is_some_and(|f| match f.target {
+                        Target::Dir(_) => true,
+                        Target::File(i) => self.names.values().any(|&x| x == i),
                     });
                     if !(replaced && newer) {
                         self.fds.remove(&num);

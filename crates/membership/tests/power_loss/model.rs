@@ -387,7 +387,10 @@ impl Fs {
                     && !self.fds.contains_key(&num)
                 {
                     // A sync the model would drop silently hides what it makes durable.
-                    return Err(format!("{} of {path} on an fd the model lost track of", c.name));
+                    return Err(format!(
+                        "{} of {path} on an fd the model lost track of",
+                        c.name
+                    ));
                 }
                 if let Some((num, path)) = arg_fd(0)?
                     && let Some(f) = self.fds.get(&num)

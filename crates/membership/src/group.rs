@@ -2169,12 +2169,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         let mut events = std::mem::take(&mut self.events);
         events.clear();
+        // A spare of view 0 runs no epoch and delivers nothing.
         let nothing_delivered = self.position == 0
             && self.offset == 0
-            && self
-                .epoch
-                .as_ref()
-                .is_some_and(|rr| rr.next_position() == 0);
+            && (self.epoch.as_ref()).is_none_or(|rr| rr.next_position() == 0);
         let mut wedger = Wedger::<T> {
             epoch: self.epoch.as_mut(),
             senders: &self.senders,
@@ -2184,7 +2182,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
             nothing_delivered,
         };
         let r = self.gms.poll(&mut wedger, &mut events);
-        if self.restart_logged.is_none() && self.epoch.is_some() && self.gms.restarting().is_some()
+        if self.restart_logged.is_none()
+            && self.gms.restarting().is_some()
+            && self.view.as_ref().is_some_and(|v| v.id == 0)
         {
             self.restart_first_start()?;
         }

@@ -997,12 +997,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// it switched (its driver then leaves the epoch and restarts from its epoch log; the
     /// restart round runs from the next poll on).
     fn first_start_restart(&mut self, view: &View, epoch: &dyn Epoch) -> Result<bool, GmsError> {
-        if !self.first_start
-            || view.id != 0
+        if !self.first_start {
+            return Ok(false);
+        }
+        if view.id != 0
             || self.wedged.is_some()
             || self.proposal.is_some()
             || self.decision.is_some()
+            || !epoch.nothing_delivered()
         {
+            // Final: it took part in view 0 (and the check stops costing a scan per round).
+            self.first_start = false;
             return Ok(false);
         }
         let restarting = view.members.iter().copied().find(|&m| {
@@ -1017,9 +1022,6 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let Some(peer) = restarting else {
             return Ok(false);
         };
-        if !epoch.nothing_delivered() {
-            return Ok(false);
-        }
         self.first_start = false;
         self.restart = Some(RestartState::default());
         self.publish_view()?;

@@ -1068,17 +1068,14 @@ impl<T: Transport, L: Durable> Group<T, L> {
         Ok(kept)
     }
 
-    /// Restarting from a log two or more views behind the restarted group (the core asked to
-    /// join again, [`Gms::rejoined`]): this member's state must come by transfer, like a
-    /// joiner's. Its epoch logs are superseded (the group went on without them): each is
-    /// renamed to `<name>.superseded` so that no later restart replays them.
     /// The core of an initial member that started view 0 with an empty log entered restart
     /// mode at view 0, because a peer restarts view 0 from its log (a crash during the group's
     /// first start; see [`Gms`]'s `first_start_restart` and docs/MEMBERSHIP.md, twenty-first
-    /// part). It has delivered nothing. The member leaves its epoch of view 0 and takes the
-    /// state of a member restarting from a log that holds `Installed { 0 }`: its logged counts
-    /// are what its epoch log of view 0 holds (a skim, as at construction), the restart view's
-    /// trim cuts that log and the replay reads it, from the initial state (position 0).
+    /// part). It has delivered nothing. The member leaves its epoch of view 0 (a spare has
+    /// none) and takes the state of a member restarting from a log that holds
+    /// `Installed { 0 }`: its logged counts are what its epoch log of view 0 holds (a skim, as
+    /// at construction), the restart view's trim cuts that log and the replay reads it, from
+    /// the initial state (position 0).
     fn restart_first_start(&mut self) -> Result<(), GroupError> {
         let Some(v) = self.gms.view().cloned() else {
             return Ok(());
@@ -1106,6 +1103,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
         Ok(())
     }
 
+    /// Restarting from a log two or more views behind the restarted group (the core asked to
+    /// join again, [`Gms::rejoined`]): this member's state must come by transfer, like a
+    /// joiner's. Its epoch logs are superseded (the group went on without them): each is
+    /// renamed to `<name>.superseded` so that no later restart replays them.
     fn rejoin(&mut self) -> Result<(), GroupError> {
         let me = self.gms.id();
         // Its state (a snapshot included) is void from here on: a later restart must not

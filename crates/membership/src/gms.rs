@@ -185,6 +185,15 @@ pub trait Epoch {
         let _ = view;
         true
     }
+
+    /// Whether this member has delivered nothing at all yet (no position, in any view). Asked
+    /// only of an initial member that started view 0 with an empty log, before it switches
+    /// into restart mode at view 0 because a peer restarts there (a crash during the group's
+    /// first start; see docs/MEMBERSHIP.md, twenty-first part). Default: false (such a member
+    /// never switches, its driver could not follow).
+    fn nothing_delivered(&self) -> bool {
+        false
+    }
 }
 
 /// The GMS table's fields.
@@ -282,6 +291,11 @@ pub struct Gms<T: Transport, L: Durable> {
     /// a peer runs a later view without it, it asks to join (see
     /// [`follow_as_outsider`](Gms::follow_as_outsider)).
     restart_named: Option<u64>,
+    /// An initial member whose log held no view at construction: it started view 0 as if for
+    /// the group's first time. If a peer restarts view 0 from its log (the group crashed
+    /// during its first start), it joins that restart instead (see
+    /// [`first_start_restart`](Gms::first_start_restart)).
+    first_start: bool,
 }
 
 /// The bit of a view block's restarting word that says its node restarts *without* its
@@ -435,6 +449,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let mut decision = None;
         let mut ended = None;
         let mut restart = None;
+        let mut first_start = false;
         match recovered.and_then(Recovered::last_view) {
             Some((id, members)) => {
                 // The logged shards: the layout of a later view depends on the earlier ones'.
@@ -462,6 +477,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     log.append(&r)?;
                 }
                 view = Some(v);
+                first_start = true;
             }
             None => {}
         }
@@ -484,6 +500,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             expected_since: Vec::new(),
             decided_expect: Vec::new(),
             restart_named: None,
+            first_start,
             restart,
             rejoined: None,
             holds_state,
@@ -961,9 +978,55 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         match self.view.clone() {
             None => self.follow_as_outsider(out)?,
             Some(view) if self.restart.is_some() => self.restart_round(&view, epoch, out)?,
+            Some(view) if self.first_start_restart(&view, &*epoch)? => return Ok(true),
             Some(view) => self.member_round(&view, epoch, out)?,
         }
         Ok(busy || out.len() > before)
+    }
+
+    /// A crash during the group's first start (issue 6; docs/MEMBERSHIP.md, twenty-first
+    /// part): some initial members logged `Installed { 0 }` before the crash and restart view
+    /// 0 from their logs, while this one, whose log was empty, started view 0 afresh. Each
+    /// would wait for the other for good. So a member that started view 0 with an empty log
+    /// ([`first_start`](Gms::first_start)) and has done nothing in it yet (not wedged, no
+    /// proposal or decision, nothing delivered: [`Epoch::nothing_delivered`]) enters restart
+    /// mode at view 0 as soon as it reads an unsuspected member of view 0 whose view block
+    /// says it restarts at view 0. It is then exactly a member whose log holds `Installed { 0 }`
+    /// and nothing else, which it does (logged at construction): it promised, decided and
+    /// delivered nothing, and its logged counts are what its epoch log holds. Returns whether
+    /// it switched (its driver then leaves the epoch and restarts from its epoch log; the
+    /// restart round runs from the next poll on).
+    fn first_start_restart(&mut self, view: &View, epoch: &dyn Epoch) -> Result<bool, GmsError> {
+        if !self.first_start {
+            return Ok(false);
+        }
+        if view.id != 0
+            || self.wedged.is_some()
+            || self.proposal.is_some()
+            || self.decision.is_some()
+            || !epoch.nothing_delivered()
+        {
+            // Final: it took part in view 0 (and the check stops costing a scan per round).
+            self.first_start = false;
+            return Ok(false);
+        }
+        let restarting = view.members.iter().copied().find(|&m| {
+            m != self.me
+                && self.sst.row_of(m).is_some_and(|r| {
+                    !self.sst.is_suspected(r)
+                        && self.read_block(r, self.f.view).is_some_and(|p| {
+                            p.first() == Some(&(view.id + 1)) && self.restarting_in(&p)
+                        })
+                })
+        });
+        let Some(peer) = restarting else {
+            return Ok(false);
+        };
+        self.first_start = false;
+        self.restart = Some(RestartState::default());
+        self.publish_view()?;
+        tracing::info!(me = %self.me, %peer, "membership: a member of view 0 restarts it from its log (the group crashed during its first start): restarting view 0 with it");
+        Ok(true)
     }
 
     /// Readmits the rows of suspected nodes whose newer incarnation connected (they restarted

@@ -420,6 +420,8 @@ struct Wedger<'a, T: Transport> {
     /// This member holds its shard's state (it is active; a passive joiner's transfer runs
     /// only while the epoch is not wedged, so this is final once it wedged).
     holds: bool,
+    /// Nothing delivered yet, in any view (see [`Epoch::nothing_delivered`]).
+    nothing_delivered: bool,
 }
 
 impl<T: Transport> Epoch for Wedger<'_, T> {
@@ -445,6 +447,10 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
 
     fn holds_state(&self, _view: &View) -> bool {
         self.holds
+    }
+
+    fn nothing_delivered(&self) -> bool {
+        self.nothing_delivered
     }
 }
 
@@ -1067,6 +1073,41 @@ impl<T: Transport, L: Durable> Group<T, L> {
             });
         }
         Ok(kept)
+    }
+
+    /// The core of an initial member that started view 0 with an empty log entered restart
+    /// mode at view 0, because a peer restarts view 0 from its log (a crash during the group's
+    /// first start; see [`Gms`]'s `first_start_restart` and docs/MEMBERSHIP.md, twenty-first
+    /// part). It has delivered nothing. The member leaves its epoch of view 0 (a spare has
+    /// none) and takes the state of a member restarting from a log that holds
+    /// `Installed { 0 }`: its logged counts are what its epoch log of view 0 holds (a skim, as
+    /// at construction), the restart view's trim cuts that log and the replay reads it, from
+    /// the initial state (position 0).
+    fn restart_first_start(&mut self) -> Result<(), GroupError> {
+        let Some(v) = self.gms.view().cloned() else {
+            return Ok(());
+        };
+        let me = self.gms.id();
+        // Dropped unwedged, as a crash would leave it: what it logged is on file (the skim
+        // below reads it); messages it received but had not logged are not counted.
+        self.epoch = None;
+        self.senders.clear();
+        self.frozen = false;
+        self.reported_wedge = false;
+        self.waiting = None;
+        self.base = Base::Initial;
+        self.history = vec![(v.id, shard_in(&v, me))];
+        let (counts, kept) = logged_counts(&self.cfg, &v, me)?;
+        tracing::info!(me = %me, logged = ?counts, "group: restarting view 0 with the members that logged it (a crash during the first start)");
+        self.restart_logged = Some(counts);
+        self.skimmed.clear();
+        if let Some(kept) = kept {
+            self.stats.replay_peak_buffer =
+                self.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
+            self.skimmed.insert(v.id, kept);
+        }
+        self.view = Some(v);
+        Ok(())
     }
 
     /// Restarting from a log two or more views behind the restarted group (the core asked to
@@ -2159,14 +2200,25 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         let mut events = std::mem::take(&mut self.events);
         events.clear();
+        // A spare of view 0 runs no epoch and delivers nothing.
+        let nothing_delivered = self.position == 0
+            && self.offset == 0
+            && (self.epoch.as_ref()).is_none_or(|rr| rr.next_position() == 0);
         let mut wedger = Wedger::<T> {
             epoch: self.epoch.as_mut(),
             senders: &self.senders,
             frozen: &mut self.frozen,
             logged: self.restart_logged.as_deref(),
             holds: self.active,
+            nothing_delivered,
         };
         let r = self.gms.poll(&mut wedger, &mut events);
+        if self.restart_logged.is_none()
+            && self.gms.restarting().is_some()
+            && self.view.as_ref().is_some_and(|v| v.id == 0)
+        {
+            self.restart_first_start()?;
+        }
         if self.restart_logged.is_some()
             && self.gms.view().is_none()
             && self.gms.rejoined().is_some()

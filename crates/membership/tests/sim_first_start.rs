@@ -1,0 +1,328 @@
+//! A crash during the group's very first start (issue 6, `docs/MEMBERSHIP.md`, twenty-first
+//! part), on the simulator. The initial members (`GmsConfig::initial`) start with empty logs
+//! and log `Installed { view: 0 }` as they start. Here the first life stops after only some
+//! of them started (so only those logged view 0; the others' logs stay empty), then every
+//! member starts again: the former restart view 0 from their logs (restart mode), the latter
+//! start view 0 as if for the first time. Before the fix they waited for each other for good.
+//! Checked: every member ends in one running view that names them all, active; nothing was
+//! delivered in the first life (an initial member that never started never sent, so no
+//! round-robin position could be delivered); and afterwards they deliver new messages
+//! identically. Swept over every non-empty proper subset of 3 members and a few subsets of 5,
+//! with a few seeds (`SQUALL_SEEDS`).
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+mod group_sim;
+
+use squall_membership::group::{Group, GroupConfig};
+use squall_membership::log::MemLog;
+use squall_membership::view::EvenShards;
+use squall_ordering::{TotalOrder, Upcall};
+use squall_transport::NodeId;
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
+
+/// One step of the simulation.
+const STEP: Duration = Duration::from_micros(2);
+
+type Seq = Vec<(u64, Vec<u8>)>;
+
+/// The shared small-slot group over `n` nodes, all initial, with durable epochs in
+/// `base/n<i>` (never fsynced: a simulated stop is a process crash); with `spares`, one shard
+/// of `n - spares` members (the highest-ranked `spares` initial members are spares of view 0).
+fn config(base: &Path, i: usize, n: usize, spares: usize) -> GroupConfig {
+    let mut cfg = group_sim::config(n, n);
+    if spares > 0 {
+        cfg.gms.shards = EvenShards {
+            shards: 1,
+            min: 1,
+            max: n - spares,
+        };
+    }
+    cfg.gms.restart_absent_timeout = Duration::from_millis(4);
+    group_sim::durable(cfg, base, i)
+}
+
+/// One life on a fresh fabric; the members not in `up` never start in it (absent).
+struct Life {
+    sim: Sim,
+    base: PathBuf,
+    nodes: Vec<Option<SimNode>>,
+    groups: Vec<Option<Group<SimNode, MemLog>>>,
+    logs: Vec<Vec<u8>>,
+    delivered: Vec<Seq>,
+    next: Vec<u32>,
+    life: u8,
+    n: usize,
+    /// Spares of view 0 (see [`config`]).
+    spares: usize,
+}
+
+impl Life {
+    fn start(
+        seed: u64,
+        base: &Path,
+        logs: &[Vec<u8>],
+        up: &[usize],
+        life: u8,
+        spares: usize,
+    ) -> Life {
+        let n = logs.len();
+        let layout = Group::<SimNode, MemLog>::layout(&config(base, 0, n, spares)).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), n, &layout).unwrap();
+        let mut l = Life {
+            sim,
+            base: base.to_path_buf(),
+            nodes: Vec::new(),
+            groups: (0..n).map(|_| None).collect(),
+            logs: logs.to_vec(),
+            delivered: vec![Vec::new(); n],
+            next: vec![0; n],
+            life,
+            n,
+            spares,
+        };
+        l.nodes = nodes.into_iter().map(Some).collect();
+        for &i in up {
+            l.boot(i);
+        }
+        l
+    }
+
+    /// Creates member `i`'s group from its log (fresh if the log is empty: an initial member
+    /// then logs view 0 as it starts).
+    fn boot(&mut self, i: usize) {
+        let t = self.nodes[i].take().unwrap();
+        let (log, rec) = MemLog::open(self.logs[i].clone());
+        let rec = (!rec.records.is_empty()).then_some(rec);
+        let cfg = config(&self.base, i, self.n, self.spares);
+        self.groups[i] = Some(Group::new(t, cfg, log, rec.as_ref()).unwrap());
+    }
+
+    fn step(&mut self, submit: bool) {
+        for i in 0..self.n {
+            let Some(g) = &mut self.groups[i] else {
+                continue;
+            };
+            if submit && self.sim.random(3) == 0 {
+                let mut p = vec![self.life, i as u8];
+                p.extend_from_slice(&self.next[i].to_le_bytes());
+                if group_sim::submit_during_restart(g, i, &p).unwrap_or_else(|e| panic!("{e}")) {
+                    self.next[i] += 1;
+                }
+            }
+            let mut up = Vec::new();
+            g.poll(&mut up);
+            for u in up {
+                if let Upcall::Deliver(d) = u {
+                    let want = self.delivered[i].last().map_or(d.position, |l| l.0 + 1);
+                    assert_eq!(d.position, want, "n{i}: positions must be gapless");
+                    self.delivered[i].push((d.position, d.payload));
+                }
+            }
+        }
+        self.sim.advance(STEP);
+    }
+
+    /// Every member's GMS log bytes (one that never started keeps its empty log).
+    fn shutdown(self) -> (Vec<Vec<u8>>, Vec<Seq>) {
+        let logs = (0..self.n)
+            .map(|i| match &self.groups[i] {
+                Some(g) => g.gms().log().bytes().to_vec(),
+                None => self.logs[i].clone(),
+            })
+            .collect();
+        (logs, self.delivered)
+    }
+
+    fn state(&self) -> String {
+        let s: Vec<String> = (0..self.n)
+            .map(|i| {
+                format!(
+                    "n{i}: {:?}",
+                    self.groups[i].as_ref().map(|g| (
+                        g.view().map(|v| (v.id, v.members.clone())),
+                        g.gms().restarting().map(<[_]>::to_vec),
+                        g.stopped().map(str::to_string)
+                    ))
+                )
+            })
+            .collect();
+        s.join("; ")
+    }
+}
+
+/// The first life: only `logged` start (each logs `Installed { 0 }` as it starts) and run for
+/// `steps` with submissions, then everyone stops. Then all `n` start again from their logs
+/// (those of `logged` `late` steps after the others, which meanwhile run view 0 afresh,
+/// submitting, and log what they receive; nothing can be delivered) and must end in one
+/// running view naming them all within 50 ms of virtual time, and deliver new messages
+/// identically, every member's among them.
+fn first_start_crash(
+    seed: u64,
+    n: usize,
+    logged: &[usize],
+    steps: usize,
+    late: usize,
+    spares: usize,
+) -> Result<(), String> {
+    let tag = format!("n{n}-{logged:?}-{steps}-{late}-{spares}");
+    let base = group_sim::scratch_dir("first-start", &tag, seed);
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); n], logged, 0, spares);
+    for _ in 0..steps {
+        l.step(true);
+    }
+    let (logs, before) = l.shutdown();
+    // The crash state the test is about: some members logged view 0, the others nothing.
+    for (i, log) in logs.iter().enumerate() {
+        let (_, rec) = MemLog::open(log.clone());
+        let last = rec.last_view().map(|(v, _)| v);
+        let want = logged.contains(&i).then_some(0);
+        assert_eq!(last, want, "n{i}: the first life's log");
+    }
+    // Nothing could be delivered while a member of the shard never started (it never sent);
+    // a shard whose members all started may have delivered (spares run no epoch).
+    let senders = n - spares;
+    let shard_started = (0..senders).all(|i| logged.contains(&i));
+    assert!(
+        shard_started || before.iter().all(Vec::is_empty),
+        "delivered in the first life: {before:?}"
+    );
+
+    let all: Vec<usize> = (0..n).collect();
+    let fresh: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|i| !logged.contains(i))
+        .collect();
+    let mut l = Life::start(seed, &base, &logs, &fresh, 1, spares);
+    for _ in 0..late {
+        l.step(true);
+    }
+    if l.delivered.iter().any(|d| !d.is_empty()) {
+        return Err("delivered in view 0 before the members that logged it started".into());
+    }
+    for &i in logged {
+        l.boot(i);
+    }
+    let t0 = l.sim.now();
+    let limit = Duration::from_millis(50);
+    let together = |l: &Life| {
+        let views: Vec<Option<u64>> = (l.groups.iter())
+            .map(|g| g.as_ref().and_then(|g| g.view().map(|v| v.id)))
+            .collect();
+        l.groups.iter().enumerate().all(|(i, g)| {
+            g.as_ref().is_some_and(|g| {
+                // A spare (in no shard) holds no epoch and no state.
+                (i >= n - spares || (g.is_active() && g.epoch().is_some()))
+                    && g.stopped().is_none()
+                    && g.gms().restarting().is_none()
+                    && (g.view()).is_some_and(|v| all.iter().all(|&m| v.contains(NodeId(m as u32))))
+            })
+        }) && views.iter().all(|v| *v == views[0])
+    };
+    while !together(&l) {
+        if l.sim.now().saturating_since(t0) > limit {
+            return Err(format!(
+                "the members did not end in one running view within {limit:?}: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    for _ in 0..400 {
+        l.step(true);
+    }
+    for _ in 0..2000 {
+        l.step(false);
+    }
+    let after = &l.delivered[0];
+    if after.is_empty() {
+        return Err(format!(
+            "nothing delivered after the restart: {}",
+            l.state()
+        ));
+    }
+    if let Some(i) = (0..senders).find(|&i| &l.delivered[i] != after) {
+        return Err(format!(
+            "n{i} delivered differently ({} against {})",
+            l.delivered[i].len(),
+            after.len()
+        ));
+    }
+    for i in 0..senders {
+        if !l.delivered[i]
+            .iter()
+            .any(|(_, p)| p.get(1) == Some(&(i as u8)))
+        {
+            return Err(format!("n{i}: none of its messages was delivered"));
+        }
+    }
+    // Nothing delivered in the first life is lost: the replay hands it out again first.
+    if let Some(i) = (0..senders).find(|&i| !after.starts_with(&before[i])) {
+        return Err(format!(
+            "n{i} delivered {} in the first life, not a prefix of what it delivers now",
+            before[i].len()
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// Every non-empty proper subset of `0..n` as a list of members.
+fn proper_subsets(n: usize) -> Vec<Vec<usize>> {
+    (1..(1u32 << n) - 1)
+        .map(|m| (0..n).filter(|&i| m & (1 << i) != 0).collect())
+        .collect()
+}
+
+#[test]
+fn a_crash_during_the_first_start_of_three_restarts_whichever_members_logged_view_0() {
+    check_seeds("first_start_3", 2, |seed| {
+        for logged in proper_subsets(3) {
+            // Stopped at once (nothing but the `Installed` record), or after running a while;
+            // at the restart, the members that logged view 0 start with the others or later.
+            let steps = 1 + (seed as usize * 37) % 150;
+            for (steps, late) in [(0, 0), (steps, 0), (steps, 1 + (seed as usize * 53) % 200)] {
+                first_start_crash(seed, 3, &logged, steps, late, 0)
+                    .map_err(|e| format!("logged {logged:?}, {steps} steps, {late} late: {e}"))?;
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn a_crash_during_the_first_start_of_five_restarts_whichever_members_logged_view_0() {
+    check_seeds("first_start_5", 1, |seed| {
+        for logged in [
+            vec![0],
+            vec![4],
+            vec![1, 3],
+            vec![0, 1, 2],
+            vec![2, 3, 4],
+            vec![0, 1, 2, 3],
+        ] {
+            first_start_crash(seed, 5, &logged, 50, 20, 0)
+                .map_err(|e| format!("logged {logged:?}: {e}"))?;
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn a_crash_during_the_first_start_restarts_the_spares_of_view_0_too() {
+    // Five initial members, one shard of three (0, 1, 2) and two spares (3, 4) in view 0. With
+    // `[0, 1, 2]` the shard delivered in the first life (the spares run no epoch): the replay
+    // must hand all of it out again.
+    check_seeds("first_start_spares", 1, |seed| {
+        // Not a subset of spares alone: the fresh shard members then deliver in view 0 before
+        // the spares start, and rightly do not switch (see MEMBERSHIP.md, twenty-first part).
+        for logged in [vec![0, 1, 2], vec![2, 3], vec![0, 4], vec![1, 2, 3, 4]] {
+            first_start_crash(seed, 5, &logged, 50, 20, 2)
+                .map_err(|e| format!("logged {logged:?}: {e}"))?;
+        }
+        Ok(())
+    });
+}

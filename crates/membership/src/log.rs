@@ -741,7 +741,8 @@ impl FileLog {
         };
         let created = !path.exists();
         if created {
-            create_whole(path).map_err(io)?;
+            // Whole: no torn header or vanishing entry after a power loss (s19).
+            squall_round_robin::log::create_whole(path, MAGIC).map_err(io)?;
         }
         let mut file = OpenOptions::new()
             .read(true)
@@ -870,27 +871,6 @@ impl Durable for FileLog {
     fn append_installed(&mut self, record: &Record) -> Result<(), LogError> {
         self.write(record, self.sync_installed)
     }
-}
-
-/// Creates the log at `path` whole: its header written to `<path>.new`, synced, renamed into
-/// place and the directory synced. A power loss then leaves no file or a file with a durable
-/// header, never a torn header that a restart would have to refuse as "not a log" (found by the
-/// s19 power-loss tests); a `<path>.new` left by an earlier crash is overwritten.
-fn create_whole(path: &Path) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".new");
-    let tmp = std::path::PathBuf::from(tmp);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    f.write_all(MAGIC)?;
-    f.sync_data()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
 }
 
 #[cfg(test)]

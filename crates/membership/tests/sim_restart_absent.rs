@@ -394,19 +394,7 @@ impl Life {
     }
 
     fn state(&self) -> String {
-        let s: Vec<String> = (0..self.u)
-            .map(|i| {
-                format!(
-                    "n{i}: {:?}",
-                    self.groups[i].as_ref().map(|g| (
-                        g.view().map(|v| (v.id, v.members.clone())),
-                        g.gms().restarting().map(<[_]>::to_vec),
-                        g.stopped().map(str::to_string)
-                    ))
-                )
-            })
-            .collect();
-        s.join("; ")
+        group_sim::describe(&self.groups)
     }
 }
 

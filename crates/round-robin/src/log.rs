@@ -1375,12 +1375,21 @@ fn close_in_background(file: File) {
 }
 
 /// `fsync`s the directory holding `path` (so a rename into it is durable).
-/// Creates the log at `path` whole: its magic written to `<path>.new`, synced, renamed into
-/// place, and the directory synced (s19, found by the power-loss tests: a new log's directory
-/// entry was never synced, so under POSIX a power loss could drop the file with deliveries
-/// already reported durable; and a header torn before its first sync was refused as "not a
-/// log"). A `<path>.new` left by a crash here is overwritten.
-fn create_whole(path: &Path) -> std::io::Result<()> {
+/// Creates a file at `path` whole, holding `header`: the header written to `<path>.new`,
+/// synced, renamed into place, and the directory synced, so a power loss leaves no file or one
+/// whose header is durable, never a torn header or a directory entry that vanishes (s19,
+/// found by the power-loss tests: a new epoch log's entry was never synced, and a header torn
+/// before its first sync was refused as "not a log"). A `<path>.new` left by a crash here is
+/// overwritten. Used for the epoch logs and membership's GMS log.
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("rr-create-whole-doc-{}", std::process::id()));
+/// squall_round_robin::log::create_whole(&path, b"HEADER01")?;
+/// assert_eq!(std::fs::read(&path)?, b"HEADER01");
+/// # std::fs::remove_file(&path).ok();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn create_whole(path: &Path, header: &[u8]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_os_string();
     tmp.push(".new");
     let tmp = PathBuf::from(tmp);
@@ -1389,7 +1398,7 @@ fn create_whole(path: &Path) -> std::io::Result<()> {
         .create(true)
         .truncate(true)
         .open(&tmp)?;
-    f.write_all(MAGIC)?;
+    f.write_all(header)?;
     f.sync_data()?;
     drop(f);
     std::fs::rename(&tmp, path)?;
@@ -1464,7 +1473,7 @@ fn skim_file(
         source,
     };
     if !path.exists() {
-        create_whole(path).map_err(io)?;
+        create_whole(path, MAGIC).map_err(io)?;
     }
     let mut file = open_rw(path).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();

@@ -122,3 +122,23 @@ pub fn submit_during_restart<T: TotalOrder>(g: &mut T, i: usize, p: &[u8]) -> Re
         Err(e) => Err(format!("n{i}: submit: {e}")),
     }
 }
+
+/// One line per node for a failure message: its view (id and members), whom it waits for in
+/// restart mode, and why it stopped.
+pub fn describe<T: squall_transport::Transport, L: squall_membership::log::Durable>(
+    groups: &[Option<squall_membership::group::Group<T, L>>],
+) -> String {
+    let s: Vec<String> = (groups.iter().enumerate())
+        .map(|(i, g)| {
+            format!(
+                "n{i}: {:?}",
+                g.as_ref().map(|g| (
+                    g.view().map(|v| (v.id, v.members.clone())),
+                    g.gms().restarting().map(<[_]>::to_vec),
+                    g.stopped().map(str::to_string)
+                ))
+            )
+        })
+        .collect();
+    s.join("; ")
+}

@@ -299,7 +299,12 @@ fn scenario(
         if let Some(Start::Log(b)) = l.logs().get(i)
             && let Some((v, _)) = snapshot_of(b)
         {
-            let (snaps, _, views) = files(&l.dir_of(i));
+            let (mut snaps, _, views) = files(&l.dir_of(i));
+            // A checkpoint started in the last step is written but recorded by the next poll
+            // (found by `SQUALL_SEEDS=16`, seed 7: two snapshot files, one in flight).
+            if let Some(p) = (l.n.groups[i].as_ref()).and_then(|g| g.checkpoint_in_flight()) {
+                snaps.retain(|s| !s.ends_with(&format!("-at{p:020}.state")));
+            }
             if views.iter().any(|&x| x < v) || snaps.len() != 1 {
                 return Err(format!(
                     "n{i}: snapshot in view {v}, yet files {snaps:?} and epoch logs of views {views:?}"
@@ -469,6 +474,16 @@ fn checkpoints_bound_the_replay_of_a_total_restart_and_nothing_is_lost() {
         4,
         |seed| scenario(seed, "plain", 20 + seed % 3 * 7, None, None),
     );
+}
+
+/// Seed 7 of the sweep above (found by `SQUALL_SEEDS=16` after the writer thread): the first
+/// life stopped with a checkpoint written but not yet recorded, and the check before the stop
+/// counted its file as a second snapshot. The harness now leaves the one in flight out, as the
+/// check after the restart already did.
+#[test]
+fn regression_a_checkpoint_in_flight_at_the_stop_is_not_a_second_snapshot() {
+    let seed = 7;
+    scenario(seed, "plain-regression", 20 + seed % 3 * 7, None, None).unwrap();
 }
 
 /// A view change after the latest checkpoints: the snapshot's view is not the last one, so the

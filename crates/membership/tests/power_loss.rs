@@ -484,6 +484,19 @@ struct State {
     promised: Promised,
 }
 
+impl State {
+    /// The state a power loss leaves after the `point` calls `fs` applied.
+    fn at(fs: &Fs, rng: &mut Rng, point: usize, keep: Keep, promised: &Promised) -> State {
+        State {
+            point,
+            keep,
+            tree: fs.crash(keep, rng),
+            synced: fs.synced_lens(),
+            promised: promised.clone(),
+        }
+    }
+}
+
 /// Replays the recording through the model: checks that the model with nothing lost is the
 /// tree the workload left, and returns the crash states (sync points sampled evenly with
 /// nothing unsynced kept, then random points with random choices) and the recorded chain.
@@ -575,27 +588,15 @@ fn crash_states(
     let mut states = Vec::new();
     let mut next = points.iter().peekable();
     for c in &rec.calls {
-        while let Some((p, keep)) = next.next_if(|p| p.0 == fs.n) {
-            states.push(State {
-                point: *p,
-                keep: *keep,
-                tree: fs.crash(*keep, &mut rng),
-                synced: fs.synced_lens(),
-                promised: promised.clone(),
-            });
+        while let Some(&(p, keep)) = next.next_if(|p| p.0 == fs.n) {
+            states.push(State::at(&fs, &mut rng, p, keep, &promised));
         }
         if let Some(m) = fs.apply(c)? {
             promised.add(&m)?;
         }
     }
-    for (p, keep) in next {
-        states.push(State {
-            point: *p,
-            keep: *keep,
-            tree: fs.crash(*keep, &mut rng),
-            synced: fs.synced_lens(),
-            promised: promised.clone(),
-        });
+    for &(p, keep) in next {
+        states.push(State::at(&fs, &mut rng, p, keep, &promised));
     }
     Ok((states, chain, sync_points.len() / 2))
 }

@@ -278,14 +278,17 @@ fn a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_stops_na
 fn a_member_of_the_last_view_with_an_empty_log_that_starts_after_the_restart_joins_by_itself_over_tcp()
  {
     let late = 5usize;
+    let spare = 6usize;
     let first: Vec<usize> = (0..5).collect();
     let settings = Settings {
-        universe: 6,
+        universe: 7,
         crash: Some(Crash::View(1)),
         freeze_after_join: true,
         ..Settings::durable()
     };
-    let mut c = Cluster::start("member_child", &vec![Place::loopback(); 6], settings);
+    // The spare node 6 is a late TCP node that never starts in the first life.
+    let places = vec![Place::loopback(); 7];
+    let mut c = Cluster::start_with_late("member_child", &places, settings, &[spare]);
     c.wait_for(
         "deliveries from every member at every member",
         Duration::from_secs(60),
@@ -305,7 +308,7 @@ fn a_member_of_the_last_view_with_an_empty_log_that_starts_after_the_restart_joi
     for &k in &first {
         c.reap_crashed(k);
     }
-    c.kill(late);
+    c.kill_all(&[late, spare]);
     settle();
     let before = c.reports();
     assert!(
@@ -324,13 +327,24 @@ fn a_member_of_the_last_view_with_an_empty_log_that_starts_after_the_restart_joi
         "the joiner logged {:?}",
         log_of(&c, late).records
     );
-    c.restart(&first);
+    // The spare's new process binds now and starts later, with 5.
+    let up: Vec<usize> = first.iter().copied().chain([spare]).collect();
+    c.restart_with_late(&up, &[spare]);
     c.wait_restarted(&first, 100);
     let restart = restart_view(&c.reports(), &first);
     assert_eq!(restart, first, "the restart view goes on without 5");
-    // 5 starts only now, from its empty log, as an idle outsider.
+    // 5 starts only now, from its empty log, as an idle outsider; just before it, the spare
+    // node 6 (never a member, no log) starts its group the same way (first: 5's new process
+    // waits for a link to every peer its config does not list as late, 6 included).
+    c.start_late(spare);
     c.respawn_outsider(late);
     let reports = c.finish_with_late_member(&first, late);
+    let sp = &reports[spare];
+    assert!(
+        sp.ready.is_some() && sp.rejoined.is_none() && sp.views.is_empty(),
+        "the spare node asked to join or installed a view: {:?}",
+        (sp.rejoined, &sp.views)
+    );
     let r = &reports[late];
     assert!(r.join_requested.is_none(), "nobody told it to join");
     let (from, to, _) = r.rejoined.expect("it asked to join by itself");

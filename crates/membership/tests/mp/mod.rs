@@ -1379,7 +1379,16 @@ impl Cluster {
     /// until every restarted member linked and runs its group (restarting). Their reports
     /// start empty; the earlier lives' reports should be taken before.
     pub fn restart(&mut self, ks: &[usize]) {
-        let absent: Vec<usize> = (0..self.places.len()).filter(|k| !ks.contains(k)).collect();
+        self.restart_with_late(ks, &[]);
+    }
+
+    /// Like [`restart`](Self::restart), but the members `later` (some of `ks`) are late TCP
+    /// nodes of the rebuilt config: their new processes bind now and start their groups only
+    /// when [`start_late`](Self::start_late) says so, absent to the others until then.
+    pub fn restart_with_late(&mut self, ks: &[usize], later: &[usize]) {
+        let absent: Vec<usize> = (0..self.places.len())
+            .filter(|k| !ks.contains(k) || later.contains(k))
+            .collect();
         for &k in ks {
             assert!(self.members[k].killed, "member {k} must be killed first");
             self.lives[k] += 1;
@@ -1387,7 +1396,7 @@ impl Cluster {
         }
         self.link(
             ks,
-            &[],
+            later,
             "every restarted member to link and start its group",
         );
     }

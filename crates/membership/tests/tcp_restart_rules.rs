@@ -47,7 +47,8 @@ fn settle() {
 }
 
 /// A crash during the very first start: all five start (each logs `Installed { 0 }` as it
-/// starts) and submit nothing, so nothing is delivered; every process is SIGKILLed; the GMS
+/// starts) and submit nothing, so nothing is delivered; every process is frozen, then
+/// SIGKILLed (`Cluster::freeze_and_kill_all`: no view change in between); the GMS
 /// logs and epoch directories of the members not in `logged` are removed (what a power loss
 /// before their first sync leaves, as an operator finds it: no log file), which is the state
 /// of a member that crashed before it logged view 0. Then all restart: `logged` from their logs
@@ -70,7 +71,8 @@ fn first_start_crash(logged: &[usize]) {
         ..Settings::durable()
     };
     let mut c = Cluster::start("member_child", &places, settings);
-    c.kill_all(&all);
+    // Frozen first, so that nobody changes views between two SIGKILLs.
+    c.freeze_and_kill_all(&all);
     settle();
     let before = c.reports();
     for k in all.iter().filter(|k| !logged.contains(k)) {
@@ -122,7 +124,7 @@ fn a_crash_during_the_first_start_with_a_majority_logged_restarts_everyone_over_
 }
 
 /// As the simulator's `sim_restart_absent::a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_stops_naming_whom_to_start`,
-/// over TCP. First life: five members deliver; 0 and 1 are SIGKILLed at once; the survivors
+/// over TCP. First life: five members deliver; 0 and 1 are frozen, then SIGKILLed; the survivors
 /// decide view 1 = [2, 3, 4], and each crashes itself right after the poll that logged the
 /// decision (the leader 2 before any echo can reach it, so nobody installs view 1); whoever
 /// has not crashed is SIGKILLed. Then 0, 1, 2 restart (a majority of view 0), 3 and 4 never
@@ -147,7 +149,9 @@ fn a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_stops_na
     let absent_timeout = settings.restart_absent;
     let mut c = Cluster::start("member_child", &vec![Place::loopback(); n], settings);
     c.warm_up(200);
-    c.kill_all(&[0, 1]);
+    // Frozen first: were 1 still running when the others notice 0's crash, it would lead the
+    // view change and decide [1, 2, 3, 4].
+    c.freeze_and_kill_all(&[0, 1]);
     c.wait_for(
         "the leader to crash right after logging its decision",
         Duration::from_secs(30),

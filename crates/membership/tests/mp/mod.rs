@@ -19,6 +19,12 @@
 //! W <view> <t>                                 it wedged view <view>
 //! V <id> <m1,m2,…> <deliveries before> <t>     it installed view <id>
 //! STOP <t> <reason>                            the group stopped (minority, removed, …)
+//! RJ <from> <to> <t>                           it asks to join again by itself
+//!                                              (`Gms::rejoined`: view `to` went on without it)
+//! CRASH <t>                                    the crash point of `Settings::crash` reached:
+//!                                              it SIGKILLs itself right after this line
+//! FROZEN <t>                                   `Settings::freeze_after_join`: it stopped
+//!                                              polling its group (its threads run on)
 //! FIRST <t>                                    its first delivery not replayed
 //! END <submitted>                              it read QUIT: nothing more is printed
 //! ```
@@ -314,6 +320,27 @@ pub struct Settings {
     /// `GroupConfig::replay_buffer` (`None`: its default): the epoch log bytes a restart
     /// holds in memory at once.
     pub replay_buffer: Option<usize>,
+    /// A member's first process (life 0, not a respawn) SIGKILLs itself at this point of the
+    /// protocol (see [`Crash`]): a process crash at an exact step, which a SIGKILL from the
+    /// parent could only hit by chance.
+    pub crash: Option<Crash>,
+    /// A joiner stops polling its group a few polls after it asked to join (its request sent;
+    /// its process and links stay up): it never installs, so never logs, the view that admits
+    /// it.
+    pub freeze_after_join: bool,
+    /// A member's first process submits nothing (its group runs, nothing is delivered).
+    pub quiet_first_life: bool,
+}
+
+/// Where a member's first process crashes itself ([`Settings::crash`]); it prints `CRASH <t>`
+/// first, after every line of that poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Crash {
+    /// Right after the poll in which it logged a decision (`Gms::decision`: a leader logs it
+    /// before publishing, a follower before echoing), whatever else that poll did.
+    Decision,
+    /// Right after the poll in which it installed a view numbered at least this.
+    View(u64),
 }
 
 impl Default for Settings {
@@ -352,6 +379,9 @@ impl Settings {
             restart_absent: Duration::from_secs(1),
             sync_installed: false,
             replay_buffer: None,
+            crash: None,
+            freeze_after_join: false,
+            quiet_first_life: false,
         }
     }
 
@@ -411,6 +441,16 @@ impl Settings {
             Some((chunk, window)) => cmd.env("MP_TRANSFER", format!("{chunk},{window}")),
             None => cmd.env_remove("MP_TRANSFER"),
         };
+        match self.crash {
+            Some(Crash::Decision) => cmd.env("MP_CRASH", "decision"),
+            Some(Crash::View(v)) => cmd.env("MP_CRASH", format!("view:{v}")),
+            None => cmd.env_remove("MP_CRASH"),
+        };
+        cmd.env(
+            "MP_FREEZE_JOIN",
+            if self.freeze_after_join { "1" } else { "0" },
+        );
+        cmd.env("MP_QUIET", if self.quiet_first_life { "1" } else { "0" });
         match self.durable {
             Some(FsyncPolicy::Never) => cmd.env("MP_DURABLE", "never"),
             Some(FsyncPolicy::EveryBatch) => cmd.env("MP_DURABLE", "batch"),
@@ -467,6 +507,14 @@ impl Settings {
             replay_buffer: std::env::var("MP_REPLAY_BUFFER")
                 .ok()
                 .map(|v| v.parse().expect("MP_REPLAY_BUFFER")),
+            crash: std::env::var("MP_CRASH").ok().map(|v| match v.as_str() {
+                "decision" => Crash::Decision,
+                v => Crash::View(
+                    (v.strip_prefix("view:").and_then(|n| n.parse().ok())).expect("MP_CRASH"),
+                ),
+            }),
+            freeze_after_join: std::env::var("MP_FREEZE_JOIN").is_ok_and(|v| v == "1"),
+            quiet_first_life: std::env::var("MP_QUIET").is_ok_and(|v| v == "1"),
         }
     }
 
@@ -654,7 +702,12 @@ pub fn child_main() {
         0 => format!("gms-{me}.log"),
         k => format!("gms-{me}-restart{k}.log"),
     };
-    let (mut log, recovered) = FileLog::open(&dir.join(log_name)).expect("log");
+    // A restarted member whose GMS log file is gone (never written: its first process died
+    // before it logged anything, or an operator removed it after a power loss) starts with a
+    // new log, as an operator would start it: `Group::new` with nothing recovered.
+    let log_path = dir.join(log_name);
+    let fresh_log = life > 0 && !log_path.exists();
+    let (mut log, recovered) = FileLog::open(&log_path).expect("log");
     assert!(
         s.sync_installed || !matches!(s.durable, Some(FsyncPolicy::EveryBatch)),
         "epochs that survive a power loss need the Installed record synced"
@@ -662,12 +715,20 @@ pub fn child_main() {
     log.set_sync_installed(s.sync_installed);
     assert_eq!(
         recovered.records.is_empty(),
-        life == 0,
+        life == 0 || fresh_log,
         "n{me}: a fresh member has an empty log, a restarted one its earlier lives' records"
     );
-    let mut g = if rejoin == 0 {
+    // `MP_OUTSIDER=1` with a respawn: the new process starts from its empty log with
+    // `Group::new` (an idle outsider, as a member of the last view whose log is empty would
+    // restart), not as a joiner: nobody tells it to join.
+    let outsider = std::env::var("MP_OUTSIDER").is_ok_and(|v| v == "1");
+    let mut g = if rejoin > 0 && outsider {
+        let node =
+            TcpNode::rejoin_on(listener, tcp, NodeId(me), regions).expect("tcp node restarts");
+        Group::new(node, cfg, log, None).expect("group")
+    } else if rejoin == 0 {
         let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
-        let recovered = (life > 0).then_some(&recovered);
+        let recovered = (life > 0 && !fresh_log).then_some(&recovered);
         Group::new(node, cfg, log, recovered).expect("group")
     } else {
         let node =
@@ -686,15 +747,22 @@ pub fn child_main() {
     // Each life numbers its messages from `life << 32`, and a process restarted under a killed
     // member's id from `rejoin * 1_000_000`, so no (sender, seq) repeats.
     let mut seq = (life << 32) + files * 1_000_000;
-    // A restarted member's deliveries before its first view are its epoch logs' replay.
-    let mut replaying = life > 0;
+    // A restarted member's deliveries before its first view are its epoch logs' replay (one
+    // started with a new log has none: it runs view 0 afresh until it joins its peers' restart).
+    let mut replaying = life > 0 && !fresh_log;
+    // The crash point and the freeze apply to a member's first process only.
+    let first_process = life == 0 && rejoin == 0;
+    let crash = s.crash.filter(|_| first_process);
+    let mut frozen = false;
+    let mut join_polls = 0u32;
+    let mut rejoined = None;
     let mut missing: Option<Vec<NodeId>> = None;
     let mut delivered_new = false;
     let mut next = Instant::now();
     // The application: a hash chain over the delivered payloads, and the next position.
     let mut applied = 0u64;
     let mut chain = 0u64;
-    let mut joined = rejoin > 0;
+    let mut joined = rejoin > 0 || outsider;
     let mut suspected = 0usize;
     let mut ups = Vec::new();
     let mut stopped = false;
@@ -705,6 +773,10 @@ pub fn child_main() {
             "n{me}: not told to quit within {:?}",
             s.child_deadline
         );
+        if frozen {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
         if !joined && join.load(Ordering::Acquire) {
             joined = true;
             g.join().expect("join request");
@@ -712,7 +784,9 @@ pub fn child_main() {
         }
         // Restarting (before the restart view) the group has no epoch: nothing to submit to
         // (it answers `NotASender`, as if this member were a spare).
-        if !stopped && !replaying && g.is_active() && Instant::now() >= next {
+        // A member started with a new log runs view 0 afresh until it joins its peers' restart.
+        let quiet = s.quiet_first_life && first_process || g.gms().restarting().is_some();
+        if !stopped && !replaying && !quiet && g.is_active() && Instant::now() >= next {
             match g.submit(&payload(me, seq)) {
                 Ok(()) => {
                     seq += 1;
@@ -818,7 +892,32 @@ pub fn child_main() {
             stopped = true;
             writeln!(out, "STOP {t} {why}").unwrap();
         }
+        if rejoined.is_none()
+            && let Some((from, to)) = g.gms().rejoined()
+        {
+            rejoined = Some((from, to));
+            writeln!(out, "RJ {from} {to} {t}").unwrap();
+        }
+        if s.freeze_after_join && first_process && joined && g.view().is_none() {
+            // Three polls after the request: it has left (staged writes go out on a poll).
+            join_polls += 1;
+            if join_polls >= 3 {
+                frozen = true;
+                writeln!(out, "FROZEN {t}").unwrap();
+            }
+        }
         trace::drain(&mut out);
+        let crash_now = match crash {
+            Some(Crash::Decision) => g.gms().decision().is_some(),
+            Some(Crash::View(v)) => g.view().is_some_and(|w| w.id >= v),
+            None => false,
+        };
+        if crash_now {
+            writeln!(out, "CRASH {t}").unwrap();
+            out.flush().unwrap();
+            // SAFETY: kill(2) on this very process; nothing of it runs afterwards.
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        }
         out.flush().unwrap();
         t_last = now_us();
         if !busy {
@@ -899,6 +998,13 @@ pub struct Report {
     /// A restarting member: the members of its last view it waited for, each time that changed
     /// (list, time).
     pub missing: Vec<(Vec<u32>, u64)>,
+    /// It asked to join again by itself (`Gms::rejoined`): (its view, the view that went on
+    /// without it, time).
+    pub rejoined: Option<(u64, u64, u64)>,
+    /// It reached its crash point ([`Settings::crash`]) and killed itself (time).
+    pub crashed: Option<u64>,
+    /// It stopped polling its group ([`Settings::freeze_after_join`]; time).
+    pub frozen: Option<u64>,
 }
 
 impl Report {
@@ -975,6 +1081,12 @@ impl Report {
                 Some(())
             })(),
             Some("END") => num(1).map(|n| self.end = Some(n)),
+            Some("RJ") => (|| {
+                self.rejoined = Some((num(1)?, num(2)?, num(3)?));
+                Some(())
+            })(),
+            Some("CRASH") => num(1).map(|t| self.crashed = Some(t)),
+            Some("FROZEN") => num(1).map(|t| self.frozen = Some(t)),
             Some("FIRST") => num(1).map(|t| self.first_new = Some(t)),
             Some("SLOW") => (|| {
                 self.stalls.push((w.get(1)?.to_string(), num(2)?, num(3)?));
@@ -1090,6 +1202,8 @@ pub struct Cluster {
     /// Per member, the [`respawn`](Self::respawn) whose fresh log and epoch directory it uses
     /// (0: its first ones); a total restart reopens those.
     files: Vec<u64>,
+    /// Members whose next respawn starts as an idle outsider ([`respawn_outsider`](Self::respawn_outsider)).
+    outsiders: BTreeSet<usize>,
 }
 
 impl Drop for Cluster {
@@ -1137,6 +1251,7 @@ impl Cluster {
             cluster_id: u64::from(std::process::id()) << 16 | u64::from(run),
             lives: vec![0; places.len()],
             files: vec![0; places.len()],
+            outsiders: BTreeSet::new(),
         };
         let all: Vec<usize> = (0..places.len()).collect();
         c.members = all.iter().map(|&k| c.spawn(k, late, 0)).collect();
@@ -1167,6 +1282,14 @@ impl Cluster {
         .env("MP_LIFE", self.lives[k].to_string())
         .env("MP_REJOIN", rejoin.to_string())
         .env("MP_FILES", self.files[k].to_string())
+        .env(
+            "MP_OUTSIDER",
+            if self.outsiders.contains(&k) {
+                "1"
+            } else {
+                "0"
+            },
+        )
         .env_remove("MP_NETNS")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -1256,7 +1379,16 @@ impl Cluster {
     /// until every restarted member linked and runs its group (restarting). Their reports
     /// start empty; the earlier lives' reports should be taken before.
     pub fn restart(&mut self, ks: &[usize]) {
-        let absent: Vec<usize> = (0..self.places.len()).filter(|k| !ks.contains(k)).collect();
+        self.restart_with_late(ks, &[]);
+    }
+
+    /// Like [`restart`](Self::restart), but the members `later` (some of `ks`) are late TCP
+    /// nodes of the rebuilt config: their new processes bind now and start their groups only
+    /// when [`start_late`](Self::start_late) says so, absent to the others until then.
+    pub fn restart_with_late(&mut self, ks: &[usize], later: &[usize]) {
+        let absent: Vec<usize> = (0..self.places.len())
+            .filter(|k| !ks.contains(k) || later.contains(k))
+            .collect();
         for &k in ks {
             assert!(self.members[k].killed, "member {k} must be killed first");
             self.lives[k] += 1;
@@ -1264,7 +1396,7 @@ impl Cluster {
         }
         self.link(
             ks,
-            &[],
+            later,
             "every restarted member to link and start its group",
         );
     }
@@ -1310,6 +1442,49 @@ impl Cluster {
             Duration::from_secs(40),
             |r| r[k].ready.is_some(),
         );
+    }
+
+    /// Like [`respawn`](Self::respawn), but the new process starts from its empty log with
+    /// `Group::new` (an idle outsider: a member of the last view that lost, or never wrote, its
+    /// log), not as a joiner; nothing tells it to join.
+    pub fn respawn_outsider(&mut self, k: usize) {
+        self.outsiders.insert(k);
+        self.respawn(k);
+        self.outsiders.remove(&k);
+    }
+
+    /// Waits until member `late`, started after the others' total restart, installed a view,
+    /// received the state and delivered messages of its own, and every member of `started`
+    /// delivered 100 messages after that view; ends the run and checks it with
+    /// [`check_late_member`]. Returns the final reports.
+    pub fn finish_with_late_member(mut self, started: &[usize], late: usize) -> Vec<Report> {
+        self.wait_for(
+            "the late member's state, its own deliveries, and deliveries after its view everywhere",
+            Duration::from_secs(60),
+            |r| {
+                let Some(v) = r[late].views.first() else {
+                    return false;
+                };
+                r[late].transferred.is_some()
+                    && r[late].delivered.iter().any(|d| d.sender == late as u32)
+                    && started.iter().all(|&k| r[k].delivered_after(v.id) >= 100)
+            },
+        );
+        let reports = self.finish();
+        check_late_member(&reports, started, late);
+        reports
+    }
+
+    /// Waits until member `k`, which reported reaching its crash point
+    /// ([`Settings::crash`]), has exited, and counts it killed.
+    pub fn reap_crashed(&mut self, k: usize) {
+        let m = &mut self.members[k];
+        assert!(
+            m.report.lock().unwrap().crashed.is_some(),
+            "member {k} did not crash itself"
+        );
+        let _ = m.child.wait();
+        m.killed = true;
     }
 
     /// Starts late member `k` (see [`start_with_late`](Self::start_with_late)): it gets the
@@ -1390,6 +1565,11 @@ impl Cluster {
                 {
                     // Let the reader threads catch up before reporting.
                     std::thread::sleep(Duration::from_millis(50));
+                    // It crashed itself at its crash point (`Settings::crash`): as if killed.
+                    if m.report.lock().unwrap().crashed.is_some() {
+                        m.killed = true;
+                        continue;
+                    }
                     panic!(
                         "waiting for {what}: member {k} exited ({status})\n{}{}",
                         self.summary(),
@@ -1440,6 +1620,25 @@ impl Cluster {
         for &k in ks {
             let _ = self.members[k].child.wait();
         }
+        t
+    }
+
+    /// Like [`kill_all`](Self::kill_all), but first freezes every member of `ks` with SIGSTOP,
+    /// then SIGKILLs them: a frozen process keeps its connections open and is silent for far
+    /// less than a suspicion timeout, so the others notice nothing before the first SIGKILL,
+    /// and the members of `ks` can no longer act between two SIGKILLs. (`kill_all`'s
+    /// signals can be tens of milliseconds apart when the parent is descheduled on a loaded
+    /// machine: idle members changed views in between, seen once in 30 runs of
+    /// `tcp_restart_rules`.) Returns the time (µs of `CLOCK_MONOTONIC`) just before the first
+    /// SIGKILL.
+    pub fn freeze_and_kill_all(&mut self, ks: &[usize]) -> u64 {
+        for &k in ks {
+            let pid = i32::try_from(self.members[k].child.id()).expect("pid");
+            // SAFETY: kill(2) on a child process of ours that has not been waited for.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+        }
+        let t = now_us();
+        self.kill_all(ks);
         t
     }
 
@@ -2192,6 +2391,66 @@ pub fn check_restart(
         }
     }
     replay
+}
+
+/// Checks a member `late` that came into the running group of the members `started` after
+/// their total restart, as a new process (a joiner, or an outsider that joined by itself):
+/// nothing odd and nobody stopped; every view it installed names it and the others installed
+/// the same one at the same position (its first at or before the state it was sent); its
+/// transferred state is the others' chain at its position; from there it delivered what each
+/// of them delivered, at least 50 messages.
+pub fn check_late_member(reports: &[Report], started: &[usize], late: usize) {
+    for &k in started.iter().chain([&late]) {
+        let r = &reports[k];
+        assert!(r.odd.is_empty(), "member {k} reported {:?}", r.odd);
+        assert!(r.stop.is_none(), "member {k} stopped: {:?}", r.stop);
+        check_genuine(&format!("member {k}"), r);
+    }
+    // Every view the late member installed has it, and the others installed the same one at
+    // the same position (its first at or before the state it was sent: a joiner reports the
+    // state's position there).
+    let r = &reports[late];
+    for (i, v) in r.views.iter().enumerate() {
+        assert!(v.members.contains(&(late as u32)), "its view {v:?}");
+        for &k in started {
+            let o = reports[k].view(v.id).expect("the same view at the others");
+            assert_eq!(o.members, v.members, "view {} at member {k}", v.id);
+            if i == 0 {
+                assert!(
+                    o.before <= v.before,
+                    "view {} at member {k}: {o:?}, {v:?}",
+                    v.id
+                );
+            } else {
+                assert_eq!(o.before, v.before, "view {} at member {k}", v.id);
+            }
+        }
+    }
+    // Its state is the others' chain at its position; from there on, the same deliveries.
+    let (pos, chain, _, _) = r.transferred.expect("a transferred state");
+    let at = |k: usize, p: u64| {
+        let o = &reports[k];
+        (o.delivered)
+            .get(usize::try_from(p.checked_sub(o.first_position())?).ok()?)
+            .copied()
+    };
+    assert_eq!(
+        Some(chain),
+        at(0, pos - 1).map(|d| d.chain),
+        "transferred chain"
+    );
+    assert!(
+        r.delivered.len() >= 50,
+        "it delivered {}",
+        r.delivered.len()
+    );
+    for &k in started {
+        let to = r.next_position().min(reports[k].next_position());
+        assert!(to > pos, "member {k} and the late member share no position");
+        for p in pos..to {
+            assert_eq!(at(late, p), at(k, p), "position {p}: late member vs {k}");
+        }
+    }
 }
 
 /// What one restart run measured, µs of `CLOCK_MONOTONIC`.

@@ -1,0 +1,365 @@
+//! The s19 restart rules across real processes over TCP loopback (issue 6; until s20 each was
+//! tested on the simulator only): member processes of `tests/mp/mod.rs` with durable epochs and
+//! file GMS logs, crashed with SIGKILL, restarted from their directories as new processes.
+//!
+//! - A crash during the very first start (`Gms::first_start_restart`): some initial members
+//!   logged view 0, the others never did; a total restart with everyone ends in one running
+//!   view (twenty-first part of `docs/MEMBERSHIP.md`).
+//! - A restart adopting a decision whose next view it lacks a majority of stops with
+//!   `StopReason::RestartShortOfAdopted`, naming whom to start; a new total restart with them
+//!   completes (nineteenth part).
+//! - A member of the last view with an empty log that starts only after the restart finished
+//!   joins by itself (`Gms::failed_by`; nineteenth part).
+//!
+//! The exact crash points come from the member program itself (`Settings::crash`: it SIGKILLs
+//! itself right after the poll that logged a decision or installed a view) and from a joiner
+//! that stops polling once its request is out (`Settings::freeze_after_join`), so no test
+//! depends on a SIGKILL from the parent landing inside a window of a few milliseconds.
+//! Everything else waits for what the members report, with generous deadlines.
+#![allow(clippy::unwrap_used)]
+
+mod mp;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use mp::{Cluster, Crash, Place, Report, Settings, check_restart, restart_view};
+use squall_membership::StopReason;
+use squall_membership::log::MemLog;
+use squall_transport::NodeId;
+
+/// Entry point of the member processes this binary spawns; does nothing when run by hand.
+#[test]
+#[ignore = "entry point of the member processes that the other tests spawn"]
+fn member_child() {
+    mp::child_main();
+}
+
+/// Member `k`'s GMS log records as its earlier lives left them (empty if it has no file).
+fn log_of(c: &Cluster, k: usize) -> squall_membership::log::Recovered {
+    let bytes = std::fs::read(c.dir().join(format!("gms-{k}.log"))).unwrap_or_default();
+    MemLog::open(bytes).1
+}
+
+/// Lets the reader threads take the killed members' last lines (as the other restart tests).
+fn settle() {
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// A crash during the very first start: all five start (each logs `Installed { 0 }` as it
+/// starts) and submit nothing, so nothing is delivered; every process is frozen, then
+/// SIGKILLed (`Cluster::freeze_and_kill_all`: no view change in between); the GMS
+/// logs and epoch directories of the members not in `logged` are removed (what a power loss
+/// before their first sync leaves, as an operator finds it: no log file), which is the state
+/// of a member that crashed before it logged view 0. Then all restart: `logged` from their logs
+/// (restart mode at view 0), the others with a new log (no file: `Group::new` with nothing
+/// recovered). Those start view 0 afresh and must join their peers' restart of it
+/// (`Gms::first_start_restart`); without the rule every member waits for good (the run fails
+/// at the 20 s deadline of `wait_restarted`). Checked: every member installs the same restart
+/// view 1 naming all five right away (an empty replay) and all deliver identically after it,
+/// new messages of every member among them (`check_restart`).
+///
+/// (Starting only `logged` in the first life, the others never linked, is not possible over
+/// TCP: a fresh initial member's epoch needs every member's region length, which an absent
+/// peer never sent, and `Group::new` fails with `LargeRegion`.)
+fn first_start_crash(logged: &[usize]) {
+    let n = 5;
+    let all: Vec<usize> = (0..n).collect();
+    let places = vec![Place::loopback(); n];
+    let settings = Settings {
+        quiet_first_life: true,
+        ..Settings::durable()
+    };
+    let mut c = Cluster::start("member_child", &places, settings);
+    // Frozen first, so that nobody changes views between two SIGKILLs.
+    c.freeze_and_kill_all(&all);
+    settle();
+    let before = c.reports();
+    for k in all.iter().filter(|k| !logged.contains(k)) {
+        std::fs::remove_file(c.dir().join(format!("gms-{k}.log"))).unwrap();
+        std::fs::remove_dir_all(c.dir().join(format!("epochs-{k}"))).unwrap();
+    }
+    for k in &all {
+        let last = c.logged_view(*k).map(|v| v.0);
+        let want = logged.contains(k).then_some(0);
+        assert_eq!(last, want, "member {k}'s log after the first start");
+        assert!(
+            before[*k].delivered.is_empty(),
+            "member {k} delivered during the first start"
+        );
+    }
+    c.restart(&all);
+    c.wait_restarted(&all, 200);
+    let after = c.finish();
+    let restarted = restart_view(&after, &all);
+    assert_eq!(restarted, all, "the restart view names every member");
+    let replay = check_restart(&before, &after, &all, &restarted, 200);
+    assert!(
+        replay.is_empty(),
+        "nothing to replay: {} messages",
+        replay.len()
+    );
+    for (k, r) in after.iter().enumerate() {
+        assert_eq!(
+            (r.views[0].id, r.views[0].before),
+            (1, 0),
+            "member {k}'s restart view"
+        );
+    }
+    println!(
+        "first start crashed with {logged:?} logged: restart view 1 of all five, then {} \
+         deliveries at member 0",
+        after[0].delivered.len()
+    );
+}
+
+#[test]
+fn a_crash_during_the_first_start_with_a_minority_logged_restarts_everyone_over_tcp() {
+    first_start_crash(&[1, 3]);
+}
+
+#[test]
+fn a_crash_during_the_first_start_with_a_majority_logged_restarts_everyone_over_tcp() {
+    first_start_crash(&[0, 2, 4]);
+}
+
+/// As the simulator's `sim_restart_absent::a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_stops_naming_whom_to_start`,
+/// over TCP. First life: five members deliver; 0 and 1 are frozen, then SIGKILLed; the survivors
+/// decide view 1 = [2, 3, 4], and each crashes itself right after the poll that logged the
+/// decision (the leader 2 before any echo can reach it, so nobody installs view 1); whoever
+/// has not crashed is SIGKILLed. Then 0, 1, 2 restart (a majority of view 0), 3 and 4 never
+/// start (absent): the decision 2 logged is adopted, 3 and 4 are counted out after
+/// `restart_absent_timeout`, and what is left, [2], is a majority neither of view 0 nor of [2,
+/// 3, 4]: every one of the three must stop with exactly `RestartShortOfAdopted { view: 0,
+/// adopted: [2, 3, 4], start: [3, 4] }`, no sooner than the absent timeout after it started,
+/// with nothing installed or delivered. Then the operator's action: all five restart; the
+/// restart view is [2, 3, 4], 0 and 1 join again by themselves (state transfer), and all five
+/// end in one running view delivering identically, everything delivered before kept. Without
+/// the rule the three wait for good ("waiting for every restarted member to stop" fails at its
+/// deadline).
+#[test]
+fn a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_stops_naming_whom_to_start_over_tcp()
+ {
+    let n = 5;
+    let all: Vec<usize> = (0..n).collect();
+    let settings = Settings {
+        crash: Some(Crash::Decision),
+        ..Settings::durable()
+    };
+    let absent_timeout = settings.restart_absent;
+    let mut c = Cluster::start("member_child", &vec![Place::loopback(); n], settings);
+    c.warm_up(200);
+    // Frozen first: were 1 still running when the others notice 0's crash, it would lead the
+    // view change and decide [1, 2, 3, 4].
+    c.freeze_and_kill_all(&[0, 1]);
+    c.wait_for(
+        "the leader to crash right after logging its decision",
+        Duration::from_secs(30),
+        |r| r[2].crashed.is_some(),
+    );
+    for k in [2, 3, 4] {
+        if c.reports()[k].crashed.is_some() {
+            c.reap_crashed(k);
+        } else {
+            c.kill(k);
+        }
+    }
+    settle();
+    let first = c.reports();
+    let logs: Vec<_> = all.iter().map(|&k| log_of(&c, k)).collect();
+    for (k, l) in logs.iter().enumerate() {
+        assert_eq!(
+            l.last_view().map(|v| v.0),
+            Some(0),
+            "member {k}'s log must end at view 0: {:?}",
+            l.records
+        );
+    }
+    let view0: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+    let decided = logs[2]
+        .decision_for(0)
+        .unwrap_or_else(|| panic!("member 2 logged no decision: {:?}", logs[2].records));
+    let next = [2, 3, 4].map(NodeId).to_vec();
+    assert_eq!(decided.next_members(&view0), next, "the logged decision");
+
+    let up = [0usize, 1, 2];
+    c.restart(&up);
+    c.wait_for(
+        "every restarted member to stop",
+        Duration::from_secs(30),
+        |r| up.iter().all(|&k| r[k].stop.is_some()),
+    );
+    let want = StopReason::RestartShortOfAdopted {
+        view: 0,
+        adopted: next.clone(),
+        start: [3, 4].map(NodeId).to_vec(),
+    }
+    .to_string();
+    let stopped = c.reports();
+    for &k in &up {
+        let r = &stopped[k];
+        let (t, why) = r.stop.clone().unwrap();
+        assert_eq!(why, want, "member {k}'s stop");
+        assert!(
+            r.views.is_empty() && r.delivered.is_empty(),
+            "member {k} installed {:?} or delivered {} before stopping",
+            r.views,
+            r.delivered.len()
+        );
+        let ready = r.ready.unwrap();
+        assert!(
+            t >= ready + absent_timeout.as_micros() as u64,
+            "member {k} stopped {} us after it started, before the absent timeout",
+            t - ready
+        );
+    }
+    // The operator's action: every member restarts, 3 and 4 started too.
+    c.kill_all(&up);
+    settle();
+    let second = c.reports();
+    c.restart(&all);
+    let everyone: BTreeSet<u32> = (0..n as u32).collect();
+    c.wait_for(
+        "all five in one running view, delivering",
+        Duration::from_secs(40),
+        |r| {
+            let Some(v) = r[2].views.last() else {
+                return false;
+            };
+            v.members.iter().copied().collect::<BTreeSet<_>>() == everyone
+                && r.iter().all(|o| {
+                    o.views.last().is_some_and(|w| w.id == v.id)
+                        && o.delivered_after(v.id) >= 100
+                        && o.delivered
+                            .iter()
+                            .any(|d| d.sender == 0 && d.seq >= 1 << 32)
+                })
+        },
+    );
+    let after = c.finish();
+    let restarted = restart_view(&after, &all);
+    assert_eq!(restarted, [2, 3, 4], "the restart view");
+    let before: Vec<Report> = first.into_iter().chain(second).collect();
+    check_restart(&before, &after, &all, &restarted, 100);
+    for k in [0, 1] {
+        let r = &after[k];
+        assert!(r.rejoined.is_some(), "member {k} did not join again");
+        assert!(
+            r.delivered.iter().any(|d| d.sender == k as u32),
+            "member {k} delivered nothing of its own after joining again"
+        );
+    }
+    // The joined members deliver what the others deliver at the same positions (checked by
+    // `check_restart` against member 2); every member ends in the same view.
+    let last = after[2].views.last().unwrap().clone();
+    for (k, r) in after.iter().enumerate() {
+        let v = r.views.last().unwrap();
+        assert_eq!(
+            (v.id, &v.members),
+            (last.id, &last.members),
+            "member {k}'s last view"
+        );
+    }
+    println!(
+        "stopped as short of the adopted view [2, 3, 4] ({want}); the new total restart \
+         installed {restarted:?}, then {:?}",
+        last.members
+    );
+}
+
+/// As the simulator's `sim_restart_absent::a_member_of_the_last_view_with_an_empty_log_that_starts_after_the_restart_joins_by_itself`,
+/// over TCP. First life: five members deliver; node 5 (a sixth process) asks to join and stops
+/// polling right after (`Settings::freeze_after_join`), so it never installs or logs the view
+/// that admits it; the five crash themselves right after installing that view 1 (which names
+/// 5), and 5 is SIGKILLed. Checked: their logs end at view 1 naming 5; 5's log is empty. Then
+/// 0–4 restart, 5 is absent: counted out after the absent timeout, the restart view [0..5)
+/// runs. Only then does 5 start: a new process (new TCP incarnation) from its empty log with
+/// `Group::new`, an idle outsider that nobody tells to join. It must read from a peer's
+/// decision block that the restart failed it, ask to join by itself (`RJ`), take the state by
+/// transfer and deliver exactly what the others deliver, its own messages included. Without
+/// the rule it stays idle ("waiting for the late member's ..." fails at its deadline).
+#[test]
+fn a_member_of_the_last_view_with_an_empty_log_that_starts_after_the_restart_joins_by_itself_over_tcp()
+ {
+    let late = 5usize;
+    let spare = 6usize;
+    let first: Vec<usize> = (0..5).collect();
+    let settings = Settings {
+        universe: 7,
+        crash: Some(Crash::View(1)),
+        freeze_after_join: true,
+        ..Settings::durable()
+    };
+    // The spare node 6 is a late TCP node that never starts in the first life.
+    let places = vec![Place::loopback(); 7];
+    let mut c = Cluster::start_with_late("member_child", &places, settings, &[spare]);
+    c.wait_for(
+        "deliveries from every member at every member",
+        Duration::from_secs(60),
+        |r| {
+            r[..5].iter().all(|r| {
+                let senders: BTreeSet<u32> = r.delivered.iter().map(|d| d.sender).collect();
+                r.delivered.len() >= 200 && senders.len() == 5
+            })
+        },
+    );
+    c.tell(late, "JOIN");
+    c.wait_for(
+        "every member to crash right after installing the view that admits 5",
+        Duration::from_secs(30),
+        |r| first.iter().all(|&k| r[k].crashed.is_some()),
+    );
+    for &k in &first {
+        c.reap_crashed(k);
+    }
+    c.kill_all(&[late, spare]);
+    settle();
+    let before = c.reports();
+    assert!(
+        before[late].frozen.is_some() && before[late].views.is_empty(),
+        "the joiner must have stopped polling before installing anything"
+    );
+    for &k in &first {
+        assert_eq!(
+            c.logged_view(k),
+            Some((1, (0..6).collect())),
+            "member {k}'s log must end at view 1 naming 5"
+        );
+    }
+    assert!(
+        log_of(&c, late).records.is_empty(),
+        "the joiner logged {:?}",
+        log_of(&c, late).records
+    );
+    // The spare's new process binds now and starts later, with 5.
+    let up: Vec<usize> = first.iter().copied().chain([spare]).collect();
+    c.restart_with_late(&up, &[spare]);
+    c.wait_restarted(&first, 100);
+    let restart = restart_view(&c.reports(), &first);
+    assert_eq!(restart, first, "the restart view goes on without 5");
+    // 5 starts only now, from its empty log, as an idle outsider; just before it, the spare
+    // node 6 (never a member, no log) starts its group the same way (first: 5's new process
+    // waits for a link to every peer its config does not list as late, 6 included).
+    c.start_late(spare);
+    c.respawn_outsider(late);
+    let reports = c.finish_with_late_member(&first, late);
+    let sp = &reports[spare];
+    assert!(
+        sp.ready.is_some() && sp.rejoined.is_none() && sp.views.is_empty(),
+        "the spare node asked to join or installed a view: {:?}",
+        (sp.rejoined, &sp.views)
+    );
+    let r = &reports[late];
+    assert!(r.join_requested.is_none(), "nobody told it to join");
+    let (from, to, _) = r.rejoined.expect("it asked to join by itself");
+    println!(
+        "member {late} (empty log, started after the restart): asked to join by itself \
+         ({from} -> {to}), state at position {}, then {} deliveries ({} its own)",
+        r.first_position(),
+        r.delivered.len(),
+        r.delivered
+            .iter()
+            .filter(|d| d.sender == late as u32)
+            .count()
+    );
+}

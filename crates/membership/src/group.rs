@@ -2040,6 +2040,24 @@ impl<T: Transport, L: Durable> Group<T, L> {
             if let Some(path) = self.cfg.epoch_log_of(old_view.id, shard) {
                 // The decision is logged (the core logs before acting): cut what it discards.
                 squall_round_robin::log::Log::cut(&path, trim_end(&trim, &self.senders))?;
+                // `EveryRecords` leaves up to `k - 1` records of the ended epoch unsynced (the
+                // cut syncs only what it truncates), and the next epoch's log syncs its own:
+                // a power loss would keep the new view's records without the tail of the
+                // old one's, a gap no restart replays past. So that tail is made durable
+                // before the next epoch logs anything. (`EveryBatch` synced it already;
+                // `Never` promises nothing past a process crash.)
+                if let Mode::Durable {
+                    fsync: squall_round_robin::FsyncPolicy::EveryRecords(_),
+                    ..
+                } = &self.cfg.epoch.mode
+                {
+                    std::fs::File::open(&path)
+                        .and_then(|f| f.sync_data())
+                        .map_err(|source| squall_round_robin::log::LogError::Io {
+                            path: path.clone(),
+                            source,
+                        })?;
+                }
             }
             // No peer writes set `old_view.id mod 2` again before this member acks view
             // `view.id + 1`, which it does only after this point.

@@ -36,18 +36,31 @@
 //! refused with a typed error over a file none of whose bytes were ever synced (a new log
 //! whose header the crash tore) is reported, and that state's restart not attempted.
 //!
-//! Three checks, one per model (see `power_loss/model.rs`): ext4's journal
+//! The s19 checks, one per model (see `power_loss/model.rs`): ext4's journal
 //! ([`a_power_loss_on_ext4_keeps_every_durable_promise`]), strict POSIX
 //! ([`a_power_loss_under_strict_posix_keeps_every_durable_promise`]; it found the epoch logs'
 //! unsynced directory entries, fixed in s19) and strict POSIX with only the
 //! epoch logs' entries taken as ext4 makes them
 //! ([`a_power_loss_under_strict_posix_keeps_every_durable_promise_but_the_epoch_log_entries`]).
 //!
+//! **Wider (s20)**: a [`Variant`] of the workload (the epochs' `FsyncPolicy`, two shards, a
+//! small index) and a [`Boot`] for the restarts (another boot: the workload runs in a private
+//! mount namespace whose `boot_id` names a made-up boot). Whatever the policy, a restart must
+//! run past every position whose record the syncs made durable at every member of its view
+//! and shard (derived from the trace through the model); `Upcall::Durable` is a power-loss
+//! promise with `EveryBatch` only, and there every report is checked against the syncs before
+//! it in the trace. See `docs/MEMBERSHIP.md`, twentieth part, "Wider coverage (s20)".
+//!
 //! Knobs: `SQUALL_POWER_LOSS_STATES=<n>` crash states per check (default 24: half at sync
 //! points, spread quadratically so the early run where files are new is denser, with nothing
 //! unsynced kept; half at random calls with random choices), `SQUALL_POWER_LOSS_SEED=<s>`
-//! (the workload's and the choices' seed, default 7). The tests skip, saying why, when
-//! `strace` is missing or `ptrace` is refused. See `docs/MEMBERSHIP.md`, twentieth part.
+//! (the workload's and the choices' seed, default 7); for debugging
+//! `SQUALL_POWER_LOSS_KEEP_TRACE=1` (keep the trace and failing states' files),
+//! `SQUALL_POWER_LOSS_TRACE=<file>` (check a kept trace instead of recording) and
+//! `SQUALL_POWER_LOSS_ONLY=<call>` (check only the states after that call, keeping them). The
+//! tests skip, saying why, when `strace` is missing or `ptrace` is refused, and the
+//! another-boot ones without a private mount namespace. See `docs/MEMBERSHIP.md`, twentieth
+//! part.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -460,11 +473,13 @@ fn seed() -> u64 {
         .unwrap_or(7)
 }
 
-fn states_wanted() -> usize {
+/// `SQUALL_POWER_LOSS_STATES`, or `default` (24 for the s19 checks, 12 for the s20 ones,
+/// which share their recordings: the default run stays short).
+fn states_wanted(default: usize) -> usize {
     std::env::var("SQUALL_POWER_LOSS_STATES")
         .ok()
         .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(24)
+        .unwrap_or(default)
         .max(2)
 }
 
@@ -1259,7 +1274,15 @@ fn check_state(
         && if stops.is_empty() {
             true
         } else {
-            let typed = |w: &str| compacted(w) || (c.torn_unsynced && torn_unsynced(w));
+            // `Never` syncs no epoch record (only compactions do): a crash can keep a later
+            // view's unsynced records and lose the earlier view's tail (no view-change sync,
+            // by the policy), and the replay stops over the gap, typed.
+            let never = v.fsync == FsyncPolicy::Never;
+            let typed = |w: &str| {
+                compacted(w)
+                    || (c.torn_unsynced && torn_unsynced(w))
+                    || (never && w.starts_with("replaying the epoch log"))
+            };
             let allowed = stops.iter().any(|(_, w)| typed(w))
                 && stops
                     .iter()
@@ -1380,12 +1403,33 @@ impl Check {
 
 /// Records the workload, generates the crash states of `c`'s model and checks each.
 fn check_model(c: Check) {
+    check_models(&[c], 24);
+}
+
+/// Records the workload once (the checks share their variant and boot) and runs each check
+/// on it, `default` crash states each.
+fn check_models(checks: &[Check], default: usize) {
     let seed = seed();
+    let c = &checks[0];
+    assert!(
+        checks
+            .iter()
+            .all(|k| k.variant == c.variant && k.boot == c.boot),
+        "checks sharing a recording share its variant and boot"
+    );
     let Some(rec) = record(c.tag, seed, &c.variant, c.boot).unwrap() else {
         return;
     };
+    for c in checks {
+        check_recorded(c, &rec, seed, default);
+    }
+}
+
+/// Generates the crash states of `c`'s model from `rec` and checks each.
+fn check_recorded(c: &Check, rec: &Recording, seed: u64, default: usize) {
+    let c = *c;
     let started = std::time::Instant::now();
-    let d = crash_states(&rec, c.model, c.exempt, states_wanted(), seed).unwrap();
+    let d = crash_states(rec, c.model, c.exempt, states_wanted(default), seed).unwrap();
     let here = squall_round_robin::log::boot_tag().unwrap_or(0);
     match c.boot {
         Boot::Same => assert_eq!(d.boot, here, "the workload ran in another boot"),
@@ -1546,55 +1590,83 @@ const TWO_SHARDS: Variant = Variant {
     index_every: SMALL_INDEX,
 };
 
-/// `EveryBatch` with an index entry about every other record, on ext4, another boot.
+/// `EveryBatch` with an index entry about every other record (so the index is used and
+/// rewritten by the compactions), on ext4, restarted in another boot.
 #[test]
 fn every_batch_with_a_small_index_on_ext4_after_a_reboot_keeps_every_durable_promise() {
-    check_model(Check::new(
-        "batch-index-ext4",
-        Model::Ext4,
-        Variant {
-            index_every: SMALL_INDEX,
-            ..S19
-        },
-        Boot::Another,
-    ));
+    let v = Variant {
+        index_every: SMALL_INDEX,
+        ..S19
+    };
+    check_models(
+        &[Check::new(
+            "batch-index-ext4",
+            Model::Ext4,
+            v,
+            Boot::Another,
+        )],
+        12,
+    );
 }
 
-/// `EveryRecords(k)` on ext4, restarted in another boot: what every member synced survives
-/// (its `Durable` reports promise survival of a process crash only, and are not checked as
-/// more), every GMS promise holds, and every restart completes; the index entries of
-/// unsynced records, tagged with the workload's boot, are not trusted.
+/// `EveryRecords(k)`, restarted in another boot, on one recording: under ext4, strict POSIX,
+/// and ext4 with its `data=ordered` file data ([`Model::Ext4Ordered`]: a prefix of each
+/// file's unsynced writes survives, no garbage, no hole; there the torn-record stops of
+/// finding 8 count as failures: on the deployment file system they do not happen). What
+/// every member synced survives (its `Durable` reports promise survival of a process crash
+/// only, and are not checked as more), every GMS promise holds, every restart completes but
+/// for the typed stops the policy allows; the index entries of unsynced records, tagged with
+/// the workload's boot, are not trusted.
 #[test]
-fn every_records_on_ext4_after_a_reboot_keeps_what_was_synced() {
-    check_model(Check::new(
-        "records-ext4",
-        Model::Ext4,
-        EVERY_RECORDS,
-        Boot::Another,
-    ));
-}
-
-/// `EveryRecords(k)` under strict POSIX, restarted in another boot.
-#[test]
-fn every_records_under_strict_posix_after_a_reboot_keeps_what_was_synced() {
-    check_model(Check::new(
-        "records-posix",
-        Model::Posix,
-        EVERY_RECORDS,
-        Boot::Another,
-    ));
+fn every_records_after_a_reboot_keeps_what_was_synced() {
+    check_models(
+        &[
+            Check::new("records-ext4", Model::Ext4, EVERY_RECORDS, Boot::Another),
+            Check::new("records-posix", Model::Posix, EVERY_RECORDS, Boot::Another),
+            Check {
+                torn_unsynced: false,
+                ..Check::new(
+                    "records-ordered",
+                    Model::Ext4Ordered,
+                    EVERY_RECORDS,
+                    Boot::Another,
+                )
+            },
+        ],
+        12,
+    );
 }
 
 /// `Never` on ext4, restarted in another boot: only what the checkpoints (and the
 /// compactions they cause) synced is promised.
 #[test]
 fn never_on_ext4_after_a_reboot_keeps_what_was_synced() {
-    check_model(Check::new("never-ext4", Model::Ext4, NEVER, Boot::Another));
+    check_models(
+        &[Check::new("never-ext4", Model::Ext4, NEVER, Boot::Another)],
+        12,
+    );
+}
+
+/// Two shards (`EveryBatch`), restarted in another boot, on one recording: under ext4 and
+/// strict POSIX.
+#[test]
+fn two_shards_keep_every_durable_promise() {
+    check_models(
+        &[
+            Check::new("shards-ext4", Model::Ext4, TWO_SHARDS, Boot::Another),
+            Check::new("shards-posix", Model::Posix, TWO_SHARDS, Boot::Another),
+        ],
+        12,
+    );
 }
 
 /// `EveryRecords(k)` restarted in the same boot: the index entries of unsynced records are
 /// trusted, as they may be after a process crash, though the power loss took bytes before
-/// them.
+/// them. A real power loss always comes with a new boot, so this is a demonstration of what
+/// the boot tags are for, not a defect: about 1 state in 400 fails (seed 7, s20: "replaying
+/// the epoch log of view 0 (…): corrupt record at byte 224: body length 0 out of range": the
+/// skim started at an entry tagged with the running boot, past a write the power loss
+/// dropped), where the same checks in another boot pass.
 #[test]
 #[ignore = "a power loss without a reboot does not happen; see the doc comment"]
 fn every_records_on_ext4_in_the_same_boot() {
@@ -1608,11 +1680,11 @@ fn every_records_on_ext4_in_the_same_boot() {
 
 /// `EveryRecords(k)` with its `Durable` reports taken as power-loss promises: fails (s20).
 /// With `EveryRecords`/`Never`, `Upcall::Durable(p)` says `p` is in every member's log
-/// *written to the OS* (the policy's documented promise: a process crash), so about every
-/// report names positions a power loss can take ("n1 reported Durable(21) in view 1, but
-/// what a power loss keeps of the members' epoch logs of that view ends at n0: seq 20
-/// (position 17), …"). The application cannot tell from the upcall what survives a power
-/// loss. A fix belongs to round-robin's durable-position reporting (report `Durable` up to
+/// *written to the OS* (the policy's documented promise: a process crash), so most reports
+/// name positions a power loss can take (seed 7: 229 reports; the first, after call 200: "n1
+/// reported Durable(5) in view 0 (shard 0), but what a power loss keeps of the members'
+/// epoch logs of that view ends at n0: seq Some(4) (position Some(4)), …"). The application
+/// cannot tell from the upcall what survives a power loss. A fix belongs to round-robin's durable-position reporting (report `Durable` up to
 /// what every member *synced*, e.g. a synced count beside the received one), not here.
 #[test]
 #[ignore = "fails: Durable under EveryRecords is a process-crash promise (see the doc comment)"]
@@ -1640,28 +1712,6 @@ fn every_records_a_torn_unsynced_record_stops_no_member() {
         torn_unsynced: false,
         ..Check::new("records-torn", Model::Ext4, EVERY_RECORDS, Boot::Another)
     });
-}
-
-/// Two shards (`EveryBatch`) on ext4, another boot.
-#[test]
-fn two_shards_on_ext4_keep_every_durable_promise() {
-    check_model(Check::new(
-        "shards-ext4",
-        Model::Ext4,
-        TWO_SHARDS,
-        Boot::Another,
-    ));
-}
-
-/// Two shards (`EveryBatch`) under strict POSIX, another boot.
-#[test]
-fn two_shards_under_strict_posix_keep_every_durable_promise() {
-    check_model(Check::new(
-        "shards-posix",
-        Model::Posix,
-        TWO_SHARDS,
-        Boot::Another,
-    ));
 }
 
 /// Whether `path` names an epoch log or its index (the files the strict test above found

@@ -560,7 +560,22 @@ impl ReplayStream {
                 path: log.path.clone(),
                 source,
             };
-            let Some(r) = reader.next_record().map_err(io)? else {
+            let next = reader.next_record().map_err(io)?;
+            // A mark below the record the skim checked comes from the side index unchecked.
+            // The index is never synced and a compaction rewrites it in place, so after a
+            // power loss it can hold entries of the file before the compaction ahead of one
+            // that checks out (s20, `power_loss.rs`): the first record read at a mark must be
+            // the mark's, else the log is read from its start.
+            if let Some(m) = log.start.take()
+                && next
+                    .as_ref()
+                    .is_none_or(|r| (r.view, r.seq, r.position) != (m.view, m.seq, m.position))
+            {
+                tracing::warn!(path = %log.path.display(), offset = m.offset, "replay: the index's mark does not match the log there; reading the log from its start");
+                *reader = Log::reader(&log.path, self.buffer)?;
+                continue;
+            }
+            let Some(r) = next else {
                 stats.replay_peak_buffer =
                     stats.replay_peak_buffer.max(reader.peak_buffer() as u64);
                 if let Some(why) = reader.tail() {
@@ -2040,6 +2055,24 @@ impl<T: Transport, L: Durable> Group<T, L> {
             if let Some(path) = self.cfg.epoch_log_of(old_view.id, shard) {
                 // The decision is logged (the core logs before acting): cut what it discards.
                 squall_round_robin::log::Log::cut(&path, trim_end(&trim, &self.senders))?;
+                // `EveryRecords` leaves up to `k - 1` records of the ended epoch unsynced (the
+                // cut syncs only what it truncates), and the next epoch's log syncs its own:
+                // a power loss would keep the new view's records without the tail of the
+                // old one's, a gap no restart replays past. So that tail is made durable
+                // before the next epoch logs anything. (`EveryBatch` synced it already;
+                // `Never` promises nothing past a process crash.)
+                if let Mode::Durable {
+                    fsync: squall_round_robin::FsyncPolicy::EveryRecords(_),
+                    ..
+                } = &self.cfg.epoch.mode
+                {
+                    std::fs::File::open(&path)
+                        .and_then(|f| f.sync_data())
+                        .map_err(|source| squall_round_robin::log::LogError::Io {
+                            path: path.clone(),
+                            source,
+                        })?;
+                }
             }
             // No peer writes set `old_view.id mod 2` again before this member acks view
             // `view.id + 1`, which it does only after this point.

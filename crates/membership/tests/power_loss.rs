@@ -36,18 +36,31 @@
 //! refused with a typed error over a file none of whose bytes were ever synced (a new log
 //! whose header the crash tore) is reported, and that state's restart not attempted.
 //!
-//! Three checks, one per model (see `power_loss/model.rs`): ext4's journal
+//! The s19 checks, one per model (see `power_loss/model.rs`): ext4's journal
 //! ([`a_power_loss_on_ext4_keeps_every_durable_promise`]), strict POSIX
 //! ([`a_power_loss_under_strict_posix_keeps_every_durable_promise`]; it found the epoch logs'
 //! unsynced directory entries, fixed in s19) and strict POSIX with only the
 //! epoch logs' entries taken as ext4 makes them
 //! ([`a_power_loss_under_strict_posix_keeps_every_durable_promise_but_the_epoch_log_entries`]).
 //!
+//! **Wider (s20)**: a [`Variant`] of the workload (the epochs' `FsyncPolicy`, two shards, a
+//! small index) and a [`Boot`] for the restarts (another boot: the workload runs in a private
+//! mount namespace whose `boot_id` names a made-up boot). Whatever the policy, a restart must
+//! run past every position whose record the syncs made durable at every member of its view
+//! and shard (derived from the trace through the model); `Upcall::Durable` is a power-loss
+//! promise with `EveryBatch` only, and there every report is checked against the syncs before
+//! it in the trace. See `docs/MEMBERSHIP.md`, twentieth part, "Wider coverage (s20)".
+//!
 //! Knobs: `SQUALL_POWER_LOSS_STATES=<n>` crash states per check (default 24: half at sync
 //! points, spread quadratically so the early run where files are new is denser, with nothing
 //! unsynced kept; half at random calls with random choices), `SQUALL_POWER_LOSS_SEED=<s>`
-//! (the workload's and the choices' seed, default 7). The tests skip, saying why, when
-//! `strace` is missing or `ptrace` is refused. See `docs/MEMBERSHIP.md`, twentieth part.
+//! (the workload's and the choices' seed, default 7); for debugging
+//! `SQUALL_POWER_LOSS_KEEP_TRACE=1` (keep the trace and failing states' files),
+//! `SQUALL_POWER_LOSS_TRACE=<file>` (check a kept trace instead of recording) and
+//! `SQUALL_POWER_LOSS_ONLY=<call>` (check only the states after that call, keeping them). The
+//! tests skip, saying why, when `strace` is missing or `ptrace` is refused, and the
+//! another-boot ones without a private mount namespace. See `docs/MEMBERSHIP.md`, twentieth
+//! part.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -60,6 +73,7 @@ use std::time::Duration;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::FileLog;
 use squall_membership::snapshot::{CheckpointError, Checkpointed};
+use squall_membership::view::EvenShards;
 use squall_ordering::{Delivery, View};
 use squall_round_robin::{FsyncPolicy, Mode};
 use squall_transport::NodeId;
@@ -74,20 +88,91 @@ use group_sim::chain::{self, App, Checked, Hooks, Nodes, Outcome, Started};
 use power_loss::model::{Fs, Keep, Model, Rng};
 use power_loss::trace;
 
-/// Universe: view 0 is `0..3`, node 3 joins.
-const U: usize = 4;
 /// Checkpoint every this many deliveries.
 const EVERY: u64 = 12;
 /// The GMS log's name in a node's directory.
 const GMS: &str = "gms.log";
 
-fn config(base: &Path, i: usize) -> GroupConfig {
+/// What a check runs: the workload's shape and durability settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Variant {
+    /// The epochs' fsync policy.
+    fsync: FsyncPolicy,
+    /// Shards of the group: 1 (nodes `0..3` the first view, node 3 joins, node 2 is removed)
+    /// or 2 (nodes `0..4` the first view in two shards, node 4 joins, a member of its shard
+    /// is removed).
+    shards: usize,
+    /// The epoch logs' index granularity (`Config::log_index_every`): small, every log's
+    /// index holds entries past its first record, so its boot tags matter.
+    index_every: u64,
+}
+
+/// The s19 workload: `EveryBatch`, one shard, the default index (one entry per log here).
+const S19: Variant = Variant {
+    fsync: FsyncPolicy::EveryBatch,
+    shards: 1,
+    index_every: squall_round_robin::log::DEFAULT_INDEX_EVERY,
+};
+
+/// An index entry about every other record.
+const SMALL_INDEX: u64 = 64;
+
+impl Variant {
+    fn universe(&self) -> usize {
+        if self.shards == 1 { 4 } else { 5 }
+    }
+
+    /// The first view is `0..initial()`; node `initial()` joins.
+    fn initial(&self) -> usize {
+        self.universe() - 1
+    }
+
+    /// Whether `Upcall::Durable` promises survival of a power loss (only `EveryBatch` syncs
+    /// before a record counts as received; the others promise it for a process crash).
+    fn durable_upcall_promises(&self) -> bool {
+        self.fsync == FsyncPolicy::EveryBatch
+    }
+
+    /// For the child's environment.
+    fn encode(&self) -> String {
+        let f = match self.fsync {
+            FsyncPolicy::EveryBatch => "b".to_string(),
+            FsyncPolicy::EveryRecords(k) => format!("r{k}"),
+            FsyncPolicy::Never => "n".to_string(),
+        };
+        format!("{f}/{}/{}", self.shards, self.index_every)
+    }
+
+    fn decode(s: &str) -> Variant {
+        let w: Vec<&str> = s.split('/').collect();
+        let fsync = match w[0] {
+            "b" => FsyncPolicy::EveryBatch,
+            "n" => FsyncPolicy::Never,
+            r => FsyncPolicy::EveryRecords(r[1..].parse().unwrap()),
+        };
+        Variant {
+            fsync,
+            shards: w[1].parse().unwrap(),
+            index_every: w[2].parse().unwrap(),
+        }
+    }
+}
+
+fn config(base: &Path, i: usize, v: &Variant) -> GroupConfig {
     // The checkpoint's file work inside the call (the thread writer runs the same file code).
-    let mut cfg = chain::checkpoint_config(U, 3);
+    let mut cfg = chain::checkpoint_config(v.universe(), v.initial());
+    if v.shards > 1 {
+        cfg.gms.shards = EvenShards {
+            shards: v.shards,
+            min: 1,
+            max: 3,
+        };
+    }
     cfg.epoch.mode = Mode::Durable {
         path: node_dir(base, i),
-        fsync: FsyncPolicy::EveryBatch,
+        fsync: v.fsync,
     };
+    cfg.epoch.log_index_every = v.index_every;
     cfg
 }
 
@@ -115,23 +200,52 @@ struct Run {
     checkpoints: bool,
     written: Vec<u64>,
     views: Vec<u64>,
+    /// Per node: the chain value after each position it delivered (or restored a state at the
+    /// next one), checked against its shard's chain once the shards are known.
+    got: Vec<Chain>,
+    /// Per node: its shard, once it ran one (a member never changes shards).
+    shard_of: Vec<Option<usize>>,
+    /// The views whose shards were marked (`PL-MEMBERS`).
+    marked: std::collections::BTreeSet<u64>,
 }
 
 impl Run {
-    fn step(&mut self, chain: &mut Chain, submit: bool) -> Result<(), String> {
+    fn step(&mut self, submit: bool) -> Result<(), String> {
         let mut checks = Checks {
-            chain,
             marking: self.marking,
             checkpoints: self.checkpoints,
             written: &mut self.written,
             views: &mut self.views,
+            got: &mut self.got,
         };
-        self.n.step(submit, &mut checks)
+        self.n.step(submit, &mut checks)?;
+        for (i, g) in self.n.groups.iter().enumerate() {
+            let Some(g) = g else { continue };
+            if let Some(s) = g.shard() {
+                if self.shard_of[i].is_some_and(|t| t != s) {
+                    return Err(format!(
+                        "n{i} moved from shard {:?} to {s}",
+                        self.shard_of[i]
+                    ));
+                }
+                self.shard_of[i] = Some(s);
+            }
+            if let Some(v) = g.view()
+                && self.marking
+                && v.inadequate.is_none()
+                && self.marked.insert(v.id)
+            {
+                for (s, sh) in v.shards.iter().enumerate() {
+                    let m: Vec<String> = sh.members.iter().map(|n| n.0.to_string()).collect();
+                    mark(&format!("PL-MEMBERS {} {s} {}", v.id, m.join(",")));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn run_until(
         &mut self,
-        chain: &mut Chain,
         submit: bool,
         steps: usize,
         done: impl Fn(&Run) -> bool,
@@ -140,21 +254,38 @@ impl Run {
             if done(self) {
                 return Ok(true);
             }
-            self.step(chain, submit)?;
+            self.step(submit)?;
         }
         Ok(done(self))
     }
+
+    /// Per shard, the chain every member's deliveries agree on (an error if two differ).
+    fn chains(&self) -> Result<BTreeMap<usize, Chain>, String> {
+        let mut out: BTreeMap<usize, Chain> = BTreeMap::new();
+        for (i, got) in self.got.iter().enumerate() {
+            if got.is_empty() {
+                continue;
+            }
+            let s = self.shard_of[i].ok_or_else(|| format!("n{i} delivered in no shard"))?;
+            let c = out.entry(s).or_default();
+            for (&p, &h) in got {
+                if c.insert(p, h).is_some_and(|x| x != h) {
+                    return Err(format!("n{i}: position {p} of shard {s} differs"));
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
-/// This suite's part of a step: the markers (the traced workload); the recorded chain
-/// (a restart checks against it, the workload records it); checkpoints every [`EVERY`]
-/// deliveries if `checkpoints`.
+/// This suite's part of a step: the markers (the traced workload), what each node delivered,
+/// checkpoints every [`EVERY`] deliveries if `checkpoints`.
 struct Checks<'a> {
-    chain: &'a mut Chain,
     marking: bool,
     checkpoints: bool,
     written: &'a mut [u64],
     views: &'a mut [u64],
+    got: &'a mut [Chain],
 }
 
 impl Hooks<FileLog> for Checks<'_> {
@@ -183,28 +314,22 @@ impl Hooks<FileLog> for Checks<'_> {
 
     fn restored(&mut self, i: usize, position: u64, hash: u64) -> Result<(), String> {
         if let Some(p) = position.checked_sub(1)
-            && !self.marking
-            && self.chain.get(&p) != Some(&hash)
+            && self.got[i].insert(p, hash).is_some_and(|h| h != hash)
         {
             return Err(format!(
-                "n{i}: restored state at {position} is not the recorded chain"
+                "n{i}: restored state at {position} is not what it delivered"
             ));
         }
         Ok(())
     }
 
     fn delivered(&mut self, i: usize, d: &Delivery, hash: u64) -> Result<(), String> {
-        if self.marking {
-            if let Some(h) = self.chain.insert(d.position, hash)
-                && h != hash
-            {
-                return Err(format!("n{i}: position {} differs", d.position));
-            }
-        } else if let Some(&h) = self.chain.get(&d.position)
-            && h != hash
+        if self.got[i]
+            .insert(d.position, hash)
+            .is_some_and(|h| h != hash)
         {
             return Err(format!(
-                "n{i}: position {} after the restart is not the recorded chain",
+                "n{i}: position {} delivered twice, differently",
                 d.position
             ));
         }
@@ -231,20 +356,24 @@ impl Hooks<FileLog> for Checks<'_> {
     }
 }
 
-fn new_run(seed: u64, marking: bool) -> (Run, Vec<SimNode>) {
-    let layout = Group::<SimNode, FileLog>::layout(&config(Path::new("/"), 0)).unwrap();
-    let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), U, &layout).unwrap();
+fn new_run(seed: u64, marking: bool, v: &Variant) -> (Run, Vec<SimNode>) {
+    let u = v.universe();
+    let layout = Group::<SimNode, FileLog>::layout(&config(Path::new("/"), 0, v)).unwrap();
+    let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), u, &layout).unwrap();
     let run = Run {
         n: Nodes::new(
             sim,
-            (0..U).map(|_| None).collect(),
-            vec![App::default(); U],
+            (0..u).map(|_| None).collect(),
+            vec![App::default(); u],
             Vec::new(),
         ),
         marking,
         checkpoints: marking,
-        written: vec![0; U],
-        views: vec![0; U],
+        written: vec![0; u],
+        views: vec![0; u],
+        got: vec![Chain::new(); u],
+        shard_of: vec![None; u],
+        marked: Default::default(),
     };
     (run, nodes)
 }
@@ -258,53 +387,68 @@ fn workload_child() {
     };
     let base = PathBuf::from(base);
     let seed: u64 = std::env::var("PL_SEED").unwrap().parse().unwrap();
-    if let Err(e) = workload(&base, seed) {
+    let v = Variant::decode(&std::env::var("PL_VARIANT").unwrap());
+    if let Err(e) = workload(&base, seed, &v) {
         mark(&format!("PL-FAIL {e}"));
         panic!("workload: {e}");
     }
 }
 
-fn workload(base: &Path, seed: u64) -> Result<(), String> {
+fn workload(base: &Path, seed: u64, v: &Variant) -> Result<(), String> {
     mark("PL-START");
-    let (mut r, nodes) = new_run(seed, true);
-    let mut chain = Chain::new();
+    mark(&format!(
+        "PL-BOOT {}",
+        squall_round_robin::log::boot_tag().unwrap_or(0)
+    ));
+    let (mut r, nodes) = new_run(seed, true, v);
+    let (init, joiner) = (v.initial(), v.initial());
     for (i, t) in nodes.into_iter().enumerate() {
-        if i < 3 {
+        if i < init {
             let (log, _) =
                 FileLog::open(&node_dir(base, i).join(GMS)).map_err(|e| e.to_string())?;
             r.n.groups[i] =
-                Some(Group::new(t, config(base, i), log, None).map_err(|e| e.to_string())?);
+                Some(Group::new(t, config(base, i, v), log, None).map_err(|e| e.to_string())?);
             r.n.apps[i].has_state = true;
         } else {
-            r.n.sim.crash(NodeId(3));
+            r.n.sim.crash(NodeId(i as u32));
         }
     }
-    if !r.run_until(&mut chain, true, 20_000, |r| {
-        r.written[..3].iter().all(|&w| w > 0)
-    })? {
+    if !r.run_until(true, 20_000, |r| r.written[..init].iter().all(|&w| w > 0))? {
         return Err("no checkpoint in view 0".into());
     }
     let t =
         r.n.sim
-            .restart_node(NodeId(3))
-            .ok_or("node 3 cannot start")?;
-    let (log, _) = FileLog::open(&node_dir(base, 3).join(GMS)).map_err(|e| e.to_string())?;
-    r.n.groups[3] = Some(Group::joining(t, config(base, 3), log).map_err(|e| e.to_string())?);
-    if !r.run_until(&mut chain, true, 20_000, |r| {
-        r.n.groups[3].as_ref().is_some_and(Group::is_active) && r.written[3] > 0
+            .restart_node(NodeId(joiner as u32))
+            .ok_or("the joiner cannot start")?;
+    let (log, _) = FileLog::open(&node_dir(base, joiner).join(GMS)).map_err(|e| e.to_string())?;
+    r.n.groups[joiner] =
+        Some(Group::joining(t, config(base, joiner, v), log).map_err(|e| e.to_string())?);
+    if !r.run_until(true, 20_000, |r| {
+        r.n.groups[joiner].as_ref().is_some_and(Group::is_active) && r.written[joiner] > 0
     })? {
-        return Err("node 3 never joined and checkpointed".into());
+        return Err("the joiner never joined and checkpointed".into());
     }
-    r.run_until(&mut chain, true, 150, |_| false)?;
-    // A removal: view 2 without node 2.
-    r.n.sim.crash(NodeId(2));
-    r.n.groups[2] = None;
-    if !r.run_until(&mut chain, false, 20_000, |r| r.views[0] >= 2)? {
-        return Err("node 2 was never removed".into());
+    r.run_until(true, 150, |_| false)?;
+    // A removal: with one shard node 2; with two, the joiner's highest shard-mate.
+    let victim = if v.shards == 1 {
+        2
+    } else {
+        (0..init)
+            .rev()
+            .find(|&i| r.shard_of[i] == r.shard_of[joiner])
+            .ok_or("the joiner has no shard-mate")?
+    };
+    let before = r.views[0];
+    r.n.sim.crash(NodeId(victim as u32));
+    r.n.groups[victim] = None;
+    if !r.run_until(false, 20_000, |r| r.views[0] > before)? {
+        return Err(format!("node {victim} was never removed"));
     }
-    r.run_until(&mut chain, true, 150, |_| false)?;
-    let line: Vec<String> = chain.iter().map(|(p, h)| format!("{p}:{h}")).collect();
-    mark(&format!("PL-CHAIN {}", line.join(",")));
+    r.run_until(true, 150, |_| false)?;
+    for (s, chain) in r.chains()? {
+        let line: Vec<String> = chain.iter().map(|(p, h)| format!("{p}:{h}")).collect();
+        mark(&format!("PL-CHAIN {s} {}", line.join(",")));
+    }
     Ok(())
 }
 
@@ -313,8 +457,12 @@ struct Recording {
     root: String,
     dirs: Vec<String>,
     calls: Vec<trace::Call>,
-    end_tree: BTreeMap<String, Vec<u8>>,
+    /// The tree the workload left (none: a kept trace, `SQUALL_POWER_LOSS_TRACE`).
+    end_tree: Option<BTreeMap<String, Vec<u8>>>,
     took: Duration,
+    variant: Variant,
+    /// The boot the workload ran in (relative to the restarts').
+    boot: Boot,
 }
 
 const TRACED: &str = "openat,open,creat,read,lseek,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,\
@@ -327,11 +475,13 @@ fn seed() -> u64 {
         .unwrap_or(7)
 }
 
-fn states_wanted() -> usize {
+/// `SQUALL_POWER_LOSS_STATES`, or `default` (24 for the s19 checks, 12 for the s20 ones,
+/// which share their recordings: the default run stays short).
+fn states_wanted(default: usize) -> usize {
     std::env::var("SQUALL_POWER_LOSS_STATES")
         .ok()
         .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(24)
+        .unwrap_or(default)
         .max(2)
 }
 
@@ -353,24 +503,128 @@ fn read_tree(dir: &Path, rel: &str, out: &mut BTreeMap<String, Vec<u8>>) {
     }
 }
 
-/// Runs [`workload_child`] under strace. `Ok(None)`: skipped (no strace, or ptrace refused),
-/// with the reason printed.
-fn record(tag: &str, seed: u64) -> Result<Option<Recording>, String> {
+/// In which boot the restarts run, relative to the traced workload's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Boot {
+    /// The same boot (the restart trusts index entries tagged with the running boot: what a
+    /// process crash allows; a real power loss always comes with a new boot).
+    Same,
+    /// Another boot: the workload runs in a private mount namespace (`unshare -m`) whose
+    /// `/proc/sys/kernel/random/boot_id` is a bind-mounted file naming a made-up boot, the
+    /// file `squall_round_robin::log::boot_tag` reads; the restarts run in the real one. No
+    /// library code knows.
+    Another,
+}
+
+/// The command prefix that runs a program in another boot (see [`Boot::Another`]): `unshare
+/// -m sh -c 'mount --bind <file> /proc/sys/kernel/random/boot_id && exec "$@"'`, after
+/// checking that it works here; `Err`: why not (the test is skipped).
+fn another_boot(fake: &Path, seed: u64) -> Result<Vec<String>, String> {
+    const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+    let id = format!(
+        "0badb007-{:04x}-4000-8000-{:012x}",
+        seed & 0xffff,
+        std::process::id()
+    );
+    std::fs::write(fake, format!("{id}\n")).map_err(|e| e.to_string())?;
+    let prefix: Vec<String> = [
+        "unshare",
+        "-m",
+        "--",
+        "sh",
+        "-c",
+        &format!("mount --bind \"$0\" {BOOT_ID} && exec \"$@\""),
+        &fake.to_string_lossy(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = Command::new(&prefix[0])
+        .args(&prefix[1..])
+        .args(["cat", BOOT_ID])
+        .output()
+        .map_err(|e| format!("unshare: {e}"))?;
+    let seen = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || seen.trim() != id {
+        return Err(format!(
+            "a private mount namespace with another {BOOT_ID} is refused here ({}; root with CAP_SYS_ADMIN needed)",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(prefix)
+}
+
+/// Runs [`workload_child`] of `variant` under strace (in another boot if `boot` says so).
+/// `Ok(None)`: skipped (no strace, ptrace refused, or no other boot to be had), with the
+/// reason printed.
+fn record(
+    tag: &str,
+    seed: u64,
+    variant: &Variant,
+    mut boot: Boot,
+) -> Result<Option<Recording>, String> {
     if Command::new("strace").arg("-V").output().is_err() {
         println!(
             "SKIPPED: power-loss test {tag}: `strace` is not installed (apt-get install strace; .ci/run installs it)"
         );
         return Ok(None);
     }
+    if let Some(kept) = std::env::var_os("SQUALL_POWER_LOSS_TRACE") {
+        // Debugging: a trace kept by an earlier run (`SQUALL_POWER_LOSS_KEEP_TRACE`) of the
+        // same check, instead of a new recording (the workload's traces differ from run to
+        // run); its tree is gone, so the model is not compared with it.
+        let kept = PathBuf::from(kept);
+        let root = kept.with_extension("");
+        let text = std::fs::read_to_string(&kept).map_err(|e| e.to_string())?;
+        return Ok(Some(Recording {
+            root: root.to_string_lossy().into_owned(),
+            dirs: (0..variant.universe())
+                .map(|i| node_dir(&root, i).to_string_lossy().into_owned())
+                .collect(),
+            calls: trace::calls(&text)?,
+            end_tree: None,
+            took: Duration::ZERO,
+            variant: *variant,
+            boot,
+        }));
+    }
     let base = group_sim::scratch_dir("power-loss", tag, seed);
-    let dirs: Vec<PathBuf> = (0..U).map(|i| node_dir(&base, i)).collect();
+    let dirs: Vec<PathBuf> = (0..variant.universe())
+        .map(|i| node_dir(&base, i))
+        .collect();
     for d in &dirs {
         std::fs::create_dir_all(d).unwrap();
     }
     let root = base.canonicalize().unwrap();
     let trace_file = base.with_extension("strace");
+    let prefix = match boot {
+        Boot::Same => Vec::new(),
+        Boot::Another => match another_boot(&base.with_extension("boot_id"), seed) {
+            Ok(p) => p,
+            // `EveryBatch` writes only entries of synced records (tag 0), which every boot
+            // trusts: the same boot checks the same (many containers refuse the namespace).
+            Err(e) if variant.durable_upcall_promises() => {
+                println!("power-loss test {tag}: restarting in the same boot ({e})");
+                boot = Boot::Same;
+                Vec::new()
+            }
+            Err(e) => {
+                println!("SKIPPED: power-loss test {tag}: {e}");
+                std::fs::remove_dir_all(&base).ok();
+                return Ok(None);
+            }
+        },
+    };
     let t0 = std::time::Instant::now();
-    let out = Command::new("strace")
+    let mut cmd = match prefix.split_first() {
+        Some((p, rest)) => {
+            let mut c = Command::new(p);
+            c.args(rest).arg("strace");
+            c
+        }
+        None => Command::new("strace"),
+    };
+    let out = cmd
         .args(["-f", "-y", "-xx", "-s", "16777216", "--seccomp-bpf", "-e"])
         .arg(format!("trace={TRACED}"))
         .arg("-o")
@@ -386,6 +640,7 @@ fn record(tag: &str, seed: u64) -> Result<Option<Recording>, String> {
         ])
         .env("PL_DIR", &root)
         .env("PL_SEED", seed.to_string())
+        .env("PL_VARIANT", variant.encode())
         .env_remove("RUST_LOG")
         .output()
         .map_err(|e| format!("strace: {e}"))?;
@@ -423,7 +678,12 @@ fn record(tag: &str, seed: u64) -> Result<Option<Recording>, String> {
     let calls = trace::calls(&text)?;
     let mut end_tree = BTreeMap::new();
     read_tree(&root, "", &mut end_tree);
-    std::fs::remove_file(&trace_file).ok();
+    if std::env::var_os("SQUALL_POWER_LOSS_KEEP_TRACE").is_some() {
+        println!("trace kept: {}", trace_file.display());
+    } else {
+        std::fs::remove_file(&trace_file).ok();
+    }
+    std::fs::remove_file(base.with_extension("boot_id")).ok();
     std::fs::remove_dir_all(&base).ok();
     Ok(Some(Recording {
         root: root.to_string_lossy().into_owned(),
@@ -436,21 +696,76 @@ fn record(tag: &str, seed: u64) -> Result<Option<Recording>, String> {
             })
             .collect(),
         calls,
-        end_tree,
+        end_tree: Some(end_tree),
         took: t0.elapsed(),
+        variant: *variant,
+        boot,
     }))
 }
 
-/// What the markers before a crash point promise.
+/// Per view and shard: its members (the `PL-MEMBERS` markers).
+type Members = BTreeMap<(u64, usize), Vec<usize>>;
+
+/// The shard node `i` runs in view `view`, if any.
+fn shard_in(members: &Members, view: u64, i: usize) -> Option<usize> {
+    members
+        .iter()
+        .find(|((v, _), m)| *v == view && m.contains(&i))
+        .map(|((_, s), _)| *s)
+}
+
+/// `n<i>/epoch-<view>.log` or `n<i>/epoch-<view>-shard<s>.log` → (node, view, shard).
+fn epoch_log_of(rel: &str) -> Option<(usize, u64, usize)> {
+    let (node, name) = rel.split_once('/')?;
+    let i = node.strip_prefix('n')?.parse().ok()?;
+    let stem = name.strip_prefix("epoch-")?.strip_suffix(".log")?;
+    let (v, s) = match stem.split_once("-shard") {
+        Some((v, s)) => (v, s.parse().ok()?),
+        None => (stem, 0),
+    };
+    Some((i, v.parse().ok()?, s))
+}
+
+/// What the markers and syncs before a crash point promise.
 #[derive(Clone, Debug, Default)]
 struct Promised {
     views: Vec<Option<u64>>,
     checkpoints: Vec<Option<u64>>,
-    durable: Option<u64>,
+    /// Per shard: the largest position an `Upcall::Durable` named (a power-loss promise with
+    /// `EveryBatch` only; the other policies promise it for a process crash).
+    durable: BTreeMap<usize, u64>,
+    /// Per shard: the largest position whose record a power loss here keeps in the epoch log
+    /// of every member of its view and shard (what the syncs made durable, whatever the
+    /// policy; a restart must run past it).
+    synced: BTreeMap<usize, u64>,
+    /// Per (node, view, shard): what a power loss keeps of its epoch log, the most so far
+    /// (once durable everywhere, a later checkpoint may replace the log).
+    logged: BTreeMap<(usize, u64, usize), Kept>,
+}
+
+/// What a power loss keeps of one epoch log.
+#[derive(Clone, Debug, Default)]
+struct Kept {
+    /// The largest sequence number (the view's round-robin order, the same at every member).
+    max_seq: u64,
+    /// Sequence number → position of the records kept. A member that entered the view
+    /// passive (a joiner) counts its log's positions from 0: only the others' are the
+    /// group's positions.
+    positions: BTreeMap<u64, u64>,
 }
 
 impl Promised {
-    fn add(&mut self, line: &str) -> Result<(), String> {
+    fn new(u: usize) -> Promised {
+        Promised {
+            views: vec![None; u],
+            checkpoints: vec![None; u],
+            ..Promised::default()
+        }
+    }
+
+    /// Takes a marker in; `Ok(Some(..))`: an `Upcall::Durable` for a position not synced by
+    /// every member of its shard.
+    fn add(&mut self, line: &str, members: &Members) -> Result<Option<String>, String> {
         let w: Vec<&str> = line.split(' ').collect();
         let num = |k: usize| -> Result<u64, String> {
             w.get(k)
@@ -461,15 +776,126 @@ impl Promised {
             "PL-VIEW" => {
                 let i = num(1)? as usize;
                 self.views[i] = self.views[i].max(Some(num(2)?));
+                self.recount(members);
             }
             "PL-CKPT" => {
                 let i = num(1)? as usize;
                 self.checkpoints[i] = self.checkpoints[i].max(Some(num(2)?));
             }
-            "PL-DURABLE" => self.durable = self.durable.max(Some(num(2)?)),
+            "PL-DURABLE" => {
+                let (i, p) = (num(1)? as usize, num(2)?);
+                // An initial member gets no `View` upcall for view 0.
+                let v = self.views[i].unwrap_or(0);
+                let s = shard_in(members, v, i).ok_or_else(|| {
+                    format!("n{i}: Durable in view {v}, whose shards are not known")
+                })?;
+                let d = self.durable.entry(s).or_default();
+                *d = (*d).max(p);
+                if self.synced.get(&s).is_none_or(|&q| q < p) {
+                    let at: Vec<String> = members[&(v, s)]
+                        .iter()
+                        .map(|&m| {
+                            let k = self.logged.get(&(m, v, s));
+                            format!(
+                                "n{m}: seq {:?} (position {:?})",
+                                k.map(|k| k.max_seq),
+                                k.and_then(|k| k.positions.last_key_value().map(|x| *x.1))
+                            )
+                        })
+                        .collect();
+                    return Ok(Some(format!(
+                        "n{i} reported Durable({p}) in view {v} (shard {s}), but what a power loss keeps of the members' epoch logs of that view ends at {} (synced everywhere: {:?})",
+                        at.join(", "),
+                        self.synced.get(&s)
+                    )));
+                }
+            }
             _ => {}
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// After a sync: what a power loss keeps now (`tree`, nothing unsynced kept) of every
+    /// epoch log; a position is synced everywhere once the record of its sequence number is
+    /// kept by every member of its view and shard.
+    fn synced_now(&mut self, tree: &BTreeMap<String, Vec<u8>>, members: &Members) {
+        for (rel, bytes) in tree {
+            let Some(key) = epoch_log_of(rel) else {
+                continue;
+            };
+            let d = squall_round_robin::log::decode(bytes);
+            let base = d.base.map(|b| (b.max_seq, b.seq, b.position));
+            let last = d.records.last().map(|r| r.seq).or(base.map(|b| b.0));
+            let Some(last) = last else {
+                continue;
+            };
+            let k = self.logged.entry(key).or_default();
+            k.max_seq = k.max_seq.max(last);
+            for (seq, p) in d
+                .records
+                .iter()
+                .map(|r| (r.seq, r.position))
+                .chain(base.map(|b| (b.1, b.2)))
+            {
+                k.positions.insert(seq, p);
+            }
+        }
+        self.recount(members);
+    }
+
+    /// Recomputes [`Promised::synced`]: per view and shard, the members that must hold a
+    /// record for it to be durable are its members, or once a later view is installed
+    /// anywhere, those that survive into it (the view change's trim delivers, and reports
+    /// `Durable`, what every survivor logged).
+    fn recount(&mut self, members: &Members) {
+        for (&(v, s), all) in members {
+            let later = self.views.iter().flatten().any(|&w| w > v);
+            let m: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    !later
+                        || members
+                            .iter()
+                            .any(|(&(w, _), n)| w == v + 1 && n.contains(&i))
+                })
+                .collect();
+            let Some(seq) = m
+                .iter()
+                .map(|&i| self.logged.get(&(i, v, s)).map(|k| k.max_seq))
+                .collect::<Option<Vec<u64>>>()
+                .and_then(|l| l.into_iter().min())
+            else {
+                continue;
+            };
+            // The group's positions: the members that were in the view before (every one
+            // of view 0).
+            let counted = m.iter().filter(|&&i| {
+                v == 0
+                    || members
+                        .iter()
+                        .any(|(&(w, _), n)| w + 1 == v && n.contains(&i))
+            });
+            let p = counted
+                .filter_map(|&i| self.logged.get(&(i, v, s)))
+                .filter_map(|k| k.positions.range(..=seq).next_back().map(|x| *x.1))
+                .max();
+            if let Some(p) = p {
+                let q = self.synced.entry(s).or_default();
+                *q = (*q).max(p);
+            }
+        }
+    }
+
+    /// What a restart of a member of shard `s` must run past, and why.
+    fn required(&self, s: usize, upcalls: bool) -> Option<(u64, &'static str)> {
+        let synced = self.synced.get(&s).map(|&p| (p, "synced everywhere"));
+        let durable = self
+            .durable
+            .get(&s)
+            .filter(|_| upcalls)
+            .map(|&p| (p, "reported Durable"));
+        synced.max(durable)
     }
 }
 
@@ -497,16 +923,31 @@ impl State {
     }
 }
 
+/// What [`crash_states`] found in a recording.
+struct Derived {
+    states: Vec<State>,
+    /// Per shard: the recorded chain.
+    chains: BTreeMap<usize, Chain>,
+    members: Members,
+    /// Sync points.
+    syncs: usize,
+    /// `Upcall::Durable` reports of positions not synced everywhere (in trace order).
+    unsynced_durable: Vec<String>,
+    /// The boot tag the workload ran in.
+    boot: u64,
+}
+
 /// Replays the recording through the model: checks that the model with nothing lost is the
 /// tree the workload left, and returns the crash states (sync points sampled evenly with
-/// nothing unsynced kept, then random points with random choices) and the recorded chain.
+/// nothing unsynced kept, then random points with random choices), the recorded chains, and
+/// every `Durable` report of a position a power loss at that point could take.
 fn crash_states(
     rec: &Recording,
     model: Model,
     exempt: Option<fn(&str) -> bool>,
     wanted: usize,
     seed: u64,
-) -> Result<(Vec<State>, Chain, usize), String> {
+) -> Result<Derived, String> {
     let new_fs = || {
         let fs = Fs::new(&rec.root, &rec.dirs, model);
         match exempt {
@@ -525,17 +966,15 @@ fn crash_states(
             markers.push((fs.n, m));
         }
     }
-    if fs.current() != rec.end_tree {
+    if let Some(end_tree) = &rec.end_tree
+        && &fs.current() != end_tree
+    {
         let a: Vec<_> = fs
             .current()
             .iter()
             .map(|(k, v)| (k.clone(), v.len()))
             .collect();
-        let b: Vec<_> = rec
-            .end_tree
-            .iter()
-            .map(|(k, v)| (k.clone(), v.len()))
-            .collect();
+        let b: Vec<_> = end_tree.iter().map(|(k, v)| (k.clone(), v.len())).collect();
         return Err(format!(
             "the model of the trace is not the tree the workload left:\nmodel {a:?}\ndisk  {b:?}"
         ));
@@ -548,17 +987,35 @@ fn crash_states(
     if let Some(f) = markers.iter().find(|m| m.1.starts_with("PL-FAIL")) {
         return Err(f.1.clone());
     }
-    let chain: Chain = markers
+    let boot = markers
         .iter()
-        .find_map(|m| m.1.strip_prefix("PL-CHAIN "))
-        .ok_or("no PL-CHAIN marker")?
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|kv| {
-            let (p, h) = kv.split_once(':').unwrap();
-            (p.parse().unwrap(), h.parse().unwrap())
-        })
-        .collect();
+        .find_map(|m| m.1.strip_prefix("PL-BOOT "))
+        .ok_or("no PL-BOOT marker")?
+        .parse()
+        .map_err(|_| "bad PL-BOOT marker")?;
+    let mut chains = BTreeMap::new();
+    let mut members = Members::new();
+    for (_, m) in &markers {
+        if let Some(rest) = m.strip_prefix("PL-CHAIN ") {
+            let (s, line) = rest.split_once(' ').unwrap_or((rest, ""));
+            let chain: Chain = line
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|kv| {
+                    let (p, h) = kv.split_once(':').unwrap();
+                    (p.parse().unwrap(), h.parse().unwrap())
+                })
+                .collect();
+            chains.insert(s.parse::<usize>().unwrap(), chain);
+        } else if let Some(rest) = m.strip_prefix("PL-MEMBERS ") {
+            let w: Vec<&str> = rest.split(' ').collect();
+            let m = w[2].split(',').map(|n| n.parse().unwrap()).collect();
+            members.insert((w[0].parse().unwrap(), w[1].parse().unwrap()), m);
+        }
+    }
+    if chains.is_empty() {
+        return Err("no PL-CHAIN marker".into());
+    }
     let end = fs.n;
     let sync_points: Vec<usize> = syncs
         .iter()
@@ -580,25 +1037,35 @@ fn crash_states(
     }
     points.sort_by_key(|p| p.0);
     let mut fs = new_fs();
-    let mut promised = Promised {
-        views: vec![None; U],
-        checkpoints: vec![None; U],
-        durable: None,
-    };
+    let mut promised = Promised::new(rec.variant.universe());
     let mut states = Vec::new();
+    let mut unsynced_durable = Vec::new();
     let mut next = points.iter().peekable();
     for c in &rec.calls {
         while let Some(&(p, keep)) = next.next_if(|p| p.0 == fs.n) {
             states.push(State::at(&fs, &mut rng, p, keep, &promised));
         }
-        if let Some(m) = fs.apply(c)? {
-            promised.add(&m)?;
+        let sync = fs.is_sync(c);
+        if let Some(m) = fs.apply(c)?
+            && let Some(v) = promised.add(&m, &members)?
+        {
+            unsynced_durable.push(format!("after call {}: {v}", fs.n));
+        }
+        if sync {
+            promised.synced_now(&fs.crash(Keep::Nothing, &mut Rng::new(0)), &members);
         }
     }
     for &(p, keep) in next {
         states.push(State::at(&fs, &mut rng, p, keep, &promised));
     }
-    Ok((states, chain, sync_points.len() / 2))
+    Ok(Derived {
+        states,
+        chains,
+        members,
+        syncs: sync_points.len() / 2,
+        unsynced_durable,
+        boot,
+    })
 }
 
 /// Runs `f`, turning a panic into an error naming `what`.
@@ -614,19 +1081,37 @@ fn no_panic<R>(what: &str, f: impl FnOnce() -> R) -> Result<R, String> {
 }
 
 /// Materialises `st` under `base` and restarts from it; `Ok(notes)` if every promise holds.
-fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<String>, String> {
+fn check_state(
+    st: &State,
+    d: &Derived,
+    c: &Check,
+    base: &Path,
+    seed: u64,
+) -> Result<Vec<String>, String> {
+    let v = &c.variant;
+    let (u, init) = (v.universe(), v.initial());
     let _ = std::fs::remove_dir_all(base);
-    for i in 0..U {
+    for i in 0..u {
         std::fs::create_dir_all(node_dir(base, i)).unwrap();
     }
     for (rel, bytes) in &st.tree {
         std::fs::write(base.join(rel), bytes).unwrap();
     }
+    if std::env::var_os("SQUALL_POWER_LOSS_ONLY").is_some() {
+        // Debugging: the crash state as materialised, before the restart changes it.
+        let before = base.with_extension("before");
+        let _ = std::fs::remove_dir_all(&before);
+        for (rel, bytes) in &st.tree {
+            let to = before.join(rel);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::write(to, bytes).unwrap();
+        }
+    }
     let mut notes = Vec::new();
     let pr = &st.promised;
-    let (mut run, nodes) = new_run(seed ^ (st.point as u64) << 20, false);
+    let (mut run, nodes) = new_run(seed ^ (st.point as u64) << 20, false, v);
     let mut logs = Vec::new();
-    for i in 0..U {
+    for i in 0..u {
         let dir = node_dir(base, i);
         let promised_any = pr.views[i].is_some() || pr.checkpoints[i].is_some();
         match no_panic("FileLog::open", || FileLog::open(&dir.join(GMS)))? {
@@ -673,16 +1158,18 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
         .filter_map(|(_, r)| r.last_view().map(|v| v.0))
         .max();
     let Some(newest) = newest else {
-        if pr.durable.is_some() {
+        let any: Vec<_> = (0..v.shards)
+            .filter_map(|s| pr.required(s, c.upcalls))
+            .collect();
+        if !any.is_empty() {
             return Err(format!(
-                "no log holds a view, yet position {:?} was durable",
-                pr.durable
+                "no log holds a view, yet positions {any:?} were durable"
             ));
         }
         notes.push("no log holds a view: nothing to restart".into());
         return Ok(notes);
     };
-    let members: Vec<usize> = (0..U)
+    let members: Vec<usize> = (0..u)
         .filter(|&i| {
             logs[i]
                 .as_ref()
@@ -690,15 +1177,15 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
         })
         .collect();
     for ((i, t), l) in nodes.into_iter().enumerate().zip(logs) {
-        let cfg = config(base, i);
+        let cfg = config(base, i, v);
         let g = match l {
             Some((log, rec)) if rec.last_view().is_some() => {
                 no_panic("Group::new", || Group::new(t, cfg, log, Some(&rec)))?
             }
-            Some((log, _)) if i < 3 => no_panic("Group::new", || Group::new(t, cfg, log, None))?,
+            Some((log, _)) if i < init => no_panic("Group::new", || Group::new(t, cfg, log, None))?,
             // An initial member whose GMS log the power loss took (never created durably):
             // the operator starts it as the first time, with a new log.
-            None if i < 3 => {
+            None if i < init => {
                 let (log, _) = FileLog::open(&node_dir(base, i).join(GMS))
                     .map_err(|e| format!("n{i}: a new GMS log: {e}"))?;
                 no_panic("Group::new", || Group::new(t, cfg, log, None))?
@@ -733,7 +1220,6 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
             }
         }
     }
-    let mut chain = chain.clone();
     let running = |r: &Run, i: usize| {
         r.n.groups[i].as_ref().is_some_and(|g| {
             g.is_active()
@@ -742,17 +1228,94 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
                 && g.replay_backlog() == 0
         })
     };
+    fn stopped(r: &Run, i: usize) -> Option<String> {
+        r.n.groups[i]
+            .as_ref()
+            .and_then(|g| g.stopped().map(|w| w.to_string()))
+    }
+    let weak = !v.durable_upcall_promises();
     let done = no_panic("the restart", || {
-        run.run_until(&mut chain, false, 15_000, |r| {
-            members.iter().all(|&i| running(r, i))
+        run.run_until(false, 15_000, |r| {
+            members
+                .iter()
+                .all(|&i| running(r, i) || (weak && stopped(r, i).is_some()))
         })
     })??;
+    // With a policy that does not sync every batch, a member's checkpoint (synced, its log
+    // compacted up to it) can be past what the others' logs keep after a power loss: the
+    // restart's trim then reaches into its compacted prefix and it stops with that typed
+    // error (it cannot take its state back), and if that leaves no majority, so do the
+    // others. Reported, not failed: the policy promises survival of a process crash only.
+    let compacted = |why: &str| why.contains("reaches into its compacted prefix");
+    // With several unsynced writes in a log, a power loss can tear one that is not the last
+    // (its bytes garbage, a later write kept): the skim checks the checksum of the last
+    // record only, so the replay finds it and stops the member with that typed error. Not
+    // promised lost if no byte of it was ever synced; reported where `c.torn_unsynced` says.
+    // Only a record whose frame is whole and whose body fails its checksum: a broken frame
+    // (a dropped write's zeros, a cut length) ends a skim of the whole file, which cuts it
+    // there; a skim that starts past it (an index entry trusted in the wrong boot) does not.
+    let torn_unsynced = |why: &str| {
+        let Some(rest) = why.strip_prefix("replaying the epoch log of view ") else {
+            return false;
+        };
+        if !why.contains(": checksum ") {
+            return false;
+        }
+        let Some((path, at)) = rest
+            .split_once(" (")
+            .and_then(|(_, r)| r.split_once("): "))
+            .and_then(|(p, r)| Some((p, r.split_once("record at byte ")?.1)))
+        else {
+            return false;
+        };
+        let at: Option<usize> = at.split(':').next().and_then(|n| n.parse().ok());
+        let rel = Path::new(path)
+            .strip_prefix(base)
+            .map(|r| r.to_string_lossy().into_owned());
+        match (at, rel) {
+            (Some(at), Ok(rel)) => st.synced.get(&rel).is_some_and(|&len| at >= len),
+            _ => false,
+        }
+    };
+    let stops: Vec<(usize, String)> = members
+        .iter()
+        .filter_map(|&i| stopped(&run, i).map(|w| (i, w)))
+        .collect();
+    let done = done
+        && if stops.is_empty() {
+            true
+        } else {
+            // `Never` syncs no epoch record (only compactions do): a crash can keep a later
+            // view's unsynced records and lose the earlier view's tail (no view-change sync,
+            // by the policy), and the replay stops over the gap, typed.
+            let never = v.fsync == FsyncPolicy::Never;
+            let typed = |w: &str| {
+                compacted(w)
+                    || (c.torn_unsynced && torn_unsynced(w))
+                    || (never && w.starts_with("replaying the epoch log"))
+            };
+            let allowed = stops.iter().any(|(_, w)| typed(w))
+                && stops
+                    .iter()
+                    .all(|(_, w)| typed(w) || w.contains("minority"));
+            if allowed {
+                notes.push(format!(
+                    "refused: {}",
+                    stops
+                        .iter()
+                        .map(|(i, w)| format!("n{i}: {w}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ));
+            }
+            allowed
+        };
     // Every restart must complete, a power loss during the very first start included (s19:
     // until the twenty-first part's fix, members that logged view 0 restarted it while one
     // whose log was empty started afresh, and they waited for each other; such states were
     // tolerated as the "start-up window").
     if !done {
-        let at: Vec<String> = (0..U)
+        let at: Vec<String> = (0..u)
             .map(|i| match &run.n.groups[i] {
                 Some(g) => format!(
                     "n{i}: view {:?} restarting {:?} active {} stopped {:?}",
@@ -770,30 +1333,133 @@ fn check_state(st: &State, chain: &Chain, base: &Path, seed: u64) -> Result<Vec<
         ));
     }
     for &i in &members {
+        if stopped(&run, i).is_some() {
+            continue;
+        }
         let next = run.n.apps[i].next;
-        if pr.durable.is_some_and(|d| next <= d) {
+        if let Some(s) = shard_in(&d.members, newest, i)
+            && let Some((p, why)) = pr.required(s, c.upcalls)
+            && next <= p
+        {
             return Err(format!(
-                "n{i} runs the restart view at position {next}, but {:?} was durable (lost)",
-                pr.durable
+                "n{i} runs the restart view at position {next} (shard {s}), but position {p} was durable ({why}; lost)"
             ));
+        }
+        if let Some(at) = pr.checkpoints[i]
+            && next < at
+        {
+            return Err(format!(
+                "n{i} runs the restart view at position {next}, but its checkpoint at {at} was Written"
+            ));
+        }
+    }
+    // (No recorded chains: a regression's fixture, whose restart is checked alone.)
+    for i in (0..u).filter(|_| !d.chains.is_empty()) {
+        let Some(s) = run.shard_of[i].or_else(|| shard_in(&d.members, newest, i)) else {
+            continue;
+        };
+        let chain = d.chains.get(&s);
+        for (&p, &h) in &run.got[i] {
+            if chain.and_then(|c| c.get(&p)).is_some_and(|&x| x != h) {
+                return Err(format!(
+                    "n{i}: position {p} of shard {s} after the restart is not the recorded chain"
+                ));
+            }
+        }
+        for &q in &run.n.restored[i] {
+            if let Some(p) = q.checked_sub(1)
+                && chain.and_then(|c| c.get(&p)) != run.got[i].get(&p)
+            {
+                return Err(format!(
+                    "n{i}: restored state at {q} (shard {s}) is not the recorded chain"
+                ));
+            }
         }
     }
     Ok(notes)
 }
 
-/// Records the workload, generates the crash states of `model` and checks each.
-fn check_model(model: Model, tag: &str, exempt: Option<fn(&str) -> bool>) {
+/// One power-loss check: the workload, the file-system model, the boot of the restarts.
+#[derive(Clone, Copy)]
+struct Check {
+    tag: &'static str,
+    model: Model,
+    /// Files whose creation counts as durable with their own sync under [`Model::Posix`].
+    exempt: Option<fn(&str) -> bool>,
+    variant: Variant,
+    boot: Boot,
+    /// Whether `Upcall::Durable` is checked as a power-loss promise (by default where the
+    /// policy makes it one: [`Variant::durable_upcall_promises`]).
+    upcalls: bool,
+    /// Whether a member that the replay stops over a torn record none of whose bytes were
+    /// synced is reported rather than failed (by default with the policies that leave
+    /// several writes unsynced; with `EveryBatch` only the last write is, and the skim cuts
+    /// it).
+    torn_unsynced: bool,
+}
+
+impl Check {
+    fn new(tag: &'static str, model: Model, variant: Variant, boot: Boot) -> Check {
+        Check {
+            tag,
+            model,
+            exempt: None,
+            variant,
+            boot,
+            upcalls: variant.durable_upcall_promises(),
+            torn_unsynced: !variant.durable_upcall_promises(),
+        }
+    }
+}
+
+/// Records the workload, generates the crash states of `c`'s model and checks each.
+fn check_model(c: Check) {
+    check_models(&[c], 24);
+}
+
+/// Records the workload once (the checks share their variant and boot) and runs each check
+/// on it, `default` crash states each.
+fn check_models(checks: &[Check], default: usize) {
     let seed = seed();
-    let Some(rec) = record(tag, seed).unwrap() else {
+    let c = &checks[0];
+    assert!(
+        checks
+            .iter()
+            .all(|k| k.variant == c.variant && k.boot == c.boot),
+        "checks sharing a recording share its variant and boot"
+    );
+    let Some(rec) = record(c.tag, seed, &c.variant, c.boot).unwrap() else {
         return;
     };
+    for c in checks {
+        check_recorded(c, &rec, seed, default);
+    }
+}
+
+/// Generates the crash states of `c`'s model from `rec` and checks each.
+fn check_recorded(c: &Check, rec: &Recording, seed: u64, default: usize) {
+    let c = *c;
     let started = std::time::Instant::now();
-    let (states, chain, syncs) = crash_states(&rec, model, exempt, states_wanted(), seed).unwrap();
-    let base = group_sim::scratch_dir("power-loss-state", tag, seed);
+    let d = crash_states(rec, c.model, c.exempt, states_wanted(default), seed).unwrap();
+    let here = squall_round_robin::log::boot_tag().unwrap_or(0);
+    match rec.boot {
+        Boot::Same => assert_eq!(d.boot, here, "the workload ran in another boot"),
+        Boot::Another => assert_ne!(d.boot, here, "the workload ran in this boot"),
+    }
+    let base = group_sim::scratch_dir("power-loss-state", c.tag, seed);
     let mut failures = Vec::new();
     let (mut typed, mut refused) = (0, Vec::new());
-    for st in &states {
-        match check_state(st, &chain, &base, seed) {
+    // Debugging: `SQUALL_POWER_LOSS_ONLY=<call>` checks only the states after that call (the
+    // same states as without it) and keeps the last one's files.
+    let only: Option<usize> = std::env::var("SQUALL_POWER_LOSS_ONLY")
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    for st in d
+        .states
+        .iter()
+        .filter(|st| only.is_none_or(|p| p == st.point))
+    {
+        match check_state(st, &d, &c, &base, seed) {
             Ok(notes) => {
                 typed += notes
                     .iter()
@@ -807,6 +1473,13 @@ fn check_model(model: Model, tag: &str, exempt: Option<fn(&str) -> bool>) {
                 );
             }
             Err(e) => {
+                if std::env::var_os("SQUALL_POWER_LOSS_KEEP_TRACE").is_some() {
+                    let kept = base.with_extension(format!("fail-{}", st.point));
+                    let _ = std::fs::remove_dir_all(&kept);
+                    if std::fs::rename(&base, &kept).is_ok() {
+                        println!("failed state kept: {}", kept.display());
+                    }
+                }
                 let files: Vec<String> = st
                     .tree
                     .iter()
@@ -821,30 +1494,71 @@ fn check_model(model: Model, tag: &str, exempt: Option<fn(&str) -> bool>) {
             }
         }
     }
-    std::fs::remove_dir_all(&base).ok();
+    if only.is_some() {
+        println!("files kept: {}", base.display());
+    } else {
+        std::fs::remove_dir_all(&base).ok();
+    }
+    let promised: Vec<String> = (0..c.variant.shards)
+        .map(|s| {
+            let last = d.states.last().map(|st| &st.promised);
+            format!(
+                "shard {s}: Durable up to {:?}, synced everywhere up to {:?}",
+                last.and_then(|p| p.durable.get(&s)),
+                last.and_then(|p| p.synced.get(&s))
+            )
+        })
+        .collect();
     println!(
-        "power loss ({model:?}{}): workload traced in {:.1}s ({} calls, {syncs} sync points); {} crash states checked in {:.1}s: \
-{typed} typed open errors, {} refused a never-synced file, {} failures",
-        if exempt.is_some() {
+        "power loss ({:?}{}, {:?}, {} shard(s), index every {} B, {:?} boot): workload traced in {:.1}s ({} calls, {} sync points); \
+{} crash states checked in {:.1}s: {typed} typed open errors, {} refused (typed: a never-synced file, a checkpoint past the trim), {} failures; \
+{} Durable reports of positions not synced everywhere ({}); at the last state {}",
+        c.model,
+        if c.exempt.is_some() {
             ", epoch-log entries exempt"
         } else {
             ""
         },
+        c.variant.fsync,
+        c.variant.shards,
+        c.variant.index_every,
+        rec.boot,
         rec.took.as_secs_f64(),
         rec.calls.len(),
-        states.len(),
+        d.syncs,
+        d.states.len(),
         started.elapsed().as_secs_f64(),
         refused.len(),
-        failures.len()
+        failures.len(),
+        d.unsynced_durable.len(),
+        if c.upcalls {
+            "checked"
+        } else {
+            "not a power-loss promise of this policy"
+        },
+        promised.join("; ")
     );
     for r in &refused {
         println!("  {r}");
+    }
+    if c.upcalls {
+        assert!(
+            d.unsynced_durable.is_empty(),
+            "{} Durable reports of positions a power loss could take (SQUALL_POWER_LOSS_SEED={seed}); the first:\n{}",
+            d.unsynced_durable.len(),
+            d.unsynced_durable
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
     }
     assert!(
         failures.is_empty(),
         "{} of {} crash states lose a promise (SQUALL_POWER_LOSS_SEED={seed}):\n{}",
         failures.len(),
-        states.len(),
+        d.states.len(),
         failures.join("\n")
     );
 }
@@ -853,7 +1567,7 @@ fn check_model(model: Model, tag: &str, exempt: Option<fn(&str) -> bool>) {
 /// state keeps every promise.
 #[test]
 fn a_power_loss_on_ext4_keeps_every_durable_promise() {
-    check_model(Model::Ext4, "ext4", None);
+    check_model(Check::new("ext4", Model::Ext4, S19, Boot::Same));
 }
 
 /// Strict POSIX: a new file's directory entry is durable only after its directory's fsync.
@@ -863,7 +1577,152 @@ fn a_power_loss_on_ext4_keeps_every_durable_promise() {
 /// whole: header to `<log>.new`, synced, renamed, the directory synced.)
 #[test]
 fn a_power_loss_under_strict_posix_keeps_every_durable_promise() {
-    check_model(Model::Posix, "posix", None);
+    check_model(Check::new("posix", Model::Posix, S19, Boot::Same));
+}
+
+/// `EveryRecords(5)` epochs with an index entry about every other record.
+const EVERY_RECORDS: Variant = Variant {
+    fsync: FsyncPolicy::EveryRecords(5),
+    shards: 1,
+    index_every: SMALL_INDEX,
+};
+
+/// `Never`-synced epochs with an index entry about every other record.
+const NEVER: Variant = Variant {
+    fsync: FsyncPolicy::Never,
+    shards: 1,
+    index_every: SMALL_INDEX,
+};
+
+/// Two shards, `EveryBatch`.
+const TWO_SHARDS: Variant = Variant {
+    fsync: FsyncPolicy::EveryBatch,
+    shards: 2,
+    index_every: SMALL_INDEX,
+};
+
+/// `EveryBatch` with an index entry about every other record (so the index is used and
+/// rewritten by the compactions), on ext4, restarted in another boot.
+#[test]
+fn every_batch_with_a_small_index_on_ext4_after_a_reboot_keeps_every_durable_promise() {
+    let v = Variant {
+        index_every: SMALL_INDEX,
+        ..S19
+    };
+    check_models(
+        &[Check::new(
+            "batch-index-ext4",
+            Model::Ext4,
+            v,
+            Boot::Another,
+        )],
+        12,
+    );
+}
+
+/// `EveryRecords(k)`, restarted in another boot, on one recording: under ext4, strict POSIX,
+/// and ext4 with its `data=ordered` file data ([`Model::Ext4Ordered`]: a prefix of each
+/// file's unsynced writes survives, no garbage, no hole; there the torn-record stops of
+/// finding 8 count as failures: on the deployment file system they do not happen). What
+/// every member synced survives (its `Durable` reports promise survival of a process crash
+/// only, and are not checked as more), every GMS promise holds, every restart completes but
+/// for the typed stops the policy allows; the index entries of unsynced records, tagged with
+/// the workload's boot, are not trusted.
+#[test]
+fn every_records_after_a_reboot_keeps_what_was_synced() {
+    check_models(
+        &[
+            Check::new("records-ext4", Model::Ext4, EVERY_RECORDS, Boot::Another),
+            Check::new("records-posix", Model::Posix, EVERY_RECORDS, Boot::Another),
+            Check {
+                torn_unsynced: false,
+                ..Check::new(
+                    "records-ordered",
+                    Model::Ext4Ordered,
+                    EVERY_RECORDS,
+                    Boot::Another,
+                )
+            },
+        ],
+        12,
+    );
+}
+
+/// `Never` on ext4, restarted in another boot: only what the checkpoints (and the
+/// compactions they cause) synced is promised.
+#[test]
+fn never_on_ext4_after_a_reboot_keeps_what_was_synced() {
+    check_models(
+        &[Check::new("never-ext4", Model::Ext4, NEVER, Boot::Another)],
+        12,
+    );
+}
+
+/// Two shards (`EveryBatch`), restarted in another boot, on one recording: under ext4 and
+/// strict POSIX.
+#[test]
+fn two_shards_keep_every_durable_promise() {
+    check_models(
+        &[
+            Check::new("shards-ext4", Model::Ext4, TWO_SHARDS, Boot::Another),
+            Check::new("shards-posix", Model::Posix, TWO_SHARDS, Boot::Another),
+        ],
+        12,
+    );
+}
+
+/// `EveryRecords(k)` restarted in the same boot: the index entries of unsynced records are
+/// trusted, as they may be after a process crash, though the power loss took bytes before
+/// them. A real power loss always comes with a new boot, so this is a demonstration of what
+/// the boot tags are for, not a defect: about 1 state in 400 fails (seed 7, s20: "replaying
+/// the epoch log of view 0 (…): corrupt record at byte 224: body length 0 out of range": the
+/// skim started at an entry tagged with the running boot, past a write the power loss
+/// dropped), where the same checks in another boot pass.
+#[test]
+#[ignore = "a power loss without a reboot does not happen; see the doc comment"]
+fn every_records_on_ext4_in_the_same_boot() {
+    check_model(Check::new(
+        "records-ext4-same",
+        Model::Ext4,
+        EVERY_RECORDS,
+        Boot::Same,
+    ));
+}
+
+/// `EveryRecords(k)` with its `Durable` reports taken as power-loss promises: fails (s20).
+/// With `EveryRecords`/`Never`, `Upcall::Durable(p)` says `p` is in every member's log
+/// *written to the OS* (the policy's documented promise: a process crash), so most reports
+/// name positions a power loss can take (seed 7: 229 reports; the first, after call 200: "n1
+/// reported Durable(5) in view 0 (shard 0), but what a power loss keeps of the members'
+/// epoch logs of that view ends at n0: seq Some(4) (position Some(4)), …"). The application
+/// cannot tell from the upcall what survives a power loss. A fix belongs to round-robin's durable-position reporting (report `Durable` up to
+/// what every member *synced*, e.g. a synced count beside the received one), not here.
+#[test]
+#[ignore = "fails: Durable under EveryRecords is a process-crash promise (see the doc comment)"]
+fn every_records_durable_reports_are_synced() {
+    check_model(Check {
+        upcalls: true,
+        ..Check::new("records-upcalls", Model::Ext4, EVERY_RECORDS, Boot::Another)
+    });
+}
+
+/// `EveryRecords(k)` with a member's stop over a torn record that was never synced counted as
+/// a failure: fails in soaks (s20; seed 7, 400 states: 3 of 400, e.g. after call 369 "n1:
+/// replaying the epoch log of view 0 (…/n1/epoch-…0.log): corrupt record at byte 101:
+/// checksum …"). With several unsynced writes in a log the model may tear one and keep a
+/// later one; `Log::skim` checks the checksum of the last record only (it reads frames and
+/// headers), so the torn record stays, and the replay (`ReadMode::Verify`) stops the member.
+/// Nothing synced is lost and the others restart, but that member needs the operator. A fix
+/// belongs to round-robin's skim (check the checksums of the records past the last synced
+/// index entry), not here; ext4 `data=ordered` never shows such garbage (it keeps a prefix
+/// of the appends), `data=writeback` may.
+#[test]
+#[ignore = "fails in soaks: a torn unsynced record before the last stops a member (see the doc comment)"]
+fn every_records_a_torn_unsynced_record_stops_no_member() {
+    check_model(Check {
+        torn_unsynced: false,
+        ..Check::new("records-torn", Model::Ext4, EVERY_RECORDS, Boot::Another)
+    });
 }
 
 /// Whether `path` names an epoch log or its index (the files the strict test above found
@@ -879,7 +1738,55 @@ fn is_epoch_log(path: &str) -> bool {
 /// directory's `fsync`, as `FileLog::open` and `snapshot::write_as` do.
 #[test]
 fn a_power_loss_under_strict_posix_keeps_every_durable_promise_but_the_epoch_log_entries() {
-    check_model(Model::Posix, "posix-but-epoch-logs", Some(is_epoch_log));
+    check_model(Check {
+        exempt: Some(is_epoch_log),
+        ..Check::new("posix-but-epoch-logs", Model::Posix, S19, Boot::Same)
+    });
+}
+
+/// Regression (s20; found by the 400-state soak of
+/// [`every_batch_with_a_small_index_on_ext4_after_a_reboot_keeps_every_durable_promise`],
+/// seed 7, 3 states of 400, the one after call 1817 kept in `power_loss/stale-index-mark/`):
+/// n2's epoch log of view 1 was compacted, and its side index rewritten in place
+/// (truncated, new entries); the power loss kept a later entry of the new index but neither
+/// the truncation nor the entries before it, so the index read back as three entries of the
+/// file before the compaction, then one of the new file that checks out. The skim started at
+/// that one and handed the three before it out as marks, unchecked; the replay from the
+/// snapshot (position 75) started at the mark of offset 265 (an old record's, position 49),
+/// where the compacted file holds position 80: "replaying the epoch log of view 1: position
+/// 80 where 75 was expected", and n2 stopped. With `EveryBatch`. Now the replay checks the
+/// first record it reads at a mark and reads the log from its start if it is not the
+/// mark's. (The two-shard soak's "torn record at byte 224: 315 of 117901071 bytes present"
+/// was the same: a stale mark inside a record.)
+#[test]
+fn regression_a_stale_index_entry_handed_out_as_a_replay_mark_does_not_stop_the_restart() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/power_loss/stale-index-mark");
+    let mut tree = BTreeMap::new();
+    read_tree(&fixture, "", &mut tree);
+    let st = State {
+        point: 1817,
+        keep: Keep::Random,
+        tree,
+        synced: BTreeMap::new(),
+        promised: Promised::new(4),
+    };
+    let d = Derived {
+        states: Vec::new(),
+        chains: BTreeMap::new(),
+        members: [((1, 0), vec![0, 1, 2, 3])].into(),
+        syncs: 0,
+        unsynced_durable: Vec::new(),
+        boot: 0,
+    };
+    let variant = Variant {
+        index_every: SMALL_INDEX,
+        ..S19
+    };
+    let c = Check::new("stale-mark", Model::Ext4, variant, Boot::Another);
+    let base = group_sim::scratch_dir("power-loss-state", "stale-mark", 0);
+    let r = check_state(&st, &d, &c, &base, 7);
+    std::fs::remove_dir_all(&base).ok();
+    r.unwrap();
 }
 
 /// Finding 3 of the twentieth part (seen in a 400-state soak): a power loss between a new

@@ -34,6 +34,12 @@ pub enum Model {
     Posix,
     /// ext4's journal: any sync of a file commits every metadata change up to the file's last.
     Ext4,
+    /// [`Model::Ext4`]'s directory rule, and file data as ext4 `data=ordered` keeps it (s20):
+    /// a file's data is flushed before the journal commits the size change that exposes it,
+    /// so a crash keeps an in-order prefix of the file's unsynced writes and truncations, and
+    /// never garbage or a hole (the write at the prefix's end may be kept in part, as a
+    /// transaction boundary between its pages can leave it).
+    Ext4Ordered,
 }
 
 #[derive(Clone, Debug)]
@@ -406,7 +412,7 @@ impl Fs {
                     };
                     for op in &mut self.dir_ops {
                         let durable = match (self.model, &f.target) {
-                            (Model::Ext4, _) => op.at <= upto,
+                            (Model::Ext4 | Model::Ext4Ordered, _) => op.at <= upto,
                             (Model::Posix, Target::Dir(d)) => {
                                 op.at < n && op_dirs(&op.kind).contains(d)
                             }
@@ -521,7 +527,7 @@ impl Fs {
         let kept_ops: BTreeSet<usize> = match (keep, self.model) {
             (Keep::Nothing, _) => BTreeSet::new(),
             (Keep::Everything, _) => pending.iter().copied().collect(),
-            (Keep::Random, Model::Ext4) => {
+            (Keep::Random, Model::Ext4 | Model::Ext4Ordered) => {
                 let k = rng.below(pending.len() as u64 + 1) as usize;
                 pending[..k].iter().copied().collect()
             }
@@ -554,14 +560,34 @@ impl Fs {
         for (p, ino) in names {
             let i = &self.inodes[ino];
             let mut b = i.durable.clone();
-            for pend in &i.pending {
-                let choice = match keep {
-                    Keep::Nothing => 0,
-                    Keep::Everything => 1,
-                    Keep::Random => rng.below(3),
+            // Ext4Ordered: the first `prefix` pending operations kept, the next one in part.
+            let prefix = match (keep, self.model) {
+                (Keep::Random, Model::Ext4Ordered) => {
+                    Some(rng.below(i.pending.len() as u64 + 1) as usize)
+                }
+                _ => None,
+            };
+            for (k, pend) in i.pending.iter().enumerate() {
+                let choice = match (keep, prefix) {
+                    (Keep::Nothing, _) => 0,
+                    (Keep::Everything, _) => 1,
+                    (Keep::Random, Some(n)) if k < n => 1,
+                    (Keep::Random, Some(n)) if k == n => 3,
+                    (Keep::Random, Some(_)) => 0,
+                    (Keep::Random, None) => rng.below(3),
                 };
                 match (pend, choice) {
                     (_, 0) => {}
+                    // Kept in part, no garbage: a prefix of the write (none of a truncation).
+                    (Pend::Trunc(_), 3) => {}
+                    (Pend::Write(off, data), 3) => {
+                        let cut = rng.below(data.len() as u64 + 1) as usize;
+                        let (off, end) = (*off as usize, *off as usize + cut);
+                        if b.len() < end {
+                            b.resize(end, 0);
+                        }
+                        b[off..end].copy_from_slice(&data[..cut]);
+                    }
                     (Pend::Trunc(len), _) => b.resize(*len as usize, 0),
                     (Pend::Write(off, data), c) => {
                         let mut data = data.clone();
@@ -610,6 +636,30 @@ mod tests {
         1 write(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>, \"\\x61\\x62\", 2) = 2\n\
         1 fdatasync(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>) = 0\n\
         1 write(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>, \"\\x63\", 1) = 1\n";
+
+    #[test]
+    fn ext4_ordered_data_keeps_a_prefix_of_the_unsynced_writes_and_no_garbage() {
+        // After CREATE_WRITE ("ab" synced, "c" not) one more unsynced write, "d".
+        let text =
+            format!("{CREATE_WRITE}1 write(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>, \"\\x64\", 1) = 1\n");
+        let (ordered, any) = (
+            fs_after(Model::Ext4Ordered, &text),
+            fs_after(Model::Ext4, &text),
+        );
+        let (mut seen, mut seen_any) = (BTreeSet::new(), BTreeSet::new());
+        let mut rng = Rng::new(3);
+        for _ in 0..200 {
+            seen.insert(ordered.crash(Keep::Random, &mut rng)["d/a"].clone());
+            seen_any.insert(any.crash(Keep::Random, &mut rng)["d/a"].clone());
+        }
+        let prefixes: BTreeSet<Vec<u8>> = [&b"ab"[..], b"abc", b"abcd"]
+            .iter()
+            .map(|p| p.to_vec())
+            .collect();
+        assert_eq!(seen, prefixes);
+        // The any-order model also keeps "d" without "c" (a hole) and garbage.
+        assert!(seen_any.iter().any(|f| !prefixes.contains(f)));
+    }
 
     #[test]
     fn a_synced_new_file_survives_on_ext4_but_needs_its_directory_synced_under_posix() {

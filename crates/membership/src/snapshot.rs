@@ -500,10 +500,12 @@ pub(crate) fn write_as(
 /// How [`Group::checkpoint`](crate::group::Group::checkpoint) writes its file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CheckpointWriter {
-    /// On a thread the group owns (spawned at its first checkpoint): writing and syncing the
-    /// file, renaming it and syncing the directory happen off the thread that polls the
-    /// group, which only hands the bytes over and, in a later poll, appends the record and
-    /// removes what the checkpoint supersedes. The default.
+    /// On a thread the group owns (spawned at its first checkpoint): running the
+    /// application's encoder ([`Group::checkpoint_with`](crate::group::Group::checkpoint_with)),
+    /// writing and syncing the file, renaming it and syncing the directory happen off the
+    /// thread that polls the group, which only hands the bytes (or the encoder) over and, in
+    /// a later poll, appends the record and removes what the checkpoint supersedes. The
+    /// default.
     #[default]
     Thread,
     /// On the caller's thread, inside `checkpoint` (the record still waits for the next

@@ -119,6 +119,7 @@ pub struct ReplicaAddr {
 /// # fsync = "batch"               # or "never": survive process crashes only (optional)
 /// # snapshot_every = 1000         # checkpoint every 1000 applied log entries; 0: never (optional)
 /// # checkpoint_inline = false     # true: write checkpoints on the replica's thread (comparison only)
+/// # checkpoint_encode_inline = false # true: encode checkpoints on the replica's thread (comparison only)
 /// [[replica]]
 /// id = 0
 /// transport = "127.0.0.1:7000"
@@ -175,7 +176,8 @@ pub struct KvConfig {
     /// (store and client sessions) in its directory and drops the epoch logs the checkpoint
     /// covers, so that a restart installs the checkpoint and replays only the entries after
     /// it. 0: never (a restart replays every log since the cluster began). The replica's
-    /// thread encodes the state; the membership group's writer thread writes and syncs it
+    /// thread only captures the state (an O(1) clone of the store's persistent map, and a copy
+    /// of the sessions); the membership group's writer thread encodes, writes and syncs it
     /// (one at a time: a checkpoint still being written when the next is due delays it).
     /// Ignored without `data_dir`.
     #[serde(default = "default_snapshot_every")]
@@ -185,6 +187,12 @@ pub struct KvConfig {
     /// only to measure the difference. Default `false`. Ignored without `data_dir`.
     #[serde(default)]
     pub checkpoint_inline: bool,
+    /// Durable mode: encode each checkpoint's state on the replica's own thread (the behaviour
+    /// before the state was captured for the writer thread, which pauses the replica for the
+    /// whole encoding) — only to measure the difference. Default `false`. Ignored without
+    /// `data_dir`.
+    #[serde(default)]
+    pub checkpoint_encode_inline: bool,
     /// The replicas.
     #[serde(rename = "replica", default)]
     pub replicas: Vec<ReplicaAddr>,
@@ -226,14 +234,15 @@ impl KvConfig {
     /// The config as TOML that [`from_toml`](Self::from_toml) reads back.
     pub fn to_toml(&self) -> String {
         let mut s = format!(
-            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nfsync = \"{}\"\nsnapshot_every = {}\ncheckpoint_inline = {}\n",
+            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nfsync = \"{}\"\nsnapshot_every = {}\ncheckpoint_inline = {}\ncheckpoint_encode_inline = {}\n",
             self.cluster_id,
             self.ordering,
             self.heartbeat_period_ms,
             self.heartbeat_timeout_ms,
             self.fsync,
             self.snapshot_every,
-            self.checkpoint_inline
+            self.checkpoint_inline,
+            self.checkpoint_encode_inline
         );
         if let Some(dir) = &self.data_dir {
             let dir = toml::Value::String(dir.display().to_string());
@@ -332,6 +341,7 @@ impl KvConfig {
             fsync: self.fsync,
             snapshot_every: self.snapshot_every,
             checkpoint_inline: self.checkpoint_inline,
+            checkpoint_encode_inline: self.checkpoint_encode_inline,
         }))
     }
 }
@@ -347,6 +357,8 @@ struct DurableDir {
     snapshot_every: u64,
     /// [`KvConfig::checkpoint_inline`].
     checkpoint_inline: bool,
+    /// [`KvConfig::checkpoint_encode_inline`].
+    checkpoint_encode_inline: bool,
 }
 
 /// The epoch logs' subdirectory of a durable replica's directory.
@@ -543,7 +555,8 @@ impl Ordering {
         T: Transport + 'static,
         F: FnOnce() -> Result<T, String> + Send + 'static,
     {
-        let sm = KvMachine::default();
+        let sm = KvMachine::default()
+            .capturing(!durable.as_ref().is_some_and(|d| d.checkpoint_encode_inline));
         let mut cfg = ReplicaConfig::default();
         let started = match (self, durable) {
             (Ordering::Membership, Some(durable)) => {

@@ -1,13 +1,19 @@
 //! The replicated state: an ordered map of byte keys to byte values.
+//!
+//! The map is a persistent one (`imbl::OrdMap`, a B-tree whose nodes are shared between
+//! clones and copied on write): a checkpoint captures it in O(1)
+//! ([`StateMachine::snapshot_encoder`]) and the membership group's writer thread encodes the
+//! capture while the replica goes on applying commands.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use squall_smr::{RestoreError, StateMachine};
+use imbl::OrdMap;
+use squall_smr::{RestoreError, StateEncoder, StateMachine};
 
 use crate::ops::{KvOp, KvResult};
 
-/// The KV state machine: a `BTreeMap` of byte keys and values.
+/// The KV state machine: an ordered map of byte keys and values (a persistent map: see the
+/// module's doc).
 ///
 /// ```
 /// use squall_kv::{KvMachine, KvOp, KvResult};
@@ -19,12 +25,47 @@ use crate::ops::{KvOp, KvResult};
 /// assert_eq!(KvResult::decode(&m.query(&get.encode()))?, KvResult::Value(Some(b"1".to_vec())));
 /// # Ok::<(), squall_kv::OpsError>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct KvMachine {
-    map: BTreeMap<Vec<u8>, Vec<u8>>,
+    map: OrdMap<Vec<u8>, Vec<u8>>,
+    /// Whether checkpoints capture the map for another thread to encode
+    /// ([`StateMachine::snapshot_encoder`]); `false`: the replica encodes them itself.
+    capture: bool,
 }
 
+impl Default for KvMachine {
+    fn default() -> KvMachine {
+        KvMachine {
+            map: OrdMap::new(),
+            capture: true,
+        }
+    }
+}
+
+/// Two machines are equal when their maps are.
+impl PartialEq for KvMachine {
+    fn eq(&self, other: &KvMachine) -> bool {
+        self.map == other.map
+    }
+}
+
+impl Eq for KvMachine {}
+
 impl KvMachine {
+    /// A machine whose checkpoints are encoded on the replica's thread, as before the
+    /// checkpoint encoder (`false`), or captured and encoded by the group's writer thread
+    /// (`true`, the default). Only to measure the difference (`KvConfig::checkpoint_encode_inline`).
+    ///
+    /// ```
+    /// use squall_smr::StateMachine;
+    /// assert!(squall_kv::KvMachine::default().snapshot_encoder().is_some());
+    /// assert!(squall_kv::KvMachine::default().capturing(false).snapshot_encoder().is_none());
+    /// ```
+    pub fn capturing(mut self, capture: bool) -> KvMachine {
+        self.capture = capture;
+        self
+    }
+
     /// Number of keys.
     pub fn len(&self) -> usize {
         self.map.len()
@@ -102,14 +143,21 @@ impl StateMachine for KvMachine {
     }
 
     /// `KvResult::Pairs` of every pair in key order, encoded straight from the map (no copy
-    /// of each key and value first: this runs on the replica's thread at every checkpoint).
+    /// of each key and value first).
     fn snapshot(&self) -> Vec<u8> {
-        let bytes = self.map.iter().map(|(k, v)| k.len() + v.len()).sum();
-        crate::ops::encode_pairs(
-            self.map.len(),
-            bytes,
-            self.map.iter().map(|(k, v)| (&k[..], &v[..])),
-        )
+        let mut out = Vec::new();
+        encode_map(&self.map, &mut out);
+        out
+    }
+
+    /// An O(1) clone of the map (its nodes are shared until either side writes to them),
+    /// encoded as [`snapshot`](Self::snapshot) by whichever thread runs it.
+    fn snapshot_encoder(&self) -> Option<StateEncoder> {
+        if !self.capture {
+            return None;
+        }
+        let map = self.map.clone();
+        Some(Box::new(move |out: &mut Vec<u8>| encode_map(&map, out)))
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
@@ -124,6 +172,17 @@ impl StateMachine for KvMachine {
             Err(e) => Err(RestoreError::new(e.to_string())),
         }
     }
+}
+
+/// Appends `map` as `KvResult::Pairs`.
+fn encode_map(map: &OrdMap<Vec<u8>, Vec<u8>>, out: &mut Vec<u8>) {
+    let bytes: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
+    crate::ops::encode_pairs_into(
+        out,
+        map.len(),
+        bytes,
+        map.iter().map(|(k, v)| (&k[..], &v[..])),
+    );
 }
 
 #[cfg(test)]
@@ -151,5 +210,48 @@ mod tests {
             KvMachine::default().snapshot(),
             KvResult::Pairs(Vec::new()).encode()
         );
+    }
+
+    /// The encoder is a capture: run on another thread after later puts, deletes and
+    /// compare-and-swaps (which copy the shared nodes they touch), it encodes exactly what
+    /// `snapshot` returned when it was taken; the machine's own state moved on.
+    #[test]
+    fn a_captured_snapshot_encodes_the_state_when_it_was_taken() {
+        let mut m = KvMachine::default();
+        let put = |k: u32, v: u32| KvOp::Put {
+            key: format!("k{k:05}").into_bytes(),
+            value: v.to_le_bytes().to_vec(),
+        };
+        for i in 0..5000u32 {
+            m.apply(&put(i, i).encode());
+        }
+        let encode = m.snapshot_encoder().unwrap();
+        let then = m.snapshot();
+        for i in (0..5000u32).step_by(3) {
+            m.apply(&put(i, i + 1).encode());
+            let delete = KvOp::Delete {
+                key: format!("k{:05}", i + 1).into_bytes(),
+            };
+            m.apply(&delete.encode());
+        }
+        let cas = KvOp::Cas {
+            key: b"k00002".to_vec(),
+            expected: Some(2u32.to_le_bytes().to_vec()),
+            new: b"swapped".to_vec(),
+        };
+        m.apply(&cas.encode());
+        let now = m.snapshot();
+        assert_ne!(now, then, "the machine moved on");
+        let out = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            encode(&mut out);
+            out
+        })
+        .join()
+        .unwrap();
+        assert_eq!(out, then);
+        let mut fresh = Vec::new();
+        m.snapshot_encoder().unwrap()(&mut fresh);
+        assert_eq!(fresh, now);
     }
 }

@@ -164,18 +164,18 @@ fn put_pairs<'a>(out: &mut Vec<u8>, n: usize, pairs: impl Iterator<Item = (&'a [
     }
 }
 
-/// The bytes of `KvResult::Pairs` of the `n` pairs of `pairs` (whose keys and values hold
-/// `bytes` bytes in all), written straight from borrowed pairs: a snapshot of a large store
-/// without copying every key and value into a `KvResult` first.
-pub(crate) fn encode_pairs<'a>(
+/// Appends the bytes of `KvResult::Pairs` of the `n` pairs of `pairs` (whose keys and values
+/// hold `bytes` bytes in all), written straight from borrowed pairs: a snapshot of a large
+/// store without copying every key and value into a `KvResult` first.
+pub(crate) fn encode_pairs_into<'a>(
+    out: &mut Vec<u8>,
     n: usize,
     bytes: usize,
     pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>,
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(6 + bytes + 8 * n);
+) {
+    out.reserve(6 + bytes + 8 * n);
     out.push(OPS_VERSION);
-    put_pairs(&mut out, n, pairs);
-    out
+    put_pairs(out, n, pairs);
 }
 
 fn put_opt(out: &mut Vec<u8>, b: Option<&[u8]>) {

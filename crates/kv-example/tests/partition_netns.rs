@@ -130,6 +130,7 @@ fn cas_paxos_partition_one_replica() {
         fsync: Default::default(),
         snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
         checkpoint_inline: false,
+        checkpoint_encode_inline: false,
     };
     let prefix = nodes
         .iter()

@@ -536,9 +536,12 @@ fn checkpoint_holds(log: &str) -> Vec<u64> {
 /// while 3 durable replicas load `SQUALL_KV_CHECKPOINT_BENCH` keys (default: skipped; in
 /// batches of `SQUALL_KV_RESTART_BATCH`, default 50, fsync `batch`) checkpointing every
 /// `SQUALL_KV_SNAPSHOT_EVERY` entries (default `KvConfig::DEFAULT_SNAPSHOT_EVERY`), in the
-/// same run: without checkpoints (the baseline), with the file written on the replica's
-/// thread (`checkpoint_inline`, the behaviour before the writer thread) and with the writer
-/// thread (the default). Each is the maximum over the three replicas.
+/// same run: without checkpoints (the baseline), with the snapshot encoded and the file
+/// written on the replica's thread (`checkpoint_inline` and `checkpoint_encode_inline`: s18),
+/// with the snapshot encoded on the replica's thread and the file written by the writer
+/// thread (`checkpoint_encode_inline`: s19), and with the store captured and the snapshot
+/// encoded by the writer thread too (the default, s20). Each is the maximum over the three
+/// replicas; `loaded in` is the load's wall time (its throughput).
 #[test]
 fn checkpoint_pause() {
     let Some(keys) = std::env::var("SQUALL_KV_CHECKPOINT_BENCH")
@@ -559,16 +562,31 @@ fn checkpoint_pause() {
         .max(1);
     let rt = runtime();
     let mut pauses = Vec::new();
-    for (name, every, inline) in [
-        ("no checkpoints", 0, false),
-        ("inline (before)", every, true),
-        ("writer thread", every, false),
-    ] {
-        let tag = format!("ckpt-pause-{}", name.split(' ').next().unwrap_or("x"));
+    for (i, (name, every, inline, encode_inline)) in [
+        ("no checkpoints", 0, false, false),
+        ("inline (s18)", every, true, true),
+        (
+            "writer thread, encoded on the replica (s19)",
+            every,
+            false,
+            true,
+        ),
+        (
+            "writer thread, captured and encoded there (s20)",
+            every,
+            false,
+            false,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tag = format!("ckpt-pause-{i}");
         let mut procs = Procs::loopback_durable_with(3, &tag, |cfg| {
             cfg.fsync = Fsync::Batch;
             cfg.snapshot_every = every;
             cfg.checkpoint_inline = inline;
+            cfg.checkpoint_encode_inline = encode_inline;
         });
         rt.block_on(wait_serving(&procs));
         let t = Instant::now();
@@ -609,10 +627,12 @@ fn checkpoint_pause() {
         pauses.push((longest.max(1) as f64, hold_max.max(1) as f64));
     }
     eprintln!(
-        "checkpoint's longest hold of the replica thread, writer thread / inline = {:.3}; longest driver turn, inline / no checkpoints = {:.2}, writer thread / no checkpoints = {:.2}, writer thread / inline = {:.2}",
+        "checkpoint's longest hold of the replica thread: s19 / s18 = {:.3}, s20 / s19 = {:.3}; longest driver turn: s18 / none = {:.2}, s19 / none = {:.2}, s20 / none = {:.2}, s20 / s19 = {:.2}",
         pauses[2].1 / pauses[1].1,
+        pauses[3].1 / pauses[2].1,
         pauses[1].0 / pauses[0].0,
         pauses[2].0 / pauses[0].0,
-        pauses[2].0 / pauses[1].0
+        pauses[3].0 / pauses[0].0,
+        pauses[3].0 / pauses[2].0
     );
 }

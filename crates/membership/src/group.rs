@@ -362,13 +362,24 @@ struct InFlight {
     first_position: u64,
     position: u64,
     file: String,
+    /// The state's length (0 until an encoder ran).
     bytes: usize,
     cut: Option<CrashPoint>,
     start: std::time::Instant,
     /// The inline writer's result (the thread's comes through its channel).
-    written: Option<Result<bool, SnapshotError>>,
-    /// How long writing the file took (µs).
+    written: Option<Result<bool, CheckpointError>>,
+    /// How long encoding (given an encoder) and writing the file took (µs).
     write_us: u64,
+    /// How long the application's encoder took (µs; 0 for bytes).
+    encode_us: u64,
+}
+
+/// What [`Group::checkpoint`] or [`Group::checkpoint_with`] was given.
+enum StateSource {
+    /// The encoded state.
+    Bytes(Vec<u8>),
+    /// An encoder the writer runs.
+    Encoder(crate::snapshot::EncodeState),
 }
 
 /// What a restarting member's logs rebuild its state from.
@@ -1524,7 +1535,37 @@ impl<T: Transport, L: Durable> Group<T, L> {
         position: u64,
         state: impl Into<Vec<u8>>,
     ) -> Result<Checkpointed, CheckpointError> {
-        self.checkpoint_until(position, state.into(), None)
+        self.checkpoint_until(position, StateSource::Bytes(state.into()), None)
+    }
+
+    /// [`checkpoint`](Group::checkpoint) with the state given as an encoder, which the
+    /// group's writer thread runs (before writing the file) instead of the caller's thread:
+    /// the caller hands over a capture of its state at `position` (cheap to take, e.g. an
+    /// O(1) clone of a persistent map) and goes on applying deliveries while it is encoded.
+    /// Everything else is as for `checkpoint`, except that [`CheckpointError::TooLarge`]
+    /// (checked once encoded) and a failure of the encoder ([`CheckpointError::Encode`]) come
+    /// through [`take_checkpoint_outcome`](Group::take_checkpoint_outcome) with the thread
+    /// writer. With [`CheckpointWriter::Inline`] the encoder runs inside this call.
+    ///
+    /// ```no_run
+    /// # fn f<T: squall_transport::Transport, L: squall_membership::log::Durable>(
+    /// #     g: &mut squall_membership::group::Group<T, L>, applied: u64,
+    /// # ) -> Result<(), squall_membership::snapshot::CheckpointError> {
+    /// // The application's state at `applied`, captured (here: copied) for the writer.
+    /// let captured: std::sync::Arc<[u8]> = std::sync::Arc::from(&b"state"[..]);
+    /// g.checkpoint_with(applied, Box::new(move |out: &mut Vec<u8>| {
+    ///     out.extend_from_slice(&captured);
+    ///     Ok(())
+    /// }))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn checkpoint_with(
+        &mut self,
+        position: u64,
+        encode: crate::snapshot::EncodeState,
+    ) -> Result<Checkpointed, CheckpointError> {
+        self.checkpoint_until(position, StateSource::Encoder(encode), None)
     }
 
     /// [`checkpoint`](Group::checkpoint) cut short at `cut`, leaving the files a process crash
@@ -1538,7 +1579,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         state: impl Into<Vec<u8>>,
         cut: CrashPoint,
     ) -> Result<Checkpointed, CheckpointError> {
-        self.checkpoint_until(position, state.into(), Some(cut))
+        self.checkpoint_until(position, StateSource::Bytes(state.into()), Some(cut))
     }
 
     /// The position of the checkpoint being written, if one is (see
@@ -1567,7 +1608,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     fn checkpoint_until(
         &mut self,
         position: u64,
-        state: Vec<u8>,
+        state: StateSource,
         cut: Option<CrashPoint>,
     ) -> Result<Checkpointed, CheckpointError> {
         let Some(dir) = self.durable_dir() else {
@@ -1609,6 +1650,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
             return Ok(Checkpointed::Covered { at });
         }
         let max = self.cfg.transfer.max_state_bytes as u64;
+        let (state, encode) = match state {
+            StateSource::Bytes(state) => (state, None),
+            StateSource::Encoder(encode) => (Vec::new(), Some(encode)),
+        };
         if state.len() as u64 > max {
             return Err(CheckpointError::TooLarge {
                 len: state.len() as u64,
@@ -1616,7 +1661,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             });
         }
         let bytes = state.len();
-        let snap = Snapshot {
+        let mut snap = Snapshot {
             view: view.id,
             shard: shard as u32,
             // The offset of this view's epoch log (its positions count from 0 in the view a
@@ -1637,9 +1682,15 @@ impl<T: Transport, L: Durable> Group<T, L> {
             start: std::time::Instant::now(),
             written: None,
             write_us: 0,
+            encode_us: 0,
         };
         match self.cfg.checkpoint_writer {
             CheckpointWriter::Inline => {
+                if let Some(encode) = encode {
+                    crate::snapshot::encode_into(&mut snap, encode, max)?;
+                    flight.bytes = snap.state.len();
+                    flight.encode_us = flight.start.elapsed().as_micros() as u64;
+                }
                 flight.written = Some(Ok(crate::snapshot::write_as(&dir, &file, &snap, cut)?));
                 flight.write_us = flight.start.elapsed().as_micros() as u64;
             }
@@ -1655,6 +1706,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
                     dir,
                     name: file,
                     snap,
+                    encode,
+                    max_state: max,
                     cut,
                     gate: self.writer_gate.take(),
                 };
@@ -1682,16 +1735,18 @@ impl<T: Transport, L: Durable> Group<T, L> {
             None => match self.writer.as_ref().map(crate::snapshot::Writer::try_done) {
                 Some(Ok(Some(done))) => {
                     f.write_us = done.us;
+                    f.encode_us = done.encode_us;
+                    f.bytes = done.bytes;
                     done.result
                 }
                 Some(Ok(None)) => return,
                 // The thread is gone (it panicked): nothing it left is recorded.
                 Some(Err(())) | None => {
                     self.writer = None;
-                    Err(SnapshotError::Io {
+                    Err(CheckpointError::Snapshot(SnapshotError::Io {
                         path: std::path::PathBuf::from(&f.file),
                         source: std::io::Error::other("the checkpoint writer thread ended"),
-                    })
+                    }))
                 }
             },
         };
@@ -1711,7 +1766,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     fn record_checkpoint(
         &mut self,
         f: InFlight,
-        written: Result<bool, SnapshotError>,
+        written: Result<bool, CheckpointError>,
     ) -> Result<Checkpointed, CheckpointError> {
         let Some(dir) = self.durable_dir() else {
             return Ok(Checkpointed::NotDurable);
@@ -1785,7 +1840,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         tracing::info!(
             me = %self.gms.id(), view = f.view, position, bytes = f.bytes, logs_removed,
-            us = f.start.elapsed().as_micros() as u64, write_us = f.write_us,
+            us = f.start.elapsed().as_micros() as u64, encode_us = f.encode_us,
+            write_us = f.write_us,
             record_us = recording.elapsed().as_micros() as u64, "group: checkpoint durable"
         );
         Ok(Checkpointed::Written {

@@ -225,12 +225,58 @@ pub enum CheckpointError {
         /// The bound.
         max: u64,
     },
+    /// The application's encoder ([`Group::checkpoint_with`](crate::group::Group::checkpoint_with))
+    /// failed: nothing was written.
+    #[error("encoding the checkpoint's state: {0}")]
+    Encode(#[source] std::io::Error),
     /// The file could not be written.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     /// The membership log could not record it (the file stays unnamed and a restart removes it).
     #[error("logging the checkpoint: {0}")]
     Log(#[from] crate::log::LogError),
+}
+
+/// An application's state handed to
+/// [`Group::checkpoint_with`](crate::group::Group::checkpoint_with) as an encoder instead of
+/// bytes: it appends the state's bytes to the vector it is given (empty when called). The
+/// group runs it on its checkpoint writer thread ([`CheckpointWriter::Thread`]; on the
+/// caller's with [`CheckpointWriter::Inline`]), so it must own (or share, e.g. through a
+/// persistent map's O(1) clone) a capture of the state taken when it was made: the
+/// application goes on applying deliveries while it runs.
+///
+/// ```
+/// use squall_membership::snapshot::EncodeState;
+/// let captured = vec![1u8, 2, 3]; // the state at the checkpoint's position
+/// let encode: EncodeState = Box::new(move |out: &mut Vec<u8>| {
+///     out.extend_from_slice(&captured);
+///     Ok(())
+/// });
+/// let mut out = Vec::new();
+/// encode(&mut out)?;
+/// assert_eq!(out, [1, 2, 3]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub type EncodeState = Box<dyn FnOnce(&mut Vec<u8>) -> std::io::Result<()> + Send>;
+
+/// Runs `encode` into `snap.state`, refusing a state above `max_state` bytes (checked once
+/// encoded: its length is not known before).
+pub(crate) fn encode_into(
+    snap: &mut Snapshot,
+    encode: EncodeState,
+    max_state: u64,
+) -> Result<(), CheckpointError> {
+    let mut state = std::mem::take(&mut snap.state);
+    state.clear();
+    encode(&mut state).map_err(CheckpointError::Encode)?;
+    if state.len() as u64 > max_state {
+        return Err(CheckpointError::TooLarge {
+            len: state.len() as u64,
+            max: max_state,
+        });
+    }
+    snap.state = state;
+    Ok(())
 }
 
 /// The file name of the snapshot taken in `view` for shard `shard`.
@@ -268,6 +314,14 @@ fn is_snapshot_name(name: &str) -> bool {
 /// `s`'s file bytes.
 pub fn encode(s: &Snapshot) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + s.state.len());
+    out.extend_from_slice(&header(s));
+    out.extend_from_slice(&s.state);
+    out
+}
+
+/// `s`'s file bytes before its state.
+fn header(s: &Snapshot) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&s.view.to_le_bytes());
     out.extend_from_slice(&s.shard.to_le_bytes());
@@ -277,7 +331,6 @@ pub fn encode(s: &Snapshot) -> Vec<u8> {
     out.extend_from_slice(&crc32(&s.state).to_le_bytes());
     let head = crc32(&out);
     out.extend_from_slice(&head.to_le_bytes());
-    out.extend_from_slice(&s.state);
     out
 }
 
@@ -421,12 +474,14 @@ pub(crate) fn write_as(
         .truncate(true)
         .open(&tmp)
         .map_err(io(&tmp))?;
-    let bytes = encode(s);
     if cut == Some(CrashPoint::BeforeSync) {
+        let bytes = encode(s);
         f.write_all(&bytes[..bytes.len() / 2]).map_err(io(&tmp))?;
         return Ok(false);
     }
-    f.write_all(&bytes).map_err(io(&tmp))?;
+    // The header, then the state where it lies (no copy of a state of megabytes).
+    f.write_all(&header(s)).map_err(io(&tmp))?;
+    f.write_all(&s.state).map_err(io(&tmp))?;
     f.sync_all().map_err(io(&tmp))?;
     drop(f);
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
@@ -445,10 +500,12 @@ pub(crate) fn write_as(
 /// How [`Group::checkpoint`](crate::group::Group::checkpoint) writes its file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CheckpointWriter {
-    /// On a thread the group owns (spawned at its first checkpoint): writing and syncing the
-    /// file, renaming it and syncing the directory happen off the thread that polls the
-    /// group, which only hands the bytes over and, in a later poll, appends the record and
-    /// removes what the checkpoint supersedes. The default.
+    /// On a thread the group owns (spawned at its first checkpoint): running the
+    /// application's encoder ([`Group::checkpoint_with`](crate::group::Group::checkpoint_with)),
+    /// writing and syncing the file, renaming it and syncing the directory happen off the
+    /// thread that polls the group, which only hands the bytes (or the encoder) over and, in
+    /// a later poll, appends the record and removes what the checkpoint supersedes. The
+    /// default.
     #[default]
     Thread,
     /// On the caller's thread, inside `checkpoint` (the record still waits for the next
@@ -461,6 +518,10 @@ pub(crate) struct WriteJob {
     pub(crate) dir: PathBuf,
     pub(crate) name: String,
     pub(crate) snap: Snapshot,
+    /// The application's encoder of `snap.state` (empty until it ran), run first on the
+    /// writer thread; the state it produces is refused above `max_state` bytes.
+    pub(crate) encode: Option<EncodeState>,
+    pub(crate) max_state: u64,
     pub(crate) cut: Option<CrashPoint>,
     /// Test hook: the writer waits for a message (or the sender's end) before writing.
     pub(crate) gate: Option<std::sync::mpsc::Receiver<()>>,
@@ -470,8 +531,13 @@ pub(crate) struct WriteJob {
 /// [`write_as`]), and how long it took.
 pub(crate) struct WriteDone {
     pub(crate) name: String,
-    pub(crate) result: Result<bool, SnapshotError>,
+    pub(crate) result: Result<bool, CheckpointError>,
+    /// The state's length (known only once an encoder ran).
+    pub(crate) bytes: usize,
+    /// How long encoding (if an encoder was given) and writing took (µs).
     pub(crate) us: u64,
+    /// How long the encoder took (µs; 0 without one).
+    pub(crate) encode_us: u64,
 }
 
 /// The checkpoint writer thread: one job at a time, in order; `wake` is called after each
@@ -571,7 +637,17 @@ fn run_job(job: WriteJob, cancel: &std::sync::atomic::AtomicBool) -> Option<Writ
         return None;
     }
     let start = std::time::Instant::now();
-    let result = write_as(&job.dir, &job.name, &job.snap, job.cut);
+    let mut snap = job.snap;
+    let encoded = match job.encode {
+        Some(encode) => encode_into(&mut snap, encode, job.max_state),
+        None => Ok(()),
+    };
+    let encode_us = start.elapsed().as_micros() as u64;
+    let result = match encoded {
+        Ok(()) if cancelled() => return None,
+        Ok(()) => write_as(&job.dir, &job.name, &snap, job.cut).map_err(CheckpointError::from),
+        Err(e) => Err(e),
+    };
     if cancelled() {
         // The group is gone: whatever this left is unrecorded.
         let _ = std::fs::remove_file(job.dir.join(&job.name));
@@ -581,7 +657,9 @@ fn run_job(job: WriteJob, cancel: &std::sync::atomic::AtomicBool) -> Option<Writ
     Some(WriteDone {
         name: job.name,
         result,
+        bytes: snap.state.len(),
         us: start.elapsed().as_micros() as u64,
+        encode_us,
     })
 }
 

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use squall_membership::group::Group;
+use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
 use squall_membership::snapshot::{CheckpointError, Checkpointed};
 use squall_ordering::TotalOrder;
@@ -30,8 +30,17 @@ struct Cluster {
 
 impl Cluster {
     fn start(tag: &str) -> Cluster {
+        Cluster::start_with(tag, |_| {})
+    }
+
+    /// [`start`](Cluster::start) with `tweak` applied to every member's config.
+    fn start_with(tag: &str, tweak: impl Fn(&mut GroupConfig)) -> Cluster {
         let base = group_sim::scratch_dir("ckpt-writer", tag, 0);
-        let cfg = |i| group_sim::durable(group_sim::config(N, N), &base, i);
+        let cfg = |i| {
+            let mut cfg = group_sim::durable(group_sim::config(N, N), &base, i);
+            tweak(&mut cfg);
+            cfg
+        };
         let layout = Group::<SimNode, MemLog>::layout(&cfg(0)).unwrap();
         let (sim, nodes) = Sim::cluster(SimConfig::seeded(7), N, &layout).unwrap();
         let groups = nodes
@@ -261,4 +270,108 @@ fn dropping_the_group_with_a_checkpoint_in_flight_leaves_no_file_and_no_record()
     c.groups[0] = None;
     assert!(snapshots(&dir).is_empty(), "{:?}", snapshots(&dir));
     assert!(MemLog::open(log).1.last_snapshot().is_none());
+}
+
+/// `checkpoint_with`: the group runs the application's encoder on its writer thread, after
+/// the gate, while the application goes on (here: its state changes after every step); the
+/// file holds exactly what the encoder's capture held at the checkpoint's position.
+#[test]
+fn an_encoder_runs_on_the_writer_thread_and_the_file_holds_its_capture() {
+    let mut c = Cluster::start("encoder");
+    let gate = c.g(0).gate_checkpoint_writer();
+    let at = c.g(0).next_position();
+    // The application's state: one byte per delivery so far (a model of it), captured now.
+    let mut app: Vec<u8> = (0..at).map(|p| p as u8).collect();
+    let capture = std::sync::Arc::new(app.clone());
+    let ran_on = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (captured, ran) = (
+        std::sync::Arc::clone(&capture),
+        std::sync::Arc::clone(&ran_on),
+    );
+    assert_eq!(
+        c.g(0)
+            .checkpoint_with(
+                at,
+                Box::new(move |out: &mut Vec<u8>| {
+                    *ran.lock().unwrap() = std::thread::current().name().map(str::to_string);
+                    out.extend_from_slice(&captured);
+                    Ok(())
+                }),
+            )
+            .unwrap(),
+        Checkpointed::Started { position: at }
+    );
+    // Held: the application applies later deliveries; the encoder has not run.
+    for k in 0..300u32 {
+        c.step(k % 5 == 0);
+        let next = c.g(0).next_position();
+        app.extend((app.len() as u64..next).map(|p| p as u8));
+    }
+    assert!(
+        app.len() as u64 > at,
+        "member 0 delivered while its writer was held"
+    );
+    assert!(
+        ran_on.lock().unwrap().is_none(),
+        "the encoder ran before the gate opened"
+    );
+    assert!(snapshots(&c.dir(0)).is_empty());
+    gate.send(()).unwrap();
+    let Checkpointed::Written { position, file, .. } = c.outcome(0).unwrap() else {
+        panic!("not written");
+    };
+    assert_eq!(position, at);
+    assert_eq!(
+        ran_on.lock().unwrap().as_deref(),
+        Some("squall-ckpt-0"),
+        "the encoder ran on the writer thread"
+    );
+    let snap = squall_membership::snapshot::read(&c.dir(0), &file, 1 << 20).unwrap();
+    assert_eq!(snap.position, at);
+    assert_eq!(
+        snap.state,
+        &app[..at as usize],
+        "the state at the checkpoint's position"
+    );
+    assert_eq!(recorded(c.g(0)), Some(file));
+}
+
+/// An encoder's state above `max_state_bytes`, or an encoder that fails, is refused through
+/// the outcome (its length is known only once encoded): nothing written, nothing recorded;
+/// the next checkpoint is taken.
+#[test]
+fn an_encoders_oversized_or_failed_state_is_refused_through_the_outcome() {
+    let max = 1 << 16;
+    let mut c = Cluster::start_with("encoder-refused", |cfg| cfg.transfer.max_state_bytes = max);
+    let at = c.g(0).next_position();
+    c.g(0)
+        .checkpoint_with(
+            at,
+            Box::new(move |out: &mut Vec<u8>| {
+                out.resize(max + 1, 7);
+                Ok(())
+            }),
+        )
+        .unwrap();
+    let outcome = c.outcome(0);
+    assert!(
+        matches!(outcome, Err(CheckpointError::TooLarge { len, .. }) if len == max as u64 + 1),
+        "{outcome:?}"
+    );
+    let at = c.g(0).next_position();
+    c.g(0)
+        .checkpoint_with(
+            at,
+            Box::new(|_: &mut Vec<u8>| Err(std::io::Error::other("the store is gone"))),
+        )
+        .unwrap();
+    let outcome = c.outcome(0);
+    assert!(
+        matches!(&outcome, Err(CheckpointError::Encode(e)) if e.to_string().contains("gone")),
+        "{outcome:?}"
+    );
+    assert!(snapshots(&c.dir(0)).is_empty());
+    assert!(recorded(c.g(0)).is_none());
+    c.start_checkpoint(0);
+    assert!(matches!(c.outcome(0), Ok(Checkpointed::Written { .. })));
 }

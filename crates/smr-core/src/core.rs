@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use squall_ordering::{Delivery, SubmitError, Upcall};
 use squall_transport::NodeId;
 
-use crate::machine::StateMachine;
+use crate::machine::{StateEncoder, StateMachine};
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 use crate::transfer::{CheckpointKept, StateTransfer, TransferError};
@@ -385,6 +385,44 @@ impl<S: StateMachine> ReplicaCore<S> {
         }
     }
 
+    /// The replica's snapshot as an encoder to run on another thread, if its state machine
+    /// captures its state cheaply ([`StateMachine::snapshot_encoder`]): called (once, on any
+    /// thread) it appends exactly [`snapshot`](Self::snapshot)`().encode()` as of now. The
+    /// sessions are copied now (bounded by `max_sessions`); the state machine's state is
+    /// whatever its capture shares.
+    ///
+    /// ```
+    /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateEncoder, StateMachine};
+    /// use squall_transport::NodeId;
+    /// # struct Bytes(Vec<u8>);
+    /// # impl StateMachine for Bytes {
+    /// #     fn apply(&mut self, c: &[u8]) -> Vec<u8> { self.0.extend_from_slice(c); Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { self.0.clone() }
+    /// #     fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> { self.0 = s.to_vec(); Ok(()) }
+    /// #     fn snapshot_encoder(&self) -> Option<StateEncoder> {
+    /// #         let c = self.0.clone();
+    /// #         Some(Box::new(move |out: &mut Vec<u8>| out.extend_from_slice(&c)))
+    /// #     }
+    /// # }
+    /// let core = ReplicaCore::new(NodeId(0), Bytes(b"abc".to_vec()), CoreConfig::default())?;
+    /// let encode = core.snapshot_encoder().expect("the machine captures its state");
+    /// let mut out = Vec::new();
+    /// encode(&mut out);
+    /// assert_eq!(out, core.snapshot().encode());
+    /// # Ok::<(), squall_smr::ConfigError>(())
+    /// ```
+    pub fn snapshot_encoder(&self) -> Option<StateEncoder> {
+        let state = self.sm.snapshot_encoder()?;
+        let applied = self.applied;
+        let mut sessions: Vec<(u64, Session)> =
+            self.sessions.iter().map(|(c, s)| (*c, s.clone())).collect();
+        sessions.sort_by_key(|(c, _)| *c);
+        Some(Box::new(move |out: &mut Vec<u8>| {
+            crate::snapshot::encode_with(applied, &sessions, out, state)
+        }))
+    }
+
     /// Replaces the state with `snapshot` (state transfer to a joiner, or a restart): the next
     /// delivery fed to this core must be the one after the snapshot's position. Requests owed
     /// an answer are answered [`ErrorCode::Unavailable`] (their entries may be lost).
@@ -608,10 +646,18 @@ impl<S: StateMachine> ReplicaCore<S> {
             return;
         }
         let start = std::time::Instant::now();
-        let snapshot = self.snapshot().encode();
-        let bytes = snapshot.len();
+        // An encoder of a capture when the state machine has one (the backend encodes it off
+        // this thread); the encoded bytes otherwise. `bytes` is 0 for an encoder.
+        let (kept, bytes) = match self.snapshot_encoder() {
+            Some(encode) => (backend.checkpoint_encoded(self.applied, encode), 0),
+            None => {
+                let snapshot = self.snapshot().encode();
+                let bytes = snapshot.len();
+                (backend.checkpoint(self.applied, snapshot), bytes)
+            }
+        };
         let encode_us = start.elapsed().as_micros() as u64;
-        match backend.checkpoint(self.applied, snapshot) {
+        match kept {
             Ok(CheckpointKept::Durable) => self.checkpoint_durable(self.applied),
             Ok(CheckpointKept::Pending) => {
                 self.checkpoint_pending = Some(self.applied);
@@ -1233,6 +1279,10 @@ mod tests {
         writing: Option<u64>,
         outcome: Option<Result<u64, TransferError>>,
         outcome_asks: usize,
+        /// Keeps each encoder it is handed, unrun (a writer that has not got to it yet),
+        /// and reports it pending.
+        hold_encoders: bool,
+        held: Vec<(u64, StateEncoder)>,
     }
 
     impl squall_ordering::TotalOrder for Keeper {
@@ -1287,6 +1337,19 @@ mod tests {
                 return Ok(CheckpointKept::Durable);
             }
             Ok(CheckpointKept::Never)
+        }
+        fn checkpoint_encoded(
+            &mut self,
+            position: u64,
+            encode: StateEncoder,
+        ) -> Result<CheckpointKept, TransferError> {
+            if !self.hold_encoders {
+                let mut state = Vec::new();
+                encode(&mut state);
+                return self.checkpoint(position, state);
+            }
+            self.held.push((position, encode));
+            Ok(CheckpointKept::Pending)
         }
         fn checkpoint_outcome(&mut self) -> Option<Result<u64, TransferError>> {
             self.outcome_asks += 1;
@@ -1362,6 +1425,70 @@ mod tests {
             r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
         }
         assert_eq!(b.calls, 0);
+    }
+
+    /// [`Append`] whose checkpoints are captures ([`StateMachine::snapshot_encoder`]).
+    #[derive(Default)]
+    struct Captured(Append);
+
+    impl StateMachine for Captured {
+        fn apply(&mut self, c: &[u8]) -> Vec<u8> {
+            self.0.apply(c)
+        }
+        fn query(&self, q: &[u8]) -> Vec<u8> {
+            self.0.query(q)
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            self.0.snapshot()
+        }
+        fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+            self.0.restore(s)
+        }
+        fn snapshot_encoder(&self) -> Option<StateEncoder> {
+            let capture = Append(self.0.0.clone());
+            Some(Box::new(move |out: &mut Vec<u8>| {
+                out.extend_from_slice(&capture.snapshot())
+            }))
+        }
+    }
+
+    /// A state machine that captures its state hands the backend an encoder, not bytes; run
+    /// after the replica applied later commands (and changed a session), it still encodes
+    /// exactly the replica's snapshot at the checkpoint's position.
+    #[test]
+    fn a_captured_checkpoint_encodes_the_snapshot_at_its_position_however_late_it_runs() {
+        let mut r = ReplicaCore::new(
+            NodeId(0),
+            Captured::default(),
+            CoreConfig {
+                snapshot_every: 3,
+                ..CoreConfig::default()
+            },
+        )
+        .unwrap();
+        let mut b = Keeper {
+            hold_encoders: true,
+            ..Keeper::default()
+        };
+        for i in 0..3u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9, i + 1, i, b"x"))]);
+        }
+        assert_eq!((b.held.len(), b.calls), (1, 0), "an encoder, not bytes");
+        let then = r.snapshot().encode();
+        for i in 3..8u64 {
+            r.upcalls_from(&mut b, [at(i, cmd(9 + i % 2, i + 1, i, b"y"))]);
+        }
+        assert_ne!(r.snapshot().encode(), then, "the replica moved on");
+        let (position, encode) = b.held.remove(0);
+        assert_eq!(position, 3);
+        let mut out = Vec::new();
+        encode(&mut out);
+        assert_eq!(out, then);
+        assert_eq!(Snapshot::decode(&out).unwrap().applied, 3);
+        // And equals what `snapshot().encode()` gives at any point.
+        let mut now = Vec::new();
+        r.snapshot_encoder().unwrap()(&mut now);
+        assert_eq!(now, r.snapshot().encode());
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub mod wire;
 pub use client::{Client, ClientConfig, ClientError};
 pub use codec::DecodeError;
 pub use core::{CoreConfig, ReplicaCore, Token};
-pub use machine::{RestoreError, StateMachine};
+pub use machine::{RestoreError, StateEncoder, StateMachine};
 pub use metrics::{Counters, Metrics};
 pub use runtime::{Busy, Replica, ReplicaConfig, ReplicaHandle, RuntimeError};
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};

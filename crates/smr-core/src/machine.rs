@@ -58,7 +58,60 @@ pub trait StateMachine: Send + 'static {
 
     /// Replaces the state with one taken by [`snapshot`](Self::snapshot).
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError>;
+
+    /// A capture of the state as it is now that encodes itself later, on another thread:
+    /// called by the replica for a checkpoint
+    /// ([`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every)), so that encoding
+    /// a large state does not pause the replica's thread. The encoder must append exactly the
+    /// bytes [`snapshot`](Self::snapshot) returns now, however many commands the replica
+    /// applies meanwhile, so taking it must be cheap (e.g. an O(1) clone of a persistent map,
+    /// as `squall-kv` does). The default, `None`: the replica encodes
+    /// [`snapshot`](Self::snapshot) on its own thread.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use squall_smr::{RestoreError, StateEncoder, StateMachine};
+    ///
+    /// /// A log of commands kept in an `Arc`'d vector per 64 entries (a cheap capture).
+    /// #[derive(Default)]
+    /// struct Log(Vec<Arc<Vec<u8>>>);
+    /// impl StateMachine for Log {
+    ///     fn apply(&mut self, c: &[u8]) -> Vec<u8> {
+    ///         match self.0.last_mut() {
+    ///             Some(last) if last.len() < 64 => Arc::make_mut(last).push(c.first().copied().unwrap_or(0)),
+    ///             _ => self.0.push(Arc::new(c.iter().take(1).copied().collect())),
+    ///         }
+    ///         Vec::new()
+    ///     }
+    ///     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    ///     fn snapshot(&self) -> Vec<u8> { self.0.iter().flat_map(|c| c.iter().copied()).collect() }
+    ///     fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+    ///         self.0 = s.chunks(64).map(|c| Arc::new(c.to_vec())).collect();
+    ///         Ok(())
+    ///     }
+    ///     fn snapshot_encoder(&self) -> Option<StateEncoder> {
+    ///         let capture = self.0.clone(); // clones the `Arc`s, not the bytes
+    ///         Some(Box::new(move |out: &mut Vec<u8>| {
+    ///             capture.iter().for_each(|c| out.extend_from_slice(c))
+    ///         }))
+    ///     }
+    /// }
+    /// let mut log = Log::default();
+    /// log.apply(&[1]);
+    /// let (encode, then) = (log.snapshot_encoder().unwrap(), log.snapshot());
+    /// log.apply(&[2]); // applied after the capture: not in it
+    /// let mut out = Vec::new();
+    /// std::thread::spawn(move || { encode(&mut out); out }).join().map(|out| assert_eq!(out, then)).unwrap();
+    /// ```
+    fn snapshot_encoder(&self) -> Option<StateEncoder> {
+        None
+    }
 }
+
+/// A state machine's state captured at one point ([`StateMachine::snapshot_encoder`]): called
+/// once, on any thread, it appends the state's [`snapshot`](StateMachine::snapshot) bytes to
+/// the vector it is given.
+pub type StateEncoder = Box<dyn FnOnce(&mut Vec<u8>) + Send>;
 
 /// A snapshot the state machine could not restore.
 ///

@@ -18,14 +18,31 @@
 //! its snapshot to `Group::checkpoint` every that many applied deliveries (durable epochs
 //! only): a restart then installs the latest one the same way and replays only what follows.
 //! The group's writer thread writes and syncs the file; the replica's thread only encodes the
-//! snapshot, and learns at a later poll that it is durable (`take_checkpoint_outcome`).
+//! snapshot, and learns at a later poll that it is durable (`take_checkpoint_outcome`). When
+//! the state machine captures its state cheaply
+//! ([`StateMachine::snapshot_encoder`](crate::StateMachine::snapshot_encoder)) the replica
+//! hands over an encoder instead (`Group::checkpoint_with`) and the writer thread encodes the
+//! snapshot too.
 
 use squall_membership::group::Group;
 use squall_membership::log::Durable;
-use squall_membership::snapshot::Checkpointed;
+use squall_membership::snapshot::{CheckpointError, Checkpointed, EncodeState};
 use squall_transport::Transport;
 
+use crate::machine::StateEncoder;
 use crate::transfer::{CheckpointKept, StateTransfer, TransferError};
+
+/// What `Group::checkpoint` (or `checkpoint_with`) said, as a [`CheckpointKept`].
+fn kept(r: Result<Checkpointed, CheckpointError>) -> Result<CheckpointKept, TransferError> {
+    match r {
+        Ok(Checkpointed::Started { .. }) => Ok(CheckpointKept::Pending),
+        Ok(Checkpointed::Written { .. } | Checkpointed::Covered { .. }) => {
+            Ok(CheckpointKept::Durable)
+        }
+        Ok(Checkpointed::NotDurable) => Ok(CheckpointKept::Never),
+        Err(e) => Err(TransferError::Refused(e.to_string())),
+    }
+}
 
 impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
     fn holds_state(&self) -> bool {
@@ -76,14 +93,19 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
         position: u64,
         state: Vec<u8>,
     ) -> Result<CheckpointKept, TransferError> {
-        match Group::checkpoint(self, position, state) {
-            Ok(Checkpointed::Started { .. }) => Ok(CheckpointKept::Pending),
-            Ok(Checkpointed::Written { .. } | Checkpointed::Covered { .. }) => {
-                Ok(CheckpointKept::Durable)
-            }
-            Ok(Checkpointed::NotDurable) => Ok(CheckpointKept::Never),
-            Err(e) => Err(TransferError::Refused(e.to_string())),
-        }
+        kept(Group::checkpoint(self, position, state))
+    }
+
+    fn checkpoint_encoded(
+        &mut self,
+        position: u64,
+        encode: StateEncoder,
+    ) -> Result<CheckpointKept, TransferError> {
+        let encode: EncodeState = Box::new(move |out: &mut Vec<u8>| {
+            encode(out);
+            Ok(())
+        });
+        kept(Group::checkpoint_with(self, position, encode))
     }
 
     fn checkpoint_outcome(&mut self) -> Option<Result<u64, TransferError>> {

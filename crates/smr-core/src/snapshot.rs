@@ -49,19 +49,9 @@ impl Snapshot {
     /// `MAGIC, version, applied, sessions, state, crc32` (little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.state.len() + 64 + self.sessions.len() * 32);
-        out.extend_from_slice(MAGIC);
-        out.push(SNAPSHOT_VERSION);
-        put_u64(&mut out, self.applied);
-        put_u64(&mut out, self.sessions.len() as u64);
-        for (client, s) in &self.sessions {
-            put_u64(&mut out, *client);
-            put_u64(&mut out, s.seq);
-            put_u64(&mut out, s.last_used);
-            put_bytes(&mut out, &s.response);
-        }
-        put_bytes(&mut out, &self.state);
-        let crc = crc32fast::hash(&out);
-        put_u32(&mut out, crc);
+        encode_with(self.applied, &self.sessions, &mut out, |o| {
+            o.extend_from_slice(&self.state)
+        });
         out
     }
 
@@ -122,4 +112,37 @@ impl Snapshot {
             state,
         })
     }
+}
+
+/// Appends to `out` the encoding of a [`Snapshot`] after `applied` deliveries with `sessions`
+/// and the state `state` appends: exactly [`Snapshot::encode`]'s bytes, without the state
+/// being a vector of its own first (a checkpoint's encoder runs the state machine's encoder
+/// into `out` directly, on the writer thread).
+pub(crate) fn encode_with(
+    applied: u64,
+    sessions: &[(u64, Session)],
+    out: &mut Vec<u8>,
+    state: impl FnOnce(&mut Vec<u8>),
+) {
+    let start = out.len();
+    out.extend_from_slice(MAGIC);
+    out.push(SNAPSHOT_VERSION);
+    put_u64(out, applied);
+    put_u64(out, sessions.len() as u64);
+    for (client, s) in sessions {
+        put_u64(out, *client);
+        put_u64(out, s.seq);
+        put_u64(out, s.last_used);
+        put_bytes(out, &s.response);
+    }
+    // The state's length is known once it is appended: a placeholder, then the length as
+    // `put_bytes` writes it.
+    let len_at = out.len();
+    put_u32(out, 0);
+    state(out);
+    let len = out.len() - len_at - 4;
+    let len = u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes();
+    out[len_at..len_at + 4].copy_from_slice(&len);
+    let crc = crc32fast::hash(&out[start..]);
+    put_u32(out, crc);
 }

@@ -19,7 +19,7 @@ use squall_ordering::TotalOrder;
 use thiserror::Error;
 
 use crate::codec::DecodeError;
-use crate::machine::RestoreError;
+use crate::machine::{RestoreError, StateEncoder};
 
 /// A total-order backend that can move the replica's state to a joiner.
 ///
@@ -103,6 +103,56 @@ pub trait StateTransfer: TotalOrder {
         Ok(CheckpointKept::Never)
     }
 
+    /// [`checkpoint`](Self::checkpoint) with the snapshot given as an encoder of it (which
+    /// appends exactly the encoded [`Snapshot`](crate::Snapshot) at `position`, however many
+    /// deliveries the replica applies meanwhile): the replica hands this over when its state
+    /// machine captures its state cheaply
+    /// ([`StateMachine::snapshot_encoder`](crate::StateMachine::snapshot_encoder)), so that a
+    /// backend with a writer thread encodes the snapshot there, off the replica's thread. The
+    /// default encodes it here and calls [`checkpoint`](Self::checkpoint) (a backend
+    /// implementing only the bytes path loses nothing but that).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{CheckpointKept, StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// /// Keeps the last checkpoint's bytes in memory.
+    /// struct Keep(Option<(u64, Vec<u8>)>);
+    /// # impl TotalOrder for Keep {
+    /// #     fn me(&self) -> NodeId { NodeId(0) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: Duration) { std::thread::park_timeout(t) }
+    /// #     fn waker(&self) -> Waker { unimplemented!() }
+    /// # }
+    /// impl StateTransfer for Keep {
+    /// #   fn holds_state(&self) -> bool { true }
+    /// #   fn state_wanted(&self) -> bool { false }
+    /// #   fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    ///     // ...
+    ///     fn checkpoint(&mut self, at: u64, state: Vec<u8>) -> Result<CheckpointKept, TransferError> {
+    ///         self.0 = Some((at, state));
+    ///         Ok(CheckpointKept::Durable)
+    ///     }
+    /// }
+    /// let mut k = Keep(None);
+    /// // The default `checkpoint_encoded` runs the encoder and hands `checkpoint` its bytes.
+    /// k.checkpoint_encoded(3, Box::new(|out: &mut Vec<u8>| out.extend_from_slice(b"snap")))?;
+    /// assert_eq!(k.0, Some((3, b"snap".to_vec())));
+    /// # Ok::<(), TransferError>(())
+    /// ```
+    fn checkpoint_encoded(
+        &mut self,
+        position: u64,
+        encode: StateEncoder,
+    ) -> Result<CheckpointKept, TransferError> {
+        let mut state = Vec::new();
+        encode(&mut state);
+        self.checkpoint(position, state)
+    }
+
     /// How the checkpoint the backend reported [`CheckpointKept::Pending`] ended, once:
     /// `Ok(position)` once it is durable, an error if it was not made durable (the replica
     /// asks again after its next delivery); `None` while it is still under way. Asked after
@@ -146,6 +196,13 @@ impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
         state: Vec<u8>,
     ) -> Result<CheckpointKept, TransferError> {
         (**self).checkpoint(position, state)
+    }
+    fn checkpoint_encoded(
+        &mut self,
+        position: u64,
+        encode: StateEncoder,
+    ) -> Result<CheckpointKept, TransferError> {
+        (**self).checkpoint_encoded(position, encode)
     }
     fn checkpoint_outcome(&mut self) -> Option<Result<u64, TransferError>> {
         (**self).checkpoint_outcome()

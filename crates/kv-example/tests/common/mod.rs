@@ -136,6 +136,7 @@ impl Procs {
             fsync: Default::default(),
             snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
             checkpoint_inline: false,
+            checkpoint_encode_inline: false,
         }
     }
 

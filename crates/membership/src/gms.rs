@@ -209,6 +209,11 @@ struct Fields {
     /// that installs a view naming a node it holds pending reads here whether that view's
     /// node is the new incarnation (see [`Gms::follow_as_outsider`]).
     admitted: Vector,
+    /// Per universe node: the first view this member installed without it after a decision
+    /// *failed* it (0: none since, or never a member as far as this member knows, or it left
+    /// gracefully, or a later view named it again). An idle outsider with an empty log reads
+    /// here that it was a member the group went on without (see [`Gms::failed_by`]).
+    gone: Vector,
 }
 
 /// A proposal or decision as read from a row.
@@ -348,6 +353,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
         join: b.counter("gms_join"),
         leave: b.counter("gms_leave"),
         admitted: b.vector("gms_admitted", u),
+        gone: b.vector("gms_gone", u),
     };
     Ok((b.build()?, f))
 }
@@ -505,6 +511,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             rejoined: None,
             holds_state,
         };
+        if let Some(r) = recovered {
+            g.note_gone_logged(r)?;
+        }
         if g.view.is_some() {
             g.publish_view()?;
         }
@@ -1166,8 +1175,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // An idle outsider that started only after the group went on without it (s19)
             // never saw a restarting block naming it; the evidence then is the decision that
             // led to the running view: the peer's decision block for the view before it,
-            // which fails this node. The node was a member of that view.
-            if idle && v.id > 0 && !v.contains(self.me) && self.failed_by(row, v.id - 1) {
+            // which fails this node. The node was a member of that view. Once the peer
+            // decided a further view change, that block no longer names it; its `gone` word
+            // does, until a view names the node again (s20).
+            if idle
+                && v.id > 0
+                && !v.contains(self.me)
+                && (self.failed_by(row, v.id - 1) || self.gone_by(row))
+            {
                 left_out = left_out.max(Some((v.id - 1, v.id)));
             }
             // Joining again after a total restart: only a view newer than the one that
@@ -1223,6 +1238,72 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decision_of(row, vid).is_some_and(|d| {
             (d.changes.iter()).any(|c| c.node == self.me && c.kind == ChangeKind::Fail)
         })
+    }
+
+    /// Whether `row` publishes that this node was failed out of a view it installed and not
+    /// named by a later one ([`Fields::gone`]): evidence, for an idle outsider with an empty
+    /// log, that it was a member the group went on without, once the decision that removed it
+    /// is no longer in the peer's decision block (a further view change decided since).
+    fn gone_by(&self, row: usize) -> bool {
+        self.sst
+            .get_at(row, self.f.gone, self.sst.my_row())
+            .is_ok_and(|w| w > 0)
+    }
+
+    /// Publishes [`Fields::gone`] for the installation of view `next` (members `members`) by a
+    /// decision with `changes`: a failed node is gone from `next` on, a node that left or that
+    /// `next` names is not.
+    fn note_gone(
+        &mut self,
+        changes: &[Change],
+        next: u64,
+        members: &[NodeId],
+    ) -> Result<(), GmsError> {
+        let mut marks: Vec<(NodeId, u64)> = (changes.iter())
+            .filter(|c| c.removes())
+            .map(|c| (c.node, if c.kind == ChangeKind::Fail { next } else { 0 }))
+            .collect();
+        marks.extend(members.iter().map(|&m| (m, 0)));
+        let mut changed = false;
+        for (node, w) in marks {
+            let Some(row) = self.sst.row_of(node) else {
+                continue;
+            };
+            if self.sst.get_at(self.sst.my_row(), self.f.gone, row)? != w {
+                self.sst.set_at(self.f.gone, row, w)?;
+                changed = true;
+            }
+        }
+        if changed {
+            self.sst.push(self.f.gone.range())?;
+        }
+        Ok(())
+    }
+
+    /// [`note_gone`](Gms::note_gone) for every view change a restarting member's log holds,
+    /// in order (each installed view after the first with the decision logged for the view
+    /// before it).
+    fn note_gone_logged(&mut self, r: &Recovered) -> Result<(), GmsError> {
+        // The highest-ranked decision per view so far (a decision is logged before the view it
+        // installs), as `Recovered::decision_for` picks it, in one pass.
+        let mut decided: std::collections::HashMap<u64, &Decision> = Default::default();
+        for rec in &r.records {
+            match rec {
+                Record::Decided { decision, .. } => {
+                    let best = decided.entry(decision.trim.view).or_insert(decision);
+                    if decision.rank >= best.rank {
+                        *best = decision;
+                    }
+                }
+                Record::Installed { view, members } if *view > 0 => {
+                    if let Some(d) = decided.get(&(view - 1)) {
+                        self.note_gone(&d.changes, *view, members)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// The view in `row`'s view block `p` (`None`, logged at `debug`, if it does not decode).
@@ -1609,6 +1690,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.view = Some(next.clone());
         self.publish_view_of(&next)?;
         self.publish_decision(&d, t.holders.as_deref())?;
+        self.note_gone(&d.changes, next.id, &next.members)?;
         out.push(GmsEvent::ViewInstalled {
             view: next,
             trim: Some(d.trim),
@@ -2112,6 +2194,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         self.expect(&next, &named)?;
         self.publish_view_of(&next)?;
+        self.note_gone(&d.changes, next.id, &next.members)?;
         self.view = Some(next.clone());
         // A view installed while a majority of it is already suspected is a minority at once.
         self.check_majority(&next, out).map(|_| ())

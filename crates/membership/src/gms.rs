@@ -1000,11 +1000,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// ([`first_start`](Gms::first_start)) and has done nothing in it yet (not wedged, no
     /// proposal or decision, nothing delivered: [`Epoch::nothing_delivered`]) enters restart
     /// mode at view 0 as soon as it reads an unsuspected member of view 0 whose view block
-    /// says it restarts at view 0. It is then exactly a member whose log holds `Installed { 0 }`
-    /// and nothing else, which it does (logged at construction): it promised, decided and
-    /// delivered nothing, and its logged counts are what its epoch log holds. Returns whether
-    /// it switched (its driver then leaves the epoch and restarts from its epoch log; the
-    /// restart round runs from the next poll on).
+    /// says it restarts at view 0, or (s20) any unsuspected peer whose view block restarts or
+    /// runs a view after 0 (the group went on without this member: view 0 is over). It is then
+    /// exactly a member whose log holds `Installed { 0 }` and nothing else, which it does
+    /// (logged at construction): it promised, decided and delivered nothing, and its logged
+    /// counts are what its epoch log holds. Against a peer past view 0 the restart round then
+    /// catches up one view or joins again by state transfer (docs/MEMBERSHIP.md,
+    /// twenty-third part). Returns whether it switched (its driver then leaves the epoch and
+    /// restarts from its epoch log; the restart round runs from the next poll on).
     fn first_start_restart(&mut self, view: &View, epoch: &dyn Epoch) -> Result<bool, GmsError> {
         if !self.first_start {
             return Ok(false);
@@ -1019,22 +1022,31 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.first_start = false;
             return Ok(false);
         }
-        let restarting = view.members.iter().copied().find(|&m| {
-            m != self.me
-                && self.sst.row_of(m).is_some_and(|r| {
-                    !self.sst.is_suspected(r)
-                        && self.read_block(r, self.f.view).is_some_and(|p| {
-                            p.first() == Some(&(view.id + 1)) && self.restarting_in(&p)
-                        })
-                })
+        // A peer restarting view 0 (a member of it, from its log), or any peer restarting or
+        // running a later view (s20: the group went on without this member in an earlier
+        // life, or while it was not there; view 0 is over).
+        let ahead = (0..self.sst.rows()).find_map(|r| {
+            if r == self.sst.my_row() || self.sst.is_suspected(r) {
+                return None;
+            }
+            let p = self.read_block(r, self.f.view)?;
+            let vid = p.first()?.checked_sub(1)?;
+            let restarting = self.restarting_in(&p);
+            let node = *self.cfg.universe.get(r)?;
+            let at_0 = vid == view.id && restarting && view.contains(node);
+            (at_0 || vid > view.id).then_some((node, vid, restarting))
         });
-        let Some(peer) = restarting else {
+        let Some((peer, vid, restarting)) = ahead else {
             return Ok(false);
         };
         self.first_start = false;
         self.restart = Some(RestartState::default());
         self.publish_view()?;
-        tracing::info!(me = %self.me, %peer, "membership: a member of view 0 restarts it from its log (the group crashed during its first start): restarting view 0 with it");
+        if vid == view.id {
+            tracing::info!(me = %self.me, %peer, "membership: a member of view 0 restarts it from its log (the group crashed during its first start): restarting view 0 with it");
+        } else {
+            tracing::info!(me = %self.me, %peer, view = vid, restarting, "membership: a peer is past view 0, which this member started afresh (its log held no view): restarting view 0 to catch up or join again");
+        }
         Ok(true)
     }
 

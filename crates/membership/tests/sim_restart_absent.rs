@@ -426,10 +426,7 @@ fn each_seed(name: &str, count: u64, f: impl Fn(u64)) {
 
 /// The transferred state of the harness's application: its delivered sequence, digested.
 fn digest(seq: &Seq) -> Vec<u8> {
-    let h = seq
-        .iter()
-        .fold(seq.len() as u64, |h, (p, b)| group_sim::mix(h ^ p, b));
-    h.to_le_bytes().to_vec()
+    group_sim::digest(seq)
 }
 
 /// Runs until every one of `members` is active in one running view that names them all (at

@@ -515,3 +515,12 @@ fn a_member_that_started_view_0_afresh_and_that_the_restart_removes_joins_again(
         Ok(())
     });
 }
+
+/// The failing case of [`first_start_removed_by_the_restart`] at 8 seeds (seed 2, the fresh
+/// members 20 steps first): their view-0 writes stayed in the restarting members' copies of
+/// region set 0, which view 2 reused ("n3 delivered differently (12 against 15, first at 7)").
+/// Fixed by `Group::zero_restarted_set` (docs/MEMBERSHIP.md, twenty-third part).
+#[test]
+fn regression_first_start_seed_2_stale_view_0_writes_read_by_view_2() {
+    first_start_removed_by_the_restart(2, 20).unwrap();
+}

@@ -209,6 +209,11 @@ struct Fields {
     /// that installs a view naming a node it holds pending reads here whether that view's
     /// node is the new incarnation (see [`Gms::follow_as_outsider`]).
     admitted: Vector,
+    /// Per universe node: the first view this member installed without it after a decision
+    /// *failed* it (0: none since, or never a member as far as this member knows, or it left
+    /// gracefully, or a later view named it again). An idle outsider with an empty log reads
+    /// here that it was a member the group went on without (see [`Gms::failed_by`]).
+    gone: Vector,
 }
 
 /// A proposal or decision as read from a row.
@@ -348,6 +353,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
         join: b.counter("gms_join"),
         leave: b.counter("gms_leave"),
         admitted: b.vector("gms_admitted", u),
+        gone: b.vector("gms_gone", u),
     };
     Ok((b.build()?, f))
 }
@@ -505,6 +511,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             rejoined: None,
             holds_state,
         };
+        if let Some(r) = recovered {
+            g.note_gone_logged(r)?;
+        }
         if g.view.is_some() {
             g.publish_view()?;
         }
@@ -991,11 +1000,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// ([`first_start`](Gms::first_start)) and has done nothing in it yet (not wedged, no
     /// proposal or decision, nothing delivered: [`Epoch::nothing_delivered`]) enters restart
     /// mode at view 0 as soon as it reads an unsuspected member of view 0 whose view block
-    /// says it restarts at view 0. It is then exactly a member whose log holds `Installed { 0 }`
-    /// and nothing else, which it does (logged at construction): it promised, decided and
-    /// delivered nothing, and its logged counts are what its epoch log holds. Returns whether
-    /// it switched (its driver then leaves the epoch and restarts from its epoch log; the
-    /// restart round runs from the next poll on).
+    /// says it restarts at view 0, or (s20) any unsuspected peer whose view block restarts or
+    /// runs a view after 0 (the group went on without this member: view 0 is over). It is then
+    /// exactly a member whose log holds `Installed { 0 }` and nothing else, which it does
+    /// (logged at construction): it promised, decided and delivered nothing, and its logged
+    /// counts are what its epoch log holds. Against a peer past view 0 the restart round then
+    /// catches up one view or joins again by state transfer (docs/MEMBERSHIP.md,
+    /// twenty-third part). Returns whether it switched (its driver then leaves the epoch and
+    /// restarts from its epoch log; the restart round runs from the next poll on).
     fn first_start_restart(&mut self, view: &View, epoch: &dyn Epoch) -> Result<bool, GmsError> {
         if !self.first_start {
             return Ok(false);
@@ -1010,22 +1022,31 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.first_start = false;
             return Ok(false);
         }
-        let restarting = view.members.iter().copied().find(|&m| {
-            m != self.me
-                && self.sst.row_of(m).is_some_and(|r| {
-                    !self.sst.is_suspected(r)
-                        && self.read_block(r, self.f.view).is_some_and(|p| {
-                            p.first() == Some(&(view.id + 1)) && self.restarting_in(&p)
-                        })
-                })
+        // A peer restarting view 0 (a member of it, from its log), or any peer restarting or
+        // running a later view (s20: the group went on without this member in an earlier
+        // life, or while it was not there; view 0 is over).
+        let ahead = (0..self.sst.rows()).find_map(|r| {
+            if r == self.sst.my_row() || self.sst.is_suspected(r) {
+                return None;
+            }
+            let p = self.read_block(r, self.f.view)?;
+            let vid = p.first()?.checked_sub(1)?;
+            let restarting = self.restarting_in(&p);
+            let node = *self.cfg.universe.get(r)?;
+            let at_0 = vid == view.id && restarting && view.contains(node);
+            (at_0 || vid > view.id).then_some((node, vid, restarting))
         });
-        let Some(peer) = restarting else {
+        let Some((peer, vid, restarting)) = ahead else {
             return Ok(false);
         };
         self.first_start = false;
         self.restart = Some(RestartState::default());
         self.publish_view()?;
-        tracing::info!(me = %self.me, %peer, "membership: a member of view 0 restarts it from its log (the group crashed during its first start): restarting view 0 with it");
+        if vid == view.id {
+            tracing::info!(me = %self.me, %peer, "membership: a member of view 0 restarts it from its log (the group crashed during its first start): restarting view 0 with it");
+        } else {
+            tracing::info!(me = %self.me, %peer, view = vid, restarting, "membership: a peer is past view 0, which this member started afresh (its log held no view): restarting view 0 to catch up or join again");
+        }
         Ok(true)
     }
 
@@ -1166,8 +1187,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // An idle outsider that started only after the group went on without it (s19)
             // never saw a restarting block naming it; the evidence then is the decision that
             // led to the running view: the peer's decision block for the view before it,
-            // which fails this node. The node was a member of that view.
-            if idle && v.id > 0 && !v.contains(self.me) && self.failed_by(row, v.id - 1) {
+            // which fails this node. The node was a member of that view. Once the peer
+            // decided a further view change, that block no longer names it; its `gone` word
+            // does, until a view names the node again (s20).
+            if idle
+                && v.id > 0
+                && !v.contains(self.me)
+                && (self.failed_by(row, v.id - 1) || self.gone_by(row))
+            {
                 left_out = left_out.max(Some((v.id - 1, v.id)));
             }
             // Joining again after a total restart: only a view newer than the one that
@@ -1223,6 +1250,72 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decision_of(row, vid).is_some_and(|d| {
             (d.changes.iter()).any(|c| c.node == self.me && c.kind == ChangeKind::Fail)
         })
+    }
+
+    /// Whether `row` publishes that this node was failed out of a view it installed and not
+    /// named by a later one ([`Fields::gone`]): evidence, for an idle outsider with an empty
+    /// log, that it was a member the group went on without, once the decision that removed it
+    /// is no longer in the peer's decision block (a further view change decided since).
+    fn gone_by(&self, row: usize) -> bool {
+        self.sst
+            .get_at(row, self.f.gone, self.sst.my_row())
+            .is_ok_and(|w| w > 0)
+    }
+
+    /// Publishes [`Fields::gone`] for the installation of view `next` (members `members`) by a
+    /// decision with `changes`: a failed node is gone from `next` on, a node that left or that
+    /// `next` names is not.
+    fn note_gone(
+        &mut self,
+        changes: &[Change],
+        next: u64,
+        members: &[NodeId],
+    ) -> Result<(), GmsError> {
+        let mut marks: Vec<(NodeId, u64)> = (changes.iter())
+            .filter(|c| c.removes())
+            .map(|c| (c.node, if c.kind == ChangeKind::Fail { next } else { 0 }))
+            .collect();
+        marks.extend(members.iter().map(|&m| (m, 0)));
+        let mut changed = false;
+        for (node, w) in marks {
+            let Some(row) = self.sst.row_of(node) else {
+                continue;
+            };
+            if self.sst.get_at(self.sst.my_row(), self.f.gone, row)? != w {
+                self.sst.set_at(self.f.gone, row, w)?;
+                changed = true;
+            }
+        }
+        if changed {
+            self.sst.push(self.f.gone.range())?;
+        }
+        Ok(())
+    }
+
+    /// [`note_gone`](Gms::note_gone) for every view change a restarting member's log holds,
+    /// in order (each installed view after the first with the decision logged for the view
+    /// before it).
+    fn note_gone_logged(&mut self, r: &Recovered) -> Result<(), GmsError> {
+        // The highest-ranked decision per view so far (a decision is logged before the view it
+        // installs), as `Recovered::decision_for` picks it, in one pass.
+        let mut decided: std::collections::HashMap<u64, &Decision> = Default::default();
+        for rec in &r.records {
+            match rec {
+                Record::Decided { decision, .. } => {
+                    let best = decided.entry(decision.trim.view).or_insert(decision);
+                    if decision.rank >= best.rank {
+                        *best = decision;
+                    }
+                }
+                Record::Installed { view, members } if *view > 0 => {
+                    if let Some(d) = decided.get(&(view - 1)) {
+                        self.note_gone(&d.changes, *view, members)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// The view in `row`'s view block `p` (`None`, logged at `debug`, if it does not decode).
@@ -1609,6 +1702,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.view = Some(next.clone());
         self.publish_view_of(&next)?;
         self.publish_decision(&d, t.holders.as_deref())?;
+        self.note_gone(&d.changes, next.id, &next.members)?;
         out.push(GmsEvent::ViewInstalled {
             view: next,
             trim: Some(d.trim),
@@ -2112,6 +2206,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         self.expect(&next, &named)?;
         self.publish_view_of(&next)?;
+        self.note_gone(&d.changes, next.id, &next.members)?;
         self.view = Some(next.clone());
         // A view installed while a majority of it is already suspected is a minority at once.
         self.check_majority(&next, out).map(|_| ())

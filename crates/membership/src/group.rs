@@ -1117,6 +1117,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
         // Dropped unwedged, as a crash would leave it: what it logged is on file (the skim
         // below reads it); messages it received but had not logged are not counted.
         self.epoch = None;
+        // What other members that started view 0 afresh wrote into this member's copy of
+        // view 0's region set must not be read by a later view on that set (a crash would
+        // have left fresh memory too).
+        self.zero_restarted_set(&v);
         self.senders.clear();
         self.frozen = false;
         self.reported_wedge = false;
@@ -1134,6 +1138,22 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }
         self.view = Some(v);
         Ok(())
+    }
+
+    /// A restart leaves view `last` (installing the restart view, or catching up one view):
+    /// zeroes this member's copy of `last`'s region set for its shard. No epoch of `last` ran
+    /// here, so the ordinary zeroing when a view's epoch ends never happens, but in this life
+    /// members that started view 0 afresh (their logs were empty) ran view 0's epoch on that
+    /// set and wrote into this copy until they switched to the restart (s20,
+    /// docs/MEMBERSHIP.md, twenty-third part); the view after next reuses the set. As for the
+    /// ordinary zeroing, no peer writes the set again for a view before this member acks that
+    /// later view.
+    fn zero_restarted_set(&mut self, last: &View) {
+        let me = self.gms.id();
+        if let Some((s, senders)) = shard_in(last, me) {
+            let set = self.cfg.epoch_for_shard(last.id, s, senders);
+            self.mux.with(|t| RoundRobin::<T>::zero_regions(t, &set));
+        }
     }
 
     /// Restarting from a log two or more views behind the restarted group (the core asked to
@@ -2045,6 +2065,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 kept.marks = Vec::new();
                 self.skimmed.insert(last.id, kept);
             }
+            self.zero_restarted_set(&last);
             let (counts, kept) = logged_counts(&self.cfg, &view, me)?;
             self.restart_logged = Some(counts);
             if let Some(kept) = kept {
@@ -2060,6 +2081,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             && let (Some(t), Some(last)) = (&trim, self.view.take())
         {
             let me = self.gms.id();
+            self.zero_restarted_set(&last);
             if matches!(self.base, Base::Stateless) {
                 // Its logged counts counted in the trim; it has nothing to replay and joins the
                 // restart view passive, its state to come by transfer.

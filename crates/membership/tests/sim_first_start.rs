@@ -57,6 +57,8 @@ struct Life {
     n: usize,
     /// Spares of view 0 (see [`config`]).
     spares: usize,
+    /// A member that submits nothing while in view 0 (see [`peers_past_view_0`]).
+    quiet: Option<usize>,
 }
 
 impl Life {
@@ -82,6 +84,7 @@ impl Life {
             life,
             n,
             spares,
+            quiet: None,
         };
         l.nodes = nodes.into_iter().map(Some).collect();
         for &i in up {
@@ -105,7 +108,8 @@ impl Life {
             let Some(g) = &mut self.groups[i] else {
                 continue;
             };
-            if submit && self.sim.random(3) == 0 {
+            let quiet = self.quiet == Some(i) && g.view().is_some_and(|v| v.id == 0);
+            if submit && !quiet && self.sim.random(3) == 0 {
                 let mut p = vec![self.life, i as u8];
                 p.extend_from_slice(&self.next[i].to_le_bytes());
                 if group_sim::submit_during_restart(g, i, &p).unwrap_or_else(|e| panic!("{e}")) {
@@ -114,12 +118,32 @@ impl Life {
             }
             let mut up = Vec::new();
             g.poll(&mut up);
+            if let Some(st) = g.take_state() {
+                // A member that joined (again): its state is what the others delivered before
+                // the state's position (checked against the digest the holder sent).
+                let from = (0..self.n)
+                    .filter(|&j| j != i)
+                    .find(|&j| self.delivered[j].len() as u64 >= st.position)
+                    .unwrap();
+                let prefix = self.delivered[from][..st.position as usize].to_vec();
+                assert_eq!(
+                    st.state,
+                    group_sim::digest(&prefix),
+                    "n{i}: transferred state"
+                );
+                self.delivered[i] = prefix;
+            }
             for u in up {
                 if let Upcall::Deliver(d) = u {
                     let want = self.delivered[i].last().map_or(d.position, |l| l.0 + 1);
                     assert_eq!(d.position, want, "n{i}: positions must be gapless");
                     self.delivered[i].push((d.position, d.payload));
                 }
+            }
+            if g.state_wanted() {
+                let next = self.delivered[i].len() as u64;
+                g.provide_state(next, &group_sim::digest(&self.delivered[i]))
+                    .unwrap();
             }
         }
         self.sim.advance(STEP);
@@ -178,12 +202,7 @@ fn first_start_crash(
         "delivered in the first life: {before:?}"
     );
 
-    let all: Vec<usize> = (0..n).collect();
-    let fresh: Vec<usize> = all
-        .iter()
-        .copied()
-        .filter(|i| !logged.contains(i))
-        .collect();
+    let fresh: Vec<usize> = (0..n).filter(|i| !logged.contains(i)).collect();
     let mut l = Life::start(seed, &base, &logs, &fresh, 1, spares);
     for _ in 0..late {
         l.step(true);
@@ -194,6 +213,23 @@ fn first_start_crash(
     for &i in logged {
         l.boot(i);
     }
+    together_and_carrying_on(l, &before, spares, |_| Ok(()))?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// Runs until every member is in one running view that names them all (at most 50 ms of
+/// virtual time), then lets them deliver new messages: identically, every member's among them,
+/// and what each delivered in the first life (`before`) a prefix of it.
+fn together_and_carrying_on(
+    mut l: Life,
+    before: &[Seq],
+    spares: usize,
+    check: impl Fn(&Life) -> Result<(), String>,
+) -> Result<(), String> {
+    let n = l.n;
+    let senders = n - spares;
+    let all: Vec<usize> = (0..n).collect();
     let t0 = l.sim.now();
     let limit = Duration::from_millis(50);
     let together = |l: &Life| {
@@ -219,6 +255,7 @@ fn first_start_crash(
         }
         l.step(true);
     }
+    check(&l)?;
     for _ in 0..400 {
         l.step(true);
     }
@@ -233,10 +270,23 @@ fn first_start_crash(
         ));
     }
     if let Some(i) = (0..senders).find(|&i| &l.delivered[i] != after) {
+        let at = (l.delivered[i].iter().zip(after)).position(|(a, b)| a != b);
+        if let Some(k) = at {
+            for j in 0..n {
+                let w: Vec<_> = (l.delivered[j].get(k.saturating_sub(3)..k + 4))
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|(p, b)| (*p, b[..2].to_vec(), b.get(2).copied()))
+                    .collect();
+                eprintln!("n{j}: {w:?}");
+            }
+        }
         return Err(format!(
-            "n{i} delivered differently ({} against {})",
+            "n{i} delivered differently ({} against {}, first at {at:?}: {:?} against {:?})",
             l.delivered[i].len(),
-            after.len()
+            after.len(),
+            at.map(|k| &l.delivered[i][k]),
+            at.map(|k| &after[k]),
         ));
     }
     for i in 0..senders {
@@ -254,7 +304,6 @@ fn first_start_crash(
             before[i].len()
         ));
     }
-    let _ = std::fs::remove_dir_all(&base);
     Ok(())
 }
 
@@ -313,4 +362,165 @@ fn a_crash_during_the_first_start_restarts_the_spares_of_view_0_too() {
         }
         Ok(())
     });
+}
+
+/// Issue 6, left by s19 (twenty-first part): an initial member `x` whose log is empty while
+/// the group went on without it in an earlier life. First life: the other four of five start
+/// (each logs view 0); `x`'s process comes up and crashes at once, before it logged anything
+/// (its log stays empty); the others remove it (view 1 fails it) and deliver. Everyone stops.
+/// Second life: the four restart view 1 from their logs; `x` starts view 0 afresh (`Group::new`,
+/// empty log), with them (`late` = 0: it reads their restarting blocks of view 1) or `late`
+/// steps later (the restart completed: they run view 2). Before the fix `x` stayed in view 0
+/// for good. Now it sees a peer past view 0, enters restart mode at view 0 (a state a crash
+/// could have left: `Installed { 0 }` logged, nothing else), finds the group two views ahead
+/// or one ahead without it, and joins as a new member by state transfer. Checked: the crash
+/// state (`x`'s log empty, the others' at view 1 without `x`, something delivered), then all
+/// five in one running view within 50 ms, delivering identically with messages of `x`, the
+/// first life's deliveries a prefix of the second's.
+fn peers_past_view_0(seed: u64, x: usize, late: usize) -> Result<(), String> {
+    let n = 5;
+    let tag = format!("past-0-{x}-{late}");
+    let base = group_sim::scratch_dir("first-start", &tag, seed);
+    let others: Vec<usize> = (0..n).filter(|&i| i != x).collect();
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); n], &others, 0, 0);
+    l.sim.crash(NodeId(x as u32));
+    let t0 = l.sim.now();
+    let removed = |l: &Life| {
+        others.iter().all(|&i| {
+            (l.groups[i].as_ref().and_then(|g| g.view()))
+                .is_some_and(|v| v.id >= 1 && !v.contains(NodeId(x as u32)))
+        })
+    };
+    while !removed(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("n{x} was not removed: {}", l.state()));
+        }
+        l.step(true);
+    }
+    for _ in 0..600 {
+        l.step(true);
+    }
+    let (logs, before) = l.shutdown();
+    if !logs[x].is_empty() || before[others[0]].is_empty() {
+        return Err(format!(
+            "not the crash state under test: n{x}'s log holds {} bytes, n{} delivered {}",
+            logs[x].len(),
+            others[0],
+            before[others[0]].len()
+        ));
+    }
+    let mut l = Life::start(seed + 1000, &base, &logs, &others, 1, 0);
+    l.quiet = Some(x);
+    for _ in 0..late {
+        l.step(true);
+    }
+    l.boot(x);
+    together_and_carrying_on(l, &before, 0, |_| Ok(()))?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn an_initial_member_with_an_empty_log_whose_peers_are_past_view_0_joins_them() {
+    check_seeds("first_start_peers_past_0", 2, |seed| {
+        for x in [0, 4] {
+            for late in [0, 300] {
+                peers_past_view_0(seed, x, late)
+                    .map_err(|e| format!("x = {x}, {late} late: {e}"))?;
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Issue 6, s19's untested claim (twenty-first part): `Group::restart_first_start`'s
+/// conversion matters for a member that the restart of view 0 *removes*. The crash state:
+/// members 0, 1, 2 of five start (each logs view 0); the processes of 3 and 4 come up and crash
+/// at once, before they logged anything; 0, 1, 2 suspect them and decide view 1 = [0, 1, 2],
+/// and everyone stops the moment a member logged that decision (nobody installed view 1; the
+/// test checks it). Second life: all five start, 3 and 4 from their empty logs, starting view 0
+/// afresh; they read the restarting blocks of view 0 and switch to restart mode at view 0
+/// (twenty-first part). The inspector adopts the logged decision, which fails 3 and 4: the
+/// restart view removes two restarted members. They must take the removal as a restarting
+/// member does (catch up from a peer, find the view without them, join again by state
+/// transfer, `Gms::rejoined` = (0, 1)), which their `Group` can do only from restart mode:
+/// all five end in one running view, delivering identically with messages of 3 and 4.
+/// `late` steps: 0, 1, 2 start that much after 3 and 4.
+fn first_start_removed_by_the_restart(seed: u64, late: usize) -> Result<(), String> {
+    let n = 5;
+    let (kept, fresh) = ([0, 1, 2], [3, 4]);
+    let base = group_sim::scratch_dir("first-start", &format!("removed-{late}"), seed);
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); n], &kept, 0, 0);
+    for i in fresh {
+        l.sim.crash(NodeId(i as u32));
+    }
+    let t0 = l.sim.now();
+    let decided = loop {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("no member logged a decision: {}", l.state()));
+        }
+        l.step(true);
+        let d = (kept.iter()).find_map(|&i| {
+            l.groups[i]
+                .as_ref()
+                .and_then(|g| g.gms().decision().cloned())
+        });
+        if let Some(d) = d {
+            break d;
+        }
+    };
+    let members: Vec<NodeId> = (0..n).map(|i| NodeId(i as u32)).collect();
+    if decided.next_members(&members) != kept.map(|i| NodeId(i as u32)) {
+        return Err(format!(
+            "the decision is not view 1 = {kept:?}: {decided:?}"
+        ));
+    }
+    let (logs, before) = l.shutdown();
+    for (i, log) in logs.iter().enumerate() {
+        let last = MemLog::open(log.clone()).1.last_view().map(|(v, _)| v);
+        let want = kept.contains(&i).then_some(0);
+        if last != want {
+            return Err(format!("n{i}'s log ends at view {last:?}, not {want:?}"));
+        }
+    }
+    let mut l = Life::start(seed + 1000, &base, &logs, &fresh, 1, 0);
+    for _ in 0..late {
+        l.step(true);
+    }
+    for i in kept {
+        l.boot(i);
+    }
+    together_and_carrying_on(l, &before, 0, |l| {
+        for i in fresh {
+            let r = l.groups[i].as_ref().and_then(|g| g.gms().rejoined());
+            if r != Some((0, 1)) {
+                return Err(format!(
+                    "n{i} did not join again after the restart removed it: {r:?}"
+                ));
+            }
+        }
+        Ok(())
+    })?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_member_that_started_view_0_afresh_and_that_the_restart_removes_joins_again() {
+    check_seeds("first_start_removed_by_the_restart", 2, |seed| {
+        for late in [0, 20] {
+            first_start_removed_by_the_restart(seed, late)
+                .map_err(|e| format!("{late} late: {e}"))?;
+        }
+        Ok(())
+    });
+}
+
+/// The failing case of [`first_start_removed_by_the_restart`] at 8 seeds (seed 2, the fresh
+/// members 20 steps first): their view-0 writes stayed in the restarting members' copies of
+/// region set 0, which view 2 reused ("n3 delivered differently (12 against 15, first at 7)").
+/// Fixed by `Group::zero_restarted_set` (docs/MEMBERSHIP.md, twenty-third part).
+#[test]
+fn regression_first_start_seed_2_stale_view_0_writes_read_by_view_2() {
+    first_start_removed_by_the_restart(2, 20).unwrap();
 }

@@ -426,10 +426,7 @@ fn each_seed(name: &str, count: u64, f: impl Fn(u64)) {
 
 /// The transferred state of the harness's application: its delivered sequence, digested.
 fn digest(seq: &Seq) -> Vec<u8> {
-    let h = seq
-        .iter()
-        .fold(seq.len() as u64, |h, (p, b)| group_sim::mix(h ^ p, b));
-    h.to_le_bytes().to_vec()
+    group_sim::digest(seq)
 }
 
 /// Runs until every one of `members` is active in one running view that names them all (at
@@ -1602,14 +1599,7 @@ fn late_empty_log_member_joins(seed: u64) -> Result<(), String> {
     for _ in 0..200 {
         l.step(true);
     }
-    // 5 starts now, a new process (its absent incarnation was suspected), from its empty log.
-    l.sim.crash(NodeId(j as u32));
-    let t = Gate::new(l.sim.restart_node(NodeId(j as u32)).unwrap(), &l.held[j]);
-    let cfg = config(&base, j, u);
-    let (log, _) = MemLog::open(l.logs[j].clone());
-    l.groups[j] = Some(Group::new(t, cfg, log, None).unwrap());
-    // A spare node (never a member) starts the same way: it must stay idle.
-    l.start_late(spare);
+    start_empty_log_member_and_spare(&mut l, &base, j, spare);
     let replayed = l.delivered[0].len();
     let all: Vec<usize> = (0..=j).collect();
     together_and_carrying_on(&mut l, &all, replayed, "the late member with an empty log")?;
@@ -1622,6 +1612,86 @@ fn late_empty_log_member_joins(seed: u64) -> Result<(), String> {
     }
     let _ = std::fs::remove_dir_all(&base);
     Ok(())
+}
+
+/// Starts the empty-log member `j` as a new process under its id (its absent incarnation was
+/// suspected) with `Group::new` and its empty log, an idle outsider, and the spare node `spare`
+/// (never a member) the same way.
+fn start_empty_log_member_and_spare(l: &mut Life, base: &Path, j: usize, spare: usize) {
+    l.sim.crash(NodeId(j as u32));
+    let t = Gate::new(l.sim.restart_node(NodeId(j as u32)).unwrap(), &l.held[j]);
+    let cfg = config(base, j, l.u);
+    let (log, _) = MemLog::open(l.logs[j].clone());
+    l.groups[j] = Some(Group::new(t, cfg, log, None).unwrap());
+    l.start_late(spare);
+}
+
+/// Issue 6, the limitation s19 left: as in [`late_empty_log_member_joins`], but the group
+/// decides a further view change before node 5 starts: node 7 (never started before) joins
+/// the restart view, so every member's decision block now admits 7 and no longer fails 5.
+/// Only then do 5 (its empty log, `Group::new`) and the spare 6 start. 5 must read from a
+/// peer's published `gms_gone` word (a decision failed it out of a view that peer installed,
+/// and no later view named it) that the group went on without it, ask to join by itself and
+/// take the state by transfer: 0–5 and 7 end in one running view, delivering identically with
+/// messages of 5. The spare 6 (no word names it) must stay idle. Without the word 5 stays idle
+/// ("the member with an empty log, after a further view change, did not come into the
+/// running view within 50ms").
+fn late_empty_log_member_joins_after_a_further_view_change(seed: u64) -> Result<(), String> {
+    let base = dir("late-empty-log-member-further", seed);
+    let u = N + 3;
+    let (j, spare, joiner) = (N, N + 1, N + 2);
+    let (logs, _) = admitted_but_unlogged(seed, &base, u)?;
+    let first: Vec<usize> = (0..N).collect();
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &first, 1, u);
+    l.until_restarted(&first)?;
+    let restart_view = l.groups[0].as_ref().and_then(|g| g.view()).map(|v| v.id);
+    // The further view change: 7 joins the restarted group.
+    l.sim.start_node(NodeId(joiner as u32));
+    l.rejoin_fresh(joiner);
+    let mut with_joiner = first.clone();
+    with_joiner.push(joiner);
+    let replayed = l.delivered[0].len();
+    together_and_carrying_on(&mut l, &with_joiner, replayed, "the joiner")?;
+    for &i in &first {
+        let g = l.groups[i].as_ref().unwrap();
+        let (Some(v), Some(r)) = (g.view(), restart_view) else {
+            return Err(format!("n{i} has no view: {}", l.state()));
+        };
+        if v.id <= r || v.contains(NodeId(j as u32)) {
+            return Err(format!(
+                "n{i} runs view {} (restart view {r}): not a further view without 5",
+                v.id
+            ));
+        }
+    }
+    start_empty_log_member_and_spare(&mut l, &base, j, spare);
+    let replayed = l.delivered[0].len();
+    let mut all: Vec<usize> = (0..=j).collect();
+    all.push(joiner);
+    together_and_carrying_on(
+        &mut l,
+        &all,
+        replayed,
+        "the member with an empty log, after a further view change,",
+    )?;
+    let g = l.groups[spare].as_ref().unwrap();
+    if g.view().is_some() || g.gms().rejoined().is_some() {
+        return Err(format!("the spare node asked to join: {}", l.state()));
+    }
+    if !delivered_own(&l, j, 1, 0) {
+        return Err("the member with an empty log delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_member_with_an_empty_log_that_starts_after_a_further_view_change_joins_by_itself() {
+    check_seeds(
+        "restart_late_empty_log_member_further_view",
+        3,
+        late_empty_log_member_joins_after_a_further_view_change,
+    );
 }
 
 #[test]

@@ -64,6 +64,13 @@ pub fn mix(h: u64, bytes: &[u8]) -> u64 {
 }
 
 /// Payload: sender, counter, then filler (sometimes past the slot size: a large message).
+/// A digest of a delivered sequence `(position, payload)`: the "state" the simulator suites
+/// transfer to a joiner (checked against the sender's sequence up to the state's position).
+pub fn digest(seq: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let h = seq.iter().fold(seq.len() as u64, |h, (p, b)| mix(h ^ p, b));
+    h.to_le_bytes().to_vec()
+}
+
 pub fn payload(sender: usize, k: u32, large: bool) -> Vec<u8> {
     let mut p = (sender as u32).to_le_bytes().to_vec();
     p.extend_from_slice(&k.to_le_bytes());

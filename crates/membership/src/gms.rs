@@ -553,6 +553,24 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.stopped.as_ref()
     }
 
+    /// Whether this member started view 0 afresh (its log held no view) and has not yet shown
+    /// it took part in view 0 (see [`first_start_restart`](Gms::first_start_restart)).
+    pub(crate) fn first_start(&self) -> bool {
+        self.first_start
+    }
+
+    /// Whether `node` is seen running view 0: its row is unsuspected and its view block names
+    /// view 0 with the restarting word clear (not restarting it from a log, not past it).
+    pub(crate) fn runs_view_0(&self, node: NodeId) -> bool {
+        let Some(row) = self.cfg.universe.iter().position(|&n| n == node) else {
+            return false;
+        };
+        !self.sst.is_suspected(row)
+            && self
+                .read_block(row, self.f.view)
+                .is_some_and(|p| p.first() == Some(&1) && !self.restarting_in(&p))
+    }
+
     /// Whether the member is restarting from its log (no view installed since), and if so the
     /// members of its last view it still waits for (not restarted, or not seen yet).
     pub fn restarting(&self) -> Option<&[NodeId]> {

@@ -725,6 +725,10 @@ pub struct Group<T: Transport, L: Durable> {
     view: Option<View>,
     /// The core wedged the epoch: it is never polled again.
     frozen: bool,
+    /// An initial member that started view 0 afresh (its log held no view) neither polls nor
+    /// submits to its epoch of view 0 until every other member of its shard is seen running
+    /// view 0 (see [`release_first_start`](Group::release_first_start)).
+    held: bool,
     reported_wedge: bool,
     /// The position of the next delivery.
     position: u64,
@@ -895,6 +899,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             waiting: None,
             view: None,
             frozen: false,
+            held: false,
             reported_wedge: false,
             position: 0,
             stopped: None,
@@ -970,7 +975,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 }
                 g.view = Some(v);
             }
-            (Some(v), false) => g.start_epoch(v)?,
+            (Some(v), false) => {
+                g.start_epoch(v)?;
+                g.held = g.gms.first_start() && g.epoch.is_some();
+            }
             (None, _) => {}
         }
         Ok(g)
@@ -1101,6 +1109,30 @@ impl<T: Transport, L: Durable> Group<T, L> {
         Ok(kept)
     }
 
+    /// Releases the epoch of an initial member that started view 0 afresh, once every other
+    /// member of its shard is seen running view 0; returns whether it did. Until then the
+    /// epoch writes nothing: its region set 0 is also the set of every later even view, and
+    /// a group that went on without this member (its log lost, or it never logged view 0) may
+    /// run such a view there, reading these writes as another member's (found in s20,
+    /// docs/MEMBERSHIP.md, twenty-third part). At a group's real first start the wait is one
+    /// push of the peers' view blocks, which round-robin needs anyway (every member of the
+    /// shard sends in every round). A peer seen restarting view 0, or past it, switches the
+    /// core to restart mode instead ([`restart_first_start`](Group::restart_first_start)).
+    fn release_first_start(&mut self) -> bool {
+        let me = self.gms.id();
+        if self.gms.restarting().is_some()
+            || !self
+                .senders
+                .iter()
+                .all(|&s| s == me || self.gms.runs_view_0(s))
+        {
+            return false;
+        }
+        self.held = false;
+        tracing::debug!(me = %me, shard = ?self.senders, "group: every member of the shard runs view 0: the epoch starts");
+        true
+    }
+
     /// The core of an initial member that started view 0 with an empty log entered restart
     /// mode at view 0, because a peer restarts view 0 from its log (a crash during the group's
     /// first start; see [`Gms`]'s `first_start_restart` and docs/MEMBERSHIP.md, twenty-first
@@ -1113,6 +1145,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         let Some(v) = self.gms.view().cloned() else {
             return Ok(());
         };
+        self.held = false;
         let me = self.gms.id();
         // Dropped unwedged, as a crash would leave it: what it logged is on file (the skim
         // below reads it); messages it received but had not logged are not counted.
@@ -2049,6 +2082,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
         trim: Option<crate::trim::Trim>,
         upcalls: &mut Vec<Upcall<Delivery>>,
     ) -> Result<(), GroupError> {
+        // A later view: view 0's epoch, held or not, is over.
+        self.held = false;
         let had_epoch = self.epoch.is_some();
         if self.restart_logged.is_some()
             && self.gms.restarting().is_some()
@@ -2262,7 +2297,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
 
     fn step(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, GroupError> {
         let mut busy = false;
+        if self.held {
+            busy |= self.release_first_start();
+        }
         if !self.frozen
+            && !self.held
             && let Some(rr) = &mut self.epoch
         {
             let mut out = std::mem::take(&mut self.scratch);
@@ -2380,6 +2419,7 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
             )));
         }
         match &mut self.epoch {
+            Some(_) if self.held => Err(SubmitError::WindowFull),
             Some(rr) if !self.frozen => rr.submit(payload),
             Some(_) => Err(SubmitError::Wedged),
             None if self.waiting.is_some() => Err(SubmitError::Wedged),

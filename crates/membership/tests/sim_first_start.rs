@@ -377,9 +377,9 @@ fn a_crash_during_the_first_start_restarts_the_spares_of_view_0_too() {
 /// state (`x`'s log empty, the others' at view 1 without `x`, something delivered), then all
 /// five in one running view within 50 ms, delivering identically with messages of `x`, the
 /// first life's deliveries a prefix of the second's.
-fn peers_past_view_0(seed: u64, x: usize, late: usize) -> Result<(), String> {
+fn peers_past_view_0(seed: u64, x: usize, late: usize, quiet: bool) -> Result<(), String> {
     let n = 5;
-    let tag = format!("past-0-{x}-{late}");
+    let tag = format!("past-0-{x}-{late}-{quiet}");
     let base = group_sim::scratch_dir("first-start", &tag, seed);
     let others: Vec<usize> = (0..n).filter(|&i| i != x).collect();
     let mut l = Life::start(seed, &base, &vec![Vec::new(); n], &others, 0, 0);
@@ -410,7 +410,9 @@ fn peers_past_view_0(seed: u64, x: usize, late: usize) -> Result<(), String> {
         ));
     }
     let mut l = Life::start(seed + 1000, &base, &logs, &others, 1, 0);
-    l.quiet = Some(x);
+    if quiet {
+        l.quiet = Some(x);
+    }
     for _ in 0..late {
         l.step(true);
     }
@@ -425,7 +427,27 @@ fn an_initial_member_with_an_empty_log_whose_peers_are_past_view_0_joins_them() 
     check_seeds("first_start_peers_past_0", 2, |seed| {
         for x in [0, 4] {
             for late in [0, 300] {
-                peers_past_view_0(seed, x, late)
+                peers_past_view_0(seed, x, late, true)
+                    .map_err(|e| format!("x = {x}, {late} late: {e}"))?;
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Issue 6, found in s20 (twenty-third part): the member that started view 0 afresh while its
+/// peers run a later view *submits* in view 0 (the test above keeps it quiet). Its view-0
+/// epoch's writes went into the peers' region set 0, which their running even view reuses,
+/// and the peers delivered its view-0 message in another member's slot (seed 0). Since s20 its
+/// epoch is held (neither polled nor fed: `submit` answers `WindowFull`) until every member of
+/// its shard is seen running view 0, which here never happens: it switches to restart mode
+/// and joins again. Fails without the hold (`Group::release_first_start`).
+#[test]
+fn regression_a_member_that_started_view_0_afresh_writes_nothing_into_its_peers_later_view() {
+    check_seeds("first_start_past_0_submitting", 2, |seed| {
+        for x in [0, 4] {
+            for late in [0, 300] {
+                peers_past_view_0(seed, x, late, false)
                     .map_err(|e| format!("x = {x}, {late} late: {e}"))?;
             }
         }

@@ -209,6 +209,15 @@ struct Fields {
     /// that installs a view naming a node it holds pending reads here whether that view's
     /// node is the new incarnation (see [`Gms::follow_as_outsider`]).
     admitted: Vector,
+    /// Per universe node: every incarnation of it below this value is one this member no
+    /// longer counts (0: none). Published by every member in every round from its table's
+    /// state whatever made it suspect the node (a suspicion learned from a cut link or kept
+    /// local is never in the gossiped flags): the incarnation it counts live, one more than
+    /// the one it suspects, or the suspected node's pending newer incarnation (every earlier
+    /// one is dead). Never lowered. A member in restart mode readmits a node's new incarnation
+    /// only once every member it counts shows it here (race (c), see
+    /// [`Gms::readmissible_in_restart`]).
+    noticed: Vector,
 }
 
 /// A proposal or decision as read from a row.
@@ -348,6 +357,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
         join: b.counter("gms_join"),
         leave: b.counter("gms_leave"),
         admitted: b.vector("gms_admitted", u),
+        noticed: b.vector("gms_noticed", u),
     };
     Ok((b.build()?, f))
 }
@@ -972,6 +982,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Err(GmsError::Stopped(why.clone()));
         }
         let busy = self.sst.poll_once()?.is_busy();
+        self.publish_noticed()?;
         self.readmit_restarted()?;
         self.settle_expected()?;
         let before = out.len();
@@ -1106,12 +1117,67 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if (self.decision.as_ref()).is_some_and(|d| removes_node(d.rank, &d.changes)) {
             return false;
         }
+        // Race (c): every member of `view` this member counts (linked, unsuspected) shows that
+        // it no longer counts any incarnation of `node` below the pending one. A member that
+        // installed the restart view counting the old incarnation did so before it noticed
+        // the failure, so its view block lands here before its `gms_noticed` word does and is
+        // read below (read after the words). Members whose link never came up here are not
+        // waited for: they are counted out by the absent timeout, which runs only once every
+        // shard has a restarted holder, i.e. after this readmission.
+        let Some(row_n) = self.sst.row_of(node) else {
+            return false;
+        };
+        let Some(pending) = self.sst.pending_incarnation(row_n) else {
+            return false;
+        };
+        let me = self.sst.my_row();
+        let unnoticed = view.members.iter().any(|&m| {
+            let Some(r) = self.sst.row_of(m) else {
+                return false;
+            };
+            let counted = r != me && r != row_n && !self.suspects(m) && !self.sst.is_absent(r);
+            counted && self.sst.get_at(r, self.f.noticed, row_n).unwrap_or(0) < pending
+        });
+        if unnoticed {
+            return false;
+        }
         !(0..self.sst.rows()).any(|row| {
             self.decision_of(row, view.id)
                 .is_some_and(|t| removes_node(t.rank, &t.changes))
                 || (self.read_block(row, self.f.view))
                     .is_some_and(|p| p.first().is_some_and(|&w| w > view.id + 1))
         })
+    }
+
+    /// Publishes, per node, the incarnations of it this member no longer counts (the
+    /// `gms_noticed` word, see [`Fields::noticed`]) where they changed: the incarnation its
+    /// table counts live, one more than the one it suspects, or a suspected node's pending
+    /// newer incarnation. Whatever the suspicion's source ([`squall_sst::Suspicion::Remote`]
+    /// and a deferred or accused member's suspicions included), so it is evidence that this
+    /// member noticed an incarnation's failure where the gossiped flags are not. Never
+    /// lowered. Pushed after everything this member pushed before (one writer, pushes in
+    /// order): a reader of the new value also reads the view block of any view this member
+    /// installed while it still counted an older incarnation.
+    fn publish_noticed(&mut self) -> Result<(), GmsError> {
+        let me = self.sst.my_row();
+        let mut changed = false;
+        for row in (0..self.sst.rows()).filter(|&r| r != me) {
+            let known = self.sst.known_incarnation(row);
+            let now = if self.sst.is_suspected(row) {
+                let pending = self.sst.pending_incarnation(row).unwrap_or(0);
+                known.saturating_add(1).max(pending)
+            } else {
+                known
+            };
+            if now > self.sst.get_at(me, self.f.noticed, row)? {
+                self.sst.set_at(self.f.noticed, row, now)?;
+                changed = true;
+            }
+        }
+        if changed {
+            self.sst.push(self.f.noticed.range())?;
+        }
+        Ok(())
     }
 
     /// Readmits `row`'s pending incarnation and publishes that this member did.

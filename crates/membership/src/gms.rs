@@ -1141,11 +1141,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if unnoticed {
             return false;
         }
+        // A view after `view` in a row: refused, except in `node`'s own row the restart view
+        // *restarting* (s20, race (b)): the new incarnation restarts one view later, its log
+        // holding the restart view its old incarnation installed, and this member catches up
+        // from it into restart mode. The old incarnation's frozen block shows that view
+        // running, and is refused until the new incarnation's block overwrites it.
         !(0..self.sst.rows()).any(|row| {
             self.decision_of(row, view.id)
                 .is_some_and(|t| removes_node(t.rank, &t.changes))
-                || (self.read_block(row, self.f.view))
-                    .is_some_and(|p| p.first().is_some_and(|&w| w > view.id + 1))
+                || (self.read_block(row, self.f.view)).is_some_and(|p| {
+                    let later = p.first().is_some_and(|&w| w > view.id + 1);
+                    let restarting_next =
+                        row == row_n && p.first() == Some(&(view.id + 2)) && self.restarting_in(&p);
+                    later && !restarting_next
+                })
         })
     }
 

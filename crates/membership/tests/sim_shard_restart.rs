@@ -312,6 +312,10 @@ impl Life {
                     && g.view().is_some_and(|v| v.id > view)
                     && g.replay_backlog() > 0
             }),
+            When::InstalledHere(_) => {
+                let (installed, waiting) = self.installed_split(view);
+                installed.contains(&k) && !waiting.is_empty()
+            }
             When::InstalledElsewhere(_) => {
                 let (installed, waiting) = self.installed_split(view);
                 let echoed = self.groups[k].as_ref().is_some_and(|g| {
@@ -403,7 +407,7 @@ fn complete(
         {
             fired = true;
             BOUNCED.with(|c| c.set(c.get() + 1));
-            if let When::InstalledElsewhere(hold) = b.when {
+            if let When::InstalledElsewhere(hold) | When::InstalledHere(hold) = b.when {
                 let (installed, waiting) = l.installed_split(newest);
                 let ids = |v: &[usize]| -> Vec<NodeId> {
                     (v.iter().filter(|&&i| i != k))
@@ -446,7 +450,7 @@ fn complete(
     if !done {
         if let Some((b, _, k)) = target
             && fired
-            && matches!(b.when, When::InstalledElsewhere(_))
+            && matches!(b.when, When::InstalledElsewhere(_) | When::InstalledHere(_))
             && let Some(why) = shard_lost_everywhere(l, members, k)
         {
             return Err(format!("{SHARD_LOST_AGREED}: {why}"));
@@ -717,6 +721,10 @@ enum When {
     /// view blocks do not land there meanwhile), so those readmit the new incarnation before
     /// they can see the installers run the restart view.
     InstalledElsewhere(usize),
+    /// Race (b) of the eighteenth part (s20): the moment this member installed the restart
+    /// view while some other member has not; the members that installed it too keep their
+    /// links to those that have not held for this many steps.
+    InstalledHere(usize),
 }
 
 /// A member that restarts during the restart: the `pick`-th (mod their count) of the members
@@ -737,8 +745,8 @@ thread_local! {
     static BOUNCED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Restarts during a restart whose member was its shard's only restarted holder.
     static LONE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// `When::InstalledElsewhere`: how many members had installed and how many had not when it
-    /// fired (the bounced one left out of both).
+    /// `When::InstalledElsewhere` or `When::InstalledHere`: how many members had installed and
+    /// how many had not when it fired (the bounced one left out of both).
     static HELD: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
 }
 
@@ -1134,7 +1142,7 @@ fn shard_bounce(seed: u64, when: When, lone: bool) -> Result<(), String> {
         bounce: Some(Bounce {
             pick: seed as usize,
             when,
-            down: if matches!(when, When::InstalledElsewhere(_)) {
+            down: if matches!(when, When::InstalledElsewhere(_) | When::InstalledHere(_)) {
                 0
             } else {
                 (seed as usize * 13) % 40
@@ -1373,4 +1381,66 @@ fn a_lone_holder_restarting_as_a_member_installs_the_restart_view_with_its_echo_
 fn regression_a_lone_holders_new_incarnation_readmitted_while_a_member_ran_the_restart_view_with_the_old_ones_echo()
  {
     race_c_sweep(&[2]).unwrap();
+}
+
+/// Race (b) of the eighteenth part (s20, `docs/MEMBERSHIP.md`, twenty-second part): as
+/// [`race_c_sweep`], but the lone holder `k` crashes (and restarts at once) the moment *it*
+/// installed the restart view while some member has not (`When::InstalledHere`); the other
+/// installers' links to those that have not are held 40 steps. `k`'s new incarnation restarts
+/// one view later (its log holds the restart view). Where `k` alone installed it, the others
+/// read its old incarnation's block (the restart view, running) and, by the s18 rule (no
+/// readmission while any row shows a later view), never readmitted the new one, which saw none
+/// of them: the restart hung. Now they readmit once `k`'s row shows the restart view
+/// *restarting* (the new incarnation's block), catch up from it into restart mode and restart
+/// that view with everyone: it must complete and carry on. Where another member installed it
+/// too (and ran it counting the old incarnation), every member but `k` must stop with the same
+/// `ShardLost`, as in race (c). Seeds where the moment never comes are skipped; fails if it
+/// comes in none, or (`alone`) if it never came with `k` the only installer.
+fn race_b_sweep(seeds: &[u64], alone: bool) -> Result<(), String> {
+    let (mut came, mut only) = (0, 0);
+    for &seed in seeds {
+        HELD.with(|h| h.set(None));
+        let r = shard_bounce(seed, When::InstalledHere(40), true);
+        let Some((installed, _)) = HELD.with(std::cell::Cell::get) else {
+            continue;
+        };
+        came += 1;
+        if installed == 0 {
+            only += 1;
+            r.map_err(|e| format!("seed {seed} (k alone installed): {e}"))?;
+            continue;
+        }
+        match r {
+            Err(e) if e.starts_with(SHARD_LOST_AGREED) => {}
+            r => r.map_err(|e| format!("seed {seed}: {e}"))?,
+        }
+    }
+    if came == 0 || (alone && only == 0) {
+        return Err(format!(
+            "the race's moment came in {came} of the seeds {seeds:?}, with the holder the only installer in {only}"
+        ));
+    }
+    Ok(())
+}
+
+/// Race (b) (s20): see [`race_b_sweep`]. Seeds `SQUALL_SEEDS` (6 by default: the moment comes
+/// at seeds 3, 4 and 5, the holder the only installer at seed 3). With the s18 rule back (any
+/// row's later view refuses the readmission; a throwaway mutation) it fails at seed 3
+/// ("restart of view 1 never completed").
+#[test]
+fn a_lone_holder_restarting_right_after_it_installed_the_restart_view_is_readmitted_or_its_shard_lost_everywhere()
+ {
+    race_b_sweep(&squall_transport_mem::sim::seeds(6), true).unwrap();
+}
+
+/// Race (b) (s20), the traced run (seed 3; `docs/MEMBERSHIP.md`, twenty-second part): view 1
+/// is `[n0, n1, n2, n4, n5]` (n3 crashed in the first life, so n0 holds shard 0 alone). n0
+/// leads the restart, installs view 2 first, crashes at once and restarts at view 2 from its
+/// log. It hung: n1, n2, n4 and n5 read n0's old block (view 2, running), never readmitted its
+/// new incarnation, and were blocked by the every-shard rule on shard 0; the new incarnation
+/// saw none of them. Now they readmit it once its block (view 2, restarting) is in n0's row,
+/// catch up into restart mode at view 2, and the restart of view 2 completes with all five.
+#[test]
+fn regression_a_lone_holder_that_installed_the_restart_view_alone_and_restarted_is_readmitted() {
+    race_b_sweep(&[3], true).unwrap();
 }

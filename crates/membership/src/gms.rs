@@ -1045,7 +1045,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// is in a view and that view does not contain it (its removal was installed here, or it
     /// never was a member), no proposal or decision this member holds names it. In restart
     /// mode only a member of a shard this member counts failed as a whole, while no restart
-    /// decision removes it and no view after the restart's is visible (see
+    /// decision removes it, every member it counts shows it noticed the old incarnation's
+    /// failure, and no view after the restart's is visible but the new incarnation's own (see
     /// [`readmissible_in_restart`](Gms::readmissible_in_restart)).
     /// An outsider readmits nobody.
     /// Until then the row stays suspected and frozen, and the new incarnation waits outside.
@@ -1086,14 +1087,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     ///   included: the old incarnation's frozen words) *removes* `node`: every restart view
     ///   decided so far counts `node` (s19; before, any restart decision refused it, which hung
     ///   the restart once one existed);
-    /// - no row publishes a view after `L` (the old incarnation may have installed the restart
-    ///   view: its new one then restarts one view later).
+    /// - every member of `L` it counts (linked, unsuspected) publishes in `gms_noticed` that it
+    ///   counts no incarnation of `node` below the pending one (s20, race (c)): a member that
+    ///   installed the restart view counting the old incarnation did so before it noticed the
+    ///   failure, so its view block is read here before that word and refuses below;
+    /// - no row publishes a view after `L`, except `node`'s own row publishing `L + 1`
+    ///   *restarting* (s20, race (b)): its new incarnation restarts one view later (the old
+    ///   one installed the restart view), and this member catches up from it into restart
+    ///   mode; the old incarnation's frozen block (that view running) still refuses.
     ///
     /// The new incarnation restarts from the same logs (every promise and decision logged
     /// before it was published: the same acceptor), so it acknowledges, echoes and installs
     /// as the old one would have; a decision naming it names the node, whichever incarnation
     /// acknowledged it. Why two different restart views cannot both be installed, and the
-    /// races left, are in `docs/MEMBERSHIP.md` (sixteenth and eighteenth parts).
+    /// races, are in `docs/MEMBERSHIP.md` (sixteenth, eighteenth and twenty-second parts).
     fn readmissible_in_restart(&self, node: NodeId) -> bool {
         let (Some(view), Some(_)) = (&self.view, &self.restart) else {
             return false;

@@ -1102,17 +1102,32 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// acknowledged it. Why two different restart views cannot both be installed, and the
     /// races, are in `docs/MEMBERSHIP.md` (sixteenth, eighteenth and twenty-second parts).
     fn readmissible_in_restart(&self, node: NodeId) -> bool {
+        self.readmission_in_restart(node) == Some(true)
+    }
+
+    /// [`readmissible_in_restart`](Gms::readmissible_in_restart) in three answers: `None`,
+    /// not now; `Some(false)`, every condition holds but some member it counts has not yet
+    /// published that it noticed the old incarnation's failure (the wait of race (c), which
+    /// ends by itself: see `docs/MEMBERSHIP.md`, twenty-second part); `Some(true)`, readmit.
+    fn readmission_in_restart(&self, node: NodeId) -> Option<bool> {
         let (Some(view), Some(_)) = (&self.view, &self.restart) else {
-            return false;
+            return None;
         };
         if !view.contains(node) {
-            return false;
+            return None;
         }
-        let Some(shard) = view.shard_of(node).and_then(|s| view.shards.get(s)) else {
-            return false;
-        };
-        if !shard.members.iter().all(|&m| self.suspects(m)) {
-            return false;
+        let shard = view.shard_of(node).and_then(|s| view.shards.get(s))?;
+        // Without the readmission this member is blocked for good (suspicions are final in
+        // this process): every member of `node`'s shard is counted failed (the every-shard
+        // rule), or the members of `view` it counts, `node` aside, are fewer than a majority
+        // (s20: a bare-majority restart with a member bouncing; it would stop with
+        // `RestartCutOff`, or wait for good without partition safety).
+        let shard_gone = shard.members.iter().all(|&m| self.suspects(m));
+        let counted = (view.members.iter())
+            .filter(|&&m| m != node && !self.suspects(m))
+            .count();
+        if !shard_gone && counted >= view.majority() {
+            return None;
         }
         // A restart decision that removes `node` (one adopting a logged decision that failed
         // it): the restart view does not count `node`, so readmitting it could only leave it
@@ -1122,7 +1137,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 && changes.iter().any(|c| c.node == node && c.removes())
         };
         if (self.decision.as_ref()).is_some_and(|d| removes_node(d.rank, &d.changes)) {
-            return false;
+            return None;
         }
         // Race (c): every member of `view` this member counts (linked, unsuspected) shows that
         // it no longer counts any incarnation of `node` below the pending one. A member that
@@ -1131,12 +1146,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // read below (read after the words). Members whose link never came up here are not
         // waited for: they are counted out by the absent timeout, which runs only once every
         // shard has a restarted holder, i.e. after this readmission.
-        let Some(row_n) = self.sst.row_of(node) else {
-            return false;
-        };
-        let Some(pending) = self.sst.pending_incarnation(row_n) else {
-            return false;
-        };
+        let row_n = self.sst.row_of(node)?;
+        let pending = self.sst.pending_incarnation(row_n)?;
         let me = self.sst.my_row();
         let unnoticed = view.members.iter().any(|&m| {
             let Some(r) = self.sst.row_of(m) else {
@@ -1145,15 +1156,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let counted = r != me && r != row_n && !self.suspects(m) && !self.sst.is_absent(r);
             counted && self.sst.get_at(r, self.f.noticed, row_n).unwrap_or(0) < pending
         });
-        if unnoticed {
-            return false;
-        }
         // A view after `view` in a row: refused, except in `node`'s own row the restart view
         // *restarting* (s20, race (b)): the new incarnation restarts one view later, its log
         // holding the restart view its old incarnation installed, and this member catches up
         // from it into restart mode. The old incarnation's frozen block shows that view
         // running, and is refused until the new incarnation's block overwrites it.
-        !(0..self.sst.rows()).any(|row| {
+        let refused = (0..self.sst.rows()).any(|row| {
             self.decision_of(row, view.id)
                 .is_some_and(|t| removes_node(t.rank, &t.changes))
                 || (self.read_block(row, self.f.view)).is_some_and(|p| {
@@ -1162,7 +1170,18 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                         row == row_n && p.first() == Some(&(view.id + 2)) && self.restarting_in(&p);
                     later && !restarting_next
                 })
-        })
+        });
+        (!refused).then_some(!unnoticed)
+    }
+
+    /// Restart mode: how many suspected members of `view` have a new incarnation that this
+    /// member will readmit once the members it counts published that they noticed the old
+    /// one's failure ([`readmission_in_restart`](Gms::readmission_in_restart) answers
+    /// `Some(false)`). The cut-off waits for them (s20).
+    fn readmissions_coming(&self, view: &View) -> usize {
+        (view.members.iter())
+            .filter(|&&m| self.readmission_in_restart(m) == Some(false))
+            .count()
     }
 
     /// Publishes, per node, the incarnations of it this member no longer counts (the
@@ -1405,7 +1424,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             r.missing = missing;
         }
-        if self.cfg.partition_safety && alive.len() < view.majority() {
+        // A suspected member's new incarnation that this member readmits once the others
+        // published that they noticed the old one's failure (a round or two) counts: wait for
+        // it rather than stop (s20, a bare-majority restart with a member bouncing).
+        if self.cfg.partition_safety
+            && alive.len() + self.readmissions_coming(view) < view.majority()
+        {
             // Suspicions are final in this process and a suspected row is never read: no
             // majority of `view` can form here, nor a catch-up from the members that went on.
             let suspected = (view.members.iter().copied())

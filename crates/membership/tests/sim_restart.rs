@@ -811,6 +811,29 @@ fn a_member_restarting_before_the_restart_view_is_committed_rejoins_the_restart(
     });
 }
 
+/// A bare majority of the last view restarts; one of them crashes at `when` and restarts
+/// `down` steps later. Fails unless the restart completes with nothing lost, and unless the
+/// others were cut off (`RestartCutOff`, then a new total restart) exactly when `cut_off`.
+fn bare_majority_bounce(
+    seed: u64,
+    when: When,
+    down: usize,
+    cut_off: bool,
+    otherwise: &str,
+) -> Result<(), String> {
+    CUT_OFF.with(|c| c.set(0));
+    let mut p = bounce_plan(seed, when);
+    p.bare_majority = true;
+    if let Some(b) = &mut p.bounce {
+        b.down = down;
+    }
+    run_bounced(&p)?;
+    if (CUT_OFF.with(std::cell::Cell::get) > 0) != cut_off {
+        return Err(otherwise.into());
+    }
+    Ok(())
+}
+
 /// A bare majority of the last view restarts and one of them restarts again early in the
 /// restart, 10 steps later (s20): the others, left with fewer than a majority they do not
 /// suspect, readmit its new incarnation in restart mode (`Gms::readmissible_in_restart`:
@@ -823,19 +846,13 @@ fn a_member_restarting_before_the_restart_view_is_committed_rejoins_the_restart(
 #[test]
 fn a_member_restarting_during_a_bare_majority_restart_is_readmitted_and_the_restart_completes() {
     check_seeds("bounce_bare_majority", 3, |seed| {
-        CUT_OFF.with(|c| c.set(0));
-        let mut p = bounce_plan(seed, When::Step(1 + (seed as usize) % 5));
-        p.bare_majority = true;
-        if let Some(b) = &mut p.bounce {
-            b.down = 10;
-        }
-        run_bounced(&p)?;
-        if CUT_OFF.with(std::cell::Cell::get) > 0 {
-            return Err(
-                "the others were cut off instead of readmitting the new incarnation".into(),
-            );
-        }
-        Ok(())
+        bare_majority_bounce(
+            seed,
+            When::Step(1 + (seed as usize) % 5),
+            10,
+            false,
+            "the others were cut off instead of readmitting the new incarnation",
+        )
     });
 }
 
@@ -847,17 +864,13 @@ fn a_member_restarting_during_a_bare_majority_restart_is_readmitted_and_the_rest
 #[test]
 fn a_member_down_past_the_suspicion_timeout_during_a_bare_majority_restart_cuts_the_others_off() {
     check_seeds("bounce_bare_majority_long", 3, |seed| {
-        CUT_OFF.with(|c| c.set(0));
-        let mut p = bounce_plan(seed, When::Step(1 + (seed as usize) % 5));
-        p.bare_majority = true;
-        if let Some(b) = &mut p.bounce {
-            b.down = 2000;
-        }
-        run_bounced(&p)?;
-        if CUT_OFF.with(std::cell::Cell::get) == 0 {
-            return Err("the others were not cut off".into());
-        }
-        Ok(())
+        bare_majority_bounce(
+            seed,
+            When::Step(1 + (seed as usize) % 5),
+            2000,
+            true,
+            "the others were not cut off",
+        )
     });
 }
 
@@ -965,18 +978,12 @@ proptest! {
 #[test]
 fn a_member_restarting_at_the_decision_of_a_bare_majority_restart_is_readmitted() {
     check_seeds("bounce_bare_majority_decided", 4, |seed| {
-        CUT_OFF.with(|c| c.set(0));
-        let mut p = bounce_plan(seed, When::Decided);
-        p.bare_majority = true;
-        if let Some(b) = &mut p.bounce {
-            b.down = 10;
-        }
-        run_bounced(&p)?;
-        if CUT_OFF.with(std::cell::Cell::get) > 0 {
-            return Err(
-                "the others were cut off instead of readmitting the new incarnation".into(),
-            );
-        }
-        Ok(())
+        bare_majority_bounce(
+            seed,
+            When::Decided,
+            10,
+            false,
+            "the others were cut off instead of readmitting the new incarnation",
+        )
     });
 }

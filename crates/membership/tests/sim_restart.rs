@@ -306,8 +306,8 @@ fn restart(
         }
         l.step(false)?;
         // A member cut off from a majority of the restart by the bounce (a bare majority
-        // restarting: it suspects the bounced member's old incarnation for good) stops saying
-        // "restart it from its log". Restarting it alone cannot help (the others would suspect
+        // restarting: it suspects the bounced member's old incarnation for good and no new
+        // one came to readmit, s20) stops saying "restart it from its log". Restarting it alone cannot help (the others would suspect
         // its old incarnation in turn): the operator restarts them all, as a new total restart.
         let cut_off = (l.groups.iter().flatten())
             .filter_map(|g| g.stopped())

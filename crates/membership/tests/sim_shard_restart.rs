@@ -1116,8 +1116,8 @@ proptest! {
 }
 
 /// A member restarts during a total restart of every member (s18; see `sim_restart.rs` for the
-/// bare-majority case, where it cuts the others off): two or three shards, a member of the
-/// newest view crashes at `when` and restarts from its logs `down` steps later. Per shard the
+/// bare-majority case, where the others readmit it since s20): two or three shards, a member
+/// of the newest view crashes at `when` and restarts from its logs `down` steps later. Per shard the
 /// restarted members replay the same sequence, what anyone delivered before (its first
 /// incarnation included) is a prefix of it, and the shards carry on.
 ///

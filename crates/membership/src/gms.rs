@@ -214,6 +214,15 @@ struct Fields {
     /// gracefully, or a later view named it again). An idle outsider with an empty log reads
     /// here that it was a member the group went on without (see [`Gms::failed_by`]).
     gone: Vector,
+    /// Per universe node: every incarnation of it below this value is one this member no
+    /// longer counts (0: none). Published by every member in every round from its table's
+    /// state whatever made it suspect the node (a suspicion learned from a cut link or kept
+    /// local is never in the gossiped flags): the incarnation it counts live, one more than
+    /// the one it suspects, or the suspected node's pending newer incarnation (every earlier
+    /// one is dead). Never lowered. A member in restart mode readmits a node's new incarnation
+    /// only once every member it counts shows it here (race (c), see
+    /// [`Gms::readmissible_in_restart`]).
+    noticed: Vector,
 }
 
 /// A proposal or decision as read from a row.
@@ -354,6 +363,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
         leave: b.counter("gms_leave"),
         admitted: b.vector("gms_admitted", u),
         gone: b.vector("gms_gone", u),
+        noticed: b.vector("gms_noticed", u),
     };
     Ok((b.build()?, f))
 }
@@ -999,6 +1009,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Err(GmsError::Stopped(why.clone()));
         }
         let busy = self.sst.poll_once()?.is_busy();
+        self.publish_noticed()?;
         self.readmit_restarted()?;
         self.settle_expected()?;
         let before = out.len();
@@ -1073,7 +1084,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// is in a view and that view does not contain it (its removal was installed here, or it
     /// never was a member), no proposal or decision this member holds names it. In restart
     /// mode only a member of a shard this member counts failed as a whole, while no restart
-    /// decision removes it and no view after the restart's is visible (see
+    /// decision removes it, every member it counts shows it noticed the old incarnation's
+    /// failure, and no view after the restart's is visible but the new incarnation's own (see
     /// [`readmissible_in_restart`](Gms::readmissible_in_restart)).
     /// An outsider readmits nobody.
     /// Until then the row stays suspected and frozen, and the new incarnation waits outside.
@@ -1114,26 +1126,47 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     ///   included: the old incarnation's frozen words) *removes* `node`: every restart view
     ///   decided so far counts `node` (s19; before, any restart decision refused it, which hung
     ///   the restart once one existed);
-    /// - no row publishes a view after `L` (the old incarnation may have installed the restart
-    ///   view: its new one then restarts one view later).
+    /// - every member of `L` it counts (linked, unsuspected) publishes in `gms_noticed` that it
+    ///   counts no incarnation of `node` below the pending one (s20, race (c)): a member that
+    ///   installed the restart view counting the old incarnation did so before it noticed the
+    ///   failure, so its view block is read here before that word and refuses below;
+    /// - no row publishes a view after `L`, except `node`'s own row publishing `L + 1`
+    ///   *restarting* (s20, race (b)): its new incarnation restarts one view later (the old
+    ///   one installed the restart view), and this member catches up from it into restart
+    ///   mode; the old incarnation's frozen block (that view running) still refuses.
     ///
     /// The new incarnation restarts from the same logs (every promise and decision logged
     /// before it was published: the same acceptor), so it acknowledges, echoes and installs
     /// as the old one would have; a decision naming it names the node, whichever incarnation
     /// acknowledged it. Why two different restart views cannot both be installed, and the
-    /// races left, are in `docs/MEMBERSHIP.md` (sixteenth and eighteenth parts).
+    /// races, are in `docs/MEMBERSHIP.md` (sixteenth, eighteenth and twenty-second parts).
     fn readmissible_in_restart(&self, node: NodeId) -> bool {
+        self.readmission_in_restart(node) == Some(true)
+    }
+
+    /// [`readmissible_in_restart`](Gms::readmissible_in_restart) in three answers: `None`,
+    /// not now; `Some(false)`, every condition holds but some member it counts has not yet
+    /// published that it noticed the old incarnation's failure (the wait of race (c), which
+    /// ends by itself: see `docs/MEMBERSHIP.md`, twenty-second part); `Some(true)`, readmit.
+    fn readmission_in_restart(&self, node: NodeId) -> Option<bool> {
         let (Some(view), Some(_)) = (&self.view, &self.restart) else {
-            return false;
+            return None;
         };
         if !view.contains(node) {
-            return false;
+            return None;
         }
-        let Some(shard) = view.shard_of(node).and_then(|s| view.shards.get(s)) else {
-            return false;
-        };
-        if !shard.members.iter().all(|&m| self.suspects(m)) {
-            return false;
+        let shard = view.shard_of(node).and_then(|s| view.shards.get(s))?;
+        // Without the readmission this member is blocked for good (suspicions are final in
+        // this process): every member of `node`'s shard is counted failed (the every-shard
+        // rule), or the members of `view` it counts, `node` aside, are fewer than a majority
+        // (s20: a bare-majority restart with a member bouncing; it would stop with
+        // `RestartCutOff`, or wait for good without partition safety).
+        let shard_gone = shard.members.iter().all(|&m| self.suspects(m));
+        let counted = (view.members.iter())
+            .filter(|&&m| m != node && !self.suspects(m))
+            .count();
+        if !shard_gone && counted >= view.majority() {
+            return None;
         }
         // A restart decision that removes `node` (one adopting a logged decision that failed
         // it): the restart view does not count `node`, so readmitting it could only leave it
@@ -1143,14 +1176,82 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 && changes.iter().any(|c| c.node == node && c.removes())
         };
         if (self.decision.as_ref()).is_some_and(|d| removes_node(d.rank, &d.changes)) {
-            return false;
+            return None;
         }
-        !(0..self.sst.rows()).any(|row| {
+        // Race (c): every member of `view` this member counts (linked, unsuspected) shows that
+        // it no longer counts any incarnation of `node` below the pending one. A member that
+        // installed the restart view counting the old incarnation did so before it noticed
+        // the failure, so its view block lands here before its `gms_noticed` word does and is
+        // read below (read after the words). Members whose link never came up here are not
+        // waited for: they are counted out by the absent timeout, which runs only once every
+        // shard has a restarted holder, i.e. after this readmission.
+        let row_n = self.sst.row_of(node)?;
+        let pending = self.sst.pending_incarnation(row_n)?;
+        let me = self.sst.my_row();
+        let unnoticed = view.members.iter().any(|&m| {
+            let Some(r) = self.sst.row_of(m) else {
+                return false;
+            };
+            let counted = r != me && r != row_n && !self.suspects(m) && !self.sst.is_absent(r);
+            counted && self.sst.get_at(r, self.f.noticed, row_n).unwrap_or(0) < pending
+        });
+        // A view after `view` in a row: refused, except in `node`'s own row the restart view
+        // *restarting* (s20, race (b)): the new incarnation restarts one view later, its log
+        // holding the restart view its old incarnation installed, and this member catches up
+        // from it into restart mode. The old incarnation's frozen block shows that view
+        // running, and is refused until the new incarnation's block overwrites it.
+        let refused = (0..self.sst.rows()).any(|row| {
             self.decision_of(row, view.id)
                 .is_some_and(|t| removes_node(t.rank, &t.changes))
-                || (self.read_block(row, self.f.view))
-                    .is_some_and(|p| p.first().is_some_and(|&w| w > view.id + 1))
-        })
+                || (self.read_block(row, self.f.view)).is_some_and(|p| {
+                    let later = p.first().is_some_and(|&w| w > view.id + 1);
+                    let restarting_next =
+                        row == row_n && p.first() == Some(&(view.id + 2)) && self.restarting_in(&p);
+                    later && !restarting_next
+                })
+        });
+        (!refused).then_some(!unnoticed)
+    }
+
+    /// Restart mode: how many suspected members of `view` have a new incarnation that this
+    /// member will readmit once the members it counts published that they noticed the old
+    /// one's failure ([`readmission_in_restart`](Gms::readmission_in_restart) answers
+    /// `Some(false)`). The cut-off waits for them (s20).
+    fn readmissions_coming(&self, view: &View) -> usize {
+        (view.members.iter())
+            .filter(|&&m| self.readmission_in_restart(m) == Some(false))
+            .count()
+    }
+
+    /// Publishes, per node, the incarnations of it this member no longer counts (the
+    /// `gms_noticed` word, see [`Fields::noticed`]) where they changed: the incarnation its
+    /// table counts live, one more than the one it suspects, or a suspected node's pending
+    /// newer incarnation. Whatever the suspicion's source ([`squall_sst::Suspicion::Remote`]
+    /// and a deferred or accused member's suspicions included), so it is evidence that this
+    /// member noticed an incarnation's failure where the gossiped flags are not. Never
+    /// lowered. Pushed after everything this member pushed before (one writer, pushes in
+    /// order): a reader of the new value also reads the view block of any view this member
+    /// installed while it still counted an older incarnation.
+    fn publish_noticed(&mut self) -> Result<(), GmsError> {
+        let me = self.sst.my_row();
+        let mut changed = false;
+        for row in (0..self.sst.rows()).filter(|&r| r != me) {
+            let known = self.sst.known_incarnation(row);
+            let now = if self.sst.is_suspected(row) {
+                let pending = self.sst.pending_incarnation(row).unwrap_or(0);
+                known.saturating_add(1).max(pending)
+            } else {
+                known
+            };
+            if now > self.sst.get_at(me, self.f.noticed, row)? {
+                self.sst.set_at(self.f.noticed, row, now)?;
+                changed = true;
+            }
+        }
+        if changed {
+            self.sst.push(self.f.noticed.range())?;
+        }
+        Ok(())
     }
 
     /// Readmits `row`'s pending incarnation and publishes that this member did.
@@ -1434,7 +1535,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             r.missing = missing;
         }
-        if self.cfg.partition_safety && alive.len() < view.majority() {
+        // A suspected member's new incarnation that this member readmits once the others
+        // published that they noticed the old one's failure (a round or two) counts: wait for
+        // it rather than stop (s20, a bare-majority restart with a member bouncing).
+        if self.cfg.partition_safety
+            && alive.len() + self.readmissions_coming(view) < view.majority()
+        {
             // Suspicions are final in this process and a suspected row is never read: no
             // majority of `view` can form here, nor a catch-up from the members that went on.
             let suspected = (view.members.iter().copied())

@@ -306,8 +306,8 @@ fn restart(
         }
         l.step(false)?;
         // A member cut off from a majority of the restart by the bounce (a bare majority
-        // restarting: it suspects the bounced member's old incarnation for good) stops saying
-        // "restart it from its log". Restarting it alone cannot help (the others would suspect
+        // restarting: it suspects the bounced member's old incarnation for good and no new
+        // one came to readmit, s20) stops saying "restart it from its log". Restarting it alone cannot help (the others would suspect
         // its old incarnation in turn): the operator restarts them all, as a new total restart.
         let cut_off = (l.groups.iter().flatten())
             .filter_map(|g| g.stopped())
@@ -811,26 +811,66 @@ fn a_member_restarting_before_the_restart_view_is_committed_rejoins_the_restart(
     });
 }
 
+/// A bare majority of the last view restarts; one of them crashes at `when` and restarts
+/// `down` steps later. Fails unless the restart completes with nothing lost, and unless the
+/// others were cut off (`RestartCutOff`, then a new total restart) exactly when `cut_off`.
+fn bare_majority_bounce(
+    seed: u64,
+    when: When,
+    down: usize,
+    cut_off: bool,
+    otherwise: &str,
+) -> Result<(), String> {
+    CUT_OFF.with(|c| c.set(0));
+    let mut p = bounce_plan(seed, when);
+    p.bare_majority = true;
+    if let Some(b) = &mut p.bounce {
+        b.down = down;
+    }
+    run_bounced(&p)?;
+    if (CUT_OFF.with(std::cell::Cell::get) > 0) != cut_off {
+        return Err(otherwise.into());
+    }
+    Ok(())
+}
+
 /// A bare majority of the last view restarts and one of them restarts again early in the
-/// restart: the others, left with fewer than a majority they do not suspect (the old
-/// incarnation is suspected for good; a member in restart mode never readmits), stop with
-/// `RestartCutOff` ("restart it from its log"); the harness then restarts everyone (a new total
-/// restart), which completes with nothing lost. Fails unless the cut-off happened.
+/// restart, 10 steps later (s20): the others, left with fewer than a majority they do not
+/// suspect, readmit its new incarnation in restart mode (`Gms::readmissible_in_restart`:
+/// without it they are blocked for good) once every member they count published that it
+/// noticed the old incarnation's failure, waiting for that instead of stopping with
+/// `RestartCutOff`; the restart completes with nothing lost. Before s20 they stopped, cut off
+/// ("restart it from its log"), and only a new total restart completed it. Fails if any member
+/// was cut off; with the bare-majority readmission removed (a throwaway mutation: only the
+/// lone-holder case readmits) it fails at seed 0 ("the others were cut off").
 #[test]
-fn a_member_restarting_during_a_bare_majority_restart_cuts_the_others_off_then_a_new_restart_completes()
- {
+fn a_member_restarting_during_a_bare_majority_restart_is_readmitted_and_the_restart_completes() {
     check_seeds("bounce_bare_majority", 3, |seed| {
-        CUT_OFF.with(|c| c.set(0));
-        let mut p = bounce_plan(seed, When::Step(1 + (seed as usize) % 5));
-        p.bare_majority = true;
-        if let Some(b) = &mut p.bounce {
-            b.down = 10;
-        }
-        run_bounced(&p)?;
-        if CUT_OFF.with(std::cell::Cell::get) == 0 {
-            return Err("the others were not cut off".into());
-        }
-        Ok(())
+        bare_majority_bounce(
+            seed,
+            When::Step(1 + (seed as usize) % 5),
+            10,
+            false,
+            "the others were cut off instead of readmitting the new incarnation",
+        )
+    });
+}
+
+/// The same, the member down for 2000 steps (4 ms, past the 1.5 ms suspicion timeout): the
+/// others suspect its old incarnation for silence before any new one connects, so nothing can
+/// be readmitted; they stop with `RestartCutOff` ("restart it from its log"), as designed in
+/// s16, and the harness then restarts everyone (a new total restart), which completes with
+/// nothing lost. Fails unless the cut-off happened.
+#[test]
+fn a_member_down_past_the_suspicion_timeout_during_a_bare_majority_restart_cuts_the_others_off() {
+    check_seeds("bounce_bare_majority_long", 3, |seed| {
+        bare_majority_bounce(
+            seed,
+            When::Step(1 + (seed as usize) % 5),
+            2000,
+            true,
+            "the others were not cut off",
+        )
     });
 }
 
@@ -926,4 +966,24 @@ proptest! {
         let r = run(&Plan { seed, crash, shutdown, bare_majority, again, at_decision: false, bounce });
         prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
     }
+}
+
+/// The same, the member crashing the moment some member holds the restart's decision (s20):
+/// by then the absent members are counted out, so the others count fewer than a majority the
+/// moment they learn of the crash, in the round that also brings the new incarnation's
+/// `PeerConnected`. They must wait the round or two until every member they count published
+/// that it noticed the failure (`gms_noticed`), then readmit; the restart completes with
+/// nothing lost and nobody cut off. Fails if any member was cut off; without the cut-off's
+/// wait for such a readmission (a throwaway mutation) every seed of 0..8 was cut off.
+#[test]
+fn a_member_restarting_at_the_decision_of_a_bare_majority_restart_is_readmitted() {
+    check_seeds("bounce_bare_majority_decided", 4, |seed| {
+        bare_majority_bounce(
+            seed,
+            When::Decided,
+            10,
+            false,
+            "the others were cut off instead of readmitting the new incarnation",
+        )
+    });
 }

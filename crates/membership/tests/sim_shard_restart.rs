@@ -312,7 +312,38 @@ impl Life {
                     && g.view().is_some_and(|v| v.id > view)
                     && g.replay_backlog() > 0
             }),
+            When::InstalledHere(_) => {
+                let (installed, waiting) = self.installed_split(view);
+                installed.contains(&k) && !waiting.is_empty()
+            }
+            When::InstalledElsewhere(_) => {
+                let (installed, waiting) = self.installed_split(view);
+                let echoed = self.groups[k].as_ref().is_some_and(|g| {
+                    let (_, rec) = MemLog::open(g.gms().log().bytes().to_vec());
+                    rec.decision_for(view)
+                        .is_some_and(|d| squall_membership::restart::attempt_of(d.rank) > 0)
+                });
+                echoed
+                    && !installed.contains(&k)
+                    && !installed.is_empty()
+                    && waiting.iter().any(|&i| i != k)
+            }
         }
+    }
+
+    /// The running members that installed a view after `view` (restart mode left), and the
+    /// members still restarting `view`.
+    fn installed_split(&self, view: u64) -> (Vec<usize>, Vec<usize>) {
+        let (mut installed, mut waiting) = (Vec::new(), Vec::new());
+        for (i, g) in self.groups.iter().enumerate() {
+            let Some(g) = g else { continue };
+            if g.gms().restarting().is_some() {
+                waiting.push(i);
+            } else if g.view().is_some_and(|v| v.id > view) {
+                installed.push(i);
+            }
+        }
+        (installed, waiting)
     }
 
     /// Whether some member in restart mode holds a decision of the restart.
@@ -367,7 +398,7 @@ fn complete(
     let mut before = before.to_vec();
     // The member that restarts during the restart (see `Bounce`).
     let target = bounce.map(|(b, base)| (b, base, members[b.pick % members.len()]));
-    let (mut fired, mut back_at) = (false, None);
+    let (mut fired, mut back_at, mut heal_at) = (false, None, None);
     for step in 0..8000 {
         if let Some((b, _, k)) = target
             && !fired
@@ -376,8 +407,24 @@ fn complete(
         {
             fired = true;
             BOUNCED.with(|c| c.set(c.get() + 1));
+            if let When::InstalledElsewhere(hold) | When::InstalledHere(hold) = b.when {
+                let (installed, waiting) = l.installed_split(newest);
+                let ids = |v: &[usize]| -> Vec<NodeId> {
+                    (v.iter().filter(|&&i| i != k))
+                        .map(|&i| NodeId(i as u32))
+                        .collect()
+                };
+                let (installed, waiting) = (ids(&installed), ids(&waiting));
+                l.sim.partition(&installed, &waiting);
+                HELD.with(|h| h.set(Some((installed.len(), waiting.len()))));
+                heal_at = Some(step + hold);
+            }
             l.crash(k);
             back_at = Some(step + b.down);
+        }
+        if heal_at.is_some_and(|at| step >= at) {
+            heal_at = None;
+            l.sim.heal();
         }
         if let (Some((_, base, k)), Some(at)) = (target, back_at)
             && step >= at
@@ -386,7 +433,7 @@ fn complete(
             before.push(l.restart_node(base, k));
         }
         l.step(false)?;
-        if back_at.is_some() {
+        if back_at.is_some() || heal_at.is_some() {
             continue;
         }
         if members.iter().all(|&i| {
@@ -401,6 +448,13 @@ fn complete(
         }
     }
     if !done {
+        if let Some((b, _, k)) = target
+            && fired
+            && matches!(b.when, When::InstalledElsewhere(_) | When::InstalledHere(_))
+            && let Some(why) = shard_lost_everywhere(l, members, k)
+        {
+            return Err(format!("{SHARD_LOST_AGREED}: {why}"));
+        }
         let state: Vec<String> = (0..N)
             .map(|i| {
                 format!(
@@ -452,6 +506,31 @@ fn complete(
         *out = replay;
     }
     Ok(replays)
+}
+
+/// How [`complete`] reports the outcome of race (c) that stops the group consistently (see
+/// [`shard_lost_everywhere`]).
+const SHARD_LOST_AGREED: &str = "every other member stopped: the lone holder's shard is lost";
+
+/// `When::InstalledElsewhere`: whether every member of the restart other than the bounced
+/// member `k` stopped with the same reason, the loss of `k`'s shard (`ShardLost`, fourteenth
+/// part): some member installed the restart view counting `k`'s old incarnation, whose failure
+/// there lost the shard's only holder, and every member agrees on it. Returns that reason.
+fn shard_lost_everywhere(l: &Life, members: &[usize], k: usize) -> Option<String> {
+    let shard = l.groups[k]
+        .as_ref()
+        .and_then(|g| g.view())
+        .and_then(|v| v.shard_of(NodeId(k as u32)))?;
+    let lost = format!("shard {shard} lost every member");
+    let mut why = None;
+    for &i in members.iter().filter(|&&i| i != k) {
+        let stopped = l.groups[i].as_ref().and_then(|g| g.stopped())?;
+        if !stopped.contains(&lost) || why.as_ref().is_some_and(|w: &String| w != stopped) {
+            return None;
+        }
+        why = Some(stopped.to_string());
+    }
+    why
 }
 
 /// Restarts from `logs` (the nodes in `up`; `late` start later), runs the restart to its end
@@ -635,6 +714,17 @@ enum When {
     Unechoed(usize),
     /// The moment it installed the restart view, its replay still being handed out.
     Replaying,
+    /// Race (c) of the eighteenth part (s20): the moment some *other* member installed the
+    /// restart view counting this member's echo while this member (its log holding the
+    /// restart decision) and some third member have not installed it yet. The installers'
+    /// links to the members that have not installed are then held for this many steps (their
+    /// view blocks do not land there meanwhile), so those readmit the new incarnation before
+    /// they can see the installers run the restart view.
+    InstalledElsewhere(usize),
+    /// Race (b) of the eighteenth part (s20): the moment this member installed the restart
+    /// view while some other member has not; the members that installed it too keep their
+    /// links to those that have not held for this many steps.
+    InstalledHere(usize),
 }
 
 /// A member that restarts during the restart: the `pick`-th (mod their count) of the members
@@ -655,6 +745,9 @@ thread_local! {
     static BOUNCED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Restarts during a restart whose member was its shard's only restarted holder.
     static LONE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// `When::InstalledElsewhere` or `When::InstalledHere`: how many members had installed and
+    /// how many had not when it fired (the bounced one left out of both).
+    static HELD: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
 }
 
 fn run(p: &Plan) -> Result<(), String> {
@@ -1023,8 +1116,8 @@ proptest! {
 }
 
 /// A member restarts during a total restart of every member (s18; see `sim_restart.rs` for the
-/// bare-majority case, where it cuts the others off): two or three shards, a member of the
-/// newest view crashes at `when` and restarts from its logs `down` steps later. Per shard the
+/// bare-majority case, where the others readmit it since s20): two or three shards, a member
+/// of the newest view crashes at `when` and restarts from its logs `down` steps later. Per shard the
 /// restarted members replay the same sequence, what anyone delivered before (its first
 /// incarnation included) is a prefix of it, and the shards carry on.
 ///
@@ -1049,7 +1142,11 @@ fn shard_bounce(seed: u64, when: When, lone: bool) -> Result<(), String> {
         bounce: Some(Bounce {
             pick: seed as usize,
             when,
-            down: (seed as usize * 13) % 40,
+            down: if matches!(when, When::InstalledElsewhere(_) | When::InstalledHere(_)) {
+                0
+            } else {
+                (seed as usize * 13) % 40
+            },
             lone,
         }),
     })?;
@@ -1218,4 +1315,132 @@ fn regression_a_lone_holders_old_incarnation_acknowledged_the_ballot_decided_aft
         }),
     })
     .unwrap();
+}
+
+/// Race (c) of the eighteenth part, reproduced and closed (s20, `docs/MEMBERSHIP.md`,
+/// twenty-second part): three shards of two, member `seed % 6` crashed at once in the first
+/// life so its shard-mate `k` holds its shard alone; every member restarts. The moment some
+/// member `X` installed the restart view counting `k`'s echo while `k` (its log holding the
+/// restart decision) and a third member have not (`When::InstalledElsewhere`), `k` crashes
+/// and restarts at once, and the links from the installers to the members still restarting
+/// are held 40 steps, so `X`'s view block lands there only after they learnt of the crash.
+/// Without the `gms_noticed` wait a member `M` readmitted `k`'s new incarnation before `X`'s
+/// block reached it and ran the restart view counting it, while `X` counted the old one and
+/// then suspected it with a flag nobody else adopts: shard 0 or `k`'s shard stalled ("nothing
+/// new delivered", "no running member", 11 of the 15 seeds in 0..30 where the moment came).
+/// With it `M` waits until every member it counts shows that it no longer counts the old
+/// incarnation; `X`'s view block comes first, `M` catches up from `X`, and every member
+/// counts the old incarnation, whose failure there loses the shard: every member but `k`
+/// stops with the same `ShardLost` (the designed outcome of a lone holder failing once a
+/// member installed the restart view with its echo; `k`'s new incarnation stays in restart
+/// mode, noticed before). Seeds where the moment never comes are skipped; fails if it comes
+/// in none.
+fn race_c_sweep(seeds: &[u64]) -> Result<(), String> {
+    let mut came = 0;
+    for &seed in seeds {
+        HELD.with(|h| h.set(None));
+        let r = shard_bounce(seed, When::InstalledElsewhere(40), true);
+        if HELD.with(std::cell::Cell::get).is_none() {
+            continue;
+        }
+        came += 1;
+        match r {
+            Err(e) if e.starts_with(SHARD_LOST_AGREED) => {}
+            r => r.map_err(|e| format!("seed {seed}: {e}"))?,
+        }
+    }
+    if came == 0 {
+        return Err(format!(
+            "the race's moment came in none of the seeds {seeds:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Race (c) (s20): see [`race_c_sweep`]. Seeds `SQUALL_SEEDS` (6 by default: the moment comes
+/// at seeds 1, 2 and 5). With the `gms_noticed` wait removed from
+/// `Gms::readmissible_in_restart` (a throwaway mutation) it fails at seed 1 ("no running
+/// member in shard 0 after the restart").
+#[test]
+fn a_lone_holder_restarting_as_a_member_installs_the_restart_view_with_its_echo_is_counted_one_way()
+{
+    race_c_sweep(&squall_transport_mem::sim::seeds(6)).unwrap();
+}
+
+/// Race (c) (s20), the traced run (seed 2; `docs/MEMBERSHIP.md`, twenty-second part): view 1
+/// is `[n0, n1, n3, n4, n5]` (n2 crashed in the first life, so n5 holds shard 2 alone). n0
+/// leads the restart; n3 installs view 2 with every echo, n5's included; n5 crashes at once
+/// and restarts, n3's links to n0 and n4 held. It stalled: n0 and n4 readmitted n5's new
+/// incarnation, read the old one's frozen echo as its own and installed view 2 counting it,
+/// n3 counted the old one and suspected it there with a flag (incarnation 0) that n0, the
+/// leader of view 2, ignores (it knows incarnation 1), so nobody removed n5 and shard 0 of the
+/// group delivered nothing more. Now n0 and n4 wait for n3's `gms_noticed` word, read n3's
+/// view block first, catch up from it, and every member stops with shard 2 lost. Fails
+/// ("shard 0: nothing new delivered after the restart") with the wait removed.
+#[test]
+fn regression_a_lone_holders_new_incarnation_readmitted_while_a_member_ran_the_restart_view_with_the_old_ones_echo()
+ {
+    race_c_sweep(&[2]).unwrap();
+}
+
+/// Race (b) of the eighteenth part (s20, `docs/MEMBERSHIP.md`, twenty-second part): as
+/// [`race_c_sweep`], but the lone holder `k` crashes (and restarts at once) the moment *it*
+/// installed the restart view while some member has not (`When::InstalledHere`); the other
+/// installers' links to those that have not are held 40 steps. `k`'s new incarnation restarts
+/// one view later (its log holds the restart view). Where `k` alone installed it, the others
+/// read its old incarnation's block (the restart view, running) and, by the s18 rule (no
+/// readmission while any row shows a later view), never readmitted the new one, which saw none
+/// of them: the restart hung. Now they readmit once `k`'s row shows the restart view
+/// *restarting* (the new incarnation's block), catch up from it into restart mode and restart
+/// that view with everyone: it must complete and carry on. Where another member installed it
+/// too (and ran it counting the old incarnation), every member but `k` must stop with the same
+/// `ShardLost`, as in race (c). Seeds where the moment never comes are skipped; fails if it
+/// comes in none, or (`alone`) if it never came with `k` the only installer.
+fn race_b_sweep(seeds: &[u64], alone: bool) -> Result<(), String> {
+    let (mut came, mut only) = (0, 0);
+    for &seed in seeds {
+        HELD.with(|h| h.set(None));
+        let r = shard_bounce(seed, When::InstalledHere(40), true);
+        let Some((installed, _)) = HELD.with(std::cell::Cell::get) else {
+            continue;
+        };
+        came += 1;
+        if installed == 0 {
+            only += 1;
+            r.map_err(|e| format!("seed {seed} (k alone installed): {e}"))?;
+            continue;
+        }
+        match r {
+            Err(e) if e.starts_with(SHARD_LOST_AGREED) => {}
+            r => r.map_err(|e| format!("seed {seed}: {e}"))?,
+        }
+    }
+    if came == 0 || (alone && only == 0) {
+        return Err(format!(
+            "the race's moment came in {came} of the seeds {seeds:?}, with the holder the only installer in {only}"
+        ));
+    }
+    Ok(())
+}
+
+/// Race (b) (s20): see [`race_b_sweep`]. Seeds `SQUALL_SEEDS` (6 by default: the moment comes
+/// at seeds 3, 4 and 5, the holder the only installer at seed 3). With the s18 rule back (any
+/// row's later view refuses the readmission; a throwaway mutation) it fails at seed 3
+/// ("restart of view 1 never completed").
+#[test]
+fn a_lone_holder_restarting_right_after_it_installed_the_restart_view_is_readmitted_or_its_shard_lost_everywhere()
+ {
+    race_b_sweep(&squall_transport_mem::sim::seeds(6), true).unwrap();
+}
+
+/// Race (b) (s20), the traced run (seed 3; `docs/MEMBERSHIP.md`, twenty-second part): view 1
+/// is `[n0, n1, n2, n4, n5]` (n3 crashed in the first life, so n0 holds shard 0 alone). n0
+/// leads the restart, installs view 2 first, crashes at once and restarts at view 2 from its
+/// log. It hung: n1, n2, n4 and n5 read n0's old block (view 2, running), never readmitted its
+/// new incarnation, and were blocked by the every-shard rule on shard 0; the new incarnation
+/// saw none of them. Now they readmit it once its block (view 2, restarting) is in n0's row,
+/// catch up into restart mode at view 2, and the restart of view 2 completes with all five.
+#[test]
+fn regression_a_lone_holder_that_installed_the_restart_view_alone_and_restarted_is_readmitted() {
+    race_b_sweep(&[3], true).unwrap();
 }

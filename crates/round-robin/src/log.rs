@@ -793,8 +793,9 @@ fn trusted(e: &IndexEntry, boot: Option<u64>) -> bool {
 /// (Log::durable_mark) says the latest mark whose batch is durable — under
 /// [`FsyncPolicy::EveryBatch`] once an `fdatasync` that started after the batch's write
 /// returned, under the other policies once it is written. With [`SyncMode::Thread`] (the
-/// default) the `fdatasync`s run on the log's syncer thread ([`syncer`]), so `flush` never
-/// waits on the disk; with [`SyncMode::Inline`] `flush` syncs before it returns.
+/// default) the `fdatasync`s run on the log's syncer thread ([`syncer`]; under `EveryBatch`
+/// the batch's `write` too), so `flush` never waits on the disk; with [`SyncMode::Inline`]
+/// `flush` writes and syncs before it returns.
 /// [`sync`](Log::sync) flushes and waits for durability in both modes.
 ///
 /// Beside the file, when [`LogOptions::index_every`] is not `u64::MAX`, it keeps a side index
@@ -1026,10 +1027,11 @@ impl Log {
     /// policy, under `mark` (the caller's number for "everything flushed so far"; marks must
     /// not decrease), which [`durable_mark`](Log::durable_mark) reports once they are:
     ///
-    /// - [`FsyncPolicy::EveryBatch`], [`SyncMode::Thread`]: hands the `fdatasync` to the
-    ///   log's syncer thread (started here the first time) and returns at once; the mark is
-    ///   durable once a sync that started after this write returned (group commit: one sync
-    ///   covers every batch written before it started).
+    /// - [`FsyncPolicy::EveryBatch`], [`SyncMode::Thread`]: hands the bytes to the log's
+    ///   syncer thread (started here the first time), which writes them and `fdatasync`s, and
+    ///   returns at once, with no system call; the mark is durable once that sync returned
+    ///   (group commit: one `write` and one sync cover every batch handed over before they
+    ///   started). Until then a reader of the file may not see the records yet.
     /// - [`FsyncPolicy::EveryBatch`], [`SyncMode::Inline`]: `fdatasync`s before returning;
     ///   the mark is durable at once.
     /// - [`FsyncPolicy::EveryRecords`]: the mark is durable once written (at once); when the
@@ -1048,7 +1050,7 @@ impl Log {
     /// let _ = std::fs::remove_file(&path);
     /// let (mut log, _) = Log::open(&path, FsyncPolicy::EveryBatch)?;
     /// log.append(&Record { view: 0, seq: 0, position: 0, sender: NodeId(0), payload: b"a".to_vec() })?;
-    /// log.flush(1)?; // written; its fdatasync runs on the syncer thread
+    /// log.flush(1)?; // handed over: the syncer thread writes and fdatasyncs it
     /// while log.durable_mark()? != Some(1) {
     ///     std::thread::yield_now(); // a driver parks in `Transport::wait`: the syncer wakes it
     /// }
@@ -1068,6 +1070,24 @@ impl Log {
             }
             return Ok(());
         }
+        if self.policy == FsyncPolicy::EveryBatch
+            && self.sync_mode == SyncMode::Thread
+            && self.start_syncer()
+            && let Some(syncer) = &self.syncer
+        {
+            // The syncer writes the bytes, then syncs them: no system call here.
+            self.len += self.buf.len() as u64;
+            self.unsynced = 0;
+            self.requested += 1;
+            syncer.write_and_request(self.requested, &mut self.buf);
+            self.buf.clear();
+            self.inflight.push_back(Batch {
+                request: self.requested,
+                mark,
+                entries: std::mem::take(&mut self.pending),
+            });
+            return Ok(());
+        }
         (&*self.file)
             .write_all(&self.buf)
             .map_err(|source| self.io_error(source))?;
@@ -1085,26 +1105,26 @@ impl Log {
             return Ok(());
         }
         self.unsynced = 0;
-        if self.sync_mode == SyncMode::Inline || !self.hand_over() {
-            self.file
-                .sync_data()
-                .map_err(|source| self.io_error(source))?;
-            let entries = std::mem::take(&mut self.pending);
-            self.write_index(entries, true);
-            self.after_inline_sync(mark);
-            return Ok(());
-        }
-        if self.policy == FsyncPolicy::EveryBatch {
-            self.inflight.push_back(Batch {
-                request: self.requested,
-                mark,
-                entries: std::mem::take(&mut self.pending),
-            });
-        } else {
-            // Durable once written; the sync runs in the background.
-            self.durable = Some(mark);
-            let entries = std::mem::take(&mut self.pending);
-            self.write_index(entries, false);
+        let background = self.policy != FsyncPolicy::EveryBatch
+            && self.sync_mode == SyncMode::Thread
+            && self.start_syncer();
+        match &self.syncer {
+            Some(syncer) if background => {
+                // `EveryRecords`: durable once written; the sync runs in the background.
+                self.requested += 1;
+                syncer.request(self.requested);
+                self.durable = Some(mark);
+                let entries = std::mem::take(&mut self.pending);
+                self.write_index(entries, false);
+            }
+            _ => {
+                self.file
+                    .sync_data()
+                    .map_err(|source| self.io_error(source))?;
+                let entries = std::mem::take(&mut self.pending);
+                self.write_index(entries, true);
+                self.after_inline_sync(mark);
+            }
         }
         Ok(())
     }
@@ -1125,9 +1145,9 @@ impl Log {
         self.durable = Some(mark);
     }
 
-    /// Hands a sync of everything written so far to the syncer thread (starting it if need
-    /// be); `false` if no thread could be started (the caller then syncs inline).
-    fn hand_over(&mut self) -> bool {
+    /// Starts the syncer thread if it is not running; `false` if no thread could be started
+    /// (the caller then writes and syncs inline).
+    fn start_syncer(&mut self) -> bool {
         if self.syncer.is_none() {
             match syncer::Syncer::spawn(
                 Arc::clone(&self.file),
@@ -1141,12 +1161,7 @@ impl Log {
                 }
             }
         }
-        let Some(syncer) = &self.syncer else {
-            return false;
-        };
-        self.requested += 1;
-        syncer.request(self.requested);
-        true
+        self.syncer.is_some()
     }
 
     /// A sync that failed on the syncer thread, as the log's error.

@@ -83,8 +83,12 @@ fn a_batch_is_not_reported_durable_before_its_sync() {
     l.append(&record(0)).unwrap();
     l.append(&record(1)).unwrap();
     l.flush(2).unwrap();
-    // Written (a reader sees both records), not durable.
-    assert_eq!(log::decode(&std::fs::read(&path).unwrap()).records.len(), 2);
+    // Handed over: the syncer writes it (right before its sync), not the caller.
+    assert!(
+        log::decode(&std::fs::read(&path).unwrap())
+            .records
+            .is_empty()
+    );
     still("the held batch is not durable", || {
         l.durable_mark().unwrap().is_none() && l.sync_pending()
     });
@@ -94,6 +98,7 @@ fn a_batch_is_not_reported_durable_before_its_sync() {
         l.durable_mark().unwrap() == Some(2)
     });
     assert!(!l.sync_pending());
+    assert_eq!(log::decode(&std::fs::read(&path).unwrap()).records.len(), 2);
     assert_eq!(index_entries(&path), 2, "the entries, once synced");
     let entries = log::decode_index(&std::fs::read(log::index_path(&path)).unwrap());
     assert!(entries.iter().all(|e| e.boot == 0), "marked synced");
@@ -187,8 +192,9 @@ fn sync_waits_for_the_syncer_and_a_failure_sticks() {
 }
 
 /// Dropping a log whose syncer is held (a sync requested, not started) joins the thread
-/// without syncing: nothing was reported durable; the records written are in the file (a
-/// process crash keeps them) and a reopen finds them.
+/// without syncing: nothing was reported durable; the syncer writes the bytes handed over
+/// (not synced), so the file holds what was appended, as before the syncer, and a reopen
+/// finds it. Mutation: exiting without that write loses the record.
 #[test]
 fn dropping_the_log_joins_a_held_syncer() {
     let dir = tmpdir("drop");

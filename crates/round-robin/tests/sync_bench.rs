@@ -32,6 +32,11 @@ struct Run {
     rate: f64,
     /// The longest single poll of any member.
     longest: Duration,
+    /// Polls of any member that took over 1 ms and over 5 ms.
+    over_1ms: usize,
+    over_5ms: usize,
+    /// Polls in all.
+    polls: usize,
     /// Log batches and syncer syncs, summed over the members.
     batches: u64,
     syncs: u64,
@@ -78,6 +83,7 @@ fn run(mode: SyncMode, n: usize, per_sender: u64, size: usize, tag: &str) -> Run
                 let mut up = Vec::new();
                 let (mut sent, mut got) = (0u64, 0u64);
                 let mut longest = Duration::ZERO;
+                let (mut over_1ms, mut over_5ms, mut polls) = (0usize, 0usize, 0usize);
                 let mut elapsed = None;
                 start.wait();
                 let t0 = Instant::now();
@@ -91,7 +97,11 @@ fn run(mode: SyncMode, n: usize, per_sender: u64, size: usize, tag: &str) -> Run
                     }
                     let t = Instant::now();
                     let busy = rr.poll(&mut up);
-                    longest = longest.max(t.elapsed());
+                    let took = t.elapsed();
+                    longest = longest.max(took);
+                    polls += 1;
+                    over_1ms += usize::from(took > Duration::from_millis(1));
+                    over_5ms += usize::from(took > Duration::from_millis(5));
                     for u in up.drain(..) {
                         match u {
                             Upcall::Deliver(_) => got += 1,
@@ -116,6 +126,7 @@ fn run(mode: SyncMode, n: usize, per_sender: u64, size: usize, tag: &str) -> Run
                     longest,
                     s.log_batches,
                     s.log_syncs,
+                    (over_1ms, over_5ms, polls),
                 )
             })
         })
@@ -126,6 +137,9 @@ fn run(mode: SyncMode, n: usize, per_sender: u64, size: usize, tag: &str) -> Run
     Run {
         rate: total as f64 / slowest.as_secs_f64().max(1e-9),
         longest: results.iter().map(|r| r.1).max().unwrap_or_default(),
+        over_1ms: results.iter().map(|r| r.4.0).sum(),
+        over_5ms: results.iter().map(|r| r.4.1).sum(),
+        polls: results.iter().map(|r| r.4.2).sum(),
         batches: results.iter().map(|r| r.2).sum(),
         syncs: results.iter().map(|r| r.3).sum(),
     }
@@ -156,9 +170,12 @@ fn durable_poll_turns_inline_vs_syncer_thread() {
         ] {
             let m = run(mode, n, per_sender, size, &format!("{mode:?}-{r}"));
             eprintln!(
-                "SYNC-BENCH {mode:?} round {r}: {n} members, {per_sender} x {size} B per sender: {:.0} msg/s, longest poll {:.2} ms, {} log batches, {} syncer syncs",
+                "SYNC-BENCH {mode:?} round {r}: {n} members, {per_sender} x {size} B per sender: {:.0} msg/s, longest poll {:.2} ms, polls over 1 ms / over 5 ms / all: {} / {} / {}, {} log batches, {} syncer syncs",
                 m.rate,
                 m.longest.as_secs_f64() * 1e3,
+                m.over_1ms,
+                m.over_5ms,
+                m.polls,
                 m.batches,
                 m.syncs
             );
@@ -167,13 +184,17 @@ fn durable_poll_turns_inline_vs_syncer_thread() {
     }
     let rate = |v: &[Run]| median(v.iter().map(|m| m.rate).collect());
     let longest = |v: &[Run]| median(v.iter().map(|m| m.longest.as_secs_f64() * 1e3).collect());
+    let over = |v: &[Run]| median(v.iter().map(|m| m.over_1ms as f64).collect());
     eprintln!(
-        "SYNC-BENCH medians: inline {:.0} msg/s, longest poll {:.2} ms; syncer thread {:.0} msg/s, longest poll {:.2} ms; thread / inline: throughput {:.2}, longest poll {:.3}",
+        "SYNC-BENCH medians: inline {:.0} msg/s, longest poll {:.2} ms, {:.0} polls over 1 ms; syncer thread {:.0} msg/s, longest poll {:.2} ms, {:.0} polls over 1 ms; thread / inline: throughput {:.2}, longest poll {:.3}, polls over 1 ms {:.3}",
         rate(&inline),
         longest(&inline),
+        over(&inline),
         rate(&thread),
         longest(&thread),
+        over(&thread),
         rate(&thread) / rate(&inline),
-        longest(&thread) / longest(&inline)
+        longest(&thread) / longest(&inline),
+        over(&thread) / over(&inline).max(1.0)
     );
 }

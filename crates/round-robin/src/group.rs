@@ -1011,12 +1011,12 @@ impl<T: Transport> RoundRobin<T> {
     /// Durable mode: appends, in sequence order, every message of the gap-free prefix received
     /// here (nulls skipped), writes the batch and starts its sync per the fsync policy — once
     /// per call, never per message ([`Log::flush`], under the logged frontier as its mark) —
-    /// and publishes as received what the log reports durable ([`publish_durable`]
-    /// (RoundRobin::publish_durable)). With the syncer thread the batch is durable at a later
-    /// poll (the syncer wakes the driver); inline, at once. A message is thus stable (the
-    /// column minimum passes it) only once it is durable in every member's log, and every
-    /// log is a prefix of the agreed order: a message is logged at its final place, after
-    /// everything before it.
+    /// and publishes as received what the log reports durable
+    /// ([`publish_durable`](RoundRobin::publish_durable)). With the syncer thread the batch
+    /// is durable at a later poll (the syncer wakes the driver); inline, at once. A message
+    /// is thus stable (the column minimum passes it) only once it is durable in every
+    /// member's log, and every log is a prefix of the agreed order: a message is logged at
+    /// its final place, after everything before it.
     fn log_prefix(&mut self) -> Result<bool, StopReason> {
         let Some(log) = &mut self.log else {
             return Ok(false);

@@ -789,8 +789,8 @@ fn trusted(e: &IndexEntry, boot: Option<u64>) -> bool {
 ///
 /// **Flushing and durability.** [`append`](Log::append) buffers; [`flush`](Log::flush)
 /// writes the buffered batch to the file and starts making it durable per the policy, under a
-/// caller's *mark* (round-robin passes its logged sequence frontier); [`durable_mark`]
-/// (Log::durable_mark) says the latest mark whose batch is durable — under
+/// caller's *mark* (round-robin passes its logged sequence frontier);
+/// [`durable_mark`](Log::durable_mark) says the latest mark whose batch is durable — under
 /// [`FsyncPolicy::EveryBatch`] once an `fdatasync` that started after the batch's write
 /// returned, under the other policies once it is written. With [`SyncMode::Thread`] (the
 /// default) the `fdatasync`s run on the log's syncer thread ([`syncer`]; under `EveryBatch`

@@ -465,8 +465,9 @@ impl<T: Transport> RoundRobin<T> {
     /// at most about two `fdatasync`s, once per view change) — the one wait of the poll
     /// thread on the log's syncer thread; the counts of the durable prefix are returned, so
     /// a trim computed from them never asks for a message missing from a survivor's log,
-    /// nor counts one whose sync had not returned. If the log fails, the epoch stops and the
-    /// counts published before are returned.
+    /// nor counts one whose sync had not returned. On an epoch that already wedged itself (a
+    /// failure), it waits for the sync in flight too, publishing nothing. If the log fails,
+    /// the epoch stops and the counts durable before are returned.
     pub fn wedge(&mut self) -> Vec<u64> {
         if self.log.is_some() {
             if !self.wedged {
@@ -475,6 +476,16 @@ impl<T: Transport> RoundRobin<T> {
                     .and_then(|_| self.settle_log().map_err(StopReason::Log));
                 if let Err(why) = logged {
                     self.stop(why);
+                }
+            } else if !matches!(self.stopped, Some(StopReason::Log(_))) {
+                // Wedged by a failure: what was logged before counts once its sync returns,
+                // as when the sync ran inside the poll (not published: the epoch writes
+                // nothing more to its peers).
+                if let Some(log) = &mut self.log
+                    && log.sync().is_ok()
+                    && let Ok(Some(mark)) = log.durable_mark()
+                {
+                    self.durable_seq = self.durable_seq.max(mark);
                 }
             }
             self.wedged = true;

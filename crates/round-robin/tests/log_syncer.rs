@@ -372,3 +372,37 @@ fn a_failed_sync_stops_the_epoch() {
     assert_eq!(delivered(&up1), 0);
     std::fs::remove_dir_all(&p.dir).ok();
 }
+
+/// An epoch that wedged itself (a failure) before its batch's sync returned still reports
+/// that batch once the sync returns: `wedge` waits for it (publishing nothing), as when the
+/// sync ran inside the poll. Mutation: skipping that wait for a wedged epoch reports `[0]`.
+#[test]
+fn the_wedge_of_an_epoch_stopped_by_a_failure_waits_for_the_sync_in_flight() {
+    let mut p = pair("rr-wedged");
+    for i in 0..3u64 {
+        p.rr[0].submit(&common::encode(0, i, 30)).unwrap();
+    }
+    let mut up0 = Vec::new();
+    eventually("n0's batch durable", || {
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        p.rr[0].logged_seq() == 3
+    });
+    let mut up1 = Vec::new();
+    p.rr[1].poll(&mut up1);
+    assert_eq!((p.rr[1].written_seq(), p.rr[1].logged_seq()), (3, 0));
+    p.rr[1].suspect_known(NodeId(0));
+    eventually("n1 wedges on the failure", || {
+        p.rr[1].poll(&mut up1);
+        up1.contains(&Upcall::Wedged)
+    });
+    assert_eq!(p.rr[1].published_received(), vec![0]);
+    drop(std::mem::replace(&mut p.gate, std::sync::mpsc::channel().0));
+    assert_eq!(p.rr[1].wedge(), vec![3], "the sync in flight counts");
+    assert_eq!(
+        p.rr[1].published_received(),
+        vec![0],
+        "nothing published after the wedge"
+    );
+    std::fs::remove_dir_all(&p.dir).ok();
+}

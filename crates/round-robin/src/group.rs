@@ -76,8 +76,12 @@ pub struct Stats {
     pub chunk_writes: u64,
     /// Durable mode: application messages appended to the log.
     pub logged: u64,
-    /// Durable mode: log batches written (one write, and per the fsync policy one sync, each).
+    /// Durable mode: log batches written (one write each, and per the fsync policy a sync:
+    /// inline one per batch, on the syncer thread one per group of batches).
     pub log_batches: u64,
+    /// Durable mode: `fdatasync`s the log's syncer thread started (0 inline): with group
+    /// commit, at most [`log_batches`](Stats::log_batches).
+    pub log_syncs: u64,
 }
 
 /// What arrived from a sender and waits for earlier messages (or its own data) to complete.
@@ -162,8 +166,12 @@ pub struct RoundRobin<T: Transport> {
     received: Vec<u64>,
     /// Durable mode, per sender rank: received here and not yet logged, in order.
     staged: Vec<VecDeque<Entry>>,
-    /// Durable mode: every sequence number below this one is logged (or a null) here.
-    logged_seq: u64,
+    /// Durable mode: every sequence number below this one is logged (or a null) here: written
+    /// to the log file (its sync may still be in flight).
+    written_seq: u64,
+    /// Durable mode: every sequence number below this one is logged and durable per the fsync
+    /// policy: what this member publishes as received.
+    durable_seq: u64,
     /// Durable mode: the delivery position of the next message logged.
     log_position: u64,
     /// Per sender rank: (logged and) received, waiting for delivery.
@@ -388,8 +396,10 @@ impl<T: Transport> RoundRobin<T> {
                 let options = LogOptions {
                     fsync: *fsync,
                     index_every: cfg.log_index_every,
+                    sync_mode: cfg.log_sync,
                 };
-                let (log, rec) = Log::open_with(path, options)?;
+                let (mut log, rec) = Log::open_with(path, options)?;
+                log.set_waker(sst.transport().waker());
                 if let Some((logged, _)) = log.last()
                     && logged >= cfg.view
                 {
@@ -418,7 +428,8 @@ impl<T: Transport> RoundRobin<T> {
             next_index: 0,
             received: vec![0; ns],
             staged: (0..ns).map(|_| VecDeque::new()).collect(),
-            logged_seq: 0,
+            written_seq: 0,
+            durable_seq: 0,
             log_position: first_position.unwrap_or(0),
             queues: (0..ns).map(|_| VecDeque::new()).collect(),
             next_seq: 0,
@@ -449,21 +460,36 @@ impl<T: Transport> RoundRobin<T> {
     /// has received — a gap-free count per sender. Also works on an epoch that already wedged
     /// itself (a failure the transport reported).
     ///
-    /// In durable mode the count is what the log holds: the gap-free prefix received so far is
-    /// logged (and synced per the fsync policy) first, and the counts of the logged prefix are
-    /// returned, so a trim computed from them never asks for a message missing from a
-    /// survivor's log.
+    /// In durable mode the count is what the log holds durably: the gap-free prefix received
+    /// so far is logged first, and the call waits for its sync (and one in flight, if any:
+    /// at most about two `fdatasync`s, once per view change) — the one wait of the poll
+    /// thread on the log's syncer thread; the counts of the durable prefix are returned, so
+    /// a trim computed from them never asks for a message missing from a survivor's log,
+    /// nor counts one whose sync had not returned. On an epoch that already wedged itself (a
+    /// failure), it waits for the sync in flight too, publishing nothing. If the log fails,
+    /// the epoch stops and the counts durable before are returned.
     pub fn wedge(&mut self) -> Vec<u64> {
         if self.log.is_some() {
-            let before = self.logged_seq;
-            if !self.wedged
-                && let Err(why) = self.log_prefix()
-            {
-                self.stop(why);
-                return seq_prefix_counts(before, self.senders.len());
+            if !self.wedged {
+                let logged = self
+                    .log_prefix()
+                    .and_then(|_| self.settle_log().map_err(StopReason::Log));
+                if let Err(why) = logged {
+                    self.stop(why);
+                }
+            } else if !matches!(self.stopped, Some(StopReason::Log(_))) {
+                // Wedged by a failure: what was logged before counts once its sync returns,
+                // as when the sync ran inside the poll (not published: the epoch writes
+                // nothing more to its peers).
+                if let Some(log) = &mut self.log
+                    && log.sync().is_ok()
+                    && let Ok(Some(mark)) = log.durable_mark()
+                {
+                    self.durable_seq = self.durable_seq.max(mark);
+                }
             }
             self.wedged = true;
-            return seq_prefix_counts(self.logged_seq, self.senders.len());
+            return seq_prefix_counts(self.durable_seq, self.senders.len());
         }
         if !self.wedged {
             tracing::debug!(me = %self.me(), received = ?self.received, "round-robin: epoch wedged");
@@ -492,12 +518,12 @@ impl<T: Transport> RoundRobin<T> {
                 senders: self.senders.len(),
             });
         }
-        if let Some((k, (&t, &r))) = trim
-            .iter()
-            .zip(&self.received)
-            .enumerate()
-            .find(|(_, (t, r))| t > r)
-        {
+        // Durable mode: only what is durable here counts (what `wedge` reported).
+        let have = match self.log {
+            Some(_) => seq_prefix_counts(self.durable_seq, self.senders.len()),
+            None => self.received.clone(),
+        };
+        if let Some((k, (&t, &r))) = trim.iter().zip(&have).enumerate().find(|(_, (t, r))| t > r) {
             return Err(TrimError::Beyond {
                 sender: self.senders[k],
                 trim: t,
@@ -576,7 +602,10 @@ impl<T: Transport> RoundRobin<T> {
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        Stats {
+            log_syncs: self.log.as_ref().map_or(0, Log::syncer_syncs),
+            ..self.stats
+        }
     }
 
     /// Why the group stopped, if it did.
@@ -616,10 +645,25 @@ impl<T: Transport> RoundRobin<T> {
         self.next_seq
     }
 
-    /// Durable mode: every sequence number below this one is in the local log (or was a null)
-    /// and counted as received; 0 in the other modes.
+    /// Durable mode: every sequence number below this one is in the local log (or was a null),
+    /// durable per the fsync policy, and counted as received; 0 in the other modes.
     pub fn logged_seq(&self) -> u64 {
-        self.logged_seq
+        self.durable_seq
+    }
+
+    /// Durable mode: every sequence number below this one is written to the local log (or
+    /// was a null); at least [`logged_seq`](RoundRobin::logged_seq), above it while the sync
+    /// of a batch is in flight on the log's syncer thread; 0 in the other modes.
+    pub fn written_seq(&self) -> u64 {
+        self.written_seq
+    }
+
+    /// Test hook: the durable log's syncer thread waits for a message on the returned sender
+    /// (or its drop) before each `fdatasync` (`false` fails it: [`Log::gate_syncer`]); `None`
+    /// when not durable.
+    #[doc(hidden)]
+    pub fn gate_log_syncer(&mut self) -> Option<std::sync::mpsc::Sender<bool>> {
+        self.log.as_mut().map(Log::gate_syncer)
     }
 
     /// What this member publishes as received, per sender rank (its `rr_received` row). In
@@ -976,20 +1020,23 @@ impl<T: Transport> RoundRobin<T> {
     }
 
     /// Durable mode: appends, in sequence order, every message of the gap-free prefix received
-    /// here (nulls skipped), writes and syncs the batch per the fsync policy — once per call,
-    /// never per message — and only then publishes the prefix as received. A message is thus
-    /// stable (the column minimum passes it) only once it is in every member's log, and every
-    /// log is a prefix of the agreed order: a message is logged at its final place, after
-    /// everything before it.
+    /// here (nulls skipped), writes the batch and starts its sync per the fsync policy — once
+    /// per call, never per message ([`Log::flush`], under the logged frontier as its mark) —
+    /// and publishes as received what the log reports durable
+    /// ([`publish_durable`](RoundRobin::publish_durable)). With the syncer thread the batch
+    /// is durable at a later poll (the syncer wakes the driver); inline, at once. A message
+    /// is thus stable (the column minimum passes it) only once it is durable in every
+    /// member's log, and every log is a prefix of the agreed order: a message is logged at
+    /// its final place, after everything before it.
     fn log_prefix(&mut self) -> Result<bool, StopReason> {
         let Some(log) = &mut self.log else {
             return Ok(false);
         };
         let ns = self.senders.len() as u64;
-        let start = self.logged_seq;
+        let start = self.written_seq;
         loop {
-            let k = (self.logged_seq % ns) as usize;
-            let i = self.logged_seq / ns;
+            let k = (self.written_seq % ns) as usize;
+            let i = self.written_seq / ns;
             let Some(head) = self.staged[k].front() else {
                 break;
             };
@@ -1009,7 +1056,7 @@ impl<T: Transport> RoundRobin<T> {
                     };
                     log.append_parts(
                         self.cfg.view,
-                        self.logged_seq,
+                        self.written_seq,
                         self.log_position,
                         self.senders[k],
                         &payload,
@@ -1019,16 +1066,47 @@ impl<T: Transport> RoundRobin<T> {
                     self.queues[k].push_back(Entry::Data(payload));
                 }
             }
-            self.logged_seq += 1;
+            self.written_seq += 1;
         }
-        if self.logged_seq == start {
+        let flushed = self.written_seq != start;
+        if flushed {
+            log.flush(self.written_seq)?;
+            self.stats.log_batches += 1;
+        }
+        Ok(self.publish_durable()? || flushed)
+    }
+
+    /// Durable mode: publishes as received the prefix the log reports durable, if it moved
+    /// ([`Log::durable_mark`]: never waits).
+    fn publish_durable(&mut self) -> Result<bool, StopReason> {
+        let Some(log) = &mut self.log else {
+            return Ok(false);
+        };
+        let Some(mark) = log.durable_mark()? else {
+            return Ok(false);
+        };
+        if mark <= self.durable_seq {
             return Ok(false);
         }
-        log.sync()?;
-        self.stats.log_batches += 1;
-        let counts = seq_prefix_counts(self.logged_seq, self.senders.len());
+        self.durable_seq = mark;
+        let counts = seq_prefix_counts(mark, self.senders.len());
         publish(&mut self.sst, self.f.received, counts.into_iter())?;
         Ok(true)
+    }
+
+    /// Durable mode: waits until every batch written is durable ([`Log::sync`]) and publishes
+    /// it as received. The wedge's wait.
+    fn settle_log(&mut self) -> Result<(), LogError> {
+        if let Some(log) = &mut self.log {
+            log.sync()?;
+        }
+        match self.publish_durable() {
+            Ok(_) => Ok(()),
+            Err(StopReason::Log(e)) => Err(e),
+            // The table refused the push (the epoch is wedging anyway): what the log holds
+            // is what the wedge reports.
+            Err(_) => Ok(()),
+        }
     }
 
     /// Sends one run of nulls when another sender's messages would otherwise wait on this one.

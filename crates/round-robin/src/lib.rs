@@ -37,4 +37,4 @@ mod schedule;
 pub use config::{Config, Mode, Relay};
 pub use error::{ConfigError, Error, StopReason, TrimError};
 pub use group::{RoundRobin, Stats, seq_prefix_counts};
-pub use log::FsyncPolicy;
+pub use log::{FsyncPolicy, SyncMode};

@@ -40,12 +40,16 @@
 //!   reader finds it (as it finds a broken checksum before the last record, which the skim
 //!   never checks).
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use squall_transport::NodeId;
+use squall_transport::{NodeId, Waker};
 use thiserror::Error;
+
+pub mod syncer;
 
 /// The file's first eight bytes.
 pub const MAGIC: &[u8; 8] = b"SQRRLOG1";
@@ -215,6 +219,25 @@ pub enum LogError {
         /// The payload's length.
         len: usize,
     },
+}
+
+/// Where a [`Log`]'s `fdatasync`s run (see [`Log::flush`]).
+///
+/// ```
+/// use squall_round_robin::log::SyncMode;
+/// assert_eq!(SyncMode::default(), SyncMode::Thread);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SyncMode {
+    /// On a thread the log owns (`squall-log-sync`, spawned at the first sync the log needs,
+    /// joined when it is dropped): [`Log::flush`] writes the batch and hands its sync over,
+    /// never waiting; one `fdatasync` covers every batch written before it started (group
+    /// commit); [`Log::durable_mark`] reports a batch once that sync returned. The default.
+    #[default]
+    Thread,
+    /// Inside [`Log::flush`], on the caller's thread: deterministic, for the simulator, and the
+    /// behaviour before the syncer thread (to compare with).
+    Inline,
 }
 
 /// When the log calls `fsync`.
@@ -587,9 +610,9 @@ pub type Recovery = Skimmed;
 /// The options of a [`Log`] opened for appending.
 ///
 /// ```
-/// use squall_round_robin::log::{FsyncPolicy, LogOptions, DEFAULT_INDEX_EVERY};
+/// use squall_round_robin::log::{FsyncPolicy, LogOptions, SyncMode, DEFAULT_INDEX_EVERY};
 /// let o = LogOptions::new(FsyncPolicy::EveryBatch);
-/// assert_eq!(o.index_every, DEFAULT_INDEX_EVERY);
+/// assert_eq!((o.index_every, o.sync_mode), (DEFAULT_INDEX_EVERY, SyncMode::Thread));
 /// assert!(LogOptions { index_every: 0, ..o }.validate().is_err());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -602,6 +625,8 @@ pub struct LogOptions {
     /// (at least 1; `u64::MAX`: no index is written, every skim reads the whole file). The
     /// index costs [`INDEX_ENTRY`] bytes per `index_every` bytes of log.
     pub index_every: u64,
+    /// Where the `fdatasync`s run: a syncer thread (the default) or inline.
+    pub sync_mode: SyncMode,
 }
 
 impl LogOptions {
@@ -610,6 +635,7 @@ impl LogOptions {
         LogOptions {
             fsync: policy,
             index_every: DEFAULT_INDEX_EVERY,
+            sync_mode: SyncMode::default(),
         }
     }
 
@@ -761,10 +787,21 @@ fn trusted(e: &IndexEntry, boot: Option<u64>) -> bool {
 
 /// The durable log: append records, sync per policy.
 ///
+/// **Flushing and durability.** [`append`](Log::append) buffers; [`flush`](Log::flush)
+/// writes the buffered batch to the file and starts making it durable per the policy, under a
+/// caller's *mark* (round-robin passes its logged sequence frontier);
+/// [`durable_mark`](Log::durable_mark) says the latest mark whose batch is durable — under
+/// [`FsyncPolicy::EveryBatch`] once an `fdatasync` that started after the batch's write
+/// returned, under the other policies once it is written. With [`SyncMode::Thread`] (the
+/// default) the `fdatasync`s run on the log's syncer thread ([`syncer`]; under `EveryBatch`
+/// the batch's `write` too), so `flush` never waits on the disk; with [`SyncMode::Inline`]
+/// `flush` writes and syncs before it returns.
+/// [`sync`](Log::sync) flushes and waits for durability in both modes.
+///
 /// Beside the file, when [`LogOptions::index_every`] is not `u64::MAX`, it keeps a side index
 /// ([`index_path`]): an [`IndexEntry`] for a record at least every `index_every` bytes,
-/// appended after the [`sync`](Log::sync) that wrote the record (after its `fdatasync`, where
-/// the policy syncs). The index is a hint, never synced itself and never trusted blindly:
+/// appended once the record is written, and under [`FsyncPolicy::EveryBatch`] once it is
+/// durable (after its `fdatasync`, by the poll that finds it durable). The index is a hint, never synced itself and never trusted blindly:
 /// [`Log::skim`] starts from its last entry that checks out against the log, and reads the
 /// whole file when none does.
 ///
@@ -787,8 +824,24 @@ fn trusted(e: &IndexEntry, boot: Option<u64>) -> bool {
 #[derive(Debug)]
 pub struct Log {
     path: PathBuf,
-    file: File,
+    /// Shared with the syncer thread (which syncs it); replaced by a compaction.
+    file: Arc<File>,
     policy: FsyncPolicy,
+    sync_mode: SyncMode,
+    /// The syncer thread, once a sync was handed over.
+    syncer: Option<syncer::Syncer>,
+    /// Woken by the syncer after each sync.
+    waker: Waker,
+    /// Test hook: handed to the syncer when it starts.
+    gate: Option<std::sync::mpsc::Receiver<bool>>,
+    /// Sync requests handed to the syncer so far.
+    requested: u64,
+    /// Written batches waiting for their sync, in order.
+    inflight: VecDeque<Batch>,
+    /// The latest mark durable.
+    durable: Option<u64>,
+    /// The latest mark flushed.
+    flushed: Option<u64>,
     buf: Vec<u8>,
     unsynced: u64,
     next: Option<(u64, u64)>,
@@ -801,8 +854,27 @@ pub struct Log {
     index_at: u64,
     /// The largest sequence number logged.
     max_seq: Option<u64>,
-    /// Entries of records appended since the last sync (their `boot` set when written).
+    /// Entries of records appended since the last flush (their `boot` set when written).
     pending: Vec<IndexEntry>,
+}
+
+/// A batch written to the file whose sync the syncer has not finished.
+#[derive(Debug)]
+struct Batch {
+    /// The sync request that covers it.
+    request: u64,
+    /// The caller's mark of its flush.
+    mark: u64,
+    /// Its records' index entries (written, `boot` 0, once it is durable).
+    entries: Vec<IndexEntry>,
+}
+
+impl Drop for Log {
+    /// Stops the syncer thread (after the sync it is in, if any) and joins it. A batch whose
+    /// sync had not started stays unsynced: nothing reported it durable.
+    fn drop(&mut self) {
+        self.syncer = None;
+    }
 }
 
 impl Log {
@@ -860,8 +932,16 @@ impl Log {
         Ok((
             Log {
                 path: path.to_path_buf(),
-                file,
+                file: Arc::new(file),
                 policy: options.fsync,
+                sync_mode: options.sync_mode,
+                syncer: None,
+                waker: Waker::noop(),
+                gate: None,
+                requested: 0,
+                inflight: VecDeque::new(),
+                durable: None,
+                flushed: None,
                 buf: Vec::new(),
                 unsynced: 0,
                 next,
@@ -923,18 +1003,94 @@ impl Log {
         Ok(())
     }
 
-    /// Writes the buffered records and syncs per the policy. Once it returns, they count as
-    /// persisted. Then appends the index entries of the records written (not synced: the index
-    /// is a hint; an entry is marked as synced only if this call synced the log).
+    /// Writes the buffered records and makes them durable per the policy, waiting for it:
+    /// [`flush`](Log::flush) under the last mark flushed, then, if the syncer has syncs in
+    /// flight, waits until they returned (blocking the caller for at most about two
+    /// `fdatasync`s). Once it returns, everything appended counts as persisted (and
+    /// [`durable_mark`](Log::durable_mark) reports the last mark flushed). A sync's failure
+    /// is returned (here and by every later call).
     pub fn sync(&mut self) -> Result<(), LogError> {
+        if !self.buf.is_empty() || self.flushed.is_some() {
+            self.flush(self.flushed.unwrap_or(0))?;
+        }
+        if let Some(syncer) = &self.syncer {
+            syncer.wait().map_err(|source| LogError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        }
+        self.durable_mark()?;
+        Ok(())
+    }
+
+    /// Writes the buffered records (one `write`) and starts making them durable per the
+    /// policy, under `mark` (the caller's number for "everything flushed so far"; marks must
+    /// not decrease), which [`durable_mark`](Log::durable_mark) reports once they are:
+    ///
+    /// - [`FsyncPolicy::EveryBatch`], [`SyncMode::Thread`]: hands the bytes to the log's
+    ///   syncer thread (started here the first time), which writes them and `fdatasync`s, and
+    ///   returns at once, with no system call; the mark is durable once that sync returned
+    ///   (group commit: one `write` and one sync cover every batch handed over before they
+    ///   started). Until then a reader of the file may not see the records yet.
+    /// - [`FsyncPolicy::EveryBatch`], [`SyncMode::Inline`]: `fdatasync`s before returning;
+    ///   the mark is durable at once.
+    /// - [`FsyncPolicy::EveryRecords`]: the mark is durable once written (at once); when the
+    ///   records since the last sync reach the count, a sync runs (on the syncer thread, or
+    ///   inline).
+    /// - [`FsyncPolicy::Never`]: the mark is durable once written (at once).
+    ///
+    /// With nothing buffered, the mark is durable once every earlier batch is. Index entries
+    /// of the records are written once they are durable (see [`Log`]). A sync's failure is
+    /// returned (here and by every later call).
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, Record};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-flush-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, _) = Log::open(&path, FsyncPolicy::EveryBatch)?;
+    /// log.append(&Record { view: 0, seq: 0, position: 0, sender: NodeId(0), payload: b"a".to_vec() })?;
+    /// log.flush(1)?; // handed over: the syncer thread writes and fdatasyncs it
+    /// while log.durable_mark()? != Some(1) {
+    ///     std::thread::yield_now(); // a driver parks in `Transport::wait`: the syncer wakes it
+    /// }
+    /// log.sync()?; // nothing new: returns at once
+    /// # drop(log);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn flush(&mut self, mark: u64) -> Result<(), LogError> {
+        self.flushed = Some(mark);
+        self.check_syncer()?;
         if self.buf.is_empty() {
+            match self.inflight.back_mut() {
+                Some(b) => b.mark = mark,
+                None => self.durable = Some(mark),
+            }
             return Ok(());
         }
-        let io = |source| LogError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        self.file.write_all(&self.buf).map_err(io)?;
+        if self.policy == FsyncPolicy::EveryBatch
+            && self.sync_mode == SyncMode::Thread
+            && self.start_syncer()
+            && let Some(syncer) = &self.syncer
+        {
+            // The syncer writes the bytes, then syncs them: no system call here.
+            self.len += self.buf.len() as u64;
+            self.unsynced = 0;
+            self.requested += 1;
+            syncer.write_and_request(self.requested, &mut self.buf);
+            self.buf.clear();
+            self.inflight.push_back(Batch {
+                request: self.requested,
+                mark,
+                entries: std::mem::take(&mut self.pending),
+            });
+            return Ok(());
+        }
+        (&*self.file)
+            .write_all(&self.buf)
+            .map_err(|source| self.io_error(source))?;
         self.len += self.buf.len() as u64;
         self.buf.clear();
         let sync = match self.policy {
@@ -942,28 +1098,145 @@ impl Log {
             FsyncPolicy::EveryRecords(n) => self.unsynced >= n,
             FsyncPolicy::Never => false,
         };
-        if sync {
-            self.file.sync_data().map_err(io)?;
-            self.unsynced = 0;
+        if !sync {
+            self.durable = Some(mark);
+            let entries = std::mem::take(&mut self.pending);
+            self.write_index(entries, false);
+            return Ok(());
         }
-        self.write_index(sync);
+        self.unsynced = 0;
+        let background = self.policy != FsyncPolicy::EveryBatch
+            && self.sync_mode == SyncMode::Thread
+            && self.start_syncer();
+        match &self.syncer {
+            Some(syncer) if background => {
+                // `EveryRecords`: durable once written; the sync runs in the background.
+                self.requested += 1;
+                syncer.request(self.requested);
+                self.durable = Some(mark);
+                let entries = std::mem::take(&mut self.pending);
+                self.write_index(entries, false);
+            }
+            _ => {
+                self.file
+                    .sync_data()
+                    .map_err(|source| self.io_error(source))?;
+                let entries = std::mem::take(&mut self.pending);
+                self.write_index(entries, true);
+                self.after_inline_sync(mark);
+            }
+        }
         Ok(())
     }
 
-    /// Appends the pending index entries (the records are written, and synced if `synced`).
+    /// `source` as an error of this log's file.
+    fn io_error(&self, source: std::io::Error) -> LogError {
+        LogError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// An inline sync returned: every batch written so far is durable.
+    fn after_inline_sync(&mut self, mark: u64) {
+        for b in std::mem::take(&mut self.inflight) {
+            self.write_index(b.entries, true);
+        }
+        self.durable = Some(mark);
+    }
+
+    /// Starts the syncer thread if it is not running; `false` if no thread could be started
+    /// (the caller then writes and syncs inline).
+    fn start_syncer(&mut self) -> bool {
+        if self.syncer.is_none() {
+            match syncer::Syncer::spawn(
+                Arc::clone(&self.file),
+                self.waker.clone(),
+                self.gate.take(),
+            ) {
+                Ok(s) => self.syncer = Some(s),
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), error = %e, "durable log: no syncer thread; syncing inline");
+                    return false;
+                }
+            }
+        }
+        self.syncer.is_some()
+    }
+
+    /// A sync that failed on the syncer thread, as the log's error.
+    fn check_syncer(&self) -> Result<(), LogError> {
+        if let Some(syncer) = &self.syncer {
+            syncer.done().map_err(|source| self.io_error(source))?;
+        }
+        Ok(())
+    }
+
+    /// The latest mark (of [`flush`](Log::flush)) whose records are durable per the policy,
+    /// if any; takes the syncer's progress (never waits) and writes the index entries of the
+    /// batches it made durable. A sync's failure is returned (here and by every later call).
+    pub fn durable_mark(&mut self) -> Result<Option<u64>, LogError> {
+        if let Some(syncer) = &self.syncer {
+            let done = syncer.done().map_err(|source| LogError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+            while self.inflight.front().is_some_and(|b| b.request <= done) {
+                if let Some(b) = self.inflight.pop_front() {
+                    self.durable = Some(b.mark);
+                    self.write_index(b.entries, true);
+                }
+            }
+        }
+        Ok(self.durable)
+    }
+
+    /// Whether a flushed batch waits for its sync.
+    pub fn sync_pending(&self) -> bool {
+        !self.inflight.is_empty()
+    }
+
+    /// `fdatasync`s the syncer thread has started (0 without one: inline mode, or nothing
+    /// handed over yet).
+    pub fn syncer_syncs(&self) -> u64 {
+        self.syncer.as_ref().map_or(0, syncer::Syncer::syncs)
+    }
+
+    /// Makes the syncer thread wake `waker` after each sync (the driver's transport waker, so
+    /// that a driver parked in `Transport::wait` polls again and finds its batch durable).
+    pub fn set_waker(&mut self, waker: Waker) {
+        if let Some(s) = &self.syncer {
+            s.set_waker(waker.clone());
+        }
+        self.waker = waker;
+    }
+
+    /// Test hook: the syncer thread waits for a message on the returned sender (or its drop)
+    /// before each `fdatasync`, so a test can hold a batch unsynced; `false` fails that sync
+    /// (an injected I/O error).
+    #[doc(hidden)]
+    pub fn gate_syncer(&mut self) -> std::sync::mpsc::Sender<bool> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        match &self.syncer {
+            Some(s) => s.set_gate(rx),
+            None => self.gate = Some(rx),
+        }
+        tx
+    }
+
+    /// Appends `entries` to the index (their records are written, and synced if `synced`).
     /// A failure drops the index for this log's lifetime (logged at `warn`): a later skim
     /// checks what it finds, so a torn entry costs a longer skim, never a wrong one.
-    fn write_index(&mut self, synced: bool) {
-        if self.pending.is_empty() {
+    fn write_index(&mut self, entries: Vec<IndexEntry>, synced: bool) {
+        if entries.is_empty() {
             return;
         }
         let boot = if synced { Some(0) } else { boot_tag() };
         let Some((boot, index)) = boot.zip(self.index.as_mut()) else {
-            self.pending.clear();
             return;
         };
-        let mut out = Vec::with_capacity(self.pending.len() * INDEX_ENTRY);
-        for e in self.pending.drain(..) {
+        let mut out = Vec::with_capacity(entries.len() * INDEX_ENTRY);
+        for e in entries {
             encode_index_entry(&IndexEntry { boot, ..e }, &mut out);
         }
         if let Err(e) = index.write_all(&out) {
@@ -1273,8 +1546,12 @@ impl Log {
             .collect();
         let len = head.len() as u64 + kept;
         std::fs::rename(&tmp, &path).map_err(tio)?;
-        // Appends go to the new file from here on (`out` is at its end).
-        self.file = out;
+        // Appends go to the new file from here on (`out` is at its end); the syncer (idle:
+        // the sync above waited for it) syncs it from now on.
+        self.file = Arc::new(out);
+        if let Some(syncer) = &self.syncer {
+            syncer.set_file(Arc::clone(&self.file));
+        }
         self.len = len;
         self.unsynced = 0;
         self.index_at = (entries.last()).map_or(0, |e| e.offset.saturating_add(self.every));

@@ -14,7 +14,7 @@ use common::{Group, check, durable, sim_config};
 use proptest::prelude::*;
 use squall_ordering::SubmitError;
 use squall_round_robin::log::{self, FsyncPolicy, Log, LogError, Record, TailError};
-use squall_round_robin::{Config, Error, Mode, RoundRobin};
+use squall_round_robin::{Config, Error, Mode, RoundRobin, SyncMode};
 use squall_transport::{NodeId, Time};
 use squall_transport_mem::sim::check_seeds;
 
@@ -517,7 +517,9 @@ proptest! {
 
 /// A receive batch is logged with one write and one sync, not one per message: a receiver that
 /// finds a whole window waiting logs it all in one batch, counts it received only then, and
-/// its log holds the batch in order.
+/// its log holds the batch in order. Inline syncs (`SyncMode::Inline`, the simulator's): the
+/// batch is durable within the poll that logs it (`tests/log_syncer.rs` has the syncer
+/// thread's version).
 #[test]
 fn a_receive_batch_is_logged_and_synced_once() {
     use squall_ordering::TotalOrder;
@@ -526,6 +528,7 @@ fn a_receive_batch_is_logged_and_synced_once() {
     let base = Config {
         senders: vec![NodeId(0)],
         window: 5,
+        log_sync: SyncMode::Inline,
         ..sim_config(2)
     };
     let cfgs: Vec<Config> = (0..2)
@@ -573,7 +576,10 @@ fn a_receive_batch_is_logged_and_synced_once() {
 /// checkpoint calls): the file drops the records before the point, the member keeps logging
 /// to the shortened file, and a restart recovers the same last record as without the
 /// compaction. Mutation: the `Log` keeping its handle of the replaced file (appends lost)
-/// fails the record check after the compaction.
+/// fails the record check after the compaction. The log syncs on its syncer thread (the
+/// default), which syncs the new file after the compaction: the member polls until its
+/// messages are durable (a generous wall-clock bound, never reached unless the syncer is
+/// stuck).
 #[test]
 fn a_running_member_compacts_its_log_and_keeps_logging() {
     use squall_ordering::{TotalOrder, Upcall};
@@ -605,11 +611,13 @@ fn a_running_member_compacts_its_log_and_keeps_logging() {
                 }
             }
         }
-        for _ in 0..5000 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
             rr.poll(&mut up);
             if up.contains(&Upcall::Durable(to - 1)) {
                 return;
             }
+            std::thread::yield_now();
         }
         panic!("not durable: {up:?}");
     };

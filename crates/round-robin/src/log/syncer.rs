@@ -1,0 +1,362 @@
+//! The log's syncer thread ([`SyncMode::Thread`](super::SyncMode::Thread)): the `fdatasync`s of
+//! a [`Log`](super::Log) run here, off the thread that appends, with group commit.
+//!
+//! The hand-off is a [`Handoff`] (pure bookkeeping, checked by the loom test
+//! `tests/loom_syncer.rs`) under one mutex, with one condition variable for both directions:
+//!
+//! - the appending thread hands a batch's bytes over, then [`requests`](Handoff::request)
+//!   sync number `n` (numbers only grow); it never waits, and makes no system call, except
+//!   in [`Log::sync`](super::Log::sync) (a compaction, a wedge);
+//! - the syncer takes the latest request ([`Handoff::take`]: everything requested so far)
+//!   with the bytes handed over until then, and with no lock held *writes* them to the file
+//!   (one `write`) and calls `fdatasync`, and
+//!   [`finishes`](Handoff::finish) it: `done` becomes that number, or the error is kept (and
+//!   the syncer stops: every later query of the log returns it);
+//! - then it wakes the log's driver (the transport's [`Waker`]), whose next poll finds `done`
+//!   advanced and counts the batches up to it as durable.
+//!
+//! One `write` and `fdatasync` thus cover every batch handed over before they started (group
+//! commit): while one runs, later batches pile up and the next one covers them all. A batch
+//! is reported durable only once a sync that *started after it was written* has returned: the
+//! syncer writes exactly the bytes it took with the request, before its sync. (Writing on the
+//! syncer too, not only syncing: on ext4 a `write` to the file can wait for a concurrent
+//! `fdatasync`'s journal commit — 17 ms seen on the poll thread — so the poll thread no longer
+//! touches the file under `EveryBatch`.) If the log is dropped, bytes handed over and not yet
+//! written are written, not synced.
+
+use std::fs::File;
+use std::io::Write;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use squall_transport::Waker;
+
+/// What the syncer does next ([`Handoff::take`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Sync the file: every request up to this number is covered once the sync returns.
+    Sync(u64),
+    /// Nothing requested since the last sync: wait.
+    Wait,
+    /// The log is being dropped (or the syncer failed): exit.
+    Stop,
+}
+
+/// The bookkeeping of the hand-off between the appending thread and the syncer, kept under
+/// the syncer's mutex. Pure: no I/O, no threads.
+///
+/// ```
+/// use squall_round_robin::log::syncer::{Handoff, Next};
+/// let mut h = Handoff::default();
+/// assert_eq!(h.take(), Next::Wait);
+/// h.request(1);
+/// h.request(2); // a second batch before the sync started: one sync covers both
+/// assert_eq!(h.take(), Next::Sync(2));
+/// h.request(3); // written while the sync runs: not covered by it
+/// assert!(h.finish(2, Ok(())));
+/// assert_eq!((h.done(), h.settled()), (2, false));
+/// assert_eq!(h.take(), Next::Sync(3));
+/// assert!(h.finish(3, Ok(())));
+/// assert!(h.settled());
+/// ```
+#[derive(Debug, Default)]
+pub struct Handoff {
+    requested: u64,
+    started: u64,
+    done: u64,
+    failed: Option<(std::io::ErrorKind, String)>,
+    stop: bool,
+    syncs: u64,
+}
+
+impl Handoff {
+    /// The appending thread wrote every batch up to request `n` to the file (the caller's
+    /// numbers grow; a smaller one is ignored).
+    pub fn request(&mut self, n: u64) {
+        self.requested = self.requested.max(n);
+    }
+
+    /// What the syncer does next; a [`Next::Sync`] marks that request as started.
+    pub fn take(&mut self) -> Next {
+        if self.stop || self.failed.is_some() {
+            return Next::Stop;
+        }
+        if self.requested > self.started {
+            self.started = self.requested;
+            self.syncs += 1;
+            return Next::Sync(self.started);
+        }
+        Next::Wait
+    }
+
+    /// The sync of request `n` returned; `true` if it succeeded (then every request up to `n`
+    /// is durable). A failure is kept: every later [`failed`](Handoff::failed) reports it.
+    pub fn finish(&mut self, n: u64, result: std::io::Result<()>) -> bool {
+        match result {
+            Ok(()) => {
+                self.done = self.done.max(n);
+                true
+            }
+            Err(e) => {
+                self.failed = Some((e.kind(), e.to_string()));
+                false
+            }
+        }
+    }
+
+    /// Every request up to this number is durable.
+    pub fn done(&self) -> u64 {
+        self.done
+    }
+
+    /// Syncs started so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs
+    }
+
+    /// The sync failure, if one failed (a fresh error each call: the first one's kind and text).
+    pub fn failed(&self) -> Option<std::io::Error> {
+        (self.failed.as_ref()).map(|(kind, text)| std::io::Error::new(*kind, text.clone()))
+    }
+
+    /// Nothing left to wait for: every request is durable, or a sync failed, or the syncer
+    /// stops.
+    pub fn settled(&self) -> bool {
+        self.done >= self.requested || self.failed.is_some() || self.stop
+    }
+
+    /// Tells the syncer to exit at its next look (it finishes a sync it is in first; a request
+    /// not yet started is never synced: nothing reported it durable).
+    pub fn stop(&mut self) {
+        self.stop = true;
+    }
+
+    /// Whether [`stop`](Handoff::stop) was called.
+    pub fn stopping(&self) -> bool {
+        self.stop
+    }
+}
+
+/// What the two threads share.
+#[derive(Debug)]
+struct State {
+    handoff: Handoff,
+    /// The file the next sync covers (replaced by a compaction, with nothing requested).
+    file: Arc<File>,
+    /// Bytes handed over to be written (appended to `file`) before the next sync.
+    bytes: Vec<u8>,
+    /// Called after each sync returns.
+    waker: Waker,
+    /// Test hook: the syncer waits for a message (or the sender's end) before each sync;
+    /// `false` fails that sync.
+    gate: Option<Receiver<bool>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The syncer thread of one log and its handle. Dropping it stops the thread (after the sync
+/// it is in, if any) and joins it.
+#[derive(Debug)]
+pub(crate) struct Syncer {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Syncer {
+    /// Starts the thread (named `squall-log-sync`) syncing `file`, waking `waker` after each
+    /// sync. `Err`: no thread could be started.
+    pub(crate) fn spawn(
+        file: Arc<File>,
+        waker: Waker,
+        gate: Option<Receiver<bool>>,
+    ) -> std::io::Result<Syncer> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                handoff: Handoff::default(),
+                file,
+                bytes: Vec::new(),
+                waker,
+                gate: None,
+            }),
+            changed: Condvar::new(),
+        });
+        lock(&shared.state).gate = gate;
+        let run = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("squall-log-sync".into())
+            .spawn(move || run_syncer(&run))?;
+        Ok(Syncer {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Every batch up to request `n` is written: have it synced.
+    pub(crate) fn request(&self, n: u64) {
+        lock(&self.shared.state).handoff.request(n);
+        self.shared.changed.notify_all();
+    }
+
+    /// Hands `bytes` (taken: left empty) over to be appended to the file, then has them synced
+    /// as request `n`: the syncer writes them right before that sync, so the caller makes no
+    /// system call.
+    pub(crate) fn write_and_request(&self, n: u64, bytes: &mut Vec<u8>) {
+        {
+            let mut s = lock(&self.shared.state);
+            if s.bytes.is_empty() {
+                std::mem::swap(&mut s.bytes, bytes);
+            } else {
+                s.bytes.append(bytes);
+            }
+            s.handoff.request(n);
+        }
+        self.shared.changed.notify_all();
+    }
+
+    /// The highest request durable, or the sync failure.
+    pub(crate) fn done(&self) -> std::io::Result<u64> {
+        let s = lock(&self.shared.state);
+        match s.handoff.failed() {
+            Some(e) => Err(e),
+            None => Ok(s.handoff.done()),
+        }
+    }
+
+    /// Blocks until every request is durable (or a sync failed): [`Log::sync`](super::Log::sync).
+    pub(crate) fn wait(&self) -> std::io::Result<u64> {
+        let mut s = lock(&self.shared.state);
+        while !s.handoff.settled() {
+            s = (self.shared.changed.wait(s)).unwrap_or_else(PoisonError::into_inner);
+        }
+        match s.handoff.failed() {
+            Some(e) => Err(e),
+            None => Ok(s.handoff.done()),
+        }
+    }
+
+    /// Later syncs cover `file` (a compaction replaced the log's file; nothing is requested).
+    pub(crate) fn set_file(&self, file: Arc<File>) {
+        lock(&self.shared.state).file = file;
+    }
+
+    /// Wake `waker` after each sync from now on.
+    pub(crate) fn set_waker(&self, waker: Waker) {
+        lock(&self.shared.state).waker = waker;
+    }
+
+    /// Test hook: the syncer waits for a message on `gate` (or its sender's end) before each
+    /// sync from now on (`false`: that sync fails).
+    pub(crate) fn set_gate(&self, gate: Receiver<bool>) {
+        lock(&self.shared.state).gate = Some(gate);
+    }
+
+    /// Syncs started so far.
+    pub(crate) fn syncs(&self) -> u64 {
+        lock(&self.shared.state).handoff.syncs()
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        lock(&self.shared.state).handoff.stop();
+        self.shared.changed.notify_all();
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            tracing::warn!("durable log: the syncer thread panicked");
+        }
+    }
+}
+
+/// The syncer's loop: take the latest request, sync with no lock held, record the outcome,
+/// wake the waiters and the driver.
+fn run_syncer(shared: &Shared) {
+    loop {
+        let (n, file, bytes, gate) = {
+            let mut s = lock(&shared.state);
+            let n = loop {
+                match s.handoff.take() {
+                    Next::Stop => {
+                        let bytes = std::mem::take(&mut s.bytes);
+                        write_at_exit(&s.file, &bytes);
+                        return;
+                    }
+                    Next::Sync(n) => break n,
+                    Next::Wait => {}
+                }
+                s = (shared.changed.wait(s)).unwrap_or_else(PoisonError::into_inner);
+            };
+            let bytes = std::mem::take(&mut s.bytes);
+            (n, Arc::clone(&s.file), bytes, s.gate.take())
+        };
+        let write_and_sync = || {
+            (&*file).write_all(&bytes)?;
+            file.sync_data()
+        };
+        let result = match &gate {
+            None => write_and_sync(),
+            Some(g) => match pass_gate(shared, g) {
+                None => {
+                    write_at_exit(&file, &bytes);
+                    return;
+                }
+                Some(true) => write_and_sync(),
+                Some(false) => Err(std::io::Error::other(
+                    "fdatasync failed (injected by a test)",
+                )),
+            },
+        };
+        let waker = {
+            let mut s = lock(&shared.state);
+            if s.gate.is_none() {
+                s.gate = gate;
+            }
+            if let Err(e) = &result {
+                tracing::warn!(error = %e, "durable log: fdatasync failed; the log stops");
+            }
+            s.handoff.finish(n, result);
+            s.waker.clone()
+        };
+        shared.changed.notify_all();
+        waker.wake();
+    }
+}
+
+/// The log is dropped: bytes handed over and not yet written are written (not synced:
+/// nothing reported them durable), so a dropped log's file holds what was appended, as before
+/// the syncer thread.
+fn write_at_exit(file: &File, bytes: &[u8]) {
+    if bytes.is_empty() {
+        return;
+    }
+    let mut f = file;
+    if let Err(e) = f.write_all(bytes) {
+        tracing::warn!(error = %e, "durable log: could not write the last batch at drop");
+    }
+}
+
+/// Waits for a message on the test gate (or its sender's end: pass); `None` if the log is
+/// dropped meanwhile.
+fn pass_gate(shared: &Shared, gate: &Receiver<bool>) -> Option<bool> {
+    loop {
+        match gate.recv_timeout(Duration::from_millis(5)) {
+            Ok(pass) => return Some(pass),
+            Err(RecvTimeoutError::Disconnected) => return Some(true),
+            Err(RecvTimeoutError::Timeout) => {
+                if lock(&shared.state).handoff.stopping() {
+                    return None;
+                }
+            }
+        }
+    }
+}

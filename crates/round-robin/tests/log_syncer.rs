@@ -1,0 +1,408 @@
+//! The durable log's syncer thread (`SyncMode::Thread`, the default): `Log::flush` writes a
+//! batch and hands its `fdatasync` to the thread; `Log::durable_mark` reports the batch only
+//! once a sync that started after its write returned; the round-robin member publishes as
+//! received only what is durable. Each test holds the syncer on a gate it controls
+//! (`Log::gate_syncer`, `RoundRobin::gate_log_syncer`: the syncer waits for one message per
+//! `fdatasync`), so nothing here depends on timing: while the syncer is held, nothing written
+//! after the last sync is reported durable, however long one looks; once released, it is (a
+//! generous wall-clock bound on that wait is never reached unless the syncer is stuck).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use common::sim_config;
+use squall_ordering::{TotalOrder, Upcall};
+use squall_round_robin::log::{self, FsyncPolicy, Log, LogError, LogOptions, Record};
+use squall_round_robin::{Config, Mode, RoundRobin, StopReason, SyncMode, TrimError};
+use squall_transport::NodeId;
+use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("squall-rr-syncer-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn record(seq: u64) -> Record {
+    Record {
+        view: 1,
+        seq,
+        position: seq,
+        sender: NodeId(0),
+        payload: vec![seq as u8; 40],
+    }
+}
+
+/// Polls `f` until it says so (a generous wall-clock bound: the syncer thread is released).
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !f() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Looks many times that `f` still holds (while the syncer is held it must, however long).
+fn still(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        assert!(f(), "{what}");
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(f(), "{what}");
+}
+
+/// The side index's entries of the log at `path`.
+fn index_entries(path: &Path) -> usize {
+    log::decode_index(&std::fs::read(log::index_path(path)).unwrap()).len()
+}
+
+fn open(path: &Path) -> Log {
+    let options = LogOptions {
+        index_every: 1,
+        ..LogOptions::new(FsyncPolicy::EveryBatch)
+    };
+    Log::open_with(path, options).unwrap().0
+}
+
+/// A batch is never reported durable before its `fdatasync` returned: with the syncer held,
+/// the written batch stays unreported (and its index entry unwritten: entries of synced
+/// records only) however often one asks; released, it is reported. Mutation: reporting the
+/// mark at `flush` (as the other policies do) fails the first check.
+#[test]
+fn a_batch_is_not_reported_durable_before_its_sync() {
+    let dir = tmpdir("held");
+    let path = dir.join("log");
+    let mut l = open(&path);
+    let gate = l.gate_syncer();
+    l.append(&record(0)).unwrap();
+    l.append(&record(1)).unwrap();
+    l.flush(2).unwrap();
+    // Handed over: the syncer writes it (right before its sync), not the caller.
+    assert!(
+        log::decode(&std::fs::read(&path).unwrap())
+            .records
+            .is_empty()
+    );
+    still("the held batch is not durable", || {
+        l.durable_mark().unwrap().is_none() && l.sync_pending()
+    });
+    assert_eq!(index_entries(&path), 0, "no entry before the sync");
+    gate.send(true).unwrap();
+    eventually("the batch is durable once its sync returned", || {
+        l.durable_mark().unwrap() == Some(2)
+    });
+    assert!(!l.sync_pending());
+    assert_eq!(log::decode(&std::fs::read(&path).unwrap()).records.len(), 2);
+    assert_eq!(index_entries(&path), 2, "the entries, once synced");
+    let entries = log::decode_index(&std::fs::read(log::index_path(&path)).unwrap());
+    assert!(entries.iter().all(|e| e.boot == 0), "marked synced");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Group commit: one `fdatasync` covers every batch written before it started, and none
+/// written after. Batch 1's sync is taken and held; batches 2 and 3 are written meanwhile;
+/// released, the first sync reports batch 1 only (2 and 3 came after it started), and the
+/// next single sync reports both: three batches, two syncs. Mutation: a syncer that reports
+/// the latest request when a sync returns (not the one it started with) reports batch 3
+/// after the first sync.
+#[test]
+fn one_sync_covers_every_batch_written_before_it_started() {
+    let dir = tmpdir("group");
+    let path = dir.join("log");
+    let mut l = open(&path);
+    let gate = l.gate_syncer();
+    l.append(&record(0)).unwrap();
+    l.flush(1).unwrap();
+    eventually("the syncer took batch 1", || l.syncer_syncs() == 1);
+    l.append(&record(1)).unwrap();
+    l.flush(2).unwrap();
+    l.append(&record(2)).unwrap();
+    l.flush(3).unwrap();
+    still("nothing durable while the sync is held", || {
+        l.durable_mark().unwrap().is_none()
+    });
+    gate.send(true).unwrap();
+    eventually("a batch durable", || l.durable_mark().unwrap().is_some());
+    assert_eq!(
+        l.durable_mark().unwrap(),
+        Some(1),
+        "the first sync covers batch 1 only"
+    );
+    eventually("the syncer took batches 2 and 3 together", || {
+        l.syncer_syncs() == 2
+    });
+    still(
+        "batches written during the first sync wait for the second",
+        || l.durable_mark().unwrap() == Some(1),
+    );
+    gate.send(true).unwrap();
+    eventually("batches 2 and 3 durable", || {
+        l.durable_mark().unwrap() == Some(3)
+    });
+    assert_eq!(l.syncer_syncs(), 2, "three batches, two syncs");
+    // A flush with nothing new is durable with the batches before it.
+    l.flush(4).unwrap();
+    assert_eq!(l.durable_mark().unwrap(), Some(4));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `Log::sync` waits for the syncer (the wedge's and a compaction's wait), and a failed sync
+/// is the log's typed error from then on. Mutation: `sync` not waiting returns before the
+/// gate is released (the helper thread's message then finds the receiver still waiting; the
+/// mark check fails).
+#[test]
+fn sync_waits_for_the_syncer_and_a_failure_sticks() {
+    let dir = tmpdir("wait");
+    let path = dir.join("log");
+    let mut l = open(&path);
+    let gate = l.gate_syncer();
+    l.append(&record(0)).unwrap();
+    l.flush(1).unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        gate.send(true).unwrap();
+        gate
+    });
+    l.sync().unwrap();
+    assert_eq!(l.durable_mark().unwrap(), Some(1));
+    let gate = release.join().unwrap();
+    l.append(&record(1)).unwrap();
+    l.flush(2).unwrap();
+    gate.send(false).unwrap();
+    let err = loop {
+        match l.durable_mark() {
+            Ok(m) => assert_eq!(m, Some(1), "the failed batch is never durable"),
+            Err(e) => break e,
+        }
+        std::thread::yield_now();
+    };
+    assert!(matches!(err, LogError::Io { .. }), "{err}");
+    assert!(err.to_string().contains("injected"), "{err}");
+    assert!(
+        l.sync().is_err() && l.flush(3).is_err(),
+        "the failure sticks"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Dropping a log whose syncer is held (a sync requested, not started) joins the thread
+/// without syncing: nothing was reported durable; the syncer writes the bytes handed over
+/// (not synced), so the file holds what was appended, as before the syncer, and a reopen
+/// finds it. Mutation: exiting without that write loses the record.
+#[test]
+fn dropping_the_log_joins_a_held_syncer() {
+    let dir = tmpdir("drop");
+    let path = dir.join("log");
+    let mut l = open(&path);
+    let _gate = l.gate_syncer();
+    l.append(&record(0)).unwrap();
+    l.flush(1).unwrap();
+    eventually("the syncer took the batch", || l.syncer_syncs() == 1);
+    drop(l); // returns: the held syncer sees the stop
+    let (_, rec) = Log::open(&path, FsyncPolicy::Never).unwrap();
+    assert_eq!(rec.last.map(|r| r.seq), Some(0));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+struct Pair {
+    sim: Sim,
+    rr: Vec<RoundRobin<SimNode>>,
+    /// n1's syncer gate (n0's syncs freely).
+    gate: Sender<bool>,
+    dir: PathBuf,
+}
+
+/// Two members on the simulator, n0 the only sender, durable logs with syncer threads, n1's
+/// held on a gate.
+fn pair(tag: &str) -> Pair {
+    let dir = tmpdir(tag);
+    let base = Config {
+        senders: vec![NodeId(0)],
+        window: 5,
+        ..sim_config(2)
+    };
+    assert_eq!(base.log_sync, SyncMode::Thread, "the default");
+    let cfgs: Vec<Config> = (0..2)
+        .map(|i| Config {
+            mode: Mode::Durable {
+                path: dir.join(format!("n{i}.log")),
+                fsync: FsyncPolicy::EveryBatch,
+            },
+            ..base.clone()
+        })
+        .collect();
+    let layout = RoundRobin::<SimNode>::layout(&cfgs[0]).unwrap();
+    let (sim, nodes) = Sim::cluster(SimConfig::seeded(3), 2, &layout).unwrap();
+    let mut rr: Vec<RoundRobin<SimNode>> = nodes
+        .into_iter()
+        .zip(cfgs)
+        .map(|(t, c)| RoundRobin::new(t, c).unwrap())
+        .collect();
+    let gate = rr[1].gate_log_syncer().unwrap();
+    Pair { sim, rr, gate, dir }
+}
+
+fn delivered(up: &[Upcall<squall_ordering::Delivery>]) -> usize {
+    up.iter()
+        .filter(|u| matches!(u, Upcall::Deliver(_)))
+        .count()
+}
+
+/// A member counts a batch as received only once its sync returned: with n1's syncer held,
+/// n1 has logged (written) the batch but publishes nothing, and n0 — whose own log is durable
+/// — delivers nothing, however long both poll; released, n1 publishes the batch and both
+/// deliver it with `Durable`. Mutation: publishing the written frontier (`written_seq`) at
+/// flush fails the first check.
+#[test]
+fn a_member_counts_a_batch_received_only_once_its_sync_returned() {
+    let mut p = pair("rr-held");
+    for i in 0..5u64 {
+        p.rr[0].submit(&common::encode(0, i, 30)).unwrap();
+    }
+    let mut up0 = Vec::new();
+    let mut up1 = Vec::new();
+    eventually("n0's own batch durable", || {
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        p.rr[0].logged_seq() == 5
+    });
+    p.rr[1].poll(&mut up1);
+    assert_eq!(p.rr[1].written_seq(), 5, "n1 wrote the batch");
+    still("n1's batch is not counted before its sync", || {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        p.rr[1].logged_seq() == 0
+            && p.rr[1].published_received() == vec![0]
+            && delivered(&up0) == 0
+            && delivered(&up1) == 0
+    });
+    p.gate.send(true).unwrap();
+    eventually("both deliver the batch", || {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        delivered(&up0) == 5 && delivered(&up1) == 5
+    });
+    assert_eq!(p.rr[1].published_received(), vec![5]);
+    assert!(up0.contains(&Upcall::Durable(4)) && up1.contains(&Upcall::Durable(4)));
+    let s = p.rr[1].stats();
+    assert_eq!((s.log_batches, s.log_syncs), (1, 1));
+    std::fs::remove_dir_all(&p.dir).ok();
+}
+
+/// The wedge waits for the sync of what it logs, so the counts it reports (and the trim
+/// bound) are durable: with n1's syncer held and then let go (the gate's sender dropped),
+/// `wedge` returns the whole batch; a trim past what is durable is refused.
+#[test]
+fn the_wedge_reports_only_durable_counts() {
+    let mut p = pair("rr-wedge");
+    for i in 0..3u64 {
+        p.rr[0].submit(&common::encode(0, i, 30)).unwrap();
+    }
+    let mut up0 = Vec::new();
+    eventually("n0's batch durable", || {
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        p.rr[0].logged_seq() == 3
+    });
+    let mut up1 = Vec::new();
+    p.rr[1].poll(&mut up1);
+    assert_eq!((p.rr[1].written_seq(), p.rr[1].logged_seq()), (3, 0));
+    let gate = p.gate.clone();
+    drop(std::mem::replace(&mut p.gate, std::sync::mpsc::channel().0));
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        drop(gate);
+    });
+    assert_eq!(p.rr[1].wedge(), vec![3], "the wedge waited for the sync");
+    release.join().unwrap();
+    assert_eq!(p.rr[1].logged_seq(), 3);
+    assert!(p.rr[1].deliver_up_to(&[4], &mut up1).is_err());
+    p.rr[1].deliver_up_to(&[3], &mut up1).unwrap();
+    assert_eq!(delivered(&up1), 3);
+    std::fs::remove_dir_all(&p.dir).ok();
+}
+
+/// A failed sync on the syncer thread stops the epoch with the log's typed error, and what
+/// it held is never counted: n1 wedges with `StopReason::Log`, and its wedge reports only
+/// what was durable before.
+#[test]
+fn a_failed_sync_stops_the_epoch() {
+    let mut p = pair("rr-fail");
+    p.rr[0].submit(&common::encode(0, 0, 30)).unwrap();
+    let mut up0 = Vec::new();
+    eventually("n0's message durable", || {
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        p.rr[0].logged_seq() == 1
+    });
+    let mut up1 = Vec::new();
+    p.rr[1].poll(&mut up1);
+    assert_eq!(p.rr[1].written_seq(), 1);
+    p.gate.send(false).unwrap();
+    eventually("n1 stops", || {
+        p.rr[1].poll(&mut up1);
+        up1.contains(&Upcall::Wedged)
+    });
+    assert!(
+        matches!(
+            p.rr[1].stopped(),
+            Some(StopReason::Log(LogError::Io { .. }))
+        ),
+        "{:?}",
+        p.rr[1].stopped()
+    );
+    assert_eq!(p.rr[1].published_received(), vec![0]);
+    assert_eq!(p.rr[1].wedge(), vec![0], "nothing durable is reported");
+    // Received (and written) but never durable: a trim may not count it.
+    assert!(
+        matches!(
+            p.rr[1].deliver_up_to(&[1], &mut up1),
+            Err(TrimError::Beyond { .. })
+        ),
+        "a trim past the durable prefix is refused"
+    );
+    assert_eq!(delivered(&up1), 0);
+    std::fs::remove_dir_all(&p.dir).ok();
+}
+
+/// An epoch that wedged itself (a failure) before its batch's sync returned still reports
+/// that batch once the sync returns: `wedge` waits for it (publishing nothing), as when the
+/// sync ran inside the poll. Mutation: skipping that wait for a wedged epoch reports `[0]`.
+#[test]
+fn the_wedge_of_an_epoch_stopped_by_a_failure_waits_for_the_sync_in_flight() {
+    let mut p = pair("rr-wedged");
+    for i in 0..3u64 {
+        p.rr[0].submit(&common::encode(0, i, 30)).unwrap();
+    }
+    let mut up0 = Vec::new();
+    eventually("n0's batch durable", || {
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        p.rr[0].logged_seq() == 3
+    });
+    let mut up1 = Vec::new();
+    p.rr[1].poll(&mut up1);
+    assert_eq!((p.rr[1].written_seq(), p.rr[1].logged_seq()), (3, 0));
+    p.rr[1].suspect_known(NodeId(0));
+    eventually("n1 wedges on the failure", || {
+        p.rr[1].poll(&mut up1);
+        up1.contains(&Upcall::Wedged)
+    });
+    assert_eq!(p.rr[1].published_received(), vec![0]);
+    drop(std::mem::replace(&mut p.gate, std::sync::mpsc::channel().0));
+    assert_eq!(p.rr[1].wedge(), vec![3], "the sync in flight counts");
+    assert_eq!(
+        p.rr[1].published_received(),
+        vec![0],
+        "nothing published after the wedge"
+    );
+    std::fs::remove_dir_all(&p.dir).ok();
+}

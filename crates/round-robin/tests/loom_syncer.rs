@@ -1,0 +1,100 @@
+//! Loom model check of the log's syncer hand-off (`squall_round_robin::log::syncer`): the very
+//! `Handoff` bookkeeping the syncer thread runs, under loom's mutex and condition variable, in
+//! the loop `run_syncer` runs (take the latest request under the lock, sync with no lock
+//! held, finish, notify), against an appender that writes each batch and then requests its
+//! sync, and finally waits for everything to be durable (`Log::sync`'s wait) and stops the
+//! syncer (`Log`'s drop). Checked in every interleaving:
+//!
+//! - *never durable before its sync*: whenever `done` reaches `n`, a sync that started after
+//!   batch `n` was written has returned (the model's "file" is the count of batches written;
+//!   a sync covers what the file held when it started);
+//! - *no lost wake-up*: the appender's wait ends with every batch durable, and the syncer
+//!   exits once stopped (loom reports a deadlock otherwise);
+//! - *group commit*: there are never more syncs than batches.
+//!
+//! Mutation: `Handoff::finish` marking every request done (`self.done = self.requested`, so
+//! counting a batch written during the sync) fails the first check.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::Ordering;
+
+use loom::sync::atomic::AtomicU64;
+use loom::sync::{Arc, Condvar, Mutex};
+use squall_round_robin::log::syncer::{Handoff, Next};
+
+struct Shared {
+    handoff: Mutex<Handoff>,
+    changed: Condvar,
+    /// The model's file: how many batches were written.
+    written: AtomicU64,
+    /// The most batches a returned sync covered.
+    covered: AtomicU64,
+}
+
+fn syncer(s: &Shared) {
+    loop {
+        let n = {
+            let mut h = s.handoff.lock().unwrap();
+            loop {
+                match h.take() {
+                    Next::Stop => return,
+                    Next::Sync(n) => break n,
+                    Next::Wait => h = s.changed.wait(h).unwrap(),
+                }
+            }
+        };
+        // The sync: covers what the file holds when it starts.
+        let snapshot = s.written.load(Ordering::SeqCst);
+        s.covered.fetch_max(snapshot, Ordering::SeqCst);
+        {
+            let mut h = s.handoff.lock().unwrap();
+            assert!(h.finish(n, Ok(())));
+            assert!(
+                s.covered.load(Ordering::SeqCst) >= h.done(),
+                "batch {} durable, but no sync covered it",
+                h.done()
+            );
+        }
+        s.changed.notify_all();
+    }
+}
+
+#[test]
+fn the_syncer_hand_off_reports_only_synced_batches_and_loses_no_wakeup() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(4);
+    model.check(|| {
+        let s = Arc::new(Shared {
+            handoff: Mutex::new(Handoff::default()),
+            changed: Condvar::new(),
+            written: AtomicU64::new(0),
+            covered: AtomicU64::new(0),
+        });
+        let t = {
+            let s = Arc::clone(&s);
+            loom::thread::spawn(move || syncer(&s))
+        };
+        const BATCHES: u64 = 2;
+        for n in 1..=BATCHES {
+            // Write the batch, then request its sync (`Log::flush`).
+            s.written.store(n, Ordering::SeqCst);
+            s.handoff.lock().unwrap().request(n);
+            s.changed.notify_all();
+            // What a poll sees (`Log::durable_mark`): never more than a sync covered.
+            let done = s.handoff.lock().unwrap().done();
+            assert!(done <= s.covered.load(Ordering::SeqCst));
+        }
+        // `Log::sync`'s wait.
+        {
+            let mut h = s.handoff.lock().unwrap();
+            while !h.settled() {
+                h = s.changed.wait(h).unwrap();
+            }
+            assert_eq!(h.done(), BATCHES);
+            assert!(h.syncs() <= BATCHES);
+            h.stop();
+        }
+        s.changed.notify_all();
+        t.join().unwrap();
+    });
+}

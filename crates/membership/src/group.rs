@@ -743,6 +743,9 @@ pub struct Group<T: Transport, L: Durable> {
     offset: u64,
     /// Deliveries before this position are in the transferred state: not handed out.
     skip_until: u64,
+    /// A passive joiner: the latest `Upcall::Durable` of its epoch (its own count), reported
+    /// once it is active.
+    durable_held: Option<u64>,
     /// The current view's first position (once active in it): a checkpoint is taken at or
     /// past it, so that every epoch log it removes (earlier views') holds only what it covers.
     view_first: u64,
@@ -907,6 +910,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             active,
             offset: 0,
             skip_until: 0,
+            durable_held: None,
             view_first: 0,
             snapshot_at: None,
             in_flight: None,
@@ -2215,6 +2219,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 self.stats.transfer_restarts += 1;
             }
             self.buffer.clear();
+            self.durable_held = None;
             self.position = 0;
             tracing::info!(me = %self.gms.id(), view = view.id, "group: passive in view, waiting for the state transfer");
             return self.start_epoch(view);
@@ -2253,6 +2258,19 @@ impl<T: Transport, L: Durable> Group<T, L> {
                     upcalls.push(Upcall::Deliver(d));
                 }
             }
+            Upcall::Durable(p) => {
+                if !self.active {
+                    // A passive joiner reports nothing before its `View` (s20: it reported
+                    // durable positions of its epoch's own count before the application knew
+                    // the view); the latest is reported after the buffered deliveries.
+                    self.durable_held = Some(self.durable_held.map_or(p, |q| q.max(p)));
+                    return Ok(());
+                }
+                let p = p + self.offset;
+                if p >= self.skip_until {
+                    upcalls.push(Upcall::Durable(p));
+                }
+            }
             other => upcalls.push(other),
         }
         Ok(())
@@ -2288,6 +2306,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }));
         for d in std::mem::take(&mut self.buffer) {
             self.emit(Upcall::Deliver(d), upcalls)?;
+        }
+        if let Some(p) = self.durable_held.take() {
+            self.emit(Upcall::Durable(p), upcalls)?;
         }
         if self.frozen {
             self.report_wedge(upcalls);

@@ -1449,4 +1449,3 @@ fn regression_a_lone_holder_that_installed_the_restart_view_alone_and_restarted_
     // installer at seed 2, which hangs with the s18 rule ("no restarted member in shard 0").
     race_b_sweep(&[2], true).unwrap();
 }
-

@@ -1,4 +1,4 @@
-//! The durable log's syncer thread (`SyncMode::Thread`, the default): `Log::flush` writes a
+//! The durable log's syncer thread (`SyncMode::Thread`, opt-in): `Log::flush` writes a
 //! batch and hands its `fdatasync` to the thread; `Log::durable_mark` reports the batch only
 //! once a sync that started after its write returned; the round-robin member publishes as
 //! received only what is durable. Each test holds the syncer on a gate it controls
@@ -65,6 +65,7 @@ fn index_entries(path: &Path) -> usize {
 fn open(path: &Path) -> Log {
     let options = LogOptions {
         index_every: 1,
+        sync_mode: log::SyncMode::Thread,
         ..LogOptions::new(FsyncPolicy::EveryBatch)
     };
     Log::open_with(path, options).unwrap().0
@@ -225,9 +226,9 @@ fn pair(tag: &str) -> Pair {
     let base = Config {
         senders: vec![NodeId(0)],
         window: 5,
+        log_sync: SyncMode::Thread,
         ..sim_config(2)
     };
-    assert_eq!(base.log_sync, SyncMode::Thread, "the default");
     let cfgs: Vec<Config> = (0..2)
         .map(|i| Config {
             mode: Mode::Durable {

@@ -725,10 +725,14 @@ pub struct Group<T: Transport, L: Durable> {
     view: Option<View>,
     /// The core wedged the epoch: it is never polled again.
     frozen: bool,
-    /// An initial member that started view 0 afresh (its log held no view) neither polls nor
-    /// submits to its epoch of view 0 until every other member of its shard is seen running
-    /// view 0 (see [`release_first_start`](Group::release_first_start)).
+    /// An initial member that started view 0 afresh (its log held no view) neither polls its
+    /// epoch of view 0 nor submits to it (submissions wait in `held_sends`) until every other
+    /// member of its shard is seen running view 0 (see
+    /// [`release_first_start`](Group::release_first_start)).
     held: bool,
+    /// Submissions taken while [`held`](Group::held) (at most the epoch's window), submitted to
+    /// the epoch in order when it is released.
+    held_sends: Vec<Vec<u8>>,
     reported_wedge: bool,
     /// The position of the next delivery.
     position: u64,
@@ -903,6 +907,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             view: None,
             frozen: false,
             held: false,
+            held_sends: Vec::new(),
             reported_wedge: false,
             position: 0,
             stopped: None,
@@ -1122,7 +1127,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// push of the peers' view blocks, which round-robin needs anyway (every member of the
     /// shard sends in every round). A peer seen restarting view 0, or past it, switches the
     /// core to restart mode instead ([`restart_first_start`](Group::restart_first_start)).
-    fn release_first_start(&mut self) -> bool {
+    fn release_first_start(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
         let me = self.gms.id();
         if self.gms.restarting().is_some()
             || !self
@@ -1133,8 +1138,34 @@ impl<T: Transport, L: Durable> Group<T, L> {
             return false;
         }
         self.held = false;
-        tracing::debug!(me = %me, shard = ?self.senders, "group: every member of the shard runs view 0: the epoch starts");
+        tracing::debug!(me = %me, shard = ?self.senders, held = self.held_sends.len(), "group: every member of the shard runs view 0: the epoch starts");
+        for p in std::mem::take(&mut self.held_sends) {
+            // Within the window and the payload bound (checked when held), into a fresh
+            // epoch: refused only if it wedged meanwhile; then the application resubmits.
+            let sent = self.epoch.as_mut().map(|rr| rr.submit(&p));
+            if let Some(Err(e)) = sent {
+                tracing::warn!(me = %me, error = %e, "group: a submission held at the first start was refused; reported as discarded");
+                upcalls.push(Upcall::Discarded(p));
+            }
+        }
         true
+    }
+
+    /// A submission while the epoch is [`held`](Group::held): kept, in order, up to the epoch's
+    /// window (then `WindowFull`, the ordinary back-pressure), and refused at once if larger
+    /// than the epoch carries.
+    fn hold_send(&mut self, payload: &[u8]) -> Result<(), SubmitError> {
+        if payload.len() > self.cfg.epoch.max_payload {
+            return Err(SubmitError::TooLarge {
+                len: payload.len(),
+                max: self.cfg.epoch.max_payload,
+            });
+        }
+        if self.held_sends.len() >= self.cfg.epoch.window {
+            return Err(SubmitError::WindowFull);
+        }
+        self.held_sends.push(payload.to_vec());
+        Ok(())
     }
 
     /// The core of an initial member that started view 0 with an empty log entered restart
@@ -1150,6 +1181,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
             return Ok(());
         };
         self.held = false;
+        // As after a crash: its own undelivered submissions are not reported (see the docs).
+        self.held_sends.clear();
         let me = self.gms.id();
         // Dropped unwedged, as a crash would leave it: what it logged is on file (the skim
         // below reads it); messages it received but had not logged are not counted.
@@ -2086,8 +2119,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
         trim: Option<crate::trim::Trim>,
         upcalls: &mut Vec<Upcall<Delivery>>,
     ) -> Result<(), GroupError> {
-        // A later view: view 0's epoch, held or not, is over.
+        // A later view: view 0's epoch, held or not, is over; what it held was never sent.
         self.held = false;
+        upcalls.extend(self.held_sends.drain(..).map(Upcall::Discarded));
         let had_epoch = self.epoch.is_some();
         if self.restart_logged.is_some()
             && self.gms.restarting().is_some()
@@ -2319,7 +2353,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     fn step(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, GroupError> {
         let mut busy = false;
         if self.held {
-            busy |= self.release_first_start();
+            busy |= self.release_first_start(upcalls);
         }
         if !self.frozen
             && !self.held
@@ -2440,7 +2474,7 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
             )));
         }
         match &mut self.epoch {
-            Some(_) if self.held => Err(SubmitError::WindowFull),
+            Some(_) if self.held => self.hold_send(payload),
             Some(rr) if !self.frozen => rr.submit(payload),
             Some(_) => Err(SubmitError::Wedged),
             None if self.waiting.is_some() => Err(SubmitError::Wedged),

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use squall_membership::group::Group;
 use squall_membership::log::MemLog;
-use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+use squall_ordering::{Delivery, TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
@@ -345,15 +345,7 @@ fn join_time_by_state_size() {
         let mut times = Vec::new();
         for seed in 1..=seeds {
             let mut r = Run::new(seed, 4, 3, 64 << 10, size);
-            // Members that started view 0 afresh take submissions once their shard is seen
-            // running view 0 (`WindowFull` until then).
-            for tries in 0.. {
-                match r.groups[0].submit(b"warm") {
-                    Ok(()) => break,
-                    Err(SubmitError::WindowFull) if tries < 10_000 => r.run(1, 0).unwrap(),
-                    Err(e) => panic!("submit: {e}"),
-                }
-            }
+            r.groups[0].submit(b"warm").unwrap();
             r.run(300, 0).unwrap();
             let t0 = r.sim.now().saturating_since(squall_transport::Time::ZERO);
             r.groups[3].join().unwrap();

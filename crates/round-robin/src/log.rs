@@ -232,9 +232,9 @@ pub enum SyncMode {
     /// On a thread the log owns (`squall-log-sync`, spawned at the first sync the log needs,
     /// joined when it is dropped): [`Log::flush`] writes the batch and hands its sync over,
     /// never waiting; one `fdatasync` covers every batch written before it started (group
-    /// commit); [`Log::durable_mark`] reports a batch once that sync returned. Opt-in: the
-    /// membership power-loss tests found `Upcall::Durable` reports ahead of the traced syncs
-    /// with it (not yet diagnosed: docs/ARCHITECTURE.md, round-robin, "The syncer thread").
+    /// commit); [`Log::durable_mark`] reports a batch once that sync returned. Opt-in while an
+    /// undiagnosed power-loss finding stands (docs/ARCHITECTURE.md, round-robin, "The syncer
+    /// thread").
     Thread,
     /// Inside [`Log::flush`], on the caller's thread: deterministic (the simulator), and the
     /// path the power-loss tests verify. The default.

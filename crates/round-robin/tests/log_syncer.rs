@@ -219,6 +219,27 @@ struct Pair {
     dir: PathBuf,
 }
 
+type Ups = Vec<Upcall<squall_ordering::Delivery>>;
+
+impl Pair {
+    /// n0 submits `n` messages and polls until its own log made them durable; n1 polls once
+    /// and has written them (its syncer held). Returns both members' upcalls so far.
+    fn written_at_n1(&mut self, n: u64) -> (Ups, Ups) {
+        for i in 0..n {
+            self.rr[0].submit(&common::encode(0, i, 30)).unwrap();
+        }
+        let (mut up0, mut up1) = (Vec::new(), Vec::new());
+        eventually("n0's batch durable", || {
+            self.rr[0].poll(&mut up0);
+            self.sim.run_until_idle(10_000);
+            self.rr[0].logged_seq() == n
+        });
+        self.rr[1].poll(&mut up1);
+        assert_eq!(self.rr[1].written_seq(), n, "n1 wrote the batch");
+        (up0, up1)
+    }
+}
+
 /// Two members on the simulator, n0 the only sender, durable logs with syncer threads, n1's
 /// held on a gate.
 fn pair(tag: &str) -> Pair {
@@ -263,18 +284,7 @@ fn delivered(up: &[Upcall<squall_ordering::Delivery>]) -> usize {
 #[test]
 fn a_member_counts_a_batch_received_only_once_its_sync_returned() {
     let mut p = pair("rr-held");
-    for i in 0..5u64 {
-        p.rr[0].submit(&common::encode(0, i, 30)).unwrap();
-    }
-    let mut up0 = Vec::new();
-    let mut up1 = Vec::new();
-    eventually("n0's own batch durable", || {
-        p.rr[0].poll(&mut up0);
-        p.sim.run_until_idle(10_000);
-        p.rr[0].logged_seq() == 5
-    });
-    p.rr[1].poll(&mut up1);
-    assert_eq!(p.rr[1].written_seq(), 5, "n1 wrote the batch");
+    let (mut up0, mut up1) = p.written_at_n1(5);
     still("n1's batch is not counted before its sync", || {
         p.rr[1].poll(&mut up1);
         p.rr[0].poll(&mut up0);
@@ -304,18 +314,8 @@ fn a_member_counts_a_batch_received_only_once_its_sync_returned() {
 #[test]
 fn the_wedge_reports_only_durable_counts() {
     let mut p = pair("rr-wedge");
-    for i in 0..3u64 {
-        p.rr[0].submit(&common::encode(0, i, 30)).unwrap();
-    }
-    let mut up0 = Vec::new();
-    eventually("n0's batch durable", || {
-        p.rr[0].poll(&mut up0);
-        p.sim.run_until_idle(10_000);
-        p.rr[0].logged_seq() == 3
-    });
-    let mut up1 = Vec::new();
-    p.rr[1].poll(&mut up1);
-    assert_eq!((p.rr[1].written_seq(), p.rr[1].logged_seq()), (3, 0));
+    let (_, mut up1) = p.written_at_n1(3);
+    assert_eq!(p.rr[1].logged_seq(), 0);
     let gate = p.gate.clone();
     drop(std::mem::replace(&mut p.gate, std::sync::mpsc::channel().0));
     let release = std::thread::spawn(move || {
@@ -337,16 +337,7 @@ fn the_wedge_reports_only_durable_counts() {
 #[test]
 fn a_failed_sync_stops_the_epoch() {
     let mut p = pair("rr-fail");
-    p.rr[0].submit(&common::encode(0, 0, 30)).unwrap();
-    let mut up0 = Vec::new();
-    eventually("n0's message durable", || {
-        p.rr[0].poll(&mut up0);
-        p.sim.run_until_idle(10_000);
-        p.rr[0].logged_seq() == 1
-    });
-    let mut up1 = Vec::new();
-    p.rr[1].poll(&mut up1);
-    assert_eq!(p.rr[1].written_seq(), 1);
+    let (_, mut up1) = p.written_at_n1(1);
     p.gate.send(false).unwrap();
     eventually("n1 stops", || {
         p.rr[1].poll(&mut up1);
@@ -380,18 +371,8 @@ fn a_failed_sync_stops_the_epoch() {
 #[test]
 fn the_wedge_of_an_epoch_stopped_by_a_failure_waits_for_the_sync_in_flight() {
     let mut p = pair("rr-wedged");
-    for i in 0..3u64 {
-        p.rr[0].submit(&common::encode(0, i, 30)).unwrap();
-    }
-    let mut up0 = Vec::new();
-    eventually("n0's batch durable", || {
-        p.rr[0].poll(&mut up0);
-        p.sim.run_until_idle(10_000);
-        p.rr[0].logged_seq() == 3
-    });
-    let mut up1 = Vec::new();
-    p.rr[1].poll(&mut up1);
-    assert_eq!((p.rr[1].written_seq(), p.rr[1].logged_seq()), (3, 0));
+    let (_, mut up1) = p.written_at_n1(3);
+    assert_eq!(p.rr[1].logged_seq(), 0);
     p.rr[1].suspect_known(NodeId(0));
     eventually("n1 wedges on the failure", || {
         p.rr[1].poll(&mut up1);

@@ -1040,21 +1040,46 @@ fn crash_states(
     let mut promised = Promised::new(rec.variant.universe());
     let mut states = Vec::new();
     let mut unsynced_durable = Vec::new();
+    // Reports not synced at their call, settled by the node's next marker: a view change's
+    // trim delivers, and reports `Durable`, what every *survivor* logged, before the node's
+    // `View` upcall; so a report followed by that node's `PL-VIEW v + 1` is checked against
+    // the survivors into `v + 1` (found at the s20 merge: the member removed there lagged).
+    let mut pending: Vec<(usize, u64, Option<usize>, u64, String)> = Vec::new();
     let mut next = points.iter().peekable();
     for c in &rec.calls {
         while let Some(&(p, keep)) = next.next_if(|p| p.0 == fs.n) {
             states.push(State::at(&fs, &mut rng, p, keep, &promised));
         }
         let sync = fs.is_sync(c);
-        if let Some(m) = fs.apply(c)?
-            && let Some(v) = promised.add(&m, &members)?
-        {
-            unsynced_durable.push(format!("after call {}: {v}", fs.n));
+        if let Some(m) = fs.apply(c)? {
+            let report = promised.add(&m, &members)?;
+            let w: Vec<&str> = m.split(' ').collect();
+            let num = |k: usize| w.get(k).and_then(|x| x.parse::<u64>().ok());
+            if let Some(i) = num(1)
+                .map(|i| i as usize)
+                .filter(|_| w[0].starts_with("PL-"))
+            {
+                for (_, v, s, p, msg) in pending.extract_if(.., |x| x.0 == i) {
+                    let trim = w[0] == "PL-VIEW"
+                        && num(2) == Some(v + 1)
+                        && s.is_some_and(|s| promised.synced.get(&s).is_some_and(|&q| q >= p));
+                    if !trim {
+                        unsynced_durable.push(msg);
+                    }
+                }
+                if let Some(msg) = report {
+                    let v = promised.views[i].unwrap_or(0);
+                    let p = num(2).unwrap_or(0);
+                    let msg = format!("after call {}: {msg}", fs.n);
+                    pending.push((i, v, shard_in(&members, v, i), p, msg));
+                }
+            }
         }
         if sync {
             promised.synced_now(&fs.crash(Keep::Nothing, &mut Rng::new(0)), &members);
         }
     }
+    unsynced_durable.extend(pending.into_iter().map(|x| x.4));
     for &(p, keep) in next {
         states.push(State::at(&fs, &mut rng, p, keep, &promised));
     }
@@ -1396,12 +1421,6 @@ struct Check {
     /// several writes unsynced; with `EveryBatch` only the last write is, and the skim cuts
     /// it).
     torn_unsynced: bool,
-    /// Whether a `Durable` report ahead of what a power loss at that point of the trace keeps
-    /// of every member's log fails the check (else it is counted and printed). Off by
-    /// default since the s20 merge: with `EveryBatch` it fails in some schedules, undiagnosed
-    /// (see [`every_batch_durable_reports_are_synced_at_every_point`]); the crash states'
-    /// checks, which restart and require every promise, pass in the same runs.
-    durable_at_trace: bool,
 }
 
 impl Check {
@@ -1414,7 +1433,6 @@ impl Check {
             boot,
             upcalls: variant.durable_upcall_promises(),
             torn_unsynced: !variant.durable_upcall_promises(),
-            durable_at_trace: false,
         }
     }
 }
@@ -1548,7 +1566,7 @@ fn check_recorded(c: &Check, rec: &Recording, seed: u64, default: usize) {
     for r in &refused {
         println!("  {r}");
     }
-    if c.upcalls && c.durable_at_trace {
+    if c.upcalls {
         assert!(
             d.unsynced_durable.is_empty(),
             "{} Durable reports of positions a power loss could take (SQUALL_POWER_LOSS_SEED={seed}); the first:\n{}",
@@ -1696,27 +1714,6 @@ fn every_records_on_ext4_in_the_same_boot() {
     ));
 }
 
-/// `EveryBatch` with every `Durable` report checked against what a power loss at that very
-/// point of the trace keeps of every member's epoch log: fails in some schedules (found at the
-/// s20 merge, not diagnosed). The failing report is always about the member the workload
-/// removes later, lagging a few records, e.g. "after call 3725: n3 reported Durable(191) in
-/// view 1 (shard 0), but what a power loss keeps … ends at n0: seq Some(202) …, n2: seq
-/// Some(199) …" (about one report per run, ext4 and strict POSIX alike, with the inline sync
-/// and with round-robin's syncer thread). In the same runs every crash state restarts and
-/// keeps every promise. With the inline sync the member syncs its batch inside the poll
-/// before it publishes the received count, so either the model misattributes that member's
-/// writes (its log was compacted by a checkpoint before: a file replaced by rename) or a
-/// path writes that log other than `Log::flush`; to be diagnosed from a kept trace
-/// (`SQUALL_POWER_LOSS_KEEP_TRACE=1`, then `SQUALL_POWER_LOSS_TRACE`).
-#[test]
-#[ignore = "fails in some schedules: a Durable report ahead of one member's synced log at that trace point (see the doc comment)"]
-fn every_batch_durable_reports_are_synced_at_every_point() {
-    check_model(Check {
-        durable_at_trace: true,
-        ..Check::new("batch-trace-durable", Model::Ext4, S19, Boot::Same)
-    });
-}
-
 /// `EveryRecords(k)` with its `Durable` reports taken as power-loss promises: fails (s20).
 /// With `EveryRecords`/`Never`, `Upcall::Durable(p)` says `p` is in every member's log
 /// *written to the OS* (the policy's documented promise: a process crash), so most reports
@@ -1730,7 +1727,6 @@ fn every_batch_durable_reports_are_synced_at_every_point() {
 fn every_records_durable_reports_are_synced() {
     check_model(Check {
         upcalls: true,
-        durable_at_trace: true,
         ..Check::new("records-upcalls", Model::Ext4, EVERY_RECORDS, Boot::Another)
     });
 }

@@ -130,12 +130,11 @@ pub struct Config {
     /// (1 MiB).
     pub log_index_every: u64,
     /// [`Mode::Durable`]: where the log's `fdatasync`s run
-    /// ([`LogOptions::sync_mode`](crate::log::LogOptions::sync_mode)): inline in the poll
-    /// ([`SyncMode::Inline`](crate::log::SyncMode::Inline), the default: deterministic, and
-    /// what the power-loss tests verify), or on the log's syncer thread
-    /// ([`SyncMode::Thread`](crate::log::SyncMode::Thread), opt-in: the poll thread never waits
-    /// on the disk, except in [`wedge`](crate::RoundRobin::wedge)). Either way a batch counts
-    /// as received only once durable per the policy.
+    /// ([`LogOptions::sync_mode`](crate::log::LogOptions::sync_mode)): on the log's syncer
+    /// thread ([`SyncMode::Thread`](crate::log::SyncMode::Thread), the default: the poll thread
+    /// never waits on the disk, except in [`wedge`](crate::RoundRobin::wedge)), or inline in
+    /// the poll ([`SyncMode::Inline`](crate::log::SyncMode::Inline): deterministic, for the
+    /// simulator). Either way a batch counts as received only once durable per the policy.
     pub log_sync: crate::log::SyncMode,
 }
 
@@ -159,7 +158,7 @@ impl Config {
             heartbeat_interval: Duration::from_millis(10),
             suspicion_timeout: Duration::from_millis(100),
             log_index_every: crate::log::DEFAULT_INDEX_EVERY,
-            log_sync: crate::log::SyncMode::Inline,
+            log_sync: crate::log::SyncMode::Thread,
         }
     }
 

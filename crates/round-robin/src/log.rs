@@ -225,20 +225,18 @@ pub enum LogError {
 ///
 /// ```
 /// use squall_round_robin::log::SyncMode;
-/// assert_eq!(SyncMode::default(), SyncMode::Inline);
+/// assert_eq!(SyncMode::default(), SyncMode::Thread);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SyncMode {
     /// On a thread the log owns (`squall-log-sync`, spawned at the first sync the log needs,
     /// joined when it is dropped): [`Log::flush`] writes the batch and hands its sync over,
     /// never waiting; one `fdatasync` covers every batch written before it started (group
-    /// commit); [`Log::durable_mark`] reports a batch once that sync returned. Opt-in while an
-    /// undiagnosed power-loss finding stands (docs/ARCHITECTURE.md, round-robin, "The syncer
-    /// thread").
-    Thread,
-    /// Inside [`Log::flush`], on the caller's thread: deterministic (the simulator), and the
-    /// path the power-loss tests verify. The default.
+    /// commit); [`Log::durable_mark`] reports a batch once that sync returned. The default.
     #[default]
+    Thread,
+    /// Inside [`Log::flush`], on the caller's thread: deterministic, for the simulator, and the
+    /// behaviour before the syncer thread (to compare with).
     Inline,
 }
 
@@ -614,7 +612,7 @@ pub type Recovery = Skimmed;
 /// ```
 /// use squall_round_robin::log::{FsyncPolicy, LogOptions, SyncMode, DEFAULT_INDEX_EVERY};
 /// let o = LogOptions::new(FsyncPolicy::EveryBatch);
-/// assert_eq!((o.index_every, o.sync_mode), (DEFAULT_INDEX_EVERY, SyncMode::Inline));
+/// assert_eq!((o.index_every, o.sync_mode), (DEFAULT_INDEX_EVERY, SyncMode::Thread));
 /// assert!(LogOptions { index_every: 0, ..o }.validate().is_err());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -627,7 +625,7 @@ pub struct LogOptions {
     /// (at least 1; `u64::MAX`: no index is written, every skim reads the whole file). The
     /// index costs [`INDEX_ENTRY`] bytes per `index_every` bytes of log.
     pub index_every: u64,
-    /// Where the `fdatasync`s run: inline (the default) or on a syncer thread (opt-in).
+    /// Where the `fdatasync`s run: a syncer thread (the default) or inline.
     pub sync_mode: SyncMode,
 }
 

@@ -1,4 +1,4 @@
-//! The durable log's syncer thread (`SyncMode::Thread`, opt-in): `Log::flush` writes a
+//! The durable log's syncer thread (`SyncMode::Thread`, the default): `Log::flush` writes a
 //! batch and hands its `fdatasync` to the thread; `Log::durable_mark` reports the batch only
 //! once a sync that started after its write returned; the round-robin member publishes as
 //! received only what is durable. Each test holds the syncer on a gate it controls

@@ -1059,7 +1059,11 @@ fn crash_states(
                 .map(|i| i as usize)
                 .filter(|_| w[0].starts_with("PL-"))
             {
-                for (_, v, s, p, msg) in pending.extract_if(.., |x| x.0 == i) {
+                let (settled, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut pending)
+                    .into_iter()
+                    .partition(|x| x.0 == i);
+                pending = kept;
+                for (_, v, s, p, msg) in settled {
                     let trim = w[0] == "PL-VIEW"
                         && num(2) == Some(v + 1)
                         && s.is_some_and(|s| promised.synced.get(&s).is_some_and(|&q| q >= p));

@@ -572,7 +572,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Whether `node` is seen running view 0: its row is unsuspected and its view block names
     /// view 0 with the restarting word clear (not restarting it from a log, not past it).
     pub(crate) fn runs_view_0(&self, node: NodeId) -> bool {
-        let Some(row) = self.cfg.universe.iter().position(|&n| n == node) else {
+        let Some(row) = self.sst.row_of(node) else {
             return false;
         };
         !self.sst.is_suspected(row)

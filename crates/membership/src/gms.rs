@@ -201,6 +201,22 @@ pub trait Epoch {
     /// fresh member's hold"). Such a member may still switch into restart mode at view 0 after
     /// it wedged for an ordinary change, provided it proposed, acknowledged and decided nothing
     /// (docs/MEMBERSHIP.md, thirtieth part). Default: false.
+    ///
+    /// ```
+    /// use squall_membership::Epoch;
+    /// use squall_membership::view::View;
+    /// /// An epoch that has sent nothing and waits to be released.
+    /// struct Held;
+    /// impl Epoch for Held {
+    ///     fn wedge(&mut self, view: &View) -> Vec<u64> {
+    ///         vec![0; view.members.len()] // it received nothing
+    ///     }
+    ///     fn held(&self) -> bool {
+    ///         true
+    ///     }
+    /// }
+    /// assert!(Held.held() && !Held.nothing_delivered());
+    /// ```
     fn held(&self) -> bool {
         false
     }

@@ -564,7 +564,8 @@ fn a_crash_during_the_first_start_restarts_the_spares_of_view_0_too() {
 /// or one ahead without it, and joins as a new member by state transfer. Checked: the crash
 /// state (`x`'s log empty, the others' at view 1 without `x`, something delivered), then all
 /// five in one running view within 50 ms, delivering identically with messages of `x`, the
-/// first life's deliveries a prefix of the second's.
+/// first life's deliveries a prefix of the second's. This runs the first life and returns its
+/// crash state; [`peers_past_view_0`] runs the second.
 fn past_view_0_first_life(seed: u64, x: usize, tag: &str) -> Result<CrashState, String> {
     let n = 5;
     let tag = format!("past-0-{x}-{tag}");

@@ -8,7 +8,9 @@
 //! delivered in the first life (an initial member that never started never sent, so no
 //! round-robin position could be delivered); and afterwards they deliver new messages
 //! identically. Swept over every non-empty proper subset of 3 members and a few subsets of 5,
-//! with a few seeds (`SQUALL_SEEDS`).
+//! with a few seeds (`SQUALL_SEEDS`). Later parts add members whose peers are past view 0,
+//! the fresh member's hold and (s21) a suspicion during it; every run also checks virtual
+//! synchrony (each view installed after the same deliveries by every member that installed it).
 #![allow(clippy::unwrap_used)]
 
 use std::cell::RefCell;

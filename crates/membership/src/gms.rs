@@ -194,6 +194,32 @@ pub trait Epoch {
     fn nothing_delivered(&self) -> bool {
         false
     }
+
+    /// Whether the epoch is *held*: it has written nothing to its peers and writes nothing
+    /// until released (an initial member that started view 0 afresh, until it reads every
+    /// member of its shard running view 0; see docs/MEMBERSHIP.md, twenty-third part, "The
+    /// fresh member's hold"). Such a member may still switch into restart mode at view 0 after
+    /// it wedged for an ordinary change, provided it proposed, acknowledged and decided nothing
+    /// (docs/MEMBERSHIP.md, thirtieth part). Default: false.
+    ///
+    /// ```
+    /// use squall_membership::Epoch;
+    /// use squall_membership::view::View;
+    /// /// An epoch that has sent nothing and waits to be released.
+    /// struct Held;
+    /// impl Epoch for Held {
+    ///     fn wedge(&mut self, view: &View) -> Vec<u64> {
+    ///         vec![0; view.members.len()] // it received nothing
+    ///     }
+    ///     fn held(&self) -> bool {
+    ///         true
+    ///     }
+    /// }
+    /// assert!(Held.held() && !Held.nothing_delivered());
+    /// ```
+    fn held(&self) -> bool {
+        false
+    }
 }
 
 /// The GMS table's fields.
@@ -1041,8 +1067,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !self.first_start {
             return Ok(false);
         }
+        // Wedged while its epoch is held (a suspicion during the hold, s21): the wedge wrote
+        // nothing into the epoch's regions and committed to nothing (only an acknowledgement,
+        // the proposal below, does), so the member has still done nothing in view 0.
         if view.id != 0
-            || self.wedged.is_some()
+            || (self.wedged.is_some() && !epoch.held())
             || self.proposal.is_some()
             || self.decision.is_some()
             || !epoch.nothing_delivered()
@@ -1070,6 +1099,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         };
         self.first_start = false;
         self.restart = Some(RestartState::default());
+        // A wedge of the held epoch is void: the restart round wedges again, publishing the
+        // counts its epoch log holds.
+        self.wedged = None;
         self.publish_view()?;
         if vid == view.id {
             tracing::info!(me = %self.me, %peer, "membership: a member of view 0 restarts it from its log (the group crashed during its first start): restarting view 0 with it");

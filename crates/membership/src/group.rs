@@ -433,6 +433,8 @@ struct Wedger<'a, T: Transport> {
     holds: bool,
     /// Nothing delivered yet, in any view (see [`Epoch::nothing_delivered`]).
     nothing_delivered: bool,
+    /// The epoch is held (see [`Epoch::held`] and [`Group::held`]).
+    held: bool,
 }
 
 impl<T: Transport> Epoch for Wedger<'_, T> {
@@ -462,6 +464,10 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
 
     fn nothing_delivered(&self) -> bool {
         self.nothing_delivered
+    }
+
+    fn held(&self) -> bool {
+        self.held
     }
 }
 
@@ -2416,6 +2422,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             logged: self.restart_logged.as_deref(),
             holds: self.active,
             nothing_delivered,
+            held: self.held,
         };
         let r = self.gms.poll(&mut wedger, &mut events);
         if self.restart_logged.is_none()

@@ -8,10 +8,15 @@
 //! delivered in the first life (an initial member that never started never sent, so no
 //! round-robin position could be delivered); and afterwards they deliver new messages
 //! identically. Swept over every non-empty proper subset of 3 members and a few subsets of 5,
-//! with a few seeds (`SQUALL_SEEDS`).
+//! with a few seeds (`SQUALL_SEEDS`). Later parts add members whose peers are past view 0,
+//! the fresh member's hold and (s21) a suspicion during it; every run also checks virtual
+//! synchrony (each view installed after the same deliveries by every member that installed it).
 #![allow(clippy::unwrap_used)]
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Duration;
 
 mod group_sim;
@@ -20,13 +25,120 @@ use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_membership::view::EvenShards;
 use squall_ordering::{TotalOrder, Upcall};
-use squall_transport::NodeId;
+use squall_transport::{
+    Event, LocalSlice, NodeId, OpId, PostError, Region, RegionId, RemoteAddr, Signal, Time,
+    Transport, Waker,
+};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 /// One step of the simulation.
 const STEP: Duration = Duration::from_micros(2);
 
 type Seq = Vec<(u64, Vec<u8>)>;
+
+/// What a first life leaves: its scratch directory, every member's GMS log, what each delivered.
+type CrashState = (PathBuf, Vec<Vec<u8>>, Vec<Seq>);
+
+/// What [`Watched`] endpoints record: the one-sided ops that node `node` posts into the regions
+/// `regions` of its peers while `armed`.
+#[derive(Default)]
+struct Watch {
+    node: Option<NodeId>,
+    regions: Vec<RegionId>,
+    armed: bool,
+    /// (target, region, virtual time) of each op recorded.
+    hits: Vec<(NodeId, RegionId, Time)>,
+}
+
+/// A simulated endpoint that records, in the shared [`Watch`], the one-sided ops its node posts
+/// into the watched regions of its peers (a member's view-0 epoch's region set, here): whether
+/// that epoch wrote anything into a peer, whatever the writer's code path.
+struct Watched {
+    inner: SimNode,
+    watch: Rc<RefCell<Watch>>,
+}
+
+impl Watched {
+    fn note(&self, peer: NodeId, at: RemoteAddr) {
+        let mut w = self.watch.borrow_mut();
+        if w.armed && w.node == Some(self.inner.local_id()) && w.regions.contains(&at.region) {
+            let now = self.inner.now();
+            w.hits.push((peer, at.region, now));
+        }
+    }
+}
+
+impl Transport for Watched {
+    fn local_id(&self) -> NodeId {
+        self.inner.local_id()
+    }
+    fn peers(&self) -> &[NodeId] {
+        self.inner.peers()
+    }
+    fn region(&self, id: RegionId) -> Option<&Region> {
+        self.inner.region(id)
+    }
+    fn remote_region_len(&self, peer: NodeId, id: RegionId) -> Option<usize> {
+        self.inner.remote_region_len(peer, id)
+    }
+    fn max_message_len(&self) -> usize {
+        self.inner.max_message_len()
+    }
+    fn now(&self) -> Time {
+        self.inner.now()
+    }
+    fn write(
+        &mut self,
+        peer: NodeId,
+        src: LocalSlice,
+        dst: RemoteAddr,
+        signal: Signal,
+    ) -> Result<OpId, PostError> {
+        self.note(peer, dst);
+        self.inner.write(peer, src, dst, signal)
+    }
+    fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
+        self.inner.read(peer, src, dst)
+    }
+    fn compare_and_swap(
+        &mut self,
+        peer: NodeId,
+        word: RemoteAddr,
+        expected: u64,
+        new: u64,
+    ) -> Result<OpId, PostError> {
+        self.note(peer, word);
+        self.inner.compare_and_swap(peer, word, expected, new)
+    }
+    fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
+        self.note(peer, word);
+        self.inner.fetch_add(peer, word, delta)
+    }
+    fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
+        self.inner.send(peer, data, signal)
+    }
+    fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
+        self.inner.fence(peer)
+    }
+    fn poll(&mut self, out: &mut [Event]) -> usize {
+        self.inner.poll(out)
+    }
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {
+        self.inner.recv(buf)
+    }
+    fn is_absent(&self, peer: NodeId) -> bool {
+        self.inner.is_absent(peer)
+    }
+    fn report_failed(&mut self, peer: NodeId) {
+        self.inner.report_failed(peer);
+    }
+    fn wait(&mut self, timeout: Duration) {
+        self.inner.wait(timeout);
+    }
+    fn waker(&self) -> Waker {
+        self.inner.waker()
+    }
+}
 
 /// The shared small-slot group over `n` nodes, all initial, with durable epochs in
 /// `base/n<i>` (never fsynced: a simulated stop is a process crash); with `spares`, one shard
@@ -49,9 +161,13 @@ struct Life {
     sim: Sim,
     base: PathBuf,
     nodes: Vec<Option<SimNode>>,
-    groups: Vec<Option<Group<SimNode, MemLog>>>,
+    groups: Vec<Option<Group<Watched, MemLog>>>,
     logs: Vec<Vec<u8>>,
     delivered: Vec<Seq>,
+    /// Per member, each view it installed while active (not the one its transfer completed
+    /// in) and how many messages it had delivered then (virtual synchrony: the same everywhere).
+    installs: Vec<BTreeMap<u64, usize>>,
+    watch: Rc<RefCell<Watch>>,
     next: Vec<u32>,
     life: u8,
     n: usize,
@@ -71,7 +187,7 @@ impl Life {
         spares: usize,
     ) -> Life {
         let n = logs.len();
-        let layout = Group::<SimNode, MemLog>::layout(&config(base, 0, n, spares)).unwrap();
+        let layout = Group::<Watched, MemLog>::layout(&config(base, 0, n, spares)).unwrap();
         let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), n, &layout).unwrap();
         let mut l = Life {
             sim,
@@ -80,6 +196,8 @@ impl Life {
             groups: (0..n).map(|_| None).collect(),
             logs: logs.to_vec(),
             delivered: vec![Vec::new(); n],
+            installs: vec![BTreeMap::new(); n],
+            watch: Rc::default(),
             next: vec![0; n],
             life,
             n,
@@ -100,6 +218,10 @@ impl Life {
         let (log, rec) = MemLog::open(self.logs[i].clone());
         let rec = (!rec.records.is_empty()).then_some(rec);
         let cfg = config(&self.base, i, self.n, self.spares);
+        let t = Watched {
+            inner: t,
+            watch: self.watch.clone(),
+        };
         self.groups[i] = Some(Group::new(t, cfg, log, rec.as_ref()).unwrap());
     }
 
@@ -118,7 +240,15 @@ impl Life {
             }
             let mut up = Vec::new();
             g.poll(&mut up);
-            if let Some(st) = g.take_state() {
+            {
+                // The watched member's view-0 epoch is over once it leaves view 0.
+                let mut w = self.watch.borrow_mut();
+                if w.node == Some(NodeId(i as u32)) && g.view().is_none_or(|v| v.id != 0) {
+                    w.armed = false;
+                }
+            }
+            let transferred = g.take_state();
+            if let Some(st) = transferred.as_ref() {
                 // A member that joined (again): its state is what the others delivered before
                 // the state's position (checked against the digest the holder sent).
                 let from = (0..self.n)
@@ -134,10 +264,16 @@ impl Life {
                 self.delivered[i] = prefix;
             }
             for u in up {
-                if let Upcall::Deliver(d) = u {
-                    let want = self.delivered[i].last().map_or(d.position, |l| l.0 + 1);
-                    assert_eq!(d.position, want, "n{i}: positions must be gapless");
-                    self.delivered[i].push((d.position, d.payload));
+                match u {
+                    Upcall::Deliver(d) => {
+                        let want = self.delivered[i].last().map_or(d.position, |l| l.0 + 1);
+                        assert_eq!(d.position, want, "n{i}: positions must be gapless");
+                        self.delivered[i].push((d.position, d.payload));
+                    }
+                    Upcall::View(v) if transferred.is_none() => {
+                        self.installs[i].insert(v.id, self.delivered[i].len());
+                    }
+                    _ => {}
                 }
             }
             if g.state_wanted() {
@@ -162,6 +298,43 @@ impl Life {
 
     fn state(&self) -> String {
         group_sim::describe(&self.groups)
+    }
+
+    /// Records every one-sided op member `x` posts into its peers' copies of view 0's epoch
+    /// regions (its shard's region set, which every later even view reuses) until it leaves
+    /// view 0.
+    fn watch_view_0_set(&mut self, x: usize) {
+        let members: Vec<NodeId> = (0..self.n as u32).map(NodeId).collect();
+        let set = config(&self.base, x, self.n, self.spares).epoch_for_shard(0, 0, members);
+        let mut w = self.watch.borrow_mut();
+        w.node = Some(NodeId(x as u32));
+        w.regions = vec![set.table_region, set.large_region];
+        w.armed = true;
+    }
+
+    /// Whether member `i` is wedged in view 0 for an ordinary view change (a suspicion) while it
+    /// still runs the view-0 epoch it started afresh: not restarting, its epoch not dropped.
+    fn wedged_in_view_0(&self, i: usize) -> bool {
+        self.groups[i].as_ref().is_some_and(|g| {
+            g.gms().is_wedged()
+                && g.gms().restarting().is_none()
+                && g.view().is_some_and(|v| v.id == 0)
+                && g.epoch().is_some()
+        })
+    }
+
+    /// Member `i`'s process crashed (or is made to): it starts again as a new process (a new incarnation on
+    /// the fabric) from the GMS log its crashed group left.
+    fn restart_process(&mut self, i: usize) {
+        if let Some(g) = self.groups[i].take() {
+            self.logs[i] = g.gms().log().bytes().to_vec();
+        }
+        let id = NodeId(i as u32);
+        if !self.sim.is_crashed(id) {
+            self.sim.crash(id);
+        }
+        self.nodes[i] = self.sim.restart_node(id);
+        self.boot(i);
     }
 }
 
@@ -297,6 +470,23 @@ fn together_and_carrying_on(
             return Err(format!("n{i}: none of its messages was delivered"));
         }
     }
+    // Virtual synchrony: a view is installed after the same number of deliveries by every
+    // member that installed it while active.
+    let mut at: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+    for (i, m) in l.installs.iter().enumerate() {
+        for (&v, &pos) in m {
+            match at.get(&v) {
+                Some(&(j, p)) if p != pos => {
+                    return Err(format!(
+                        "view {v}: n{j} installed it after {p} deliveries, n{i} after {pos}"
+                    ));
+                }
+                _ => {
+                    at.insert(v, (i, pos));
+                }
+            }
+        }
+    }
     // Nothing delivered in the first life is lost: the replay hands it out again first.
     if let Some(i) = (0..senders).find(|&i| !after.starts_with(&before[i])) {
         return Err(format!(
@@ -376,10 +566,11 @@ fn a_crash_during_the_first_start_restarts_the_spares_of_view_0_too() {
 /// or one ahead without it, and joins as a new member by state transfer. Checked: the crash
 /// state (`x`'s log empty, the others' at view 1 without `x`, something delivered), then all
 /// five in one running view within 50 ms, delivering identically with messages of `x`, the
-/// first life's deliveries a prefix of the second's.
-fn peers_past_view_0(seed: u64, x: usize, late: usize, quiet: bool) -> Result<(), String> {
+/// first life's deliveries a prefix of the second's. This runs the first life and returns its
+/// crash state; [`peers_past_view_0`] runs the second.
+fn past_view_0_first_life(seed: u64, x: usize, tag: &str) -> Result<CrashState, String> {
     let n = 5;
-    let tag = format!("past-0-{x}-{late}-{quiet}");
+    let tag = format!("past-0-{x}-{tag}");
     let base = group_sim::scratch_dir("first-start", &tag, seed);
     let others: Vec<usize> = (0..n).filter(|&i| i != x).collect();
     let mut l = Life::start(seed, &base, &vec![Vec::new(); n], &others, 0, 0);
@@ -409,6 +600,14 @@ fn peers_past_view_0(seed: u64, x: usize, late: usize, quiet: bool) -> Result<()
             before[others[0]].len()
         ));
     }
+    Ok((base, logs, before))
+}
+
+/// See [`past_view_0_first_life`].
+fn peers_past_view_0(seed: u64, x: usize, late: usize, quiet: bool) -> Result<(), String> {
+    let n = 5;
+    let others: Vec<usize> = (0..n).filter(|&i| i != x).collect();
+    let (base, logs, before) = past_view_0_first_life(seed, x, &format!("{late}-{quiet}"))?;
     let mut l = Life::start(seed + 1000, &base, &logs, &others, 1, 0);
     if quiet {
         l.quiet = Some(x);
@@ -543,4 +742,155 @@ fn a_member_that_started_view_0_afresh_and_that_the_restart_removes_joins_again(
 #[test]
 fn regression_first_start_seed_2_stale_view_0_writes_read_by_view_2() {
     first_start_removed_by_the_restart(2, 20).unwrap();
+}
+
+/// Issue 6, s21 (docs/MEMBERSHIP.md, thirtieth part): a suspicion reaches `x`, an initial
+/// member that started view 0 afresh, while its view-0 epoch is held. A crash during the group's
+/// first start: the three others of five start (each logs view 0) and run 50 steps; `x` and
+/// `y` never start. Second life: `x` and `y` start view 0 afresh (held: the others are not seen
+/// running view 0), `y`'s process crashes within 20 steps, and `x` suspects it and wedges view
+/// 0 for an ordinary change while held (the test waits for exactly that state). Only then
+/// (`late` steps more) do the three restart view 0 from their logs and `y` start again as a new
+/// process from its log (`Installed { 0 }`). Checked by [`after_the_hold`].
+fn suspicion_in_the_hold_at_a_first_start_crash(
+    seed: u64,
+    (x, y): (usize, usize),
+    late: usize,
+) -> Result<(), String> {
+    let n = 5;
+    let logged: Vec<usize> = (0..n).filter(|&i| i != x && i != y).collect();
+    let base = group_sim::scratch_dir("first-start", &format!("hold-{x}-{y}-{late}"), seed);
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); n], &logged, 0, 0);
+    for _ in 0..50 {
+        l.step(true);
+    }
+    let (logs, before) = l.shutdown();
+    let mut l = Life::start(seed + 1000, &base, &logs, &[x, y], 1, 0);
+    l.watch_view_0_set(x);
+    for _ in 0..l.sim.random(20) {
+        l.step(true);
+    }
+    l.sim.crash(NodeId(y as u32));
+    let t0 = l.sim.now();
+    while !l.wedged_in_view_0(x) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(10) {
+            return Err(format!("n{x} did not wedge view 0: {}", l.state()));
+        }
+        l.step(true);
+    }
+    for _ in 0..late {
+        l.step(true);
+    }
+    for &i in &logged {
+        l.boot(i);
+    }
+    l.restart_process(y);
+    after_the_hold(l, x, &before)?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// Issue 6, s21: a suspicion reaches `x` while its view-0 epoch is held and its peers are past
+/// view 0 ([`past_view_0_first_life`]: the four others removed `x` and ran on). Second life:
+/// the four restart view 1 (their restart view 2 runs on region set 0, view 0's); `x` starts
+/// view 0 afresh cut off from all of them, so it reads none of their view blocks and its links
+/// to them time out while its epoch is held. It suspects the four at once and stops (a
+/// minority of view 0) before it could wedge: checked, as is that it was still in view 0 and
+/// not restarting (the suspicion came during the hold). The partition heals and `x`'s process
+/// starts again from its log (`Installed { 0 }`, logged at its start). Checked by
+/// [`after_the_hold`].
+fn suspicion_in_the_hold_past_view_0(seed: u64, x: usize) -> Result<(), String> {
+    let n = 5;
+    let others: Vec<usize> = (0..n).filter(|&i| i != x).collect();
+    let (base, logs, before) = past_view_0_first_life(seed, x, "hold")?;
+    let mut l = Life::start(seed + 1000, &base, &logs, &others, 1, 0);
+    let cut: Vec<NodeId> = others.iter().map(|&i| NodeId(i as u32)).collect();
+    l.sim.partition(&[NodeId(x as u32)], &cut);
+    l.watch_view_0_set(x);
+    l.boot(x);
+    let t0 = l.sim.now();
+    let held = |l: &Life| {
+        l.groups[x].as_ref().is_some_and(|g| {
+            g.gms().restarting().is_none()
+                && g.view().is_some_and(|v| v.id == 0)
+                && g.epoch().is_some()
+        })
+    };
+    while l.groups[x].as_ref().is_some_and(|g| g.stopped().is_none()) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(10) || !held(&l) {
+            return Err(format!("n{x} did not stop in view 0: {}", l.state()));
+        }
+        l.step(true);
+    }
+    if (l.groups[x].as_ref()).is_none_or(|g| g.view().is_none_or(|v| v.id != 0)) {
+        return Err(format!("n{x} stopped outside view 0: {}", l.state()));
+    }
+    l.sim.heal();
+    l.restart_process(x);
+    after_the_hold(l, x, &before)?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// What a suspicion during `x`'s first-start hold must leave: `x` posted nothing into any
+/// peer's copy of view 0's region set while in view 0 (its held epoch, wedged or dropped, wrote
+/// nothing; a later even view of the peers reuses that set), and every member ends in one
+/// running view, delivering identically, each view installed after the same deliveries by
+/// every member that installed it ([`together_and_carrying_on`]).
+fn after_the_hold(l: Life, x: usize, before: &[Seq]) -> Result<(), String> {
+    let watch = l.watch.clone();
+    let wrote = || {
+        let w = watch.borrow();
+        match w.hits.first() {
+            None => Ok(()),
+            Some(first) => Err(format!(
+                "n{x}'s view-0 epoch posted {} ops into its peers' region set 0, the first {first:?}",
+                w.hits.len()
+            )),
+        }
+    };
+    together_and_carrying_on(l, before, 0, |_| wrote())?;
+    wrote()
+}
+
+#[test]
+fn a_member_wedged_by_a_suspicion_during_its_first_start_hold_restarts_view_0_with_the_others() {
+    check_seeds("first_start_hold_wedged", 2, |seed| {
+        for xy in [(3, 4), (4, 3)] {
+            for late in [0, 200] {
+                suspicion_in_the_hold_at_a_first_start_crash(seed, xy, late)
+                    .map_err(|e| format!("(x, y) = {xy:?}, {late} late: {e}"))?;
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn a_member_cut_off_during_its_first_start_hold_writes_nothing_into_its_peers_later_view() {
+    check_seeds("first_start_hold_cut_off", 2, |seed| {
+        for x in [0, 4] {
+            suspicion_in_the_hold_past_view_0(seed, x).map_err(|e| format!("x = {x}: {e}"))?;
+        }
+        Ok(())
+    });
+}
+
+/// Left (docs/MEMBERSHIP.md, thirtieth part): as
+/// [`a_member_wedged_by_a_suspicion_during_its_first_start_hold_restarts_view_0_with_the_others`],
+/// but `x` leads view 0 among the members it does not suspect (`x` = 0, or `y` = 0), so it
+/// *proposes* the change that fails `y` while held. A member that proposed or acknowledged an
+/// ordinary change never switches into restart mode (the s19 argument that the restart and an
+/// ordinary change of view 0 cannot both complete rests on it), and the restart of view 0
+/// waits for it: the run hangs ("did not end in one running view").
+#[test]
+#[ignore = "a known hang, left: a fresh member that proposed during its first-start hold"]
+fn a_member_that_proposes_during_its_first_start_hold_is_left_running_view_0() {
+    check_seeds("first_start_hold_proposed", 1, |seed| {
+        for xy in [(0, 1), (1, 0)] {
+            suspicion_in_the_hold_at_a_first_start_crash(seed, xy, 0)
+                .map_err(|e| format!("(x, y) = {xy:?}: {e}"))?;
+        }
+        Ok(())
+    });
 }

@@ -766,11 +766,11 @@ impl Inadequate {
                 "the layout moved a survivor of {s} out of it (a member holds only its own shard's state, so it never changes shards); the group waits (a bug in the layout)"
             ),
             None if self.lost && self.have > 0 => format!(
-                "{s} lost every member that held its state in the previous view: its {} surviving member(s) had not completed their state transfer, so no survivor holds its state and it cannot be rebuilt by state transfer; the group stops (restart it from durable logs or from scratch)",
+                "{s} lost every member that held its state in the previous view: its {} surviving member(s) had not completed their state transfer, so no survivor holds its state and it cannot be rebuilt by state transfer; the group stops (a total restart from logs that hold this view installs the same loss: it is logged with the view; start the group afresh)",
                 self.have
             ),
             None if self.lost => format!(
-                "{s} lost every member it had in the previous view: no survivor holds its state, so it cannot be rebuilt by state transfer; the group stops (restart it from durable logs or from scratch)"
+                "{s} lost every member it had in the previous view: no survivor holds its state, so it cannot be rebuilt by state transfer; the group stops (a total restart from logs that hold this view installs the same loss: it is logged with the view; start the group afresh)"
             ),
             None => format!(
                 "{s} would have {} members but needs at least {}; the group waits, wedged, until enough members join",

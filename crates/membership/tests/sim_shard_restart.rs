@@ -224,6 +224,7 @@ impl Life {
             let mut up = Vec::new();
             g.poll(&mut up);
             let shard = g.shard();
+            let (view_id, stopped) = (g.view().map(|v| v.id), g.stopped().map(str::to_string));
             if let Some(st) = g.take_state() {
                 // A joiner's state (its first upcall is the view, the deliveries from the
                 // state's position follow): its shard's chain value at that position.
@@ -250,7 +251,11 @@ impl Life {
             for u in up {
                 if let Upcall::Deliver(d) = u {
                     let Some(s) = shard else {
-                        return Err(format!("n{i} delivered in no shard"));
+                        // E.g. a restart view installed and replayed, then found inadequate
+                        // (a lost shard) in the same poll: say so.
+                        return Err(format!(
+                            "n{i} delivered in no shard (view {view_id:?}, stopped: {stopped:?})"
+                        ));
                     };
                     self.delivered(i, s, d.position, d.payload)?;
                 }
@@ -603,8 +608,63 @@ fn restart(
             ..b
         });
     let mut l = Life::start(seed, base, shards, &picked, &[], reference, life);
-    let replays = complete(&mut l, newest, &members, before, bounce.map(|b| (b, base)))?;
+    let replays = match complete(&mut l, newest, &members, before, bounce.map(|b| (b, base))) {
+        Err(e)
+            if e.starts_with(SHARD_LOST_AGREED)
+                && RESTART_AFTER_LOSS.with(std::cell::Cell::get) =>
+        {
+            return Err(restart_after_shard_lost(
+                l, e, seed, base, shards, &picked, before, life,
+            ));
+        }
+        r => r?,
+    };
     Ok((l, replays))
+}
+
+/// The way out of [`SHARD_LOST_AGREED`] that the stop message names (every member but the
+/// bounced lone holder stopped with its shard lost; the holder's new incarnation waits in
+/// restart mode for a majority of the last view's logs, which only the operator's restart
+/// brings): the operator stops every process and restarts them all from their logs, the lone
+/// holder's included (it holds the shard's state up to the restart view). That restart should
+/// complete like any other (per shard the replays agree and extend everything delivered before)
+/// and the group carry on. It does not yet: see
+/// `a_total_restart_after_a_lost_shard_rebuilds_it_from_its_last_holders_log`. Returns `lost`, the outcome, if it did; else the follow-up's failure (which does not start
+/// with [`SHARD_LOST_AGREED`], so no test accepts it).
+#[allow(clippy::too_many_arguments)]
+fn restart_after_shard_lost(
+    l: Life,
+    lost: String,
+    seed: u64,
+    base: &Path,
+    shards: usize,
+    picked: &[Option<Vec<u8>>],
+    before: &[Before],
+    life: u32,
+) -> String {
+    let (logs, mut before2, reference) = l.shutdown(false);
+    before2.extend_from_slice(before);
+    // A member that did not start in this life keeps the log it had.
+    let logs: Vec<Option<Vec<u8>>> = (0..N)
+        .map(|i| logs[i].clone().or_else(|| picked[i].clone()))
+        .collect();
+    let all: Vec<usize> = (0..N).filter(|&i| logs[i].is_some()).collect();
+    let again = restart(
+        seed + 5000,
+        base,
+        shards,
+        &logs,
+        &all,
+        &before2,
+        reference,
+        life + 1,
+        None,
+    )
+    .and_then(|(mut l3, replays)| carry_on(&mut l3, &replays));
+    match again {
+        Ok(()) => lost,
+        Err(e) => format!("the new total restart of every member after \"{lost}\" failed: {e}"),
+    }
 }
 
 /// After a restart: everyone submits, then settles; per shard every running member delivered
@@ -748,6 +808,10 @@ thread_local! {
     /// `When::InstalledElsewhere` or `When::InstalledHere`: how many members had installed and
     /// how many had not when it fired (the bounced one left out of both).
     static HELD: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
+    /// Whether a restart that ends with [`SHARD_LOST_AGREED`] is followed by a new total restart
+    /// of every member that must complete ([`restart_after_shard_lost`]; set only by the
+    /// ignored test of that gap).
+    static RESTART_AFTER_LOSS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn run(p: &Plan) -> Result<(), String> {
@@ -1384,6 +1448,26 @@ fn regression_a_lone_holders_new_incarnation_readmitted_while_a_member_ran_the_r
     // schedules, and the same moment now comes at seed 1, which stalls without the wait
     // ("nothing new delivered after the restart").
     race_c_sweep(&[1]).unwrap();
+}
+
+/// Found in s21 (`docs/MEMBERSHIP.md`, "What remains for issue 6", the lost shard after a
+/// restart race; **ignored: fails**): race (c) at seed 1 ends with every member but the lone
+/// holder `k` stopped with `k`'s shard lost in the restart view + 1 (view 3), as designed. The
+/// stop message says to restart from the durable logs; the operator does, with every member,
+/// `k` included, whose log holds the shard's state up to view 2. It does not rebuild the
+/// shard: the members' logs end at view 3, whose shard is empty, so the restart of view 3
+/// decides view 4 with the shard still lost and every member stops again ("view 4: subgroup 0
+/// shard 1 lost every member ..."; `k`, whose log ends at view 2, is not a member of view 3).
+/// A lost view runs nowhere (every member that installs it stops, from data the decision
+/// carries), so a restart could adopt its decision's trim of view 2 and restart view 2 with its
+/// restarted members, `k` included, instead. Run with `--run-ignored only`.
+#[test]
+#[ignore = "s21 finding: a total restart after a lost shard installs the loss again"]
+fn a_total_restart_after_a_lost_shard_rebuilds_it_from_its_last_holders_log() {
+    RESTART_AFTER_LOSS.with(|c| c.set(true));
+    let r = race_c_sweep(&[1]);
+    RESTART_AFTER_LOSS.with(|c| c.set(false));
+    r.unwrap();
 }
 
 /// Race (b) of the eighteenth part (s20, `docs/MEMBERSHIP.md`, twenty-second part): as

@@ -353,8 +353,8 @@ fn run_reports(seed: u64, fsync: FsyncPolicy, per_sender: u64) -> Result<Reports
 /// Under `EveryRecords(k)` a record counts as received once written, so `Durable` may not
 /// follow delivery: it reports only positions every member's log has synced (the minimum of
 /// the `rr_synced` column), lags delivery, and advances as the syncs come (power-loss
-/// finding 7). Fails with `Durable` reported at delivery as before s21 (every seed: "n… reported
-/// 2 durable, every member synced only 0 messages").
+/// finding 7). Fails with `Durable` reported at delivery as before s21 (seed 0: "n2 reported
+/// 1 durable, every member synced only 0 messages ([Some(4), Some(0), Some(0)])").
 #[test]
 fn every_records_reports_durable_only_what_every_member_synced() {
     let mut lagging = 0;

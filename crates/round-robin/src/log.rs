@@ -240,7 +240,17 @@ pub enum SyncMode {
     Inline,
 }
 
-/// When the log calls `fsync`.
+/// When the log calls `fsync`, and so what a delivery and `Upcall::Durable` promise.
+///
+/// Under every policy a record counts as received once the policy says it is durable, and a
+/// message is delivered once every member received it, so a delivered message survives a
+/// *process* crash of every member. [`Upcall::Durable(p)`](squall_ordering::Upcall::Durable)
+/// (in durable mode, from [`RoundRobin`](crate::RoundRobin)) promises more: every position up
+/// to `p` is *synced* (an `fdatasync` returned after its write) in the log of every member of
+/// the view, so it survives a power loss of all of them. Under `EveryBatch` that is every
+/// delivered position; under `EveryRecords` it lags delivery to the members' last syncs (each
+/// publishes what its syncs covered in the `rr_synced` column, and `Durable` reports the
+/// delivered positions below its minimum); under `Never` nothing is reported.
 ///
 /// ```
 /// use squall_round_robin::log::FsyncPolicy;
@@ -249,13 +259,19 @@ pub enum SyncMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FsyncPolicy {
     /// One `fdatasync` per receive batch (every record logged by one poll), before the batch
-    /// counts as received (survives power loss).
+    /// counts as received (survives power loss). `Durable` follows delivery: every delivered
+    /// position is reported durable.
     #[default]
     EveryBatch,
     /// `fdatasync` once at least this many records were appended since the last one; records
-    /// count as received once written to the OS (survives a process crash, not power loss).
+    /// count as received once written to the OS (a delivery survives a process crash, not a
+    /// power loss). `Durable` reports only what every member synced: it lags delivery by up to
+    /// about this many records per member (and what a view change's trim delivers is reported
+    /// by the next view's reports, once the ended log's sync and the next syncs came).
     EveryRecords(u64),
-    /// Never `fsync`; received means written to the OS (survives a process crash only).
+    /// Never `fsync`; received means written to the OS (survives a process crash only). No
+    /// `Upcall::Durable` is ever reported: nothing is promised to survive a power loss (a
+    /// checkpoint's `Written` promises its own state, synced).
     Never,
 }
 

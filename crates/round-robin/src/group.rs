@@ -714,6 +714,41 @@ impl<T: Transport> RoundRobin<T> {
     /// messages this member's log has synced and published as synced (its `rr_synced`
     /// column; [`Upcall::Durable`] reports the delivered positions below the minimum of that
     /// column over the members). `None` under the other policies and modes.
+    ///
+    /// ```
+    /// use squall_ordering::{TotalOrder, Upcall};
+    /// use squall_round_robin::{Config, FsyncPolicy, Mode, RoundRobin, SyncMode};
+    /// use squall_transport::NodeId;
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    ///
+    /// let path = std::env::temp_dir().join(format!("rr-synced-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let cfg = Config {
+    ///     mode: Mode::Durable { path: path.clone(), fsync: FsyncPolicy::EveryRecords(2) },
+    ///     log_sync: SyncMode::Inline,
+    ///     ..Config::new(vec![NodeId(0)])
+    /// };
+    /// let layout = RoundRobin::<squall_transport_mem::sim::SimNode>::layout(&cfg)?;
+    /// let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout)?;
+    /// let mut rr = RoundRobin::new(nodes.remove(0), cfg)?;
+    /// rr.submit(b"one")?;
+    /// let mut up = Vec::new();
+    /// while !up.iter().any(|u| matches!(u, Upcall::Deliver(_))) {
+    ///     rr.poll(&mut up);
+    /// }
+    /// // Delivered (written), not synced: one record of the two a sync waits for.
+    /// assert_eq!(rr.synced(), Some(0));
+    /// assert!(!up.iter().any(|u| matches!(u, Upcall::Durable(_))));
+    /// rr.submit(b"two")?;
+    /// while !up.contains(&Upcall::Durable(1)) {
+    ///     rr.poll(&mut up);
+    /// }
+    /// assert_eq!(rr.synced(), Some(2));
+    /// # drop(rr);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn synced(&self) -> Option<u64> {
         self.f.synced.map(|_| self.synced_count)
     }

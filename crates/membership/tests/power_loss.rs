@@ -127,9 +127,11 @@ impl Variant {
         self.universe() - 1
     }
 
-    /// Whether `Upcall::Durable` promises survival of a power loss (only `EveryBatch` syncs
-    /// before a record counts as received; the others promise it for a process crash).
-    fn durable_upcall_promises(&self) -> bool {
+    /// Whether every batch is synced before it counts as received (`EveryBatch`; the
+    /// others leave several writes unsynced, and promise only what was synced). Since s21
+    /// `Upcall::Durable` is a power-loss promise under every policy (under `EveryRecords` it
+    /// reports what every member synced, under `Never` nothing), so every check checks it.
+    fn syncs_every_batch(&self) -> bool {
         self.fsync == FsyncPolicy::EveryBatch
     }
 
@@ -603,7 +605,7 @@ fn record(
             Ok(p) => p,
             // `EveryBatch` writes only entries of synced records (tag 0), which every boot
             // trusts: the same boot checks the same (many containers refuse the namespace).
-            Err(e) if variant.durable_upcall_promises() => {
+            Err(e) if variant.syncs_every_batch() => {
                 println!("power-loss test {tag}: restarting in the same boot ({e})");
                 boot = Boot::Same;
                 Vec::new()
@@ -888,13 +890,9 @@ impl Promised {
     }
 
     /// What a restart of a member of shard `s` must run past, and why.
-    fn required(&self, s: usize, upcalls: bool) -> Option<(u64, &'static str)> {
+    fn required(&self, s: usize) -> Option<(u64, &'static str)> {
         let synced = self.synced.get(&s).map(|&p| (p, "synced everywhere"));
-        let durable = self
-            .durable
-            .get(&s)
-            .filter(|_| upcalls)
-            .map(|&p| (p, "reported Durable"));
+        let durable = self.durable.get(&s).map(|&p| (p, "reported Durable"));
         synced.max(durable)
     }
 }
@@ -1187,9 +1185,7 @@ fn check_state(
         .filter_map(|(_, r)| r.last_view().map(|v| v.0))
         .max();
     let Some(newest) = newest else {
-        let any: Vec<_> = (0..v.shards)
-            .filter_map(|s| pr.required(s, c.upcalls))
-            .collect();
+        let any: Vec<_> = (0..v.shards).filter_map(|s| pr.required(s)).collect();
         if !any.is_empty() {
             return Err(format!(
                 "no log holds a view, yet positions {any:?} were durable"
@@ -1262,7 +1258,7 @@ fn check_state(
             .as_ref()
             .and_then(|g| g.stopped().map(|w| w.to_string()))
     }
-    let weak = !v.durable_upcall_promises();
+    let weak = !v.syncs_every_batch();
     let done = no_panic("the restart", || {
         run.run_until(false, 15_000, |r| {
             members
@@ -1367,7 +1363,7 @@ fn check_state(
         }
         let next = run.n.apps[i].next;
         if let Some(s) = shard_in(&d.members, newest, i)
-            && let Some((p, why)) = pr.required(s, c.upcalls)
+            && let Some((p, why)) = pr.required(s)
             && next <= p
         {
             return Err(format!(
@@ -1417,9 +1413,6 @@ struct Check {
     exempt: Option<fn(&str) -> bool>,
     variant: Variant,
     boot: Boot,
-    /// Whether `Upcall::Durable` is checked as a power-loss promise (by default where the
-    /// policy makes it one: [`Variant::durable_upcall_promises`]).
-    upcalls: bool,
     /// Whether a member that the replay stops over a torn record none of whose bytes were
     /// synced is reported rather than failed (by default with the policies that leave
     /// several writes unsynced; with `EveryBatch` only the last write is, and the skim cuts
@@ -1435,8 +1428,7 @@ impl Check {
             exempt: None,
             variant,
             boot,
-            upcalls: variant.durable_upcall_promises(),
-            torn_unsynced: !variant.durable_upcall_promises(),
+            torn_unsynced: !variant.syncs_every_batch(),
         }
     }
 }
@@ -1541,7 +1533,7 @@ fn check_recorded(c: &Check, rec: &Recording, seed: u64, default: usize) {
     println!(
         "power loss ({:?}{}, {:?}, {} shard(s), index every {} B, {:?} boot): workload traced in {:.1}s ({} calls, {} sync points); \
 {} crash states checked in {:.1}s: {typed} typed open errors, {} refused (typed: a never-synced file, a checkpoint past the trim), {} failures; \
-{} Durable reports of positions not synced everywhere ({}); at the last state {}",
+{} Durable reports of positions not synced everywhere; at the last state {}",
         c.model,
         if c.exempt.is_some() {
             ", epoch-log entries exempt"
@@ -1560,29 +1552,22 @@ fn check_recorded(c: &Check, rec: &Recording, seed: u64, default: usize) {
         refused.len(),
         failures.len(),
         d.unsynced_durable.len(),
-        if c.upcalls {
-            "checked"
-        } else {
-            "not a power-loss promise of this policy"
-        },
         promised.join("; ")
     );
     for r in &refused {
         println!("  {r}");
     }
-    if c.upcalls {
-        assert!(
-            d.unsynced_durable.is_empty(),
-            "{} Durable reports of positions a power loss could take (SQUALL_POWER_LOSS_SEED={seed}); the first:\n{}",
-            d.unsynced_durable.len(),
-            d.unsynced_durable
-                .iter()
-                .take(5)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-    }
+    assert!(
+        d.unsynced_durable.is_empty(),
+        "{} Durable reports of positions a power loss could take (SQUALL_POWER_LOSS_SEED={seed}); the first:\n{}",
+        d.unsynced_durable.len(),
+        d.unsynced_durable
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     assert!(
         failures.is_empty(),
         "{} of {} crash states lose a promise (SQUALL_POWER_LOSS_SEED={seed}):\n{}",
@@ -1718,21 +1703,22 @@ fn every_records_on_ext4_in_the_same_boot() {
     ));
 }
 
-/// `EveryRecords(k)` with its `Durable` reports taken as power-loss promises: fails (s20).
-/// With `EveryRecords`/`Never`, `Upcall::Durable(p)` says `p` is in every member's log
-/// *written to the OS* (the policy's documented promise: a process crash), so most reports
-/// name positions a power loss can take (seed 7: 229 reports; the first, after call 200: "n1
-/// reported Durable(5) in view 0 (shard 0), but what a power loss keeps of the members'
-/// epoch logs of that view ends at n0: seq Some(4) (position Some(4)), …"). The application
-/// cannot tell from the upcall what survives a power loss. A fix belongs to round-robin's durable-position reporting (report `Durable` up to
-/// what every member *synced*, e.g. a synced count beside the received one), not here.
+/// `EveryRecords(k)`: every `Durable` report names a position every member's log has synced
+/// at that point of the trace (finding 7, fixed in s21). Before s21 `Upcall::Durable(p)` said
+/// `p` is in every member's log *written to the OS*, so most reports named positions a power
+/// loss can take (seed 7: 229 reports; the first, after call 200: "n1 reported Durable(5) in
+/// view 0 (shard 0), but what a power loss keeps of the members' epoch logs of that view ends
+/// at n0: seq Some(4) (position Some(4)), …"). Now round-robin reports `Durable` only below
+/// the minimum of its `rr_synced` column (what each member's `fdatasync`s covered). Since
+/// s21 every check checks the reports; this one keeps the default 24 crash states.
 #[test]
-#[ignore = "fails: Durable under EveryRecords is a process-crash promise (see the doc comment)"]
 fn every_records_durable_reports_are_synced() {
-    check_model(Check {
-        upcalls: true,
-        ..Check::new("records-upcalls", Model::Ext4, EVERY_RECORDS, Boot::Another)
-    });
+    check_model(Check::new(
+        "records-upcalls",
+        Model::Ext4,
+        EVERY_RECORDS,
+        Boot::Another,
+    ));
 }
 
 /// `EveryRecords(k)` with a member's stop over a torn record that was never synced counted as

@@ -62,7 +62,10 @@ pub enum Upcall<D> {
     /// The next message in order.
     Deliver(D),
     /// Every delivered position up to and including this one is durable (persisted by enough
-    /// members to survive the failures the backend tolerates).
+    /// members to survive the failures the backend tolerates). Round-robin's durable mode
+    /// reports it only for positions synced in every member's log (they survive a power loss
+    /// of all of them): after each delivery under `FsyncPolicy::EveryBatch`, lagging to the
+    /// members' last syncs under `EveryRecords`, never under `Never`.
     Durable(u64),
     /// A new view (or leader) was installed.
     View(View),

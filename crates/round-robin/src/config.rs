@@ -27,7 +27,9 @@ pub enum Mode {
     /// in its local checksummed log: it logs, in sequence order, every message whose
     /// predecessors have all arrived locally (nulls skipped), syncs the batch per `fsync`, and
     /// only then publishes it as received. A stable message is therefore in every member's
-    /// log; it is delivered, followed by `Upcall::Durable(p)` for the batch's last position.
+    /// log; it is delivered, followed by `Upcall::Durable(p)` for the last position synced in
+    /// every member's log: the batch's last position under `FsyncPolicy::EveryBatch`, lagging
+    /// to the last syncs under `EveryRecords`, none under `Never` (see [`FsyncPolicy`]).
     /// A log may run ahead of delivery (logged, not yet stable) but is always a prefix of the
     /// agreed order.
     Durable {

@@ -15,7 +15,7 @@ use squall_transport::{
 use crate::config::{Config, Mode, Relay};
 use crate::error::{ConfigError, Error, StopReason, TrimError};
 
-use crate::log::{Log, LogError, LogOptions, Recovery};
+use crate::log::{FsyncPolicy, Log, LogError, LogOptions, Recovery};
 use crate::schedule::binomial_pipeline;
 
 /// Message kinds, in the low byte of the 8-byte header that starts every SMC slot.
@@ -34,6 +34,10 @@ struct Fields {
     delivered: Counter,
     /// Per sender rank: one past the highest large-message number copied out here.
     large_done: Vector,
+    /// Durable mode under [`FsyncPolicy::EveryRecords`] only (where received is not synced):
+    /// how many of this epoch's application messages this member's log has *synced*. Absent
+    /// under the other policies (the table's layout is then unchanged).
+    synced: Option<Counter>,
 }
 
 fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
@@ -42,6 +46,14 @@ fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
     let received = b.vector("rr_received", cfg.sender_list().len());
     let delivered = b.counter("rr_delivered");
     let large_done = b.vector("rr_large_done", cfg.sender_list().len());
+    let synced = matches!(
+        cfg.mode,
+        Mode::Durable {
+            fsync: FsyncPolicy::EveryRecords(_),
+            ..
+        }
+    )
+    .then(|| b.counter("rr_synced"));
     Ok((
         b.build()?,
         Fields {
@@ -49,8 +61,22 @@ fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
             received,
             delivered,
             large_done,
+            synced,
         },
     ))
+}
+
+/// Which positions [`Upcall::Durable`] reports, by the log's [`FsyncPolicy`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DurableReports {
+    /// Not durable, or [`FsyncPolicy::Never`]: none.
+    Off,
+    /// [`FsyncPolicy::EveryBatch`]: every delivered position (received means synced, so a
+    /// stable message is synced in every member's log).
+    Delivered,
+    /// [`FsyncPolicy::EveryRecords`]: the delivered positions below the minimum of the
+    /// `rr_synced` column over the epoch's members.
+    Synced,
 }
 
 /// Counters for benchmarks and tests.
@@ -174,6 +200,19 @@ pub struct RoundRobin<T: Transport> {
     durable_seq: u64,
     /// Durable mode: the delivery position of the next message logged.
     log_position: u64,
+    /// The position of the epoch's first message (0 outside epoch mode).
+    first_position: u64,
+    /// Which positions [`Upcall::Durable`] reports.
+    durable_reports: DurableReports,
+    /// [`DurableReports::Synced`]: batches flushed and not yet known synced, (the mark they
+    /// were flushed under, the delivery position of the next message logged after them), in
+    /// order.
+    unsynced: VecDeque<(u64, u64)>,
+    /// [`DurableReports::Synced`]: how many of this epoch's application messages this
+    /// member's log has synced (what it publishes in `rr_synced`).
+    synced_count: u64,
+    /// [`DurableReports::Synced`]: every position below this one was reported durable.
+    durable_end: u64,
     /// Per sender rank: (logged and) received, waiting for delivery.
     queues: Vec<VecDeque<Entry>>,
     /// The next sequence number to deliver.
@@ -414,6 +453,18 @@ impl<T: Transport> RoundRobin<T> {
             }
             _ => (None, None),
         };
+        let durable_reports = match &cfg.mode {
+            Mode::Durable {
+                fsync: FsyncPolicy::EveryBatch,
+                ..
+            } => DurableReports::Delivered,
+            Mode::Durable {
+                fsync: FsyncPolicy::EveryRecords(_),
+                ..
+            } => DurableReports::Synced,
+            _ => DurableReports::Off,
+        };
+        let first_position = first_position.unwrap_or(0);
         let senders = cfg.sender_list();
         let my_rank = senders.iter().position(|&s| s == sst.member(sst.my_row()));
         let smc = Smc::new(f.smc, &sst);
@@ -430,10 +481,15 @@ impl<T: Transport> RoundRobin<T> {
             staged: (0..ns).map(|_| VecDeque::new()).collect(),
             written_seq: 0,
             durable_seq: 0,
-            log_position: first_position.unwrap_or(0),
+            log_position: first_position,
+            first_position,
+            durable_reports,
+            unsynced: VecDeque::new(),
+            synced_count: 0,
+            durable_end: first_position,
             queues: (0..ns).map(|_| VecDeque::new()).collect(),
             next_seq: 0,
-            position: first_position.unwrap_or(0),
+            position: first_position,
             large,
             awaiting: (0..ns).map(|_| VecDeque::new()).collect(),
             relay: (0..ns).map(|_| (VecDeque::new(), Vec::new())).collect(),
@@ -531,6 +587,9 @@ impl<T: Transport> RoundRobin<T> {
             });
         }
         self.deliver_bounded(trim, upcalls);
+        // Under `EveryRecords` what every survivor reported at the wedge is written, not
+        // necessarily synced: only what the `rr_synced` column shows is reported durable.
+        self.report_synced(upcalls);
         for q in &mut self.queues {
             q.clear();
         }
@@ -649,6 +708,49 @@ impl<T: Transport> RoundRobin<T> {
     /// durable per the fsync policy, and counted as received; 0 in the other modes.
     pub fn logged_seq(&self) -> u64 {
         self.durable_seq
+    }
+
+    /// Durable mode under [`FsyncPolicy::EveryRecords`]: how many of this epoch's application
+    /// messages this member's log has synced and published as synced (its `rr_synced`
+    /// column; [`Upcall::Durable`] reports the delivered positions below the minimum of that
+    /// column over the members). `None` under the other policies and modes.
+    ///
+    /// ```
+    /// use squall_ordering::{TotalOrder, Upcall};
+    /// use squall_round_robin::{Config, FsyncPolicy, Mode, RoundRobin, SyncMode};
+    /// use squall_transport::NodeId;
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    ///
+    /// let path = std::env::temp_dir().join(format!("rr-synced-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let cfg = Config {
+    ///     mode: Mode::Durable { path: path.clone(), fsync: FsyncPolicy::EveryRecords(2) },
+    ///     log_sync: SyncMode::Inline,
+    ///     ..Config::new(vec![NodeId(0)])
+    /// };
+    /// let layout = RoundRobin::<squall_transport_mem::sim::SimNode>::layout(&cfg)?;
+    /// let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout)?;
+    /// let mut rr = RoundRobin::new(nodes.remove(0), cfg)?;
+    /// rr.submit(b"one")?;
+    /// let mut up = Vec::new();
+    /// while !up.iter().any(|u| matches!(u, Upcall::Deliver(_))) {
+    ///     rr.poll(&mut up);
+    /// }
+    /// // Delivered (written), not synced: one record of the two a sync waits for.
+    /// assert_eq!(rr.synced(), Some(0));
+    /// assert!(!up.iter().any(|u| matches!(u, Upcall::Durable(_))));
+    /// rr.submit(b"two")?;
+    /// while !up.contains(&Upcall::Durable(1)) {
+    ///     rr.poll(&mut up);
+    /// }
+    /// assert_eq!(rr.synced(), Some(2));
+    /// # drop(rr);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn synced(&self) -> Option<u64> {
+        self.f.synced.map(|_| self.synced_count)
     }
 
     /// Durable mode: every sequence number below this one is written to the local log (or
@@ -1034,6 +1136,7 @@ impl<T: Transport> RoundRobin<T> {
         };
         let ns = self.senders.len() as u64;
         let start = self.written_seq;
+        let first_logged = self.log_position;
         loop {
             let k = (self.written_seq % ns) as usize;
             let i = self.written_seq / ns;
@@ -1072,12 +1175,18 @@ impl<T: Transport> RoundRobin<T> {
         if flushed {
             log.flush(self.written_seq)?;
             self.stats.log_batches += 1;
+            if self.durable_reports == DurableReports::Synced && self.log_position != first_logged {
+                self.unsynced
+                    .push_back((self.written_seq, self.log_position));
+            }
         }
         Ok(self.publish_durable()? || flushed)
     }
 
     /// Durable mode: publishes as received the prefix the log reports durable, if it moved
-    /// ([`Log::durable_mark`]: never waits).
+    /// ([`Log::durable_mark`]: never waits), and under [`FsyncPolicy::EveryRecords`] as
+    /// synced (`rr_synced`) the application messages the log reports synced
+    /// ([`Log::synced_mark`]), if that moved.
     fn publish_durable(&mut self) -> Result<bool, StopReason> {
         let Some(log) = &mut self.log else {
             return Ok(false);
@@ -1085,13 +1194,28 @@ impl<T: Transport> RoundRobin<T> {
         let Some(mark) = log.durable_mark()? else {
             return Ok(false);
         };
-        if mark <= self.durable_seq {
-            return Ok(false);
+        let synced = log.synced_mark();
+        let mut moved = false;
+        if mark > self.durable_seq {
+            self.durable_seq = mark;
+            let counts = seq_prefix_counts(mark, self.senders.len());
+            publish(&mut self.sst, self.f.received, counts.into_iter())?;
+            moved = true;
         }
-        self.durable_seq = mark;
-        let counts = seq_prefix_counts(mark, self.senders.len());
-        publish(&mut self.sst, self.f.received, counts.into_iter())?;
-        Ok(true)
+        if let (Some(field), Some(synced)) = (self.f.synced, synced) {
+            let mut next = None;
+            while let Some(&(_, p)) = self.unsynced.front().filter(|(m, _)| *m <= synced) {
+                self.unsynced.pop_front();
+                next = Some(p);
+            }
+            if let Some(p) = next {
+                self.synced_count = p - self.first_position;
+                self.sst.set(field, self.synced_count);
+                self.sst.push(field.range()).map_err(StopReason::Sst)?;
+                moved = true;
+            }
+        }
+        Ok(moved)
     }
 
     /// Durable mode: waits until every batch written is durable ([`Log::sync`]) and publishes
@@ -1151,14 +1275,33 @@ impl<T: Transport> RoundRobin<T> {
                 .sst
                 .min_of(|r| self.sst.get_at(r, self.f.received, k).unwrap_or(0));
         }
-        if !self.deliver_bounded(&stable, upcalls) {
-            return Ok(false);
+        let moved = self.deliver_bounded(&stable, upcalls);
+        if moved {
+            self.sst.set(self.f.delivered, self.next_seq);
+            self.sst
+                .push(self.f.delivered.range())
+                .map_err(StopReason::Sst)?;
         }
-        self.sst.set(self.f.delivered, self.next_seq);
-        self.sst
-            .push(self.f.delivered.range())
-            .map_err(StopReason::Sst)?;
-        Ok(true)
+        Ok(self.report_synced(upcalls) || moved)
+    }
+
+    /// [`DurableReports::Synced`]: reports as durable the delivered positions below the
+    /// minimum of `rr_synced` over the epoch's rows (a suspected row counts with its frozen
+    /// value: never more than it synced), if that moved; returns whether it did.
+    fn report_synced(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
+        let Some(field) = self.f.synced else {
+            return false;
+        };
+        let everywhere = self.sst.min_of(|r| self.sst.get(r, field));
+        let end = self
+            .position
+            .min(self.first_position.saturating_add(everywhere));
+        if end <= self.durable_end {
+            return false;
+        }
+        self.durable_end = end;
+        upcalls.push(Upcall::Durable(end - 1));
+        true
     }
 
     /// Delivers, in sequence order, every queued message below `bound` (per sender rank, how
@@ -1208,9 +1351,10 @@ impl<T: Transport> RoundRobin<T> {
             self.stats.delivered += batch;
             self.stats.delivery_batches += 1;
             self.stats.max_batch = self.stats.max_batch.max(batch);
-            if self.log.is_some() {
+            if self.durable_reports == DurableReports::Delivered {
                 // Stable means in every member's log (the received column counts only what
-                // is logged): what is delivered is durable.
+                // is logged, and under `EveryBatch` logged means synced): what is delivered
+                // is durable.
                 upcalls.push(Upcall::Durable(self.position - 1));
             }
         }

@@ -15,8 +15,10 @@
 //! - **Modes** ([`Mode`]): unordered (FIFO per sender), atomic, durable (each member appends
 //!   the gap-free prefix it has received, in sequence order, to a local checksummed [`log`] and
 //!   syncs it per the [`FsyncPolicy`] *before* counting it received; so a stable message is in
-//!   every member's log, and delivery comes with
-//!   [`Upcall::Durable`](squall_ordering::Upcall::Durable)).
+//!   every member's log, and [`Upcall::Durable`](squall_ordering::Upcall::Durable) reports
+//!   the delivered positions synced in every member's log: all of them under
+//!   `FsyncPolicy::EveryBatch`, up to the last syncs under `EveryRecords`, none under
+//!   `Never`).
 //! - **Large messages** (above `slot_size`): the payload is written, in `chunk_size` one-sided
 //!   writes each followed by an arrival marker, into the sender's receive buffer at every member
 //!   — directly from the sender in groups smaller than `binomial_from` (4); in larger ones

@@ -240,7 +240,17 @@ pub enum SyncMode {
     Inline,
 }
 
-/// When the log calls `fsync`.
+/// When the log calls `fsync`, and so what a delivery and `Upcall::Durable` promise.
+///
+/// Under every policy a record counts as received once the policy says it is durable, and a
+/// message is delivered once every member received it, so a delivered message survives a
+/// *process* crash of every member. [`Upcall::Durable(p)`](squall_ordering::Upcall::Durable)
+/// (in durable mode, from [`RoundRobin`](crate::RoundRobin)) promises more: every position up
+/// to `p` is *synced* (an `fdatasync` returned after its write) in the log of every member of
+/// the view, so it survives a power loss of all of them. Under `EveryBatch` that is every
+/// delivered position; under `EveryRecords` it lags delivery to the members' last syncs (each
+/// publishes what its syncs covered in the `rr_synced` column, and `Durable` reports the
+/// delivered positions below its minimum); under `Never` nothing is reported.
 ///
 /// ```
 /// use squall_round_robin::log::FsyncPolicy;
@@ -249,13 +259,19 @@ pub enum SyncMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FsyncPolicy {
     /// One `fdatasync` per receive batch (every record logged by one poll), before the batch
-    /// counts as received (survives power loss).
+    /// counts as received (survives power loss). `Durable` follows delivery: every delivered
+    /// position is reported durable.
     #[default]
     EveryBatch,
     /// `fdatasync` once at least this many records were appended since the last one; records
-    /// count as received once written to the OS (survives a process crash, not power loss).
+    /// count as received once written to the OS (a delivery survives a process crash, not a
+    /// power loss). `Durable` reports only what every member synced: it lags delivery by up to
+    /// about this many records per member (and what a view change's trim delivers is reported
+    /// by the next view's reports, once the ended log's sync and the next syncs came).
     EveryRecords(u64),
-    /// Never `fsync`; received means written to the OS (survives a process crash only).
+    /// Never `fsync`; received means written to the OS (survives a process crash only). No
+    /// `Upcall::Durable` is ever reported: nothing is promised to survive a power loss (a
+    /// checkpoint's `Written` promises its own state, synced).
     Never,
 }
 
@@ -842,6 +858,12 @@ pub struct Log {
     durable: Option<u64>,
     /// The latest mark flushed.
     flushed: Option<u64>,
+    /// The latest mark whose records an `fdatasync` that started after their write covered
+    /// ([`synced_mark`](Log::synced_mark)).
+    synced: Option<u64>,
+    /// `EveryRecords` on the syncer thread: sync requests not yet done, (request, the mark
+    /// flushed with it), in order.
+    syncing: VecDeque<(u64, u64)>,
     buf: Vec<u8>,
     unsynced: u64,
     next: Option<(u64, u64)>,
@@ -942,6 +964,8 @@ impl Log {
                 inflight: VecDeque::new(),
                 durable: None,
                 flushed: None,
+                synced: None,
+                syncing: VecDeque::new(),
                 buf: Vec::new(),
                 unsynced: 0,
                 next,
@@ -1068,6 +1092,14 @@ impl Log {
                 Some(b) => b.mark = mark,
                 None => self.durable = Some(mark),
             }
+            // Nothing written since the last sync request: the mark is synced with it.
+            if self.unsynced == 0 {
+                match self.syncing.back_mut() {
+                    Some(s) => s.1 = mark,
+                    None if self.inflight.is_empty() => self.synced_to(mark),
+                    None => {}
+                }
+            }
             return Ok(());
         }
         if self.policy == FsyncPolicy::EveryBatch
@@ -1110,9 +1142,11 @@ impl Log {
             && self.start_syncer();
         match &self.syncer {
             Some(syncer) if background => {
-                // `EveryRecords`: durable once written; the sync runs in the background.
+                // `EveryRecords`: durable once written; the sync runs in the background,
+                // and the mark is synced once it returned.
                 self.requested += 1;
                 syncer.request(self.requested);
+                self.syncing.push_back((self.requested, mark));
                 self.durable = Some(mark);
                 let entries = std::mem::take(&mut self.pending);
                 self.write_index(entries, false);
@@ -1137,12 +1171,19 @@ impl Log {
         }
     }
 
-    /// An inline sync returned: every batch written so far is durable.
+    /// An inline sync returned: every batch written so far is durable, and synced.
     fn after_inline_sync(&mut self, mark: u64) {
         for b in std::mem::take(&mut self.inflight) {
             self.write_index(b.entries, true);
         }
         self.durable = Some(mark);
+        self.syncing.clear();
+        self.synced_to(mark);
+    }
+
+    /// Every record flushed under `mark` or before is synced.
+    fn synced_to(&mut self, mark: u64) {
+        self.synced = Some(self.synced.map_or(mark, |s| s.max(mark)));
     }
 
     /// Starts the syncer thread if it is not running; `false` if no thread could be started
@@ -1184,11 +1225,46 @@ impl Log {
             while self.inflight.front().is_some_and(|b| b.request <= done) {
                 if let Some(b) = self.inflight.pop_front() {
                     self.durable = Some(b.mark);
+                    self.synced_to(b.mark);
                     self.write_index(b.entries, true);
                 }
             }
+            while let Some(&(_, mark)) = self.syncing.front().filter(|(r, _)| *r <= done) {
+                self.syncing.pop_front();
+                self.synced_to(mark);
+            }
         }
         Ok(self.durable)
+    }
+
+    /// The latest mark (of [`flush`](Log::flush)) whose records are *synced*: an
+    /// `fdatasync` (or a compaction's `sync_all`) that started after their write returned, so
+    /// they survive a power loss; as of the last [`durable_mark`](Log::durable_mark) (which
+    /// takes the syncer's progress). Under [`FsyncPolicy::EveryBatch`] it is the durable
+    /// mark; under [`FsyncPolicy::EveryRecords`] it lags it to the last sync; under
+    /// [`FsyncPolicy::Never`] only a compaction moves it (and a flush with nothing new).
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, LogOptions, Record, SyncMode};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-synced-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let options = LogOptions { sync_mode: SyncMode::Inline, ..LogOptions::new(FsyncPolicy::EveryRecords(2)) };
+    /// let (mut log, _) = Log::open_with(&path, options)?;
+    /// let r = |seq| Record { view: 0, seq, position: seq, sender: NodeId(0), payload: b"a".to_vec() };
+    /// log.append(&r(0))?;
+    /// log.flush(1)?; // written: durable for a process crash, not synced
+    /// assert_eq!((log.durable_mark()?, log.synced_mark()), (Some(1), None));
+    /// log.append(&r(1))?;
+    /// log.flush(2)?; // two records since the last sync: synced
+    /// assert_eq!((log.durable_mark()?, log.synced_mark()), (Some(2), Some(2)));
+    /// # drop(log);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn synced_mark(&self) -> Option<u64> {
+        self.synced
     }
 
     /// Whether a flushed batch waits for its sync.
@@ -1562,6 +1638,11 @@ impl Log {
         // Until this returns, a power loss may bring the old file back: records appended
         // since would be lost, so an error here is the log's write error.
         sync_dir(&path).map_err(io)?;
+        // The new file, synced, holds every record flushed.
+        self.syncing.clear();
+        if let Some(mark) = self.flushed {
+            self.synced_to(mark);
+        }
         if crash == Some(CompactCrash::BeforeIndex) {
             return Ok(None);
         }

@@ -243,6 +243,11 @@ impl Pair {
 /// Two members on the simulator, n0 the only sender, durable logs with syncer threads, n1's
 /// held on a gate.
 fn pair(tag: &str) -> Pair {
+    pair_with(tag, FsyncPolicy::EveryBatch)
+}
+
+/// [`pair`] with the logs' policy `fsync`.
+fn pair_with(tag: &str, fsync: FsyncPolicy) -> Pair {
     let dir = tmpdir(tag);
     let base = Config {
         senders: vec![NodeId(0)],
@@ -254,7 +259,7 @@ fn pair(tag: &str) -> Pair {
         .map(|i| Config {
             mode: Mode::Durable {
                 path: dir.join(format!("n{i}.log")),
-                fsync: FsyncPolicy::EveryBatch,
+                fsync,
             },
             ..base.clone()
         })
@@ -305,6 +310,48 @@ fn a_member_counts_a_batch_received_only_once_its_sync_returned() {
     assert!(up0.contains(&Upcall::Durable(4)) && up1.contains(&Upcall::Durable(4)));
     let s = p.rr[1].stats();
     assert_eq!((s.log_batches, s.log_syncs), (1, 1));
+    std::fs::remove_dir_all(&p.dir).ok();
+}
+
+fn durable(up: &[Upcall<squall_ordering::Delivery>]) -> Vec<u64> {
+    up.iter()
+        .filter_map(|u| match u {
+            Upcall::Durable(p) => Some(*p),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Under `EveryRecords(k)` a record counts as received once written, so both members
+/// deliver n0's two messages while n1's sync of them (due: two records) is held; but
+/// `Durable` waits for every member's sync: n0 synced both (`synced() == Some(2)`), n1 none,
+/// and neither reports anything durable however long both poll. Released, n1 publishes them
+/// synced and both report `Durable(1)`. Mutation: reporting `Durable` at delivery (as before
+/// s21) fails the first check.
+#[test]
+fn every_records_reports_durable_only_once_every_member_synced() {
+    let mut p = pair_with("rr-records", FsyncPolicy::EveryRecords(2));
+    let (mut up0, mut up1) = p.written_at_n1(2);
+    eventually("both deliver, n0 synced", || {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        delivered(&up0) == 2 && delivered(&up1) == 2 && p.rr[0].synced() == Some(2)
+    });
+    still("nothing durable before n1's sync", || {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        durable(&up0).is_empty() && durable(&up1).is_empty() && p.rr[1].synced() == Some(0)
+    });
+    p.gate.send(true).unwrap();
+    eventually("both report the two durable", || {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        durable(&up0) == vec![1] && durable(&up1) == vec![1]
+    });
+    assert_eq!(p.rr[1].synced(), Some(2));
     std::fs::remove_dir_all(&p.dir).ok();
 }
 

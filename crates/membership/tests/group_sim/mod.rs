@@ -175,27 +175,9 @@ pub fn check_seeds_reaching(
     name: &str,
     pinned: u64,
     moment: &str,
-    check: impl FnMut(u64) -> Result<Moment, String>,
-) {
-    let seeds: Vec<u64> = (0..pinned).collect();
-    check_pinned_seeds_reaching(name, &seeds, moment, check);
-}
-
-/// [`check_seeds_reaching`] with the default seeds picked by a scan (`pinned`, each of which
-/// reached the moment when pinned) rather than `0..n`; `SQUALL_SEED` or `SQUALL_SEEDS` replace
-/// them as for any sweep, and at least `pinned.len()` seeds must reach the moment then.
-pub fn check_pinned_seeds_reaching(
-    name: &str,
-    pinned: &[u64],
-    moment: &str,
     mut check: impl FnMut(u64) -> Result<Moment, String>,
 ) {
-    let set = |v: &str| std::env::var_os(v).is_some();
-    let seeds = if set("SQUALL_SEED") || set("SQUALL_SEEDS") {
-        squall_transport_mem::sim::seeds(pinned.len() as u64)
-    } else {
-        pinned.to_vec()
-    };
+    let seeds = squall_transport_mem::sim::seeds(pinned);
     let mut missed = Vec::new();
     for &seed in &seeds {
         match check(seed) {
@@ -207,7 +189,7 @@ pub fn check_pinned_seeds_reaching(
         }
     }
     let reached = seeds.len() - missed.len();
-    let need = pinned.len().min(seeds.len());
+    let need = (pinned as usize).min(seeds.len());
     assert!(
         reached >= need,
         "{name}: {reached} of the seeds {seeds:?} reach {moment} (seeds {missed:?} do not), fewer \

@@ -361,4 +361,3 @@ fn reaches(plan: &Plan, reached: bool, moment: &str, s: &mix_harness::Stats) {
         group_sim::missed(plan.seed, moment)
     );
 }
-

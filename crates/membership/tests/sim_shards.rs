@@ -431,7 +431,7 @@ fn an_inadequate_view_waits_then_proceeds_when_a_member_joins() {
 /// surviving shard member): n5 placed within a few steps, its state withheld, n1 and n3
 /// crashed right after; the survivors ran shard 1 with n5 passive for good. Found as seed 0,
 /// withhold 424, crash 7 steps after `join()`; re-seeded in s21: n5 is now placed 12 steps
-/// after `join()` (seeds 0..10 alike), so the crash comes 12 steps after it. Fails unless n5
+/// after `join()` (at seeds 0..9 between 10 and 15), so the crash comes 12 steps after it. Fails unless n5
 /// was in shard 1 of an installed view, still passive, when its holders crashed.
 #[test]
 fn regression_holders_race_seed_0_withhold_424_crash_once_placed() {

@@ -303,7 +303,11 @@ fn scenario(
             // A checkpoint started in the last step is written but recorded by the next poll
             // (found by `SQUALL_SEEDS=16`, seed 7: two snapshot files, one in flight).
             if let Some(p) = (l.n.groups[i].as_ref()).and_then(|g| g.checkpoint_in_flight()) {
+                let had = snaps.len();
                 snaps.retain(|s| !s.ends_with(&format!("-at{p:020}.state")));
+                if snaps.len() < had {
+                    IN_FLIGHT_AT_STOP.with(|c| c.set(c.get() + 1));
+                }
             }
             if views.iter().any(|&x| x < v) || snaps.len() != 1 {
                 return Err(format!(
@@ -476,14 +480,31 @@ fn checkpoints_bound_the_replay_of_a_total_restart_and_nothing_is_lost() {
     );
 }
 
-/// Seed 7 of the sweep above (found by `SQUALL_SEEDS=16` after the writer thread): the first
+/// Seed 7 of the sweep above when found (`SQUALL_SEEDS=16` after the writer thread): the first
 /// life stopped with a checkpoint written but not yet recorded, and the check before the stop
 /// counted its file as a second snapshot. The harness now leaves the one in flight out, as the
-/// check after the restart already did.
+/// check after the restart already did. Re-seeded in s21: seed 7 no longer stops with a
+/// checkpoint in flight; of seeds 0..30, 14 and 17 do (14 is pinned). Fails unless the stop
+/// came with a checkpoint in flight.
 #[test]
 fn regression_a_checkpoint_in_flight_at_the_stop_is_not_a_second_snapshot() {
-    let seed = 7;
+    let seed = 14;
+    IN_FLIGHT_AT_STOP.with(|c| c.set(0));
     scenario(seed, "plain-regression", 20 + seed % 3 * 7, None, None).unwrap();
+    assert!(
+        IN_FLIGHT_AT_STOP.with(std::cell::Cell::get) > 0,
+        "{}",
+        group_sim::missed(
+            seed,
+            "the stop with a checkpoint written but not yet recorded"
+        )
+    );
+}
+
+thread_local! {
+    /// Checkpoints written but not yet recorded when [`scenario`] checked the files before the
+    /// stop (their snapshot file left out of the count).
+    static IN_FLIGHT_AT_STOP: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// A view change after the latest checkpoints: the snapshot's view is not the last one, so the

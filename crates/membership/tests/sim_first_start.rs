@@ -175,6 +175,10 @@ struct Life {
     spares: usize,
     /// A member that submits nothing while in view 0 (see [`peers_past_view_0`]).
     quiet: Option<usize>,
+    /// A member that submits at every step while it runs view 0 (see [`peers_past_view_0`]).
+    eager: Option<usize>,
+    /// Per node: the submissions it made (accepted) while it ran view 0 (not restarting it).
+    view_0_submits: Vec<u32>,
 }
 
 impl Life {
@@ -203,6 +207,8 @@ impl Life {
             n,
             spares,
             quiet: None,
+            eager: None,
+            view_0_submits: vec![0; n],
         };
         l.nodes = nodes.into_iter().map(Some).collect();
         for &i in up {
@@ -230,12 +236,16 @@ impl Life {
             let Some(g) = &mut self.groups[i] else {
                 continue;
             };
+            // Running view 0 (not restarting it).
+            let in_view_0 = g.view().is_some_and(|v| v.id == 0) && g.gms().restarting().is_none();
             let quiet = self.quiet == Some(i) && g.view().is_some_and(|v| v.id == 0);
-            if submit && !quiet && self.sim.random(3) == 0 {
+            let eager = self.eager == Some(i) && in_view_0;
+            if submit && !quiet && (eager || self.sim.random(3) == 0) {
                 let mut p = vec![self.life, i as u8];
                 p.extend_from_slice(&self.next[i].to_le_bytes());
                 if group_sim::submit_during_restart(g, i, &p).unwrap_or_else(|e| panic!("{e}")) {
                     self.next[i] += 1;
+                    self.view_0_submits[i] += u32::from(in_view_0);
                 }
             }
             let mut up = Vec::new();
@@ -603,22 +613,29 @@ fn past_view_0_first_life(seed: u64, x: usize, tag: &str) -> Result<CrashState, 
     Ok((base, logs, before))
 }
 
-/// See [`past_view_0_first_life`].
-fn peers_past_view_0(seed: u64, x: usize, late: usize, quiet: bool) -> Result<(), String> {
+/// See [`past_view_0_first_life`]. Unless `quiet`, `x` submits at every step while it runs
+/// view 0; returns how many of its submissions it made there (accepted).
+fn peers_past_view_0(seed: u64, x: usize, late: usize, quiet: bool) -> Result<u32, String> {
     let n = 5;
     let others: Vec<usize> = (0..n).filter(|&i| i != x).collect();
     let (base, logs, before) = past_view_0_first_life(seed, x, &format!("{late}-{quiet}"))?;
     let mut l = Life::start(seed + 1000, &base, &logs, &others, 1, 0);
     if quiet {
         l.quiet = Some(x);
+    } else {
+        l.eager = Some(x);
     }
     for _ in 0..late {
         l.step(true);
     }
     l.boot(x);
-    together_and_carrying_on(l, &before, 0, |_| Ok(()))?;
+    let submits = std::cell::Cell::new(0);
+    together_and_carrying_on(l, &before, 0, |l| {
+        submits.set(l.view_0_submits[x]);
+        Ok(())
+    })?;
     let _ = std::fs::remove_dir_all(&base);
-    Ok(())
+    Ok(submits.get())
 }
 
 #[test]
@@ -627,13 +644,22 @@ fn an_initial_member_with_an_empty_log_whose_peers_are_past_view_0_joins_them() 
 }
 
 /// [`peers_past_view_0`] for 2 seeds (more with `SQUALL_SEEDS`), member 0 and member 4, starting
-/// with the others or 300 steps later.
+/// with the others or 300 steps later. Unless `quiet`, a run where `x` submitted nothing in
+/// view 0 (by the time all were together) fails as one that no longer reaches its moment.
 fn peers_past_view_0_sweep(name: &str, quiet: bool) {
     check_seeds(name, 2, |seed| {
         for x in [0, 4] {
             for late in [0, 300] {
-                peers_past_view_0(seed, x, late, quiet)
+                let submits = peers_past_view_0(seed, x, late, quiet)
                     .map_err(|e| format!("x = {x}, {late} late: {e}"))?;
+                if !quiet && submits == 0 {
+                    return Err(group_sim::missed(
+                        seed,
+                        &format!(
+                            "n{x} ({late} late) submitting in view 0 while its peers are past it"
+                        ),
+                    ));
+                }
             }
         }
         Ok(())
@@ -665,7 +691,10 @@ fn regression_a_member_that_started_view_0_afresh_writes_nothing_into_its_peers_
 /// transfer, `Gms::rejoined` = (0, 1)), which their `Group` can do only from restart mode:
 /// all five end in one running view, delivering identically with messages of 3 and 4.
 /// `late` steps: 0, 1, 2 start that much after 3 and 4.
-fn first_start_removed_by_the_restart(seed: u64, late: usize) -> Result<(), String> {
+///
+/// Returns the view all five ran together in and how many submissions 3 and 4 made while they
+/// ran view 0 (the moment of the seed-pinned regression below).
+fn first_start_removed_by_the_restart(seed: u64, late: usize) -> Result<(u64, u32), String> {
     let n = 5;
     let (kept, fresh) = ([0, 1, 2], [3, 4]);
     let base = group_sim::scratch_dir("first-start", &format!("removed-{late}"), seed);
@@ -709,6 +738,7 @@ fn first_start_removed_by_the_restart(seed: u64, late: usize) -> Result<(), Stri
     for i in kept {
         l.boot(i);
     }
+    let moment = std::cell::Cell::new((0, 0));
     together_and_carrying_on(l, &before, 0, |l| {
         for i in fresh {
             let r = l.groups[i].as_ref().and_then(|g| g.gms().rejoined());
@@ -718,10 +748,12 @@ fn first_start_removed_by_the_restart(seed: u64, late: usize) -> Result<(), Stri
                 ));
             }
         }
+        let view = (l.groups[0].as_ref().and_then(|g| g.view())).map_or(0, |v| v.id);
+        moment.set((view, fresh.iter().map(|&i| l.view_0_submits[i]).sum()));
         Ok(())
     })?;
     let _ = std::fs::remove_dir_all(&base);
-    Ok(())
+    Ok(moment.get())
 }
 
 #[test]
@@ -741,7 +773,15 @@ fn a_member_that_started_view_0_afresh_and_that_the_restart_removes_joins_again(
 /// Fixed by `Group::zero_restarted_set` (docs/MEMBERSHIP.md, twenty-third part).
 #[test]
 fn regression_first_start_seed_2_stale_view_0_writes_read_by_view_2() {
-    first_start_removed_by_the_restart(2, 20).unwrap();
+    let (view, submits) = first_start_removed_by_the_restart(2, 20).unwrap();
+    assert!(
+        view % 2 == 0 && submits > 0,
+        "{} (running view {view}, {submits} submissions of n3 and n4 in view 0)",
+        group_sim::missed(
+            2,
+            "n3 and n4 submitting in view 0 and the group running an even view (region set 0)"
+        )
+    );
 }
 
 /// Issue 6, s21 (docs/MEMBERSHIP.md, thirtieth part): a suspicion reaches `x`, an initial

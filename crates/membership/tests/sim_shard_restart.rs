@@ -412,6 +412,8 @@ fn complete(
         {
             fired = true;
             BOUNCED.with(|c| c.set(c.get() + 1));
+            let decided = (l.groups.iter().flatten()).any(|g| g.gms().decision().is_some());
+            DECIDED_AT_BOUNCE.with(|c| c.set(Some(decided)));
             if let When::InstalledElsewhere(hold) | When::InstalledHere(hold) = b.when {
                 let (installed, waiting) = l.installed_split(newest);
                 let ids = |v: &[usize]| -> Vec<NodeId> {
@@ -812,6 +814,33 @@ thread_local! {
     /// of every member that must complete ([`restart_after_shard_lost`]; set only by the
     /// ignored test of that gap).
     static RESTART_AFTER_LOSS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether some member held a restart decision when the member restarted during the
+    /// restart (`None`: it never did).
+    static DECIDED_AT_BOUNCE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs a seed-pinned regression's `plan` (a lone holder restarting during the restart; it
+/// must pass) and fails as one that no longer reaches its moment unless the member restarted
+/// during the restart was its shard's only restarted holder. Returns whether some member held
+/// the restart's decision at that moment.
+fn pinned_lone_bounce(plan: &Plan) -> bool {
+    BOUNCED.with(|c| c.set(0));
+    LONE.with(|c| c.set(0));
+    DECIDED_AT_BOUNCE.with(|c| c.set(None));
+    if let Err(e) = run(plan) {
+        panic!("{plan:?}: {e}");
+    }
+    let lone = LONE.with(std::cell::Cell::get) > 0;
+    let decided = DECIDED_AT_BOUNCE.with(std::cell::Cell::get);
+    assert!(
+        lone && decided.is_some(),
+        "{}",
+        group_sim::missed(
+            plan.seed,
+            "a lone holder (its shard's only restarted holder) restarting during the restart"
+        )
+    );
+    decided == Some(true)
 }
 
 fn run(p: &Plan) -> Result<(), String> {
@@ -1329,7 +1358,7 @@ proptest! {
 /// readmission disabled.
 #[test]
 fn regression_a_shards_only_restarted_holder_restarting_during_the_restart_hangs_it() {
-    run(&Plan {
+    let decided = pinned_lone_bounce(&Plan {
         seed: 0,
         shards: 3,
         crash: Some((3, 0)),
@@ -1343,8 +1372,15 @@ fn regression_a_shards_only_restarted_holder_restarting_during_the_restart_hangs
             down: 0,
             lone: true,
         }),
-    })
-    .unwrap();
+    });
+    assert!(
+        !decided,
+        "{}",
+        group_sim::missed(
+            0,
+            "the lone holder's restart before any member holds a restart decision"
+        )
+    );
 }
 
 /// Found by the shard bounce proptest with lone holders (`SQUALL_PROPTEST_CASES=150`): three
@@ -1363,7 +1399,7 @@ fn regression_a_shards_only_restarted_holder_restarting_during_the_restart_hangs
 /// waiting for shard 0's holder) with the s18 rule back.
 #[test]
 fn regression_a_lone_holders_old_incarnation_acknowledged_the_ballot_decided_after_its_crash() {
-    run(&Plan {
+    let decided = pinned_lone_bounce(&Plan {
         seed: 13362,
         shards: 3,
         crash: Some((0, 0)),
@@ -1377,8 +1413,15 @@ fn regression_a_lone_holders_old_incarnation_acknowledged_the_ballot_decided_aft
             down: 2,
             lone: true,
         }),
-    })
-    .unwrap();
+    });
+    assert!(
+        !decided,
+        "{}",
+        group_sim::missed(
+            13362,
+            "the lone holder's restart before any member holds a restart decision"
+        )
+    );
 }
 
 /// Race (c) of the eighteenth part, reproduced and closed (s20, `docs/MEMBERSHIP.md`,

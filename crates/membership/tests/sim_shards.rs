@@ -429,10 +429,21 @@ fn an_inadequate_view_waits_then_proceeds_when_a_member_joins() {
 
 /// What the race sweep shrank to with the new rule disabled (the next view counting every
 /// surviving shard member): n5 placed within a few steps, its state withheld, n1 and n3
-/// crashed 7 steps after `join()`; the survivors ran shard 1 with n5 passive for good.
+/// crashed right after; the survivors ran shard 1 with n5 passive for good. Found as seed 0,
+/// withhold 424, crash 7 steps after `join()`; re-seeded in s21: n5 is now placed 12 steps
+/// after `join()` (at seeds 0..9 between 10 and 15), so the crash comes 12 steps after it. Fails unless n5
+/// was in shard 1 of an installed view, still passive, when its holders crashed.
 #[test]
-fn regression_holders_race_seed_0_withhold_424_crash_after_7() {
-    run_holders_race(0, 424, 7, 0).unwrap();
+fn regression_holders_race_seed_0_withhold_424_crash_once_placed() {
+    let placed = holders_race(0, 424, 12, 0).unwrap();
+    assert!(
+        placed,
+        "{}",
+        group_sim::missed(
+            0,
+            "the holders' crash with n5 placed in shard 1 and still passive"
+        )
+    );
 }
 
 /// Every member shard 1 had crashes at once (a spare is there, but holds no state): the
@@ -676,6 +687,17 @@ fn run_holders_race(
     crash_after: usize,
     pad: usize,
 ) -> Result<(), String> {
+    holders_race(seed, withhold, crash_after, pad).map(drop)
+}
+
+/// [`run_holders_race`], returning whether the crash came once some member had installed a
+/// view placing n5 in shard 1 while n5 was still passive (the race's moment).
+fn holders_race(
+    seed: u64,
+    withhold: usize,
+    crash_after: usize,
+    pad: usize,
+) -> Result<bool, String> {
     let mut r = holders_run(seed)?;
     r.state_pad = pad;
     r.run(300, true)?;
@@ -686,12 +708,20 @@ fn run_holders_race(
         r.run(1, true)?;
     }
     r.withhold = false;
+    let placed = r.activated[5].is_none()
+        && r.groups.iter().any(|g| {
+            g.view().is_some_and(|v| {
+                v.shards
+                    .get(1)
+                    .is_some_and(|s| s.members.contains(&NodeId(5)))
+            })
+        });
     r.crash(1);
     r.crash(3);
     r.run(6000, true)?;
     r.run(400, false)?;
     match r.activated[5] {
-        None => all_lost(&r, &[0, 2, 4, 5], "shard 1 lost every member"),
+        None => all_lost(&r, &[0, 2, 4, 5], "shard 1 lost every member")?,
         Some(_) => {
             if let Some(i) = [0, 2, 4, 5]
                 .into_iter()
@@ -702,9 +732,10 @@ fn run_holders_race(
                     r.groups[i].stopped()
                 ));
             }
-            r.settled(5)
+            r.settled(5)?
         }
     }
+    Ok(placed)
 }
 
 /// A join fills shard 0 (the smaller one); the same run measures a single-shard group's join

@@ -664,8 +664,20 @@ fn plan_strategy(
 /// running, or stopped because a shard lost every member, or all wait, saying why, with no
 /// spare that could fill the short shards.
 fn run_plan(seed: u64, plan: &Plan, universe: usize, initial: usize) -> Result<(), String> {
+    run_plan_reaching(seed, plan, universe, initial).map(drop)
+}
+
+/// [`run_plan`], returning whether some member waited in an inadequate view that names a
+/// joiner of the plan within the plan's 4000 steps (the moment of the seed-pinned regression).
+fn run_plan_reaching(
+    seed: u64,
+    plan: &Plan,
+    universe: usize,
+    initial: usize,
+) -> Result<bool, String> {
     let cfg = config(universe, initial, two_subgroups());
     let mut r = Run::new(seed, &cfg, universe);
+    let mut reached = false;
     for step in 0..4000 {
         for &(n, at) in &plan.crashes {
             if at == step {
@@ -678,6 +690,12 @@ fn run_plan(seed: u64, plan: &Plan, universe: usize, initial: usize) -> Result<(
             }
         }
         r.run(1, true)?;
+        reached |= r.groups.iter().any(|g| {
+            g.waiting().is_some()
+                && g.view().is_some_and(|v| {
+                    (plan.joins.iter()).any(|&(n, _)| v.contains(NodeId(n as u32)))
+                })
+        });
     }
     r.run(6000, true)?;
     r.run(500, false)?;
@@ -696,7 +714,7 @@ fn run_plan(seed: u64, plan: &Plan, universe: usize, initial: usize) -> Result<(
                 r.groups[i].stopped()
             ));
         }
-        return Ok(());
+        return Ok(reached);
     }
     let live = r.live();
     if live.is_empty() {
@@ -722,9 +740,10 @@ fn run_plan(seed: u64, plan: &Plan, universe: usize, initial: usize) -> Result<(
                 "waiting with a spare at hand ({unplaced} members in no shard, {shortfall} missing), or for a fault: {why}"
             ));
         }
-        return Ok(());
+        return Ok(reached);
     }
-    r.settled(5)
+    r.settled(5)?;
+    Ok(reached)
 }
 
 proptest! {
@@ -842,7 +861,15 @@ fn regression_sweep_seed_11_a_joiner_while_both_shards_of_a_subgroup_are_short()
         crashes: vec![(2, 100), (4, 100)],
         joins: vec![(9, 100)],
     };
-    run_plan(11, &plan, 10, 7).unwrap();
+    let reached = run_plan_reaching(11, &plan, 10, 7).unwrap();
+    assert!(
+        reached,
+        "{}",
+        group_sim::missed(
+            11,
+            "a member waiting in an inadequate view that names the joiner n9"
+        )
+    );
 }
 
 /// Start-up validation of a subgroup layout: each setting refused with what to change, and the

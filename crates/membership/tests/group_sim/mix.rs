@@ -107,6 +107,11 @@ pub struct Stats {
     pub sender_crashed_mid_transfer: bool,
     pub skipped: usize,
     pub rejoined: usize,
+    /// The step at which the leader crashed at its decision (`leader_crashed_mid_trim`).
+    pub leader_crash_step: Option<usize>,
+    /// The armed leader crash came due (a leader held a decision) but the fault budget
+    /// refused it.
+    pub leader_crash_refused: bool,
 }
 
 struct Run {
@@ -580,9 +585,12 @@ impl Run {
             if self.may_lose(&[l]) {
                 self.crash(l);
                 self.stats.leader_crashed_mid_trim = true;
+                self.stats.leader_crash_step = Some(step);
                 if let Some(after) = restart_after {
                     self.leader_restart = Some((l, step + after));
                 }
+            } else {
+                self.stats.leader_crash_refused = true;
             }
         }
         if let Some((l, at)) = self.leader_restart

@@ -149,3 +149,50 @@ pub fn describe<T: squall_transport::Transport, L: squall_membership::log::Durab
         .collect();
     s.join("; ")
 }
+
+/// The error of a seed-pinned regression whose seed no longer reaches the moment it was
+/// written for (the simulator's schedules shift with every protocol change): the test fails
+/// loudly instead of passing without exercising anything.
+pub fn missed(seed: u64, moment: &str) -> String {
+    format!("seed {seed} no longer reaches {moment}; re-seed (scan seeds with SQUALL_SEEDS)")
+}
+
+/// Whether a run reached the moment its test exists for (see [`check_seeds_reaching`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Moment {
+    /// The run came to the moment (and its end state checked out).
+    Reached,
+    /// The schedule never brought the moment (the end state still checked out).
+    Missed,
+}
+
+/// Runs `check` for every seed of `squall_transport_mem::sim::seeds(pinned)`; an `Err` fails at
+/// once (with the seed and the command that replays it). A run that misses the moment (`moment`
+/// names it) is skipped and counted: the test fails unless at least `pinned` seeds reached it
+/// (every seed run, when fewer than `pinned` are: `SQUALL_SEED=N`). So the default seeds must
+/// all reach it, and a soak (`SQUALL_SEEDS` raised) may meet seeds that do not without failing.
+pub fn check_seeds_reaching(
+    name: &str,
+    pinned: u64,
+    moment: &str,
+    mut check: impl FnMut(u64) -> Result<Moment, String>,
+) {
+    let seeds = squall_transport_mem::sim::seeds(pinned);
+    let mut missed = Vec::new();
+    for &seed in &seeds {
+        match check(seed) {
+            Ok(Moment::Reached) => {}
+            Ok(Moment::Missed) => missed.push(seed),
+            Err(why) => panic!(
+                "{name}: seed {seed} failed: {why}\n  replay with: SQUALL_SEED={seed} cargo test {name}"
+            ),
+        }
+    }
+    let reached = seeds.len() - missed.len();
+    let need = (pinned as usize).min(seeds.len());
+    assert!(
+        reached >= need,
+        "{name}: {reached} of the seeds {seeds:?} reach {moment} (seeds {missed:?} do not), fewer \
+         than {need}; re-seed (scan seeds with SQUALL_SEEDS)"
+    );
+}

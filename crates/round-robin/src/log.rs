@@ -1323,7 +1323,9 @@ impl Log {
     /// it reached the end of the valid prefix (nothing cut), the last record's checksum is
     /// checked too (a crash can leave a full-length record of garbage); one that fails is the
     /// torn tail and goes. A corrupt record *before* where it started (or before the last) is
-    /// not seen here: a [`ReadMode::Verify`] reader of the file finds it.
+    /// not seen here: a [`ReadMode::Verify`] reader of the file finds it. This is the skim of
+    /// a log written under [`FsyncPolicy::EveryBatch`]; [`Log::skim_with`] says what differs
+    /// for the other policies.
     ///
     /// Where it starts: at `from`, a [`Mark`] of an earlier skim of the same file (with
     /// nothing but appends and cuts at or past the mark since) whose record's sequence number
@@ -1331,7 +1333,9 @@ impl Log {
     /// one) whose `max_seq` is below `seq`, is trusted (its records synced, or written in this
     /// boot) and checks out: the record at its offset is whole, has the entry's length, header
     /// and checksum, and its checksum holds (at most [`INDEX_TRIES`] entries are tried, from
-    /// the last down); else at the file's start. A mark is checked the same way. So with an
+    /// the last down); else at the file's start. A mark is checked the same way, and so is
+    /// every earlier entry before it becomes one of [`Skimmed::marks`] (one record read per
+    /// entry; one that does not check out is left out). So with an
     /// index a skim reads about [`LogOptions::index_every`] bytes plus the last batch, not the
     /// file. [`Skimmed::started_at`] says where it started. The index is repaired too: cut
     /// to its entries that are trusted, checked (or before the one checked) and whole in the
@@ -1489,11 +1493,13 @@ impl Log {
     /// Crash-safe at every point: buffered records are written first ([`sync`](Log::sync));
     /// the new file is written under [`compact_tmp_path`], synced (`fsync`), renamed over the
     /// log, and the directory synced; only then is the side index replaced (its entries at
-    /// or past the point, moved to the new offsets, `boot` 0: the new file is synced). A crash
-    /// before the rename leaves the old log (the leftover temporary file is removed by the
-    /// next compaction or [`Log::open`]); after it the new one, with the old index (its
-    /// entries fail their checks against the new file, and the next open rebuilds it), or
-    /// a part of the new one. Cost: reading about [`LogOptions::index_every`] bytes before the
+    /// or past the point, moved to the new offsets, `boot` 0: the new file is synced), written
+    /// whole to [`index_tmp_path`] and renamed over the old index (not synced: a hint), so the
+    /// old index file is never written. A crash before the rename leaves the old log (the
+    /// leftover temporary file is removed by the next compaction or [`Log::open`]); after it
+    /// the new one, with the old index (its entries fail their checks against the new file,
+    /// and the next open rebuilds it) or the new one (a power loss may keep a prefix of its
+    /// entries), never entries of both. Cost: reading about [`LogOptions::index_every`] bytes before the
     /// point (from the index), copying the kept bytes, two `fsync`s.
     ///
     /// ```
@@ -2036,7 +2042,8 @@ pub struct Skimmed {
     /// The most bytes the skim held in its buffer at once.
     pub peak_buffer: usize,
     /// Marks of records kept, ascending, at most one per `buffer` bytes (and, before where
-    /// the skim started, one per index entry).
+    /// the skim started, one per index entry that checks out against the log as the start
+    /// did: every mark names a whole record with its checksum holding and its header, s21).
     pub marks: Vec<Mark>,
     /// Where the skim started reading records: 0 from the file's start (the whole file was
     /// read), else the offset of the index entry's or the mark's record.

@@ -245,6 +245,51 @@ proptest! {
         std::fs::remove_file(&a).ok();
         std::fs::remove_file(&b).ok();
     }
+
+    /// `Log::skim_with` under `Never`/`EveryRecords` (s21) of a file without an index
+    /// verifies every record: it keeps exactly the valid prefix `decode` finds, a broken
+    /// checksum in the middle included (the first bad record ends it), and its cut from a mark
+    /// equals its cut from the start.
+    #[test]
+    fn a_verifying_skim_keeps_exactly_what_the_decoder_keeps(
+        sizes in proptest::collection::vec(0usize..300, 1..30),
+        d in damage(),
+        buffer in 64usize..700,
+        cut in any::<prop::sample::Index>(),
+        never in any::<bool>(),
+    ) {
+        let policy = if never { FsyncPolicy::Never } else { FsyncPolicy::EveryRecords(3) };
+        let (bytes, records) = build(&sizes, &[]);
+        let bytes = apply(bytes, &records, &d);
+        let whole = log::decode(&bytes);
+        prop_assume!(!matches!(whole.tail, Some(TailError::BadMagic)));
+        let a = tmpfile(&format!("verify-{}", std::process::id()));
+        let b = tmpfile(&format!("verify-cut-{}", std::process::id()));
+        for p in [&a, &b] {
+            let _ = std::fs::remove_file(log::index_path(p));
+        }
+        std::fs::write(&a, &bytes).unwrap();
+        let skimmed = Log::skim_with(&a, u64::MAX, None, buffer, false, policy).unwrap();
+        let kept = if bytes.is_empty() { MAGIC } else { &bytes[..whole.valid_len] };
+        prop_assert_eq!(std::fs::read(&a).unwrap(), kept);
+        prop_assert_eq!((skimmed.started_at, skimmed.len), (0, kept.len() as u64));
+        prop_assert_eq!(&skimmed.truncated, &whole.tail);
+        prop_assert_eq!(skimmed.records, whole.records.len() as u64);
+        prop_assert_eq!(skimmed.last.map(|r| (r.seq, r.position)), whole.records.last().map(|r| (r.seq, r.position)));
+        prop_assert!(skimmed.peak_buffer <= buffer.max(FRAME + BODY_HEADER + 300));
+        let end = cut.index(sizes.len() * 2 + 1) as u64;
+        let mark = skimmed.marks.iter().rev().find(|m| m.seq < end).copied();
+        std::fs::write(&b, kept).unwrap();
+        let from_mark = Log::skim_with(&a, end, mark.as_ref(), buffer, false, policy).unwrap();
+        let from_start = Log::skim_with(&b, end, None, buffer, false, policy).unwrap();
+        prop_assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        let last = |k: &log::Skimmed| k.last.as_ref().map(|r| r.position);
+        prop_assert_eq!(last(&from_mark).or(mark.map(|m| m.position)), last(&from_start));
+        for p in [&a, &b] {
+            std::fs::remove_file(p).ok();
+            std::fs::remove_file(log::index_path(p)).ok();
+        }
+    }
 }
 
 /// The honest index of a log's bytes (the library's [`log::rebuild_index`]).

@@ -276,7 +276,9 @@ proptest! {
         prop_assert_eq!(&skimmed.truncated, &whole.tail);
         prop_assert_eq!(skimmed.records, whole.records.len() as u64);
         prop_assert_eq!(skimmed.last.map(|r| (r.seq, r.position)), whole.records.last().map(|r| (r.seq, r.position)));
-        prop_assert!(skimmed.peak_buffer <= buffer.max(FRAME + BODY_HEADER + 300));
+        // A verifying read holds a whole record: one whose length a flip enlarged may be
+        // anything up to the file.
+        prop_assert!(skimmed.peak_buffer <= buffer.max(FRAME + BODY_HEADER + 300).max(bytes.len()));
         let end = cut.index(sizes.len() * 2 + 1) as u64;
         let mark = skimmed.marks.iter().rev().find(|m| m.seq < end).copied();
         std::fs::write(&b, kept).unwrap();

@@ -2041,9 +2041,11 @@ pub struct Skimmed {
     pub dropped_bytes: u64,
     /// The most bytes the skim held in its buffer at once.
     pub peak_buffer: usize,
-    /// Marks of records kept, ascending, at most one per `buffer` bytes (and, before where
-    /// the skim started, one per index entry that checks out against the log as the start
-    /// did: every mark names a whole record with its checksum holding and its header, s21).
+    /// Marks of records kept, ascending: of records the skim read, at most one per `buffer`
+    /// bytes (their frames and headers read, and under the weak policies their checksums);
+    /// before where it started, one per index entry that checks out against the log as the
+    /// start did (whole, the entry's frame and header, checksum holding; s21). Every mark
+    /// names a whole record with the mark's header.
     pub marks: Vec<Mark>,
     /// Where the skim started reading records: 0 from the file's start (the whole file was
     /// read), else the offset of the index entry's or the mark's record.

@@ -131,6 +131,29 @@ impl GroupConfig {
         }
     }
 
+    /// The `fsync` policy the durable epochs' logs are written under ([`FsyncPolicy::EveryBatch`]
+    /// when the epochs are not durable): what a power loss can have left unsynced in them,
+    /// which the restart's skims are told (`Log::skim_with`).
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, group::GroupConfig};
+    /// use squall_round_robin::{Config, FsyncPolicy, Mode};
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+    /// let gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+    /// let mode = Mode::Durable { path: "/data/n0".into(), fsync: FsyncPolicy::Never };
+    /// let cfg = GroupConfig::new(gms, Config { mode, ..Config::new(ids) });
+    /// assert_eq!(cfg.epoch_fsync(), FsyncPolicy::Never);
+    /// ```
+    ///
+    /// [`FsyncPolicy::EveryBatch`]: squall_round_robin::FsyncPolicy::EveryBatch
+    pub fn epoch_fsync(&self) -> squall_round_robin::FsyncPolicy {
+        match &self.epoch.mode {
+            Mode::Durable { fsync, .. } => *fsync,
+            _ => squall_round_robin::FsyncPolicy::EveryBatch,
+        }
+    }
+
     /// The epoch configuration of view `view` with `members` (every member a sender); with
     /// durable epochs it logs to shard 0's file.
     pub fn epoch_for(&self, view: u64, members: Vec<NodeId>) -> EpochConfig {
@@ -491,7 +514,14 @@ fn logged_counts(
     let Some(path) = cfg.epoch_log_of(view.id, s) else {
         return Ok((rx, None));
     };
-    let kept = Log::skim(&path, u64::MAX, None, cfg.replay_buffer, true)?;
+    let kept = Log::skim_with(
+        &path,
+        u64::MAX,
+        None,
+        cfg.replay_buffer,
+        true,
+        cfg.epoch_fsync(),
+    )?;
     let end = kept.last.as_ref().map_or(0, |r| r.seq + 1);
     let counts = squall_round_robin::seq_prefix_counts(end, senders.len());
     for (m, c) in senders.iter().zip(counts) {
@@ -962,7 +992,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
                             let end = rec
                                 .decision_for(old)
                                 .map_or(u64::MAX, |d| trim_end(&d.trim, senders));
-                            let mut kept = Log::skim(&path, end, None, g.cfg.replay_buffer, true)?;
+                            let fsync = g.cfg.epoch_fsync();
+                            let mut kept =
+                                Log::skim_with(&path, end, None, g.cfg.replay_buffer, true, fsync)?;
                             // Only the last view's are cut again; the snapshot's view's
                             // start its replay near the snapshot's position.
                             if !matches!(&base, Some(Base::Snapshot { view, .. }) if view.id == old)
@@ -1108,7 +1140,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
     ) -> Result<Skimmed, GroupError> {
         let mark = (self.skimmed.get(&view))
             .and_then(|k| k.marks.iter().rev().find(|m| m.seq < end).copied());
-        let mut kept = Log::skim(path, end, mark.as_ref(), self.cfg.replay_buffer, sync)?;
+        let buffer = self.cfg.replay_buffer;
+        let fsync = self.cfg.epoch_fsync();
+        let mut kept = Log::skim_with(path, end, mark.as_ref(), buffer, sync, fsync)?;
         self.stats.replay_peak_buffer = self.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
         if kept.last.is_none()
             && let Some(m) = mark
@@ -2602,6 +2636,7 @@ fn epoch_logs_before(dir: &std::path::Path, view: u64) -> Vec<(String, std::path
                             || name.ends_with(".log.superseded")
                             || name.ends_with(".log.idx")
                             || name.ends_with(".log.compact")
+                            || name.ends_with(".log.idx.new")
                             || name.ends_with(".log.new"))
                 })
         })

@@ -1096,8 +1096,9 @@ fn a_restart_with_logs_much_larger_than_the_read_buffer_replays_identically_with
 }
 
 /// A corrupt record in the middle of a member's last epoch log (a flipped payload byte: bit
-/// rot, not a crash) is not seen by the skim at creation (it checks only the last record's
-/// checksum), so the member publishes its whole log's counts; its replay then meets the record
+/// rot, not a crash), before the index entry the skim at creation starts from (entries of
+/// synced records every 64 bytes), is not seen by that skim, so the member publishes its
+/// whole log's counts; its replay then meets the record
 /// below the trim and must stop with `GroupError::ReplayLog`, having handed out only the
 /// gap-free prefix before it (never a gap, never what followed the replay). Mutation: the
 /// replay stream ignoring the reader's tail (treating the corrupt record as the log's end)
@@ -1126,6 +1127,12 @@ fn corrupt_record_mid_log(seed: u64) {
         squall_round_robin::log::FRAME + squall_round_robin::log::BODY_HEADER + r.payload.len()
     };
     let at = squall_round_robin::log::MAGIC.len() + records[..k].iter().map(frame).sum::<usize>();
+    // The log synced, with an index of synced entries every 64 bytes (as a compaction or
+    // `Log::open`'s rebuild leaves it): the damage lies before where the skim starts, so only
+    // the replay reads it. (Without such an entry past it, a `Never` log's skim now verifies
+    // the record and cuts the log there as a torn unsynced write: nothing proves it synced.)
+    let index = squall_round_robin::log::rebuild_index(std::io::Cursor::new(&bytes), 64).unwrap();
+    std::fs::write(squall_round_robin::log::index_path(&path), index).unwrap();
     bytes[at + frame(&records[k]) - 1] ^= 0x5a;
     std::fs::write(&path, &bytes).unwrap();
     let mut l = Life::start(seed + 1000, &base, &logs, &[0, 1, 2, 3, 4], 1);

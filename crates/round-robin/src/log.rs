@@ -210,6 +210,22 @@ pub enum LogError {
         /// The largest sequence number of the dropped prefix.
         max_seq: u64,
     },
+    /// A record fails its checksum, and the side index proves that a record after it was
+    /// synced (an entry with `boot` 0 that checks out): the bad record was synced too, so it is
+    /// damage a crash does not cause (bit rot, an edited file), not a torn unsynced write, and
+    /// cutting it would drop synced records. Refusing to touch the file (see
+    /// [`Log::skim_with`]).
+    #[error(
+        "durable log {path}: {why}, yet the record at byte {synced_at} after it was synced; refusing to cut synced records"
+    )]
+    Damaged {
+        /// The log's path.
+        path: PathBuf,
+        /// The bad record ([`TailError::Checksum`]).
+        why: TailError,
+        /// Where a record after it starts that the index says was synced.
+        synced_at: u64,
+    },
     /// An option out of its bounds.
     #[error("durable log options: {0}")]
     Options(&'static str),
@@ -927,9 +943,26 @@ impl Log {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(LogError::Io { path: tmp, source }),
         }
+        // An index rewrite that crashed before its rename: the index is the old one.
+        let itmp = index_tmp_path(path);
+        match std::fs::remove_file(&itmp) {
+            Ok(()) => {
+                tracing::info!(path = %itmp.display(), "durable log: removed the index of a rewrite that did not complete");
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(LogError::Io { path: itmp, source }),
+        }
         let reindex = (options.index_every != u64::MAX).then_some(options.index_every);
-        let (recovery, max_seq, last_entry) =
-            skim_file(path, u64::MAX, None, DEFAULT_READ_BUFFER, true, reindex)?;
+        let verify = options.fsync != FsyncPolicy::EveryBatch;
+        let (recovery, max_seq, last_entry) = skim_file(
+            path,
+            u64::MAX,
+            None,
+            DEFAULT_READ_BUFFER,
+            true,
+            reindex,
+            verify,
+        )?;
         let mut file = open_rw(path).map_err(io)?;
         let len = file.seek(SeekFrom::End(0)).map_err(io)?;
         let mut index = None;
@@ -1366,7 +1399,9 @@ impl Log {
     /// it reached the end of the valid prefix (nothing cut), the last record's checksum is
     /// checked too (a crash can leave a full-length record of garbage); one that fails is the
     /// torn tail and goes. A corrupt record *before* where it started (or before the last) is
-    /// not seen here: a [`ReadMode::Verify`] reader of the file finds it.
+    /// not seen here: a [`ReadMode::Verify`] reader of the file finds it. This is the skim of
+    /// a log written under [`FsyncPolicy::EveryBatch`]; [`Log::skim_with`] says what differs
+    /// for the other policies.
     ///
     /// Where it starts: at `from`, a [`Mark`] of an earlier skim of the same file (with
     /// nothing but appends and cuts at or past the mark since) whose record's sequence number
@@ -1374,7 +1409,9 @@ impl Log {
     /// one) whose `max_seq` is below `seq`, is trusted (its records synced, or written in this
     /// boot) and checks out: the record at its offset is whole, has the entry's length, header
     /// and checksum, and its checksum holds (at most [`INDEX_TRIES`] entries are tried, from
-    /// the last down); else at the file's start. A mark is checked the same way. So with an
+    /// the last down); else at the file's start. A mark is checked the same way, and so is
+    /// every earlier entry before it becomes one of [`Skimmed::marks`] (one record read per
+    /// entry; one that does not check out is left out). So with an
     /// index a skim reads about [`LogOptions::index_every`] bytes plus the last batch, not the
     /// file. [`Skimmed::started_at`] says where it started. The index is repaired too: cut
     /// to its entries that are trusted, checked (or before the one checked) and whole in the
@@ -1416,7 +1453,64 @@ impl Log {
         buffer: usize,
         sync: bool,
     ) -> Result<Skimmed, LogError> {
-        skim_file(path, seq, from, buffer, sync, None).map(|(k, _, _)| k)
+        Log::skim_with(path, seq, from, buffer, sync, FsyncPolicy::EveryBatch)
+    }
+
+    /// [`Log::skim`] of a log written under the policy `fsync`, which says what a power loss
+    /// can have left unsynced, and so what the skim may cut:
+    ///
+    /// - [`FsyncPolicy::EveryBatch`]: only the last write (a batch) is ever unsynced, so a
+    ///   crash can only tear the end: the skim reads frames and headers and checks the last
+    ///   record's checksum, as [`Log::skim`] does. A bad record before the last is damage,
+    ///   left for a [`ReadMode::Verify`] reader to report.
+    /// - [`FsyncPolicy::EveryRecords`], [`FsyncPolicy::Never`]: several writes can be
+    ///   unsynced at once, and a power loss can tear one (garbage after a prefix) and keep a
+    ///   later one (s20, finding 8). The skim checks the checksum of every record it reads
+    ///   ([`ReadMode::Verify`]) from where it starts — a synced point (an index entry with
+    ///   `boot` 0), one written in this boot (a tagged entry, or a mark of an earlier skim),
+    ///   or the file's start — and the first that fails ends the valid prefix: nothing after
+    ///   a torn write was synced (a sync completed after it would have made it durable whole).
+    ///   Unless the index proves otherwise: if an entry with `boot` 0 for a later record
+    ///   checks out, that record was synced and so was the bad one, which is then damage a
+    ///   crash does not cause; the skim touches nothing and returns [`LogError::Damaged`].
+    ///   Cost: the bytes from the start on are read whole and checksummed (about
+    ///   [`LogOptions::index_every`] bytes when it starts at an entry; after a reboot, the
+    ///   records since the last entry with `boot` 0, i.e. since the last compaction or
+    ///   rebuilt index, or the whole file).
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, LogOptions, Record};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-skim-with-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, _) = Log::open_with(&path, LogOptions::new(FsyncPolicy::Never))?;
+    /// for seq in 0..10 {
+    ///     log.append(&Record { view: 1, seq, position: seq, sender: NodeId(0), payload: vec![7; 100] })?;
+    ///     log.flush(seq)?;
+    /// }
+    /// drop(log);
+    /// // A power loss tore the sixth record's payload and kept the later writes.
+    /// let mut bytes = std::fs::read(&path)?;
+    /// let sixth = 8 + 5 * (8 + 28 + 100);
+    /// bytes[sixth + 8 + 28 + 50] ^= 0xff;
+    /// std::fs::write(&path, &bytes)?;
+    /// let kept = Log::skim_with(&path, u64::MAX, None, 4096, true, FsyncPolicy::Never)?;
+    /// assert_eq!(kept.last.map(|r| r.seq), Some(4));
+    /// assert_eq!(kept.len, sixth as u64);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn skim_with(
+        path: &Path,
+        seq: u64,
+        from: Option<&Mark>,
+        buffer: usize,
+        sync: bool,
+        fsync: FsyncPolicy,
+    ) -> Result<Skimmed, LogError> {
+        let verify = fsync != FsyncPolicy::EveryBatch;
+        skim_file(path, seq, from, buffer, sync, None, verify).map(|(k, _, _)| k)
     }
 
     /// A [`ReadMode::Verify`] reader of the log file at `path` (its length now), through a
@@ -1475,11 +1569,13 @@ impl Log {
     /// Crash-safe at every point: buffered records are written first ([`sync`](Log::sync));
     /// the new file is written under [`compact_tmp_path`], synced (`fsync`), renamed over the
     /// log, and the directory synced; only then is the side index replaced (its entries at
-    /// or past the point, moved to the new offsets, `boot` 0: the new file is synced). A crash
-    /// before the rename leaves the old log (the leftover temporary file is removed by the
-    /// next compaction or [`Log::open`]); after it the new one, with the old index (its
-    /// entries fail their checks against the new file, and the next open rebuilds it), or
-    /// a part of the new one. Cost: reading about [`LogOptions::index_every`] bytes before the
+    /// or past the point, moved to the new offsets, `boot` 0: the new file is synced), written
+    /// whole to [`index_tmp_path`] and renamed over the old index (not synced: a hint), so the
+    /// old index file is never written. A crash before the rename leaves the old log (the
+    /// leftover temporary file is removed by the next compaction or [`Log::open`]); after it
+    /// the new one, with the old index (its entries fail their checks against the new file,
+    /// and the next open rebuilds it) or the new one (a power loss may keep a prefix of its
+    /// entries), never entries of both. Cost: reading about [`LogOptions::index_every`] bytes before the
     /// point (from the index), copying the kept bytes, two `fsync`s.
     ///
     /// ```
@@ -1546,6 +1642,7 @@ impl Log {
             None,
             DEFAULT_READ_BUFFER,
             None,
+            false,
         )
         .map_err(io)?;
         let Some(first) = read_header(&mut src, self.len).map_err(io)?.map(|(f, _)| f) else {
@@ -1646,25 +1743,18 @@ impl Log {
         if crash == Some(CompactCrash::BeforeIndex) {
             return Ok(None);
         }
-        if let Some(f) = &mut self.index {
-            let ipath = index_path(&path);
-            let written = match crash {
-                Some(CompactCrash::MidIndex) => {
-                    write_index_file(f, &ipath, &entries[..entries.len() / 2]).and_then(|()| {
-                        f.write_all(&[0xa5; INDEX_ENTRY / 2])
-                            .map_err(|source| LogError::Io {
-                                path: ipath.clone(),
-                                source,
-                            })
-                    })?;
-                    return Ok(None);
+        if self.index.is_some() {
+            // Written whole under another name and renamed over the old index (s21): the old
+            // file is never written, so whatever a power loss keeps, the index holds the old
+            // file's entries or the new one's, never some of each.
+            match replace_index(&path, &entries, crash) {
+                Ok(Some(f)) => self.index = Some(f),
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    // A hint: its entries are checked before use; this log appends none.
+                    tracing::warn!(path = %path.display(), error = %e, "durable log: could not rewrite the index after a compaction; skims will read the whole file");
+                    self.index = None;
                 }
-                _ => write_index_file(f, &ipath, &entries),
-            };
-            if let Err(e) = written {
-                // A hint: its entries are checked before use; this log appends none.
-                tracing::warn!(path = %path.display(), error = %e, "durable log: could not rewrite the index after a compaction; skims will read the whole file");
-                self.index = None;
             }
         }
         tracing::info!(path = %path.display(), view, position, dropped_bytes = cut - first, kept_bytes = kept, "durable log: compacted a covered prefix");
@@ -1703,8 +1793,11 @@ pub enum CompactCrash {
     BeforeRename,
     /// Renamed over the log (directory synced), the old index left.
     BeforeIndex,
-    /// The index half rewritten, a torn entry at its end.
+    /// The new index's temporary file half written, a torn entry at its end, not renamed
+    /// (the old index in place).
     MidIndex,
+    /// The new index's temporary file whole, not renamed (the old index in place).
+    IndexBeforeRename,
 }
 
 /// The temporary file a compaction of the log at `path` writes before renaming it over the
@@ -1796,6 +1889,64 @@ fn read_index(path: &Path, len: u64) -> Result<(Option<File>, Vec<u8>), LogError
     Ok((index_file, index_bytes))
 }
 
+/// The temporary file a rewrite of the side index of the log at `path` (after a compaction, or
+/// a rebuild at [`Log::open`]) is written to before it is renamed over the index: the index's
+/// path ([`index_path`]) with `.new` appended.
+///
+/// ```
+/// use squall_round_robin::log::index_tmp_path;
+/// assert_eq!(index_tmp_path("/d/epoch-1.log".as_ref()), std::path::Path::new("/d/epoch-1.log.idx.new"));
+/// ```
+pub fn index_tmp_path(path: &Path) -> PathBuf {
+    let mut p = index_path(path).into_os_string();
+    p.push(".new");
+    PathBuf::from(p)
+}
+
+/// Replaces the side index of the log at `path` with one holding `entries`: written whole to
+/// [`index_tmp_path`], then renamed over [`index_path`], so the old index file is never
+/// written and a power loss leaves the old index or the new one (a prefix of its entries,
+/// each checked by its CRC), never entries of both. Nothing is synced: the index is a hint
+/// whose entries are checked against the log before use, so losing it (or its rename) costs
+/// a longer skim, never a wrong one. Returns the new index open for appending, or `None`
+/// where the crash-point test `crash` stopped before the rename.
+fn replace_index(
+    path: &Path,
+    entries: &[IndexEntry],
+    crash: Option<CompactCrash>,
+) -> Result<Option<File>, LogError> {
+    let tmp = index_tmp_path(path);
+    let tio = |source| LogError::Io {
+        path: tmp.clone(),
+        source,
+    };
+    let mut out = Vec::with_capacity(INDEX_MAGIC.len() + entries.len() * INDEX_ENTRY);
+    out.extend_from_slice(INDEX_MAGIC);
+    for e in entries {
+        encode_index_entry(e, &mut out);
+    }
+    if crash == Some(CompactCrash::MidIndex) {
+        out.truncate(INDEX_MAGIC.len() + entries.len() / 2 * INDEX_ENTRY);
+        out.extend_from_slice(&[0xa5; INDEX_ENTRY / 2]);
+    }
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(tio)?;
+    f.write_all(&out).map_err(tio)?;
+    if matches!(
+        crash,
+        Some(CompactCrash::MidIndex | CompactCrash::IndexBeforeRename)
+    ) {
+        return Ok(None);
+    }
+    std::fs::rename(&tmp, index_path(path)).map_err(tio)?;
+    Ok(Some(f))
+}
+
 /// Replaces the contents of the index file `f` (at `ipath`) with [`INDEX_MAGIC`] and
 /// `entries` (not synced), leaving it positioned at its end.
 fn write_index_file(f: &mut File, ipath: &Path, entries: &[IndexEntry]) -> Result<(), LogError> {
@@ -1825,6 +1976,7 @@ fn skim_file(
     buffer: usize,
     sync: bool,
     reindex: Option<u64>,
+    verify: bool,
 ) -> Result<(Skimmed, Option<u64>, Option<IndexEntry>), LogError> {
     let io = |source| LogError::Io {
         path: path.to_path_buf(),
@@ -1850,6 +2002,7 @@ fn skim_file(
         from,
         buffer,
         reindex,
+        verify,
     )
     .map_err(io)?;
     let mut out = s.skimmed;
@@ -1866,6 +2019,13 @@ fn skim_file(
         return Err(LogError::BadHeader {
             path: path.to_path_buf(),
             why: why.clone(),
+        });
+    }
+    if let (Some(why), Some(synced_at)) = (&s.tail, s.synced_after) {
+        return Err(LogError::Damaged {
+            path: path.to_path_buf(),
+            why: why.clone(),
+            synced_at,
         });
     }
     if let Some(b) = out.base
@@ -1919,12 +2079,10 @@ fn skim_file(
         file.sync_data().map_err(io)?;
     }
     if rebuild {
-        // The whole file was read and is synced: its honest index, so the next skim is short.
-        let mut f = match index_file {
-            Some(f) => f,
-            None => open_rw(&ipath).map_err(iio)?,
-        };
-        write_index_file(&mut f, &ipath, &rebuilt)?;
+        // The whole file was read and is synced: its honest index, so the next skim is short
+        // (written whole and renamed in, as after a compaction).
+        drop(index_file);
+        replace_index(path, &rebuilt, None)?;
         tracing::info!(path = %path.display(), entries = rebuilt.len(), "durable log: rebuilt the side index after a skim of the whole file");
         out.reindexed = rebuilt.len();
         last_entry = rebuilt.last().copied();
@@ -1964,8 +2122,11 @@ pub struct Skimmed {
     pub dropped_bytes: u64,
     /// The most bytes the skim held in its buffer at once.
     pub peak_buffer: usize,
-    /// Marks of records kept, ascending, at most one per `buffer` bytes (and, before where
-    /// the skim started, one per index entry).
+    /// Marks of records kept, ascending: of records the skim read, at most one per `buffer`
+    /// bytes (their frames and headers read, and under the weak policies their checksums);
+    /// before where it started, one per index entry that checks out against the log as the
+    /// start did (whole, the entry's frame and header, checksum holding; s21). Every mark
+    /// names a whole record with the mark's header.
     pub marks: Vec<Mark>,
     /// Where the skim started reading records: 0 from the file's start (the whole file was
     /// read), else the offset of the index entry's or the mark's record.
@@ -1993,6 +2154,11 @@ pub struct Scan {
     pub max_seq: Option<u64>,
     /// How many of the index's leading entries remain valid for the file as it is kept.
     pub index_keep: usize,
+    /// Only in a scan that verifies checksums (a log written under a policy that leaves
+    /// several writes unsynced: [`Log::skim_with`]) and stopped at a record that fails its
+    /// checksum: the offset of a later record that an index entry proves synced (`boot` 0,
+    /// checking out). The bad record was then synced too: damage, not a crash's tear.
+    pub synced_after: Option<u64>,
 }
 
 /// Checks that the record at `offset` of `src` (`len` bytes, records from `first` on) is whole, has the header `head`
@@ -2063,7 +2229,7 @@ pub fn scan<R: Read + Seek>(
     from: Option<&Mark>,
     buffer: usize,
 ) -> std::io::Result<Scan> {
-    scan_to(src, len, index, Stop::Seq(seq), from, buffer, None).map(|(s, _)| s)
+    scan_to(src, len, index, Stop::Seq(seq), from, buffer, None, false).map(|(s, _)| s)
 }
 
 /// Where a [`scan_to`] stops: at the first record whose sequence number is this or more (a
@@ -2118,7 +2284,11 @@ fn read_header<R: Read + Seek>(
 
 /// [`scan`] to the stop `stop`; with `reindex`, also the entries of an honest index (one
 /// every `reindex` bytes, as [`Log`] writes them, `boot` 0) of the records kept, when it read
-/// from the file's start (else none).
+/// from the file's start (else none). With `verify`, every record read from the start on has
+/// its checksum checked ([`ReadMode::Verify`]) and the first that fails ends the valid prefix
+/// (see [`Log::skim_with`]); without, only the last one's (the crash point of a log whose
+/// policy leaves one write unsynced).
+#[allow(clippy::too_many_arguments)]
 fn scan_to<R: Read + Seek>(
     src: &mut R,
     len: u64,
@@ -2127,6 +2297,7 @@ fn scan_to<R: Read + Seek>(
     from: Option<&Mark>,
     buffer: usize,
     reindex: Option<u64>,
+    verify: bool,
 ) -> std::io::Result<(Scan, Vec<IndexEntry>)> {
     let boot = boot_tag();
     let mut peak = 0;
@@ -2196,21 +2367,35 @@ fn scan_to<R: Read + Seek>(
         next_mark = offset as usize;
         if let Some(k) = entry {
             max_seq = Some(index[k].max_seq);
-            out.marks = (index[..k].iter())
-                .map(|e| Mark {
-                    offset: e.offset,
-                    view: e.view,
-                    seq: e.seq,
-                    position: e.position,
-                })
-                .collect();
+            // The entries before it become marks only once each checks out as the start did:
+            // a stale entry (a log cut, replaced or compacted since) is no place to start a
+            // read (s21; the replay checked its mark's first record since s20, other users
+            // did not).
+            for e in &index[..k] {
+                let head = (e.view, e.seq, e.position);
+                let frame = Some((e.len, e.crc));
+                if check_record(src, len, first, e.offset, head, frame, &mut peak)? {
+                    out.marks.push(Mark {
+                        offset: e.offset,
+                        view: e.view,
+                        seq: e.seq,
+                        position: e.position,
+                    });
+                }
+            }
+            src.seek(SeekFrom::Start(offset))?;
         }
     } else {
         src.seek(SeekFrom::Start(0))?;
     }
+    let mode = if verify {
+        ReadMode::Verify
+    } else {
+        ReadMode::Skim
+    };
     let mut reader = match start {
-        Some((offset, _)) => Reader::at(&mut *src, len, offset, buffer, ReadMode::Skim),
-        None => Reader::new(&mut *src, len, buffer, ReadMode::Skim),
+        Some((offset, _)) => Reader::at(&mut *src, len, offset, buffer, mode),
+        None => Reader::new(&mut *src, len, buffer, mode),
     };
     let mut rebuilt = Vec::new();
     let mut next_entry = 0u64;
@@ -2252,7 +2437,14 @@ fn scan_to<R: Read + Seek>(
             next_entry = (at as u64).saturating_add(every);
         }
         prev = last.take();
-        last = Some((r, at));
+        // Payload left out (a verifying scan read it).
+        last = Some((
+            Record {
+                payload: Vec::new(),
+                ..r
+            },
+            at,
+        ));
     }
     out.peak_buffer = reader.peak_buffer().max(peak);
     let mut tail = reader.tail().cloned();
@@ -2261,7 +2453,41 @@ fn scan_to<R: Read + Seek>(
         None => reader.valid_len(),
     };
     drop(reader);
-    if cut_at.is_none()
+    let mut synced_after = None;
+    if let Some(TailError::Checksum { offset: bad, .. }) = tail
+        && cut_at.is_none()
+    {
+        // Verified: a record that fails its checksum, whole (its frame is in range and in
+        // the file). Past the stop, it is cut as the stop's record would be; before it, it is
+        // the torn tail unless the index proves a later record synced.
+        let mut head = [0u8; FRAME + 24];
+        src.seek(SeekFrom::Start(bad as u64))?;
+        src.read_exact(&mut head)?;
+        let (view, seq, position) = (
+            u64_at(&head, FRAME),
+            u64_at(&head, FRAME + 8),
+            u64_at(&head, FRAME + 16),
+        );
+        if stop.reached(view, seq, position) {
+            cut_at = Some(bad);
+            tail = None;
+        } else {
+            for e in index
+                .iter()
+                .filter(|e| e.boot == 0 && e.offset > bad as u64)
+            {
+                let head = (e.view, e.seq, e.position);
+                let frame = Some((e.len, e.crc));
+                if check_record(src, len, first, e.offset, head, frame, &mut peak)? {
+                    synced_after = Some(e.offset);
+                    break;
+                }
+            }
+            out.peak_buffer = out.peak_buffer.max(peak);
+        }
+    }
+    if !verify
+        && cut_at.is_none()
         && let Some(at) = last.as_ref().map(|(_, at)| *at)
         && at as u64 != out.started_at
     {
@@ -2298,6 +2524,7 @@ fn scan_to<R: Read + Seek>(
             tail,
             max_seq,
             index_keep,
+            synced_after,
         },
         rebuilt,
     ))
@@ -2335,6 +2562,7 @@ pub fn rebuild_index<R: Read + Seek>(mut src: R, every: u64) -> std::io::Result<
         None,
         DEFAULT_READ_BUFFER,
         Some(every),
+        false,
     )?;
     let mut out = Vec::with_capacity(INDEX_MAGIC.len() + entries.len() * INDEX_ENTRY);
     out.extend_from_slice(INDEX_MAGIC);

@@ -24,6 +24,7 @@ fn remove(path: &Path) {
         path.to_path_buf(),
         log::index_path(path),
         log::compact_tmp_path(path),
+        log::index_tmp_path(path),
     ] {
         let _ = std::fs::remove_file(p);
     }
@@ -279,6 +280,7 @@ fn a_compaction_crashed_at_any_point_leaves_the_old_or_the_new_log() {
         CompactCrash::BeforeRename,
         CompactCrash::BeforeIndex,
         CompactCrash::MidIndex,
+        CompactCrash::IndexBeforeRename,
     ] {
         for every in [1, 300, 4096] {
             for k in [1, 30, 59, 60] {
@@ -303,8 +305,12 @@ fn a_compaction_crashed_at_any_point_leaves_the_old_or_the_new_log() {
                     assert!(r.is_none(), "{case}");
                     drop(l);
                     let tmp = log::compact_tmp_path(&a);
-                    let renamed =
-                        matches!(crash, CompactCrash::BeforeIndex | CompactCrash::MidIndex);
+                    let renamed = matches!(
+                        crash,
+                        CompactCrash::BeforeIndex
+                            | CompactCrash::MidIndex
+                            | CompactCrash::IndexBeforeRename
+                    );
                     assert_eq!(tmp.exists(), !renamed, "{case}");
                     let (now, base) = read(&a);
                     if renamed {

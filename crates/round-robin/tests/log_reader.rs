@@ -245,6 +245,53 @@ proptest! {
         std::fs::remove_file(&a).ok();
         std::fs::remove_file(&b).ok();
     }
+
+    /// `Log::skim_with` under `Never`/`EveryRecords` (s21) of a file without an index
+    /// verifies every record: it keeps exactly the valid prefix `decode` finds, a broken
+    /// checksum in the middle included (the first bad record ends it), and its cut from a mark
+    /// equals its cut from the start.
+    #[test]
+    fn a_verifying_skim_keeps_exactly_what_the_decoder_keeps(
+        sizes in proptest::collection::vec(0usize..300, 1..30),
+        d in damage(),
+        buffer in 64usize..700,
+        cut in any::<prop::sample::Index>(),
+        never in any::<bool>(),
+    ) {
+        let policy = if never { FsyncPolicy::Never } else { FsyncPolicy::EveryRecords(3) };
+        let (bytes, records) = build(&sizes, &[]);
+        let bytes = apply(bytes, &records, &d);
+        let whole = log::decode(&bytes);
+        prop_assume!(!matches!(whole.tail, Some(TailError::BadMagic)));
+        let a = tmpfile(&format!("verify-{}", std::process::id()));
+        let b = tmpfile(&format!("verify-cut-{}", std::process::id()));
+        for p in [&a, &b] {
+            let _ = std::fs::remove_file(log::index_path(p));
+        }
+        std::fs::write(&a, &bytes).unwrap();
+        let skimmed = Log::skim_with(&a, u64::MAX, None, buffer, false, policy).unwrap();
+        let kept = if bytes.is_empty() { MAGIC } else { &bytes[..whole.valid_len] };
+        prop_assert_eq!(std::fs::read(&a).unwrap(), kept);
+        prop_assert_eq!((skimmed.started_at, skimmed.len), (0, kept.len() as u64));
+        prop_assert_eq!(&skimmed.truncated, &whole.tail);
+        prop_assert_eq!(skimmed.records, whole.records.len() as u64);
+        prop_assert_eq!(skimmed.last.map(|r| (r.seq, r.position)), whole.records.last().map(|r| (r.seq, r.position)));
+        // A verifying read holds a whole record: one whose length a flip enlarged may be
+        // anything up to the file.
+        prop_assert!(skimmed.peak_buffer <= buffer.max(FRAME + BODY_HEADER + 300).max(bytes.len()));
+        let end = cut.index(sizes.len() * 2 + 1) as u64;
+        let mark = skimmed.marks.iter().rev().find(|m| m.seq < end).copied();
+        std::fs::write(&b, kept).unwrap();
+        let from_mark = Log::skim_with(&a, end, mark.as_ref(), buffer, false, policy).unwrap();
+        let from_start = Log::skim_with(&b, end, None, buffer, false, policy).unwrap();
+        prop_assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        let last = |k: &log::Skimmed| k.last.as_ref().map(|r| r.position);
+        prop_assert_eq!(last(&from_mark).or(mark.map(|m| m.position)), last(&from_start));
+        for p in [&a, &b] {
+            std::fs::remove_file(p).ok();
+            std::fs::remove_file(log::index_path(p)).ok();
+        }
+    }
 }
 
 /// The honest index of a log's bytes (the library's [`log::rebuild_index`]).
@@ -390,7 +437,8 @@ proptest! {
     /// each, per a random policy) with a random granularity; the log then torn, flipped or
     /// extended and its index damaged; a skim of it (index) and of a copy without the index
     /// leave the same file and find the same last record (or the damage lies before where the
-    /// indexed skim started and the decoder finds it there). Then reopened (the index
+    /// indexed skim started and the decoder finds it there); both skims are told the policy
+    /// (`Log::skim_with`), so under `EveryRecords`/`Never` both verify what they read. Then reopened (the index
     /// repaired as the skim left it), appended to and skimmed again: the index still agrees
     /// with the full skim, and without damage before the start the log decodes whole.
     #[test]
@@ -460,8 +508,8 @@ proptest! {
                 std::fs::write(&ia, &out).unwrap();
             }
         }
-        let ka = Log::skim(&a, u64::MAX, None, buffer, false);
-        let kb = Log::skim(&b, u64::MAX, None, buffer, false);
+        let ka = Log::skim_with(&a, u64::MAX, None, buffer, false, policy);
+        let kb = Log::skim_with(&b, u64::MAX, None, buffer, false, policy);
         let (ka, kb) = match (ka, kb) {
             (Ok(ka), Ok(kb)) => (ka, kb),
             (Err(log::LogError::NotALog { .. }), Err(log::LogError::NotALog { .. })) => return Ok(()),
@@ -481,8 +529,9 @@ proptest! {
         if matches!((&d, &id), (Damage::None, IndexDamage::None)) {
             prop_assert_eq!(ka.started_at, written.last().unwrap().offset);
         }
-        // Whether the skim left a log that decodes whole (a checksum broken before the last
-        // record stays: the skim does not see it, the verifying reader does).
+        // Whether the skim left a log that decodes whole (under `EveryBatch` a checksum broken
+        // before the last record stays: the skim does not see it, the verifying reader does;
+        // under the other policies the skim verifies from where it starts).
         let whole_now = log::decode(&std::fs::read(&a).unwrap()).tail.is_none();
         // Reopened, appended to, skimmed again.
         let (mut l, rec) = Log::open_with(&a, options).unwrap();
@@ -501,8 +550,8 @@ proptest! {
         let after = std::fs::read(&a).unwrap();
         std::fs::write(&b, &after).unwrap();
         let _ = std::fs::remove_file(&ib);
-        let k2 = Log::skim(&a, u64::MAX, None, buffer, false).unwrap();
-        let k3 = Log::skim(&b, u64::MAX, None, buffer, false).unwrap();
+        let k2 = Log::skim_with(&a, u64::MAX, None, buffer, false, policy).unwrap();
+        let k3 = Log::skim_with(&b, u64::MAX, None, buffer, false, policy).unwrap();
         if intact {
             prop_assert_eq!((&k2.last, k2.len), (&k3.last, k3.len));
             prop_assert_eq!(std::fs::read(&a).unwrap(), &after[..]);

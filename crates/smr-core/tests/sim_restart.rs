@@ -225,12 +225,14 @@ fn run(p: &Plan) -> Result<Stats, String> {
     stats.completed = w.completed;
     stats.restored = w.restored;
     stats.restart_rounds = w.last_completed.saturating_sub(restart_step);
+    let stops: Vec<Option<String>> = (0..N)
+        .map(|k| cl.group(k).and_then(|g| g.stopped().map(str::to_owned)))
+        .collect();
     for i in 0..N {
         let c = cl.cores[i].as_ref().ok_or(format!("replica {i} is down"))?;
         if !cl.live(i) || c.is_joining() || c.is_restarting() {
             return Err(format!(
-                "replica {i} did not come back: live {}, joining {}, restarting {}",
-                cl.live(i),
+                "replica {i} did not come back (joining {}, restarting {}); the groups stopped: {stops:?}",
                 c.is_joining(),
                 c.is_restarting()
             ));
@@ -327,4 +329,20 @@ proptest! {
         let p = Plan { seed, kill_at, gap, mid_checkpoint, down, bounce };
         run(&p).map_err(|e| TestCaseError::fail(format!("{p:?}: {e}")))?;
     }
+}
+
+/// Regression (the proptest's first failure): every replica killed at once at round 200 and
+/// restarted at once, then replica 0 killed and restarted again before the restarted cluster took
+/// a step.
+#[test]
+fn regression_a_replica_restarted_again_before_the_restart_took_a_step() {
+    let p = Plan {
+        seed: 61350207784249398,
+        kill_at: 200,
+        gap: 0,
+        mid_checkpoint: false,
+        down: 0,
+        bounce: Some((0, false)),
+    };
+    run(&p).unwrap();
 }

@@ -68,6 +68,9 @@ struct Stats {
     restored: usize,
     /// The highest position any replica applied before the kills.
     before: u64,
+    /// Replicas restarted by the operator after their group stopped saying "restart it from
+    /// its log" (cut off from a majority of the restart).
+    operator_restarts: usize,
     /// Rounds from the restart to the last completion of a replica's restart.
     restart_rounds: u32,
     /// The position every replica ends at.
@@ -82,6 +85,7 @@ struct Watch {
     restarting: Vec<bool>,
     completed: usize,
     restored: usize,
+    operator_restarts: usize,
     /// Steps taken, and the step of the last completed restart.
     steps: u32,
     last_completed: u32,
@@ -117,6 +121,25 @@ impl Watch {
             }
             self.restarting[i] = core.is_restarting();
         }
+        // The operator's part: a member cut off from a majority of the restart stops and says
+        // to restart it from its log (it then finds the group gone on and joins again).
+        for i in 0..N {
+            let cut_off = cl
+                .group(i)
+                .and_then(|g| g.stopped())
+                .is_some_and(|why| why.contains("restart it from its log"));
+            if cut_off {
+                if self.operator_restarts >= 2 * N {
+                    return Err(format!(
+                        "replica {i} cut off again after {} operator restarts",
+                        self.operator_restarts
+                    ));
+                }
+                self.operator_restarts += 1;
+                let log = cl.kill(i);
+                self.restart(cl, i, log)?;
+            }
+        }
         Ok(())
     }
 
@@ -149,6 +172,7 @@ fn run(p: &Plan) -> Result<Stats, String> {
         restarting: vec![false; N],
         completed: 0,
         restored: 0,
+        operator_restarts: 0,
         steps: 0,
         last_completed: 0,
     };
@@ -216,7 +240,9 @@ fn run(p: &Plan) -> Result<Stats, String> {
         w.step(&mut cl, Some(&mut next_value))?;
     }
     for _ in 0..60_000 {
-        if cl.busy_clients() == 0 && cl.cores.iter().flatten().all(|c| !c.is_restarting()) {
+        if cl.busy_clients() == 0
+            && (cl.cores.iter().flatten()).all(|c| !c.is_restarting() && !c.is_joining())
+        {
             break;
         }
         w.step(&mut cl, None)?;
@@ -224,6 +250,7 @@ fn run(p: &Plan) -> Result<Stats, String> {
     stats.at = cl.settle(60_000)?;
     stats.completed = w.completed;
     stats.restored = w.restored;
+    stats.operator_restarts = w.operator_restarts;
     stats.restart_rounds = w.last_completed.saturating_sub(restart_step);
     let stops: Vec<Option<String>> = (0..N)
         .map(|k| cl.group(k).and_then(|g| g.stopped().map(str::to_owned)))
@@ -332,17 +359,34 @@ proptest! {
 }
 
 /// Regression (the proptest's first failure): every replica killed at once at round 200 and
-/// restarted at once, then replica 0 killed and restarted again before the restarted cluster took
-/// a step.
+/// restarted at once, then replica 0 killed and restarted again before the restarted cluster
+/// took a step. Replicas 0 and 1 complete the restart in view 1 without replica 2, which never
+/// hears from either (its restart waits for both from the first step) and stops after the
+/// suspicion timeout saying "restart it from its log"; the harness used to leave it stopped
+/// ("replica 2 did not come back"). Restarted by the operator, it finds the group gone on and
+/// joins again by transfer. Why replica 2 hears from nobody is not diagnosed (see
+/// docs/MEMBERSHIP.md, twenty-ninth part).
 #[test]
 fn regression_a_replica_restarted_again_before_the_restart_took_a_step() {
-    let p = Plan {
+    let s = run(&Plan {
         seed: 61350207784249398,
         kill_at: 200,
         gap: 0,
         mid_checkpoint: false,
         down: 0,
         bounce: Some((0, false)),
-    };
+    })
+    .unwrap();
+    eprintln!("{s:?}");
+}
+
+/// Regression (found with the bounce at round 0): replica 0 restarted again at once after the
+/// total restart; replica 2 finds the group gone on without it and joins again by transfer,
+/// which the harness did not wait for before checking that every replica came back
+/// ("replica 2 did not come back (joining true ...)"). A harness defect.
+#[test]
+fn regression_a_replica_joining_again_after_the_restart_is_waited_for() {
+    let mut p = plan(6);
+    p.bounce = Some((0, false));
     run(&p).unwrap();
 }

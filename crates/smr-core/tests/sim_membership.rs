@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use common::{Backend, Cluster, encode_input};
+use common::{Backend, Cluster, encode_input, same_snapshots};
 use squall_ordering::TotalOrder;
 use squall_ordering::linearizability::check;
 use squall_ordering::linearizability::kv::{Kv, KvInput};
@@ -18,28 +18,6 @@ use squall_transport::NodeId;
 use squall_transport_mem::sim::{check_seeds, proptest_cases};
 
 const KEYS: u64 = 3;
-
-/// Every live replica that holds a state (joiners once they installed theirs) has the same
-/// snapshot bytes at the same position.
-fn same_snapshots(cl: &Cluster) -> Result<u64, String> {
-    let snaps: Vec<(usize, u64, Vec<u8>)> = (0..cl.n())
-        .filter(|&i| cl.live(i))
-        .filter_map(|i| {
-            let c = cl.cores[i].as_ref().filter(|c| !c.is_joining())?;
-            Some((i, c.applied(), c.snapshot().encode()))
-        })
-        .collect();
-    let (_, at, first) = &snaps[0];
-    for (i, applied, s) in &snaps {
-        if applied != at || s != first {
-            return Err(format!(
-                "replica {i} at position {applied} differs from replica {} at {at}",
-                snaps[0].0
-            ));
-        }
-    }
-    Ok(*at)
-}
 
 /// When a member crashes (or is cut off).
 #[derive(Clone, Copy, Debug)]

@@ -4,6 +4,8 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use squall_cas_paxos::layout::Layout;
@@ -11,12 +13,13 @@ use squall_cas_paxos::log::{CasPaxos, LogConfig};
 use squall_membership::GmsConfig;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
+use squall_membership::snapshot::CheckpointWriter;
 use squall_ordering::linearizability::Operation;
 use squall_ordering::linearizability::kv::{KvInput, KvOutput};
 use squall_ordering::{Delivery, TotalOrder, Upcall};
-use squall_round_robin::{Config, RoundRobin};
-use squall_smr::wire::{ReadMode, Request, Response};
-use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine, Token};
+use squall_round_robin::{Config, FsyncPolicy, Mode, RoundRobin};
+use squall_smr::wire::{ErrorCode, ReadMode, Request, Response};
+use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine, StateTransfer, Token};
 use squall_transport::{NodeId, RegionId};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
@@ -159,6 +162,14 @@ pub enum Backend {
     Membership {
         members: usize,
     },
+    /// `squall-membership`'s `Group` with durable epochs (one directory per replica in a
+    /// scratch directory, never synced: a simulated kill is a process crash, the files survive
+    /// it; checkpoints written inline, deterministically), every replica a member of view 0
+    /// and checkpointing every `snapshot_every` applied deliveries. Replicas can be killed
+    /// keeping their GMS log ([`Cluster::kill`]) and restarted from it ([`Cluster::restart`]).
+    Durable {
+        snapshot_every: u64,
+    },
 }
 
 /// A replica's backend: a fixed group, or a membership `Group` (kept concrete so the test can
@@ -186,6 +197,33 @@ pub fn group_config(universe: usize, members: usize) -> GroupConfig {
     cfg.transfer.chunk_size = 256;
     cfg.transfer.window = 4;
     cfg
+}
+
+/// `cfg` with durable epochs in `base/n<node>` (created), never synced, the checkpoint file
+/// written inline (the simulator stays deterministic), and a restart's replay handed out two
+/// upcalls per poll (so "during the replay" lasts some steps).
+pub fn durable_config(mut cfg: GroupConfig, base: &Path, node: usize) -> GroupConfig {
+    let path = base.join(format!("n{node}"));
+    std::fs::create_dir_all(&path).unwrap();
+    cfg.epoch.mode = Mode::Durable {
+        path,
+        fsync: FsyncPolicy::Never,
+    };
+    cfg.checkpoint_writer = CheckpointWriter::Inline;
+    cfg.replay_batch = 2;
+    cfg
+}
+
+/// An empty scratch directory, unique to this process and cluster.
+fn scratch_dir(seed: u64) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "squall-smr-sim-{}-{}-{seed}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
 }
 
 pub fn rr_config(n: usize) -> Config {
@@ -253,6 +291,18 @@ pub struct Cluster {
     pub timeout: Duration,
     pub max_attempts: usize,
     upcalls: Vec<Upcall<Delivery>>,
+    /// `Backend::Durable`: the scratch directory holding every replica's epoch files.
+    dir: Option<PathBuf>,
+    /// The replicas' configuration (`snapshot_every` for `Backend::Durable`).
+    core_config: CoreConfig,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
 impl Cluster {
@@ -264,15 +314,28 @@ impl Cluster {
             _ => n,
         };
         let gc = group_config(n, members);
+        let (dir, core_config) = match backend {
+            Backend::Durable { snapshot_every } => (
+                Some(scratch_dir(seed)),
+                CoreConfig {
+                    snapshot_every,
+                    ..CoreConfig::default()
+                },
+            ),
+            _ => (None, CoreConfig::default()),
+        };
         let layout = match backend {
             Backend::RoundRobin => RoundRobin::<SimNode>::layout(&rr).unwrap(),
             Backend::CasPaxos => px.regions(),
-            Backend::Membership { .. } => Group::<SimNode, MemLog>::layout(&gc).unwrap(),
+            Backend::Membership { .. } | Backend::Durable { .. } => {
+                Group::<SimNode, MemLog>::layout(&gc).unwrap()
+            }
         };
         let (sim, endpoints) = Sim::cluster(SimConfig::seeded(seed), n, &layout).unwrap();
         let backends = endpoints
             .into_iter()
-            .map(|t| -> Option<Be> {
+            .enumerate()
+            .map(|(i, t)| -> Option<Be> {
                 Some(match backend {
                     Backend::RoundRobin => {
                         Be::Plain(Box::new(RoundRobin::new(t, rr.clone()).unwrap()))
@@ -281,13 +344,19 @@ impl Cluster {
                     Backend::Membership { .. } => Be::Group(Box::new(
                         Group::new(t, gc.clone(), MemLog::default(), None).unwrap(),
                     )),
+                    Backend::Durable { .. } => {
+                        let cfg = durable_config(gc.clone(), dir.as_deref().unwrap(), i);
+                        Be::Group(Box::new(
+                            Group::new(t, cfg, MemLog::default(), None).unwrap(),
+                        ))
+                    }
                 })
             })
             .collect::<Vec<_>>();
         let cores = (0..n)
             .map(|i| {
                 let mut core =
-                    ReplicaCore::new(NodeId(i as u32), KvSm::default(), CoreConfig::default())
+                    ReplicaCore::new(NodeId(i as u32), KvSm::default(), core_config.clone())
                         .unwrap();
                 if i >= members {
                     // What `Replica::spawn_joinable` does for a backend without the state.
@@ -317,13 +386,96 @@ impl Cluster {
             next_token: 0,
             delivered: vec![Vec::new(); n],
             by_position: BTreeMap::new(),
-            gapless: matches!(backend, Backend::Membership { .. }),
+            gapless: matches!(
+                backend,
+                Backend::Membership { .. } | Backend::Durable { .. }
+            ),
             checked: vec![0; n],
             read_mode: ReadMode::Barrier,
             timeout: Duration::from_millis(3),
             max_attempts: 2 * n,
             upcalls: Vec::new(),
+            dir,
+            core_config,
         }
+    }
+
+    /// `Backend::Durable`: kills replica `i` (a process crash: its epoch files stay) and
+    /// returns its GMS log bytes (`None` if it was down already).
+    pub fn kill(&mut self, i: usize) -> Option<Vec<u8>> {
+        let bytes = self.group(i).map(|g| g.gms().log().bytes().to_vec());
+        self.crash(i);
+        bytes
+    }
+
+    /// `Backend::Durable`: restarts killed replica `i` (same id, a new incarnation on the
+    /// fabric) from `log`, its GMS log bytes, and its epoch files, as the runtime starts a
+    /// replica on a joinable backend: joining if the group holds no state for it, restarting
+    /// (answering `Unavailable`) while the group restarts from its logs.
+    pub fn restart(&mut self, i: usize, log: Vec<u8>) {
+        let dir = self.dir.clone().expect("a durable cluster");
+        let t = self.sim.restart_node(NodeId(i as u32)).unwrap();
+        let (log, rec) = MemLog::open(log);
+        let rec = (!rec.records.is_empty()).then_some(rec);
+        let cfg = durable_config(group_config(self.n(), self.n()), &dir, i);
+        let group = Group::new(t, cfg, log, rec.as_ref()).unwrap();
+        let mut core =
+            ReplicaCore::new(NodeId(i as u32), KvSm::default(), self.core_config.clone()).unwrap();
+        if !group.holds_state() {
+            core.await_state();
+        }
+        if let Some(reason) = StateTransfer::restarting(&group) {
+            core.await_restart(reason);
+        }
+        self.backends[i] = Some(Be::Group(Box::new(group)));
+        self.cores[i] = Some(core);
+        self.delivered[i].clear();
+        self.checked[i] = 0;
+    }
+
+    /// Asks every live replica that is restarting or joining for a local read of key 0, and
+    /// fails unless each answers `Unavailable` (a replica whose state is not the group's
+    /// answers nothing from it, not even a local read). Other replies are handed on.
+    pub fn probe_unavailable(&mut self) -> Result<(), String> {
+        const PROBE: Token = Token::MAX;
+        for i in 0..self.n() {
+            let Some(core) = self.cores[i].as_mut() else {
+                continue;
+            };
+            if !core.is_restarting() && !core.is_joining() {
+                continue;
+            }
+            core.request(
+                PROBE,
+                Request::Read {
+                    mode: ReadMode::Local,
+                    query: encode_input(&KvInput::Get(0)),
+                },
+            );
+            let mut answered = false;
+            for (t, r) in core.take_replies() {
+                if t != PROBE {
+                    self.complete(t, r);
+                    continue;
+                }
+                answered = true;
+                if !matches!(
+                    r,
+                    Response::Error {
+                        code: ErrorCode::Unavailable,
+                        ..
+                    }
+                ) {
+                    return Err(format!(
+                        "replica {i}, restarting or joining, answered a local read {r:?}"
+                    ));
+                }
+            }
+            if !answered {
+                return Err(format!("replica {i} did not answer a local read at once"));
+            }
+        }
+        Ok(())
     }
 
     pub fn n(&self) -> usize {
@@ -659,6 +811,30 @@ impl Cluster {
         }
         self.step()
     }
+}
+
+/// Every live replica that holds a state (joiners once they installed theirs) has the same
+/// snapshot bytes at the same position.
+pub fn same_snapshots(cl: &Cluster) -> Result<u64, String> {
+    let snaps: Vec<(usize, u64, Vec<u8>)> = (0..cl.n())
+        .filter(|&i| cl.live(i))
+        .filter_map(|i| {
+            let c = cl.cores[i].as_ref().filter(|c| !c.is_joining())?;
+            Some((i, c.applied(), c.snapshot().encode()))
+        })
+        .collect();
+    let Some((_, at, first)) = snaps.first() else {
+        return Err("no live replica holds a state".into());
+    };
+    for (i, applied, s) in &snaps {
+        if applied != at || s != first {
+            return Err(format!(
+                "replica {i} at position {applied} differs from replica {} at {at}",
+                snaps[0].0
+            ));
+        }
+    }
+    Ok(*at)
 }
 
 /// A random KV operation over `keys` keys, with values numbered from `next_value`.

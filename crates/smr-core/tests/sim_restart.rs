@@ -1,0 +1,462 @@
+//! The replicated KV service through total restarts of real `Group`s (durable epochs, epoch
+//! files in a scratch directory, checkpoints every few deliveries) in the simulator. Clients
+//! keep submitting and fail over throughout; at a random round every replica is killed — all
+//! at once, or one by one (the group changing views, the last ones a stopped minority), the
+//! first kill sometimes waiting for a checkpoint in flight — then, after a while down, all
+//! restart from their GMS logs and directories; some runs kill and restart replicas again
+//! during (or after) the restart.
+//!
+//! Checked after every step: every replica that is restarting or joining answers a local read
+//! `Unavailable` (never a read from a state that is not the group's); a replica's restart
+//! completes at or past every position any replica applied before the kills (nothing
+//! committed is lost); deliveries agree at every position across lives and are gapless per
+//! life (the harness's `check_agreement`). After the run: every replica is back, holding a
+//! state, and all hold the same snapshot at the same position; a read of every key completes;
+//! the history, final reads included, is linearizable (so every acknowledged write survived).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+
+use common::{Backend, Cluster, same_snapshots};
+use proptest::prelude::*;
+use squall_ordering::linearizability::check;
+use squall_ordering::linearizability::kv::{Kv, KvInput};
+use squall_smr::wire::ReadMode;
+use squall_transport_mem::sim::{check_seeds, proptest_cases};
+
+const N: usize = 3;
+const KEYS: u64 = 4;
+/// Replicas checkpoint every this many applied deliveries.
+const EVERY: u64 = 8;
+/// Rounds a kill waits at most for a checkpoint in flight.
+const GRACE: u32 = 2_000;
+/// Rounds run after the restart before the cluster settles.
+const AFTER: u32 = 2_000;
+
+/// One run's schedule.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    seed: u64,
+    /// The round of the first kill.
+    kill_at: u32,
+    /// Rounds between kills, one replica at a time (0: all at once).
+    gap: u32,
+    /// The first kill waits (at most [`GRACE`] rounds) for a checkpoint in flight at a victim.
+    mid_checkpoint: bool,
+    /// Rounds every replica stays down.
+    down: u32,
+    /// Rounds after the restart, replicas are killed and restarted again: all of them, or
+    /// replica `seed % N`.
+    bounce: Option<(u32, bool)>,
+}
+
+/// What a run did (the sweeps check that their interesting cases happened).
+#[derive(Debug, Default)]
+struct Stats {
+    /// The first kill found a checkpoint in flight at a victim.
+    mid_checkpoint: bool,
+    /// A bounce landed while some replica was still restarting.
+    bounced_restarting: bool,
+    /// Restarts that completed, replica by replica (the restart of a replica the group went
+    /// on without completes when it finds that out; it then joins again by transfer).
+    completed: usize,
+    /// Completed restarts that installed a checkpoint the group restored (and replayed only
+    /// what follows it).
+    restored: usize,
+    /// The highest position any replica applied before the kills.
+    before: u64,
+    /// Replicas restarted by the operator after their group stopped saying "restart it from
+    /// its log" (cut off from a majority of the restart).
+    operator_restarts: usize,
+    /// Rounds from the restart to the last completion of a replica's restart.
+    restart_rounds: u32,
+    /// The position every replica ends at.
+    at: u64,
+}
+
+/// The per-step checks, with what they remember between steps.
+struct Watch {
+    /// The highest position any replica applied before the last total kill.
+    before: u64,
+    /// Per replica: whether it was restarting after the previous step.
+    restarting: Vec<bool>,
+    completed: usize,
+    restored: usize,
+    operator_restarts: usize,
+    /// Steps taken, and the step of the last completed restart.
+    steps: u32,
+    last_completed: u32,
+}
+
+impl Watch {
+    fn step(&mut self, cl: &mut Cluster, load: Option<&mut u64>) -> Result<(), String> {
+        match load {
+            Some(next_value) => cl.load_step(KEYS, next_value)?,
+            None => cl.step()?,
+        }
+        cl.probe_unavailable()?;
+        self.steps += 1;
+        for i in 0..N {
+            let Some(core) = cl.cores[i].as_ref() else {
+                self.restarting[i] = false;
+                continue;
+            };
+            if self.restarting[i] && !core.is_restarting() {
+                self.completed += 1;
+                self.last_completed = self.steps;
+                if core.metrics().states_installed.load(Ordering::Relaxed) > 0 {
+                    self.restored += 1;
+                }
+                // A replica the group went on without joins again by transfer.
+                if !core.is_joining() && core.applied() < self.before {
+                    return Err(format!(
+                        "replica {i} completed its restart at position {}, but position {} was applied before the kills",
+                        core.applied(),
+                        self.before
+                    ));
+                }
+            }
+            self.restarting[i] = core.is_restarting();
+        }
+        // The operator's part: a member cut off from a majority of the restart stops and says
+        // to restart it from its log (it then finds the group gone on and joins again).
+        for i in 0..N {
+            let cut_off = cl
+                .group(i)
+                .and_then(|g| g.stopped())
+                .is_some_and(|why| why.contains("restart it from its log"));
+            if cut_off {
+                if self.operator_restarts >= 2 * N {
+                    return Err(format!(
+                        "replica {i} cut off again after {} operator restarts",
+                        self.operator_restarts
+                    ));
+                }
+                self.operator_restarts += 1;
+                let log = cl.kill(i);
+                self.restart(cl, i, log)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Restarts replica `i` from `log`; it is watched from here.
+    fn restart(&mut self, cl: &mut Cluster, i: usize, log: Option<Vec<u8>>) -> Result<(), String> {
+        cl.restart(i, log.ok_or(format!("replica {i} had no log"))?);
+        self.restarting[i] = cl.cores[i].as_ref().is_some_and(|c| c.is_restarting());
+        Ok(())
+    }
+}
+
+/// Per replica: its core (joining, restarting, applied), its group's view, whom its restart
+/// waits for, why it stopped, whether it asked to join again.
+fn describe(cl: &mut Cluster) -> Vec<String> {
+    (0..N)
+        .map(|k| {
+            let core =
+                (cl.cores[k].as_ref()).map(|c| (c.is_joining(), c.is_restarting(), c.applied()));
+            cl.group(k).map_or("down".into(), |g| {
+                format!(
+                    "core {core:?}, view {:?}, restart waits for {:?}, stopped {:?}, rejoined {:?}",
+                    g.view().map(|v| (v.id, v.members.clone())),
+                    g.gms().restarting(),
+                    g.stopped(),
+                    g.gms().rejoined()
+                )
+            })
+        })
+        .collect()
+}
+
+fn run(p: &Plan) -> Result<Stats, String> {
+    let mut cl = Cluster::new(
+        Backend::Durable {
+            snapshot_every: EVERY,
+        },
+        N,
+        4,
+        p.seed,
+    );
+    cl.timeout = std::time::Duration::from_millis(1);
+    // A restarting replica answers `Unavailable` at once and the client moves on: with the
+    // harness's default (two rounds of the replicas) clients gave up within a few steps of a
+    // restart, and a history full of unknown outcomes is beyond the checker's search.
+    cl.max_attempts = 1_000;
+    cl.read_mode = if p.seed % 2 == 0 {
+        ReadMode::Barrier
+    } else {
+        ReadMode::Ordered
+    };
+    let mut stats = Stats::default();
+    let mut w = Watch {
+        before: 0,
+        restarting: vec![false; N],
+        completed: 0,
+        restored: 0,
+        operator_restarts: 0,
+        steps: 0,
+        last_completed: 0,
+    };
+    let mut next_value = 0;
+    for _ in 0..p.kill_at {
+        w.step(&mut cl, Some(&mut next_value))?;
+    }
+    // The kills: all at once, or one by one starting at replica `seed % N`.
+    let mut logs: Vec<Option<Vec<u8>>> = vec![None; N];
+    let order: Vec<usize> = (0..N).map(|k| (p.seed as usize + k) % N).collect();
+    let batches: Vec<Vec<usize>> = if p.gap == 0 {
+        vec![order]
+    } else {
+        order.into_iter().map(|v| vec![v]).collect()
+    };
+    for (k, victims) in batches.iter().enumerate() {
+        if k == 0 && p.mid_checkpoint {
+            for _ in 0..GRACE {
+                if victims.iter().any(|&v| {
+                    cl.group(v)
+                        .is_some_and(|g| g.checkpoint_in_flight().is_some())
+                }) {
+                    stats.mid_checkpoint = true;
+                    break;
+                }
+                w.step(&mut cl, Some(&mut next_value))?;
+            }
+        } else if k > 0 {
+            for _ in 0..p.gap {
+                w.step(&mut cl, Some(&mut next_value))?;
+            }
+        }
+        for &v in victims {
+            w.before = w
+                .before
+                .max(cl.cores[v].as_ref().map_or(0, |c| c.applied()));
+            logs[v] = cl.kill(v);
+        }
+    }
+    stats.before = w.before;
+    for _ in 0..p.down {
+        w.step(&mut cl, Some(&mut next_value))?;
+    }
+    let restarted_at = cl.now();
+    let restart_step = w.steps;
+    for (i, log) in logs.into_iter().enumerate() {
+        w.restart(&mut cl, i, log)?;
+    }
+    for round in 0..AFTER {
+        if let Some((at, all)) = p.bounce {
+            if round == at {
+                stats.bounced_restarting = cl.cores.iter().flatten().any(|c| c.is_restarting());
+                let victims: Vec<usize> = if all {
+                    (0..N).collect()
+                } else {
+                    vec![p.seed as usize % N]
+                };
+                let logs: Vec<(usize, Option<Vec<u8>>)> =
+                    victims.iter().map(|&v| (v, cl.kill(v))).collect();
+                for (v, log) in logs {
+                    w.restart(&mut cl, v, log)?;
+                }
+            }
+        }
+        w.step(&mut cl, Some(&mut next_value))?;
+    }
+    for _ in 0..60_000 {
+        if cl.busy_clients() == 0
+            && (cl.cores.iter().flatten()).all(|c| !c.is_restarting() && !c.is_joining())
+        {
+            break;
+        }
+        w.step(&mut cl, None)?;
+    }
+    stats.at = match cl.settle(60_000) {
+        Ok(at) => at,
+        Err(e) => return Err(format!("{e}; the groups: {:?}", describe(&mut cl))),
+    };
+    stats.completed = w.completed;
+    stats.restored = w.restored;
+    stats.operator_restarts = w.operator_restarts;
+    stats.restart_rounds = w.last_completed.saturating_sub(restart_step);
+    let groups = describe(&mut cl);
+    for i in 0..N {
+        let c = cl.cores[i].as_ref().ok_or(format!("replica {i} is down"))?;
+        if !cl.live(i) || c.is_joining() || c.is_restarting() {
+            return Err(format!(
+                "replica {i} did not come back (joining {}, restarting {}); the groups: {groups:?}",
+                c.is_joining(),
+                c.is_restarting()
+            ));
+        }
+    }
+    let at = same_snapshots(&cl)?;
+    if at < stats.before {
+        return Err(format!(
+            "the replicas end at {at}, before position {} applied before the kills",
+            stats.before
+        ));
+    }
+    let after = (cl.ops.iter())
+        .filter(|o| o.ret.is_some() && o.call >= restarted_at)
+        .count();
+    if after == 0 {
+        return Err("no operation completed after the restart".into());
+    }
+    // A read of every key, through each replica in turn: every acknowledged write must show.
+    for k in 0..KEYS {
+        cl.point(0, k as usize % N);
+        cl.start(0, KvInput::Get(k));
+        for _ in 0..60_000 {
+            if cl.idle(0) {
+                break;
+            }
+            w.step(&mut cl, None)?;
+        }
+        if cl.ops.last().is_none_or(|o| o.ret.is_none()) {
+            return Err(format!("the final read of key {k} did not complete"));
+        }
+    }
+    check(&Kv, &cl.ops).map_err(|e| format!("not linearizable: {e}"))?;
+    Ok(stats)
+}
+
+/// The sweep's schedule for `seed`: all at once (even seeds) or one by one (odd); the first
+/// kill mid-checkpoint unless `seed % 3 == 2`; down 0, 500 or 1000 rounds; unless
+/// `seed % 4 == 2`, killed and restarted again: all of them 1 to 5 rounds into the restart
+/// (even seeds), or one of them 100 to 260 rounds after it (odd; a single replica bounced in
+/// the restart's first rounds can leave it waiting for good: the ignored finding below).
+fn plan(seed: u64) -> Plan {
+    Plan {
+        seed,
+        kill_at: 600 + (seed % 7) as u32 * 300,
+        gap: if seed % 2 == 1 { 400 } else { 0 },
+        mid_checkpoint: seed % 3 != 2,
+        down: (seed % 3) as u32 * 500,
+        bounce: (seed % 4 != 2).then_some(if seed % 2 == 0 {
+            (1 + (seed % 5) as u32, true)
+        } else {
+            (100 + (seed % 5) as u32 * 40, false)
+        }),
+    }
+}
+
+thread_local! {
+    static MID_CHECKPOINT: Cell<usize> = const { Cell::new(0) };
+    static BOUNCED_RESTARTING: Cell<usize> = const { Cell::new(0) };
+}
+
+#[test]
+fn replicas_survive_total_restarts_seed_sweep() {
+    check_seeds("replicas_survive_total_restarts_seed_sweep", 2, |seed| {
+        let p = plan(seed);
+        let t = std::time::Instant::now();
+        let s = run(&p).map_err(|e| format!("{p:?}: {e}"))?;
+        eprintln!("seed {seed}: {p:?}: {s:?} in {:?}", t.elapsed());
+        MID_CHECKPOINT.set(MID_CHECKPOINT.get() + usize::from(s.mid_checkpoint));
+        BOUNCED_RESTARTING.set(BOUNCED_RESTARTING.get() + usize::from(s.bounced_restarting));
+        if s.completed < N {
+            return Err(format!("only {} restarts completed", s.completed));
+        }
+        if s.restored == 0 {
+            return Err("no restart installed a checkpoint".into());
+        }
+        Ok(())
+    });
+    assert!(MID_CHECKPOINT.get() > 0, "no kill landed mid-checkpoint");
+    assert!(
+        BOUNCED_RESTARTING.get() > 0,
+        "no restart during a restart happened"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases(2)))]
+
+    /// Random schedules, kill points, down times and bounces: the same checks as the sweep.
+    /// Every replica is bounced during the restart (rounds 0 to 19) only after an all-at-once
+    /// kill, and otherwise a bounce (of all or of one) comes after the restart (from round
+    /// 100): a single replica bounced in the restart's first rounds, or every replica bounced
+    /// during the restart that follows kills one by one, can leave the restart or a rejoin
+    /// waiting for good (the ignored findings below; docs/MEMBERSHIP.md, twenty-ninth part).
+    #[test]
+    fn proptest_replicas_survive_total_restarts(
+        seed in any::<u64>(),
+        kill_at in 200u32..3_000,
+        gap in prop_oneof![Just(0u32), 1u32..1_500],
+        mid_checkpoint in any::<bool>(),
+        down in 0u32..2_000,
+        bounce in prop_oneof![
+            Just(None),
+            (0u32..20).prop_map(|at| Some((at, true))),
+            (100u32..2_000, any::<bool>()).prop_map(Some),
+        ],
+    ) {
+        let bounce = match bounce {
+            Some((at, true)) if at < 100 && gap > 0 => Some((100 + at, true)),
+            b => b,
+        };
+        let p = Plan { seed, kill_at, gap, mid_checkpoint, down, bounce };
+        run(&p).map_err(|e| TestCaseError::fail(format!("{p:?}: {e}")))?;
+    }
+}
+
+/// Regression (the proptest's first failure): every replica killed at once at round 200 and
+/// restarted at once, then replica 0 killed and restarted again before the restarted cluster
+/// took a step. Replicas 0 and 1 complete the restart in view 1 without replica 2, which never
+/// hears from either (its restart waits for both from the first step) and stops after the
+/// suspicion timeout saying "restart it from its log"; the harness used to leave it stopped
+/// ("replica 2 did not come back"). Restarted by the operator, it finds the group gone on and
+/// joins again by transfer. Why replica 2 hears from nobody is not diagnosed (see
+/// docs/MEMBERSHIP.md, twenty-ninth part).
+#[test]
+fn regression_a_replica_restarted_again_before_the_restart_took_a_step() {
+    let s = run(&Plan {
+        seed: 61350207784249398,
+        kill_at: 200,
+        gap: 0,
+        mid_checkpoint: false,
+        down: 0,
+        bounce: Some((0, false)),
+    })
+    .unwrap();
+    eprintln!("{s:?}");
+}
+
+/// A finding of the proptest (not fixed): replicas killed one by one from round 435 (275 rounds
+/// apart, the first mid-checkpoint), down 1477 rounds, all restarted, and all restarted again 8
+/// rounds into the restart. Replica 0 finds the group gone on and asks to join again
+/// (`rejoined` `(0, 2)`); replicas 1 and 2 install view 2 naming it, but it never installs
+/// a view (its `view()` stays `None`): it never gets a state, and 1 and 2 serve nothing more
+/// (the clients never complete: "replicas did not settle").
+#[test]
+#[ignore = "a finding, not fixed: a rejoining replica admitted in view 2 never installs it (docs/MEMBERSHIP.md, twenty-ninth part)"]
+fn finding_a_replica_admitted_again_after_a_restart_never_installs_the_view() {
+    run(&Plan {
+        seed: 8806518546290106954,
+        kill_at: 435,
+        gap: 275,
+        mid_checkpoint: true,
+        down: 1477,
+        bounce: Some((8, true)),
+    })
+    .unwrap();
+}
+
+/// A finding of the proptest (not fixed): every replica killed at round 200 and restarted at
+/// once, replica 0 killed and restarted again one round later (also 2 or 5 rounds later, and
+/// with the first kill at round 400, 600 or 1000). Replica 2 never hears from 0 or 1 and waits
+/// for both; 0 and 1 wait for 2 (none suspects, none stops): the restart never completes.
+#[test]
+#[ignore = "a finding, not fixed: replica 0's restart never completes (docs/MEMBERSHIP.md, twenty-ninth part)"]
+fn finding_a_replica_restarted_again_one_round_into_the_restart_never_completes() {
+    run(&Plan {
+        seed: 65599831940342298,
+        kill_at: 200,
+        gap: 0,
+        mid_checkpoint: false,
+        down: 0,
+        bounce: Some((1, false)),
+    })
+    .unwrap();
+}

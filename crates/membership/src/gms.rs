@@ -2619,7 +2619,12 @@ mod tests {
                 cut_member.0
             );
             let shards: Vec<&Vec<NodeId>> = v1.shards.iter().map(|s| &s.members).collect();
-            let got: Vec<&Vec<NodeId>> = views[0].unwrap().shards.iter().map(|s| &s.members).collect();
+            let got: Vec<&Vec<NodeId>> = views[0]
+                .unwrap()
+                .shards
+                .iter()
+                .map(|s| &s.members)
+                .collect();
             assert_eq!(got, shards, "view 2 keeps view 1's shards");
         }
         assert!(restarts > 0);

@@ -573,9 +573,7 @@ impl Recovered {
             .rposition(|r| matches!(r, Record::Installed { view: v, .. } if *v == view))?;
         // The records logged with that `Installed` (`restart::installed_records`): since s21
         // `[Shards?, Verdict?, Installed]`, in older logs `[Installed, Shards?, Verdict?]`.
-        let with = |r: &Record| {
-            matches!(r, Record::Shards { view: v, .. } | Record::Verdict { view: v, .. } if *v == view)
-        };
+        let with = |r: &Record| matches!(r, Record::Shards { view: v, .. } | Record::Verdict { view: v, .. } if *v == view);
         fn verdict(r: &Record) -> Option<&Inadequate> {
             match r {
                 Record::Verdict { why, .. } => Some(why),
@@ -624,9 +622,10 @@ impl Recovered {
     /// a snapshot.
     pub fn holds_initial_state(&self) -> bool {
         matches!(
-            self.records
-                .iter()
-                .find(|r| !matches!(r, Record::Shards { view: 0, .. } | Record::Verdict { view: 0, .. })),
+            self.records.iter().find(|r| !matches!(
+                r,
+                Record::Shards { view: 0, .. } | Record::Verdict { view: 0, .. }
+            )),
             Some(Record::Installed { view: 0, .. })
         ) && !self
             .records

@@ -225,6 +225,8 @@ pub fn logged_view(rec: &Recovered, id: u64, layout: &dyn ShardLayout) -> Option
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
     use crate::log::{Durable, MemLog};
     use crate::view::EvenShards;
@@ -296,7 +298,12 @@ mod tests {
         let v0 = View::new(0, (0..4).map(NodeId).collect(), &layout);
         // Shard 1 loses its holder; its other member never held the state: the shard is lost.
         let (failed, passive) = (v0.shards[1].members[0], v0.shards[1].members[1]);
-        let members: Vec<NodeId> = v0.members.iter().copied().filter(|&m| m != failed).collect();
+        let members: Vec<NodeId> = v0
+            .members
+            .iter()
+            .copied()
+            .filter(|&m| m != failed)
+            .collect();
         let holders: Vec<NodeId> = members.iter().copied().filter(|&m| m != passive).collect();
         let v1 = View::next_holding(1, members, Some(&v0.shards), Some(&holders), &layout);
         let why = v1.inadequate.clone().unwrap();

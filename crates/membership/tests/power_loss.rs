@@ -55,7 +55,8 @@
 //! points, spread quadratically so the early run where files are new is denser, with nothing
 //! unsynced kept; half at random calls with random choices), `SQUALL_POWER_LOSS_SEED=<s>`
 //! (the workload's and the choices' seed, default 7); for debugging
-//! `SQUALL_POWER_LOSS_KEEP_TRACE=1` (keep the trace and failing states' files),
+//! `SQUALL_POWER_LOSS_KEEP_TRACE=1` (keep the trace of a passing run too: a failing run
+//! keeps its trace and failing states' files anyway, and names the trace in its message),
 //! `SQUALL_POWER_LOSS_TRACE=<file>` (check a kept trace instead of recording) and
 //! `SQUALL_POWER_LOSS_ONLY=<call>` (check only the states after that call, keeping them). The
 //! tests skip, saying why, when `strace` is missing or `ptrace` is refused, and the

@@ -2555,6 +2555,113 @@ mod tests {
         );
     }
 
+    /// Regression (s21, `docs/MEMBERSHIP.md`, twenty-seventh part): a total restart where one
+    /// member's log is cut anywhere after its decision ending view 0 (what a power loss or a
+    /// crash between its appends of the view change can leave) installs one restart view at
+    /// every member, with view 1's shards. Until s21 `Installed` was appended before the
+    /// view's `Shards`: a log cut between them rebuilt view 1 with a fresh layout, and that
+    /// member installed view 2 with other shards than its peers (found by
+    /// `power_loss::two_shards_keep_every_durable_promise`, about 1 run in 100).
+    #[test]
+    fn a_restart_from_a_log_cut_between_a_views_records_installs_one_view_everywhere() {
+        let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+        let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        cfg.shards = crate::view::EvenShards {
+            shards: 2,
+            min: 1,
+            max: 2,
+        };
+        let layout = cfg.shard_layout();
+        let v0 = View::new(0, ids.clone(), &layout);
+        // A member of shard 0 fails: its survivor stays alone in shard 0, which a fresh layout
+        // of view 1's members would deal otherwise.
+        let failed = v0.shards[0].members[1];
+        let d = Decision {
+            rank: 0,
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: failed,
+            }],
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 0)).collect(),
+            },
+        };
+        let holders: Vec<bool> = v0.members.iter().map(|_| true).collect();
+        let v1 = View::next(1, d.next_members(&v0.members), Some(&v0.shards), &layout);
+        assert_ne!(View::new(1, v1.members.clone(), &layout).shards, v1.shards);
+        let mut log = MemLog::default();
+        for r in crate::restart::installed_records(&v0) {
+            log.append(&r).unwrap();
+        }
+        log.append(&decided_record(&d, Some(&holders))).unwrap();
+        let decided = log.bytes().len();
+        for r in crate::restart::installed_records(&v1) {
+            log.append(&r).unwrap();
+        }
+        let whole = log.bytes().to_vec();
+        let cut_member = v1.members[v1.members.len() - 1];
+        let mut restarts = 0;
+        for cut in decided..=whole.len() {
+            let (_, rec) = MemLog::open(whole[..cut].to_vec());
+            if rec.last_view().map(|v| v.0) != Some(1) {
+                continue;
+            }
+            restarts += 1;
+            let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+            let (sim, nodes) = Sim::cluster(SimConfig::seeded(cut as u64), 4, &[spec]).unwrap();
+            sim.crash(failed);
+            let mut gs: Vec<Gms<SimNode, MemLog>> = Vec::new();
+            for (i, t) in nodes.into_iter().enumerate() {
+                let id = NodeId(i as u32);
+                if id == failed {
+                    continue;
+                }
+                let bytes = if id == cut_member {
+                    whole[..cut].to_vec()
+                } else {
+                    whole.clone()
+                };
+                let (log, rec) = MemLog::open(bytes);
+                gs.push(Gms::new(t, cfg.clone(), log, Some(&rec)).unwrap());
+            }
+            let mut out = Vec::new();
+            for _ in 0..5000 {
+                if gs
+                    .iter()
+                    .all(|g| g.view().is_some_and(|v| v.id == 2) && g.restarting().is_none())
+                {
+                    break;
+                }
+                for g in &mut gs {
+                    g.poll(&mut Idle, &mut out).unwrap();
+                }
+                sim.advance(std::time::Duration::from_micros(100));
+            }
+            let views: Vec<Option<&View>> = gs.iter().map(Gms::view).collect();
+            assert!(
+                views.iter().all(|v| v.is_some_and(|v| v.id == 2)),
+                "cut at byte {cut} of {}: the restart did not complete: {views:?}",
+                whole.len()
+            );
+            assert!(
+                views.iter().all(|v| *v == views[0]),
+                "cut at byte {cut} of {} (n{}'s log): the members installed view 2 differently: {views:?}",
+                whole.len(),
+                cut_member.0
+            );
+            let shards: Vec<&Vec<NodeId>> = v1.shards.iter().map(|s| &s.members).collect();
+            let got: Vec<&Vec<NodeId>> = views[0]
+                .unwrap()
+                .shards
+                .iter()
+                .map(|s| &s.members)
+                .collect();
+            assert_eq!(got, shards, "view 2 keeps view 1's shards");
+        }
+        assert!(restarts > 0);
+    }
+
     /// The decision block's holder section: the bitmap round-trips (past one word of bits), a
     /// decision without holders reads as not known, and a flag word this code never writes
     /// makes the block unreadable rather than a guess.

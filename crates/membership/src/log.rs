@@ -67,8 +67,9 @@ pub enum Record {
         /// The ballot.
         rank: u64,
     },
-    /// The shards of view `view` (logged right after its [`Record::Installed`] when the layout
-    /// has several shards): each shard's members in order. A restarting member needs them to
+    /// The shards of view `view` (logged right before its [`Record::Installed`] when the
+    /// layout has several shards, so that a log holding the `Installed` holds them too; right
+    /// after it in logs written before s21): each shard's members in order. A restarting member needs them to
     /// know which shard it held (the layout of a view depends on the previous views').
     Shards {
         /// The view id.
@@ -93,9 +94,9 @@ pub enum Record {
         /// The snapshot's file name in the member's durable directory.
         file: String,
     },
-    /// Why view `view` is inadequate, as the member installed it (logged right after its
-    /// [`Record::Installed`] and [`Record::Shards`] when the view is inadequate; none for an
-    /// adequate view). A view rebuilt from the log ([`crate::restart::logged_view`]) takes this
+    /// Why view `view` is inadequate, as the member installed it (logged after its
+    /// [`Record::Shards`] and right before its [`Record::Installed`] when the view is
+    /// inadequate, right after both in logs written before s21; none for an adequate view). A view rebuilt from the log ([`crate::restart::logged_view`]) takes this
     /// verdict instead of recounting it: the count of a lost shard's survivors
     /// ([`Inadequate::have`]) depends on the holders of the view before, which a restart does
     /// not recompute, so without it a restarted member could report another verdict than the
@@ -543,8 +544,9 @@ impl Recovered {
         })
     }
 
-    /// The verdict logged for view `view` after its last [`Record::Installed`] (`None`: none
-    /// was, an adequate view or a log written before verdicts were logged).
+    /// The verdict logged for view `view` with its last [`Record::Installed`] (right before
+    /// it since s21, right after it in older logs; `None`: none was, an adequate view or a
+    /// log written before verdicts were logged).
     ///
     /// ```
     /// use squall_membership::log::{Durable, MemLog, Record};
@@ -552,10 +554,15 @@ impl Recovered {
     /// use squall_transport::NodeId;
     /// let mut log = MemLog::default();
     /// let why = Inadequate::short(ShardId { subgroup: 0, shard: 1 }, 1, 1, true);
+    /// // A log written before s21: the verdict after `Installed`.
     /// log.append(&Record::Installed { view: 3, members: vec![NodeId(0), NodeId(1)] })?;
     /// log.append(&Record::Verdict { view: 3, why: why.clone() })?;
+    /// // Since s21 (`restart::installed_records`): before it.
+    /// log.append(&Record::Verdict { view: 4, why: why.clone() })?;
+    /// log.append(&Record::Installed { view: 4, members: vec![NodeId(0), NodeId(1)] })?;
     /// let (_, rec) = MemLog::open(log.bytes().to_vec());
     /// assert_eq!(rec.verdict_for(3), Some(&why));
+    /// assert_eq!(rec.verdict_for(4), Some(&why));
     /// assert_eq!(rec.verdict_for(2), None);
     /// # Ok::<(), squall_membership::log::LogError>(())
     /// ```
@@ -564,10 +571,23 @@ impl Recovered {
             .records
             .iter()
             .rposition(|r| matches!(r, Record::Installed { view: v, .. } if *v == view))?;
-        self.records[installed..].iter().find_map(|r| match r {
-            Record::Verdict { view: v, why } if *v == view => Some(why),
-            _ => None,
-        })
+        // The records logged with that `Installed` (`restart::installed_records`): since s21
+        // `[Shards?, Verdict?, Installed]`, in older logs `[Installed, Shards?, Verdict?]`.
+        let with = |r: &Record| matches!(r, Record::Shards { view: v, .. } | Record::Verdict { view: v, .. } if *v == view);
+        fn verdict(r: &Record) -> Option<&Inadequate> {
+            match r {
+                Record::Verdict { why, .. } => Some(why),
+                _ => None,
+            }
+        }
+        match installed.checked_sub(1).map(|i| &self.records[i]) {
+            Some(r) if with(r) => verdict(r),
+            _ => self.records[installed + 1..]
+                .iter()
+                .take(2)
+                .take_while(|r| with(r))
+                .find_map(verdict),
+        }
     }
 
     /// The state this member's logs can rebuild from, as of the log's end: the last
@@ -596,12 +616,16 @@ impl Recovered {
             .filter(|r| matches!(r, Record::Snapshot { .. }))
     }
 
-    /// Whether this log starts as an initial member's does (its first record installs view 0)
-    /// and no [`Record::StateDropped`] voided that state since: such a member's epoch logs
-    /// rebuild its state from position 0 without a snapshot.
+    /// Whether this log starts as an initial member's does (its first record installs view 0,
+    /// after the shards and verdict logged with it) and no [`Record::StateDropped`] voided
+    /// that state since: such a member's epoch logs rebuild its state from position 0 without
+    /// a snapshot.
     pub fn holds_initial_state(&self) -> bool {
         matches!(
-            self.records.first(),
+            self.records.iter().find(|r| !matches!(
+                r,
+                Record::Shards { view: 0, .. } | Record::Verdict { view: 0, .. }
+            )),
             Some(Record::Installed { view: 0, .. })
         ) && !self
             .records

@@ -123,16 +123,32 @@ pub fn unrestored_shard(view: &View, restarted: &[NodeId]) -> Option<Unrestored>
     })
 }
 
-/// The records that log the installation of `view`: [`Record::Installed`], then, when the
-/// layout has several shards, [`Record::Shards`] (a restart must know which shard each member
-/// held; with one shard the log is exactly what it was before shards existed), then, when the
-/// view is inadequate, [`Record::Verdict`] (a restart reports the verdict the member installed,
-/// see [`logged_view`]).
+/// The records that log the installation of `view`, in the order they are to be appended:
+/// when the layout has several shards, [`Record::Shards`] (a restart must know which shard
+/// each member held; with one shard the log is exactly what it was before shards existed),
+/// then, when the view is inadequate, [`Record::Verdict`] (a restart reports the verdict the
+/// member installed, see [`logged_view`]), and **last** [`Record::Installed`].
+///
+/// `Installed` comes last (since s21) because a log is read as its longest valid prefix: a
+/// member whose log holds `Installed` then holds the view's shards and verdict too, whatever
+/// a crash or a power loss took of the appends. (Until s21 `Installed` came first, each
+/// record written and synced by itself: a power loss between the two syncs kept `Installed`
+/// without `Shards`, the restart rebuilt that view with a fresh layout, and that member
+/// installed the restart view with other shards than its peers did; `docs/MEMBERSHIP.md`,
+/// twenty-seventh part.) Logs written before s21 hold `Shards`/`Verdict` right after
+/// `Installed`; [`Recovered::verdict_for`](crate::log::Recovered::verdict_for) reads both.
+///
+/// ```
+/// use squall_membership::log::Record;
+/// use squall_membership::restart::installed_records;
+/// use squall_membership::view::{EvenShards, View};
+/// use squall_transport::NodeId;
+/// let v = View::new(0, (0..4).map(NodeId).collect(), &EvenShards { shards: 2, min: 1, max: 3 });
+/// let records = installed_records(&v);
+/// assert!(matches!(records[..], [Record::Shards { .. }, Record::Installed { view: 0, .. }]));
+/// ```
 pub fn installed_records(view: &View) -> Vec<Record> {
-    let mut out = vec![Record::Installed {
-        view: view.id,
-        members: view.members.clone(),
-    }];
+    let mut out = Vec::new();
     if view.shards.len() > 1 {
         out.push(Record::Shards {
             view: view.id,
@@ -145,6 +161,10 @@ pub fn installed_records(view: &View) -> Vec<Record> {
             why: why.clone(),
         });
     }
+    out.push(Record::Installed {
+        view: view.id,
+        members: view.members.clone(),
+    });
     out
 }
 
@@ -201,4 +221,97 @@ pub fn logged_view(rec: &Recovered, id: u64, layout: &dyn ShardLayout) -> Option
         }
         v
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::log::{Durable, MemLog};
+    use crate::view::EvenShards;
+
+    /// Every byte prefix of `views`' records as a member appends them (what a crash or a
+    /// power loss can leave of its log) that holds the last view's `Installed` rebuilds that
+    /// view exactly: members, shards and verdict.
+    fn every_prefix_rebuilds(views: &[View], layout: &EvenShards) {
+        let mut log = MemLog::default();
+        for v in views {
+            for r in installed_records(v) {
+                log.append(&r).unwrap();
+            }
+        }
+        let last = views.last().unwrap();
+        let bytes = log.bytes().to_vec();
+        let mut holding = 0;
+        for n in 0..=bytes.len() {
+            let (_, rec) = MemLog::open(bytes[..n].to_vec());
+            if rec.last_view().map(|v| v.0) != Some(last.id) {
+                continue;
+            }
+            holding += 1;
+            assert_eq!(
+                logged_view(&rec, last.id, layout).as_ref(),
+                Some(last),
+                "a log cut at byte {n} of {} holds view {}'s Installed but rebuilds it otherwise",
+                bytes.len(),
+                last.id
+            );
+        }
+        assert!(holding > 0);
+    }
+
+    /// Regression (s21, `docs/MEMBERSHIP.md`, twenty-seventh part): `Installed` was appended
+    /// before the view's `Shards` (each record synced by itself), so a power loss between the
+    /// two syncs left a log whose last view was rebuilt with a fresh layout; that member
+    /// installed the restart view with other shards than its peers
+    /// (`power_loss::two_shards_keep_every_durable_promise`, 1 run in about 100). Now the
+    /// shards are appended before `Installed`.
+    #[test]
+    fn a_log_cut_anywhere_after_a_views_installed_record_rebuilds_its_shards() {
+        let layout = EvenShards {
+            shards: 2,
+            min: 1,
+            max: 3,
+        };
+        let v0 = View::new(0, (0..4).map(NodeId).collect(), &layout);
+        // n2 fails: the survivors keep their shards, which a fresh layout would deal otherwise.
+        let v1 = View::next(
+            1,
+            vec![NodeId(0), NodeId(1), NodeId(3)],
+            Some(&v0.shards),
+            &layout,
+        );
+        assert_ne!(View::new(1, v1.members.clone(), &layout).shards, v1.shards);
+        every_prefix_rebuilds(&[v0, v1], &layout);
+    }
+
+    /// The same for the verdict of an inadequate view, which a restart does not recount (it
+    /// depends on the holders of the view before).
+    #[test]
+    fn a_log_cut_anywhere_after_a_views_installed_record_rebuilds_its_verdict() {
+        let layout = EvenShards {
+            shards: 2,
+            min: 1,
+            max: 3,
+        };
+        let v0 = View::new(0, (0..4).map(NodeId).collect(), &layout);
+        // Shard 1 loses its holder; its other member never held the state: the shard is lost.
+        let (failed, passive) = (v0.shards[1].members[0], v0.shards[1].members[1]);
+        let members: Vec<NodeId> = v0
+            .members
+            .iter()
+            .copied()
+            .filter(|&m| m != failed)
+            .collect();
+        let holders: Vec<NodeId> = members.iter().copied().filter(|&m| m != passive).collect();
+        let v1 = View::next_holding(1, members, Some(&v0.shards), Some(&holders), &layout);
+        let why = v1.inadequate.clone().unwrap();
+        assert!(why.lost, "{why:?}");
+        assert_ne!(
+            View::next(1, v1.members.clone(), Some(&v0.shards), &layout).inadequate,
+            v1.inadequate
+        );
+        every_prefix_rebuilds(&[v0, v1], &layout);
+    }
 }

@@ -55,7 +55,8 @@
 //! points, spread quadratically so the early run where files are new is denser, with nothing
 //! unsynced kept; half at random calls with random choices), `SQUALL_POWER_LOSS_SEED=<s>`
 //! (the workload's and the choices' seed, default 7); for debugging
-//! `SQUALL_POWER_LOSS_KEEP_TRACE=1` (keep the trace and failing states' files),
+//! `SQUALL_POWER_LOSS_KEEP_TRACE=1` (keep the trace of a passing run too: a failing run
+//! keeps its trace and failing states' files anyway, and names the trace in its message),
 //! `SQUALL_POWER_LOSS_TRACE=<file>` (check a kept trace instead of recording) and
 //! `SQUALL_POWER_LOSS_ONLY=<call>` (check only the states after that call, keeping them). The
 //! tests skip, saying why, when `strace` is missing or `ptrace` is refused, and the
@@ -465,6 +466,10 @@ struct Recording {
     variant: Variant,
     /// The boot the workload ran in (relative to the restarts').
     boot: Boot,
+    /// The trace file, kept until every check of it passed (then removed unless
+    /// `SQUALL_POWER_LOSS_KEEP_TRACE` is set), so that a failure names a trace to reproduce it
+    /// from (`SQUALL_POWER_LOSS_TRACE`); `None` for a kept trace being checked again.
+    trace: Option<PathBuf>,
 }
 
 const TRACED: &str = "openat,open,creat,read,lseek,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,\
@@ -588,6 +593,7 @@ fn record(
             took: Duration::ZERO,
             variant: *variant,
             boot,
+            trace: None,
         }));
     }
     let base = group_sim::scratch_dir("power-loss", tag, seed);
@@ -658,8 +664,9 @@ fn record(
             return Ok(None);
         }
         return Err(format!(
-            "the traced workload failed ({}):\n{}\n{}",
+            "the traced workload failed ({}; trace {}):\n{}\n{}",
             out.status,
+            trace_file.display(),
             String::from_utf8_lossy(&out.stdout)
                 .lines()
                 .filter(|l| !l.starts_with("PL-"))
@@ -682,8 +689,6 @@ fn record(
     read_tree(&root, "", &mut end_tree);
     if std::env::var_os("SQUALL_POWER_LOSS_KEEP_TRACE").is_some() {
         println!("trace kept: {}", trace_file.display());
-    } else {
-        std::fs::remove_file(&trace_file).ok();
     }
     std::fs::remove_file(base.with_extension("boot_id")).ok();
     std::fs::remove_dir_all(&base).ok();
@@ -702,6 +707,7 @@ fn record(
         took: t0.elapsed(),
         variant: *variant,
         boot,
+        trace: Some(trace_file),
     }))
 }
 
@@ -1357,6 +1363,29 @@ fn check_state(
             at.join("; ")
         ));
     }
+    // One view per id: a member that rebuilt its last logged view otherwise than its peers
+    // installs the restart view with other shards (s21: a power loss kept a view's
+    // `Installed` record without its `Shards`; `docs/MEMBERSHIP.md`, twenty-seventh part).
+    let mut first: BTreeMap<u64, (usize, Vec<Vec<NodeId>>)> = BTreeMap::new();
+    for (i, g) in run.n.groups.iter().enumerate() {
+        let Some(v) = g.as_ref().and_then(|g| g.view()) else {
+            continue;
+        };
+        let shards: Vec<Vec<NodeId>> = v.shards.iter().map(|s| s.members.clone()).collect();
+        match first.get(&v.id) {
+            Some((k, other)) if *other != shards => {
+                return Err(format!(
+                    "a split view: n{i} installed view {} with shards {shards:?}, n{k} with {other:?}; {}",
+                    v.id,
+                    restart_summary(&run)
+                ));
+            }
+            Some(_) => {}
+            None => {
+                first.insert(v.id, (i, shards));
+            }
+        }
+    }
     for &i in &members {
         if stopped(&run, i).is_some() {
             continue;
@@ -1367,7 +1396,8 @@ fn check_state(
             && next <= p
         {
             return Err(format!(
-                "n{i} runs the restart view at position {next} (shard {s}), but position {p} was durable ({why}; lost)"
+                "n{i} runs the restart view at position {next} (shard {s}), but position {p} was durable ({why}; lost); {}",
+                restart_summary(&run)
             ));
         }
         if let Some(at) = pr.checkpoints[i]
@@ -1387,7 +1417,8 @@ fn check_state(
         for (&p, &h) in &run.got[i] {
             if chain.and_then(|c| c.get(&p)).is_some_and(|&x| x != h) {
                 return Err(format!(
-                    "n{i}: position {p} of shard {s} after the restart is not the recorded chain"
+                    "n{i}: position {p} of shard {s} after the restart is not the recorded chain; {}",
+                    restart_summary(&run)
                 ));
             }
         }
@@ -1396,12 +1427,39 @@ fn check_state(
                 && chain.and_then(|c| c.get(&p)) != run.got[i].get(&p)
             {
                 return Err(format!(
-                    "n{i}: restored state at {q} (shard {s}) is not the recorded chain"
+                    "n{i}: restored state at {q} (shard {s}) is not the recorded chain; {}",
+                    restart_summary(&run)
                 ));
             }
         }
     }
     Ok(notes)
+}
+
+/// What each node of a restart ended with, for a failure's message: its view (id and
+/// shards), whether it runs, the states it restored and the positions it delivered.
+fn restart_summary(run: &Run) -> String {
+    let at: Vec<String> = (run.n.groups.iter().enumerate())
+        .map(|(i, g)| match g {
+            Some(g) => format!(
+                "n{i}: view {:?} shards {:?} active {} restarting {:?} stopped {:?} restored at {:?} delivered {:?}",
+                g.view().map(|v| v.id),
+                g.view()
+                    .map(|v| v.shards.iter().map(|s| s.members.clone()).collect::<Vec<_>>()),
+                g.is_active(),
+                g.gms().restarting(),
+                g.stopped().map(|w| w.to_string()),
+                run.n.restored[i],
+                run.got[i]
+                    .keys()
+                    .next()
+                    .zip(run.got[i].keys().next_back())
+                    .map(|(a, b)| a..=b),
+            ),
+            None => format!("n{i}: down"),
+        })
+        .collect();
+    format!("after the restart: {}", at.join("; "))
 }
 
 /// One power-loss check: the workload, the file-system model, the boot of the restarts.
@@ -1455,6 +1513,12 @@ fn check_models(checks: &[Check], default: usize) {
     for c in checks {
         check_recorded(c, &rec, seed, default);
     }
+    // Every check passed (a failure panics above, leaving the trace named in its message).
+    if let Some(t) = &rec.trace
+        && std::env::var_os("SQUALL_POWER_LOSS_KEEP_TRACE").is_none()
+    {
+        std::fs::remove_file(t).ok();
+    }
 }
 
 /// Generates the crash states of `c`'s model from `rec` and checks each.
@@ -1494,12 +1558,12 @@ fn check_recorded(c: &Check, rec: &Recording, seed: u64, default: usize) {
                 );
             }
             Err(e) => {
-                if std::env::var_os("SQUALL_POWER_LOSS_KEEP_TRACE").is_some() {
-                    let kept = base.with_extension(format!("fail-{}", st.point));
-                    let _ = std::fs::remove_dir_all(&kept);
-                    if std::fs::rename(&base, &kept).is_ok() {
-                        println!("failed state kept: {}", kept.display());
-                    }
+                // The failing state's files as the restart left them (the crash state itself:
+                // `SQUALL_POWER_LOSS_ONLY=<call>` with the trace, `….before`).
+                let kept = base.with_extension(format!("fail-{}", st.point));
+                let _ = std::fs::remove_dir_all(&kept);
+                if std::fs::rename(&base, &kept).is_ok() {
+                    println!("failed state kept: {}", kept.display());
                 }
                 let files: Vec<String> = st
                     .tree
@@ -1557,9 +1621,16 @@ fn check_recorded(c: &Check, rec: &Recording, seed: u64, default: usize) {
     for r in &refused {
         println!("  {r}");
     }
+    let again = match &rec.trace {
+        Some(t) => format!(
+            "; trace kept: reproduce with SQUALL_POWER_LOSS_TRACE={} (and SQUALL_POWER_LOSS_ONLY=<call> to keep one state's files)",
+            t.display()
+        ),
+        None => String::new(),
+    };
     assert!(
         d.unsynced_durable.is_empty(),
-        "{} Durable reports of positions a power loss could take (SQUALL_POWER_LOSS_SEED={seed}); the first:\n{}",
+        "{} Durable reports of positions a power loss could take (SQUALL_POWER_LOSS_SEED={seed}{again}); the first:\n{}",
         d.unsynced_durable.len(),
         d.unsynced_durable
             .iter()
@@ -1570,7 +1641,7 @@ fn check_recorded(c: &Check, rec: &Recording, seed: u64, default: usize) {
     );
     assert!(
         failures.is_empty(),
-        "{} of {} crash states lose a promise (SQUALL_POWER_LOSS_SEED={seed}):\n{}",
+        "{} of {} crash states lose a promise (SQUALL_POWER_LOSS_SEED={seed}{again}):\n{}",
         failures.len(),
         d.states.len(),
         failures.join("\n")

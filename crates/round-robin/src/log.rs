@@ -1903,6 +1903,16 @@ pub fn index_tmp_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// An index file's bytes: [`INDEX_MAGIC`], then `entries`.
+fn encode_index(entries: &[IndexEntry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(INDEX_MAGIC.len() + entries.len() * INDEX_ENTRY);
+    out.extend_from_slice(INDEX_MAGIC);
+    for e in entries {
+        encode_index_entry(e, &mut out);
+    }
+    out
+}
+
 /// Replaces the side index of the log at `path` with one holding `entries`: written whole to
 /// [`index_tmp_path`], then renamed over [`index_path`], so the old index file is never
 /// written and a power loss leaves the old index or the new one (a prefix of its entries,
@@ -1920,11 +1930,7 @@ fn replace_index(
         path: tmp.clone(),
         source,
     };
-    let mut out = Vec::with_capacity(INDEX_MAGIC.len() + entries.len() * INDEX_ENTRY);
-    out.extend_from_slice(INDEX_MAGIC);
-    for e in entries {
-        encode_index_entry(e, &mut out);
-    }
+    let mut out = encode_index(entries);
     if crash == Some(CompactCrash::MidIndex) {
         out.truncate(INDEX_MAGIC.len() + entries.len() / 2 * INDEX_ENTRY);
         out.extend_from_slice(&[0xa5; INDEX_ENTRY / 2]);
@@ -1954,11 +1960,7 @@ fn write_index_file(f: &mut File, ipath: &Path, entries: &[IndexEntry]) -> Resul
         path: ipath.to_path_buf(),
         source,
     };
-    let mut out = Vec::with_capacity(INDEX_MAGIC.len() + entries.len() * INDEX_ENTRY);
-    out.extend_from_slice(INDEX_MAGIC);
-    for e in entries {
-        encode_index_entry(e, &mut out);
-    }
+    let out = encode_index(entries);
     f.set_len(0).map_err(iio)?;
     f.seek(SeekFrom::Start(0)).map_err(iio)?;
     f.write_all(&out).map_err(iio)?;
@@ -2564,12 +2566,7 @@ pub fn rebuild_index<R: Read + Seek>(mut src: R, every: u64) -> std::io::Result<
         Some(every),
         false,
     )?;
-    let mut out = Vec::with_capacity(INDEX_MAGIC.len() + entries.len() * INDEX_ENTRY);
-    out.extend_from_slice(INDEX_MAGIC);
-    for e in &entries {
-        encode_index_entry(e, &mut out);
-    }
-    Ok(out)
+    Ok(encode_index(&entries))
 }
 
 /// Opens (or creates) a log file for reading and writing, never truncating it.

@@ -260,15 +260,7 @@ fn run_reports(seed: u64, fsync: FsyncPolicy, per_sender: u64) -> Result<Reports
         log_sync: SyncMode::Inline,
         ..sim_config(n)
     };
-    let cfgs = (0..n)
-        .map(|i| Config {
-            mode: Mode::Durable {
-                path: dir.join(format!("n{i}.log")),
-                fsync,
-            },
-            ..base.clone()
-        })
-        .collect();
+    let cfgs = common::durable_members(&base, &dir, n, fsync);
     let mut g = Group::new(seed, cfgs);
     let mut sent = vec![0u64; n];
     let total = per_sender * n as u64;

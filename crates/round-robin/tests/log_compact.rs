@@ -4,6 +4,8 @@
 //! and an open that had to read the whole file leaves an index the next skim starts from.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
@@ -12,22 +14,10 @@ use squall_round_robin::log::{
 };
 use squall_transport::NodeId;
 
-fn tmpfile(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("squall-rr-compact-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
+use common::remove_log as remove;
 
-/// Removes a log, its index and a compaction's leftover.
-fn remove(path: &Path) {
-    for p in [
-        path.to_path_buf(),
-        log::index_path(path),
-        log::compact_tmp_path(path),
-        log::index_tmp_path(path),
-    ] {
-        let _ = std::fs::remove_file(p);
-    }
+fn tmpfile(name: &str) -> PathBuf {
+    common::scratch_file("compact", name)
 }
 
 /// Copies a log and its index (if any) from `a` to `b`.

@@ -9,6 +9,8 @@
 //!   the new one's rename leaves the old one.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -18,22 +20,10 @@ use squall_round_robin::log::{
 };
 use squall_transport::NodeId;
 
-fn tmpfile(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("squall-rr-power-loss-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
+use common::remove_log as remove;
 
-/// Removes a log, its index and the temporary files of a compaction.
-fn remove(path: &Path) {
-    for p in [
-        path.to_path_buf(),
-        log::index_path(path),
-        log::compact_tmp_path(path),
-        log::index_tmp_path(path),
-    ] {
-        let _ = std::fs::remove_file(p);
-    }
+fn tmpfile(name: &str) -> PathBuf {
+    common::scratch_file("power-loss", name)
 }
 
 fn record(i: u64) -> Record {

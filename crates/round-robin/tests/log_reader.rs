@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::Cursor;
 use std::path::PathBuf;
 
@@ -18,9 +20,7 @@ use squall_round_robin::log::{
 use squall_transport::NodeId;
 
 fn tmpfile(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("squall-rr-reader-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+    common::scratch_file("reader", name)
 }
 
 /// A valid log of `sizes.len()` records (payload lengths `sizes`), views changing at `breaks`.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::sim_config;
 use squall_ordering::{TotalOrder, Upcall};
 use squall_round_robin::log::{self, FsyncPolicy, Log, LogError, LogOptions, Record};
-use squall_round_robin::{Config, Mode, RoundRobin, StopReason, SyncMode, TrimError};
+use squall_round_robin::{Config, RoundRobin, StopReason, SyncMode, TrimError};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
@@ -255,15 +255,7 @@ fn pair_with(tag: &str, fsync: FsyncPolicy) -> Pair {
         log_sync: SyncMode::Thread,
         ..sim_config(2)
     };
-    let cfgs: Vec<Config> = (0..2)
-        .map(|i| Config {
-            mode: Mode::Durable {
-                path: dir.join(format!("n{i}.log")),
-                fsync,
-            },
-            ..base.clone()
-        })
-        .collect();
+    let cfgs = common::durable_members(&base, &dir, 2, fsync);
     let layout = RoundRobin::<SimNode>::layout(&cfgs[0]).unwrap();
     let (sim, nodes) = Sim::cluster(SimConfig::seeded(3), 2, &layout).unwrap();
     let mut rr: Vec<RoundRobin<SimNode>> = nodes

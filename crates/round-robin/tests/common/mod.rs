@@ -161,14 +161,55 @@ impl Group {
     }
 }
 
-/// Payload kinds a test may ask for.
+/// `cfg` in durable mode with its log at `path`, never synced.
 pub fn durable(cfg: Config, path: std::path::PathBuf) -> Config {
+    durable_with(cfg, path, squall_round_robin::FsyncPolicy::Never)
+}
+
+/// `cfg` in durable mode with its log at `path` under `fsync`.
+pub fn durable_with(
+    cfg: Config,
+    path: std::path::PathBuf,
+    fsync: squall_round_robin::FsyncPolicy,
+) -> Config {
     Config {
-        mode: Mode::Durable {
-            path,
-            fsync: squall_round_robin::FsyncPolicy::Never,
-        },
+        mode: Mode::Durable { path, fsync },
         ..cfg
+    }
+}
+
+/// Per member `i` of `n`: `base` in durable mode, its log at `dir/n{i}.log` under `fsync`.
+pub fn durable_members(
+    base: &Config,
+    dir: &std::path::Path,
+    n: usize,
+    fsync: squall_round_robin::FsyncPolicy,
+) -> Vec<Config> {
+    (0..n)
+        .map(|i| durable_with(base.clone(), dir.join(format!("n{i}.log")), fsync))
+        .collect()
+}
+
+/// A scratch file `name` in this test process's directory `squall-rr-<tag>-<pid>` under the
+/// system's temporary directory (created).
+pub fn scratch_file(tag: &str, name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("squall-rr-{tag}-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&d) {
+        panic!("creating the scratch directory {}: {e}", d.display());
+    }
+    d.join(name)
+}
+
+/// Removes a log, its index and the temporary files of a compaction.
+pub fn remove_log(path: &std::path::Path) {
+    use squall_round_robin::log;
+    for p in [
+        path.to_path_buf(),
+        log::index_path(path),
+        log::compact_tmp_path(path),
+        log::index_tmp_path(path),
+    ] {
+        let _ = std::fs::remove_file(p);
     }
 }
 

@@ -93,6 +93,14 @@ pub enum StartError {
     Thread(io::Error),
 }
 
+impl StartError {
+    /// Whether the handshake failed because the process at the peer's address belongs to
+    /// another cluster (its cluster id differs, on either end).
+    fn foreign(&self) -> bool {
+        matches!(self, StartError::Refused { reason, .. } | StartError::Mismatch { reason, .. } if reason.starts_with(FOREIGN))
+    }
+}
+
 struct AcceptState {
     tx: Option<mpsc::Sender<Connected>>,
     /// The peers linked so far, with the incarnation of their latest link: a later handshake
@@ -252,7 +260,7 @@ fn check_common(config: &ClusterConfig, ours: &Hello, h: &Hello) -> Result<(), S
     }
     if h.cluster_id != config.cluster_id {
         return Err(format!(
-            "cluster id {} differs from this node's {}; the node belongs to another cluster or runs another config",
+            "{FOREIGN} {} differs from this node's {}; the node belongs to another cluster or runs another config",
             h.cluster_id, config.cluster_id
         ));
     }
@@ -428,6 +436,10 @@ const CROSSED: &str = "crossed dials, the higher id's dial wins";
 /// peer absent: it will never link with this process, but the others may).
 const BARRED: &str = "declared failed while absent";
 
+/// How a refusal over the cluster id starts: the process at a peer's address belongs to
+/// another cluster (or runs another config).
+const FOREIGN: &str = "cluster id";
+
 fn dial(
     config: &ClusterConfig,
     me: NodeId,
@@ -589,6 +601,9 @@ pub(crate) fn establish(
     };
     let deadline = Instant::now() + config.connect_timeout;
     let mut connected = Vec::new();
+    // A late node: the peers whose address answered as another cluster's node, and the last
+    // such refusal (returned if every peer dialled answered so: then the config is at fault).
+    let (mut foreign, mut last_foreign) = (0, None);
     let dial_to: Vec<NodeId> = if late {
         config.nodes.keys().copied().filter(|&p| p != me).collect()
     } else {
@@ -596,7 +611,7 @@ pub(crate) fn establish(
             .filter(|&p| p < me && !config.is_late(p))
             .collect()
     };
-    for peer in dial_to {
+    for &peer in &dial_to {
         {
             let mut st = lock(&ctx.state);
             if st.taken.contains_key(&peer) {
@@ -629,12 +644,26 @@ pub(crate) fn establish(
             Err(StartError::Refused { reason, .. }) if late && reason.starts_with(BARRED) => {
                 tracing::warn!(%me, %peer, %reason, "tcp transport: refused by a peer that declared this node failed; it stays absent");
             }
+            // A late node starts while some members may be down: the port of one that is down
+            // can be taken by another program, here another cluster's node. That peer is absent
+            // (it dials in when it starts), unless every peer answers so (a config at fault).
+            Err(e) if late && e.foreign() => {
+                tracing::warn!(%me, %peer, error = %e, "tcp transport: another cluster's node answered at this peer's address (its port taken while it is down?); absent until it dials");
+                foreign += 1;
+                last_foreign = Some(e);
+            }
             Err(e) => {
                 drop(st);
                 acceptor.stop();
                 return Err(e);
             }
         }
+    }
+    if let Some(e) = last_foreign
+        && foreign == dial_to.len()
+    {
+        acceptor.stop();
+        return Err(e);
     }
     let mut missing: BTreeSet<NodeId> = if late {
         BTreeSet::new()

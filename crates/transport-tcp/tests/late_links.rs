@@ -218,3 +218,65 @@ fn a_late_node_started_before_the_founders_links_to_them_by_dialling_again() {
         }
     }
 }
+
+/// A late node (a restart, a rejoin) may start while a member is down, and the port of a
+/// member that is down may be taken by another program meanwhile — here a node of another
+/// cluster (found in s21: a membership restart test across processes failed at start-up,
+/// "cluster id … differs from this node's", when a parallel test's node took the absent
+/// member's port). The late node leaves that peer absent and links the others; only a late
+/// node that every peer it dials answers so is refused (then its own config is at fault).
+/// Before s21 the first start failed with the refusal.
+#[test]
+fn a_late_node_finding_another_clusters_node_at_a_peers_address_leaves_it_absent() {
+    let layout = [RegionSpec::new(R, 64)];
+    let regions = || vec![squall_transport::Region::new(layout[0]).unwrap()];
+    let (mut ls, addrs) = common::listeners(3);
+    let mut config = common::test_config(&addrs);
+    config.late = [NodeId(1), NodeId(2)].into();
+    let l2 = ls.pop().unwrap();
+    let l1 = ls.pop().unwrap();
+    let n0 = common::start_node(&config, ls.pop().unwrap(), NodeId(0), &layout);
+    // Node 1's address: a node of a cluster of another id.
+    let _foreign = common::start_node(
+        &foreign(&config, NodeId(1), addrs[1]),
+        l1,
+        NodeId(1),
+        &layout,
+    );
+    let n2 = TcpNode::start_on(l2, config.clone(), NodeId(2), regions())
+        .expect("a foreign node at one peer's address leaves that peer absent");
+    let mut nodes = vec![n0, n2];
+    let seen = connected(&mut nodes, &[vec![NodeId(2)], vec![NodeId(0)]]);
+    assert_eq!(seen[1].get(&NodeId(0)), Some(&1), "{seen:?}");
+    assert!(nodes[1].is_absent(NodeId(1)));
+
+    // Every peer foreign: the late node's config is at fault, and it says so.
+    let (mut ls, addrs) = common::listeners(2);
+    let mut config = common::test_config(&addrs);
+    config.late = [NodeId(1)].into();
+    let l1 = ls.pop().unwrap();
+    let _foreign = common::start_node(
+        &foreign(&config, NodeId(0), addrs[0]),
+        ls.pop().unwrap(),
+        NodeId(0),
+        &layout,
+    );
+    let e = TcpNode::start_on(l1, config, NodeId(1), regions()).expect_err("refused");
+    assert!(e.to_string().contains("cluster id"), "{e}");
+}
+
+/// The config of another cluster (`config`'s id + 1) whose founder `me` listens at `addr`; its
+/// other node (late, never started) gives it the two nodes a cluster needs.
+fn foreign(
+    config: &squall_transport_tcp::ClusterConfig,
+    me: NodeId,
+    addr: std::net::SocketAddr,
+) -> squall_transport_tcp::ClusterConfig {
+    let other: std::net::SocketAddr = ([127, 0, 0, 1], 9).into();
+    let mut c = squall_transport_tcp::ClusterConfig::new(
+        config.cluster_id + 1,
+        [(me, addr), (NodeId(9), other)],
+    );
+    c.late = [NodeId(9)].into();
+    c
+}

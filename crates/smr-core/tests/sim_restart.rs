@@ -324,8 +324,8 @@ fn run(p: &Plan) -> Result<Stats, String> {
 /// The sweep's schedule for `seed`: all at once (even seeds) or one by one (odd); the first
 /// kill mid-checkpoint unless `seed % 3 == 2`; down 0, 500 or 1000 rounds; unless
 /// `seed % 4 == 2`, killed and restarted again: all of them 1 to 5 rounds into the restart
-/// (even seeds), or one of them 100 to 260 rounds after it (odd; a single replica bounced in
-/// the restart's first rounds can leave it waiting for good: the ignored finding below).
+/// (even seeds), or one of them 100 to 260 rounds after it (odd; the proptest also bounces
+/// one replica, or all, in the restart's first rounds after either kind of kill).
 fn plan(seed: u64) -> Plan {
     Plan {
         seed,
@@ -374,11 +374,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(proptest_cases(2)))]
 
     /// Random schedules, kill points, down times and bounces: the same checks as the sweep.
-    /// Every replica is bounced during the restart (rounds 0 to 19) only after an all-at-once
-    /// kill, and otherwise a bounce (of all or of one) comes after the restart (from round
-    /// 100): a single replica bounced in the restart's first rounds, or every replica bounced
-    /// during the restart that follows kills one by one, can leave the restart or a rejoin
-    /// waiting for good (the ignored findings below; docs/MEMBERSHIP.md, twenty-ninth part).
+    /// A bounce comes in the restart's first rounds (0 to 19) or after it (from round 100).
+    /// Since s21 a single replica is bounced in the first rounds too (that shape found the
+    /// simulator's spurious `PeerFailed`, fixed; docs/MEMBERSHIP.md, thirty-first part); every
+    /// replica is bounced in the first rounds only after an all-at-once kill (after kills one
+    /// by one the bounce moves to round 100 on), since that shape hangs on the ignored finding
+    /// below.
     #[test]
     fn proptest_replicas_survive_total_restarts(
         seed in any::<u64>(),
@@ -388,7 +389,7 @@ proptest! {
         down in 0u32..2_000,
         bounce in prop_oneof![
             Just(None),
-            (0u32..20).prop_map(|at| Some((at, true))),
+            (0u32..20, any::<bool>()).prop_map(Some),
             (100u32..2_000, any::<bool>()).prop_map(Some),
         ],
     ) {
@@ -403,12 +404,13 @@ proptest! {
 
 /// Regression (the proptest's first failure): every replica killed at once at round 200 and
 /// restarted at once, then replica 0 killed and restarted again before the restarted cluster
-/// took a step. Replicas 0 and 1 complete the restart in view 1 without replica 2, which never
-/// hears from either (its restart waits for both from the first step) and stops after the
+/// took a step. Replicas 0 and 1 completed the restart in view 1 without replica 2, which never
+/// heard from either (its restart waited for both from the first step) and stopped after the
 /// suspicion timeout saying "restart it from its log"; the harness used to leave it stopped
-/// ("replica 2 did not come back"). Restarted by the operator, it finds the group gone on and
-/// joins again by transfer. Why replica 2 hears from nobody is not diagnosed (see
-/// docs/MEMBERSHIP.md, twenty-ninth part).
+/// ("replica 2 did not come back"), and since then restarted it as the operator. Since the
+/// simulator stopped reporting `PeerFailed` of incarnations a node never linked (s21,
+/// docs/MEMBERSHIP.md, thirty-first part) nobody stops in this schedule (no operator restart)
+/// and the restart completes with all three.
 #[test]
 fn regression_a_replica_restarted_again_before_the_restart_took_a_step() {
     let s = run(&Plan {
@@ -423,18 +425,15 @@ fn regression_a_replica_restarted_again_before_the_restart_took_a_step() {
     eprintln!("{s:?}");
 }
 
-/// Regression (a finding of the proptest, fixed in s21): replicas killed one by one from round
-/// 435 (275 rounds apart, the first mid-checkpoint), down 1477 rounds, all restarted, and all
-/// restarted again 8 rounds into the restart. Replica 0 (its log at view 0) finds the group
-/// gone on and asks to join again (`rejoined` `(0, 2)`); replicas 1 and 2 installed view 2
-/// naming it, but it never installed a view, so it never got a state and 1 and 2 served
-/// nothing more ("replicas did not settle"). The cause was the simulator's: restarted first,
-/// replica 0's new endpoint was handed `PeerFailed` of 1's and 2's old incarnations, which it
-/// had never linked (they were down when it started), so it suspected both; it readmitted 1's
-/// new incarnation in restart mode, but a joiner never readmits, so 2's row stayed frozen
-/// (docs/MEMBERSHIP.md, thirty-first part). Fails with that `PeerFailed` put back.
+/// The first seed of the second finding (not fixed, see the ignored test below): replicas
+/// killed one by one from round 435 (275 rounds apart, the first mid-checkpoint), down 1477
+/// rounds, all restarted, and all restarted again 8 rounds into the restart. It hung exactly
+/// like the finding below (replica 0 asked to join again, `rejoined` `(0, 2)`, while view 2
+/// named it). Its trace then also showed the simulator's spurious `PeerFailed` (replica 0,
+/// restarted first, suspected 1 and 2); since that was fixed in s21 this seed settles. Why the
+/// schedule now misses the hang was not analysed: the finding below hangs with the fix.
 #[test]
-fn regression_a_replica_admitted_again_after_a_restart_installs_the_view() {
+fn a_replica_bounced_with_the_others_after_one_by_one_kills_settles_seed_8806518546290106954() {
     run(&Plan {
         seed: 8806518546290106954,
         kill_at: 435,
@@ -465,6 +464,33 @@ fn regression_a_replica_restarted_again_one_round_into_the_restart_completes() {
         mid_checkpoint: false,
         down: 0,
         bounce: Some((1, false)),
+    })
+    .unwrap();
+}
+
+/// A finding of the proptest (not fixed; docs/MEMBERSHIP.md, thirty-first part): replicas
+/// killed one by one from round 1173 (84 rounds apart), down 126 rounds, all restarted (replica
+/// 0's log ends at view 0; 1 and 2 went on in view 1 = [1, 2]), and all restarted again 7
+/// rounds into the restart. In the first restart replica 0 saw view 1 without it and asked to
+/// join (`Gms::rejoin`); replica 1 led the restart of view 1 and decided it with the change
+/// `Join(0)` (logged), then every replica was killed. In the second restart 1 and 2 adopt that
+/// logged decision and install view 2 = [1, 2, 0], naming 0. Replica 0, restarting at view 0,
+/// sees a peer two views ahead and joins again (`restart_round`: "two or more views behind"),
+/// `rejoined` = `(0, 2)`; as an outsider it installs only a view *after* 2
+/// (`follow_as_outsider`: "older blocks naming it are stale"). Replicas 1 and 2 never propose
+/// its join (`wanted` skips a join request from a member of the view) and never suspect it
+/// (it is linked and heartbeats). View 2's epoch waits for replica 0 for good, and no timeout
+/// covers a live, linked member that never installs the view naming it.
+#[test]
+#[ignore = "a finding, not fixed: a replica admitted by a restart adopting its logged join never installs that view (docs/MEMBERSHIP.md, thirty-first part)"]
+fn finding_a_replica_admitted_by_an_adopted_join_never_installs_the_view() {
+    run(&Plan {
+        seed: 10504632549416394654,
+        kill_at: 1173,
+        gap: 84,
+        mid_checkpoint: false,
+        down: 126,
+        bounce: Some((7, true)),
     })
     .unwrap();
 }

@@ -923,6 +923,88 @@ fn a_total_restart_whose_processes_start_in_turn_completes_with_a_member_bouncin
     });
 }
 
+/// s21 (`docs/MEMBERSHIP.md`, thirty-first part; the replica simulator's second finding): a
+/// member that asked to join again in one restart is admitted by a later restart that adopts
+/// the logged decision, and must install that view. Member 0 crashes in the first life (its
+/// log ends at view 0; the others go on in view 1). In the second life all restart; 0 finds
+/// the group gone on and asks to join, the restart of view 1 decides `Join(0)`, and everyone
+/// stops the moment a member holds that decision. In the third, 1 to 4 restart, adopt the
+/// logged decision and install view 2 naming 0; 0's process is up (linked, never heard, so
+/// never suspected) but its program runs only from then on: it reads a peer two views ahead and joins again (`rejoined` `(0, 2)`). Before the fix it
+/// accepted only views after 2 (`follow_as_outsider`), the others never proposed its join (it
+/// is a member of view 2) nor suspected it (linked, live): view 2 waited for it for good.
+/// Checked: all five end active in one running view naming them all within 50 ms of virtual
+/// time and deliver identically after.
+fn adopted_join(seed: u64) -> Result<(), String> {
+    use squall_membership::change::ChangeKind;
+    let base = dir("adopted-join", seed);
+    let all = [0, 1, 2, 3, 4];
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
+    for _ in 0..300 {
+        l.step(true);
+    }
+    let g = l.groups[0].take().unwrap();
+    l.logs[0] = g.gms().log().bytes().to_vec();
+    drop(g);
+    l.sim.crash(NodeId(0));
+    for _ in 0..1200 {
+        l.step(true);
+    }
+    let (logs, before) = l.shutdown();
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let joins = |l: &Life| {
+        (l.groups.iter().flatten()).any(|g| {
+            (g.gms().decision()).is_some_and(|d| {
+                (d.changes.iter()).any(|c| c.node == NodeId(0) && c.kind == ChangeKind::Join)
+            })
+        })
+    };
+    let t0 = l.sim.now();
+    while !joins(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("no member decided 0's join: {}", l.state()));
+        }
+        l.step(false);
+    }
+    let (logs, _) = l.shutdown();
+    let mut l = Life::start(seed + 2000, &base, &logs, &[1, 2, 3, 4], 2);
+    // 0's process starts (its link comes up) but its program runs only once the others
+    // installed view 2 (a view naming a member whose link is not up cannot start its epoch).
+    l.start_late(0);
+    l.stall(0, Duration::from_millis(100));
+    let named = |l: &Life| {
+        (1..N).all(|i| {
+            l.groups[i].as_ref().is_some_and(|g| {
+                g.gms().restarting().is_none() && g.view().is_some_and(|v| v.contains(NodeId(0)))
+            })
+        })
+    };
+    let t0 = l.sim.now();
+    while !named(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("the restart did not admit 0: {}", l.state()));
+        }
+        l.step(false);
+    }
+    l.stalled[0] = None;
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(&mut l, &all, replayed, "the admitted joiner")?;
+    let rejoined = l.groups[0].as_ref().and_then(|g| g.gms().rejoined());
+    if rejoined != Some((0, 2)) {
+        return Err(format!(
+            "{} (rejoined {rejoined:?})",
+            missed(seed, "member 0 joining again at view 2, which names it")
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_joiner_admitted_by_a_restart_adopting_its_logged_join_installs_that_view() {
+    check_seeds("restart_adopted_join", 2, adopted_join);
+}
+
 /// Issue 6, a replay that stalls the poll loop: one member's application takes 20 µs per
 /// upcall, so a replay of several hundred messages handed out by one `poll` keeps its program
 /// from running for many milliseconds, more than the 1.5 ms suspicion timeout; its peers then

@@ -1695,7 +1695,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Restart mode, and the group went on without this member (its log ends at `last`, a peer
     /// is at `newer`, which does not contain it): it leaves restart mode and asks to join as a
     /// new member, taking its state by transfer like any joiner. Only views after `newer` can
-    /// admit it (older view blocks naming it are stale).
+    /// admit it (older view blocks naming it are stale), and `newer` itself if the decision
+    /// that led to it admitted this node as a joiner (s21, see `follow_as_outsider`).
     fn rejoin(&mut self, last: u64, newer: u64) -> Result<(), GmsError> {
         tracing::warn!(
             me = %self.me, view = last, newer,

@@ -1349,8 +1349,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 left_out = left_out.max(Some((v.id - 1, v.id)));
             }
             // Joining again after a total restart: only a view newer than the one that
-            // superseded its log (older blocks naming it are stale).
-            let fresh = self.rejoined.is_none_or(|(_, newer)| v.id > newer);
+            // superseded its log (older blocks naming it are stale), or that view itself if
+            // the decision that led to it admitted this node as a joiner (s21: a restart that
+            // adopted the join this node asked for in an earlier process; the peer writes to
+            // this incarnation, so it counts it, and the view names it without state).
+            let fresh = self.rejoined.is_none_or(|(_, newer)| {
+                v.id > newer || (v.id == newer && v.id > 0 && self.joined_by(row, v.id - 1))
+            });
             if fresh && v.contains(self.me) && best.as_ref().is_none_or(|(b, _)| v.id > b.id) {
                 best = Some((v, row));
             }
@@ -1392,6 +1397,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             });
         }
         Ok(())
+    }
+
+    /// Whether `row`'s decision block for view `vid` admits this node as a joiner.
+    fn joined_by(&self, row: usize, vid: u64) -> bool {
+        self.decision_of(row, vid).is_some_and(|d| {
+            (d.changes.iter()).any(|c| c.node == self.me && c.kind == ChangeKind::Join)
+        })
     }
 
     /// Whether `row`'s decision block for view `vid` fails this node (a restart counted it
@@ -1683,7 +1695,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Restart mode, and the group went on without this member (its log ends at `last`, a peer
     /// is at `newer`, which does not contain it): it leaves restart mode and asks to join as a
     /// new member, taking its state by transfer like any joiner. Only views after `newer` can
-    /// admit it (older view blocks naming it are stale).
+    /// admit it (older view blocks naming it are stale), and `newer` itself if the decision
+    /// that led to it admitted this node as a joiner (s21, see `follow_as_outsider`).
     fn rejoin(&mut self, last: u64, newer: u64) -> Result<(), GmsError> {
         tracing::warn!(
             me = %self.me, view = last, newer,

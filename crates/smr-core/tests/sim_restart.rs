@@ -324,8 +324,8 @@ fn run(p: &Plan) -> Result<Stats, String> {
 /// The sweep's schedule for `seed`: all at once (even seeds) or one by one (odd); the first
 /// kill mid-checkpoint unless `seed % 3 == 2`; down 0, 500 or 1000 rounds; unless
 /// `seed % 4 == 2`, killed and restarted again: all of them 1 to 5 rounds into the restart
-/// (even seeds), or one of them 100 to 260 rounds after it (odd; a single replica bounced in
-/// the restart's first rounds can leave it waiting for good: the ignored finding below).
+/// (even seeds), or one of them 100 to 260 rounds after it (odd; the proptest also bounces
+/// one replica, or all, in the restart's first rounds after either kind of kill).
 fn plan(seed: u64) -> Plan {
     Plan {
         seed,
@@ -374,11 +374,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(proptest_cases(2)))]
 
     /// Random schedules, kill points, down times and bounces: the same checks as the sweep.
-    /// Every replica is bounced during the restart (rounds 0 to 19) only after an all-at-once
-    /// kill, and otherwise a bounce (of all or of one) comes after the restart (from round
-    /// 100): a single replica bounced in the restart's first rounds, or every replica bounced
-    /// during the restart that follows kills one by one, can leave the restart or a rejoin
-    /// waiting for good (the ignored findings below; docs/MEMBERSHIP.md, twenty-ninth part).
+    /// A bounce comes in the restart's first rounds (0 to 19) or after it (from round 100).
+    /// Since s21 a single replica is bounced in the first rounds too (that shape found the
+    /// simulator's spurious `PeerFailed`, fixed; docs/MEMBERSHIP.md, thirty-first part). Every
+    /// replica is bounced in the first rounds only after an all-at-once kill (after kills one
+    /// by one the bounce moves to round 100 on): that shape found the adopted-join regression
+    /// below and, with it fixed, the ignored finding at the end of the file.
     #[test]
     fn proptest_replicas_survive_total_restarts(
         seed in any::<u64>(),
@@ -388,7 +389,7 @@ proptest! {
         down in 0u32..2_000,
         bounce in prop_oneof![
             Just(None),
-            (0u32..20).prop_map(|at| Some((at, true))),
+            (0u32..20, any::<bool>()).prop_map(Some),
             (100u32..2_000, any::<bool>()).prop_map(Some),
         ],
     ) {
@@ -403,12 +404,13 @@ proptest! {
 
 /// Regression (the proptest's first failure): every replica killed at once at round 200 and
 /// restarted at once, then replica 0 killed and restarted again before the restarted cluster
-/// took a step. Replicas 0 and 1 complete the restart in view 1 without replica 2, which never
-/// hears from either (its restart waits for both from the first step) and stops after the
+/// took a step. Replicas 0 and 1 completed the restart in view 1 without replica 2, which never
+/// heard from either (its restart waited for both from the first step) and stopped after the
 /// suspicion timeout saying "restart it from its log"; the harness used to leave it stopped
-/// ("replica 2 did not come back"). Restarted by the operator, it finds the group gone on and
-/// joins again by transfer. Why replica 2 hears from nobody is not diagnosed (see
-/// docs/MEMBERSHIP.md, twenty-ninth part).
+/// ("replica 2 did not come back"), and since then restarted it as the operator. Since the
+/// simulator stopped reporting `PeerFailed` of incarnations a node never linked (s21,
+/// docs/MEMBERSHIP.md, thirty-first part) nobody stops in this schedule (no operator restart)
+/// and the restart completes with all three.
 #[test]
 fn regression_a_replica_restarted_again_before_the_restart_took_a_step() {
     let s = run(&Plan {
@@ -423,15 +425,15 @@ fn regression_a_replica_restarted_again_before_the_restart_took_a_step() {
     eprintln!("{s:?}");
 }
 
-/// A finding of the proptest (not fixed): replicas killed one by one from round 435 (275 rounds
-/// apart, the first mid-checkpoint), down 1477 rounds, all restarted, and all restarted again 8
-/// rounds into the restart. Replica 0 finds the group gone on and asks to join again
-/// (`rejoined` `(0, 2)`); replicas 1 and 2 install view 2 naming it, but it never installs
-/// a view (its `view()` stays `None`): it never gets a state, and 1 and 2 serve nothing more
-/// (the clients never complete: "replicas did not settle").
+/// The first seed of the second finding (fixed, see the regression below): replicas
+/// killed one by one from round 435 (275 rounds apart, the first mid-checkpoint), down 1477
+/// rounds, all restarted, and all restarted again 8 rounds into the restart. It hung exactly
+/// like the finding below (replica 0 asked to join again, `rejoined` `(0, 2)`, while view 2
+/// named it). Its trace then also showed the simulator's spurious `PeerFailed` (replica 0,
+/// restarted first, suspected 1 and 2); since that was fixed in s21 this seed settles. Why the
+/// schedule then missed the hang was not analysed; the regression below hung with it.
 #[test]
-#[ignore = "a finding, not fixed: a rejoining replica admitted in view 2 never installs it (docs/MEMBERSHIP.md, twenty-ninth part)"]
-fn finding_a_replica_admitted_again_after_a_restart_never_installs_the_view() {
+fn a_replica_bounced_with_the_others_after_one_by_one_kills_settles_seed_8806518546290106954() {
     run(&Plan {
         seed: 8806518546290106954,
         kill_at: 435,
@@ -443,13 +445,18 @@ fn finding_a_replica_admitted_again_after_a_restart_never_installs_the_view() {
     .unwrap();
 }
 
-/// A finding of the proptest (not fixed): every replica killed at round 200 and restarted at
-/// once, replica 0 killed and restarted again one round later (also 2 or 5 rounds later, and
-/// with the first kill at round 400, 600 or 1000). Replica 2 never hears from 0 or 1 and waits
-/// for both; 0 and 1 wait for 2 (none suspects, none stops): the restart never completes.
+/// Regression (a finding of the proptest, fixed in s21): every replica killed at round 200 and
+/// restarted at once (0, 1, 2 in turn), replica 0 killed and restarted again one round later.
+/// Replica 2 waited for 0 and 1, which waited for 2, for good. The cause was the simulator's:
+/// each replica restarted earlier was handed `PeerFailed` of the old incarnation of every one
+/// restarted after it, which it had never linked, so 1 suspected 2 (pending its new
+/// incarnation) and, after the bounce, readmitted 0's new incarnation instead (it counted
+/// fewer than a majority), then counted 0 and itself and never readmitted 2; 2 counted 1 and
+/// itself and never readmitted 0's new incarnation; 0's fresh endpoint counted 2, which never
+/// wrote to it, and a linked member never heard from is never suspected for silence
+/// (docs/MEMBERSHIP.md, thirty-first part). Fails with that `PeerFailed` put back.
 #[test]
-#[ignore = "a finding, not fixed: replica 0's restart never completes (docs/MEMBERSHIP.md, twenty-ninth part)"]
-fn finding_a_replica_restarted_again_one_round_into_the_restart_never_completes() {
+fn regression_a_replica_restarted_again_one_round_into_the_restart_completes() {
     run(&Plan {
         seed: 65599831940342298,
         kill_at: 200,
@@ -457,6 +464,53 @@ fn finding_a_replica_restarted_again_one_round_into_the_restart_never_completes(
         mid_checkpoint: false,
         down: 0,
         bounce: Some((1, false)),
+    })
+    .unwrap();
+}
+
+/// Regression (a finding of the proptest, fixed in s21; docs/MEMBERSHIP.md, thirty-first
+/// part): replicas killed one by one from round 1173 (84 rounds apart), down 126 rounds, all
+/// restarted (replica 0's log ends at view 0; 1 and 2 went on in view 1 = [1, 2]), and all
+/// restarted again 7 rounds into the restart. In the first restart replica 0 saw view 1
+/// without it and asked to join (`Gms::rejoin`); replica 1 led the restart of view 1 and
+/// decided it with the change `Join(0)` (logged), then every replica was killed. In the second
+/// restart 1 and 2 adopt that logged decision and install view 2 = [1, 2, 0], naming 0.
+/// Replica 0, restarting at view 0, sees a peer two views ahead and joins again
+/// (`restart_round`: "two or more views behind"), `rejoined` = `(0, 2)`; as an outsider it
+/// installed only a view *after* 2 (`follow_as_outsider`). Replicas 1 and 2 never proposed its
+/// join (`wanted` skips a join request from a member of the view) nor suspected it (linked,
+/// live): view 2's epoch waited for it for good. Now it also installs view 2 itself when the
+/// decision that led to it admitted it as a joiner (`Gms::joined_by`).
+#[test]
+fn regression_a_replica_admitted_by_an_adopted_join_installs_the_view() {
+    run(&Plan {
+        seed: 10504632549416394654,
+        kill_at: 1173,
+        gap: 84,
+        mid_checkpoint: false,
+        down: 126,
+        bounce: Some((7, true)),
+    })
+    .unwrap();
+}
+
+/// A finding of the widened proptest with the adopted-join fix (not fixed; docs/MEMBERSHIP.md,
+/// thirty-first part): replicas killed one by one from round 1268 (66 apart), down 1376
+/// rounds, all restarted, all restarted again 9 rounds into the restart. Replica 1 asks to join
+/// again (`rejoined` `(0, 2)`: its log ends at view 0) and never installs a view; replicas 0
+/// and 2 restart view 2 = [0, 2, 1] (their logs hold it) and wait for 1 to restart it too.
+/// An outsider skips a *restarting* view block (`follow_as_outsider`), and 1's log cannot
+/// restart view 2; why 0 and 2 do not count it out (`outsider_in_restart`) was not traced.
+#[test]
+#[ignore = "a finding, not fixed: a joiner named by a restarting view it never logged (docs/MEMBERSHIP.md, thirty-first part)"]
+fn finding_a_replica_named_by_a_restarting_view_it_never_logged_waits_for_good() {
+    run(&Plan {
+        seed: 2887861404133608544,
+        kill_at: 1268,
+        gap: 66,
+        mid_checkpoint: false,
+        down: 1376,
+        bounce: Some((9, true)),
     })
     .unwrap();
 }

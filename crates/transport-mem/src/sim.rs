@@ -205,6 +205,12 @@ struct NodeState {
     /// Per peer: a new incarnation of it whose link comes up when this node's endpoint hands
     /// out its [`Event::PeerConnected`].
     reconnect: Vec<Option<u64>>,
+    /// Per peer: whether this incarnation of the node has a link to the peer's current
+    /// incarnation (up from the start, or announced by a queued `PeerConnected`); false while
+    /// the peer is *absent* to it (a late peer not started yet, or one that was down when this
+    /// incarnation started). A restart of the peer fails the old incarnation only where it
+    /// was linked: an absent peer is never reported failed (the transport's *Late links*).
+    linked: Vec<bool>,
 }
 
 struct World {
@@ -611,11 +617,18 @@ impl Sim {
                 started: true,
                 incarnation: 0,
                 reconnect: vec![None; n],
+                linked: vec![true; n],
             });
         }
         for &id in late {
             if let Some(node) = nodes.get_mut(id.index()) {
                 node.started = false;
+                node.linked = vec![false; n];
+            }
+            for node in &mut nodes {
+                if let Some(l) = node.linked.get_mut(id.index()) {
+                    *l = false;
+                }
             }
         }
         let world = World {
@@ -741,7 +754,9 @@ impl Sim {
                 };
                 w.nodes[i].events.push_back(connected(node));
                 w.nodes[i].dirty = true;
+                w.nodes[i].linked[me] = true;
                 w.nodes[me].events.push_back(connected(NodeId(i as u32)));
+                w.nodes[me].linked[i] = true;
             }
         }
         w.nodes[me].dirty = true;
@@ -765,9 +780,12 @@ impl Sim {
     /// Restarts a crashed node under the same id with a new incarnation and fresh (zeroed)
     /// memory, and returns its new endpoint (`None` if the node has not crashed).
     ///
-    /// Every running peer fails the old incarnation first: ops still queued to it are flushed
-    /// as failed and the peer gets [`Event::PeerFailed`] (cause `ConnectionLost`) if it had
-    /// not been told yet; ops it posts to the node from then on fail. Then each peer gets
+    /// Every running peer that was linked to the old incarnation fails it first: ops still
+    /// queued to it are flushed as failed and the peer gets [`Event::PeerFailed`] (cause
+    /// `ConnectionLost`) if it had not been told yet; ops it posts to the node from then on
+    /// fail. A peer that started (or restarted) while the node was down never linked the old
+    /// incarnation (the node was *absent* to it) and gets no `PeerFailed`: an absent peer is
+    /// never reported failed (the transport's *Late links*). Then each running peer gets
     /// [`Event::PeerConnected`] with the new incarnation, and its link to the new incarnation
     /// comes up the moment its endpoint hands that event out (never mixing ops of the two
     /// incarnations: everything posted before went to the old one and failed). A
@@ -814,14 +832,18 @@ impl Sim {
                 if i == me || w.nodes[i].crashed || !w.nodes[i].started {
                     continue;
                 }
-                // The old incarnation fails at every running peer (flushing what was queued).
+                // The old incarnation fails at every running peer that was linked to it
+                // (flushing what was queued). A peer that started while the node was down never
+                // linked it (the node was absent to it): nothing to fail, no `PeerFailed`; the
+                // new incarnation is its first link to the node.
                 let peer = NodeId(i as u32);
                 if w.nodes[i].cut[me] {
                     w.report(peer, node, FailureCause::ConnectionLost);
-                } else {
+                } else if w.nodes[i].linked[me] {
                     w.cut(peer, node, FailureCause::ConnectionLost);
                 }
                 w.nodes[i].reconnect[me] = Some(incarnation);
+                w.nodes[i].linked[me] = true;
                 w.nodes[i].events.push_back(Event::PeerConnected {
                     peer: node,
                     incarnation,
@@ -836,6 +858,7 @@ impl Sim {
             st.cut = vec![false; n];
             st.reported = vec![false; n];
             st.reconnect = vec![None; n];
+            st.linked = vec![false; n];
             st.dirty = true;
             st.incarnation = incarnation;
             // Built as a late node: every peer absent until its link comes up.
@@ -852,6 +875,7 @@ impl Sim {
                     peer: NodeId(i as u32),
                     incarnation,
                 });
+                w.nodes[me].linked[i] = true;
             }
         }
         let now = w.now.as_nanos();

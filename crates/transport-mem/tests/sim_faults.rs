@@ -313,3 +313,58 @@ fn a_restarted_node_gets_a_new_incarnation_and_no_op_of_the_old_one() {
     }));
     assert!(fresh.fence(NodeId(0)).is_ok());
 }
+
+/// Every node down, then restarted one after the other (s21): a node restarted first never
+/// linked the old incarnations of those restarted after it (they were down when its endpoint
+/// started, so absent to it), and an absent peer is never reported failed (the transport's
+/// *Late links*): it gets only their new incarnations' `PeerConnected`. A node linked to an
+/// old incarnation still gets its `PeerFailed` first when it restarts again. Before the fix
+/// the simulator reported `PeerFailed` of every later-restarted node to every earlier one,
+/// and the membership layer suspected them for good (`docs/MEMBERSHIP.md`, thirty-first part).
+#[test]
+fn a_node_restarted_while_its_peer_was_down_gets_no_failure_of_that_peer() {
+    let (sim, _old) = cluster(4, 3);
+    for i in 0..3 {
+        sim.crash(NodeId(i));
+    }
+    let mut fresh: Vec<SimNode> = (0..3)
+        .map(|i| sim.restart_node(NodeId(i)).expect("restarted"))
+        .collect();
+    sim.advance(Duration::from_millis(1));
+    for (i, node) in fresh.iter_mut().enumerate() {
+        let mut seen = Vec::new();
+        drain(node, |e| seen.push(e));
+        let failed: Vec<&Event> = (seen.iter())
+            .filter(|e| matches!(e, Event::PeerFailed { .. }))
+            .collect();
+        assert!(failed.is_empty(), "n{i} got {failed:?} ({seen:?})");
+        for p in (0..3u32).filter(|&p| p as usize != i) {
+            assert!(
+                seen.contains(&Event::PeerConnected {
+                    peer: NodeId(p),
+                    incarnation: 1
+                }),
+                "n{i} connects to n{p}: {seen:?}"
+            );
+        }
+    }
+    // n0 is now linked to n2's incarnation 1: n2's next restart fails it there first.
+    sim.crash(NodeId(2));
+    let _again = sim.restart_node(NodeId(2)).expect("restarted");
+    let mut seen = Vec::new();
+    drain(&mut fresh[0], |e| seen.push(e));
+    assert_eq!(
+        seen[..],
+        [
+            Event::PeerFailed {
+                peer: NodeId(2),
+                cause: FailureCause::ConnectionLost
+            },
+            Event::PeerConnected {
+                peer: NodeId(2),
+                incarnation: 2
+            }
+        ],
+        "n0 on n2's second restart"
+    );
+}

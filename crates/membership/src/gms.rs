@@ -2464,15 +2464,9 @@ mod tests {
         }
     }
 
-    /// Issue 6: a restarting member whose log ends at view 0 catches up from a peer whose log
-    /// ends at view 1, which it installed live with a decision that lost shard 1 (its failed
-    /// member held the state, its survivor had not completed its transfer). The peer
-    /// re-publishes the logged decision *with the logged holders*, so the catching-up member
-    /// computes view 1 exactly as the peer installed it (shard 1 lost, empty), not with the old
-    /// rule (shard 1 = its non-holding survivor). Fails when the restarted peer re-publishes
-    /// the decision without holders (as before s17's holder log), or when they are not logged.
-    #[test]
-    fn a_restart_catching_up_from_a_logged_decision_installs_the_view_as_it_was_installed() {
+    /// Four members in two even shards of at most two: their ids, the config, its layout and
+    /// view 0.
+    fn four_in_two_shards() -> (Vec<NodeId>, GmsConfig, Layout, View) {
         let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
         let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
         cfg.shards = crate::view::EvenShards {
@@ -2482,6 +2476,19 @@ mod tests {
         };
         let layout = cfg.shard_layout();
         let v0 = View::new(0, ids.clone(), &layout);
+        (ids, cfg, layout, v0)
+    }
+
+    /// Issue 6: a restarting member whose log ends at view 0 catches up from a peer whose log
+    /// ends at view 1, which it installed live with a decision that lost shard 1 (its failed
+    /// member held the state, its survivor had not completed its transfer). The peer
+    /// re-publishes the logged decision *with the logged holders*, so the catching-up member
+    /// computes view 1 exactly as the peer installed it (shard 1 lost, empty), not with the old
+    /// rule (shard 1 = its non-holding survivor). Fails when the restarted peer re-publishes
+    /// the decision without holders (as before s17's holder log), or when they are not logged.
+    #[test]
+    fn a_restart_catching_up_from_a_logged_decision_installs_the_view_as_it_was_installed() {
+        let (ids, cfg, layout, v0) = four_in_two_shards();
         let lost = v0.shards[1].members.clone();
         assert_eq!(lost.len(), 2, "{v0:?}");
         let (failed, passive) = (lost[0], lost[1]);
@@ -2577,15 +2584,7 @@ mod tests {
     /// `power_loss::two_shards_keep_every_durable_promise`, about 1 run in 100).
     #[test]
     fn a_restart_from_a_log_cut_between_a_views_records_installs_one_view_everywhere() {
-        let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
-        let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
-        cfg.shards = crate::view::EvenShards {
-            shards: 2,
-            min: 1,
-            max: 2,
-        };
-        let layout = cfg.shard_layout();
-        let v0 = View::new(0, ids.clone(), &layout);
+        let (ids, cfg, layout, v0) = four_in_two_shards();
         // A member of shard 0 fails: its survivor stays alone in shard 0, which a fresh layout
         // of view 1's members would deal otherwise.
         let failed = v0.shards[0].members[1];

@@ -20,15 +20,13 @@ use std::rc::Rc;
 use std::time::Duration;
 
 mod group_sim;
+use group_sim::tap::{Tap, Tapped};
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_membership::view::EvenShards;
 use squall_ordering::{TotalOrder, Upcall};
-use squall_transport::{
-    Event, LocalSlice, NodeId, OpId, PostError, Region, RegionId, RemoteAddr, Signal, Time,
-    Transport, Waker,
-};
+use squall_transport::{NodeId, RegionId, RemoteAddr, Time, Transport};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 /// One step of the simulation.
@@ -53,90 +51,18 @@ struct Watch {
 /// A simulated endpoint that records, in the shared [`Watch`], the one-sided ops its node posts
 /// into the watched regions of its peers (a member's view-0 epoch's region set, here): whether
 /// that epoch wrote anything into a peer, whatever the writer's code path.
-struct Watched {
-    inner: SimNode,
-    watch: Rc<RefCell<Watch>>,
-}
+type Watched = Tapped<Watcher>;
 
-impl Watched {
-    fn note(&self, peer: NodeId, at: RemoteAddr) {
-        let mut w = self.watch.borrow_mut();
-        if w.armed && w.node == Some(self.inner.local_id()) && w.regions.contains(&at.region) {
-            let now = self.inner.now();
+/// [`Watched`]'s tap.
+struct Watcher(Rc<RefCell<Watch>>);
+
+impl Tap for Watcher {
+    fn posted(&mut self, inner: &SimNode, peer: NodeId, at: RemoteAddr) {
+        let mut w = self.0.borrow_mut();
+        if w.armed && w.node == Some(inner.local_id()) && w.regions.contains(&at.region) {
+            let now = inner.now();
             w.hits.push((peer, at.region, now));
         }
-    }
-}
-
-impl Transport for Watched {
-    fn local_id(&self) -> NodeId {
-        self.inner.local_id()
-    }
-    fn peers(&self) -> &[NodeId] {
-        self.inner.peers()
-    }
-    fn region(&self, id: RegionId) -> Option<&Region> {
-        self.inner.region(id)
-    }
-    fn remote_region_len(&self, peer: NodeId, id: RegionId) -> Option<usize> {
-        self.inner.remote_region_len(peer, id)
-    }
-    fn max_message_len(&self) -> usize {
-        self.inner.max_message_len()
-    }
-    fn now(&self) -> Time {
-        self.inner.now()
-    }
-    fn write(
-        &mut self,
-        peer: NodeId,
-        src: LocalSlice,
-        dst: RemoteAddr,
-        signal: Signal,
-    ) -> Result<OpId, PostError> {
-        self.note(peer, dst);
-        self.inner.write(peer, src, dst, signal)
-    }
-    fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
-        self.inner.read(peer, src, dst)
-    }
-    fn compare_and_swap(
-        &mut self,
-        peer: NodeId,
-        word: RemoteAddr,
-        expected: u64,
-        new: u64,
-    ) -> Result<OpId, PostError> {
-        self.note(peer, word);
-        self.inner.compare_and_swap(peer, word, expected, new)
-    }
-    fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
-        self.note(peer, word);
-        self.inner.fetch_add(peer, word, delta)
-    }
-    fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
-        self.inner.send(peer, data, signal)
-    }
-    fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
-        self.inner.fence(peer)
-    }
-    fn poll(&mut self, out: &mut [Event]) -> usize {
-        self.inner.poll(out)
-    }
-    fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {
-        self.inner.recv(buf)
-    }
-    fn is_absent(&self, peer: NodeId) -> bool {
-        self.inner.is_absent(peer)
-    }
-    fn report_failed(&mut self, peer: NodeId) {
-        self.inner.report_failed(peer);
-    }
-    fn wait(&mut self, timeout: Duration) {
-        self.inner.wait(timeout);
-    }
-    fn waker(&self) -> Waker {
-        self.inner.waker()
     }
 }
 
@@ -224,9 +150,9 @@ impl Life {
         let (log, rec) = MemLog::open(self.logs[i].clone());
         let rec = (!rec.records.is_empty()).then_some(rec);
         let cfg = config(&self.base, i, self.n, self.spares);
-        let t = Watched {
+        let t = Tapped {
             inner: t,
-            watch: self.watch.clone(),
+            tap: Watcher(self.watch.clone()),
         };
         self.groups[i] = Some(Group::new(t, cfg, log, rec.as_ref()).unwrap());
     }

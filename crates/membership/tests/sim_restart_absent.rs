@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod group_sim;
+use group_sim::tap::{Tap, Tapped};
 use group_sim::{Moment, check_seeds_reaching, missed};
 
 use squall_membership::StopReason;
@@ -34,81 +35,32 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use squall_transport::{
-    Event, LocalSlice, OpId, PostError, Region, RegionId, RemoteAddr, Signal, Time, Transport,
-    Waker,
-};
+use squall_transport::{Event, Transport};
 
 /// A simulated endpoint that can hold back the `PeerConnected` events of one peer (the one
 /// its shared cell names) until the cell is cleared: the link to that peer comes up later at
 /// this member than at the others, as over TCP, where each member polls the new process's
 /// link when its own connection's handshake completes. Meanwhile the peer reads as absent.
-struct Gate {
-    inner: SimNode,
+type Gate = Tapped<Held>;
+
+/// [`Gate`]'s tap: the peer whose `PeerConnected` is held back, and the events held.
+struct Held {
     held: Rc<Cell<Option<NodeId>>>,
     queue: VecDeque<Event>,
 }
 
-impl Gate {
-    fn new(inner: SimNode, held: &Rc<Cell<Option<NodeId>>>) -> Gate {
-        Gate {
-            inner,
+fn gate(inner: SimNode, held: &Rc<Cell<Option<NodeId>>>) -> Gate {
+    Tapped {
+        inner,
+        tap: Held {
             held: held.clone(),
             queue: VecDeque::new(),
-        }
+        },
     }
 }
 
-impl Transport for Gate {
-    fn local_id(&self) -> NodeId {
-        self.inner.local_id()
-    }
-    fn peers(&self) -> &[NodeId] {
-        self.inner.peers()
-    }
-    fn region(&self, id: RegionId) -> Option<&Region> {
-        self.inner.region(id)
-    }
-    fn remote_region_len(&self, peer: NodeId, id: RegionId) -> Option<usize> {
-        self.inner.remote_region_len(peer, id)
-    }
-    fn max_message_len(&self) -> usize {
-        self.inner.max_message_len()
-    }
-    fn now(&self) -> Time {
-        self.inner.now()
-    }
-    fn write(
-        &mut self,
-        peer: NodeId,
-        src: LocalSlice,
-        dst: RemoteAddr,
-        signal: Signal,
-    ) -> Result<OpId, PostError> {
-        self.inner.write(peer, src, dst, signal)
-    }
-    fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
-        self.inner.read(peer, src, dst)
-    }
-    fn compare_and_swap(
-        &mut self,
-        peer: NodeId,
-        word: RemoteAddr,
-        expected: u64,
-        new: u64,
-    ) -> Result<OpId, PostError> {
-        self.inner.compare_and_swap(peer, word, expected, new)
-    }
-    fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
-        self.inner.fetch_add(peer, word, delta)
-    }
-    fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
-        self.inner.send(peer, data, signal)
-    }
-    fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
-        self.inner.fence(peer)
-    }
-    fn poll(&mut self, out: &mut [Event]) -> usize {
+impl Tap for Held {
+    fn poll(&mut self, inner: &mut SimNode, out: &mut [Event]) -> usize {
         let held = self.held.get();
         let mut n = 0;
         if held.is_none() {
@@ -122,7 +74,7 @@ impl Transport for Gate {
         if n == out.len() {
             return n;
         }
-        let got = self.inner.poll(&mut out[n..]);
+        let got = inner.poll(&mut out[n..]);
         let mut kept = n;
         for i in n..n + got {
             let e = out[i];
@@ -138,22 +90,10 @@ impl Transport for Gate {
         }
         kept
     }
-    fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {
-        self.inner.recv(buf)
-    }
-    fn is_absent(&self, peer: NodeId) -> bool {
+    fn is_absent(&self, inner: &SimNode, peer: NodeId) -> bool {
         let queued = (self.queue.iter())
             .any(|e| matches!(e, Event::PeerConnected { peer: p, .. } if *p == peer));
-        queued || self.inner.is_absent(peer)
-    }
-    fn report_failed(&mut self, peer: NodeId) {
-        self.inner.report_failed(peer);
-    }
-    fn wait(&mut self, timeout: Duration) {
-        self.inner.wait(timeout);
-    }
-    fn waker(&self) -> Waker {
-        self.inner.waker()
+        queued || inner.is_absent(peer)
     }
 }
 
@@ -247,7 +187,7 @@ impl Life {
             u,
         };
         l.nodes = (nodes.into_iter().enumerate())
-            .map(|(i, t)| Some(Gate::new(t, &l.held[i])))
+            .map(|(i, t)| Some(gate(t, &l.held[i])))
             .collect();
         for &i in up {
             l.boot(i);
@@ -289,7 +229,7 @@ impl Life {
         drop(g);
         self.sim.crash(NodeId(i as u32));
         let t = self.sim.restart_node(NodeId(i as u32)).unwrap();
-        self.nodes[i] = Some(Gate::new(t, &self.held[i]));
+        self.nodes[i] = Some(gate(t, &self.held[i]));
         self.stalled[i] = None;
         self.boot(i);
     }
@@ -309,7 +249,7 @@ impl Life {
         }
         for &i in order {
             let t = self.sim.restart_node(NodeId(i as u32)).unwrap();
-            self.nodes[i] = Some(Gate::new(t, &self.held[i]));
+            self.nodes[i] = Some(gate(t, &self.held[i]));
             self.stalled[i] = None;
             self.boot(i);
         }
@@ -321,7 +261,7 @@ impl Life {
     /// and a join by state transfer (`Group::joining`), as `tcp_restart`'s late member does.
     fn rejoin_fresh(&mut self, i: usize) {
         self.sim.crash(NodeId(i as u32));
-        let t = Gate::new(
+        let t = gate(
             self.sim.restart_node(NodeId(i as u32)).unwrap(),
             &self.held[i],
         );
@@ -1854,7 +1794,7 @@ fn late_empty_log_member_joins(seed: u64) -> Result<(), String> {
 /// (never a member) the same way.
 fn start_empty_log_member_and_spare(l: &mut Life, base: &Path, j: usize, spare: usize) {
     l.sim.crash(NodeId(j as u32));
-    let t = Gate::new(l.sim.restart_node(NodeId(j as u32)).unwrap(), &l.held[j]);
+    let t = gate(l.sim.restart_node(NodeId(j as u32)).unwrap(), &l.held[j]);
     let cfg = config(base, j, l.u);
     let (log, _) = MemLog::open(l.logs[j].clone());
     l.groups[j] = Some(Group::new(t, cfg, log, None).unwrap());

@@ -936,21 +936,13 @@ impl Log {
         // A compaction that crashed before its rename left its temporary file: the log is
         // the old one, whole.
         let tmp = compact_tmp_path(path);
-        match std::fs::remove_file(&tmp) {
-            Ok(()) => {
-                tracing::warn!(path = %tmp.display(), "durable log: removed the file of a compaction that did not complete");
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(LogError::Io { path: tmp, source }),
+        if remove_leftover(&tmp)? {
+            tracing::warn!(path = %tmp.display(), "durable log: removed the file of a compaction that did not complete");
         }
         // An index rewrite that crashed before its rename: the index is the old one.
         let itmp = index_tmp_path(path);
-        match std::fs::remove_file(&itmp) {
-            Ok(()) => {
-                tracing::info!(path = %itmp.display(), "durable log: removed the index of a rewrite that did not complete");
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(LogError::Io { path: itmp, source }),
+        if remove_leftover(&itmp)? {
+            tracing::info!(path = %itmp.display(), "durable log: removed the index of a rewrite that did not complete");
         }
         let reindex = (options.index_every != u64::MAX).then_some(options.index_every);
         let verify = options.fsync != FsyncPolicy::EveryBatch;
@@ -1901,6 +1893,18 @@ pub fn index_tmp_path(path: &Path) -> PathBuf {
     let mut p = index_path(path).into_os_string();
     p.push(".new");
     PathBuf::from(p)
+}
+
+/// Removes the leftover file `path` of an interrupted rewrite. Returns whether there was one.
+fn remove_leftover(path: &Path) -> Result<bool, LogError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// An index file's bytes: [`INDEX_MAGIC`], then `entries`.

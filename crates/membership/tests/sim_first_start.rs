@@ -408,21 +408,7 @@ fn together_and_carrying_on(
     }
     // Virtual synchrony: a view is installed after the same number of deliveries by every
     // member that installed it while active.
-    let mut at: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
-    for (i, m) in l.installs.iter().enumerate() {
-        for (&v, &pos) in m {
-            match at.get(&v) {
-                Some(&(j, p)) if p != pos => {
-                    return Err(format!(
-                        "view {v}: n{j} installed it after {p} deliveries, n{i} after {pos}"
-                    ));
-                }
-                _ => {
-                    at.insert(v, (i, pos));
-                }
-            }
-        }
-    }
+    group_sim::same_install_positions(&l.installs)?;
     // Nothing delivered in the first life is lost: the replay hands it out again first.
     if let Some(i) = (0..senders).find(|&i| !after.starts_with(&before[i])) {
         return Err(format!(

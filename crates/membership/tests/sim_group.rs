@@ -267,21 +267,7 @@ fn check(plan: &Plan, r: &Run) -> Result<Stats, String> {
         .check_agreement(&correct)
         .map_err(|v| format!("{v:?}"))?;
     // Virtual synchrony: a view is installed after the same number of deliveries everywhere.
-    let mut at: BTreeMap<u64, (usize, u64)> = BTreeMap::new();
-    for (i, m) in r.installs.iter().enumerate() {
-        for (&v, &pos) in m {
-            match at.get(&v) {
-                Some(&(j, p)) if p != pos => {
-                    return Err(format!(
-                        "view {v}: n{j} installed it after {p} deliveries, n{i} after {pos}"
-                    ));
-                }
-                _ => {
-                    at.insert(v, (i, pos));
-                }
-            }
-        }
-    }
+    group_sim::same_install_positions(&r.installs)?;
     // A leaver delivered exactly what the others delivered before the view without it.
     for (i, l) in r.left.iter().enumerate() {
         let Some(l) = l else { continue };

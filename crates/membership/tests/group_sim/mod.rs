@@ -197,3 +197,27 @@ pub fn check_seeds_reaching(
          than {need}; re-seed (scan seeds with SQUALL_SEEDS)"
     );
 }
+
+/// Virtual synchrony's check on installs: per node, the deliveries it had made when it
+/// installed each view (view id → count); every node that installed a view did so after the
+/// same count. Names the first two nodes that differ.
+pub fn same_install_positions<P: Copy + PartialEq + std::fmt::Display>(
+    installs: &[std::collections::BTreeMap<u64, P>],
+) -> Result<(), String> {
+    let mut at: std::collections::BTreeMap<u64, (usize, P)> = std::collections::BTreeMap::new();
+    for (i, m) in installs.iter().enumerate() {
+        for (&v, &pos) in m {
+            match at.get(&v) {
+                Some(&(j, p)) if p != pos => {
+                    return Err(format!(
+                        "view {v}: n{j} installed it after {p} deliveries, n{i} after {pos}"
+                    ));
+                }
+                _ => {
+                    at.insert(v, (i, pos));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -696,37 +696,81 @@ fn regression_first_start_seed_2_stale_view_0_writes_read_by_view_2() {
     );
 }
 
-/// Issue 6, s21 (docs/MEMBERSHIP.md, thirtieth part): a suspicion reaches `x`, an initial
-/// member that started view 0 afresh, while its view-0 epoch is held. A crash during the group's
-/// first start: the three others of five start (each logs view 0) and run 50 steps; `x` and
-/// `y` never start. Second life: `x` and `y` start view 0 afresh (held: the others are not seen
-/// running view 0), `y`'s process crashes within 20 steps, and `x` suspects it and wedges view
-/// 0 for an ordinary change while held (the test waits for exactly that state). Only then
-/// (`late` steps more) do the three restart view 0 from their logs and `y` start again as a new
-/// process from its log (`Installed { 0 }`). Checked by [`after_the_hold`].
+/// How far `x` (and `acker`) must have gone in an ordinary change of view 0 during the hold
+/// before the members that logged view 0 start (see [`suspicion_in_the_hold_at_a_first_start_crash`]).
+#[derive(Clone, Copy, Debug)]
+enum InTheHold {
+    /// `x` wedged (it follows view 0's leader, a member that has not started).
+    Wedged,
+    /// `x` leads view 0 among the members it does not suspect: it wedged and proposed.
+    Proposed,
+    /// `x` leads and proposed, and this third member, also started afresh, acknowledged it.
+    Acknowledged(usize),
+}
+
+/// Issue 6, s21 (docs/MEMBERSHIP.md, thirtieth part; s22, thirty-fourth part): a suspicion
+/// reaches `x`, an initial member that started view 0 afresh, while its view-0 epoch is held.
+/// A crash during the group's first start: the others of five (those not `x`, `y` or the
+/// acker of `hold`) start (each logs view 0) and run 50 steps; `x`, `y` and the acker never
+/// start. Second life: they start view 0 afresh (held: the others are not seen running view
+/// 0), `y`'s process crashes within 20 steps, and `x` suspects it and wedges view 0 for an
+/// ordinary change while held; with [`InTheHold::Proposed`] it also proposes the change, with
+/// [`InTheHold::Acknowledged`] the acker also acknowledges that proposal (the test waits for
+/// exactly that state). Only then (`late` steps more) do the others restart view 0 from their
+/// logs and `y` start again as a new process from its log (`Installed { 0 }`). Checked by
+/// [`after_the_hold`].
 fn suspicion_in_the_hold_at_a_first_start_crash(
     seed: u64,
     (x, y): (usize, usize),
+    hold: InTheHold,
     late: usize,
 ) -> Result<(), String> {
     let n = 5;
-    let logged: Vec<usize> = (0..n).filter(|&i| i != x && i != y).collect();
-    let base = group_sim::scratch_dir("first-start", &format!("hold-{x}-{y}-{late}"), seed);
+    let acker = match hold {
+        InTheHold::Acknowledged(a) => Some(a),
+        InTheHold::Wedged | InTheHold::Proposed => None,
+    };
+    let fresh: Vec<usize> = [x, y].into_iter().chain(acker).collect();
+    let logged: Vec<usize> = (0..n).filter(|i| !fresh.contains(i)).collect();
+    let tag = format!("hold-{x}-{y}-{acker:?}-{late}");
+    let base = group_sim::scratch_dir("first-start", &tag, seed);
     let mut l = Life::start(seed, &base, &vec![Vec::new(); n], &logged, 0, 0);
     for _ in 0..50 {
         l.step(true);
     }
     let (logs, before) = l.shutdown();
-    let mut l = Life::start(seed + 1000, &base, &logs, &[x, y], 1, 0);
+    let mut l = Life::start(seed + 1000, &base, &logs, &fresh, 1, 0);
     l.watch_view_0_set(x);
     for _ in 0..l.sim.random(20) {
         l.step(true);
     }
     l.sim.crash(NodeId(y as u32));
     let t0 = l.sim.now();
-    while !l.wedged_in_view_0(x) {
+    let reached = |l: &Life| {
+        let proposal = |i: usize| {
+            let g = l.groups[i].as_ref()?;
+            let (rank, changes) = g.gms().proposal()?;
+            Some((rank, changes.to_vec()))
+        };
+        let fails_y = |i: usize| {
+            proposal(i).is_some_and(|(_, ch)| ch.iter().any(|c| c.node == NodeId(y as u32)))
+        };
+        let leads = l.groups[x].as_ref().and_then(|g| g.gms().leader()) == Some(NodeId(x as u32));
+        l.wedged_in_view_0(x)
+            && match hold {
+                InTheHold::Wedged => true,
+                InTheHold::Proposed => leads && fails_y(x),
+                InTheHold::Acknowledged(a) => {
+                    leads && fails_y(x) && l.wedged_in_view_0(a) && proposal(a) == proposal(x)
+                }
+            }
+    };
+    while !reached(&l) {
         if l.sim.now().saturating_since(t0) > Duration::from_millis(10) {
-            return Err(format!("n{x} did not wedge view 0: {}", l.state()));
+            return Err(format!(
+                "n{x} did not reach {hold:?} in view 0: {}",
+                l.state()
+            ));
         }
         l.step(true);
     }
@@ -810,7 +854,7 @@ fn a_member_wedged_by_a_suspicion_during_its_first_start_hold_restarts_view_0_wi
     check_seeds("first_start_hold_wedged", 2, |seed| {
         for xy in [(3, 4), (4, 3)] {
             for late in [0, 200] {
-                suspicion_in_the_hold_at_a_first_start_crash(seed, xy, late)
+                suspicion_in_the_hold_at_a_first_start_crash(seed, xy, InTheHold::Wedged, late)
                     .map_err(|e| format!("(x, y) = {xy:?}, {late} late: {e}"))?;
             }
         }
@@ -828,20 +872,29 @@ fn a_member_cut_off_during_its_first_start_hold_writes_nothing_into_its_peers_la
     });
 }
 
-/// Left (docs/MEMBERSHIP.md, thirtieth part): as
+/// Issue 6, s22 (docs/MEMBERSHIP.md, thirty-fourth part): as
 /// [`a_member_wedged_by_a_suspicion_during_its_first_start_hold_restarts_view_0_with_the_others`],
-/// but `x` leads view 0 among the members it does not suspect (`x` = 0, or `y` = 0), so it
-/// *proposes* the change that fails `y` while held. A member that proposed or acknowledged an
-/// ordinary change never switches into restart mode (the s19 argument that the restart and an
-/// ordinary change of view 0 cannot both complete rests on it), and the restart of view 0
-/// waits for it: the run hangs ("did not end in one running view").
+/// but `x` leads view 0 among the members it does not suspect (`x` = 0, or `y` = 0 so that `x`
+/// = 1 leads), so it *proposes* the change that fails `y` while held, and in the last two cases
+/// a third fresh member *acknowledges* that proposal while held. Such a member used to stay
+/// running view 0 (s19's rule let no member that proposed or acknowledged switch), the restart
+/// of view 0 counted `x` (its wedge block) and took it for the restart's leader, and the run
+/// hung ("did not end in one running view"). Now a member that proposed or acknowledged while
+/// its epoch is held switches like one that only wedged.
 #[test]
-#[ignore = "a known hang, left: a fresh member that proposed during its first-start hold"]
-fn a_member_that_proposes_during_its_first_start_hold_is_left_running_view_0() {
-    check_seeds("first_start_hold_proposed", 1, |seed| {
-        for xy in [(0, 1), (1, 0)] {
-            suspicion_in_the_hold_at_a_first_start_crash(seed, xy, 0)
-                .map_err(|e| format!("(x, y) = {xy:?}: {e}"))?;
+fn a_member_that_proposes_during_its_first_start_hold_restarts_view_0_with_the_others() {
+    check_seeds("first_start_hold_proposed", 2, |seed| {
+        let cases = [
+            ((0, 1), InTheHold::Proposed),
+            ((1, 0), InTheHold::Proposed),
+            ((0, 1), InTheHold::Acknowledged(2)),
+            ((1, 0), InTheHold::Acknowledged(2)),
+        ];
+        for (xy, hold) in cases {
+            for late in [0, 200] {
+                suspicion_in_the_hold_at_a_first_start_crash(seed, xy, hold, late)
+                    .map_err(|e| format!("(x, y) = {xy:?}, {hold:?}, {late} late: {e}"))?;
+            }
         }
         Ok(())
     });

@@ -608,6 +608,21 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .is_some_and(|p| p.first() == Some(&1) && !self.restarting_in(&p))
     }
 
+    /// Whether an unsuspected member of view 0 other than this one is seen wedged in view 0
+    /// (its wedge block names view 0): an ordinary change of view 0 is under way, or the
+    /// member restarts view 0. A held first-start epoch is not released then (s22,
+    /// docs/MEMBERSHIP.md, thirty-fourth part): this member would wedge at once, and a held
+    /// member may still switch into a restart of view 0.
+    pub(crate) fn wedge_seen_in_view_0(&self) -> bool {
+        let Some(view) = self.view.as_ref().filter(|v| v.id == 0) else {
+            return false;
+        };
+        (view.members.iter())
+            .filter(|&&m| m != self.me)
+            .filter_map(|&m| self.sst.row_of(m))
+            .any(|r| !self.sst.is_suspected(r) && self.wedge_of(r, 0).is_some())
+    }
+
     /// Whether the member is restarting from its log (no view installed since), and if so the
     /// members of its last view it still waits for (not restarted, or not seen yet).
     pub fn restarting(&self) -> Option<&[NodeId]> {

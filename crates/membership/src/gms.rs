@@ -199,8 +199,9 @@ pub trait Epoch {
     /// until released (an initial member that started view 0 afresh, until it reads every
     /// member of its shard running view 0; see docs/MEMBERSHIP.md, twenty-third part, "The
     /// fresh member's hold"). Such a member may still switch into restart mode at view 0 after
-    /// it wedged for an ordinary change, provided it proposed, acknowledged and decided nothing
-    /// (docs/MEMBERSHIP.md, thirtieth part). Default: false.
+    /// it wedged for an ordinary change, and after it proposed or acknowledged one, provided
+    /// it decided nothing (docs/MEMBERSHIP.md, thirtieth and thirty-fourth parts). Default:
+    /// false.
     ///
     /// ```
     /// use squall_membership::Epoch;
@@ -607,6 +608,21 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .is_some_and(|p| p.first() == Some(&1) && !self.restarting_in(&p))
     }
 
+    /// Whether an unsuspected member of view 0 other than this one is seen wedged in view 0
+    /// (its wedge block names view 0): an ordinary change of view 0 is under way, or the
+    /// member restarts view 0. A held first-start epoch is not released then (s22,
+    /// docs/MEMBERSHIP.md, thirty-fourth part): this member would wedge at once, and a held
+    /// member may still switch into a restart of view 0.
+    pub(crate) fn wedge_seen_in_view_0(&self) -> bool {
+        let Some(view) = self.view.as_ref().filter(|v| v.id == 0) else {
+            return false;
+        };
+        (view.members.iter())
+            .filter(|&&m| m != self.me)
+            .filter_map(|&m| self.sst.row_of(m))
+            .any(|r| !self.sst.is_suspected(r) && self.wedge_of(r, 0).is_some())
+    }
+
     /// Whether the member is restarting from its log (no view installed since), and if so the
     /// members of its last view it still waits for (not restarted, or not seen yet).
     pub fn restarting(&self) -> Option<&[NodeId]> {
@@ -637,6 +653,49 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Whether it wedged its current view.
     pub fn is_wedged(&self) -> bool {
         self.wedged.is_some()
+    }
+
+    /// The proposal this member published for its current view: its rank and its changes (its
+    /// own as the leader, or the leader's it copied, which is its acknowledgement). `None`
+    /// before any, and again once a view is installed.
+    ///
+    /// ```
+    /// use squall_membership::{Epoch, Gms, GmsConfig, change::ChangeKind, log::MemLog, view::View};
+    /// use squall_transport::{NodeId, RegionId};
+    /// use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+    /// use std::time::Duration;
+    ///
+    /// struct Idle;
+    /// impl Epoch for Idle {
+    ///     fn wedge(&mut self, view: &View) -> Vec<u64> { vec![0; view.members.len()] }
+    /// }
+    /// let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+    /// let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+    /// cfg.heartbeat_interval = Duration::from_micros(50);
+    /// cfg.suspicion_timeout = Duration::from_micros(1500);
+    /// let layout = [Gms::<SimNode, MemLog>::layout(&cfg)?];
+    /// let (sim, nodes) = Sim::cluster(SimConfig::seeded(1), 3, &layout).unwrap();
+    /// let mut gms: Vec<_> = nodes
+    ///     .into_iter()
+    ///     .map(|t| Gms::new(t, cfg.clone(), MemLog::default(), None))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert!(gms[1].proposal().is_none());
+    /// sim.crash(NodeId(2));
+    /// let mut events = Vec::new();
+    /// while gms[1].proposal().is_none() {
+    ///     for g in &mut gms[..2] {
+    ///         g.poll(&mut Idle, &mut events)?;
+    ///     }
+    ///     sim.advance(Duration::from_micros(2));
+    /// }
+    /// // Node 1 acknowledged the leader's (node 0's, rank 0) proposal to fail node 2.
+    /// let (rank, changes) = gms[1].proposal().unwrap();
+    /// assert_eq!(rank, 0);
+    /// assert!(changes.iter().any(|c| c.node == NodeId(2) && c.kind == ChangeKind::Fail));
+    /// # Ok::<(), squall_membership::GmsError>(())
+    /// ```
+    pub fn proposal(&self) -> Option<(u64, &[Change])> {
+        self.proposal.as_ref().map(|(r, ch)| (*r, ch.as_slice()))
     }
 
     /// The durable log.
@@ -1052,8 +1111,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// part): some initial members logged `Installed { 0 }` before the crash and restart view
     /// 0 from their logs, while this one, whose log was empty, started view 0 afresh. Each
     /// would wait for the other for good. So a member that started view 0 with an empty log
-    /// ([`first_start`](Gms::first_start)) and has done nothing in it yet (not wedged, no
-    /// proposal or decision, nothing delivered: [`Epoch::nothing_delivered`]) enters restart
+    /// ([`first_start`](Gms::first_start)) and has done nothing in it yet (see
+    /// [`took_part_in_view_0`](Gms::took_part_in_view_0): no decision, nothing delivered, and
+    /// neither wedged nor a proposal unless its epoch is held) enters restart
     /// mode at view 0 as soon as it reads an unsuspected member of view 0 whose view block
     /// says it restarts at view 0, or (s20) any unsuspected peer whose view block restarts or
     /// runs a view after 0 (the group went on without this member: view 0 is over). It is then
@@ -1067,15 +1127,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !self.first_start {
             return Ok(false);
         }
-        // Wedged while its epoch is held (a suspicion during the hold, s21): the wedge wrote
-        // nothing into the epoch's regions and committed to nothing (only an acknowledgement,
-        // the proposal below, does), so the member has still done nothing in view 0.
-        if view.id != 0
-            || (self.wedged.is_some() && !epoch.held())
-            || self.proposal.is_some()
-            || self.decision.is_some()
-            || !epoch.nothing_delivered()
-        {
+        if view.id != 0 || self.took_part_in_view_0(epoch) {
             // Final: it took part in view 0 (and the check stops costing a scan per round).
             self.first_start = false;
             return Ok(false);
@@ -1100,8 +1152,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.first_start = false;
         self.restart = Some(RestartState::default());
         // A wedge of the held epoch is void: the restart round wedges again, publishing the
-        // counts its epoch log holds.
+        // counts its epoch log holds. So is an ordinary proposal or acknowledgement made while
+        // held (s22): it was never logged, and in restart mode the member acknowledges ballots
+        // only (its block is overwritten by the first one it follows or leads).
         self.wedged = None;
+        self.proposal = None;
         self.publish_view()?;
         if vid == view.id {
             tracing::info!(me = %self.me, %peer, "membership: a member of view 0 restarts it from its log (the group crashed during its first start): restarting view 0 with it");
@@ -1109,6 +1164,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             tracing::info!(me = %self.me, %peer, view = vid, restarting, "membership: a peer is past view 0, which this member started afresh (its log held no view): restarting view 0 to catch up or join again");
         }
         Ok(true)
+    }
+
+    /// Whether this first-start member did something in view 0 that bars its switch into
+    /// restart mode ([`first_start_restart`](Gms::first_start_restart)): it logged a decision
+    /// for view 0 (an ordinary view 1 may be installed with it: an install needs every member
+    /// the installer counts to have logged and echoed the decision), it delivered something
+    /// ([`Epoch::nothing_delivered`]), or it wedged, proposed or acknowledged an ordinary
+    /// change while its epoch was released (that epoch may have sent). While the epoch is
+    /// [`held`](Epoch::held) a wedge (s21) and a proposal or acknowledgement (s22) do not bar
+    /// it: the epoch wrote nothing, and neither is logged nor lets a peer install anything
+    /// without this member's echo (docs/MEMBERSHIP.md, thirtieth and thirty-fourth parts).
+    fn took_part_in_view_0(&self, epoch: &dyn Epoch) -> bool {
+        let ordinary_change = self.wedged.is_some() || self.proposal.is_some();
+        self.decision.is_some() || (ordinary_change && !epoch.held()) || !epoch.nothing_delivered()
     }
 
     /// Readmits the rows of suspected nodes whose newer incarnation connected (they restarted

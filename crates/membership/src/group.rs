@@ -1169,7 +1169,12 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// core to restart mode instead ([`restart_first_start`](Group::restart_first_start)).
     fn release_first_start(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
         let me = self.gms.id();
+        // Wedged, or about to wedge (a peer wedged view 0): the member stays held, so it may
+        // still switch into a restart of view 0 (s22, docs/MEMBERSHIP.md, thirty-fourth part);
+        // a wedged epoch would send nothing anyway.
         if self.gms.restarting().is_some()
+            || self.frozen
+            || self.gms.wedge_seen_in_view_0()
             || !self
                 .senders
                 .iter()

@@ -24,7 +24,7 @@ use group_sim::tap::{Tap, Tapped};
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
-use squall_membership::view::EvenShards;
+use squall_membership::view::{EvenShards, View};
 use squall_ordering::{TotalOrder, Upcall};
 use squall_transport::{NodeId, RegionId, RemoteAddr, Time, Transport};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
@@ -68,14 +68,21 @@ impl Tap for Watcher {
 
 /// The shared small-slot group over `n` nodes, all initial, with durable epochs in
 /// `base/n<i>` (never fsynced: a simulated stop is a process crash); with `spares`, one shard
-/// of `n - spares` members (the highest-ranked `spares` initial members are spares of view 0).
-fn config(base: &Path, i: usize, n: usize, spares: usize) -> GroupConfig {
+/// of `n - spares` members (the highest-ranked `spares` initial members are spares of view 0);
+/// with `shards` above 1 (and no spares), that many shards of 1 to `ceil(n / shards)` members.
+fn config(base: &Path, i: usize, n: usize, spares: usize, shards: usize) -> GroupConfig {
     let mut cfg = group_sim::config(n, n);
     if spares > 0 {
         cfg.gms.shards = EvenShards {
             shards: 1,
             min: 1,
             max: n - spares,
+        };
+    } else if shards > 1 {
+        cfg.gms.shards = EvenShards {
+            shards,
+            min: 1,
+            max: n.div_ceil(shards),
         };
     }
     cfg.gms.restart_absent_timeout = Duration::from_millis(4);
@@ -99,12 +106,17 @@ struct Life {
     n: usize,
     /// Spares of view 0 (see [`config`]).
     spares: usize,
+    /// Shards (see [`config`]).
+    shards: usize,
     /// A member that submits nothing while in view 0 (see [`peers_past_view_0`]).
     quiet: Option<usize>,
     /// A member that submits at every step while it runs view 0 (see [`peers_past_view_0`]).
     eager: Option<usize>,
     /// Per node: the submissions it made (accepted) while it ran view 0 (not restarting it).
     view_0_submits: Vec<u32>,
+    /// Per node: the submissions reported `Discarded` (a first-start hold's sends refused by a
+    /// wedged epoch at the release, among others).
+    discarded: Vec<u32>,
 }
 
 impl Life {
@@ -116,8 +128,22 @@ impl Life {
         life: u8,
         spares: usize,
     ) -> Life {
+        Life::start_sharded(seed, base, logs, up, life, spares, 1)
+    }
+
+    /// [`Life::start`] with `shards` shards (see [`config`]).
+    fn start_sharded(
+        seed: u64,
+        base: &Path,
+        logs: &[Vec<u8>],
+        up: &[usize],
+        life: u8,
+        spares: usize,
+        shards: usize,
+    ) -> Life {
         let n = logs.len();
-        let layout = Group::<Watched, MemLog>::layout(&config(base, 0, n, spares)).unwrap();
+        let cfg = config(base, 0, n, spares, shards);
+        let layout = Group::<Watched, MemLog>::layout(&cfg).unwrap();
         let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), n, &layout).unwrap();
         let mut l = Life {
             sim,
@@ -132,9 +158,11 @@ impl Life {
             life,
             n,
             spares,
+            shards,
             quiet: None,
             eager: None,
             view_0_submits: vec![0; n],
+            discarded: vec![0; n],
         };
         l.nodes = nodes.into_iter().map(Some).collect();
         for &i in up {
@@ -149,7 +177,7 @@ impl Life {
         let t = self.nodes[i].take().unwrap();
         let (log, rec) = MemLog::open(self.logs[i].clone());
         let rec = (!rec.records.is_empty()).then_some(rec);
-        let cfg = config(&self.base, i, self.n, self.spares);
+        let cfg = config(&self.base, i, self.n, self.spares, self.shards);
         let t = Tapped {
             inner: t,
             tap: Watcher(self.watch.clone()),
@@ -159,6 +187,10 @@ impl Life {
 
     fn step(&mut self, submit: bool) {
         for i in 0..self.n {
+            // Each member's shard (for a state transfer's check, below).
+            let shards: Vec<Option<usize>> = (self.groups.iter())
+                .map(|g| g.as_ref().and_then(Group::shard))
+                .collect();
             let Some(g) = &mut self.groups[i] else {
                 continue;
             };
@@ -184,13 +216,21 @@ impl Life {
                 }
             }
             let transferred = g.take_state();
+            let shard = g.shard();
             if let Some(st) = transferred.as_ref() {
-                // A member that joined (again): its state is what the others delivered before
-                // the state's position (checked against the digest the holder sent).
+                // A member that joined (again): its state is what the others of its shard
+                // delivered before the state's position (checked against the digest the holder
+                // sent).
+                let same_shard = |j: usize| self.shards == 1 || shards[j] == shard;
                 let from = (0..self.n)
-                    .filter(|&j| j != i)
+                    .filter(|&j| j != i && same_shard(j))
                     .find(|&j| self.delivered[j].len() as u64 >= st.position)
                     .unwrap();
+                if self.shards > 1 {
+                    // It may have joined another shard: its earlier installs counted the
+                    // deliveries of its old shard.
+                    self.installs[i].clear();
+                }
                 let prefix = self.delivered[from][..st.position as usize].to_vec();
                 assert_eq!(
                     st.state,
@@ -209,6 +249,7 @@ impl Life {
                     Upcall::View(v) if transferred.is_none() => {
                         self.installs[i].insert(v.id, self.delivered[i].len());
                     }
+                    Upcall::Discarded(_) => self.discarded[i] += 1,
                     _ => {}
                 }
             }
@@ -241,7 +282,9 @@ impl Life {
     /// view 0.
     fn watch_view_0_set(&mut self, x: usize) {
         let members: Vec<NodeId> = (0..self.n as u32).map(NodeId).collect();
-        let set = config(&self.base, x, self.n, self.spares).epoch_for_shard(0, 0, members);
+        let cfg = config(&self.base, x, self.n, self.spares, self.shards);
+        // Every shard's epoch of a view uses the same regions (set `view mod 2`).
+        let set = cfg.epoch_for_shard(0, 0, members);
         let mut w = self.watch.borrow_mut();
         w.node = Some(NodeId(x as u32));
         w.regions = vec![set.table_region, set.large_region];
@@ -371,17 +414,45 @@ fn together_and_carrying_on(
     for _ in 0..2000 {
         l.step(false);
     }
-    let after = &l.delivered[0];
+    // The members that must deliver identically: every sender with one shard; with several,
+    // the members of each shard of the final view.
+    let groups: Vec<Vec<usize>> = if l.shards == 1 {
+        vec![(0..senders).collect()]
+    } else {
+        let of: Vec<Option<usize>> = (l.groups.iter())
+            .map(|g| g.as_ref().and_then(Group::shard))
+            .collect();
+        if let Some(i) = of.iter().position(Option::is_none) {
+            return Err(format!("n{i} ended in no shard: {}", l.state()));
+        }
+        (0..l.shards)
+            .map(|s| (0..n).filter(|&i| of[i] == Some(s)).collect())
+            .collect()
+    };
+    for group in &groups {
+        same_in_shard(&l, group, before)?;
+    }
+    Ok(())
+}
+
+/// The checks of [`together_and_carrying_on`] for `group`, members that deliver one sequence:
+/// they deliver identically, every member's messages among them; each view installed after the
+/// same deliveries by every member that installed it; the first life's deliveries a prefix.
+fn same_in_shard(l: &Life, group: &[usize], before: &[Seq]) -> Result<(), String> {
+    let Some(&first) = group.first() else {
+        return Ok(());
+    };
+    let after = &l.delivered[first];
     if after.is_empty() {
         return Err(format!(
             "nothing delivered after the restart: {}",
             l.state()
         ));
     }
-    if let Some(i) = (0..senders).find(|&i| &l.delivered[i] != after) {
+    if let Some(&i) = group.iter().find(|&&i| &l.delivered[i] != after) {
         let at = (l.delivered[i].iter().zip(after)).position(|(a, b)| a != b);
         if let Some(k) = at {
-            for j in 0..n {
+            for &j in group {
                 let w: Vec<_> = (l.delivered[j].get(k.saturating_sub(3)..k + 4))
                     .unwrap_or(&[])
                     .iter()
@@ -398,7 +469,7 @@ fn together_and_carrying_on(
             at.map(|k| &after[k]),
         ));
     }
-    for i in 0..senders {
+    for &i in group {
         if !l.delivered[i]
             .iter()
             .any(|(_, p)| p.get(1) == Some(&(i as u8)))
@@ -408,9 +479,10 @@ fn together_and_carrying_on(
     }
     // Virtual synchrony: a view is installed after the same number of deliveries by every
     // member that installed it while active.
-    group_sim::same_install_positions(&l.installs)?;
+    let installs: Vec<_> = group.iter().map(|&i| l.installs[i].clone()).collect();
+    group_sim::same_install_positions(&installs)?;
     // Nothing delivered in the first life is lost: the replay hands it out again first.
-    if let Some(i) = (0..senders).find(|&i| !after.starts_with(&before[i])) {
+    if let Some(&i) = group.iter().find(|&&i| !after.starts_with(&before[i])) {
         return Err(format!(
             "n{i} delivered {} in the first life, not a prefix of what it delivers now",
             before[i].len()
@@ -696,37 +768,81 @@ fn regression_first_start_seed_2_stale_view_0_writes_read_by_view_2() {
     );
 }
 
-/// Issue 6, s21 (docs/MEMBERSHIP.md, thirtieth part): a suspicion reaches `x`, an initial
-/// member that started view 0 afresh, while its view-0 epoch is held. A crash during the group's
-/// first start: the three others of five start (each logs view 0) and run 50 steps; `x` and
-/// `y` never start. Second life: `x` and `y` start view 0 afresh (held: the others are not seen
-/// running view 0), `y`'s process crashes within 20 steps, and `x` suspects it and wedges view
-/// 0 for an ordinary change while held (the test waits for exactly that state). Only then
-/// (`late` steps more) do the three restart view 0 from their logs and `y` start again as a new
-/// process from its log (`Installed { 0 }`). Checked by [`after_the_hold`].
+/// How far `x` (and `acker`) must have gone in an ordinary change of view 0 during the hold
+/// before the members that logged view 0 start (see [`suspicion_in_the_hold_at_a_first_start_crash`]).
+#[derive(Clone, Copy, Debug)]
+enum InTheHold {
+    /// `x` wedged (it follows view 0's leader, a member that has not started).
+    Wedged,
+    /// `x` leads view 0 among the members it does not suspect: it wedged and proposed.
+    Proposed,
+    /// `x` leads and proposed, and this third member, also started afresh, acknowledged it.
+    Acknowledged(usize),
+}
+
+/// Issue 6, s21 (docs/MEMBERSHIP.md, thirtieth part; s22, thirty-fourth part): a suspicion
+/// reaches `x`, an initial member that started view 0 afresh, while its view-0 epoch is held.
+/// A crash during the group's first start: the others of five (those not `x`, `y` or the
+/// acker of `hold`) start (each logs view 0) and run 50 steps; `x`, `y` and the acker never
+/// start. Second life: they start view 0 afresh (held: the others are not seen running view
+/// 0), `y`'s process crashes within 20 steps, and `x` suspects it and wedges view 0 for an
+/// ordinary change while held; with [`InTheHold::Proposed`] it also proposes the change, with
+/// [`InTheHold::Acknowledged`] the acker also acknowledges that proposal (the test waits for
+/// exactly that state). Only then (`late` steps more) do the others restart view 0 from their
+/// logs and `y` start again as a new process from its log (`Installed { 0 }`). Checked by
+/// [`after_the_hold`].
 fn suspicion_in_the_hold_at_a_first_start_crash(
     seed: u64,
     (x, y): (usize, usize),
+    hold: InTheHold,
     late: usize,
 ) -> Result<(), String> {
     let n = 5;
-    let logged: Vec<usize> = (0..n).filter(|&i| i != x && i != y).collect();
-    let base = group_sim::scratch_dir("first-start", &format!("hold-{x}-{y}-{late}"), seed);
+    let acker = match hold {
+        InTheHold::Acknowledged(a) => Some(a),
+        InTheHold::Wedged | InTheHold::Proposed => None,
+    };
+    let fresh: Vec<usize> = [x, y].into_iter().chain(acker).collect();
+    let logged: Vec<usize> = (0..n).filter(|i| !fresh.contains(i)).collect();
+    let tag = format!("hold-{x}-{y}-{acker:?}-{late}");
+    let base = group_sim::scratch_dir("first-start", &tag, seed);
     let mut l = Life::start(seed, &base, &vec![Vec::new(); n], &logged, 0, 0);
     for _ in 0..50 {
         l.step(true);
     }
     let (logs, before) = l.shutdown();
-    let mut l = Life::start(seed + 1000, &base, &logs, &[x, y], 1, 0);
+    let mut l = Life::start(seed + 1000, &base, &logs, &fresh, 1, 0);
     l.watch_view_0_set(x);
     for _ in 0..l.sim.random(20) {
         l.step(true);
     }
     l.sim.crash(NodeId(y as u32));
     let t0 = l.sim.now();
-    while !l.wedged_in_view_0(x) {
+    let reached = |l: &Life| {
+        let proposal = |i: usize| {
+            let g = l.groups[i].as_ref()?;
+            let (rank, changes) = g.gms().proposal()?;
+            Some((rank, changes.to_vec()))
+        };
+        let fails_y = |i: usize| {
+            proposal(i).is_some_and(|(_, ch)| ch.iter().any(|c| c.node == NodeId(y as u32)))
+        };
+        let leads = l.groups[x].as_ref().and_then(|g| g.gms().leader()) == Some(NodeId(x as u32));
+        l.wedged_in_view_0(x)
+            && match hold {
+                InTheHold::Wedged => true,
+                InTheHold::Proposed => leads && fails_y(x),
+                InTheHold::Acknowledged(a) => {
+                    leads && fails_y(x) && l.wedged_in_view_0(a) && proposal(a) == proposal(x)
+                }
+            }
+    };
+    while !reached(&l) {
         if l.sim.now().saturating_since(t0) > Duration::from_millis(10) {
-            return Err(format!("n{x} did not wedge view 0: {}", l.state()));
+            return Err(format!(
+                "n{x} did not reach {hold:?} in view 0: {}",
+                l.state()
+            ));
         }
         l.step(true);
     }
@@ -810,7 +926,7 @@ fn a_member_wedged_by_a_suspicion_during_its_first_start_hold_restarts_view_0_wi
     check_seeds("first_start_hold_wedged", 2, |seed| {
         for xy in [(3, 4), (4, 3)] {
             for late in [0, 200] {
-                suspicion_in_the_hold_at_a_first_start_crash(seed, xy, late)
+                suspicion_in_the_hold_at_a_first_start_crash(seed, xy, InTheHold::Wedged, late)
                     .map_err(|e| format!("(x, y) = {xy:?}, {late} late: {e}"))?;
             }
         }
@@ -828,20 +944,138 @@ fn a_member_cut_off_during_its_first_start_hold_writes_nothing_into_its_peers_la
     });
 }
 
-/// Left (docs/MEMBERSHIP.md, thirtieth part): as
+/// Issue 6, s22 (docs/MEMBERSHIP.md, thirty-fourth part): as
 /// [`a_member_wedged_by_a_suspicion_during_its_first_start_hold_restarts_view_0_with_the_others`],
-/// but `x` leads view 0 among the members it does not suspect (`x` = 0, or `y` = 0), so it
-/// *proposes* the change that fails `y` while held. A member that proposed or acknowledged an
-/// ordinary change never switches into restart mode (the s19 argument that the restart and an
-/// ordinary change of view 0 cannot both complete rests on it), and the restart of view 0
-/// waits for it: the run hangs ("did not end in one running view").
+/// but `x` leads view 0 among the members it does not suspect (`x` = 0, or `y` = 0 so that `x`
+/// = 1 leads), so it *proposes* the change that fails `y` while held, and in the last two cases
+/// a third fresh member *acknowledges* that proposal while held. Such a member used to stay
+/// running view 0 (s19's rule let no member that proposed or acknowledged switch), the restart
+/// of view 0 counted `x` (its wedge block) and took it for the restart's leader, and the run
+/// hung ("did not end in one running view"). Now a member that proposed or acknowledged while
+/// its epoch is held switches like one that only wedged.
 #[test]
-#[ignore = "a known hang, left: a fresh member that proposed during its first-start hold"]
-fn a_member_that_proposes_during_its_first_start_hold_is_left_running_view_0() {
-    check_seeds("first_start_hold_proposed", 1, |seed| {
-        for xy in [(0, 1), (1, 0)] {
-            suspicion_in_the_hold_at_a_first_start_crash(seed, xy, 0)
-                .map_err(|e| format!("(x, y) = {xy:?}: {e}"))?;
+fn a_member_that_proposes_during_its_first_start_hold_restarts_view_0_with_the_others() {
+    check_seeds("first_start_hold_proposed", 2, |seed| {
+        let cases = [
+            ((0, 1), InTheHold::Proposed),
+            ((1, 0), InTheHold::Proposed),
+            ((0, 1), InTheHold::Acknowledged(2)),
+            ((1, 0), InTheHold::Acknowledged(2)),
+        ];
+        for (xy, hold) in cases {
+            for late in [0, 200] {
+                suspicion_in_the_hold_at_a_first_start_crash(seed, xy, hold, late)
+                    .map_err(|e| format!("(x, y) = {xy:?}, {hold:?}, {late} late: {e}"))?;
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Issue 6, s22 (docs/MEMBERSHIP.md, thirty-fourth part, "Several shards: a hold released after
+/// the wedge"): the thirtieth part's second case. Five members in two shards. `x`'s shard (the
+/// smaller: `x` and `w`) starts view 0 afresh, and so does `y` (rank `y_rank` of the other
+/// shard); the other members of `y`'s shard logged view 0 in the first life (50 steps, nothing
+/// delivered). Second life: `x` and `y` start, each held (a member of its shard is not seen
+/// running view 0); `y`'s process crashes within 20 steps; `x` suspects it and wedges while
+/// held. `gap` steps later `w` starts afresh and reads `x` running view 0, which would release
+/// both holds (before s22 it did: `x` released while wedged, `w` at its first round); the test
+/// waits until `w` wedged too. `late` steps later the members that logged view 0 restart it
+/// from their logs and `y` starts again from its log (`Installed { 0 }`): three of five
+/// restart view 0, a majority. Checked as [`after_the_hold`] checks (`x`'s view-0 epoch posts
+/// nothing into its peers' region set 0, one running view, identical deliveries).
+fn hold_released_after_the_wedge(
+    seed: u64,
+    y_rank: usize,
+    gap: usize,
+    late: usize,
+) -> Result<(), String> {
+    let n = 5;
+    let shards = 2;
+    let tag = format!("released-{y_rank}-{gap}-{late}");
+    let base = group_sim::scratch_dir("first-start", &tag, seed);
+    let cfg = config(&base, 0, n, 0, shards);
+    let all: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+    let view_0 = View::new(0, all, &cfg.gms.shard_layout());
+    let mut by_size: Vec<Vec<usize>> = (view_0.shards.iter())
+        .map(|s| s.members.iter().map(|m| m.0 as usize).collect())
+        .collect();
+    by_size.sort_by_key(Vec::len);
+    let (small, big) = (&by_size[0], &by_size[1]);
+    assert_eq!(
+        (small.len(), big.len()),
+        (2, 3),
+        "shards of view 0: {by_size:?}"
+    );
+    let (x, w, y) = (small[0], small[1], big[y_rank]);
+    let logged: Vec<usize> = big.iter().copied().filter(|&i| i != y).collect();
+    let mut l = Life::start_sharded(seed, &base, &vec![Vec::new(); n], &logged, 0, 0, shards);
+    for _ in 0..50 {
+        l.step(true);
+    }
+    let (logs, before) = l.shutdown();
+    let mut l = Life::start_sharded(seed + 1000, &base, &logs, &[x, y], 1, 0, shards);
+    l.watch_view_0_set(x);
+    for _ in 0..l.sim.random(20) {
+        l.step(true);
+    }
+    l.sim.crash(NodeId(y as u32));
+    let t0 = l.sim.now();
+    while !l.wedged_in_view_0(x) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(10) {
+            return Err(format!("n{x} did not wedge view 0: {}", l.state()));
+        }
+        l.step(true);
+    }
+    for _ in 0..gap {
+        l.step(true);
+    }
+    l.boot(w);
+    let t0 = l.sim.now();
+    while !(l.wedged_in_view_0(x) && l.wedged_in_view_0(w)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(10) {
+            return Err(format!("n{w} did not wedge view 0: {}", l.state()));
+        }
+        l.step(true);
+    }
+    for _ in 0..late {
+        l.step(true);
+    }
+    for &i in &logged {
+        l.boot(i);
+    }
+    l.restart_process(y);
+    after_the_hold(l, x, &before)?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_member_wedged_during_its_first_start_hold_stays_held_when_its_shard_starts() {
+    check_seeds("first_start_hold_not_released", 2, |seed| {
+        for y_rank in 0..3 {
+            for late in [0, 100] {
+                hold_released_after_the_wedge(seed, y_rank, 20, late)
+                    .map_err(|e| format!("y = rank {y_rank} of its shard, {late} late: {e}"))?;
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Left (docs/MEMBERSHIP.md, thirty-fourth part, "Several shards: a hold released after the
+/// wedge"): as [`a_member_wedged_during_its_first_start_hold_stays_held_when_its_shard_starts`],
+/// but `w` starts in the same step as `x` wedges, so it reads `x`'s view block (running view
+/// 0) before `x`'s wedge block lands: `w` is released at its first round, polls its epoch once
+/// and then wedges, released, so it never switches into the restart of view 0, which waits for
+/// it ("did not end in one running view": `w` running view 0, the others restarting it).
+#[test]
+#[ignore = "a known hang, left: a shard peer released in the same round as a wedge lands"]
+fn a_member_released_as_its_shard_peer_wedges_is_left_running_view_0() {
+    check_seeds("first_start_hold_released_racing", 1, |seed| {
+        for y_rank in 0..3 {
+            hold_released_after_the_wedge(seed, y_rank, 0, 0)
+                .map_err(|e| format!("y = rank {y_rank} of its shard: {e}"))?;
         }
         Ok(())
     });

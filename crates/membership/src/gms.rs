@@ -1792,8 +1792,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// [`outsider_in_restart`](Gms::outsider_in_restart)) counts as not restarted too, but
     /// it is *not* suspected in the table (its link is not cut): it is listed in the restart
     /// state, which [`suspects`](Gms::suspects) reads until the restart completes, so that it
-    /// can see the restarted group and join it in this process (its log held nothing, so it
-    /// has nothing to restart from; see [`follow_as_outsider`](Gms::follow_as_outsider)).
+    /// can see the restarted group and join it in this process (its log held nothing, or
+    /// ended before `view` and it asked to join again, so it has nothing to restart `view`
+    /// from; see [`follow_as_outsider`](Gms::follow_as_outsider)).
     /// Returns whether it counted anyone out.
     fn suspect_absent(&mut self, view: &View) -> Result<bool, GmsError> {
         let now = self.sst.now();
@@ -1835,7 +1836,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !outsiders.is_empty() {
             tracing::warn!(
                 me = %self.me, view = view.id, ?outsiders, waited_ms = waited.as_millis() as u64,
-                "membership: restart: members of the last view are connected but not restarting from a log that holds it (their logs hold no view: they came back as outsiders); counting them as not restarted"
+                "membership: restart: members of the last view are connected but not restarting from a log that holds it (their logs hold no view, or they ask to join again: they are outsiders); counting them as not restarted"
             );
         }
         for m in absent {
@@ -1848,19 +1849,33 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Restart mode at `view`: whether the connected member of `row` is not restarting at all
-    /// — its view block does not say restarting (it has none: its log held no view, e.g. a
-    /// joiner that never logged the view that admitted it, so it came back as an idle
-    /// outsider) and it publishes no logged counts for `view`. A node restarting from a log
-    /// writes its restarting view block at construction, before its first heartbeat (one
-    /// writer's pushes land in order), so a linked peer whose heartbeat landed without such a
-    /// block (and still, a suspicion timeout into the wait) is not restarting: in this
-    /// process it can neither restart `view` nor follow a restarting view (outsiders skip
-    /// restarting blocks), and the restart would wait for its acknowledgement forever.
+    /// — it publishes no logged counts for `view`, and either its view block does not say
+    /// restarting (it has none: its log held no view, e.g. a joiner that never logged the view
+    /// that admitted it, so it came back as an idle outsider) or it
+    /// [asks to join](Gms::asks_to_join) (it left restart mode for good in this process). A
+    /// node restarting from a log writes its restarting view block at construction, before its
+    /// first heartbeat (one writer's pushes land in order), so a linked peer whose heartbeat
+    /// landed without such a block (and still, a suspicion timeout into the wait) is not
+    /// restarting: in this process it can neither restart `view` nor follow a restarting view
+    /// (outsiders skip restarting blocks), and the restart would wait for its acknowledgement
+    /// forever.
     fn outsider_in_restart(&self, row: usize, view: &View) -> bool {
         // Its heartbeat landed, so whatever it wrote at construction landed before it.
         self.sst.get(row, self.sst.schema().heartbeat()) > 0
             && self.received_of(row, view.id).is_none()
-            && (self.read_block(row, self.f.view)).is_none_or(|p| !self.restarting_in(&p))
+            && (self.asks_to_join(row)
+                || (self.read_block(row, self.f.view)).is_none_or(|p| !self.restarting_in(&p)))
+    }
+
+    /// Whether the member of `row` asks to join ([`Fields::join`]). A node sets that word only
+    /// outside restart mode — a joiner, an idle outsider whose log held nothing, or a member
+    /// whose restart found the group gone on without it ([`rejoin`](Gms::rejoin)) — and from
+    /// then on in its process it installs only a *running* view that names it (see
+    /// [`follow_as_outsider`](Gms::follow_as_outsider)), never restarts one. Its view block may
+    /// still say restarting at the view its log ended at (s22, `docs/MEMBERSHIP.md`,
+    /// thirty-third part: a restart waited for good for a joiner that view named).
+    fn asks_to_join(&self, row: usize) -> bool {
+        self.sst.get(row, self.f.join) != 0
     }
 
     /// Restart mode: whether an unsuspected peer publishes a view after `view` (a joiner's

@@ -863,6 +863,23 @@ fn a_total_restart_whose_processes_start_in_turn_completes_with_a_member_bouncin
     });
 }
 
+/// The first life of the rejoin-after-restart tests: five members deliver, member 0 crashes
+/// (its log ends at view 0) and the others go on without it in view 1, then everyone stops.
+fn first_life_without_0(seed: u64, base: &Path) -> (Vec<Vec<u8>>, Vec<Seq>) {
+    let mut l = Life::start(seed, base, &vec![Vec::new(); N], &[0, 1, 2, 3, 4], 0);
+    for _ in 0..300 {
+        l.step(true);
+    }
+    let g = l.groups[0].take().unwrap();
+    l.logs[0] = g.gms().log().bytes().to_vec();
+    drop(g);
+    l.sim.crash(NodeId(0));
+    for _ in 0..1200 {
+        l.step(true);
+    }
+    l.shutdown()
+}
+
 /// s21 (`docs/MEMBERSHIP.md`, thirty-first part; the replica simulator's second finding): a
 /// member that asked to join again in one restart is admitted by a later restart that adopts
 /// the logged decision, and must install that view. Member 0 crashes in the first life (its
@@ -879,18 +896,7 @@ fn adopted_join(seed: u64) -> Result<(), String> {
     use squall_membership::change::ChangeKind;
     let base = dir("adopted-join", seed);
     let all = [0, 1, 2, 3, 4];
-    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
-    for _ in 0..300 {
-        l.step(true);
-    }
-    let g = l.groups[0].take().unwrap();
-    l.logs[0] = g.gms().log().bytes().to_vec();
-    drop(g);
-    l.sim.crash(NodeId(0));
-    for _ in 0..1200 {
-        l.step(true);
-    }
-    let (logs, before) = l.shutdown();
+    let (logs, before) = first_life_without_0(seed, &base);
     let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
     let joins = |l: &Life| {
         (l.groups.iter().flatten()).any(|g| {
@@ -943,6 +949,89 @@ fn adopted_join(seed: u64) -> Result<(), String> {
 #[test]
 fn a_joiner_admitted_by_a_restart_adopting_its_logged_join_installs_that_view() {
     check_seeds("restart_adopted_join", 2, adopted_join);
+}
+
+/// s22 (`docs/MEMBERSHIP.md`, thirty-third part; the replica simulator's third finding): a
+/// member that asked to join again is named by a view the others *restart*, a view it never
+/// installed. Member 0 crashes in the first life (its log ends at view 0; the others go on in
+/// view 1). In the second life all restart; 0 finds the group gone on and asks to join, and its
+/// program stops running from then on (its process stays up); the restart of view 1 decides
+/// `Join(0)` and 1 to 4 install view 2 = [1, 2, 3, 4, 0], and everyone stops at that moment (0
+/// never installed view 2). In the third life all five restart: 1 to 4 restart view 2 (their
+/// logs hold it), 0 restarts at view 0, reads a peer two views ahead and asks to join again
+/// (`rejoined` `(0, 2)`). An outsider installs no restarting view and 0's log cannot restart
+/// view 2, so 1 to 4 must count it out: before the fix they waited for it for good, since
+/// `Gms::outsider_in_restart` counted out only a linked member whose view block did not say
+/// restarting, and 0's still said restarting at view 0. Checked: all five end active in one
+/// running view naming them all within 50 ms of virtual time and deliver identically after,
+/// and 0 joined by transfer in a view after the restart view (3).
+fn restarting_view_joiner(seed: u64) -> Result<(), String> {
+    let base = dir("restarting-view-joiner", seed);
+    let all = [0, 1, 2, 3, 4];
+    let (logs, before) = first_life_without_0(seed, &base);
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let named = |l: &Life| {
+        (1..N).all(|i| {
+            l.groups[i].as_ref().is_some_and(|g| {
+                g.gms().restarting().is_none() && g.view().is_some_and(|v| v.contains(NodeId(0)))
+            })
+        })
+    };
+    let t0 = l.sim.now();
+    while !named(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("the restart did not admit 0: {}", l.state()));
+        }
+        l.step(false);
+        let asked = (l.groups[0].as_ref()).is_some_and(|g| g.gms().rejoined().is_some());
+        if asked && l.stalled[0].is_none() {
+            l.stall(0, Duration::from_secs(1));
+        }
+    }
+    if (l.groups[0].as_ref()).is_some_and(|g| g.view().is_some()) {
+        return Err(missed(
+            seed,
+            "member 0 outside view 2 when the others installed it",
+        ));
+    }
+    let (logs, _) = l.shutdown();
+    let mut l = Life::start(seed + 2000, &base, &logs, &all, 2);
+    let restarting_2 = (1..N).all(|i| {
+        l.groups[i]
+            .as_ref()
+            .is_some_and(|g| g.gms().restarting().is_some() && g.view().is_some_and(|v| v.id == 2))
+    });
+    if !restarting_2 {
+        return Err(missed(seed, "members 1 to 4 restarting view 2"));
+    }
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(
+        &mut l,
+        &all,
+        replayed,
+        "the member named by the restarting view",
+    )?;
+    let g = l.groups[0].as_ref().ok_or("member 0 is down")?;
+    if g.gms().rejoined() != Some((0, 2)) {
+        return Err(format!(
+            "{} (rejoined {:?})",
+            missed(seed, "member 0 joining again at view 2, which names it"),
+            g.gms().rejoined()
+        ));
+    }
+    if g.view().is_none_or(|v| v.id <= 3) {
+        return Err(format!(
+            "member 0 ends in view {:?}, not one after the restart view 3",
+            g.view().map(|v| v.id)
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_joiner_named_by_a_view_the_others_restart_joins_after_they_count_it_out() {
+    check_seeds("restart_restarting_view_joiner", 2, restarting_view_joiner);
 }
 
 /// Issue 6, a replay that stalls the poll loop: one member's application takes 20 µs per

@@ -492,18 +492,28 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let mut ended = None;
         let mut restart = None;
         let mut first_start = false;
-        match recovered.and_then(Recovered::last_view) {
-            Some((id, members)) => {
+        match recovered.and_then(|r| crate::restart::restart_view(r, &layout)) {
+            Some(v) => {
                 // The logged shards: the layout of a later view depends on the earlier ones'.
-                let v = recovered
-                    .and_then(|r| crate::restart::logged_view(r, id, &layout))
-                    .unwrap_or_else(|| View::new(id, members.to_vec(), &layout));
-                view = Some(v);
+                let id = v.id;
                 let logged = |v| {
                     let (d, h) = recovered?.decision_with_holders_for(v)?;
                     Some((d.clone(), h.map(<[bool]>::to_vec)))
                 };
-                decision = logged(id);
+                // A last view that lost a shard ran nowhere: the view before it is restarted
+                // (`crate::restart::restart_view`), and a decision that installs a view losing
+                // a shard is void (`crate::restart::void`): it re-publishes the decision that
+                // installed `id` instead, as if it had decided nothing in `id`.
+                if recovered
+                    .and_then(Recovered::last_view)
+                    .is_some_and(|(last, _)| last > id)
+                {
+                    tracing::warn!(me = %me, lost = id + 1, view = id,
+                        "membership: the log's last view lost a shard and ran nowhere; restarting the view before it, whose members hold that shard's state in their logs");
+                }
+                decision =
+                    logged(id).filter(|(d, h)| !crate::restart::void(&v, d, h.as_deref(), &layout));
+                view = Some(v);
                 if id > 0 {
                     ended = logged(id - 1);
                 }
@@ -2521,6 +2531,21 @@ mod tests {
         for r in &records {
             peer_log.append(r).unwrap();
         }
+        // Since s22 a log ending at a view that lost a shard restarts the view before it
+        // (`restart::restart_view`), unless its member logged something of a restart of the
+        // lost view (a log written before s22): a promise here, so that the peer restarts view
+        // 1 and the member behind catches up into it from the decision with its holders.
+        let (_, rec) = MemLog::open(peer_log.bytes().to_vec());
+        assert_eq!(
+            crate::restart::restart_view(&rec, &layout).map(|v| v.id),
+            Some(0)
+        );
+        peer_log
+            .append(&Record::Promised {
+                view: 1,
+                rank: crate::restart::ballot(1, 0),
+            })
+            .unwrap();
         let mut behind_log = MemLog::default();
         for r in crate::restart::installed_records(&v0) {
             behind_log.append(&r).unwrap();

@@ -1689,6 +1689,104 @@ fn a_total_restart_after_a_lost_view_logged_by_some_or_none_of_its_members_rebui
     }
 }
 
+/// s22 (`docs/MEMBERSHIP.md`, thirty-second part): a shard is lost while another shard loses
+/// a member that lags. Three shards of two; shard 1's first member `a` crashes (view 1 without
+/// it), then, a little later, at the same step, shard 1's other member `b` and shard 0's second
+/// member `c`: view 2 loses shard 1 and every member left stops with `ShardLost`. Then every
+/// member restarts from its logs. The survivors' logs end at the lost view 2, so they restart
+/// view 1 with `b` and `c` (whose logs end there); the decision that installed view 2 is
+/// void, so the restart's trim is computed afresh, `c`'s lagging counts included (`a`, two
+/// views behind, joins again by transfer). Nothing delivered may be lost: that holds because
+/// the members that installed the lost view delivered nothing of its decision's trim (they
+/// stop first, `Group`'s install); had they delivered it, the fresh trim would be below what
+/// `c`'s shard-mate delivered. The replays must agree per shard and the shards carry on.
+fn lost_beside_a_lagging_member(seed: u64) -> Result<(), String> {
+    let base = dir("lost-lagging", seed);
+    let r = lost_beside_a_lagging_member_in(seed, &base);
+    let _ = std::fs::remove_dir_all(&base);
+    r
+}
+
+fn lost_beside_a_lagging_member_in(seed: u64, base: &Path) -> Result<(), String> {
+    let shards = 3;
+    let fresh = vec![Some(Vec::new()); N];
+    let mut l = Life::start(
+        seed,
+        base,
+        shards,
+        &fresh,
+        &[],
+        vec![BTreeMap::new(); shards],
+        0,
+    );
+    let v0 = (l.groups[0].as_ref())
+        .and_then(|g| g.view())
+        .cloned()
+        .ok_or("no view 0")?;
+    let node = |s: usize, k: usize| v0.shards[s].members[k].0 as usize;
+    let (a, b, c) = (node(1, 0), node(1, 1), node(0, 1));
+    for _ in 0..300 {
+        l.step(true)?;
+    }
+    l.crash(a);
+    let in_view_1 = |l: &Life| {
+        (l.groups.iter().flatten()).all(|g| g.view().is_some_and(|v| v.id >= 1) && g.is_active())
+    };
+    for _ in 0..6000 {
+        if in_view_1(&l) {
+            break;
+        }
+        l.step(true)?;
+    }
+    if !in_view_1(&l) {
+        return Err(format!("view 1 without n{a} never came everywhere"));
+    }
+    for _ in 0..300 {
+        l.step(true)?;
+    }
+    l.crash(b);
+    l.crash(c);
+    for _ in 0..8000 {
+        if l.groups.iter().flatten().all(|g| g.stopped().is_some()) {
+            break;
+        }
+        l.step(true)?;
+    }
+    for (i, g) in l.groups.iter().enumerate() {
+        let Some(g) = g else { continue };
+        if !g
+            .stopped()
+            .is_some_and(|w| w.contains("shard 1 lost every member"))
+        {
+            return Err(format!(
+                "n{i} did not stop with shard 1 lost (view {:?}, stopped {:?})",
+                g.view().map(|v| v.id),
+                g.stopped()
+            ));
+        }
+    }
+    let (logs, before, reference) = l.shutdown(true);
+    let all: Vec<usize> = (0..N).collect();
+    let (mut l2, replays) = restart(
+        seed + 1000,
+        base,
+        shards,
+        &logs,
+        &all,
+        &before,
+        reference,
+        1,
+        None,
+    )?;
+    carry_on(&mut l2, &replays)
+}
+
+/// See [`lost_beside_a_lagging_member`]. Seeds `SQUALL_SEEDS` (3 by default).
+#[test]
+fn a_total_restart_after_a_lost_shard_beside_a_lagging_member_loses_nothing_delivered() {
+    check_seeds("lost_beside_lagging", 3, lost_beside_a_lagging_member);
+}
+
 /// Race (b) of the eighteenth part (s20, `docs/MEMBERSHIP.md`, twenty-second part): as
 /// [`race_c_sweep`], but the lone holder `k` crashes (and restarts at once) the moment *it*
 /// installed the restart view while some member has not (`When::InstalledHere`); the other

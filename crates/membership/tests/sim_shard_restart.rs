@@ -222,9 +222,11 @@ impl Life {
                 }
             }
             let mut up = Vec::new();
+            let was = g.shard();
             g.poll(&mut up);
-            let shard = g.shard();
             let (view_id, stopped) = (g.view().map(|v| v.id), g.stopped().map(str::to_string));
+            // A member that stopped in this poll delivered (if anything) in the shard it ran.
+            let shard = g.shard().or(was.filter(|_| stopped.is_some()));
             if let Some(st) = g.take_state() {
                 // A joiner's state (its first upcall is the view, the deliveries from the
                 // state's position follow): its shard's chain value at that position.

@@ -511,14 +511,26 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     tracing::warn!(me = %me, lost = id + 1, view = id,
                         "membership: the log's last view lost a shard and ran nowhere; restarting the view before it, whose members hold that shard's state in their logs");
                 }
-                decision =
-                    logged(id).filter(|(d, h)| !crate::restart::void(&v, d, h.as_deref(), &layout));
+                decision = logged(id);
+                // A void decision's ballot still counts as promised: the restart's ballot must
+                // rank above it, so that the restart's decision is the one every later lookup
+                // of `id`'s decision (the highest-ranked) finds.
+                let mut void_ballot = 0;
+                if let Some((d, h)) = &decision
+                    && crate::restart::void(&v, d, h.as_deref(), &layout)
+                {
+                    if crate::restart::attempt_of(d.rank) > 0 {
+                        void_ballot = d.rank;
+                    }
+                    decision = None;
+                }
                 view = Some(v);
                 if id > 0 {
                     ended = logged(id - 1);
                 }
+                let promised = recovered.map_or(0, |r| r.promised_for(id));
                 restart = Some(RestartState {
-                    promised: recovered.map_or(0, |r| r.promised_for(id)),
+                    promised: promised.max(void_ballot),
                     ..RestartState::default()
                 });
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
@@ -2487,6 +2499,49 @@ mod tests {
         let layout = cfg.shard_layout();
         let v0 = View::new(0, ids.clone(), &layout);
         (ids, cfg, layout, v0)
+    }
+
+    /// s22 (`docs/MEMBERSHIP.md`, thirty-second part): a member whose log ends at a view that
+    /// lost a shard (both members of shard 1 failed by a restart's ballot) restarts the view
+    /// before it, re-publishes no decision for that view (the one that installed the lost view
+    /// is void, so it publishes none: view 0 has no view before it) and counts the void
+    /// decision's ballot as promised, so the restart's own ballot ranks above it (a later
+    /// restart finds the restart's decision as the highest-ranked). Fails with the void
+    /// ballot not counted (promised 0), or with the void decision re-published.
+    #[test]
+    fn a_log_ending_at_a_lost_view_restarts_the_view_before_it_with_its_decision_void() {
+        let (ids, cfg, layout, v0) = four_in_two_shards();
+        let d = Decision {
+            rank: crate::restart::ballot(2, 0),
+            changes: (v0.shards[1].members.iter())
+                .map(|&node| Change {
+                    kind: ChangeKind::Fail,
+                    node,
+                })
+                .collect(),
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 3)).collect(),
+            },
+        };
+        let lost = View::next(1, d.next_members(&v0.members), Some(&v0.shards), &layout);
+        assert!(lost.inadequate.as_ref().is_some_and(|w| w.lost), "{lost:?}");
+        let mut log = MemLog::default();
+        let mut records = crate::restart::installed_records(&v0);
+        records.push(decided_record(&d, None));
+        records.extend(crate::restart::installed_records(&lost));
+        for r in &records {
+            log.append(r).unwrap();
+        }
+        let (log, rec) = MemLog::open(log.bytes().to_vec());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 4, &[spec]).unwrap();
+        let g = Gms::new(nodes.remove(0), cfg, log, Some(&rec)).unwrap();
+        assert_eq!(g.view(), Some(&v0));
+        assert_eq!(g.restarting().map(<[_]>::len), Some(0));
+        assert!(g.decision().is_none(), "the void decision is its decision");
+        assert_eq!(g.decision_of(0, 0), None, "it publishes the void decision");
+        assert_eq!(g.restart.as_ref().map(|r| r.promised), Some(d.rank));
     }
 
     /// Issue 6: a restarting member whose log ends at view 0 catches up from a peer whose log

@@ -42,6 +42,13 @@
 //! it instead. Why this keeps every restarted member in one mode, and loses nothing:
 //! `docs/MEMBERSHIP.md`, "The catch-up rule".
 //!
+//! *A lost last view* (s22). A view that lost a shard runs nowhere: every member that installs
+//! it stops before it delivers anything of the decision's trim. A member whose log ends there
+//! restarts the view before it instead ([`restart_view`]), and a decision that installs a lost
+//! view is void for a restart: it is neither re-published nor adopted. So the lost shard's last
+//! holders, whose logs end before the lost view, restart with the others and the shard runs
+//! again: `docs/MEMBERSHIP.md`, thirty-second part.
+//!
 //! [`Record::Promised`]: crate::log::Record::Promised
 //!
 //! ```

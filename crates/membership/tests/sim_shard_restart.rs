@@ -657,6 +657,7 @@ fn restart_after_shard_lost(
     life: u32,
     k: usize,
 ) -> String {
+    AFTER_LOSS_RAN.with(|c| c.set(c.get() + 1));
     let (logs, mut before2, reference) = l.shutdown(false);
     before2.extend_from_slice(before);
     // A member that did not start in this life keeps the log it had.
@@ -960,6 +961,8 @@ thread_local! {
     /// of every member that must complete, and how ([`restart_after_shard_lost`]; set only by
     /// the tests of the lost shard's total restart).
     static RESTART_AFTER_LOSS: std::cell::Cell<AfterLoss> = const { std::cell::Cell::new(AfterLoss::Off) };
+    /// How many times [`restart_after_shard_lost`] ran.
+    static AFTER_LOSS_RAN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// [`AfterLoss::Unlogged`]: how many logs lost the lost view's records.
     static UNLOGGED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Whether some member held a restart decision when the member restarted during the
@@ -1641,12 +1644,21 @@ fn regression_a_lone_holders_new_incarnation_readmitted_while_a_member_ran_the_r
     race_c_sweep(&[1]).unwrap();
 }
 
-/// Race (c) at seed 1 followed by `after` ([`restart_after_shard_lost`]).
+/// Race (c) at seed 1 followed by `after` ([`restart_after_shard_lost`]). Fails as no longer
+/// reaching its moment unless seed 1 ends in race (c)'s lost shard, so that `after` ran.
 fn race_c_then(after: AfterLoss) -> Result<(), String> {
     RESTART_AFTER_LOSS.with(|c| c.set(after));
+    AFTER_LOSS_RAN.with(|c| c.set(0));
     let r = race_c_sweep(&[1]);
     RESTART_AFTER_LOSS.with(|c| c.set(AfterLoss::Off));
-    r
+    r?;
+    if AFTER_LOSS_RAN.with(std::cell::Cell::get) == 0 {
+        return Err(group_sim::missed(
+            1,
+            "race (c)'s outcome with the lone holder's shard lost",
+        ));
+    }
+    Ok(())
 }
 
 /// Found in s21, fixed in s22 (`docs/MEMBERSHIP.md`, thirty-second part): race (c) at seed 1

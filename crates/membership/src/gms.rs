@@ -493,23 +493,45 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let mut ended = None;
         let mut restart = None;
         let mut first_start = false;
-        match recovered.and_then(Recovered::last_view) {
-            Some((id, members)) => {
+        match recovered.and_then(|r| crate::restart::restart_view(r, &layout)) {
+            Some(v) => {
                 // The logged shards: the layout of a later view depends on the earlier ones'.
-                let v = recovered
-                    .and_then(|r| crate::restart::logged_view(r, id, &layout))
-                    .unwrap_or_else(|| View::new(id, members.to_vec(), &layout));
-                view = Some(v);
+                let id = v.id;
                 let logged = |v| {
                     let (d, h) = recovered?.decision_with_holders_for(v)?;
                     Some((d.clone(), h.map(<[bool]>::to_vec)))
                 };
+                // A last view that lost a shard ran nowhere: the view before it is restarted
+                // (`crate::restart::restart_view`), and a decision that installs a view losing
+                // a shard is void (`crate::restart::void`): it re-publishes the decision that
+                // installed `id` instead, as if it had decided nothing in `id`.
+                if recovered
+                    .and_then(Recovered::last_view)
+                    .is_some_and(|(last, _)| last > id)
+                {
+                    tracing::warn!(me = %me, lost = id + 1, view = id,
+                        "membership: the log's last view lost a shard and ran nowhere; restarting the view before it, whose members hold that shard's state in their logs");
+                }
                 decision = logged(id);
+                // A void decision's ballot still counts as promised: the restart's ballot must
+                // rank above it, so that the restart's decision is the one every later lookup
+                // of `id`'s decision (the highest-ranked) finds.
+                let mut void_ballot = 0;
+                if let Some((d, h)) = &decision
+                    && crate::restart::void(&v, d, h.as_deref(), &layout)
+                {
+                    if crate::restart::attempt_of(d.rank) > 0 {
+                        void_ballot = d.rank;
+                    }
+                    decision = None;
+                }
+                view = Some(v);
                 if id > 0 {
                     ended = logged(id - 1);
                 }
+                let promised = recovered.map_or(0, |r| r.promised_for(id));
                 restart = Some(RestartState {
-                    promised: recovered.map_or(0, |r| r.promised_for(id)),
+                    promised: promised.max(void_ballot),
                     ..RestartState::default()
                 });
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
@@ -2563,6 +2585,49 @@ mod tests {
         (ids, cfg, layout, v0)
     }
 
+    /// s22 (`docs/MEMBERSHIP.md`, thirty-second part): a member whose log ends at a view that
+    /// lost a shard (both members of shard 1 failed by a restart's ballot) restarts the view
+    /// before it, re-publishes no decision for that view (the one that installed the lost view
+    /// is void, so it publishes none: view 0 has no view before it) and counts the void
+    /// decision's ballot as promised, so the restart's own ballot ranks above it (a later
+    /// restart finds the restart's decision as the highest-ranked). Fails with the void
+    /// ballot not counted (promised 0), or with the void decision re-published.
+    #[test]
+    fn a_log_ending_at_a_lost_view_restarts_the_view_before_it_with_its_decision_void() {
+        let (ids, cfg, layout, v0) = four_in_two_shards();
+        let d = Decision {
+            rank: crate::restart::ballot(2, 0),
+            changes: (v0.shards[1].members.iter())
+                .map(|&node| Change {
+                    kind: ChangeKind::Fail,
+                    node,
+                })
+                .collect(),
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 3)).collect(),
+            },
+        };
+        let lost = View::next(1, d.next_members(&v0.members), Some(&v0.shards), &layout);
+        assert!(lost.inadequate.as_ref().is_some_and(|w| w.lost), "{lost:?}");
+        let mut log = MemLog::default();
+        let mut records = crate::restart::installed_records(&v0);
+        records.push(decided_record(&d, None));
+        records.extend(crate::restart::installed_records(&lost));
+        for r in &records {
+            log.append(r).unwrap();
+        }
+        let (log, rec) = MemLog::open(log.bytes().to_vec());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 4, &[spec]).unwrap();
+        let g = Gms::new(nodes.remove(0), cfg, log, Some(&rec)).unwrap();
+        assert_eq!(g.view(), Some(&v0));
+        assert_eq!(g.restarting().map(<[_]>::len), Some(0));
+        assert!(g.decision().is_none(), "the void decision is its decision");
+        assert_eq!(g.decision_of(0, 0), None, "it publishes the void decision");
+        assert_eq!(g.restart.as_ref().map(|r| r.promised), Some(d.rank));
+    }
+
     /// Issue 6: a restarting member whose log ends at view 0 catches up from a peer whose log
     /// ends at view 1, which it installed live with a decision that lost shard 1 (its failed
     /// member held the state, its survivor had not completed its transfer). The peer
@@ -2605,6 +2670,21 @@ mod tests {
         for r in &records {
             peer_log.append(r).unwrap();
         }
+        // Since s22 a log ending at a view that lost a shard restarts the view before it
+        // (`restart::restart_view`), unless its member logged something of a restart of the
+        // lost view (a log written before s22): a promise here, so that the peer restarts view
+        // 1 and the member behind catches up into it from the decision with its holders.
+        let (_, rec) = MemLog::open(peer_log.bytes().to_vec());
+        assert_eq!(
+            crate::restart::restart_view(&rec, &layout).map(|v| v.id),
+            Some(0)
+        );
+        peer_log
+            .append(&Record::Promised {
+                view: 1,
+                rank: crate::restart::ballot(1, 0),
+            })
+            .unwrap();
         let mut behind_log = MemLog::default();
         for r in crate::restart::installed_records(&v0) {
             behind_log.append(&r).unwrap();

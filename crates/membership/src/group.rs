@@ -2167,6 +2167,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         // A later view: view 0's epoch, held or not, is over; what it held was never sent.
         self.held = false;
         upcalls.extend(self.held_sends.drain(..).map(Upcall::Discarded));
+        Self::refuse_lost(&view)?;
         let had_epoch = self.epoch.is_some();
         if self.restart_logged.is_some()
             && self.gms.restarting().is_some()
@@ -2282,9 +2283,6 @@ impl<T: Transport, L: Durable> Group<T, L> {
             // A leaver: it delivered up to the trim; the core reports `Left` next.
             return Ok(());
         }
-        if let Some(why) = view.inadequate.clone().filter(|w| w.lost) {
-            return Err(GroupError::ShardLost { view: view.id, why });
-        }
         if view.inadequate.is_some() || view.shard_of(self.gms.id()).is_none() {
             // No shard runs here (inadequate), or this member is a spare: it stays wedged (or
             // passive) and only takes part in the membership protocol.
@@ -2311,6 +2309,19 @@ impl<T: Transport, L: Durable> Group<T, L> {
         }));
         tracing::info!(me = %self.gms.id(), view = view.id, members = ?view.members, position = self.position, "group: view installed");
         self.start_epoch(view)
+    }
+
+    /// A view that lost a shard stops every member that installs it ([`GroupError::ShardLost`]),
+    /// a leaver and a joiner included, *before* anything of the ended view's trim is delivered
+    /// or cut from its epoch log (s22): the lost view runs nowhere and nothing of the decision
+    /// that installed it is acted on, so a total restart can void that decision and restart
+    /// the view before it with the lost shard's last holders (`docs/MEMBERSHIP.md`,
+    /// thirty-second part). Whatever the trim would have delivered is still in the logs.
+    fn refuse_lost(view: &View) -> Result<(), GroupError> {
+        match view.inadequate.clone().filter(|w| w.lost) {
+            Some(why) => Err(GroupError::ShardLost { view: view.id, why }),
+            None => Ok(()),
+        }
     }
 
     /// Hands an epoch upcall on: a passive joiner buffers deliveries; an active member gets

@@ -42,6 +42,13 @@
 //! it instead. Why this keeps every restarted member in one mode, and loses nothing:
 //! `docs/MEMBERSHIP.md`, "The catch-up rule".
 //!
+//! *A lost last view* (s22). A view that lost a shard runs nowhere: every member that installs
+//! it stops before it delivers anything of the decision's trim. A member whose log ends there
+//! restarts the view before it instead ([`restart_view`]), and a decision that installs a lost
+//! view is void for a restart: it is neither re-published nor adopted. So the lost shard's last
+//! holders, whose logs end before the lost view, restart with the others and the shard runs
+//! again: `docs/MEMBERSHIP.md`, thirty-second part.
+//!
 //! [`Record::Promised`]: crate::log::Record::Promised
 //!
 //! ```
@@ -221,6 +228,92 @@ pub fn logged_view(rec: &Recovered, id: u64, layout: &dyn ShardLayout) -> Option
         }
         v
     })
+}
+
+/// The view a member restarts from its log ([`Recovered`]): its last logged view `L`, as
+/// [`logged_view`] rebuilds it, unless `L` *lost a shard* (its logged verdict says so,
+/// [`Inadequate::lost`](crate::view::Inadequate::lost)) and the log holds no decision or
+/// promise for `L` but holds view `L - 1` and the decision that ended it: then `L - 1`.
+///
+/// Why (`docs/MEMBERSHIP.md`, thirty-second part): a lost view runs nowhere. Every member that
+/// installs it stops at once (`GroupError::ShardLost`, from data the decision carries), having
+/// delivered up to the decision's trim of `L - 1` and nothing in `L`, so restarting `L` would
+/// only decide the loss again. Restarting `L - 1` instead lets the lost shard's members of
+/// `L - 1` (the holders whose failure lost it, which are not in `L`) restart with the others
+/// and replay the shard from their logs; the restart keeps the logged decision's trim for
+/// every shard it did not lose (those deliveries happened) and recomputes the lost shards'
+/// (see `Gms::lead`). The restart view then takes `L`'s number, which no running view ever
+/// had.
+///
+/// ```
+/// use squall_membership::log::{Durable, MemLog, Record};
+/// use squall_membership::change::{Change, ChangeKind, Decision};
+/// use squall_membership::restart::{installed_records, restart_view};
+/// use squall_membership::trim::Trim;
+/// use squall_membership::view::{EvenShards, View};
+/// use squall_transport::NodeId;
+/// let layout = EvenShards { shards: 2, min: 1, max: 2 };
+/// let v0 = View::new(0, (0..3).map(NodeId).collect(), &layout);
+/// // Shard 1 is [n1] alone; n1 fails: view 1 loses shard 1.
+/// let d = Decision {
+///     rank: 0,
+///     changes: vec![Change { kind: ChangeKind::Fail, node: NodeId(1) }],
+///     trim: Trim { view: 0, counts: vec![(NodeId(0), 4), (NodeId(1), 0), (NodeId(2), 4)] },
+/// };
+/// let v1 = View::next(1, vec![NodeId(0), NodeId(2)], Some(&v0.shards), &layout);
+/// assert!(v1.inadequate.as_ref().is_some_and(|w| w.lost));
+/// let mut log = MemLog::default();
+/// for r in installed_records(&v0) { log.append(&r)?; }
+/// log.append(&Record::Decided { decision: d, holders: None })?;
+/// let (_, before) = MemLog::open(log.bytes().to_vec());
+/// for r in installed_records(&v1) { log.append(&r)?; }
+/// let (_, rec) = MemLog::open(log.bytes().to_vec());
+/// // The log ends at the lost view 1: the member restarts view 0.
+/// assert_eq!(restart_view(&rec, &layout).map(|v| v.id), Some(0));
+/// assert_eq!(restart_view(&before, &layout), Some(v0));
+/// # Ok::<(), squall_membership::log::LogError>(())
+/// ```
+pub fn restart_view(rec: &Recovered, layout: &dyn ShardLayout) -> Option<View> {
+    let (id, members) = rec.last_view()?;
+    let last =
+        logged_view(rec, id, layout).unwrap_or_else(|| View::new(id, members.to_vec(), layout));
+    let lost = last.inadequate.as_ref().is_some_and(|w| w.lost);
+    let ran_nothing = rec.decision_for(id).is_none() && rec.promised_for(id) == 0;
+    if !lost || !ran_nothing || id == 0 || rec.decision_for(id - 1).is_none() {
+        return Some(last);
+    }
+    Some(logged_view(rec, id - 1, layout).unwrap_or(last))
+}
+
+/// Whether decision `d` ending `view` (with the `holders` logged with it, by rank in `view`)
+/// installs a view that lost a shard, computed exactly as every member that acted on it
+/// installed it ([`View::next_holding`]). Such a decision is *void* for a restart: its next view
+/// ran nowhere (every member that installs it stops before it delivers anything of `d`'s trim
+/// or cuts its epoch log there, `Group`'s install), so nothing of it was acted on but log
+/// records. A restarting member whose log holds it re-publishes the decision that installed
+/// `view` instead (as if it had decided nothing in `view`), so that members one view behind
+/// can catch up and the restart of `view` computes its trim afresh, with the lost shard's
+/// last holders (`docs/MEMBERSHIP.md`, thirty-second part).
+pub(crate) fn void(
+    view: &View,
+    d: &crate::change::Decision,
+    holders: Option<&[bool]>,
+    layout: &dyn ShardLayout,
+) -> bool {
+    let holders: Option<Vec<NodeId>> = holders.map(|h| {
+        (view.members.iter().zip(h))
+            .filter(|(_, h)| **h)
+            .map(|(&m, _)| m)
+            .collect()
+    });
+    let next = View::next_holding(
+        view.id + 1,
+        d.next_members(&view.members),
+        Some(&view.shards),
+        holders.as_deref(),
+        layout,
+    );
+    next.inadequate.is_some_and(|w| w.lost)
 }
 
 #[cfg(test)]

@@ -710,7 +710,9 @@ pub struct Inadequate {
     /// The minimum it needs.
     pub need: usize,
     /// Every member the shard had in the previous view is gone: no survivor holds its state,
-    /// so it cannot be rebuilt by state transfer. Permanent: the group stops.
+    /// so it cannot be rebuilt by state transfer. The group stops; a total restart from the
+    /// members' logs rebuilds the shard from its members of the previous view, by restarting
+    /// that view (the lost one ran nowhere; see [`crate::restart::restart_view`]).
     pub lost: bool,
     /// The layout's assignment broke a rule (then `have` and `need` are the counts at fault,
     /// when there are any).
@@ -766,11 +768,11 @@ impl Inadequate {
                 "the layout moved a survivor of {s} out of it (a member holds only its own shard's state, so it never changes shards); the group waits (a bug in the layout)"
             ),
             None if self.lost && self.have > 0 => format!(
-                "{s} lost every member that held its state in the previous view: its {} surviving member(s) had not completed their state transfer, so no survivor holds its state and it cannot be rebuilt by state transfer; the group stops (a total restart from logs that hold this view installs the same loss: it is logged with the view; start the group afresh)",
+                "{s} lost every member that held its state in the previous view: its {} surviving member(s) had not completed their state transfer, so no survivor holds its state and it cannot be rebuilt by state transfer; the group stops (a total restart of every member from its logs rebuilds it: it restarts the previous view, whose members of this shard hold its state in their logs, and waits until one of them that held it restarts; if none can, start the group afresh)",
                 self.have
             ),
             None if self.lost => format!(
-                "{s} lost every member it had in the previous view: no survivor holds its state, so it cannot be rebuilt by state transfer; the group stops (a total restart from logs that hold this view installs the same loss: it is logged with the view; start the group afresh)"
+                "{s} lost every member it had in the previous view: no survivor holds its state, so it cannot be rebuilt by state transfer; the group stops (a total restart of every member from its logs rebuilds it: it restarts the previous view, whose members of this shard hold its state in their logs, and waits until one of them restarts; if none can, start the group afresh)"
             ),
             None => format!(
                 "{s} would have {} members but needs at least {}; the group waits, wedged, until enough members join",

@@ -1272,12 +1272,15 @@ fn check_state(
                 .all(|&i| running(r, i) || (weak && stopped(r, i).is_some()))
         })
     })??;
-    // With a policy that does not sync every batch, a member's checkpoint (synced, its log
-    // compacted up to it) can be past what the others' logs keep after a power loss: the
-    // restart's trim then reaches into its compacted prefix and it stops with that typed
-    // error (it cannot take its state back), and if that leaves no majority, so do the
-    // others. Reported, not failed: the policy promises survival of a process crash only.
-    let compacted = |why: &str| why.contains("reaches into its compacted prefix");
+    // Under `Never` a member's checkpoint (synced, its log compacted up to it) can be past
+    // what the others' logs keep after a power loss: the restart's trim then reaches into its
+    // compacted prefix and it stops with that typed error (it cannot take its state back),
+    // and if that leaves no majority, so do the others. Reported, not failed, where
+    // `c.compacted_allowed` says: that policy promises survival of a process crash only.
+    // (Under `EveryRecords` a checkpoint waits for every member's sync since the
+    // thirty-sixth part, finding 10: there such a stop is a failure.)
+    let compacted =
+        |why: &str| c.compacted_allowed && why.contains("reaches into its compacted prefix");
     // With several unsynced writes in a log, a power loss can tear one that is not the last
     // (its bytes garbage, a later write kept): the skim checks the checksum of the last
     // record only, so the replay finds it and stops the member with that typed error. Not
@@ -1476,6 +1479,11 @@ struct Check {
     /// several writes unsynced; with `EveryBatch` only the last write is, and the skim cuts
     /// it).
     torn_unsynced: bool,
+    /// Whether a member stopped with `LogError::Compacted` (its checkpoint past the restart's
+    /// trim) is reported rather than failed: only under `Never`, whose checkpoints are
+    /// promised for a process crash only. Under `EveryRecords` a checkpoint is recorded once
+    /// every member synced past it (finding 10, thirty-sixth part), so such a stop fails.
+    compacted_allowed: bool,
 }
 
 impl Check {
@@ -1487,6 +1495,7 @@ impl Check {
             variant,
             boot,
             torn_unsynced: !variant.syncs_every_batch(),
+            compacted_allowed: variant.fsync == FsyncPolicy::Never,
         }
     }
 }

@@ -1072,6 +1072,50 @@ impl Log {
         Ok(())
     }
 
+    /// Writes the buffered records and `fdatasync`s the file on the calling thread, whatever
+    /// the policy, so that every record written so far is synced:
+    /// [`synced_mark`](Log::synced_mark) reports the last mark flushed. For a caller that
+    /// needs what it logged to survive a power loss now under [`FsyncPolicy::EveryRecords`] or
+    /// [`FsyncPolicy::Never`] (a checkpoint past the records since the last sync). Under
+    /// [`FsyncPolicy::EveryBatch`] it is [`sync`](Log::sync). Nothing flushed yet: nothing
+    /// to do. A sync's failure is returned (here and, on the syncer thread, by every later
+    /// call).
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, LogOptions, Record, SyncMode};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-sync-written-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, _) = Log::open_with(&path, LogOptions::new(FsyncPolicy::Never))?;
+    /// log.append(&Record { view: 0, seq: 0, position: 0, sender: NodeId(0), payload: b"a".to_vec() })?;
+    /// log.flush(1)?; // written, never synced by the policy
+    /// assert_eq!(log.synced_mark(), None);
+    /// log.sync_written()?;
+    /// assert_eq!(log.synced_mark(), Some(1));
+    /// # drop(log);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn sync_written(&mut self) -> Result<(), LogError> {
+        if self.policy == FsyncPolicy::EveryBatch {
+            return self.sync();
+        }
+        self.check_syncer()?;
+        if !self.buf.is_empty() {
+            self.flush(self.flushed.unwrap_or(0))?;
+        }
+        let Some(mark) = self.flushed else {
+            return Ok(());
+        };
+        self.file
+            .sync_data()
+            .map_err(|source| self.io_error(source))?;
+        self.unsynced = 0;
+        self.after_inline_sync(mark);
+        Ok(())
+    }
+
     /// Writes the buffered records (one `write`) and starts making them durable per the
     /// policy, under `mark` (the caller's number for "everything flushed so far"; marks must
     /// not decrease), which [`durable_mark`](Log::durable_mark) reports once they are:

@@ -33,7 +33,11 @@
 //!   file — after the `fdatasync` when the policy synced (`boot` 0: durable), else tagged with
 //!   the running boot ([`boot_tag`]), trusted only in that boot (a process crash loses nothing
 //!   the OS was given; a power loss may lose unsynced bytes before the entry, so after a reboot
-//!   such an entry is not used). So a crash cannot have torn anything before a trusted,
+//!   such an entry is not used). Under [`FsyncPolicy::EveryRecords`] an entry waits until a
+//!   sync covers its record (inline or on the syncer thread) and is then written with `boot`
+//!   0 (s22), so after a reboot the skim starts at the last synced entry and bit rot in a
+//!   synced record before a later synced entry is [`LogError::Damaged`], not cut as a tear;
+//!   under [`FsyncPolicy::Never`] entries are written tagged at once. So a crash cannot have torn anything before a trusted,
 //!   checked entry; from there the skim runs exactly as from the file's start (the same bytes,
 //!   the same checks, the same torn tail cut). Damage a crash does not cause (bit rot, an
 //!   edited file) before the entry is not seen by the skim; the replay's [`ReadMode::Verify`]
@@ -878,8 +882,11 @@ pub struct Log {
     /// ([`synced_mark`](Log::synced_mark)).
     synced: Option<u64>,
     /// `EveryRecords` on the syncer thread: sync requests not yet done, (request, the mark
-    /// flushed with it), in order.
-    syncing: VecDeque<(u64, u64)>,
+    /// flushed with it, the index entries of the records it covers), in order.
+    syncing: VecDeque<(u64, u64, Vec<IndexEntry>)>,
+    /// `EveryRecords`: index entries of records written but covered by no sync request yet;
+    /// written (`boot` 0) once a sync covers them.
+    held: Vec<IndexEntry>,
     buf: Vec<u8>,
     unsynced: u64,
     next: Option<(u64, u64)>,
@@ -991,6 +998,7 @@ impl Log {
                 flushed: None,
                 synced: None,
                 syncing: VecDeque::new(),
+                held: Vec::new(),
                 buf: Vec::new(),
                 unsynced: 0,
                 next,
@@ -1133,7 +1141,8 @@ impl Log {
     /// - [`FsyncPolicy::Never`]: the mark is durable once written (at once).
     ///
     /// With nothing buffered, the mark is durable once every earlier batch is. Index entries
-    /// of the records are written once they are durable (see [`Log`]). A sync's failure is
+    /// of the records are written once they are durable (see [`Log`]), under
+    /// [`FsyncPolicy::EveryRecords`] once a sync covers them (`boot` 0). A sync's failure is
     /// returned (here and by every later call).
     ///
     /// ```
@@ -1202,7 +1211,13 @@ impl Log {
         if !sync {
             self.durable = Some(mark);
             let entries = std::mem::take(&mut self.pending);
-            self.write_index(entries, false);
+            if matches!(self.policy, FsyncPolicy::EveryRecords(_)) {
+                // Written once a sync covers them, `boot` 0: a reboot then trusts them, and
+                // they prove their records synced (s22).
+                self.held.extend(entries);
+            } else {
+                self.write_index(entries, false);
+            }
             return Ok(());
         }
         self.unsynced = 0;
@@ -1213,19 +1228,20 @@ impl Log {
             Some(syncer) if background => {
                 // `EveryRecords`: durable once written; the sync runs in the background,
                 // and the mark is synced once it returned.
+                // The index entries of the records it covers wait for it (`durable_mark`).
                 self.requested += 1;
                 syncer.request(self.requested);
-                self.syncing.push_back((self.requested, mark));
+                let mut entries = std::mem::take(&mut self.held);
+                entries.append(&mut self.pending);
+                self.syncing.push_back((self.requested, mark, entries));
                 self.durable = Some(mark);
-                let entries = std::mem::take(&mut self.pending);
-                self.write_index(entries, false);
             }
             _ => {
                 self.file
                     .sync_data()
                     .map_err(|source| self.io_error(source))?;
                 let entries = std::mem::take(&mut self.pending);
-                self.write_index(entries, true);
+                self.held.extend(entries);
                 self.after_inline_sync(mark);
             }
         }
@@ -1240,13 +1256,18 @@ impl Log {
         }
     }
 
-    /// An inline sync returned: every batch written so far is durable, and synced.
+    /// An inline sync returned: every batch written so far is durable, and synced; the index
+    /// entries waiting for a sync are written, in order, `boot` 0.
     fn after_inline_sync(&mut self, mark: u64) {
         for b in std::mem::take(&mut self.inflight) {
             self.write_index(b.entries, true);
         }
+        for (_, _, entries) in std::mem::take(&mut self.syncing) {
+            self.write_index(entries, true);
+        }
+        let held = std::mem::take(&mut self.held);
+        self.write_index(held, true);
         self.durable = Some(mark);
-        self.syncing.clear();
         self.synced_to(mark);
     }
 
@@ -1298,9 +1319,11 @@ impl Log {
                     self.write_index(b.entries, true);
                 }
             }
-            while let Some(&(_, mark)) = self.syncing.front().filter(|(r, _)| *r <= done) {
-                self.syncing.pop_front();
-                self.synced_to(mark);
+            while self.syncing.front().is_some_and(|s| s.0 <= done) {
+                if let Some((_, mark, entries)) = self.syncing.pop_front() {
+                    self.synced_to(mark);
+                    self.write_index(entries, true);
+                }
             }
         }
         Ok(self.durable)
@@ -1661,6 +1684,10 @@ impl Log {
         crash: Option<CompactCrash>,
     ) -> Result<Option<Compacted>, LogError> {
         self.sync()?;
+        // Entries still waiting for a sync (`EveryRecords`) go to the index now, tagged: the
+        // new file is synced, and the trusted entries move to it as `boot` 0.
+        let held = std::mem::take(&mut self.held);
+        self.write_index(held, false);
         let path = self.path.clone();
         let io = |source| LogError::Io {
             path: path.clone(),

@@ -49,7 +49,9 @@
 //! run past every position whose record the syncs made durable at every member of its view
 //! and shard (derived from the trace through the model); `Upcall::Durable` is a power-loss
 //! promise with `EveryBatch` only, and there every report is checked against the syncs before
-//! it in the trace. See `docs/MEMBERSHIP.md`, twentieth part, "Wider coverage (s20)".
+//! it in the trace. See `docs/MEMBERSHIP.md`, twentieth part, "Wider coverage (s20)". A
+//! member stopped with `LogError::Compacted` (its checkpoint past the restart's trim) is a
+//! typed refusal under `Never` only (s22, thirty-sixth part: `Check::compacted_allowed`).
 //!
 //! Knobs: `SQUALL_POWER_LOSS_STATES=<n>` crash states per check (default 24: half at sync
 //! points, spread quadratically so the early run where files are new is denser, with nothing
@@ -1720,8 +1722,9 @@ fn every_batch_with_a_small_index_on_ext4_after_a_reboot_keeps_every_durable_pro
 /// finding 8 count as failures: on the deployment file system they do not happen). What
 /// every member synced survives (its `Durable` reports promise survival of a process crash
 /// only, and are not checked as more), every GMS promise holds, every restart completes but
-/// for the typed stops the policy allows; the index entries of unsynced records, tagged with
-/// the workload's boot, are not trusted.
+/// for the typed stops the policy allows (since s22 no `Compacted` stop: a checkpoint's
+/// record waits until every member synced past it, finding 10); the index entries of
+/// unsynced records, tagged with the workload's boot, are not trusted.
 #[test]
 fn every_records_after_a_reboot_keeps_what_was_synced() {
     check_models(

@@ -35,11 +35,12 @@
 //!   the OS was given; a power loss may lose unsynced bytes before the entry, so after a reboot
 //!   such an entry is not used). Under [`FsyncPolicy::EveryRecords`] an entry waits until a
 //!   sync covers its record (inline or on the syncer thread) and is then written with `boot`
-//!   0 (s22), so after a reboot the skim starts at the last synced entry and bit rot in a
-//!   synced record before a later synced entry is [`LogError::Damaged`], not cut as a tear;
-//!   under [`FsyncPolicy::Never`] entries are written tagged at once. So a crash cannot have torn anything before a trusted,
-//!   checked entry; from there the skim runs exactly as from the file's start (the same bytes,
-//!   the same checks, the same torn tail cut). Damage a crash does not cause (bit rot, an
+//!   0 (s22), so after a reboot the skim starts at the last synced entry, and bit rot in a
+//!   synced record that a skim reads is [`LogError::Damaged`] when a later synced entry
+//!   checks out, not cut as a tear; under [`FsyncPolicy::Never`] entries are written tagged
+//!   at once. So a crash cannot have torn anything before a trusted, checked entry; from
+//!   there the skim runs exactly as from the file's start (the same bytes, the same checks,
+//!   the same torn tail cut). Damage a crash does not cause (bit rot, an
 //!   edited file) before the entry is not seen by the skim; the replay's [`ReadMode::Verify`]
 //!   reader finds it (as it finds a broken checksum before the last record, which the skim
 //!   never checks).
@@ -837,7 +838,9 @@ fn trusted(e: &IndexEntry, boot: Option<u64>) -> bool {
 /// Beside the file, when [`LogOptions::index_every`] is not `u64::MAX`, it keeps a side index
 /// ([`index_path`]): an [`IndexEntry`] for a record at least every `index_every` bytes,
 /// appended once the record is written, and under [`FsyncPolicy::EveryBatch`] once it is
-/// durable (after its `fdatasync`, by the poll that finds it durable). The index is a hint, never synced itself and never trusted blindly:
+/// durable (after its `fdatasync`, by the poll that finds it durable); under
+/// [`FsyncPolicy::EveryRecords`] once a sync covered it (s22; `boot` 0). The index is a
+/// hint, never synced itself and never trusted blindly:
 /// [`Log::skim`] starts from its last entry that checks out against the log, and reads the
 /// whole file when none does.
 ///
@@ -1086,8 +1089,8 @@ impl Log {
     /// needs what it logged to survive a power loss now under [`FsyncPolicy::EveryRecords`] or
     /// [`FsyncPolicy::Never`] (a checkpoint past the records since the last sync). Under
     /// [`FsyncPolicy::EveryBatch`] it is [`sync`](Log::sync). Nothing flushed yet: nothing
-    /// to do. A sync's failure is returned (here and, on the syncer thread, by every later
-    /// call).
+    /// to do. The index entries waiting for a sync are written, `boot` 0. A failure of this
+    /// sync, or an earlier one of the syncer thread, is returned.
     ///
     /// ```
     /// use squall_round_robin::log::{FsyncPolicy, Log, LogOptions, Record, SyncMode};

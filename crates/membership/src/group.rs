@@ -395,6 +395,9 @@ struct InFlight {
     write_us: u64,
     /// How long the application's encoder took (µs; 0 for bytes).
     encode_us: u64,
+    /// Whether this member synced its epoch log for it while it waited for the members'
+    /// syncs ([`Group::checkpoint_waits_for_syncs`]).
+    synced_own: bool,
 }
 
 /// What [`Group::checkpoint`] or [`Group::checkpoint_with`] was given.
@@ -796,8 +799,8 @@ pub struct Group<T: Transport, L: Durable> {
     in_flight: Option<InFlight>,
     /// How the last started checkpoint ended, until the application takes it.
     checkpoint_outcome: Option<Result<Checkpointed, CheckpointError>>,
-    /// A checkpoint was recorded but compacting the epoch log after it failed: the next poll
-    /// stops the member with this reason.
+    /// A checkpoint was recorded but compacting the epoch log after it failed, or syncing the
+    /// epoch log for a checkpoint failed: the next poll stops the member with this reason.
     compaction_failed: Option<String>,
     /// The checkpoint writer thread ([`CheckpointWriter::Thread`]), spawned at the first
     /// checkpoint; dropping it cancels an unfinished write and joins the thread.
@@ -1633,6 +1636,18 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// dropping the group cancels it the same way. With [`CheckpointWriter::Inline`] the
     /// file is written inside this call and the record waits for the next poll all the same.
     ///
+    /// **Under the weak fsync policies.** With
+    /// [`FsyncPolicy::EveryRecords`](squall_round_robin::FsyncPolicy::EveryRecords) the record
+    /// (and so [`Checkpointed::Written`] and the removals) waits until every member of the
+    /// view has synced its epoch log past `position` (this member syncs its own at once; the
+    /// others' syncs come with their next `k`-th record, or their own checkpoints), so a total
+    /// restart after a power loss never cuts inside the state the checkpoint holds; a view
+    /// change meanwhile abandons it. With
+    /// [`FsyncPolicy::Never`](squall_round_robin::FsyncPolicy::Never) it is recorded at once
+    /// and, like every delivery under that policy, promised to survive a process crash only:
+    /// after a power loss a restart may stop this member with the round-robin log's
+    /// `Compacted` error (docs/MEMBERSHIP.md, thirty-sixth part).
+    ///
     /// A crash anywhere in between restarts from the previous snapshot (a file without a
     /// record is removed) or from this one (what was not removed yet is removed then).
     /// Cost: one write of the state and three `fsync`s (file, directory, log), whatever the
@@ -1818,6 +1833,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             written: None,
             write_us: 0,
             encode_us: 0,
+            synced_own: false,
         };
         match self.cfg.checkpoint_writer {
             CheckpointWriter::Inline => {
@@ -1862,6 +1878,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// Finishes the checkpoint in flight if its file is durable (called at the start of every
     /// poll): records it, or abandons it if the member left its view or stopped meanwhile.
     fn finish_checkpoint(&mut self) {
+        if self.checkpoint_waits_for_syncs() {
+            return;
+        }
         let Some(f) = &mut self.in_flight else {
             return;
         };
@@ -1894,6 +1913,48 @@ impl<T: Transport, L: Durable> Group<T, L> {
             tracing::warn!(me = %self.gms.id(), position, error = %e, "group: checkpoint not taken");
         }
         self.checkpoint_outcome = Some(outcome);
+    }
+
+    /// Whether the checkpoint in flight must wait before its record: under
+    /// [`FsyncPolicy::EveryRecords`](squall_round_robin::FsyncPolicy::EveryRecords) a
+    /// checkpoint is recorded (and compacts the log) only once every member of its view has
+    /// synced its epoch log past the checkpoint's position
+    /// ([`RoundRobin::synced_everywhere`]): a total restart after a power loss then cuts at or
+    /// past it, never inside the state it holds (finding 10, docs/MEMBERSHIP.md, thirty-sixth
+    /// part). The first time it waits this member syncs its own log
+    /// ([`RoundRobin::sync_log`]), so the wait is for the others' syncs only. `false` (go on)
+    /// when nothing is in flight, under the other policies (`EveryBatch` delivers only what
+    /// every member synced; `Never` promises a process crash only), or when the view changed
+    /// or the member stopped (the record is then abandoned). A failed sync of the epoch log
+    /// stops the member at this poll, like a failed compaction.
+    fn checkpoint_waits_for_syncs(&mut self) -> bool {
+        if !matches!(
+            self.cfg.epoch_fsync(),
+            squall_round_robin::FsyncPolicy::EveryRecords(_)
+        ) {
+            return false;
+        }
+        let (Some(f), Some(epoch)) = (self.in_flight.as_mut(), self.epoch.as_mut()) else {
+            return false;
+        };
+        if self.stopped.is_some() || self.view.as_ref().map(|v| v.id) != Some(f.view) {
+            return false;
+        }
+        let needed = f.position.saturating_sub(self.offset);
+        if epoch.synced_everywhere().is_none_or(|p| p >= needed) {
+            return false;
+        }
+        if !f.synced_own {
+            f.synced_own = true;
+            tracing::debug!(me = %self.gms.id(), view = f.view, position = f.position, "group: the checkpoint waits for the members' syncs; syncing this member's epoch log");
+            if let Err(e) = epoch.sync_log() {
+                self.compaction_failed = Some(format!(
+                    "syncing the epoch log of view {} for the checkpoint at {}: {e}",
+                    f.view, f.position
+                ));
+            }
+        }
+        true
     }
 
     /// The ordered remainder of a checkpoint whose file write ended with `written`: the

@@ -157,7 +157,11 @@ pub enum Checkpointed {
         position: u64,
     },
     /// The state is durable (file synced, record logged); the superseded snapshot and the
-    /// epoch logs of views before the checkpoint's were removed.
+    /// epoch logs of views before the checkpoint's were removed. Under `EveryBatch` and
+    /// `EveryRecords` epochs every member of the view had synced its epoch log past the
+    /// position, so a total restart after a power loss runs past it; under `Never` that is
+    /// promised for a process crash only (see
+    /// [`Group::checkpoint`](crate::group::Group::checkpoint)).
     Written {
         /// The checkpoint's position.
         position: u64,

@@ -375,3 +375,54 @@ fn an_encoders_oversized_or_failed_state_is_refused_through_the_outcome() {
     c.start_checkpoint(0);
     assert!(matches!(c.outcome(0), Ok(Checkpointed::Written { .. })));
 }
+
+/// Finding 10 (docs/MEMBERSHIP.md, thirty-sixth part): under `FsyncPolicy::EveryRecords` a
+/// checkpoint's record waits until every member of the view synced its epoch log past the
+/// checkpoint's position, so a total restart after a power loss never cuts inside the state
+/// it holds. With `k` far above the run's traffic no member syncs by count: member 0's file
+/// is written (inline), but nothing is recorded (its own log is synced at once, the others' are not);
+/// member 1's checkpoint syncs member 1's log, still not member 2's; only member 2's
+/// checkpoint lets all three be recorded.
+#[test]
+fn under_every_records_a_checkpoint_is_recorded_once_every_member_synced_past_it() {
+    use squall_membership::snapshot::CheckpointWriter;
+    use squall_round_robin::FsyncPolicy;
+    // The inline writer: the file is durable when `checkpoint` returns, so that only the
+    // members' syncs stand between it and its record.
+    let mut c = Cluster::start_with("every-records", |cfg| {
+        if let Mode::Durable { fsync, .. } = &mut cfg.epoch.mode {
+            *fsync = FsyncPolicy::EveryRecords(10_000);
+        }
+        cfg.checkpoint_writer = CheckpointWriter::Inline;
+    });
+    let at = c.start_checkpoint(0);
+    let dir = c.dir(0);
+    assert_eq!(snapshots(&dir).len(), 1, "{:?}", snapshots(&dir));
+    let waiting = |c: &mut Cluster, i: usize, at: u64| {
+        for _ in 0..200 {
+            c.step(false);
+        }
+        assert!(
+            c.g(i).take_checkpoint_outcome().is_none(),
+            "n{i}: recorded before every member synced past {at}"
+        );
+        assert_eq!(c.g(i).checkpoint_in_flight(), Some(at));
+        assert!(recorded(c.g(i)).is_none());
+    };
+    waiting(&mut c, 0, at);
+    assert!(matches!(
+        c.g(0).checkpoint(at, vec![6u8; 16]),
+        Err(CheckpointError::InFlight { position }) if position == at
+    ));
+    let at1 = c.start_checkpoint(1);
+    waiting(&mut c, 0, at);
+    waiting(&mut c, 1, at1);
+    let at2 = c.start_checkpoint(2);
+    for (i, p) in [(2, at2), (1, at1), (0, at)] {
+        let Checkpointed::Written { position, file, .. } = c.outcome(i).unwrap() else {
+            panic!("n{i}: not written");
+        };
+        assert_eq!(position, p);
+        assert_eq!(recorded(c.g(i)), Some(file));
+    }
+}

@@ -49,7 +49,9 @@
 //! run past every position whose record the syncs made durable at every member of its view
 //! and shard (derived from the trace through the model); `Upcall::Durable` is a power-loss
 //! promise with `EveryBatch` only, and there every report is checked against the syncs before
-//! it in the trace. See `docs/MEMBERSHIP.md`, twentieth part, "Wider coverage (s20)".
+//! it in the trace. See `docs/MEMBERSHIP.md`, twentieth part, "Wider coverage (s20)". A
+//! member stopped with `LogError::Compacted` (its checkpoint past the restart's trim) is a
+//! typed refusal under `Never` only (s22, thirty-sixth part: `Check::compacted_allowed`).
 //!
 //! Knobs: `SQUALL_POWER_LOSS_STATES=<n>` crash states per check (default 24: half at sync
 //! points, spread quadratically so the early run where files are new is denser, with nothing
@@ -1272,12 +1274,15 @@ fn check_state(
                 .all(|&i| running(r, i) || (weak && stopped(r, i).is_some()))
         })
     })??;
-    // With a policy that does not sync every batch, a member's checkpoint (synced, its log
-    // compacted up to it) can be past what the others' logs keep after a power loss: the
-    // restart's trim then reaches into its compacted prefix and it stops with that typed
-    // error (it cannot take its state back), and if that leaves no majority, so do the
-    // others. Reported, not failed: the policy promises survival of a process crash only.
-    let compacted = |why: &str| why.contains("reaches into its compacted prefix");
+    // Under `Never` a member's checkpoint (synced, its log compacted up to it) can be past
+    // what the others' logs keep after a power loss: the restart's trim then reaches into its
+    // compacted prefix and it stops with that typed error (it cannot take its state back),
+    // and if that leaves no majority, so do the others. Reported, not failed, where
+    // `c.compacted_allowed` says: that policy promises survival of a process crash only.
+    // (Under `EveryRecords` a checkpoint waits for every member's sync since the
+    // thirty-sixth part, finding 10: there such a stop is a failure.)
+    let compacted =
+        |why: &str| c.compacted_allowed && why.contains("reaches into its compacted prefix");
     // With several unsynced writes in a log, a power loss can tear one that is not the last
     // (its bytes garbage, a later write kept): the skim checks the checksum of the last
     // record only, so the replay finds it and stops the member with that typed error. Not
@@ -1476,6 +1481,11 @@ struct Check {
     /// several writes unsynced; with `EveryBatch` only the last write is, and the skim cuts
     /// it).
     torn_unsynced: bool,
+    /// Whether a member stopped with `LogError::Compacted` (its checkpoint past the restart's
+    /// trim) is reported rather than failed: only under `Never`, whose checkpoints are
+    /// promised for a process crash only. Under `EveryRecords` a checkpoint is recorded once
+    /// every member synced past it (finding 10, thirty-sixth part), so such a stop fails.
+    compacted_allowed: bool,
 }
 
 impl Check {
@@ -1487,6 +1497,7 @@ impl Check {
             variant,
             boot,
             torn_unsynced: !variant.syncs_every_batch(),
+            compacted_allowed: variant.fsync == FsyncPolicy::Never,
         }
     }
 }
@@ -1711,8 +1722,9 @@ fn every_batch_with_a_small_index_on_ext4_after_a_reboot_keeps_every_durable_pro
 /// finding 8 count as failures: on the deployment file system they do not happen). What
 /// every member synced survives (its `Durable` reports promise survival of a process crash
 /// only, and are not checked as more), every GMS promise holds, every restart completes but
-/// for the typed stops the policy allows; the index entries of unsynced records, tagged with
-/// the workload's boot, are not trusted.
+/// for the typed stops the policy allows (since s22 no `Compacted` stop: a checkpoint's
+/// record waits until every member synced past it, finding 10); the index entries of
+/// unsynced records, tagged with the workload's boot, are not trusted.
 #[test]
 fn every_records_after_a_reboot_keeps_what_was_synced() {
     check_models(

@@ -753,6 +753,75 @@ impl<T: Transport> RoundRobin<T> {
         self.f.synced.map(|_| self.synced_count)
     }
 
+    /// Durable mode: every position below the returned one is *synced* in the log of every
+    /// member of the epoch, as far as this member's table shows (a lower bound: the others'
+    /// counters reach it late, never early), so a total restart after a power loss runs past
+    /// it. [`FsyncPolicy::EveryBatch`]: the next position to deliver (a message is delivered
+    /// once every member received it, and received means synced); [`FsyncPolicy::EveryRecords`]:
+    /// the epoch's first position plus the minimum of the `rr_synced` column (a suspected row
+    /// with its frozen value). `None` under [`FsyncPolicy::Never`] (no member publishes what it
+    /// synced) and in the other modes. Positions are the epoch's (as it delivers them).
+    ///
+    /// ```
+    /// use squall_ordering::{TotalOrder, Upcall};
+    /// use squall_round_robin::{Config, FsyncPolicy, Mode, RoundRobin, SyncMode};
+    /// use squall_transport::NodeId;
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    ///
+    /// let path = std::env::temp_dir().join(format!("rr-everywhere-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let cfg = Config {
+    ///     mode: Mode::Durable { path: path.clone(), fsync: FsyncPolicy::EveryRecords(8) },
+    ///     log_sync: SyncMode::Inline,
+    ///     ..Config::new(vec![NodeId(0)])
+    /// };
+    /// let layout = RoundRobin::<squall_transport_mem::sim::SimNode>::layout(&cfg)?;
+    /// let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout)?;
+    /// let mut rr = RoundRobin::new(nodes.remove(0), cfg)?;
+    /// rr.submit(b"one")?;
+    /// let mut up = Vec::new();
+    /// while !up.iter().any(|u| matches!(u, Upcall::Deliver(_))) {
+    ///     rr.poll(&mut up);
+    /// }
+    /// // Delivered, not synced: one record of the eight a sync waits for.
+    /// assert_eq!(rr.synced_everywhere(), Some(0));
+    /// rr.sync_log()?; // synced now, and published
+    /// rr.poll(&mut up);
+    /// assert_eq!(rr.synced_everywhere(), Some(1));
+    /// # drop(rr);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn synced_everywhere(&self) -> Option<u64> {
+        match self.durable_reports {
+            DurableReports::Off => None,
+            DurableReports::Delivered => Some(self.position),
+            DurableReports::Synced => self.f.synced.map(|field| {
+                let everywhere = self.sst.min_of(|r| self.sst.get(r, field));
+                self.first_position.saturating_add(everywhere)
+            }),
+        }
+    }
+
+    /// Durable mode: `fdatasync`s this member's log now, on the calling thread, whatever the
+    /// policy ([`Log::sync_written`]), and publishes what that synced (under
+    /// [`FsyncPolicy::EveryRecords`] its `rr_synced` counter, so the other members'
+    /// [`synced_everywhere`](RoundRobin::synced_everywhere) moves without waiting for its
+    /// next `k`-th record). One `fdatasync` (none if nothing was written); nothing in the
+    /// other modes. Example: [`synced_everywhere`](RoundRobin::synced_everywhere).
+    pub fn sync_log(&mut self) -> Result<(), LogError> {
+        if let Some(log) = &mut self.log {
+            log.sync_written()?;
+        }
+        match self.publish_durable() {
+            Ok(_) => Ok(()),
+            Err(StopReason::Log(e)) => Err(e),
+            // The table refused the push (the epoch is failing anyway): the log is synced.
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Durable mode: every sequence number below this one is written to the local log (or
     /// was a null); at least [`logged_seq`](RoundRobin::logged_seq), above it while the sync
     /// of a batch is in flight on the log's syncer thread; 0 in the other modes.

@@ -33,9 +33,14 @@
 //!   file — after the `fdatasync` when the policy synced (`boot` 0: durable), else tagged with
 //!   the running boot ([`boot_tag`]), trusted only in that boot (a process crash loses nothing
 //!   the OS was given; a power loss may lose unsynced bytes before the entry, so after a reboot
-//!   such an entry is not used). So a crash cannot have torn anything before a trusted,
-//!   checked entry; from there the skim runs exactly as from the file's start (the same bytes,
-//!   the same checks, the same torn tail cut). Damage a crash does not cause (bit rot, an
+//!   such an entry is not used). Under [`FsyncPolicy::EveryRecords`] an entry waits until a
+//!   sync covers its record (inline or on the syncer thread) and is then written with `boot`
+//!   0 (s22), so after a reboot the skim starts at the last synced entry, and bit rot in a
+//!   synced record that a skim reads is [`LogError::Damaged`] when a later synced entry
+//!   checks out, not cut as a tear; under [`FsyncPolicy::Never`] entries are written tagged
+//!   at once. So a crash cannot have torn anything before a trusted, checked entry; from
+//!   there the skim runs exactly as from the file's start (the same bytes, the same checks,
+//!   the same torn tail cut). Damage a crash does not cause (bit rot, an
 //!   edited file) before the entry is not seen by the skim; the replay's [`ReadMode::Verify`]
 //!   reader finds it (as it finds a broken checksum before the last record, which the skim
 //!   never checks).
@@ -833,7 +838,9 @@ fn trusted(e: &IndexEntry, boot: Option<u64>) -> bool {
 /// Beside the file, when [`LogOptions::index_every`] is not `u64::MAX`, it keeps a side index
 /// ([`index_path`]): an [`IndexEntry`] for a record at least every `index_every` bytes,
 /// appended once the record is written, and under [`FsyncPolicy::EveryBatch`] once it is
-/// durable (after its `fdatasync`, by the poll that finds it durable). The index is a hint, never synced itself and never trusted blindly:
+/// durable (after its `fdatasync`, by the poll that finds it durable); under
+/// [`FsyncPolicy::EveryRecords`] once a sync covered it (s22; `boot` 0). The index is a
+/// hint, never synced itself and never trusted blindly:
 /// [`Log::skim`] starts from its last entry that checks out against the log, and reads the
 /// whole file when none does.
 ///
@@ -878,8 +885,11 @@ pub struct Log {
     /// ([`synced_mark`](Log::synced_mark)).
     synced: Option<u64>,
     /// `EveryRecords` on the syncer thread: sync requests not yet done, (request, the mark
-    /// flushed with it), in order.
-    syncing: VecDeque<(u64, u64)>,
+    /// flushed with it, the index entries of the records it covers), in order.
+    syncing: VecDeque<(u64, u64, Vec<IndexEntry>)>,
+    /// `EveryRecords`: index entries of records written but covered by no sync request yet;
+    /// written (`boot` 0) once a sync covers them.
+    held: Vec<IndexEntry>,
     buf: Vec<u8>,
     unsynced: u64,
     next: Option<(u64, u64)>,
@@ -991,6 +1001,7 @@ impl Log {
                 flushed: None,
                 synced: None,
                 syncing: VecDeque::new(),
+                held: Vec::new(),
                 buf: Vec::new(),
                 unsynced: 0,
                 next,
@@ -1072,6 +1083,50 @@ impl Log {
         Ok(())
     }
 
+    /// Writes the buffered records and `fdatasync`s the file on the calling thread, whatever
+    /// the policy, so that every record written so far is synced:
+    /// [`synced_mark`](Log::synced_mark) reports the last mark flushed. For a caller that
+    /// needs what it logged to survive a power loss now under [`FsyncPolicy::EveryRecords`] or
+    /// [`FsyncPolicy::Never`] (a checkpoint past the records since the last sync). Under
+    /// [`FsyncPolicy::EveryBatch`] it is [`sync`](Log::sync). Nothing flushed yet: nothing
+    /// to do. The index entries waiting for a sync are written, `boot` 0. A failure of this
+    /// sync, or an earlier one of the syncer thread, is returned.
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, LogOptions, Record, SyncMode};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-sync-written-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, _) = Log::open_with(&path, LogOptions::new(FsyncPolicy::Never))?;
+    /// log.append(&Record { view: 0, seq: 0, position: 0, sender: NodeId(0), payload: b"a".to_vec() })?;
+    /// log.flush(1)?; // written, never synced by the policy
+    /// assert_eq!(log.synced_mark(), None);
+    /// log.sync_written()?;
+    /// assert_eq!(log.synced_mark(), Some(1));
+    /// # drop(log);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn sync_written(&mut self) -> Result<(), LogError> {
+        if self.policy == FsyncPolicy::EveryBatch {
+            return self.sync();
+        }
+        self.check_syncer()?;
+        if !self.buf.is_empty() {
+            self.flush(self.flushed.unwrap_or(0))?;
+        }
+        let Some(mark) = self.flushed else {
+            return Ok(());
+        };
+        self.file
+            .sync_data()
+            .map_err(|source| self.io_error(source))?;
+        self.unsynced = 0;
+        self.after_inline_sync(mark);
+        Ok(())
+    }
+
     /// Writes the buffered records (one `write`) and starts making them durable per the
     /// policy, under `mark` (the caller's number for "everything flushed so far"; marks must
     /// not decrease), which [`durable_mark`](Log::durable_mark) reports once they are:
@@ -1089,7 +1144,8 @@ impl Log {
     /// - [`FsyncPolicy::Never`]: the mark is durable once written (at once).
     ///
     /// With nothing buffered, the mark is durable once every earlier batch is. Index entries
-    /// of the records are written once they are durable (see [`Log`]). A sync's failure is
+    /// of the records are written once they are durable (see [`Log`]), under
+    /// [`FsyncPolicy::EveryRecords`] once a sync covers them (`boot` 0). A sync's failure is
     /// returned (here and by every later call).
     ///
     /// ```
@@ -1158,7 +1214,13 @@ impl Log {
         if !sync {
             self.durable = Some(mark);
             let entries = std::mem::take(&mut self.pending);
-            self.write_index(entries, false);
+            if matches!(self.policy, FsyncPolicy::EveryRecords(_)) {
+                // Written once a sync covers them, `boot` 0: a reboot then trusts them, and
+                // they prove their records synced (s22).
+                self.held.extend(entries);
+            } else {
+                self.write_index(entries, false);
+            }
             return Ok(());
         }
         self.unsynced = 0;
@@ -1169,19 +1231,20 @@ impl Log {
             Some(syncer) if background => {
                 // `EveryRecords`: durable once written; the sync runs in the background,
                 // and the mark is synced once it returned.
+                // The index entries of the records it covers wait for it (`durable_mark`).
                 self.requested += 1;
                 syncer.request(self.requested);
-                self.syncing.push_back((self.requested, mark));
+                let mut entries = std::mem::take(&mut self.held);
+                entries.append(&mut self.pending);
+                self.syncing.push_back((self.requested, mark, entries));
                 self.durable = Some(mark);
-                let entries = std::mem::take(&mut self.pending);
-                self.write_index(entries, false);
             }
             _ => {
                 self.file
                     .sync_data()
                     .map_err(|source| self.io_error(source))?;
                 let entries = std::mem::take(&mut self.pending);
-                self.write_index(entries, true);
+                self.held.extend(entries);
                 self.after_inline_sync(mark);
             }
         }
@@ -1196,13 +1259,18 @@ impl Log {
         }
     }
 
-    /// An inline sync returned: every batch written so far is durable, and synced.
+    /// An inline sync returned: every batch written so far is durable, and synced; the index
+    /// entries waiting for a sync are written, in order, `boot` 0.
     fn after_inline_sync(&mut self, mark: u64) {
         for b in std::mem::take(&mut self.inflight) {
             self.write_index(b.entries, true);
         }
+        for (_, _, entries) in std::mem::take(&mut self.syncing) {
+            self.write_index(entries, true);
+        }
+        let held = std::mem::take(&mut self.held);
+        self.write_index(held, true);
         self.durable = Some(mark);
-        self.syncing.clear();
         self.synced_to(mark);
     }
 
@@ -1254,9 +1322,11 @@ impl Log {
                     self.write_index(b.entries, true);
                 }
             }
-            while let Some(&(_, mark)) = self.syncing.front().filter(|(r, _)| *r <= done) {
-                self.syncing.pop_front();
-                self.synced_to(mark);
+            while self.syncing.front().is_some_and(|s| s.0 <= done) {
+                if let Some((_, mark, entries)) = self.syncing.pop_front() {
+                    self.synced_to(mark);
+                    self.write_index(entries, true);
+                }
             }
         }
         Ok(self.durable)
@@ -1617,6 +1687,10 @@ impl Log {
         crash: Option<CompactCrash>,
     ) -> Result<Option<Compacted>, LogError> {
         self.sync()?;
+        // Entries still waiting for a sync (`EveryRecords`) go to the index now, tagged: the
+        // new file is synced, and the trusted entries move to it as `boot` 0.
+        let held = std::mem::take(&mut self.held);
+        self.write_index(held, false);
         let path = self.path.clone();
         let io = |source| LogError::Io {
             path: path.clone(),

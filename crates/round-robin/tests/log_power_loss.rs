@@ -174,6 +174,76 @@ fn a_torn_unsynced_record_before_the_last_is_cut_under_the_weak_policies() {
     remove(&path);
 }
 
+/// s22 (twenty-sixth part, "What it cannot tell"): under `EveryRecords` on the syncer thread
+/// (the default) the index entries of the records a sync covered are written once the syncer
+/// reports it, `boot` 0, so after a reboot they prove their records synced. Twenty records,
+/// an entry each, all synced by the syncer; the index's tagged entries (none now) renamed to
+/// another boot, as after a power loss; a byte of record 5's body flipped (bit rot, not a
+/// tear). A restart's cut just past it (its own entry fails its check, so the skim starts
+/// before it) refuses with `LogError::Damaged` and touches nothing; a skim of the whole log
+/// starts at the last synced entry and cuts nothing, and the verifying reader reports the
+/// rotten record (the replay's typed stop). Before s22 every entry stayed tagged with the
+/// boot that wrote it: after the reboot none was trusted, and both skims cut the log at
+/// record 5 like a tear, synced records 5–19 with it.
+#[test]
+fn every_records_syncs_are_recorded_in_the_index_so_bit_rot_in_a_synced_record_is_refused() {
+    let path = tmpfile("synced-rot.log");
+    let other_boot = log::boot_tag().map_or(7, |t| t ^ 1);
+    let policy = FsyncPolicy::EveryRecords(2);
+    remove(&path);
+    let options = LogOptions {
+        index_every: 1,
+        sync_mode: log::SyncMode::Thread,
+        ..LogOptions::new(policy)
+    };
+    let (mut l, _) = Log::open_with(&path, options).unwrap();
+    for i in 0..20 {
+        l.append(&record(i)).unwrap();
+        l.flush(i + 1).unwrap();
+    }
+    // The 20th flush requested a sync that covers every record.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while l.synced_mark() != Some(20) {
+        l.durable_mark().unwrap();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the syncer never synced"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(l.syncer_syncs() > 0, "synced by the syncer thread");
+    drop(l);
+    let entries: Vec<IndexEntry> = index_of(&path)
+        .into_iter()
+        .map(|e| IndexEntry {
+            boot: if e.boot == 0 { 0 } else { other_boot },
+            ..e
+        })
+        .collect();
+    assert_eq!(entries.len(), 20);
+    let mut rotten = std::fs::read(&path).unwrap();
+    rotten[at(5) as usize + log::FRAME + log::BODY_HEADER + 10] ^= 0x40;
+    std::fs::write(&path, &rotten).unwrap();
+    set_index(&path, &entries);
+    match Log::skim_with(&path, 6, None, 4096, true, policy) {
+        Err(e @ LogError::Damaged { synced_at, .. }) => {
+            assert!(synced_at > at(5), "{e}");
+            assert!(e.to_string().contains("corrupt record at byte"), "{e}");
+        }
+        other => panic!("expected Damaged, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), rotten, "untouched");
+    let k = Log::open_with(&path, LogOptions::new(policy)).unwrap().1;
+    assert_eq!((k.last.map(|r| r.seq), k.len), (Some(19), at(20)));
+    assert!(k.truncated.is_none(), "{:?}", k.truncated);
+    assert!(
+        matches!(verified(&path).1, Some(TailError::Checksum { offset, .. }) if offset as u64 == at(5)),
+        "{:?}",
+        verified(&path)
+    );
+    remove(&path);
+}
+
 /// A stale index (finding 6 of the power-loss tests: a compaction's rewrite mixed with the
 /// entries of the file before it): entries of an earlier file at this path, then one of the
 /// file now that checks out. The skim starts at that one and hands the earlier ones out as

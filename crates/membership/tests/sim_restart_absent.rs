@@ -875,9 +875,16 @@ fn a_total_restart_whose_processes_start_in_turn_completes_with_a_member_bouncin
 /// is a member of view 2) nor suspected it (linked, live): view 2 waited for it for good.
 /// Checked: all five end active in one running view naming them all within 50 ms of virtual
 /// time and deliver identically after.
-fn adopted_join(seed: u64) -> Result<(), String> {
+fn adopted_join(seed: u64, linked_before: bool) -> Result<(), String> {
     use squall_membership::change::ChangeKind;
-    let base = dir("adopted-join", seed);
+    let base = dir(
+        if linked_before {
+            "adopted-join"
+        } else {
+            "adopted-join-down"
+        },
+        seed,
+    );
     let all = [0, 1, 2, 3, 4];
     let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
     for _ in 0..300 {
@@ -910,8 +917,10 @@ fn adopted_join(seed: u64) -> Result<(), String> {
     let mut l = Life::start(seed + 2000, &base, &logs, &[1, 2, 3, 4], 2);
     // 0's process starts (its link comes up) but its program runs only once the others
     // installed view 2 (a view naming a member whose link is not up cannot start its epoch).
-    l.start_late(0);
-    l.stall(0, Duration::from_millis(100));
+    if linked_before {
+        l.start_late(0);
+        l.stall(0, Duration::from_millis(100));
+    }
     let named = |l: &Life| {
         (1..N).all(|i| {
             l.groups[i].as_ref().is_some_and(|g| {
@@ -926,7 +935,11 @@ fn adopted_join(seed: u64) -> Result<(), String> {
         }
         l.step(false);
     }
-    l.stalled[0] = None;
+    if linked_before {
+        l.stalled[0] = None;
+    } else {
+        l.start_late(0);
+    }
     let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
     together_and_carrying_on(&mut l, &all, replayed, "the admitted joiner")?;
     let rejoined = l.groups[0].as_ref().and_then(|g| g.gms().rejoined());
@@ -942,7 +955,103 @@ fn adopted_join(seed: u64) -> Result<(), String> {
 
 #[test]
 fn a_joiner_admitted_by_a_restart_adopting_its_logged_join_installs_that_view() {
-    check_seeds("restart_adopted_join", 2, adopted_join);
+    check_seeds("restart_adopted_join", 2, |seed| adopted_join(seed, true));
+}
+
+#[test]
+fn a_joiner_admitted_by_a_restart_whose_process_starts_only_after_the_view_installs_it() {
+    check_seeds("restart_adopted_join_down", 2, |seed| {
+        adopted_join(seed, false)
+    });
+}
+
+/// s22 (`docs/MEMBERSHIP.md`, thirty-fifth part): a running group admits a joiner whose link
+/// is not up at some members. Five members deliver; node 5 starts and asks to join while the
+/// members of `held_at` (never the leader n0, which must read its request) hold its
+/// `PeerConnected` back (see [`Gate`]): they install view 1 naming it with its link not up, so
+/// their epoch starts with the joiner absent (its large-message region unknown). The links stay
+/// held 500 µs more while everyone submits, large messages included. Before the fix every such
+/// member stopped at the install ("round-robin epoch: large-message region on n5: have 0
+/// bytes"). Checked: each held member installed view 1 while the link was held; then all six
+/// end active in one running view and deliver identically. Reached when a held member's epoch
+/// held back a chunk write for the joiner (`Stats::chunk_writes_held`), which its link's
+/// coming up then posts.
+fn late_linked_joiner(seed: u64, held_at: &[usize]) -> Result<Moment, String> {
+    const U: usize = N + 1;
+    let j = N;
+    let tag = format!("late-linked-joiner-{}", held_at.len());
+    let base = dir(&tag, seed);
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &[0, 1, 2, 3, 4], 0, U);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    for &k in held_at {
+        l.held[k].set(Some(NodeId(j as u32)));
+    }
+    l.start_late(j);
+    l.groups[j].as_mut().unwrap().join().unwrap();
+    let installed = |l: &Life| {
+        held_at.iter().all(|&k| {
+            (l.groups[k].as_ref()).is_some_and(|g| {
+                g.epoch().is_some() && g.view().is_some_and(|v| v.contains(NodeId(j as u32)))
+            })
+        })
+    };
+    let stopped =
+        |l: &Life| (0..U).any(|i| (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some()));
+    let t0 = l.sim.now();
+    while !installed(&l) {
+        if stopped(&l) || l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!(
+                "the held members did not install the joiner's view: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let held_chunks = |l: &Life| {
+        (held_at.iter())
+            .filter_map(|&k| l.groups[k].as_ref()?.epoch())
+            .map(|e| e.stats().chunk_writes_held)
+            .sum::<u64>()
+    };
+    let t1 = l.sim.now();
+    while l.sim.now().saturating_since(t1) < Duration::from_micros(500) {
+        if stopped(&l) {
+            return Err(format!(
+                "a member stopped with the joiner's link held: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let moment = if held_chunks(&l) > 0 {
+        Moment::Reached
+    } else {
+        Moment::Missed
+    };
+    for &k in held_at {
+        l.held[k].set(None);
+    }
+    let all: Vec<usize> = (0..U).collect();
+    together_and_carrying_on(&mut l, &all, 0, "the joiner")?;
+    if !delivered_own(&l, j, 0, 0) {
+        return Err("the joiner delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(moment)
+}
+
+#[test]
+fn a_running_group_admits_a_joiner_whose_link_is_not_up_at_some_members() {
+    for held_at in [&[3][..], &[1, 2, 3, 4][..]] {
+        check_seeds_reaching(
+            &format!("late_linked_joiner_{held_at:?}"),
+            2,
+            "a chunk write held back for the joiner",
+            |seed| late_linked_joiner(seed, held_at),
+        );
+    }
 }
 
 /// Issue 6, a replay that stalls the poll loop: one member's application takes 20 µs per

@@ -323,6 +323,10 @@ pub struct Gms<T: Transport, L: Durable> {
     /// [`expected`](Gms::expected) incarnation (the wait is bounded by
     /// [`GmsConfig::expected_link_wait`]).
     expected_since: Vec<Option<squall_transport::Time>>,
+    /// Per universe row: since when a member of the installed view has had no link here
+    /// (absent: it never connected), the wait bounded like an expected incarnation's (see
+    /// [`settle_absent`](Gms::settle_absent)).
+    absent_since: Vec<Option<squall_transport::Time>>,
     /// With [`decision`](Gms::decision) (a follower's): the rows of the next view's members
     /// this member suspects and the incarnation of each that the leader had readmitted (its
     /// `admitted` word when the decision was adopted).
@@ -563,6 +567,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             held_back: false,
             expected: Vec::new(),
             expected_since: Vec::new(),
+            absent_since: Vec::new(),
             decided_expect: Vec::new(),
             restart_named: None,
             first_start,
@@ -904,6 +909,60 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
+    /// Each round: bounds the wait for a member of the installed view whose link never came
+    /// up here (*absent*: a joiner admitted while its process was down, or whose link to this
+    /// member is late). Such a member is not yet connected, not failed: the view's epoch starts
+    /// without it and takes it in when its link comes up (`RoundRobin`'s late rows). Once the
+    /// wait has lasted [`GmsConfig::expected_link_wait`] (as for an expected incarnation,
+    /// [`settle_expected`](Gms::settle_expected)) this member counts it failed like a silent
+    /// member ([`Sst::suspect`]: the transport never links the process then running) and the
+    /// ordinary failure path removes it; a later process of it joins again. Not in view 0 (a
+    /// first start, whose members may start far apart) nor in restart mode (whose absent
+    /// members [`GmsConfig::restart_absent_timeout`] counts out).
+    fn settle_absent(&mut self) -> Result<(), GmsError> {
+        let u = self.cfg.universe.len();
+        self.absent_since.resize(u, None);
+        let view = match &self.view {
+            Some(v) if v.id > 0 && self.restart.is_none() => v,
+            _ => {
+                self.absent_since.iter_mut().for_each(|s| *s = None);
+                return Ok(());
+            }
+        };
+        let now = self.sst.now();
+        let bound = self.cfg.expected_link_wait();
+        let mut give_up = Vec::new();
+        for (r, &node) in self.cfg.universe.iter().enumerate() {
+            let waiting = node != self.me
+                && view.contains(node)
+                && self.sst.row_of(node) == Some(r)
+                && self.sst.is_absent(r)
+                && !self.sst.is_suspected(r);
+            if !waiting {
+                self.absent_since[r] = None;
+                continue;
+            }
+            let since = *self.absent_since[r].get_or_insert_with(|| {
+                tracing::info!(me = %self.me, view = view.id, %node, "membership: the view names a member whose link is not up here; waiting for it (not failed)");
+                now
+            });
+            let waited = now.saturating_since(since);
+            if waited >= bound {
+                tracing::warn!(
+                    me = %self.me, %node, waited_ms = waited.as_millis() as u64,
+                    bound_ms = bound.as_millis() as u64,
+                    "membership: the link of a member this view names never came up here (expected_link_timeout); suspecting it like a silent member"
+                );
+                self.absent_since[r] = None;
+                give_up.push(node);
+            }
+        }
+        for node in give_up {
+            self.sst.suspect(node)?;
+        }
+        Ok(())
+    }
+
     // ---- blocks -------------------------------------------------------------------------
 
     fn write_block(&mut self, v: Vector, payload: &[u64]) -> Result<(), GmsError> {
@@ -1119,6 +1178,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.publish_noticed()?;
         self.readmit_restarted()?;
         self.settle_expected()?;
+        self.settle_absent()?;
         let before = out.len();
         match self.view.clone() {
             None => self.follow_as_outsider(out)?,

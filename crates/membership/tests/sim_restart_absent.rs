@@ -35,12 +35,13 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use squall_transport::{Event, Transport};
+use squall_transport::{Event, RegionId, Transport};
 
 /// A simulated endpoint that can hold back the `PeerConnected` events of one peer (the one
 /// its shared cell names) until the cell is cleared: the link to that peer comes up later at
 /// this member than at the others, as over TCP, where each member polls the new process's
-/// link when its own connection's handshake completes. Meanwhile the peer reads as absent.
+/// link when its own connection's handshake completes. Meanwhile the peer reads as absent and
+/// its regions as unknown (an endpoint learns a peer's regions when the link comes up).
 type Gate = Tapped<Held>;
 
 /// [`Gate`]'s tap: the peer whose `PeerConnected` is held back, and the events held.
@@ -91,9 +92,20 @@ impl Tap for Held {
         kept
     }
     fn is_absent(&self, inner: &SimNode, peer: NodeId) -> bool {
-        let queued = (self.queue.iter())
-            .any(|e| matches!(e, Event::PeerConnected { peer: p, .. } if *p == peer));
-        queued || inner.is_absent(peer)
+        self.holds(peer) || inner.is_absent(peer)
+    }
+    fn remote_region_len(&self, inner: &SimNode, peer: NodeId, id: RegionId) -> Option<usize> {
+        if self.holds(peer) {
+            return None;
+        }
+        inner.remote_region_len(peer, id)
+    }
+}
+
+impl Held {
+    /// Whether a `PeerConnected` of `peer` is held back.
+    fn holds(&self, peer: NodeId) -> bool {
+        (self.queue.iter()).any(|e| matches!(e, Event::PeerConnected { peer: p, .. } if *p == peer))
     }
 }
 
@@ -880,21 +892,42 @@ fn first_life_without_0(seed: u64, base: &Path) -> (Vec<Vec<u8>>, Vec<Seq>) {
     l.shutdown()
 }
 
+/// When the admitted joiner's process starts in [`adopted_join`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JoinerProcess {
+    /// Before the others restart (linked), its program held back until they installed view 2.
+    LinkedBefore,
+    /// Only once the others installed view 2 (its link not up when their epoch starts).
+    AfterTheView,
+    /// Never: the others remove it after `GmsConfig::expected_link_timeout`.
+    Never,
+}
+
 /// s21 (`docs/MEMBERSHIP.md`, thirty-first part; the replica simulator's second finding): a
 /// member that asked to join again in one restart is admitted by a later restart that adopts
 /// the logged decision, and must install that view. Member 0 crashes in the first life (its
 /// log ends at view 0; the others go on in view 1). In the second life all restart; 0 finds
 /// the group gone on and asks to join, the restart of view 1 decides `Join(0)`, and everyone
 /// stops the moment a member holds that decision. In the third, 1 to 4 restart, adopt the
-/// logged decision and install view 2 naming 0; 0's process is up (linked, never heard, so
-/// never suspected) but its program runs only from then on: it reads a peer two views ahead and joins again (`rejoined` `(0, 2)`). Before the fix it
+/// logged decision and install view 2 naming 0. With [`JoinerProcess::LinkedBefore`], 0's
+/// process is up (linked, never heard, so never suspected) but its program runs only from then
+/// on: it reads a peer two views ahead and joins again (`rejoined` `(0, 2)`). Before the fix it
 /// accepted only views after 2 (`follow_as_outsider`), the others never proposed its join (it
 /// is a member of view 2) nor suspected it (linked, live): view 2 waited for it for good.
 /// Checked: all five end active in one running view naming them all within 50 ms of virtual
 /// time and deliver identically after.
-fn adopted_join(seed: u64) -> Result<(), String> {
+///
+/// s22 (thirty-fifth part): with [`JoinerProcess::AfterTheView`] 0's process starts only once
+/// the others installed view 2, so their epoch of view 2 starts with 0 absent (no link, its
+/// regions unknown); before the s22 fix every one of them stopped at the install
+/// ("round-robin epoch: large-message region on n0: have 0 bytes, need 2400"). Checked as
+/// above. With [`JoinerProcess::Never`] the others must wait for 0 (nobody removes it before
+/// `GmsConfig::expected_link_timeout` from their install), then remove it and carry on: all
+/// four end in one running view without 0 within 50 ms after the bound and deliver
+/// identically (before the s22 bound they waited for good).
+fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
     use squall_membership::change::ChangeKind;
-    let base = dir("adopted-join", seed);
+    let base = dir(&format!("adopted-join-{process:?}"), seed);
     let all = [0, 1, 2, 3, 4];
     let (logs, before) = first_life_without_0(seed, &base);
     let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
@@ -914,10 +947,12 @@ fn adopted_join(seed: u64) -> Result<(), String> {
     }
     let (logs, _) = l.shutdown();
     let mut l = Life::start(seed + 2000, &base, &logs, &[1, 2, 3, 4], 2);
-    // 0's process starts (its link comes up) but its program runs only once the others
-    // installed view 2 (a view naming a member whose link is not up cannot start its epoch).
-    l.start_late(0);
-    l.stall(0, Duration::from_millis(100));
+    if process == JoinerProcess::LinkedBefore {
+        // 0's process starts (its link comes up) but its program runs only once the others
+        // installed view 2.
+        l.start_late(0);
+        l.stall(0, Duration::from_millis(100));
+    }
     let named = |l: &Life| {
         (1..N).all(|i| {
             l.groups[i].as_ref().is_some_and(|g| {
@@ -932,8 +967,12 @@ fn adopted_join(seed: u64) -> Result<(), String> {
         }
         l.step(false);
     }
-    l.stalled[0] = None;
     let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    match process {
+        JoinerProcess::LinkedBefore => l.stalled[0] = None,
+        JoinerProcess::AfterTheView => l.start_late(0),
+        JoinerProcess::Never => return removed_after_the_bound(&mut l, replayed, &base),
+    }
     together_and_carrying_on(&mut l, &all, replayed, "the admitted joiner")?;
     let rejoined = l.groups[0].as_ref().and_then(|g| g.gms().rejoined());
     if rejoined != Some((0, 2)) {
@@ -946,9 +985,142 @@ fn adopted_join(seed: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// [`adopted_join`] with [`JoinerProcess::Never`]: members 1 to 4 installed view 2 naming the
+/// absent 0. None may remove it before `EXPECTED_LINK`; then they must end in one running view
+/// without it and carry on.
+fn removed_after_the_bound(l: &mut Life, replayed: usize, base: &Path) -> Result<(), String> {
+    let four = [1, 2, 3, 4];
+    let t0 = l.sim.now();
+    let without_0 = |l: &Life| {
+        four.iter().any(|&i| {
+            (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| !v.contains(NodeId(0))))
+        })
+    };
+    while !without_0(l) {
+        if l.sim.now().saturating_since(t0) > EXPECTED_LINK + Duration::from_millis(50) {
+            return Err(format!("0 was never removed: {}", l.state()));
+        }
+        l.step(false);
+    }
+    let waited = l.sim.now().saturating_since(t0);
+    if waited < EXPECTED_LINK {
+        return Err(format!(
+            "0 was removed {waited:?} after the install, before the bound {EXPECTED_LINK:?}"
+        ));
+    }
+    together_and_carrying_on(l, &four, replayed, "the members without 0")?;
+    let _ = std::fs::remove_dir_all(base);
+    Ok(())
+}
+
 #[test]
 fn a_joiner_admitted_by_a_restart_adopting_its_logged_join_installs_that_view() {
-    check_seeds("restart_adopted_join", 2, adopted_join);
+    check_seeds("restart_adopted_join", 2, |seed| {
+        adopted_join(seed, JoinerProcess::LinkedBefore)
+    });
+}
+
+#[test]
+fn a_joiner_admitted_by_a_restart_whose_process_starts_only_after_the_view_installs_it() {
+    check_seeds("restart_adopted_join_after", 2, |seed| {
+        adopted_join(seed, JoinerProcess::AfterTheView)
+    });
+}
+
+#[test]
+fn a_joiner_admitted_by_a_restart_whose_process_never_starts_is_removed_after_the_bound() {
+    check_seeds("restart_adopted_join_never", 2, |seed| {
+        adopted_join(seed, JoinerProcess::Never)
+    });
+}
+
+/// s22 (`docs/MEMBERSHIP.md`, thirty-fifth part): a running group admits a joiner whose link
+/// is not up at some members. Five members deliver; node 5 starts and asks to join while the
+/// members of `held_at` (never the leader n0, which must read its request) hold its
+/// `PeerConnected` back (see [`Gate`]): they install view 1 naming it with its link not up, so
+/// their epoch starts with the joiner absent (its large-message region unknown). The links stay
+/// held 500 µs more while everyone submits, large messages included. Before the fix every such
+/// member stopped at the install ("round-robin epoch: large-message region on n5: have 0
+/// bytes"). Checked: each held member installed view 1 while the link was held; then all six
+/// end active in one running view and deliver identically. Reached when a held member's epoch
+/// held back a chunk write for the joiner (`Stats::chunk_writes_held`), which its link's
+/// coming up then posts.
+fn late_linked_joiner(seed: u64, held_at: &[usize]) -> Result<Moment, String> {
+    const U: usize = N + 1;
+    let j = N;
+    let tag = format!("late-linked-joiner-{}", held_at.len());
+    let base = dir(&tag, seed);
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &[0, 1, 2, 3, 4], 0, U);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    for &k in held_at {
+        l.held[k].set(Some(NodeId(j as u32)));
+    }
+    l.start_late(j);
+    l.groups[j].as_mut().unwrap().join().unwrap();
+    let installed = |l: &Life| {
+        held_at.iter().all(|&k| {
+            (l.groups[k].as_ref()).is_some_and(|g| {
+                g.epoch().is_some() && g.view().is_some_and(|v| v.contains(NodeId(j as u32)))
+            })
+        })
+    };
+    let stopped =
+        |l: &Life| (0..U).any(|i| (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some()));
+    let t0 = l.sim.now();
+    while !installed(&l) {
+        if stopped(&l) || l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!(
+                "the held members did not install the joiner's view: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let held_chunks = |l: &Life| {
+        (held_at.iter())
+            .filter_map(|&k| l.groups[k].as_ref()?.epoch())
+            .map(|e| e.stats().chunk_writes_held)
+            .sum::<u64>()
+    };
+    let t1 = l.sim.now();
+    while l.sim.now().saturating_since(t1) < Duration::from_micros(500) {
+        if stopped(&l) {
+            return Err(format!(
+                "a member stopped with the joiner's link held: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let moment = if held_chunks(&l) > 0 {
+        Moment::Reached
+    } else {
+        Moment::Missed
+    };
+    for &k in held_at {
+        l.held[k].set(None);
+    }
+    let all: Vec<usize> = (0..U).collect();
+    together_and_carrying_on(&mut l, &all, 0, "the joiner")?;
+    if !delivered_own(&l, j, 0, 0) {
+        return Err("the joiner delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(moment)
+}
+
+#[test]
+fn a_running_group_admits_a_joiner_whose_link_is_not_up_at_some_members() {
+    for held_at in [&[3][..], &[1, 2, 3, 4][..]] {
+        check_seeds_reaching(
+            &format!("late_linked_joiner_{held_at:?}"),
+            2,
+            "a chunk write held back for the joiner",
+            |seed| late_linked_joiner(seed, held_at),
+        );
+    }
 }
 
 /// s22 (`docs/MEMBERSHIP.md`, thirty-third part; the replica simulator's third finding): a

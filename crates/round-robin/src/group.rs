@@ -100,6 +100,9 @@ pub struct Stats {
     pub large_chunks: u64,
     /// Chunk writes this member posted (its own messages' and those it relayed).
     pub chunk_writes: u64,
+    /// Chunk writes this member held back because their member was not linked here yet
+    /// (absent, or a new incarnation the epoch waits for), each posted once its link came up.
+    pub chunk_writes_held: u64,
     /// Durable mode: application messages appended to the log.
     pub logged: u64,
     /// Durable mode: log batches written (one write each, and per the fsync policy a sync:
@@ -125,6 +128,10 @@ enum Pending {
 fn marker(j: u64, len: usize) -> u64 {
     u64::from((j as u32).wrapping_add(1)) | ((len as u64) << 32)
 }
+
+/// A chunk write held back for a member not linked yet: (buffer offset, chunk, message length),
+/// the arguments of [`RoundRobin::post_chunk`] but the peer.
+type HeldChunk = (usize, usize, usize);
 
 /// Large messages of one sender to relay, (number, length), and which of this member's
 /// transfers of the first are posted.
@@ -231,6 +238,11 @@ pub struct RoundRobin<T: Transport> {
     large_done: Vec<u64>,
     /// This sender's next large-message number (numbers of aborted attempts are skipped).
     next_large: u64,
+    /// Per row: `Some` while the row's member is not linked to this epoch (absent at its
+    /// start, or a new incarnation it waits for): the chunk writes held back for it, in order,
+    /// posted once its link is up and its large-message region checked
+    /// ([`link_rows`](RoundRobin::link_rows)); `None` once linked.
+    unlinked: Vec<Option<VecDeque<HeldChunk>>>,
     log: Option<Log>,
     recovery: Option<Recovery>,
     wedged: bool,
@@ -410,6 +422,11 @@ impl<T: Transport> RoundRobin<T> {
                 }
             };
             for &m in &cfg.members {
+                if m != local && transport.is_absent(m) {
+                    // An absent member's region is learned when its link comes up; nothing is
+                    // written to it before then (`link_rows` checks it first).
+                    continue;
+                }
                 let have = if m == local {
                     need
                 } else {
@@ -472,6 +489,9 @@ impl<T: Transport> RoundRobin<T> {
         let plans = (0..ns)
             .map(|k| relay_plan(&sst, senders[k], &cfg))
             .collect();
+        let unlinked = (0..sst.rows())
+            .map(|r| sst.is_absent(r).then(VecDeque::new))
+            .collect();
         Ok(RoundRobin {
             smc,
             f,
@@ -496,6 +516,7 @@ impl<T: Transport> RoundRobin<T> {
             plans,
             large_done: vec![0; ns],
             next_large: 0,
+            unlinked,
             log,
             recovery,
             wedged: false,
@@ -631,6 +652,12 @@ impl<T: Transport> RoundRobin<T> {
     /// incarnation's link fails it in this epoch ([`Sst::expect_incarnation`]).
     pub fn expect_incarnation(&mut self, node: NodeId, incarnation: u64) {
         self.sst.expect_incarnation(node, incarnation);
+        if let Some(row) = self.sst.row_of(node)
+            && self.sst.is_absent(row)
+            && let Some(held) = self.unlinked.get_mut(row)
+        {
+            held.get_or_insert_with(VecDeque::new);
+        }
     }
 
     /// The incarnation of `node` this epoch waits for (see
@@ -966,8 +993,25 @@ impl<T: Transport> RoundRobin<T> {
     }
 
     /// Writes chunk `c` of the message in the buffer at `base` (`len` bytes in all) to `peer`,
-    /// then the chunk's marker word.
+    /// then the chunk's marker word; or, while `peer` is not linked to this epoch, holds the
+    /// write back for [`link_rows`](RoundRobin::link_rows) to post once it is.
     fn post_chunk(
+        &mut self,
+        peer: NodeId,
+        base: usize,
+        c: usize,
+        len: usize,
+    ) -> Result<(), PostError> {
+        if let Some(held) = (self.sst.row_of(peer)).and_then(|r| self.unlinked[r].as_mut()) {
+            held.push_back((base, c, len));
+            self.stats.chunk_writes_held += 1;
+            return Ok(());
+        }
+        self.write_chunk(peer, base, c, len)
+    }
+
+    /// Posts [`post_chunk`](RoundRobin::post_chunk)'s two writes to `peer`.
+    fn write_chunk(
         &mut self,
         peer: NodeId,
         base: usize,
@@ -993,6 +1037,60 @@ impl<T: Transport> RoundRobin<T> {
         )?;
         self.stats.chunk_writes += 1;
         Ok(())
+    }
+
+    /// Brings up the rows whose member this epoch started without (absent, or a new
+    /// incarnation it waits for) once the table linked them (no longer absent): checks the
+    /// member's large-message region, now known, and posts the chunk writes held back for it,
+    /// in order. A region too small suspects the member (as the table does for its own
+    /// region). Returns whether it posted anything or still holds writes back (the link's
+    /// queue was full).
+    ///
+    /// Safe to post late: a held chunk's source is this member's buffer for that message,
+    /// which is not reused before every unsuspected member copied the message out (the
+    /// window's check in [`send_large`](RoundRobin::send_large) counts the late member's
+    /// `rr_large_done`, 0 until it writes) and each chunk reaches a member from one member
+    /// only (the relay plan), so the late member cannot complete the message without this
+    /// write.
+    fn link_rows(&mut self) -> Result<bool, StopReason> {
+        let mut busy = false;
+        for row in 0..self.unlinked.len() {
+            if self.unlinked[row].is_none() || self.sst.is_absent(row) {
+                continue;
+            }
+            let peer = self.sst.member(row);
+            if !self.sst.is_suspected(row) && self.large.is_some() {
+                let need = Self::large_len(&self.cfg);
+                let have = (self.sst.transport())
+                    .remote_region_len(peer, self.cfg.large_region)
+                    .unwrap_or(0);
+                if have < need {
+                    tracing::error!(me = %self.me(), %peer, have, need, "round-robin: a late member's large-message region is too small; suspecting it");
+                    self.unlinked[row] = None;
+                    self.sst.suspect(peer).map_err(StopReason::Sst)?;
+                    continue;
+                }
+            }
+            while let Some(&(base, c, len)) = self.unlinked[row].as_ref().and_then(VecDeque::front)
+            {
+                if self.sst.is_suspected(row) {
+                    break; // the epoch wedges: nothing more goes to it
+                }
+                match self.write_chunk(peer, base, c, len) {
+                    Ok(()) => {
+                        busy = true;
+                        if let Some(held) = &mut self.unlinked[row] {
+                            held.pop_front();
+                        }
+                    }
+                    Err(PostError::QueueFull { .. }) => return Ok(true),
+                    Err(e) => return Err(StopReason::Relay(e.to_string())),
+                }
+            }
+            tracing::debug!(me = %self.me(), %peer, "round-robin: a member not linked at the epoch's start is linked");
+            self.unlinked[row] = None;
+        }
+        Ok(busy)
     }
 
     /// Posts this member's transfers of every large message that has arrived (or is
@@ -1432,10 +1530,11 @@ impl<T: Transport> RoundRobin<T> {
 
     fn step(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> Result<bool, StopReason> {
         let progress = self.sst.poll_once()?;
+        let linked = self.link_rows()?;
         if let Some(&s) = self.sst.suspects().first() {
             return Err(StopReason::Suspected(s));
         }
-        let mut busy = progress.is_busy();
+        let mut busy = progress.is_busy() || linked;
         busy |= self.smc.flush(&mut self.sst)?;
         busy |= self.receive(upcalls)?;
         if self.cfg.mode.is_ordered() {

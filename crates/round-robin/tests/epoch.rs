@@ -218,6 +218,90 @@ fn epoch_reuse_without_zeroing_goes_wrong() {
     assert!(failures > 0, "stale regions went unnoticed in every seed");
 }
 
+/// s22 (`docs/MEMBERSHIP.md`, thirty-fifth part): an epoch starts at members whose link to
+/// its last member is not up yet (a late node: absent, its regions unknown) and waits for it:
+/// the others submit (large messages included) while it is down, and nothing is delivered
+/// until it counts (its row is still 0 in every `received` column). Then it starts, creates
+/// its epoch, and every member must deliver the same sequence holding every submitted message,
+/// with nothing wedged; the chunk writes held back for the late member must have been posted
+/// when its link came up. With 3 members the senders write every chunk themselves, with 5 the
+/// binomial pipeline relays them. Before the fix `RoundRobin::epoch` failed at the members
+/// already up ("large-message region on n2: have 0 bytes").
+fn late_member(seed: u64, n: usize) -> Result<(), String> {
+    let cfg = config(n);
+    let layout = RoundRobin::<SimNode>::layout(&cfg).unwrap();
+    let late = NodeId(n as u32 - 1);
+    let (sim, endpoints) = Sim::cluster_late(SimConfig::seeded(seed), n, &layout, &[late]).unwrap();
+    let node = |t: SimNode| -> Result<Node, String> {
+        let mux = Mux::new(t, &[cfg.table_region, cfg.large_region]);
+        let rr = RoundRobin::epoch(mux.handle(), cfg.clone(), 0).map_err(|e| e.to_string())?;
+        Ok(Node {
+            mux,
+            rr: Some(rr),
+            delivered: Vec::new(),
+            submitted: Vec::new(),
+            back: Vec::new(),
+            next: 0,
+        })
+    };
+    let mut endpoints = endpoints;
+    let late_endpoint = endpoints.pop().unwrap();
+    let mut nodes = endpoints
+        .into_iter()
+        .map(node)
+        .collect::<Result<Vec<_>, _>>()?;
+    // A large message from each member up first (the window allows a few before the late
+    // member must count), then random traffic.
+    for (i, x) in nodes.iter_mut().enumerate() {
+        let p = payload(i, x.next, true);
+        (x.rr.as_mut().unwrap().submit(&p)).map_err(|e| format!("n{i}: submit: {e}"))?;
+        x.submitted.push(p);
+        x.next += 1;
+    }
+    run_epoch(&sim, &mut nodes, 400, true)?;
+    if let Some(i) = nodes.iter().position(|x| !x.delivered.is_empty()) {
+        return Err(format!(
+            "n{i} delivered before the late member's row counted"
+        ));
+    }
+    let held: u64 = (nodes.iter())
+        .map(|x| x.rr.as_ref().unwrap().stats().chunk_writes_held)
+        .sum();
+    if held == 0 {
+        return Err("no chunk write was held back for the late member".into());
+    }
+    sim.start_node(late);
+    nodes.push(node(late_endpoint)?);
+    run_epoch(&sim, &mut nodes, 400, true)?;
+    run_epoch(&sim, &mut nodes, 1500, false)?;
+    let first = nodes[0].delivered.clone();
+    for (i, x) in nodes.iter().enumerate() {
+        if x.delivered != first {
+            return Err(format!("n{i} delivered a different sequence"));
+        }
+        let own = x.delivered.iter().filter(|d| d.1[0] as usize == i).count();
+        if own != x.submitted.len() {
+            return Err(format!(
+                "n{i}: {own} of its {} messages delivered",
+                x.submitted.len()
+            ));
+        }
+        let rr = x.rr.as_ref().unwrap();
+        if rr.is_wedged() {
+            return Err(format!("n{i} wedged: {:?}", rr.stopped()));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn an_epoch_starts_without_a_member_whose_link_is_not_up_and_takes_it_in_when_it_links() {
+    check_seeds("epoch_late_member", 6, |seed| {
+        late_member(seed, 3)?;
+        late_member(seed, 5)
+    });
+}
+
 #[test]
 fn deliver_up_to_refuses_bad_trims() {
     let cfg = config(2);

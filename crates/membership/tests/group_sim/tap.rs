@@ -21,6 +21,10 @@ pub trait Tap {
     fn is_absent(&self, inner: &SimNode, peer: NodeId) -> bool {
         inner.is_absent(peer)
     }
+    /// The length of `peer`'s region `id` (by default as `inner` says).
+    fn remote_region_len(&self, inner: &SimNode, peer: NodeId, id: RegionId) -> Option<usize> {
+        inner.remote_region_len(peer, id)
+    }
 }
 
 /// A simulated endpoint whose ops and events pass through `tap`.
@@ -40,7 +44,7 @@ impl<T: Tap> Transport for Tapped<T> {
         self.inner.region(id)
     }
     fn remote_region_len(&self, peer: NodeId, id: RegionId) -> Option<usize> {
-        self.inner.remote_region_len(peer, id)
+        self.tap.remote_region_len(&self.inner, peer, id)
     }
     fn max_message_len(&self) -> usize {
         self.inner.max_message_len()

@@ -324,6 +324,9 @@ pub struct Settings {
     /// protocol (see [`Crash`]): a process crash at an exact step, which a SIGKILL from the
     /// parent could only hit by chance.
     pub crash: Option<Crash>,
+    /// The life whose processes [`crash`](Settings::crash) applies to instead of the first
+    /// (0): a total restart's (respawns excepted).
+    pub crash_life: u64,
     /// A joiner stops polling its group a few polls after it asked to join (its request sent;
     /// its process and links stay up): it never installs, so never logs, the view that admits
     /// it.
@@ -341,6 +344,13 @@ pub enum Crash {
     Decision,
     /// Right after the poll in which it installed a view numbered at least this.
     View(u64),
+    /// As [`Decision`](Crash::Decision), but the leader crashes 200 ms later (above the poll
+    /// stalls of a loaded machine, below the GMS suspicion timeout), only waiting on the
+    /// endpoint in between (no poll): its decision reaches the followers (the TCP node flushes
+    /// its staged writes there), which log it too before its crash fails it there, and it acts
+    /// on nothing more. A follower crashes right after the poll that logged the decision, as
+    /// with `Decision` (its echo, staged, mostly never sent): nobody installs the view.
+    DecisionSent,
 }
 
 impl Default for Settings {
@@ -380,6 +390,7 @@ impl Settings {
             sync_installed: false,
             replay_buffer: None,
             crash: None,
+            crash_life: 0,
             freeze_after_join: false,
             quiet_first_life: false,
         }
@@ -443,9 +454,11 @@ impl Settings {
         };
         match self.crash {
             Some(Crash::Decision) => cmd.env("MP_CRASH", "decision"),
+            Some(Crash::DecisionSent) => cmd.env("MP_CRASH", "decision-sent"),
             Some(Crash::View(v)) => cmd.env("MP_CRASH", format!("view:{v}")),
             None => cmd.env_remove("MP_CRASH"),
         };
+        cmd.env("MP_CRASH_LIFE", self.crash_life.to_string());
         cmd.env(
             "MP_FREEZE_JOIN",
             if self.freeze_after_join { "1" } else { "0" },
@@ -509,10 +522,14 @@ impl Settings {
                 .map(|v| v.parse().expect("MP_REPLAY_BUFFER")),
             crash: std::env::var("MP_CRASH").ok().map(|v| match v.as_str() {
                 "decision" => Crash::Decision,
+                "decision-sent" => Crash::DecisionSent,
                 v => Crash::View(
                     (v.strip_prefix("view:").and_then(|n| n.parse().ok())).expect("MP_CRASH"),
                 ),
             }),
+            crash_life: (std::env::var("MP_CRASH_LIFE").ok())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
             freeze_after_join: std::env::var("MP_FREEZE_JOIN").is_ok_and(|v| v == "1"),
             quiet_first_life: std::env::var("MP_QUIET").is_ok_and(|v| v == "1"),
         }
@@ -750,9 +767,10 @@ pub fn child_main() {
     // A restarted member's deliveries before its first view are its epoch logs' replay (one
     // started with a new log has none: it runs view 0 afresh until it joins its peers' restart).
     let mut replaying = life > 0 && !fresh_log;
-    // The crash point and the freeze apply to a member's first process only.
+    // The freeze applies to a member's first process only, the crash point to its process of
+    // life `crash_life` (the first by default).
     let first_process = life == 0 && rejoin == 0;
-    let crash = s.crash.filter(|_| first_process);
+    let crash = s.crash.filter(|_| life == s.crash_life && rejoin == 0);
     let mut frozen = false;
     let mut join_polls = 0u32;
     let mut rejoined = None;
@@ -908,11 +926,19 @@ pub fn child_main() {
         }
         trace::drain(&mut out);
         let crash_now = match crash {
-            Some(Crash::Decision) => g.gms().decision().is_some(),
+            Some(Crash::Decision | Crash::DecisionSent) => g.gms().decision().is_some(),
             Some(Crash::View(v)) => g.view().is_some_and(|w| w.id >= v),
             None => false,
         };
         if crash_now {
+            if crash == Some(Crash::DecisionSent) && g.gms().leader() == Some(NodeId(me)) {
+                // Waiting on the endpoint sends what the poll staged (the TCP node flushes
+                // its batched writes there) without acting on anything.
+                let until = Instant::now() + Duration::from_millis(200);
+                while Instant::now() < until {
+                    g.wait(Duration::from_millis(1));
+                }
+            }
             writeln!(out, "CRASH {t}").unwrap();
             out.flush().unwrap();
             // SAFETY: kill(2) on this very process; nothing of it runs afterwards.
@@ -2436,7 +2462,7 @@ pub fn check_late_member(reports: &[Report], started: &[usize], late: usize) {
     };
     assert_eq!(
         Some(chain),
-        at(0, pos - 1).map(|d| d.chain),
+        at(started[0], pos - 1).map(|d| d.chain),
         "transferred chain"
     );
     assert!(

@@ -194,33 +194,6 @@ pub trait Epoch {
     fn nothing_delivered(&self) -> bool {
         false
     }
-
-    /// Whether the epoch is *held*: it has written nothing to its peers and writes nothing
-    /// until released (an initial member that started view 0 afresh, until it reads every
-    /// member of its shard running view 0; see docs/MEMBERSHIP.md, twenty-third part, "The
-    /// fresh member's hold"). Such a member may still switch into restart mode at view 0 after
-    /// it wedged for an ordinary change, and after it proposed or acknowledged one, provided
-    /// it decided nothing (docs/MEMBERSHIP.md, thirtieth and thirty-fourth parts). Default:
-    /// false.
-    ///
-    /// ```
-    /// use squall_membership::Epoch;
-    /// use squall_membership::view::View;
-    /// /// An epoch that has sent nothing and waits to be released.
-    /// struct Held;
-    /// impl Epoch for Held {
-    ///     fn wedge(&mut self, view: &View) -> Vec<u64> {
-    ///         vec![0; view.members.len()] // it received nothing
-    ///     }
-    ///     fn held(&self) -> bool {
-    ///         true
-    ///     }
-    /// }
-    /// assert!(Held.held() && !Held.nothing_delivered());
-    /// ```
-    fn held(&self) -> bool {
-        false
-    }
 }
 
 /// The GMS table's fields.
@@ -1194,9 +1167,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// 0 from their logs, while this one, whose log was empty, started view 0 afresh. Each
     /// would wait for the other for good. So a member that started view 0 with an empty log
     /// ([`first_start`](Gms::first_start)) and has done nothing in it yet (see
-    /// [`took_part_in_view_0`](Gms::took_part_in_view_0): no decision, nothing delivered, and
-    /// neither wedged nor a proposal unless its epoch is held) enters restart
-    /// mode at view 0 as soon as it reads an unsuspected member of view 0 whose view block
+    /// [`took_part_in_view_0`](Gms::took_part_in_view_0): no decision logged, nothing
+    /// delivered; a wedge, proposal or acknowledgement does not count) enters restart mode at
+    /// view 0 as soon as it reads an unsuspected member of view 0 whose view block
     /// says it restarts at view 0, or (s20) any unsuspected peer whose view block restarts or
     /// runs a view after 0 (the group went on without this member: view 0 is over). It is then
     /// exactly a member whose log holds `Installed { 0 }` and nothing else, which it does
@@ -1233,10 +1206,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         };
         self.first_start = false;
         self.restart = Some(RestartState::default());
-        // A wedge of the held epoch is void: the restart round wedges again, publishing the
-        // counts its epoch log holds. So is an ordinary proposal or acknowledgement made while
-        // held (s22): it was never logged, and in restart mode the member acknowledges ballots
-        // only (its block is overwritten by the first one it follows or leads).
+        // An ordinary wedge is void: the restart round wedges again, publishing the counts
+        // its epoch log holds (never fewer than the wedge published). So is an ordinary
+        // proposal or acknowledgement (s22): it was never logged, and in restart mode the
+        // member acknowledges ballots only (its block is overwritten by the first one it
+        // follows or leads).
         self.wedged = None;
         self.proposal = None;
         self.publish_view()?;
@@ -1251,15 +1225,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Whether this first-start member did something in view 0 that bars its switch into
     /// restart mode ([`first_start_restart`](Gms::first_start_restart)): it logged a decision
     /// for view 0 (an ordinary view 1 may be installed with it: an install needs every member
-    /// the installer counts to have logged and echoed the decision), it delivered something
-    /// ([`Epoch::nothing_delivered`]), or it wedged, proposed or acknowledged an ordinary
-    /// change while its epoch was released (that epoch may have sent). While the epoch is
-    /// [`held`](Epoch::held) a wedge (s21) and a proposal or acknowledgement (s22) do not bar
-    /// it: the epoch wrote nothing, and neither is logged nor lets a peer install anything
-    /// without this member's echo (docs/MEMBERSHIP.md, thirtieth and thirty-fourth parts).
+    /// the installer counts to have logged and echoed the decision), or it delivered something
+    /// ([`Epoch::nothing_delivered`]; the replay after the switch starts at position 0). A
+    /// wedge, a proposal or an acknowledgement of an ordinary change does not bar it, whether
+    /// the epoch was still held or had been released (s21, s22; docs/MEMBERSHIP.md, thirtieth,
+    /// thirty-fourth and thirty-eighth parts): none is logged, none lets a peer install
+    /// anything without this member's echo, the wedge's counts never exceed what the epoch
+    /// log holds, and what a released epoch wrote into its shard peers' region set 0 is what a
+    /// released member that never wedged may already have written when it switches (s19).
     fn took_part_in_view_0(&self, epoch: &dyn Epoch) -> bool {
-        let ordinary_change = self.wedged.is_some() || self.proposal.is_some();
-        self.decision.is_some() || (ordinary_change && !epoch.held()) || !epoch.nothing_delivered()
+        self.decision.is_some() || !epoch.nothing_delivered()
     }
 
     /// Readmits the rows of suspected nodes whose newer incarnation connected (they restarted

@@ -459,8 +459,6 @@ struct Wedger<'a, T: Transport> {
     holds: bool,
     /// Nothing delivered yet, in any view (see [`Epoch::nothing_delivered`]).
     nothing_delivered: bool,
-    /// The epoch is held (see [`Epoch::held`] and [`Group::held`]).
-    held: bool,
 }
 
 impl<T: Transport> Epoch for Wedger<'_, T> {
@@ -490,10 +488,6 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
 
     fn nothing_delivered(&self) -> bool {
         self.nothing_delivered
-    }
-
-    fn held(&self) -> bool {
-        self.held
     }
 }
 
@@ -1172,9 +1166,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// core to restart mode instead ([`restart_first_start`](Group::restart_first_start)).
     fn release_first_start(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
         let me = self.gms.id();
-        // Wedged, or about to wedge (a peer wedged view 0): the member stays held, so it may
-        // still switch into a restart of view 0 (s22, docs/MEMBERSHIP.md, thirty-fourth part);
-        // a wedged epoch would send nothing anyway.
+        // Wedged, or about to wedge (a peer wedged view 0): the member stays held (s22,
+        // docs/MEMBERSHIP.md, thirty-fourth part). A wedged epoch would send nothing and only
+        // refuse the held submissions; its switch into a restart of view 0 no longer depends
+        // on the hold (thirty-eighth part), so this only spares the epoch's first writes.
         if self.gms.restarting().is_some()
             || self.frozen
             || self.gms.wedge_seen_in_view_0()
@@ -2533,7 +2528,6 @@ impl<T: Transport, L: Durable> Group<T, L> {
             logged: self.restart_logged.as_deref(),
             holds: self.active,
             nothing_delivered,
-            held: self.held,
         };
         let r = self.gms.poll(&mut wedger, &mut events);
         if self.restart_logged.is_none()

@@ -20,7 +20,7 @@ pub type Token = u64;
 /// Upcalls kept while a state was decoded off the replica's thread that one
 /// [`ReplicaCore::upcalls_from`] applies beyond the ones that arrived with it, so the backlog
 /// shrinks by this many a turn while no turn applies more than one poll's upcalls and this.
-const CATCH_UP: usize = 256;
+const CATCH_UP: usize = 64;
 
 /// Settings of a replica's core.
 ///
@@ -680,9 +680,12 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.restore(&snapshot)?;
         self.joining = false;
         self.metrics.add(&self.metrics.states_installed, 1);
+        let us = start.elapsed().as_micros() as u64;
+        self.metrics
+            .longest_install_us
+            .fetch_max(us, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(replica = %self.me, position, bytes = bytes.len(),
-            sessions = snapshot.session_count(), us = start.elapsed().as_micros() as u64,
-            "installed a transferred state");
+            sessions = snapshot.session_count(), us, "installed a transferred state");
         Ok(())
     }
 
@@ -694,9 +697,11 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// machine has a decoder ([`StateMachine::snapshot_decoder`]) are decoded so; others are
     /// restored in [`upcalls_from`](Self::upcalls_from) as without this call. Meanwhile the
     /// replica answers every request [`ErrorCode::Unavailable`] with the reason and keeps
-    /// every upcall that follows the state, in order, for after it; once the state is in it
-    /// applies them, at most one poll's upcalls and 256 more a call, and serves again when
-    /// none is left.
+    /// every upcall that follows the state, in order, for after it. Once the state is in, it
+    /// serves (as a replica whose backend has not handed it everything yet: a command is
+    /// answered once its delivery, behind the kept ones, is applied) and applies the kept
+    /// upcalls, at most one poll's upcalls and 64 more a call; it completes a restart,
+    /// provides its state to a joiner and checkpoints only once none is left.
     pub fn decode_off_thread(&mut self) {
         self.decode_off_thread = true;
     }
@@ -741,9 +746,13 @@ impl<S: StateMachine> ReplicaCore<S> {
                 self.adopt(&snapshot);
                 self.joining = false;
                 self.metrics.add(&self.metrics.states_installed, 1);
+                let swap_us = start.elapsed().as_micros() as u64;
+                self.metrics
+                    .longest_install_us
+                    .fetch_max(swap_us, std::sync::atomic::Ordering::Relaxed);
                 tracing::info!(replica = %self.me, position, bytes,
-                    sessions = snapshot.session_count(), us = decode_us,
-                    swap_us = start.elapsed().as_micros() as u64, backlog = self.backlog.len(),
+                    sessions = snapshot.session_count(), us = decode_us, swap_us,
+                    backlog = self.backlog.len(),
                     "installed a transferred state (decoded off the replica's thread)");
                 Some(old)
             }
@@ -964,13 +973,6 @@ impl<S: StateMachine> ReplicaCore<S> {
             return Some(format!(
                 "this replica is installing a state of {bytes} bytes taken at position \
                  {position} (decoding it off its thread); retry later or at another replica"
-            ));
-        }
-        if !self.backlog.is_empty() {
-            return Some(format!(
-                "this replica is applying the {} upcalls that came while it installed its \
-                 state; retry later or at another replica",
-                self.backlog.len()
             ));
         }
         if let Some(r) = &self.restarting {
@@ -2082,14 +2084,14 @@ mod tests {
             3,
             "the state is in, the backlog not yet applied"
         );
+        // It serves, behind what it kept: a client's retry of a command the backlog holds is
+        // ordered again and answered once the backlog's copy is applied (the copy ordered
+        // again then applies as a duplicate).
         off.request(2, command(9, 3, b"c"));
-        assert!(unavailable_because(
-            &off.take_replies(),
-            2,
-            "applying the 4 upcalls"
-        ));
+        assert!(off.take_replies().is_empty() && off.outgoing().is_some());
         off.upcalls_from(&mut backend, std::iter::empty());
         assert_eq!((off.applied(), off.backlog()), (6, 0));
+        assert_eq!(off.take_replies(), vec![(2, len(4))]);
         let mut inline = inline;
         inline.upcall(at(5, cmd(9, 4, 3, b"d")));
         assert_eq!(

@@ -482,7 +482,10 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 }
             }
             // Now and then (and whenever idle) forget requests nobody waits for any more.
-            let idle = !busy && took == 0 && self.core.backlog() == 0;
+            // Upcalls kept while a state was decoded are applied a slice a turn, without a
+            // park between; while it is decoded there is nothing to apply them to.
+            let catching_up = self.core.backlog() > 0 && !self.core.is_installing();
+            let idle = !busy && took == 0 && !catching_up;
             if turns % 1024 == 0 || (idle && turns % 64 == 0) {
                 self.forget_abandoned();
             }

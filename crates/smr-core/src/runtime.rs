@@ -955,6 +955,9 @@ mod tests {
         let replica =
             Replica::spawn_joinable(NodeId(0), move || Ok::<_, String>(backend), held(), cfg)
                 .unwrap();
+        // Declared after the replica, so that a failed assertion opens the gate before the
+        // replica's drop waits for its driver (which a held decoder on it would block).
+        let open = open;
         let thread = entered
             .recv_timeout(Duration::from_secs(10))
             .expect("the state machine's decoder never ran");

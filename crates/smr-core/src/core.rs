@@ -201,7 +201,8 @@ pub struct ReplicaCore<S> {
 /// joiner.decode_off_thread();
 /// let mut backend = Joiner(Some((0, member.snapshot().encode())));
 /// let view = View { id: 1, members: vec![NodeId(0), NodeId(1)], leader: Some(NodeId(0)) };
-/// let one = |position| Upcall::Deliver(Delivery { position, sender: NodeId(0), payload: Vec::new() });
+/// let command = squall_smr::wire::Entry::Command { client: 1, seq: 1, acked: 0, payload: b"+" };
+/// let one = |position| Upcall::Deliver(Delivery { position, sender: NodeId(0), payload: command.encode() });
 /// joiner.upcalls_from(&mut backend, [Upcall::View(view), one(0)]);
 /// let job = joiner.take_install().expect("the state is decoded off the replica's thread");
 /// assert!(joiner.is_installing() && joiner.applied() == 0, "position 0 is kept for after it");

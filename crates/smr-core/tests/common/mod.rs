@@ -287,6 +287,9 @@ pub struct Cluster {
     /// ([`ReplicaCore::decode_off_thread`]): the decode it handed out, held until
     /// [`finish_install`](Cluster::finish_install) (a decode as slow as the test likes).
     pub installs: Vec<Option<InstallJob<KvSm>>>,
+    /// `Backend::Durable`: replicas restarted by [`restart`](Cluster::restart) decode their
+    /// state off their thread (their jobs held in [`installs`](Cluster::installs)).
+    pub restart_decoding_off_thread: bool,
     clients: Vec<ClientState>,
     pub ops: Vec<Operation<KvInput, KvOutput>>,
     /// Which client holds each token.
@@ -395,6 +398,7 @@ impl Cluster {
             cores,
             held: vec![None; n],
             installs: (0..n).map(|_| None).collect(),
+            restart_decoding_off_thread: false,
             clients,
             ops: Vec::new(),
             tokens: HashMap::new(),
@@ -441,6 +445,9 @@ impl Cluster {
         }
         if let Some(reason) = StateTransfer::restarting(&group) {
             core.await_restart(reason);
+        }
+        if self.restart_decoding_off_thread {
+            core.decode_off_thread();
         }
         self.backends[i] = Some(Be::Group(Box::new(group)));
         self.cores[i] = Some(core);
@@ -554,6 +561,7 @@ impl Cluster {
         self.sim.crash(NodeId(i as u32));
         self.backends[i] = None;
         self.cores[i] = None;
+        self.installs[i] = None;
     }
 
     /// Sends client `c`'s next operation to `replica`.

@@ -206,6 +206,8 @@ pub struct ReplicaCore<S> {
 /// joiner.upcalls_from(&mut backend, [Upcall::View(view), one(0)]);
 /// let job = joiner.take_install().expect("the state is decoded off the replica's thread");
 /// assert!(joiner.is_installing() && joiner.applied() == 0, "position 0 is kept for after it");
+/// assert_eq!((job.position(), joiner.backlog()), (0, 2), "the view and position 0 are kept");
+/// assert_eq!(job.state_bytes(), member.snapshot().encode().len());
 /// let decoded = std::thread::spawn(move || job.run()).join().unwrap();
 /// joiner.install_decoded(decoded);
 /// joiner.upcalls_from(&mut backend, std::iter::empty());
@@ -219,19 +221,20 @@ pub struct InstallJob<S> {
 }
 
 impl<S> InstallJob<S> {
-    /// The position the state was taken at (the backend's next delivery).
+    /// The position the state was taken at (the backend's next delivery). (Example: see
+    /// [`InstallJob`].)
     pub fn position(&self) -> u64 {
         self.position
     }
 
-    /// The size of the encoded state.
+    /// The size of the encoded state. (Example: see [`InstallJob`].)
     pub fn state_bytes(&self) -> usize {
         self.bytes.len()
     }
 
     /// Decodes the state (on the calling thread): the checks and errors of
     /// [`ReplicaCore::install_transferred`], in its order, with the state machine's
-    /// [`StateDecoder`] in place of [`StateMachine::restore`].
+    /// [`StateDecoder`] in place of [`StateMachine::restore`]. (Example: see [`InstallJob`].)
     pub fn run(self) -> DecodedState<S> {
         let start = std::time::Instant::now();
         let result = Snapshot::decode(&self.bytes)
@@ -258,6 +261,7 @@ impl<S> InstallJob<S> {
 
 /// A state decoded by [`InstallJob::run`], for [`ReplicaCore::install_decoded`]: the new state
 /// machine with the snapshot's sessions and position, or why it could not be installed.
+/// (Example: see [`InstallJob`].)
 pub struct DecodedState<S> {
     position: u64,
     bytes: usize,
@@ -702,25 +706,27 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// serves (as a replica whose backend has not handed it everything yet: a command is
     /// answered once its delivery, behind the kept ones, is applied) and applies the kept
     /// upcalls, at most one poll's upcalls and 64 more a call; it completes a restart,
-    /// provides its state to a joiner and checkpoints only once none is left.
+    /// provides its state to a joiner and checkpoints only once none is left. (Example: see
+    /// [`InstallJob`].)
     pub fn decode_off_thread(&mut self) {
         self.decode_off_thread = true;
     }
 
     /// The state to decode off the replica's thread, once (see
-    /// [`decode_off_thread`](Self::decode_off_thread)).
+    /// [`decode_off_thread`](Self::decode_off_thread); example: see [`InstallJob`]).
     pub fn take_install(&mut self) -> Option<InstallJob<S>> {
         self.install_job.take()
     }
 
     /// Whether a state is being decoded off the replica's thread (from the moment
     /// [`upcalls_from`](Self::upcalls_from) took it from the backend until
-    /// [`install_decoded`](Self::install_decoded)).
+    /// [`install_decoded`](Self::install_decoded); example: see [`InstallJob`]).
     pub fn is_installing(&self) -> bool {
         self.installing.is_some()
     }
 
     /// Upcalls kept while a state was decoded off the replica's thread, not applied yet.
+    /// (Example: see [`InstallJob`].)
     pub fn backlog(&self) -> usize {
         self.backlog.len()
     }

@@ -163,6 +163,16 @@ pub trait StateMachine: Send + 'static {
 /// A decoder of a snapshot into a new state machine ([`StateMachine::snapshot_decoder`]):
 /// called once, on any thread, with the bytes [`snapshot`](StateMachine::snapshot) returned;
 /// the machine [`restore`](StateMachine::restore) would make of them, or its error.
+///
+/// ```
+/// use squall_smr::{RestoreError, StateDecoder};
+/// let decode: StateDecoder<u64> = Box::new(|s: &[u8]| {
+///     let bytes: [u8; 8] = s.try_into().map_err(|_| RestoreError::new("want 8 bytes"))?;
+///     Ok(u64::from_le_bytes(bytes))
+/// });
+/// let decoded = std::thread::spawn(move || decode(&7u64.to_le_bytes())).join().unwrap();
+/// assert_eq!(decoded, Ok(7));
+/// ```
 pub type StateDecoder<S> = Box<dyn FnOnce(&[u8]) -> Result<S, RestoreError> + Send>;
 
 /// A state machine's state captured at one point ([`StateMachine::snapshot_encoder`]): called

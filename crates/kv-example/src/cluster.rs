@@ -120,6 +120,7 @@ pub struct ReplicaAddr {
 /// # snapshot_every = 1000         # checkpoint every 1000 applied log entries; 0: never (optional)
 /// # checkpoint_inline = false     # true: write checkpoints on the replica's thread (comparison only)
 /// # checkpoint_encode_inline = false # true: encode checkpoints on the replica's thread (comparison only)
+/// # install_decode_inline = false # true: restore an installed state on the replica's thread (comparison only)
 /// [[replica]]
 /// id = 0
 /// transport = "127.0.0.1:7000"
@@ -193,6 +194,12 @@ pub struct KvConfig {
     /// `data_dir`.
     #[serde(default)]
     pub checkpoint_encode_inline: bool,
+    /// Durable mode: restore a state installed at a restart (its checkpoint) or a join (its
+    /// transfer) on the replica's own thread (the behaviour before the state was decoded off
+    /// that thread, which pauses the replica for the whole decode) — only to measure the
+    /// difference. Default `false`. Ignored without `data_dir`.
+    #[serde(default)]
+    pub install_decode_inline: bool,
     /// The replicas.
     #[serde(rename = "replica", default)]
     pub replicas: Vec<ReplicaAddr>,
@@ -234,7 +241,7 @@ impl KvConfig {
     /// The config as TOML that [`from_toml`](Self::from_toml) reads back.
     pub fn to_toml(&self) -> String {
         let mut s = format!(
-            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nfsync = \"{}\"\nsnapshot_every = {}\ncheckpoint_inline = {}\ncheckpoint_encode_inline = {}\n",
+            "cluster_id = {}\nordering = \"{}\"\nheartbeat_period_ms = {}\nheartbeat_timeout_ms = {}\nfsync = \"{}\"\nsnapshot_every = {}\ncheckpoint_inline = {}\ncheckpoint_encode_inline = {}\ninstall_decode_inline = {}\n",
             self.cluster_id,
             self.ordering,
             self.heartbeat_period_ms,
@@ -242,7 +249,8 @@ impl KvConfig {
             self.fsync,
             self.snapshot_every,
             self.checkpoint_inline,
-            self.checkpoint_encode_inline
+            self.checkpoint_encode_inline,
+            self.install_decode_inline
         );
         if let Some(dir) = &self.data_dir {
             let dir = toml::Value::String(dir.display().to_string());
@@ -342,6 +350,7 @@ impl KvConfig {
             snapshot_every: self.snapshot_every,
             checkpoint_inline: self.checkpoint_inline,
             checkpoint_encode_inline: self.checkpoint_encode_inline,
+            install_decode_inline: self.install_decode_inline,
         }))
     }
 }
@@ -359,6 +368,8 @@ struct DurableDir {
     checkpoint_inline: bool,
     /// [`KvConfig::checkpoint_encode_inline`].
     checkpoint_encode_inline: bool,
+    /// [`KvConfig::install_decode_inline`].
+    install_decode_inline: bool,
 }
 
 /// The epoch logs' subdirectory of a durable replica's directory.
@@ -556,7 +567,8 @@ impl Ordering {
         F: FnOnce() -> Result<T, String> + Send + 'static,
     {
         let sm = KvMachine::default()
-            .capturing(!durable.as_ref().is_some_and(|d| d.checkpoint_encode_inline));
+            .capturing(!durable.as_ref().is_some_and(|d| d.checkpoint_encode_inline))
+            .decoding(!durable.as_ref().is_some_and(|d| d.install_decode_inline));
         let mut cfg = ReplicaConfig::default();
         let started = match (self, durable) {
             (Ordering::Membership, Some(durable)) => {

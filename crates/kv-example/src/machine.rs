@@ -3,12 +3,14 @@
 //! The map is a persistent one (`imbl::OrdMap`, a B-tree whose nodes are shared between
 //! clones and copied on write): a checkpoint captures it in O(1)
 //! ([`StateMachine::snapshot_encoder`]) and the membership group's writer thread encodes the
-//! capture while the replica goes on applying commands.
+//! capture while the replica goes on applying commands. A state installed at a join or a
+//! restart is decoded into a new map off the replica's thread too
+//! ([`StateMachine::snapshot_decoder`]).
 
 use std::ops::Bound;
 
 use imbl::OrdMap;
-use squall_smr::{RestoreError, StateEncoder, StateMachine};
+use squall_smr::{RestoreError, StateDecoder, StateEncoder, StateMachine};
 
 use crate::ops::{KvOp, KvResult};
 
@@ -31,6 +33,9 @@ pub struct KvMachine {
     /// Whether checkpoints capture the map for another thread to encode
     /// ([`StateMachine::snapshot_encoder`]); `false`: the replica encodes them itself.
     capture: bool,
+    /// Whether an installed state is decoded off the replica's thread
+    /// ([`StateMachine::snapshot_decoder`]); `false`: the replica restores it itself.
+    decode: bool,
 }
 
 impl Default for KvMachine {
@@ -38,6 +43,7 @@ impl Default for KvMachine {
         KvMachine {
             map: OrdMap::new(),
             capture: true,
+            decode: true,
         }
     }
 }
@@ -63,6 +69,21 @@ impl KvMachine {
     /// ```
     pub fn capturing(mut self, capture: bool) -> KvMachine {
         self.capture = capture;
+        self
+    }
+
+    /// A machine whose installed states (a join's transfer, a restart's checkpoint) are
+    /// restored on the replica's thread, as before the decoder (`false`), or decoded into a
+    /// new map off it (`true`, the default). Only to measure the difference
+    /// (`KvConfig::install_decode_inline`).
+    ///
+    /// ```
+    /// use squall_smr::StateMachine;
+    /// assert!(squall_kv::KvMachine::default().snapshot_decoder().is_some());
+    /// assert!(squall_kv::KvMachine::default().decoding(false).snapshot_decoder().is_none());
+    /// ```
+    pub fn decoding(mut self, decode: bool) -> KvMachine {
+        self.decode = decode;
         self
     }
 
@@ -160,6 +181,22 @@ impl StateMachine for KvMachine {
         Some(Box::new(move |out: &mut Vec<u8>| encode_map(&map, out)))
     }
 
+    /// A fresh machine with this one's settings, [`restore`](Self::restore)d from the bytes
+    /// by whichever thread runs it.
+    fn snapshot_decoder(&self) -> Option<StateDecoder<KvMachine>> {
+        if !self.decode {
+            return None;
+        }
+        let settings = KvMachine {
+            map: OrdMap::new(),
+            ..*self
+        };
+        Some(Box::new(move |snapshot: &[u8]| {
+            let mut fresh = settings;
+            fresh.restore(snapshot).map(|()| fresh)
+        }))
+    }
+
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
         match KvResult::decode(snapshot) {
             Ok(KvResult::Pairs(pairs)) => {
@@ -253,5 +290,42 @@ mod tests {
         let mut fresh = Vec::new();
         m.snapshot_encoder().unwrap()(&mut fresh);
         assert_eq!(fresh, now);
+    }
+
+    /// The decoder, run on another thread, builds the machine `restore` builds from the same
+    /// bytes, with the settings of the machine it was taken from, and fails where `restore`
+    /// fails with its error.
+    #[test]
+    fn the_decoder_builds_what_restore_builds_and_fails_alike() {
+        let mut m = KvMachine::default();
+        for i in 0..3000u32 {
+            let put = KvOp::Put {
+                key: format!("k{:05}", i.wrapping_mul(7919) % 3000).into_bytes(),
+                value: vec![i as u8; (i % 11) as usize],
+            };
+            m.apply(&put.encode());
+        }
+        let bytes = m.snapshot();
+        let mut restored = KvMachine::default();
+        restored.restore(&bytes).unwrap();
+        let settings = KvMachine::default().capturing(false);
+        let decode = settings.snapshot_decoder().unwrap();
+        let decoded = std::thread::spawn(move || decode(&bytes))
+            .join()
+            .unwrap()
+            .unwrap();
+        assert_eq!(decoded, restored);
+        assert_eq!(decoded.snapshot(), m.snapshot());
+        assert!(
+            decoded.snapshot_encoder().is_none() && decoded.snapshot_decoder().is_some(),
+            "the settings of the machine the decoder was taken from"
+        );
+        let mut torn = m.snapshot();
+        torn.truncate(torn.len() - 3);
+        for bad in [torn, KvResult::Done.encode(), vec![0xee; 9]] {
+            let by_restore = KvMachine::default().restore(&bad).unwrap_err();
+            let by_decoder = KvMachine::default().snapshot_decoder().unwrap()(&bad).unwrap_err();
+            assert_eq!(by_decoder, by_restore);
+        }
     }
 }

@@ -338,6 +338,7 @@ fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
                 snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
                 checkpoint_inline: false,
                 checkpoint_encode_inline: false,
+                install_decode_inline: false,
             };
             cfg.validate()?;
             let path = dir.join("cluster.toml");

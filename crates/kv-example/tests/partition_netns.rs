@@ -131,6 +131,7 @@ fn cas_paxos_partition_one_replica() {
         snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
         checkpoint_inline: false,
         checkpoint_encode_inline: false,
+        install_decode_inline: false,
     };
     let prefix = nodes
         .iter()

@@ -413,8 +413,12 @@ async fn load(
 /// killed holding `SQUALL_KV_RESTART_BENCH` keys (default: skipped), `SQUALL_KV_RESTART_FSYNC`
 /// `batch` (default) or `never`, `SQUALL_KV_SNAPSHOT_EVERY` the replicas' `snapshot_every`
 /// (default: `KvConfig::DEFAULT_SNAPSHOT_EVERY`; 0: no checkpoints, a restart replays every
-/// log), `SQUALL_KV_RESTART_BATCH` the puts per log entry (default 50). Each time runs from
-/// spawning the processes until a read succeeds at every replica.
+/// log), `SQUALL_KV_RESTART_BATCH` the puts per log entry (default 50),
+/// `SQUALL_KV_RESTORE_INLINE=1` restores the checkpoint on the replica's thread
+/// (`install_decode_inline`, as before s22). Each time runs from spawning the processes until
+/// a read succeeds at every replica. Also printed: per replica of the restart, how long
+/// installing its checkpoint held the replica's thread (`us=` of "installed a transferred
+/// state" inline, `swap_us=` when decoded off the thread) and its longest driver turn.
 #[test]
 fn restart_time() {
     let Some(keys) = std::env::var("SQUALL_KV_RESTART_BENCH")
@@ -437,9 +441,14 @@ fn restart_time() {
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(50)
         .max(1);
+    let restore_inline = std::env::var("SQUALL_KV_RESTORE_INLINE").is_ok_and(|v| v == "1");
     let rt = runtime();
     let t0 = Instant::now();
-    let mut procs = Procs::loopback_durable_every(3, "restart-bench", fsync, every);
+    let mut procs = Procs::loopback_durable_with(3, "restart-bench", |cfg| {
+        cfg.fsync = fsync;
+        cfg.snapshot_every = every;
+        cfg.install_decode_inline = restore_inline;
+    });
     rt.block_on(wait_serving(&procs));
     let fresh = t0.elapsed();
     let t = Instant::now();
@@ -476,9 +485,34 @@ fn restart_time() {
             logs += len;
         }
     }
+    let held: Vec<String> = (0..3)
+        .map(|i| {
+            // The restarted life: from its last "restarting from durable logs" line.
+            let log = procs.log(i);
+            let life = log
+                .rfind("restarting from durable logs")
+                .map_or(&log[..], |at| &log[at..]);
+            let install = life
+                .lines()
+                .filter(|l| l.contains("installed a transferred state"))
+                .filter_map(|l| field(l, "swap_us").or_else(|| field(l, "us")))
+                .max();
+            format!(
+                "replica {i}: install held {} µs, longest turn {} µs",
+                install.map_or("-".into(), |us| us.to_string()),
+                longest_turn_us(life)
+            )
+        })
+        .collect();
     eprintln!(
-        "fsync {fsync}, snapshot_every {every}, {keys} keys in batches of {batch} (loaded in {loaded:?}; replica 0 at the kill: epoch logs {logs} bytes, snapshot {snaps} bytes): fresh start {fresh:?}, restart {restart:?}, restart / fresh = {:.2}",
-        restart.as_secs_f64() / fresh.as_secs_f64()
+        "fsync {fsync}, snapshot_every {every}, restore {}, {keys} keys in batches of {batch} (loaded in {loaded:?}; replica 0 at the kill: epoch logs {logs} bytes, snapshot {snaps} bytes): fresh start {fresh:?}, restart {restart:?}, restart / fresh = {:.2}; {}",
+        if restore_inline {
+            "inline"
+        } else {
+            "off-thread"
+        },
+        restart.as_secs_f64() / fresh.as_secs_f64(),
+        held.join("; ")
     );
 }
 

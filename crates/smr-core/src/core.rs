@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use squall_ordering::{Delivery, SubmitError, Upcall};
 use squall_transport::NodeId;
 
-use crate::machine::{StateEncoder, StateMachine};
+use crate::machine::{StateDecoder, StateEncoder, StateMachine};
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 use crate::transfer::{CheckpointKept, StateTransfer, TransferError};
@@ -16,6 +16,11 @@ use crate::{ConfigError, RestoreError};
 
 /// The driver's tag for one request; the core hands it back with the response.
 pub type Token = u64;
+
+/// Upcalls kept while a state was decoded off the replica's thread that one
+/// [`ReplicaCore::upcalls_from`] applies beyond the ones that arrived with it, so the backlog
+/// shrinks by this many a turn while no turn applies more than one poll's upcalls and this.
+const CATCH_UP: usize = 64;
 
 /// Settings of a replica's core.
 ///
@@ -140,7 +145,142 @@ pub struct ReplicaCore<S> {
     checkpoints_off: bool,
     /// The position of the checkpoint the backend is writing (no other is asked for).
     checkpoint_pending: Option<u64>,
+    /// The driver decodes transferred states off the replica's thread
+    /// ([`decode_off_thread`](Self::decode_off_thread)).
+    decode_off_thread: bool,
+    /// A state to decode off the replica's thread, not yet taken by the driver.
+    install_job: Option<InstallJob<S>>,
+    /// The position and size of the state being decoded off the replica's thread.
+    installing: Option<(u64, usize)>,
+    /// Upcalls that came while a state was decoded, in order, applied once it is installed.
+    backlog: VecDeque<Upcall<Delivery>>,
     metrics: Metrics,
+}
+
+/// A transferred state to decode off the replica's thread ([`ReplicaCore::take_install`]):
+/// the backend's bytes and the state machine's [`StateDecoder`]. [`run`](Self::run) on any
+/// thread, it checks and decodes the replica [`Snapshot`] and builds the new state machine;
+/// [`ReplicaCore::install_decoded`] swaps the result in.
+///
+/// ```
+/// use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall, View};
+/// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateDecoder, StateMachine, StateTransfer, TransferError};
+/// use squall_transport::{NodeId, Waker};
+/// # #[derive(Default)] struct Count(u64);
+/// # impl StateMachine for Count {
+/// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { self.0 += 1; Vec::new() }
+/// #     fn query(&self, _: &[u8]) -> Vec<u8> { self.0.to_le_bytes().to_vec() }
+/// #     fn snapshot(&self) -> Vec<u8> { self.0.to_le_bytes().to_vec() }
+/// #     fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+/// #         self.0 = u64::from_le_bytes(s.try_into().map_err(|_| RestoreError::new("8 bytes"))?);
+/// #         Ok(())
+/// #     }
+///       fn snapshot_decoder(&self) -> Option<StateDecoder<Count>> {
+///           Some(Box::new(|s: &[u8]| { let mut c = Count(0); c.restore(s).map(|()| c) }))
+///       }
+/// # }
+/// /// A joiner's backend: the state comes with the first view.
+/// struct Joiner(Option<(u64, Vec<u8>)>);
+/// # impl TotalOrder for Joiner {
+/// #     fn me(&self) -> NodeId { NodeId(1) }
+/// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+/// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+/// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
+/// #     fn waker(&self) -> Waker { unimplemented!() }
+/// # }
+/// impl StateTransfer for Joiner {
+///     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { self.0.take() }
+/// #   fn holds_state(&self) -> bool { false }
+/// #   fn state_wanted(&self) -> bool { false }
+/// #   fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+///     // ...
+/// }
+/// let member = ReplicaCore::new(NodeId(0), Count(7), CoreConfig::default())?;
+/// let mut joiner = ReplicaCore::new(NodeId(1), Count(0), CoreConfig::default())?;
+/// joiner.await_state();
+/// joiner.decode_off_thread();
+/// let mut backend = Joiner(Some((0, member.snapshot().encode())));
+/// let view = View { id: 1, members: vec![NodeId(0), NodeId(1)], leader: Some(NodeId(0)) };
+/// let command = squall_smr::wire::Entry::Command { client: 1, seq: 1, acked: 0, payload: b"+" };
+/// let one = |position| Upcall::Deliver(Delivery { position, sender: NodeId(0), payload: command.encode() });
+/// joiner.upcalls_from(&mut backend, [Upcall::View(view), one(0)]);
+/// let job = joiner.take_install().expect("the state is decoded off the replica's thread");
+/// assert!(joiner.is_installing() && joiner.applied() == 0, "position 0 is kept for after it");
+/// assert_eq!((job.position(), joiner.backlog()), (0, 2), "the view and position 0 are kept");
+/// assert_eq!(job.state_bytes(), member.snapshot().encode().len());
+/// let decoded = std::thread::spawn(move || job.run()).join().unwrap();
+/// joiner.install_decoded(decoded);
+/// joiner.upcalls_from(&mut backend, std::iter::empty());
+/// assert_eq!((joiner.state().0, joiner.applied()), (8, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct InstallJob<S> {
+    position: u64,
+    bytes: Vec<u8>,
+    decode: StateDecoder<S>,
+}
+
+impl<S> InstallJob<S> {
+    /// The position the state was taken at (the backend's next delivery). (Example: see
+    /// [`InstallJob`].)
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// The size of the encoded state. (Example: see [`InstallJob`].)
+    pub fn state_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Decodes the state (on the calling thread): the checks and errors of
+    /// [`ReplicaCore::install_transferred`], in its order, with the state machine's
+    /// [`StateDecoder`] in place of [`StateMachine::restore`]. (Example: see [`InstallJob`].)
+    pub fn run(self) -> DecodedState<S> {
+        let start = std::time::Instant::now();
+        let result = Snapshot::decode(&self.bytes)
+            .map_err(TransferError::from)
+            .and_then(|mut snapshot| {
+                if snapshot.applied != self.position {
+                    return Err(TransferError::Position {
+                        snapshot: snapshot.applied,
+                        position: self.position,
+                    });
+                }
+                let state = std::mem::take(&mut snapshot.state);
+                let sm = (self.decode)(&state)?;
+                Ok((sm, snapshot))
+            });
+        DecodedState {
+            position: self.position,
+            bytes: self.bytes.len(),
+            decode_us: start.elapsed().as_micros() as u64,
+            result,
+        }
+    }
+}
+
+/// A state decoded by [`InstallJob::run`], for [`ReplicaCore::install_decoded`]: the new state
+/// machine with the snapshot's sessions and position, or why it could not be installed.
+/// (Example: see [`InstallJob`].)
+pub struct DecodedState<S> {
+    position: u64,
+    bytes: usize,
+    decode_us: u64,
+    /// The machine, and the snapshot it came from (its state moved out).
+    result: Result<(S, Snapshot), TransferError>,
+}
+
+impl<S> DecodedState<S> {
+    /// A decode that ended without a result (its thread panicked): installing it stops the
+    /// replica with `why`.
+    pub(crate) fn lost(position: u64, bytes: usize, why: String) -> DecodedState<S> {
+        DecodedState {
+            position,
+            bytes,
+            decode_us: 0,
+            result: Err(TransferError::Restore(RestoreError::new(why))),
+        }
+    }
 }
 
 impl<S: StateMachine> ReplicaCore<S> {
@@ -169,6 +309,10 @@ impl<S: StateMachine> ReplicaCore<S> {
             checkpoint_refused: None,
             checkpoints_off: false,
             checkpoint_pending: None,
+            decode_off_thread: false,
+            install_job: None,
+            installing: None,
+            backlog: VecDeque::new(),
             metrics: Metrics::default(),
         })
     }
@@ -428,6 +572,12 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// an answer are answered [`ErrorCode::Unavailable`] (their entries may be lost).
     pub fn restore(&mut self, snapshot: &Snapshot) -> Result<(), RestoreError> {
         self.sm.restore(&snapshot.state)?;
+        self.adopt(snapshot);
+        Ok(())
+    }
+
+    /// Takes `snapshot`'s position and sessions (its state machine is installed already).
+    fn adopt(&mut self, snapshot: &Snapshot) {
         self.applied = snapshot.applied;
         self.checkpointed = snapshot.applied;
         self.sessions = snapshot.sessions.iter().cloned().collect();
@@ -437,7 +587,6 @@ impl<S: StateMachine> ReplicaCore<S> {
             .map(|(c, s)| (s.last_used, *c))
             .collect();
         self.fail_all("the replica restored a snapshot; retry");
-        Ok(())
     }
 
     /// Marks this replica as *joining*: it holds no state (the backend admits it and will
@@ -536,10 +685,89 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.restore(&snapshot)?;
         self.joining = false;
         self.metrics.add(&self.metrics.states_installed, 1);
+        let us = start.elapsed().as_micros() as u64;
+        self.metrics
+            .longest_install_us
+            .fetch_max(us, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(replica = %self.me, position, bytes = bytes.len(),
-            sessions = snapshot.session_count(), us = start.elapsed().as_micros() as u64,
-            "installed a transferred state");
+            sessions = snapshot.session_count(), us, "installed a transferred state");
         Ok(())
+    }
+
+    /// Lets this replica decode a transferred state off its thread: a driver that calls this
+    /// takes each [`InstallJob`] from [`take_install`](Self::take_install) after
+    /// [`upcalls_from`](Self::upcalls_from), runs it on another thread and hands the result
+    /// to [`install_decoded`](Self::install_decoded) (the runtime,
+    /// [`Replica::spawn_joinable`](crate::Replica::spawn_joinable), does). Only states whose
+    /// machine has a decoder ([`StateMachine::snapshot_decoder`]) are decoded so; others are
+    /// restored in [`upcalls_from`](Self::upcalls_from) as without this call. Meanwhile the
+    /// replica answers every request [`ErrorCode::Unavailable`] with the reason and keeps
+    /// every upcall that follows the state, in order, for after it. Once the state is in, it
+    /// serves (as a replica whose backend has not handed it everything yet: a command is
+    /// answered once its delivery, behind the kept ones, is applied) and applies the kept
+    /// upcalls, at most one poll's upcalls and 64 more a call; it completes a restart,
+    /// provides its state to a joiner and checkpoints only once none is left. (Example: see
+    /// [`InstallJob`].)
+    pub fn decode_off_thread(&mut self) {
+        self.decode_off_thread = true;
+    }
+
+    /// The state to decode off the replica's thread, once (see
+    /// [`decode_off_thread`](Self::decode_off_thread); example: see [`InstallJob`]).
+    pub fn take_install(&mut self) -> Option<InstallJob<S>> {
+        self.install_job.take()
+    }
+
+    /// Whether a state is being decoded off the replica's thread (from the moment
+    /// [`upcalls_from`](Self::upcalls_from) took it from the backend until
+    /// [`install_decoded`](Self::install_decoded); example: see [`InstallJob`]).
+    pub fn is_installing(&self) -> bool {
+        self.installing.is_some()
+    }
+
+    /// Upcalls kept while a state was decoded off the replica's thread, not applied yet.
+    /// (Example: see [`InstallJob`].)
+    pub fn backlog(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Installs a state decoded off the replica's thread ([`InstallJob::run`]): swaps the new
+    /// state machine in and takes the snapshot's sessions and position, as
+    /// [`install_transferred`](Self::install_transferred) does, and returns the replaced
+    /// machine (the driver may drop it elsewhere). A state that could not be decoded stops
+    /// the replica with the error `install_transferred` reports. The upcalls kept meanwhile
+    /// are applied by the following [`upcalls_from`](Self::upcalls_from) calls. (See
+    /// [`InstallJob`] for an example.)
+    pub fn install_decoded(&mut self, decoded: DecodedState<S>) -> Option<S> {
+        self.installing = None;
+        let DecodedState {
+            position,
+            bytes,
+            decode_us,
+            result,
+        } = decoded;
+        match result {
+            Ok((sm, snapshot)) => {
+                let start = std::time::Instant::now();
+                let old = std::mem::replace(&mut self.sm, sm);
+                self.adopt(&snapshot);
+                self.joining = false;
+                self.metrics.add(&self.metrics.states_installed, 1);
+                let swap_us = start.elapsed().as_micros() as u64;
+                self.metrics
+                    .longest_install_us
+                    .fetch_max(swap_us, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!(replica = %self.me, position, bytes,
+                    sessions = snapshot.session_count(), us = decode_us, swap_us,
+                    backlog = self.backlog.len(),
+                    "installed a transferred state (decoded off the replica's thread)");
+                Some(old)
+            }
+            Err(e) => {
+                self.stop(format!("cannot install the transferred state: {e}"));
+                None
+            }
+        }
     }
 
     /// Takes one poll's upcalls from a backend that transfers state, then serves a state
@@ -551,6 +779,9 @@ impl<S: StateMachine> ReplicaCore<S> {
     ///   check). A *restarting* replica ([`await_restart`](Self::await_restart)) does the
     ///   same with the state its backend persisted (a member that entered by transfer
     ///   restarts from that state, not from position 0), so its sessions come back too.
+    ///   With [`decode_off_thread`](Self::decode_off_thread) and a machine that has a
+    ///   decoder, the state is handed out as an [`InstallJob`] instead, and this upcall and
+    ///   every later one are kept until it is installed, then applied a slice a call.
     /// - Every upcall then goes to [`upcall`](Self::upcall).
     /// - A restarting replica asks the backend whether the restart is still under way; once
     ///   it is not, the replica serves, or, if the backend holds no state (the group went on
@@ -558,20 +789,34 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// - If a joiner asked this replica for the state and the group is not wedged, it provides
     ///   its snapshot at its current position (every delivery handed out so far is applied). A
     ///   refusal is logged; the joiner asks again in the next view.
+    ///
+    /// The last two, and checkpoints, wait while a state is decoded or upcalls kept meanwhile
+    /// remain.
     pub fn upcalls_from<B, I>(&mut self, backend: &mut B, upcalls: I)
     where
         B: StateTransfer + ?Sized,
         I: IntoIterator<Item = Upcall<Delivery>>,
     {
+        let mut fresh = 0;
         for u in upcalls {
-            if (self.joining || self.restarting.is_some())
-                && matches!(u, Upcall::View(_))
-                && let Some((position, bytes)) = backend.take_state()
-                && let Err(e) = self.install_transferred(position, &bytes)
-            {
-                self.stop(format!("cannot install the transferred state: {e}"));
+            if self.settling() {
+                self.backlog.push_back(u);
+                fresh += 1;
+            } else {
+                self.take_upcall(backend, u);
             }
-            self.upcall(u);
+        }
+        // What was kept while a state was decoded: as many as just arrived, and `CATCH_UP`.
+        let mut budget = fresh + CATCH_UP;
+        while self.installing.is_none() && budget > 0 {
+            let Some(u) = self.backlog.pop_front() else {
+                break;
+            };
+            budget -= 1;
+            self.take_upcall(backend, u);
+        }
+        if self.settling() {
+            return;
         }
         if self.restarting.is_some() {
             self.restarting = backend.restarting();
@@ -611,6 +856,48 @@ impl<S: StateMachine> ReplicaCore<S> {
             }
         }
         self.maybe_checkpoint(backend);
+    }
+
+    /// Whether a state is being decoded off the replica's thread or upcalls kept meanwhile
+    /// remain to be applied.
+    fn settling(&self) -> bool {
+        self.installing.is_some() || !self.backlog.is_empty()
+    }
+
+    /// One upcall of [`upcalls_from`](Self::upcalls_from), in order: the state a joining or
+    /// restarting replica's backend offers at a view is installed first, or handed out to be
+    /// decoded off the replica's thread (then this upcall is kept, first, for after it).
+    fn take_upcall<B: StateTransfer + ?Sized>(&mut self, backend: &mut B, u: Upcall<Delivery>) {
+        if (self.joining || self.restarting.is_some())
+            && matches!(u, Upcall::View(_))
+            && let Some((position, bytes)) = backend.take_state()
+        {
+            let decode = if self.decode_off_thread {
+                self.sm.snapshot_decoder()
+            } else {
+                None
+            };
+            match decode {
+                Some(decode) => {
+                    tracing::info!(replica = %self.me, position, bytes = bytes.len(),
+                        "decoding a transferred state off the replica's thread");
+                    self.installing = Some((position, bytes.len()));
+                    self.install_job = Some(InstallJob {
+                        position,
+                        bytes,
+                        decode,
+                    });
+                    self.backlog.push_front(u);
+                    return;
+                }
+                None => {
+                    if let Err(e) = self.install_transferred(position, &bytes) {
+                        self.stop(format!("cannot install the transferred state: {e}"));
+                    }
+                }
+            }
+        }
+        self.upcall(u);
     }
 
     /// Every [`CoreConfig::snapshot_every`] applied deliveries: hands the backend the snapshot
@@ -688,6 +975,12 @@ impl<S: StateMachine> ReplicaCore<S> {
     fn unavailable(&self) -> Option<String> {
         if let Some(r) = &self.stopped {
             return Some(format!("the ordering backend stopped: {r}"));
+        }
+        if let Some((position, bytes)) = self.installing {
+            return Some(format!(
+                "this replica is installing a state of {bytes} bytes taken at position \
+                 {position} (decoding it off its thread); retry later or at another replica"
+            ));
         }
         if let Some(r) = &self.restarting {
             return Some(format!(
@@ -921,12 +1214,22 @@ mod tests {
             self.0.join(&b","[..])
         }
         fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+            if s.contains(&0xff) {
+                return Err(RestoreError::new("0xff in an append log"));
+            }
             self.0 = if s.is_empty() {
                 Vec::new()
             } else {
                 s.split(|b| *b == b',').map(<[u8]>::to_vec).collect()
             };
             Ok(())
+        }
+        /// `restore` into a fresh log (used only by a core that decodes off its thread).
+        fn snapshot_decoder(&self) -> Option<StateDecoder<Append>> {
+            Some(Box::new(|s: &[u8]| {
+                let mut fresh = Append::default();
+                fresh.restore(s).map(|()| fresh)
+            }))
         }
     }
 
@@ -1721,5 +2024,183 @@ mod tests {
         r.upcalls_from(&mut backend, [view(5)]);
         assert!(!r.is_joining());
         assert_eq!(r.snapshot(), member.snapshot());
+    }
+
+    /// A joiner that decodes off its thread (`off`) and one that restores in `upcalls_from`
+    /// (`inline`), fed the same upcalls: the same state `bytes` at `position`, in view 1,
+    /// then `after`.
+    fn both_joiners(
+        position: u64,
+        bytes: &[u8],
+        after: &[Upcall<Delivery>],
+    ) -> [(ReplicaCore<Append>, Restarting); 2] {
+        [true, false].map(|off| {
+            let mut backend = Restarting {
+                state: Some((position, bytes.to_vec())),
+                restarting: None,
+                holds: false,
+            };
+            let mut c = core(16);
+            c.await_state();
+            if off {
+                c.decode_off_thread();
+            }
+            let upcalls = std::iter::once(view(1)).chain(after.iter().cloned());
+            c.upcalls_from(&mut backend, upcalls);
+            (c, backend)
+        })
+    }
+
+    /// Runs `c`'s install job on another thread and installs its result.
+    fn decode_elsewhere(c: &mut ReplicaCore<Append>) {
+        let job = c.take_install().expect("a state to decode off the thread");
+        let decoded = std::thread::spawn(move || job.run()).join().unwrap();
+        c.install_decoded(decoded);
+    }
+
+    #[test]
+    fn a_state_decoded_off_the_thread_keeps_what_follows_and_ends_as_a_restore() {
+        let mut member = core(16);
+        deliver(&mut member, cmd(9, 1, 0, b"a"));
+        deliver(&mut member, cmd(5, 1, 0, b"x"));
+        deliver(&mut member, cmd(9, 2, 1, b"b"));
+        let bytes = member.snapshot().encode();
+        let after = [at(3, cmd(9, 3, 2, b"c")), at(4, cmd(5, 2, 1, b"y"))];
+        let [(mut off, mut backend), (inline, _)] = both_joiners(3, &bytes, &after);
+        assert!(!inline.is_joining() && inline.applied() == 5);
+        // Nothing applied yet: the view and both deliveries are kept for after the state.
+        assert!(off.is_installing() && off.is_joining());
+        assert_eq!((off.applied(), off.backlog()), (0, 3));
+        off.request(1, command(9, 4, b"d"));
+        assert!(unavailable_because(
+            &off.take_replies(),
+            1,
+            &format!(
+                "installing a state of {} bytes taken at position 3",
+                bytes.len()
+            )
+        ));
+        assert!(off.outgoing().is_none(), "nothing queued while installing");
+        // More upcalls while it decodes join the backlog, in order.
+        off.upcalls_from(&mut backend, [at(5, cmd(9, 4, 3, b"d"))]);
+        assert_eq!((off.applied(), off.backlog()), (0, 4));
+        decode_elsewhere(&mut off);
+        assert!(!off.is_installing() && !off.is_joining());
+        assert_eq!(
+            off.applied(),
+            3,
+            "the state is in, the backlog not yet applied"
+        );
+        // It serves, behind what it kept: a client's retry of a command the backlog holds is
+        // ordered again and answered once the backlog's copy is applied (the copy ordered
+        // again then applies as a duplicate).
+        off.request(2, command(9, 3, b"c"));
+        assert!(off.take_replies().is_empty() && off.outgoing().is_some());
+        off.upcalls_from(&mut backend, std::iter::empty());
+        assert_eq!((off.applied(), off.backlog()), (6, 0));
+        assert_eq!(off.take_replies(), vec![(2, len(4))]);
+        let mut inline = inline;
+        inline.upcall(at(5, cmd(9, 4, 3, b"d")));
+        assert_eq!(
+            off.snapshot(),
+            inline.snapshot(),
+            "as a restore of the same bytes"
+        );
+        assert_eq!(
+            off.metrics()
+                .states_installed
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        // Serving: a retry is answered from the sessions the state brought.
+        off.request(3, command(5, 2, b"y"));
+        assert_eq!(off.take_replies(), vec![(3, len(5))]);
+    }
+
+    #[test]
+    fn a_state_that_fails_to_decode_off_the_thread_stops_the_replica_as_a_restore_does() {
+        let mut member = core(16);
+        deliver(&mut member, cmd(9, 1, 0, b"a"));
+        let good = member.snapshot().encode();
+        let mut torn = good.clone();
+        torn[20] ^= 1;
+        let rejected = Snapshot::new(1, vec![b'a', 0xff]).encode();
+        for (what, position, bytes) in [
+            ("torn", 1, torn),
+            ("at another position", 2, good),
+            ("refused by the machine", 1, rejected),
+        ] {
+            let [(mut off, _), (mut inline, _)] = both_joiners(position, &bytes, &[]);
+            decode_elsewhere(&mut off);
+            for (t, c) in [(1, &mut off), (2, &mut inline)] {
+                c.request(t, command(9, 2, b"b"));
+            }
+            let (
+                Some((_, Response::Error { message: m_off, .. })),
+                Some((
+                    _,
+                    Response::Error {
+                        message: m_inline, ..
+                    },
+                )),
+            ) = (off.take_replies().pop(), inline.take_replies().pop())
+            else {
+                panic!("{what}: a replica that could not install its state answered");
+            };
+            assert!(
+                m_inline.contains("cannot install the transferred state"),
+                "{what}: {m_inline}"
+            );
+            assert_eq!(m_off, m_inline, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_backlog_is_applied_a_slice_a_turn_and_a_restart_completes_after_it() {
+        let mut member = core(16);
+        deliver(&mut member, cmd(9, 1, 0, b"a"));
+        let mut backend = Restarting {
+            state: Some((1, member.snapshot().encode())),
+            restarting: Some("agreeing on the restart view".into()),
+            holds: true,
+        };
+        let mut r = core(16);
+        r.await_restart(backend.restarting().unwrap());
+        r.decode_off_thread();
+        let n = 3 * CATCH_UP as u64;
+        let replay = (1..=n).map(|p| at(p, cmd(9, p + 1, p, b"r")));
+        r.upcalls_from(&mut backend, std::iter::once(view(1)).chain(replay));
+        // The backend's restart completes while the state is decoded: the replica goes on
+        // restarting until it applied what the backend replayed.
+        backend.restarting = None;
+        decode_elsewhere(&mut r);
+        let mut backlog = vec![r.backlog()];
+        while r.backlog() > 0 {
+            let seq = backlog.len() as u64;
+            let next = r.applied() + r.backlog() as u64;
+            r.upcalls_from(&mut backend, [at(next, cmd(5, seq, seq - 1, b"n"))]);
+            assert!(r.is_restarting() || r.backlog() == 0);
+            backlog.push(r.backlog());
+        }
+        assert_eq!(
+            backlog,
+            vec![
+                1 + n as usize,
+                1 + n as usize - CATCH_UP,
+                1 + n as usize - 2 * CATCH_UP,
+                1,
+                0
+            ][..backlog.len()]
+        );
+        assert!(
+            !r.is_restarting(),
+            "the restart completed once the backlog was applied"
+        );
+        r.request(1, command(9, n + 1, b"r"));
+        assert_eq!(
+            r.take_replies(),
+            vec![(1, len(1 + n))],
+            "a retry of the replay's last"
+        );
     }
 }

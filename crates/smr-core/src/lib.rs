@@ -69,8 +69,8 @@ pub mod wire;
 
 pub use client::{Client, ClientConfig, ClientError};
 pub use codec::DecodeError;
-pub use core::{CoreConfig, ReplicaCore, Token};
-pub use machine::{RestoreError, StateEncoder, StateMachine};
+pub use core::{CoreConfig, DecodedState, InstallJob, ReplicaCore, Token};
+pub use machine::{RestoreError, StateDecoder, StateEncoder, StateMachine};
 pub use metrics::{Counters, Metrics};
 pub use runtime::{Busy, Replica, ReplicaConfig, ReplicaHandle, RuntimeError};
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};

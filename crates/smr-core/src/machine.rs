@@ -106,7 +106,74 @@ pub trait StateMachine: Send + 'static {
     fn snapshot_encoder(&self) -> Option<StateEncoder> {
         None
     }
+
+    /// A decoder that builds a new state machine from a snapshot on another thread: called by
+    /// a replica that installs a large state (a joiner's transferred state, a restart's
+    /// checkpoint) so that decoding it does not pause the replica's thread, which meanwhile
+    /// goes on driving its group, answering requests `Unavailable` and keeping the deliveries
+    /// that follow the state for after it. The replica then swaps the decoded machine in (one
+    /// move). The decoder must build exactly the machine [`restore`](Self::restore) of the
+    /// same bytes makes of this one (settings included: it is taken from this machine), and
+    /// fail where `restore` fails, with its error. The default, `None`: the replica calls
+    /// [`restore`](Self::restore) on its own thread.
+    ///
+    /// ```
+    /// use squall_smr::{RestoreError, StateDecoder, StateMachine};
+    ///
+    /// #[derive(Debug, Default, PartialEq)]
+    /// struct Words(Vec<String>);
+    /// impl StateMachine for Words {
+    ///     fn apply(&mut self, c: &[u8]) -> Vec<u8> {
+    ///         self.0.push(String::from_utf8_lossy(c).into_owned());
+    ///         Vec::new()
+    ///     }
+    ///     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    ///     fn snapshot(&self) -> Vec<u8> { self.0.join(" ").into_bytes() }
+    ///     fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+    ///         let text = std::str::from_utf8(s).map_err(|e| RestoreError::new(e.to_string()))?;
+    ///         self.0 = text.split_whitespace().map(str::to_owned).collect();
+    ///         Ok(())
+    ///     }
+    ///     fn snapshot_decoder(&self) -> Option<StateDecoder<Words>> {
+    ///         // Exactly `restore` into a fresh machine.
+    ///         Some(Box::new(|s: &[u8]| {
+    ///             let mut fresh = Words::default();
+    ///             fresh.restore(s).map(|()| fresh)
+    ///         }))
+    ///     }
+    /// }
+    /// let mut w = Words::default();
+    /// w.apply(b"hello");
+    /// w.apply(b"world");
+    /// let (decode, bytes) = (Words::default().snapshot_decoder().unwrap(), w.snapshot());
+    /// let decoded = std::thread::spawn(move || decode(&bytes)).join().unwrap()?;
+    /// assert_eq!(decoded, w);
+    /// let bad = Words::default().snapshot_decoder().unwrap()(&[0xff]);
+    /// assert_eq!(bad, Err(Words::default().restore(&[0xff]).unwrap_err()));
+    /// # Ok::<(), RestoreError>(())
+    /// ```
+    fn snapshot_decoder(&self) -> Option<StateDecoder<Self>>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
+
+/// A decoder of a snapshot into a new state machine ([`StateMachine::snapshot_decoder`]):
+/// called once, on any thread, with the bytes [`snapshot`](StateMachine::snapshot) returned;
+/// the machine [`restore`](StateMachine::restore) would make of them, or its error.
+///
+/// ```
+/// use squall_smr::{RestoreError, StateDecoder};
+/// let decode: StateDecoder<u64> = Box::new(|s: &[u8]| {
+///     let bytes: [u8; 8] = s.try_into().map_err(|_| RestoreError::new("want 8 bytes"))?;
+///     Ok(u64::from_le_bytes(bytes))
+/// });
+/// let decoded = std::thread::spawn(move || decode(&7u64.to_le_bytes())).join().unwrap();
+/// assert_eq!(decoded, Ok(7));
+/// ```
+pub type StateDecoder<S> = Box<dyn FnOnce(&[u8]) -> Result<S, RestoreError> + Send>;
 
 /// A state machine's state captured at one point ([`StateMachine::snapshot_encoder`]): called
 /// once, on any thread, it appends the state's [`snapshot`](StateMachine::snapshot) bytes to

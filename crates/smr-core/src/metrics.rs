@@ -41,6 +41,11 @@ pub struct Counters {
     /// of 5 ms or more that sets a new maximum is also logged (`info`, "longest driver turn
     /// so far").
     pub longest_turn_us: AtomicU64,
+    /// The longest the replica's thread spent installing one transferred or restored state,
+    /// in microseconds: decoding and restoring it where it is restored on that thread
+    /// ([`StateMachine::restore`](crate::StateMachine::restore)), swapping it in where it was
+    /// decoded off it ([`StateMachine::snapshot_decoder`](crate::StateMachine::snapshot_decoder)).
+    pub longest_install_us: AtomicU64,
 }
 
 /// A shared handle to a replica's [`Counters`]; clones see the same counters.
@@ -77,7 +82,8 @@ impl std::fmt::Display for Metrics {
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
-             states(provided/installed)={}/{} checkpoints={} longest_turn_us={}",
+             states(provided/installed)={}/{} checkpoints={} longest_turn_us={} \
+             longest_install_us={}",
             l(&c.commands_applied),
             l(&c.duplicates),
             l(&c.reads_barrier),
@@ -93,6 +99,7 @@ impl std::fmt::Display for Metrics {
             l(&c.states_installed),
             l(&c.checkpoints),
             l(&c.longest_turn_us),
+            l(&c.longest_install_us),
         )
     }
 }

@@ -14,7 +14,7 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 use crate::ConfigError;
-use crate::core::{CoreConfig, ReplicaCore, Token};
+use crate::core::{CoreConfig, DecodedState, InstallJob, ReplicaCore, Token};
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
@@ -272,7 +272,9 @@ impl<S: StateMachine> Replica<S> {
     /// restarts from durable logs ([`StateTransfer::restarting`]) makes the replica
     /// *restarting* ([`ReplicaCore::await_restart`]): it applies the replay (and a persisted
     /// state the backend hands back) and answers requests `Unavailable` until the restart
-    /// completed.
+    /// completed. A state whose machine has a decoder ([`StateMachine::snapshot_decoder`]) is
+    /// decoded on a thread of its own (`squall-install-<id>`) while the driver goes on
+    /// polling the backend ([`ReplicaCore::decode_off_thread`]).
     pub fn spawn_joinable<B, E, F>(
         me: NodeId,
         make: F,
@@ -320,6 +322,7 @@ impl<S: StateMachine> Replica<S> {
                     }
                 };
                 if let Some(t) = transfer(&mut backend) {
+                    core.decode_off_thread();
                     if !t.holds_state() {
                         tracing::info!("joining: waiting for a state transfer");
                         core.await_state();
@@ -338,6 +341,7 @@ impl<S: StateMachine> Replica<S> {
                     cfg,
                     waiting: HashMap::new(),
                     next_token: 0,
+                    install: None,
                 }
                 .run()
             })
@@ -431,6 +435,8 @@ struct Driver<B, S> {
     cfg: ReplicaConfig,
     waiting: HashMap<Token, oneshot::Sender<Response>>,
     next_token: Token,
+    /// The thread decoding a transferred state, and where its result comes.
+    install: Option<(JoinHandle<()>, Receiver<DecodedState<S>>)>,
 }
 
 impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
@@ -457,6 +463,7 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             let polled = std::time::Instant::now();
             let busy = self.backend.poll(&mut upcalls);
             let applied = std::time::Instant::now();
+            self.collect_install();
             match (self.transfer)(&mut self.backend) {
                 Some(t) => self.core.upcalls_from(t, upcalls.drain(..)),
                 None => {
@@ -465,6 +472,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                     }
                 }
             }
+            if let Some(job) = self.core.take_install() {
+                self.start_install(job);
+            }
             self.core.drain_replies(&mut replies);
             for (t, r) in replies.drain(..) {
                 if let Some(tx) = self.waiting.remove(&t) {
@@ -472,7 +482,10 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 }
             }
             // Now and then (and whenever idle) forget requests nobody waits for any more.
-            let idle = !busy && took == 0;
+            // Upcalls kept while a state was decoded are applied a slice a turn, without a
+            // park between; while it is decoded there is nothing to apply them to.
+            let catching_up = self.core.backlog() > 0 && !self.core.is_installing();
+            let idle = !busy && took == 0 && !catching_up;
             if turns % 1024 == 0 || (idle && turns % 64 == 0) {
                 self.forget_abandoned();
             }
@@ -505,6 +518,10 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
         }
         // Answer what is still owed and what is still queued, then hand the state back.
         tracing::info!("replica shutting down");
+        if let Some((thread, _)) = self.install.take() {
+            // Its decode is of no use now; it ends by itself (its result is dropped).
+            let _ = thread.join();
+        }
         refuse_queued(&self.rx);
         self.core.halt("the replica is shutting down".into());
         self.core.drain_replies(&mut replies);
@@ -514,6 +531,63 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             }
         }
         self.core.into_state()
+    }
+
+    /// Decodes `job` on a thread of its own, which wakes the driver when done.
+    fn start_install(&mut self, job: InstallJob<S>) {
+        let (position, bytes) = (job.position(), job.state_bytes());
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let waker = self.backend.waker();
+        let spawned = std::thread::Builder::new()
+            .name(format!("squall-install-{}", self.backend.me().0))
+            .spawn(move || {
+                let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()))
+                    .unwrap_or_else(|e| {
+                        DecodedState::lost(
+                            position,
+                            bytes,
+                            format!("the state decoder panicked: {}", join_message(Some(e))),
+                        )
+                    });
+                let _ = tx.send(decoded);
+                waker.wake();
+            });
+        match spawned {
+            Ok(thread) => self.install = Some((thread, rx)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the install thread");
+                self.core.install_decoded(DecodedState::lost(
+                    position,
+                    bytes,
+                    format!("cannot start a thread to decode it: {e}"),
+                ));
+            }
+        }
+    }
+
+    /// Installs the state the install thread decoded, once it is done; the machine it
+    /// replaces is dropped on a thread of its own (a replica joining again after a restart
+    /// replaces a whole replayed state).
+    fn collect_install(&mut self) {
+        let Some((_, rx)) = &self.install else {
+            return;
+        };
+        let decoded = match rx.try_recv() {
+            Ok(decoded) => decoded,
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => {
+                // Never: the thread sends before it ends, panic or not.
+                DecodedState::lost(0, 0, "the install thread ended without a result".into())
+            }
+        };
+        if let Some((thread, _)) = self.install.take() {
+            let _ = thread.join();
+        }
+        if let Some(old) = self.core.install_decoded(decoded) {
+            let _ = std::thread::Builder::new()
+                .name(format!("squall-drop-{}", self.backend.me().0))
+                .spawn(move || drop(old));
+        }
     }
 
     fn take_requests(&mut self) -> usize {
@@ -746,5 +820,195 @@ mod tests {
                 ),
             }
         }
+    }
+
+    /// Appends every command's bytes; its decoder says on which thread it runs, then waits
+    /// for the test to open its gate before restoring.
+    struct Held {
+        log: Vec<u8>,
+        entered: crossbeam_channel::Sender<String>,
+        gate: crossbeam_channel::Receiver<()>,
+    }
+
+    impl StateMachine for Held {
+        fn apply(&mut self, c: &[u8]) -> Vec<u8> {
+            self.log.extend_from_slice(c);
+            Vec::new()
+        }
+        fn query(&self, _: &[u8]) -> Vec<u8> {
+            self.log.clone()
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            self.log.clone()
+        }
+        fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+            self.log = s.to_vec();
+            Ok(())
+        }
+        fn snapshot_decoder(&self) -> Option<crate::StateDecoder<Held>> {
+            let (entered, gate) = (self.entered.clone(), self.gate.clone());
+            Some(Box::new(move |s: &[u8]| {
+                let name = std::thread::current().name().unwrap_or("").to_owned();
+                let _ = entered.send(name);
+                let _ = gate.recv();
+                Ok(Held {
+                    log: s.to_vec(),
+                    entered,
+                    gate,
+                })
+            }))
+        }
+    }
+
+    /// A joiner's backend: its first poll hands out the view (with the state) and a delivery
+    /// after the state's position; it counts its polls.
+    struct Joiner {
+        first: Vec<Upcall<Delivery>>,
+        state: Option<(u64, Vec<u8>)>,
+        polls: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl TotalOrder for Joiner {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::WindowFull)
+        }
+        fn poll(&mut self, out: &mut Vec<Upcall<Delivery>>) -> bool {
+            self.polls.fetch_add(1, Ordering::Relaxed);
+            out.append(&mut self.first);
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Joiner {
+        fn holds_state(&self) -> bool {
+            false
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            self.state.take()
+        }
+    }
+
+    /// The driver decodes a joiner's state on a thread of its own: while the decoder is held
+    /// (it waits for the test) the driver keeps polling its backend and answers requests
+    /// `Unavailable` saying why; released, the state is the member's with the delivery that
+    /// followed it applied.
+    #[test]
+    fn a_replica_decoding_its_state_off_its_thread_keeps_polling_and_answering() {
+        let (entered_tx, entered) = crossbeam_channel::unbounded();
+        let (open, gate) = crossbeam_channel::bounded::<()>(0);
+        let held = || Held {
+            log: Vec::new(),
+            entered: entered_tx.clone(),
+            gate: gate.clone(),
+        };
+        let command = |seq: u64, p: &[u8]| {
+            crate::wire::Entry::Command {
+                client: 9,
+                seq,
+                acked: seq - 1,
+                payload: p,
+            }
+            .encode()
+        };
+        let mut member = ReplicaCore::new(NodeId(1), held(), CoreConfig::default()).unwrap();
+        member.upcall(Upcall::Deliver(Delivery {
+            position: 0,
+            sender: NodeId(1),
+            payload: command(1, b"a"),
+        }));
+        let polls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let backend = Joiner {
+            first: vec![
+                Upcall::View(squall_ordering::View {
+                    id: 1,
+                    members: vec![NodeId(0), NodeId(1)],
+                    leader: Some(NodeId(1)),
+                }),
+                Upcall::Deliver(Delivery {
+                    position: 1,
+                    sender: NodeId(1),
+                    payload: command(2, b"b"),
+                }),
+            ],
+            state: Some((1, member.snapshot().encode())),
+            polls: Arc::clone(&polls),
+        };
+        let cfg = ReplicaConfig {
+            idle_park: Duration::from_millis(1),
+            ..ReplicaConfig::default()
+        };
+        let replica =
+            Replica::spawn_joinable(NodeId(0), move || Ok::<_, String>(backend), held(), cfg)
+                .unwrap();
+        // Declared after the replica, so that a failed assertion opens the gate before the
+        // replica's drop waits for its driver (which a held decoder on it would block).
+        let open = open;
+        let thread = entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the state machine's decoder never ran");
+        assert_eq!(
+            thread, "squall-install-0",
+            "not decoded on an install thread"
+        );
+        let before = polls.load(Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while polls.load(Ordering::Relaxed) < before + 20 {
+            if std::time::Instant::now() > deadline {
+                drop(open);
+                panic!("the driver stopped polling its backend while the state was decoded");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        match rt.block_on(replica.handle().call(read.clone())) {
+            Response::Error {
+                code: ErrorCode::Unavailable,
+                message,
+            } => assert!(message.contains("installing a state"), "{message}"),
+            other => panic!("a replica decoding its state answered {other:?}"),
+        }
+        drop(open);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match rt.block_on(replica.handle().call(read.clone())) {
+                Response::Ok(log) => {
+                    assert_eq!(log, b"ab", "the member's state, then the delivery after it");
+                    break;
+                }
+                r => assert!(
+                    std::time::Instant::now() < deadline,
+                    "still refused after the state was decoded: {r:?}"
+                ),
+            }
+        }
+        assert_eq!(
+            replica
+                .handle()
+                .metrics()
+                .states_installed
+                .load(Ordering::Relaxed),
+            1
+        );
     }
 }

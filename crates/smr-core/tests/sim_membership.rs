@@ -303,6 +303,98 @@ fn a_joining_replica_refuses_requests_until_its_state_arrives() {
     );
 }
 
+/// s22: a joiner whose state is decoded off its thread (the decode held for `HOLD` rounds,
+/// as a slow decode of a large state would be) keeps driving its group meanwhile: its group
+/// keeps receiving deliveries (kept for after the state), nobody suspects it (the hold
+/// spans more than twice the suspicion timeout), it answers `Unavailable`, clients complete
+/// operations at the members; released, it applies what it kept and ends identical to the
+/// members, the history linearizable.
+#[test]
+fn a_joiner_decoding_its_state_off_its_thread_keeps_driving_its_group_and_ends_identical() {
+    const HOLD: u32 = 4000;
+    check_seeds(
+        "a_joiner_decoding_its_state_off_its_thread_keeps_driving_its_group_and_ends_identical",
+        3,
+        |seed| {
+            let mut cl = Cluster::new(Backend::Membership { members: 3 }, 4, 4, seed);
+            cl.cores[3].as_mut().unwrap().decode_off_thread();
+            let mut next_value = 0;
+            // Round, time, the joiner's deliveries, operations completed and view at the hold.
+            let mut held: Option<(u32, u64, usize, usize, u64)> = None;
+            for round in 0..5_000 + HOLD {
+                if round == 800 {
+                    cl.join(3);
+                }
+                let done = cl.ops.iter().filter(|o| o.ret.is_some()).count();
+                if held.is_none() && cl.installs[3].is_some() {
+                    let view = cl.group(3).and_then(|g| g.view()).map(|v| v.id);
+                    let view = view.ok_or("the joiner holds a state but no view")?;
+                    held = Some((round, cl.now(), cl.delivered[3].len(), done, view));
+                }
+                if let Some((at, since, delivered, done_then, view)) = held
+                    && round == at + HOLD
+                {
+                    let core = cl.cores[3].as_ref().unwrap();
+                    if !core.is_installing() || core.applied() != 0 {
+                        return Err(format!(
+                            "the joiner applied {} deliveries before its state was in",
+                            core.applied()
+                        ));
+                    }
+                    let kept = core.backlog();
+                    cl.probe_unavailable()?;
+                    let took = cl.now() - since;
+                    if took < 2 * 1_500_000 {
+                        return Err(format!("the hold lasted only {took} ns"));
+                    }
+                    let received = cl.delivered[3].len() - delivered;
+                    if received == 0 || kept <= received {
+                        return Err(format!(
+                            "the joiner's group received {received} deliveries while held (kept {kept})"
+                        ));
+                    }
+                    for i in 0..4 {
+                        let v = cl.group(i).and_then(|g| g.view()).cloned();
+                        if !v
+                            .as_ref()
+                            .is_some_and(|v| v.id == view && v.members.contains(&NodeId(3)))
+                        {
+                            return Err(format!(
+                                "replica {i} left view {view} with the joiner while it decoded: {v:?}"
+                            ));
+                        }
+                    }
+                    if done - done_then < 20 {
+                        return Err(format!(
+                            "only {} operations completed while the joiner decoded",
+                            done - done_then
+                        ));
+                    }
+                    eprintln!(
+                        "seed {seed}: held {took} ns from round {at}: the joiner's group received {received} deliveries, kept {kept} upcalls; {} operations completed",
+                        done - done_then
+                    );
+                    cl.finish_install(3);
+                }
+                cl.load_step(KEYS, &mut next_value)?;
+            }
+            if held.is_none() {
+                return Err("the joiner handed out no decode".into());
+            }
+            cl.settle(60_000)?;
+            if installed(&cl, 3) != 1 {
+                return Err("the joiner installed no state".into());
+            }
+            let at = same_snapshots(&cl)?;
+            let first = cl.delivered[3].first().map_or(0, |d| d.0);
+            if at <= first {
+                return Err(format!("the joiner applied nothing after its state ({at})"));
+            }
+            verify(&cl)
+        },
+    );
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(proptest_cases(8)))]
 

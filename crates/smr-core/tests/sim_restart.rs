@@ -51,6 +51,9 @@ struct Plan {
     /// Rounds after the restart, replicas are killed and restarted again: all of them, or
     /// replica `seed % N`.
     bounce: Option<(u32, bool)>,
+    /// Restarted replicas decode their checkpoints off their thread (s22), each decode held
+    /// this many rounds before it is run.
+    decode_hold: Option<u32>,
 }
 
 /// What a run did (the sweeps check that their interesting cases happened).
@@ -75,6 +78,8 @@ struct Stats {
     restart_rounds: u32,
     /// The position every replica ends at.
     at: u64,
+    /// Decodes run off the replicas' threads after their hold.
+    decoded: usize,
 }
 
 /// The per-step checks, with what they remember between steps.
@@ -89,6 +94,11 @@ struct Watch {
     /// Steps taken, and the step of the last completed restart.
     steps: u32,
     last_completed: u32,
+    /// [`Plan::decode_hold`], and per replica the step its held decode was first seen.
+    decode_hold: Option<u32>,
+    held_since: Vec<Option<u32>>,
+    /// Decodes run after their hold.
+    decoded: usize,
 }
 
 impl Watch {
@@ -99,6 +109,29 @@ impl Watch {
         }
         cl.probe_unavailable()?;
         self.steps += 1;
+        if let Some(hold) = self.decode_hold {
+            for i in 0..N {
+                if cl.installs[i].is_none() {
+                    self.held_since[i] = None;
+                    continue;
+                }
+                let since = *self.held_since[i].get_or_insert(self.steps);
+                let core = cl.cores[i]
+                    .as_ref()
+                    .ok_or("a held decode of a dead replica")?;
+                if core.applied() != 0 || !core.is_installing() {
+                    return Err(format!(
+                        "replica {i} applied {} deliveries while its state was decoded",
+                        core.applied()
+                    ));
+                }
+                if self.steps - since >= hold {
+                    cl.finish_install(i);
+                    self.held_since[i] = None;
+                    self.decoded += 1;
+                }
+            }
+        }
         for i in 0..N {
             let Some(core) = cl.cores[i].as_ref() else {
                 self.restarting[i] = false;
@@ -185,6 +218,12 @@ fn run(p: &Plan) -> Result<Stats, String> {
     // harness's default (two rounds of the replicas) clients gave up within a few steps of a
     // restart, and a history full of unknown outcomes is beyond the checker's search.
     cl.max_attempts = 1_000;
+    if let Some(hold) = p.decode_hold {
+        // Every replica answers `Unavailable` for the whole hold (up to three attempts a
+        // round): a client that gave up leaves an unknown outcome, and a few of them put the
+        // history beyond the checker's search.
+        cl.max_attempts += 4 * hold as usize;
+    }
     cl.read_mode = if p.seed % 2 == 0 {
         ReadMode::Barrier
     } else {
@@ -199,7 +238,11 @@ fn run(p: &Plan) -> Result<Stats, String> {
         operator_restarts: 0,
         steps: 0,
         last_completed: 0,
+        decode_hold: p.decode_hold,
+        held_since: vec![None; N],
+        decoded: 0,
     };
+    cl.restart_decoding_off_thread = p.decode_hold.is_some();
     let mut next_value = 0;
     for _ in 0..p.kill_at {
         w.step(&mut cl, Some(&mut next_value))?;
@@ -245,7 +288,7 @@ fn run(p: &Plan) -> Result<Stats, String> {
     for (i, log) in logs.into_iter().enumerate() {
         w.restart(&mut cl, i, log)?;
     }
-    for round in 0..AFTER {
+    for round in 0..AFTER + p.decode_hold.unwrap_or(0) {
         if let Some((at, all)) = p.bounce {
             if round == at {
                 stats.bounced_restarting = cl.cores.iter().flatten().any(|c| c.is_restarting());
@@ -279,6 +322,7 @@ fn run(p: &Plan) -> Result<Stats, String> {
     stats.restored = w.restored;
     stats.operator_restarts = w.operator_restarts;
     stats.restart_rounds = w.last_completed.saturating_sub(restart_step);
+    stats.decoded = w.decoded;
     let groups = describe(&mut cl);
     for i in 0..N {
         let c = cl.cores[i].as_ref().ok_or(format!("replica {i} is down"))?;
@@ -338,6 +382,7 @@ fn plan(seed: u64) -> Plan {
         } else {
             (100 + (seed % 5) as u32 * 40, false)
         }),
+        decode_hold: None,
     }
 }
 
@@ -370,6 +415,35 @@ fn replicas_survive_total_restarts_seed_sweep() {
     );
 }
 
+/// s22: the sweep's schedules with every restarted replica decoding its checkpoint off its
+/// thread, each decode held 2 000 rounds (longer than the suspicion timeout) before it runs:
+/// nothing is applied to a replica while its decode is held, and every check of the sweep
+/// holds (restarts complete past everything applied before, identical snapshots,
+/// linearizable).
+#[test]
+fn replicas_decoding_their_checkpoints_off_thread_survive_total_restarts_seed_sweep() {
+    check_seeds(
+        "replicas_decoding_their_checkpoints_off_thread_survive_total_restarts_seed_sweep",
+        2,
+        |seed| {
+            let p = Plan {
+                decode_hold: Some(2_000),
+                ..plan(seed)
+            };
+            let t = std::time::Instant::now();
+            let s = run(&p).map_err(|e| format!("{p:?}: {e}"))?;
+            eprintln!("seed {seed}: {p:?}: {s:?} in {:?}", t.elapsed());
+            if s.completed < N || s.restored == 0 || s.decoded == 0 {
+                return Err(format!(
+                    "{} restarts completed, {} installed a checkpoint, {} decoded off the thread",
+                    s.completed, s.restored, s.decoded
+                ));
+            }
+            Ok(())
+        },
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(proptest_cases(2)))]
 
@@ -393,7 +467,7 @@ proptest! {
             (100u32..2_000, any::<bool>()).prop_map(Some),
         ],
     ) {
-        let p = Plan { seed, kill_at, gap, mid_checkpoint, down, bounce };
+        let p = Plan { seed, kill_at, gap, mid_checkpoint, down, bounce, decode_hold: None };
         run(&p).map_err(|e| TestCaseError::fail(format!("{p:?}: {e}")))?;
     }
 }
@@ -416,6 +490,7 @@ fn regression_a_replica_restarted_again_before_the_restart_took_a_step() {
         mid_checkpoint: false,
         down: 0,
         bounce: Some((0, false)),
+        decode_hold: None,
     })
     .unwrap();
     eprintln!("{s:?}");
@@ -437,6 +512,7 @@ fn a_replica_bounced_with_the_others_after_one_by_one_kills_settles_seed_8806518
         mid_checkpoint: true,
         down: 1477,
         bounce: Some((8, true)),
+        decode_hold: None,
     })
     .unwrap();
 }
@@ -460,6 +536,7 @@ fn regression_a_replica_restarted_again_one_round_into_the_restart_completes() {
         mid_checkpoint: false,
         down: 0,
         bounce: Some((1, false)),
+        decode_hold: None,
     })
     .unwrap();
 }
@@ -486,6 +563,7 @@ fn regression_a_replica_admitted_by_an_adopted_join_installs_the_view() {
         mid_checkpoint: false,
         down: 126,
         bounce: Some((7, true)),
+        decode_hold: None,
     })
     .unwrap();
 }
@@ -512,6 +590,7 @@ fn regression_a_replica_named_by_a_restarting_view_it_never_logged_joins_after_t
         mid_checkpoint: false,
         down: 1376,
         bounce: Some((9, true)),
+        decode_hold: None,
     })
     .unwrap();
 }

@@ -137,6 +137,7 @@ impl Procs {
             snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
             checkpoint_inline: false,
             checkpoint_encode_inline: false,
+            install_decode_inline: false,
         }
     }
 

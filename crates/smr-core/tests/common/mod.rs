@@ -19,7 +19,10 @@ use squall_ordering::linearizability::kv::{KvInput, KvOutput};
 use squall_ordering::{Delivery, TotalOrder, Upcall};
 use squall_round_robin::{Config, FsyncPolicy, Mode, RoundRobin};
 use squall_smr::wire::{ErrorCode, ReadMode, Request, Response};
-use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine, StateTransfer, Token};
+use squall_smr::{
+    CoreConfig, InstallJob, ReplicaCore, RestoreError, StateDecoder, StateMachine, StateTransfer,
+    Token,
+};
 use squall_transport::{NodeId, RegionId};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
@@ -150,6 +153,13 @@ impl StateMachine for KvSm {
             .collect();
         Ok(())
     }
+    /// `restore` into a fresh map (used by a replica that decodes off its thread).
+    fn snapshot_decoder(&self) -> Option<StateDecoder<KvSm>> {
+        Some(Box::new(|s: &[u8]| {
+            let mut fresh = KvSm::default();
+            fresh.restore(s).map(|()| fresh)
+        }))
+    }
 }
 
 /// Which backend a simulated cluster runs.
@@ -273,6 +283,13 @@ pub struct Cluster {
     pub cores: Vec<Option<ReplicaCore<KvSm>>>,
     /// Upcalls a lagging replica has not applied yet.
     pub held: Vec<Option<Vec<Upcall<Delivery>>>>,
+    /// Per replica that decodes its state off its thread
+    /// ([`ReplicaCore::decode_off_thread`]): the decode it handed out, held until
+    /// [`finish_install`](Cluster::finish_install) (a decode as slow as the test likes).
+    pub installs: Vec<Option<InstallJob<KvSm>>>,
+    /// `Backend::Durable`: replicas restarted by [`restart`](Cluster::restart) decode their
+    /// state off their thread (their jobs held in [`installs`](Cluster::installs)).
+    pub restart_decoding_off_thread: bool,
     clients: Vec<ClientState>,
     pub ops: Vec<Operation<KvInput, KvOutput>>,
     /// Which client holds each token.
@@ -380,6 +397,8 @@ impl Cluster {
             backends,
             cores,
             held: vec![None; n],
+            installs: (0..n).map(|_| None).collect(),
+            restart_decoding_off_thread: false,
             clients,
             ops: Vec::new(),
             tokens: HashMap::new(),
@@ -426,6 +445,9 @@ impl Cluster {
         }
         if let Some(reason) = StateTransfer::restarting(&group) {
             core.await_restart(reason);
+        }
+        if self.restart_decoding_off_thread {
+            core.decode_off_thread();
         }
         self.backends[i] = Some(Be::Group(Box::new(group)));
         self.cores[i] = Some(core);
@@ -539,6 +561,7 @@ impl Cluster {
         self.sim.crash(NodeId(i as u32));
         self.backends[i] = None;
         self.cores[i] = None;
+        self.installs[i] = None;
     }
 
     /// Sends client `c`'s next operation to `replica`.
@@ -680,10 +703,23 @@ impl Cluster {
                 }
             }
         }
+        if let Some(job) = core.take_install() {
+            self.installs[i] = Some(job);
+        }
         let replies = core.take_replies();
         for (t, r) in replies {
             self.complete(t, r);
         }
+    }
+
+    /// Runs the decode replica `i` handed out (see [`installs`](Cluster::installs)) and
+    /// installs its result; false if it handed out none.
+    pub fn finish_install(&mut self, i: usize) -> bool {
+        let (Some(job), Some(core)) = (self.installs[i].take(), self.cores[i].as_mut()) else {
+            return false;
+        };
+        core.install_decoded(job.run());
+        true
     }
 
     /// Makes replica `i` lag: it keeps receiving but applies nothing until `catch_up`.

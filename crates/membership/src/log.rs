@@ -756,9 +756,9 @@ impl Durable for MemLog {
     }
 }
 
-/// A log file; every append is written and `fsync`ed before it returns (unless
-/// [`set_sync_installed`](FileLog::set_sync_installed) turned that off for the view-change
-/// `Installed` records).
+/// A log file; every append (a record, or a batch of them in one `write`) is written and
+/// `fsync`ed before it returns (unless [`set_sync_installed`](FileLog::set_sync_installed)
+/// turned that off for the view-change records).
 #[derive(Debug)]
 pub struct FileLog {
     path: PathBuf,
@@ -849,9 +849,9 @@ impl FileLog {
         &self.path
     }
 
-    /// Whether the `Installed` record written at the end of each view change
-    /// ([`Durable::append_installed`]) is `fsync`ed before the core acts on the view (on by
-    /// default). Off, it is only written to the OS: one `fsync` fewer per view change (about
+    /// Whether the records written at the end of each view change
+    /// ([`Durable::append_installed`]: the view's `Shards`, `Verdict` and `Installed`, one
+    /// write) are `fsync`ed before the core acts on the view (on by default). Off, it is only written to the OS: one `fsync` fewer per view change (about
     /// 15% of a view change over TCP on the loaded dev box, see `docs/MEMBERSHIP.md`), and
     /// it becomes durable with the log's next synced record.
     ///

@@ -515,9 +515,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             None if cfg.initial.contains(&me) && !outsider => {
                 let v = View::new(0, cfg.initial.clone(), &layout);
-                for r in crate::restart::installed_records(&v) {
-                    log.append(&r)?;
-                }
+                log.append_all(&crate::restart::installed_records(&v))?;
                 view = Some(v);
                 first_start = true;
             }
@@ -1509,9 +1507,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // old incarnation, which stays suspected here (it is removed in the next view).
             let named = self.newer_named(from, &v.members);
             self.expect(&v, &named)?;
-            for r in crate::restart::installed_records(&v) {
-                self.log.append(&r)?;
-            }
+            self.log
+                .append_all(&crate::restart::installed_records(&v))?;
             tracing::info!(me = %self.me, view = vid, "membership: joined");
             self.view = Some(v.clone());
             self.sst.set(self.f.join, 0);
@@ -1957,6 +1954,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         vid == view.id + 1 && (self.cfg.universe.get(row)).is_some_and(|&n| !view.contains(n))
     }
 
+    /// Logs decision `d` (ending the view before `next`, with `holders`) and the installation
+    /// of `next` that it determines, as one batch (one write and sync, s22): the decision
+    /// first, so a log that holds `next`'s `Installed` holds the decision too, whatever a crash
+    /// keeps of the batch (a prefix of it, see [`Durable::append_all`]).
+    fn log_decided_and_installed(
+        &mut self,
+        d: &Decision,
+        holders: Option<&[bool]>,
+        next: &View,
+    ) -> Result<(), GmsError> {
+        let mut records = vec![decided_record(d, holders)];
+        records.extend(crate::restart::installed_records(next));
+        self.log.append_all(&records)?;
+        Ok(())
+    }
+
     /// Restart mode: installs `view + 1` with the decision `t` a peer installed it with, and
     /// takes the peer's mode there: if the peer is restarting at `view + 1` (its view block
     /// says so, from the moment it was written), the restart goes on at `view + 1`; if the peer
@@ -1992,10 +2005,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // restart from its log; it joins again.
             return self.rejoin(view.id, next.id);
         }
-        self.log.append(&decided_record(&d, t.holders.as_deref()))?;
-        for r in crate::restart::installed_records(&next) {
-            self.log.append(&r)?;
-        }
+        self.log_decided_and_installed(&d, t.holders.as_deref(), &next)?;
         // The peer runs `view + 1` (it completed this restart, or caught up from one that did):
         // so does this member. The peer restarts at `view + 1` (its log ended there, or it
         // caught up from one whose did): the restart goes on one view later, with it. Not the
@@ -2479,10 +2489,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         // The decision logged (synced) before the echo determines this view (and its shards);
         // the records only say it was installed (see `Durable::append_installed`,
-        // `docs/MEMBERSHIP.md`).
-        for r in crate::restart::installed_records(&next) {
-            self.log.append_installed(&r)?;
-        }
+        // `docs/MEMBERSHIP.md`). One batch: one write and sync (s22, thirty-ninth part).
+        self.log
+            .append_installed(&crate::restart::installed_records(&next))?;
         tracing::info!(me = %self.me, view = next.id, members = ?next.members, "membership: view installed");
         let left = d
             .changes

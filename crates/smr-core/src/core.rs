@@ -17,11 +17,6 @@ use crate::{ConfigError, RestoreError};
 /// The driver's tag for one request; the core hands it back with the response.
 pub type Token = u64;
 
-/// Upcalls kept while a state was decoded off the replica's thread that one
-/// [`ReplicaCore::upcalls_from`] applies beyond the ones that arrived with it, so the backlog
-/// shrinks by this many a turn while no turn applies more than one poll's upcalls and this.
-const CATCH_UP: usize = 64;
-
 /// Settings of a replica's core.
 ///
 /// ```
@@ -42,6 +37,15 @@ pub struct CoreConfig {
     /// thread (the membership `Group`'s writer thread), one at a time: a checkpoint still
     /// being written when the next is due delays it.
     pub snapshot_every: u64,
+    /// Upcalls kept, at most, while a state is decoded off the replica's thread
+    /// ([`ReplicaCore::decode_off_thread`]): the group's deliveries go on meanwhile, so the
+    /// backlog grows with its throughput times the decode's length. Beyond this bound the
+    /// replica stops with an error that names it (raise it, or decode on the replica's thread).
+    pub max_install_backlog: usize,
+    /// Upcalls kept while a state was decoded that one driver turn applies beyond the ones
+    /// that arrived with it, so the backlog shrinks by this many a turn while no turn applies
+    /// more than one poll's upcalls and this.
+    pub install_catch_up: usize,
 }
 
 impl Default for CoreConfig {
@@ -49,6 +53,8 @@ impl Default for CoreConfig {
         CoreConfig {
             max_sessions: 65_536,
             snapshot_every: 0,
+            max_install_backlog: 1 << 20,
+            install_catch_up: 64,
         }
     }
 }
@@ -60,6 +66,20 @@ impl CoreConfig {
             return Err(ConfigError::new(
                 "max_sessions",
                 "must be at least 1 (it bounds the sessions kept for deduplication)",
+            ));
+        }
+        if self.max_install_backlog == 0 {
+            return Err(ConfigError::new(
+                "max_install_backlog",
+                "must be at least 1 (it bounds the upcalls kept while a state is decoded off \
+                 the replica's thread)",
+            ));
+        }
+        if self.install_catch_up == 0 {
+            return Err(ConfigError::new(
+                "install_catch_up",
+                "must be at least 1 (else the upcalls kept while a state was decoded are \
+                 never applied faster than new ones arrive)",
             ));
         }
         Ok(())
@@ -154,6 +174,9 @@ pub struct ReplicaCore<S> {
     installing: Option<(u64, usize)>,
     /// Upcalls that came while a state was decoded, in order, applied once it is installed.
     backlog: VecDeque<Upcall<Delivery>>,
+    /// Whether the backlog's first upcall is the view whose state was decoded: once the
+    /// state is installed it is applied as is, not offered to the backend for a state again.
+    backlog_view_first: bool,
     metrics: Metrics,
 }
 
@@ -313,6 +336,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             install_job: None,
             installing: None,
             backlog: VecDeque::new(),
+            backlog_view_first: false,
             metrics: Metrics::default(),
         })
     }
@@ -800,20 +824,37 @@ impl<S: StateMachine> ReplicaCore<S> {
         let mut fresh = 0;
         for u in upcalls {
             if self.settling() {
+                if self.backlog.len() >= self.cfg.max_install_backlog {
+                    if self.stopped.is_none() {
+                        self.stop(format!(
+                            "more than {} upcalls (CoreConfig::max_install_backlog) arrived \
+                             while a state was decoded off the replica's thread; raise the \
+                             bound or decode on the replica's thread",
+                            self.cfg.max_install_backlog
+                        ));
+                    }
+                    continue;
+                }
                 self.backlog.push_back(u);
                 fresh += 1;
             } else {
                 self.take_upcall(backend, u);
             }
         }
-        // What was kept while a state was decoded: as many as just arrived, and `CATCH_UP`.
-        let mut budget = fresh + CATCH_UP;
+        // What was kept while a state was decoded: as many as just arrived, and
+        // `install_catch_up` more.
+        let mut budget = fresh + self.cfg.install_catch_up;
         while self.installing.is_none() && budget > 0 {
             let Some(u) = self.backlog.pop_front() else {
                 break;
             };
             budget -= 1;
-            self.take_upcall(backend, u);
+            if std::mem::take(&mut self.backlog_view_first) {
+                // The view that carried the state just installed: its state is taken.
+                self.upcall(u);
+            } else {
+                self.take_upcall(backend, u);
+            }
         }
         if self.settling() {
             return;
@@ -888,6 +929,7 @@ impl<S: StateMachine> ReplicaCore<S> {
                         decode,
                     });
                     self.backlog.push_front(u);
+                    self.backlog_view_first = true;
                     return;
                 }
                 None => {
@@ -2156,6 +2198,69 @@ mod tests {
     }
 
     #[test]
+    fn the_view_that_carried_a_decoded_state_is_not_offered_a_state_again() {
+        let mut member = core(16);
+        deliver(&mut member, cmd(9, 1, 0, b"a"));
+        let state = member.snapshot().encode();
+        let mut backend = Restarting {
+            state: Some((1, state.clone())),
+            restarting: Some("agreeing on the restart view".into()),
+            holds: true,
+        };
+        let mut r = core(16);
+        r.await_restart(backend.restarting().unwrap());
+        r.decode_off_thread();
+        r.upcalls_from(&mut backend, [view(1), at(1, cmd(9, 2, 1, b"b"))]);
+        decode_elsewhere(&mut r);
+        // A backend that would offer another state now: the kept view carried the one just
+        // installed, so applying it must not take a second one (nor re-apply the backlog).
+        backend.state = Some((0, state));
+        r.upcalls_from(&mut backend, std::iter::empty());
+        assert!(
+            backend.state.is_some(),
+            "the view's state was taken from the backend a second time"
+        );
+        assert_eq!((r.applied(), r.backlog()), (2, 0));
+    }
+
+    #[test]
+    fn upcalls_beyond_the_install_backlog_bound_stop_the_replica_naming_it() {
+        let mut member = core(16);
+        deliver(&mut member, cmd(9, 1, 0, b"a"));
+        let mut backend = Restarting {
+            state: Some((1, member.snapshot().encode())),
+            restarting: Some("agreeing on the restart view".into()),
+            holds: true,
+        };
+        let mut r = ReplicaCore::new(
+            NodeId(0),
+            Append::default(),
+            CoreConfig {
+                max_install_backlog: 4,
+                ..CoreConfig::default()
+            },
+        )
+        .unwrap();
+        r.await_restart(backend.restarting().unwrap());
+        r.decode_off_thread();
+        let replay = (1..=3).map(|p| at(p, cmd(9, p + 1, p, b"r")));
+        r.upcalls_from(&mut backend, std::iter::once(view(1)).chain(replay));
+        assert_eq!(r.backlog(), 4, "the view and three deliveries are kept");
+        r.request(1, command(9, 9, b"x"));
+        assert!(
+            matches!(r.take_replies().pop(), Some((_, Response::Error { .. }))),
+            "installing: unavailable"
+        );
+        r.upcalls_from(&mut backend, [at(4, cmd(9, 5, 4, b"r"))]);
+        r.request(2, command(9, 9, b"x"));
+        let Some((_, Response::Error { message, .. })) = r.take_replies().pop() else {
+            panic!("a replica past its install backlog answered");
+        };
+        assert!(message.contains("max_install_backlog"), "{message}");
+        assert_eq!(r.backlog(), 4, "nothing kept past the bound");
+    }
+
+    #[test]
     fn the_backlog_is_applied_a_slice_a_turn_and_a_restart_completes_after_it() {
         let mut member = core(16);
         deliver(&mut member, cmd(9, 1, 0, b"a"));
@@ -2167,7 +2272,8 @@ mod tests {
         let mut r = core(16);
         r.await_restart(backend.restarting().unwrap());
         r.decode_off_thread();
-        let n = 3 * CATCH_UP as u64;
+        let catch_up = CoreConfig::default().install_catch_up;
+        let n = 3 * catch_up as u64;
         let replay = (1..=n).map(|p| at(p, cmd(9, p + 1, p, b"r")));
         r.upcalls_from(&mut backend, std::iter::once(view(1)).chain(replay));
         // The backend's restart completes while the state is decoded: the replica goes on
@@ -2186,8 +2292,8 @@ mod tests {
             backlog,
             vec![
                 1 + n as usize,
-                1 + n as usize - CATCH_UP,
-                1 + n as usize - 2 * CATCH_UP,
+                1 + n as usize - catch_up,
+                1 + n as usize - 2 * catch_up,
                 1,
                 0
             ][..backlog.len()]

@@ -680,7 +680,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// assert!(gms[1].proposal().is_none());
     /// sim.crash(NodeId(2));
     /// let mut events = Vec::new();
-    /// while gms[1].proposal().is_none() {
+    /// for _ in 0..100_000 {
+    ///     if gms[1].proposal().is_some() {
+    ///         break;
+    ///     }
     ///     for g in &mut gms[..2] {
     ///         g.poll(&mut Idle, &mut events)?;
     ///     }

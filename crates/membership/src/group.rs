@@ -1646,7 +1646,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// A crash anywhere in between restarts from the previous snapshot (a file without a
     /// record is removed) or from this one (what was not removed yet is removed then).
     /// Cost: one write of the state and three `fsync`s (file, directory, log), whatever the
-    /// epochs' `FsyncPolicy`; on the polling thread, only the log's.
+    /// epochs' `FsyncPolicy`; on the polling thread, only the log's, and under
+    /// `EveryRecords` one more while the checkpoint waits: a sync of this member's epoch log
+    /// (`RoundRobin::sync_log`, inline).
     ///
     /// Returns [`Checkpointed::NotDurable`] with atomic epochs (a restart replays nothing) and
     /// [`Checkpointed::Covered`] when the latest snapshot is already at or past `position`.

@@ -236,14 +236,14 @@ pub fn logged_view(rec: &Recovered, id: u64, layout: &dyn ShardLayout) -> Option
 /// promise for `L` but holds view `L - 1` and the decision that ended it: then `L - 1`.
 ///
 /// Why (`docs/MEMBERSHIP.md`, thirty-second part): a lost view runs nowhere. Every member that
-/// installs it stops at once (`GroupError::ShardLost`, from data the decision carries), having
-/// delivered up to the decision's trim of `L - 1` and nothing in `L`, so restarting `L` would
-/// only decide the loss again. Restarting `L - 1` instead lets the lost shard's members of
-/// `L - 1` (the holders whose failure lost it, which are not in `L`) restart with the others
-/// and replay the shard from their logs; the restart keeps the logged decision's trim for
-/// every shard it did not lose (those deliveries happened) and recomputes the lost shards'
-/// (see `Gms::lead`). The restart view then takes `L`'s number, which no running view ever
-/// had.
+/// installs it stops at once (`GroupError::ShardLost`, from data the decision carries), before
+/// it delivers anything of the decision's trim of `L - 1` or cuts its epoch log there, and
+/// nothing runs in `L`, so restarting `L` would only decide the loss again. Restarting `L - 1`
+/// instead lets the lost shard's members of `L - 1` (the holders whose failure lost it, which
+/// are not in `L`) restart with the others and replay the shard from their logs. The decision
+/// that installed `L` is void for the restart (`restart::void`): it is not re-published or adopted,
+/// so the restart computes its trim afresh from the restarted members' logged counts. The
+/// restart view then takes `L`'s number, which no running view ever had.
 ///
 /// ```
 /// use squall_membership::log::{Durable, MemLog, Record};

@@ -101,7 +101,8 @@ pub struct Stats {
     /// Chunk writes this member posted (its own messages' and those it relayed).
     pub chunk_writes: u64,
     /// Chunk writes this member held back because their member was not linked here yet
-    /// (absent, or a new incarnation the epoch waits for), each posted once its link came up.
+    /// (absent, or a new incarnation the epoch waits for), each posted once its link came up,
+    /// or dropped if the member is suspected first (the epoch then wedges).
     pub chunk_writes_held: u64,
     /// Durable mode: application messages appended to the log.
     pub logged: u64,
@@ -1087,7 +1088,12 @@ impl<T: Transport> RoundRobin<T> {
                     Err(e) => return Err(StopReason::Relay(e.to_string())),
                 }
             }
-            tracing::debug!(me = %self.me(), %peer, "round-robin: a member not linked at the epoch's start is linked");
+            let dropped = self.unlinked[row].as_ref().map_or(0, VecDeque::len);
+            if dropped > 0 {
+                tracing::debug!(me = %self.me(), %peer, dropped, "round-robin: a member not linked at the epoch's start is suspected; its held chunk writes are dropped");
+            } else {
+                tracing::debug!(me = %self.me(), %peer, "round-robin: a member not linked at the epoch's start is linked");
+            }
             self.unlinked[row] = None;
         }
         Ok(busy)

@@ -2197,16 +2197,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_view_that_carried_a_decoded_state_is_not_offered_a_state_again() {
+    /// A restarting backend whose state is a replica's after one applied command.
+    fn restarting_with_one_applied() -> Restarting {
         let mut member = core(16);
         deliver(&mut member, cmd(9, 1, 0, b"a"));
-        let state = member.snapshot().encode();
-        let mut backend = Restarting {
-            state: Some((1, state.clone())),
+        Restarting {
+            state: Some((1, member.snapshot().encode())),
             restarting: Some("agreeing on the restart view".into()),
             holds: true,
-        };
+        }
+    }
+
+    #[test]
+    fn the_view_that_carried_a_decoded_state_is_not_offered_a_state_again() {
+        let mut backend = restarting_with_one_applied();
+        let state = backend.state.clone().expect("a state").1;
         let mut r = core(16);
         r.await_restart(backend.restarting().unwrap());
         r.decode_off_thread();
@@ -2225,13 +2230,7 @@ mod tests {
 
     #[test]
     fn upcalls_beyond_the_install_backlog_bound_stop_the_replica_naming_it() {
-        let mut member = core(16);
-        deliver(&mut member, cmd(9, 1, 0, b"a"));
-        let mut backend = Restarting {
-            state: Some((1, member.snapshot().encode())),
-            restarting: Some("agreeing on the restart view".into()),
-            holds: true,
-        };
+        let mut backend = restarting_with_one_applied();
         let mut r = ReplicaCore::new(
             NodeId(0),
             Append::default(),
@@ -2262,13 +2261,7 @@ mod tests {
 
     #[test]
     fn the_backlog_is_applied_a_slice_a_turn_and_a_restart_completes_after_it() {
-        let mut member = core(16);
-        deliver(&mut member, cmd(9, 1, 0, b"a"));
-        let mut backend = Restarting {
-            state: Some((1, member.snapshot().encode())),
-            restarting: Some("agreeing on the restart view".into()),
-            holds: true,
-        };
+        let mut backend = restarting_with_one_applied();
         let mut r = core(16);
         r.await_restart(backend.restarting().unwrap());
         r.decode_off_thread();

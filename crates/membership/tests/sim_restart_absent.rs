@@ -892,6 +892,15 @@ fn first_life_without_0(seed: u64, base: &Path) -> (Vec<Vec<u8>>, Vec<Seq>) {
     l.shutdown()
 }
 
+/// Whether members 1 to 4 all run (not restarting) a view that names node 0.
+fn others_run_a_view_naming_0(l: &Life) -> bool {
+    (1..N).all(|i| {
+        l.groups[i].as_ref().is_some_and(|g| {
+            g.gms().restarting().is_none() && g.view().is_some_and(|v| v.contains(NodeId(0)))
+        })
+    })
+}
+
 /// When the admitted joiner's process starts in [`adopted_join`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum JoinerProcess {
@@ -953,15 +962,8 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
         l.start_late(0);
         l.stall(0, Duration::from_millis(100));
     }
-    let named = |l: &Life| {
-        (1..N).all(|i| {
-            l.groups[i].as_ref().is_some_and(|g| {
-                g.gms().restarting().is_none() && g.view().is_some_and(|v| v.contains(NodeId(0)))
-            })
-        })
-    };
     let t0 = l.sim.now();
-    while !named(&l) {
+    while !others_run_a_view_naming_0(&l) {
         if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
             return Err(format!("the restart did not admit 0: {}", l.state()));
         }
@@ -1142,15 +1144,8 @@ fn restarting_view_joiner(seed: u64) -> Result<(), String> {
     let all = [0, 1, 2, 3, 4];
     let (logs, before) = first_life_without_0(seed, &base);
     let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
-    let named = |l: &Life| {
-        (1..N).all(|i| {
-            l.groups[i].as_ref().is_some_and(|g| {
-                g.gms().restarting().is_none() && g.view().is_some_and(|v| v.contains(NodeId(0)))
-            })
-        })
-    };
     let t0 = l.sim.now();
-    while !named(&l) {
+    while !others_run_a_view_naming_0(&l) {
         if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
             return Err(format!("the restart did not admit 0: {}", l.state()));
         }

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use proptest::prelude::*;
+use squall_membership::change::ChangeKind;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{Durable, MemLog, Record};
 use squall_membership::restart::restart_view;
@@ -1837,6 +1838,177 @@ fn regression_a_lost_view_beside_a_lagging_member_seed_6_delivers_nothing_of_its
             "a void decision whose trim of the lagging member's shard is above the restart's"
         )
     );
+}
+
+/// s22 follow-up (`docs/MEMBERSHIP.md`, thirty-second part, "s22 follow-up: a leave at a
+/// loss"): a member asks to leave in the very view change that loses a shard. Three shards of
+/// two; shard 1's first member `a` crashes (view 1 without it); then, at one step, shard 1's
+/// other member `b` crashes and shard 0's second member `c` asks to leave. `b` never
+/// acknowledges the leader's proposal, so the leave and `b`'s failure are decided together
+/// (checked from the logged decision): view 2 is `c`'s leave and shard 1's loss at once.
+/// Every member that installs view 2, the leaver included, must stop with the same
+/// `ShardLost` message (the documented way out, not `Left`), having delivered nothing of view
+/// 1's trim and reported nothing discarded (`GroupStats` unchanged since the crash). The
+/// leaver's GMS log holds the lost view (the core logs a view it leaves by), so it restarts
+/// view 1, of which it is a member (`restart_view`). Then every member restarts from its logs,
+/// `c` too if `restart_leaver`: the restart must complete with replays that agree per shard
+/// and extend everything delivered before, and the shards carry on. With `c` restarted the
+/// void decision's leave is forgotten: `c` is a member of the restart view (it never left:
+/// its application saw `ShardLost`, not `Left`). Without it, the restart view fails it out.
+fn leave_at_a_loss(seed: u64, restart_leaver: bool) -> Result<(), String> {
+    let base = dir(
+        if restart_leaver {
+            "leave-loss-all"
+        } else {
+            "leave-loss-not-c"
+        },
+        seed,
+    );
+    let r = leave_at_a_loss_in(seed, &base, restart_leaver);
+    let _ = std::fs::remove_dir_all(&base);
+    r
+}
+
+fn leave_at_a_loss_in(seed: u64, base: &Path, restart_leaver: bool) -> Result<(), String> {
+    let shards = 3;
+    let fresh = vec![Some(Vec::new()); N];
+    let mut l = Life::start(
+        seed,
+        base,
+        shards,
+        &fresh,
+        &[],
+        vec![BTreeMap::new(); shards],
+        0,
+    );
+    let v0 = (l.groups[0].as_ref())
+        .and_then(|g| g.view())
+        .cloned()
+        .ok_or("no view 0")?;
+    let node = |s: usize, k: usize| v0.shards[s].members[k].0 as usize;
+    let (a, b, c) = (node(1, 0), node(1, 1), node(0, 1));
+    for _ in 0..300 {
+        l.step(true)?;
+    }
+    l.crash(a);
+    let in_view_1 = |l: &Life| {
+        (l.groups.iter().flatten()).all(|g| g.view().is_some_and(|v| v.id >= 1) && g.is_active())
+    };
+    for _ in 0..6000 {
+        if in_view_1(&l) {
+            break;
+        }
+        l.step(true)?;
+    }
+    if !in_view_1(&l) {
+        return Err(format!("view 1 without n{a} never came everywhere"));
+    }
+    for _ in 0..300 {
+        l.step(true)?;
+    }
+    let stats: Vec<_> = (l.groups.iter())
+        .map(|g| g.as_ref().map(Group::stats))
+        .collect();
+    l.crash(b);
+    (l.groups[c].as_mut().ok_or("the leaver is down")?)
+        .leave()
+        .map_err(|e| format!("n{c}: leave: {e}"))?;
+    for _ in 0..8000 {
+        if l.groups.iter().flatten().all(|g| g.stopped().is_some()) {
+            break;
+        }
+        l.step(true)?;
+    }
+    let mut why: Option<String> = None;
+    for (i, g) in l.groups.iter().enumerate() {
+        let Some(g) = g else { continue };
+        let stopped = g.stopped().unwrap_or_default().to_string();
+        if !stopped.starts_with("view 2: subgroup 0 shard 1 lost every member it had in the previous view")
+            || !stopped.contains("a total restart of every member from its logs rebuilds it: it restarts the previous view")
+            || why.as_ref().is_some_and(|w| *w != stopped)
+        {
+            return Err(format!(
+                "n{i} did not stop with shard 1 lost in view 2 as every other member did (view {:?}, stopped {stopped:?}, others {why:?})",
+                g.view().map(|v| v.id)
+            ));
+        }
+        why = Some(stopped);
+        let (was, now) = (stats[i], Some(g.stats()));
+        if was.map(|s| (s.delivered_at_trim, s.discarded))
+            != now.map(|s| (s.delivered_at_trim, s.discarded))
+        {
+            return Err(format!(
+                "n{i} acted on the lost view's decision: delivered at the trim / discarded {:?} before the loss, {:?} at the stop",
+                was.map(|s| (s.delivered_at_trim, s.discarded)),
+                now.map(|s| (s.delivered_at_trim, s.discarded))
+            ));
+        }
+    }
+    let (logs, before, reference) = l.shutdown(true);
+    let leaver = logs[c].as_deref().ok_or("no leaver log")?;
+    let (_, rec) = MemLog::open(leaver.to_vec());
+    let decided = rec
+        .decision_for(1)
+        .ok_or("the leaver logged no decision for view 1")?;
+    let has = |n: usize, kind: ChangeKind| {
+        (decided.changes.iter()).any(|ch| ch.node == NodeId(n as u32) && ch.kind == kind)
+    };
+    if !has(c, ChangeKind::Leave) || !has(b, ChangeKind::Fail) {
+        return Err(format!(
+            "the leave and the loss were not one view change: view 1's decision {:?}",
+            decided.changes
+        ));
+    }
+    if rec.last_view().map(|(v, _)| v) != Some(2)
+        || last_view(leaver, shards).map(|v| v.id) != Some(1)
+    {
+        return Err(format!(
+            "the leaver's log ends at view {:?} and restarts {:?}, not the lost view 2 and view 1",
+            rec.last_view().map(|(v, _)| v),
+            last_view(leaver, shards).map(|v| v.id)
+        ));
+    }
+    let up: Vec<usize> = (0..N).filter(|&i| restart_leaver || i != c).collect();
+    let (mut l2, replays) = restart(
+        seed + 1000,
+        base,
+        shards,
+        &logs,
+        &up,
+        &before,
+        reference,
+        1,
+        None,
+    )?;
+    let d = node(0, 0);
+    let members = (l2.groups[d].as_ref())
+        .and_then(|g| g.view())
+        .map(|v| v.members.clone())
+        .ok_or("no restart view at the leaver's shard-mate")?;
+    if members.contains(&NodeId(c as u32)) != restart_leaver {
+        return Err(format!(
+            "the restart view {members:?} (leaver n{c} restarted: {restart_leaver})"
+        ));
+    }
+    carry_on(&mut l2, &replays)
+}
+
+/// See [`leave_at_a_loss`]: every member restarts, the leaver included. Seeds
+/// `SQUALL_SEEDS` (3 by default).
+#[test]
+fn a_leave_in_the_view_change_that_loses_a_shard_stops_the_leaver_too_and_a_restart_with_it_rebuilds_the_shard()
+ {
+    check_seeds("leave_at_a_loss", 3, |seed| leave_at_a_loss(seed, true));
+}
+
+/// See [`leave_at_a_loss`]: every member but the leaver restarts; the restart view fails it
+/// out. Seeds `SQUALL_SEEDS` (3 by default).
+#[test]
+fn a_leave_in_the_view_change_that_loses_a_shard_then_a_restart_without_the_leaver_rebuilds_the_shard()
+ {
+    check_seeds("leave_at_a_loss_without_leaver", 3, |seed| {
+        leave_at_a_loss(seed, false)
+    });
 }
 
 /// Race (b) of the eighteenth part (s20, `docs/MEMBERSHIP.md`, twenty-second part): as

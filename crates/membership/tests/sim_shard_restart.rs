@@ -1869,7 +1869,11 @@ fn leave_at_a_loss(seed: u64, restart_leaver: bool) -> Result<(), String> {
     r
 }
 
-fn leave_at_a_loss_in(seed: u64, base: &Path, restart_leaver: bool) -> Result<(), String> {
+/// The start of [`leave_at_a_loss`] and [`last_holder_leaves`]: six fresh members in three
+/// shards of two, all submitting; shard 1's first member `a` crashes, and view 1 without it
+/// comes everywhere, 300 steps later. Returns the life and view 0 (its shards name `a`, `b`,
+/// `c`).
+fn in_view_1_without_a(seed: u64, base: &Path) -> Result<(Life, View), String> {
     let shards = 3;
     let fresh = vec![Some(Vec::new()); N];
     let mut l = Life::start(
@@ -1886,7 +1890,7 @@ fn leave_at_a_loss_in(seed: u64, base: &Path, restart_leaver: bool) -> Result<()
         .cloned()
         .ok_or("no view 0")?;
     let node = |s: usize, k: usize| v0.shards[s].members[k].0 as usize;
-    let (a, b, c) = (node(1, 0), node(1, 1), node(0, 1));
+    let a = node(1, 0);
     for _ in 0..300 {
         l.step(true)?;
     }
@@ -1906,6 +1910,14 @@ fn leave_at_a_loss_in(seed: u64, base: &Path, restart_leaver: bool) -> Result<()
     for _ in 0..300 {
         l.step(true)?;
     }
+    Ok((l, v0))
+}
+
+fn leave_at_a_loss_in(seed: u64, base: &Path, restart_leaver: bool) -> Result<(), String> {
+    let shards = 3;
+    let (mut l, v0) = in_view_1_without_a(seed, base)?;
+    let node = |s: usize, k: usize| v0.shards[s].members[k].0 as usize;
+    let (b, c) = (node(1, 1), node(0, 1));
     let stats: Vec<_> = (l.groups.iter())
         .map(|g| g.as_ref().map(Group::stats))
         .collect();
@@ -2097,39 +2109,8 @@ fn a_graceful_leave_of_a_shards_last_holder_does_not_stop_the_group() {
 }
 
 fn last_holder_leaves(seed: u64, base: &Path) -> Result<(), String> {
-    let shards = 3;
-    let fresh = vec![Some(Vec::new()); N];
-    let mut l = Life::start(
-        seed,
-        base,
-        shards,
-        &fresh,
-        &[],
-        vec![BTreeMap::new(); shards],
-        0,
-    );
-    let v0 = (l.groups[0].as_ref())
-        .and_then(|g| g.view())
-        .cloned()
-        .ok_or("no view 0")?;
-    let node = |s: usize, k: usize| v0.shards[s].members[k].0 as usize;
-    let (a, b) = (node(1, 0), node(1, 1));
-    for _ in 0..300 {
-        l.step(true)?;
-    }
-    l.crash(a);
-    let in_view_1 = |l: &Life| {
-        (l.groups.iter().flatten()).all(|g| g.view().is_some_and(|v| v.id >= 1) && g.is_active())
-    };
-    for _ in 0..6000 {
-        if in_view_1(&l) {
-            break;
-        }
-        l.step(true)?;
-    }
-    if !in_view_1(&l) {
-        return Err(format!("view 1 without n{a} never came everywhere"));
-    }
+    let (mut l, v0) = in_view_1_without_a(seed, base)?;
+    let b = v0.shards[1].members[1].0 as usize;
     (l.groups[b].as_mut().ok_or("the last holder is down")?)
         .leave()
         .map_err(|e| format!("n{b}: leave: {e}"))?;
@@ -2153,4 +2134,70 @@ fn last_holder_leaves(seed: u64, base: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The way out of the finding above while it stands: `b`'s leave loses shard 1 and every
+/// member stops with the same `ShardLost` (the group's current outcome, which a fix of the
+/// finding replaces); then every member restarts from its logs, `b` included. `b`'s log ends at
+/// the lost view 2, so it restarts view 1 with the others; its leave is void with the decision
+/// that installed view 2, so the restart view names it again; the restart completes (replays
+/// agree per shard and extend what was delivered) and the shards carry on. Seeds
+/// `SQUALL_SEEDS` (3 by default).
+#[test]
+fn a_leave_of_a_shards_last_holder_stops_the_group_and_a_total_restart_with_it_rebuilds_the_shard()
+{
+    check_seeds("last_holder_left_restart", 3, |seed| {
+        let base = dir("last-holder-left-restart", seed);
+        let r = last_holder_left_then_restart(seed, &base);
+        let _ = std::fs::remove_dir_all(&base);
+        r
+    });
+}
+
+fn last_holder_left_then_restart(seed: u64, base: &Path) -> Result<(), String> {
+    let shards = 3;
+    let (mut l, v0) = in_view_1_without_a(seed, base)?;
+    let b = v0.shards[1].members[1].0 as usize;
+    (l.groups[b].as_mut().ok_or("the last holder is down")?)
+        .leave()
+        .map_err(|e| format!("n{b}: leave: {e}"))?;
+    for _ in 0..8000 {
+        if l.groups.iter().flatten().all(|g| g.stopped().is_some()) {
+            break;
+        }
+        l.step(true)?;
+    }
+    let mut why: Option<String> = None;
+    for (i, g) in l.groups.iter().enumerate() {
+        let Some(g) = g else { continue };
+        let stopped = g.stopped().unwrap_or_default().to_string();
+        if !stopped.starts_with("view 2: subgroup 0 shard 1 lost every member")
+            || why.as_ref().is_some_and(|w| *w != stopped)
+        {
+            return Err(format!(
+                "n{i} did not stop with shard 1 lost in view 2 as every other member did (stopped {stopped:?}, others {why:?})"
+            ));
+        }
+        why = Some(stopped);
+    }
+    let (logs, before, reference) = l.shutdown(true);
+    let all: Vec<usize> = (0..N).collect();
+    let (mut l2, replays) = restart(
+        seed + 1000,
+        base,
+        shards,
+        &logs,
+        &all,
+        &before,
+        reference,
+        1,
+        None,
+    )?;
+    let named = (l2.groups[b].as_ref())
+        .and_then(|g| g.view())
+        .is_some_and(|v| v.contains(NodeId(b as u32)));
+    if !named {
+        return Err(format!("n{b} is not a member of the restart view"));
+    }
+    carry_on(&mut l2, &replays)
 }

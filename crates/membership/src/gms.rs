@@ -275,6 +275,8 @@ pub struct Gms<T: Transport, L: Durable> {
     decided_holders: Option<Vec<bool>>,
     stopped: Option<StopReason>,
     held_back: bool,
+    /// A leave held back (the leaver is its shard's last holder) was logged in this view.
+    leave_held_back: bool,
     /// Restart mode (see [`crate::restart`]): the highest ballot promised for the current view
     /// and this node's own ballot when it leads the restart.
     restart: Option<RestartState>,
@@ -536,6 +538,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             decided_holders: None,
             stopped: None,
             held_back: false,
+            leave_held_back: false,
             expected: Vec::new(),
             expected_since: Vec::new(),
             absent_since: Vec::new(),
@@ -2119,6 +2122,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 && !self.sst.is_suspected(row)
                 && self.sst.get(row, self.f.leave) != 0
                 && survivors > view.majority()
+                && !self.leave_loses_a_shard(view, &ch, m)
             {
                 ch.push(Change {
                     kind: ChangeKind::Leave,
@@ -2156,6 +2160,41 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             });
         }
         ch
+    }
+
+    /// Whether `m`'s leave, added to the changes `ch`, would lose a shard that `ch` alone keeps
+    /// (`docs/MEMBERSHIP.md`, thirty-second part, "s22 follow-up: a leave at a loss"): the
+    /// leave of a shard's last holder. A failure cannot be refused, but a leave can: it is held
+    /// back (logged once at `warn`, like a join past `max_members`) and proposed once the shard
+    /// has another member, so a graceful leave never stops the group with `ShardLost`. Every
+    /// surviving previous member counts as a holder here (the holders are known only from the
+    /// wedge blocks when the change is decided), so a leave whose shard keeps only a joiner
+    /// still taking its transfer still loses the shard.
+    fn leave_loses_a_shard(&mut self, view: &View, ch: &[Change], m: NodeId) -> bool {
+        let lost = |ch: &[Change]| {
+            let next = View::next_holding(
+                view.id + 1,
+                crate::change::next_members(ch, &view.members),
+                Some(&view.shards),
+                None,
+                &self.layout,
+            );
+            next.inadequate.is_some_and(|why| why.lost)
+        };
+        let mut with = ch.to_vec();
+        with.push(Change {
+            kind: ChangeKind::Leave,
+            node: m,
+        });
+        if !lost(&with) || lost(ch) {
+            return false;
+        }
+        if !self.leave_held_back {
+            tracing::warn!(me = %self.me, leaver = %m, view = view.id,
+                "membership: leave held back: the member is its shard's last holder (the next view would lose the shard); it leaves once the shard has another member");
+            self.leave_held_back = true;
+        }
+        true
     }
 
     /// Whether `row`'s node is a new incarnation this member readmitted (its `admitted` word
@@ -2513,6 +2552,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decided_holders = None;
         let named = std::mem::take(&mut self.decided_expect);
         self.held_back = false;
+        self.leave_held_back = false;
         if self.restart.take().is_some() {
             tracing::info!(me = %self.me, view = next.id, "membership: restart complete");
         }

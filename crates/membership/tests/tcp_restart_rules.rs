@@ -389,7 +389,7 @@ fn a_joiner_admitted_by_a_restart_whose_process_is_down_when_the_view_starts_cat
     let four = [1usize, 2, 3, 4];
     let (mut c, first, second) = (1..=3)
         .find_map(|attempt| {
-            let got = admitted_by_a_logged_restart_decision();
+            let got = admitted_by_a_logged_restart_decision(None);
             if got.is_none() {
                 println!("attempt {attempt}: the restart of view 1 was decided without 0's join");
             }
@@ -439,16 +439,116 @@ fn a_joiner_admitted_by_a_restart_whose_process_is_down_when_the_view_starts_cat
     );
 }
 
-/// Lives 0 and 1 of the test above; `None` (the cluster dropped) when the restart of view 1
+/// s22 follow-up (`docs/MEMBERSHIP.md`, thirty-fifth part): the bounded wait over TCP, the
+/// simulator's
+/// `sim_restart_absent::a_joiner_admitted_by_a_restart_whose_process_never_starts_is_removed_after_the_bound`
+/// across real processes. Lives 0 and 1 as in the test above, with
+/// `GmsConfig::expected_link_timeout` set to [`EXPECTED_LINK`]. Life 2: 1 to 4 restart while
+/// 0's new process is bound but never started, and install view 2 = [1, 2, 3, 4, 0] with 0
+/// absent. Checked: none stops; 0 is suspected nowhere before [`EXPECTED_LINK`] (less 100 ms
+/// for the reports' time stamps) after the first of them installed view 2 (`Gms::settle_absent`'s bound); then all four install view
+/// 3 = [1, 2, 3, 4], deliver at least 50 messages in it, within 10 s of view 2, and agree on
+/// every position they share. Without `settle_absent`'s call view 2 waits for 0 for good and
+/// the 10 s wait fails.
+#[test]
+fn a_joiner_admitted_by_a_restart_whose_process_never_starts_is_removed_after_the_bound_over_tcp() {
+    let all: Vec<usize> = (0..5).collect();
+    let four = [1usize, 2, 3, 4];
+    let (mut c, _, _) = (1..=3)
+        .find_map(|attempt| {
+            let got = admitted_by_a_logged_restart_decision(Some(EXPECTED_LINK));
+            if got.is_none() {
+                println!("attempt {attempt}: the restart of view 1 was decided without 0's join");
+            }
+            got
+        })
+        .expect("in 3 attempts the restart of view 1 never decided 0's join");
+
+    // Life 2: 1 to 4 install view 2 naming 0, whose process is bound and never started.
+    c.restart_with_late(&all, &[0]);
+    c.wait_for(
+        "1 to 4 to install view 2 naming 0, or one to stop",
+        Duration::from_secs(30),
+        |r| {
+            four.iter().any(|&k| r[k].stop.is_some())
+                || four
+                    .iter()
+                    .all(|&k| (r[k].views.iter()).any(|v| v.id == 2 && v.members.contains(&0)))
+        },
+    );
+    c.wait_for(
+        "1 to 4 to remove 0 (view 3) and deliver 50 messages in view 3, or one to stop",
+        Duration::from_secs(10),
+        |r| {
+            four.iter().any(|&k| r[k].stop.is_some())
+                || four
+                    .iter()
+                    .all(|&k| r[k].view(3).is_some() && r[k].delivered_after(3) >= 50)
+        },
+    );
+    c.kill(0);
+    let reports = c.finish();
+    let installed_2 = (four.iter())
+        .filter_map(|&k| reports[k].view(2).map(|v| v.at))
+        .min()
+        .expect("view 2 installed");
+    // A view's time is stamped after the poll that installed it, and the wait's clock starts
+    // within that poll: allow 100 ms for the stamp.
+    let bound = (EXPECTED_LINK - Duration::from_millis(100)).as_micros() as u64;
+    for &k in &four {
+        let r = &reports[k];
+        assert!(r.stop.is_none(), "member {k} stopped: {:?}", r.stop);
+        let suspected = r.suspected_at(0).expect("0 suspected");
+        assert!(
+            suspected >= installed_2 + bound,
+            "member {k} suspected 0 {} µs after the first install of view 2, before the bound",
+            suspected.saturating_sub(installed_2)
+        );
+        assert_eq!(
+            r.view(3).map(|v| v.members.clone()),
+            Some(vec![1, 2, 3, 4]),
+            "member {k}'s view 3"
+        );
+    }
+    let first = &reports[1].delivered;
+    for &k in &four[1..] {
+        for (a, b) in first.iter().zip(&reports[k].delivered) {
+            assert_eq!(
+                (a.position, a.sender, a.seq, a.chain),
+                (b.position, b.sender, b.seq, b.chain),
+                "members 1 and {k} disagree"
+            );
+        }
+    }
+    let at3 = reports[1].view(3).map_or(0, |v| v.at);
+    println!(
+        "view 2 = {:?} installed with 0 never started; 0 suspected after {} ms; view 3 \
+         installed {} ms after view 2; {} deliveries in view 3 at member 1",
+        reports[1].view(2).map(|v| v.members.clone()),
+        (reports[1].suspected_at(0).unwrap_or(0)).saturating_sub(installed_2) / 1000,
+        at3.saturating_sub(installed_2) / 1000,
+        reports[1].delivered_after(3)
+    );
+}
+
+/// [`GmsConfig::expected_link_timeout`](squall_membership::GmsConfig::expected_link_timeout)
+/// in the test above: twice the durable settings' 500 ms suspicion timeout.
+const EXPECTED_LINK: Duration = Duration::from_secs(1);
+
+/// Lives 0 and 1 of the tests above (with `expected_link` as
+/// [`Settings::expected_link`]); `None` (the cluster dropped) when the restart of view 1
 /// was decided before 0's join request came, as happened once in a run of the whole file
 /// (the members start together; 0 must first read a peer's view 1). Returns the cluster with
 /// every member killed and their reports of both lives.
-fn admitted_by_a_logged_restart_decision() -> Option<(Cluster, Vec<Report>, Vec<Report>)> {
+fn admitted_by_a_logged_restart_decision(
+    expected_link: Option<Duration>,
+) -> Option<(Cluster, Vec<Report>, Vec<Report>)> {
     let all: Vec<usize> = (0..5).collect();
     let four = [1usize, 2, 3, 4];
     let settings = Settings {
         crash: Some(Crash::DecisionSent),
         crash_life: 1,
+        expected_link,
         ..Settings::durable()
     };
     let mut c = Cluster::start("member_child", &vec![Place::loopback(); 5], settings);

@@ -8,12 +8,17 @@
 //! message of the second epoch is delivered.
 #![allow(clippy::unwrap_used)]
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
-use squall_round_robin::{Config, RoundRobin, TrimError};
+use squall_round_robin::{Config, RoundRobin, StopReason, TrimError};
 use squall_transport::mux::{Mux, MuxHandle};
-use squall_transport::{NodeId, RegionId};
+use squall_transport::{
+    Event, LocalSlice, NodeId, OpId, PostError, Region, RegionId, RemoteAddr, Signal, Time,
+    Transport, Waker,
+};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 fn config(n: usize) -> Config {
@@ -299,6 +304,208 @@ fn an_epoch_starts_without_a_member_whose_link_is_not_up_and_takes_it_in_when_it
     check_seeds("epoch_late_member", 6, |seed| {
         late_member(seed, 3)?;
         late_member(seed, 5)
+    });
+}
+
+/// A simulated endpoint that reads `small`'s large-message region as half its length (as a
+/// node that registered a smaller region would show) and counts the writes posted into that
+/// region; everything else is the [`SimNode`]'s.
+struct Shrunk {
+    inner: SimNode,
+    small: NodeId,
+    large_region: RegionId,
+    writes: Rc<Cell<u64>>,
+}
+
+impl Transport for Shrunk {
+    fn local_id(&self) -> NodeId {
+        self.inner.local_id()
+    }
+    fn peers(&self) -> &[NodeId] {
+        self.inner.peers()
+    }
+    fn region(&self, id: RegionId) -> Option<&Region> {
+        self.inner.region(id)
+    }
+    fn remote_region_len(&self, peer: NodeId, id: RegionId) -> Option<usize> {
+        let len = self.inner.remote_region_len(peer, id)?;
+        Some(if peer == self.small && id == self.large_region {
+            len / 2
+        } else {
+            len
+        })
+    }
+    fn max_message_len(&self) -> usize {
+        self.inner.max_message_len()
+    }
+    fn now(&self) -> Time {
+        self.inner.now()
+    }
+    fn write(
+        &mut self,
+        peer: NodeId,
+        src: LocalSlice,
+        dst: RemoteAddr,
+        signal: Signal,
+    ) -> Result<OpId, PostError> {
+        if peer == self.small && dst.region == self.large_region {
+            self.writes.set(self.writes.get() + 1);
+        }
+        self.inner.write(peer, src, dst, signal)
+    }
+    fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
+        self.inner.read(peer, src, dst)
+    }
+    fn compare_and_swap(
+        &mut self,
+        peer: NodeId,
+        word: RemoteAddr,
+        expected: u64,
+        new: u64,
+    ) -> Result<OpId, PostError> {
+        self.inner.compare_and_swap(peer, word, expected, new)
+    }
+    fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
+        self.inner.fetch_add(peer, word, delta)
+    }
+    fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
+        self.inner.send(peer, data, signal)
+    }
+    fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
+        self.inner.fence(peer)
+    }
+    fn poll(&mut self, out: &mut [Event]) -> usize {
+        self.inner.poll(out)
+    }
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {
+        self.inner.recv(buf)
+    }
+    fn is_absent(&self, peer: NodeId) -> bool {
+        self.inner.is_absent(peer)
+    }
+    fn report_failed(&mut self, peer: NodeId) {
+        self.inner.report_failed(peer);
+    }
+    fn wait(&mut self, timeout: Duration) {
+        self.inner.wait(timeout);
+    }
+    fn waker(&self) -> Waker {
+        self.inner.waker()
+    }
+}
+
+/// One member of [`late_member_with_a_small_region`]'s epoch.
+struct Small {
+    _mux: Mux<Shrunk>,
+    rr: RoundRobin<MuxHandle<Shrunk>>,
+    delivered: usize,
+    wedged: bool,
+}
+
+/// Runs `steps` steps of random submissions (a wedged epoch refuses them) and polling.
+fn run_small(sim: &Sim, nodes: &mut [Small], steps: usize) -> Result<(), String> {
+    let mut ups = Vec::new();
+    for _ in 0..steps {
+        for (i, x) in nodes.iter_mut().enumerate() {
+            if sim.random(3) == 0 {
+                match x.rr.submit(&payload(i, 0, sim.random(4) == 0)) {
+                    Ok(()) | Err(SubmitError::WindowFull | SubmitError::Wedged) => {}
+                    Err(e) => return Err(format!("n{i}: submit: {e}")),
+                }
+            }
+            x.rr.poll(&mut ups);
+            for u in ups.drain(..) {
+                match u {
+                    Upcall::Deliver(_) => x.delivered += 1,
+                    Upcall::Wedged => x.wedged = true,
+                    _ => {}
+                }
+            }
+        }
+        sim.advance(Duration::from_micros(2));
+    }
+    Ok(())
+}
+
+/// s22 follow-up (`docs/MEMBERSHIP.md`, thirty-fifth part): `link_rows`' "region too small"
+/// path. The epoch starts without its last member (a late node), the others submit large
+/// messages, so chunk writes are held back for it. When its link comes up, its large-message
+/// region reads as half the size the epoch needs: every other member must suspect it (the
+/// epoch wedges, `Upcall::Wedged`, its reason `StopReason::Suspected` of that member, no
+/// other stop), and post nothing into that region (the held writes are dropped).
+fn late_member_with_a_small_region(seed: u64, n: usize) -> Result<(), String> {
+    let cfg = config(n);
+    let layout = RoundRobin::<SimNode>::layout(&cfg).unwrap();
+    let late = NodeId(n as u32 - 1);
+    let (sim, mut endpoints) =
+        Sim::cluster_late(SimConfig::seeded(seed), n, &layout, &[late]).unwrap();
+    let writes = Rc::new(Cell::new(0));
+    let node = |inner: SimNode| -> Result<Small, String> {
+        let t = Shrunk {
+            inner,
+            small: late,
+            large_region: cfg.large_region,
+            writes: Rc::clone(&writes),
+        };
+        let mux = Mux::new(t, &[cfg.table_region, cfg.large_region]);
+        let rr = RoundRobin::epoch(mux.handle(), cfg.clone(), 0).map_err(|e| e.to_string())?;
+        Ok(Small {
+            _mux: mux,
+            rr,
+            delivered: 0,
+            wedged: false,
+        })
+    };
+    let late_endpoint = endpoints.pop().unwrap();
+    let mut nodes = endpoints
+        .into_iter()
+        .map(node)
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, x) in nodes.iter_mut().enumerate() {
+        (x.rr.submit(&payload(i, 0, true))).map_err(|e| format!("n{i}: submit: {e}"))?;
+    }
+    run_small(&sim, &mut nodes, 400)?;
+    if let Some(i) = nodes.iter().position(|x| x.wedged || x.delivered > 0) {
+        return Err(format!(
+            "n{i} wedged or delivered while the late member was down"
+        ));
+    }
+    let held: u64 = nodes.iter().map(|x| x.rr.stats().chunk_writes_held).sum();
+    if held == 0 {
+        return Err("no chunk write was held back for the late member".into());
+    }
+    sim.start_node(late);
+    nodes.push(node(late_endpoint)?);
+    run_small(&sim, &mut nodes, 1500)?;
+    if writes.get() > 0 {
+        return Err(format!(
+            "{} writes were posted into the late member's too-small region",
+            writes.get()
+        ));
+    }
+    for (i, x) in nodes[..n - 1].iter().enumerate() {
+        if !x.wedged || !x.rr.is_wedged() {
+            return Err(format!(
+                "n{i} did not wedge on the late member's small region"
+            ));
+        }
+        match x.rr.stopped() {
+            Some(StopReason::Suspected(m)) if *m == late => {}
+            other => {
+                return Err(format!(
+                    "n{i}: wedged for {other:?}, not a suspicion of {late}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_late_member_whose_large_region_is_too_small_is_suspected_when_it_links() {
+    check_seeds("epoch_late_small_region", 6, |seed| {
+        late_member_with_a_small_region(seed, 3)?;
+        late_member_with_a_small_region(seed, 5)
     });
 }
 

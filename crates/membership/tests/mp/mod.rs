@@ -333,6 +333,9 @@ pub struct Settings {
     pub freeze_after_join: bool,
     /// A member's first process submits nothing (its group runs, nothing is delivered).
     pub quiet_first_life: bool,
+    /// `GmsConfig::expected_link_timeout` (`None`: its default, 10 x the suspicion timeout):
+    /// how long a member waits for a member of its view whose link never came up here.
+    pub expected_link: Option<Duration>,
 }
 
 /// Where a member's first process crashes itself ([`Settings::crash`]); it prints `CRASH <t>`
@@ -393,6 +396,7 @@ impl Settings {
             crash_life: 0,
             freeze_after_join: false,
             quiet_first_life: false,
+            expected_link: None,
         }
     }
 
@@ -464,6 +468,10 @@ impl Settings {
             if self.freeze_after_join { "1" } else { "0" },
         );
         cmd.env("MP_QUIET", if self.quiet_first_life { "1" } else { "0" });
+        match self.expected_link {
+            Some(d) => cmd.env("MP_EXPECTED_LINK_US", d.as_micros().to_string()),
+            None => cmd.env_remove("MP_EXPECTED_LINK_US"),
+        };
         match self.durable {
             Some(FsyncPolicy::Never) => cmd.env("MP_DURABLE", "never"),
             Some(FsyncPolicy::EveryBatch) => cmd.env("MP_DURABLE", "batch"),
@@ -532,6 +540,9 @@ impl Settings {
                 .unwrap_or(0),
             freeze_after_join: std::env::var("MP_FREEZE_JOIN").is_ok_and(|v| v == "1"),
             quiet_first_life: std::env::var("MP_QUIET").is_ok_and(|v| v == "1"),
+            expected_link: std::env::var("MP_EXPECTED_LINK_US")
+                .ok()
+                .map(|_| env_us("MP_EXPECTED_LINK_US")),
         }
     }
 
@@ -544,6 +555,7 @@ impl Settings {
         gms.heartbeat_interval = self.gms_heartbeat;
         gms.suspicion_timeout = self.gms_suspicion;
         gms.restart_absent_timeout = self.restart_absent;
+        gms.expected_link_timeout = self.expected_link;
         let mode = match self.durable {
             Some(fsync) => Mode::Durable {
                 path: epochs.to_path_buf(),

@@ -385,30 +385,8 @@ fn a_member_of_the_last_view_with_an_empty_log_that_starts_after_the_restart_joi
 /// (`check_late_member`), well within `expected_link_timeout` (10 x the 500 ms suspicion).
 #[test]
 fn a_joiner_admitted_by_a_restart_whose_process_is_down_when_the_view_starts_catches_up_over_tcp() {
-    let all: Vec<usize> = (0..5).collect();
     let four = [1usize, 2, 3, 4];
-    let (mut c, first, second) = (1..=3)
-        .find_map(|attempt| {
-            let got = admitted_by_a_logged_restart_decision(None);
-            if got.is_none() {
-                println!("attempt {attempt}: the restart of view 1 was decided without 0's join");
-            }
-            got
-        })
-        .expect("in 3 attempts the restart of view 1 never decided 0's join");
-
-    // Life 2: 1 to 4 install view 2 naming 0, whose process is not started.
-    c.restart_with_late(&all, &[0]);
-    c.wait_for(
-        "1 to 4 to install view 2 naming 0, or one to stop",
-        Duration::from_secs(30),
-        |r| {
-            four.iter().any(|&k| r[k].stop.is_some())
-                || four
-                    .iter()
-                    .all(|&k| (r[k].views.iter()).any(|v| v.id == 2 && v.members.contains(&0)))
-        },
-    );
+    let (mut c, first, second) = view_2_naming_0_not_started(None);
     let at_view = c.reports();
     for &k in &four {
         assert!(
@@ -452,30 +430,8 @@ fn a_joiner_admitted_by_a_restart_whose_process_is_down_when_the_view_starts_cat
 /// the 10 s wait fails.
 #[test]
 fn a_joiner_admitted_by_a_restart_whose_process_never_starts_is_removed_after_the_bound_over_tcp() {
-    let all: Vec<usize> = (0..5).collect();
     let four = [1usize, 2, 3, 4];
-    let (mut c, _, _) = (1..=3)
-        .find_map(|attempt| {
-            let got = admitted_by_a_logged_restart_decision(Some(EXPECTED_LINK));
-            if got.is_none() {
-                println!("attempt {attempt}: the restart of view 1 was decided without 0's join");
-            }
-            got
-        })
-        .expect("in 3 attempts the restart of view 1 never decided 0's join");
-
-    // Life 2: 1 to 4 install view 2 naming 0, whose process is bound and never started.
-    c.restart_with_late(&all, &[0]);
-    c.wait_for(
-        "1 to 4 to install view 2 naming 0, or one to stop",
-        Duration::from_secs(30),
-        |r| {
-            four.iter().any(|&k| r[k].stop.is_some())
-                || four
-                    .iter()
-                    .all(|&k| (r[k].views.iter()).any(|v| v.id == 2 && v.members.contains(&0)))
-        },
-    );
+    let (mut c, _, _) = view_2_naming_0_not_started(Some(EXPECTED_LINK));
     c.wait_for(
         "1 to 4 to remove 0 (view 3) and deliver 50 messages in view 3, or one to stop",
         Duration::from_secs(10),
@@ -540,6 +496,37 @@ const EXPECTED_LINK: Duration = Duration::from_secs(1);
 /// was decided before 0's join request came, as happened once in a run of the whole file
 /// (the members start together; 0 must first read a peer's view 1). Returns the cluster with
 /// every member killed and their reports of both lives.
+/// Lives 0 and 1 of [`admitted_by_a_logged_restart_decision`] (up to three attempts, until
+/// the logged restart decision admits 0), then life 2: 1 to 4 restart with 0's process bound
+/// but not started, until all four installed view 2 naming 0 or one of them stopped.
+fn view_2_naming_0_not_started(
+    expected_link: Option<Duration>,
+) -> (Cluster, Vec<Report>, Vec<Report>) {
+    let all: Vec<usize> = (0..5).collect();
+    let four = [1usize, 2, 3, 4];
+    let (mut c, first, second) = (1..=3)
+        .find_map(|attempt| {
+            let got = admitted_by_a_logged_restart_decision(expected_link);
+            if got.is_none() {
+                println!("attempt {attempt}: the restart of view 1 was decided without 0's join");
+            }
+            got
+        })
+        .expect("in 3 attempts the restart of view 1 never decided 0's join");
+    c.restart_with_late(&all, &[0]);
+    c.wait_for(
+        "1 to 4 to install view 2 naming 0, or one to stop",
+        Duration::from_secs(30),
+        |r| {
+            four.iter().any(|&k| r[k].stop.is_some())
+                || four
+                    .iter()
+                    .all(|&k| (r[k].views.iter()).any(|v| v.id == 2 && v.members.contains(&0)))
+        },
+    );
+    (c, first, second)
+}
+
 fn admitted_by_a_logged_restart_decision(
     expected_link: Option<Duration>,
 ) -> Option<(Cluster, Vec<Report>, Vec<Report>)> {

@@ -1734,41 +1734,9 @@ fn trim_of_view_1(bytes: &[u8], senders: &[NodeId]) -> Option<u64> {
 
 fn lost_beside_a_lagging_member_in(seed: u64, base: &Path) -> Result<bool, String> {
     let shards = 3;
-    let fresh = vec![Some(Vec::new()); N];
-    let mut l = Life::start(
-        seed,
-        base,
-        shards,
-        &fresh,
-        &[],
-        vec![BTreeMap::new(); shards],
-        0,
-    );
-    let v0 = (l.groups[0].as_ref())
-        .and_then(|g| g.view())
-        .cloned()
-        .ok_or("no view 0")?;
+    let (mut l, v0) = in_view_1_without_a(seed, base)?;
     let node = |s: usize, k: usize| v0.shards[s].members[k].0 as usize;
-    let (a, b, c) = (node(1, 0), node(1, 1), node(0, 1));
-    for _ in 0..300 {
-        l.step(true)?;
-    }
-    l.crash(a);
-    let in_view_1 = |l: &Life| {
-        (l.groups.iter().flatten()).all(|g| g.view().is_some_and(|v| v.id >= 1) && g.is_active())
-    };
-    for _ in 0..6000 {
-        if in_view_1(&l) {
-            break;
-        }
-        l.step(true)?;
-    }
-    if !in_view_1(&l) {
-        return Err(format!("view 1 without n{a} never came everywhere"));
-    }
-    for _ in 0..300 {
-        l.step(true)?;
-    }
+    let (b, c) = (node(1, 1), node(0, 1));
     l.crash(b);
     l.crash(c);
     for _ in 0..8000 {

@@ -209,7 +209,7 @@ pub struct ReplicaCore<S> {
 /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
 /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
 /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
-/// #     fn waker(&self) -> Waker { unimplemented!() }
+/// #     fn waker(&self) -> Waker { Waker::noop() }
 /// # }
 /// impl StateTransfer for Joiner {
 ///     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { self.0.take() }

@@ -124,7 +124,7 @@ pub trait StateTransfer: TotalOrder {
     /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
     /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
     /// #     fn wait(&mut self, t: Duration) { std::thread::park_timeout(t) }
-    /// #     fn waker(&self) -> Waker { unimplemented!() }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
     /// # }
     /// impl StateTransfer for Keep {
     /// #   fn holds_state(&self) -> bool { true }

@@ -1630,6 +1630,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let mut newer = None;
         let mut next = None;
         let mut running = false;
+        let mut superseded = false;
         for row in 0..self.sst.rows() {
             if row == self.sst.my_row() || self.sst.is_suspected(row) {
                 continue;
@@ -1639,6 +1640,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             };
             let vid = p[0].saturating_sub(1);
             running |= p[0] > 0 && vid == view.id && !self.restarting_in(&p);
+            superseded |= p[0] > 0 && vid == view.id && self.superseded_by(row, view, &p);
             if self.joiner_root(row, view, vid) {
                 continue;
             }
@@ -1646,17 +1648,28 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 && next.is_none()
                 && let Some(t) = self.decision_of(row, view.id)
             {
-                next = Some((t, self.restarting_in(&p)));
+                let theirs = self.decode_view(row, &p).map(|v| v.members);
+                next = Some((t, self.restarting_in(&p), theirs));
             }
             if vid > view.id {
                 newer = newer.max(Some(vid));
             }
         }
+        // A peer publishes this view's number with other members, without this member: the
+        // number was installed again by a restart of the view before that went on without it
+        // (in an earlier life), so this log's view is a dead branch. Restarting it beside the
+        // peers' would take their ballots and decisions for its own view (s23, forty-second
+        // part of `docs/MEMBERSHIP.md`): it joins again.
+        if superseded {
+            return self.rejoin(view.id, view.id);
+        }
         match (newer, next) {
             // Two or more views behind: the decisions in between are not in its log (a member
             // of view L + 1 logs L + 1 before acting in it, so the group went on without it).
             (Some(n), _) if n > view.id + 1 => return self.rejoin(view.id, n),
-            (_, Some((t, peer_restarting))) => return self.catch_up(view, t, peer_restarting, out),
+            (_, Some((t, peer_restarting, theirs))) => {
+                return self.catch_up(view, t, peer_restarting, theirs.as_deref(), out);
+            }
             // A peer one view ahead whose decision is not readable yet: wait for it.
             (Some(_), None) => return Ok(()),
             (None, None) => {}
@@ -1950,6 +1963,24 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
     }
 
+    /// Restart mode at `view`: whether `row`'s view block `p`, naming `view`'s number, names
+    /// another view without this member, while this member's `view` names it — the number
+    /// was installed again, without this member, by a restart of the view before in an
+    /// earlier life (s23, forty-second part of `docs/MEMBERSHIP.md`): this member's `view` is
+    /// a dead branch. Not evidence: a node asking to join (its block may still show the view
+    /// its own log ended at, see [`asks_to_join`](Gms::asks_to_join)), nor a view that lost a
+    /// shard (it ran nowhere, and a restart of the view before reuses its number,
+    /// [`crate::restart::restart_view`]: the lost view is the dead one).
+    fn superseded_by(&self, row: usize, view: &View, p: &[u64]) -> bool {
+        view.contains(self.me)
+            && !self.asks_to_join(row)
+            && self.decode_view(row, p).is_some_and(|v| {
+                v.members != view.members
+                    && !v.contains(self.me)
+                    && !v.inadequate.as_ref().is_some_and(|w| w.lost)
+            })
+    }
+
     /// Restart mode at `view`: whether `row` publishes `view + 1` but was not a member of
     /// `view` — a joiner admitted by `view`'s decision whose log ends at its first view. Its
     /// log holds no decision for `view` (it logged none: it joined), so nobody can catch up
@@ -1987,6 +2018,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         view: &View,
         t: Tagged,
         peer_restarting: bool,
+        theirs: Option<&[NodeId]>,
         out: &mut Vec<GmsEvent>,
     ) -> Result<(), GmsError> {
         let d = Decision {
@@ -2009,6 +2041,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !next.contains(self.me) {
             // The group went on without it (it was removed in the view it missed): it cannot
             // restart from its log; it joins again.
+            return self.rejoin(view.id, next.id);
+        }
+        // The peer's `view + 1` is not what the peer's decision makes of this member's `view`:
+        // the peer's `view` was another view under the same number (a restart of the view
+        // before installed the number again without this member, in an earlier life), and
+        // the decision is not one for this member's `view` (s23, forty-second part of
+        // `docs/MEMBERSHIP.md`). This log's view is a dead branch: it joins again.
+        if theirs.is_some_and(|m| m != next.members.as_slice()) {
+            tracing::warn!(me = %self.me, view = view.id, mine = ?next.members, theirs = ?theirs,
+                "membership: restart: a peer one view ahead installed that view from another view under this number; joining again");
             return self.rejoin(view.id, next.id);
         }
         self.log_decided_and_installed(&d, t.holders.as_deref(), &next)?;

@@ -1510,7 +1510,7 @@ fn dead_branch(seed: u64, when: DeadBranch) -> Result<(), String> {
     let (logs, life1) = l.shutdown();
     // Life 2: 0–3 restart the view 1 they ran; 4 restarts the view 1 it installed.
     let up: &[usize] = match when {
-        DeadBranch::WithTheOthers => &[0, 1, 2, 3, p],
+        DeadBranch::WithTheOthers => &[0, 1, 2, 3, p, j],
         DeadBranch::AfterTheyRun => &four,
     };
     let mut l = Life::start_in(seed + 2000, &base, &logs, up, 2, U);
@@ -1534,8 +1534,12 @@ fn dead_branch(seed: u64, when: DeadBranch) -> Result<(), String> {
         }
         l.start_late(p);
     }
-    let five = [0, 1, 2, 3, p];
-    let together = together_and_carrying_on(&mut l, &five, replay.len(), "n4 (the dead branch)");
+    let back: &[usize] = match when {
+        DeadBranch::WithTheOthers => &[0, 1, 2, 3, p, j],
+        DeadBranch::AfterTheyRun => &[0, 1, 2, 3, p],
+    };
+    let together =
+        together_and_carrying_on(&mut l, back, replay.len(), "the dead branch's members");
     if let Some(d) = &l.disagreement {
         return Err(format!("virtual synchrony: {d}"));
     }

@@ -2967,6 +2967,73 @@ mod tests {
         assert!(restarts > 0);
     }
 
+    /// s23 (`docs/MEMBERSHIP.md`, forty-second part): a member restarting a view whose number
+    /// a peer restarts with other members joins again only when its own view is the dead one.
+    /// Here `j`'s log holds view 1 alone, a view that lost shard 1 (its log has no decision
+    /// for view 0, as a joiner admitted by the losing decision: it cannot step back, see
+    /// `restart::restart_view`); `h`'s log ends at another view 1 without `j`, the one a
+    /// restart of view 0 installed. `h` is not in the lost view, and the lost view ran
+    /// nowhere: `h` must go on restarting, `j` must join again. Fails with the lost view
+    /// counted as evidence in `superseded_by` (`h` joins again too).
+    #[test]
+    fn a_view_number_restarted_twice_leaves_the_lost_view_not_the_other() {
+        let (ids, cfg, layout, v0) = four_in_two_shards();
+        let (shard0, shard1) = (v0.shards[0].members.clone(), v0.shards[1].members.clone());
+        let (j, h) = (shard0[0], shard1[0]);
+        let lost = View::next(1, shard0.clone(), Some(&v0.shards), &layout);
+        assert!(lost.inadequate.as_ref().is_some_and(|w| w.lost), "{lost:?}");
+        let d = Decision {
+            rank: crate::restart::ballot(1, 0),
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: j,
+            }],
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 0)).collect(),
+            },
+        };
+        let live = View::next(1, d.next_members(&v0.members), Some(&v0.shards), &layout);
+        assert!(live.inadequate.is_none() && !live.contains(j) && live.contains(h));
+        let mut j_log = MemLog::default();
+        j_log
+            .append_all(&crate::restart::installed_records(&lost))
+            .unwrap();
+        let mut h_log = MemLog::default();
+        let mut records = crate::restart::installed_records(&v0);
+        records.push(decided_record(&d, None));
+        records.extend(crate::restart::installed_records(&live));
+        h_log.append_all(&records).unwrap();
+
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(5), 4, &[spec]).unwrap();
+        let mut nodes: Vec<Option<SimNode>> = nodes.into_iter().map(Some).collect();
+        for &m in ids.iter().filter(|&&m| m != j && m != h) {
+            sim.crash(m);
+        }
+        let open = |log: &MemLog| MemLog::open(log.bytes().to_vec());
+        let (log, rec) = open(&j_log);
+        let mut gj = Gms::new(
+            nodes[j.0 as usize].take().unwrap(),
+            cfg.clone(),
+            log,
+            Some(&rec),
+        )
+        .unwrap();
+        let (log, rec) = open(&h_log);
+        let mut gh = Gms::new(nodes[h.0 as usize].take().unwrap(), cfg, log, Some(&rec)).unwrap();
+        assert_eq!(gj.view(), Some(&lost));
+        assert_eq!(gh.view(), Some(&live));
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            let _ = gj.poll(&mut Idle, &mut out);
+            let _ = gh.poll(&mut Idle, &mut out);
+            sim.advance(std::time::Duration::from_micros(100));
+        }
+        assert_eq!(gj.rejoined(), Some((1, 1)), "j restarting the lost view 1");
+        assert_eq!(gh.rejoined(), None, "h restarting the live view 1");
+    }
+
     /// The decision block's holder section: the bitmap round-trips (past one word of bits), a
     /// decision without holders reads as not known, and a flag word this code never writes
     /// makes the block unreadable rather than a guess.

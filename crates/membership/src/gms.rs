@@ -343,6 +343,10 @@ struct RestartState {
     /// neither of the view nor of the adopted decision's next view: the members of that next
     /// view it waits for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
     short_of_adopted: Option<Vec<NodeId>>,
+    /// The decision for the view that its log held when it was built (the highest-ranked, not
+    /// void): a peer one view ahead that installed that view with a lower-ranked decision
+    /// making another next view is on a dead branch (see [`dead_ahead`](Gms::dead_ahead)).
+    logged: Option<Decision>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -511,6 +515,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 let promised = recovered.map_or(0, |r| r.promised_for(id));
                 restart = Some(RestartState {
                     promised: promised.max(void_ballot),
+                    logged: decision.as_ref().map(|(d, _)| d.clone()),
                     ..RestartState::default()
                 });
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
@@ -1641,7 +1646,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let vid = p[0].saturating_sub(1);
             running |= p[0] > 0 && vid == view.id && !self.restarting_in(&p);
             superseded |= p[0] > 0 && vid == view.id && self.superseded_by(row, view, &p);
-            if self.joiner_root(row, view, vid) {
+            if self.joiner_root(row, view, vid) || self.dead_ahead(row, view, vid) {
                 continue;
             }
             if vid == view.id + 1
@@ -1959,7 +1964,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .filter_map(|r| self.read_block(r, self.f.view).map(|p| (r, p)))
             .any(|(r, p)| {
                 let vid = p[0].saturating_sub(1);
-                vid > view.id && !self.joiner_root(r, view, vid)
+                vid > view.id && !self.joiner_root(r, view, vid) && !self.dead_ahead(r, view, vid)
+            })
+    }
+
+    /// Restart mode at `view`: whether `row` publishes `view + 1` installed with a decision for
+    /// `view` that ranks below the one this member's log held for `view` and makes another
+    /// next view. That peer is on a dead branch (s23, forty-second part of
+    /// `docs/MEMBERSHIP.md`): the logged decision was decided later, by a restart of `view`
+    /// that adopted the peer's decision, fitted to the members that restarted (the peer, one
+    /// view ahead, was not among them, or the restart would have caught up from it), so the
+    /// number `view + 1` was installed again without the peer. Neither caught up from nor
+    /// waited for; the peer joins again once it sees that view
+    /// ([`superseded_by`](Gms::superseded_by)). A lower-ranked decision making the *same* next
+    /// view is not evidence: a later leader that adopted it decided the same view under its
+    /// own rank, and the peer installed it.
+    fn dead_ahead(&self, row: usize, view: &View, vid: u64) -> bool {
+        let Some(mine) = self.restart.as_ref().and_then(|r| r.logged.as_ref()) else {
+            return false;
+        };
+        vid == view.id + 1
+            && self.decision_of(row, view.id).is_some_and(|t| {
+                t.rank < mine.rank
+                    && crate::change::next_members(&t.changes, &view.members)
+                        != mine.next_members(&view.members)
             })
     }
 

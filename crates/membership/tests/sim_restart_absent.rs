@@ -1548,6 +1548,95 @@ fn dead_branch(seed: u64, when: DeadBranch) -> Result<(), String> {
     Ok(())
 }
 
+/// [`dead_branch`] with the roles moved so that a member one view *behind* meets the dead
+/// branch: `p` = 0 keeps life 0's view 1 (0–5), 1–4 restart view 0 in life 1 and install view
+/// 1 = 1–4, and 1 crashes after logging the restart's decision, before logging that view (its
+/// `Installed { 1 }` is cut; nothing was delivered in the view: the life stops as the restart
+/// completes). Life 2: all six start. 1 restarts view 0 holding the restart's decision (a
+/// ballot); one view ahead it sees 0, restarting life 0's view 1 and publishing the join
+/// decision that installed it (a lower, ordinary rank), and 2–4, restarting the restart's view
+/// 1 and publishing the restart's decision. Checked as in [`dead_branch`]: no disagreement,
+/// 1–4 replay identically, and all six end in one running view.
+fn dead_branch_behind(seed: u64) -> Result<(), String> {
+    const U: usize = N + 1;
+    let (j, p, q) = (N, 0, 1);
+    let base = dir("dead-branch-behind", seed);
+    let all: Vec<usize> = (0..U).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &all, 0, U);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    l.groups[j].as_mut().unwrap().join().unwrap();
+    let in_view_1 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.id == 1))
+    };
+    let mut joined = false;
+    for _ in 0..20_000 {
+        l.step(true);
+        if in_view_1(&l, j) && in_view_1(&l, p) {
+            joined = true;
+            break;
+        }
+    }
+    if !joined {
+        return Err("the joiner and n0 never installed view 1".into());
+    }
+    let (mut logs, before) = l.shutdown();
+    let cut = |logs: &mut [Vec<u8>], i: usize| {
+        let (_, rec) = MemLog::open(logs[i].clone());
+        let mut log = MemLog::default();
+        for r in
+            (rec.records.iter()).take_while(|r| !matches!(r, Record::Installed { view: 1, .. }))
+        {
+            log.append(r).unwrap();
+        }
+        logs[i] = log.bytes().to_vec();
+        let epoch1 = config(&base, i, U).epoch_log(1).unwrap();
+        let _ = std::fs::remove_file(epoch1);
+    };
+    for i in 1..N {
+        cut(&mut logs, i);
+    }
+    let four = [1, 2, 3, 4];
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &four, 1, U);
+    l.until_restarted(&four)?;
+    let (mut logs, _) = l.shutdown();
+    let (_, rec) = MemLog::open(logs[q].clone());
+    if rec
+        .decision_for(0)
+        .is_none_or(|d| squall_membership::restart::attempt_of(d.rank) == 0)
+    {
+        return Err(format!("n{q} did not log the restart's decision"));
+    }
+    cut(&mut logs, q);
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, U);
+    let restarted = l.until_restarted(&four);
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    restarted?;
+    let replay = l.delivered[1].clone();
+    if let Some(i) = four.iter().find(|&&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..U).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    let together =
+        together_and_carrying_on(&mut l, &all, replay.len(), "the dead branch's members");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_member_one_view_behind_catches_up_past_a_dead_branch() {
+    check_seeds("restart_dead_branch_behind", 3, dead_branch_behind);
+}
+
 #[test]
 fn a_member_restarting_a_view_number_installed_again_without_it_joins_again() {
     check_seeds("restart_dead_branch", 3, |seed| {

@@ -14,7 +14,9 @@
 //! found (not about absent members): a sweep and its first failing seed, which hung before the
 //! catch-up rule took the peer's mode (restarting or running) from its view block. And a
 //! sweep of a member falsely suspected during the restart (it stalls; the others cut it), which
-//! waited forever before `StopReason::RestartCutOff`.
+//! waited forever before `StopReason::RestartCutOff`. And a view number installed twice with
+//! other members (s23, `dead_branch`): a member whose log holds the old view joins again instead
+//! of taking the new view's ballots for its own, and a member one view behind catches up past it.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};

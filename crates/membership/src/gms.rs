@@ -343,6 +343,10 @@ struct RestartState {
     /// neither of the view nor of the adopted decision's next view: the members of that next
     /// view it waits for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
     short_of_adopted: Option<Vec<NodeId>>,
+    /// The decision for the view that its log held when it was built (the highest-ranked, not
+    /// void): a peer one view ahead that installed that view with a lower-ranked decision
+    /// making another next view is on a dead branch (see [`dead_ahead`](Gms::dead_ahead)).
+    logged: Option<Decision>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -511,6 +515,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 let promised = recovered.map_or(0, |r| r.promised_for(id));
                 restart = Some(RestartState {
                     promised: promised.max(void_ballot),
+                    logged: decision.as_ref().map(|(d, _)| d.clone()),
                     ..RestartState::default()
                 });
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
@@ -1630,6 +1635,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let mut newer = None;
         let mut next = None;
         let mut running = false;
+        let mut superseded = false;
         for row in 0..self.sst.rows() {
             if row == self.sst.my_row() || self.sst.is_suspected(row) {
                 continue;
@@ -1639,24 +1645,36 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             };
             let vid = p[0].saturating_sub(1);
             running |= p[0] > 0 && vid == view.id && !self.restarting_in(&p);
-            if self.joiner_root(row, view, vid) {
+            superseded |= p[0] > 0 && vid == view.id && self.superseded_by(row, view, &p);
+            if self.joiner_root(row, view, vid) || self.dead_ahead(row, view, vid) {
                 continue;
             }
             if vid == view.id + 1
                 && next.is_none()
                 && let Some(t) = self.decision_of(row, view.id)
             {
-                next = Some((t, self.restarting_in(&p)));
+                let theirs = self.decode_view(row, &p).map(|v| v.members);
+                next = Some((t, self.restarting_in(&p), theirs));
             }
             if vid > view.id {
                 newer = newer.max(Some(vid));
             }
         }
+        // A peer publishes this view's number with other members, without this member: the
+        // number was installed again by a restart of the view before that went on without it
+        // (in an earlier life), so this log's view is a dead branch. Restarting it beside the
+        // peers' would take their ballots and decisions for its own view (s23, forty-second
+        // part of `docs/MEMBERSHIP.md`): it joins again.
+        if superseded {
+            return self.rejoin(view.id, view.id);
+        }
         match (newer, next) {
             // Two or more views behind: the decisions in between are not in its log (a member
             // of view L + 1 logs L + 1 before acting in it, so the group went on without it).
             (Some(n), _) if n > view.id + 1 => return self.rejoin(view.id, n),
-            (_, Some((t, peer_restarting))) => return self.catch_up(view, t, peer_restarting, out),
+            (_, Some((t, peer_restarting, theirs))) => {
+                return self.catch_up(view, t, peer_restarting, theirs.as_deref(), out);
+            }
             // A peer one view ahead whose decision is not readable yet: wait for it.
             (Some(_), None) => return Ok(()),
             (None, None) => {}
@@ -1946,7 +1964,48 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .filter_map(|r| self.read_block(r, self.f.view).map(|p| (r, p)))
             .any(|(r, p)| {
                 let vid = p[0].saturating_sub(1);
-                vid > view.id && !self.joiner_root(r, view, vid)
+                vid > view.id && !self.joiner_root(r, view, vid) && !self.dead_ahead(r, view, vid)
+            })
+    }
+
+    /// Restart mode at `view`: whether `row` publishes `view + 1` installed with a decision for
+    /// `view` that ranks below the one this member's log held for `view` and makes another
+    /// next view. That peer is on a dead branch (s23, forty-second part of
+    /// `docs/MEMBERSHIP.md`): the logged decision was decided later, by a restart of `view`
+    /// that adopted the peer's decision, fitted to the members that restarted (the peer, one
+    /// view ahead, was not among them, or the restart would have caught up from it), so the
+    /// number `view + 1` was installed again without the peer. Neither caught up from nor
+    /// waited for; the peer joins again once it sees that view
+    /// ([`superseded_by`](Gms::superseded_by)). A lower-ranked decision making the *same* next
+    /// view is not evidence: a later leader that adopted it decided the same view under its
+    /// own rank, and the peer installed it.
+    fn dead_ahead(&self, row: usize, view: &View, vid: u64) -> bool {
+        let Some(mine) = self.restart.as_ref().and_then(|r| r.logged.as_ref()) else {
+            return false;
+        };
+        vid == view.id + 1
+            && self.decision_of(row, view.id).is_some_and(|t| {
+                t.rank < mine.rank
+                    && crate::change::next_members(&t.changes, &view.members)
+                        != mine.next_members(&view.members)
+            })
+    }
+
+    /// Restart mode at `view`: whether `row`'s view block `p`, naming `view`'s number, names
+    /// another view without this member, while this member's `view` names it — the number
+    /// was installed again, without this member, by a restart of the view before in an
+    /// earlier life (s23, forty-second part of `docs/MEMBERSHIP.md`): this member's `view` is
+    /// a dead branch. Not evidence: a node asking to join (its block may still show the view
+    /// its own log ended at, see [`asks_to_join`](Gms::asks_to_join)), nor a view that lost a
+    /// shard (it ran nowhere, and a restart of the view before reuses its number,
+    /// [`crate::restart::restart_view`]: the lost view is the dead one).
+    fn superseded_by(&self, row: usize, view: &View, p: &[u64]) -> bool {
+        view.contains(self.me)
+            && !self.asks_to_join(row)
+            && self.decode_view(row, p).is_some_and(|v| {
+                v.members != view.members
+                    && !v.contains(self.me)
+                    && !v.inadequate.as_ref().is_some_and(|w| w.lost)
             })
     }
 
@@ -1987,6 +2046,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         view: &View,
         t: Tagged,
         peer_restarting: bool,
+        theirs: Option<&[NodeId]>,
         out: &mut Vec<GmsEvent>,
     ) -> Result<(), GmsError> {
         let d = Decision {
@@ -2009,6 +2069,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !next.contains(self.me) {
             // The group went on without it (it was removed in the view it missed): it cannot
             // restart from its log; it joins again.
+            return self.rejoin(view.id, next.id);
+        }
+        // The peer's `view + 1` is not what the peer's decision makes of this member's `view`:
+        // the peer's `view` was another view under the same number (a restart of the view
+        // before installed the number again without this member, in an earlier life), and
+        // the decision is not one for this member's `view` (s23, forty-second part of
+        // `docs/MEMBERSHIP.md`). This log's view is a dead branch: it joins again.
+        if theirs.is_some_and(|m| m != next.members.as_slice()) {
+            tracing::warn!(me = %self.me, view = view.id, mine = ?next.members, theirs = ?theirs,
+                "membership: restart: a peer one view ahead installed that view from another view under this number; joining again");
             return self.rejoin(view.id, next.id);
         }
         self.log_decided_and_installed(&d, t.holders.as_deref(), &next)?;
@@ -2923,6 +2993,73 @@ mod tests {
             assert_eq!(got, shards, "view 2 keeps view 1's shards");
         }
         assert!(restarts > 0);
+    }
+
+    /// s23 (`docs/MEMBERSHIP.md`, forty-second part): a member restarting a view whose number
+    /// a peer restarts with other members joins again only when its own view is the dead one.
+    /// Here `j`'s log holds view 1 alone, a view that lost shard 1 (its log has no decision
+    /// for view 0, as a joiner admitted by the losing decision: it cannot step back, see
+    /// `restart::restart_view`); `h`'s log ends at another view 1 without `j`, the one a
+    /// restart of view 0 installed. `h` is not in the lost view, and the lost view ran
+    /// nowhere: `h` must go on restarting, `j` must join again. Fails with the lost view
+    /// counted as evidence in `superseded_by` (`h` joins again too).
+    #[test]
+    fn a_view_number_restarted_twice_leaves_the_lost_view_not_the_other() {
+        let (ids, cfg, layout, v0) = four_in_two_shards();
+        let (shard0, shard1) = (v0.shards[0].members.clone(), v0.shards[1].members.clone());
+        let (j, h) = (shard0[0], shard1[0]);
+        let lost = View::next(1, shard0.clone(), Some(&v0.shards), &layout);
+        assert!(lost.inadequate.as_ref().is_some_and(|w| w.lost), "{lost:?}");
+        let d = Decision {
+            rank: crate::restart::ballot(1, 0),
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: j,
+            }],
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 0)).collect(),
+            },
+        };
+        let live = View::next(1, d.next_members(&v0.members), Some(&v0.shards), &layout);
+        assert!(live.inadequate.is_none() && !live.contains(j) && live.contains(h));
+        let mut j_log = MemLog::default();
+        j_log
+            .append_all(&crate::restart::installed_records(&lost))
+            .unwrap();
+        let mut h_log = MemLog::default();
+        let mut records = crate::restart::installed_records(&v0);
+        records.push(decided_record(&d, None));
+        records.extend(crate::restart::installed_records(&live));
+        h_log.append_all(&records).unwrap();
+
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(5), 4, &[spec]).unwrap();
+        let mut nodes: Vec<Option<SimNode>> = nodes.into_iter().map(Some).collect();
+        for &m in ids.iter().filter(|&&m| m != j && m != h) {
+            sim.crash(m);
+        }
+        let open = |log: &MemLog| MemLog::open(log.bytes().to_vec());
+        let (log, rec) = open(&j_log);
+        let mut gj = Gms::new(
+            nodes[j.0 as usize].take().unwrap(),
+            cfg.clone(),
+            log,
+            Some(&rec),
+        )
+        .unwrap();
+        let (log, rec) = open(&h_log);
+        let mut gh = Gms::new(nodes[h.0 as usize].take().unwrap(), cfg, log, Some(&rec)).unwrap();
+        assert_eq!(gj.view(), Some(&lost));
+        assert_eq!(gh.view(), Some(&live));
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            let _ = gj.poll(&mut Idle, &mut out);
+            let _ = gh.poll(&mut Idle, &mut out);
+            sim.advance(std::time::Duration::from_micros(100));
+        }
+        assert_eq!(gj.rejoined(), Some((1, 1)), "j restarting the lost view 1");
+        assert_eq!(gh.rejoined(), None, "h restarting the live view 1");
     }
 
     /// The decision block's holder section: the bitmap round-trips (past one word of bits), a

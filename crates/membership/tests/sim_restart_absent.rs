@@ -14,7 +14,9 @@
 //! found (not about absent members): a sweep and its first failing seed, which hung before the
 //! catch-up rule took the peer's mode (restarting or running) from its view block. And a
 //! sweep of a member falsely suspected during the restart (it stalls; the others cut it), which
-//! waited forever before `StopReason::RestartCutOff`.
+//! waited forever before `StopReason::RestartCutOff`. And a view number installed twice with
+//! other members (s23, `dead_branch`): a member whose log holds the old view joins again instead
+//! of taking the new view's ballots for its own, and a member one view behind catches up past it.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -32,7 +34,7 @@ use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 use std::cell::Cell;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use squall_transport::{Event, RegionId, Transport};
@@ -160,6 +162,10 @@ struct Life {
     cost: Option<(usize, Duration)>,
     /// The universe's size (`N`, or more with joiners).
     u: usize,
+    /// Per view id, the first member seen running it in this life and its members.
+    running: BTreeMap<u64, (usize, Vec<NodeId>)>,
+    /// The first member seen running a view id with other members than an earlier one did.
+    disagreement: Option<String>,
 }
 
 impl Life {
@@ -197,6 +203,8 @@ impl Life {
             buffer: None,
             cost: None,
             u,
+            running: BTreeMap::new(),
+            disagreement: None,
         };
         l.nodes = (nodes.into_iter().enumerate())
             .map(|(i, t)| Some(gate(t, &l.held[i])))
@@ -332,6 +340,7 @@ impl Life {
             {
                 self.stall(i, per * handled);
             }
+            self.note_running(i);
         }
         self.sim.advance(STEP);
     }
@@ -369,6 +378,28 @@ impl Life {
 
     fn state(&self) -> String {
         group_sim::describe(&self.groups)
+    }
+
+    /// Notes the view member `i` runs (installed, out of restart mode), and the first
+    /// disagreement: a view id run with other members than another member ran it with
+    /// (virtual synchrony: every member that installs a view installs the same one).
+    fn note_running(&mut self, i: usize) {
+        let Some(g) = &self.groups[i] else {
+            return;
+        };
+        let Some(v) = g.view() else {
+            return;
+        };
+        if g.gms().restarting().is_some() || g.stopped().is_some() {
+            return;
+        }
+        let (first, members) = self.running.entry(v.id).or_insert((i, v.members.clone()));
+        if *members != v.members && self.disagreement.is_none() {
+            self.disagreement = Some(format!(
+                "n{i} runs view {} as {:?}, n{first} as {members:?}",
+                v.id, v.members
+            ));
+        }
     }
 }
 
@@ -1383,6 +1414,243 @@ fn a_late_root_of_the_restart_view_that_was_a_joiner_joins_the_running_view() {
 #[test]
 fn a_joiner_root_present_during_the_restart_is_not_waited_for_and_joins_again() {
     check_seeds("restart_joiner_root", 3, |seed| late_root(seed, true));
+}
+
+/// Where the member of the dead branch starts in the third life of [`dead_branch`].
+#[derive(Clone, Copy, Debug)]
+enum DeadBranch {
+    /// With the others: it restarts its view 1 beside theirs (same number, other members).
+    WithTheOthers,
+    /// Once the others run view 2: it is one view behind them, and catches up.
+    AfterTheyRun,
+}
+
+/// A view number installed twice, with other members (s23, forty-second part of
+/// `docs/MEMBERSHIP.md`). Life 0: view 0 is 0–4, node 5 joins, and `p` = 4 and 5 install view
+/// 1 = 0–5 while 0–3 crash after logging its decision, before logging the view (their
+/// `Installed { 1 }` and view-1 epoch logs are cut). Life 1: 0–3 restart view 0 without 4
+/// and 5; the inspector adopts the join decision and fits it (drops the join, fails the
+/// absent 4): view 1 = 0–3, the *same number*, other members; they run it and everyone stops.
+/// Life 2: 0–3 restart their view 1, and 4 restarts its own view 1 (0–5), with them or once
+/// they run view 2. Before s23, 4 took the ballots and decisions of the others' view 1 for its
+/// own (the blocks carry the number only: the inspector 0 has rank 0 in both, so its ballot's
+/// rank matched 4's leader; every echo showed that ballot) and installed view 2 as 0–5, or
+/// caught up with the others' decision applied to its own view 1 (0–5 again), while the others
+/// installed view 2 as 0–3: two members running view 2 with different members. Now 4 sees a
+/// peer's view 1 without it (or a peer's view 2 that is not what the peer's decision makes of
+/// its own view 1) and joins again by state transfer.
+///
+/// Checked: nobody runs a view id with other members than another member ran it with (the
+/// first disagreement is the error); 0–3 replay identically, with everything delivered in
+/// lives 0 and 1 a prefix; and all five end active in one running view (4 with the
+/// transferred state), delivering identically afterwards.
+fn dead_branch(seed: u64, when: DeadBranch) -> Result<(), String> {
+    const U: usize = N + 1;
+    let (j, p) = (N, 4);
+    let tag = match when {
+        DeadBranch::WithTheOthers => "dead-branch",
+        DeadBranch::AfterTheyRun => "dead-branch-late",
+    };
+    let base = dir(tag, seed);
+    let all: Vec<usize> = (0..U).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &all, 0, U);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    l.groups[j].as_mut().unwrap().join().unwrap();
+    let in_view_1 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.id == 1))
+    };
+    let mut joined = false;
+    for _ in 0..20_000 {
+        l.step(true);
+        if in_view_1(&l, j) && in_view_1(&l, p) {
+            joined = true;
+            break;
+        }
+    }
+    if !joined {
+        return Err("the joiner and n4 never installed view 1".into());
+    }
+    let (mut logs, before) = l.shutdown();
+    // Members 0–3 crashed after logging the decision, before logging view 1.
+    for (i, bytes) in logs.iter_mut().enumerate().take(p) {
+        let (_, rec) = MemLog::open(bytes.clone());
+        if rec.decision_for(0).is_none() {
+            return Err(format!("n{i} had not logged the decision for view 0"));
+        }
+        let mut log = MemLog::default();
+        for r in
+            (rec.records.iter()).take_while(|r| !matches!(r, Record::Installed { view: 1, .. }))
+        {
+            log.append(r).unwrap();
+        }
+        *bytes = log.bytes().to_vec();
+        let epoch1 = config(&base, i, U).epoch_log(1).unwrap();
+        let _ = std::fs::remove_file(epoch1);
+    }
+    // Life 1: 0–3 restart view 0 without 4 and 5, and run the restart view 1 = 0–3.
+    let four = [0, 1, 2, 3];
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &four, 1, U);
+    l.until_restarted(&four)?;
+    let want: Vec<NodeId> = four.iter().map(|&i| NodeId(i as u32)).collect();
+    for &i in &four {
+        let v = l.groups[i].as_ref().unwrap().view().unwrap();
+        if (v.id, &v.members) != (1, &want) {
+            return Err(format!(
+                "n{i}'s first restart view: {} {:?}",
+                v.id, v.members
+            ));
+        }
+    }
+    for _ in 0..400 {
+        l.step(true);
+    }
+    for _ in 0..1000 {
+        l.step(false);
+    }
+    let (logs, life1) = l.shutdown();
+    // Life 2: 0–3 restart the view 1 they ran; 4 restarts the view 1 it installed.
+    let up: &[usize] = match when {
+        DeadBranch::WithTheOthers => &[0, 1, 2, 3, p, j],
+        DeadBranch::AfterTheyRun => &four,
+    };
+    let mut l = Life::start_in(seed + 2000, &base, &logs, up, 2, U);
+    let restarted = l.until_restarted(&four);
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    restarted?;
+    let replay = l.delivered[0].clone();
+    if let Some(i) = four.iter().find(|&&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) =
+        (0..U).find(|&i| !is_prefix(&before[i], &replay) || !is_prefix(&life1[i], &replay))
+    {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    if let DeadBranch::AfterTheyRun = when {
+        for _ in 0..100 {
+            l.step(false);
+        }
+        l.start_late(p);
+    }
+    let back: &[usize] = match when {
+        DeadBranch::WithTheOthers => &[0, 1, 2, 3, p, j],
+        DeadBranch::AfterTheyRun => &[0, 1, 2, 3, p],
+    };
+    let together =
+        together_and_carrying_on(&mut l, back, replay.len(), "the dead branch's members");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// [`dead_branch`] with the roles moved so that a member one view *behind* meets the dead
+/// branch: `p` = 0 keeps life 0's view 1 (0–5), 1–4 restart view 0 in life 1 and install view
+/// 1 = 1–4, and 1 crashes after logging the restart's decision, before logging that view (its
+/// `Installed { 1 }` is cut; nothing was delivered in the view: the life stops as the restart
+/// completes). Life 2: all six start. 1 restarts view 0 holding the restart's decision (a
+/// ballot); one view ahead it sees 0, restarting life 0's view 1 and publishing the join
+/// decision that installed it (a lower, ordinary rank), and 2–4, restarting the restart's view
+/// 1 and publishing the restart's decision. Checked as in [`dead_branch`]: no disagreement,
+/// 1–4 replay identically, and all six end in one running view.
+fn dead_branch_behind(seed: u64) -> Result<(), String> {
+    const U: usize = N + 1;
+    let (j, p, q) = (N, 0, 1);
+    let base = dir("dead-branch-behind", seed);
+    let all: Vec<usize> = (0..U).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &all, 0, U);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    l.groups[j].as_mut().unwrap().join().unwrap();
+    let in_view_1 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.id == 1))
+    };
+    let mut joined = false;
+    for _ in 0..20_000 {
+        l.step(true);
+        if in_view_1(&l, j) && in_view_1(&l, p) {
+            joined = true;
+            break;
+        }
+    }
+    if !joined {
+        return Err("the joiner and n0 never installed view 1".into());
+    }
+    let (mut logs, before) = l.shutdown();
+    let cut = |logs: &mut [Vec<u8>], i: usize| {
+        let (_, rec) = MemLog::open(logs[i].clone());
+        let mut log = MemLog::default();
+        for r in
+            (rec.records.iter()).take_while(|r| !matches!(r, Record::Installed { view: 1, .. }))
+        {
+            log.append(r).unwrap();
+        }
+        logs[i] = log.bytes().to_vec();
+        let epoch1 = config(&base, i, U).epoch_log(1).unwrap();
+        let _ = std::fs::remove_file(epoch1);
+    };
+    for i in 1..N {
+        cut(&mut logs, i);
+    }
+    let four = [1, 2, 3, 4];
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &four, 1, U);
+    l.until_restarted(&four)?;
+    let (mut logs, _) = l.shutdown();
+    let (_, rec) = MemLog::open(logs[q].clone());
+    if rec
+        .decision_for(0)
+        .is_none_or(|d| squall_membership::restart::attempt_of(d.rank) == 0)
+    {
+        return Err(format!("n{q} did not log the restart's decision"));
+    }
+    cut(&mut logs, q);
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, U);
+    let restarted = l.until_restarted(&four);
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    restarted?;
+    let replay = l.delivered[1].clone();
+    if let Some(i) = four.iter().find(|&&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..U).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    let together =
+        together_and_carrying_on(&mut l, &all, replay.len(), "the dead branch's members");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+#[test]
+fn a_member_one_view_behind_catches_up_past_a_dead_branch() {
+    check_seeds("restart_dead_branch_behind", 3, dead_branch_behind);
+}
+
+#[test]
+fn a_member_restarting_a_view_number_installed_again_without_it_joins_again() {
+    check_seeds("restart_dead_branch", 3, |seed| {
+        dead_branch(seed, DeadBranch::WithTheOthers)
+    });
+}
+
+#[test]
+fn a_member_one_view_behind_a_view_number_installed_again_without_it_joins_again() {
+    check_seeds("restart_dead_branch_late", 3, |seed| {
+        dead_branch(seed, DeadBranch::AfterTheyRun)
+    });
 }
 
 /// The read buffer of the restarts in `logs_much_larger_than_the_read_buffer` (bytes): at

@@ -1150,6 +1150,11 @@ enum FreshShard {
     /// Five members in two shards: the smaller shard (two members) starts afresh, the other
     /// shard's three members logged view 0 in the first life (a majority of view 0).
     OfTwo,
+    /// As [`OfTwo`](FreshShard::OfTwo), and the fresh shard's second member crashes at the
+    /// moment under test and starts again as a new process from its log (it logged view 0 at
+    /// its first start), restarting view 0 beside the others (in the runs seen the restart
+    /// completes without its failed old incarnation, and it joins again by state transfer).
+    OfTwoPeerRestarted,
     /// Five members, one shard of three and two spares of view 0: the shard starts afresh, the
     /// spares logged view 0 in the first life (a minority of view 0).
     BesideSpares,
@@ -1165,12 +1170,14 @@ enum FreshShard {
 /// test (each fresh member running view 0, not restarting, having delivered); a run that does
 /// not reach it is [`Moment::Missed`](group_sim::Moment::Missed). Then the others restart view
 /// 0 from their logs. Before s23 the fresh members never switched (they delivered), the
-/// restarting members counted them (their wedge blocks) and waited for their ballots: "did not
-/// end in one running view". Checked by [`together_and_carrying_on`] (one running view with
+/// restarting members counted them as restarted (their wedge blocks) and no restart ballot
+/// completed: "did not end in one running view". Checked by [`together_and_carrying_on`] (one running view with
 /// everyone, per shard identical deliveries, gapless positions at every member, virtual
-/// synchrony), and that what each fresh member delivered in view 0 is in the restarted
-/// group's sequence: a prefix of what every member of its final shard delivered, all of it
-/// before that member installed the restart view (view 1).
+/// synchrony), that each fresh member still running installed the restart view (view 1: it
+/// switched, it did not join again), and that what each fresh member delivered in view 0 is in
+/// the restarted group's sequence: a prefix of what every member of its final shard delivered,
+/// all of it before that member installed the restart view if it did (a member that joined
+/// again has the state of one that did).
 fn delivered_in_view_0(
     seed: u64,
     at: FreshShard,
@@ -1178,7 +1185,7 @@ fn delivered_in_view_0(
 ) -> Result<group_sim::Moment, String> {
     let n = 5;
     let (spares, shards) = match at {
-        FreshShard::OfTwo => (0, 2),
+        FreshShard::OfTwo | FreshShard::OfTwoPeerRestarted => (0, 2),
         FreshShard::BesideSpares => (2, 1),
     };
     let tag = format!("delivered-{at:?}-{late}");
@@ -1230,18 +1237,30 @@ fn delivered_in_view_0(
         return Ok(group_sim::Moment::Missed);
     }
     let live: Vec<Seq> = l.delivered.clone();
+    if let FreshShard::OfTwoPeerRestarted = at {
+        // A new process: its application starts empty (what it delivered is checked below).
+        l.restart_process(fresh[1]);
+        l.delivered[fresh[1]].clear();
+    }
     for &i in &logged {
         l.boot(i);
     }
+    let crashed = matches!(at, FreshShard::OfTwoPeerRestarted).then_some(fresh[1]);
     together_and_carrying_on(l, &before, spares, |l| {
         for &i in &fresh {
+            if Some(i) != crashed && !l.installs[i].contains_key(&1) {
+                return Err(format!(
+                    "n{i} did not install the restart view (view 1): {}",
+                    l.state()
+                ));
+            }
             let shard = l.groups[i].as_ref().and_then(Group::shard);
             let peers =
                 (0..n - spares).filter(|&j| l.groups[j].as_ref().and_then(Group::shard) == shard);
             for j in peers {
                 let at_restart = l.installs[j].get(&1).copied();
                 if !l.delivered[j].starts_with(&live[i])
-                    || at_restart.is_none_or(|k| k < live[i].len())
+                    || at_restart.is_some_and(|k| k < live[i].len())
                 {
                     return Err(format!(
                         "n{i} delivered {} in view 0 before the restart, not all of them in \
@@ -1269,7 +1288,11 @@ fn a_fresh_member_that_delivered_in_view_0_restarts_it_with_the_others() {
     let moment = "every fresh member delivering in view 0 before the members that logged it start";
     group_sim::check_seeds_reaching("first_start_delivered", 2, moment, |seed| {
         let mut reached = group_sim::Moment::Reached;
-        for at in [FreshShard::OfTwo, FreshShard::BesideSpares] {
+        for at in [
+            FreshShard::OfTwo,
+            FreshShard::OfTwoPeerRestarted,
+            FreshShard::BesideSpares,
+        ] {
             for late in [0, 100] {
                 let m = delivered_in_view_0(seed, at, late)
                     .map_err(|e| format!("{at:?}, {late} late: {e}"))?;

@@ -1168,21 +1168,18 @@ enum FreshShard {
 /// while the members that logged view 0 have not started; the test runs until every member of
 /// the fresh shard delivered (1 ms at most), then `late` steps more. That is the moment under
 /// test (each fresh member running view 0, not restarting, having delivered); a run that does
-/// not reach it is [`Moment::Missed`](group_sim::Moment::Missed). Then the others restart view
-/// 0 from their logs. Before s23 the fresh members never switched (they delivered), the
-/// restarting members counted them as restarted (their wedge blocks) and no restart ballot
-/// completed: "did not end in one running view". Checked by [`together_and_carrying_on`] (one running view with
-/// everyone, per shard identical deliveries, gapless positions at every member, virtual
+/// not reach it fails as a seed that no longer reaches it ([`group_sim::missed`]). Then the
+/// others restart view 0 from their logs. Before s23 the fresh members never switched (they
+/// delivered), the restarting members counted them as restarted (their wedge blocks) and no
+/// restart ballot completed: "did not end in one running view". Checked by
+/// [`together_and_carrying_on`] (one running view with everyone, per shard identical
+/// deliveries, gapless positions at every member, virtual
 /// synchrony), that each fresh member still running installed the restart view (view 1: it
 /// switched, it did not join again), and that what each fresh member delivered in view 0 is in
 /// the restarted group's sequence: a prefix of what every member of its final shard delivered,
 /// all of it before that member installed the restart view if it did (a member that joined
 /// again has the state of one that did).
-fn delivered_in_view_0(
-    seed: u64,
-    at: FreshShard,
-    late: usize,
-) -> Result<group_sim::Moment, String> {
+fn delivered_in_view_0(seed: u64, at: FreshShard, late: usize) -> Result<(), String> {
     let n = 5;
     let (spares, shards) = match at {
         FreshShard::OfTwo | FreshShard::OfTwoPeerRestarted => (0, 2),
@@ -1233,8 +1230,14 @@ fn delivered_in_view_0(
         .iter()
         .any(|&i| l.delivered[i].is_empty() || !running_0(i))
     {
-        let _ = std::fs::remove_dir_all(&base);
-        return Ok(group_sim::Moment::Missed);
+        return Err(group_sim::missed(
+            seed,
+            &format!(
+                "every fresh member ({fresh:?}) delivering in view 0 before the members that \
+                 logged it start: {}",
+                l.state()
+            ),
+        ));
     }
     let live: Vec<Seq> = l.delivered.clone();
     if let FreshShard::OfTwoPeerRestarted = at {
@@ -1276,31 +1279,25 @@ fn delivered_in_view_0(
         Ok(())
     })?;
     let _ = std::fs::remove_dir_all(&base);
-    Ok(group_sim::Moment::Reached)
+    Ok(())
 }
 
-/// [`delivered_in_view_0`]: both layouts, the others starting as soon as every fresh member
-/// delivered or 100 steps later, 2 seeds (`SQUALL_SEEDS` for more). Each default seed must
-/// reach the moment in every run; a soak's seed that misses it in a run is counted, not
-/// failed ([`group_sim::check_seeds_reaching`]).
+/// [`delivered_in_view_0`]: the three cases, the others starting as soon as every fresh member
+/// delivered or 100 steps later, 2 seeds (`SQUALL_SEEDS` for more). Every run must reach the
+/// moment (at `SQUALL_SEEDS=12` all 72 do).
 #[test]
 fn a_fresh_member_that_delivered_in_view_0_restarts_it_with_the_others() {
-    let moment = "every fresh member delivering in view 0 before the members that logged it start";
-    group_sim::check_seeds_reaching("first_start_delivered", 2, moment, |seed| {
-        let mut reached = group_sim::Moment::Reached;
+    check_seeds("first_start_delivered", 2, |seed| {
         for at in [
             FreshShard::OfTwo,
             FreshShard::OfTwoPeerRestarted,
             FreshShard::BesideSpares,
         ] {
             for late in [0, 100] {
-                let m = delivered_in_view_0(seed, at, late)
+                delivered_in_view_0(seed, at, late)
                     .map_err(|e| format!("{at:?}, {late} late: {e}"))?;
-                if m == group_sim::Moment::Missed {
-                    reached = m;
-                }
             }
         }
-        Ok(reached)
+        Ok(())
     });
 }

@@ -190,8 +190,36 @@ pub trait Epoch {
     /// only of an initial member that started view 0 with an empty log, before it switches
     /// into restart mode at view 0 because a peer restarts there (a crash during the group's
     /// first start; see docs/MEMBERSHIP.md, twenty-first part). Default: false (such a member
-    /// never switches, its driver could not follow).
+    /// switches only if [`delivered_in_log`](Epoch::delivered_in_log) says its driver can
+    /// follow; with both defaults, never).
     fn nothing_delivered(&self) -> bool {
+        false
+    }
+
+    /// Whether everything this member delivered is in its epoch log of the current view, so
+    /// that a restart of that view from the log can hand out the rest without handing any of
+    /// it out again. Asked only of an initial member that started view 0 with an empty log and
+    /// has delivered in it, before it switches into a restart of view 0 by peers that logged
+    /// view 0 (s23; docs/MEMBERSHIP.md, forty-first part): its replay then continues after
+    /// what it delivered. Default: false (such a member never switches). A `Group` answers
+    /// true with durable epochs.
+    ///
+    /// ```
+    /// use squall_membership::Epoch;
+    /// use squall_membership::view::View;
+    ///
+    /// /// An epoch that keeps no log.
+    /// struct Atomic;
+    ///
+    /// impl Epoch for Atomic {
+    ///     fn wedge(&mut self, view: &View) -> Vec<u64> {
+    ///         vec![0; view.members.len()]
+    ///     }
+    /// }
+    ///
+    /// assert!(!Atomic.delivered_in_log());
+    /// ```
+    fn delivered_in_log(&self) -> bool {
         false
     }
 }
@@ -1175,18 +1203,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// part): some initial members logged `Installed { 0 }` before the crash and restart view
     /// 0 from their logs, while this one, whose log was empty, started view 0 afresh. Each
     /// would wait for the other for good. So a member that started view 0 with an empty log
-    /// ([`first_start`](Gms::first_start)) and has done nothing in it yet (see
+    /// ([`first_start`](Gms::first_start)) and has not taken part in view 0 (see
     /// [`took_part_in_view_0`](Gms::took_part_in_view_0): no decision logged, nothing
-    /// delivered; a wedge, proposal or acknowledgement does not count) enters restart mode at
-    /// view 0 as soon as it reads an unsuspected member of view 0 whose view block
-    /// says it restarts at view 0, or (s20) any unsuspected peer whose view block restarts or
-    /// runs a view after 0 (the group went on without this member: view 0 is over). It is then
-    /// exactly a member whose log holds `Installed { 0 }` and nothing else, which it does
-    /// (logged at construction): it promised, decided and delivered nothing, and its logged
-    /// counts are what its epoch log holds. Against a peer past view 0 the restart round then
-    /// catches up one view or joins again by state transfer (docs/MEMBERSHIP.md,
-    /// twenty-third part). Returns whether it switched (its driver then leaves the epoch and
-    /// restarts from its epoch log; the restart round runs from the next poll on).
+    /// delivered that its epoch log does not hold; a wedge, proposal or acknowledgement does
+    /// not count) enters restart mode at view 0 as soon as it reads an unsuspected member of
+    /// view 0 whose view block says it restarts at view 0, or (s20) any unsuspected peer whose
+    /// view block restarts or runs a view after 0 (the group went on without this member: view
+    /// 0 is over). It is then exactly a member whose log holds `Installed { 0 }` and nothing
+    /// else, which it does (logged at construction): it promised and decided nothing, and its
+    /// logged counts are what its epoch log holds. Against a peer past view 0 the restart round
+    /// then catches up one view or joins again by state transfer (docs/MEMBERSHIP.md,
+    /// twenty-third part). A member that delivered in view 0 (s23, forty-first part) switches
+    /// only into a restart of view 0 by its peers, and only once it wedged (such a peer's
+    /// wedge block wedges it first, so a running group does not pay for the scan after its
+    /// first delivery): its replay continues after what it delivered. Returns whether it
+    /// switched (its driver then leaves the epoch and restarts from its epoch log; the restart
+    /// round runs from the next poll on).
     fn first_start_restart(&mut self, view: &View, epoch: &dyn Epoch) -> Result<bool, GmsError> {
         if !self.first_start {
             return Ok(false);
@@ -1196,9 +1228,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.first_start = false;
             return Ok(false);
         }
+        let delivered = !epoch.nothing_delivered();
+        if delivered && self.wedged.is_none() {
+            return Ok(false);
+        }
         // A peer restarting view 0 (a member of it, from its log), or any peer restarting or
         // running a later view (s20: the group went on without this member in an earlier
-        // life, or while it was not there; view 0 is over).
+        // life, or while it was not there; view 0 is over). Not the latter once this member
+        // delivered: joining again would replace the state its application holds.
         let ahead = (0..self.sst.rows()).find_map(|r| {
             if r == self.sst.my_row() || self.sst.is_suspected(r) {
                 return None;
@@ -1208,7 +1245,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let restarting = self.restarting_in(&p);
             let node = *self.cfg.universe.get(r)?;
             let at_0 = vid == view.id && restarting && view.contains(node);
-            (at_0 || vid > view.id).then_some((node, vid, restarting))
+            (at_0 || (vid > view.id && !delivered)).then_some((node, vid, restarting))
         });
         let Some((peer, vid, restarting)) = ahead else {
             return Ok(false);
@@ -1224,7 +1261,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.proposal = None;
         self.publish_view()?;
         if vid == view.id {
-            tracing::info!(me = %self.me, %peer, "membership: a member of view 0 restarts it from its log (the group crashed during its first start): restarting view 0 with it");
+            tracing::info!(me = %self.me, %peer, delivered, "membership: a member of view 0 restarts it from its log (the group crashed during its first start): restarting view 0 with it");
         } else {
             tracing::info!(me = %self.me, %peer, view = vid, restarting, "membership: a peer is past view 0, which this member started afresh (its log held no view): restarting view 0 to catch up or join again");
         }
@@ -1232,18 +1269,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Whether this first-start member did something in view 0 that bars its switch into
-    /// restart mode ([`first_start_restart`](Gms::first_start_restart)): it logged a decision
-    /// for view 0 (an ordinary view 1 may be installed with it: an install needs every member
-    /// the installer counts to have logged and echoed the decision), or it delivered something
-    /// ([`Epoch::nothing_delivered`]; the replay after the switch starts at position 0). A
-    /// wedge, a proposal or an acknowledgement of an ordinary change does not bar it, whether
-    /// the epoch was still held or had been released (s21, s22; docs/MEMBERSHIP.md, thirtieth,
-    /// thirty-fourth and thirty-eighth parts): none is logged, none lets a peer install
-    /// anything without this member's echo, the wedge's counts never exceed what the epoch
-    /// log holds, and what a released epoch wrote into its shard peers' region set 0 is what a
-    /// released member that never wedged may already have written when it switches (s19).
+    /// restart mode ([`first_start_restart`](Gms::first_start_restart)) for good: it logged a
+    /// decision for view 0 (an ordinary view 1 may be installed with it: an install needs
+    /// every member the installer counts to have logged and echoed the decision), or it
+    /// delivered something its epoch log may not hold ([`Epoch::nothing_delivered`] false and
+    /// [`Epoch::delivered_in_log`] false: the replay after the switch could not continue after
+    /// it). What it delivered with durable epochs does not bar it (s23; docs/MEMBERSHIP.md,
+    /// forty-first part): every member of its shard logged it before anyone delivered it, so
+    /// a restart's trim keeps it and the replay skips it. A wedge, a proposal or an
+    /// acknowledgement of an ordinary change does not bar it, whether the epoch was still held
+    /// or had been released (s21, s22; docs/MEMBERSHIP.md, thirtieth, thirty-fourth and
+    /// thirty-eighth parts): none is logged, none lets a peer install anything without this
+    /// member's echo, the wedge's counts never exceed what the epoch log holds, and what a
+    /// released epoch wrote into its shard peers' region set 0 is what a released member that
+    /// never wedged may already have written when it switches (s19).
     fn took_part_in_view_0(&self, epoch: &dyn Epoch) -> bool {
-        self.decision.is_some() || !epoch.nothing_delivered()
+        self.decision.is_some() || !(epoch.nothing_delivered() || epoch.delivered_in_log())
     }
 
     /// Readmits the rows of suspected nodes whose newer incarnation connected (they restarted

@@ -288,6 +288,22 @@ pub enum GroupError {
         /// The position that would continue the replay.
         expected: u64,
     },
+    /// A restart of view 0 keeps fewer positions of this member's shard than this member
+    /// delivered in view 0 before it switched into the restart (s23, docs/MEMBERSHIP.md,
+    /// forty-first part; not expected: every member of the shard logged a message before any
+    /// member delivered it). The member stops rather than deliver a sequence the others do
+    /// not.
+    #[error(
+        "restarting view {view}: the restart keeps positions below {end}, but this member delivered {delivered} in it"
+    )]
+    TrimBelowDelivered {
+        /// The view restarted.
+        view: u64,
+        /// The position after the last one the restart keeps.
+        end: u64,
+        /// How many positions this member delivered in the view.
+        delivered: u64,
+    },
     /// A replayed epoch log holds a record that is torn, corrupt or out of order before the
     /// end its skim found (a checksum error in the middle of the log, which the skim does not
     /// check, or a file changed since): the replay cannot deliver what the member published.
@@ -414,6 +430,14 @@ enum Base {
     /// It was in a shard of view 0 and its state was never replaced: its epoch logs from
     /// position 0.
     Initial,
+    /// It started view 0 afresh in this process and delivered `position` messages of it before
+    /// switching into a restart of view 0 (s23, docs/MEMBERSHIP.md, forty-first part): its
+    /// application holds that state, and the replay of its epoch log of view 0 continues from
+    /// `position`.
+    Live {
+        /// The position of its next delivery when it switched.
+        position: u64,
+    },
     /// Its state came by transfer: the persisted snapshot (taken in `view`), then its epoch logs
     /// from the snapshot's position.
     Snapshot {
@@ -459,6 +483,8 @@ struct Wedger<'a, T: Transport> {
     holds: bool,
     /// Nothing delivered yet, in any view (see [`Epoch::nothing_delivered`]).
     nothing_delivered: bool,
+    /// Everything delivered is in the epoch log of view 0 (see [`Epoch::delivered_in_log`]).
+    delivered_in_log: bool,
 }
 
 impl<T: Transport> Epoch for Wedger<'_, T> {
@@ -488,6 +514,10 @@ impl<T: Transport> Epoch for Wedger<'_, T> {
 
     fn nothing_delivered(&self) -> bool {
         self.nothing_delivered
+    }
+
+    fn delivered_in_log(&self) -> bool {
+        self.delivered_in_log
     }
 }
 
@@ -1047,6 +1077,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
         // With a snapshot: nothing before its view; in its view the epoch counted from 0 (it
         // was passive) and the state reflects everything before its position.
         let mut from = (0, 0, 0);
+        if let Base::Live { position } = self.base {
+            // Delivered before the switch, live: the replay skips it.
+            from = (0, 0, position);
+            next = Some(position);
+        }
         if let Base::Snapshot { view, snap } = &self.base {
             from = (view.id, snap.first_position, snap.position);
             next = Some(snap.position);
@@ -1096,6 +1131,20 @@ impl<T: Transport, L: Durable> Group<T, L> {
                     None => continue, // no file when the group was created
                 }
             };
+            if let Base::Live { position } = self.base
+                && v == 0
+            {
+                // The restart keeps everything any member of the shard delivered (each logged
+                // it first); a trim below what this member delivered would fork the sequence.
+                let end = kept.map_or(0, |p| p + 1);
+                if end < position {
+                    return Err(GroupError::TrimBelowDelivered {
+                        view: v,
+                        end,
+                        delivered: position,
+                    });
+                }
+            }
             if let Some(p) = kept {
                 let after = p + offset + 1;
                 if after > skip_below {
@@ -1214,15 +1263,17 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// The core of an initial member that started view 0 with an empty log entered restart
     /// mode at view 0, because a peer restarts view 0 from its log (a crash during the group's
     /// first start; see [`Gms`]'s `first_start_restart` and docs/MEMBERSHIP.md, twenty-first
-    /// part). It has delivered nothing. The member leaves its epoch of view 0 (a spare has
-    /// none) and takes the state of a member restarting from a log that holds
-    /// `Installed { 0 }`: its logged counts are what its epoch log of view 0 holds (a skim, as
-    /// at construction), the restart view's trim cuts that log and the replay reads it, from
-    /// the initial state (position 0).
+    /// part). The member leaves its epoch of view 0 (a spare has none) and takes the state of a
+    /// member restarting from a log that holds `Installed { 0 }`: its logged counts are what
+    /// its epoch log of view 0 holds (a skim, as at construction), the restart view's trim
+    /// cuts that log and the replay reads it, from the initial state (position 0), or (s23,
+    /// docs/MEMBERSHIP.md, forty-first part) from the position of its next delivery if it
+    /// delivered in view 0 (durable epochs: what it delivered is in that log).
     fn restart_first_start(&mut self) -> Result<(), GroupError> {
         let Some(v) = self.gms.view().cloned() else {
             return Ok(());
         };
+        let delivered = self.next_position();
         self.held = false;
         // As after a crash: its own undelivered submissions are not reported (see the docs).
         self.held_sends.clear();
@@ -1238,10 +1289,13 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.frozen = false;
         self.reported_wedge = false;
         self.waiting = None;
-        self.base = Base::Initial;
+        self.base = match delivered {
+            0 => Base::Initial,
+            position => Base::Live { position },
+        };
         self.history = vec![(v.id, shard_in(&v, me))];
         let (counts, kept) = logged_counts(&self.cfg, &v, me)?;
-        tracing::info!(me = %me, logged = ?counts, "group: restarting view 0 with the members that logged it (a crash during the first start)");
+        tracing::info!(me = %me, logged = ?counts, delivered, "group: restarting view 0 with the members that logged it (a crash during the first start)");
         self.restart_logged = Some(counts);
         self.skimmed.clear();
         if let Some(kept) = kept {
@@ -2523,6 +2577,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
         let nothing_delivered = self.position == 0
             && self.offset == 0
             && (self.epoch.as_ref()).is_none_or(|rr| rr.next_position() == 0);
+        // Durable epochs, in view 0's epoch since the first start: every delivery is in its log.
+        let delivered_in_log = self.position == 0
+            && self.offset == 0
+            && self.epoch.is_some()
+            && self.cfg.epoch_log(0).is_some();
         let mut wedger = Wedger::<T> {
             epoch: self.epoch.as_mut(),
             senders: &self.senders,
@@ -2530,6 +2589,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             logged: self.restart_logged.as_deref(),
             holds: self.active,
             nothing_delivered,
+            delivered_in_log,
         };
         let r = self.gms.poll(&mut wedger, &mut events);
         if self.restart_logged.is_none()

@@ -546,7 +546,8 @@ fn a_crash_during_the_first_start_restarts_the_spares_of_view_0_too() {
     // must hand all of it out again.
     check_seeds("first_start_spares", 1, |seed| {
         // Not a subset of spares alone: the fresh shard members then deliver in view 0 before
-        // the spares start, and rightly do not switch (see MEMBERSHIP.md, twenty-first part).
+        // the spares start (see MEMBERSHIP.md, twenty-first part; since s23 they switch too,
+        // forty-first part: `a_fresh_member_that_delivered_in_view_0_restarts_it_with_the_others`).
         for logged in [vec![0, 1, 2], vec![2, 3], vec![0, 4], vec![1, 2, 3, 4]] {
             first_start_crash(seed, 5, &logged, 50, 20, 2)
                 .map_err(|e| format!("logged {logged:?}: {e}"))?;
@@ -1136,6 +1137,165 @@ fn a_fresh_shard_released_before_a_suspicion_restarts_view_0_with_the_others() {
             for late in [0, 100] {
                 hold_released_after_the_wedge(seed, y_rank, None, late)
                     .map_err(|e| format!("y = rank {y_rank} of its shard, {late} late: {e}"))?;
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Where the members that start view 0 afresh and deliver in it sit (see
+/// [`delivered_in_view_0`]).
+#[derive(Clone, Copy, Debug)]
+enum FreshShard {
+    /// Five members in two shards: the smaller shard (two members) starts afresh, the other
+    /// shard's three members logged view 0 in the first life (a majority of view 0).
+    OfTwo,
+    /// As [`OfTwo`](FreshShard::OfTwo), and the fresh shard's second member crashes at the
+    /// moment under test and starts again as a new process from its log (it logged view 0 at
+    /// its first start), restarting view 0 beside the others (in the runs seen the restart
+    /// completes without its failed old incarnation, and it joins again by state transfer).
+    OfTwoPeerRestarted,
+    /// Five members, one shard of three and two spares of view 0: the shard starts afresh, the
+    /// spares logged view 0 in the first life (a minority of view 0).
+    BesideSpares,
+}
+
+/// Issue 6, s23 (docs/MEMBERSHIP.md, forty-first part): a member that started view 0 afresh
+/// *delivered* in it while peers of view 0 restart it from their logs. A crash during the
+/// group's first start: the first life starts only the members outside the fresh shard (each
+/// logs view 0) and runs 50 steps. Second life: the fresh shard starts view 0 afresh; it is
+/// released (each member reads the others of its shard running view 0) and delivers in view 0
+/// while the members that logged view 0 have not started; the test runs until every member of
+/// the fresh shard delivered (1 ms at most), then `late` steps more. That is the moment under
+/// test (each fresh member running view 0, not restarting, having delivered); a run that does
+/// not reach it fails as a seed that no longer reaches it ([`group_sim::missed`]). Then the
+/// others restart view 0 from their logs. Before s23 the fresh members never switched (they
+/// delivered), the restarting members counted them as restarted (their wedge blocks) and no
+/// restart ballot completed: "did not end in one running view". Checked by
+/// [`together_and_carrying_on`] (one running view with everyone, per shard identical
+/// deliveries, gapless positions at every member, virtual
+/// synchrony), that each fresh member still running installed the restart view (view 1: it
+/// switched, it did not join again), and that what each fresh member delivered in view 0 is in
+/// the restarted group's sequence: a prefix of what every member of its final shard delivered,
+/// all of it before that member installed the restart view if it did (a member that joined
+/// again has the state of one that did).
+fn delivered_in_view_0(seed: u64, at: FreshShard, late: usize) -> Result<(), String> {
+    let n = 5;
+    let (spares, shards) = match at {
+        FreshShard::OfTwo | FreshShard::OfTwoPeerRestarted => (0, 2),
+        FreshShard::BesideSpares => (2, 1),
+    };
+    let tag = format!("delivered-{at:?}-{late}");
+    let base = group_sim::scratch_dir("first-start", &tag, seed);
+    let cfg = config(&base, 0, n, spares, shards);
+    let all: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+    let view_0 = View::new(0, all, &cfg.gms.shard_layout());
+    let mut by_size: Vec<Vec<usize>> = (view_0.shards.iter())
+        .map(|s| s.members.iter().map(|m| m.0 as usize).collect())
+        .collect();
+    by_size.sort_by_key(Vec::len);
+    let fresh = by_size[0].clone();
+    let logged: Vec<usize> = (0..n).filter(|i| !fresh.contains(i)).collect();
+    let mut l = Life::start_sharded(
+        seed,
+        &base,
+        &vec![Vec::new(); n],
+        &logged,
+        0,
+        spares,
+        shards,
+    );
+    for _ in 0..50 {
+        l.step(true);
+    }
+    let (logs, before) = l.shutdown();
+    let mut l = Life::start_sharded(seed + 1000, &base, &logs, &fresh, 1, spares, shards);
+    let t0 = l.sim.now();
+    while fresh.iter().any(|&i| l.delivered[i].is_empty())
+        && l.sim.now().saturating_since(t0) <= Duration::from_millis(1)
+    {
+        l.step(true);
+    }
+    for _ in 0..late {
+        l.step(true);
+    }
+    let running_0 = |i: usize| {
+        l.groups[i].as_ref().is_some_and(|g| {
+            g.stopped().is_none()
+                && g.gms().restarting().is_none()
+                && g.view().is_some_and(|v| v.id == 0)
+        })
+    };
+    if fresh
+        .iter()
+        .any(|&i| l.delivered[i].is_empty() || !running_0(i))
+    {
+        return Err(group_sim::missed(
+            seed,
+            &format!(
+                "every fresh member ({fresh:?}) delivering in view 0 before the members that \
+                 logged it start: {}",
+                l.state()
+            ),
+        ));
+    }
+    let live: Vec<Seq> = l.delivered.clone();
+    if let FreshShard::OfTwoPeerRestarted = at {
+        // A new process: its application starts empty (what it delivered is checked below).
+        l.restart_process(fresh[1]);
+        l.delivered[fresh[1]].clear();
+    }
+    for &i in &logged {
+        l.boot(i);
+    }
+    let crashed = matches!(at, FreshShard::OfTwoPeerRestarted).then_some(fresh[1]);
+    together_and_carrying_on(l, &before, spares, |l| {
+        for &i in &fresh {
+            if Some(i) != crashed && !l.installs[i].contains_key(&1) {
+                return Err(format!(
+                    "n{i} did not install the restart view (view 1): {}",
+                    l.state()
+                ));
+            }
+            let shard = l.groups[i].as_ref().and_then(Group::shard);
+            let peers =
+                (0..n - spares).filter(|&j| l.groups[j].as_ref().and_then(Group::shard) == shard);
+            for j in peers {
+                let at_restart = l.installs[j].get(&1).copied();
+                if !l.delivered[j].starts_with(&live[i])
+                    || at_restart.is_some_and(|k| k < live[i].len())
+                {
+                    return Err(format!(
+                        "n{i} delivered {} in view 0 before the restart, not all of them in \
+                         n{j}'s sequence before the restart view ({} delivered, {at_restart:?} \
+                         at the restart view): {}",
+                        live[i].len(),
+                        l.delivered[j].len(),
+                        l.state()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// [`delivered_in_view_0`]: the three cases, the others starting as soon as every fresh member
+/// delivered or 100 steps later, 2 seeds (`SQUALL_SEEDS` for more). Every run must reach the
+/// moment (at `SQUALL_SEEDS=12` all 72 do).
+#[test]
+fn a_fresh_member_that_delivered_in_view_0_restarts_it_with_the_others() {
+    check_seeds("first_start_delivered", 2, |seed| {
+        for at in [
+            FreshShard::OfTwo,
+            FreshShard::OfTwoPeerRestarted,
+            FreshShard::BesideSpares,
+        ] {
+            for late in [0, 100] {
+                delivered_in_view_0(seed, at, late)
+                    .map_err(|e| format!("{at:?}, {late} late: {e}"))?;
             }
         }
         Ok(())

@@ -671,3 +671,32 @@ fn per_subgroup_settings_are_validated_at_start_up() {
     assert_eq!(d.epoch_for_shard(3, 1, vec![NodeId(3)]).window, 2);
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// Settings that differ between members: n2's configuration gives the store subgroup 96-byte
+/// payloads (the template's), so it registers large-message regions too small for the store
+/// epochs the others run. Its peers refuse to start view 0's store epoch with it, naming it
+/// and the store's need; a control member (whose epoch does not include n2) starts.
+#[test]
+fn a_member_whose_settings_differ_is_refused_by_its_subgroups_region_check() {
+    let mut odd = config(None, 2);
+    odd.profiles.remove(&0);
+    let mut layouts = layouts(None);
+    layouts[2] = Group::<SimNode, MemLog>::layout_of(&odd, NodeId(2)).unwrap();
+    assert!(registered(&layouts[2]) < registered(&layouts[0]));
+    let (_sim, nodes) = Sim::cluster_each(SimConfig::seeded(1), &layouts, &[]).unwrap();
+    let mut nodes = nodes.into_iter();
+    let n0 = nodes.next().unwrap();
+    let e = Group::new(n0, config(None, 0), MemLog::default(), None).unwrap_err();
+    let need = squall_round_robin::RoundRobin::<SimNode>::layout(
+        &config(None, 0).epoch_for_shard(0, 0, [0, 1, 2].map(NodeId).to_vec()),
+    )
+    .unwrap()[1]
+        .len;
+    assert!(
+        e.to_string()
+            .contains(&format!("large-message region on n2: have {} bytes, need {need}", layouts[2][2].len)),
+        "{e}"
+    );
+    let n3 = nodes.nth(2).unwrap();
+    assert!(Group::new(n3, config(None, 3), MemLog::default(), None).is_ok());
+}

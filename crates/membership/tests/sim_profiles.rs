@@ -105,6 +105,9 @@ fn registered(layout: &[RegionSpec]) -> usize {
     layout.iter().map(|r| r.len).sum()
 }
 
+/// (shard, position) -> (message, chain value after it), over every life.
+type Reference = BTreeMap<(ShardId, u64), (Vec<u8>, u64)>;
+
 #[derive(Clone, Debug, Default)]
 struct App {
     shard: Option<ShardId>,
@@ -117,8 +120,7 @@ struct Run {
     sim: Sim,
     groups: Vec<Option<Group<SimNode, MemLog>>>,
     apps: Vec<App>,
-    /// (shard, position) -> (message, chain value after it), over every life.
-    reference: BTreeMap<(ShardId, u64), (Vec<u8>, u64)>,
+    reference: Reference,
     life: u8,
     counter: u32,
     /// Large messages (above the store's 24-byte slots) delivered in this life.
@@ -132,7 +134,7 @@ impl Run {
         seed: u64,
         base: Option<&Path>,
         logs: &[Option<Vec<u8>>],
-        reference: BTreeMap<(ShardId, u64), (Vec<u8>, u64)>,
+        reference: Reference,
         life: u8,
     ) -> Run {
         let (sim, nodes) = Sim::cluster_each(SimConfig::seeded(seed), &layouts(base), &[]).unwrap();
@@ -178,12 +180,7 @@ impl Run {
     }
 
     /// Every node's GMS log bytes (`None` for a crashed one), and the reference.
-    fn shutdown(
-        self,
-    ) -> (
-        Vec<Option<Vec<u8>>>,
-        BTreeMap<(ShardId, u64), (Vec<u8>, u64)>,
-    ) {
+    fn shutdown(self) -> (Vec<Option<Vec<u8>>>, Reference) {
         let logs = (self.groups.iter())
             .map(|g| g.as_ref().map(|g| g.gms().log().bytes().to_vec()))
             .collect();
@@ -687,14 +684,18 @@ fn a_member_whose_settings_differ_is_refused_by_its_subgroups_region_check() {
     let mut nodes = nodes.into_iter();
     let n0 = nodes.next().unwrap();
     let e = Group::new(n0, config(None, 0), MemLog::default(), None).unwrap_err();
-    let need = squall_round_robin::RoundRobin::<SimNode>::layout(
-        &config(None, 0).epoch_for_shard(0, 0, [0, 1, 2].map(NodeId).to_vec()),
-    )
+    let need = squall_round_robin::RoundRobin::<SimNode>::layout(&config(None, 0).epoch_for_shard(
+        0,
+        0,
+        [0, 1, 2].map(NodeId).to_vec(),
+    ))
     .unwrap()[1]
         .len;
     assert!(
-        e.to_string()
-            .contains(&format!("large-message region on n2: have {} bytes, need {need}", layouts[2][2].len)),
+        e.to_string().contains(&format!(
+            "large-message region on n2: have {} bytes, need {need}",
+            layouts[2][2].len
+        )),
         "{e}"
     );
     let n3 = nodes.nth(2).unwrap();

@@ -532,6 +532,10 @@ fn each_member_registers_what_its_subgroups_need() {
     let after: Vec<usize> = (0..N as u32)
         .map(|i| registered(&Group::<SimNode, MemLog>::layout_of(&cfg, NodeId(i)).unwrap()))
         .collect();
+    for i in [0, 3] {
+        let specs = Group::<SimNode, MemLog>::layout_of(&cfg, NodeId(i)).unwrap();
+        println!("n{i} registers (per-subgroup settings): {specs:?}");
+    }
     println!("registered bytes per member, one template: {before:?}");
     println!("registered bytes per member, per-subgroup settings: {after:?}");
     // Nodes 0 to 2 and 7 may be in either subgroup (not reserved): the store's regions.

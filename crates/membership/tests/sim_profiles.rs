@@ -137,7 +137,22 @@ impl Run {
         reference: Reference,
         life: u8,
     ) -> Run {
-        let (sim, nodes) = Sim::cluster_each(SimConfig::seeded(seed), &layouts(base), &[]).unwrap();
+        let cfgs = (0..N).map(|i| config(base, i)).collect();
+        Run::with_configs(seed, cfgs, logs, reference, life)
+    }
+
+    /// [`Run::start`] with node `i` configured by `cfgs[i]` (it registers its `layout_of`).
+    fn with_configs(
+        seed: u64,
+        cfgs: Vec<GroupConfig>,
+        logs: &[Option<Vec<u8>>],
+        reference: Reference,
+        life: u8,
+    ) -> Run {
+        let layouts: Vec<Vec<RegionSpec>> = (cfgs.iter().enumerate())
+            .map(|(i, c)| Group::<SimNode, MemLog>::layout_of(c, NodeId(i as u32)).unwrap())
+            .collect();
+        let (sim, nodes) = Sim::cluster_each(SimConfig::seeded(seed), &layouts, &[]).unwrap();
         let mut groups = Vec::new();
         for (i, t) in nodes.into_iter().enumerate() {
             match &logs[i] {
@@ -145,7 +160,7 @@ impl Run {
                     let (log, rec) = MemLog::open(bytes.clone());
                     let rec = (!rec.records.is_empty()).then_some(rec);
                     groups.push(Some(
-                        Group::new(t, config(base, i), log, rec.as_ref()).unwrap(),
+                        Group::new(t, cfgs[i].clone(), log, rec.as_ref()).unwrap(),
                     ));
                 }
                 None => {
@@ -704,4 +719,92 @@ fn a_member_whose_settings_differ_is_refused_by_its_subgroups_region_check() {
     );
     let n3 = nodes.nth(2).unwrap();
     assert!(Group::new(n3, config(None, 3), MemLog::default(), None).is_ok());
+}
+
+/// A custom layout that declares nodes 3 and up for the control subgroup
+/// (`subgroups_of`) but puts a joiner from 6 up into the store subgroup when it is short.
+struct Misplacing;
+
+impl ShardLayout for Misplacing {
+    fn shape(&self) -> Vec<Vec<ShardBounds>> {
+        vec![vec![ShardBounds { min: 2, max: 3 }]; 2]
+    }
+
+    fn assign(&self, prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
+        let mut shards = vec![Shard::default(), Shard::default()];
+        for (j, shard) in shards.iter_mut().enumerate() {
+            let old = prev.map_or(&[][..], |p| &p[j].members[..]);
+            shard.members = old
+                .iter()
+                .copied()
+                .filter(|m| members.contains(m))
+                .collect();
+        }
+        for &m in members {
+            if shards.iter().any(|s| s.members.contains(&m)) {
+                continue;
+            }
+            let j = match m.0 {
+                0..=2 => 0,
+                3..=5 => 1,
+                _ if shards[0].members.len() < 3 => 0,
+                _ => 1,
+            };
+            if shards[j].members.len() < 3 {
+                shards[j].members.push(m);
+            }
+        }
+        Assignment {
+            shards,
+            inadequate: None,
+        }
+    }
+
+    fn subgroups_of(&self, node: NodeId) -> Option<Vec<usize>> {
+        (node.0 >= 3).then(|| vec![1])
+    }
+}
+
+/// A joiner placed where its regions do not fit: n6 is declared for control (small regions),
+/// store member n1 crashes and the layout puts n6 into the store shard. The view is
+/// inadequate with the `Ineligible` fault: every member waits, saying why, and none stops.
+/// (Without the check the store members' epoch refuses n6's regions and they stop.)
+#[test]
+fn a_joiner_placed_outside_its_declared_subgroups_makes_the_group_wait() {
+    check_seeds(
+        "a_joiner_placed_outside_its_declared_subgroups_makes_the_group_wait",
+        2,
+        |seed| {
+            let cfgs = (0..N)
+                .map(|i| {
+                    let mut c = config(None, i);
+                    c.gms.layout = Some(Layout::new(Misplacing));
+                    c
+                })
+                .collect();
+            let logs = vec![Some(Vec::new()); N];
+            let mut r = Run::with_configs(seed, cfgs, &logs, BTreeMap::new(), 0);
+            if r.members(STORE) != [0, 1, 2].map(NodeId)
+                || r.members(CONTROL) != [3, 4, 5].map(NodeId)
+            {
+                return Err(format!("unexpected layout {:?}", r.g(0).view()));
+            }
+            r.run(400, true)?;
+            r.crash(1);
+            r.g(6).join().unwrap();
+            r.run(3000, true)?;
+            for i in [0, 2, 3, 4, 5, 6] {
+                let g = r.g(i);
+                let v = g.view().ok_or(format!("n{i} in no view"))?;
+                if !v.contains(NodeId(6)) {
+                    return Err(format!("n{i}: n6 not admitted: {v:?}"));
+                }
+                let why = g.waiting().ok_or(format!("n{i} not waiting: {g:?}"))?;
+                if why.fault != Some(squall_membership::view::LayoutFault::Ineligible) {
+                    return Err(format!("n{i}: wrong reason {why}"));
+                }
+            }
+            Ok(())
+        },
+    );
 }

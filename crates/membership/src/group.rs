@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
 use squall_round_robin::log::{Log, ReadMode, Reader, Skimmed};
-use squall_round_robin::{Config as EpochConfig, Mode, RoundRobin};
+use squall_round_robin::{Config as EpochConfig, FsyncPolicy, Mode, RoundRobin};
 use squall_transport::mux::{Mux, MuxHandle};
 use squall_transport::{NodeId, RegionId, RegionSpec, Transport};
 use thiserror::Error;
@@ -75,6 +75,109 @@ pub struct GroupConfig {
     /// owns (the default: the polling thread never waits on the disk) or inline (the
     /// simulator's deterministic mode).
     pub checkpoint_writer: CheckpointWriter,
+    /// Per-subgroup epoch settings (Derecho's subgroup profiles), by subgroup index: every
+    /// epoch of that subgroup's shards runs with its [`EpochProfile`] (window, slot and payload
+    /// sizes, chunking, `fsync` policy) instead of the template's. A subgroup without an entry
+    /// runs on the template; empty (the default), one template serves every subgroup, as
+    /// before. Each node sizes its epoch regions for the subgroups it may be placed in
+    /// ([`Group::layout_of`]). Like the layout, the same at every node: every member derives a
+    /// shard's epoch settings from it and the shard's subgroup, which the view names.
+    pub profiles: std::collections::BTreeMap<usize, EpochProfile>,
+}
+
+/// One subgroup's epoch settings ([`GroupConfig::profiles`]; Derecho's subgroup profile: its
+/// own SST and multicast window and message sizes). They replace the template's
+/// ([`GroupConfig::epoch`]) for every epoch of the subgroup's shards; the rest (relay, regions,
+/// mode, log index) stays the template's.
+///
+/// A store subgroup of large messages and a small-message control subgroup, with the control
+/// subgroup's nodes reserved for it, so that they register small regions:
+///
+/// ```
+/// use squall_membership::{GmsConfig, group::{EpochProfile, Group, GroupConfig}, log::MemLog};
+/// use squall_membership::view::{Layout, ShardPolicy, SubgroupPolicy, Subgroups};
+/// use squall_round_robin::Config;
+/// use squall_transport::NodeId;
+/// use squall_transport::RegionId;
+/// use squall_transport_mem::sim::SimNode;
+///
+/// let ids: Vec<NodeId> = (0..6).map(NodeId).collect();
+/// let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+/// let control = ShardPolicy { min: 2, max: 3, reserved: vec![NodeId(3), NodeId(4), NodeId(5)] };
+/// gms.layout = Some(Layout::new(Subgroups::new(vec![
+///     SubgroupPolicy::even_shards(1, 2, 3),
+///     SubgroupPolicy { shards: vec![control] },
+/// ])));
+/// let mut cfg = GroupConfig::new(gms, Config::new(ids));
+/// let store = EpochProfile { window: 8, max_payload: 4 << 20, ..EpochProfile::of(&cfg.epoch) };
+/// let small = EpochProfile { window: 4, slot_size: 64, max_payload: 64, ..EpochProfile::of(&cfg.epoch) };
+/// cfg.profiles.insert(0, store);
+/// cfg.profiles.insert(1, small);
+/// assert!(cfg.validate().is_ok());
+/// assert_eq!(cfg.subgroup_epoch(1).max_payload, 64);
+/// let bytes = |node| -> usize {
+///     Group::<SimNode, MemLog>::layout_of(&cfg, NodeId(node)).unwrap().iter().map(|r| r.len).sum()
+/// };
+/// assert!(bytes(0) > 100 << 20); // may be placed in the store subgroup: 2 x 3 x 8 x 4 MiB
+/// assert!(bytes(3) * 50 < bytes(0)); // reserved for the control subgroup: its regions
+/// cfg.profiles.insert(2, small); // no subgroup 2
+/// assert!(cfg.validate().unwrap_err().to_string().contains("subgroup 2"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochProfile {
+    /// Messages per sender in flight; also the SMC slots and large buffers per sender
+    /// ([`EpochConfig::window`]).
+    pub window: usize,
+    /// The largest payload carried inline in a slot, in bytes ([`EpochConfig::slot_size`]).
+    pub slot_size: usize,
+    /// The largest payload at all, in bytes ([`EpochConfig::max_payload`]); equal to
+    /// `slot_size`: no large messages and no large-message buffers.
+    pub max_payload: usize,
+    /// Bytes per one-sided write of a large message ([`EpochConfig::chunk_size`]).
+    pub chunk_size: usize,
+    /// With durable epochs, the subgroup's `fsync` policy; `None`: the template's. Refused
+    /// when the epochs are not durable.
+    pub fsync: Option<FsyncPolicy>,
+}
+
+impl EpochProfile {
+    /// The template's settings (`fsync`: the template's), to change a field or two of.
+    pub fn of(template: &EpochConfig) -> EpochProfile {
+        EpochProfile {
+            window: template.window,
+            slot_size: template.slot_size,
+            max_payload: template.max_payload,
+            chunk_size: template.chunk_size,
+            fsync: None,
+        }
+    }
+
+    fn apply(&self, cfg: &mut EpochConfig) {
+        cfg.window = self.window;
+        cfg.slot_size = self.slot_size;
+        cfg.max_payload = self.max_payload;
+        cfg.chunk_size = self.chunk_size;
+        if let (Some(f), Mode::Durable { fsync, .. }) = (self.fsync, &mut cfg.mode) {
+            *fsync = f;
+        }
+    }
+}
+
+/// Why a subgroup's epoch settings ([`GroupConfig::profiles`]) cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ProfileError {
+    /// The profile names a subgroup the layout does not have.
+    #[error("the layout has {subgroups} subgroup(s), so there is no such subgroup to configure")]
+    UnknownSubgroup {
+        /// The layout's number of subgroups.
+        subgroups: usize,
+    },
+    /// The profile sets an `fsync` policy but the epochs are not durable.
+    #[error("an fsync policy is set but the template's mode is not Durable")]
+    FsyncWithoutDurable,
+    /// The subgroup's epoch (for its largest shard) does not validate.
+    #[error("{0}")]
+    Epoch(squall_round_robin::ConfigError),
 }
 
 impl GroupConfig {
@@ -91,6 +194,7 @@ impl GroupConfig {
             replay_batch: 256,
             replay_buffer: squall_round_robin::log::DEFAULT_READ_BUFFER,
             checkpoint_writer: CheckpointWriter::Thread,
+            profiles: std::collections::BTreeMap::new(),
             gms,
             epoch,
         }
@@ -154,6 +258,44 @@ impl GroupConfig {
         }
     }
 
+    /// The `fsync` policy of shard `shard`'s durable epoch logs (its index in a view's flat
+    /// shard list): its subgroup's [`EpochProfile::fsync`] if set, else the template's
+    /// ([`epoch_fsync`](GroupConfig::epoch_fsync)).
+    pub fn epoch_fsync_of(&self, shard: usize) -> squall_round_robin::FsyncPolicy {
+        match &self.subgroup_epoch(self.subgroup_of_shard(shard)).mode {
+            Mode::Durable { fsync, .. } => *fsync,
+            _ => squall_round_robin::FsyncPolicy::EveryBatch,
+        }
+    }
+
+    /// Subgroup `subgroup`'s epoch template: [`epoch`](GroupConfig::epoch) with the subgroup's
+    /// [`EpochProfile`] applied, if [`profiles`](GroupConfig::profiles) has one.
+    pub fn subgroup_epoch(&self, subgroup: usize) -> EpochConfig {
+        let mut cfg = self.epoch.clone();
+        if let Some(p) = self.profiles.get(&subgroup) {
+            p.apply(&mut cfg);
+        }
+        cfg
+    }
+
+    /// The subgroup of shard `shard` (its index in a view's flat shard list).
+    fn subgroup_of_shard(&self, shard: usize) -> usize {
+        let mut left = shard;
+        for (g, shards) in self.gms.shard_layout().shape().iter().enumerate() {
+            if left < shards.len() {
+                return g;
+            }
+            left -= shards.len();
+        }
+        0
+    }
+
+    /// The flat index of subgroup `subgroup`'s first shard.
+    fn first_shard_of(&self, subgroup: usize) -> usize {
+        let shape = self.gms.shard_layout().shape();
+        shape.iter().take(subgroup).map(Vec::len).sum()
+    }
+
     /// The epoch configuration of view `view` with `members` (every member a sender); with
     /// durable epochs it logs to shard 0's file.
     pub fn epoch_for(&self, view: u64, members: Vec<NodeId>) -> EpochConfig {
@@ -161,10 +303,12 @@ impl GroupConfig {
     }
 
     /// The epoch configuration of shard `shard` in view `view` with `members` (the shard's,
-    /// every one a sender); durable epochs log to [`epoch_log_of`](GroupConfig::epoch_log_of).
+    /// every one a sender): its subgroup's settings ([`subgroup_epoch`](GroupConfig::subgroup_epoch));
+    /// durable epochs log to [`epoch_log_of`](GroupConfig::epoch_log_of).
     pub fn epoch_for_shard(&self, view: u64, shard: usize, members: Vec<NodeId>) -> EpochConfig {
         let (table_region, large_region) = self.sets[(view % 2) as usize];
-        let mode = match (&self.epoch.mode, self.epoch_log_of(view, shard)) {
+        let template = self.subgroup_epoch(self.subgroup_of_shard(shard));
+        let mode = match (&template.mode, self.epoch_log_of(view, shard)) {
             (Mode::Durable { fsync, .. }, Some(path)) => Mode::Durable {
                 path,
                 fsync: *fsync,
@@ -178,17 +322,27 @@ impl GroupConfig {
             table_region,
             large_region,
             view,
-            ..self.epoch.clone()
+            ..template
         }
     }
 
-    /// The members of the largest epoch the regions are sized for: the largest shard maximum of
-    /// any subgroup, at most `max_members` (the first universe nodes stand in for them).
-    fn largest_epoch(&self) -> Vec<NodeId> {
+    /// The members of subgroup `subgroup`'s largest epoch, which the regions are sized for: its
+    /// largest shard maximum, at most `max_members` (the first universe nodes stand in for
+    /// them).
+    fn largest_epoch(&self, subgroup: usize) -> Vec<NodeId> {
         let shape = self.gms.shard_layout().shape();
-        let max = shape.iter().flatten().map(|b| b.max).max().unwrap_or(1);
+        let max = (shape.get(subgroup).into_iter().flatten())
+            .map(|b| b.max)
+            .max()
+            .unwrap_or(1);
         let n = max.min(self.gms.max_members);
         self.gms.universe.iter().copied().take(n).collect()
+    }
+
+    /// The epoch configuration of subgroup `subgroup`'s largest shard on set `view mod 2`.
+    fn largest_epoch_config(&self, view: u64, subgroup: usize) -> EpochConfig {
+        let shard = self.first_shard_of(subgroup);
+        self.epoch_for_shard(view, shard, self.largest_epoch(subgroup))
     }
 
     /// Every region a group uses: the GMS table, both epoch sets, the transfer region.
@@ -247,11 +401,58 @@ impl GroupConfig {
                 "the GMS region, the four epoch regions and the transfer region must all differ",
             ));
         }
-        // The largest epoch: a full shard.
-        self.epoch_for(0, self.largest_epoch())
-            .validate()
-            .map_err(|e| GroupError::Epoch(e.into()))?;
+        if let Some((&subgroup, _)) = self.profiles.range(shape.len()..).next() {
+            return Err(GroupError::Profile {
+                subgroup,
+                why: ProfileError::UnknownSubgroup {
+                    subgroups: shape.len(),
+                },
+            });
+        }
+        for (&subgroup, p) in &self.profiles {
+            if p.fsync.is_some() && !matches!(self.epoch.mode, Mode::Durable { .. }) {
+                return Err(GroupError::Profile {
+                    subgroup,
+                    why: ProfileError::FsyncWithoutDurable,
+                });
+            }
+        }
+        for node in &self.gms.universe {
+            if let Some(sgs) = layout.subgroups_of(*node)
+                && sgs.iter().any(|&g| g >= shape.len())
+            {
+                return Err(GroupError::Config(
+                    "the layout's subgroups_of names a subgroup its shape does not have",
+                ));
+            }
+        }
+        // Each subgroup's largest epoch: a full shard, with the subgroup's settings.
+        for subgroup in 0..shape.len() {
+            let epoch = self.largest_epoch_config(0, subgroup);
+            match (epoch.validate(), self.profiles.contains_key(&subgroup)) {
+                (Ok(()), _) => {}
+                (Err(e), true) => {
+                    return Err(GroupError::Profile {
+                        subgroup,
+                        why: ProfileError::Epoch(e),
+                    });
+                }
+                (Err(e), false) => return Err(GroupError::Epoch(e.into())),
+            }
+        }
         Ok(())
+    }
+
+    /// The subgroups whose epochs a node that may be placed in `subgroups` (`None`: any) runs:
+    /// those of the shape among them, or every subgroup if none is.
+    fn eligible_subgroups(&self, subgroups: Option<Vec<usize>>) -> Vec<usize> {
+        let n = self.gms.shard_layout().shape().len();
+        let mut subgroups: Vec<usize> = subgroups.unwrap_or_default();
+        subgroups.retain(|&g| g < n);
+        if subgroups.is_empty() {
+            subgroups = (0..n).collect();
+        }
+        subgroups
     }
 }
 
@@ -261,6 +462,14 @@ pub enum GroupError {
     /// A setting that cannot work.
     #[error("group configuration: {0}")]
     Config(&'static str),
+    /// A subgroup's epoch settings ([`GroupConfig::profiles`]) cannot work.
+    #[error("group configuration: epoch profile of subgroup {subgroup}: {why}")]
+    Profile {
+        /// The subgroup the profile is for.
+        subgroup: usize,
+        /// What is wrong.
+        why: ProfileError,
+    },
     /// The membership core.
     #[error(transparent)]
     Gms(#[from] GmsError),
@@ -547,7 +756,7 @@ fn logged_counts(
         None,
         cfg.replay_buffer,
         true,
-        cfg.epoch_fsync(),
+        cfg.epoch_fsync_of(s),
     )?;
     let end = kept.last.as_ref().map_or(0, |r| r.seq + 1);
     let counts = squall_round_robin::seq_prefix_counts(end, senders.len());
@@ -877,19 +1086,52 @@ impl<T: Transport, L: Durable> std::fmt::Debug for Group<T, L> {
 }
 
 impl<T: Transport, L: Durable> Group<T, L> {
-    /// The regions every universe node registers: the GMS table, then both epoch sets (table
-    /// and large-message region each), sized for the largest shard's epoch (`EvenShards.max`
-    /// members, at most `max_members`), then the transfer region. Every shard's epoch of a
-    /// view runs on the same set: a member writes only into its own shard's members' copies,
-    /// and a member stays in its shard, so the shards' writes never meet.
+    /// The regions a node that may be placed in any subgroup registers: the GMS table, then
+    /// both epoch sets (table and large-message region each), each sized for the most any
+    /// subgroup's largest shard's epoch needs (its shard maximum, at most `max_members`, with
+    /// its [`EpochProfile`]), then the transfer region. Every shard's epoch of a view runs on
+    /// the same set: a member writes only into its own shard's members' copies, and a member
+    /// stays in its shard, so the shards' writes never meet. Without
+    /// [`profiles`](GroupConfig::profiles) every node registers this; with them see
+    /// [`layout_of`](Group::layout_of).
     pub fn layout(cfg: &GroupConfig) -> Result<Vec<RegionSpec>, GroupError> {
+        Self::regions_for(cfg, None)
+    }
+
+    /// The regions node `node` registers: [`layout`](Group::layout)'s, with the epoch sets
+    /// sized for the subgroups the layout may place it in
+    /// ([`ShardLayout::subgroups_of`]; a node reserved for a subgroup's shard can be in that
+    /// subgroup only) with their [`EpochProfile`]s. A node pinned to a small subgroup
+    /// registers what that subgroup needs, not the largest subgroup's. Its peers learn the
+    /// lengths when its link comes up, and each epoch checks that every member's regions hold
+    /// what that epoch's settings need (a smaller one is refused, or suspected when it links
+    /// late). See [`EpochProfile`] for an example.
+    pub fn layout_of(cfg: &GroupConfig, node: NodeId) -> Result<Vec<RegionSpec>, GroupError> {
+        let subgroups = cfg.gms.shard_layout().subgroups_of(node);
+        Self::regions_for(cfg, subgroups)
+    }
+
+    fn regions_for(
+        cfg: &GroupConfig,
+        subgroups: Option<Vec<usize>>,
+    ) -> Result<Vec<RegionSpec>, GroupError> {
         cfg.validate()?;
         let mut out = vec![Gms::<T, L>::layout(&cfg.gms)?];
+        let subgroups = cfg.eligible_subgroups(subgroups);
         for v in 0..2 {
-            out.extend(
-                RoundRobin::<T>::layout(&cfg.epoch_for(v, cfg.largest_epoch()))
-                    .map_err(|e| GroupError::Epoch(e.into()))?,
-            );
+            // Per region of the set, the most any of the subgroups' largest epochs needs.
+            let mut set: Vec<RegionSpec> = Vec::new();
+            for &g in &subgroups {
+                let need = RoundRobin::<T>::layout(&cfg.largest_epoch_config(v, g))
+                    .map_err(|e| GroupError::Epoch(e.into()))?;
+                for r in need {
+                    match set.iter_mut().find(|s| s.id == r.id) {
+                        Some(s) => s.len = s.len.max(r.len),
+                        None => set.push(r),
+                    }
+                }
+            }
+            out.extend(set);
         }
         out.push(RegionSpec::new(
             cfg.transfer.region,
@@ -1019,7 +1261,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                             let end = rec
                                 .decision_for(old)
                                 .map_or(u64::MAX, |d| trim_end(&d.trim, senders));
-                            let fsync = g.cfg.epoch_fsync();
+                            let fsync = g.cfg.epoch_fsync_of(*s);
                             let mut kept =
                                 Log::skim_with(&path, end, None, g.cfg.replay_buffer, true, fsync)?;
                             // Only the last view's are cut again; the snapshot's view's
@@ -1122,7 +1364,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             })
             .copied();
             let kept = if v == last.id {
-                self.cut_restart_log(v, &path, cut, false)?
+                self.cut_restart_log(v, s, &path, cut, false)?
                     .last
                     .map(|r| r.position)
             } else {
@@ -1180,6 +1422,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     fn cut_restart_log(
         &mut self,
         view: u64,
+        shard: usize,
         path: &std::path::Path,
         end: u64,
         sync: bool,
@@ -1187,7 +1430,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         let mark = (self.skimmed.get(&view))
             .and_then(|k| k.marks.iter().rev().find(|m| m.seq < end).copied());
         let buffer = self.cfg.replay_buffer;
-        let fsync = self.cfg.epoch_fsync();
+        let fsync = self.cfg.epoch_fsync_of(shard);
         let mut kept = Log::skim_with(path, end, mark.as_ref(), buffer, sync, fsync)?;
         self.stats.replay_peak_buffer = self.stats.replay_peak_buffer.max(kept.peak_buffer as u64);
         if kept.last.is_none()
@@ -1247,13 +1490,19 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// window (then `WindowFull`, the ordinary back-pressure), and refused at once if larger
     /// than the epoch carries.
     fn hold_send(&mut self, payload: &[u8]) -> Result<(), SubmitError> {
-        if payload.len() > self.cfg.epoch.max_payload {
+        let (max, window) = self
+            .epoch
+            .as_ref()
+            .map_or((self.cfg.epoch.max_payload, self.cfg.epoch.window), |rr| {
+                (rr.config().max_payload, rr.config().window)
+            });
+        if payload.len() > max {
             return Err(SubmitError::TooLarge {
                 len: payload.len(),
-                max: self.cfg.epoch.max_payload,
+                max,
             });
         }
-        if self.held_sends.len() >= self.cfg.epoch.window {
+        if self.held_sends.len() >= window {
             return Err(SubmitError::WindowFull);
         }
         self.held_sends.push(payload.to_vec());
@@ -1979,10 +2228,16 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// or the member stopped (the record is then abandoned). A failed sync of the epoch log
     /// stops the member at this poll, like a failed compaction.
     fn checkpoint_waits_for_syncs(&mut self) -> bool {
-        if !matches!(
-            self.cfg.epoch_fsync(),
-            squall_round_robin::FsyncPolicy::EveryRecords(_)
-        ) {
+        // The running epoch's policy: its subgroup's.
+        if !self.epoch.as_ref().is_some_and(|rr| {
+            matches!(
+                rr.config().mode,
+                Mode::Durable {
+                    fsync: FsyncPolicy::EveryRecords(_),
+                    ..
+                }
+            )
+        }) {
             return false;
         }
         let (Some(f), Some(epoch)) = (self.in_flight.as_mut(), self.epoch.as_mut()) else {
@@ -2292,7 +2547,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 && let Some(path) = self.cfg.epoch_log_of(last.id, s)
             {
                 let end = trim_end(t, &senders);
-                let mut kept = self.cut_restart_log(last.id, &path, end, false)?;
+                let mut kept = self.cut_restart_log(last.id, s, &path, end, false)?;
                 kept.marks = Vec::new();
                 self.skimmed.insert(last.id, kept);
             }
@@ -2321,7 +2576,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                     && path.exists()
                 {
                     let end = trim_end(t, &senders);
-                    self.cut_restart_log(last.id, &path, end, true)?;
+                    self.cut_restart_log(last.id, s, &path, end, true)?;
                 }
                 self.skimmed.clear();
                 self.history.clear();
@@ -2370,11 +2625,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
                 // old one's, a gap no restart replays past. So that tail is made durable
                 // before the next epoch logs anything. (`EveryBatch` synced it already;
                 // `Never` promises nothing past a process crash.)
-                if let Mode::Durable {
-                    fsync: squall_round_robin::FsyncPolicy::EveryRecords(_),
-                    ..
-                } = &self.cfg.epoch.mode
-                {
+                if let FsyncPolicy::EveryRecords(_) = self.cfg.epoch_fsync_of(shard) {
                     std::fs::File::open(&path)
                         .and_then(|f| f.sync_data())
                         .map_err(|source| squall_round_robin::log::LogError::Io {

@@ -316,7 +316,14 @@ impl View {
         let holds = |m: &NodeId| holders.is_none_or(|h| h.contains(m));
         let ids = flat_ids(&layout.shape());
         let a = layout.assign(prev, &members);
-        let (shards, inadequate) = match check_assignment(&ids, prev, &members, &a.shards) {
+        let eligible = |m: NodeId, subgroup: usize| {
+            layout
+                .subgroups_of(m)
+                .is_none_or(|sgs| sgs.contains(&subgroup))
+        };
+        let (shards, inadequate) = match check_assignment(
+            &ids, prev, &members, &a.shards, &eligible,
+        ) {
             Err(why) => {
                 tracing::error!(%why, "layout: the assignment breaks a rule; the view is inadequate");
                 // Tentative shards: the previous shards' survivors, which no rule forbids.
@@ -568,13 +575,15 @@ fn holders_only(shards: Vec<Shard>, prev: &[Shard]) -> Vec<Shard> {
         .collect()
 }
 
-/// Checks an assignment against the shape's shard count and maxima, the view's members, and
-/// `prev` (every survivor stays in its shard).
+/// Checks an assignment against the shape's shard count and maxima, the view's members, each
+/// member's `eligible` subgroups ([`ShardLayout::subgroups_of`]), and `prev` (every survivor
+/// stays in its shard).
 fn check_assignment(
     ids: &[(ShardId, ShardBounds)],
     prev: Option<&[Shard]>,
     members: &[NodeId],
     shards: &[Shard],
+    eligible: &dyn Fn(NodeId, usize) -> bool,
 ) -> Result<(), Inadequate> {
     if shards.len() != ids.len() {
         return Err(Inadequate::fault(
@@ -599,6 +608,8 @@ fn check_assignment(
                 Some(LayoutFault::NotAMember)
             } else if seen.contains(&m) {
                 Some(LayoutFault::Twice)
+            } else if !eligible(m, id.subgroup) {
+                Some(LayoutFault::Ineligible)
             } else {
                 None
             };
@@ -683,15 +694,19 @@ pub enum LayoutFault {
     /// A member of a shard in the previous view is in another shard, or in none: a member
     /// holds only its own shard's state, so it never changes shards while it stays.
     Moved,
+    /// A member is in a subgroup that [`ShardLayout::subgroups_of`] does not list for it: its
+    /// epoch regions are sized for those subgroups only.
+    Ineligible,
 }
 
 impl LayoutFault {
-    const ALL: [LayoutFault; 5] = [
+    const ALL: [LayoutFault; 6] = [
         LayoutFault::ShardCount,
         LayoutFault::TooLarge,
         LayoutFault::NotAMember,
         LayoutFault::Twice,
         LayoutFault::Moved,
+        LayoutFault::Ineligible,
     ];
 }
 
@@ -766,6 +781,9 @@ impl Inadequate {
             ),
             Some(LayoutFault::Moved) => format!(
                 "the layout moved a survivor of {s} out of it (a member holds only its own shard's state, so it never changes shards); the group waits (a bug in the layout)"
+            ),
+            Some(LayoutFault::Ineligible) => format!(
+                "the layout put a member in {s} whose subgroup its subgroups_of does not list (the member's epoch regions are sized for those subgroups only); the group waits (a bug in the layout)"
             ),
             None if self.lost && self.have > 0 => format!(
                 "{s} lost every member that held its state in the previous view: its {} surviving member(s) had not completed their state transfer, so no survivor holds its state and it cannot be rebuilt by state transfer; the group stops (a total restart of every member from its logs rebuilds it: it restarts the previous view, whose members of this shard hold its state in their logs, and waits until one of them that held it restarts; if none can, start the group afresh)",
@@ -887,6 +905,19 @@ pub trait ShardLayout {
 
     /// The shards for `members`, following `prev`.
     fn assign(&self, prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment;
+
+    /// The subgroups `node` may ever be placed in, ascending; `None` (the default): any. A
+    /// group sizes a node's epoch regions for these subgroups' epoch settings only
+    /// ([`Group::layout_of`](crate::group::Group::layout_of)), so with per-subgroup settings
+    /// ([`GroupConfig::profiles`](crate::group::GroupConfig::profiles)) a node pinned to a
+    /// small subgroup registers what that subgroup needs, not the largest one's. It must
+    /// follow from the layout's own settings (every member computes it alike), and
+    /// [`assign`](ShardLayout::assign) must never put `node` elsewhere: [`View::next`] makes a
+    /// view that does inadequate ([`LayoutFault::Ineligible`]).
+    fn subgroups_of(&self, node: NodeId) -> Option<Vec<usize>> {
+        let _ = node;
+        None
+    }
 }
 
 /// A shared, thread-safe layout, to put in [`GmsConfig::layout`](crate::GmsConfig::layout).
@@ -983,6 +1014,9 @@ impl ShardLayout for Layout {
     }
     fn assign(&self, prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
         self.inner.assign(prev, members)
+    }
+    fn subgroups_of(&self, node: NodeId) -> Option<Vec<usize>> {
+        self.inner.subgroups_of(node)
     }
 }
 
@@ -1110,6 +1144,15 @@ impl ShardLayout for Subgroups {
             }
         }
         Ok(())
+    }
+
+    /// A reserved node's subgroup (it goes to its shard or stays a spare); `None` (any
+    /// subgroup) for the others.
+    fn subgroups_of(&self, node: NodeId) -> Option<Vec<usize>> {
+        self.subgroups
+            .iter()
+            .position(|sg| sg.shards.iter().any(|p| p.reserved.contains(&node)))
+            .map(|g| vec![g])
     }
 
     fn assign(&self, prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {

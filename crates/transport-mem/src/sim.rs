@@ -543,7 +543,8 @@ enum Stepped {
 #[derive(Clone)]
 pub struct Sim {
     world: Rc<RefCell<World>>,
-    layout: Rc<Vec<RegionSpec>>,
+    /// Each node's regions, by node index.
+    layouts: Rc<Vec<Vec<RegionSpec>>>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -591,16 +592,46 @@ impl Sim {
         layout: &[RegionSpec],
         late: &[NodeId],
     ) -> Result<(Sim, Vec<SimNode>), ConfigError> {
+        if n > 1024 {
+            return Err(ConfigError::TooManyNodes(n));
+        }
+        Sim::cluster_each(cfg, &vec![layout.to_vec(); n], late)
+    }
+
+    /// Like [`cluster_late`](Self::cluster_late), but each node registers its own regions:
+    /// node `i` gets `layouts[i]` (same ids or not, any lengths), and its peers learn those
+    /// lengths when its link comes up, as a real fabric's handshake tells them. A restarted
+    /// node registers its layout again, fresh.
+    ///
+    /// ```
+    /// use squall_transport::{NodeId, RegionId, RegionSpec, Transport};
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    /// let r = RegionId(0);
+    /// let layouts = [vec![RegionSpec::new(r, 64)], vec![RegionSpec::new(r, 16)]];
+    /// let (_sim, nodes) = Sim::cluster_each(SimConfig::seeded(1), &layouts, &[])?;
+    /// assert_eq!(nodes[1].region(r).unwrap().len(), 16);
+    /// assert_eq!(nodes[0].remote_region_len(NodeId(1), r), Some(16));
+    /// assert_eq!(nodes[1].remote_region_len(NodeId(0), r), Some(64));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cluster_each(
+        cfg: SimConfig,
+        layouts: &[Vec<RegionSpec>],
+        late: &[NodeId],
+    ) -> Result<(Sim, Vec<SimNode>), ConfigError> {
         cfg.validate()?;
+        let n = layouts.len();
         if n == 0 {
             return Err(ConfigError::NoNodes);
         }
         if n > 1024 {
             return Err(ConfigError::TooManyNodes(n));
         }
-        RegionSpec::validate_all(layout)?;
+        for layout in layouts {
+            RegionSpec::validate_all(layout)?;
+        }
         let mut nodes = Vec::with_capacity(n);
-        for _ in 0..n {
+        for layout in layouts {
             nodes.push(NodeState {
                 regions: layout
                     .iter()
@@ -645,7 +676,7 @@ impl Sim {
         };
         let sim = Sim {
             world: Rc::new(RefCell::new(world)),
-            layout: Rc::new(layout.to_vec()),
+            layouts: Rc::new(layouts.to_vec()),
         };
         let endpoints = (0..n as u32).map(|i| sim.endpoint(NodeId(i))).collect();
         Ok((sim, endpoints))
@@ -660,7 +691,7 @@ impl Sim {
         for i in 0..w.n as u32 {
             let peer = NodeId(i);
             if w.nodes[me.index()].started && w.nodes[peer.index()].started {
-                dir.add_peer(peer, &self.layout);
+                dir.add_peer(peer, &self.layouts[peer.index()]);
             } else {
                 dir.add_absent_peer(peer);
             }
@@ -669,7 +700,7 @@ impl Sim {
             me,
             dir,
             world: Rc::clone(&self.world),
-            layout: Rc::clone(&self.layout),
+            layouts: Rc::clone(&self.layouts),
             max_message_len: w.cfg.max_message_len,
         }
     }
@@ -822,7 +853,7 @@ impl Sim {
                 return None;
             }
             let regions: Result<Vec<Region>, _> =
-                self.layout.iter().map(|s| Region::new(*s)).collect();
+                self.layouts[me].iter().map(|s| Region::new(*s)).collect();
             let Ok(regions) = regions else {
                 return None; // validated when the cluster was built
             };
@@ -956,7 +987,8 @@ pub struct SimNode {
     me: NodeId,
     dir: Directory,
     world: Rc<RefCell<World>>,
-    layout: Rc<Vec<RegionSpec>>,
+    /// Every node's regions, by node index (a peer's are learned when its link comes up).
+    layouts: Rc<Vec<Vec<RegionSpec>>>,
     max_message_len: usize,
 }
 
@@ -1086,7 +1118,7 @@ impl Transport for SimNode {
         }
         for e in &out[..n] {
             if let Event::PeerConnected { peer, incarnation } = *e {
-                self.dir.add_peer(peer, &self.layout);
+                self.dir.add_peer(peer, &self.layouts[peer.index()]);
                 let st = &mut w.nodes[self.me.index()];
                 if st.reconnect[peer.index()] == Some(incarnation) {
                     // The link to the peer's new incarnation comes up now.

@@ -520,6 +520,20 @@ proptest! {
         let (ka, kb) = match (ka, kb) {
             (Ok(ka), Ok(kb)) => (ka, kb),
             (Err(log::LogError::NotALog { .. }), Err(log::LogError::NotALog { .. })) => return Ok(()),
+            // Under `EveryRecords` the index proves a synced record after the damaged one
+            // (s22): the damaged record was synced too, so it is refused, not cut as the copy
+            // without the index cuts it, and the file is left as it was. The proof must be a
+            // genuine entry (one the log wrote, not a damaged or stale one) past the bad record.
+            (
+                Err(log::LogError::Damaged { why: log::TailError::Checksum { offset: bad, .. }, synced_at, .. }),
+                Ok(_),
+            ) if synced_only
+                && bad < synced_at as usize
+                && written.iter().any(|e| e.boot == 0 && e.offset == synced_at) =>
+            {
+                prop_assert_eq!(std::fs::read(&a).unwrap(), bytes);
+                return Ok(());
+            }
             other => return Err(TestCaseError::fail(format!("{other:?}"))),
         };
         prop_assert_eq!(kb.started_at, 0);

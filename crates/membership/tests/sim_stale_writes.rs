@@ -177,7 +177,12 @@ impl Run {
             let p = payload(i, self.next[i], large);
             match g.submit(&p) {
                 Ok(()) => self.next[i] += 1,
-                Err(SubmitError::WindowFull | SubmitError::Wedged | SubmitError::Stopped(_)) => {}
+                Err(
+                    SubmitError::WindowFull
+                    | SubmitError::Wedged
+                    | SubmitError::Stopped(_)
+                    | SubmitError::NotASender(_),
+                ) => {}
                 Err(e) => return Err(format!("n{i}: submit: {e}")),
             }
         }
@@ -264,8 +269,8 @@ fn stale_writes(run: &Run) -> Result<usize, String> {
         }
         if matches!(e.outcome, Outcome::Applied(_)) {
             return Err(format!(
-                "n{}'s view-{epoch} epoch write (op {}) landed in n{}'s copy of set {} at {:?}, \
-                 after n{} zeroed it leaving view {left}",
+                "{}'s view-{epoch} epoch write (op {}) landed in {}'s copy of set {} at {:?}, \
+                 after {} zeroed it leaving view {left}",
                 e.src, e.op.0, e.dst, post.set, e.at, e.dst
             ));
         }

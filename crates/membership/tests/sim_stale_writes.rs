@@ -105,8 +105,10 @@ struct Plan {
     /// Extra one-way latency of every op to or from `x`: its epoch's writes stay in flight
     /// that long.
     delay: Duration,
-    /// The round at which the link between `accuser` and `x` is cut (both ways).
-    cut_at: usize,
+    /// How many rounds after `x`'s epoch first posted into a peer's copy of set 0 (it is
+    /// held until it reads every member running view 0) the link between `accuser` and `x`
+    /// is cut (both ways).
+    cut_after: usize,
 }
 
 struct Run {
@@ -288,9 +290,13 @@ fn run(plan: Plan) -> Result<Moment, String> {
         .filter(|&i| i != plan.x && i != plan.second)
         .collect();
     let mut crashed_at = None;
+    let mut cut_at = None;
     let mut done = false;
     for round in 0..6000 {
-        if round == plan.cut_at {
+        if cut_at.is_none() && r.rec.borrow().posts.keys().any(|k| k.0 == x) {
+            cut_at = Some(round + plan.cut_after);
+        }
+        if cut_at == Some(round) {
             r.sim.partition(&[a], &[x]);
         }
         let in_view_1 = (0..n)
@@ -391,7 +397,7 @@ fn a_gossip_suspected_members_stale_epoch_writes_never_land_in_a_zeroed_set() {
                 accuser: 0,
                 second: 3,
                 delay: Duration::from_micros(150 + pick(250)),
-                cut_at: 150 + pick(100) as usize,
+                cut_after: pick(100) as usize,
             };
             run(plan).map_err(|e| format!("{plan:?}: {e}"))
         },

@@ -100,8 +100,8 @@ struct Plan {
     x: usize,
     /// The member whose link to `x` is cut; the others learn of the suspicion from it.
     accuser: usize,
-    /// The member crashed once view 1 runs, so that view 2 reuses set 0.
-    second: usize,
+    /// The second view change, once view 1 runs: view 2 reuses set 0.
+    second: Second,
     /// Extra one-way latency of every op to or from `x`: its epoch's writes stay in flight
     /// that long.
     delay: Duration,
@@ -109,6 +109,16 @@ struct Plan {
     /// held until it reads every member running view 0) the link between `accuser` and `x`
     /// is cut (both ways).
     cut_after: usize,
+}
+
+/// The second view change of a run.
+#[derive(Clone, Copy, Debug)]
+enum Second {
+    /// This initial member crashes: view 2 has one member fewer than view 1.
+    Crash(usize),
+    /// This node (idle since the start) joins: view 2 has as many members as view 0, the
+    /// joiner at `x`'s rank of view 0, so a stale row of `x` would be read as the joiner's.
+    Join(usize),
 }
 
 struct Run {
@@ -124,8 +134,10 @@ struct Run {
 }
 
 impl Run {
-    fn new(plan: Plan, n: usize) -> Run {
-        let cfg = group_sim::config(n, n);
+    /// `universe` nodes, the first `initial` of them the members of view 0.
+    fn new(plan: Plan, universe: usize, initial: usize) -> Run {
+        let n = universe;
+        let cfg = group_sim::config(universe, initial);
         let layout = Group::<Node, MemLog>::layout(&cfg).unwrap();
         // An op to a peer behind the cut fails soon after the cut, before the group's traffic
         // stalls behind the cut-off member's turn: the removal then comes while the suspected
@@ -157,7 +169,15 @@ impl Run {
             groups,
             rec,
             delivered: vec![Vec::new(); n],
-            installs: vec![BTreeMap::from([(0, 0)]); n],
+            installs: (0..n)
+                .map(|i| {
+                    if i < initial {
+                        BTreeMap::from([(0, 0)])
+                    } else {
+                        BTreeMap::new()
+                    }
+                })
+                .collect(),
             next: vec![0; n],
         }
     }
@@ -175,7 +195,7 @@ impl Run {
         let Some(g) = &mut self.groups[i] else {
             return Ok(());
         };
-        if submit && coin {
+        if submit && coin && g.is_active() {
             let p = payload(i, self.next[i], large);
             match g.submit(&p) {
                 Ok(()) => self.next[i] += 1,
@@ -190,6 +210,20 @@ impl Run {
         }
         let mut up = Vec::new();
         g.poll(&mut up);
+        let transferred = g.take_state();
+        if let Some(st) = &transferred {
+            // A joiner's state: what a member delivered before the state's position.
+            let from = (0..self.delivered.len())
+                .find(|&j| j != i && self.delivered[j].len() as u64 >= st.position)
+                .ok_or_else(|| format!("n{i}: a state at {} nobody delivered", st.position))?;
+            let prefix = self.delivered[from][..st.position as usize].to_vec();
+            if st.state != group_sim::digest(&prefix) {
+                return Err(format!(
+                    "n{i}: the transferred state differs from n{from}'s"
+                ));
+            }
+            self.delivered[i] = prefix;
+        }
         for u in up {
             match u {
                 Upcall::Deliver(d) => {
@@ -202,11 +236,17 @@ impl Run {
                     }
                     self.delivered[i].push((d.position, d.payload));
                 }
-                Upcall::View(v) => {
+                // The view a joiner's transfer completed in was installed at another count.
+                Upcall::View(v) if transferred.is_none() => {
                     self.installs[i].insert(v.id, self.delivered[i].len());
                 }
                 _ => {}
             }
+        }
+        if g.state_wanted() {
+            let at = self.delivered[i].len() as u64;
+            g.provide_state(at, &group_sim::digest(&self.delivered[i]))
+                .map_err(|e| format!("n{i}: provide_state: {e}"))?;
         }
         let after = self.view_of(i);
         let mut rec = self.rec.borrow_mut();
@@ -280,14 +320,19 @@ fn stale_writes(run: &Run) -> Result<usize, String> {
     Ok(late)
 }
 
-/// One seed: `x` is suspected by `accuser` (a cut link), by the others through gossip only;
-/// view 1 removes it, then `second` crashes and view 2 runs on set 0 again.
+/// One seed: of five initial members `x` is suspected by `accuser` (a cut link), by the
+/// others through gossip only; view 1 removes it, then the second change (a crash, or the
+/// join of a sixth node) installs view 2, on set 0 again.
 fn run(plan: Plan) -> Result<Moment, String> {
-    let n = 5;
-    let mut r = Run::new(plan, n);
+    let (n, initial) = (6, 5);
+    let mut r = Run::new(plan, n, initial);
     let (x, a) = (NodeId(plan.x as u32), NodeId(plan.accuser as u32));
     let survivors: Vec<usize> = (0..n)
-        .filter(|&i| i != plan.x && i != plan.second)
+        .filter(|&i| i != plan.x)
+        .filter(|&i| match plan.second {
+            Second::Crash(j) => i != j && i < initial,
+            Second::Join(_) => true,
+        })
         .collect();
     let mut crashed_at = None;
     let mut cut_at = None;
@@ -299,19 +344,30 @@ fn run(plan: Plan) -> Result<Moment, String> {
         if cut_at == Some(round) {
             r.sim.partition(&[a], &[x]);
         }
-        let in_view_1 = (0..n)
+        let in_view_1 = (0..initial)
             .filter(|&i| i != plan.x)
             .all(|i| r.view_of(i) == Some(1));
         if crashed_at.is_none() && in_view_1 {
             crashed_at = Some(round);
         }
         if crashed_at.is_some_and(|c| round == c + 20) {
-            r.sim.crash(NodeId(plan.second as u32));
-            r.groups[plan.second] = None;
+            match plan.second {
+                Second::Crash(j) => {
+                    r.sim.crash(NodeId(j as u32));
+                    r.groups[j] = None;
+                }
+                Second::Join(j) => {
+                    if let Some(g) = &mut r.groups[j] {
+                        g.join().map_err(|e| format!("n{j}: join: {e}"))?;
+                    }
+                }
+            }
         }
+        let base = r.installs[plan.accuser].get(&2).copied();
         let settled = survivors.iter().all(|&i| {
             r.view_of(i) == Some(2)
-                && (r.installs[i].get(&2)).is_some_and(|&at| r.delivered[i].len() >= at + 10)
+                && r.groups[i].as_ref().is_some_and(Group::is_active)
+                && base.is_some_and(|at| r.delivered[i].len() >= at + 10)
         });
         if settled {
             done = true;
@@ -347,7 +403,7 @@ fn run(plan: Plan) -> Result<Moment, String> {
     // failed under it (no timeout, no cut by `x`); and some op of `x`'s view-0 epoch was still
     // in flight to a peer's set 0 when that peer zeroed it.
     let rec = r.rec.borrow();
-    for i in (0..n).filter(|&i| i != plan.x && i != plan.accuser) {
+    for i in (0..initial).filter(|&i| i != plan.x && i != plan.accuser) {
         let Some(g) = &r.groups[i] else { continue };
         let why: Vec<Suspicion> = (g.gms().sst().suspicions().iter())
             .filter(|s| s.0 == x)
@@ -391,15 +447,21 @@ fn a_gossip_suspected_members_stale_epoch_writes_never_land_in_a_zeroed_set() {
                     .wrapping_add(1442695040888963407);
                 (rng >> 33) % below
             };
-            let plan = Plan {
-                seed,
-                x: 4,
-                accuser: 0,
-                second: 3,
-                delay: Duration::from_micros(150 + pick(250)),
-                cut_after: pick(100) as usize,
-            };
-            run(plan).map_err(|e| format!("{plan:?}: {e}"))
+            let mut reached = Moment::Reached;
+            for second in [Second::Crash(3), Second::Join(5)] {
+                let plan = Plan {
+                    seed,
+                    x: 4,
+                    accuser: 0,
+                    second,
+                    delay: Duration::from_micros(150 + pick(250)),
+                    cut_after: pick(100) as usize,
+                };
+                if run(plan).map_err(|e| format!("{plan:?}: {e}"))? == Moment::Missed {
+                    reached = Moment::Missed;
+                }
+            }
+            Ok(reached)
         },
     );
 }

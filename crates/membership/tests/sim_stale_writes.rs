@@ -105,9 +105,11 @@ struct Plan {
     /// Extra one-way latency of every op to or from `x`: its epoch's writes stay in flight
     /// that long.
     delay: Duration,
-    /// How many rounds after `x`'s epoch first posted into a peer's copy of set 0 (it is
-    /// held until it reads every member running view 0) the link between `accuser` and `x`
-    /// is cut (both ways).
+    /// The link between `accuser` and `x` is cut (both ways) in the first round, at least
+    /// this many rounds after `x`'s epoch first posted into a peer's copy of set 0 (it is held
+    /// until it reads every member running view 0), that follows a round in which it posted
+    /// into the copy of a member other than `accuser`: such an op is then in flight (for
+    /// `delay`) while that member learns of the suspicion and installs view 1.
     cut_after: usize,
 }
 
@@ -335,15 +337,26 @@ fn run(plan: Plan) -> Result<Moment, String> {
         })
         .collect();
     let mut crashed_at = None;
-    let mut cut_at = None;
+    let mut first_post = None;
+    let mut cut = false;
+    // How many ops `x` posted into the copies of set 0 of members other than `accuser`.
+    let posts_to_others = |r: &Run| {
+        (r.rec.borrow().posts.iter())
+            .filter(|(k, p)| k.0 == x && p.dst != a && p.set == 0)
+            .count()
+    };
+    let mut seen = 0;
     let mut done = false;
     for round in 0..6000 {
-        if cut_at.is_none() && r.rec.borrow().posts.keys().any(|k| k.0 == x) {
-            cut_at = Some(round + plan.cut_after);
+        let posted = posts_to_others(&r);
+        if first_post.is_none() && posted > 0 {
+            first_post = Some(round);
         }
-        if cut_at == Some(round) {
+        if !cut && posted > seen && first_post.is_some_and(|f| round >= f + plan.cut_after) {
             r.sim.partition(&[a], &[x]);
+            cut = true;
         }
+        seen = posted;
         let in_view_1 = (0..initial)
             .filter(|&i| i != plan.x)
             .all(|i| r.view_of(i) == Some(1));

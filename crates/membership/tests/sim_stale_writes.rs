@@ -397,6 +397,15 @@ fn run(plan: Plan) -> Result<Moment, String> {
             group_sim::describe(&r.groups)
         ));
     }
+    // Long enough for every op still in flight from `x` (at most `delay` and 5 µs late) to
+    // leave its link, with the members still polling.
+    let drain = plan.delay + Duration::from_micros(100);
+    for _ in 0..drain.as_micros() / STEP.as_micros() {
+        for i in 0..n {
+            r.drive(i, false)?;
+        }
+        r.sim.advance(STEP);
+    }
     // Each survivor's sequence is a prefix of the longest, and virtual synchrony holds.
     let longest = (survivors.iter())
         .map(|&i| &r.delivered[i])

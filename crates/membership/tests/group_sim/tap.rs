@@ -13,6 +13,9 @@ use squall_transport_mem::sim::SimNode;
 pub trait Tap {
     /// `inner`'s node posted a write, compare-and-swap or fetch-and-add to `peer` at `at`.
     fn posted(&mut self, _inner: &SimNode, _peer: NodeId, _at: RemoteAddr) {}
+    /// The simulator took that op (after [`posted`](Tap::posted)) and numbered it `op`: the
+    /// number its trace entry carries (`squall_transport_mem::sim::TraceEntry::op`).
+    fn accepted(&mut self, _inner: &SimNode, _peer: NodeId, _at: RemoteAddr, _op: OpId) {}
     /// Polls events (by default `inner`'s, as they come).
     fn poll(&mut self, inner: &mut SimNode, out: &mut [Event]) -> usize {
         inner.poll(out)
@@ -60,7 +63,9 @@ impl<T: Tap> Transport for Tapped<T> {
         signal: Signal,
     ) -> Result<OpId, PostError> {
         self.tap.posted(&self.inner, peer, dst);
-        self.inner.write(peer, src, dst, signal)
+        let op = self.inner.write(peer, src, dst, signal)?;
+        self.tap.accepted(&self.inner, peer, dst, op);
+        Ok(op)
     }
     fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
         self.inner.read(peer, src, dst)
@@ -73,11 +78,15 @@ impl<T: Tap> Transport for Tapped<T> {
         new: u64,
     ) -> Result<OpId, PostError> {
         self.tap.posted(&self.inner, peer, word);
-        self.inner.compare_and_swap(peer, word, expected, new)
+        let op = self.inner.compare_and_swap(peer, word, expected, new)?;
+        self.tap.accepted(&self.inner, peer, word, op);
+        Ok(op)
     }
     fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
         self.tap.posted(&self.inner, peer, word);
-        self.inner.fetch_add(peer, word, delta)
+        let op = self.inner.fetch_add(peer, word, delta)?;
+        self.tap.accepted(&self.inner, peer, word, op);
+        Ok(op)
     }
     fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
         self.inner.send(peer, data, signal)

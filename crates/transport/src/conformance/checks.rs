@@ -67,6 +67,10 @@ pub const CHECKS: &[(&str, &str)] = &[
         "once a peer is declared failed, nothing it sends is applied",
     ),
     (
+        "failed_peer_in_flight_writes_dropped",
+        "writes a peer posted before it was declared failed are not applied after the declaration",
+    ),
+    (
         "late_links",
         "a node started late is absent (NotConnected, never failed), then connects once",
     ),
@@ -104,6 +108,10 @@ pub(super) fn all<F: Fabric>() -> Vec<(&'static str, super::Check<F>)> {
         (
             "failed_peer_writes_dropped",
             failed_peer_writes_dropped::<F>,
+        ),
+        (
+            "failed_peer_in_flight_writes_dropped",
+            failed_peer_in_flight_writes_dropped::<F>,
         ),
         ("late_links", late_links::<F>),
         ("rejoin_new_incarnation", rejoin_new_incarnation::<F>),
@@ -1217,6 +1225,66 @@ pub fn failed_peer_writes_dropped<F: Fabric>(f: &mut F) -> Result<(), Violation>
     let mut buf = Vec::new();
     if nodes[0].recv(&mut buf).is_some() {
         p.add("a peer declared failed still delivered a message".into());
+    }
+    p.found.extend(q.found);
+    p.verdict()
+}
+
+/// Writes node 1 posted to node 0 *before* node 0 declared it failed, and that were still in
+/// flight then (on a link, in a socket buffer, behind a reader thread), are not applied after
+/// the declaration: once `report_failed` returns, node 0's memory no longer changes under node
+/// 1's ops. (The membership layer relies on it: a member zeroes a region set after declaring a
+/// removed member failed and a later view reuses the set; `docs/MEMBERSHIP.md`, forty-third
+/// part.) Whatever landed before the declaration may stay.
+pub fn failed_peer_in_flight_writes_dropped<F: Fabric>(f: &mut F) -> Result<(), Violation> {
+    let mut p = Problems::new("failed_peer_in_flight_writes_dropped");
+    let mut q = Problems::new("failed_peer_in_flight_writes_dropped");
+    let mut nodes = f.build(2, &layout());
+    let _ = region(&nodes[1], SCRATCH).write_bytes(0, &[0xcd; 8192]);
+    let src = LocalSlice::new(SCRATCH, 0, 64);
+    for k in 0..48 {
+        let at = RemoteAddr::new(DATA, 64 * k);
+        p.post(
+            "write",
+            nodes[1].write(NodeId(0), src, at, Signal::Unsignaled),
+        );
+    }
+    let last = RemoteAddr::new(DATA, 64 * 48);
+    let signaled = p.post(
+        "write",
+        nodes[1].write(NodeId(0), src, last, Signal::Signaled),
+    );
+    nodes[0].report_failed(NodeId(1));
+    let at_report = region(&nodes[0], DATA).snapshot();
+
+    let mut log0 = FailureLog::default();
+    let mut log1 = FailureLog::default();
+    let cutter = |n: &mut F::Node| {
+        drain(n, |e| log0.record(&mut p, e));
+        if log0.failed.contains_key(&NodeId(1)) {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    };
+    // Node 1 is done once its signaled write completed (applied, or failed with the rest) or
+    // it learnt of the cut: a verbs peer learns of a queue pair moved to error only from an op.
+    let writer = |n: &mut F::Node| {
+        drain(n, |e| log1.record(&mut q, e));
+        let completed = signaled.is_some_and(|op| log1.completions.contains_key(&op));
+        if completed || log1.failed.contains_key(&NodeId(0)) {
+            Progress::Done
+        } else {
+            Progress::Idle
+        }
+    };
+    let r = f.run(
+        &mut nodes,
+        vec![Some(Box::new(cutter)), Some(Box::new(writer))],
+    );
+    p.stalled(r);
+    if region(&nodes[0], DATA).snapshot() != at_report {
+        p.add("a write posted before its poster was declared failed was applied afterwards".into());
     }
     p.found.extend(q.found);
     p.verdict()

@@ -263,7 +263,8 @@ macro_rules! conformance_tests {
             fifo_per_link, fence_makes_writes_visible, no_torn_words, cas_linearizable,
             fetch_add_exact, reads_see_applied_state, messages_intact_and_ordered,
             bad_ops_refused, peer_failure_reported_once, timeouts_fire,
-            failed_peer_writes_dropped, late_links, rejoin_new_incarnation,
+            failed_peer_writes_dropped, failed_peer_in_flight_writes_dropped, late_links,
+            rejoin_new_incarnation,
             absent_peer_reported_failed);
     };
     (@each $make:expr; $($check:ident),*) => {

@@ -46,6 +46,12 @@ pub struct Counters {
     /// ([`StateMachine::restore`](crate::StateMachine::restore)), swapping it in where it was
     /// decoded off it ([`StateMachine::snapshot_decoder`](crate::StateMachine::snapshot_decoder)).
     pub longest_install_us: AtomicU64,
+    /// The longest the replica's thread spent in one step of providing its state to a
+    /// joiner, in microseconds: encoding the snapshot and handing it to the backend where it
+    /// is encoded on that thread; capturing it, or handing the bytes encoded off it to the
+    /// backend, where it is encoded off it
+    /// ([`ReplicaCore::serve_off_thread`](crate::ReplicaCore::serve_off_thread)).
+    pub longest_serve_us: AtomicU64,
 }
 
 /// A shared handle to a replica's [`Counters`]; clones see the same counters.
@@ -83,7 +89,7 @@ impl std::fmt::Display for Metrics {
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
              states(provided/installed)={}/{} checkpoints={} longest_turn_us={} \
-             longest_install_us={}",
+             longest_install_us={} longest_serve_us={}",
             l(&c.commands_applied),
             l(&c.duplicates),
             l(&c.reads_barrier),
@@ -100,6 +106,7 @@ impl std::fmt::Display for Metrics {
             l(&c.checkpoints),
             l(&c.longest_turn_us),
             l(&c.longest_install_us),
+            l(&c.longest_serve_us),
         )
     }
 }

@@ -1047,7 +1047,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             return;
         }
         let snapshot = self.snapshot().encode();
-        self.provide(backend, self.applied, &snapshot, start);
+        self.provide(backend, self.applied, snapshot, start);
     }
 
     /// Hands `snapshot` (at `position`) to the backend for the joiner; `start`: when this
@@ -1058,16 +1058,17 @@ impl<S: StateMachine> ReplicaCore<S> {
         &mut self,
         backend: &mut B,
         position: u64,
-        snapshot: &[u8],
+        snapshot: Vec<u8>,
         start: std::time::Instant,
     ) -> bool {
-        let provided = backend.provide_state(position, snapshot);
+        let bytes = snapshot.len();
+        let provided = backend.provide_state_owned(position, snapshot);
         let us = self.serve_held(start);
         match provided {
             Ok(()) => {
                 self.metrics.add(&self.metrics.states_provided, 1);
                 tracing::info!(replica = %self.me, position, applied = self.applied,
-                    bytes = snapshot.len(), us, "provided the state to a joiner");
+                    bytes, us, "provided the state to a joiner");
                 true
             }
             Err(e) => {
@@ -1154,7 +1155,7 @@ impl<S: StateMachine> ReplicaCore<S> {
         let start = std::time::Instant::now();
         tracing::debug!(replica = %self.me, position, bytes = bytes.len(), encode_us,
             "encoded the state for a joiner off the replica's thread");
-        self.provide(backend, position, &bytes, start)
+        self.provide(backend, position, bytes, start)
     }
 
     /// Whether a state is being decoded off the replica's thread or upcalls kept meanwhile

@@ -944,7 +944,9 @@ impl<S: StateMachine> ReplicaCore<S> {
     ///   without it and it joins again), waits for a transfer as a joiner does.
     /// - If a joiner asked this replica for the state and the group is not wedged, it provides
     ///   its snapshot at its current position (every delivery handed out so far is applied). A
-    ///   refusal is logged; the joiner asks again in the next view.
+    ///   refusal is logged; the joiner asks again in the next view. With
+    ///   [`serve_off_thread`](Self::serve_off_thread) and a machine that captures its state,
+    ///   it captures the snapshot and hands it out as a [`ServeJob`] instead (one at a time).
     ///
     /// The last two, and checkpoints, wait while a state is decoded or upcalls kept meanwhile
     /// remain.
@@ -1155,7 +1157,12 @@ impl<S: StateMachine> ReplicaCore<S> {
         let start = std::time::Instant::now();
         tracing::debug!(replica = %self.me, position, bytes = bytes.len(), encode_us,
             "encoded the state for a joiner off the replica's thread");
-        self.provide(backend, position, bytes, start)
+        let provided = self.provide(backend, position, bytes, start);
+        if provided {
+            self.metrics
+                .add(&self.metrics.states_provided_off_thread, 1);
+        }
+        provided
     }
 
     /// Whether a state is being decoded off the replica's thread or upcalls kept meanwhile
@@ -2684,11 +2691,14 @@ mod tests {
             bo.provided, bi.provided,
             "the inline path's state at position 3"
         );
+        let m = off.metrics();
+        let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(
-            off.metrics()
-                .states_provided
-                .load(std::sync::atomic::Ordering::Relaxed),
-            1
+            (
+                count(&m.states_provided),
+                count(&m.states_provided_off_thread)
+            ),
+            (1, 1)
         );
         // Provided: not asked again in this view.
         bo.hand(&mut off, Vec::new(), false);

@@ -31,6 +31,9 @@ pub struct Counters {
     pub busy: AtomicU64,
     /// States provided to joining replicas (state transfer).
     pub states_provided: AtomicU64,
+    /// Of [`states_provided`](Self::states_provided): those encoded off the replica's thread
+    /// ([`ReplicaCore::serve_off_thread`](crate::ReplicaCore::serve_off_thread)).
+    pub states_provided_off_thread: AtomicU64,
     /// Transferred states installed (once per join of this replica).
     pub states_installed: AtomicU64,
     /// Checkpoints the backend made durable ([`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every)).
@@ -88,7 +91,7 @@ impl std::fmt::Display for Metrics {
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
-             states(provided/installed)={}/{} checkpoints={} longest_turn_us={} \
+             states(provided/off-thread/installed)={}/{}/{} checkpoints={} longest_turn_us={} \
              longest_install_us={} longest_serve_us={}",
             l(&c.commands_applied),
             l(&c.duplicates),
@@ -102,6 +105,7 @@ impl std::fmt::Display for Metrics {
             l(&c.sessions_expired),
             l(&c.busy),
             l(&c.states_provided),
+            l(&c.states_provided_off_thread),
             l(&c.states_installed),
             l(&c.checkpoints),
             l(&c.longest_turn_us),

@@ -281,6 +281,19 @@ fn kv_on_membership_a_replica_joins_mid_stream_and_a_member_is_killed() {
         })
         .sum();
     assert!(provided >= 1, "no member provided the state");
+    let off_thread: u64 = (0..3)
+        .map(|i| {
+            let r = cluster.replica(i).unwrap();
+            r.handle()
+                .metrics()
+                .states_provided_off_thread
+                .load(AtomicOrdering::Relaxed)
+        })
+        .sum();
+    assert!(
+        off_thread >= 1,
+        "no member encoded the state off its thread (KvMachine captures its state)"
+    );
     progress(300);
 
     // A member crashes: the others install a view without it and keep serving.

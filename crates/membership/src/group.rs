@@ -1882,7 +1882,35 @@ impl<T: Transport, L: Durable> Group<T, L> {
             return Err(TransferError::NotActive);
         }
         let next = self.next_position();
-        self.transfer.provide(position, next, state)
+        self.transfer
+            .provide(position, next, std::borrow::Cow::Borrowed(state))
+    }
+
+    /// [`provide_state`](Group::provide_state) with the state handed over: the group keeps
+    /// these bytes instead of a copy of them (a large state is not copied on the caller's
+    /// thread). Same checks and errors.
+    ///
+    /// ```no_run
+    /// # fn serve<T: squall_transport::Transport, L: squall_membership::log::Durable>(
+    /// #     g: &mut squall_membership::group::Group<T, L>, applied: u64, snapshot: Vec<u8>,
+    /// # ) -> Result<(), squall_membership::transfer::TransferError> {
+    /// if g.state_wanted() {
+    ///     g.provide_state_owned(applied, snapshot)?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn provide_state_owned(
+        &mut self,
+        position: u64,
+        state: Vec<u8>,
+    ) -> Result<(), TransferError> {
+        if !self.active || self.frozen || self.stopped.is_some() {
+            return Err(TransferError::NotActive);
+        }
+        let next = self.next_position();
+        self.transfer
+            .provide(position, next, std::borrow::Cow::Owned(state))
     }
 
     /// A passive joiner: the member it asked for the application's state in its current view,

@@ -517,11 +517,12 @@ impl<T: Transport> Transfer<T> {
         self.wanted && self.snapshot.is_none()
     }
 
+    /// Keeps `bytes` (borrowed: copied; owned: moved) as this view's state at `position`.
     pub(crate) fn provide(
         &mut self,
         position: u64,
         next: u64,
-        bytes: &[u8],
+        bytes: std::borrow::Cow<'_, [u8]>,
     ) -> Result<(), TransferError> {
         let first = self.first_position.ok_or(TransferError::NotActive)?;
         if self.view.is_none() {
@@ -542,7 +543,7 @@ impl<T: Transport> Transfer<T> {
         }
         self.snapshot = Some(Snapshot {
             position,
-            bytes: bytes.to_vec(),
+            bytes: bytes.into_owned(),
         });
         Ok(())
     }

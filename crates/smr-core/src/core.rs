@@ -177,6 +177,16 @@ pub struct ReplicaCore<S> {
     /// Whether the backlog's first upcall is the view whose state was decoded: once the
     /// state is installed it is applied as is, not offered to the backend for a state again.
     backlog_view_first: bool,
+    /// The driver encodes the state it serves to joiners off the replica's thread
+    /// ([`serve_off_thread`](Self::serve_off_thread)).
+    serve_off_thread: bool,
+    /// A state to encode off the replica's thread for a joiner, not yet taken by the driver.
+    serve_job: Option<ServeJob>,
+    /// The position of the state being encoded off the replica's thread for a joiner.
+    serving: Option<u64>,
+    /// `View` and `Wedged` upcalls applied so far: a state encoded off the thread is provided
+    /// only if none came since its capture.
+    view_changes: u64,
     metrics: Metrics,
 }
 
@@ -306,6 +316,120 @@ impl<S> DecodedState<S> {
     }
 }
 
+/// A state for a joiner to encode off the replica's thread ([`ReplicaCore::take_serve`]): the
+/// replica's snapshot captured at a position ([`ReplicaCore::snapshot_encoder`]).
+/// [`run`](Self::run) on any thread, it encodes the snapshot; [`ReplicaCore::provide_encoded`]
+/// hands the bytes to the backend if a joiner still wants them.
+///
+/// ```
+/// use std::sync::Arc;
+/// use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+/// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateEncoder, StateMachine, StateTransfer, TransferError};
+/// use squall_transport::{NodeId, Waker};
+/// /// Bytes kept behind an `Arc`: capturing them is a clone of the `Arc`.
+/// struct Bytes(Arc<Vec<u8>>);
+/// impl StateMachine for Bytes {
+/// #   fn apply(&mut self, c: &[u8]) -> Vec<u8> { Arc::make_mut(&mut self.0).extend_from_slice(c); Vec::new() }
+/// #   fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+/// #   fn snapshot(&self) -> Vec<u8> { self.0.to_vec() }
+/// #   fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> { self.0 = Arc::new(s.to_vec()); Ok(()) }
+///     fn snapshot_encoder(&self) -> Option<StateEncoder> {
+///         let capture = Arc::clone(&self.0);
+///         Some(Box::new(move |out: &mut Vec<u8>| out.extend_from_slice(&capture)))
+///     }
+///     // ...
+/// }
+/// /// A member's backend that a joiner asked for the state.
+/// struct Asked(Option<(u64, Vec<u8>)>);
+/// # impl TotalOrder for Asked {
+/// #     fn me(&self) -> NodeId { NodeId(0) }
+/// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+/// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+/// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
+/// #     fn waker(&self) -> Waker { Waker::noop() }
+/// # }
+/// impl StateTransfer for Asked {
+///     fn state_wanted(&self) -> bool { self.0.is_none() }
+///     fn provide_state(&mut self, at: u64, state: &[u8]) -> Result<(), TransferError> {
+///         self.0 = Some((at, state.to_vec()));
+///         Ok(())
+///     }
+/// #   fn holds_state(&self) -> bool { true }
+/// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+///     // ...
+/// }
+/// let mut member = ReplicaCore::new(NodeId(0), Bytes(Arc::new(b"abc".to_vec())), CoreConfig::default())?;
+/// member.serve_off_thread();
+/// let mut backend = Asked(None);
+/// member.upcalls_from(&mut backend, std::iter::empty());
+/// let job = member.take_serve().expect("the state is encoded off the replica's thread");
+/// assert!(member.is_serving() && backend.0.is_none(), "nothing provided yet");
+/// let expected = member.snapshot().encode();
+/// let encoded = std::thread::spawn(move || job.run()).join().unwrap();
+/// assert!(member.provide_encoded(&mut backend, encoded), "still wanted: provided");
+/// assert_eq!(backend.0, Some((0, expected)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ServeJob {
+    position: u64,
+    view_changes: u64,
+    encode: StateEncoder,
+}
+
+impl ServeJob {
+    /// The position the state was captured at (every delivery before it is in it).
+    /// (Example: see [`ServeJob`].)
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Encodes the snapshot (on the calling thread). (Example: see [`ServeJob`].)
+    pub fn run(self) -> EncodedState {
+        let start = std::time::Instant::now();
+        let mut bytes = Vec::new();
+        (self.encode)(&mut bytes);
+        EncodedState {
+            position: self.position,
+            view_changes: self.view_changes,
+            encode_us: start.elapsed().as_micros() as u64,
+            result: Ok(bytes),
+        }
+    }
+
+    /// An encode that ended without a result: `why` (its thread panicked or could not be
+    /// started).
+    pub(crate) fn lost(position: u64, view_changes: u64, why: String) -> EncodedState {
+        EncodedState {
+            position,
+            view_changes,
+            encode_us: 0,
+            result: Err(why),
+        }
+    }
+
+    /// What [`lost`](Self::lost) needs to report this job's loss.
+    pub(crate) fn tag(&self) -> (u64, u64) {
+        (self.position, self.view_changes)
+    }
+}
+
+/// A state for a joiner encoded by [`ServeJob::run`], for [`ReplicaCore::provide_encoded`].
+/// (Example: see [`ServeJob`].)
+pub struct EncodedState {
+    position: u64,
+    view_changes: u64,
+    encode_us: u64,
+    /// The encoded snapshot, or why there is none.
+    result: Result<Vec<u8>, String>,
+}
+
+impl EncodedState {
+    /// The position the state was captured at. (Example: see [`ServeJob`].)
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+}
+
 impl<S: StateMachine> ReplicaCore<S> {
     /// A core for replica `me` around a fresh state machine.
     pub fn new(me: NodeId, sm: S, cfg: CoreConfig) -> Result<ReplicaCore<S>, ConfigError> {
@@ -337,6 +461,10 @@ impl<S: StateMachine> ReplicaCore<S> {
             installing: None,
             backlog: VecDeque::new(),
             backlog_view_first: false,
+            serve_off_thread: false,
+            serve_job: None,
+            serving: None,
+            view_changes: 0,
             metrics: Metrics::default(),
         })
     }
@@ -493,9 +621,13 @@ impl<S: StateMachine> ReplicaCore<S> {
             Upcall::Durable(_) => {}
             Upcall::View(v) => {
                 tracing::info!(replica = %self.me, view = v.id, members = ?v.members, "new view");
+                self.view_changes += 1;
                 self.wedged = false;
             }
-            Upcall::Wedged => self.wedge(),
+            Upcall::Wedged => {
+                self.view_changes += 1;
+                self.wedge();
+            }
             Upcall::Discarded(entry) => {
                 // A view change dropped it; submit it again with its owner, if still owed.
                 if let Some(owner) = self.owner_of(&entry) {
@@ -812,7 +944,9 @@ impl<S: StateMachine> ReplicaCore<S> {
     ///   without it and it joins again), waits for a transfer as a joiner does.
     /// - If a joiner asked this replica for the state and the group is not wedged, it provides
     ///   its snapshot at its current position (every delivery handed out so far is applied). A
-    ///   refusal is logged; the joiner asks again in the next view.
+    ///   refusal is logged; the joiner asks again in the next view. With
+    ///   [`serve_off_thread`](Self::serve_off_thread) and a machine that captures its state,
+    ///   it captures the snapshot and hands it out as a [`ServeJob`] instead (one at a time).
     ///
     /// The last two, and checkpoints, wait while a state is decoded or upcalls kept meanwhile
     /// remain.
@@ -876,27 +1010,159 @@ impl<S: StateMachine> ReplicaCore<S> {
                 }
             }
         }
-        // Not while wedged: the group refuses a state then (the joiner asks again in the next
-        // view), and encoding the whole state every driver turn of a view change is waste.
-        if !self.joining
+        self.maybe_serve(backend);
+        self.maybe_checkpoint(backend);
+    }
+
+    /// Whether this replica may provide its state to a joiner now. Not while wedged: the
+    /// group refuses a state then (the joiner asks again in the next view), and encoding the
+    /// whole state every driver turn of a view change is waste.
+    fn can_serve(&self) -> bool {
+        !self.joining
             && self.restarting.is_none()
             && !self.wedged
             && self.stopped.is_none()
-            && backend.state_wanted()
+            && !self.settling()
+    }
+
+    /// If a joiner asked for the state ([`StateTransfer::state_wanted`]) and none is being
+    /// encoded for it: provides it at the current position, or, with
+    /// [`serve_off_thread`](Self::serve_off_thread) and a machine that captures its state,
+    /// captures it and hands it out as a [`ServeJob`].
+    fn maybe_serve<B: StateTransfer + ?Sized>(&mut self, backend: &mut B) {
+        if self.serving.is_some() || !self.can_serve() || !backend.state_wanted() {
+            return;
+        }
+        let start = std::time::Instant::now();
+        if self.serve_off_thread
+            && let Some(encode) = self.snapshot_encoder()
         {
-            let snapshot = self.snapshot().encode();
-            match backend.provide_state(self.applied, &snapshot) {
-                Ok(()) => {
-                    self.metrics.add(&self.metrics.states_provided, 1);
-                    tracing::info!(replica = %self.me, position = self.applied,
-                        bytes = snapshot.len(), "provided the state to a joiner");
-                }
-                Err(e) => {
-                    tracing::debug!(replica = %self.me, error = %e, "state not provided");
-                }
+            self.serving = Some(self.applied);
+            self.serve_job = Some(ServeJob {
+                position: self.applied,
+                view_changes: self.view_changes,
+                encode,
+            });
+            let us = self.serve_held(start);
+            tracing::info!(replica = %self.me, position = self.applied, capture_us = us,
+                "encoding the state for a joiner off the replica's thread");
+            return;
+        }
+        let snapshot = self.snapshot().encode();
+        self.provide(backend, self.applied, snapshot, start);
+    }
+
+    /// Hands `snapshot` (at `position`) to the backend for the joiner; `start`: when this
+    /// step of the replica's thread began (for [`Counters::longest_serve_us`]).
+    ///
+    /// [`Counters::longest_serve_us`]: crate::Counters::longest_serve_us
+    fn provide<B: StateTransfer + ?Sized>(
+        &mut self,
+        backend: &mut B,
+        position: u64,
+        snapshot: Vec<u8>,
+        start: std::time::Instant,
+    ) -> bool {
+        let bytes = snapshot.len();
+        let provided = backend.provide_state_owned(position, snapshot);
+        let us = self.serve_held(start);
+        match provided {
+            Ok(()) => {
+                self.metrics.add(&self.metrics.states_provided, 1);
+                tracing::info!(replica = %self.me, position, applied = self.applied,
+                    bytes, us, "provided the state to a joiner");
+                true
+            }
+            Err(e) => {
+                tracing::debug!(replica = %self.me, error = %e, "state not provided");
+                false
             }
         }
-        self.maybe_checkpoint(backend);
+    }
+
+    /// Counts the time since `start` as a hold of the replica's thread by a serve.
+    fn serve_held(&self, start: std::time::Instant) -> u64 {
+        let us = start.elapsed().as_micros() as u64;
+        self.metrics
+            .longest_serve_us
+            .fetch_max(us, std::sync::atomic::Ordering::Relaxed);
+        us
+    }
+
+    /// Lets this replica encode the state it provides to a joiner off its thread: a driver
+    /// that calls this takes each [`ServeJob`] from [`take_serve`](Self::take_serve) after
+    /// [`upcalls_from`](Self::upcalls_from), runs it on another thread and hands the result
+    /// to [`provide_encoded`](Self::provide_encoded) (the runtime,
+    /// [`Replica::spawn_joinable`](crate::Replica::spawn_joinable), does). Only a machine that
+    /// captures its state ([`StateMachine::snapshot_encoder`]) is served so: the capture is
+    /// taken on the replica's thread, the encoding done elsewhere; others are encoded in
+    /// [`upcalls_from`](Self::upcalls_from) as without this call. One state is encoded at a
+    /// time: while one is, no other is captured. (Example: see [`ServeJob`].)
+    pub fn serve_off_thread(&mut self) {
+        self.serve_off_thread = true;
+    }
+
+    /// The state to encode off the replica's thread for a joiner, once (see
+    /// [`serve_off_thread`](Self::serve_off_thread); example: see [`ServeJob`]).
+    pub fn take_serve(&mut self) -> Option<ServeJob> {
+        self.serve_job.take()
+    }
+
+    /// Whether a state for a joiner is being encoded off the replica's thread (from its
+    /// capture until [`provide_encoded`](Self::provide_encoded); example: see [`ServeJob`]).
+    pub fn is_serving(&self) -> bool {
+        self.serving.is_some()
+    }
+
+    /// Provides a state encoded off the replica's thread ([`ServeJob::run`]) to the joiner,
+    /// if it still fits: no view change began or ended since its capture (no `Wedged` or
+    /// `View` upcall was applied), the replica can still serve and the backend still wants a
+    /// state ([`StateTransfer::state_wanted`]). Otherwise it is dropped, and the next
+    /// [`upcalls_from`](Self::upcalls_from) captures the state anew if a joiner still asks.
+    /// Returns whether the backend took it. An encode that ended without a result (its
+    /// thread panicked or could not be started) makes the replica encode on its thread from
+    /// then on. (Example: see [`ServeJob`].)
+    pub fn provide_encoded<B: StateTransfer + ?Sized>(
+        &mut self,
+        backend: &mut B,
+        encoded: EncodedState,
+    ) -> bool {
+        self.serving = None;
+        let EncodedState {
+            position,
+            view_changes,
+            encode_us,
+            result,
+        } = encoded;
+        let bytes = match result {
+            Ok(bytes) => bytes,
+            Err(why) => {
+                tracing::warn!(replica = %self.me, position, %why,
+                    "the state for a joiner could not be encoded off the replica's thread; \
+                     encoding it on the thread from now on");
+                self.serve_off_thread = false;
+                return false;
+            }
+        };
+        if view_changes != self.view_changes {
+            tracing::info!(replica = %self.me, position, bytes = bytes.len(), encode_us,
+                "dropped the state encoded for a joiner: the view changed meanwhile");
+            return false;
+        }
+        if !self.can_serve() || !backend.state_wanted() {
+            tracing::info!(replica = %self.me, position, bytes = bytes.len(), encode_us,
+                "dropped the state encoded for a joiner: no longer wanted");
+            return false;
+        }
+        let start = std::time::Instant::now();
+        tracing::debug!(replica = %self.me, position, bytes = bytes.len(), encode_us,
+            "encoded the state for a joiner off the replica's thread");
+        let provided = self.provide(backend, position, bytes, start);
+        if provided {
+            self.metrics
+                .add(&self.metrics.states_provided_off_thread, 1);
+        }
+        provided
     }
 
     /// Whether a state is being decoded off the replica's thread or upcalls kept meanwhile
@@ -2301,5 +2567,211 @@ mod tests {
             vec![(1, len(1 + n))],
             "a retry of the replay's last"
         );
+    }
+
+    /// A member's backend that joiners ask for the state, checking what it is handed as
+    /// `Group::provide_state` does (refused while frozen, at a position before the view's
+    /// first or past its next); it records every state it is handed, taken or not.
+    #[derive(Default)]
+    struct Serving {
+        wanted: bool,
+        frozen: bool,
+        first: u64,
+        next: u64,
+        offered: Vec<u64>,
+        provided: Vec<(u64, Vec<u8>)>,
+    }
+
+    impl Serving {
+        /// The replica is handed `upcalls`, which the backend tracks as `Group` does: a
+        /// delivery moves its next position, a wedge freezes it, a view sets its first
+        /// position and resets what was asked (`asked`: a joiner of the new view asks).
+        fn hand(
+            &mut self,
+            r: &mut ReplicaCore<Captured>,
+            upcalls: Vec<Upcall<Delivery>>,
+            asked: bool,
+        ) {
+            for u in &upcalls {
+                match u {
+                    Upcall::Deliver(d) => self.next = d.position + 1,
+                    Upcall::Wedged => self.frozen = true,
+                    Upcall::View(_) => {
+                        self.frozen = false;
+                        self.first = self.next;
+                        self.wanted = asked;
+                    }
+                    _ => {}
+                }
+            }
+            r.upcalls_from(self, upcalls);
+        }
+    }
+
+    impl squall_ordering::TotalOrder for Serving {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Ok(())
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            false
+        }
+        fn wait(&mut self, _: std::time::Duration) {}
+        fn waker(&self) -> squall_transport::Waker {
+            squall_transport::Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Serving {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            self.wanted && !self.frozen
+        }
+        fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
+            self.offered.push(position);
+            if self.frozen || position < self.first || position > self.next {
+                return Err(TransferError::Refused(format!(
+                    "position {position} outside [{}, {}] or frozen",
+                    self.first, self.next
+                )));
+            }
+            self.wanted = false;
+            self.provided.push((position, state.to_vec()));
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+    }
+
+    fn serving_core() -> ReplicaCore<Captured> {
+        ReplicaCore::new(NodeId(0), Captured::default(), CoreConfig::default()).unwrap()
+    }
+
+    /// The state a joiner asks for is captured on the replica's thread and handed out to be
+    /// encoded; the replica applies and answers meanwhile and captures no second one; the
+    /// encoded bytes are provided at the capture's position, equal to what the inline path
+    /// provides there.
+    #[test]
+    fn a_state_served_off_the_thread_is_captured_at_its_position_and_provided_when_encoded() {
+        let mut inline = serving_core();
+        let mut off = serving_core();
+        off.serve_off_thread();
+        let (mut bi, mut bo) = (Serving::default(), Serving::default());
+        let first: Vec<_> = (0..3u64).map(|i| at(i, cmd(9, i + 1, i, b"x"))).collect();
+        bi.hand(&mut inline, first.clone(), false);
+        bo.hand(&mut off, first, false);
+        bi.wanted = true;
+        bo.wanted = true;
+        bi.hand(&mut inline, Vec::new(), false);
+        bo.hand(&mut off, Vec::new(), false);
+        assert_eq!(bi.provided.len(), 1, "inline: provided at once");
+        assert_eq!(inline.take_serve().map(|j| j.position()), None);
+        let job = off.take_serve().expect("a state to encode off the thread");
+        assert_eq!(job.position(), 3);
+        assert!(
+            off.is_serving() && bo.offered.is_empty(),
+            "nothing provided yet"
+        );
+        // It applies and answers while the state is encoded, and captures no other.
+        bo.hand(&mut off, vec![at(3, cmd(9, 4, 3, b"y"))], false);
+        off.request(1, command(7, 1, b"z"));
+        bo.hand(&mut off, vec![at(4, cmd(7, 1, 0, b"z"))], false);
+        assert_eq!(off.take_replies(), vec![(1, len(5))]);
+        assert!(off.take_serve().is_none(), "one encode at a time");
+        let encoded = std::thread::spawn(move || job.run()).join().unwrap();
+        assert_eq!(encoded.position(), 3);
+        assert!(off.provide_encoded(&mut bo, encoded));
+        assert!(!off.is_serving());
+        assert_eq!(
+            bo.provided, bi.provided,
+            "the inline path's state at position 3"
+        );
+        let m = off.metrics();
+        let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            (
+                count(&m.states_provided),
+                count(&m.states_provided_off_thread)
+            ),
+            (1, 1)
+        );
+        // Provided: not asked again in this view.
+        bo.hand(&mut off, Vec::new(), false);
+        assert!(off.take_serve().is_none());
+        // A machine without a capture is served inline by a core that serves off its thread.
+        let mut plain = core(16);
+        plain.serve_off_thread();
+        let mut b = Serving {
+            wanted: true,
+            next: 1,
+            ..Serving::default()
+        };
+        plain.upcalls_from(&mut b, [at(0, cmd(9, 1, 0, b"x"))]);
+        assert!(plain.take_serve().is_none());
+        assert_eq!(b.provided.len(), 1);
+    }
+
+    /// A state encoded off the thread is provided only in the view it was captured in: a
+    /// wedge or a new view meanwhile drops it (nothing handed to the backend), and the joiner
+    /// of the new view gets a state captured in it; a backend that no longer wants one gets
+    /// nothing either. An encode that ended without a result sends the replica back to the
+    /// inline path.
+    #[test]
+    fn a_state_encoded_off_the_thread_is_dropped_if_the_view_changed_meanwhile() {
+        let mut r = serving_core();
+        r.serve_off_thread();
+        let mut b = Serving::default();
+        b.hand(&mut r, vec![view(1), at(0, cmd(9, 1, 0, b"x"))], true);
+        let stale = r.take_serve().expect("captured in view 1");
+        assert_eq!(stale.position(), 1);
+        // The view changes while it is encoded, with nothing delivered after the capture:
+        // view 2 starts at the capture's position, which the backend's check would accept.
+        b.hand(&mut r, vec![Upcall::Wedged], true);
+        b.hand(&mut r, vec![view(2)], true);
+        assert_eq!((b.first, b.next), (1, 1));
+        assert!(r.take_serve().is_none(), "one encode at a time");
+        assert!(!r.provide_encoded(&mut b, stale.run()));
+        assert!(
+            b.offered.is_empty(),
+            "a state of view 1 was handed over in view 2"
+        );
+        // The joiner of view 2 gets a state captured in view 2.
+        b.hand(&mut r, vec![at(1, cmd(9, 2, 1, b"y"))], true);
+        let fresh = r.take_serve().expect("captured in view 2");
+        assert_eq!(fresh.position(), 2);
+        assert!(r.provide_encoded(&mut b, fresh.run()));
+        assert_eq!(b.provided.iter().map(|p| p.0).collect::<Vec<_>>(), [2]);
+        assert_eq!(
+            Snapshot::decode(&b.provided[0].1).unwrap(),
+            r.snapshot(),
+            "the state at position 2"
+        );
+        // Wedged only (no view yet): dropped too.
+        b.hand(&mut r, vec![view(3)], true);
+        let wedged = r.take_serve().expect("captured in view 3");
+        b.hand(&mut r, vec![Upcall::Wedged], false);
+        assert!(!r.provide_encoded(&mut b, wedged.run()));
+        assert_eq!(b.offered, [2], "nothing handed over while wedged");
+        // Same view, but the backend no longer wants a state: dropped.
+        b.hand(&mut r, vec![view(4)], true);
+        let unwanted = r.take_serve().expect("captured in view 4");
+        b.wanted = false;
+        assert!(!r.provide_encoded(&mut b, unwanted.run()));
+        assert_eq!(b.offered, [2]);
+        // An encode lost (its thread panicked): served inline from then on.
+        b.wanted = true;
+        b.hand(&mut r, Vec::new(), true);
+        let lost = r.take_serve().expect("captured again");
+        let (position, views) = lost.tag();
+        assert!(!r.provide_encoded(&mut b, ServeJob::lost(position, views, "panicked".into())));
+        b.hand(&mut r, Vec::new(), true);
+        assert!(r.take_serve().is_none(), "inline now");
+        assert_eq!(b.offered, [2, 2]);
+        assert_eq!(b.provided.len(), 2);
     }
 }

@@ -61,8 +61,10 @@ pub trait StateMachine: Send + 'static {
 
     /// A capture of the state as it is now that encodes itself later, on another thread:
     /// called by the replica for a checkpoint
-    /// ([`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every)), so that encoding
-    /// a large state does not pause the replica's thread. The encoder must append exactly the
+    /// ([`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every)) and for the state
+    /// it provides to a joiner
+    /// ([`ReplicaCore::serve_off_thread`](crate::ReplicaCore::serve_off_thread)), so that
+    /// encoding a large state does not pause the replica's thread. The encoder must append exactly the
     /// bytes [`snapshot`](Self::snapshot) returns now, however many commands the replica
     /// applies meanwhile, so taking it must be cheap (e.g. an O(1) clone of a persistent map,
     /// as `squall-kv` does). The default, `None`: the replica encodes

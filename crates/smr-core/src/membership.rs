@@ -58,6 +58,11 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
             .map_err(|e| TransferError::Refused(e.to_string()))
     }
 
+    fn provide_state_owned(&mut self, position: u64, state: Vec<u8>) -> Result<(), TransferError> {
+        Group::provide_state_owned(self, position, state)
+            .map_err(|e| TransferError::Refused(e.to_string()))
+    }
+
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
         Group::take_state(self).map(|s| (s.position, s.state))
     }

@@ -31,6 +31,9 @@ pub struct Counters {
     pub busy: AtomicU64,
     /// States provided to joining replicas (state transfer).
     pub states_provided: AtomicU64,
+    /// Of [`states_provided`](Self::states_provided): those encoded off the replica's thread
+    /// ([`ReplicaCore::serve_off_thread`](crate::ReplicaCore::serve_off_thread)).
+    pub states_provided_off_thread: AtomicU64,
     /// Transferred states installed (once per join of this replica).
     pub states_installed: AtomicU64,
     /// Checkpoints the backend made durable ([`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every)).
@@ -46,6 +49,12 @@ pub struct Counters {
     /// ([`StateMachine::restore`](crate::StateMachine::restore)), swapping it in where it was
     /// decoded off it ([`StateMachine::snapshot_decoder`](crate::StateMachine::snapshot_decoder)).
     pub longest_install_us: AtomicU64,
+    /// The longest the replica's thread spent in one step of providing its state to a
+    /// joiner, in microseconds: encoding the snapshot and handing it to the backend where it
+    /// is encoded on that thread; capturing it, or handing the bytes encoded off it to the
+    /// backend, where it is encoded off it
+    /// ([`ReplicaCore::serve_off_thread`](crate::ReplicaCore::serve_off_thread)).
+    pub longest_serve_us: AtomicU64,
 }
 
 /// A shared handle to a replica's [`Counters`]; clones see the same counters.
@@ -82,8 +91,8 @@ impl std::fmt::Display for Metrics {
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
-             states(provided/installed)={}/{} checkpoints={} longest_turn_us={} \
-             longest_install_us={}",
+             states(provided/off-thread/installed)={}/{}/{} checkpoints={} longest_turn_us={} \
+             longest_install_us={} longest_serve_us={}",
             l(&c.commands_applied),
             l(&c.duplicates),
             l(&c.reads_barrier),
@@ -96,10 +105,12 @@ impl std::fmt::Display for Metrics {
             l(&c.sessions_expired),
             l(&c.busy),
             l(&c.states_provided),
+            l(&c.states_provided_off_thread),
             l(&c.states_installed),
             l(&c.checkpoints),
             l(&c.longest_turn_us),
             l(&c.longest_install_us),
+            l(&c.longest_serve_us),
         )
     }
 }

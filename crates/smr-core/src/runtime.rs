@@ -14,7 +14,9 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 use crate::ConfigError;
-use crate::core::{CoreConfig, DecodedState, InstallJob, ReplicaCore, Token};
+use crate::core::{
+    CoreConfig, DecodedState, EncodedState, InstallJob, ReplicaCore, ServeJob, Token,
+};
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
@@ -274,7 +276,11 @@ impl<S: StateMachine> Replica<S> {
     /// state the backend hands back) and answers requests `Unavailable` until the restart
     /// completed. A state whose machine has a decoder ([`StateMachine::snapshot_decoder`]) is
     /// decoded on a thread of its own (`squall-install-<id>`) while the driver goes on
-    /// polling the backend ([`ReplicaCore::decode_off_thread`]).
+    /// polling the backend ([`ReplicaCore::decode_off_thread`]). Likewise the state this
+    /// replica provides to a joiner, when its machine captures its state
+    /// ([`StateMachine::snapshot_encoder`]): captured on the driver's thread, encoded on a
+    /// thread of its own (`squall-serve-<id>`), handed to the backend by the driver once
+    /// encoded if still wanted ([`ReplicaCore::serve_off_thread`]).
     pub fn spawn_joinable<B, E, F>(
         me: NodeId,
         make: F,
@@ -323,6 +329,7 @@ impl<S: StateMachine> Replica<S> {
                 };
                 if let Some(t) = transfer(&mut backend) {
                     core.decode_off_thread();
+                    core.serve_off_thread();
                     if !t.holds_state() {
                         tracing::info!("joining: waiting for a state transfer");
                         core.await_state();
@@ -342,6 +349,7 @@ impl<S: StateMachine> Replica<S> {
                     waiting: HashMap::new(),
                     next_token: 0,
                     install: None,
+                    serve: None,
                 }
                 .run()
             })
@@ -437,6 +445,8 @@ struct Driver<B, S> {
     next_token: Token,
     /// The thread decoding a transferred state, and where its result comes.
     install: Option<(JoinHandle<()>, Receiver<DecodedState<S>>)>,
+    /// The thread encoding the state for a joiner, and where its result comes.
+    serve: Option<(JoinHandle<()>, Receiver<EncodedState>)>,
 }
 
 impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
@@ -474,6 +484,12 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             }
             if let Some(job) = self.core.take_install() {
                 self.start_install(job);
+            }
+            // After this poll's upcalls: a view change among them drops a state encoded
+            // before it.
+            self.collect_serve();
+            if let Some(job) = self.core.take_serve() {
+                self.start_serve(job);
             }
             self.core.drain_replies(&mut replies);
             for (t, r) in replies.drain(..) {
@@ -523,6 +539,8 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             // hold the shutdown; it ends by itself (its send to the dropped channel fails).
             drop(thread);
         }
+        // Likewise an encode for a joiner: the joiner asks another member.
+        drop(self.serve.take());
         refuse_queued(&self.rx);
         self.core.halt("the replica is shutting down".into());
         self.core.drain_replies(&mut replies);
@@ -588,6 +606,62 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             let _ = std::thread::Builder::new()
                 .name(format!("squall-drop-{}", self.backend.me().0))
                 .spawn(move || drop(old));
+        }
+    }
+
+    /// Encodes `job` on a thread of its own, which wakes the driver when done.
+    fn start_serve(&mut self, job: ServeJob) {
+        let (position, view_changes) = job.tag();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let waker = self.backend.waker();
+        let spawned = std::thread::Builder::new()
+            .name(format!("squall-serve-{}", self.backend.me().0))
+            .spawn(move || {
+                let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()))
+                    .unwrap_or_else(|e| {
+                        ServeJob::lost(
+                            position,
+                            view_changes,
+                            format!("the state encoder panicked: {}", join_message(Some(e))),
+                        )
+                    });
+                let _ = tx.send(encoded);
+                waker.wake();
+            });
+        match spawned {
+            Ok(thread) => self.serve = Some((thread, rx)),
+            Err(e) => {
+                let lost = ServeJob::lost(
+                    position,
+                    view_changes,
+                    format!("cannot start a thread to encode it: {e}"),
+                );
+                if let Some(t) = (self.transfer)(&mut self.backend) {
+                    self.core.provide_encoded(t, lost);
+                }
+            }
+        }
+    }
+
+    /// Hands the state the serve thread encoded to the backend (if still wanted), once it is
+    /// done.
+    fn collect_serve(&mut self) {
+        let Some((_, rx)) = &self.serve else {
+            return;
+        };
+        let encoded = match rx.try_recv() {
+            Ok(encoded) => encoded,
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => {
+                // Never: the thread sends before it ends, panic or not.
+                ServeJob::lost(0, 0, "the serve thread ended without a result".into())
+            }
+        };
+        if let Some((thread, _)) = self.serve.take() {
+            let _ = thread.join();
+        }
+        if let Some(t) = (self.transfer)(&mut self.backend) {
+            self.core.provide_encoded(t, encoded);
         }
     }
 
@@ -1008,6 +1082,209 @@ mod tests {
                 .handle()
                 .metrics()
                 .states_installed
+                .load(Ordering::Relaxed),
+            1
+        );
+    }
+
+    /// Appends every command's bytes; its capture (`snapshot_encoder`) says on which thread
+    /// it encodes, then waits for the test to let it through.
+    struct Capturing {
+        log: Vec<u8>,
+        entered: crossbeam_channel::Sender<String>,
+        gate: crossbeam_channel::Receiver<()>,
+    }
+
+    impl StateMachine for Capturing {
+        fn apply(&mut self, c: &[u8]) -> Vec<u8> {
+            self.log.extend_from_slice(c);
+            Vec::new()
+        }
+        fn query(&self, _: &[u8]) -> Vec<u8> {
+            self.log.clone()
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            self.log.clone()
+        }
+        fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+            self.log = s.to_vec();
+            Ok(())
+        }
+        fn snapshot_encoder(&self) -> Option<crate::StateEncoder> {
+            let (capture, entered, gate) =
+                (self.log.clone(), self.entered.clone(), self.gate.clone());
+            Some(Box::new(move |out: &mut Vec<u8>| {
+                let name = std::thread::current().name().unwrap_or("").to_owned();
+                let _ = entered.send(name);
+                let _ = gate.recv();
+                out.extend_from_slice(&capture);
+            }))
+        }
+    }
+
+    /// What the test and a member's backend share: the upcalls for its next poll, whether a
+    /// joiner asks, what was provided, and the polls so far.
+    #[derive(Default)]
+    struct Asked {
+        out: Vec<Upcall<Delivery>>,
+        wanted: bool,
+        provided: Vec<(u64, Vec<u8>)>,
+        polls: u64,
+    }
+
+    /// A member's backend whose joiner asks for the state.
+    struct Member(Arc<std::sync::Mutex<Asked>>);
+
+    impl TotalOrder for Member {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::WindowFull)
+        }
+        fn poll(&mut self, out: &mut Vec<Upcall<Delivery>>) -> bool {
+            let mut a = self.0.lock().unwrap();
+            a.polls += 1;
+            out.append(&mut a.out);
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Member {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            self.0.lock().unwrap().wanted
+        }
+        fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
+            let mut a = self.0.lock().unwrap();
+            a.wanted = false;
+            a.provided.push((position, state.to_vec()));
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+    }
+
+    /// The driver encodes the state a joiner asked for on a thread of its own: while the
+    /// encoder is held the driver keeps polling, applying and answering; a view change
+    /// meanwhile drops that state, and the joiner of the new view gets one captured in it.
+    #[test]
+    fn a_replica_encoding_a_joiners_state_off_its_thread_keeps_polling_and_answering() {
+        let (entered_tx, entered) = crossbeam_channel::unbounded();
+        let (open, gate) = crossbeam_channel::bounded::<()>(0);
+        let deliver = |position: u64, p: &[u8]| {
+            Upcall::Deliver(Delivery {
+                position,
+                sender: NodeId(1),
+                payload: crate::wire::Entry::Command {
+                    client: 9,
+                    seq: position + 1,
+                    acked: position,
+                    payload: p,
+                }
+                .encode(),
+            })
+        };
+        let shared = Arc::new(std::sync::Mutex::new(Asked {
+            out: vec![deliver(0, b"a")],
+            wanted: true,
+            ..Asked::default()
+        }));
+        let backend = Member(Arc::clone(&shared));
+        let cfg = ReplicaConfig {
+            idle_park: Duration::from_millis(1),
+            ..ReplicaConfig::default()
+        };
+        let sm = Capturing {
+            log: Vec::new(),
+            entered: entered_tx,
+            gate,
+        };
+        let replica =
+            Replica::spawn_joinable(NodeId(0), move || Ok::<_, String>(backend), sm, cfg).unwrap();
+        // Declared after the replica, so that a failed assertion opens the gate before the
+        // replica's drop waits for its driver (which a held encoder on it would block).
+        let open = open;
+        let thread = entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the state machine's encoder never ran");
+        assert_eq!(thread, "squall-serve-0", "not encoded on a serve thread");
+        // While it is held: the driver polls, applies a delivery and answers a read.
+        let polled = |n: u64, what: &str| {
+            let before = shared.lock().unwrap().polls;
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while shared.lock().unwrap().polls < before + n {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the driver stopped polling its backend while {what}"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        shared.lock().unwrap().out.push(deliver(1, b"b"));
+        polled(20, "the state was encoded");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        assert_eq!(
+            rt.block_on(replica.handle().call(read.clone())),
+            Response::Ok(b"ab".to_vec()),
+            "serving while it encodes"
+        );
+        assert!(shared.lock().unwrap().provided.is_empty());
+        // The view changes while it is encoded; the new view's joiner asks too.
+        shared.lock().unwrap().out.extend([
+            Upcall::Wedged,
+            Upcall::View(squall_ordering::View {
+                id: 2,
+                members: vec![NodeId(0), NodeId(1), NodeId(2)],
+                leader: Some(NodeId(0)),
+            }),
+        ]);
+        polled(20, "the state was encoded (view change)");
+        let released = open.send_timeout((), Duration::from_secs(10));
+        assert!(released.is_ok(), "the first encoder was not waiting");
+        // Dropped: the state is captured again, in view 2, at position 2.
+        let thread = entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no state captured for the new view");
+        assert_eq!(thread, "squall-serve-0");
+        assert!(
+            shared.lock().unwrap().provided.is_empty(),
+            "the view 1 state was provided"
+        );
+        drop(open);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while shared.lock().unwrap().provided.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "nothing provided");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let provided = shared.lock().unwrap().provided.clone();
+        assert_eq!(provided.len(), 1);
+        assert_eq!(
+            provided[0].0, 2,
+            "captured in view 2, after both deliveries"
+        );
+        let snapshot = Snapshot::decode(&provided[0].1).unwrap();
+        assert_eq!((snapshot.applied, &snapshot.state[..]), (2, &b"ab"[..]));
+        assert_eq!(
+            replica
+                .handle()
+                .metrics()
+                .states_provided
                 .load(Ordering::Relaxed),
             1
         );

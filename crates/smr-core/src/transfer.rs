@@ -69,6 +69,45 @@ pub trait StateTransfer: TotalOrder {
     /// again): [`TransferError::Refused`].
     fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError>;
 
+    /// [`provide_state`](Self::provide_state) with the bytes handed over: the replica calls
+    /// this, so that a backend that keeps the state to stream it (as `Group` does) takes it
+    /// without copying it on the replica's thread. The default lends the bytes to
+    /// `provide_state`.
+    ///
+    /// ```
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// /// Keeps the state it is given, to stream it.
+    /// struct Keep(Option<(u64, Vec<u8>)>);
+    /// # impl TotalOrder for Keep {
+    /// #     fn me(&self) -> NodeId { NodeId(0) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// impl StateTransfer for Keep {
+    /// #   fn holds_state(&self) -> bool { true }
+    /// #   fn state_wanted(&self) -> bool { self.0.is_none() }
+    /// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    ///     fn provide_state(&mut self, at: u64, state: &[u8]) -> Result<(), TransferError> {
+    ///         self.provide_state_owned(at, state.to_vec())
+    ///     }
+    ///     fn provide_state_owned(&mut self, at: u64, state: Vec<u8>) -> Result<(), TransferError> {
+    ///         self.0 = Some((at, state)); // moved, not copied
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let mut k = Keep(None);
+    /// k.provide_state_owned(4, b"snap".to_vec())?;
+    /// assert_eq!(k.0, Some((4, b"snap".to_vec())));
+    /// # Ok::<(), TransferError>(())
+    /// ```
+    fn provide_state_owned(&mut self, position: u64, state: Vec<u8>) -> Result<(), TransferError> {
+        self.provide_state(position, &state)
+    }
+
     /// The state a joiner received, once: its position and its bytes (as provided). A backend
     /// restarting from durable logs ([`restarting`](Self::restarting)) offers the state it
     /// persisted the same way: at its first [`Upcall::View`](squall_ordering::Upcall::View),
@@ -183,6 +222,9 @@ impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
     }
     fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
         (**self).provide_state(position, state)
+    }
+    fn provide_state_owned(&mut self, position: u64, state: Vec<u8>) -> Result<(), TransferError> {
+        (**self).provide_state_owned(position, state)
     }
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
         (**self).take_state()

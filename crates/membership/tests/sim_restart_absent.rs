@@ -32,7 +32,7 @@ use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 use std::cell::Cell;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use squall_transport::{Event, RegionId, Transport};
@@ -2340,5 +2340,209 @@ fn a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_stops_na
         }
         together_and_carrying_on(&mut l, &all, replay.len(), "members 0 and 1").unwrap();
         let _ = std::fs::remove_dir_all(&base);
+    });
+}
+
+/// Records each view any member holds now in `seen` (view id → members); an error names the
+/// first view that two members installed with different members (no member may install a view
+/// the others did not).
+fn same_views(l: &Life, seen: &mut BTreeMap<u64, (usize, Vec<NodeId>)>) -> Result<(), String> {
+    for (i, g) in l.groups.iter().enumerate() {
+        let Some(v) = g.as_ref().and_then(|g| g.view()) else {
+            continue;
+        };
+        match seen.get(&v.id) {
+            Some((j, m)) if *m != v.members => {
+                return Err(format!(
+                    "view {}: n{j} installed it as {m:?}, n{i} as {:?}",
+                    v.id, v.members
+                ));
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(v.id, (i, v.members.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// s23 (`docs/MEMBERSHIP.md`, forty-fourth part): a *one-way absence*. Five members deliver;
+/// node 5 starts and asks to join while member `m` (never the leader n0, which must read the
+/// request) holds 5's `PeerConnected` back (see [`Gate`]): every member but `m` links 5, and
+/// all install view 1 naming it. With `release` `None` the link never comes up at `m`: after
+/// `expected_link_timeout` `m` suspects 5 (`Gms::settle_absent`), and the others must adopt
+/// that suspicion (Derecho: suspicions are shared) so that 5 is removed. Before the fix `m`'s
+/// flag named incarnation 0 (the only one it knew of a row it never linked, `known + 1` = 1),
+/// below the incarnation 1 the others linked: they never adopted it, `m` wedged alone and the
+/// view stalled for good. Checked: no member installs a view the others installed with other
+/// members; 5 stays in every view until the bound after `m` installed view 1; then members 0
+/// to 4 end active in one running view without 5 and deliver identically, new messages
+/// included. With `release` `Some(d)` (below the bound) the link comes up at `m` `d` after it
+/// installed view 1 (a slow link): then nobody may remove 5, and all six end active in one
+/// running view and deliver identically.
+fn one_way_absence(seed: u64, m: usize, release: Option<Duration>) -> Result<(), String> {
+    const U: usize = N + 1;
+    let x = N;
+    let node = NodeId(x as u32);
+    let tag = format!("one-way-absence-{m}-{}", release.is_some());
+    let base = dir(&tag, seed);
+    let all: Vec<usize> = (0..N).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &all, 0, U);
+    let mut seen = BTreeMap::new();
+    for _ in 0..600 {
+        l.step(true);
+    }
+    l.held[m].set(Some(node));
+    l.start_late(x);
+    l.groups[x].as_mut().unwrap().join().unwrap();
+    let names_x = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.contains(node)))
+    };
+    let t0 = l.sim.now();
+    while !all.iter().all(|&i| names_x(&l, i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!(
+                "seed {seed}: members 0 to 4 did not install the joiner's view: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+        same_views(&l, &mut seen)?;
+    }
+    let t1 = l.sim.now();
+    if !(l.groups[m].as_ref()).is_some_and(|g| g.epoch().is_some() && g.stopped().is_none()) {
+        return Err(missed(
+            seed,
+            &format!("n{m} running view 1 with n5's link held"),
+        ));
+    }
+    let ever_removed = |l: &Life| {
+        (0..U).any(|i| {
+            (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| !v.contains(node)))
+        })
+    };
+    if let Some(d) = release {
+        while l.sim.now().saturating_since(t1) < d {
+            l.step(true);
+            same_views(&l, &mut seen)?;
+            if ever_removed(&l) {
+                return Err(format!(
+                    "seed {seed}: n5 was removed while n{m}'s link to it was only slow: {}",
+                    l.state()
+                ));
+            }
+        }
+        l.held[m].set(None);
+        let everyone: Vec<usize> = (0..U).collect();
+        together_and_carrying_on(&mut l, &everyone, 0, "the joiner with a slow link")?;
+        same_views(&l, &mut seen)?;
+        if ever_removed(&l)
+            || seen
+                .values()
+                .any(|(_, v)| v.len() > N && !v.contains(&node))
+        {
+            return Err(format!(
+                "seed {seed}: n5 was removed although n{m}'s link to it came up in time: {}",
+                l.state()
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&base);
+        return Ok(());
+    }
+    while !ever_removed(&l) {
+        if l.sim.now().saturating_since(t1) > Duration::from_millis(50) {
+            let suspecting: Vec<usize> = (0..N)
+                .filter(|&i| {
+                    (l.groups[i].as_ref()).is_some_and(|g| {
+                        let sst = g.gms().sst();
+                        sst.row_of(node).is_some_and(|r| sst.is_suspected(r))
+                    })
+                })
+                .collect();
+            let wedged = (l.groups[m].as_ref()).is_some_and(|g| g.gms().is_wedged());
+            return Err(format!(
+                "seed {seed}: n{m} never linked n5 and the view stalled: n5 was not removed within \
+                 50ms of view 1 (members suspecting n5: {suspecting:?}; n{m} wedged: {wedged}; a \
+                 one-way absence whose suspicion the members that linked n5 did not adopt): {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+        same_views(&l, &mut seen)?;
+    }
+    let removed_after = l.sim.now().saturating_since(t1);
+    if removed_after + STEP < EXPECTED_LINK {
+        return Err(format!(
+            "seed {seed}: n5 was removed {removed_after:?} after view 1, before the bound"
+        ));
+    }
+    let t2 = l.sim.now();
+    let together = |l: &Life| {
+        let views: Vec<Option<u64>> = (all.iter())
+            .map(|&i| l.groups[i].as_ref().and_then(|g| g.view().map(|v| v.id)))
+            .collect();
+        views.iter().all(|v| *v == views[0])
+            && all.iter().all(|&i| {
+                l.groups[i].as_ref().is_some_and(|g| {
+                    g.is_active()
+                        && g.stopped().is_none()
+                        && g.view().is_some_and(|v| !v.contains(node))
+                })
+            })
+    };
+    while !together(&l) {
+        if l.sim.now().saturating_since(t2) > Duration::from_millis(50) {
+            return Err(format!(
+                "seed {seed}: members 0 to 4 did not come into one running view without n5 \
+                 within 50ms: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+        same_views(&l, &mut seen)?;
+    }
+    let before = l.delivered[0].len();
+    for _ in 0..400 {
+        l.step(true);
+        same_views(&l, &mut seen)?;
+    }
+    for _ in 0..2000 {
+        l.step(false);
+    }
+    same_views(&l, &mut seen)?;
+    let after = &l.delivered[0];
+    if after.len() <= before {
+        return Err(format!("seed {seed}: nothing new without n5"));
+    }
+    if let Some(&i) = all.iter().find(|&&i| &l.delivered[i] != after) {
+        return Err(format!("seed {seed}: n{i} delivered differently"));
+    }
+    if (l.groups[x].as_ref()).is_some_and(|g| g.stopped().is_none()) {
+        return Err(format!(
+            "seed {seed}: n5, removed, did not stop: {}",
+            l.state()
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// See [`one_way_absence`]: the link never comes up at member 3, or at member 1.
+#[test]
+fn a_joiner_linked_everywhere_but_at_one_member_is_removed_after_the_bound() {
+    for m in [3, 1] {
+        check_seeds(&format!("one_way_absence_{m}"), 2, |seed| {
+            one_way_absence(seed, m, None)
+        });
+    }
+}
+
+/// See [`one_way_absence`]: the link comes up at member 3 3 ms after it installed view 1
+/// (the bound is 4 ms): a slow link removes nobody.
+#[test]
+fn a_joiner_whose_link_at_one_member_is_slow_but_within_the_bound_stays() {
+    check_seeds("one_way_slow_link", 2, |seed| {
+        one_way_absence(seed, 3, Some(Duration::from_millis(3)))
     });
 }

@@ -910,6 +910,10 @@ enum JoinerProcess {
     AfterTheView,
     /// Never: the others remove it after `GmsConfig::expected_link_timeout`.
     Never,
+    /// Only once the others installed view 2, and its link never comes up at member 1, the
+    /// leader of view 2 (a one-way absence, s23): 1 suspects it after
+    /// `GmsConfig::expected_link_timeout`, the others adopt the suspicion and remove it.
+    OneWayAtTheLeader,
 }
 
 /// s21 (`docs/MEMBERSHIP.md`, thirty-first part; the replica simulator's second finding): a
@@ -973,7 +977,32 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
     match process {
         JoinerProcess::LinkedBefore => l.stalled[0] = None,
         JoinerProcess::AfterTheView => l.start_late(0),
-        JoinerProcess::Never => return removed_after_the_bound(&mut l, replayed, &base),
+        JoinerProcess::Never => {
+            let t0 = l.sim.now();
+            return removed_after_the_bound(&mut l, t0, replayed, &base);
+        }
+        JoinerProcess::OneWayAtTheLeader => {
+            let t0 = l.sim.now();
+            l.held[1].set(Some(NodeId(0)));
+            l.start_late(0);
+            // The moment: 2 to 4 linked 0's process, 1 did not.
+            let linked = |l: &Life, i: usize| {
+                (l.groups[i].as_ref()).is_some_and(|g| {
+                    let sst = g.gms().sst();
+                    sst.row_of(NodeId(0)).is_some_and(|r| !sst.is_absent(r))
+                })
+            };
+            while !(2..N).all(|i| linked(&l, i)) {
+                if l.sim.now().saturating_since(t0) > Duration::from_millis(2) {
+                    return Err(missed(seed, "members 2 to 4 linking 0's process"));
+                }
+                l.step(false);
+            }
+            if linked(&l, 1) {
+                return Err(missed(seed, "member 1 holding 0's link back"));
+            }
+            return removed_after_the_bound(&mut l, t0, replayed, &base);
+        }
     }
     together_and_carrying_on(&mut l, &all, replayed, "the admitted joiner")?;
     let rejoined = l.groups[0].as_ref().and_then(|g| g.gms().rejoined());
@@ -987,12 +1016,16 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
     Ok(())
 }
 
-/// [`adopted_join`] with [`JoinerProcess::Never`]: members 1 to 4 installed view 2 naming the
-/// absent 0. None may remove it before `EXPECTED_LINK`; then they must end in one running view
-/// without it and carry on.
-fn removed_after_the_bound(l: &mut Life, replayed: usize, base: &Path) -> Result<(), String> {
+/// [`adopted_join`] with [`JoinerProcess::Never`] (or [`JoinerProcess::OneWayAtTheLeader`]):
+/// members 1 to 4 installed view 2 naming the absent 0 at `t0`. None may remove it before
+/// `EXPECTED_LINK` after that; then they must end in one running view without it and carry on.
+fn removed_after_the_bound(
+    l: &mut Life,
+    t0: squall_transport::Time,
+    replayed: usize,
+    base: &Path,
+) -> Result<(), String> {
     let four = [1, 2, 3, 4];
-    let t0 = l.sim.now();
     let without_0 = |l: &Life| {
         four.iter().any(|&i| {
             (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| !v.contains(NodeId(0))))
@@ -1033,6 +1066,17 @@ fn a_joiner_admitted_by_a_restart_whose_process_starts_only_after_the_view_insta
 fn a_joiner_admitted_by_a_restart_whose_process_never_starts_is_removed_after_the_bound() {
     check_seeds("restart_adopted_join_never", 2, |seed| {
         adopted_join(seed, JoinerProcess::Never)
+    });
+}
+
+/// s23 (`docs/MEMBERSHIP.md`, forty-fourth part): [`JoinerProcess::OneWayAtTheLeader`].
+/// Before the fix the leader's suspicion named incarnation 0, below the incarnation 1 that
+/// members 2 to 4 linked: they never adopted it and view 2 stalled ("0 was never removed").
+#[test]
+fn a_joiner_admitted_by_a_restart_whose_link_never_comes_up_at_the_leader_is_removed_after_the_bound()
+ {
+    check_seeds("restart_adopted_join_one_way", 2, |seed| {
+        adopted_join(seed, JoinerProcess::OneWayAtTheLeader)
     });
 }
 

@@ -223,12 +223,14 @@ struct Fields {
     /// only once every member it counts shows it here (race (c), see
     /// [`Gms::readmissible_in_restart`]).
     noticed: Vector,
-    /// Per universe node: one more than the incarnation of it this member's table counts live
-    /// (its link is up and the row unsuspected), 0 while it counts none (absent, suspected,
-    /// or not a peer). Published by every member when it changes. A member that never linked
-    /// a node reads here which incarnation the members that linked it count, so that its
-    /// suspicion can name that incarnation and be adopted by them (a one-way absence, see
-    /// [`Gms::settle_absent`]).
+    /// Per universe node: the incarnation of it this member's table counts live (its link is
+    /// up and the row unsuspected), 0 while it counts none (absent, suspected, or not a peer).
+    /// Published by every member when it changes, in one write with [`noticed`](Self::noticed)
+    /// (the next field). A member that never linked a node reads here which incarnation the
+    /// members that linked it count, so that its suspicion can name that incarnation and be
+    /// adopted by them (a one-way absence, see [`Gms::settle_absent`]). A 0 read here (none, or
+    /// incarnation 0, a link up from the start) names incarnation 0, whose flag every member
+    /// that counts that incarnation adopts.
     linked: Vector,
 }
 
@@ -954,7 +956,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// The newest incarnation of `row`'s node that a member of `view` linked to it counts live
     /// (its `gms_linked` word, see [`Fields::linked`]), among the members this member counts
-    /// (linked here, unsuspected); `None` if none counts one. A member counts only an
+    /// (linked here, unsuspected); `None` if there are none (0 for a member that counts none).
+    /// A member counts only an
     /// incarnation it linked, and readmits a newer one only once the older is in no view it
     /// counts, so while `view` names the node this is the incarnation `view` admitted.
     fn linked_elsewhere(&self, view: &View, row: usize) -> Option<u64> {
@@ -965,7 +968,6 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .filter(|&o| !self.sst.is_suspected(o) && !self.sst.is_absent(o))
             .map(|o| self.sst.get_at(o, self.f.linked, row).unwrap_or(0))
             .max()
-            .and_then(|w| w.checked_sub(1))
     }
 
     // ---- blocks -------------------------------------------------------------------------
@@ -1427,7 +1429,6 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     fn publish_incarnations(&mut self) -> Result<(), GmsError> {
         let me = self.sst.my_row();
         let mut changed = false;
-        let mut relinked = false;
         for row in (0..self.sst.rows()).filter(|&r| r != me) {
             let known = self.sst.known_incarnation(row);
             let suspected = self.sst.is_suspected(row);
@@ -1444,18 +1445,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let live = if suspected || self.sst.is_absent(row) {
                 0
             } else {
-                known.saturating_add(1)
+                known
             };
             if live != self.sst.get_at(me, self.f.linked, row)? {
                 self.sst.set_at(self.f.linked, row, live)?;
-                relinked = true;
+                changed = true;
             }
         }
         if changed {
-            self.sst.push(self.f.noticed.range())?;
-        }
-        if relinked {
-            self.sst.push(self.f.linked.range())?;
+            let both = squall_sst::FieldRange::span(self.f.noticed.range(), self.f.linked.range());
+            self.sst.push(both)?;
         }
         Ok(())
     }

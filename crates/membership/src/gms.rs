@@ -956,17 +956,23 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// The newest incarnation of `row`'s node that a member of `view` linked to it counts live
     /// (its `gms_linked` word, see [`Fields::linked`]), among the members this member counts
-    /// (linked here, unsuspected); `None` if there are none (0 for a member that counts none).
-    /// A member counts only an
-    /// incarnation it linked, and readmits a newer one only once the older is in no view it
-    /// counts, so while `view` names the node this is the incarnation `view` admitted.
+    /// (linked here, unsuspected) whose view block names `view`; `None` if there are none (0
+    /// for a member that counts none). A member counts only an incarnation it linked, and
+    /// readmits a newer one only once the older is in no view it counts, so while its view is
+    /// `view`, which names the node, the word is the incarnation `view` admitted. The word is
+    /// read before the view block: a member pushes in order, so a word it wrote after
+    /// installing a later view comes with that view's block.
     fn linked_elsewhere(&self, view: &View, row: usize) -> Option<u64> {
         let me = self.sst.my_row();
         (view.members.iter())
             .filter_map(|&m| self.sst.row_of(m))
             .filter(|&o| o != me && o != row)
             .filter(|&o| !self.sst.is_suspected(o) && !self.sst.is_absent(o))
-            .map(|o| self.sst.get_at(o, self.f.linked, row).unwrap_or(0))
+            .filter_map(|o| {
+                let word = self.sst.get_at(o, self.f.linked, row).ok()?;
+                let p = self.read_block(o, self.f.view)?;
+                (p.first() == Some(&(view.id + 1))).then_some(word)
+            })
             .max()
     }
 

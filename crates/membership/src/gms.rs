@@ -251,6 +251,15 @@ struct Fields {
     /// only once every member it counts shows it here (race (c), see
     /// [`Gms::readmissible_in_restart`]).
     noticed: Vector,
+    /// Per universe node: the incarnation of it this member's table counts live (its link is
+    /// up and the row unsuspected), 0 while it counts none (absent, suspected, or not a peer).
+    /// Published by every member when it changes, in one write with [`noticed`](Self::noticed)
+    /// (the next field). A member that never linked a node reads here which incarnation the
+    /// members that linked it count, so that its suspicion can name that incarnation and be
+    /// adopted by them (a one-way absence, see [`Gms::settle_absent`]). A 0 read here (none, or
+    /// incarnation 0, a link up from the start) names incarnation 0, whose flag every member
+    /// that counts that incarnation adopts.
+    linked: Vector,
 }
 
 /// A proposal or decision as read from a row.
@@ -402,6 +411,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
         admitted: b.vector("gms_admitted", u),
         gone: b.vector("gms_gone", u),
         noticed: b.vector("gms_noticed", u),
+        linked: b.vector("gms_linked", u),
     };
     Ok((b.build()?, f))
 }
@@ -925,10 +935,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// without it and takes it in when its link comes up (`RoundRobin`'s late rows). Once the
     /// wait has lasted [`GmsConfig::expected_link_wait`] (as for an expected incarnation,
     /// [`settle_expected`](Gms::settle_expected)) this member counts it failed like a silent
-    /// member ([`Sst::suspect`]: the transport never links the process then running) and the
-    /// ordinary failure path removes it; a later process of it joins again. Not in view 0 (a
-    /// first start, whose members may start far apart) nor in restart mode (whose absent
-    /// members [`GmsConfig::restart_absent_timeout`] counts out).
+    /// member and the ordinary failure path removes it; a later process of it joins again. Not
+    /// in view 0 (a first start, whose members may start far apart) nor in restart mode (whose
+    /// absent members [`GmsConfig::restart_absent_timeout`] counts out).
+    ///
+    /// The suspicion names the incarnation that the members linked to it count
+    /// ([`linked_elsewhere`](Gms::linked_elsewhere), [`Sst::suspect_incarnation`]), so that
+    /// they adopt it: where the link came up at every member but this one (a *one-way
+    /// absence*), a flag naming only the incarnation this member knows (none) would be below
+    /// theirs, this member would wedge alone and the view would stall.
     fn settle_absent(&mut self) -> Result<(), GmsError> {
         let u = self.cfg.universe.len();
         self.absent_since.resize(u, None);
@@ -943,11 +958,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let bound = self.cfg.expected_link_wait();
         let mut give_up = Vec::new();
         for (r, &node) in self.cfg.universe.iter().enumerate() {
-            let waiting = node != self.me
-                && view.contains(node)
-                && self.sst.row_of(node) == Some(r)
-                && self.sst.is_absent(r)
-                && !self.sst.is_suspected(r);
+            let named = node != self.me && view.contains(node) && self.sst.row_of(node) == Some(r);
+            let waiting = named && self.sst.is_absent(r) && !self.sst.is_suspected(r);
             if !waiting {
                 self.absent_since[r] = None;
                 continue;
@@ -958,19 +970,43 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             });
             let waited = now.saturating_since(since);
             if waited >= bound {
+                let elsewhere = self.linked_elsewhere(view, r);
                 tracing::warn!(
                     me = %self.me, %node, waited_ms = waited.as_millis() as u64,
-                    bound_ms = bound.as_millis() as u64,
-                    "membership: the link of a member this view names never came up here (expected_link_timeout); suspecting it like a silent member"
+                    bound_ms = bound.as_millis() as u64, incarnation = ?elsewhere,
+                    "membership: the link of a member this view names never came up here (expected_link_timeout); suspecting it like a silent member, naming the incarnation the members linked to it count"
                 );
                 self.absent_since[r] = None;
-                give_up.push(node);
+                give_up.push((node, elsewhere));
             }
         }
-        for node in give_up {
-            self.sst.suspect(node)?;
+        for (node, incarnation) in give_up {
+            self.sst
+                .suspect_incarnation(node, incarnation.unwrap_or(0))?;
         }
         Ok(())
+    }
+
+    /// The newest incarnation of `row`'s node that a member of `view` linked to it counts live
+    /// (its `gms_linked` word, see [`Fields::linked`]), among the members this member counts
+    /// (linked here, unsuspected) whose view block names `view`; `None` if there are none (0
+    /// for a member that counts none). A member counts only an incarnation it linked, and
+    /// readmits a newer one only once the older is in no view it counts, so while its view is
+    /// `view`, which names the node, the word is the incarnation `view` admitted. The word is
+    /// read before the view block: a member pushes in order, so a word it wrote after
+    /// installing a later view comes with that view's block.
+    fn linked_elsewhere(&self, view: &View, row: usize) -> Option<u64> {
+        let me = self.sst.my_row();
+        (view.members.iter())
+            .filter_map(|&m| self.sst.row_of(m))
+            .filter(|&o| o != me && o != row)
+            .filter(|&o| !self.sst.is_suspected(o) && !self.sst.is_absent(o))
+            .filter_map(|o| {
+                let word = self.sst.get_at(o, self.f.linked, row).ok()?;
+                let p = self.read_block(o, self.f.view)?;
+                (p.first() == Some(&(view.id + 1))).then_some(word)
+            })
+            .max()
     }
 
     // ---- blocks -------------------------------------------------------------------------
@@ -1185,7 +1221,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Err(GmsError::Stopped(why.clone()));
         }
         let busy = self.sst.poll_once()?.is_busy();
-        self.publish_noticed()?;
+        self.publish_incarnations()?;
         self.readmit_restarted()?;
         self.settle_expected()?;
         self.settle_absent()?;
@@ -1439,13 +1475,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// member noticed an incarnation's failure where the gossiped flags are not. Never
     /// lowered. Pushed after everything this member pushed before (one writer, pushes in
     /// order): a reader of the new value also reads the view block of any view this member
-    /// installed while it still counted an older incarnation.
-    fn publish_noticed(&mut self) -> Result<(), GmsError> {
+    /// installed while it still counted an older incarnation. Also publishes, where it
+    /// changed, the incarnation its table counts live (the `gms_linked` word, see
+    /// [`Fields::linked`]).
+    fn publish_incarnations(&mut self) -> Result<(), GmsError> {
         let me = self.sst.my_row();
         let mut changed = false;
         for row in (0..self.sst.rows()).filter(|&r| r != me) {
             let known = self.sst.known_incarnation(row);
-            let now = if self.sst.is_suspected(row) {
+            let suspected = self.sst.is_suspected(row);
+            let now = if suspected {
                 let pending = self.sst.pending_incarnation(row).unwrap_or(0);
                 known.saturating_add(1).max(pending)
             } else {
@@ -1455,9 +1494,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 self.sst.set_at(self.f.noticed, row, now)?;
                 changed = true;
             }
+            let live = if suspected || self.sst.is_absent(row) {
+                0
+            } else {
+                known
+            };
+            if live != self.sst.get_at(me, self.f.linked, row)? {
+                self.sst.set_at(self.f.linked, row, live)?;
+                changed = true;
+            }
         }
         if changed {
-            self.sst.push(self.f.noticed.range())?;
+            let both = squall_sst::FieldRange::span(self.f.noticed.range(), self.f.linked.range());
+            self.sst.push(both)?;
         }
         Ok(())
     }

@@ -941,6 +941,10 @@ enum JoinerProcess {
     AfterTheView,
     /// Never: the others remove it after `GmsConfig::expected_link_timeout`.
     Never,
+    /// Only once the others installed view 2, and its link never comes up at member 1, the
+    /// leader of view 2 (a one-way absence, s23): 1 suspects it after
+    /// `GmsConfig::expected_link_timeout`, the others adopt the suspicion and remove it.
+    OneWayAtTheLeader,
 }
 
 /// s21 (`docs/MEMBERSHIP.md`, thirty-first part; the replica simulator's second finding): a
@@ -1004,7 +1008,32 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
     match process {
         JoinerProcess::LinkedBefore => l.stalled[0] = None,
         JoinerProcess::AfterTheView => l.start_late(0),
-        JoinerProcess::Never => return removed_after_the_bound(&mut l, replayed, &base),
+        JoinerProcess::Never => {
+            let t0 = l.sim.now();
+            return removed_after_the_bound(&mut l, t0, replayed, &base);
+        }
+        JoinerProcess::OneWayAtTheLeader => {
+            let t0 = l.sim.now();
+            l.held[1].set(Some(NodeId(0)));
+            l.start_late(0);
+            // The moment: 2 to 4 linked 0's process, 1 did not.
+            let linked = |l: &Life, i: usize| {
+                (l.groups[i].as_ref()).is_some_and(|g| {
+                    let sst = g.gms().sst();
+                    sst.row_of(NodeId(0)).is_some_and(|r| !sst.is_absent(r))
+                })
+            };
+            while !(2..N).all(|i| linked(&l, i)) {
+                if l.sim.now().saturating_since(t0) > Duration::from_millis(2) {
+                    return Err(missed(seed, "members 2 to 4 linking 0's process"));
+                }
+                l.step(false);
+            }
+            if linked(&l, 1) {
+                return Err(missed(seed, "member 1 holding 0's link back"));
+            }
+            return removed_after_the_bound(&mut l, t0, replayed, &base);
+        }
     }
     together_and_carrying_on(&mut l, &all, replayed, "the admitted joiner")?;
     let rejoined = l.groups[0].as_ref().and_then(|g| g.gms().rejoined());
@@ -1018,12 +1047,16 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
     Ok(())
 }
 
-/// [`adopted_join`] with [`JoinerProcess::Never`]: members 1 to 4 installed view 2 naming the
-/// absent 0. None may remove it before `EXPECTED_LINK`; then they must end in one running view
-/// without it and carry on.
-fn removed_after_the_bound(l: &mut Life, replayed: usize, base: &Path) -> Result<(), String> {
+/// [`adopted_join`] with [`JoinerProcess::Never`] (or [`JoinerProcess::OneWayAtTheLeader`]):
+/// members 1 to 4 installed view 2 naming the absent 0 at `t0`. None may remove it before
+/// `EXPECTED_LINK` after that; then they must end in one running view without it and carry on.
+fn removed_after_the_bound(
+    l: &mut Life,
+    t0: squall_transport::Time,
+    replayed: usize,
+    base: &Path,
+) -> Result<(), String> {
     let four = [1, 2, 3, 4];
-    let t0 = l.sim.now();
     let without_0 = |l: &Life| {
         four.iter().any(|&i| {
             (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| !v.contains(NodeId(0))))
@@ -1064,6 +1097,17 @@ fn a_joiner_admitted_by_a_restart_whose_process_starts_only_after_the_view_insta
 fn a_joiner_admitted_by_a_restart_whose_process_never_starts_is_removed_after_the_bound() {
     check_seeds("restart_adopted_join_never", 2, |seed| {
         adopted_join(seed, JoinerProcess::Never)
+    });
+}
+
+/// s23 (`docs/MEMBERSHIP.md`, forty-fourth part): [`JoinerProcess::OneWayAtTheLeader`].
+/// Before the fix the leader's suspicion named incarnation 0, below the incarnation 1 that
+/// members 2 to 4 linked: they never adopted it and view 2 stalled ("0 was never removed").
+#[test]
+fn a_joiner_admitted_by_a_restart_whose_link_never_comes_up_at_the_leader_is_removed_after_the_bound()
+ {
+    check_seeds("restart_adopted_join_one_way", 2, |seed| {
+        adopted_join(seed, JoinerProcess::OneWayAtTheLeader)
     });
 }
 
@@ -2608,5 +2652,221 @@ fn a_restart_adopting_a_decision_whose_next_view_it_lacks_a_majority_of_stops_na
         }
         together_and_carrying_on(&mut l, &all, replay.len(), "members 0 and 1").unwrap();
         let _ = std::fs::remove_dir_all(&base);
+    });
+}
+
+/// Records each view any member holds now in `seen` (view id → members); an error names the
+/// first view that two members installed with different members (no member may install a view
+/// the others did not).
+fn same_views(l: &Life, seen: &mut BTreeMap<u64, (usize, Vec<NodeId>)>) -> Result<(), String> {
+    for (i, g) in l.groups.iter().enumerate() {
+        let Some(v) = g.as_ref().and_then(|g| g.view()) else {
+            continue;
+        };
+        match seen.get(&v.id) {
+            Some((j, m)) if *m != v.members => {
+                return Err(format!(
+                    "view {}: n{j} installed it as {m:?}, n{i} as {:?}",
+                    v.id, v.members
+                ));
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(v.id, (i, v.members.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// s23 (`docs/MEMBERSHIP.md`, forty-fourth part): a *one-way absence*. Five members deliver;
+/// node 5 starts and asks to join while the members of `held` (never the leader n0, which
+/// must read the request) hold 5's `PeerConnected` back (see [`Gate`]): every other member
+/// links 5, and all install view 1 naming it. With `release` `None` the link never comes up
+/// at the held members: after `expected_link_timeout` each suspects 5
+/// (`Gms::settle_absent`), and the members that linked 5 must adopt that suspicion (Derecho:
+/// suspicions are shared) so that 5 is removed. Before the fix the flag named incarnation 0
+/// (the only one a member knows of a row it never linked, `known + 1` = 1), below the
+/// incarnation 1 the others linked: they never adopted it, the held members wedged and the
+/// view stalled for good. Checked: no member installs a view that another installed with
+/// other members; 5 stays in every view until the bound after view 1; then members 0 to 4
+/// end active in one running view without 5 and deliver identically, new messages included,
+/// and 5 has stopped. With `release` `Some(d)` (below the bound) the link comes up at the
+/// held members `d` after view 1 (a slow link): then nobody may remove 5, and all six end
+/// active in one running view and deliver identically.
+fn one_way_absence(seed: u64, held: &[usize], release: Option<Duration>) -> Result<(), String> {
+    const U: usize = N + 1;
+    let x = N;
+    let node = NodeId(x as u32);
+    let at: String = held.iter().map(usize::to_string).collect();
+    let tag = format!("one-way-absence-{at}-{}", release.is_some());
+    let base = dir(&tag, seed);
+    let all: Vec<usize> = (0..N).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &all, 0, U);
+    let mut seen = BTreeMap::new();
+    for _ in 0..600 {
+        l.step(true);
+    }
+    for &m in held {
+        l.held[m].set(Some(node));
+    }
+    l.start_late(x);
+    l.groups[x].as_mut().unwrap().join().unwrap();
+    let names_x = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.contains(node)))
+    };
+    let t0 = l.sim.now();
+    while !all.iter().all(|&i| names_x(&l, i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!(
+                "seed {seed}: members 0 to 4 did not install the joiner's view: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+        same_views(&l, &mut seen)?;
+    }
+    let t1 = l.sim.now();
+    let running = |i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.epoch().is_some() && g.stopped().is_none())
+    };
+    if !held.iter().all(|&m| running(m)) {
+        return Err(missed(
+            seed,
+            &format!("{held:?} running view 1 with n5's link held"),
+        ));
+    }
+    let ever_removed = |l: &Life| {
+        (0..U).any(|i| {
+            (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| !v.contains(node)))
+        })
+    };
+    if let Some(d) = release {
+        while l.sim.now().saturating_since(t1) < d {
+            l.step(true);
+            same_views(&l, &mut seen)?;
+            if ever_removed(&l) {
+                return Err(format!(
+                    "seed {seed}: n5 was removed while the link of {held:?} to it was only slow: {}",
+                    l.state()
+                ));
+            }
+        }
+        for &m in held {
+            l.held[m].set(None);
+        }
+        let everyone: Vec<usize> = (0..U).collect();
+        together_and_carrying_on(&mut l, &everyone, 0, "the joiner with a slow link")?;
+        same_views(&l, &mut seen)?;
+        if ever_removed(&l)
+            || seen
+                .values()
+                .any(|(_, v)| v.len() > N && !v.contains(&node))
+        {
+            return Err(format!(
+                "seed {seed}: n5 was removed although the link of {held:?} to it came up in time: {}",
+                l.state()
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&base);
+        return Ok(());
+    }
+    while !ever_removed(&l) {
+        if l.sim.now().saturating_since(t1) > Duration::from_millis(50) {
+            let suspecting: Vec<usize> = (0..N)
+                .filter(|&i| {
+                    (l.groups[i].as_ref()).is_some_and(|g| {
+                        let sst = g.gms().sst();
+                        sst.row_of(node).is_some_and(|r| sst.is_suspected(r))
+                    })
+                })
+                .collect();
+            let wedged: Vec<usize> = (0..N)
+                .filter(|&i| (l.groups[i].as_ref()).is_some_and(|g| g.gms().is_wedged()))
+                .collect();
+            return Err(format!(
+                "seed {seed}: {held:?} never linked n5 and the view stalled: n5 was not removed \
+                 within 50ms of view 1 (members suspecting n5: {suspecting:?}; wedged: {wedged:?}; a \
+                 one-way absence whose suspicion the members that linked n5 did not adopt): {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+        same_views(&l, &mut seen)?;
+    }
+    let removed_after = l.sim.now().saturating_since(t1);
+    if removed_after + STEP < EXPECTED_LINK {
+        return Err(format!(
+            "seed {seed}: n5 was removed {removed_after:?} after view 1, before the bound"
+        ));
+    }
+    let t2 = l.sim.now();
+    let together = |l: &Life| {
+        let views: Vec<Option<u64>> = (all.iter())
+            .map(|&i| l.groups[i].as_ref().and_then(|g| g.view().map(|v| v.id)))
+            .collect();
+        views.iter().all(|v| *v == views[0])
+            && all.iter().all(|&i| {
+                l.groups[i].as_ref().is_some_and(|g| {
+                    g.is_active()
+                        && g.stopped().is_none()
+                        && g.view().is_some_and(|v| !v.contains(node))
+                })
+            })
+    };
+    while !together(&l) {
+        if l.sim.now().saturating_since(t2) > Duration::from_millis(50) {
+            return Err(format!(
+                "seed {seed}: members 0 to 4 did not come into one running view without n5 \
+                 within 50ms: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+        same_views(&l, &mut seen)?;
+    }
+    let before = l.delivered[0].len();
+    for _ in 0..400 {
+        l.step(true);
+        same_views(&l, &mut seen)?;
+    }
+    for _ in 0..2000 {
+        l.step(false);
+    }
+    same_views(&l, &mut seen)?;
+    let after = &l.delivered[0];
+    if after.len() <= before {
+        return Err(format!("seed {seed}: nothing new without n5"));
+    }
+    if let Some(&i) = all.iter().find(|&&i| &l.delivered[i] != after) {
+        return Err(format!("seed {seed}: n{i} delivered differently"));
+    }
+    if (l.groups[x].as_ref()).is_some_and(|g| g.stopped().is_none()) {
+        return Err(format!(
+            "seed {seed}: n5, removed, did not stop: {}",
+            l.state()
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// See [`one_way_absence`]: the link never comes up at member 3, at member 1, or at members
+/// 1 to 4 (linked at the leader only).
+#[test]
+fn a_joiner_whose_link_never_comes_up_at_some_members_is_removed_after_the_bound() {
+    for held in [&[3][..], &[1], &[1, 2, 3, 4]] {
+        check_seeds(&format!("one_way_absence_{held:?}"), 2, |seed| {
+            one_way_absence(seed, held, None)
+        });
+    }
+}
+
+/// See [`one_way_absence`]: the link comes up at member 3 3 ms after it installed view 1
+/// (the bound is 4 ms): a slow link removes nobody.
+#[test]
+fn a_joiner_whose_link_at_one_member_is_slow_but_within_the_bound_stays() {
+    check_seeds("one_way_slow_link", 2, |seed| {
+        one_way_absence(seed, &[3], Some(Duration::from_millis(3)))
     });
 }

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
+use squall_membership::snapshot::CheckpointWriter;
 use squall_membership::snapshot::{CheckpointError, Checkpointed};
 use squall_ordering::TotalOrder;
-use squall_membership::snapshot::CheckpointWriter;
 use squall_round_robin::{FsyncPolicy, Mode, SyncMode};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
@@ -450,7 +450,10 @@ fn under_every_records_a_checkpoint_in_a_quiet_group_is_recorded_within_a_few_po
     let next = c.g(0).next_position();
     assert!((1..N).all(|i| c.g(i).next_position() == next));
     let at = c.start_checkpoint(0);
-    assert!((0..N).all(|i| synced(&mut c, i) < at), "a member synced by count");
+    assert!(
+        (0..N).all(|i| synced(&mut c, i) < at),
+        "a member synced by count"
+    );
     let mut polls = 0;
     let outcome = loop {
         c.step(false);
@@ -469,14 +472,20 @@ fn under_every_records_a_checkpoint_in_a_quiet_group_is_recorded_within_a_few_po
     };
     assert_eq!(position, at);
     assert_eq!(recorded(c.g(0)), Some(file));
-    assert!(c.g(0).stats().log_bytes_compacted > 0, "the epoch log was not compacted");
+    assert!(
+        c.g(0).stats().log_bytes_compacted > 0,
+        "the epoch log was not compacted"
+    );
     assert!((0..N).all(|i| synced(&mut c, i) >= at));
     // Nothing more is asked for: the others took no checkpoint, and nobody syncs again.
     let before: Vec<u64> = (0..N).map(|i| synced(&mut c, i)).collect();
     for _ in 0..50 {
         c.step(false);
     }
-    assert_eq!((0..N).map(|i| synced(&mut c, i)).collect::<Vec<_>>(), before);
+    assert_eq!(
+        (0..N).map(|i| synced(&mut c, i)).collect::<Vec<_>>(),
+        before
+    );
     println!("recorded after {polls} polls");
 }
 
@@ -517,4 +526,84 @@ fn under_every_records_the_checkpointing_members_own_sync_runs_on_its_syncer_thr
     assert_eq!(position, at);
     assert!(synced(&mut c, 0) >= at);
     assert!(c.g(0).epoch().unwrap().stats().log_syncs >= 1);
+}
+
+/// The figure of the forty-fifth part (docs/MEMBERSHIP.md, s23): the longest poll turn of
+/// the checkpointing member around a checkpoint under `EveryRecords(10_000)`, with its epoch
+/// log's syncs inline (`SyncMode::Inline`: the wait's own sync on the polling thread, as
+/// before s23) and on the syncer thread (`SyncMode::Thread`, the default), in one run, real
+/// files (the temporary directory), the default (thread) checkpoint writer. Rounds alternate
+/// between the two clusters; each round delivers some traffic (unsynced: nobody reaches the
+/// count), lets the group go quiet, checkpoints member 0 and times every poll of member 0
+/// until the outcome: the polls while the checkpoint waits, and the poll that records it
+/// (which compacts the epoch log, on the polling thread in both modes). Ignored (timing):
+/// `cargo nextest run -p squall-membership --test checkpoint_writer --run-ignored only
+/// --no-capture -E 'test(poll_turn)'` (`SQUALL_CKPT_POLL_ROUNDS`, default 20).
+#[test]
+#[ignore = "a timing figure, run by hand"]
+fn poll_turn_around_a_checkpoint_inline_and_on_the_syncer_thread() {
+    let rounds: usize = std::env::var("SQUALL_CKPT_POLL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let build = |tag: &str, sync: SyncMode| {
+        Cluster::start_with(tag, |cfg| {
+            if let Mode::Durable { fsync, .. } = &mut cfg.epoch.mode {
+                *fsync = FsyncPolicy::EveryRecords(10_000);
+            }
+            cfg.epoch.log_sync = sync;
+        })
+    };
+    let mut clusters = [
+        ("inline", build("turn-inline", SyncMode::Inline)),
+        ("thread", build("turn-thread", SyncMode::Thread)),
+    ];
+    // Per mode: each round's longest waiting poll and its recording poll (µs).
+    let mut waits: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    let mut records: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    for _ in 0..rounds {
+        for (m, (name, c)) in clusters.iter_mut().enumerate() {
+            for k in 0..40u32 {
+                c.step(k % 2 == 0);
+            }
+            for _ in 0..40 {
+                c.step(false);
+            }
+            c.start_checkpoint(0);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mut longest = 0u64;
+            loop {
+                let t = Instant::now();
+                c.g(0).poll(&mut Vec::new());
+                let us = t.elapsed().as_micros() as u64;
+                if let Some(o) = c.g(0).take_checkpoint_outcome() {
+                    assert!(
+                        matches!(o, Ok(Checkpointed::Written { .. })),
+                        "{name}: {o:?}"
+                    );
+                    records[m].push(us);
+                    break;
+                }
+                longest = longest.max(us);
+                for i in 1..N {
+                    c.g(i).poll(&mut Vec::new());
+                }
+                c.sim.advance(Duration::from_micros(5));
+                assert!(Instant::now() < deadline, "{name}: no outcome");
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            waits[m].push(longest);
+        }
+    }
+    let stats = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        (v[v.len() / 2], v[v.len() - 1])
+    };
+    for (m, (name, _)) in clusters.iter().enumerate() {
+        let (wm, wx) = stats(&mut waits[m]);
+        let (rm, rx) = stats(&mut records[m]);
+        println!(
+            "{name}: {rounds} checkpoints; longest poll while waiting: median {wm} µs, max {wx} µs; recording poll: median {rm} µs, max {rx} µs"
+        );
+    }
 }

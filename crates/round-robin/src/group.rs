@@ -944,7 +944,11 @@ impl<T: Transport> RoundRobin<T> {
         let started = log.start_sync()?;
         self.sync_started = self.log_position.saturating_sub(self.first_position);
         if started {
-            tracing::debug!(wanted, covers = self.sync_started, "round-robin: a sync started for a member that wants it");
+            tracing::debug!(
+                wanted,
+                covers = self.sync_started,
+                "round-robin: a sync started for a member that wants it"
+            );
         }
         Ok(self.publish_durable()? || started)
     }

@@ -352,9 +352,9 @@ fn every_records_reports_durable_only_once_every_member_synced() {
 /// durable; `want_synced` asks every member to sync past a position. n0 asks: its own poll
 /// starts its sync and n1's poll starts n1's, each on its log's syncer thread (n1's is held:
 /// its polls return and it publishes nothing synced, however long both poll); released,
-/// both report the three messages durable, and nobody syncs again for it. Mutation: not
-/// answering the `rr_sync_wanted` column in the poll fails the first wait; syncing inline
-/// fails the second check (n1 synced while its syncer is held).
+/// both report the three messages durable, and nobody syncs again for it. Mutations: not
+/// answering the `rr_sync_wanted` column in the poll fails the first wait; syncing inline in
+/// `Log::start_sync` fails the check that n0's sync ran on its syncer thread (`log_syncs`).
 #[test]
 fn a_sync_wanted_by_one_member_runs_on_every_members_syncer_thread() {
     let mut p = pair_with("rr-wanted", FsyncPolicy::EveryRecords(1000));
@@ -394,7 +394,10 @@ fn a_sync_wanted_by_one_member_runs_on_every_members_syncer_thread() {
         p.rr[0].poll(&mut up0);
         p.sim.run_until_idle(10_000);
     }
-    assert_eq!((p.rr[0].stats().log_syncs, p.rr[1].stats().log_syncs), (1, 1));
+    assert_eq!(
+        (p.rr[0].stats().log_syncs, p.rr[1].stats().log_syncs),
+        (1, 1)
+    );
     std::fs::remove_dir_all(&p.dir).ok();
 }
 

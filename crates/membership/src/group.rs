@@ -620,9 +620,9 @@ struct InFlight {
     write_us: u64,
     /// How long the application's encoder took (µs; 0 for bytes).
     encode_us: u64,
-    /// Whether this member synced its epoch log for it while it waited for the members'
-    /// syncs ([`Group::checkpoint_waits_for_syncs`]).
-    synced_own: bool,
+    /// Whether this member asked every member of the view to sync its epoch log past the
+    /// checkpoint ([`Group::checkpoint_waits_for_syncs`]).
+    asked_syncs: bool,
 }
 
 /// What [`Group::checkpoint`] or [`Group::checkpoint_with`] was given.
@@ -1965,10 +1965,12 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// **Under the weak fsync policies.** With
     /// [`FsyncPolicy::EveryRecords`](squall_round_robin::FsyncPolicy::EveryRecords) the record
     /// (and so [`Checkpointed::Written`] and the removals) waits until every member of the
-    /// view has synced its epoch log past `position` (this member syncs its own at once; the
-    /// others' syncs come with their next `k`-th record, or their own checkpoints), so a total
-    /// restart after a power loss never cuts inside the state the checkpoint holds; a view
-    /// change meanwhile abandons it. With
+    /// view has synced its epoch log past `position`, so a total restart after a power loss
+    /// never cuts inside the state the checkpoint holds. The member asks for those syncs
+    /// (`RoundRobin::want_synced`: every member, this one included, syncs what its log wrote
+    /// at its next poll, on its log's syncer thread by default), so the record comes within
+    /// a few polls in a quiet group too (s23); a member that does not poll (a crashed one)
+    /// holds it until the view changes, which abandons it. With
     /// [`FsyncPolicy::Never`](squall_round_robin::FsyncPolicy::Never) it is recorded at once
     /// and, like every delivery under that policy, promised to survive a process crash only:
     /// after a power loss a restart may stop this member with the round-robin log's
@@ -1977,9 +1979,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// A crash anywhere in between restarts from the previous snapshot (a file without a
     /// record is removed) or from this one (what was not removed yet is removed then).
     /// Cost: one write of the state and three `fsync`s (file, directory, log), whatever the
-    /// epochs' `FsyncPolicy`; on the polling thread, only the log's, and under
-    /// `EveryRecords` one more while the checkpoint waits: a sync of this member's epoch log
-    /// (`RoundRobin::sync_log`, inline).
+    /// epochs' `FsyncPolicy`; on the polling thread, only the log's. Under `EveryRecords`
+    /// every member syncs its epoch log once more for it, on the log's syncer thread (inline
+    /// with `SyncMode::Inline`).
     ///
     /// Returns [`Checkpointed::NotDurable`] with atomic epochs (a restart replays nothing) and
     /// [`Checkpointed::Covered`] when the latest snapshot is already at or past `position`.
@@ -2083,6 +2085,14 @@ impl<T: Transport, L: Durable> Group<T, L> {
         tx
     }
 
+    /// Test hook: the current epoch's log syncer thread waits for a message on the returned
+    /// sender (or for it to be dropped) before each `fdatasync` (`RoundRobin`'s
+    /// `gate_log_syncer`); `None` without a durable epoch.
+    #[doc(hidden)]
+    pub fn gate_epoch_log_syncer(&mut self) -> Option<std::sync::mpsc::Sender<bool>> {
+        self.epoch.as_mut().and_then(RoundRobin::gate_log_syncer)
+    }
+
     fn checkpoint_until(
         &mut self,
         position: u64,
@@ -2161,7 +2171,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             written: None,
             write_us: 0,
             encode_us: 0,
-            synced_own: false,
+            asked_syncs: false,
         };
         match self.cfg.checkpoint_writer {
             CheckpointWriter::Inline => {
@@ -2249,12 +2259,15 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// synced its epoch log past the checkpoint's position
     /// ([`RoundRobin::synced_everywhere`]): a total restart after a power loss then cuts at or
     /// past it, never inside the state it holds (finding 10, docs/MEMBERSHIP.md, thirty-sixth
-    /// part). The first time it waits this member syncs its own log
-    /// ([`RoundRobin::sync_log`]), so the wait is for the others' syncs only. `false` (go on)
-    /// when nothing is in flight, under the other policies (`EveryBatch` delivers only what
+    /// part). The first time it waits this member asks every member of the view to sync
+    /// past the position ([`RoundRobin::want_synced`]; s23, docs/MEMBERSHIP.md, forty-fifth
+    /// part): their polls, this member's included, start those syncs (on the logs' syncer
+    /// threads by default) without waiting for their next `k`-th record, so the wait ends
+    /// in a quiet group too, and nothing here waits on the disk. `false` (go on) when
+    /// nothing is in flight, under the other policies (`EveryBatch` delivers only what
     /// every member synced; `Never` promises a process crash only), or when the view changed
-    /// or the member stopped (the record is then abandoned). A failed sync of the epoch log
-    /// stops the member at this poll, like a failed compaction.
+    /// or the member stopped (the record is then abandoned). A failed sync stops the epoch
+    /// like any failure of its log.
     fn checkpoint_waits_for_syncs(&mut self) -> bool {
         // The running epoch's policy: its subgroup's.
         if !self.epoch.as_ref().is_some_and(|rr| {
@@ -2278,15 +2291,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
         if epoch.synced_everywhere().is_none_or(|p| p >= needed) {
             return false;
         }
-        if !f.synced_own {
-            f.synced_own = true;
-            tracing::debug!(me = %self.gms.id(), view = f.view, position = f.position, "group: the checkpoint waits for the members' syncs; syncing this member's epoch log");
-            if let Err(e) = epoch.sync_log() {
-                self.compaction_failed = Some(format!(
-                    "syncing the epoch log of view {} for the checkpoint at {}: {e}",
-                    f.view, f.position
-                ));
-            }
+        if !f.asked_syncs {
+            f.asked_syncs = true;
+            tracing::debug!(me = %self.gms.id(), view = f.view, position = f.position, "group: the checkpoint waits for the members' syncs; asking for them");
+            epoch.want_synced(needed);
         }
         true
     }

@@ -38,6 +38,11 @@ struct Fields {
     /// how many of this epoch's application messages this member's log has *synced*. Absent
     /// under the other policies (the table's layout is then unchanged).
     synced: Option<Counter>,
+    /// Durable mode under [`FsyncPolicy::EveryRecords`] only: how many of this epoch's
+    /// application messages this member wants synced in every member's log (s23: a
+    /// checkpoint waiting in a quiet group, [`RoundRobin::want_synced`]). Monotonic; every
+    /// member answers the column's maximum by syncing what it wrote.
+    sync_wanted: Option<Counter>,
 }
 
 fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
@@ -54,6 +59,7 @@ fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
         }
     )
     .then(|| b.counter("rr_synced"));
+    let sync_wanted = synced.map(|_| b.counter("rr_sync_wanted"));
     Ok((
         b.build()?,
         Fields {
@@ -62,6 +68,7 @@ fn declare(cfg: &Config) -> Result<(squall_sst::Schema, Fields), ConfigError> {
             delivered,
             large_done,
             synced,
+            sync_wanted,
         },
     ))
 }
@@ -219,6 +226,9 @@ pub struct RoundRobin<T: Transport> {
     /// [`DurableReports::Synced`]: how many of this epoch's application messages this
     /// member's log has synced (what it publishes in `rr_synced`).
     synced_count: u64,
+    /// [`DurableReports::Synced`]: how many of this epoch's application messages the last
+    /// sync this member started for the `rr_sync_wanted` column covers.
+    sync_started: u64,
     /// [`DurableReports::Synced`]: every position below this one was reported durable.
     durable_end: u64,
     /// Per sender rank: (logged and) received, waiting for delivery.
@@ -507,6 +517,7 @@ impl<T: Transport> RoundRobin<T> {
             durable_reports,
             unsynced: VecDeque::new(),
             synced_count: 0,
+            sync_started: 0,
             durable_end: first_position,
             queues: (0..ns).map(|_| VecDeque::new()).collect(),
             next_seq: 0,
@@ -848,6 +859,98 @@ impl<T: Transport> RoundRobin<T> {
             // The table refused the push (the epoch is failing anyway): the log is synced.
             Err(_) => Ok(()),
         }
+    }
+
+    /// Durable mode under [`FsyncPolicy::EveryRecords`]: asks every member of the epoch (this
+    /// one included) to sync its log past `position` (the epoch's numbering, as
+    /// [`synced_everywhere`](RoundRobin::synced_everywhere)), without waiting for their next
+    /// `k`-th record, so that `synced_everywhere` reaches `position` in a quiet group too.
+    /// It raises this member's `rr_sync_wanted` word (monotonic: a lower position than
+    /// asked before changes nothing) and returns; no system call here. Each member's
+    /// [`poll`](TotalOrder::poll) that finds the column's maximum past what its log synced
+    /// or was asked to sync starts one sync of everything its log wrote
+    /// ([`Log::start_sync`]: on the log's syncer thread with the default
+    /// [`SyncMode::Thread`](crate::SyncMode::Thread), inline with
+    /// [`SyncMode::Inline`](crate::SyncMode::Inline)) and publishes it in `rr_synced` once it
+    /// returned. A position is delivered only once every member logged it, so one sync per
+    /// member covers it. Nothing in the other modes: under [`FsyncPolicy::EveryBatch`]
+    /// everything delivered is synced everywhere, and under [`FsyncPolicy::Never`] no member
+    /// publishes what it synced.
+    ///
+    /// ```
+    /// use squall_ordering::{TotalOrder, Upcall};
+    /// use squall_round_robin::{Config, FsyncPolicy, Mode, RoundRobin, SyncMode};
+    /// use squall_transport::NodeId;
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    ///
+    /// let path = std::env::temp_dir().join(format!("rr-want-synced-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let cfg = Config {
+    ///     mode: Mode::Durable { path: path.clone(), fsync: FsyncPolicy::EveryRecords(8) },
+    ///     log_sync: SyncMode::Inline,
+    ///     ..Config::new(vec![NodeId(0)])
+    /// };
+    /// let layout = RoundRobin::<squall_transport_mem::sim::SimNode>::layout(&cfg)?;
+    /// let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout)?;
+    /// let mut rr = RoundRobin::new(nodes.remove(0), cfg)?;
+    /// rr.submit(b"one")?;
+    /// let mut up = Vec::new();
+    /// while !up.iter().any(|u| matches!(u, Upcall::Deliver(_))) {
+    ///     rr.poll(&mut up);
+    /// }
+    /// assert_eq!(rr.synced_everywhere(), Some(0)); // one record of the eight a sync waits for
+    /// rr.want_synced(1);
+    /// rr.poll(&mut up); // the poll syncs (inline here) and publishes it
+    /// assert_eq!(rr.synced_everywhere(), Some(1));
+    /// # drop(rr);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn want_synced(&mut self, position: u64) {
+        let Some(field) = self.f.sync_wanted else {
+            return;
+        };
+        let count = position.saturating_sub(self.first_position);
+        if count <= self.sst.get(self.sst.my_row(), field) {
+            return;
+        }
+        self.sst.set(field, count);
+        // A refused push means the epoch is failing (its next poll stops it); the word stays
+        // set in this member's row, which is all its own poll reads.
+        if let Err(e) = self.sst.push(field.range()) {
+            tracing::debug!(error = %e, "round-robin: the sync-wanted word was not pushed");
+        }
+    }
+
+    /// [`FsyncPolicy::EveryRecords`]: when a member wants more synced (the maximum of the
+    /// `rr_sync_wanted` column, [`want_synced`](RoundRobin::want_synced)) than this member's
+    /// log synced or was asked to sync for it, starts a sync of everything the log wrote
+    /// ([`Log::start_sync`]: handed to the syncer thread, or inline) and publishes what is
+    /// synced; returns whether anything moved. Until this member wrote what is wanted (it has
+    /// whenever the wanted position was delivered somewhere), later polls start another sync
+    /// once more was written.
+    fn answer_sync_wanted(&mut self) -> Result<bool, StopReason> {
+        let Some(field) = self.f.sync_wanted else {
+            return Ok(false);
+        };
+        let wanted = self.sst.max_of(|r| self.sst.get(r, field));
+        if wanted <= self.sync_started.max(self.synced_count) {
+            return Ok(false);
+        }
+        let Some(log) = &mut self.log else {
+            return Ok(false);
+        };
+        let started = log.start_sync()?;
+        self.sync_started = self.log_position.saturating_sub(self.first_position);
+        if started {
+            tracing::debug!(
+                wanted,
+                covers = self.sync_started,
+                "round-robin: a sync started for a member that wants it"
+            );
+        }
+        Ok(self.publish_durable()? || started)
     }
 
     /// Durable mode: every sequence number below this one is written to the local log (or
@@ -1543,6 +1646,7 @@ impl<T: Transport> RoundRobin<T> {
         let mut busy = progress.is_busy() || linked;
         busy |= self.smc.flush(&mut self.sst)?;
         busy |= self.receive(upcalls)?;
+        busy |= self.answer_sync_wanted()?;
         if self.cfg.mode.is_ordered() {
             busy |= self.send_nulls()?;
             busy |= self.deliver(upcalls)?;

@@ -1127,6 +1127,74 @@ impl Log {
         Ok(())
     }
 
+    /// Starts a sync of every record written so far, without waiting for it and whatever the
+    /// policy's count, so that [`synced_mark`](Log::synced_mark) reaches the last mark flushed
+    /// (buffered records are flushed first, under that mark). For a caller that needs its
+    /// records synced soon under [`FsyncPolicy::EveryRecords`] or [`FsyncPolicy::Never`]
+    /// while no more records come to reach the count (s23: a checkpoint in a quiet group).
+    ///
+    /// - [`SyncMode::Thread`]: hands a sync request to the syncer thread (started here the
+    ///   first time) and returns at once, with no system call; a later
+    ///   [`durable_mark`](Log::durable_mark) finds it done (the syncer wakes the driver).
+    /// - [`SyncMode::Inline`] (or no syncer thread could be started): `fdatasync`s here, as
+    ///   [`sync_written`](Log::sync_written).
+    ///
+    /// Returns whether a sync was started (or ran): not when nothing was written since the
+    /// last sync or sync request (those cover everything), and never under
+    /// [`FsyncPolicy::EveryBatch`] (every batch's own sync is requested at its flush). The
+    /// index entries waiting for a sync go with it (`boot` 0 once it returned). A failure of
+    /// this sync, or an earlier one of the syncer thread, is returned (an inline one here,
+    /// the thread's by a later call).
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, LogOptions, Record};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-start-sync-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// // The default `SyncMode::Thread`: the sync runs on the log's syncer thread.
+    /// let (mut log, _) = Log::open_with(&path, LogOptions::new(FsyncPolicy::EveryRecords(1000)))?;
+    /// log.append(&Record { view: 0, seq: 0, position: 0, sender: NodeId(0), payload: b"a".to_vec() })?;
+    /// log.flush(1)?; // written; a sync waits for 999 more records
+    /// assert!(log.start_sync()?); // handed to the syncer thread: returns at once
+    /// assert!(!log.start_sync()?); // nothing written since: nothing to start
+    /// while log.synced_mark() != Some(1) {
+    ///     log.durable_mark()?; // takes the syncer's progress (a driver parks until woken)
+    ///     std::thread::yield_now();
+    /// }
+    /// # drop(log);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn start_sync(&mut self) -> Result<bool, LogError> {
+        if self.policy == FsyncPolicy::EveryBatch {
+            return Ok(false);
+        }
+        self.check_syncer()?;
+        if !self.buf.is_empty() {
+            self.flush(self.flushed.unwrap_or(0))?;
+        }
+        let Some(mark) = self.flushed.filter(|_| self.unsynced > 0) else {
+            return Ok(false);
+        };
+        if self.sync_mode == SyncMode::Thread
+            && self.start_syncer()
+            && let Some(syncer) = &self.syncer
+        {
+            // As a count-reached sync in `flush`: the entries of the records it covers wait
+            // for it (`durable_mark`).
+            self.unsynced = 0;
+            self.requested += 1;
+            syncer.request(self.requested);
+            let mut entries = std::mem::take(&mut self.held);
+            entries.append(&mut self.pending);
+            self.syncing.push_back((self.requested, mark, entries));
+            return Ok(true);
+        }
+        self.sync_written()?;
+        Ok(true)
+    }
+
     /// Writes the buffered records (one `write`) and starts making them durable per the
     /// policy, under `mark` (the caller's number for "everything flushed so far"; marks must
     /// not decrease), which [`durable_mark`](Log::durable_mark) reports once they are:

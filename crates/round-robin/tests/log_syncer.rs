@@ -347,6 +347,60 @@ fn every_records_reports_durable_only_once_every_member_synced() {
     std::fs::remove_dir_all(&p.dir).ok();
 }
 
+/// s23 (docs/MEMBERSHIP.md, forty-fifth part): under `EveryRecords(k)` with `k` far above
+/// the traffic nobody syncs by count, so in a quiet group nothing would ever be reported
+/// durable; `want_synced` asks every member to sync past a position. n0 asks: its own poll
+/// starts its sync and n1's poll starts n1's, each on its log's syncer thread (n1's is held:
+/// its polls return and it publishes nothing synced, however long both poll); released,
+/// both report the three messages durable, and nobody syncs again for it. Mutations: not
+/// answering the `rr_sync_wanted` column in the poll fails the first wait; syncing inline in
+/// `Log::start_sync` fails the check that n0's sync ran on its syncer thread (`log_syncs`).
+#[test]
+fn a_sync_wanted_by_one_member_runs_on_every_members_syncer_thread() {
+    let mut p = pair_with("rr-wanted", FsyncPolicy::EveryRecords(1000));
+    let (mut up0, mut up1) = p.written_at_n1(3);
+    eventually("both deliver", || {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        delivered(&up0) == 3 && delivered(&up1) == 3
+    });
+    assert_eq!((p.rr[0].synced(), p.rr[1].synced()), (Some(0), Some(0)));
+    p.rr[0].want_synced(3);
+    eventually("n0 syncs on its syncer thread", || {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        p.rr[0].synced() == Some(3)
+    });
+    assert_eq!(p.rr[0].stats().log_syncs, 1);
+    still("n1's sync is held on its syncer thread", || {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        p.rr[1].synced() == Some(0) && durable(&up0).is_empty() && durable(&up1).is_empty()
+    });
+    p.gate.send(true).unwrap();
+    eventually("both report the three durable", || {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+        durable(&up0) == vec![2] && durable(&up1) == vec![2]
+    });
+    assert_eq!(p.rr[1].synced(), Some(3));
+    assert_eq!(p.rr[0].synced_everywhere(), Some(3));
+    for _ in 0..50 {
+        p.rr[1].poll(&mut up1);
+        p.rr[0].poll(&mut up0);
+        p.sim.run_until_idle(10_000);
+    }
+    assert_eq!(
+        (p.rr[0].stats().log_syncs, p.rr[1].stats().log_syncs),
+        (1, 1)
+    );
+    std::fs::remove_dir_all(&p.dir).ok();
+}
+
 /// The wedge waits for the sync of what it logs, so the counts it reports (and the trim
 /// bound) are durable: with n1's syncer held and then let go (the gate's sender dropped),
 /// `wedge` returns the whole batch; a trim past what is durable is refused.

@@ -1878,12 +1878,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// joiners that asked this member during this view; a new view drops it. Errors:
     /// [`TransferError::Position`], [`TransferError::TooLarge`], [`TransferError::NotActive`].
     pub fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
-        if !self.active || self.frozen || self.stopped.is_some() {
-            return Err(TransferError::NotActive);
-        }
-        let next = self.next_position();
-        self.transfer
-            .provide(position, next, std::borrow::Cow::Borrowed(state))
+        self.provide(position, std::borrow::Cow::Borrowed(state))
     }
 
     /// [`provide_state`](Group::provide_state) with the state handed over: the group keeps
@@ -1905,12 +1900,21 @@ impl<T: Transport, L: Durable> Group<T, L> {
         position: u64,
         state: Vec<u8>,
     ) -> Result<(), TransferError> {
+        self.provide(position, std::borrow::Cow::Owned(state))
+    }
+
+    /// [`provide_state`](Group::provide_state)'s checks, then the state kept (borrowed bytes
+    /// copied, owned ones moved).
+    fn provide(
+        &mut self,
+        position: u64,
+        state: std::borrow::Cow<'_, [u8]>,
+    ) -> Result<(), TransferError> {
         if !self.active || self.frozen || self.stopped.is_some() {
             return Err(TransferError::NotActive);
         }
         let next = self.next_position();
-        self.transfer
-            .provide(position, next, std::borrow::Cow::Owned(state))
+        self.transfer.provide(position, next, state)
     }
 
     /// A passive joiner: the member it asked for the application's state in its current view,

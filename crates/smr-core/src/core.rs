@@ -182,10 +182,19 @@ pub struct ReplicaCore<S> {
     serve_off_thread: bool,
     /// A state to encode off the replica's thread for a joiner, not yet taken by the driver.
     serve_job: Option<ServeJob>,
-    /// The position of the state being encoded off the replica's thread for a joiner.
-    serving: Option<u64>,
+    /// A state for a joiner is being encoded off the replica's thread (from its capture until
+    /// [`provide_encoded`](Self::provide_encoded)).
+    serving: bool,
+    /// A state encoded off the thread that no joiner could take yet (the view was changing,
+    /// or no joiner of the new view asked yet): provided when one asks, while it still fits
+    /// ([`EncodedState::fits`]).
+    encoded: Option<EncodedState>,
+    /// Off-thread encodes lost in a row (the encoder panicked, no thread could be started).
+    serve_losses: u32,
+    /// The next serve is encoded on the replica's thread: the last off-thread encode was lost.
+    serve_inline_next: bool,
     /// `View` and `Wedged` upcalls applied so far: a state encoded off the thread is provided
-    /// only if none came since its capture.
+    /// in a later view only if nothing was delivered since its capture.
     view_changes: u64,
     metrics: Metrics,
 }
@@ -316,6 +325,10 @@ impl<S> DecodedState<S> {
     }
 }
 
+/// Off-thread encodes of a joiner's state lost in a row after which a replica encodes on its
+/// own thread for good ([`ReplicaCore::provide_encoded`]).
+const MAX_SERVE_LOSSES: u32 = 3;
+
 /// A state for a joiner to encode off the replica's thread ([`ReplicaCore::take_serve`]): the
 /// replica's snapshot captured at a position ([`ReplicaCore::snapshot_encoder`]).
 /// [`run`](Self::run) on any thread, it encodes the snapshot; [`ReplicaCore::provide_encoded`]
@@ -376,6 +389,15 @@ pub struct ServeJob {
     encode: StateEncoder,
 }
 
+impl std::fmt::Debug for ServeJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeJob")
+            .field("position", &self.position)
+            .field("view_changes", &self.view_changes)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ServeJob {
     /// The position the state was captured at (every delivery before it is in it).
     /// (Example: see [`ServeJob`].)
@@ -396,9 +418,8 @@ impl ServeJob {
         }
     }
 
-    /// An encode that ended without a result: `why` (its thread panicked or could not be
-    /// started).
-    pub(crate) fn lost(position: u64, view_changes: u64, why: String) -> EncodedState {
+    /// An encode that ended without a result: `why`.
+    pub(crate) fn lost(position: u64, view_changes: u64, why: ServeLost) -> EncodedState {
         EncodedState {
             position,
             view_changes,
@@ -413,6 +434,29 @@ impl ServeJob {
     }
 }
 
+/// Why an off-thread encode of a joiner's state ended without a result
+/// ([`EncodedState::lost`]). The replica serves that joiner on its own thread instead and
+/// tries off the thread again next time, up to three losses in a row
+/// ([`ReplicaCore::provide_encoded`]).
+///
+/// ```
+/// use squall_smr::ServeLost;
+/// let lost = ServeLost::Panicked("out of memory".into());
+/// assert_eq!(lost.to_string(), "the state encoder panicked: out of memory");
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum ServeLost {
+    /// The state machine's encoder panicked (caught on the encoding thread).
+    #[error("the state encoder panicked: {0}")]
+    Panicked(String),
+    /// No thread could be started to encode it.
+    #[error("cannot start a thread to encode the state")]
+    Spawn(#[source] std::io::Error),
+    /// The encoding thread ended without sending a result.
+    #[error("the encoding thread ended without a result")]
+    Vanished,
+}
+
 /// A state for a joiner encoded by [`ServeJob::run`], for [`ReplicaCore::provide_encoded`].
 /// (Example: see [`ServeJob`].)
 pub struct EncodedState {
@@ -420,13 +464,44 @@ pub struct EncodedState {
     view_changes: u64,
     encode_us: u64,
     /// The encoded snapshot, or why there is none.
-    result: Result<Vec<u8>, String>,
+    result: Result<Vec<u8>, ServeLost>,
+}
+
+impl std::fmt::Debug for EncodedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("EncodedState");
+        d.field("position", &self.position)
+            .field("view_changes", &self.view_changes)
+            .field("encode_us", &self.encode_us);
+        match &self.result {
+            Ok(bytes) => d.field("bytes", &bytes.len()),
+            Err(lost) => d.field("lost", lost),
+        };
+        d.finish()
+    }
 }
 
 impl EncodedState {
     /// The position the state was captured at. (Example: see [`ServeJob`].)
     pub fn position(&self) -> u64 {
         self.position
+    }
+
+    /// Why the encode ended without a result, if it did (see [`ServeLost`]).
+    /// (Example: see [`ServeJob`].)
+    pub fn lost(&self) -> Option<&ServeLost> {
+        self.result.as_ref().err()
+    }
+
+    /// Whether this state may still be handed to a joiner of a replica that has applied
+    /// `applied` deliveries after `view_changes` `View`/`Wedged` upcalls: in the view it was
+    /// captured in (the group checks the position), or in a later one if nothing was
+    /// delivered since its capture. A state at position `P` reflects every delivery before
+    /// `P` whichever view it is handed over in, and a later view's first position is at
+    /// least `P` when nothing was delivered after it; the group refuses any position below
+    /// its view's first.
+    fn fits(&self, applied: u64, view_changes: u64) -> bool {
+        self.view_changes == view_changes || self.position == applied
     }
 }
 
@@ -463,7 +538,10 @@ impl<S: StateMachine> ReplicaCore<S> {
             backlog_view_first: false,
             serve_off_thread: false,
             serve_job: None,
-            serving: None,
+            serving: false,
+            encoded: None,
+            serve_losses: 0,
+            serve_inline_next: false,
             view_changes: 0,
             metrics: Metrics::default(),
         })
@@ -1026,18 +1104,37 @@ impl<S: StateMachine> ReplicaCore<S> {
     }
 
     /// If a joiner asked for the state ([`StateTransfer::state_wanted`]) and none is being
-    /// encoded for it: provides it at the current position, or, with
+    /// encoded for it: provides the state encoded off the thread that is kept, if it still
+    /// fits; else provides the state at the current position, or, with
     /// [`serve_off_thread`](Self::serve_off_thread) and a machine that captures its state,
-    /// captures it and hands it out as a [`ServeJob`].
-    fn maybe_serve<B: StateTransfer + ?Sized>(&mut self, backend: &mut B) {
-        if self.serving.is_some() || !self.can_serve() || !backend.state_wanted() {
-            return;
+    /// captures it and hands it out as a [`ServeJob`]. Returns whether a state was provided.
+    fn maybe_serve<B: StateTransfer + ?Sized>(&mut self, backend: &mut B) -> bool {
+        if self.serving {
+            return false;
+        }
+        if let Some(kept) = self.encoded.take() {
+            if !kept.fits(self.applied, self.view_changes) {
+                tracing::info!(replica = %self.me, position = kept.position,
+                    applied = self.applied, encode_us = kept.encode_us,
+                    "dropped the state encoded for a joiner: the view changed and deliveries \
+                     followed its capture");
+            } else if self.can_serve() && backend.state_wanted() {
+                return self.provide_kept(backend, kept);
+            } else {
+                self.encoded = Some(kept);
+                return false;
+            }
+        }
+        if !self.can_serve() || !backend.state_wanted() {
+            return false;
         }
         let start = std::time::Instant::now();
+        let inline_once = std::mem::take(&mut self.serve_inline_next);
         if self.serve_off_thread
+            && !inline_once
             && let Some(encode) = self.snapshot_encoder()
         {
-            self.serving = Some(self.applied);
+            self.serving = true;
             self.serve_job = Some(ServeJob {
                 position: self.applied,
                 view_changes: self.view_changes,
@@ -1046,10 +1143,37 @@ impl<S: StateMachine> ReplicaCore<S> {
             let us = self.serve_held(start);
             tracing::info!(replica = %self.me, position = self.applied, capture_us = us,
                 "encoding the state for a joiner off the replica's thread");
-            return;
+            return false;
         }
         let snapshot = self.snapshot().encode();
-        self.provide(backend, self.applied, snapshot, start);
+        self.provide(backend, self.applied, snapshot, start)
+    }
+
+    /// Hands a state encoded off the thread, which still fits, to the backend.
+    fn provide_kept<B: StateTransfer + ?Sized>(
+        &mut self,
+        backend: &mut B,
+        kept: EncodedState,
+    ) -> bool {
+        let EncodedState {
+            position,
+            view_changes,
+            encode_us,
+            result,
+        } = kept;
+        let Ok(bytes) = result else {
+            return false;
+        };
+        let start = std::time::Instant::now();
+        tracing::debug!(replica = %self.me, position, bytes = bytes.len(), encode_us,
+            views_since_capture = self.view_changes - view_changes,
+            "encoded the state for a joiner off the replica's thread");
+        let provided = self.provide(backend, position, bytes, start);
+        if provided {
+            self.metrics
+                .add(&self.metrics.states_provided_off_thread, 1);
+        }
+        provided
     }
 
     /// Hands `snapshot` (at `position`) to the backend for the joiner; `start`: when this
@@ -1111,58 +1235,62 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// Whether a state for a joiner is being encoded off the replica's thread (from its
     /// capture until [`provide_encoded`](Self::provide_encoded); example: see [`ServeJob`]).
     pub fn is_serving(&self) -> bool {
-        self.serving.is_some()
+        self.serving
     }
 
     /// Provides a state encoded off the replica's thread ([`ServeJob::run`]) to the joiner,
-    /// if it still fits: no view change began or ended since its capture (no `Wedged` or
-    /// `View` upcall was applied), the replica can still serve and the backend still wants a
-    /// state ([`StateTransfer::state_wanted`]). Otherwise it is dropped, and the next
-    /// [`upcalls_from`](Self::upcalls_from) captures the state anew if a joiner still asks.
-    /// Returns whether the backend took it. An encode that ended without a result (its
-    /// thread panicked or could not be started) makes the replica encode on its thread from
-    /// then on. (Example: see [`ServeJob`].)
+    /// if it still fits: captured in the current view, or, after a view change (a `Wedged`
+    /// or `View` upcall), with nothing delivered since its capture (the state at a position
+    /// is the same whichever view it is handed over in; the backend still checks the
+    /// position against its view). A state that fits but that no joiner can take now (the
+    /// view is changing, or no joiner of the new view asked yet) is kept, one at most, and
+    /// provided by a later [`upcalls_from`](Self::upcalls_from) when one asks; it is dropped
+    /// once it no longer fits, and the state is captured anew. Returns whether the backend
+    /// took a state.
+    ///
+    /// An encode that ended without a result ([`ServeLost`]: its thread panicked or could not
+    /// be started) is logged at `warn`; the joiner is served on the replica's thread at once
+    /// (if it still asks), and the next serve is encoded off the thread again. After three
+    /// such losses in a row the replica encodes on its thread for good. (Example: see
+    /// [`ServeJob`].)
     pub fn provide_encoded<B: StateTransfer + ?Sized>(
         &mut self,
         backend: &mut B,
         encoded: EncodedState,
     ) -> bool {
-        self.serving = None;
-        let EncodedState {
-            position,
-            view_changes,
-            encode_us,
-            result,
-        } = encoded;
-        let bytes = match result {
-            Ok(bytes) => bytes,
-            Err(why) => {
-                tracing::warn!(replica = %self.me, position, %why,
+        self.serving = false;
+        if let Err(why) = &encoded.result {
+            self.serve_losses += 1;
+            if self.serve_losses >= MAX_SERVE_LOSSES {
+                tracing::warn!(replica = %self.me, position = encoded.position, %why,
+                    losses = self.serve_losses,
                     "the state for a joiner could not be encoded off the replica's thread; \
                      encoding it on the thread from now on");
                 self.serve_off_thread = false;
-                return false;
+            } else {
+                tracing::warn!(replica = %self.me, position = encoded.position, %why,
+                    losses = self.serve_losses,
+                    "the state for a joiner could not be encoded off the replica's thread; \
+                     encoding this one on the thread");
+                self.serve_inline_next = true;
             }
-        };
-        if view_changes != self.view_changes {
-            tracing::info!(replica = %self.me, position, bytes = bytes.len(), encode_us,
-                "dropped the state encoded for a joiner: the view changed meanwhile");
+            return self.maybe_serve(backend);
+        }
+        self.serve_losses = 0;
+        if !encoded.fits(self.applied, self.view_changes) {
+            tracing::info!(replica = %self.me, position = encoded.position,
+                applied = self.applied, encode_us = encoded.encode_us,
+                "dropped the state encoded for a joiner: the view changed and deliveries \
+                 followed its capture");
             return false;
         }
-        if !self.can_serve() || !backend.state_wanted() {
-            tracing::info!(replica = %self.me, position, bytes = bytes.len(), encode_us,
-                "dropped the state encoded for a joiner: no longer wanted");
-            return false;
+        if self.can_serve() && backend.state_wanted() {
+            return self.provide_kept(backend, encoded);
         }
-        let start = std::time::Instant::now();
-        tracing::debug!(replica = %self.me, position, bytes = bytes.len(), encode_us,
-            "encoded the state for a joiner off the replica's thread");
-        let provided = self.provide(backend, position, bytes, start);
-        if provided {
-            self.metrics
-                .add(&self.metrics.states_provided_off_thread, 1);
-        }
-        provided
+        tracing::debug!(replica = %self.me, position = encoded.position,
+            "kept the state encoded for a joiner until one asks");
+        self.encoded = Some(encoded);
+        false
     }
 
     /// Whether a state is being decoded off the replica's thread or upcalls kept meanwhile
@@ -2716,62 +2844,149 @@ mod tests {
         assert_eq!(b.provided.len(), 1);
     }
 
-    /// A state encoded off the thread is provided only in the view it was captured in: a
-    /// wedge or a new view meanwhile drops it (nothing handed to the backend), and the joiner
-    /// of the new view gets a state captured in it; a backend that no longer wants one gets
-    /// nothing either. An encode that ended without a result sends the replica back to the
-    /// inline path.
+    /// A state encoded off the thread is provided in the view it was captured in, and in a
+    /// later one only if nothing was delivered since its capture: a view change with
+    /// nothing delivered (view 2 starts at the capture's position) hands it over without a
+    /// second encode; so do three view changes during one encode, the result arriving while
+    /// wedged (kept until the joiner of the next view asks); a delivery between the capture
+    /// and the new view drops it, and the joiner of that view gets a state captured in it.
     #[test]
-    fn a_state_encoded_off_the_thread_is_dropped_if_the_view_changed_meanwhile() {
+    fn a_state_encoded_off_the_thread_survives_view_changes_without_deliveries() {
         let mut r = serving_core();
         r.serve_off_thread();
         let mut b = Serving::default();
         b.hand(&mut r, vec![view(1), at(0, cmd(9, 1, 0, b"x"))], true);
-        let stale = r.take_serve().expect("captured in view 1");
-        assert_eq!(stale.position(), 1);
+        let job = r.take_serve().expect("captured in view 1");
+        assert_eq!(job.position(), 1);
         // The view changes while it is encoded, with nothing delivered after the capture:
-        // view 2 starts at the capture's position, which the backend's check would accept.
+        // view 2 starts at the capture's position.
         b.hand(&mut r, vec![Upcall::Wedged], true);
         b.hand(&mut r, vec![view(2)], true);
         assert_eq!((b.first, b.next), (1, 1));
         assert!(r.take_serve().is_none(), "one encode at a time");
-        assert!(!r.provide_encoded(&mut b, stale.run()));
         assert!(
-            b.offered.is_empty(),
-            "a state of view 1 was handed over in view 2"
+            r.provide_encoded(&mut b, job.run()),
+            "a state of view 1 with nothing delivered since is provided in view 2"
         );
-        // The joiner of view 2 gets a state captured in view 2.
-        b.hand(&mut r, vec![at(1, cmd(9, 2, 1, b"y"))], true);
-        let fresh = r.take_serve().expect("captured in view 2");
+        assert_eq!(b.provided.iter().map(|p| p.0).collect::<Vec<_>>(), [1]);
+        assert_eq!(Snapshot::decode(&b.provided[0].1).unwrap(), r.snapshot());
+        b.hand(&mut r, Vec::new(), true);
+        assert!(r.take_serve().is_none(), "provided without a second encode");
+        // Churn: three view changes during one encode, the result arriving while wedged.
+        b.hand(&mut r, vec![view(3)], true);
+        let job = r.take_serve().expect("captured in view 3");
+        for v in 4..=5 {
+            b.hand(&mut r, vec![Upcall::Wedged], true);
+            b.hand(&mut r, vec![view(v)], true);
+        }
+        b.hand(&mut r, vec![Upcall::Wedged], true);
+        assert!(!r.provide_encoded(&mut b, job.run()), "wedged: kept");
+        assert_eq!(b.offered, [1], "nothing handed over while wedged");
+        b.hand(&mut r, vec![view(6)], true);
+        assert_eq!(
+            b.provided.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [1, 1],
+            "the kept state is provided to the joiner of view 6"
+        );
+        assert!(r.take_serve().is_none(), "without another encode");
+        // A delivery between the capture and the new view: dropped, captured anew.
+        b.hand(&mut r, vec![view(7)], true);
+        let stale = r.take_serve().expect("captured in view 7");
+        b.hand(&mut r, vec![Upcall::Wedged], true);
+        b.hand(&mut r, vec![at(1, cmd(9, 2, 1, b"y")), view(8)], true);
+        assert_eq!((b.first, b.next), (2, 2));
+        assert!(!r.provide_encoded(&mut b, stale.run()));
+        assert_eq!(
+            b.offered,
+            [1, 1],
+            "a state of view 7 at 1 was handed over in view 8"
+        );
+        b.hand(&mut r, Vec::new(), true);
+        let fresh = r.take_serve().expect("captured in view 8");
         assert_eq!(fresh.position(), 2);
         assert!(r.provide_encoded(&mut b, fresh.run()));
-        assert_eq!(b.provided.iter().map(|p| p.0).collect::<Vec<_>>(), [2]);
-        assert_eq!(
-            Snapshot::decode(&b.provided[0].1).unwrap(),
-            r.snapshot(),
-            "the state at position 2"
-        );
-        // Wedged only (no view yet): dropped too.
-        b.hand(&mut r, vec![view(3)], true);
-        let wedged = r.take_serve().expect("captured in view 3");
-        b.hand(&mut r, vec![Upcall::Wedged], false);
-        assert!(!r.provide_encoded(&mut b, wedged.run()));
-        assert_eq!(b.offered, [2], "nothing handed over while wedged");
-        // Same view, but the backend no longer wants a state: dropped.
-        b.hand(&mut r, vec![view(4)], true);
-        let unwanted = r.take_serve().expect("captured in view 4");
+        assert_eq!(Snapshot::decode(&b.provided[2].1).unwrap(), r.snapshot());
+        // Kept (no joiner asks yet), then a view change with a delivery: dropped.
+        b.hand(&mut r, vec![view(9)], true);
+        let kept = r.take_serve().expect("captured in view 9");
         b.wanted = false;
-        assert!(!r.provide_encoded(&mut b, unwanted.run()));
-        assert_eq!(b.offered, [2]);
-        // An encode lost (its thread panicked): served inline from then on.
-        b.wanted = true;
-        b.hand(&mut r, Vec::new(), true);
-        let lost = r.take_serve().expect("captured again");
-        let (position, views) = lost.tag();
-        assert!(!r.provide_encoded(&mut b, ServeJob::lost(position, views, "panicked".into())));
-        b.hand(&mut r, Vec::new(), true);
-        assert!(r.take_serve().is_none(), "inline now");
-        assert_eq!(b.offered, [2, 2]);
-        assert_eq!(b.provided.len(), 2);
+        assert!(!r.provide_encoded(&mut b, kept.run()));
+        b.hand(&mut r, vec![Upcall::Wedged], true);
+        b.hand(&mut r, vec![at(2, cmd(9, 3, 2, b"z")), view(10)], true);
+        assert_eq!(b.offered, [1, 1, 2]);
+        let fresh = r
+            .take_serve()
+            .expect("the kept state dropped, captured in view 10");
+        assert_eq!(fresh.position(), 3);
+        let m = r.metrics();
+        assert_eq!(
+            m.states_provided_off_thread
+                .load(std::sync::atomic::Ordering::Relaxed),
+            3
+        );
+    }
+
+    /// An encode lost (its thread panicked or could not be started) is served on the
+    /// replica's thread at once, and the next serve is encoded off the thread again; three
+    /// losses in a row (a success resets the count) make the replica encode on its thread
+    /// for good.
+    #[test]
+    fn a_lost_encode_is_served_inline_and_retried_off_the_thread_up_to_three_times() {
+        let mut r = serving_core();
+        r.serve_off_thread();
+        let mut b = Serving::default();
+        b.hand(&mut r, vec![view(1), at(0, cmd(9, 1, 0, b"x"))], false);
+        let lose = |r: &mut ReplicaCore<Captured>, b: &mut Serving, v: u64| {
+            b.hand(r, vec![view(v)], true);
+            let job = r.take_serve().expect("encoded off the thread");
+            let (position, views) = job.tag();
+            let lost = ServeJob::lost(position, views, ServeLost::Panicked("boom".into()));
+            assert!(matches!(lost.lost(), Some(ServeLost::Panicked(_))));
+            assert!(r.provide_encoded(b, lost), "served inline at once");
+            assert!(r.take_serve().is_none());
+        };
+        let count = |r: &ReplicaCore<Captured>| {
+            let m = r.metrics();
+            let c = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+            (c(&m.states_provided), c(&m.states_provided_off_thread))
+        };
+        lose(&mut r, &mut b, 2);
+        lose(&mut r, &mut b, 3);
+        assert_eq!(count(&r), (2, 0));
+        // Retried off the thread: it works, and the count starts over.
+        b.hand(&mut r, vec![view(4)], true);
+        let job = r
+            .take_serve()
+            .expect("retried off the thread after two losses");
+        assert!(r.provide_encoded(&mut b, job.run()));
+        assert_eq!(count(&r), (3, 1));
+        lose(&mut r, &mut b, 5);
+        lose(&mut r, &mut b, 6);
+        lose(&mut r, &mut b, 7);
+        // Three in a row: on the replica's thread from now on.
+        b.hand(&mut r, vec![view(8)], true);
+        assert!(r.take_serve().is_none(), "encoded on the thread for good");
+        assert_eq!(count(&r), (7, 1));
+        assert_eq!(Snapshot::decode(&b.provided[6].1).unwrap(), r.snapshot());
+    }
+
+    /// The serve types print their position and sizes, never the state's bytes.
+    #[test]
+    fn serve_jobs_and_encoded_states_print_without_their_bytes() {
+        let mut r = serving_core();
+        r.serve_off_thread();
+        let mut b = Serving::default();
+        b.hand(&mut r, vec![view(1), at(0, cmd(9, 1, 0, b"secret"))], true);
+        let job = r.take_serve().expect("captured");
+        assert!(format!("{job:?}").starts_with("ServeJob { position: 1, view_changes: 1"));
+        let encoded = job.run();
+        let shown = format!("{encoded:?}");
+        assert!(
+            shown.contains("bytes: ") && !shown.contains("115, 101, 99"),
+            "{shown}"
+        );
+        assert!(encoded.lost().is_none());
+        let lost = ServeJob::lost(1, 1, ServeLost::Vanished);
+        assert!(format!("{lost:?}").contains("lost: Vanished"));
     }
 }

@@ -69,7 +69,9 @@ pub mod wire;
 
 pub use client::{Client, ClientConfig, ClientError};
 pub use codec::DecodeError;
-pub use core::{CoreConfig, DecodedState, EncodedState, InstallJob, ReplicaCore, ServeJob, Token};
+pub use core::{
+    CoreConfig, DecodedState, EncodedState, InstallJob, ReplicaCore, ServeJob, ServeLost, Token,
+};
 pub use machine::{RestoreError, StateDecoder, StateEncoder, StateMachine};
 pub use metrics::{Counters, Metrics};
 pub use runtime::{Busy, Replica, ReplicaConfig, ReplicaHandle, RuntimeError};

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use crate::ConfigError;
 use crate::core::{
-    CoreConfig, DecodedState, EncodedState, InstallJob, ReplicaCore, ServeJob, Token,
+    CoreConfig, DecodedState, EncodedState, InstallJob, ReplicaCore, ServeJob, ServeLost, Token,
 };
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
@@ -485,8 +485,8 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             if let Some(job) = self.core.take_install() {
                 self.start_install(job);
             }
-            // After this poll's upcalls: a view change among them drops a state encoded
-            // before it.
+            // After this poll's upcalls: a view change among them, with a delivery, drops a
+            // state encoded before it.
             self.collect_serve();
             if let Some(job) = self.core.take_serve() {
                 self.start_serve(job);
@@ -622,7 +622,7 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                         ServeJob::lost(
                             position,
                             view_changes,
-                            format!("the state encoder panicked: {}", join_message(Some(e))),
+                            ServeLost::Panicked(join_message(Some(e))),
                         )
                     });
                 let _ = tx.send(encoded);
@@ -631,11 +631,7 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
         match spawned {
             Ok(thread) => self.serve = Some((thread, rx)),
             Err(e) => {
-                let lost = ServeJob::lost(
-                    position,
-                    view_changes,
-                    format!("cannot start a thread to encode it: {e}"),
-                );
+                let lost = ServeJob::lost(position, view_changes, ServeLost::Spawn(e));
                 if let Some(t) = (self.transfer)(&mut self.backend) {
                     self.core.provide_encoded(t, lost);
                 }
@@ -654,7 +650,7 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
             Err(TryRecvError::Empty) => return,
             Err(TryRecvError::Disconnected) => {
                 // Never: the thread sends before it ends, panic or not.
-                ServeJob::lost(0, 0, "the serve thread ended without a result".into())
+                ServeJob::lost(0, 0, ServeLost::Vanished)
             }
         };
         if let Some((thread, _)) = self.serve.take() {
@@ -1176,7 +1172,8 @@ mod tests {
 
     /// The driver encodes the state a joiner asked for on a thread of its own: while the
     /// encoder is held the driver keeps polling, applying and answering; a view change
-    /// meanwhile drops that state, and the joiner of the new view gets one captured in it.
+    /// meanwhile, after a delivery since the capture, drops that state, and the joiner of the
+    /// new view gets one captured in it.
     #[test]
     fn a_replica_encoding_a_joiners_state_off_its_thread_keeps_polling_and_answering() {
         let (entered_tx, entered) = crossbeam_channel::unbounded();
@@ -1257,7 +1254,7 @@ mod tests {
         polled(20, "the state was encoded (view change)");
         let released = open.send_timeout((), Duration::from_secs(10));
         assert!(released.is_ok(), "the first encoder was not waiting");
-        // Dropped: the state is captured again, in view 2, at position 2.
+        // Dropped (a delivery followed its capture): captured again, in view 2, at position 2.
         let thread = entered
             .recv_timeout(Duration::from_secs(10))
             .expect("no state captured for the new view");

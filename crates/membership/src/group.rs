@@ -1967,7 +1967,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// file is written inside this call and the record waits for the next poll all the same.
     ///
     /// **Under the weak fsync policies.** With
-    /// [`FsyncPolicy::EveryRecords`](squall_round_robin::FsyncPolicy::EveryRecords) the record
+    /// [`FsyncPolicy::EveryRecords`] the record
     /// (and so [`Checkpointed::Written`] and the removals) waits until every member of the
     /// view has synced its epoch log past `position`, so a total restart after a power loss
     /// never cuts inside the state the checkpoint holds. The member asks for those syncs
@@ -1975,7 +1975,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// at its next poll, on its log's syncer thread by default), so the record comes within
     /// a few polls in a quiet group too (s23); a member that does not poll (a crashed one)
     /// holds it until the view changes, which abandons it. With
-    /// [`FsyncPolicy::Never`](squall_round_robin::FsyncPolicy::Never) it is recorded at once
+    /// [`FsyncPolicy::Never`] it is recorded at once
     /// and, like every delivery under that policy, promised to survive a process crash only:
     /// after a power loss a restart may stop this member with the round-robin log's
     /// `Compacted` error (docs/MEMBERSHIP.md, thirty-sixth part).

@@ -36,7 +36,7 @@ use crate::change::{Change, ChangeKind, Decision};
 use crate::config::{ConfigError, GmsConfig};
 use crate::log::{Durable, LogError, Record, Recovered};
 use crate::trim::{self, Trim};
-use crate::view::{Layout, ShardBounds, ShardLayout, View};
+use crate::view::{Layout, ShardBounds, ShardId, ShardLayout, View};
 
 /// Why a member stopped for good.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -145,6 +145,25 @@ pub enum GmsError {
     /// bounds what it publishes by the configuration the table was sized for).
     #[error("GMS table block: {0}")]
     Block(#[from] BlockError),
+    /// A restart from the log: the logged view places a member (this node or another) in a
+    /// subgroup the configured layout no longer lists for it ([`ShardLayout::subgroups_of`],
+    /// e.g. a reservation for another subgroup added to the configuration since). A member
+    /// stays in its shard, so the restarted view and every view after it would be inadequate
+    /// ([`LayoutFault::Ineligible`](crate::view::LayoutFault::Ineligible)) and the group would
+    /// wait for good; the node refuses to start instead, before it touches any file.
+    #[error(
+        "restarting from the log: node {node} is in {shard} of the logged view {view}, but the configured layout lists it for subgroup(s) {eligible:?} only (the configuration changed across the restart); a member never changes shards, so restart the group with the layout it ran with (a node moves to another subgroup only by leaving and joining again)"
+    )]
+    NoLongerEligible {
+        /// The member no longer eligible.
+        node: NodeId,
+        /// The logged view restarted.
+        view: u64,
+        /// Its shard there.
+        shard: ShardId,
+        /// The subgroups the configured layout lists for it.
+        eligible: Vec<usize>,
+    },
 }
 
 /// What the core tells its driver.
@@ -495,6 +514,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     ) -> Result<Gms<T, L>, GmsError> {
         cfg.layout = Some(layout.clone());
         cfg.validate()?;
+        if let Some(rec) = recovered {
+            crate::restart::check_eligible(rec, &layout)?;
+        }
         let shape = layout.shape();
         if !cfg.partition_safety {
             tracing::warn!(

@@ -177,7 +177,7 @@ pub enum ProfileError {
     FsyncWithoutDurable,
     /// The subgroup's epoch (for its largest shard) does not validate.
     #[error("{0}")]
-    Epoch(squall_round_robin::ConfigError),
+    Epoch(#[source] squall_round_robin::ConfigError),
 }
 
 impl GroupConfig {
@@ -260,9 +260,28 @@ impl GroupConfig {
 
     /// The `fsync` policy of shard `shard`'s durable epoch logs (its index in a view's flat
     /// shard list): its subgroup's [`EpochProfile::fsync`] if set, else the template's
-    /// ([`epoch_fsync`](GroupConfig::epoch_fsync)).
+    /// ([`epoch_fsync`](GroupConfig::epoch_fsync); also for a shard outside the layout's
+    /// shape).
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, group::{EpochProfile, GroupConfig}, view::EvenShards};
+    /// use squall_round_robin::{Config, FsyncPolicy, Mode};
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+    /// let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+    /// gms.shards = EvenShards { shards: 2, min: 1, max: 2 }; // one subgroup of two shards
+    /// let mode = Mode::Durable { path: "/data/n0".into(), fsync: FsyncPolicy::Never };
+    /// let mut cfg = GroupConfig::new(gms, Config { mode, ..Config::new(ids) });
+    /// assert_eq!(cfg.epoch_fsync_of(1), FsyncPolicy::Never); // the template's
+    /// let synced = EpochProfile { fsync: Some(FsyncPolicy::EveryBatch), ..EpochProfile::of(&cfg.epoch) };
+    /// cfg.profiles.insert(0, synced);
+    /// assert!(cfg.validate().is_ok());
+    /// assert_eq!(cfg.epoch_fsync_of(0), FsyncPolicy::EveryBatch); // subgroup 0's own
+    /// assert_eq!(cfg.epoch_fsync_of(1), FsyncPolicy::EveryBatch);
+    /// assert_eq!(cfg.epoch_fsync(), FsyncPolicy::Never); // the template's is unchanged
+    /// ```
     pub fn epoch_fsync_of(&self, shard: usize) -> squall_round_robin::FsyncPolicy {
-        match &self.subgroup_epoch(self.subgroup_of_shard(shard)).mode {
+        match &self.shard_template(shard).mode {
             Mode::Durable { fsync, .. } => *fsync,
             _ => squall_round_robin::FsyncPolicy::EveryBatch,
         }
@@ -278,19 +297,37 @@ impl GroupConfig {
         cfg
     }
 
-    /// The subgroup of shard `shard` (its index in a view's flat shard list).
-    fn subgroup_of_shard(&self, shard: usize) -> usize {
+    /// The subgroup of shard `shard` (its index in a view's flat shard list); `None` past the
+    /// shape's last shard.
+    fn subgroup_of_shard(&self, shard: usize) -> Option<usize> {
         let mut left = shard;
         for (g, shards) in self.gms.shard_layout().shape().iter().enumerate() {
             if left < shards.len() {
-                return g;
+                return Some(g);
             }
             left -= shards.len();
         }
-        0
+        None
     }
 
-    /// The flat index of subgroup `subgroup`'s first shard.
+    /// The epoch template of shard `shard`: its subgroup's
+    /// ([`subgroup_epoch`](GroupConfig::subgroup_epoch)); the template itself for a shard
+    /// outside the shape (no view of a validated configuration has one).
+    fn shard_template(&self, shard: usize) -> EpochConfig {
+        match self.subgroup_of_shard(shard) {
+            Some(g) => self.subgroup_epoch(g),
+            None => {
+                tracing::warn!(
+                    shard,
+                    "group: a shard outside the layout's shape; its epoch runs on the template"
+                );
+                self.epoch.clone()
+            }
+        }
+    }
+
+    /// The flat index of subgroup `subgroup`'s first shard (only names its log file: an empty
+    /// subgroup, which validation refuses, has none).
     fn first_shard_of(&self, subgroup: usize) -> usize {
         let shape = self.gms.shard_layout().shape();
         shape.iter().take(subgroup).map(Vec::len).sum()
@@ -306,8 +343,18 @@ impl GroupConfig {
     /// every one a sender): its subgroup's settings ([`subgroup_epoch`](GroupConfig::subgroup_epoch));
     /// durable epochs log to [`epoch_log_of`](GroupConfig::epoch_log_of).
     pub fn epoch_for_shard(&self, view: u64, shard: usize, members: Vec<NodeId>) -> EpochConfig {
+        self.epoch_from(self.shard_template(shard), view, shard, members)
+    }
+
+    /// [`epoch_for_shard`](GroupConfig::epoch_for_shard) from the epoch template `template`.
+    fn epoch_from(
+        &self,
+        template: EpochConfig,
+        view: u64,
+        shard: usize,
+        members: Vec<NodeId>,
+    ) -> EpochConfig {
         let (table_region, large_region) = self.sets[(view % 2) as usize];
-        let template = self.subgroup_epoch(self.subgroup_of_shard(shard));
         let mode = match (&template.mode, self.epoch_log_of(view, shard)) {
             (Mode::Durable { fsync, .. }, Some(path)) => Mode::Durable {
                 path,
@@ -339,10 +386,12 @@ impl GroupConfig {
         self.gms.universe.iter().copied().take(n).collect()
     }
 
-    /// The epoch configuration of subgroup `subgroup`'s largest shard on set `view mod 2`.
+    /// The epoch configuration of subgroup `subgroup`'s largest shard on set `view mod 2`,
+    /// with `subgroup`'s own settings.
     fn largest_epoch_config(&self, view: u64, subgroup: usize) -> EpochConfig {
         let shard = self.first_shard_of(subgroup);
-        self.epoch_for_shard(view, shard, self.largest_epoch(subgroup))
+        let template = self.subgroup_epoch(subgroup);
+        self.epoch_from(template, view, shard, self.largest_epoch(subgroup))
     }
 
     /// Every region a group uses: the GMS table, both epoch sets, the transfer region.
@@ -417,15 +466,6 @@ impl GroupConfig {
                 });
             }
         }
-        for node in &self.gms.universe {
-            if let Some(sgs) = layout.subgroups_of(*node)
-                && sgs.iter().any(|&g| g >= shape.len())
-            {
-                return Err(GroupError::Config(
-                    "the layout's subgroups_of names a subgroup its shape does not have",
-                ));
-            }
-        }
         // Each subgroup's largest epoch: a full shard, with the subgroup's settings.
         for subgroup in 0..shape.len() {
             let epoch = self.largest_epoch_config(0, subgroup);
@@ -444,15 +484,11 @@ impl GroupConfig {
     }
 
     /// The subgroups whose epochs a node that may be placed in `subgroups` (`None`: any) runs:
-    /// those of the shape among them, or every subgroup if none is.
+    /// exactly those listed, as [`View::next`] holds the layout to. (Start-up validation
+    /// refuses an empty list and a subgroup outside the shape, `LayoutError::NoSubgroups` and
+    /// `LayoutError::SubgroupOutside`.)
     fn eligible_subgroups(&self, subgroups: Option<Vec<usize>>) -> Vec<usize> {
-        let n = self.gms.shard_layout().shape().len();
-        let mut subgroups: Vec<usize> = subgroups.unwrap_or_default();
-        subgroups.retain(|&g| g < n);
-        if subgroups.is_empty() {
-            subgroups = (0..n).collect();
-        }
-        subgroups
+        subgroups.unwrap_or_else(|| (0..self.gms.shard_layout().shape().len()).collect())
     }
 }
 
@@ -468,6 +504,7 @@ pub enum GroupError {
         /// The subgroup the profile is for.
         subgroup: usize,
         /// What is wrong.
+        #[source]
         why: ProfileError,
     },
     /// The membership core.
@@ -1167,6 +1204,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
         outsider: bool,
     ) -> Result<Group<T, L>, GroupError> {
         cfg.validate()?;
+        if let Some(rec) = recovered.filter(|_| !outsider) {
+            // Before `restart_base` removes any file.
+            crate::restart::check_eligible(rec, &cfg.gms.shard_layout())
+                .map_err(GroupError::Gms)?;
+        }
         let mux = Mux::new(transport, &cfg.regions());
         // A restart (a log that holds a view): what the state is rebuilt from is known before
         // the core publishes its restart row, which says whether it holds its shard's state.
@@ -3073,5 +3115,92 @@ fn epoch_logs_before(dir: &std::path::Path, view: u64) -> Vec<(String, std::path
 fn remove_epoch_log(name: &str, path: &std::path::Path) {
     if let Err(err) = std::fs::remove_file(path) {
         tracing::warn!(file = name, error = %err, "group: could not remove an epoch log a snapshot covers");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::view::{Assignment, Layout, LayoutError, Shard, ShardBounds};
+
+    /// A layout whose subgroup 1 has no shard (subgroups 0 and 2 have one each), which
+    /// start-up validation refuses.
+    struct Gap;
+
+    impl ShardLayout for Gap {
+        fn shape(&self) -> Vec<Vec<ShardBounds>> {
+            let b = ShardBounds { min: 1, max: 3 };
+            vec![vec![b], vec![], vec![b]]
+        }
+        fn assign(&self, _prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
+            let (a, b) = members.split_at(members.len() / 2);
+            Assignment {
+                shards: vec![
+                    Shard {
+                        members: a.to_vec(),
+                        ..Shard::default()
+                    },
+                    Shard {
+                        members: b.to_vec(),
+                        ..Shard::default()
+                    },
+                ],
+                inadequate: None,
+            }
+        }
+    }
+
+    /// Review finding 2 (s23 follow-up): an empty subgroup took the next subgroup's profile
+    /// (`largest_epoch_config` went through its "first shard", which is the next subgroup's)
+    /// and a shard past the shape took subgroup 0's. Each now comes from the subgroup itself,
+    /// and validation refuses the empty subgroup.
+    #[test]
+    fn an_empty_subgroup_and_a_shard_past_the_shape_get_no_other_subgroups_profile() {
+        let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+        let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        gms.layout = Some(Layout::new(Gap));
+        let mut cfg = GroupConfig::new(gms, EpochConfig::new(ids));
+        let template = cfg.epoch.clone();
+        let small = EpochProfile {
+            window: template.window + 3,
+            max_payload: template.slot_size,
+            ..EpochProfile::of(&template)
+        };
+        let large = EpochProfile {
+            window: template.window + 1,
+            ..EpochProfile::of(&template)
+        };
+        cfg.profiles.insert(0, large);
+        cfg.profiles.insert(2, small);
+        // Subgroup 1 (empty) has no profile: the template, not subgroup 2's.
+        let empty = cfg.largest_epoch_config(0, 1);
+        assert_eq!(
+            (empty.window, empty.max_payload),
+            (template.window, template.max_payload)
+        );
+        // Subgroup 2's largest epoch: its own profile.
+        assert_eq!(cfg.largest_epoch_config(0, 2).window, small.window);
+        // Flat shard 1 is subgroup 2's; shard 2 is past the shape: the template, not
+        // subgroup 0's profile.
+        assert_eq!(cfg.subgroup_of_shard(1), Some(2));
+        assert_eq!(cfg.subgroup_of_shard(2), None);
+        assert_eq!(cfg.epoch_for_shard(0, 1, Vec::new()).window, small.window);
+        assert_eq!(
+            cfg.epoch_for_shard(0, 2, Vec::new()).window,
+            template.window
+        );
+        // Start-up refuses the empty subgroup, naming the rule.
+        let e = cfg.validate().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                GroupError::Gms(GmsError::Config(crate::config::ConfigError::Layout(
+                    LayoutError::Shape
+                )))
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("each with between 1"), "{e}");
     }
 }

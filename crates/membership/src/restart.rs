@@ -285,6 +285,39 @@ pub fn restart_view(rec: &Recovered, layout: &dyn ShardLayout) -> Option<View> {
     Some(logged_view(rec, id - 1, layout).unwrap_or(last))
 }
 
+/// Checks, before a restart from `rec`, that the configured `layout` still lists every member
+/// of the restarted view's shards ([`restart_view`]) for its logged subgroup
+/// ([`ShardLayout::subgroups_of`]). A member stays in its shard, so one the layout no longer
+/// lists (the configuration changed across the restart, e.g. a reservation added) would make
+/// the restarted view and every view after it inadequate
+/// ([`LayoutFault::Ineligible`](crate::view::LayoutFault::Ineligible)): the group would wait
+/// for good. Every restarting member refuses instead, naming that member and its subgroup.
+pub(crate) fn check_eligible(
+    rec: &Recovered,
+    layout: &dyn ShardLayout,
+) -> Result<(), crate::gms::GmsError> {
+    let Some(v) = restart_view(rec, layout) else {
+        return Ok(());
+    };
+    for s in &v.shards {
+        for &node in &s.members {
+            if let Some(eligible) = layout.subgroups_of(node)
+                && !eligible.contains(&s.id.subgroup)
+            {
+                tracing::error!(node = %node, view = v.id, shard = %s.id, ?eligible,
+                    "restart: the logged view places a member in a subgroup the configured layout no longer lists for it; not restarting");
+                return Err(crate::gms::GmsError::NoLongerEligible {
+                    node,
+                    view: v.id,
+                    shard: s.id,
+                    eligible,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether decision `d` ending `view` (with the `holders` logged with it, by rank in `view`)
 /// installs a view that lost a shard, computed exactly as every member that acted on it
 /// installed it ([`View::next_holding`]). Such a decision is *void* for a restart: its next view

@@ -108,6 +108,29 @@ pub enum LayoutError {
         "the layout's shape() changed from one call to the next: its subgroups and shards, with their bounds, are fixed for the group's lifetime"
     )]
     ShapeChanged,
+    /// The layout's [`subgroups_of`](ShardLayout::subgroups_of) lists no subgroup for a node
+    /// (`Some(vec![])`): it could be placed in no shard, and its epoch regions would be sized
+    /// for no epoch. Return `None` for a node that may go anywhere.
+    #[error(
+        "the layout's subgroups_of lists no subgroup for node {node}: list the subgroups it may be placed in, or return None for any"
+    )]
+    NoSubgroups {
+        /// The node.
+        node: NodeId,
+    },
+    /// The layout's [`subgroups_of`](ShardLayout::subgroups_of) names a subgroup its shape does
+    /// not have.
+    #[error(
+        "the layout's subgroups_of lists subgroup {subgroup} for node {node}, but its shape has {subgroups} subgroup(s)"
+    )]
+    SubgroupOutside {
+        /// The node.
+        node: NodeId,
+        /// The subgroup listed.
+        subgroup: usize,
+        /// The shape's number of subgroups.
+        subgroups: usize,
+    },
 }
 
 /// How many view sizes [`check_shard_count`] tries one by one from 1 (beyond, it tries the
@@ -783,7 +806,7 @@ impl Inadequate {
                 "the layout moved a survivor of {s} out of it (a member holds only its own shard's state, so it never changes shards); the group waits (a bug in the layout)"
             ),
             Some(LayoutFault::Ineligible) => format!(
-                "the layout put a member in {s} whose subgroup its subgroups_of does not list (the member's epoch regions are sized for those subgroups only); the group waits (a bug in the layout)"
+                "the layout put a member in {s} whose subgroup its subgroups_of does not list (the member's epoch regions are sized for those subgroups only); the group waits (a bug in the layout, or members configured with different layouts)"
             ),
             None if self.lost && self.have > 0 => format!(
                 "{s} lost every member that held its state in the previous view: its {} surviving member(s) had not completed their state transfer, so no survivor holds its state and it cannot be rebuilt by state transfer; the group stops (a total restart of every member from its logs rebuilds it: it restarts the previous view, whose members of this shard hold its state in their logs, and waits until one of them that held it restarts; if none can, start the group afresh)",
@@ -913,7 +936,24 @@ pub trait ShardLayout {
     /// small subgroup registers what that subgroup needs, not the largest one's. It must
     /// follow from the layout's own settings (every member computes it alike), and
     /// [`assign`](ShardLayout::assign) must never put `node` elsewhere: [`View::next`] makes a
-    /// view that does inadequate ([`LayoutFault::Ineligible`]).
+    /// view that does inadequate ([`LayoutFault::Ineligible`]). `Some` must list at least one
+    /// subgroup, each of the shape: start-up refuses an empty list
+    /// ([`LayoutError::NoSubgroups`]) and one outside the shape
+    /// ([`LayoutError::SubgroupOutside`]).
+    ///
+    /// [`Subgroups`] answers with a reserved node's subgroup:
+    ///
+    /// ```
+    /// use squall_membership::view::{Layout, ShardLayout, ShardPolicy, SubgroupPolicy, Subgroups};
+    /// use squall_transport::NodeId;
+    /// let control = ShardPolicy { min: 1, max: 2, reserved: vec![NodeId(3)] };
+    /// let layout = Layout::new(Subgroups::new(vec![
+    ///     SubgroupPolicy::even_shards(2, 1, 3),
+    ///     SubgroupPolicy { shards: vec![control] },
+    /// ]));
+    /// assert_eq!(layout.subgroups_of(NodeId(3)), Some(vec![1])); // reserved for subgroup 1
+    /// assert_eq!(layout.subgroups_of(NodeId(0)), None); // may be placed in any subgroup
+    /// ```
     fn subgroups_of(&self, node: NodeId) -> Option<Vec<usize>> {
         let _ = node;
         None
@@ -1005,10 +1045,28 @@ impl ShardLayout for Layout {
     fn shape(&self) -> Vec<Vec<ShardBounds>> {
         self.shape.to_vec()
     }
-    /// The wrapped layout's own checks, and that its shape is still the pinned one.
+    /// The wrapped layout's own checks, that its shape is still the pinned one, and that its
+    /// [`subgroups_of`](ShardLayout::subgroups_of) lists, for every universe node, at least one
+    /// subgroup and only subgroups of the shape.
     fn validate(&self, universe: &[NodeId]) -> Result<(), LayoutError> {
         if self.inner.shape() != *self.shape {
             return Err(LayoutError::ShapeChanged);
+        }
+        let subgroups = self.shape.len();
+        for &node in universe {
+            let Some(sgs) = self.inner.subgroups_of(node) else {
+                continue;
+            };
+            if sgs.is_empty() {
+                return Err(LayoutError::NoSubgroups { node });
+            }
+            if let Some(&subgroup) = sgs.iter().find(|&&g| g >= subgroups) {
+                return Err(LayoutError::SubgroupOutside {
+                    node,
+                    subgroup,
+                    subgroups,
+                });
+            }
         }
         self.inner.validate(universe)
     }

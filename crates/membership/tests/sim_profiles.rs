@@ -19,9 +19,10 @@ use std::time::Duration;
 use squall_membership::group::{EpochProfile, Group, GroupConfig, GroupError, ProfileError};
 use squall_membership::log::MemLog;
 use squall_membership::view::{
-    Assignment, Layout, Shard, ShardBounds, ShardId, ShardLayout, ShardPolicy, SubgroupPolicy,
-    Subgroups,
+    Assignment, Layout, LayoutError, Shard, ShardBounds, ShardId, ShardLayout, ShardPolicy,
+    SubgroupPolicy, Subgroups,
 };
+use squall_membership::{ConfigError, GmsError};
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
 use squall_round_robin::FsyncPolicy;
 use squall_transport::{NodeId, RegionSpec};
@@ -48,16 +49,21 @@ const STORE_MAX: usize = 1024;
 const CONTROL_MAX: usize = 16;
 
 fn layout() -> Layout {
-    Layout::new(Subgroups::new(vec![
+    Layout::new(subgroups(&[3, 4, 5, 6]))
+}
+
+/// The two subgroups with `reserved` reserved for control.
+fn subgroups(reserved: &[u32]) -> Subgroups {
+    Subgroups::new(vec![
         SubgroupPolicy::even_shards(1, 2, 3),
         SubgroupPolicy {
             shards: vec![ShardPolicy {
                 min: 2,
                 max: 3,
-                reserved: [3, 4, 5, 6].map(NodeId).to_vec(),
+                reserved: reserved.iter().copied().map(NodeId).collect(),
             }],
         },
-    ]))
+    ])
 }
 
 fn store_profile(cfg: &GroupConfig) -> EpochProfile {
@@ -651,6 +657,17 @@ fn per_subgroup_settings_are_validated_at_start_up() {
         "{e}"
     );
     assert!(e.to_string().contains("window must be at least 1"), "{e}");
+    // The error chain (s23 follow-up, finding 4): the group's error, the profile's, the
+    // epoch configuration's.
+    let why = std::error::Error::source(&e).expect("GroupError::Profile has a source");
+    assert!(why.downcast_ref::<ProfileError>().is_some(), "{why}");
+    let inner = why.source().expect("ProfileError::Epoch has a source");
+    assert!(
+        inner
+            .downcast_ref::<squall_round_robin::ConfigError>()
+            .is_some(),
+        "{inner}"
+    );
     let e = bad(&|c| {
         if let Some(p) = c.profiles.get_mut(&0) {
             p.max_payload = p.slot_size - 1;
@@ -804,6 +821,138 @@ fn a_joiner_placed_outside_its_declared_subgroups_makes_the_group_wait() {
                     return Err(format!("n{i}: wrong reason {why}"));
                 }
             }
+            Ok(())
+        },
+    );
+}
+
+/// The store and control layout of the tests, with `subgroups_of(7)` answering `answer`.
+struct Listing {
+    inner: Subgroups,
+    answer: Vec<usize>,
+}
+
+impl ShardLayout for Listing {
+    fn shape(&self) -> Vec<Vec<ShardBounds>> {
+        self.inner.shape()
+    }
+
+    fn assign(&self, prev: Option<&[Shard]>, members: &[NodeId]) -> Assignment {
+        self.inner.assign(prev, members)
+    }
+
+    fn subgroups_of(&self, node: NodeId) -> Option<Vec<usize>> {
+        match node.0 {
+            7 => Some(self.answer.clone()),
+            _ => self.inner.subgroups_of(node),
+        }
+    }
+}
+
+/// Review finding 1 (s23 follow-up): `subgroups_of` answering `Some(vec![])` meant "any
+/// subgroup" to the region sizing and "no subgroup" to the view's check. Start-up now refuses
+/// it, naming the node; and a subgroup outside the shape, naming it.
+#[test]
+fn a_layout_whose_subgroups_of_lists_no_subgroup_is_refused_at_start_up() {
+    let with = |answer: Vec<usize>| {
+        let mut cfg = config(None, 0);
+        cfg.gms.layout = Some(Layout::new(Listing {
+            inner: subgroups(&[3, 4, 5, 6]),
+            answer,
+        }));
+        cfg
+    };
+    assert!(with(vec![1]).validate().is_ok());
+    let cfg = with(Vec::new());
+    let e = cfg.validate().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GroupError::Gms(GmsError::Config(ConfigError::Layout(
+                LayoutError::NoSubgroups { node: NodeId(7) }
+            )))
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("lists no subgroup for node n7"),
+        "{e}"
+    );
+    // Node 7's regions are not sized at all (before, they were sized for every subgroup).
+    assert!(Group::<SimNode, MemLog>::layout_of(&cfg, NodeId(7)).is_err());
+    let e = with(vec![0, 2]).validate().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GroupError::Gms(GmsError::Config(ConfigError::Layout(
+                LayoutError::SubgroupOutside {
+                    node: NodeId(7),
+                    subgroup: 2,
+                    subgroups: 2
+                }
+            )))
+        ),
+        "{e}"
+    );
+}
+
+/// Review finding 3 (s23 follow-up): a configuration change across a total restart. In life
+/// 0 n2 runs in the store subgroup; the next configuration reserves n2 for control too (a
+/// reservation added to an existing group). Every member restarting from its log with it is
+/// refused at start-up, naming n2, its logged shard and the subgroups it is now listed for
+/// (before, the restarted view was inadequate with the `Ineligible` fault, "a bug in the
+/// layout", and the group waited for good). Restarted with the configuration it ran with, the
+/// group goes on: the refused attempts changed no file.
+#[test]
+fn a_reservation_added_across_a_restart_is_refused_naming_the_node() {
+    check_seeds(
+        "a_reservation_added_across_a_restart_is_refused_naming_the_node",
+        1,
+        |seed| {
+            let base = group_sim::scratch_dir("profiles", "reserved", seed);
+            let mut r = Run::fresh(seed, Some(&base));
+            r.run(400, true)?;
+            let before = (r.at(STORE), r.at(CONTROL));
+            let (logs, reference) = r.shutdown();
+            let cfgs: Vec<GroupConfig> = (0..N)
+                .map(|i| {
+                    let mut c = config(Some(&base), i);
+                    c.gms.layout = Some(Layout::new(subgroups(&[2, 3, 4, 5, 6])));
+                    c
+                })
+                .collect();
+            let layouts: Vec<Vec<RegionSpec>> = (cfgs.iter().enumerate())
+                .map(|(i, c)| Group::<SimNode, MemLog>::layout_of(c, NodeId(i as u32)).unwrap())
+                .collect();
+            let (_sim, nodes) = Sim::cluster_each(SimConfig::seeded(seed), &layouts, &[]).unwrap();
+            for (i, t) in nodes.into_iter().enumerate().take(6) {
+                let (log, rec) = MemLog::open(logs[i].clone().unwrap());
+                let e = match Group::new(t, cfgs[i].clone(), log, Some(&rec)) {
+                    Err(e) => e,
+                    Ok(g) => return Err(format!("n{i} restarted: {g:?}")),
+                };
+                match &e {
+                    GroupError::Gms(GmsError::NoLongerEligible {
+                        node: NodeId(2),
+                        view: 0,
+                        shard: STORE,
+                        eligible,
+                    }) if eligible == &[1] => {}
+                    _ => return Err(format!("n{i}: wrong error {e}")),
+                }
+                let msg = e.to_string();
+                if !msg.contains("node n2 is in subgroup 0 shard 0")
+                    || !msg.contains("subgroup(s) [1] only")
+                {
+                    return Err(format!("n{i}: the error does not say why: {msg}"));
+                }
+            }
+            // With the configuration it ran with, the group restarts and goes on.
+            let mut r = Run::start(seed + 1000, Some(&base), &logs, reference, 1);
+            r.run(3000, true)?;
+            r.run(400, false)?;
+            r.settled([before.0 + 1, before.1 + 1])?;
+            let _ = std::fs::remove_dir_all(&base);
             Ok(())
         },
     );

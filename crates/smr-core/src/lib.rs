@@ -69,7 +69,10 @@ pub mod wire;
 
 pub use client::{Client, ClientConfig, ClientError};
 pub use codec::DecodeError;
-pub use core::{CoreConfig, DecodedState, EncodedState, InstallJob, ReplicaCore, ServeJob, Token};
+pub use core::{
+    CoreConfig, DecodedState, EncodedState, InstallJob, PositionMismatch, ReplicaCore, ServeJob,
+    Token,
+};
 pub use machine::{RestoreError, StateDecoder, StateEncoder, StateMachine};
 pub use metrics::{Counters, Metrics};
 pub use runtime::{Busy, Replica, ReplicaConfig, ReplicaHandle, RuntimeError};

@@ -1015,7 +1015,13 @@ impl<S: StateMachine> ReplicaCore<S> {
     ///   With [`decode_off_thread`](Self::decode_off_thread) and a machine that has a
     ///   decoder, the state is handed out as an [`InstallJob`] instead, and this upcall and
     ///   every later one are kept until it is installed, then applied a slice a call.
-    /// - Every upcall then goes to [`upcall`](Self::upcall).
+    /// - Every upcall then goes to [`upcall`](Self::upcall), except a delivery at another
+    ///   position than [`applied`](Self::applied), which stops the replica unapplied
+    ///   ([`PositionMismatch`]). A state the backend offers at any `View` is installed first,
+    ///   a joiner's or not.
+    /// - A replica holding a state whose backend stopped holding one (it did after the previous
+    ///   poll, it does not now: its group joins again) drops it and awaits a transferred state
+    ///   as a joiner does.
     /// - A restarting replica asks the backend whether the restart is still under way; once
     ///   it is not, the replica serves, or, if the backend holds no state (the group went on
     ///   without it and it joins again), waits for a transfer as a joiner does.

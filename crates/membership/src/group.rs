@@ -1572,6 +1572,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
         // Dropped unwedged, as a crash would leave it: what it logged is on file (the skim
         // below reads it); messages it received but had not logged are not counted.
         self.epoch = None;
+        // The application is at `delivered` (s23): `next_position` says so until the replay
+        // sets the position from the logs (it continues from here, `Base::Live`).
+        self.position = delivered;
         // What other members that started view 0 afresh wrote into this member's copy of
         // view 0's region set must not be read by a later view on that set (a crash would
         // have left fresh memory too).

@@ -1249,6 +1249,51 @@ fn delivered_in_view_0(seed: u64, at: FreshShard, late: usize) -> Result<(), Str
         l.boot(i);
     }
     let crashed = matches!(at, FreshShard::OfTwoPeerRestarted).then_some(fresh[1]);
+    // s23: from its switch into the restart until the replay sets it from the logs, a fresh
+    // member's next position is what its application delivered (seen once per member, before
+    // it installs the restart view).
+    let mut switched: Vec<usize> = Vec::new();
+    let t1 = l.sim.now();
+    while fresh
+        .iter()
+        .any(|&i| Some(i) != crashed && !switched.contains(&i))
+        && l.sim.now().saturating_since(t1) <= Duration::from_millis(5)
+    {
+        l.step(true);
+        for &i in &fresh {
+            let Some(g) = l.groups[i].as_ref() else {
+                continue;
+            };
+            if Some(i) == crashed
+                || switched.contains(&i)
+                || g.gms().restarting().is_none()
+                || l.installs[i].contains_key(&1)
+            {
+                continue;
+            }
+            let delivered = l.delivered[i].last().map_or(0, |d| d.0 + 1);
+            if g.next_position() != delivered {
+                return Err(format!(
+                    "n{i} switched into the restart after delivering {delivered}, its next \
+                     position is {}",
+                    g.next_position()
+                ));
+            }
+            switched.push(i);
+        }
+    }
+    if let Some(i) = fresh
+        .iter()
+        .find(|&&i| Some(i) != crashed && !switched.contains(&i))
+    {
+        return Err(group_sim::missed(
+            seed,
+            &format!(
+                "n{i} restarting view 0 before it installs the restart view: {}",
+                l.state()
+            ),
+        ));
+    }
     together_and_carrying_on(l, &before, spares, |l| {
         for &i in &fresh {
             if Some(i) != crashed && !l.installs[i].contains_key(&1) {

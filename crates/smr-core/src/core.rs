@@ -196,7 +196,65 @@ pub struct ReplicaCore<S> {
     /// `View` and `Wedged` upcalls applied so far: a state encoded off the thread is provided
     /// in a later view only if nothing was delivered since its capture.
     view_changes: u64,
+    /// What the backend's [`StateTransfer::holds_state`] answered after the previous poll: a
+    /// change from `true` to `false` while this replica holds a state drops it (s23).
+    backend_held: bool,
     metrics: Metrics,
+}
+
+/// A delivery that reached a replica at another position than the one it is at: the backend
+/// broke [`StateTransfer`]'s contract (positions count every delivery from 0; a state handed
+/// over at a view says where the deliveries that follow start). Applying it would skip or
+/// repeat positions and silently diverge, so [`ReplicaCore::upcalls_from`] stops the replica
+/// with this error's message instead and applies nothing more.
+///
+/// ```
+/// use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+/// use squall_smr::wire::{ErrorCode, ReadMode, Request, Response};
+/// use squall_smr::{CoreConfig, PositionMismatch, ReplicaCore, RestoreError, StateMachine, StateTransfer, TransferError};
+/// use squall_transport::{NodeId, Waker};
+/// # struct Nop;
+/// # impl StateMachine for Nop {
+/// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+/// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+/// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+/// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+/// # }
+/// # struct Member;
+/// # impl TotalOrder for Member {
+/// #     fn me(&self) -> NodeId { NodeId(0) }
+/// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+/// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+/// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
+/// #     fn waker(&self) -> Waker { Waker::noop() }
+/// # }
+/// # impl StateTransfer for Member {
+/// #   fn holds_state(&self) -> bool { true }
+/// #   fn state_wanted(&self) -> bool { false }
+/// #   fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+/// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+/// # }
+/// let mut core = ReplicaCore::new(NodeId(0), Nop, CoreConfig::default())?;
+/// // At position 0, handed position 3: positions 0 to 2 would be skipped.
+/// let d = Delivery { position: 3, sender: NodeId(1), payload: Vec::new() };
+/// core.upcalls_from(&mut Member, [Upcall::Deliver(d)]);
+/// assert_eq!(core.applied(), 0);
+/// core.request(1, Request::Read { mode: ReadMode::Local, query: Vec::new() });
+/// let why = PositionMismatch { position: 3, applied: 0 }.to_string();
+/// assert!(matches!(&core.take_replies()[..],
+///     [(1, Response::Error { code: ErrorCode::Unavailable, message })] if message.contains(&why)));
+/// # Ok::<(), squall_smr::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a delivery at position {position} reached a replica at position {applied}: applying it \
+     would skip or repeat positions"
+)]
+pub struct PositionMismatch {
+    /// The delivery's position.
+    pub position: u64,
+    /// The replica's position: the deliveries it applied.
+    pub applied: u64,
 }
 
 /// A transferred state to decode off the replica's thread ([`ReplicaCore::take_install`]):
@@ -543,6 +601,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             serve_losses: 0,
             serve_inline_next: false,
             view_changes: 0,
+            backend_held: false,
             metrics: Metrics::default(),
         })
     }
@@ -830,6 +889,24 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.joining = true;
     }
 
+    /// The backend stopped holding the state while this replica held one (s23: its group
+    /// switched into a restart and joins again by transfer, docs/MEMBERSHIP.md, forty-first
+    /// part): the replica's state is void from here on. It awaits the transferred state as a
+    /// joiner does: every request owed an answer, and every later one, is answered
+    /// [`ErrorCode::Unavailable`], and nothing is applied, served or checkpointed until the
+    /// state that the backend hands over at a view is installed. The old state machine stays
+    /// in memory, unread, until that install replaces it.
+    fn drop_state(&mut self) {
+        tracing::warn!(replica = %self.me, applied = self.applied,
+            "the backend no longer holds the state (its group joins again): awaiting a transfer");
+        self.joining = true;
+        self.metrics.add(&self.metrics.states_dropped, 1);
+        self.fail_all(
+            "this replica's group is joining again: its state transfer has not completed; \
+             retry at another replica",
+        );
+    }
+
     /// Whether this replica is waiting for a transferred state.
     pub fn is_joining(&self) -> bool {
         self.joining
@@ -1016,7 +1093,13 @@ impl<S: StateMachine> ReplicaCore<S> {
     ///   With [`decode_off_thread`](Self::decode_off_thread) and a machine that has a
     ///   decoder, the state is handed out as an [`InstallJob`] instead, and this upcall and
     ///   every later one are kept until it is installed, then applied a slice a call.
-    /// - Every upcall then goes to [`upcall`](Self::upcall).
+    /// - Every upcall then goes to [`upcall`](Self::upcall), except a delivery at another
+    ///   position than [`applied`](Self::applied), which stops the replica unapplied
+    ///   ([`PositionMismatch`]). A state the backend offers at any `View` is installed first,
+    ///   a joiner's or not.
+    /// - A replica holding a state whose backend stopped holding one (it did after the previous
+    ///   poll, it does not now: its group joins again) drops it and awaits a transferred state
+    ///   as a joiner does.
     /// - A restarting replica asks the backend whether the restart is still under way; once
     ///   it is not, the replica serves, or, if the backend holds no state (the group went on
     ///   without it and it joins again), waits for a transfer as a joiner does.
@@ -1070,6 +1153,15 @@ impl<S: StateMachine> ReplicaCore<S> {
         }
         if self.settling() {
             return;
+        }
+        // Held at the previous poll, not now: the backend dropped the state it held.
+        let holds = backend.holds_state();
+        if std::mem::replace(&mut self.backend_held, holds)
+            && !holds
+            && self.restarting.is_none()
+            && !self.joining
+        {
+            self.drop_state();
         }
         if self.restarting.is_some() {
             self.restarting = backend.restarting();
@@ -1302,11 +1394,35 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// One upcall of [`upcalls_from`](Self::upcalls_from), in order: the state a joining or
     /// restarting replica's backend offers at a view is installed first, or handed out to be
     /// decoded off the replica's thread (then this upcall is kept, first, for after it).
+    ///
+    /// A state offered at any `View` is taken, not only a joining or restarting replica's: a
+    /// backend that hands one over replaced the replica's state (its group made it join again,
+    /// s23), and the deliveries that follow start at its position. A delivery at another
+    /// position than the replica's ([`PositionMismatch`]) stops the replica and is never
+    /// applied.
     fn take_upcall<B: StateTransfer + ?Sized>(&mut self, backend: &mut B, u: Upcall<Delivery>) {
-        if (self.joining || self.restarting.is_some())
-            && matches!(u, Upcall::View(_))
+        if let Upcall::Deliver(d) = &u
+            && !self.joining
+            && d.position != self.applied
+        {
+            if self.stopped.is_none() {
+                let e = PositionMismatch {
+                    position: d.position,
+                    applied: self.applied,
+                };
+                tracing::error!(replica = %self.me, position = d.position,
+                    applied = self.applied, "{e}");
+                self.stop(e.to_string());
+            }
+            return;
+        }
+        if matches!(u, Upcall::View(_))
             && let Some((position, bytes)) = backend.take_state()
         {
+            if !self.joining && self.restarting.is_none() {
+                tracing::warn!(replica = %self.me, applied = self.applied, position,
+                    "the backend replaced this replica's state at a view: installing it");
+            }
             let decode = if self.decode_off_thread {
                 self.sm.snapshot_decoder()
             } else {
@@ -2327,6 +2443,115 @@ mod tests {
             if *t == token && message.contains(why))
     }
 
+    /// What `Group::rejoin` does under a replica whose group switched into a restart after it
+    /// delivered `[0, 2)` (s23, docs/MEMBERSHIP.md, forty-first part): the backend stops
+    /// holding the state, then hands over the group's state at position 5 at a view, and
+    /// delivers from 5. The replica must await that state (answering `Unavailable`) and
+    /// install it, never apply 5 on top of its state at 2 (positions 2 to 4 skipped).
+    #[test]
+    fn a_replica_whose_backend_drops_its_state_awaits_and_installs_the_transferred_one() {
+        let mut member = core(16);
+        for i in 0..5u64 {
+            deliver(&mut member, cmd(9, i + 1, i, b"m"));
+        }
+        let mut backend = Restarting {
+            state: None,
+            restarting: None,
+            holds: true,
+        };
+        let mut r = core(16);
+        r.upcalls_from(
+            &mut backend,
+            [at(0, cmd(9, 1, 0, b"m")), at(1, cmd(9, 2, 1, b"m"))],
+        );
+        assert_eq!(r.applied(), 2);
+        r.request(1, command(7, 1, b"z"));
+        backend.holds = false;
+        r.upcalls_from(&mut backend, []);
+        assert!(
+            r.is_joining(),
+            "the backend dropped the state: awaiting one"
+        );
+        assert!(unavailable_because(&r.take_replies(), 1, "joining again"));
+        r.request(
+            2,
+            Request::Read {
+                mode: ReadMode::Local,
+                query: Vec::new(),
+            },
+        );
+        assert!(unavailable_because(&r.take_replies(), 2, "joining"));
+        backend.holds = true;
+        backend.state = Some((5, member.snapshot().encode()));
+        r.upcalls_from(&mut backend, [view(3), at(5, cmd(9, 6, 5, b"m"))]);
+        deliver(&mut member, cmd(9, 6, 5, b"m"));
+        assert!(!r.is_joining() && r.stopped.is_none());
+        assert_eq!(r.applied(), 6);
+        assert_eq!(r.snapshot(), member.snapshot());
+        assert_eq!(
+            r.metrics()
+                .states_dropped
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+    }
+
+    /// The same rejoin with the drop unseen (the state handed over in the poll that drops
+    /// it): the state offered at the view is installed all the same.
+    #[test]
+    fn a_state_handed_over_at_a_view_to_a_replica_holding_one_is_installed() {
+        let mut member = core(16);
+        for i in 0..5u64 {
+            deliver(&mut member, cmd(9, i + 1, i, b"m"));
+        }
+        let mut backend = Restarting {
+            state: None,
+            restarting: None,
+            holds: true,
+        };
+        let mut r = core(16);
+        r.upcalls_from(&mut backend, [at(0, cmd(9, 1, 0, b"m"))]);
+        backend.state = Some((5, member.snapshot().encode()));
+        r.upcalls_from(&mut backend, [view(3), at(5, cmd(9, 6, 5, b"m"))]);
+        deliver(&mut member, cmd(9, 6, 5, b"m"));
+        assert_eq!(r.applied(), 6);
+        assert_eq!(r.snapshot(), member.snapshot());
+    }
+
+    /// A delivery at another position than the replica's stops it with both positions named,
+    /// and nothing of it or after it is applied.
+    #[test]
+    fn a_delivery_past_the_replicas_position_stops_it_unapplied() {
+        let mut backend = Restarting {
+            state: None,
+            restarting: None,
+            holds: true,
+        };
+        let mut r = core(16);
+        r.upcalls_from(
+            &mut backend,
+            [at(0, cmd(9, 1, 0, b"a")), at(1, cmd(9, 2, 1, b"b"))],
+        );
+        let before = r.snapshot();
+        r.upcalls_from(
+            &mut backend,
+            [at(5, cmd(9, 3, 2, b"c")), at(6, cmd(9, 4, 3, b"d"))],
+        );
+        assert_eq!(r.applied(), 2);
+        assert_eq!(r.snapshot(), before);
+        let why = PositionMismatch {
+            position: 5,
+            applied: 2,
+        }
+        .to_string();
+        assert!(
+            why.contains("position 5") && why.contains("position 2"),
+            "{why}"
+        );
+        r.request(1, command(7, 1, b"z"));
+        assert!(unavailable_because(&r.take_replies(), 1, &why));
+    }
+
     #[test]
     fn a_restarted_replica_installs_its_persisted_state_and_answers_a_retry_from_its_sessions() {
         // What the member held when it entered by transfer: three commands, two sessions.
@@ -2668,10 +2893,11 @@ mod tests {
         backend.restarting = None;
         decode_elsewhere(&mut r);
         let mut backlog = vec![r.backlog()];
+        let mut next = n + 1;
         while r.backlog() > 0 {
             let seq = backlog.len() as u64;
-            let next = r.applied() + r.backlog() as u64;
             r.upcalls_from(&mut backend, [at(next, cmd(5, seq, seq - 1, b"n"))]);
+            next += 1;
             assert!(r.is_restarting() || r.backlog() == 0);
             backlog.push(r.backlog());
         }

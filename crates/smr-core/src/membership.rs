@@ -45,8 +45,11 @@ fn kept(r: Result<Checkpointed, CheckpointError>) -> Result<CheckpointKept, Tran
 }
 
 impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
+    /// Active, or stopped: a stop freezes the state, it does not replace it. A `Group` goes
+    /// from active to not only by joining again (`Group::rejoin`, after a switch into a
+    /// restart), and then hands its transferred state over at the view it installs.
     fn holds_state(&self) -> bool {
-        self.is_active()
+        self.is_active() || self.stopped().is_some()
     }
 
     fn state_wanted(&self) -> bool {

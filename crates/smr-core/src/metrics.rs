@@ -36,6 +36,9 @@ pub struct Counters {
     pub states_provided_off_thread: AtomicU64,
     /// Transferred states installed (once per join of this replica).
     pub states_installed: AtomicU64,
+    /// States dropped because the backend stopped holding one while the replica held it
+    /// (its group joins again by transfer, s23): each is followed by an install.
+    pub states_dropped: AtomicU64,
     /// Checkpoints the backend made durable ([`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every)).
     pub checkpoints: AtomicU64,
     /// The longest turn of the replica's driver loop so far, in microseconds, parks
@@ -91,7 +94,7 @@ impl std::fmt::Display for Metrics {
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
-             states(provided/off-thread/installed)={}/{}/{} checkpoints={} longest_turn_us={} \
+             states(provided/off-thread/installed/dropped)={}/{}/{}/{} checkpoints={} longest_turn_us={} \
              longest_install_us={} longest_serve_us={}",
             l(&c.commands_applied),
             l(&c.duplicates),
@@ -107,6 +110,7 @@ impl std::fmt::Display for Metrics {
             l(&c.states_provided),
             l(&c.states_provided_off_thread),
             l(&c.states_installed),
+            l(&c.states_dropped),
             l(&c.checkpoints),
             l(&c.longest_turn_us),
             l(&c.longest_install_us),

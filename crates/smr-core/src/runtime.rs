@@ -1286,4 +1286,182 @@ mod tests {
             1
         );
     }
+
+    /// What the test and a backend whose group joins again share: the upcalls for its next
+    /// poll, whether it holds the state, the state it hands over, and the polls so far.
+    #[derive(Default)]
+    struct Rejoining {
+        out: Vec<Upcall<Delivery>>,
+        holds: bool,
+        state: Option<(u64, Vec<u8>)>,
+        polls: u64,
+    }
+
+    /// A member's backend that drops its state and hands over another (as `Group::rejoin`
+    /// does after a switch into a restart).
+    struct Rejoiner(Arc<std::sync::Mutex<Rejoining>>);
+
+    impl TotalOrder for Rejoiner {
+        fn me(&self) -> NodeId {
+            NodeId(0)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::WindowFull)
+        }
+        fn poll(&mut self, out: &mut Vec<Upcall<Delivery>>) -> bool {
+            let mut a = self.0.lock().unwrap();
+            a.polls += 1;
+            out.append(&mut a.out);
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Rejoiner {
+        fn holds_state(&self) -> bool {
+            self.0.lock().unwrap().holds
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            self.0.lock().unwrap().state.take()
+        }
+    }
+
+    /// Appends every command's bytes (restored on the replica's thread: no decoder).
+    #[derive(Default)]
+    struct Appends(Vec<u8>);
+
+    impl StateMachine for Appends {
+        fn apply(&mut self, c: &[u8]) -> Vec<u8> {
+            self.0.extend_from_slice(c);
+            Vec::new()
+        }
+        fn query(&self, _: &[u8]) -> Vec<u8> {
+            self.0.clone()
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            self.0.clone()
+        }
+        fn restore(&mut self, s: &[u8]) -> Result<(), RestoreError> {
+            self.0 = s.to_vec();
+            Ok(())
+        }
+    }
+
+    /// s23 (docs/MEMBERSHIP.md, forty-first part, "s23 follow-up"): the driver of a replica
+    /// whose backend stops holding the state (its group joins again) answers `Unavailable`
+    /// until the backend hands the group's state over at a view, then serves that state with
+    /// the deliveries after it, never its own state with them.
+    #[test]
+    fn a_replica_whose_backend_drops_its_state_serves_the_transferred_one() {
+        let deliver = |position: u64, p: &[u8]| {
+            Upcall::Deliver(Delivery {
+                position,
+                sender: NodeId(1),
+                payload: crate::wire::Entry::Command {
+                    client: 9,
+                    seq: position + 1,
+                    acked: position,
+                    payload: p,
+                }
+                .encode(),
+            })
+        };
+        let shared = Arc::new(std::sync::Mutex::new(Rejoining {
+            out: vec![deliver(0, b"a"), deliver(1, b"b")],
+            holds: true,
+            ..Rejoining::default()
+        }));
+        let backend = Rejoiner(Arc::clone(&shared));
+        let cfg = ReplicaConfig {
+            idle_park: Duration::from_millis(1),
+            ..ReplicaConfig::default()
+        };
+        let replica = Replica::spawn_joinable(
+            NodeId(0),
+            move || Ok::<_, String>(backend),
+            Appends::default(),
+            cfg,
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        let read_until = |want: &[u8]| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                match rt.block_on(replica.handle().call(read.clone())) {
+                    Response::Ok(s) if s == want => break,
+                    r => assert!(
+                        std::time::Instant::now() < deadline,
+                        "still not {want:?}: {r:?}"
+                    ),
+                }
+            }
+        };
+        read_until(b"ab");
+        let polls = {
+            let mut a = shared.lock().unwrap();
+            a.holds = false;
+            a.polls
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while shared.lock().unwrap().polls < polls + 5 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the driver stopped polling"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match rt.block_on(replica.handle().call(read.clone())) {
+            Response::Error {
+                code: ErrorCode::Unavailable,
+                message,
+            } => assert!(message.contains("joining"), "{message}"),
+            other => panic!("a replica whose backend dropped its state answered {other:?}"),
+        }
+        // The group's state at position 3, then its next delivery.
+        let mut member =
+            ReplicaCore::new(NodeId(1), Appends::default(), CoreConfig::default()).unwrap();
+        for (i, p) in [b"x", b"y", b"z"].into_iter().enumerate() {
+            member.upcall(deliver(i as u64, p));
+        }
+        {
+            let mut a = shared.lock().unwrap();
+            a.holds = true;
+            a.state = Some((3, member.snapshot().encode()));
+            a.out.extend([
+                Upcall::View(squall_ordering::View {
+                    id: 4,
+                    members: vec![NodeId(0), NodeId(1)],
+                    leader: Some(NodeId(1)),
+                }),
+                deliver(3, b"w"),
+            ]);
+        }
+        read_until(b"xyzw");
+        let handle = replica.handle();
+        let m = handle.metrics();
+        assert_eq!(
+            (
+                m.states_dropped.load(Ordering::Relaxed),
+                m.states_installed.load(Ordering::Relaxed)
+            ),
+            (1, 1)
+        );
+    }
 }

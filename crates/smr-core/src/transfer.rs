@@ -28,7 +28,10 @@ use crate::machine::{RestoreError, StateEncoder};
 /// applied `n` deliveries is at position `n`; a joiner reports nothing before its first
 /// [`Upcall::View`](squall_ordering::Upcall::View), at which point
 /// [`take_state`](Self::take_state) returns the state and the deliveries that follow start at
-/// its position.
+/// its position. A backend may also hand a state over at a later `View` to a replica that
+/// held one (after [`holds_state`](Self::holds_state) turned `false`): the replica installs it
+/// and the deliveries that follow start at its position. A delivery at any other position
+/// than the replica's stops the replica ([`PositionMismatch`](crate::PositionMismatch)).
 ///
 /// ```
 /// use std::time::Duration;
@@ -56,8 +59,13 @@ use crate::machine::{RestoreError, StateEncoder};
 /// ```
 pub trait StateTransfer: TotalOrder {
     /// Whether this replica holds the service's state: `false` for a joiner until its transfer
-    /// completed. Asked once, when the replica starts: a replica that does not is *joining*
-    /// and answers every request `Unavailable` until a state is installed.
+    /// completed. Asked when the replica starts: a replica that does not is *joining* and
+    /// answers every request `Unavailable` until a state is installed. Asked again after every
+    /// poll while the replica holds a state (s23): a backend that stops holding it (its group
+    /// switched into a restart and joins again, discarding the state it delivered) makes the
+    /// replica drop its state and await the one [`take_state`](Self::take_state) hands over at
+    /// a later view, as a joiner does. A backend that stopped for good keeps answering `true`
+    /// (its state is frozen, not replaced).
     fn holds_state(&self) -> bool;
 
     /// Whether a joiner asked this replica for the state and none was provided yet (checked

@@ -25,6 +25,7 @@ use proptest::prelude::*;
 use squall_ordering::linearizability::check;
 use squall_ordering::linearizability::kv::{Kv, KvInput};
 use squall_smr::wire::ReadMode;
+use squall_transport::NodeId;
 use squall_transport_mem::sim::{check_seeds, proptest_cases};
 
 const N: usize = 3;
@@ -593,4 +594,126 @@ fn regression_a_replica_named_by_a_restarting_view_it_never_logged_joins_after_t
         decode_hold: None,
     })
     .unwrap();
+}
+
+/// s23 (docs/MEMBERSHIP.md, forty-first part, "s23 follow-up"): a replica that lost its GMS
+/// log and epoch files starts again as a fresh member of view 0 (holding the initial state)
+/// while the others run a later view without it. Its group switches into a restart of view 0
+/// and joins again by transfer (s20, twenty-third part), handing over the group's state at a
+/// position past the replica's. The replica must drop its state, answer `Unavailable`, and
+/// install the transferred one; before, its core, neither joining nor restarting, ignored that
+/// state and applied the deliveries after it on its own, every position before it skipped.
+/// Checked at every step: every replica that holds a state and has nothing left to apply is
+/// at its group's next position; at the end, the same snapshots and a linearizable history.
+#[test]
+fn a_replica_whose_group_switches_into_a_restart_and_joins_again_installs_the_transferred_state() {
+    check_seeds(
+        "a_replica_whose_group_switches_into_a_restart_and_joins_again_installs_the_transferred_state",
+        2,
+        |seed| {
+            let t = std::time::Instant::now();
+            let (at, installed) = rejoin_run(seed)?;
+            eprintln!(
+                "seed {seed}: restarted fresh while the others were at {at}, installed a state \
+                 at {installed}, in {:?}",
+                t.elapsed()
+            );
+            Ok(())
+        },
+    );
+}
+
+/// One run of the test above; returns where the others were when the victim restarted, and the
+/// position of the state it installed.
+fn rejoin_run(seed: u64) -> Result<(u64, u64), String> {
+    let mut cl = Cluster::new(
+        Backend::Durable {
+            snapshot_every: EVERY,
+        },
+        N,
+        4,
+        seed,
+    );
+    cl.timeout = std::time::Duration::from_millis(1);
+    cl.max_attempts = 1_000;
+    let mut next_value = 0;
+    let step = |cl: &mut Cluster, next_value: &mut u64| -> Result<(), String> {
+        cl.load_step(KEYS, next_value)?;
+        cl.probe_unavailable()?;
+        cl.check_positions()
+    };
+    for _ in 0..600 {
+        step(&mut cl, &mut next_value)?;
+    }
+    let victim = (seed % N as u64) as usize;
+    let _ = cl.kill(victim);
+    let others: Vec<usize> = (0..N).filter(|&i| i != victim).collect();
+    let mut without = false;
+    for _ in 0..20_000 {
+        without = others.iter().all(|&i| {
+            cl.group(i)
+                .and_then(|g| g.view())
+                .is_some_and(|v| v.id > 0 && !v.members.contains(&NodeId(victim as u32)))
+        });
+        if without {
+            break;
+        }
+        step(&mut cl, &mut next_value)?;
+    }
+    if !without {
+        return Err(format!(
+            "the others never ran a view without replica {victim}"
+        ));
+    }
+    for _ in 0..300 {
+        step(&mut cl, &mut next_value)?;
+    }
+    let others_at = others
+        .iter()
+        .filter_map(|&i| cl.cores[i].as_ref().map(|c| c.applied()))
+        .min()
+        .unwrap_or(0);
+    cl.restart_fresh(victim);
+    let fresh = cl.cores[victim]
+        .as_ref()
+        .is_some_and(|c| !c.is_joining() && !c.is_restarting());
+    if !fresh {
+        return Err(format!(
+            "replica {victim} did not start as a fresh member holding a state"
+        ));
+    }
+    let mut rejoined = false;
+    for _ in 0..AFTER {
+        step(&mut cl, &mut next_value)?;
+        rejoined |= cl
+            .group(victim)
+            .is_some_and(|g| g.gms().rejoined().is_some());
+    }
+    if !rejoined {
+        return Err(format!(
+            "seed {seed} no longer reaches replica {victim}'s group joining again; re-seed"
+        ));
+    }
+    for _ in 0..60_000 {
+        if cl.busy_clients() == 0
+            && (cl.cores.iter().flatten()).all(|c| !c.is_restarting() && !c.is_joining())
+        {
+            break;
+        }
+        cl.step()?;
+        cl.check_positions()?;
+    }
+    cl.settle(60_000)
+        .map_err(|e| format!("{e}; the groups: {:?}", describe(&mut cl)))?;
+    let at = same_snapshots(&cl)?;
+    let core = cl.cores[victim].as_ref().ok_or("the victim is down")?;
+    let m = core.metrics();
+    if m.states_dropped.load(Ordering::Relaxed) != 1
+        || m.states_installed.load(Ordering::Relaxed) != 1
+    {
+        return Err(format!("replica {victim}: {m}"));
+    }
+    let installed_at = cl.delivered[victim].first().map_or(at, |d| d.0);
+    check(&Kv, &cl.ops).map_err(|e| format!("not linearizable: {e}"))?;
+    Ok((others_at, installed_at))
 }

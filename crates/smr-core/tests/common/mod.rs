@@ -455,6 +455,46 @@ impl Cluster {
         self.checked[i] = 0;
     }
 
+    /// `Backend::Durable`: restarts killed replica `i` as a process that lost its GMS log and
+    /// its epoch files (its directory emptied): its group starts view 0 afresh, a member of it
+    /// holding the initial state, as the runtime starts it.
+    pub fn restart_fresh(&mut self, i: usize) {
+        let dir = self.dir.clone().expect("a durable cluster");
+        let _ = std::fs::remove_dir_all(dir.join(format!("n{i}")));
+        self.restart(i, Vec::new());
+    }
+
+    /// Membership: every live replica whose group is active and that has nothing left to
+    /// apply (not joining, restarting, installing, catching up or lagging) applied exactly
+    /// as many deliveries as its group's next position: a replica behind or past it skipped
+    /// or repeated positions.
+    pub fn check_positions(&mut self) -> Result<(), String> {
+        for i in 0..self.n() {
+            if self.held[i].is_some() {
+                continue;
+            }
+            let (Some(core), Some(Be::Group(g))) = (self.cores[i].as_ref(), &self.backends[i])
+            else {
+                continue;
+            };
+            if core.is_joining()
+                || core.is_restarting()
+                || core.is_installing()
+                || core.backlog() > 0
+                || !g.is_active()
+            {
+                continue;
+            }
+            let (applied, next) = (core.applied(), g.next_position());
+            if applied != next {
+                return Err(format!(
+                    "replica {i} applied {applied} deliveries, its group is at position {next}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Asks every live replica that is restarting or joining for a local read of key 0, and
     /// fails unless each answers `Unavailable` (a replica whose state is not the group's
     /// answers nothing from it, not even a local read). Other replies are handed on.

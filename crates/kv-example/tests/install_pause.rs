@@ -23,15 +23,14 @@ use std::time::{Duration, Instant};
 
 use squall_kv::{KvMachine, KvOp};
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall, View};
-use squall_smr::wire::{Entry, ReadMode, Request, Response};
+use squall_smr::wire::{ReadMode, Request, Response};
 use squall_smr::{
     CoreConfig, Replica, ReplicaConfig, ReplicaCore, StateMachine, StateTransfer, TransferError,
 };
 use squall_transport::{NodeId, Waker};
 
-const ENTRIES: usize = 10_000;
-const PUTS: usize = 50;
-const PER_POLL: usize = 4;
+mod pause;
+use pause::{ENTRIES, PER_POLL, entries, store};
 
 /// A backend whose first poll hands out view 1 (and, for a joiner, the state at position 0),
 /// then `PER_POLL` entries a poll.
@@ -93,43 +92,6 @@ impl StateTransfer for Feed {
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
         self.state.take()
     }
-}
-
-fn put(key: u64, value_len: usize, tag: u8) -> KvOp {
-    KvOp::Put {
-        key: format!("key{:016x}", key.wrapping_mul(0x9E37_79B9_7F4A_7C15)).into_bytes(),
-        value: vec![tag; value_len],
-    }
-}
-
-/// A store of about `mb` megabytes.
-fn store(mb: usize) -> KvMachine {
-    let keys = (mb << 20) / 100;
-    let mut m = KvMachine::default();
-    for chunk in (0..keys as u64).collect::<Vec<_>>().chunks(1000) {
-        let batch = KvOp::Batch(chunk.iter().map(|&k| put(k, 80, b'v')).collect());
-        m.apply(&batch.encode());
-    }
-    m
-}
-
-/// The log entries the backend hands out: commands of 4 clients, each 50 overwrites.
-fn entries() -> Vec<Vec<u8>> {
-    (0..ENTRIES)
-        .map(|i| {
-            let ops = (0..PUTS)
-                .map(|j| put((i * PUTS + j) as u64, 16, b'w'))
-                .collect();
-            let seq = (i / 4 + 1) as u64;
-            Entry::Command {
-                client: 1 + (i % 4) as u64,
-                seq,
-                acked: seq - 1,
-                payload: &KvOp::Batch(ops).encode(),
-            }
-            .encode()
-        })
-        .collect()
 }
 
 struct Run {
@@ -203,7 +165,7 @@ fn install_pause() {
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(2);
-    let entries = Arc::new(entries());
+    let entries = Arc::new(entries(|n| n as u64, 16));
     for mb in sizes
         .split(',')
         .filter_map(|s| s.trim().parse::<usize>().ok())

@@ -21,17 +21,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use squall_kv::{KvMachine, KvOp};
+use squall_kv::KvMachine;
 use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall, View};
-use squall_smr::wire::Entry;
 use squall_smr::{
     CoreConfig, Replica, ReplicaConfig, ReplicaCore, StateMachine, StateTransfer, TransferError,
 };
 use squall_transport::{NodeId, Waker};
 
-const ENTRIES: usize = 10_000;
-const PUTS: usize = 50;
-const PER_POLL: usize = 4;
+mod pause;
+use pause::{ENTRIES, PER_POLL, entries, store};
+
 /// Entries handed out before the joiner asks.
 const ASK_AT: usize = 2_000;
 
@@ -115,44 +114,6 @@ impl StateTransfer for Feed {
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
         None
     }
-}
-
-fn put(key: u64, value_len: usize, tag: u8) -> KvOp {
-    KvOp::Put {
-        key: format!("key{:016x}", key.wrapping_mul(0x9E37_79B9_7F4A_7C15)).into_bytes(),
-        value: vec![tag; value_len],
-    }
-}
-
-/// A store of about `mb` megabytes.
-fn store(mb: usize) -> KvMachine {
-    let keys = (mb << 20) / 100;
-    let mut m = KvMachine::default();
-    for chunk in (0..keys as u64).collect::<Vec<_>>().chunks(1000) {
-        let batch = KvOp::Batch(chunk.iter().map(|&k| put(k, 80, b'v')).collect());
-        m.apply(&batch.encode());
-    }
-    m
-}
-
-/// The log entries the backend hands out: commands of 4 clients, each 50 overwrites of the
-/// store's `keys` keys with values of the same length (the state keeps its size).
-fn entries(keys: usize) -> Vec<Vec<u8>> {
-    (0..ENTRIES)
-        .map(|i| {
-            let ops = (0..PUTS)
-                .map(|j| put(((i * PUTS + j) % keys) as u64, 80, b'w'))
-                .collect();
-            let seq = (i / 4 + 1) as u64;
-            Entry::Command {
-                client: 1 + (i % 4) as u64,
-                seq,
-                acked: seq - 1,
-                payload: &KvOp::Batch(ops).encode(),
-            }
-            .encode()
-        })
-        .collect()
 }
 
 struct Run {
@@ -247,7 +208,7 @@ fn serve_pause() {
             .len();
         let state = m.snapshot();
         drop(m);
-        let entries = Arc::new(entries(keys));
+        let entries = Arc::new(entries(|n| (n % keys) as u64, 80));
         eprintln!("{mb} MB ({keys} keys, snapshot {snapshot} bytes):");
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         for round in 0..rounds {

@@ -1469,6 +1469,33 @@ enum DeadBranch {
     AfterTheyRun,
 }
 
+/// The dead-branch tests' first life: `N` members and node `j` start, `j` asks to join, and
+/// the life stops once `j` and member `p` installed view 1; the logs and what each delivered.
+fn a_join_into_view_1(
+    seed: u64,
+    base: &std::path::Path,
+    j: usize,
+    p: usize,
+) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    const U: usize = N + 1;
+    let all: Vec<usize> = (0..U).collect();
+    let mut l = Life::start_in(seed, base, &vec![Vec::new(); U], &all, 0, U);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    l.groups[j].as_mut().unwrap().join().unwrap();
+    let in_view_1 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.id == 1))
+    };
+    for _ in 0..20_000 {
+        l.step(true);
+        if in_view_1(&l, j) && in_view_1(&l, p) {
+            return Ok(l.shutdown());
+        }
+    }
+    Err(format!("the joiner and n{p} never installed view 1"))
+}
+
 /// A view number installed twice, with other members (s23, forty-second part of
 /// `docs/MEMBERSHIP.md`). Life 0: view 0 is 0–4, node 5 joins, and `p` = 4 and 5 install view
 /// 1 = 0–5 while 0–3 crash after logging its decision, before logging the view (their
@@ -1496,27 +1523,7 @@ fn dead_branch(seed: u64, when: DeadBranch) -> Result<(), String> {
         DeadBranch::AfterTheyRun => "dead-branch-late",
     };
     let base = dir(tag, seed);
-    let all: Vec<usize> = (0..U).collect();
-    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &all, 0, U);
-    for _ in 0..600 {
-        l.step(true);
-    }
-    l.groups[j].as_mut().unwrap().join().unwrap();
-    let in_view_1 = |l: &Life, i: usize| {
-        (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.id == 1))
-    };
-    let mut joined = false;
-    for _ in 0..20_000 {
-        l.step(true);
-        if in_view_1(&l, j) && in_view_1(&l, p) {
-            joined = true;
-            break;
-        }
-    }
-    if !joined {
-        return Err("the joiner and n4 never installed view 1".into());
-    }
-    let (mut logs, before) = l.shutdown();
+    let (mut logs, before) = a_join_into_view_1(seed, &base, j, p)?;
     // Members 0–3 crashed after logging the decision, before logging view 1.
     for (i, bytes) in logs.iter_mut().enumerate().take(p) {
         let (_, rec) = MemLog::open(bytes.clone());
@@ -1607,27 +1614,8 @@ fn dead_branch_behind(seed: u64) -> Result<(), String> {
     const U: usize = N + 1;
     let (j, p, q) = (N, 0, 1);
     let base = dir("dead-branch-behind", seed);
+    let (mut logs, before) = a_join_into_view_1(seed, &base, j, p)?;
     let all: Vec<usize> = (0..U).collect();
-    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &all, 0, U);
-    for _ in 0..600 {
-        l.step(true);
-    }
-    l.groups[j].as_mut().unwrap().join().unwrap();
-    let in_view_1 = |l: &Life, i: usize| {
-        (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.id == 1))
-    };
-    let mut joined = false;
-    for _ in 0..20_000 {
-        l.step(true);
-        if in_view_1(&l, j) && in_view_1(&l, p) {
-            joined = true;
-            break;
-        }
-    }
-    if !joined {
-        return Err("the joiner and n0 never installed view 1".into());
-    }
-    let (mut logs, before) = l.shutdown();
     let cut = |logs: &mut [Vec<u8>], i: usize| {
         let (_, rec) = MemLog::open(logs[i].clone());
         let mut log = MemLog::default();

@@ -180,6 +180,16 @@ pub enum TransferError {
     /// `provide_state` on a member that is not active in a view.
     #[error("only an active member in a view can provide state")]
     NotActive,
+    /// The member a joiner asked refused to send its state of `len` bytes: above that
+    /// member's [`TransferConfig::max_state_bytes`] (it announces the length with no data; a
+    /// joiner whose own bound is lower reports [`TransferError::TooLarge`] instead).
+    #[error(
+        "the member asked for the state refused to send it: {len} bytes is above its max_state_bytes; raise it in TransferConfig"
+    )]
+    SenderRefused {
+        /// The state's length.
+        len: u64,
+    },
 }
 
 /// A decoded chunk header.
@@ -386,6 +396,9 @@ struct Outgoing {
 #[derive(Debug)]
 struct Snapshot {
     position: u64,
+    /// The length announced to joiners: `bytes.len()`, or, for a state refused as too large
+    /// (`bytes` empty), its length, so that each joiner that asks learns of the refusal.
+    declared: u64,
     bytes: Vec<u8>,
 }
 
@@ -536,6 +549,13 @@ impl<T: Transport> Transfer<T> {
             });
         }
         if bytes.len() > self.cfg.max_state_bytes {
+            // Refused, and no retry in this view can succeed: each joiner that asks is sent
+            // the length alone, and stops saying why instead of waiting.
+            self.snapshot = Some(Snapshot {
+                position,
+                declared: bytes.len() as u64,
+                bytes: Vec::new(),
+            });
             return Err(TransferError::TooLarge {
                 len: bytes.len() as u64,
                 max: self.cfg.max_state_bytes,
@@ -543,6 +563,7 @@ impl<T: Transport> Transfer<T> {
         }
         self.snapshot = Some(Snapshot {
             position,
+            declared: bytes.len() as u64,
             bytes: bytes.into_owned(),
         });
         Ok(())
@@ -706,7 +727,7 @@ impl<T: Transport> Transfer<T> {
                 return Err(TransferError::Malformed("chunk out of order"));
             }
             if h.len == 0 && h.total_len != 0 {
-                return Err(TransferError::Malformed("empty chunk of a non-empty state"));
+                return Err(TransferError::SenderRefused { len: h.total_len });
             }
             inc.data.extend_from_slice(data);
             inc.consumed += 1;
@@ -795,7 +816,7 @@ impl<T: Transport> Transfer<T> {
                 let data = snap.bytes.get(start..end).unwrap_or(&[]);
                 let bytes = encode_chunk(
                     view,
-                    snap.bytes.len() as u64,
+                    snap.declared,
                     start as u64,
                     first,
                     snap.position,

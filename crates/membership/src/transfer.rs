@@ -21,6 +21,11 @@
 //! (the sender may have crashed; the new one restarts from its own snapshot). A joiner that
 //! fails is removed by the membership core as usual; its sender drops the transfer.
 //!
+//! A state above the member's [`TransferConfig::max_state_bytes`] is refused for the view
+//! (s23): the member sends each joiner that asks one header with the state's length and no
+//! data, and the joiner stops with [`TransferError::TooLarge`] (its own bound is lower) or
+//! [`TransferError::SenderRefused`] instead of waiting for good.
+//!
 //! [`Group::provide_state`]: crate::group::Group::provide_state
 //! [`Group::take_state`]: crate::group::Group::take_state
 

@@ -1286,7 +1286,6 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// or the bound was raised), any other at `info` (retried once the view changes).
     ///
     /// [`Counters::states_refused`]: crate::Counters::states_refused
-    ///
     /// [`Counters::longest_serve_us`]: crate::Counters::longest_serve_us
     fn provide<B: StateTransfer + ?Sized>(
         &mut self,

@@ -1902,8 +1902,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
     }
 
     /// Whether a joiner asked this member for the application's state and none was provided
-    /// in this view yet: call [`provide_state`](Group::provide_state) (after applying the
-    /// deliveries handed out so far). Check it after each [`poll`](TotalOrder::poll). False
+    /// (or refused as too large) in this view yet: call [`provide_state`](Group::provide_state)
+    /// (after applying the deliveries handed out so far). Check it after each
+    /// [`poll`](TotalOrder::poll). False
     /// whenever `provide_state` would refuse: once the view is wedged (a view change is under
     /// way; the joiner asks again in the next view) or the member stopped; and while a total
     /// restart's replay is still being handed out ([`replay_backlog`](Group::replay_backlog)).
@@ -1922,6 +1923,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// position, at most [`next_position`](Group::next_position)). The group streams it to the
     /// joiners that asked this member during this view; a new view drops it. Errors:
     /// [`TransferError::Position`], [`TransferError::TooLarge`], [`TransferError::NotActive`].
+    /// A state above `TransferConfig::max_state_bytes` is refused for the rest of the view:
+    /// [`state_wanted`](Group::state_wanted) turns false, and each joiner that asks this member
+    /// is sent the state's length alone and stops ([`TransferError::TooLarge`] by its own
+    /// bound, or [`TransferError::SenderRefused`]) rather than waiting for a state that never
+    /// comes.
     pub fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
         self.provide(position, std::borrow::Cow::Borrowed(state))
     }

@@ -21,6 +21,11 @@
 //! (the sender may have crashed; the new one restarts from its own snapshot). A joiner that
 //! fails is removed by the membership core as usual; its sender drops the transfer.
 //!
+//! A state above the member's [`TransferConfig::max_state_bytes`] is refused for the view
+//! (s23): the member sends each joiner that asks one header with the state's length and no
+//! data, and the joiner stops with [`TransferError::TooLarge`] (its own bound is lower) or
+//! [`TransferError::SenderRefused`] instead of waiting for good.
+//!
 //! [`Group::provide_state`]: crate::group::Group::provide_state
 //! [`Group::take_state`]: crate::group::Group::take_state
 
@@ -180,6 +185,16 @@ pub enum TransferError {
     /// `provide_state` on a member that is not active in a view.
     #[error("only an active member in a view can provide state")]
     NotActive,
+    /// The member a joiner asked refused to send its state of `len` bytes: above that
+    /// member's [`TransferConfig::max_state_bytes`] (it announces the length with no data; a
+    /// joiner whose own bound is lower reports [`TransferError::TooLarge`] instead).
+    #[error(
+        "the member asked for the state refused to send it: {len} bytes is above its max_state_bytes; raise it in TransferConfig"
+    )]
+    SenderRefused {
+        /// The state's length.
+        len: u64,
+    },
 }
 
 /// A decoded chunk header.
@@ -386,6 +401,9 @@ struct Outgoing {
 #[derive(Debug)]
 struct Snapshot {
     position: u64,
+    /// The length announced to joiners: `bytes.len()`, or, for a state refused as too large
+    /// (`bytes` empty), its length, so that each joiner that asks learns of the refusal.
+    declared: u64,
     bytes: Vec<u8>,
 }
 
@@ -536,6 +554,13 @@ impl<T: Transport> Transfer<T> {
             });
         }
         if bytes.len() > self.cfg.max_state_bytes {
+            // Refused, and no retry in this view can succeed: each joiner that asks is sent
+            // the length alone, and stops saying why instead of waiting.
+            self.snapshot = Some(Snapshot {
+                position,
+                declared: bytes.len() as u64,
+                bytes: Vec::new(),
+            });
             return Err(TransferError::TooLarge {
                 len: bytes.len() as u64,
                 max: self.cfg.max_state_bytes,
@@ -543,6 +568,7 @@ impl<T: Transport> Transfer<T> {
         }
         self.snapshot = Some(Snapshot {
             position,
+            declared: bytes.len() as u64,
             bytes: bytes.into_owned(),
         });
         Ok(())
@@ -706,7 +732,7 @@ impl<T: Transport> Transfer<T> {
                 return Err(TransferError::Malformed("chunk out of order"));
             }
             if h.len == 0 && h.total_len != 0 {
-                return Err(TransferError::Malformed("empty chunk of a non-empty state"));
+                return Err(TransferError::SenderRefused { len: h.total_len });
             }
             inc.data.extend_from_slice(data);
             inc.consumed += 1;
@@ -795,7 +821,7 @@ impl<T: Transport> Transfer<T> {
                 let data = snap.bytes.get(start..end).unwrap_or(&[]);
                 let bytes = encode_chunk(
                     view,
-                    snap.bytes.len() as u64,
+                    snap.declared,
                     start as u64,
                     first,
                     snap.position,

@@ -11,8 +11,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use squall_membership::group::Group;
+use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
+use squall_membership::transfer::TransferError;
 use squall_ordering::{Delivery, TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
@@ -46,10 +47,24 @@ struct Run {
     /// When each node became active (step, virtual time).
     activated: Vec<Option<(usize, Duration)>>,
     upcalls: Vec<Upcall<Delivery>>,
+    /// States refused as too large: (member, view) of each refusal.
+    refused: Vec<(usize, u64)>,
 }
 
 impl Run {
     fn new(seed: u64, universe: usize, initial: usize, chunk: usize, state_size: usize) -> Run {
+        Run::with(seed, universe, initial, chunk, state_size, |_, _| {})
+    }
+
+    /// [`new`](Run::new) with node `i`'s configuration changed by `tweak(i, ..)`.
+    fn with(
+        seed: u64,
+        universe: usize,
+        initial: usize,
+        chunk: usize,
+        state_size: usize,
+        tweak: impl Fn(usize, &mut GroupConfig),
+    ) -> Run {
         let mut cfg = group_sim::config(universe, initial);
         cfg.transfer.chunk_size = chunk;
         cfg.transfer.window = 4;
@@ -57,7 +72,12 @@ impl Run {
         let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), universe, &layout).unwrap();
         let groups = nodes
             .into_iter()
-            .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None).unwrap())
+            .enumerate()
+            .map(|(i, t)| {
+                let mut cfg = cfg.clone();
+                tweak(i, &mut cfg);
+                Group::new(t, cfg, MemLog::default(), None).unwrap()
+            })
             .collect();
         let mut apps = vec![App::default(); universe];
         for a in &mut apps[..initial] {
@@ -76,6 +96,7 @@ impl Run {
             counter: 0,
             activated: vec![None; universe],
             upcalls: Vec::new(),
+            refused: Vec::new(),
         }
     }
 
@@ -176,9 +197,14 @@ impl Run {
             let mut s = a.hash.to_le_bytes().to_vec();
             s.extend_from_slice(&a.next.to_le_bytes());
             s.resize(self.state_size.max(16), a.next as u8);
-            self.groups[i]
-                .provide_state(a.next, &s)
-                .map_err(|e| format!("n{i}: provide_state: {e}"))?;
+            match self.groups[i].provide_state(a.next, &s) {
+                Err(TransferError::TooLarge { .. }) => {
+                    let view = self.groups[i].view().map_or(0, |v| v.id);
+                    self.refused.push((i, view));
+                    return Ok(());
+                }
+                r => r.map_err(|e| format!("n{i}: provide_state: {e}"))?,
+            }
             if self.provided_at.is_none() {
                 self.provided_at = Some((i, self.step));
             }
@@ -332,6 +358,56 @@ fn the_joiner_crashes_mid_transfer_the_group_carries_on() {
             Ok(())
         },
     );
+}
+
+/// A state above `max_state_bytes` (docs/MEMBERSHIP.md, fortieth part, "s23 follow-up: a
+/// refused state"): the member asked refuses it once per view (no longer wanted after the
+/// refusal, where it used to be asked for it at every poll) and the joiner, told the length
+/// alone, stops saying why instead of waiting for good; the members carry on without it.
+/// With the joiner's own bound as low it reports `TooLarge`; with its bound higher, that the
+/// member refused.
+#[test]
+fn a_state_above_max_state_bytes_is_refused_once_a_view_and_the_joiner_stops_saying_why() {
+    for (joiner_max, says) in [
+        (1024, "exceeds max_state_bytes = 1024"),
+        (1 << 20, "refused to send it: 4096 bytes"),
+    ] {
+        check_seeds(
+            "a_state_above_max_state_bytes_is_refused_once_a_view_and_the_joiner_stops_saying_why",
+            2,
+            |seed| {
+                let mut r = Run::with(seed, 4, 3, 1024, 4096, |i, cfg| {
+                    cfg.transfer.max_state_bytes = if i == 3 { joiner_max } else { 1024 };
+                });
+                r.run(300, 10_000)?;
+                r.groups[3].join().unwrap();
+                r.run(4000, 2000)?;
+                let mut seen = r.refused.clone();
+                seen.sort_unstable();
+                seen.dedup();
+                if r.refused.is_empty() || seen.len() != r.refused.len() {
+                    return Err(format!(
+                        "refusals (member, view), each expected once: {:?}",
+                        r.refused
+                    ));
+                }
+                match r.groups[3].stopped() {
+                    Some(why) if why.contains(says) => {}
+                    other => {
+                        return Err(format!(
+                            "the joiner was not told the state is too large ({says}): {other:?}"
+                        ));
+                    }
+                }
+                for i in 0..3 {
+                    if let Some(why) = r.groups[i].stopped() {
+                        return Err(format!("member n{i} stopped: {why}"));
+                    }
+                }
+                Ok(())
+            },
+        );
+    }
 }
 
 /// Join time (join request → joiner active, virtual time) as a function of state size, beside

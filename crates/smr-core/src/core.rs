@@ -199,6 +199,10 @@ pub struct ReplicaCore<S> {
     /// What the backend's [`StateTransfer::holds_state`] answered after the previous poll: a
     /// change from `true` to `false` while this replica holds a state drops it (s23).
     backend_held: bool,
+    /// The [`view_changes`](Self::view_changes) count at which the backend last refused a
+    /// state for a joiner: no state is offered again until the next `Wedged` or `View` upcall
+    /// (each refused state was encoded whole; a retry at every poll burned that cost again).
+    refused_in: Option<u64>,
     metrics: Metrics,
 }
 
@@ -602,6 +606,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             serve_inline_next: false,
             view_changes: 0,
             backend_held: false,
+            refused_in: None,
             metrics: Metrics::default(),
         })
     }
@@ -1105,7 +1110,8 @@ impl<S: StateMachine> ReplicaCore<S> {
     ///   without it and it joins again), waits for a transfer as a joiner does.
     /// - If a joiner asked this replica for the state and the group is not wedged, it provides
     ///   its snapshot at its current position (every delivery handed out so far is applied). A
-    ///   refusal is logged; the joiner asks again in the next view. With
+    ///   refusal is logged and counted, and nothing is offered again until the next view
+    ///   change (the joiner asks again in the next view). With
     ///   [`serve_off_thread`](Self::serve_off_thread) and a machine that captures its state,
     ///   it captures the snapshot and hands it out as a [`ServeJob`] instead (one at a time).
     ///
@@ -1200,8 +1206,12 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// fits; else provides the state at the current position, or, with
     /// [`serve_off_thread`](Self::serve_off_thread) and a machine that captures its state,
     /// captures it and hands it out as a [`ServeJob`]. Returns whether a state was provided.
+    ///
+    /// Nothing is offered in a view in which the backend refused a state
+    /// ([`provide`](Self::provide)): the joiner's request stands all view long, and each offer
+    /// encodes the whole state.
     fn maybe_serve<B: StateTransfer + ?Sized>(&mut self, backend: &mut B) -> bool {
-        if self.serving {
+        if self.serving || self.refused_in == Some(self.view_changes) {
             return false;
         }
         if let Some(kept) = self.encoded.take() {
@@ -1269,8 +1279,13 @@ impl<S: StateMachine> ReplicaCore<S> {
     }
 
     /// Hands `snapshot` (at `position`) to the backend for the joiner; `start`: when this
-    /// step of the replica's thread began (for [`Counters::longest_serve_us`]).
+    /// step of the replica's thread began (for [`Counters::longest_serve_us`]). A refusal is
+    /// counted ([`Counters::states_refused`]) and holds serving off until the next view
+    /// change: [`TransferError::TooLarge`] is logged at `warn` (no retry in this view can
+    /// succeed; the joiner asks again in the next view, refused again unless the state shrank
+    /// or the bound was raised), any other at `info` (retried once the view changes).
     ///
+    /// [`Counters::states_refused`]: crate::Counters::states_refused
     /// [`Counters::longest_serve_us`]: crate::Counters::longest_serve_us
     fn provide<B: StateTransfer + ?Sized>(
         &mut self,
@@ -1290,7 +1305,17 @@ impl<S: StateMachine> ReplicaCore<S> {
                 true
             }
             Err(e) => {
-                tracing::debug!(replica = %self.me, error = %e, "state not provided");
+                self.refused_in = Some(self.view_changes);
+                self.metrics.add(&self.metrics.states_refused, 1);
+                if matches!(e, TransferError::TooLarge { .. }) {
+                    tracing::warn!(replica = %self.me, position, bytes, error = %e,
+                        "the group refused the state for a joiner as too large; not offered \
+                         again until the view changes");
+                } else {
+                    tracing::info!(replica = %self.me, position, bytes, error = %e,
+                        "the group refused the state for a joiner; offered again once the \
+                         view changes");
+                }
                 false
             }
         }
@@ -2925,13 +2950,16 @@ mod tests {
 
     /// A member's backend that joiners ask for the state, checking what it is handed as
     /// `Group::provide_state` does (refused while frozen, at a position before the view's
-    /// first or past its next); it records every state it is handed, taken or not.
+    /// first or past its next, and above `max` bytes as `TooLarge`; while `refuse` is set,
+    /// every state as `Refused`); it records every state it is handed, taken or not.
     #[derive(Default)]
     struct Serving {
         wanted: bool,
         frozen: bool,
         first: u64,
         next: u64,
+        max: Option<usize>,
+        refuse: bool,
         offered: Vec<u64>,
         provided: Vec<(u64, Vec<u8>)>,
     }
@@ -2987,6 +3015,15 @@ mod tests {
         }
         fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
             self.offered.push(position);
+            if let Some(max) = self.max.filter(|&m| state.len() > m) {
+                return Err(TransferError::TooLarge {
+                    len: state.len() as u64,
+                    max: max as u64,
+                });
+            }
+            if self.refuse {
+                return Err(TransferError::Refused("refused for the test".into()));
+            }
             if self.frozen || position < self.first || position > self.next {
                 return Err(TransferError::Refused(format!(
                     "position {position} outside [{}, {}] or frozen",
@@ -3004,6 +3041,88 @@ mod tests {
 
     fn serving_core() -> ReplicaCore<Captured> {
         ReplicaCore::new(NodeId(0), Captured::default(), CoreConfig::default()).unwrap()
+    }
+
+    /// A state the backend refuses is not offered again in that view, however many polls
+    /// follow (each offer encoded the whole state): too large (counted, logged at `warn`),
+    /// or refused otherwise (counted, retried once the view changes), inline and off the
+    /// thread; the joiner of the next view is offered it once more, and gets it once the
+    /// backend takes it.
+    #[test]
+    fn a_refused_state_is_not_offered_again_until_the_view_changes() {
+        let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let refused = |r: &ReplicaCore<Captured>| {
+            let m = r.metrics();
+            (count(&m.states_refused), count(&m.states_provided))
+        };
+        // Inline: too large.
+        let mut r = serving_core();
+        let mut b = Serving {
+            max: Some(1),
+            ..Serving::default()
+        };
+        b.hand(&mut r, vec![view(1), at(0, cmd(9, 1, 0, b"x"))], true);
+        assert_eq!(b.offered, [1], "offered once, refused as too large");
+        for i in 1..20u64 {
+            b.hand(&mut r, vec![at(i, cmd(9, i + 1, i, b"x"))], true);
+            b.hand(&mut r, Vec::new(), true);
+        }
+        assert_eq!(
+            b.offered,
+            [1],
+            "a state refused as too large was offered again in the same view"
+        );
+        assert_eq!(refused(&r), (1, 0));
+        // The joiner of the next view is offered it once more: refused again, once.
+        b.hand(&mut r, vec![Upcall::Wedged], true);
+        b.hand(&mut r, vec![view(2)], true);
+        for _ in 0..5 {
+            b.hand(&mut r, Vec::new(), true);
+        }
+        assert_eq!(b.offered, [1, 20], "one offer in view 2");
+        assert_eq!(refused(&r), (2, 0));
+        // A transient refusal: not offered again in the view either.
+        b.max = None;
+        b.refuse = true;
+        b.hand(&mut r, vec![Upcall::Wedged, view(3)], true);
+        for _ in 0..5 {
+            b.hand(&mut r, Vec::new(), true);
+        }
+        assert_eq!(b.offered, [1, 20, 20], "one offer in view 3");
+        assert_eq!(refused(&r), (3, 0));
+        // Taken once the backend takes it, in the next view.
+        b.refuse = false;
+        b.hand(&mut r, vec![Upcall::Wedged, view(4)], true);
+        assert_eq!(b.provided.iter().map(|p| p.0).collect::<Vec<_>>(), [20]);
+        assert_eq!(refused(&r), (3, 1));
+        // Off the thread: the encoded state refused, nothing captured again in that view.
+        let mut r = serving_core();
+        r.serve_off_thread();
+        let mut b = Serving {
+            max: Some(1),
+            ..Serving::default()
+        };
+        b.hand(&mut r, vec![view(1), at(0, cmd(9, 1, 0, b"x"))], true);
+        let job = r.take_serve().expect("captured in view 1");
+        assert!(!r.provide_encoded(&mut b, job.run()), "refused");
+        for i in 1..10u64 {
+            b.hand(&mut r, vec![at(i, cmd(9, i + 1, i, b"x"))], true);
+            assert!(
+                r.take_serve().is_none(),
+                "a state refused as too large was captured again in the same view"
+            );
+        }
+        assert_eq!((b.offered.as_slice(), refused(&r)), (&[1][..], (1, 0)));
+        b.max = None;
+        b.hand(&mut r, vec![Upcall::Wedged, view(2)], true);
+        let job = r.take_serve().expect("captured anew in view 2");
+        assert!(r.provide_encoded(&mut b, job.run()));
+        assert_eq!(b.provided.iter().map(|p| p.0).collect::<Vec<_>>(), [10]);
+        assert_eq!(
+            count(&r.metrics().states_provided_off_thread),
+            1,
+            "provided off the thread"
+        );
     }
 
     /// The state a joiner asks for is captured on the replica's thread and handed out to be

@@ -27,6 +27,7 @@
 use squall_membership::group::Group;
 use squall_membership::log::Durable;
 use squall_membership::snapshot::{CheckpointError, Checkpointed, EncodeState};
+use squall_membership::transfer::TransferError as GroupTransferError;
 use squall_transport::Transport;
 
 use crate::machine::StateEncoder;
@@ -44,6 +45,19 @@ fn kept(r: Result<Checkpointed, CheckpointError>) -> Result<CheckpointKept, Tran
     }
 }
 
+/// Why `Group::provide_state` refused a state, as a [`TransferError`]: a state above
+/// `TransferConfig::max_state_bytes` is [`TransferError::TooLarge`] (no retry in this view can
+/// succeed), anything else [`TransferError::Refused`].
+fn refused(e: GroupTransferError) -> TransferError {
+    match e {
+        GroupTransferError::TooLarge { len, max } => TransferError::TooLarge {
+            len,
+            max: max as u64,
+        },
+        other => TransferError::Refused(other.to_string()),
+    }
+}
+
 impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
     /// Active, or stopped: a stop freezes the state, it does not replace it. A `Group` goes
     /// from active to not only by joining again (`Group::rejoin`, after a switch into a
@@ -57,13 +71,11 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
     }
 
     fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
-        Group::provide_state(self, position, state)
-            .map_err(|e| TransferError::Refused(e.to_string()))
+        Group::provide_state(self, position, state).map_err(refused)
     }
 
     fn provide_state_owned(&mut self, position: u64, state: Vec<u8>) -> Result<(), TransferError> {
-        Group::provide_state_owned(self, position, state)
-            .map_err(|e| TransferError::Refused(e.to_string()))
+        Group::provide_state_owned(self, position, state).map_err(refused)
     }
 
     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {

@@ -34,6 +34,11 @@ pub struct Counters {
     /// Of [`states_provided`](Self::states_provided): those encoded off the replica's thread
     /// ([`ReplicaCore::serve_off_thread`](crate::ReplicaCore::serve_off_thread)).
     pub states_provided_off_thread: AtomicU64,
+    /// States for joiners the backend refused (e.g. [`TransferError::TooLarge`]): at most one
+    /// per view, since a refused replica offers no state again until the next view change.
+    ///
+    /// [`TransferError::TooLarge`]: crate::TransferError::TooLarge
+    pub states_refused: AtomicU64,
     /// Transferred states installed (once per join of this replica).
     pub states_installed: AtomicU64,
     /// States dropped because the backend stopped holding one while the replica held it
@@ -94,7 +99,7 @@ impl std::fmt::Display for Metrics {
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
-             states(provided/off-thread/installed/dropped)={}/{}/{}/{} checkpoints={} longest_turn_us={} \
+             states(provided/off-thread/refused/installed/dropped)={}/{}/{}/{}/{} checkpoints={} longest_turn_us={} \
              longest_install_us={} longest_serve_us={}",
             l(&c.commands_applied),
             l(&c.duplicates),
@@ -109,6 +114,7 @@ impl std::fmt::Display for Metrics {
             l(&c.busy),
             l(&c.states_provided),
             l(&c.states_provided_off_thread),
+            l(&c.states_refused),
             l(&c.states_installed),
             l(&c.states_dropped),
             l(&c.checkpoints),

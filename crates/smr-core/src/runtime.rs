@@ -1119,11 +1119,14 @@ mod tests {
     }
 
     /// What the test and a member's backend share: the upcalls for its next poll, whether a
-    /// joiner asks, what was provided, and the polls so far.
+    /// joiner asks, the largest state it takes (`None`: any), the states offered to it, what
+    /// was provided, and the polls so far.
     #[derive(Default)]
     struct Asked {
         out: Vec<Upcall<Delivery>>,
         wanted: bool,
+        max: Option<usize>,
+        offered: u64,
         provided: Vec<(u64, Vec<u8>)>,
         polls: u64,
     }
@@ -1161,6 +1164,13 @@ mod tests {
         }
         fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError> {
             let mut a = self.0.lock().unwrap();
+            a.offered += 1;
+            if let Some(max) = a.max.filter(|&m| state.len() > m) {
+                return Err(TransferError::TooLarge {
+                    len: state.len() as u64,
+                    max: max as u64,
+                });
+            }
             a.wanted = false;
             a.provided.push((position, state.to_vec()));
             Ok(())
@@ -1285,6 +1295,102 @@ mod tests {
                 .load(Ordering::Relaxed),
             1
         );
+    }
+
+    /// The driver of a member whose joiner's state the backend refuses as too large
+    /// (`Group` above `max_state_bytes`), with a machine encoding off the driver's thread and
+    /// one encoding on it: the state is encoded and offered once in that view, not at every
+    /// poll; once more in the next view; and provided in the view after the bound is raised.
+    #[test]
+    fn a_state_refused_as_too_large_is_encoded_once_per_view() {
+        let (entered_tx, entered) = crossbeam_channel::unbounded();
+        let (open, gate) = crossbeam_channel::bounded::<()>(0);
+        drop(open); // the encoder never waits
+        let capturing = Capturing {
+            log: Vec::new(),
+            entered: entered_tx,
+            gate,
+        };
+        let encodes = refused_then_raised(capturing);
+        assert_eq!(
+            entered.try_iter().count(),
+            encodes,
+            "off the thread: one encode per offer"
+        );
+        refused_then_raised(Appends::default());
+    }
+
+    /// Runs [`a_state_refused_as_too_large_is_encoded_once_per_view`] with `sm`; returns the
+    /// states offered.
+    fn refused_then_raised<S: StateMachine + Send + 'static>(sm: S) -> usize {
+        let deliver = |position: u64, p: &[u8]| {
+            Upcall::Deliver(Delivery {
+                position,
+                sender: NodeId(1),
+                payload: crate::wire::Entry::Command {
+                    client: 9,
+                    seq: position + 1,
+                    acked: position,
+                    payload: p,
+                }
+                .encode(),
+            })
+        };
+        let view = |id: u64| {
+            Upcall::View(squall_ordering::View {
+                id,
+                members: vec![NodeId(0), NodeId(1), NodeId(2)],
+                leader: Some(NodeId(0)),
+            })
+        };
+        let shared = Arc::new(std::sync::Mutex::new(Asked {
+            out: vec![deliver(0, b"a")],
+            wanted: true,
+            max: Some(1),
+            ..Asked::default()
+        }));
+        let backend = Member(Arc::clone(&shared));
+        let cfg = ReplicaConfig {
+            idle_park: Duration::from_millis(1),
+            ..ReplicaConfig::default()
+        };
+        let replica =
+            Replica::spawn_joinable(NodeId(0), move || Ok::<_, String>(backend), sm, cfg).unwrap();
+        let metrics = replica.handle().metrics().clone();
+        let wait_for = |what: &str, done: &dyn Fn(&Asked) -> bool| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !done(&shared.lock().unwrap()) {
+                assert!(std::time::Instant::now() < deadline, "{what}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        // 50 polls after the first offer (each a chance to offer again), a delivery among them.
+        let polls_after_offer = |offers: u64| {
+            wait_for("no state offered", &|a| a.offered >= offers);
+            let polls = shared.lock().unwrap().polls;
+            shared.lock().unwrap().out.push(deliver(offers, b"b"));
+            wait_for("the driver stopped polling", &|a| a.polls >= polls + 50);
+        };
+        polls_after_offer(1);
+        assert_eq!(
+            shared.lock().unwrap().offered,
+            1,
+            "a state refused as too large was offered again in the same view"
+        );
+        shared.lock().unwrap().out.extend([Upcall::Wedged, view(2)]);
+        polls_after_offer(2);
+        assert_eq!(shared.lock().unwrap().offered, 2, "once more in view 2");
+        assert_eq!(metrics.states_refused.load(Ordering::Relaxed), 2);
+        {
+            let mut a = shared.lock().unwrap();
+            a.max = None;
+            a.out.extend([Upcall::Wedged, view(3)]);
+        }
+        wait_for("nothing provided in view 3", &|a| !a.provided.is_empty());
+        let a = shared.lock().unwrap();
+        assert_eq!((a.offered, a.provided[0].0), (3, 3));
+        assert_eq!(metrics.states_provided.load(Ordering::Relaxed), 1);
+        a.offered as usize
     }
 
     /// What the test and a backend whose group joins again share: the upcalls for its next

@@ -73,8 +73,10 @@ pub trait StateTransfer: TotalOrder {
     fn state_wanted(&self) -> bool;
 
     /// Hands the backend the replica's state reflecting every delivery before `position`.
-    /// The backend may refuse it (e.g. while wedged for a view change; a later view asks
-    /// again): [`TransferError::Refused`].
+    /// The backend may refuse it: [`TransferError::TooLarge`] for a state above its bound,
+    /// [`TransferError::Refused`] otherwise (e.g. while wedged for a view change). Either way
+    /// the replica offers a state again only after its next view change (where the joiner
+    /// asks again), not at every poll of the same view.
     fn provide_state(&mut self, position: u64, state: &[u8]) -> Result<(), TransferError>;
 
     /// [`provide_state`](Self::provide_state) with the bytes handed over: the replica calls
@@ -290,6 +292,22 @@ pub enum TransferError {
     /// next view, where the joiner asks again).
     #[error("the backend refused the state: {0}")]
     Refused(String),
+    /// The state is larger than the backend moves (`Group`: above
+    /// `TransferConfig::max_state_bytes`). Unlike [`Refused`](Self::Refused) no retry in the
+    /// same view can succeed: the replica offers its state again only after the next view
+    /// change, and logs this at `warn` (the bound must be raised, or the state made smaller).
+    ///
+    /// ```
+    /// let e = squall_smr::TransferError::TooLarge { len: 2048, max: 1024 };
+    /// assert!(e.to_string().contains("2048 bytes"));
+    /// ```
+    #[error("the state of {len} bytes is above the backend's bound of {max} bytes")]
+    TooLarge {
+        /// Bytes of the encoded state.
+        len: u64,
+        /// The backend's bound.
+        max: u64,
+    },
     /// The transferred bytes are not a replica snapshot.
     #[error("the transferred state is not a replica snapshot: {0}")]
     Decode(#[from] DecodeError),

@@ -1387,10 +1387,7 @@ impl Cluster {
                 let port = match reports[k].port {
                     Some(p) if started.contains(&k) => p,
                     // A member that stays down: an address nothing listens on.
-                    _ => TcpListener::bind((ip, 0))
-                        .and_then(|l| l.local_addr())
-                        .map(|a| a.port())
-                        .expect("a free port"),
+                    _ => port_nobody_binds(ip),
                 };
                 SocketAddr::new(ip, port).to_string()
             })
@@ -2671,4 +2668,29 @@ pub fn restart_run(
         loop_us: longest("loop"),
     };
     (before, reports, restarted, timing)
+}
+
+/// A port on `ip` that nothing listens on now and that no process of these tests will be
+/// given: below the kernel's ephemeral range (`ip_local_port_range`), where a bind to port 0
+/// (every member's, every test's) never lands. A port taken from the ephemeral range and
+/// released could be handed to a member started later, which then dialled itself at the
+/// address of the member that stays down (a CI run of `tcp_restart`: "this is n3, but n3
+/// dialled it as n4").
+fn port_nobody_binds(ip: IpAddr) -> u16 {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| {
+            r.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u16>().ok())
+        })
+        .unwrap_or(32768);
+    let floor = 10_000u16.min(low.saturating_sub(1)).max(1024);
+    let span = low.saturating_sub(floor).max(1);
+    // Start at a place that differs between processes and calls, then walk the range.
+    let start = (std::process::id() as u64 ^ now_us()) % u64::from(span);
+    (0..u64::from(span))
+        .map(|k| floor + ((start + k) % u64::from(span)) as u16)
+        .find(|&port| TcpListener::bind((ip, port)).is_ok())
+        .expect("a free port below the ephemeral range")
 }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use squall_kv::{KvMachine, KvOp};
-use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall, View};
+use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
 use squall_smr::wire::{ReadMode, Request, Response};
 use squall_smr::{
     CoreConfig, Replica, ReplicaConfig, ReplicaCore, StateMachine, StateTransfer, TransferError,
@@ -30,7 +30,7 @@ use squall_smr::{
 use squall_transport::{NodeId, Waker};
 
 mod pause;
-use pause::{ENTRIES, PER_POLL, entries, store};
+use pause::{ENTRIES, entries, hand_out, store};
 
 /// A backend whose first poll hands out view 1 (and, for a joiner, the state at position 0),
 /// then `PER_POLL` entries a poll.
@@ -52,24 +52,13 @@ impl TotalOrder for Feed {
     }
     fn poll(&mut self, out: &mut Vec<Upcall<Delivery>>) -> bool {
         self.polls.fetch_add(1, Ordering::Relaxed);
-        if !self.view_sent {
-            self.view_sent = true;
-            out.push(Upcall::View(View {
-                id: 1,
-                members: vec![NodeId(0), NodeId(1)],
-                leader: Some(NodeId(1)),
-            }));
-        }
-        let end = (self.next + PER_POLL).min(self.entries.len());
-        for (i, payload) in self.entries[self.next..end].iter().enumerate() {
-            out.push(Upcall::Deliver(Delivery {
-                position: (self.next + i) as u64,
-                sender: NodeId(1),
-                payload: payload.clone(),
-            }));
-        }
-        self.next = end;
-        self.next < self.entries.len()
+        hand_out(
+            &mut self.view_sent,
+            NodeId(1),
+            &self.entries,
+            &mut self.next,
+            out,
+        )
     }
     fn wait(&mut self, t: Duration) {
         std::thread::sleep(t.min(Duration::from_millis(1)));

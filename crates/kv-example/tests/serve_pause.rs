@@ -22,14 +22,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use squall_kv::KvMachine;
-use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall, View};
+use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
 use squall_smr::{
     CoreConfig, Replica, ReplicaConfig, ReplicaCore, StateMachine, StateTransfer, TransferError,
 };
 use squall_transport::{NodeId, Waker};
 
 mod pause;
-use pause::{ENTRIES, PER_POLL, entries, store};
+use pause::{ENTRIES, entries, hand_out, store};
 
 /// Entries handed out before the joiner asks.
 const ASK_AT: usize = 2_000;
@@ -61,30 +61,20 @@ impl TotalOrder for Feed {
         Err(SubmitError::WindowFull)
     }
     fn poll(&mut self, out: &mut Vec<Upcall<Delivery>>) -> bool {
-        if !self.view_sent {
-            self.view_sent = true;
-            out.push(Upcall::View(View {
-                id: 1,
-                members: vec![NodeId(0), NodeId(1)],
-                leader: Some(NodeId(0)),
-            }));
-        }
-        let end = (self.next + PER_POLL).min(self.entries.len());
-        for (i, payload) in self.entries[self.next..end].iter().enumerate() {
-            out.push(Upcall::Deliver(Delivery {
-                position: (self.next + i) as u64,
-                sender: NodeId(1),
-                payload: payload.clone(),
-            }));
-        }
-        self.next = end;
+        let more = hand_out(
+            &mut self.view_sent,
+            NodeId(0),
+            &self.entries,
+            &mut self.next,
+            out,
+        );
         if self.ask && self.next >= ASK_AT {
             let mut s = self.served.lock().unwrap();
             if s.asked.is_none() {
                 s.asked = Some(Instant::now());
             }
         }
-        self.next < self.entries.len()
+        more
     }
     fn wait(&mut self, t: Duration) {
         std::thread::sleep(t.min(Duration::from_millis(1)));

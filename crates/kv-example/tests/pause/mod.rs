@@ -4,8 +4,10 @@
 #![allow(dead_code, unreachable_pub)]
 
 use squall_kv::{KvMachine, KvOp};
+use squall_ordering::{Delivery, Upcall, View};
 use squall_smr::StateMachine;
 use squall_smr::wire::Entry;
+use squall_transport::NodeId;
 
 /// Log entries a benchmark's backend hands out.
 pub const ENTRIES: usize = 10_000;
@@ -51,4 +53,34 @@ pub fn entries(key_of: impl Fn(usize) -> u64, value_len: usize) -> Vec<Vec<u8>> 
             .encode()
         })
         .collect()
+}
+
+/// One poll of a benchmark's backend: view 1 of members 0 and 1 (led by `leader`) on the
+/// first call (`view_sent`), then the next `PER_POLL` of `entries` from `*next`, sent by
+/// member 1. Whether entries are left.
+pub fn hand_out(
+    view_sent: &mut bool,
+    leader: NodeId,
+    entries: &[Vec<u8>],
+    next: &mut usize,
+    out: &mut Vec<Upcall<Delivery>>,
+) -> bool {
+    if !*view_sent {
+        *view_sent = true;
+        out.push(Upcall::View(View {
+            id: 1,
+            members: vec![NodeId(0), NodeId(1)],
+            leader: Some(leader),
+        }));
+    }
+    let end = (*next + PER_POLL).min(entries.len());
+    for (i, payload) in entries[*next..end].iter().enumerate() {
+        out.push(Upcall::Deliver(Delivery {
+            position: (*next + i) as u64,
+            sender: NodeId(1),
+            payload: payload.clone(),
+        }));
+    }
+    *next = end;
+    *next < entries.len()
 }

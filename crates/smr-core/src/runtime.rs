@@ -969,6 +969,124 @@ mod tests {
         }
     }
 
+    /// A joiner's backend that stops for good once the test says so, as `Group` does: then
+    /// it answers `holds_state` true (frozen) and reports why through `stopped`.
+    struct StopsMidJoin {
+        stop: std::sync::Arc<AtomicBool>,
+        polls: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl TotalOrder for StopsMidJoin {
+        fn me(&self) -> NodeId {
+            NodeId(3)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::NotASender("joining".into()))
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            self.polls.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    impl StateTransfer for StopsMidJoin {
+        fn holds_state(&self) -> bool {
+            self.stop.load(Ordering::Acquire)
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn stopped(&self) -> Option<String> {
+            self.stop.load(Ordering::Acquire).then(|| {
+                "a joiner buffered 1048576 deliveries while waiting for its state transfer \
+                 (max_buffered)"
+                    .into()
+            })
+        }
+    }
+
+    /// s24 (docs/MEMBERSHIP.md, fiftieth part): a joining replica whose backend stops for
+    /// good answers with the backend's reason (not "joining"), its thread ends by itself, and
+    /// `shutdown` reports the failed join.
+    #[test]
+    fn a_joiner_whose_backend_stops_ends_its_thread_and_answers_why() {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let polls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let backend = StopsMidJoin {
+            stop: stop.clone(),
+            polls: polls.clone(),
+        };
+        let replica = Replica::spawn_joinable(
+            NodeId(3),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let h = replica.handle();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        match rt.block_on(h.call(read.clone())) {
+            Response::Error {
+                code: ErrorCode::Unavailable,
+                message,
+            } => assert!(message.contains("joining"), "{message}"),
+            other => panic!("a joining replica answered {other:?}"),
+        }
+        stop.store(true, Ordering::Release);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while replica.is_running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the backend stopped mid-join but the replica's thread still runs ({} polls)",
+                polls.load(Ordering::Relaxed)
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let failed = h.join_failed().expect("the failed join is reported");
+        assert!(failed.reason.contains("max_buffered"), "{failed}");
+        for _ in 0..2 {
+            match rt.block_on(h.call(read.clone())) {
+                Response::Error {
+                    code: ErrorCode::Unavailable,
+                    message,
+                } => assert!(
+                    message.contains("join failed") && message.contains("max_buffered"),
+                    "{message}"
+                ),
+                other => panic!("a replica whose join failed answered {other:?}"),
+            }
+        }
+        assert_eq!(h.metrics().joins_failed.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            h.metrics().busy.load(Ordering::Relaxed),
+            0,
+            "not a full queue"
+        );
+        match replica.shutdown() {
+            Err(RuntimeError::JoinFailed(e)) => assert_eq!(e, failed),
+            Err(e) => panic!("shutdown reported {e}"),
+            Ok(_) => panic!("shutdown reported no failed join"),
+        }
+    }
+
     /// Appends every command's bytes; its decoder says on which thread it runs, then waits
     /// for the test to open its gate before restoring.
     struct Held {

@@ -157,6 +157,8 @@ pub struct ReplicaCore<S> {
     /// A replica on a backend restarting from its durable logs: why it cannot serve yet.
     restarting: Option<String>,
     stopped: Option<String>,
+    /// The backend stopped while this replica was joining: why (the replica stopped too).
+    join_failed: Option<JoinFailed>,
     /// The position of the latest checkpoint, or of the state installed last.
     checkpointed: u64,
     /// The position at which the backend last refused a checkpoint (asked again only past it).
@@ -191,8 +193,11 @@ pub struct ReplicaCore<S> {
     encoded: Option<EncodedState>,
     /// Off-thread encodes lost in a row (the encoder panicked, no thread could be started).
     serve_losses: u32,
-    /// The next serve is encoded on the replica's thread: the last off-thread encode was lost.
+    /// The next serve is encoded on the replica's thread: the last off-thread encode was lost,
+    /// or the last [`MAX_STALE_SERVES`] were stale.
     serve_inline_next: bool,
+    /// States encoded off the thread dropped as stale in a row (a state provided resets it).
+    serve_stale: u32,
     /// `View` and `Wedged` upcalls applied so far: a state encoded off the thread is provided
     /// in a later view only if nothing was delivered since its capture.
     view_changes: u64,
@@ -259,6 +264,27 @@ pub struct PositionMismatch {
     pub position: u64,
     /// The replica's position: the deliveries it applied.
     pub applied: u64,
+}
+
+/// A joining replica's backend stopped for good before the replica's state transfer
+/// completed ([`StateTransfer::stopped`]): no state can reach it any more, so
+/// [`ReplicaCore::upcalls_from`] stops the replica with this error instead of leaving it
+/// *joining* for good. Every request owed an answer, and every later one, is answered
+/// [`ErrorCode::Unavailable`] with this message; the runtime's thread ends
+/// ([`RuntimeError::JoinFailed`](crate::RuntimeError::JoinFailed)). Joining again is the
+/// operator's step (a new replica, with the cause removed: `reason` says what it is).
+///
+/// ```
+/// let e = squall_smr::JoinFailed { reason: "the state of 4096 bytes is too large".into() };
+/// assert!(e.to_string().contains("join failed") && e.to_string().contains("4096 bytes"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this replica's join failed: its group stopped before the state transfer completed: {reason}"
+)]
+pub struct JoinFailed {
+    /// The backend's stop reason.
+    pub reason: String,
 }
 
 /// A transferred state to decode off the replica's thread ([`ReplicaCore::take_install`]):
@@ -390,6 +416,12 @@ impl<S> DecodedState<S> {
 /// Off-thread encodes of a joiner's state lost in a row after which a replica encodes on its
 /// own thread for good ([`ReplicaCore::provide_encoded`]).
 const MAX_SERVE_LOSSES: u32 = 3;
+
+/// States encoded off the thread for joiners and dropped as stale (the view changed and
+/// deliveries followed their capture) in a row, after which the next serve is encoded on the
+/// replica's thread: a group that delivers and changes view during every encode would
+/// otherwise starve its joiners (s24).
+const MAX_STALE_SERVES: u32 = 2;
 
 /// A state for a joiner to encode off the replica's thread ([`ReplicaCore::take_serve`]): the
 /// replica's snapshot captured at a position ([`ReplicaCore::snapshot_encoder`]).
@@ -589,6 +621,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             joining: false,
             restarting: None,
             stopped: None,
+            join_failed: None,
             checkpointed: 0,
             checkpoint_refused: None,
             checkpoints_off: false,
@@ -604,6 +637,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             encoded: None,
             serve_losses: 0,
             serve_inline_next: false,
+            serve_stale: 0,
             view_changes: 0,
             backend_held: false,
             refused_in: None,
@@ -917,6 +951,44 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.joining
     }
 
+    /// Why this replica's join failed, if it did: its backend stopped while it was joining
+    /// ([`JoinFailed`]; checked by [`upcalls_from`](Self::upcalls_from) after every poll).
+    /// The replica is stopped then: a driver ends its loop.
+    ///
+    /// ```
+    /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine};
+    /// use squall_transport::NodeId;
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// let mut core = ReplicaCore::new(NodeId(3), Nop, CoreConfig::default())?;
+    /// core.await_state();
+    /// assert!(core.is_joining() && core.join_failed().is_none());
+    /// # Ok::<(), squall_smr::ConfigError>(())
+    /// ```
+    pub fn join_failed(&self) -> Option<&JoinFailed> {
+        self.join_failed.as_ref()
+    }
+
+    /// The backend stopped for good while this replica was joining: stops the replica with
+    /// [`JoinFailed`] (logged at `error`, counted in [`Counters::joins_failed`]).
+    ///
+    /// [`Counters::joins_failed`]: crate::Counters::joins_failed
+    fn fail_join(&mut self, reason: String) {
+        let e = JoinFailed { reason };
+        tracing::error!(replica = %self.me, error = %e, "the join failed: stopping the replica");
+        self.metrics.add(&self.metrics.joins_failed, 1);
+        let message = format!("{e}; retry at another replica");
+        self.join_failed = Some(e);
+        if self.stopped.is_none() {
+            self.halt(message);
+        }
+    }
+
     /// Marks this replica as *restarting*: its backend restarts from durable logs (a total
     /// restart, [`StateTransfer::restarting`]) and will replay what it logged, possibly after
     /// handing back a persisted state. Until the backend reports the restart complete (checked
@@ -1102,6 +1174,9 @@ impl<S: StateMachine> ReplicaCore<S> {
     ///   position than [`applied`](Self::applied), which stops the replica unapplied
     ///   ([`PositionMismatch`]). A state the backend offers at any `View` is installed first,
     ///   a joiner's or not.
+    /// - A joining replica whose backend stopped for good ([`StateTransfer::stopped`]) stops
+    ///   with [`JoinFailed`] naming the backend's reason (see
+    ///   [`join_failed`](Self::join_failed)).
     /// - A replica holding a state whose backend stopped holding one (it did after the previous
     ///   poll, it does not now: its group joins again) drops it and awaits a transferred state
     ///   as a joiner does.
@@ -1156,6 +1231,12 @@ impl<S: StateMachine> ReplicaCore<S> {
             } else {
                 self.take_upcall(backend, u);
             }
+        }
+        if self.joining
+            && self.join_failed.is_none()
+            && let Some(reason) = backend.stopped()
+        {
+            self.fail_join(reason);
         }
         if self.settling() {
             return;
@@ -1216,10 +1297,7 @@ impl<S: StateMachine> ReplicaCore<S> {
         }
         if let Some(kept) = self.encoded.take() {
             if !kept.fits(self.applied, self.view_changes) {
-                tracing::info!(replica = %self.me, position = kept.position,
-                    applied = self.applied, encode_us = kept.encode_us,
-                    "dropped the state encoded for a joiner: the view changed and deliveries \
-                     followed its capture");
+                self.drop_stale(&kept);
             } else if self.can_serve() && backend.state_wanted() {
                 return self.provide_kept(backend, kept);
             } else {
@@ -1249,6 +1327,34 @@ impl<S: StateMachine> ReplicaCore<S> {
         }
         let snapshot = self.snapshot().encode();
         self.provide(backend, self.applied, snapshot, start)
+    }
+
+    /// Drops a state encoded off the thread that no longer fits (the view changed and
+    /// deliveries followed its capture: it is below the new view's first position), counted
+    /// in [`Counters::serves_stale`]. After [`MAX_STALE_SERVES`] in a row the next serve is
+    /// encoded on the replica's thread (returns `true`: serve now): when the group delivers
+    /// and changes view during every encode, no state encoded off the thread ever fits, and
+    /// the joiner would wait as long as that churn lasts (s24). The inline serve holds the
+    /// thread for one encode; the serve after it goes off the thread again.
+    ///
+    /// [`Counters::serves_stale`]: crate::Counters::serves_stale
+    fn drop_stale(&mut self, stale: &EncodedState) -> bool {
+        self.serve_stale += 1;
+        self.metrics.add(&self.metrics.serves_stale, 1);
+        if self.serve_stale < MAX_STALE_SERVES {
+            tracing::info!(replica = %self.me, position = stale.position,
+                applied = self.applied, encode_us = stale.encode_us, stale = self.serve_stale,
+                "dropped the state encoded for a joiner: the view changed and deliveries \
+                 followed its capture");
+            return false;
+        }
+        tracing::warn!(replica = %self.me, position = stale.position,
+            applied = self.applied, encode_us = stale.encode_us, stale = self.serve_stale,
+            "dropped the state encoded for a joiner: the view changed and deliveries followed \
+             the capture of each of the last ones; encoding the next on the replica's thread");
+        self.serve_stale = 0;
+        self.serve_inline_next = true;
+        true
     }
 
     /// Hands a state encoded off the thread, which still fits, to the backend.
@@ -1299,6 +1405,7 @@ impl<S: StateMachine> ReplicaCore<S> {
         let us = self.serve_held(start);
         match provided {
             Ok(()) => {
+                self.serve_stale = 0;
                 self.metrics.add(&self.metrics.states_provided, 1);
                 tracing::info!(replica = %self.me, position, applied = self.applied,
                     bytes, us, "provided the state to a joiner");
@@ -1368,8 +1475,12 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// An encode that ended without a result ([`ServeLost`]: its thread panicked or could not
     /// be started) is logged at `warn`; the joiner is served on the replica's thread at once
     /// (if it still asks), and the next serve is encoded off the thread again. After three
-    /// such losses in a row the replica encodes on its thread for good. (Example: see
-    /// [`ServeJob`].)
+    /// such losses in a row the replica encodes on its thread for good. Likewise after two
+    /// states in a row dropped as stale (the view changed and deliveries followed each
+    /// capture, [`Counters::serves_stale`](crate::Counters::serves_stale)): the joiner is
+    /// served on the replica's thread at once, then off it again (s24: a group that changes
+    /// view and delivers during every encode would otherwise starve its joiners). (Example:
+    /// see [`ServeJob`].)
     pub fn provide_encoded<B: StateTransfer + ?Sized>(
         &mut self,
         backend: &mut B,
@@ -1395,10 +1506,9 @@ impl<S: StateMachine> ReplicaCore<S> {
         }
         self.serve_losses = 0;
         if !encoded.fits(self.applied, self.view_changes) {
-            tracing::info!(replica = %self.me, position = encoded.position,
-                applied = self.applied, encode_us = encoded.encode_us,
-                "dropped the state encoded for a joiner: the view changed and deliveries \
-                 followed its capture");
+            if self.drop_stale(&encoded) {
+                return self.maybe_serve(backend);
+            }
             return false;
         }
         if self.can_serve() && backend.state_wanted() {
@@ -1550,6 +1660,9 @@ impl<S: StateMachine> ReplicaCore<S> {
     }
 
     fn unavailable(&self) -> Option<String> {
+        if let Some(e) = &self.join_failed {
+            return Some(format!("{e}; retry at another replica"));
+        }
         if let Some(r) = &self.stopped {
             return Some(format!("the ordering backend stopped: {r}"));
         }
@@ -2521,6 +2634,92 @@ mod tests {
         );
     }
 
+    /// A joiner's backend that stops for good as the test says, as `squall-membership`'s
+    /// `Group` does: once stopped it answers `holds_state` true ("frozen") and reports the
+    /// reason through `stopped`; it never hands a state over.
+    struct Failing {
+        stopped: Option<String>,
+    }
+
+    impl squall_ordering::TotalOrder for Failing {
+        fn me(&self) -> NodeId {
+            NodeId(3)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::NotASender("joining".into()))
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            false
+        }
+        fn wait(&mut self, _: std::time::Duration) {}
+        fn waker(&self) -> squall_transport::Waker {
+            squall_transport::Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Failing {
+        fn holds_state(&self) -> bool {
+            self.stopped.is_some()
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Err(TransferError::Refused("joining".into()))
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn stopped(&self) -> Option<String> {
+            self.stopped.clone()
+        }
+    }
+
+    /// s24 (docs/MEMBERSHIP.md, fiftieth part): a joiner whose backend stops before its state
+    /// arrives (its state refused as too large, a full buffer, a lost shard) stops with
+    /// [`JoinFailed`] naming the backend's reason, instead of answering "joining" for good. A
+    /// member whose backend stops is not a failed join (it learns of the stop as before).
+    #[test]
+    fn a_joiner_whose_backend_stops_mid_join_stops_with_the_reason() {
+        let mut r = core(16);
+        r.await_state();
+        let mut b = Failing { stopped: None };
+        r.upcalls_from(&mut b, []);
+        r.request(1, command(7, 1, b"z"));
+        assert!(unavailable_because(&r.take_replies(), 1, "joining"));
+        let why = "the member asked for the state refused to send it: 4096 bytes is above its \
+                   max_state_bytes; raise it in TransferConfig";
+        b.stopped = Some(why.into());
+        // `Group` reports a wedge as it stops.
+        r.upcalls_from(&mut b, [Upcall::Wedged]);
+        assert_eq!(
+            r.join_failed(),
+            Some(&JoinFailed { reason: why.into() }),
+            "the backend stopped mid-join but the replica stayed joining"
+        );
+        assert!(r.stopped.is_some(), "a failed join stops the replica");
+        r.request(
+            2,
+            Request::Read {
+                mode: ReadMode::Local,
+                query: Vec::new(),
+            },
+        );
+        let replies = r.take_replies();
+        assert!(
+            unavailable_because(&replies, 2, "join failed")
+                && unavailable_because(&replies, 2, "4096 bytes"),
+            "{replies:?}"
+        );
+        r.upcalls_from(&mut b, []);
+        let m = r.metrics();
+        assert_eq!(m.joins_failed.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // A member whose backend stopped: no failed join.
+        let mut member = core(16);
+        member.upcalls_from(&mut b, [at(0, cmd(9, 1, 0, b"m"))]);
+        assert!(member.join_failed().is_none() && member.stopped.is_none());
+    }
+
     /// The same rejoin with the drop unseen (the state handed over in the poll that drops
     /// it): the state offered at the view is installed all the same.
     #[test]
@@ -3269,6 +3468,84 @@ mod tests {
                 .load(std::sync::atomic::Ordering::Relaxed),
             3
         );
+    }
+
+    /// s24 (docs/MEMBERSHIP.md, fiftieth part): a group that delivers *and* changes view
+    /// during every encode makes every state encoded off the thread stale (below the new
+    /// view's first position). After two in a row the joiner is served on the replica's thread
+    /// at once, so it gets a state within a bounded number of turns; the serve after that
+    /// goes off the thread again.
+    #[test]
+    fn a_joiner_gets_a_state_when_the_view_changes_with_deliveries_during_every_encode() {
+        let mut r = serving_core();
+        r.serve_off_thread();
+        let mut b = Serving::default();
+        b.hand(&mut r, vec![view(1), at(0, cmd(9, 1, 0, b"x"))], true);
+        let (mut position, mut v) = (1u64, 1u64);
+        let mut encodes = 0;
+        while b.provided.is_empty() && encodes < 10 {
+            let mut job = r.take_serve().map(ServeJob::run);
+            assert!(job.is_some(), "a state to encode off the thread");
+            encodes += 1;
+            // During the encode: the view wedges (the first result arrives then and is kept,
+            // the others after the next view), then one delivery and a new view.
+            b.hand(&mut r, vec![Upcall::Wedged], true);
+            let kept_first = encodes == 1;
+            if kept_first && let Some(encoded) = job.take() {
+                assert!(!r.provide_encoded(&mut b, encoded), "wedged: kept");
+            }
+            v += 1;
+            let delivery = at(position, cmd(9, position + 1, position, b"y"));
+            position += 1;
+            b.hand(&mut r, vec![delivery, view(v)], true);
+            assert_eq!((b.first, b.next), (position, position));
+            if let Some(encoded) = job.take() {
+                r.provide_encoded(&mut b, encoded);
+            }
+            if b.provided.is_empty() {
+                // The next turn captures anew (a kept state was dropped in this one already).
+                b.hand(&mut r, Vec::new(), true);
+            }
+        }
+        assert_eq!(
+            b.provided.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [3],
+            "the joiner got no state in {encodes} encodes (offers at {:?})",
+            b.offered
+        );
+        assert_eq!(encodes, 2, "served after two stale encodes");
+        assert_eq!(Snapshot::decode(&b.provided[0].1).unwrap(), r.snapshot());
+        let m = r.metrics().clone();
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            (
+                load(&m.serves_stale),
+                load(&m.states_provided),
+                load(&m.states_provided_off_thread)
+            ),
+            (2, 1, 0),
+            "two stale, then one served on the replica's thread"
+        );
+        assert!(!r.is_serving() && r.take_serve().is_none());
+        // The next joiner's state goes off the thread again, and fits.
+        b.hand(&mut r, vec![Upcall::Wedged], false);
+        b.hand(&mut r, vec![view(v + 1)], true);
+        let job = r.take_serve().expect("off the thread again");
+        assert!(r.provide_encoded(&mut b, job.run()));
+        assert_eq!(load(&m.states_provided_off_thread), 1);
+        // One stale encode after a success does not send the next inline.
+        b.hand(&mut r, vec![view(v + 2)], true);
+        let job = r.take_serve().expect("captured");
+        b.hand(&mut r, vec![Upcall::Wedged], true);
+        let delivery = at(position, cmd(9, position + 1, position, b"z"));
+        b.hand(&mut r, vec![delivery, view(v + 3)], true);
+        assert!(!r.provide_encoded(&mut b, job.run()), "stale: dropped");
+        b.hand(&mut r, Vec::new(), true);
+        assert!(
+            r.take_serve().is_some(),
+            "one stale encode: captured off the thread again"
+        );
+        assert_eq!(load(&m.serves_stale), 3);
     }
 
     /// An encode lost (its thread panicked or could not be started) is served on the

@@ -82,6 +82,12 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
         Group::take_state(self).map(|s| (s.position, s.state))
     }
 
+    /// `Group::stopped`'s reason: a joiner's group stops for good on a state refused as too
+    /// large (by it or by the member asked), a full buffer, a lost shard or a majority loss.
+    fn stopped(&self) -> Option<String> {
+        Group::stopped(self).map(str::to_owned)
+    }
+
     fn restarting(&self) -> Option<String> {
         let gms = self.gms();
         if let Some(missing) = gms.restarting() {

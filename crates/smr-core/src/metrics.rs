@@ -44,6 +44,13 @@ pub struct Counters {
     /// States dropped because the backend stopped holding one while the replica held it
     /// (its group joins again by transfer, s23): each is followed by an install.
     pub states_dropped: AtomicU64,
+    /// Joins that failed: the backend stopped for good while this replica was joining
+    /// ([`JoinFailed`](crate::JoinFailed)); the replica stopped (at most 1).
+    pub joins_failed: AtomicU64,
+    /// States encoded off the replica's thread for a joiner and dropped as stale: the view
+    /// changed and deliveries followed their capture. After two in a row the next serve is
+    /// encoded on the replica's thread ([`ReplicaCore::provide_encoded`](crate::ReplicaCore::provide_encoded)).
+    pub serves_stale: AtomicU64,
     /// Checkpoints the backend made durable ([`CoreConfig::snapshot_every`](crate::CoreConfig::snapshot_every)).
     pub checkpoints: AtomicU64,
     /// The longest turn of the replica's driver loop so far, in microseconds, parks
@@ -99,7 +106,8 @@ impl std::fmt::Display for Metrics {
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
-             states(provided/off-thread/refused/installed/dropped)={}/{}/{}/{}/{} checkpoints={} longest_turn_us={} \
+             states(provided/off-thread/refused/installed/dropped)={}/{}/{}/{}/{} joins_failed={} \
+             serves_stale={} checkpoints={} longest_turn_us={} \
              longest_install_us={} longest_serve_us={}",
             l(&c.commands_applied),
             l(&c.duplicates),
@@ -117,6 +125,8 @@ impl std::fmt::Display for Metrics {
             l(&c.states_refused),
             l(&c.states_installed),
             l(&c.states_dropped),
+            l(&c.joins_failed),
+            l(&c.serves_stale),
             l(&c.checkpoints),
             l(&c.longest_turn_us),
             l(&c.longest_install_us),

@@ -2,8 +2,8 @@
 //! [`ReplicaCore`], and any thread hands it requests through a [`ReplicaHandle`].
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -15,7 +15,8 @@ use tokio::sync::oneshot;
 
 use crate::ConfigError;
 use crate::core::{
-    CoreConfig, DecodedState, EncodedState, InstallJob, ReplicaCore, ServeJob, ServeLost, Token,
+    CoreConfig, DecodedState, EncodedState, InstallJob, JoinFailed, ReplicaCore, ServeJob,
+    ServeLost, Token,
 };
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
@@ -98,6 +99,17 @@ pub enum RuntimeError {
     /// The driver thread panicked.
     #[error("the replica thread panicked: {0}")]
     Panicked(String),
+    /// The replica was joining and its backend stopped for good: its thread ended by itself
+    /// ([`Replica::shutdown`] reports it; the state machine, which never received a state, is
+    /// dropped).
+    ///
+    /// ```
+    /// use squall_smr::{JoinFailed, RuntimeError};
+    /// let e = RuntimeError::from(JoinFailed { reason: "buffered 1048576 deliveries".into() });
+    /// assert!(e.to_string().contains("join failed"));
+    /// ```
+    #[error(transparent)]
+    JoinFailed(#[from] JoinFailed),
 }
 
 enum Job {
@@ -120,6 +132,8 @@ pub struct ReplicaHandle {
     rx: Receiver<Job>,
     /// Set when the replica shuts down.
     stop: Arc<AtomicBool>,
+    /// Set (before `stop`) when the replica's join failed and its thread ended by itself.
+    failed: Arc<OnceLock<JoinFailed>>,
     waker: Waker,
     metrics: Metrics,
 }
@@ -158,8 +172,20 @@ impl ReplicaHandle {
         Ok(rx)
     }
 
+    /// Why this replica's join failed, once it did ([`JoinFailed`]: its backend stopped while
+    /// it was joining, and its thread ended). Every request is answered
+    /// [`ErrorCode::Unavailable`] with this message from then on.
+    pub fn join_failed(&self) -> Option<JoinFailed> {
+        self.failed.get().cloned()
+    }
+
     fn enqueue(&self, job: Job) -> Result<(), Busy> {
         if self.stop.load(Ordering::Acquire) {
+            if let Some(e) = self.failed.get() {
+                // The replica ended by itself: answer with why, not as a full queue.
+                refuse(job, &stopped_message(Some(e)));
+                return Ok(());
+            }
             self.metrics.add(&self.metrics.busy, 1);
             return Err(Busy);
         }
@@ -168,7 +194,7 @@ impl ReplicaHandle {
                 self.waker.wake();
                 if self.stop.load(Ordering::Acquire) {
                     // The driver may have stopped (and drained the queue) meanwhile.
-                    refuse_queued(&self.rx);
+                    refuse_queued(&self.rx, &stopped_message(self.failed.get()));
                 }
                 Ok(())
             }
@@ -249,7 +275,9 @@ type TransferOf<B> = fn(&mut B) -> Option<&mut dyn StateTransfer>;
 
 impl<S: StateMachine> Replica<S> {
     /// Starts replica `me`: `make` builds the ordering backend on the driver thread (backends
-    /// need not be `Send`), which then runs until [`shutdown`](Self::shutdown).
+    /// need not be `Send`), which then runs until [`shutdown`](Self::shutdown) (or, for a
+    /// joining replica whose backend stops, until its join failed: see
+    /// [`spawn_joinable`](Self::spawn_joinable)).
     pub fn spawn<B, E, F>(
         me: NodeId,
         make: F,
@@ -280,7 +308,11 @@ impl<S: StateMachine> Replica<S> {
     /// replica provides to a joiner, when its machine captures its state
     /// ([`StateMachine::snapshot_encoder`]): captured on the driver's thread, encoded on a
     /// thread of its own (`squall-serve-<id>`), handed to the backend by the driver once
-    /// encoded if still wanted ([`ReplicaCore::serve_off_thread`]).
+    /// encoded if still wanted ([`ReplicaCore::serve_off_thread`]). A joining replica whose
+    /// backend stops for good ([`StateTransfer::stopped`]) before its state is installed stops
+    /// with [`JoinFailed`]: every request is answered `Unavailable` with the backend's reason
+    /// ([`ReplicaHandle::join_failed`]), the driver thread ends, and
+    /// [`shutdown`](Self::shutdown) reports [`RuntimeError::JoinFailed`].
     pub fn spawn_joinable<B, E, F>(
         me: NodeId,
         make: F,
@@ -315,6 +347,8 @@ impl<S: StateMachine> Replica<S> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Waker, String>>();
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
+        let failed = Arc::new(OnceLock::new());
+        let thread_failed = Arc::clone(&failed);
         let thread = std::thread::Builder::new()
             .name(format!("squall-replica-{}", me.0))
             .spawn(move || {
@@ -345,6 +379,7 @@ impl<S: StateMachine> Replica<S> {
                     transfer,
                     rx,
                     stop: thread_stop,
+                    failed: thread_failed,
                     cfg,
                     waiting: HashMap::new(),
                     next_token: 0,
@@ -370,6 +405,7 @@ impl<S: StateMachine> Replica<S> {
                 tx,
                 rx: handle_rx,
                 stop: Arc::clone(&stop),
+                failed,
                 waker,
                 metrics,
             },
@@ -384,16 +420,27 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Stops the driver (requests still owed an answer get [`ErrorCode::Unavailable`]) and
-    /// returns the state machine.
+    /// returns the state machine; [`RuntimeError::JoinFailed`] if the replica's join failed
+    /// (its thread had ended by itself).
     pub fn shutdown(mut self) -> Result<S, RuntimeError> {
         self.stop.store(true, Ordering::Release);
         self.handle.waker.wake();
-        match self.thread.take() {
+        let sm = match self.thread.take() {
             Some(t) => t
                 .join()
-                .map_err(|e| RuntimeError::Panicked(join_message(Some(e)))),
-            None => Err(RuntimeError::Panicked("already shut down".into())),
+                .map_err(|e| RuntimeError::Panicked(join_message(Some(e))))?,
+            None => return Err(RuntimeError::Panicked("already shut down".into())),
+        };
+        match self.handle.join_failed() {
+            Some(e) => Err(RuntimeError::JoinFailed(e)),
+            None => Ok(sm),
         }
+    }
+
+    /// Whether the driver thread still runs: until [`shutdown`](Self::shutdown), or until the
+    /// replica's join failed ([`ReplicaHandle::join_failed`]).
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 }
 
@@ -407,16 +454,35 @@ impl<S> Drop for Replica<S> {
     }
 }
 
-/// Answers every queued job as a stopped replica would: requests `Unavailable`, the rest
-/// dropped (their receivers see the replica gone).
-fn refuse_queued(rx: &Receiver<Job>) {
+/// Answers every queued job as a stopped replica would ([`refuse`]).
+fn refuse_queued(rx: &Receiver<Job>, why: &str) {
     while let Ok(job) = rx.try_recv() {
-        if let Job::Request { reply, .. } = job {
+        refuse(job, why);
+    }
+}
+
+/// Answers a job as a stopped replica would: a request `Unavailable` with `why`, a leave
+/// refused with it, a snapshot dropped (its receiver sees the replica gone).
+fn refuse(job: Job, why: &str) {
+    match job {
+        Job::Request { reply, .. } => {
             let _ = reply.send(Response::Error {
                 code: ErrorCode::Unavailable,
-                message: "the replica is shutting down".into(),
+                message: why.to_owned(),
             });
         }
+        Job::Leave(reply) => {
+            let _ = reply.send(Err(TransferError::Refused(why.to_owned())));
+        }
+        Job::Snapshot(_) => {}
+    }
+}
+
+/// What a stopped replica answers: why its join failed, or that it is shutting down.
+fn stopped_message(failed: Option<&JoinFailed>) -> String {
+    match failed {
+        Some(e) => format!("{e}; retry at another replica"),
+        None => "the replica is shutting down".into(),
     }
 }
 
@@ -440,6 +506,8 @@ struct Driver<B, S> {
     transfer: TransferOf<B>,
     rx: Receiver<Job>,
     stop: Arc<AtomicBool>,
+    /// Set once the replica's join failed, before `stop` (for the handles).
+    failed: Arc<OnceLock<JoinFailed>>,
     cfg: ReplicaConfig,
     waiting: HashMap<Token, oneshot::Sender<Response>>,
     next_token: Token,
@@ -497,6 +565,13 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                     let _ = tx.send(r);
                 }
             }
+            if let Some(e) = self.core.join_failed() {
+                // Its backend stopped before a state reached it: nothing more can happen here.
+                tracing::info!(error = %e, "the replica thread ends: its join failed");
+                let _ = self.failed.set(e.clone());
+                self.stop.store(true, Ordering::Release);
+                break;
+            }
             // Now and then (and whenever idle) forget requests nobody waits for any more.
             // Upcalls kept while a state was decoded are applied a slice a turn, without a
             // park between; while it is decoded there is nothing to apply them to.
@@ -541,8 +616,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
         }
         // Likewise an encode for a joiner: the joiner asks another member.
         drop(self.serve.take());
-        refuse_queued(&self.rx);
-        self.core.halt("the replica is shutting down".into());
+        let why = stopped_message(self.failed.get());
+        refuse_queued(&self.rx, &why);
+        self.core.halt(why);
         self.core.drain_replies(&mut replies);
         for (t, r) in replies.drain(..) {
             if let Some(tx) = self.waiting.remove(&t) {
@@ -890,6 +966,124 @@ mod tests {
                     "still refused after the restart completed: {r:?}"
                 ),
             }
+        }
+    }
+
+    /// A joiner's backend that stops for good once the test says so, as `Group` does: then
+    /// it answers `holds_state` true (frozen) and reports why through `stopped`.
+    struct StopsMidJoin {
+        stop: std::sync::Arc<AtomicBool>,
+        polls: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl TotalOrder for StopsMidJoin {
+        fn me(&self) -> NodeId {
+            NodeId(3)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::NotASender("joining".into()))
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            self.polls.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    impl StateTransfer for StopsMidJoin {
+        fn holds_state(&self) -> bool {
+            self.stop.load(Ordering::Acquire)
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn stopped(&self) -> Option<String> {
+            self.stop.load(Ordering::Acquire).then(|| {
+                "a joiner buffered 1048576 deliveries while waiting for its state transfer \
+                 (max_buffered)"
+                    .into()
+            })
+        }
+    }
+
+    /// s24 (docs/MEMBERSHIP.md, fiftieth part): a joining replica whose backend stops for
+    /// good answers with the backend's reason (not "joining"), its thread ends by itself, and
+    /// `shutdown` reports the failed join.
+    #[test]
+    fn a_joiner_whose_backend_stops_ends_its_thread_and_answers_why() {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let polls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let backend = StopsMidJoin {
+            stop: stop.clone(),
+            polls: polls.clone(),
+        };
+        let replica = Replica::spawn_joinable(
+            NodeId(3),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let h = replica.handle();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        match rt.block_on(h.call(read.clone())) {
+            Response::Error {
+                code: ErrorCode::Unavailable,
+                message,
+            } => assert!(message.contains("joining"), "{message}"),
+            other => panic!("a joining replica answered {other:?}"),
+        }
+        stop.store(true, Ordering::Release);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while replica.is_running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the backend stopped mid-join but the replica's thread still runs ({} polls)",
+                polls.load(Ordering::Relaxed)
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let failed = h.join_failed().expect("the failed join is reported");
+        assert!(failed.reason.contains("max_buffered"), "{failed}");
+        for _ in 0..2 {
+            match rt.block_on(h.call(read.clone())) {
+                Response::Error {
+                    code: ErrorCode::Unavailable,
+                    message,
+                } => assert!(
+                    message.contains("join failed") && message.contains("max_buffered"),
+                    "{message}"
+                ),
+                other => panic!("a replica whose join failed answered {other:?}"),
+            }
+        }
+        assert_eq!(h.metrics().joins_failed.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            h.metrics().busy.load(Ordering::Relaxed),
+            0,
+            "not a full queue"
+        );
+        match replica.shutdown() {
+            Err(RuntimeError::JoinFailed(e)) => assert_eq!(e, failed),
+            Err(e) => panic!("shutdown reported {e}"),
+            Ok(_) => panic!("shutdown reported no failed join"),
         }
     }
 

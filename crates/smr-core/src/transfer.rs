@@ -65,7 +65,8 @@ pub trait StateTransfer: TotalOrder {
     /// switched into a restart and joins again, discarding the state it delivered) makes the
     /// replica drop its state and await the one [`take_state`](Self::take_state) hands over at
     /// a later view, as a joiner does. A backend that stopped for good keeps answering `true`
-    /// (its state is frozen, not replaced).
+    /// (its state is frozen, not replaced); a joiner learns of its stop through
+    /// [`stopped`](Self::stopped).
     fn holds_state(&self) -> bool;
 
     /// Whether a joiner asked this replica for the state and none was provided yet (checked
@@ -132,6 +133,43 @@ pub trait StateTransfer: TotalOrder {
     /// replica starts and after every poll until it returns `None`. The default: never
     /// restarting (a backend without durable logs).
     fn restarting(&self) -> Option<String> {
+        None
+    }
+
+    /// Why the backend stopped for good, if it did (`Group`: its stop reason, e.g. a state
+    /// refused as too large, a full buffer, a lost shard). Asked after every poll while the
+    /// replica is *joining*: a joiner whose backend stopped before its state was installed
+    /// can never get one, so the replica stops with [`JoinFailed`](crate::JoinFailed) naming
+    /// this reason (requests answered `Unavailable` with it, the runtime's thread ends)
+    /// instead of answering "joining" for good. The default: never stopped (a backend that
+    /// reports its stop only through [`SubmitError::Stopped`](squall_ordering::SubmitError)).
+    ///
+    /// ```
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// /// A joiner's backend that gave up.
+    /// struct GaveUp;
+    /// # impl TotalOrder for GaveUp {
+    /// #     fn me(&self) -> NodeId { NodeId(3) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// impl StateTransfer for GaveUp {
+    /// #   fn holds_state(&self) -> bool { false }
+    /// #   fn state_wanted(&self) -> bool { false }
+    /// #   fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    ///     // ...
+    ///     fn stopped(&self) -> Option<String> {
+    ///         Some("the state of 4096 bytes is above the bound".into())
+    ///     }
+    /// }
+    /// assert!(GaveUp.stopped().is_some_and(|why| why.contains("4096")));
+    /// ```
+    fn stopped(&self) -> Option<String> {
         None
     }
 
@@ -241,6 +279,9 @@ impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
     }
     fn restarting(&self) -> Option<String> {
         (**self).restarting()
+    }
+    fn stopped(&self) -> Option<String> {
+        (**self).stopped()
     }
     fn checkpoint(
         &mut self,

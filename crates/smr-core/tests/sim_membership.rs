@@ -13,7 +13,7 @@ use common::{Backend, Cluster, encode_input, same_snapshots};
 use squall_ordering::TotalOrder;
 use squall_ordering::linearizability::check;
 use squall_ordering::linearizability::kv::{Kv, KvInput};
-use squall_smr::wire::{Entry, ReadMode, Request};
+use squall_smr::wire::{Entry, ErrorCode, ReadMode, Request, Response};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{check_seeds, proptest_cases};
 
@@ -422,6 +422,82 @@ proptest::proptest! {
         }
         verify(&cl).map_err(proptest::test_runner::TestCaseError::fail)?;
     }
+}
+
+/// s24 (docs/MEMBERSHIP.md, fiftieth part): the members' `max_state_bytes` (64) is below the
+/// service's state, so each member asked refuses it and the joiner's `Group` stops with
+/// `SenderRefused`. Its replica must stop too, with `JoinFailed` naming that reason (clients
+/// told why), instead of answering "joining" for good; the members carry on, linearizable.
+#[test]
+fn a_joiner_whose_state_is_refused_as_too_large_stops_with_the_reason() {
+    check_seeds(
+        "a_joiner_whose_state_is_refused_as_too_large_stops_with_the_reason",
+        2,
+        |seed| {
+            let mut cl =
+                Cluster::with_groups(Backend::Membership { members: 3 }, 4, 4, seed, |i, cfg| {
+                    if i < 3 {
+                        cfg.transfer.max_state_bytes = 64;
+                    }
+                });
+            let mut next_value = 0;
+            let mut stopped_at = None;
+            for round in 0..4_000u32 {
+                if round == 400 {
+                    cl.join(3);
+                }
+                cl.load_step(KEYS, &mut next_value)?;
+                if stopped_at.is_none() && cl.group(3).is_some_and(|g| g.stopped().is_some()) {
+                    stopped_at = Some(round);
+                }
+                if stopped_at.is_some_and(|at| round >= at + 200) {
+                    break;
+                }
+            }
+            let why = cl.group(3).and_then(|g| g.stopped().map(str::to_owned));
+            let why = why.ok_or("the joiner's group never stopped")?;
+            if !why.contains("refused to send it") {
+                return Err(format!(
+                    "the joiner's group stopped for another reason: {why}"
+                ));
+            }
+            let joiner = cl.cores[3].as_mut().ok_or("the joiner crashed")?;
+            let failed = joiner.join_failed().cloned().ok_or_else(|| {
+                format!(
+                    "the joiner's group stopped ({why}) but its replica did not (joining: {})",
+                    joiner.is_joining()
+                )
+            })?;
+            if failed.reason != why {
+                return Err(format!("the failed join names {failed}, not {why}"));
+            }
+            joiner.request(
+                u64::MAX,
+                Request::Read {
+                    mode: ReadMode::Local,
+                    query: Vec::new(),
+                },
+            );
+            match &joiner.take_replies()[..] {
+                [
+                    (
+                        _,
+                        Response::Error {
+                            code: ErrorCode::Unavailable,
+                            message,
+                        },
+                    ),
+                ] if message.contains("join failed") && message.contains("refused to send it") => {}
+                other => return Err(format!("the joiner answered {other:?}")),
+            }
+            if installed(&cl, 3) != 0 || (0..3).any(|i| !cl.live(i)) {
+                return Err("a state was installed or a member stopped".into());
+            }
+            cl.settle(60_000)?;
+            same_snapshots(&cl)?;
+            verify(&cl)
+        },
+    );
 }
 
 /// Regression (the proptest's first failure, a wrong expectation in the test): a joiner cut off

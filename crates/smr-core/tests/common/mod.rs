@@ -324,6 +324,18 @@ impl Drop for Cluster {
 
 impl Cluster {
     pub fn new(backend: Backend, n: usize, clients: usize, seed: u64) -> Cluster {
+        Cluster::with_groups(backend, n, clients, seed, |_, _| {})
+    }
+
+    /// [`new`](Cluster::new), with `tweak(i, cfg)` applied to replica `i`'s `GroupConfig`
+    /// (membership backends only).
+    pub fn with_groups(
+        backend: Backend,
+        n: usize,
+        clients: usize,
+        seed: u64,
+        tweak: impl Fn(usize, &mut GroupConfig),
+    ) -> Cluster {
         let rr = rr_config(n);
         let px = paxos_config(n, seed);
         let members = match backend {
@@ -358,11 +370,16 @@ impl Cluster {
                         Be::Plain(Box::new(RoundRobin::new(t, rr.clone()).unwrap()))
                     }
                     Backend::CasPaxos => Be::Plain(Box::new(CasPaxos::new(t, px.clone()).unwrap())),
-                    Backend::Membership { .. } => Be::Group(Box::new(
-                        Group::new(t, gc.clone(), MemLog::default(), None).unwrap(),
-                    )),
+                    Backend::Membership { .. } => {
+                        let mut cfg = gc.clone();
+                        tweak(i, &mut cfg);
+                        Be::Group(Box::new(
+                            Group::new(t, cfg, MemLog::default(), None).unwrap(),
+                        ))
+                    }
                     Backend::Durable { .. } => {
-                        let cfg = durable_config(gc.clone(), dir.as_deref().unwrap(), i);
+                        let mut cfg = durable_config(gc.clone(), dir.as_deref().unwrap(), i);
+                        tweak(i, &mut cfg);
                         Be::Group(Box::new(
                             Group::new(t, cfg, MemLog::default(), None).unwrap(),
                         ))

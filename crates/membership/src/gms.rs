@@ -2107,16 +2107,21 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// another view without this member, while this member's `view` names it — the number
     /// was installed again, without this member, by a restart of the view before in an
     /// earlier life (s23, forty-second part of `docs/MEMBERSHIP.md`): this member's `view` is
-    /// a dead branch. Not evidence: a node asking to join (its block may still show the view
-    /// its own log ended at, see [`asks_to_join`](Gms::asks_to_join)), nor a view that lost a
-    /// shard (it ran nowhere, and a restart of the view before reuses its number,
+    /// a dead branch. Also another view *with* this member whose members all are in `view`:
+    /// such a restart only drops members of the view it installs again (it fits the decision
+    /// it adopts, `restart_changes`), so of two views under one number the one with fewer
+    /// members is the later, and this member's is dead (it caught up into it from a peer
+    /// holding only the ballot's promise; s24, forty-eighth part). Not evidence: a node asking
+    /// to join (its block may still show the view its own log ended at, see
+    /// [`asks_to_join`](Gms::asks_to_join)), nor a view that lost a shard (it ran nowhere,
+    /// and a restart of the view before reuses its number,
     /// [`crate::restart::restart_view`]: the lost view is the dead one).
     fn superseded_by(&self, row: usize, view: &View, p: &[u64]) -> bool {
         view.contains(self.me)
             && !self.asks_to_join(row)
             && self.decode_view(row, p).is_some_and(|v| {
                 v.members != view.members
-                    && !v.contains(self.me)
+                    && (!v.contains(self.me) || v.members.iter().all(|&m| view.contains(m)))
                     && !v.inadequate.as_ref().is_some_and(|w| w.lost)
             })
     }

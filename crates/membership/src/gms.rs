@@ -978,12 +978,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         };
         let now = self.sst.now();
         let bound = self.cfg.expected_link_wait();
+        let flags = self.sst.schema().suspected();
+        let me = self.sst.my_row();
         let mut give_up = Vec::new();
         for (r, &node) in self.cfg.universe.iter().enumerate() {
             let named = node != self.me && view.contains(node) && self.sst.row_of(node) == Some(r);
             let waiting = named && self.sst.is_absent(r) && !self.sst.is_suspected(r);
             if !waiting {
                 self.absent_since[r] = None;
+                // Suspected while absent here, with a published flag naming an incarnation
+                // below one that a member this member counts has linked since (the name was
+                // taken at the bound, before any of them had): named again, or they never
+                // adopt it (s24, forty-eighth part of `docs/MEMBERSHIP.md`).
+                let flag = self.sst.get_at(me, flags, r).unwrap_or(0);
+                if named
+                    && !self.sst.is_accused()
+                    && self.sst.is_absent(r)
+                    && self.sst.is_suspected(r)
+                    && flag > 0
+                    && let Some(k) = self.linked_elsewhere(view, r).filter(|&k| k >= flag)
+                {
+                    tracing::warn!(me = %self.me, %node, named = flag - 1, incarnation = k,
+                        "membership: a member this view names, suspected here while its link never came up, was linked elsewhere after the bound; naming the incarnation the members linked to it count");
+                    give_up.push((node, Some(k)));
+                }
                 continue;
             }
             let since = *self.absent_since[r].get_or_insert_with(|| {

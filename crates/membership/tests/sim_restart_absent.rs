@@ -166,6 +166,9 @@ struct Life {
     running: BTreeMap<u64, (usize, Vec<NodeId>)>,
     /// The first member seen running a view id with other members than an earlier one did.
     disagreement: Option<String>,
+    /// Per member, `GmsConfig::expected_link_timeout` for its groups created from now on
+    /// (`None`: [`EXPECTED_LINK`]).
+    link_bound: Vec<Option<Duration>>,
 }
 
 impl Life {
@@ -181,6 +184,20 @@ impl Life {
         up: &[usize],
         life: u8,
         u: usize,
+    ) -> Life {
+        Life::start_bounded(seed, base, logs, up, life, u, vec![None; u])
+    }
+
+    /// [`Life::start_in`] with `link_bound` (see [`Life::link_bound`]) set before the members
+    /// of `up` start.
+    fn start_bounded(
+        seed: u64,
+        base: &Path,
+        logs: &[Vec<u8>],
+        up: &[usize],
+        life: u8,
+        u: usize,
+        link_bound: Vec<Option<Duration>>,
     ) -> Life {
         let layout = Group::<SimNode, MemLog>::layout(&config(base, 0, u)).unwrap();
         let late: Vec<NodeId> = (0..u)
@@ -205,6 +222,7 @@ impl Life {
             u,
             running: BTreeMap::new(),
             disagreement: None,
+            link_bound,
         };
         l.nodes = (nodes.into_iter().enumerate())
             .map(|(i, t)| Some(gate(t, &l.held[i])))
@@ -226,6 +244,9 @@ impl Life {
         }
         if let Some(b) = self.buffer {
             cfg.replay_buffer = b;
+        }
+        if let Some(b) = self.link_bound[i] {
+            cfg.gms.expected_link_timeout = Some(b);
         }
         self.groups[i] = Some(Group::new(t, cfg, log, rec.as_ref()).unwrap());
     }
@@ -945,7 +966,29 @@ enum JoinerProcess {
     /// leader of view 2 (a one-way absence, s23): 1 suspects it after
     /// `GmsConfig::expected_link_timeout`, the others adopt the suspicion and remove it.
     OneWayAtTheLeader,
+    /// Once the others installed view 2, its link held back at every member: for good at
+    /// member 3, whose `expected_link_timeout` is [`SHORT_LINK`] (the others'
+    /// [`EXPECTED_LINK`]), and at 1, 2 and 4 until 3 suspected 0. 3 then names incarnation 0
+    /// (no member it counts has linked 0), and the others link 0's process (incarnation 1)
+    /// before 3's flag lands at them, so they do not adopt it (s24, forty-eighth part).
+    LinkedElsewhereAfterTheBound,
 }
+
+/// What `f` makes of member `i`'s GMS table and node 0's row in it.
+fn row0<R>(
+    l: &Life,
+    i: usize,
+    f: impl Fn(&squall_sst::Sst<squall_transport::mux::MuxHandle<Gate>>, usize) -> R,
+) -> Option<R> {
+    (l.groups[i].as_ref()).and_then(|g| {
+        let sst = g.gms().sst();
+        sst.row_of(NodeId(0)).map(|r| f(sst, r))
+    })
+}
+
+/// Member 3's `expected_link_timeout` in [`JoinerProcess::LinkedElsewhereAfterTheBound`]
+/// (above the 1.5 ms suspicion timeout, below [`EXPECTED_LINK`]).
+const SHORT_LINK: Duration = Duration::from_millis(2);
 
 /// s21 (`docs/MEMBERSHIP.md`, thirty-first part; the replica simulator's second finding): a
 /// member that asked to join again in one restart is admitted by a later restart that adopts
@@ -990,7 +1033,11 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
         l.step(false);
     }
     let (logs, _) = l.shutdown();
-    let mut l = Life::start(seed + 2000, &base, &logs, &[1, 2, 3, 4], 2);
+    let mut bounds = vec![None; N];
+    if process == JoinerProcess::LinkedElsewhereAfterTheBound {
+        bounds[3] = Some(SHORT_LINK);
+    }
+    let mut l = Life::start_bounded(seed + 2000, &base, &logs, &[1, 2, 3, 4], 2, N, bounds);
     if process == JoinerProcess::LinkedBefore {
         // 0's process starts (its link comes up) but its program runs only once the others
         // installed view 2.
@@ -1010,7 +1057,56 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
         JoinerProcess::AfterTheView => l.start_late(0),
         JoinerProcess::Never => {
             let t0 = l.sim.now();
-            return removed_after_the_bound(&mut l, t0, replayed, &base);
+            return removed_after_the_bound(&mut l, t0, EXPECTED_LINK, replayed, &base);
+        }
+        JoinerProcess::LinkedElsewhereAfterTheBound => {
+            let t0 = l.sim.now();
+            // 0's process starts now; its link is held back at every member, for good at 3.
+            for i in 1..N {
+                l.held[i].set(Some(NodeId(0)));
+            }
+            l.start_late(0);
+            // 3's published flag for 0's row, once it suspects it.
+            let flag_at_3 = |l: &Life| {
+                row0(l, 3, |sst, r| {
+                    let w = sst
+                        .get_at(sst.my_row(), sst.schema().suspected(), r)
+                        .unwrap_or(0);
+                    if sst.is_suspected(r) { w } else { 0 }
+                })
+                .unwrap_or(0)
+            };
+            while flag_at_3(&l) == 0 {
+                if l.sim.now().saturating_since(t0) > SHORT_LINK + Duration::from_millis(1) {
+                    return Err(missed(seed, "member 3 suspecting 0 at its bound"));
+                }
+                l.step(false);
+            }
+            if flag_at_3(&l) != 1 {
+                return Err(missed(seed, "member 3 naming incarnation 0 at its bound"));
+            }
+            // 3's bound passed with 0 linked nowhere: the others link it now, before 3's flag
+            // lands at them.
+            for i in [1, 2, 4] {
+                l.held[i].set(None);
+            }
+            let linked = |l: &Life, i: usize| row0(l, i, |sst, r| !sst.is_absent(r)) == Some(true);
+            let suspects =
+                |l: &Life, i: usize| row0(l, i, |sst, r| sst.is_suspected(r)) == Some(true);
+            let t1 = l.sim.now();
+            while ![1, 2, 4].iter().all(|&i| linked(&l, i)) {
+                if l.sim.now().saturating_since(t1) > Duration::from_micros(200) {
+                    return Err(missed(seed, "members 1, 2 and 4 linking 0 after 3's bound"));
+                }
+                l.step(false);
+            }
+            if [1, 2, 4].iter().any(|&i| suspects(&l, i)) {
+                return Err(missed(
+                    seed,
+                    "members 1, 2 and 4 linking 0 before they adopted 3's flag",
+                ));
+            }
+            return removed_after_the_bound(&mut l, t0, SHORT_LINK, replayed, &base);
         }
         JoinerProcess::OneWayAtTheLeader => {
             let t0 = l.sim.now();
@@ -1032,7 +1128,7 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
             if linked(&l, 1) {
                 return Err(missed(seed, "member 1 holding 0's link back"));
             }
-            return removed_after_the_bound(&mut l, t0, replayed, &base);
+            return removed_after_the_bound(&mut l, t0, EXPECTED_LINK, replayed, &base);
         }
     }
     together_and_carrying_on(&mut l, &all, replayed, "the admitted joiner")?;
@@ -1047,12 +1143,15 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
     Ok(())
 }
 
-/// [`adopted_join`] with [`JoinerProcess::Never`] (or [`JoinerProcess::OneWayAtTheLeader`]):
-/// members 1 to 4 installed view 2 naming the absent 0 at `t0`. None may remove it before
-/// `EXPECTED_LINK` after that; then they must end in one running view without it and carry on.
+/// [`adopted_join`] with [`JoinerProcess::Never`] (or [`JoinerProcess::OneWayAtTheLeader`],
+/// [`JoinerProcess::LinkedElsewhereAfterTheBound`]): members 1 to 4 installed view 2 naming
+/// the absent 0 at `t0`. None may remove it before `bound` (the shortest member's
+/// `expected_link_timeout`) after that; then they must end in one running view without it and
+/// carry on.
 fn removed_after_the_bound(
     l: &mut Life,
     t0: squall_transport::Time,
+    bound: Duration,
     replayed: usize,
     base: &Path,
 ) -> Result<(), String> {
@@ -1069,9 +1168,9 @@ fn removed_after_the_bound(
         l.step(false);
     }
     let waited = l.sim.now().saturating_since(t0);
-    if waited < EXPECTED_LINK {
+    if waited < bound {
         return Err(format!(
-            "0 was removed {waited:?} after the install, before the bound {EXPECTED_LINK:?}"
+            "0 was removed {waited:?} after the install, before the bound {bound:?}"
         ));
     }
     together_and_carrying_on(l, &four, replayed, "the members without 0")?;
@@ -1108,6 +1207,17 @@ fn a_joiner_admitted_by_a_restart_whose_link_never_comes_up_at_the_leader_is_rem
  {
     check_seeds("restart_adopted_join_one_way", 2, |seed| {
         adopted_join(seed, JoinerProcess::OneWayAtTheLeader)
+    });
+}
+
+/// s24 (`docs/MEMBERSHIP.md`, forty-eighth part): [`JoinerProcess::LinkedElsewhereAfterTheBound`].
+/// Member 3 named incarnation 0 at its bound, when no member it counts had linked 0; once they
+/// linked 0's process (incarnation 1) it must name that one, or they never adopt its
+/// suspicion and view 2 stalls (3 wedged, nobody removing 0).
+#[test]
+fn a_joiner_linked_elsewhere_only_after_a_members_bound_is_named_again_and_removed() {
+    check_seeds("restart_adopted_join_renamed", 2, |seed| {
+        adopted_join(seed, JoinerProcess::LinkedElsewhereAfterTheBound)
     });
 }
 

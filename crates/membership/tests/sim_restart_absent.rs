@@ -16,7 +16,9 @@
 //! sweep of a member falsely suspected during the restart (it stalls; the others cut it), which
 //! waited forever before `StopReason::RestartCutOff`. And a view number installed twice with
 //! other members (s23, `dead_branch`): a member whose log holds the old view joins again instead
-//! of taking the new view's ballots for its own, and a member one view behind catches up past it.
+//! of taking the new view's ballots for its own, and a member one view behind catches up past it
+//! (s24: also one holding only the restart ballot's promise). And (s24) a one-way absence named
+//! again once the members linked the node after this member's bound.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};

@@ -978,12 +978,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         };
         let now = self.sst.now();
         let bound = self.cfg.expected_link_wait();
+        let flags = self.sst.schema().suspected();
+        let me = self.sst.my_row();
         let mut give_up = Vec::new();
         for (r, &node) in self.cfg.universe.iter().enumerate() {
             let named = node != self.me && view.contains(node) && self.sst.row_of(node) == Some(r);
             let waiting = named && self.sst.is_absent(r) && !self.sst.is_suspected(r);
             if !waiting {
                 self.absent_since[r] = None;
+                // Suspected while absent here, with a published flag naming an incarnation
+                // below one that a member this member counts has linked since (the name was
+                // taken at the bound, before any of them had): named again, or they never
+                // adopt it (s24, forty-eighth part of `docs/MEMBERSHIP.md`).
+                let flag = self.sst.get_at(me, flags, r).unwrap_or(0);
+                if named
+                    && !self.sst.is_accused()
+                    && self.sst.is_absent(r)
+                    && self.sst.is_suspected(r)
+                    && flag > 0
+                    && let Some(k) = self.linked_elsewhere(view, r).filter(|&k| k >= flag)
+                {
+                    tracing::warn!(me = %self.me, %node, named = flag - 1, incarnation = k,
+                        "membership: a member this view names, suspected here while its link never came up, was linked elsewhere after the bound; naming the incarnation the members linked to it count");
+                    give_up.push((node, Some(k)));
+                }
                 continue;
             }
             let since = *self.absent_since[r].get_or_insert_with(|| {
@@ -2107,16 +2125,21 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// another view without this member, while this member's `view` names it — the number
     /// was installed again, without this member, by a restart of the view before in an
     /// earlier life (s23, forty-second part of `docs/MEMBERSHIP.md`): this member's `view` is
-    /// a dead branch. Not evidence: a node asking to join (its block may still show the view
-    /// its own log ended at, see [`asks_to_join`](Gms::asks_to_join)), nor a view that lost a
-    /// shard (it ran nowhere, and a restart of the view before reuses its number,
+    /// a dead branch. Also another view *with* this member whose members all are in `view`:
+    /// such a restart only drops members of the view it installs again (it fits the decision
+    /// it adopts, `restart_changes`), so of two views under one number the one with fewer
+    /// members is the later, and this member's is dead (it caught up into it from a peer
+    /// holding only the ballot's promise; s24, forty-eighth part). Not evidence: a node asking
+    /// to join (its block may still show the view its own log ended at, see
+    /// [`asks_to_join`](Gms::asks_to_join)), nor a view that lost a shard (it ran nowhere,
+    /// and a restart of the view before reuses its number,
     /// [`crate::restart::restart_view`]: the lost view is the dead one).
     fn superseded_by(&self, row: usize, view: &View, p: &[u64]) -> bool {
         view.contains(self.me)
             && !self.asks_to_join(row)
             && self.decode_view(row, p).is_some_and(|v| {
                 v.members != view.members
-                    && !v.contains(self.me)
+                    && (!v.contains(self.me) || v.members.iter().all(|&m| view.contains(m)))
                     && !v.inadequate.as_ref().is_some_and(|w| w.lost)
             })
     }
@@ -2656,7 +2679,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if self.restart.is_some() && crate::restart::attempt_of(d.rank) == 0 {
             return Ok(());
         }
-        let echoed = alive.iter().all(|&m| {
+        // A member the decision removes as failed counts as suspected here, as in Derecho's
+        // followers: the deciding leader counted it failed (its echo was never needed there,
+        // and every member it counts acknowledged the removal), and that leader's suspicion may
+        // never reach this member (an accused leader publishes none). Waiting for its echo
+        // would wait for a member that may never see the decision (s24, forty-eighth part of
+        // `docs/MEMBERSHIP.md`). Not in restart mode, whose echoes stay as they were.
+        let removed = |m: NodeId| {
+            self.restart.is_none()
+                && (d.changes.iter()).any(|c| c.node == m && c.kind == ChangeKind::Fail)
+        };
+        let echoed = alive.iter().filter(|&&m| !removed(m)).all(|&m| {
             let r = self.sst.row_of(m).unwrap_or(0);
             self.decision_of(r, view.id)
                 .is_some_and(|t| t.rank == d.rank)
@@ -3172,6 +3205,57 @@ mod tests {
         }
         assert_eq!(gj.rejoined(), Some((1, 1)), "j restarting the lost view 1");
         assert_eq!(gh.rejoined(), None, "h restarting the live view 1");
+    }
+
+    /// s24 (`docs/MEMBERSHIP.md`, forty-eighth part): a follower holding a decision that
+    /// removes a member it does not suspect installs without that member's echo. Four members;
+    /// the leader 0 suspects 3 without publishing it (`Sst::suspect_known`, like an accused
+    /// leader's suspicion: the row frozen, nothing written to 3 any more, no flag), proposes
+    /// and decides its removal with 1 and 2. 3 never sees the proposal or the decision, so it
+    /// never echoes, while its heartbeats keep 1 and 2 from suspecting it. Before s24 1 and 2
+    /// waited for 3's echo (here for 20 ms of virtual time, a fifth of the suspicion timeout)
+    /// while 0 ran view 1; now they install view 1 = [0, 1, 2] with it.
+    #[test]
+    fn a_follower_holding_a_decision_that_removes_a_member_it_does_not_suspect_installs_it() {
+        let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(3), 4, &[spec]).unwrap();
+        let mut g: Vec<Gms<SimNode, MemLog>> = (nodes.into_iter())
+            .map(|n| Gms::new(n, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let mut out = Vec::new();
+        let mut round = |g: &mut Vec<Gms<SimNode, MemLog>>| {
+            for c in g.iter_mut() {
+                c.poll(&mut Idle, &mut out).unwrap();
+            }
+            sim.advance(std::time::Duration::from_micros(100));
+        };
+        for _ in 0..10 {
+            round(&mut g);
+        }
+        assert!(g.iter().all(|c| c.view().is_some_and(|v| v.id == 0)));
+        g[0].sst.suspect_known(NodeId(3)).unwrap();
+        for _ in 0..200 {
+            round(&mut g);
+        }
+        let want: Vec<NodeId> = ids[..3].to_vec();
+        assert_eq!(
+            g[0].view().map(|v| (v.id, v.members.clone())),
+            Some((1, want.clone()))
+        );
+        let row3 = g[1].sst.row_of(NodeId(3)).unwrap();
+        assert!(
+            !g[1].sst.is_suspected(row3) && g[1].decision_of(row3, 0).is_none(),
+            "the moment: 1 neither suspects 3 nor reads its echo"
+        );
+        for i in [1, 2] {
+            assert_eq!(
+                g[i].view().map(|v| (v.id, v.members.clone())),
+                Some((1, want.clone())),
+                "n{i} holding the decision that removes 3"
+            );
+        }
     }
 
     /// The decision block's holder section: the bitmap round-trips (past one word of bits), a

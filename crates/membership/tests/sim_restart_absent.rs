@@ -16,7 +16,9 @@
 //! sweep of a member falsely suspected during the restart (it stalls; the others cut it), which
 //! waited forever before `StopReason::RestartCutOff`. And a view number installed twice with
 //! other members (s23, `dead_branch`): a member whose log holds the old view joins again instead
-//! of taking the new view's ballots for its own, and a member one view behind catches up past it.
+//! of taking the new view's ballots for its own, and a member one view behind catches up past it
+//! (s24: also one holding only the restart ballot's promise). And (s24) a one-way absence named
+//! again once the members linked the node after this member's bound.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -166,6 +168,9 @@ struct Life {
     running: BTreeMap<u64, (usize, Vec<NodeId>)>,
     /// The first member seen running a view id with other members than an earlier one did.
     disagreement: Option<String>,
+    /// Per member, `GmsConfig::expected_link_timeout` for its groups created from now on
+    /// (`None`: [`EXPECTED_LINK`]).
+    link_bound: Vec<Option<Duration>>,
 }
 
 impl Life {
@@ -181,6 +186,20 @@ impl Life {
         up: &[usize],
         life: u8,
         u: usize,
+    ) -> Life {
+        Life::start_bounded(seed, base, logs, up, life, u, vec![None; u])
+    }
+
+    /// [`Life::start_in`] with `link_bound` (see [`Life::link_bound`]) set before the members
+    /// of `up` start.
+    fn start_bounded(
+        seed: u64,
+        base: &Path,
+        logs: &[Vec<u8>],
+        up: &[usize],
+        life: u8,
+        u: usize,
+        link_bound: Vec<Option<Duration>>,
     ) -> Life {
         let layout = Group::<SimNode, MemLog>::layout(&config(base, 0, u)).unwrap();
         let late: Vec<NodeId> = (0..u)
@@ -205,6 +224,7 @@ impl Life {
             u,
             running: BTreeMap::new(),
             disagreement: None,
+            link_bound,
         };
         l.nodes = (nodes.into_iter().enumerate())
             .map(|(i, t)| Some(gate(t, &l.held[i])))
@@ -226,6 +246,9 @@ impl Life {
         }
         if let Some(b) = self.buffer {
             cfg.replay_buffer = b;
+        }
+        if let Some(b) = self.link_bound[i] {
+            cfg.gms.expected_link_timeout = Some(b);
         }
         self.groups[i] = Some(Group::new(t, cfg, log, rec.as_ref()).unwrap());
     }
@@ -945,7 +968,29 @@ enum JoinerProcess {
     /// leader of view 2 (a one-way absence, s23): 1 suspects it after
     /// `GmsConfig::expected_link_timeout`, the others adopt the suspicion and remove it.
     OneWayAtTheLeader,
+    /// Once the others installed view 2, its link held back at every member: for good at
+    /// member 3, whose `expected_link_timeout` is [`SHORT_LINK`] (the others'
+    /// [`EXPECTED_LINK`]), and at 1, 2 and 4 until 3 suspected 0. 3 then names incarnation 0
+    /// (no member it counts has linked 0), and the others link 0's process (incarnation 1)
+    /// before 3's flag lands at them, so they do not adopt it (s24, forty-eighth part).
+    LinkedElsewhereAfterTheBound,
 }
+
+/// What `f` makes of member `i`'s GMS table and node 0's row in it.
+fn row0<R>(
+    l: &Life,
+    i: usize,
+    f: impl Fn(&squall_sst::Sst<squall_transport::mux::MuxHandle<Gate>>, usize) -> R,
+) -> Option<R> {
+    (l.groups[i].as_ref()).and_then(|g| {
+        let sst = g.gms().sst();
+        sst.row_of(NodeId(0)).map(|r| f(sst, r))
+    })
+}
+
+/// Member 3's `expected_link_timeout` in [`JoinerProcess::LinkedElsewhereAfterTheBound`]
+/// (above the 1.5 ms suspicion timeout, below [`EXPECTED_LINK`]).
+const SHORT_LINK: Duration = Duration::from_millis(2);
 
 /// s21 (`docs/MEMBERSHIP.md`, thirty-first part; the replica simulator's second finding): a
 /// member that asked to join again in one restart is admitted by a later restart that adopts
@@ -990,7 +1035,11 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
         l.step(false);
     }
     let (logs, _) = l.shutdown();
-    let mut l = Life::start(seed + 2000, &base, &logs, &[1, 2, 3, 4], 2);
+    let mut bounds = vec![None; N];
+    if process == JoinerProcess::LinkedElsewhereAfterTheBound {
+        bounds[3] = Some(SHORT_LINK);
+    }
+    let mut l = Life::start_bounded(seed + 2000, &base, &logs, &[1, 2, 3, 4], 2, N, bounds);
     if process == JoinerProcess::LinkedBefore {
         // 0's process starts (its link comes up) but its program runs only once the others
         // installed view 2.
@@ -1010,7 +1059,56 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
         JoinerProcess::AfterTheView => l.start_late(0),
         JoinerProcess::Never => {
             let t0 = l.sim.now();
-            return removed_after_the_bound(&mut l, t0, replayed, &base);
+            return removed_after_the_bound(&mut l, t0, EXPECTED_LINK, replayed, &base);
+        }
+        JoinerProcess::LinkedElsewhereAfterTheBound => {
+            let t0 = l.sim.now();
+            // 0's process starts now; its link is held back at every member, for good at 3.
+            for i in 1..N {
+                l.held[i].set(Some(NodeId(0)));
+            }
+            l.start_late(0);
+            // 3's published flag for 0's row, once it suspects it.
+            let flag_at_3 = |l: &Life| {
+                row0(l, 3, |sst, r| {
+                    let w = sst
+                        .get_at(sst.my_row(), sst.schema().suspected(), r)
+                        .unwrap_or(0);
+                    if sst.is_suspected(r) { w } else { 0 }
+                })
+                .unwrap_or(0)
+            };
+            while flag_at_3(&l) == 0 {
+                if l.sim.now().saturating_since(t0) > SHORT_LINK + Duration::from_millis(1) {
+                    return Err(missed(seed, "member 3 suspecting 0 at its bound"));
+                }
+                l.step(false);
+            }
+            if flag_at_3(&l) != 1 {
+                return Err(missed(seed, "member 3 naming incarnation 0 at its bound"));
+            }
+            // 3's bound passed with 0 linked nowhere: the others link it now, before 3's flag
+            // lands at them.
+            for i in [1, 2, 4] {
+                l.held[i].set(None);
+            }
+            let linked = |l: &Life, i: usize| row0(l, i, |sst, r| !sst.is_absent(r)) == Some(true);
+            let suspects =
+                |l: &Life, i: usize| row0(l, i, |sst, r| sst.is_suspected(r)) == Some(true);
+            let t1 = l.sim.now();
+            while ![1, 2, 4].iter().all(|&i| linked(&l, i)) {
+                if l.sim.now().saturating_since(t1) > Duration::from_micros(200) {
+                    return Err(missed(seed, "members 1, 2 and 4 linking 0 after 3's bound"));
+                }
+                l.step(false);
+            }
+            if [1, 2, 4].iter().any(|&i| suspects(&l, i)) {
+                return Err(missed(
+                    seed,
+                    "members 1, 2 and 4 linking 0 before they adopted 3's flag",
+                ));
+            }
+            return removed_after_the_bound(&mut l, t0, SHORT_LINK, replayed, &base);
         }
         JoinerProcess::OneWayAtTheLeader => {
             let t0 = l.sim.now();
@@ -1032,7 +1130,7 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
             if linked(&l, 1) {
                 return Err(missed(seed, "member 1 holding 0's link back"));
             }
-            return removed_after_the_bound(&mut l, t0, replayed, &base);
+            return removed_after_the_bound(&mut l, t0, EXPECTED_LINK, replayed, &base);
         }
     }
     together_and_carrying_on(&mut l, &all, replayed, "the admitted joiner")?;
@@ -1047,12 +1145,15 @@ fn adopted_join(seed: u64, process: JoinerProcess) -> Result<(), String> {
     Ok(())
 }
 
-/// [`adopted_join`] with [`JoinerProcess::Never`] (or [`JoinerProcess::OneWayAtTheLeader`]):
-/// members 1 to 4 installed view 2 naming the absent 0 at `t0`. None may remove it before
-/// `EXPECTED_LINK` after that; then they must end in one running view without it and carry on.
+/// [`adopted_join`] with [`JoinerProcess::Never`] (or [`JoinerProcess::OneWayAtTheLeader`],
+/// [`JoinerProcess::LinkedElsewhereAfterTheBound`]): members 1 to 4 installed view 2 naming
+/// the absent 0 at `t0`. None may remove it before `bound` (the shortest member's
+/// `expected_link_timeout`) after that; then they must end in one running view without it and
+/// carry on.
 fn removed_after_the_bound(
     l: &mut Life,
     t0: squall_transport::Time,
+    bound: Duration,
     replayed: usize,
     base: &Path,
 ) -> Result<(), String> {
@@ -1069,9 +1170,9 @@ fn removed_after_the_bound(
         l.step(false);
     }
     let waited = l.sim.now().saturating_since(t0);
-    if waited < EXPECTED_LINK {
+    if waited < bound {
         return Err(format!(
-            "0 was removed {waited:?} after the install, before the bound {EXPECTED_LINK:?}"
+            "0 was removed {waited:?} after the install, before the bound {bound:?}"
         ));
     }
     together_and_carrying_on(l, &four, replayed, "the members without 0")?;
@@ -1108,6 +1209,17 @@ fn a_joiner_admitted_by_a_restart_whose_link_never_comes_up_at_the_leader_is_rem
  {
     check_seeds("restart_adopted_join_one_way", 2, |seed| {
         adopted_join(seed, JoinerProcess::OneWayAtTheLeader)
+    });
+}
+
+/// s24 (`docs/MEMBERSHIP.md`, forty-eighth part): [`JoinerProcess::LinkedElsewhereAfterTheBound`].
+/// Member 3 named incarnation 0 at its bound, when no member it counts had linked 0; once they
+/// linked 0's process (incarnation 1) it must name that one, or they never adopt its
+/// suspicion and view 2 stalls (3 wedged, nobody removing 0).
+#[test]
+fn a_joiner_linked_elsewhere_only_after_a_members_bound_is_named_again_and_removed() {
+    check_seeds("restart_adopted_join_renamed", 2, |seed| {
+        adopted_join(seed, JoinerProcess::LinkedElsewhereAfterTheBound)
     });
 }
 
@@ -1610,10 +1722,25 @@ fn dead_branch(seed: u64, when: DeadBranch) -> Result<(), String> {
 /// decision that installed it (a lower, ordinary rank), and 2–4, restarting the restart's view
 /// 1 and publishing the restart's decision. Checked as in [`dead_branch`]: no disagreement,
 /// 1–4 replay identically, and all six end in one running view.
-fn dead_branch_behind(seed: u64) -> Result<(), String> {
+///
+/// With `promise_only` (s24, forty-eighth part), 1's log also loses the restart's decision and
+/// keeps only its promise of that ballot (it acknowledged the ballot and crashed before it
+/// logged the decision; 2–4 installed without it): it holds no decision that ranks above 0's,
+/// so it cannot tell 0's row for a dead branch by its own log (`Gms::dead_ahead`). Where 0's
+/// row lands first, 1 catches up into 0's view 1 (0–5) and restarts it beside 2–4's view 1
+/// (1–4); before s24 that hung (seed 1: "the restart did not complete: … n1: view 1 [0, 1, 2,
+/// 3, 4, 5] …; n2, n3, n4: view 1 [1, 2, 3, 4]"). Now 1 reads 2–4's view 1, a strict subset
+/// of its own, and joins again (`Gms::superseded_by`): the moment is that rejoin
+/// ([`Moment::Reached`]). Then 2–4 replay identically, and 1 enters with the state by transfer.
+fn dead_branch_behind(seed: u64, promise_only: bool) -> Result<Moment, String> {
     const U: usize = N + 1;
     let (j, p, q) = (N, 0, 1);
-    let base = dir("dead-branch-behind", seed);
+    let tag = if promise_only {
+        "dead-branch-promise"
+    } else {
+        "dead-branch-behind"
+    };
+    let base = dir(tag, seed);
     let (mut logs, before) = a_join_into_view_1(seed, &base, j, p)?;
     let all: Vec<usize> = (0..U).collect();
     let cut = |logs: &mut [Vec<u8>], i: usize| {
@@ -1636,21 +1763,37 @@ fn dead_branch_behind(seed: u64) -> Result<(), String> {
     l.until_restarted(&four)?;
     let (mut logs, _) = l.shutdown();
     let (_, rec) = MemLog::open(logs[q].clone());
-    if rec
+    let Some(ballot) = rec
         .decision_for(0)
-        .is_none_or(|d| squall_membership::restart::attempt_of(d.rank) == 0)
-    {
+        .map(|d| d.rank)
+        .filter(|&r| squall_membership::restart::attempt_of(r) > 0)
+    else {
         return Err(format!("n{q} did not log the restart's decision"));
-    }
+    };
     cut(&mut logs, q);
+    if promise_only {
+        let (_, rec) = MemLog::open(logs[q].clone());
+        let mut log = MemLog::default();
+        for r in (rec.records.iter())
+            .filter(|r| !matches!(r, Record::Decided { decision, .. } if decision.rank == ballot))
+        {
+            log.append(r).unwrap();
+        }
+        logs[q] = log.bytes().to_vec();
+        let (_, rec) = MemLog::open(logs[q].clone());
+        if rec.promised_for(0) != ballot || rec.decision_for(0).is_some_and(|d| d.rank == ballot) {
+            return Err(format!("n{q}'s log does not hold the promise alone"));
+        }
+    }
     let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, U);
-    let restarted = l.until_restarted(&four);
+    let replayers: &[usize] = if promise_only { &four[1..] } else { &four };
+    let restarted = l.until_restarted(replayers);
     if let Some(d) = &l.disagreement {
         return Err(format!("virtual synchrony: {d}"));
     }
     restarted?;
-    let replay = l.delivered[1].clone();
-    if let Some(i) = four.iter().find(|&&i| l.delivered[i] != replay) {
+    let replay = l.delivered[replayers[0]].clone();
+    if let Some(i) = replayers.iter().find(|&&i| l.delivered[i] != replay) {
         return Err(format!("n{i} replayed differently"));
     }
     if let Some(i) = (0..U).find(|&i| !is_prefix(&before[i], &replay)) {
@@ -1663,12 +1806,42 @@ fn dead_branch_behind(seed: u64) -> Result<(), String> {
     }
     together?;
     let _ = std::fs::remove_dir_all(&base);
-    Ok(())
+    let rejoined = (l.groups[q].as_ref()).and_then(|g| g.gms().rejoined());
+    Ok(if rejoined == Some((1, 1)) {
+        Moment::Reached
+    } else {
+        Moment::Missed
+    })
 }
 
 #[test]
 fn a_member_one_view_behind_catches_up_past_a_dead_branch() {
-    check_seeds("restart_dead_branch_behind", 3, dead_branch_behind);
+    check_seeds("restart_dead_branch_behind", 3, |seed| {
+        dead_branch_behind(seed, false).map(|_| ())
+    });
+}
+
+/// [`dead_branch_behind`] with 1 holding only the restart ballot's promise, over 3 seeds
+/// (`SQUALL_SEEDS`); whether 1 reads 0's row first depends on the schedule, so seeds that
+/// miss the moment still check the end state.
+#[test]
+fn a_member_one_view_behind_holding_only_the_ballots_promise_catches_up_past_a_dead_branch() {
+    check_seeds("restart_dead_branch_promise", 3, |seed| {
+        dead_branch_behind(seed, true).map(|_| ())
+    });
+}
+
+/// Seed 1 of the sweep above: 1 reads 0's row first and catches up into the dead view 1
+/// (0–5). Before s24 (forty-eighth part) it restarted that view for good beside 2–4's, and
+/// the restart hung; now it joins again on reading their view 1 (a strict subset of its own).
+#[test]
+fn regression_dead_branch_promise_seed_1_the_member_behind_caught_up_into_the_dead_view() {
+    let moment = dead_branch_behind(1, true).unwrap();
+    assert!(
+        moment == Moment::Reached,
+        "{}",
+        missed(1, "n1 catching up into the dead view 1 and joining again")
+    );
 }
 
 #[test]

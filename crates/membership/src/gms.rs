@@ -1243,6 +1243,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Err(GmsError::Stopped(why.clone()));
         }
         let busy = self.sst.poll_once()?.is_busy();
+        self.co_suspect()?;
         self.publish_incarnations()?;
         self.readmit_restarted()?;
         self.settle_expected()?;
@@ -1970,6 +1971,50 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decided_expect.clear();
         self.rejoined = Some((last, newer));
         self.request_join()
+    }
+
+    /// Co-suspicion ([`GmsConfig::hosts`]; `docs/MEMBERSHIP.md`, forty-seventh part): a process
+    /// fails as a whole, so once this member suspects a member of its view, it suspects every
+    /// co-host of it in the view too, in this poll, before the round reads the suspicions: the
+    /// leader proposes the failure of the whole host in one change set and one view change
+    /// removes it. The suspicion is the table's own ([`Sst::suspect`]: published, the links
+    /// cut), so every member learns it by gossip even where its own detector saw only one
+    /// member of the host fail.
+    ///
+    /// Not spread: the suspicion of a member that asked to leave (its leave is its own, whether
+    /// it leaves gracefully or dies on the way; its co-hosts are removed on their own
+    /// detection), of a node outside the view, and any suspicion in restart mode (the restart
+    /// counts each member's log; a host that did not restart is absent as a whole anyway).
+    fn co_suspect(&mut self) -> Result<(), GmsError> {
+        if self.cfg.hosts.is_empty() || self.restart.is_some() {
+            return Ok(());
+        }
+        let Some(view) = &self.view else {
+            return Ok(());
+        };
+        let mut more: Vec<(NodeId, NodeId)> = Vec::new();
+        for &m in &view.members {
+            let Some(row) = self.sst.row_of(m) else {
+                continue;
+            };
+            if m == self.me || !self.suspects(m) || self.sst.get(row, self.f.leave) != 0 {
+                continue;
+            }
+            for c in self.cfg.co_hosts(m) {
+                if c != self.me
+                    && view.contains(c)
+                    && !self.suspects(c)
+                    && !more.iter().any(|&(d, _)| d == c)
+                {
+                    more.push((c, m));
+                }
+            }
+        }
+        for (c, m) in more {
+            tracing::warn!(me = %self.me, node = %c, co_host = %m, "membership: suspecting a member whose co-host is suspected (its process failed)");
+            self.sst.suspect(c)?;
+        }
+        Ok(())
     }
 
     /// Restart mode, a majority of `view` restarted: the table never suspects a member whose

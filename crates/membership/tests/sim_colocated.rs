@@ -177,6 +177,45 @@ fn a_host_crash_is_one_view_change_and_a_new_host_joins() {
     );
 }
 
+/// Host 0's members die 800 µs apart (a process going down member by member, or one member's
+/// thread hung first): the first suspicion removes both in one view change, within the
+/// suspicion timeout (1.5 ms) of the first death. Without co-suspicion the view change that
+/// removes n0 waits for n4's wedge until n4 is detected in turn, 800 µs later.
+#[test]
+fn a_host_whose_members_die_apart_is_one_view_change() {
+    check_seeds(
+        "a_host_whose_members_die_apart_is_one_view_change",
+        3,
+        |seed| {
+            let mut r = Run::new(seed, &config(true), 10);
+            r.run(400, true)?;
+            let before = view_id(&r);
+            let t = staggered_crash(&mut r)?;
+            if view_id(&r) != before + 1 || t >= Duration::from_micros(1500) {
+                return Err(format!(
+                    "{} view changes, {t:?} after the first death",
+                    view_id(&r) - before
+                ));
+            }
+            r.run(1000, true)?;
+            r.run(400, false)?;
+            host_whole(&r, 0)?;
+            r.settled(5)
+        },
+    );
+}
+
+/// Crashes n0, runs 800 µs, crashes n4; returns the time from the first crash until every
+/// other member installed a view without either.
+fn staggered_crash(r: &mut Run) -> Result<Duration, String> {
+    let t0 = r.sim.now();
+    r.crash(0);
+    r.run(400, true)?;
+    r.crash(4);
+    until_removed(r, &others(&[0, 4]), &[0, 4], 8000)?;
+    Ok(r.sim.now().saturating_since(t0))
+}
+
 /// One member of host 0 is cut off from everyone (its endpoint failed): its process is
 /// counted failed, so its co-host n4, reachable, is removed in the same view change and stops.
 #[test]
@@ -342,13 +381,14 @@ proptest! {
 /// Figures (`cargo nextest run -p squall-membership --test sim_colocated -E
 /// 'test(figures)' --run-ignored only --no-capture`): virtual time from a host's crash to the
 /// view without it, and view changes taken, with and without co-suspicion (the same seeds and
-/// crash); registered memory per node and per host.
+/// crash; both members at once, and 800 µs apart); registered memory per node and per host.
 #[test]
 #[ignore = "prints figures; run by hand"]
 fn figures_host_crash_and_memory() {
     let seeds = 20;
     for colocated in [true, false] {
         let (mut times, mut changes) = (Vec::new(), Vec::new());
+        let (mut apart, mut apart_changes) = (Vec::new(), Vec::new());
         for seed in 0..seeds {
             let mut r = Run::new(seed, &config(colocated), 10);
             r.run(400, true).unwrap();
@@ -358,7 +398,21 @@ fn figures_host_crash_and_memory() {
             let t = until_removed(&mut r, &others(&[0, 4]), &[0, 4], 8000).unwrap();
             times.push(t.as_micros() as u64);
             changes.push(view_id(&r) - before);
+            let mut r = Run::new(seed, &config(colocated), 10);
+            r.run(400, true).unwrap();
+            let before = view_id(&r);
+            let t = staggered_crash(&mut r).unwrap();
+            apart.push(t.as_micros() as u64);
+            apart_changes.push(view_id(&r) - before);
         }
+        apart.sort_unstable();
+        eprintln!(
+            "co-suspicion {colocated}: members dying 800 us apart: mean {} us, median {} us, max {} us from the first death; view changes {:?}",
+            apart.iter().sum::<u64>() / seeds,
+            apart[apart.len() / 2],
+            apart[apart.len() - 1],
+            apart_changes
+        );
         times.sort_unstable();
         let mean = times.iter().sum::<u64>() / seeds;
         let two = changes.iter().filter(|&&c| c > 1).count();

@@ -97,9 +97,19 @@ fn until_removed(
             return Ok(r.sim.now().saturating_since(t0));
         }
     }
+    let i = live
+        .iter()
+        .copied()
+        .find(|&i| {
+            r.groups[i]
+                .view()
+                .is_none_or(|v| gone.iter().any(|&g| v.contains(NodeId(g as u32))))
+        })
+        .unwrap_or(live[0]);
     Err(format!(
-        "{gone:?} still in the view after {steps} steps: {:?}",
-        r.groups[live[0]].view()
+        "n{i} still has {gone:?} in its view after {steps} steps (stopped: {:?}): {:?}",
+        r.groups[i].stopped(),
+        r.groups[i].view()
     ))
 }
 

@@ -179,6 +179,46 @@ pub struct GmsConfig {
     ///     Err(ConfigError::HostSharedSubgroup { a: 0, b: 1, subgroup: 0 })
     /// );
     /// ```
+    ///
+    /// Running a host: the process builds one [`Group`](crate::group::Group) per member it
+    /// hosts, from the one configuration every node shares, each over its own endpoint with
+    /// the regions of its own subgroup ([`Group::layout_of`](crate::group::Group::layout_of)),
+    /// and polls them all; each application object serves the subgroup its member is placed in.
+    /// Here two hosts each run a "cache" and a "store" member (on the simulator, which gives
+    /// every node its endpoint).
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, group::{Group, GroupConfig}, log::MemLog};
+    /// use squall_membership::view::{Layout, ShardId, ShardPolicy, SubgroupPolicy, Subgroups};
+    /// use squall_round_robin::Config;
+    /// use squall_transport::{NodeId, RegionId};
+    /// use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+    ///
+    /// let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+    /// let pinned = |r: [u32; 2]| SubgroupPolicy {
+    ///     shards: vec![ShardPolicy { min: 1, max: 2, reserved: r.map(NodeId).to_vec() }],
+    /// };
+    /// let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+    /// gms.layout = Some(Layout::new(Subgroups::new(vec![pinned([0, 1]), pinned([2, 3])])));
+    /// gms.hosts = vec![vec![NodeId(0), NodeId(2)], vec![NodeId(1), NodeId(3)]];
+    /// let epoch = Config { slot_size: 64, max_payload: 64, window: 4, ..Config::new(ids.clone()) };
+    /// let cfg = GroupConfig::new(gms, epoch);
+    /// let layouts = ids
+    ///     .iter()
+    ///     .map(|&n| Group::<SimNode, MemLog>::layout_of(&cfg, n))
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let (_sim, endpoints) = Sim::cluster_each(SimConfig::seeded(1), &layouts, &[])?;
+    /// let mut endpoints: Vec<Option<SimNode>> = endpoints.into_iter().map(Some).collect();
+    /// // Host 0's process: its members, each a Group over its own endpoint.
+    /// let host: Vec<Group<SimNode, MemLog>> = cfg.gms.hosts[0]
+    ///     .iter()
+    ///     .filter_map(|n| endpoints[n.0 as usize].take())
+    ///     .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None))
+    ///     .collect::<Result<_, _>>()?;
+    /// let placed: Vec<ShardId> = host.iter().filter_map(|g| g.placement()).map(|p| p.shard).collect();
+    /// assert_eq!(placed, [ShardId { subgroup: 0, shard: 0 }, ShardId { subgroup: 1, shard: 0 }]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub hosts: Vec<Vec<NodeId>>,
 }
 

@@ -305,6 +305,36 @@ fn a_leave_then_closed_endpoint_does_not_remove_the_co_host() {
     );
 }
 
+/// What member counting costs (the majority rule is not by host): host 0 runs one member of
+/// each of three subgroups (n0, n1, n2), three single-member hosts run one each (n3, n4, n5).
+/// Host 0 crashes: three of six members survive, fewer than a majority, so every survivor stops
+/// as a minority, although three of four hosts survive and each subgroup keeps a member. A
+/// majority counted by whole hosts would go on (see the forty-seventh part).
+#[test]
+fn member_counting_stops_the_group_when_its_largest_host_fails() {
+    check_seeds(
+        "member_counting_stops_the_group_when_its_largest_host_fails",
+        2,
+        |seed| {
+            let mut cfg = group_sim::config(6, 6);
+            let one = |r: &[usize]| SubgroupPolicy {
+                shards: vec![pinned(1, 2, r)],
+            };
+            cfg.gms.layout = Some(Layout::new(Subgroups::new(vec![
+                one(&[0, 3]),
+                one(&[1, 4]),
+                one(&[2, 5]),
+            ])));
+            cfg.gms.hosts = vec![ids(&[0, 1, 2])];
+            let mut r = Run::new(seed, &cfg, 6);
+            r.run(400, true)?;
+            (0..3).for_each(|i| r.crash(i));
+            r.run(3000, true)?;
+            r.stopped_for(&[3, 4, 5], "minority")
+        },
+    );
+}
+
 #[derive(Clone, Debug)]
 enum Fault {
     Crash,

@@ -470,8 +470,13 @@ fn figures_host_crash_and_memory() {
             .map(|s| s.len)
             .sum()
     };
+    let anywhere: usize = Group::<SimNode, MemLog>::layout(&cfg)
+        .unwrap()
+        .iter()
+        .map(|s| s.len)
+        .sum();
     eprintln!(
-        "registered bytes: cache member n0 {}, store member n4 {}, host 0 (both) {}",
+        "registered bytes: cache member n0 {}, store member n4 {}, host 0 (both) {}, a member placeable anywhere {anywhere}",
         bytes(0),
         bytes(4),
         bytes(0) + bytes(4)

@@ -157,7 +157,8 @@ pub struct GmsConfig {
     /// the same poll (*co-suspicion*), and one view change removes the whole host. A graceful
     /// leave is not spread: a co-host leaves on its own. Validated: every node in the universe,
     /// in at most one host, and the members of a host placed in pairwise different subgroups
-    /// by the layout ([`ShardLayout::subgroups_of`]). The majority rule still counts members.
+    /// by the layout ([`ShardLayout::subgroups_of`]). With hosts, every majority of a view is
+    /// counted by whole hosts: a host counts when all its members in the view do.
     ///
     /// ```
     /// use squall_membership::{ConfigError, GmsConfig};
@@ -256,6 +257,26 @@ impl GmsConfig {
             .find(|h| h.contains(&node))
             .map(|h| h.iter().copied().filter(|&m| m != node).collect())
             .unwrap_or_default()
+    }
+
+    /// The majority rule (`docs/MEMBERSHIP.md`, forty-seventh part): whether the members of
+    /// `view` for which `within` holds are a quorum of it. Without [`hosts`](GmsConfig::hosts),
+    /// more than half of `view` (exactly [`View::majority`](crate::View::majority)). With hosts,
+    /// the members of `view` are grouped by host (a node in no host is its own), and a host
+    /// counts only if `within` holds for **all** its members in `view`; more than half of
+    /// `view`'s hosts must count. Two quorums of a view then share a whole host, so a member.
+    pub(crate) fn is_quorum(&self, view: &[NodeId], within: &dyn Fn(NodeId) -> bool) -> bool {
+        if self.hosts.is_empty() {
+            return view.iter().filter(|&&m| within(m)).count() > view.len() / 2;
+        }
+        let mut hosts: std::collections::BTreeMap<Result<usize, NodeId>, bool> =
+            std::collections::BTreeMap::new();
+        for &m in view {
+            let host = self.hosts.iter().position(|h| h.contains(&m)).ok_or(m);
+            let whole = hosts.entry(host).or_insert(true);
+            *whole &= within(m);
+        }
+        hosts.values().filter(|&&w| w).count() > hosts.len() / 2
     }
 
     /// Checks [`hosts`](GmsConfig::hosts) against the universe and the layout.
@@ -477,5 +498,42 @@ mod tests {
         single.hosts = vec![vec![NodeId(1)], vec![NodeId(3)]];
         assert_eq!(single.validate(), Ok(()), "a host of one member is allowed");
         assert!(single.co_hosts(NodeId(1)).is_empty());
+    }
+
+    /// The majority rule: without hosts exactly `View::majority` for every subset of views of
+    /// 1 to 7 members; with hosts, counted by whole hosts.
+    #[test]
+    fn a_quorum_is_a_member_majority_without_hosts_and_whole_hosts_with_them() {
+        let plain = GmsConfig::new(RegionId(0), ids(7), ids(7));
+        for n in 1..=7u32 {
+            let view = ids(n);
+            for set in 0u32..(1 << n) {
+                let within = |m: NodeId| set & (1 << m.0) != 0;
+                let count = view.iter().filter(|&&m| within(m)).count();
+                assert_eq!(
+                    plain.is_quorum(&view, &within),
+                    count > n as usize / 2,
+                    "{n} members, set {set:b}"
+                );
+            }
+        }
+        // Host {0, 1, 2} beside hosts {3}, {4}, {5}: four hosts.
+        let mut hosted = GmsConfig::new(RegionId(0), ids(6), ids(6));
+        hosted.hosts = vec![ids(3)];
+        let view = ids(6);
+        let of = |nodes: &[u32]| {
+            let nodes = nodes.to_vec();
+            move |m: NodeId| nodes.contains(&m.0)
+        };
+        assert!(
+            hosted.is_quorum(&view, &of(&[3, 4, 5])),
+            "3 of 4 hosts, 3 of 6 members"
+        );
+        assert!(!hosted.is_quorum(&view, &of(&[0, 1, 2, 3])), "2 of 4 hosts");
+        // Host 0 counts only whole: n0 and n1 without n2 do not count it.
+        assert!(!hosted.is_quorum(&view, &of(&[0, 1, 3, 4])));
+        assert!(hosted.is_quorum(&view, &of(&[0, 1, 2, 3, 4])));
+        // A host with no member in the view is not counted among the view's hosts.
+        assert!(hosted.is_quorum(&ids(6)[3..], &of(&[3, 4])));
     }
 }

@@ -70,11 +70,13 @@ fn config(colocated: bool) -> GroupConfig {
     cfg
 }
 
-/// The view id of n1 (a member of host 1, which no test before the proptest removes) or, when
-/// host 1 is gone, of n2.
+/// The view id of the highest-numbered running member (not crashed, not stopped).
 fn view_id(r: &Run) -> u64 {
-    let i = if r.crashed[1] { 2 } else { 1 };
-    r.groups[i].view().map_or(0, |v| v.id)
+    (0..r.groups.len())
+        .rev()
+        .filter(|&i| !r.crashed[i] && r.groups[i].stopped().is_none())
+        .find_map(|i| r.groups[i].view().map(|v| v.id))
+        .unwrap_or(0)
 }
 
 /// Runs until every node of `live` installed a view without any of `gone`, at most `steps`
@@ -305,34 +307,63 @@ fn a_leave_then_closed_endpoint_does_not_remove_the_co_host() {
     );
 }
 
-/// What member counting costs (the majority rule is not by host): host 0 runs one member of
-/// each of three subgroups (n0, n1, n2), three single-member hosts run one each (n3, n4, n5).
-/// Host 0 crashes: three of six members survive, fewer than a majority, so every survivor stops
-/// as a minority, although three of four hosts survive and each subgroup keeps a member. A
-/// majority counted by whole hosts would go on (see the forty-seventh part).
+/// Host 0 runs one member of each of three subgroups (n0, n1, n2), three single-member hosts
+/// run one each (n3, n4, n5): four hosts, six members.
+fn uneven() -> GroupConfig {
+    let mut cfg = group_sim::config(6, 6);
+    let one = |r: &[usize]| SubgroupPolicy {
+        shards: vec![pinned(1, 2, r)],
+    };
+    cfg.gms.layout = Some(Layout::new(Subgroups::new(vec![
+        one(&[0, 3]),
+        one(&[1, 4]),
+        one(&[2, 5]),
+    ])));
+    cfg.gms.hosts = vec![ids(&[0, 1, 2])];
+    cfg
+}
+
+/// The majority counts hosts: host 0 (three of six members) crashes; three of four hosts
+/// survive, so the group goes on with n3, n4 and n5 (one member per subgroup), although they
+/// are only half the members. Member counting stops every survivor as a minority.
 #[test]
-fn member_counting_stops_the_group_when_its_largest_host_fails() {
+fn a_majority_of_hosts_goes_on_without_its_largest_host() {
     check_seeds(
-        "member_counting_stops_the_group_when_its_largest_host_fails",
+        "a_majority_of_hosts_goes_on_without_its_largest_host",
         2,
         |seed| {
-            let mut cfg = group_sim::config(6, 6);
-            let one = |r: &[usize]| SubgroupPolicy {
-                shards: vec![pinned(1, 2, r)],
-            };
-            cfg.gms.layout = Some(Layout::new(Subgroups::new(vec![
-                one(&[0, 3]),
-                one(&[1, 4]),
-                one(&[2, 5]),
-            ])));
-            cfg.gms.hosts = vec![ids(&[0, 1, 2])];
-            let mut r = Run::new(seed, &cfg, 6);
+            let mut r = Run::new(seed, &uneven(), 6);
             r.run(400, true)?;
+            let before = view_id(&r);
             (0..3).for_each(|i| r.crash(i));
-            r.run(3000, true)?;
-            r.stopped_for(&[3, 4, 5], "minority")
+            until_removed(&mut r, &[3, 4, 5], &[0, 1, 2], 5000)?;
+            if view_id(&r) != before + 1 {
+                return Err(format!("{} view changes", view_id(&r) - before));
+            }
+            let mid: Vec<u64> = r.apps.iter().map(|a| a.next).collect();
+            r.run(1500, true)?;
+            r.run(400, false)?;
+            r.settled(mid[3].max(mid[4]).max(mid[5]) + 5)
         },
     );
+}
+
+/// A partition puts host 0 (three members) on one side and the three single-member hosts on
+/// the other: three members each, but one host against three. Host 0's side stops as a
+/// minority, the other side goes on (by member counting both sides would stop).
+#[test]
+fn a_partition_counts_hosts_not_members() {
+    check_seeds("a_partition_counts_hosts_not_members", 2, |seed| {
+        let mut r = Run::new(seed, &uneven(), 6);
+        r.run(400, true)?;
+        r.sim.partition(&ids(&[0, 1, 2]), &ids(&[3, 4, 5]));
+        until_removed(&mut r, &[3, 4, 5], &[0, 1, 2], 5000)?;
+        r.run(2000, true)?;
+        r.stopped_for(&[0, 1, 2], "minority")?;
+        (0..3).for_each(|i| r.crashed[i] = true);
+        r.run(400, false)?;
+        r.settled(5)
+    });
 }
 
 #[derive(Clone, Debug)]

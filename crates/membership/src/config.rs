@@ -64,6 +64,32 @@ pub enum ConfigError {
         /// The suspicion timeout it must exceed.
         suspicion: Duration,
     },
+    /// A node of [`GmsConfig::hosts`] is not in the universe.
+    #[error("hosts: n{node} is not in the universe")]
+    HostOutside {
+        /// The node.
+        node: u32,
+    },
+    /// A node is listed twice in [`GmsConfig::hosts`] (in two hosts, or twice in one).
+    #[error("hosts: n{node} is listed twice; a member runs in exactly one process")]
+    HostTwice {
+        /// The node.
+        node: u32,
+    },
+    /// Two members of one host may be placed in the same subgroup (the layout's
+    /// [`subgroups_of`](crate::view::ShardLayout::subgroups_of) lists it for both, or answers
+    /// `None`, any subgroup, for one of them).
+    #[error(
+        "hosts: n{a} and n{b} share a host and may both be placed in subgroup {subgroup}; a host runs one member per subgroup it is in (pin each with reserved ids so that subgroups_of lists disjoint subgroups)"
+    )]
+    HostSharedSubgroup {
+        /// One member.
+        a: u32,
+        /// The other.
+        b: u32,
+        /// A subgroup both may be placed in.
+        subgroup: usize,
+    },
 }
 
 /// How a member runs the membership protocol. The same on every node of the universe.
@@ -124,6 +150,77 @@ pub struct GmsConfig {
     /// (1 s with the defaults); set, it must exceed `suspicion_timeout`. See
     /// [`expected_link_wait`](GmsConfig::expected_link_wait).
     pub expected_link_timeout: Option<Duration>,
+    /// Co-located members (`docs/MEMBERSHIP.md`, forty-seventh part): each entry is one host
+    /// (one process) running one member per subgroup it is in. A node listed nowhere is its
+    /// own host; empty (the default) means every member is its own host. A process fails as a
+    /// whole, so a member that suspects a member of its view suspects every co-host of it in
+    /// the same poll (*co-suspicion*), and one view change removes the whole host. A graceful
+    /// leave is not spread: a co-host leaves on its own. Validated: every node in the universe,
+    /// in at most one host, and the members of a host placed in pairwise different subgroups
+    /// by the layout ([`ShardLayout::subgroups_of`]). With hosts, every majority of a view is
+    /// counted by whole hosts: a host counts when all its members in the view do.
+    ///
+    /// ```
+    /// use squall_membership::{ConfigError, GmsConfig};
+    /// use squall_membership::view::{Layout, ShardPolicy, SubgroupPolicy, Subgroups};
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+    /// let pinned = |r: &[u32]| SubgroupPolicy {
+    ///     shards: vec![ShardPolicy { min: 1, max: 2, reserved: r.iter().map(|&n| NodeId(n)).collect() }],
+    /// };
+    /// let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+    /// // "cache" holds n0 and n1, "store" n2 and n3; host 0 runs n0 and n2, host 1 n1 and n3.
+    /// cfg.layout = Some(Layout::new(Subgroups::new(vec![pinned(&[0, 1]), pinned(&[2, 3])])));
+    /// cfg.hosts = vec![vec![NodeId(0), NodeId(2)], vec![NodeId(1), NodeId(3)]];
+    /// assert_eq!(cfg.validate(), Ok(()));
+    /// assert_eq!(cfg.co_hosts(NodeId(2)), [NodeId(0)]);
+    /// cfg.hosts = vec![vec![NodeId(0), NodeId(1)]]; // both in "cache"
+    /// assert_eq!(
+    ///     cfg.validate(),
+    ///     Err(ConfigError::HostSharedSubgroup { a: 0, b: 1, subgroup: 0 })
+    /// );
+    /// ```
+    ///
+    /// Running a host: the process builds one [`Group`](crate::group::Group) per member it
+    /// hosts, from the one configuration every node shares, each over its own endpoint with
+    /// the regions of its own subgroup ([`Group::layout_of`](crate::group::Group::layout_of)),
+    /// and polls them all; each application object serves the subgroup its member is placed in.
+    /// Here two hosts each run a "cache" and a "store" member (on the simulator, which gives
+    /// every node its endpoint).
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, group::{Group, GroupConfig}, log::MemLog};
+    /// use squall_membership::view::{Layout, ShardId, ShardPolicy, SubgroupPolicy, Subgroups};
+    /// use squall_round_robin::Config;
+    /// use squall_transport::{NodeId, RegionId};
+    /// use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+    ///
+    /// let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+    /// let pinned = |r: [u32; 2]| SubgroupPolicy {
+    ///     shards: vec![ShardPolicy { min: 1, max: 2, reserved: r.map(NodeId).to_vec() }],
+    /// };
+    /// let mut gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+    /// gms.layout = Some(Layout::new(Subgroups::new(vec![pinned([0, 1]), pinned([2, 3])])));
+    /// gms.hosts = vec![vec![NodeId(0), NodeId(2)], vec![NodeId(1), NodeId(3)]];
+    /// let epoch = Config { slot_size: 64, max_payload: 64, window: 4, ..Config::new(ids.clone()) };
+    /// let cfg = GroupConfig::new(gms, epoch);
+    /// let layouts = ids
+    ///     .iter()
+    ///     .map(|&n| Group::<SimNode, MemLog>::layout_of(&cfg, n))
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let (_sim, endpoints) = Sim::cluster_each(SimConfig::seeded(1), &layouts, &[])?;
+    /// let mut endpoints: Vec<Option<SimNode>> = endpoints.into_iter().map(Some).collect();
+    /// // Host 0's process: its members, each a Group over its own endpoint.
+    /// let host: Vec<Group<SimNode, MemLog>> = cfg.gms.hosts[0]
+    ///     .iter()
+    ///     .filter_map(|n| endpoints[n.0 as usize].take())
+    ///     .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None))
+    ///     .collect::<Result<_, _>>()?;
+    /// let placed: Vec<ShardId> = host.iter().filter_map(|g| g.placement()).map(|p| p.shard).collect();
+    /// assert_eq!(placed, [ShardId { subgroup: 0, shard: 0 }, ShardId { subgroup: 1, shard: 0 }]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub hosts: Vec<Vec<NodeId>>,
 }
 
 /// [`GmsConfig::expected_link_timeout`]'s default, in suspicion timeouts: a link that comes up
@@ -148,7 +245,71 @@ impl GmsConfig {
             layout: None,
             restart_absent_timeout: Duration::from_secs(1),
             expected_link_timeout: None,
+            hosts: Vec::new(),
         }
+    }
+
+    /// The other members of `node`'s host ([`hosts`](GmsConfig::hosts)); empty for a node that
+    /// is its own host.
+    pub fn co_hosts(&self, node: NodeId) -> Vec<NodeId> {
+        self.hosts
+            .iter()
+            .find(|h| h.contains(&node))
+            .map(|h| h.iter().copied().filter(|&m| m != node).collect())
+            .unwrap_or_default()
+    }
+
+    /// The majority rule (`docs/MEMBERSHIP.md`, forty-seventh part): whether the members of
+    /// `view` for which `within` holds are a quorum of it. Without [`hosts`](GmsConfig::hosts),
+    /// more than half of `view` (exactly [`View::majority`](crate::View::majority)). With hosts,
+    /// the members of `view` are grouped by host (a node in no host is its own), and a host
+    /// counts only if `within` holds for **all** its members in `view`; more than half of
+    /// `view`'s hosts must count. Two quorums of a view then share a whole host, so a member.
+    pub(crate) fn is_quorum(&self, view: &[NodeId], within: &dyn Fn(NodeId) -> bool) -> bool {
+        if self.hosts.is_empty() {
+            return view.iter().filter(|&&m| within(m)).count() > view.len() / 2;
+        }
+        let mut hosts: std::collections::BTreeMap<Result<usize, NodeId>, bool> =
+            std::collections::BTreeMap::new();
+        for &m in view {
+            let host = self.hosts.iter().position(|h| h.contains(&m)).ok_or(m);
+            let whole = hosts.entry(host).or_insert(true);
+            *whole &= within(m);
+        }
+        hosts.values().filter(|&&w| w).count() > hosts.len() / 2
+    }
+
+    /// Checks [`hosts`](GmsConfig::hosts) against the universe and the layout.
+    fn validate_hosts(&self) -> Result<(), ConfigError> {
+        let layout = self.shard_layout();
+        let subgroups = layout.shape().len();
+        let mut seen = std::collections::BTreeSet::new();
+        for host in &self.hosts {
+            for (i, &a) in host.iter().enumerate() {
+                if !self.universe.contains(&a) {
+                    return Err(ConfigError::HostOutside { node: a.0 });
+                }
+                if !seen.insert(a) {
+                    return Err(ConfigError::HostTwice { node: a.0 });
+                }
+                let of = |n: NodeId| {
+                    layout
+                        .subgroups_of(n)
+                        .unwrap_or_else(|| (0..subgroups).collect())
+                };
+                for &b in &host[..i] {
+                    let theirs = of(b);
+                    if let Some(&subgroup) = of(a).iter().find(|g| theirs.contains(g)) {
+                        return Err(ConfigError::HostSharedSubgroup {
+                            a: b.0,
+                            b: a.0,
+                            subgroup,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The bound on the wait for an expected incarnation's link in force:
@@ -246,7 +407,7 @@ impl GmsConfig {
                 suspicion: self.suspicion_timeout,
             });
         }
-        Ok(())
+        self.validate_hosts()
     }
 }
 
@@ -318,5 +479,61 @@ mod tests {
         slow.suspicion_timeout = Duration::from_secs(5);
         assert_eq!(slow.validate(), Ok(()), "the default follows the timeout");
         assert_eq!(slow.expected_link_wait(), Duration::from_secs(50));
+        let e = bad(&|c| c.hosts = vec![vec![NodeId(0), NodeId(9)]]);
+        assert_eq!(e, ConfigError::HostOutside { node: 9 });
+        let e = bad(&|c| c.hosts = vec![vec![NodeId(0)], vec![NodeId(0)]]);
+        assert_eq!(e, ConfigError::HostTwice { node: 0 });
+        assert!(e.to_string().contains("n0 is listed twice"));
+        // One subgroup for all: any two co-hosted members could share it.
+        let e = bad(&|c| c.hosts = vec![vec![NodeId(1), NodeId(2)]]);
+        assert_eq!(
+            e,
+            ConfigError::HostSharedSubgroup {
+                a: 1,
+                b: 2,
+                subgroup: 0
+            }
+        );
+        let mut single = ok.clone();
+        single.hosts = vec![vec![NodeId(1)], vec![NodeId(3)]];
+        assert_eq!(single.validate(), Ok(()), "a host of one member is allowed");
+        assert!(single.co_hosts(NodeId(1)).is_empty());
+    }
+
+    /// The majority rule: without hosts exactly `View::majority` for every subset of views of
+    /// 1 to 7 members; with hosts, counted by whole hosts.
+    #[test]
+    fn a_quorum_is_a_member_majority_without_hosts_and_whole_hosts_with_them() {
+        let plain = GmsConfig::new(RegionId(0), ids(7), ids(7));
+        for n in 1..=7u32 {
+            let view = ids(n);
+            for set in 0u32..(1 << n) {
+                let within = |m: NodeId| set & (1 << m.0) != 0;
+                let count = view.iter().filter(|&&m| within(m)).count();
+                assert_eq!(
+                    plain.is_quorum(&view, &within),
+                    count > n as usize / 2,
+                    "{n} members, set {set:b}"
+                );
+            }
+        }
+        // Host {0, 1, 2} beside hosts {3}, {4}, {5}: four hosts.
+        let mut hosted = GmsConfig::new(RegionId(0), ids(6), ids(6));
+        hosted.hosts = vec![ids(3)];
+        let view = ids(6);
+        let of = |nodes: &[u32]| {
+            let nodes = nodes.to_vec();
+            move |m: NodeId| nodes.contains(&m.0)
+        };
+        assert!(
+            hosted.is_quorum(&view, &of(&[3, 4, 5])),
+            "3 of 4 hosts, 3 of 6 members"
+        );
+        assert!(!hosted.is_quorum(&view, &of(&[0, 1, 2, 3])), "2 of 4 hosts");
+        // Host 0 counts only whole: n0 and n1 without n2 do not count it.
+        assert!(!hosted.is_quorum(&view, &of(&[0, 1, 3, 4])));
+        assert!(hosted.is_quorum(&view, &of(&[0, 1, 2, 3, 4])));
+        // A host with no member in the view is not counted among the view's hosts.
+        assert!(hosted.is_quorum(&ids(6)[3..], &of(&[3, 4])));
     }
 }

@@ -1261,6 +1261,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Err(GmsError::Stopped(why.clone()));
         }
         let busy = self.sst.poll_once()?.is_busy();
+        self.co_suspect()?;
         self.publish_incarnations()?;
         self.readmit_restarted()?;
         self.settle_expected()?;
@@ -1446,10 +1447,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // (s20: a bare-majority restart with a member bouncing; it would stop with
         // `RestartCutOff`, or wait for good without partition safety).
         let shard_gone = shard.members.iter().all(|&m| self.suspects(m));
-        let counted = (view.members.iter())
-            .filter(|&&m| m != node && !self.suspects(m))
-            .count();
-        if !shard_gone && counted >= view.majority() {
+        let counted = |m: NodeId| m != node && !self.suspects(m);
+        if !shard_gone && self.cfg.is_quorum(&view.members, &counted) {
             return None;
         }
         // A restart decision that removes `node` (one adopting a logged decision that failed
@@ -1495,16 +1494,6 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 })
         });
         (!refused).then_some(!unnoticed)
-    }
-
-    /// Restart mode: how many suspected members of `view` have a new incarnation that this
-    /// member will readmit once the members it counts published that they noticed the old
-    /// one's failure ([`readmission_in_restart`](Gms::readmission_in_restart) answers
-    /// `Some(false)`). The cut-off waits for them (s20).
-    fn readmissions_coming(&self, view: &View) -> usize {
-        (view.members.iter())
-            .filter(|&&m| self.readmission_in_restart(m) == Some(false))
-            .count()
     }
 
     /// Publishes, per node, the incarnations of it this member no longer counts (the
@@ -1847,7 +1836,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if let Some(r) = &mut self.restart
             && r.missing != missing
         {
-            if restarted.len() < view.majority() {
+            if !self
+                .cfg
+                .is_quorum(&view.members, &|m| restarted.contains(&m))
+            {
                 tracing::warn!(
                     me = %self.me, view = view.id, ?missing, restarted = restarted.len(),
                     majority = view.majority(),
@@ -1860,7 +1852,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // published that they noticed the old one's failure (a round or two) counts: wait for
         // it rather than stop (s20, a bare-majority restart with a member bouncing).
         if self.cfg.partition_safety
-            && alive.len() + self.readmissions_coming(view) < view.majority()
+            && !self.cfg.is_quorum(&view.members, &|m| {
+                alive.contains(&m) || self.readmission_in_restart(m) == Some(false)
+            })
         {
             // Suspicions are final in this process and a suspected row is never read: no
             // majority of `view` can form here, nor a catch-up from the members that went on.
@@ -1876,7 +1870,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             ));
         }
         // Never act without a majority of the last view's logs.
-        if restarted.len() < view.majority() {
+        if !self
+            .cfg
+            .is_quorum(&view.members, &|m| restarted.contains(&m))
+        {
             return Ok(());
         }
         if let Some(why) = self.short_of_adopted_for_good(view) {
@@ -1988,6 +1985,50 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decided_expect.clear();
         self.rejoined = Some((last, newer));
         self.request_join()
+    }
+
+    /// Co-suspicion ([`GmsConfig::hosts`]; `docs/MEMBERSHIP.md`, forty-seventh part): a process
+    /// fails as a whole, so once this member suspects a member of its view, it suspects every
+    /// co-host of it in the view too, in this poll, before the round reads the suspicions: the
+    /// leader proposes the failure of the whole host in one change set and one view change
+    /// removes it. The suspicion is the table's own ([`Sst::suspect`]: published, the links
+    /// cut), so every member learns it by gossip even where its own detector saw only one
+    /// member of the host fail.
+    ///
+    /// Not spread: the suspicion of a member that asked to leave (its leave is its own, whether
+    /// it leaves gracefully or dies on the way; its co-hosts are removed on their own
+    /// detection), of a node outside the view, and any suspicion in restart mode (the restart
+    /// counts each member's log; a host that did not restart is absent as a whole anyway).
+    fn co_suspect(&mut self) -> Result<(), GmsError> {
+        if self.cfg.hosts.is_empty() || self.restart.is_some() {
+            return Ok(());
+        }
+        let Some(view) = &self.view else {
+            return Ok(());
+        };
+        let mut more: Vec<(NodeId, NodeId)> = Vec::new();
+        for &m in &view.members {
+            let Some(row) = self.sst.row_of(m) else {
+                continue;
+            };
+            if m == self.me || !self.suspects(m) || self.sst.get(row, self.f.leave) != 0 {
+                continue;
+            }
+            for c in self.cfg.co_hosts(m) {
+                if c != self.me
+                    && view.contains(c)
+                    && !self.suspects(c)
+                    && !more.iter().any(|&(d, _)| d == c)
+                {
+                    more.push((c, m));
+                }
+            }
+        }
+        for (c, m) in more {
+            tracing::warn!(me = %self.me, node = %c, co_host = %m, "membership: suspecting a member whose co-host is suspected (its process failed)");
+            self.sst.suspect(c)?;
+        }
+        Ok(())
     }
 
     /// Restart mode, a majority of `view` restarted: the table never suspects a member whose
@@ -2289,7 +2330,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .copied()
             .filter(|&m| !self.suspects(m))
             .collect();
-        if self.cfg.partition_safety && alive.len() < view.majority() {
+        if self.cfg.partition_safety && !self.cfg.is_quorum(&view.members, &|m| alive.contains(&m))
+        {
             let suspected = view
                 .members
                 .iter()
@@ -2321,12 +2363,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         for &m in &view.members {
             let row = self.sst.row_of(m).unwrap_or(0);
-            let removed = ch.iter().filter(|c| c.removes()).count();
-            let survivors = view.members.len() - removed;
+            // After this leave too, the survivors are still a majority.
+            let survives = |n: NodeId| n != m && !ch.iter().any(|c| c.node == n && c.removes());
             if !has(&ch, m)
                 && !self.sst.is_suspected(row)
                 && self.sst.get(row, self.f.leave) != 0
-                && survivors > view.majority()
+                && self.cfg.is_quorum(&view.members, &survives)
                 && !self.leave_loses_a_shard(view, &ch, m)
             {
                 ch.push(Change {
@@ -2456,7 +2498,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
             .collect();
         let fitted = self.restart_changes(adopted.changes.clone(), &out);
-        let start = adoption_short(&view.members, &adopted.changes, &fitted)?;
+        let start = adoption_short(&self.cfg, &view.members, &adopted.changes, &fitted)?;
         Some(StopReason::RestartShortOfAdopted {
             view: view.id,
             adopted: crate::change::next_members(&adopted.changes, &view.members),
@@ -2495,7 +2537,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         // Commit: every unsuspected member wedged and acknowledged, and they are a majority, and
         // every suspected member is being removed (so the survivors are exactly `alive`).
-        if alive.len() < view.majority() {
+        if !self.cfg.is_quorum(&view.members, &|m| alive.contains(&m)) {
             return Ok(());
         }
         let all_acked = alive.iter().all(|&m| {
@@ -2519,7 +2561,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let fitted = match &adopted {
             Some(t) if self.restart.is_some() => {
                 let fitted = self.restart_changes(t.changes.clone(), &changes);
-                let short = adoption_short(&view.members, &t.changes, &fitted);
+                let short = adoption_short(&self.cfg, &view.members, &t.changes, &fitted);
                 if let Some(r) = &mut self.restart
                     && r.short_of_adopted != short
                 {
@@ -2670,7 +2712,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let Some(d) = self.decision.clone() else {
             return Ok(());
         };
-        if alive.len() < view.majority() {
+        if !self.cfg.is_quorum(&view.members, &|m| alive.contains(&m)) {
             return Ok(());
         }
         // Restart mode: only a decision of this restart (a ballot) is installed. One logged
@@ -2714,12 +2756,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             holders.as_deref(),
             &self.layout,
         );
-        let kept = next.members.iter().filter(|m| view.contains(**m)).count();
+        let kept = self.cfg.is_quorum(&view.members, &|m| next.contains(m));
         // A restart's decision (a ballot) was checked by its inspector when it decided: a
         // majority of `view`, or of the next view of the logged decision it adopted
         // (`adoption_short`); `kept` depends on the decision only, so every member agrees.
         let checked = self.restart.is_some() && crate::restart::attempt_of(d.rank) > 0;
-        if kept < view.majority() && !checked {
+        if !kept && !checked {
             // Never install a view without a majority of its predecessor.
             let suspected = view
                 .members
@@ -2799,14 +2841,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 /// restart view is what an ordinary view change from it could install (a minority of it
 /// failed), every member of it a survivor of the adopted trim.
 fn adoption_short(
+    cfg: &GmsConfig,
     members: &[NodeId],
     adopted: &[Change],
     fitted: &[Change],
 ) -> Option<Vec<NodeId>> {
     let adopted_next = crate::change::next_members(adopted, members);
     let restart = crate::change::next_members(fitted, members);
-    let kept = |of: &[NodeId]| restart.iter().filter(|m| of.contains(m)).count();
-    if kept(members) > members.len() / 2 || kept(&adopted_next) > adopted_next.len() / 2 {
+    let kept = |m: NodeId| restart.contains(&m);
+    if cfg.is_quorum(members, &kept) || cfg.is_quorum(&adopted_next, &kept) {
         return None;
     }
     Some(
@@ -2841,20 +2884,22 @@ mod tests {
     #[test]
     fn a_restart_adopting_a_decision_needs_a_majority_of_the_view_or_of_its_next_view() {
         let l: Vec<NodeId> = (0..5).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), l.clone(), l.clone());
         let fail = |n: u32| Change {
             kind: ChangeKind::Fail,
             node: NodeId(n),
         };
         // Adopted view 1 = [2, 3, 4]; 4 absent: [2, 3], a majority of view 1.
         assert_eq!(
-            adoption_short(&l, &[fail(0), fail(1)], &[fail(0), fail(1), fail(4)]),
+            adoption_short(&cfg, &l, &[fail(0), fail(1)], &[fail(0), fail(1), fail(4)]),
             None
         );
         // Nothing adopted removed anyone: [0, 1, 2], a majority of the view.
-        assert_eq!(adoption_short(&l, &[], &[fail(3), fail(4)]), None);
+        assert_eq!(adoption_short(&cfg, &l, &[], &[fail(3), fail(4)]), None);
         // 3 and 4 absent: [2] alone waits for them.
         assert_eq!(
             adoption_short(
+                &cfg,
                 &l,
                 &[fail(0), fail(1)],
                 &[fail(0), fail(1), fail(3), fail(4)]

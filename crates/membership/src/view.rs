@@ -568,7 +568,9 @@ impl View {
         self.members.contains(&node)
     }
 
-    /// The smallest number of members that is a majority of this view.
+    /// The smallest number of members that is a majority of this view: the GMS's rule when
+    /// [`GmsConfig::hosts`](crate::GmsConfig::hosts) is empty; with hosts it counts whole hosts
+    /// instead (`docs/MEMBERSHIP.md`, forty-seventh part).
     ///
     /// ```
     /// # use squall_membership::view::{EvenShards, View};

@@ -14,6 +14,7 @@ use squall_round_robin::{Config, FsyncPolicy, Mode};
 use squall_transport::{NodeId, RegionId};
 
 pub mod chain;
+pub mod subgroups;
 pub mod tap;
 
 /// A group over nodes `0..universe` whose first `initial` are the first view: heartbeat 50 µs,

@@ -2,8 +2,10 @@
 //! applied at once on the posting thread — so threads driving different nodes truly race, and the
 //! contract's atomicity and ordering rest on the hardware's atomics, as they do over RDMA.
 //!
-//! Failure injection ([`Faults`]): crash a node, or hold the link between two nodes (a silent
-//! partition: ops queue, then time out after `op_timeout` and the link breaks) and heal it.
+//! Failure injection ([`Faults`]): crash a node and restart it as a new incarnation
+//! ([`Faults::restart_node`]: fresh regions, links reset), or hold the link between two nodes (a
+//! silent partition: ops queue, then time out after `op_timeout` and the link breaks) and heal
+//! it.
 //!
 //! ```
 //! use squall_transport::{Event, LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};

@@ -104,6 +104,21 @@ impl<A: AtomicWord> Gate<A> {
         prev & CLOSED == 0
     }
 
+    /// Opens a closed link again, for a new life of one of its ends (a restart): posters enter
+    /// from then on. A hold stays as it was. Nobody is applying through a closed gate, so
+    /// there is nothing to wait for; the poster's own checks keep ops of the old life out.
+    ///
+    /// ```
+    /// use squall_transport_mem::gate::{Entry, Gate};
+    /// let g: Gate = Gate::default();
+    /// g.close();
+    /// g.reopen();
+    /// assert_eq!(g.enter(), Entry::Open);
+    /// ```
+    pub fn reopen(&self) {
+        self.set(CLOSED, false);
+    }
+
     /// Holds the link (posters queue) and waits until no poster is applying.
     pub fn hold(&self) {
         self.set(HELD, true);

@@ -2,8 +2,10 @@
 //! applied at once on the posting thread — so threads driving different nodes truly race, and the
 //! contract's atomicity and ordering rest on the hardware's atomics, as they do over RDMA.
 //!
-//! Failure injection ([`Faults`]): crash a node, or hold the link between two nodes (a silent
-//! partition: ops queue, then time out after `op_timeout` and the link breaks) and heal it.
+//! Failure injection ([`Faults`]): crash a node and restart it as a new incarnation
+//! ([`Faults::restart_node`]: fresh regions, links reset), or hold the link between two nodes (a
+//! silent partition: ops queue, then time out after `op_timeout` and the link breaks) and heal
+//! it.
 //!
 //! ```
 //! use squall_transport::{Event, LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};
@@ -136,16 +138,17 @@ impl ThreadedFabric {
         let mut nodes = Vec::with_capacity(n);
         for _ in 0..n {
             let parker = Parker::new();
-            let regions = layout
-                .iter()
-                .map(|s| Region::new(*s))
-                .collect::<Result<Vec<_>, _>>()?;
+            let regions = fresh_regions(layout)?;
             nodes.push(NodeShared {
-                regions,
+                life: AtomicU64::new(0),
+                current: Mutex::new(Life {
+                    regions,
+                    unparker: parker.unparker().clone(),
+                }),
                 inbox: Mutex::new(VecDeque::new()),
                 inbox_len: AtomicUsize::new(0),
-                unparker: parker.unparker().clone(),
                 deferred: Mutex::new(Vec::new()),
+                connects: Mutex::new(Vec::new()),
                 has_deferred: AtomicBool::new(false),
                 held_ops: AtomicUsize::new(0),
                 crashed: AtomicBool::new(false),
@@ -163,6 +166,7 @@ impl ThreadedFabric {
             causes: (0..links).map(|_| AtomicU8::new(0)).collect(),
             reported: (0..links).map(|_| AtomicBool::new(false)).collect(),
             fault_epoch: AtomicU64::new(0),
+            faults: Mutex::new(()),
             started: (0..n as u32)
                 .map(|i| AtomicBool::new(!late.contains(&NodeId(i))))
                 .collect(),
@@ -174,27 +178,15 @@ impl ThreadedFabric {
             .enumerate()
             .map(|(i, parker)| {
                 let me = NodeId(i as u32);
-                let mut dir = Directory::new(me);
-                for r in &shared.nodes[i].regions {
-                    // Ids were validated unique above.
-                    let _ = dir.add_local(r.clone());
-                }
+                let mut node = ThreadedNode::fresh(&shared, me, 0, parker);
                 for &peer in &ids {
                     if late.contains(&me) || late.contains(&peer) {
-                        dir.add_absent_peer(peer);
+                        node.dir.add_absent_peer(peer);
                     } else {
-                        dir.add_peer(peer, layout);
+                        node.link(peer, 0);
                     }
                 }
-                ThreadedNode {
-                    me,
-                    shared: Arc::clone(&shared),
-                    dir,
-                    parker,
-                    events: VecDeque::new(),
-                    seen_epoch: 0,
-                    next_op: 0,
-                }
+                node
             })
             .collect())
     }
@@ -207,6 +199,47 @@ struct Held {
     signaled: bool,
     deadline: Time,
     body: HeldBody,
+    /// The lives of the source and the destination it was posted between, and their regions:
+    /// applied only while both are still those lives.
+    src: (u64, Arc<[Region]>),
+    dst: (u64, Arc<[Region]>),
+}
+
+/// One life of a node: what a new incarnation replaces (its memory and its thread's parker).
+struct Life {
+    regions: Arc<[Region]>,
+    unparker: Unparker,
+}
+
+/// A peer's life as this endpoint linked it (at its `PeerConnected`): ops to it apply only
+/// while the peer still lives that life, so nothing posted to an old incarnation lands on a
+/// new one.
+struct Remote {
+    life: u64,
+    regions: Arc<[Region]>,
+    unparker: Unparker,
+}
+
+fn fresh_regions(layout: &[RegionSpec]) -> Result<Arc<[Region]>, ConfigError> {
+    Ok(layout
+        .iter()
+        .map(|s| Region::new(*s))
+        .collect::<Result<Vec<_>, _>>()?
+        .into())
+}
+
+fn find(regions: &[Region], id: RegionId) -> &Region {
+    // Validated at post time: every node registers the same layout.
+    regions
+        .iter()
+        .find(|r| r.id() == id)
+        .unwrap_or_else(|| unreachable!("region {id} was validated at post time"))
+}
+
+/// The incarnation [`Event::PeerConnected`] names for a node's life: 1 for the first life a
+/// peer links (a late node's start), one more for each restart.
+fn incarnation(life: u64) -> u64 {
+    life + 1
 }
 
 enum HeldBody {
@@ -234,12 +267,21 @@ enum HeldBody {
 }
 
 struct NodeShared {
-    regions: Vec<Region>,
+    /// How many times the node was restarted ([`Faults::restart_node`]); checked by every op
+    /// inside the link's gate.
+    life: AtomicU64,
+    /// The current life's memory and parker.
+    current: Mutex<Life>,
     inbox: Mutex<VecDeque<(NodeId, Vec<u8>)>>,
     inbox_len: AtomicUsize,
-    unparker: Unparker,
-    /// Events produced on other threads (heals, crashes) for this node.
+    /// Events produced on other threads (heals, crashes) for this node: handed out before
+    /// anything the node queued itself.
     deferred: Mutex<Vec<Event>>,
+    /// `PeerConnected` events produced on other threads (starts, restarts): handed out after
+    /// everything queued before, so a link's failure always comes before its successor's
+    /// connection.
+    connects: Mutex<Vec<Event>>,
+    /// Whether `deferred` or `connects` may hold events.
     has_deferred: AtomicBool,
     /// Ops this node has queued on held links.
     held_ops: AtomicUsize,
@@ -259,6 +301,10 @@ struct Shared {
     /// Whether the source has reported the destination failed.
     reported: Vec<AtomicBool>,
     fault_epoch: AtomicU64,
+    /// Serialises the fault operations (crash, start, restart, a failure report, a timeout)
+    /// and the reports of closed links, so a restart's reset of a link never interleaves
+    /// with a report about its previous life.
+    faults: Mutex<()>,
     /// Per node: started (late nodes are not until `Faults::start_node`).
     started: Vec<AtomicBool>,
     layout: Vec<RegionSpec>,
@@ -293,13 +339,12 @@ impl Shared {
         src.index() * self.n + dst.index()
     }
 
-    fn region(&self, node: NodeId, id: RegionId) -> &Region {
-        // Validated at post time: every node registers the same layout.
-        self.nodes[node.index()]
-            .regions
-            .iter()
-            .find(|r| r.id() == id)
-            .unwrap_or_else(|| unreachable!("region {id} was validated on {node}"))
+    fn unpark(&self, node: NodeId) {
+        lock(&self.nodes[node.index()].current).unparker.unpark();
+    }
+
+    fn life(&self, node: NodeId) -> u64 {
+        self.nodes[node.index()].life.load(Ordering::Acquire)
     }
 
     /// Emits `PeerFailed` for `src` about `dst` unless already reported.
@@ -315,7 +360,18 @@ impl Shared {
         let shared = &self.nodes[node.index()];
         lock(&shared.deferred).extend(events);
         shared.has_deferred.store(true, Ordering::Release);
-        shared.unparker.unpark();
+        self.unpark(node);
+    }
+
+    /// Queues `PeerConnected { peer, .. }` for `node`, after everything queued before.
+    fn connect(&self, node: NodeId, peer: NodeId) {
+        let shared = &self.nodes[node.index()];
+        lock(&shared.connects).push(Event::PeerConnected {
+            peer,
+            incarnation: incarnation(self.life(peer)),
+        });
+        shared.has_deferred.store(true, Ordering::Release);
+        self.unpark(node);
     }
 
     /// Closes the directed link `src -> dst` with the cause `src` will report, failing whatever
@@ -358,8 +414,8 @@ impl Shared {
             self.defer(b, for_b);
         }
         self.fault_epoch.fetch_add(1, Ordering::AcqRel);
-        self.nodes[a.index()].unparker.unpark();
-        self.nodes[b.index()].unparker.unpark();
+        self.unpark(a);
+        self.unpark(b);
         for_a
     }
 
@@ -369,10 +425,15 @@ impl Shared {
         if gate.enter_held() == Entry::Closed {
             return Err(OpError::PeerFailed);
         }
+        if self.life(src) != h.src.0 || self.life(dst) != h.dst.0 {
+            gate.leave();
+            return Err(OpError::PeerFailed);
+        }
+        let (mine, theirs) = (&*h.src.1, &*h.dst.1);
         let value = match &h.body {
             HeldBody::Write { dst: at, data } => {
                 apply::write(
-                    self.region(dst, at.region),
+                    find(theirs, at.region),
                     at.offset,
                     Source::Bytes(data),
                     data.len(),
@@ -384,9 +445,9 @@ impl Shared {
                 dst: local,
             } => {
                 apply::read(
-                    self.region(dst, at.region),
+                    find(theirs, at.region),
                     *at,
-                    self.region(src, local.region),
+                    find(mine, local.region),
                     *local,
                 );
                 0
@@ -395,11 +456,9 @@ impl Shared {
                 word,
                 expected,
                 new,
-            } => {
-                apply::compare_and_swap(self.region(dst, word.region), word.offset, *expected, *new)
-            }
+            } => apply::compare_and_swap(find(theirs, word.region), word.offset, *expected, *new),
             HeldBody::FetchAdd { word, delta } => {
-                apply::fetch_add(self.region(dst, word.region), word.offset, *delta)
+                apply::fetch_add(find(theirs, word.region), word.offset, *delta)
             }
             HeldBody::Send { data } => {
                 self.deliver(src, dst, data.clone());
@@ -408,7 +467,7 @@ impl Shared {
             HeldBody::Fence => 0,
         };
         gate.leave();
-        self.nodes[dst.index()].unparker.unpark();
+        self.unpark(dst);
         Ok(value)
     }
 
@@ -451,6 +510,7 @@ impl Faults {
     /// never connects to a crashed one), and a victim not started yet simply never starts.
     pub fn crash(&self, victim: NodeId) {
         let s = &self.shared;
+        let _faults = lock(&s.faults);
         s.nodes[victim.index()]
             .crashed
             .store(true, Ordering::Release);
@@ -478,12 +538,12 @@ impl Faults {
     /// already or crashed.
     pub fn start_node(&self, node: NodeId) {
         let s = &self.shared;
+        let _faults = lock(&s.faults);
         if s.nodes[node.index()].crashed.load(Ordering::Acquire)
             || s.started[node.index()].swap(true, Ordering::AcqRel)
         {
             return;
         }
-        let mut mine = Vec::new();
         for i in 0..s.n as u32 {
             let peer = NodeId(i);
             let up = peer != node
@@ -492,21 +552,124 @@ impl Faults {
                 && !s.gates[s.link(node, peer)].is_closed()
                 && !s.gates[s.link(peer, node)].is_closed();
             if up {
-                s.defer(
-                    peer,
-                    [Event::PeerConnected {
-                        peer: node,
-                        incarnation: 1,
-                    }],
-                );
-                mine.push(Event::PeerConnected {
-                    peer,
-                    incarnation: 1,
-                });
+                s.connect(peer, node);
+                s.connect(node, peer);
             }
         }
-        s.defer(node, mine);
         tracing::debug!(%node, "threaded fabric: late node started");
+    }
+
+    /// Restarts a crashed node under the same id as a new incarnation, with fresh (zeroed)
+    /// regions and a fresh inbox, and returns its new endpoint (`None` if the node has not
+    /// crashed). The old endpoint, if still held, refuses every op from then on.
+    ///
+    /// Every link of the node is reset, including those a peer broke with
+    /// [`report_failed`](Transport::report_failed) while the node was absent or down: a new
+    /// process is linked again, as over TCP. A running peer that was linked to the old
+    /// incarnation gets its [`Event::PeerFailed`] first (if it was not told yet), then
+    /// [`Event::PeerConnected`] with the new incarnation ([`incarnation`](Self::incarnation));
+    /// its link to the new incarnation comes up when its endpoint hands that event out, so
+    /// nothing it posted before lands on the new incarnation (such ops fail) and a
+    /// `report_failed` of the node made before is about the old incarnation. The new endpoint
+    /// sees every peer absent until it polls their `PeerConnected` (one per running peer);
+    /// peers that are down link with it when they start or restart.
+    ///
+    /// ```
+    /// use squall_transport::{Event, LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};
+    /// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let r = RegionId(0);
+    /// let mut nodes = ThreadedFabric::new(ThreadedConfig::default())?.cluster(2, &[RegionSpec::new(r, 64)])?;
+    /// nodes[1].region(r).unwrap().store(0, 7);
+    /// let faults = nodes[0].faults();
+    /// faults.crash(NodeId(1));
+    /// let mut fresh = faults.restart_node(NodeId(1)).expect("it crashed");
+    /// assert_eq!(fresh.region(r).unwrap().load(0), 0); // fresh memory
+    /// let mut ev = [Event::PeerConnected { peer: NodeId(0), incarnation: 0 }; 4];
+    /// let got = nodes[0].poll(&mut ev);
+    /// assert!(matches!(ev[0], Event::PeerFailed { peer: NodeId(1), .. }));
+    /// assert_eq!(ev[got - 1], Event::PeerConnected { peer: NodeId(1), incarnation: faults.incarnation(NodeId(1)) });
+    /// nodes[0].region(r).unwrap().store(1, 9);
+    /// nodes[0].write(NodeId(1), LocalSlice::new(r, 8, 8), RemoteAddr::new(r, 8), Signal::Unsignaled)?;
+    /// assert_eq!(fresh.region(r).unwrap().load(1), 9);
+    /// assert_eq!(fresh.poll(&mut ev), 1); // its link to node 0
+    /// assert!(matches!(ev[0], Event::PeerConnected { peer: NodeId(0), .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn restart_node(&self, node: NodeId) -> Option<ThreadedNode> {
+        let s = &self.shared;
+        let _faults = lock(&s.faults);
+        let me = node.index();
+        if me >= s.n || !s.nodes[me].crashed.load(Ordering::Acquire) {
+            return None;
+        }
+        // Validated when the cluster was built.
+        let regions = fresh_regions(&s.layout).ok()?;
+        let parker = Parker::new();
+        let life = s.life(node) + 1;
+        // The old endpoint, if still held, posts nothing from here on.
+        // From here on nothing of the old life applies: every op checks the life inside the
+        // gate, and the gates reopen only below.
+        s.nodes[me].life.store(life, Ordering::Release);
+        let shared = &s.nodes[me];
+        *lock(&shared.current) = Life {
+            regions: Arc::clone(&regions),
+            unparker: parker.unparker().clone(),
+        };
+        lock(&shared.inbox).clear();
+        shared.inbox_len.store(0, Ordering::Release);
+        lock(&shared.deferred).clear();
+        lock(&shared.connects).clear();
+        shared.has_deferred.store(false, Ordering::Release);
+        shared.held_ops.store(0, Ordering::Release);
+        let mut peers = Vec::new();
+        for i in 0..s.n as u32 {
+            let peer = NodeId(i);
+            if peer == node {
+                continue;
+            }
+            let running = s.started[peer.index()].load(Ordering::Acquire)
+                && !s.nodes[peer.index()].crashed.load(Ordering::Acquire);
+            // A peer that linked the old life has its link closed (by the crash); it hears of
+            // the failure before the new link, if it has not yet.
+            let linked_old = s.gates[s.link(peer, node)].is_closed();
+            let mut for_peer = s.close(peer, node, FailureCause::ConnectionLost);
+            if running && linked_old {
+                s.report(peer, node, &mut for_peer);
+            }
+            let _ = s.close(node, peer, FailureCause::ConnectionLost);
+            for (src, dst) in [(peer, node), (node, peer)] {
+                let link = s.link(src, dst);
+                s.causes[link].store(0, Ordering::Release);
+                s.reported[link].store(false, Ordering::Release);
+                s.gates[link].reopen();
+            }
+            if running {
+                if !for_peer.is_empty() {
+                    s.defer(peer, for_peer);
+                }
+                s.connect(peer, node);
+                peers.push(peer);
+            }
+        }
+        s.nodes[me].crashed.store(false, Ordering::Release);
+        s.started[me].store(true, Ordering::Release);
+        s.fault_epoch.fetch_add(1, Ordering::AcqRel);
+        let mut endpoint = ThreadedNode::fresh(s, node, life, parker);
+        for &peer in &peers {
+            endpoint.events.push_back(Event::PeerConnected {
+                peer,
+                incarnation: incarnation(s.life(peer)),
+            });
+        }
+        tracing::debug!(%node, incarnation = incarnation(life), "threaded fabric: node restarted");
+        Some(endpoint)
+    }
+
+    /// The incarnation that [`Event::PeerConnected`] names for `node`'s current process: 1
+    /// until it is restarted (a late node's start reports 1), one more per
+    /// [`restart_node`](Self::restart_node).
+    pub fn incarnation(&self, node: NodeId) -> u64 {
+        incarnation(self.shared.life(node))
     }
 
     /// Holds the link between `a` and `b` both ways: ops queue, and fail once they have waited
@@ -544,6 +707,12 @@ impl Faults {
 /// One node's endpoint on a threaded fabric. Move it to the thread that drives the node.
 pub struct ThreadedNode {
     me: NodeId,
+    /// This endpoint's life of the node (a restart makes a new endpoint with the next).
+    life: u64,
+    /// This life's regions.
+    own: Arc<[Region]>,
+    /// Per peer: the life linked (`None` while absent).
+    remote: Vec<Option<Remote>>,
     shared: Arc<Shared>,
     dir: Directory,
     parker: Parker,
@@ -558,6 +727,18 @@ impl std::fmt::Debug for ThreadedNode {
             .field("me", &self.me)
             .finish_non_exhaustive()
     }
+}
+
+/// What became of a posted op.
+enum Outcome {
+    /// Applied, with the op's value.
+    Applied(u64),
+    /// Failed without a report: a life it was posted between is over.
+    Failed,
+    /// The link was closed (while the peer lived the life given).
+    Closed(u64),
+    /// Queued on a held link.
+    Queued,
 }
 
 /// An op as posted, before it is applied or held.
@@ -586,6 +767,52 @@ enum Posted<'a> {
 }
 
 impl ThreadedNode {
+    /// An endpoint for `me`'s life `life`, with its current regions and no peer linked.
+    fn fresh(shared: &Arc<Shared>, me: NodeId, life: u64, parker: Parker) -> ThreadedNode {
+        let own = Arc::clone(&lock(&shared.nodes[me.index()].current).regions);
+        let mut dir = Directory::new(me);
+        for r in own.iter() {
+            // Ids were validated unique when the cluster was built.
+            let _ = dir.add_local(r.clone());
+        }
+        for i in 0..shared.n as u32 {
+            dir.add_absent_peer(NodeId(i));
+        }
+        ThreadedNode {
+            me,
+            life,
+            own,
+            remote: (0..shared.n).map(|_| None).collect(),
+            shared: Arc::clone(shared),
+            dir,
+            parker,
+            events: VecDeque::new(),
+            seen_epoch: shared.fault_epoch.load(Ordering::Acquire),
+            next_op: 0,
+        }
+    }
+
+    /// Links `peer`'s life `life` (its regions become reachable).
+    fn link(&mut self, peer: NodeId, life: u64) {
+        if peer == self.me {
+            return;
+        }
+        let current = lock(&self.shared.nodes[peer.index()].current);
+        self.remote[peer.index()] = Some(Remote {
+            life,
+            regions: Arc::clone(&current.regions),
+            unparker: current.unparker.clone(),
+        });
+        drop(current);
+        self.dir.add_peer(peer, &self.shared.layout);
+    }
+
+    /// Whether an op between this life and `peer`'s linked life may apply (checked inside the
+    /// link's gate, so a restart that bumps either life first never sees it land).
+    fn lives_match(&self, peer: &Remote, to: NodeId) -> bool {
+        self.shared.life(self.me) == self.life && self.shared.life(to) == peer.life
+    }
+
     /// A handle for injecting faults into this node's cluster.
     pub fn faults(&self) -> Faults {
         Faults {
@@ -601,33 +828,37 @@ impl ThreadedNode {
         op: Posted<'_>,
     ) -> Result<OpId, PostError> {
         let s = &*self.shared;
-        if s.nodes[self.me.index()].crashed.load(Ordering::Acquire) {
+        if s.nodes[self.me.index()].crashed.load(Ordering::Acquire) || s.life(self.me) != self.life
+        {
             return Err(PostError::Closed);
         }
+        let Some(remote) = &self.remote[peer.index()] else {
+            return Err(PostError::NotConnected { peer });
+        };
         let id = OpId(self.next_op);
-        self.next_op += 1;
         let link = s.link(self.me, peer);
-        loop {
+        let outcome = loop {
             match s.gates[link].enter() {
                 Entry::Open => {
-                    let value = self.apply_now(peer, &op);
-                    s.gates[link].leave();
-                    s.nodes[peer.index()].unparker.unpark();
-                    if signaled {
-                        self.events.push_back(completed(id, peer, kind, value));
+                    if !self.lives_match(remote, peer) {
+                        // The peer's life this endpoint linked is over (its failure is or will
+                        // be reported), or this endpoint's own is.
+                        s.gates[link].leave();
+                        break Outcome::Failed;
                     }
-                    return Ok(id);
+                    let value = self.apply_now(peer, remote, &op);
+                    s.gates[link].leave();
+                    remote.unparker.unpark();
+                    break Outcome::Applied(value);
                 }
-                Entry::Closed => {
-                    s.report(self.me, peer, &mut self.events);
-                    self.events
-                        .push_back(failed(id, peer, kind, OpError::PeerFailed));
-                    return Ok(id);
-                }
+                Entry::Closed => break Outcome::Closed(remote.life),
                 Entry::Held => {
                     let mut held = lock(&s.held[link]);
                     if !s.gates[link].is_held() {
                         continue; // healed meanwhile: everything queued before was applied
+                    }
+                    if !self.lives_match(remote, peer) {
+                        break Outcome::Failed;
                     }
                     let body = self.capture(op);
                     let deadline = s.clock.now() + s.config.op_timeout;
@@ -637,23 +868,51 @@ impl ThreadedNode {
                         signaled,
                         deadline,
                         body,
+                        src: (self.life, Arc::clone(&self.own)),
+                        dst: (remote.life, Arc::clone(&remote.regions)),
                     });
                     s.nodes[self.me.index()]
                         .held_ops
                         .fetch_add(1, Ordering::AcqRel);
-                    return Ok(id);
+                    break Outcome::Queued;
                 }
             }
+        };
+        self.next_op += 1;
+        match outcome {
+            Outcome::Applied(value) => {
+                if signaled {
+                    self.events.push_back(completed(id, peer, kind, value));
+                }
+            }
+            Outcome::Failed => {
+                self.events
+                    .push_back(failed(id, peer, kind, OpError::PeerFailed));
+            }
+            Outcome::Closed(linked) => {
+                let shared = Arc::clone(&self.shared);
+                let _faults = lock(&shared.faults);
+                // A restart may have reset the link since: the failure was then the linked
+                // life's, which the restart reported.
+                if shared.life(peer) == linked {
+                    shared.report(self.me, peer, &mut self.events);
+                }
+                self.events
+                    .push_back(failed(id, peer, kind, OpError::PeerFailed));
+            }
+            Outcome::Queued => {}
         }
+        Ok(id)
     }
 
-    fn apply_now(&self, peer: NodeId, op: &Posted<'_>) -> u64 {
+    fn apply_now(&self, peer: NodeId, remote: &Remote, op: &Posted<'_>) -> u64 {
         let s = &self.shared;
+        let theirs = &*remote.regions;
         match *op {
             Posted::Write { src, dst } => {
-                let from = s.region(self.me, src.region);
+                let from = find(&self.own, src.region);
                 apply::write(
-                    s.region(peer, dst.region),
+                    find(theirs, dst.region),
                     dst.offset,
                     Source::Region(from, src.offset),
                     src.len,
@@ -662,9 +921,9 @@ impl ThreadedNode {
             }
             Posted::Read { src, dst } => {
                 apply::read(
-                    s.region(peer, src.region),
+                    find(theirs, src.region),
                     src,
-                    s.region(self.me, dst.region),
+                    find(&self.own, dst.region),
                     dst,
                 );
                 0
@@ -673,9 +932,9 @@ impl ThreadedNode {
                 word,
                 expected,
                 new,
-            } => apply::compare_and_swap(s.region(peer, word.region), word.offset, expected, new),
+            } => apply::compare_and_swap(find(theirs, word.region), word.offset, expected, new),
             Posted::FetchAdd { word, delta } => {
-                apply::fetch_add(s.region(peer, word.region), word.offset, delta)
+                apply::fetch_add(find(theirs, word.region), word.offset, delta)
             }
             Posted::Send { data } => {
                 s.deliver(self.me, peer, data.to_vec());
@@ -689,10 +948,7 @@ impl ThreadedNode {
         match op {
             Posted::Write { src, dst } => {
                 let mut data = vec![0u8; src.len];
-                let _ = self
-                    .shared
-                    .region(self.me, src.region)
-                    .read_bytes(src.offset, &mut data);
+                let _ = find(&self.own, src.region).read_bytes(src.offset, &mut data);
                 HeldBody::Write { dst, data }
             }
             Posted::Read { src, dst } => HeldBody::Read { src, dst },
@@ -716,9 +972,19 @@ impl ThreadedNode {
     /// Reports links closed by others (crash, a peer's `report_failed`, a timeout seen by the
     /// peer) and fails this node's held ops whose deadline passed.
     fn refresh(&mut self) {
-        let s = &*self.shared;
+        let shared = Arc::clone(&self.shared);
+        let s = &*shared;
+        let node = &s.nodes[self.me.index()];
+        let pending = node.has_deferred.swap(false, Ordering::AcqRel);
+        if pending {
+            // Connections go behind everything queued so far (a failure reported before them
+            // is of the link they replace).
+            let connects = std::mem::take(&mut *lock(&node.connects));
+            self.events.extend(connects);
+        }
         let epoch = s.fault_epoch.load(Ordering::Acquire);
         if epoch != self.seen_epoch {
+            let _faults = lock(&s.faults);
             self.seen_epoch = epoch;
             for &peer in self.dir.peers() {
                 if s.gates[s.link(self.me, peer)].is_closed() {
@@ -740,8 +1006,7 @@ impl ThreadedNode {
                 self.time_out(peer);
             }
         }
-        let node = &self.shared.nodes[self.me.index()];
-        if node.has_deferred.swap(false, Ordering::AcqRel) {
+        if pending {
             let deferred = std::mem::take(&mut *lock(&node.deferred));
             // Deferred events are older than anything posted since; put them first.
             for e in deferred.into_iter().rev() {
@@ -752,6 +1017,7 @@ impl ThreadedNode {
 
     fn time_out(&mut self, peer: NodeId) {
         let s = Arc::clone(&self.shared);
+        let _faults = lock(&s.faults);
         let link = s.link(self.me, peer);
         let _ = s.causes[link].compare_exchange(
             0,
@@ -872,10 +1138,12 @@ impl Transport for ThreadedNode {
         self.refresh();
         let n = out.len().min(self.events.len());
         for (slot, e) in out.iter_mut().zip(self.events.drain(..n)) {
-            if let Event::PeerConnected { peer, .. } = e {
-                self.dir.add_peer(peer, &self.shared.layout);
-            }
             *slot = e;
+        }
+        for e in &out[..n] {
+            if let Event::PeerConnected { peer, incarnation } = *e {
+                self.link(peer, incarnation.saturating_sub(1));
+            }
         }
         n
     }
@@ -900,13 +1168,27 @@ impl Transport for ThreadedNode {
             return;
         }
         let s = Arc::clone(&self.shared);
+        let _faults = lock(&s.faults);
+        match &self.remote[peer.index()] {
+            // About a life that is over: its failure is reported already, the new link stays.
+            Some(r) if r.life != s.life(peer) => return,
+            Some(_) => {}
+            // Absent here: a process of it that came up meanwhile is refused too (a later one
+            // links, as a restart resets the link).
+            None => {
+                let theirs =
+                    |e: &Event| matches!(e, Event::PeerConnected { peer: p, .. } if *p == peer);
+                lock(&s.nodes[self.me.index()].connects).retain(|e| !theirs(e));
+                self.events.retain(|e| !theirs(e));
+            }
+        }
         let events = s.break_pair(self.me, FailureCause::Local, peer, FailureCause::Remote);
         s.report(self.me, peer, &mut self.events);
         self.events.extend(events);
     }
 
     fn waker(&self) -> Waker {
-        let unparker = self.shared.nodes[self.me.index()].unparker.clone();
+        let unparker = self.parker.unparker().clone();
         Waker::new(move || unparker.unpark())
     }
 

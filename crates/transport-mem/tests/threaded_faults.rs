@@ -130,3 +130,112 @@ fn config_is_validated() {
             .contains("registered twice")
     );
 }
+
+/// Every event `node` has now.
+fn events_of(node: &mut squall_transport_mem::threaded::ThreadedNode) -> Vec<Event> {
+    let mut events = Vec::new();
+    drain(node, |e| events.push(e));
+    events
+}
+
+#[test]
+fn a_total_crash_and_restart_links_every_new_incarnation_and_fences_off_the_old_ones() {
+    let fabric = ThreadedFabric::new(ThreadedConfig::default()).expect("valid");
+    let mut old = fabric.cluster(3, &[RegionSpec::new(R, 64)]).expect("valid");
+    let faults = old[0].faults();
+    for i in 0..3 {
+        faults.crash(NodeId(i));
+    }
+    let mut n0 = faults.restart_node(NodeId(0)).expect("crashed");
+    assert!(events_of(&mut n0).is_empty(), "no peer runs yet");
+    assert!(n0.is_absent(NodeId(1)) && n0.is_absent(NodeId(2)));
+    let mut n1 = faults.restart_node(NodeId(1)).expect("crashed");
+    let inc = faults.incarnation(NodeId(1));
+    assert_eq!(inc, 2, "the first restart of a node of `cluster`");
+    assert_eq!(
+        events_of(&mut n0),
+        [Event::PeerConnected {
+            peer: NodeId(1),
+            incarnation: inc
+        }]
+    );
+    assert!(matches!(
+        events_of(&mut n1).as_slice(),
+        [Event::PeerConnected {
+            peer: NodeId(0),
+            ..
+        }]
+    ));
+    // Node 2 stays down: node 0 declares it failed while absent.
+    n0.report_failed(NodeId(2));
+    assert!(matches!(
+        events_of(&mut n0).as_slice(),
+        [Event::PeerFailed {
+            peer: NodeId(2),
+            ..
+        }]
+    ));
+    // The old endpoints post nothing any more, not even to the new incarnations.
+    old[0].region(R).expect("registered").store(0, 66);
+    let src = LocalSlice::new(R, 0, 8);
+    assert!(
+        old[0]
+            .write(NodeId(1), src, RemoteAddr::new(R, 0), Signal::Unsignaled)
+            .is_err()
+    );
+    assert_eq!(n1.region(R).expect("registered").load(0), 0);
+    // A later process of node 2 links with everyone, node 0 included.
+    let mut n2 = faults.restart_node(NodeId(2)).expect("crashed");
+    let peers = |events: Vec<Event>| -> Vec<NodeId> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::PeerConnected { peer, .. } => Some(*peer),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(peers(events_of(&mut n0)), [NodeId(2)]);
+    assert_eq!(peers(events_of(&mut n1)), [NodeId(2)]);
+    assert_eq!(peers(events_of(&mut n2)), [NodeId(0), NodeId(1)]);
+    n0.region(R).expect("registered").store(1, 77);
+    n0.write(
+        NodeId(2),
+        LocalSlice::new(R, 8, 8),
+        RemoteAddr::new(R, 8),
+        Signal::Unsignaled,
+    )
+    .expect("linked");
+    assert_eq!(n2.region(R).expect("registered").load(1), 77);
+}
+
+#[test]
+fn an_op_posted_before_the_new_incarnation_is_polled_fails_and_never_lands() {
+    let fabric = ThreadedFabric::new(ThreadedConfig::default()).expect("valid");
+    let mut nodes = fabric.cluster(2, &[RegionSpec::new(R, 64)]).expect("valid");
+    let faults = nodes[0].faults();
+    faults.crash(NodeId(1));
+    let fresh = faults.restart_node(NodeId(1)).expect("crashed");
+    nodes[0].region(R).expect("registered").store(0, 5);
+    let src = LocalSlice::new(R, 0, 8);
+    let op = nodes[0]
+        .write(NodeId(1), src, RemoteAddr::new(R, 0), Signal::Signaled)
+        .expect("the old link still looks up");
+    assert_eq!(fresh.region(R).expect("registered").load(0), 0);
+    let events = events_of(&mut nodes[0]);
+    assert!(
+        matches!(
+            events.as_slice(),
+            [
+                Event::PeerFailed { peer: NodeId(1), .. },
+                Event::Completion(c),
+                Event::PeerConnected { peer: NodeId(1), .. },
+            ] if c.op == op && c.result.is_err()
+        ),
+        "{events:?}"
+    );
+    nodes[0]
+        .write(NodeId(1), src, RemoteAddr::new(R, 0), Signal::Unsignaled)
+        .expect("linked");
+    assert_eq!(fresh.region(R).expect("registered").load(0), 5);
+}

@@ -50,6 +50,12 @@ impl Fabric for Threaded {
         nodes[0].faults().crash(victim);
     }
 
+    fn restart(&mut self, nodes: &mut [ThreadedNode], victim: NodeId) -> Option<u64> {
+        let faults = nodes[victim.index()].faults();
+        nodes[victim.index()] = faults.restart_node(victim)?;
+        Some(faults.incarnation(victim))
+    }
+
     fn partition(&mut self, nodes: &mut [ThreadedNode], a: NodeId, b: NodeId) -> bool {
         nodes[0].faults().partition(a, b);
         true

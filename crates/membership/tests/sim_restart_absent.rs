@@ -1168,18 +1168,18 @@ fn runs_a_view_without_0(l: &Life, i: usize) -> bool {
     })
 }
 
-/// [`adopted_join`] when the restart of view 1 installs view 2 without 0 (s24, the seed-8
-/// soak failure; `docs/MEMBERSHIP.md`, "s24: the restart that drops the join"). The second
-/// life logged the decision with `Join(0)` at the members of `logged_join` only. Where those
-/// are a majority of view 1 (3 of 1 to 4) every later ballot adopts that decision, so leaving
-/// 0 out is an error here: the moment this test exists for is then the one the product must
-/// reach. Where they are fewer, the decision was never chosen and 1's new ballot (above the
-/// logged one) adopts it fitted (`Gms::restart_changes`, which drops adopted joins): the run
-/// missed the moment of an adopted join, and its end state is checked instead. Every member
-/// runs one view 2 = [1, 2, 3, 4]; 0's process then starts (its program runs), reads peers two
-/// views ahead, joins again (`rejoined` `(0, 2)`), and all five end active in one running view
-/// delivering identically, everything delivered before the shutdown kept, no two members ever
-/// running one view id with other members.
+/// [`adopted_join`] when the restart of view 1 installs view 2 without 0 (s24, the soak
+/// failure of seed 8; `docs/MEMBERSHIP.md`, "s24: seed 8, the restart that drops the join").
+/// The second life logged the decision with `Join(0)` at the members of `logged_join` only.
+/// Where they are fewer than a majority of view 1 (1 to 4), that decision was never chosen:
+/// the third life may finish its ballot (2 to 4 echo what 1 re-published: view 2 names 0) or
+/// 1's new, higher ballot may adopt it fitted (`Gms::restart_changes` drops adopted joins: view
+/// 2 = [1, 2, 3, 4]). The second is a run that missed this test's moment, and its end state is
+/// checked instead: members 1 to 4 run one view 2 = [1, 2, 3, 4] and carry on; 0's process then
+/// starts (or its program runs again), reads peers two views ahead, joins again (`rejoined`
+/// `(0, 2)`), and all five end active in one running view delivering identically, everything
+/// delivered before the shutdown kept, no view id ever run with two member lists. A majority
+/// logging the decision is outside that argument: such a run fails, to be looked at.
 fn join_dropped(
     l: &mut Life,
     logged_join: &[usize],
@@ -1189,8 +1189,8 @@ fn join_dropped(
 ) -> Result<Moment, String> {
     if logged_join.len() > (N - 1) / 2 {
         return Err(format!(
-            "a majority of view 1 ({logged_join:?}) logged the decision with 0's join, and the \
-             restart installed a view without 0: {}",
+            "a majority of view 1 ({logged_join:?}) logged the decision with 0's join and the \
+             restart installed a view without 0 (not the seed-8 case): {}",
             l.state()
         ));
     }
@@ -1310,15 +1310,13 @@ fn a_joiner_linked_elsewhere_only_after_a_members_bound_is_named_again_and_remov
     });
 }
 
-/// s24 (`docs/MEMBERSHIP.md`, "s24: the restart that drops the join"; the soak failure of
-/// seed 8): [`adopted_join`] at the seeds where the restart of view 1 installs view 2 without
-/// 0. The second life stopped with the decision holding `Join(0)` logged at member 1 only (a
-/// minority of view 1), and in the third 1 proposed a new ballot before 2 to 4 echoed the
-/// decision it re-published, so its ballot adopted that decision fitted, the join dropped
-/// (`Gms::restart_changes`). Checked ([`join_dropped`]): 1 to 4 run one view 2 = [1, 2, 3, 4]
-/// and carry on; 0, started then, joins again at view 2 and all five end in one running view
-/// delivering identically, nothing delivered before lost, no view id run with two member
-/// lists. Fails as a missed moment if a seed comes to admit 0 instead.
+/// s24 (`docs/MEMBERSHIP.md`, "s24: seed 8, the restart that drops the join"): [`adopted_join`]
+/// at the seeds 8 and 10, where the restart of view 1 installs view 2 without 0. At seed 8 the
+/// second life stopped with the decision holding `Join(0)` logged at member 1 only (a minority
+/// of view 1), and in the third 1 proposed a new ballot before 2 to 4 echoed the decision it
+/// re-published, so its ballot adopted that decision fitted, the join dropped
+/// (`Gms::restart_changes`). Checked as [`join_dropped`] says: all five end in one running
+/// view, 0 having joined again at view 2. Fails as a missed moment if a seed admits 0 instead.
 #[test]
 fn a_joiner_whose_logged_join_a_new_restart_ballot_drops_joins_again() {
     for seed in [8, 10] {

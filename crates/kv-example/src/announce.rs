@@ -175,6 +175,7 @@ fn parse(file: &Path, text: &str) -> Result<(SocketAddr, SocketAddr), AnnounceEr
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;

@@ -638,6 +638,14 @@ pub fn start_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, 
 /// cluster's replicas bind port 0 and announce it before the config naming it is written:
 /// see [`announce`](crate::announce)). The listener must be bound at the replica's
 /// `transport` address in `cfg`.
+///
+/// ```no_run
+/// # fn demo(cfg: squall_kv::KvConfig) -> Result<(), Box<dyn std::error::Error>> {
+/// // Bound before `cfg` was written with its address (see `squall_kv::announce`).
+/// let listener = std::net::TcpListener::bind(cfg.replicas[0].transport)?;
+/// let replica = squall_kv::start_tcp_replica_on(&cfg, 0, listener)?;
+/// # drop(replica); Ok(()) }
+/// ```
 pub fn start_tcp_replica_on(
     cfg: &KvConfig,
     id: u32,

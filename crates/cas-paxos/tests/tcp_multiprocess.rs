@@ -9,7 +9,7 @@
 //! The test binary re-executes itself as each node (the ignored test `paxos_child_node` is the
 //! entry point), like the round-robin and TCP crates' multi-process tests.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -50,17 +50,23 @@ fn config() -> LogConfig {
 #[test]
 #[ignore = "entry point of the node processes that kill_the_leader_mid_stream spawns"]
 fn paxos_child_node() {
-    let (Ok(me), Ok(addrs), Ok(cluster)) = (
-        std::env::var("PAXOS_NODE"),
-        std::env::var("PAXOS_ADDRS"),
-        std::env::var("PAXOS_CLUSTER"),
-    ) else {
+    let (Ok(me), Ok(cluster)) = (std::env::var("PAXOS_NODE"), std::env::var("PAXOS_CLUSTER"))
+    else {
         return;
     };
     let me: u32 = me.parse().expect("node id");
     // libtest printed "test paxos_child_node ... " without a newline: end that line first.
     println!();
-    let addrs: Vec<SocketAddr> = addrs.split(',').map(|a| a.parse().expect("addr")).collect();
+    // Bind port 0 and keep the listener; report the port, then learn every node's address.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    println!("PORT {}", listener.local_addr().expect("addr").port());
+    std::io::stdout().flush().expect("flush");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).expect("addresses");
+    let addrs: Vec<SocketAddr> = (line.trim().strip_prefix("ADDRS ").expect("ADDRS a,b,…"))
+        .split(',')
+        .map(|a| a.parse().expect("addr"))
+        .collect();
     let mut tcp = ClusterConfig::new(
         cluster.parse().expect("cluster id"),
         addrs
@@ -77,7 +83,7 @@ fn paxos_child_node() {
         .into_iter()
         .map(|s| Region::new(s).expect("region"))
         .collect();
-    let node = TcpNode::start(tcp, NodeId(me), regions).expect("tcp node starts");
+    let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
     let mut log = CasPaxos::new(node, cfg).expect("log");
     let mut sent = 0u64;
     let mut next_submit = Instant::now();
@@ -152,7 +158,7 @@ struct Node {
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
-fn spawn(k: usize, addrs: &[String]) -> Node {
+fn spawn(k: usize) -> Node {
     let exe = std::env::current_exe().expect("test binary");
     let mut child = Command::new(exe)
         .args([
@@ -163,8 +169,8 @@ fn spawn(k: usize, addrs: &[String]) -> Node {
             "--test-threads=1",
         ])
         .env("PAXOS_NODE", k.to_string())
-        .env("PAXOS_ADDRS", addrs.join(","))
         .env("PAXOS_CLUSTER", u64::from(std::process::id()).to_string())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -185,6 +191,20 @@ fn spawn(k: usize, addrs: &[String]) -> Node {
 }
 
 impl Node {
+    /// The address the node bound and reported (`PORT <port>`); panics after `deadline`.
+    fn addr(&mut self, deadline: Instant) -> String {
+        loop {
+            let port = (self.lines.lock().expect("lines").iter())
+                .find_map(|l| l.strip_prefix("PORT ").map(str::to_string));
+            if let Some(p) = port {
+                return format!("127.0.0.1:{p}");
+            }
+            if Instant::now() > deadline || self.child.try_wait().ok().flatten().is_some() {
+                panic!("a node reported no port");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     fn count(&self, prefix: &str) -> usize {
         let lines = self.lines.lock().expect("lines");
         lines.iter().filter(|l| l.starts_with(prefix)).count()
@@ -199,16 +219,15 @@ impl Node {
 
 #[test]
 fn kill_the_leader_mid_stream() {
-    let listeners: Vec<TcpListener> = (0..NODES)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    let addrs: Vec<String> = listeners
-        .iter()
-        .map(|l| l.local_addr().expect("addr").to_string())
-        .collect();
-    drop(listeners);
-    let mut nodes: Vec<Node> = (0..NODES).map(|k| spawn(k, &addrs)).collect();
+    let mut nodes: Vec<Node> = (0..NODES).map(spawn).collect();
     let deadline = Instant::now() + Duration::from_secs(90);
+    // Every node binds its own port and reports it (no port is released between its choice
+    // and its use); then each learns every node's address.
+    let addrs: Vec<String> = nodes.iter_mut().map(|n| n.addr(deadline)).collect();
+    for n in &mut nodes {
+        let stdin = n.child.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "ADDRS {}", addrs.join(",")).expect("addresses to a node");
+    }
     let kill_all = |nodes: &mut Vec<Node>| {
         for n in nodes.iter_mut() {
             n.child.kill().ok();

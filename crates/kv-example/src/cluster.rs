@@ -631,7 +631,27 @@ const SUSPICION: Duration = Duration::from_secs(2);
 /// replica was down (a total restart), the group restarts from the replicas' logs and each
 /// replica answers `Unavailable` until the restart completed.
 pub fn start_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>, ClusterError> {
-    tcp_replica(cfg, id, false)
+    tcp_replica(cfg, id, false, None)
+}
+
+/// Like [`start_tcp_replica`], on a transport listener the caller bound already (the local
+/// cluster's replicas bind port 0 and announce it before the config naming it is written:
+/// see [`announce`](crate::announce)). The listener must be bound at the replica's
+/// `transport` address in `cfg`.
+///
+/// ```no_run
+/// # fn demo(cfg: squall_kv::KvConfig) -> Result<(), Box<dyn std::error::Error>> {
+/// // Bound before `cfg` was written with its address (see `squall_kv::announce`).
+/// let listener = std::net::TcpListener::bind(cfg.replicas[0].transport)?;
+/// let replica = squall_kv::start_tcp_replica_on(&cfg, 0, listener)?;
+/// # drop(replica); Ok(()) }
+/// ```
+pub fn start_tcp_replica_on(
+    cfg: &KvConfig,
+    id: u32,
+    listener: std::net::TcpListener,
+) -> Result<Replica<KvMachine>, ClusterError> {
+    tcp_replica(cfg, id, false, Some(listener))
 }
 
 /// Starts replica `id` of a running membership cluster again after it crashed and the others
@@ -655,10 +675,15 @@ pub fn rejoin_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>,
             source,
         })?;
     }
-    tcp_replica(cfg, id, true)
+    tcp_replica(cfg, id, true, None)
 }
 
-fn tcp_replica(cfg: &KvConfig, id: u32, rejoin: bool) -> Result<Replica<KvMachine>, ClusterError> {
+fn tcp_replica(
+    cfg: &KvConfig,
+    id: u32,
+    rejoin: bool,
+    listener: Option<std::net::TcpListener>,
+) -> Result<Replica<KvMachine>, ClusterError> {
     let tcp = cfg.transport()?;
     tcp.validate_for(NodeId(id))?;
     let n = cfg.replicas.len();
@@ -669,10 +694,11 @@ fn tcp_replica(cfg: &KvConfig, id: u32, rejoin: bool) -> Result<Replica<KvMachin
             .into_iter()
             .map(|s| Region::new(s).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
-        let node = if rejoin {
-            TcpNode::rejoin(tcp, NodeId(id), regions)
-        } else {
-            TcpNode::start(tcp, NodeId(id), regions)
+        let node = match (listener, rejoin) {
+            (Some(l), true) => TcpNode::rejoin_on(l, tcp, NodeId(id), regions),
+            (Some(l), false) => TcpNode::start_on(l, tcp, NodeId(id), regions),
+            (None, true) => TcpNode::rejoin(tcp, NodeId(id), regions),
+            (None, false) => TcpNode::start(tcp, NodeId(id), regions),
         };
         node.map_err(|e| e.to_string())
     };

@@ -26,6 +26,7 @@
 //! # Ok::<(), squall_kv::OpsError>(())
 //! ```
 
+pub mod announce;
 mod client;
 mod cluster;
 mod machine;
@@ -36,7 +37,7 @@ pub use client::{KvClient, KvError};
 pub use cluster::{
     ClusterError, Fsync, KvConfig, MemCluster, Ordering, ReplicaAddr, cas_paxos_config,
     membership_config, rejoin_tcp_replica, round_robin_config, start_mem_cluster,
-    start_tcp_replica,
+    start_tcp_replica, start_tcp_replica_on,
 };
 pub use machine::KvMachine;
 pub use ops::{KvOp, KvResult, OPS_VERSION, OpsError};

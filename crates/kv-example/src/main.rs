@@ -1,6 +1,6 @@
 //! The `squall-kv` binary: `demo`, `serve`, `client` and `bench`.
 
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -98,6 +98,10 @@ enum Cmd {
         /// transfer (in durable mode its old logs are discarded first).
         #[arg(long)]
         rejoin: bool,
+        /// Local cluster (`squall-kv bench`/`demo` over TCP): bind both ports on 127.0.0.1
+        /// port 0, write them to this file, then wait for `--config` to be written with them.
+        #[arg(long, hide = true, conflicts_with = "rejoin")]
+        announce: Option<PathBuf>,
     },
     /// Send one operation to a cluster.
     Client {
@@ -203,7 +207,12 @@ fn run(cli: Cli) -> Res<()> {
             };
             demo(&cluster, &w)
         }
-        Cmd::Serve { config, id, rejoin } => serve(&config, id, rejoin),
+        Cmd::Serve {
+            config,
+            id,
+            rejoin,
+            announce,
+        } => serve(&config, id, rejoin, announce.as_deref()),
         Cmd::Client {
             config,
             replicas,
@@ -275,17 +284,9 @@ impl Drop for Local {
     }
 }
 
-/// `k` distinct free loopback addresses: every listener is held until all are bound, so the
-/// kernel cannot hand out the same ephemeral port twice.
-fn free_addrs(k: usize) -> Res<Vec<SocketAddr>> {
-    let listeners = (0..k)
-        .map(|_| StdListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(listeners
-        .iter()
-        .map(StdListener::local_addr)
-        .collect::<Result<Vec<_>, _>>()?)
-}
+/// How long a local cluster's replica waits for the cluster file after announcing its ports,
+/// and the parent for every replica's announcement.
+const ANNOUNCE_WAIT: Duration = Duration::from_secs(60);
 
 fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
     if c.replicas < 2 {
@@ -318,13 +319,45 @@ fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
         TransportKind::Tcp => {
             let dir = std::env::temp_dir().join(format!("squall-kv-{}", std::process::id()));
             std::fs::create_dir_all(&dir)?;
-            let addrs = free_addrs(2 * c.replicas)?;
+            let path = dir.join("cluster.toml");
+            let exe = std::env::current_exe()?;
+            let mut local = Local {
+                addrs: Vec::new(),
+                children: Vec::new(),
+                replicas: Vec::new(),
+                dir: Some(dir.clone()),
+                describe: format!(
+                    "{} replicas as separate processes over TCP loopback, {} ordering",
+                    c.replicas, c.ordering
+                ),
+            };
+            // Each replica binds its own ports and announces them; the cluster file naming
+            // them is written once all have (no port is free between its choice and its use).
+            let announced = (0..c.replicas)
+                .map(|id| dir.join(format!("replica-{id}.addr")))
+                .collect::<Vec<_>>();
+            for (id, file) in announced.iter().enumerate() {
+                let log = std::fs::File::create(dir.join(format!("replica-{id}.log")))?;
+                let child = Command::new(&exe)
+                    .args(["serve", "--config"])
+                    .arg(&path)
+                    .args(["--id", &id.to_string(), "--announce"])
+                    .arg(file)
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone()?)
+                    .stderr(log)
+                    .spawn()?;
+                local.children.push(child);
+            }
+            let children = &mut local.children;
+            let addrs =
+                squall_kv::announce::collect(&announced, ANNOUNCE_WAIT, || exited(children, &dir))?;
             let replicas = (0..c.replicas as u32)
-                .zip(addrs.chunks_exact(2))
-                .map(|(id, a)| ReplicaAddr {
+                .zip(addrs)
+                .map(|(id, (transport, client))| ReplicaAddr {
                     id,
-                    transport: a[0],
-                    client: a[1],
+                    transport,
+                    client,
                 })
                 .collect::<Vec<_>>();
             let cfg = KvConfig {
@@ -341,61 +374,47 @@ fn start_local(c: &Embedded, rt: &tokio::runtime::Runtime) -> Res<Local> {
                 install_decode_inline: false,
             };
             cfg.validate()?;
-            let path = dir.join("cluster.toml");
-            std::fs::write(&path, cfg.to_toml())?;
-            let exe = std::env::current_exe()?;
-            let mut local = Local {
-                addrs: cfg.client_addrs(),
-                children: Vec::new(),
-                replicas: Vec::new(),
-                dir: Some(dir.clone()),
-                describe: format!(
-                    "{} replicas as separate processes over TCP loopback, {} ordering",
-                    c.replicas, c.ordering
-                ),
-            };
-            for id in 0..c.replicas {
-                let log = std::fs::File::create(dir.join(format!("replica-{id}.log")))?;
-                let child = Command::new(&exe)
-                    .args(["serve", "--config"])
-                    .arg(&path)
-                    .args(["--id", &id.to_string()])
-                    .stdin(Stdio::null())
-                    .stdout(log.try_clone()?)
-                    .stderr(log)
-                    .spawn()?;
-                local.children.push(child);
-            }
-            wait_ready(&mut local)?;
+            squall_kv::announce::write_atomically(&path, &cfg.to_toml())?;
+            local.addrs = cfg.client_addrs();
+            wait_ready(&mut local, &announced)?;
             Ok(local)
         }
     }
 }
 
-/// Waits until every replica accepts client connections (or one of them exits).
-fn wait_ready(local: &mut Local) -> Res<()> {
-    let start = Instant::now();
-    for (i, addr) in local.addrs.clone().iter().enumerate() {
-        loop {
-            if std::net::TcpStream::connect_timeout(addr, Duration::from_millis(200)).is_ok() {
-                break;
-            }
-            if let Some(status) = local.children[i].try_wait()? {
-                let log = local
-                    .dir
-                    .as_ref()
-                    .map(|d| {
-                        std::fs::read_to_string(d.join(format!("replica-{i}.log")))
-                            .unwrap_or_default()
-                    })
-                    .unwrap_or_default();
-                return Err(format!("replica {i} exited ({status}) while starting:\n{log}").into());
-            }
-            if start.elapsed() > Duration::from_secs(30) {
-                return Err(format!("replica {i} did not start serving {addr} within 30 s").into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+/// The file a local cluster's replica writes once it serves clients (its client port is bound
+/// from the announcement on, so a connection succeeding says nothing).
+fn ready_file(announce: &Path) -> PathBuf {
+    announce.with_extension("ready")
+}
+
+/// An error naming the first of `children` that exited, with its log from `dir`.
+fn exited(children: &mut [Child], dir: &Path) -> Result<(), String> {
+    for (i, c) in children.iter_mut().enumerate() {
+        let status = c.try_wait().map_err(|e| format!("replica {i}: {e}"))?;
+        if let Some(status) = status {
+            let log =
+                std::fs::read_to_string(dir.join(format!("replica-{i}.log"))).unwrap_or_default();
+            return Err(format!(
+                "replica {i} exited ({status}) while starting:\n{log}"
+            ));
         }
+    }
+    Ok(())
+}
+
+/// Waits until every replica serves clients (its `ready` file exists), or one of them exits.
+fn wait_ready(local: &mut Local, announced: &[PathBuf]) -> Res<()> {
+    let start = Instant::now();
+    let dir = local.dir.clone().unwrap_or_default();
+    while !announced.iter().all(|a| ready_file(a).exists()) {
+        exited(&mut local.children, &dir)?;
+        if start.elapsed() > ANNOUNCE_WAIT {
+            return Err(
+                format!("the replicas did not all start serving within {ANNOUNCE_WAIT:?}").into(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
     Ok(())
 }
@@ -490,7 +509,17 @@ fn print_histogram(r: &Report) {
     }
 }
 
-fn serve(config: &Path, id: u32, rejoin: bool) -> Res<()> {
+fn serve(config: &Path, id: u32, rejoin: bool, announce: Option<&Path>) -> Res<()> {
+    // With `--announce`: this process's ports, bound before the config naming them exists.
+    let bound = match announce {
+        Some(file) => {
+            let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+            let listeners = squall_kv::announce::bind_and_announce(ip, file)?;
+            squall_kv::announce::wait_for_file(config, ANNOUNCE_WAIT)?;
+            Some(listeners)
+        }
+        None => None,
+    };
     let cfg = KvConfig::from_file(config)?;
     let me = cfg
         .replicas
@@ -500,15 +529,34 @@ fn serve(config: &Path, id: u32, rejoin: bool) -> Res<()> {
         .ok_or_else(|| format!("replica {id} is not in {}", config.display()))?;
     tracing::info!(id, ordering = %cfg.ordering, transport = %me.transport, client = %me.client,
         "starting replica; waiting for every peer to connect");
-    let replica = if rejoin {
-        squall_kv::rejoin_tcp_replica(&cfg, id)?
-    } else {
-        squall_kv::start_tcp_replica(&cfg, id)?
+    let (replica, client) = match bound {
+        Some((transport, client)) => {
+            if transport.local_addr()? != me.transport || client.local_addr()? != me.client {
+                return Err(format!(
+                    "{} names other addresses for replica {id} than it announced",
+                    config.display()
+                )
+                .into());
+            }
+            let replica = squall_kv::start_tcp_replica_on(&cfg, id, transport)?;
+            (replica, Some(client))
+        }
+        None if rejoin => (squall_kv::rejoin_tcp_replica(&cfg, id)?, None),
+        None => (squall_kv::start_tcp_replica(&cfg, id)?, None),
     };
     tracing::info!(id, "replica running; serving clients");
     let rt = runtime()?;
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(me.client).await?;
+        let listener = match client {
+            Some(l) => {
+                l.set_nonblocking(true)?;
+                tokio::net::TcpListener::from_std(l)?
+            }
+            None => tokio::net::TcpListener::bind(me.client).await?,
+        };
+        if let Some(file) = announce {
+            squall_kv::announce::write_atomically(&ready_file(file), "")?;
+        }
         let server = squall_smr::server::serve(listener, replica.handle(), Default::default());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {

@@ -7,9 +7,9 @@
 
 mod common;
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Stdio};
+use std::process::{ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
@@ -44,15 +44,24 @@ fn length(i: u64) -> usize {
 #[test]
 #[ignore = "entry point of the node processes that rr_three_processes_all_senders spawns"]
 fn rr_child_node() {
-    let (Ok(me), Ok(addrs), Ok(cluster)) = (
-        std::env::var("RR_NODE"),
-        std::env::var("RR_ADDRS"),
-        std::env::var("RR_CLUSTER"),
-    ) else {
+    let (Ok(me), Ok(cluster)) = (std::env::var("RR_NODE"), std::env::var("RR_CLUSTER")) else {
         return;
     };
     let me: u32 = me.parse().expect("node id");
-    let addrs: Vec<SocketAddr> = addrs.split(',').map(|a| a.parse().expect("addr")).collect();
+    // Bind port 0 and keep the listener; report the port, then learn every member's address.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    println!("RR-PORT {port}");
+    std::io::stdout().flush().expect("flush");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).expect("addresses");
+    let addrs: Vec<SocketAddr> = (line
+        .trim()
+        .strip_prefix("RR-ADDRS ")
+        .expect("RR-ADDRS a,b,…"))
+    .split(',')
+    .map(|a| a.parse().expect("addr"))
+    .collect();
     let mut tcp = ClusterConfig::new(
         cluster.parse().expect("cluster id"),
         addrs
@@ -69,7 +78,7 @@ fn rr_child_node() {
         .into_iter()
         .map(|s| Region::new(s).expect("region"))
         .collect();
-    let node = TcpNode::start(tcp, NodeId(me), regions).expect("tcp node starts");
+    let node = TcpNode::start_on(listener, tcp, NodeId(me), regions).expect("tcp node starts");
     let mut rr = RoundRobin::new(node, cfg).expect("group");
     let total = PER_SENDER * MEMBERS as u64;
     let mut sent = 0;
@@ -121,14 +130,6 @@ fn rr_child_node() {
 
 #[test]
 fn rr_three_processes_all_senders_mixed_sizes() {
-    let listeners: Vec<TcpListener> = (0..MEMBERS)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    let addrs: Vec<String> = listeners
-        .iter()
-        .map(|l| l.local_addr().expect("addr").to_string())
-        .collect();
-    drop(listeners);
     let exe = std::env::current_exe().expect("test binary");
     let mut children: Vec<_> = (0..MEMBERS)
         .map(|k| {
@@ -141,27 +142,48 @@ fn rr_three_processes_all_senders_mixed_sizes() {
                     "--test-threads=1",
                 ])
                 .env("RR_NODE", k.to_string())
-                .env("RR_ADDRS", addrs.join(","))
                 .env("RR_CLUSTER", u64::from(std::process::id()).to_string())
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .expect("spawn node process")
         })
         .collect();
+    // Every member binds its own port and reports it (no port is released between its choice
+    // and its use); then each learns every member's address.
+    let mut stdouts: Vec<BufReader<ChildStdout>> = (children.iter_mut())
+        .map(|c| BufReader::new(c.stdout.take().expect("stdout")))
+        .collect();
+    let addrs: Vec<String> = (stdouts.iter_mut().enumerate())
+        .map(|(k, out)| {
+            loop {
+                let mut l = String::new();
+                assert_ne!(
+                    out.read_line(&mut l).expect("read"),
+                    0,
+                    "node {k} reported no port"
+                );
+                // The line may follow the harness's "test rr_child_node ... " on the same line.
+                if let Some((_, p)) = l.trim().split_once("RR-PORT ") {
+                    break format!("127.0.0.1:{p}");
+                }
+            }
+        })
+        .collect();
+    for c in &mut children {
+        let stdin = c.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "RR-ADDRS {}", addrs.join(",")).expect("addresses to a node");
+    }
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut outputs = Vec::new();
-    for (k, c) in children.iter_mut().enumerate() {
+    for (k, (c, stdout)) in children.iter_mut().zip(&mut stdouts).enumerate() {
         loop {
             match c.try_wait().expect("wait") {
                 Some(status) => {
                     let mut out = String::new();
                     let mut err = String::new();
-                    c.stdout
-                        .take()
-                        .expect("stdout")
-                        .read_to_string(&mut out)
-                        .ok();
+                    stdout.read_to_string(&mut out).ok();
                     c.stderr
                         .take()
                         .expect("stderr")

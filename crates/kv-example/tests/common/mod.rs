@@ -34,16 +34,6 @@ impl Drop for Procs {
     }
 }
 
-/// `k` distinct free loopback addresses: every listener is held until all are bound, so the
-/// kernel cannot hand the same ephemeral port out twice (a config with a port used twice is
-/// refused by `KvConfig::validate`).
-pub fn free_addrs(k: usize) -> Vec<SocketAddr> {
-    let listeners: Vec<std::net::TcpListener> = (0..k)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners.iter().map(|l| l.local_addr().unwrap()).collect()
-}
-
 impl Procs {
     /// Writes `cfg` and starts every replica (`prefix[i]` runs before the binary, if given).
     pub fn start(cfg: KvConfig, tag: &str, prefix: Vec<Vec<String>>) -> Procs {
@@ -62,6 +52,54 @@ impl Procs {
             procs.children.push(None);
             procs.spawn(id);
         }
+        procs
+    }
+
+    /// Starts `n` replicas on loopback ports each binds itself: `cfg` (its `replicas` are
+    /// replaced) is written once every replica announced its ports (`serve --announce`, see
+    /// `squall_kv::announce`), so no port is free between its choice and its use. A replica
+    /// restarted later ([`spawn`](Self::spawn)) binds its port from the config again.
+    pub fn start_announced(mut cfg: KvConfig, n: usize, tag: &str) -> Procs {
+        let dir = Procs::dir_for(tag);
+        let _ = std::fs::remove_dir_all(&dir); // a leftover of an earlier run with this pid
+        std::fs::create_dir_all(&dir).unwrap();
+        cfg.replicas = Vec::new();
+        let mut procs = Procs {
+            children: (0..n).map(|_| None).collect(),
+            dir: dir.clone(),
+            prefix: Vec::new(),
+            cfg,
+        };
+        let files: Vec<PathBuf> = (0..n)
+            .map(|id| dir.join(format!("replica-{id}.addr")))
+            .collect();
+        for (id, file) in files.iter().enumerate() {
+            procs.spawn_with(id, &["--announce", &file.to_string_lossy()]);
+        }
+        let children = &mut procs.children;
+        let addrs =
+            squall_kv::announce::collect(&files, Duration::from_secs(60), || {
+                match children
+                    .iter_mut()
+                    .flatten()
+                    .find_map(|c| c.try_wait().ok().flatten())
+                {
+                    Some(status) => Err(format!("a replica exited ({status}) before announcing")),
+                    None => Ok(()),
+                }
+            })
+            .unwrap();
+        procs.cfg.replicas = (0..n as u32)
+            .zip(addrs)
+            .map(|(id, (transport, client))| ReplicaAddr {
+                id,
+                transport,
+                client,
+            })
+            .collect();
+        procs.cfg.validate().unwrap();
+        squall_kv::announce::write_atomically(&dir.join("cluster.toml"), &procs.cfg.to_toml())
+            .unwrap();
         procs
     }
 
@@ -116,22 +154,15 @@ impl Procs {
         std::env::temp_dir().join(format!("squall-kv-test-{tag}-{}", std::process::id()))
     }
 
-    /// A loopback config of `n` replicas on free ports (validated).
-    fn loopback_config(ordering: Ordering, n: usize) -> KvConfig {
-        let addrs = free_addrs(2 * n);
-        let replicas = (0..n as u32)
-            .map(|id| ReplicaAddr {
-                id,
-                transport: addrs[2 * id as usize],
-                client: addrs[2 * id as usize + 1],
-            })
-            .collect();
+    /// A loopback config of `n` replicas, their addresses not yet known
+    /// ([`start_announced`](Self::start_announced) fills them in).
+    fn loopback_config(ordering: Ordering) -> KvConfig {
         KvConfig {
             cluster_id: 7,
             ordering,
             heartbeat_period_ms: 50,
             heartbeat_timeout_ms: 600,
-            replicas,
+            replicas: Vec::new(),
             data_dir: None,
             fsync: Default::default(),
             snapshot_every: KvConfig::DEFAULT_SNAPSHOT_EVERY,
@@ -142,9 +173,7 @@ impl Procs {
     }
 
     pub fn loopback(ordering: Ordering, n: usize, tag: &str) -> Procs {
-        let cfg = Procs::loopback_config(ordering, n);
-        cfg.validate().unwrap();
-        Procs::start(cfg, tag, Vec::new())
+        Procs::start_announced(Procs::loopback_config(ordering), n, tag)
     }
 
     /// [`loopback`](Self::loopback) for the membership ordering in durable mode: the replicas
@@ -168,11 +197,10 @@ impl Procs {
 
     /// [`loopback_durable`](Self::loopback_durable) with the config as `set` leaves it.
     pub fn loopback_durable_with(n: usize, tag: &str, set: impl FnOnce(&mut KvConfig)) -> Procs {
-        let mut cfg = Procs::loopback_config(Ordering::Membership, n);
+        let mut cfg = Procs::loopback_config(Ordering::Membership);
         cfg.data_dir = Some(Procs::dir_for(tag).join("data"));
         set(&mut cfg);
-        cfg.validate().unwrap();
-        Procs::start(cfg, tag, Vec::new())
+        Procs::start_announced(cfg, n, tag)
     }
 
     pub fn log(&self, id: usize) -> String {

@@ -5,7 +5,9 @@
 //! *leaves* it (one fetch-sub) after. Breaking the link sets a flag bit and then waits until no
 //! poster is inside, so once [`Gate::close`] returns no op from that link is being applied or
 //! ever will be. A second flag marks the link *held* (a partition): posters queue instead of
-//! applying. The loom test in `tests/loom.rs` checks this protocol.
+//! applying. A restart reopens a closed gate ([`Gate::reopen`]) after storing the node's new
+//! life, which a poster checks inside the gate. The loom tests in `tests/loom.rs` check this
+//! protocol, the reopening included.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -183,7 +183,7 @@ impl ThreadedFabric {
                     if late.contains(&me) || late.contains(&peer) {
                         node.dir.add_absent_peer(peer);
                     } else {
-                        node.link(peer, 0);
+                        let _ = node.link(peer, 0);
                     }
                 }
                 node
@@ -561,7 +561,9 @@ impl Faults {
 
     /// Restarts a crashed node under the same id as a new incarnation, with fresh (zeroed)
     /// regions and a fresh inbox, and returns its new endpoint (`None` if the node has not
-    /// crashed). The old endpoint, if still held, refuses every op from then on.
+    /// crashed). The old endpoint, if still held, refuses every op from then on and takes
+    /// nothing of the new life's: its `poll` hands out no event, its `recv` no message, and its
+    /// `report_failed` and timeouts break no link.
     ///
     /// Every link of the node is reset, including those a peer broke with
     /// [`report_failed`](Transport::report_failed) while the node was absent or down: a new
@@ -572,7 +574,9 @@ impl Faults {
     /// nothing it posted before lands on the new incarnation (such ops fail) and a
     /// `report_failed` of the node made before is about the old incarnation. The new endpoint
     /// sees every peer absent until it polls their `PeerConnected` (one per running peer);
-    /// peers that are down link with it when they start or restart.
+    /// peers that are down link with it when they start or restart. A peer that has not polled
+    /// the connection of a life that is over by then (the node restarted again) gets only the
+    /// connection of the current one.
     ///
     /// ```
     /// use squall_transport::{Event, LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};
@@ -629,9 +633,20 @@ impl Faults {
             }
             let running = s.started[peer.index()].load(Ordering::Acquire)
                 && !s.nodes[peer.index()].crashed.load(Ordering::Acquire);
+            // A connection to the old life the peer has not taken yet is dropped: the peer
+            // never linked that life, so it hears neither of it nor of its failure, only of
+            // the new one. (One it took already but has not handed out is dropped by its
+            // `poll`, as no longer current.)
+            let unseen = {
+                let mut connects = lock(&s.nodes[peer.index()].connects);
+                let before = connects.len();
+                connects
+                    .retain(|e| !matches!(e, Event::PeerConnected { peer: p, .. } if *p == node));
+                connects.len() != before
+            };
             // A peer that linked the old life has its link closed (by the crash); it hears of
             // the failure before the new link, if it has not yet.
-            let linked_old = s.gates[s.link(peer, node)].is_closed();
+            let linked_old = !unseen && s.gates[s.link(peer, node)].is_closed();
             let mut for_peer = s.close(peer, node, FailureCause::ConnectionLost);
             if running && linked_old {
                 s.report(peer, node, &mut for_peer);
@@ -654,12 +669,11 @@ impl Faults {
         s.nodes[me].crashed.store(false, Ordering::Release);
         s.started[me].store(true, Ordering::Release);
         s.fault_epoch.fetch_add(1, Ordering::AcqRel);
-        let mut endpoint = ThreadedNode::fresh(s, node, life, parker);
+        let endpoint = ThreadedNode::fresh(s, node, life, parker);
+        // Queued like any other connection, so a restart of the peer before this endpoint
+        // takes it drops it (see above).
         for &peer in &peers {
-            endpoint.events.push_back(Event::PeerConnected {
-                peer,
-                incarnation: incarnation(s.life(peer)),
-            });
+            s.connect(node, peer);
         }
         tracing::debug!(%node, incarnation = incarnation(life), "threaded fabric: node restarted");
         Some(endpoint)
@@ -683,6 +697,9 @@ impl Faults {
     /// Releases a hold between `a` and `b`: queued ops are applied in order, then new ops flow.
     pub fn heal(&self, a: NodeId, b: NodeId) {
         let s = &self.shared;
+        // A restart of either end does not interleave: the completions go to the life that
+        // posted the ops.
+        let _faults = lock(&s.faults);
         for (src, dst) in [(a, b), (b, a)] {
             let link = s.link(src, dst);
             let mut held = lock(&s.held[link]);
@@ -792,12 +809,17 @@ impl ThreadedNode {
         }
     }
 
-    /// Links `peer`'s life `life` (its regions become reachable).
-    fn link(&mut self, peer: NodeId, life: u64) {
+    /// Links `peer`'s life `life` (its regions become reachable). Returns `false`, linking
+    /// nothing, if that life is over (the peer restarted again): a restart stores the new life
+    /// before it replaces `current`, so the life read under that lock names its regions.
+    fn link(&mut self, peer: NodeId, life: u64) -> bool {
         if peer == self.me {
-            return;
+            return true;
         }
         let current = lock(&self.shared.nodes[peer.index()].current);
+        if self.shared.life(peer) != life {
+            return false;
+        }
         self.remote[peer.index()] = Some(Remote {
             life,
             regions: Arc::clone(&current.regions),
@@ -805,12 +827,20 @@ impl ThreadedNode {
         });
         drop(current);
         self.dir.add_peer(peer, &self.shared.layout);
+        true
+    }
+
+    /// Whether this endpoint's life of the node is still the current one. An endpoint whose
+    /// node was restarted shares the node's queues, inbox and links with the new life, so it
+    /// touches none of them: it polls nothing, receives nothing and reports nothing.
+    fn is_current(&self) -> bool {
+        self.shared.life(self.me) == self.life
     }
 
     /// Whether an op between this life and `peer`'s linked life may apply (checked inside the
     /// link's gate, so a restart that bumps either life first never sees it land).
     fn lives_match(&self, peer: &Remote, to: NodeId) -> bool {
-        self.shared.life(self.me) == self.life && self.shared.life(to) == peer.life
+        self.is_current() && self.shared.life(to) == peer.life
     }
 
     /// A handle for injecting faults into this node's cluster.
@@ -828,8 +858,7 @@ impl ThreadedNode {
         op: Posted<'_>,
     ) -> Result<OpId, PostError> {
         let s = &*self.shared;
-        if s.nodes[self.me.index()].crashed.load(Ordering::Acquire) || s.life(self.me) != self.life
-        {
+        if s.nodes[self.me.index()].crashed.load(Ordering::Acquire) || !self.is_current() {
             return Err(PostError::Closed);
         }
         let Some(remote) = &self.remote[peer.index()] else {
@@ -893,8 +922,9 @@ impl ThreadedNode {
                 let shared = Arc::clone(&self.shared);
                 let _faults = lock(&shared.faults);
                 // A restart may have reset the link since: the failure was then the linked
-                // life's, which the restart reported.
-                if shared.life(peer) == linked {
+                // life's, which the restart reported (or this endpoint's life is over and the
+                // link is its successor's).
+                if shared.life(peer) == linked && self.is_current() {
                     shared.report(self.me, peer, &mut self.events);
                 }
                 self.events
@@ -971,20 +1001,39 @@ impl ThreadedNode {
 
     /// Reports links closed by others (crash, a peer's `report_failed`, a timeout seen by the
     /// peer) and fails this node's held ops whose deadline passed.
+    ///
+    /// An endpoint whose life is over does nothing: what is queued for the node is the new
+    /// life's. Each step that takes something shared checks the life under the fault lock, which
+    /// a restart holds while it bumps the life.
     fn refresh(&mut self) {
+        if !self.is_current() {
+            return;
+        }
         let shared = Arc::clone(&self.shared);
         let s = &*shared;
         let node = &s.nodes[self.me.index()];
-        let pending = node.has_deferred.swap(false, Ordering::AcqRel);
-        if pending {
-            // Connections go behind everything queued so far (a failure reported before them
-            // is of the link they replace).
-            let connects = std::mem::take(&mut *lock(&node.connects));
-            self.events.extend(connects);
+        let mut deferred = Vec::new();
+        if node.has_deferred.load(Ordering::Acquire) {
+            // Both queues in one critical section with the fault operations, so a restart of a
+            // peer (its failure deferred, its connection queued) is taken whole or not at all.
+            let _faults = lock(&s.faults);
+            if !self.is_current() {
+                return;
+            }
+            if node.has_deferred.swap(false, Ordering::AcqRel) {
+                deferred = std::mem::take(&mut *lock(&node.deferred));
+                // Connections go behind everything queued so far (a failure reported before
+                // them is of the link they replace).
+                let connects = std::mem::take(&mut *lock(&node.connects));
+                self.events.extend(connects);
+            }
         }
         let epoch = s.fault_epoch.load(Ordering::Acquire);
         if epoch != self.seen_epoch {
             let _faults = lock(&s.faults);
+            if !self.is_current() {
+                return;
+            }
             self.seen_epoch = epoch;
             for &peer in self.dir.peers() {
                 if s.gates[s.link(self.me, peer)].is_closed() {
@@ -1006,18 +1055,19 @@ impl ThreadedNode {
                 self.time_out(peer);
             }
         }
-        if pending {
-            let deferred = std::mem::take(&mut *lock(&node.deferred));
-            // Deferred events are older than anything posted since; put them first.
-            for e in deferred.into_iter().rev() {
-                self.events.push_front(e);
-            }
+        // Deferred events are older than anything posted since; put them first.
+        for e in deferred.into_iter().rev() {
+            self.events.push_front(e);
         }
     }
 
     fn time_out(&mut self, peer: NodeId) {
         let s = Arc::clone(&self.shared);
         let _faults = lock(&s.faults);
+        if !self.is_current() {
+            // The held ops are the new life's; it times them out itself.
+            return;
+        }
         let link = s.link(self.me, peer);
         let _ = s.causes[link].compare_exchange(
             0,
@@ -1135,15 +1185,23 @@ impl Transport for ThreadedNode {
     }
 
     fn poll(&mut self, out: &mut [Event]) -> usize {
-        self.refresh();
-        let n = out.len().min(self.events.len());
-        for (slot, e) in out.iter_mut().zip(self.events.drain(..n)) {
-            *slot = e;
+        if !self.is_current() {
+            return 0;
         }
-        for e in &out[..n] {
-            if let Event::PeerConnected { peer, incarnation } = *e {
-                self.link(peer, incarnation.saturating_sub(1));
+        self.refresh();
+        let mut n = 0;
+        while n < out.len() {
+            let Some(e) = self.events.pop_front() else {
+                break;
+            };
+            if let Event::PeerConnected { peer, incarnation } = e {
+                if !self.link(peer, incarnation.saturating_sub(1)) {
+                    // The peer restarted again since: its later connection follows.
+                    continue;
+                }
             }
+            out[n] = e;
+            n += 1;
         }
         n
     }
@@ -1157,8 +1215,15 @@ impl Transport for ThreadedNode {
         if node.inbox_len.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let (from, data) = lock(&node.inbox).pop_front()?;
+        let mut inbox = lock(&node.inbox);
+        // Checked under the inbox lock, which a restart takes (after bumping the life) to clear
+        // the inbox: an old endpoint takes nothing meant for the new life.
+        if !self.is_current() {
+            return None;
+        }
+        let (from, data) = inbox.pop_front()?;
         node.inbox_len.fetch_sub(1, Ordering::AcqRel);
+        drop(inbox);
         *buf = data;
         Some(from)
     }
@@ -1169,6 +1234,10 @@ impl Transport for ThreadedNode {
         }
         let s = Arc::clone(&self.shared);
         let _faults = lock(&s.faults);
+        if !self.is_current() {
+            // About this endpoint's own links, which the restart reset for the new life.
+            return;
+        }
         match &self.remote[peer.index()] {
             // About a life that is over: its failure is reported already, the new link stays.
             Some(r) if r.life != s.life(peer) => return,
@@ -1193,6 +1262,11 @@ impl Transport for ThreadedNode {
     }
 
     fn wait(&mut self, timeout: Duration) {
+        if !self.is_current() {
+            // Nothing will come: the node's queues are the new life's.
+            self.parker.park_timeout(timeout);
+            return;
+        }
         self.refresh();
         let node = &self.shared.nodes[self.me.index()];
         if !self.events.is_empty() || node.inbox_len.load(Ordering::Acquire) > 0 {

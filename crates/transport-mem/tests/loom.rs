@@ -2,6 +2,8 @@
 //! the fabrics execute (it is generic over `AtomicWord`; here the word is loom's model).
 //!
 //! - the link gate: once `close` returns, no op from that link is applied, ever;
+//! - a gate closed and reopened for a node's new life (a restart: the life bumped first): no op
+//!   of the old life is applied once `close` returns, though the gate opens again;
 //! - partial-word writes by two writers to different bytes of one word lose neither update;
 //! - the guard protocol: data written before a guard (release) is seen by a reader that acquires
 //!   the guard — the ordering every SST push and SMC slot depends on;
@@ -71,6 +73,43 @@ fn nothing_applies_after_a_gate_closes() {
             "an op applied after close returned"
         );
         assert_eq!(gate.enter(), Entry::Closed);
+    });
+}
+
+#[test]
+fn a_reopened_gate_admits_no_op_of_the_life_before() {
+    loom::model(|| {
+        let gate = Arc::new(Gate::with_word(LoomWord::new(0)));
+        let life = Arc::new(LoomWord::new(0));
+        let memory = Arc::new(LoomWord::new(0));
+        let poster = {
+            let (gate, life, memory) = (gate.clone(), life.clone(), memory.clone());
+            loom::thread::spawn(move || {
+                // An endpoint of life 0, checking its life inside the gate as `post` does.
+                for v in 1..=2 {
+                    if gate.enter() == Entry::Open {
+                        if life.load(Ordering::Acquire) == 0 {
+                            memory.store(v, Ordering::Relaxed);
+                        }
+                        gate.leave();
+                    }
+                }
+            })
+        };
+        // The restart, as `Faults::restart_node` orders it: the new life first, then the link
+        // closed (waiting out a poster inside) and opened again.
+        life.store(1, Ordering::Release);
+        gate.close();
+        let at_close = memory.load(Ordering::Relaxed);
+        gate.reopen();
+        poster.join().expect("poster");
+        assert_eq!(
+            memory.load(Ordering::Relaxed),
+            at_close,
+            "an op of the old life applied after the restart closed the gate"
+        );
+        assert_eq!(gate.enter(), Entry::Open, "the new life's posters enter");
+        gate.leave();
     });
 }
 

@@ -239,3 +239,153 @@ fn an_op_posted_before_the_new_incarnation_is_polled_fails_and_never_lands() {
         .expect("linked");
     assert_eq!(fresh.region(R).expect("registered").load(0), 5);
 }
+
+/// The peers named by the `PeerConnected` events among `events`, in order.
+fn connected(events: &[Event]) -> Vec<NodeId> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::PeerConnected { peer, .. } => Some(*peer),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_old_endpoint_still_polled_after_its_restart_takes_nothing_from_the_new_one() {
+    let timeout = Duration::from_millis(20);
+    let fabric = ThreadedFabric::new(ThreadedConfig {
+        op_timeout: timeout,
+        ..Default::default()
+    })
+    .expect("valid");
+    let mut old = fabric.cluster(3, &[RegionSpec::new(R, 64)]).expect("valid");
+    let faults = old[0].faults();
+    faults.crash(NodeId(1));
+    faults.crash(NodeId(2));
+    let mut n1 = faults.restart_node(NodeId(1)).expect("crashed");
+    // The old thread of node 1 winds down, polling, while the new one links.
+    assert!(events_of(&mut old[1]).is_empty(), "its life is over");
+    let mut n2 = faults.restart_node(NodeId(2)).expect("crashed");
+    assert!(events_of(&mut old[1]).is_empty(), "its life is over");
+    assert_eq!(connected(&events_of(&mut n1)), [NodeId(0), NodeId(2)]);
+    assert_eq!(connected(&events_of(&mut n2)), [NodeId(0), NodeId(1)]);
+    assert_eq!(connected(&events_of(&mut old[0])), [NodeId(1), NodeId(2)]);
+    // A message to node 1 reaches the new endpoint only.
+    old[0]
+        .send(NodeId(1), b"to the new life", Signal::Unsignaled)
+        .expect("linked");
+    let mut buf = Vec::new();
+    assert_eq!(old[1].recv(&mut buf), None);
+    assert_eq!(n1.recv(&mut buf), Some(NodeId(0)));
+    assert_eq!(buf, b"to the new life");
+    // The old endpoint's reports are about its own life: the new links stay up.
+    old[1].report_failed(NodeId(0));
+    old[1].report_failed(NodeId(2));
+    // An op of the new life held on a partition does not time out on the old endpoint's poll.
+    faults.partition(NodeId(1), NodeId(0));
+    n1.region(R).expect("registered").store(0, 41);
+    let op = n1
+        .write(
+            NodeId(0),
+            LocalSlice::new(R, 0, 8),
+            RemoteAddr::new(R, 0),
+            Signal::Signaled,
+        )
+        .expect("linked");
+    std::thread::sleep(timeout * 2);
+    assert!(events_of(&mut old[1]).is_empty(), "its life is over");
+    faults.heal(NodeId(1), NodeId(0));
+    assert_eq!(old[0].region(R).expect("registered").load(0), 41);
+    let events = events_of(&mut n1);
+    assert!(
+        matches!(events.as_slice(), [Event::Completion(c)] if c.op == op && c.result == Ok(0)),
+        "{events:?}"
+    );
+    // Every link of the new life is still up, both ways.
+    for (a, b) in [(0, 1), (0, 2)] {
+        let peer = NodeId(b);
+        old[a].fence(peer).expect("linked");
+        let events = events_of(&mut old[a]);
+        assert!(
+            matches!(events.as_slice(), [Event::Completion(c)] if c.result.is_ok()),
+            "{a} -> {b}: {events:?}"
+        );
+    }
+    for (node, peers) in [
+        (&mut n1, [NodeId(0), NodeId(2)]),
+        (&mut n2, [NodeId(0), NodeId(1)]),
+    ] {
+        for peer in peers {
+            node.fence(peer).expect("linked");
+            let events = events_of(node);
+            assert!(
+                matches!(events.as_slice(), [Event::Completion(c)] if c.result.is_ok()),
+                "-> {peer}: {events:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_node_restarted_twice_before_its_peers_poll_is_connected_once_at_its_current_incarnation() {
+    let fabric = ThreadedFabric::new(ThreadedConfig::default()).expect("valid");
+    let mut nodes = fabric.cluster(3, &[RegionSpec::new(R, 64)]).expect("valid");
+    let faults = nodes[0].faults();
+    faults.crash(NodeId(1));
+    let _first = faults.restart_node(NodeId(1)).expect("crashed");
+    // Node 2 takes one event (the failure) and so has the first restart's connection queued.
+    let mut one = [Event::PeerConnected {
+        peer: NodeId(0),
+        incarnation: 0,
+    }];
+    assert_eq!(nodes[2].poll(&mut one), 1);
+    assert!(matches!(
+        one[0],
+        Event::PeerFailed {
+            peer: NodeId(1),
+            ..
+        }
+    ));
+    faults.crash(NodeId(1));
+    let mut n1 = faults.restart_node(NodeId(1)).expect("crashed");
+    let incarnation = faults.incarnation(NodeId(1));
+    assert_eq!(incarnation, 3);
+    let connection = Event::PeerConnected {
+        peer: NodeId(1),
+        incarnation,
+    };
+    for i in [0, 2] {
+        // Node 0 never took the first restart's connection: it hears of the failure of the
+        // life it linked, then of the current one. Node 2 had taken it (not handed out): it
+        // hears of that life's failure too, then of the current one.
+        let events = events_of(&mut nodes[i]);
+        assert!(
+            matches!(
+                events.as_slice(),
+                [Event::PeerFailed { peer: NodeId(1), .. }, e] if *e == connection
+            ),
+            "node {i}: one failure, then one connection of the current incarnation: {events:?}"
+        );
+        // Linked to the current memory.
+        nodes[i]
+            .region(R)
+            .expect("registered")
+            .store(i, 50 + i as u64);
+        nodes[i]
+            .write(
+                NodeId(1),
+                LocalSlice::new(R, i * 8, 8),
+                RemoteAddr::new(R, i * 8),
+                Signal::Signaled,
+            )
+            .expect("linked");
+        let events = events_of(&mut nodes[i]);
+        assert!(
+            matches!(events.as_slice(), [Event::Completion(c)] if c.result.is_ok()),
+            "node {i}: {events:?}"
+        );
+        assert_eq!(n1.region(R).expect("registered").load(i), 50 + i as u64);
+    }
+    assert_eq!(connected(&events_of(&mut n1)), [NodeId(0), NodeId(2)]);
+}

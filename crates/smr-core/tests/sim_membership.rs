@@ -426,7 +426,7 @@ proptest::proptest! {
 
 /// s24 (docs/MEMBERSHIP.md, fiftieth part): the members' `max_state_bytes` (64) is below the
 /// service's state, so each member asked refuses it and the joiner's `Group` stops with
-/// `SenderRefused`. Its replica must stop too, with `JoinFailed` naming that reason (clients
+/// `SenderRefused`. Its replica must stop too, with `BackendStopped` naming that reason (clients
 /// told why), instead of answering "joining" for good; the members carry on, linearizable.
 #[test]
 fn a_joiner_whose_state_is_refused_as_too_large_stops_with_the_reason() {
@@ -462,7 +462,7 @@ fn a_joiner_whose_state_is_refused_as_too_large_stops_with_the_reason() {
                 ));
             }
             let joiner = cl.cores[3].as_mut().ok_or("the joiner crashed")?;
-            let failed = joiner.join_failed().cloned().ok_or_else(|| {
+            let failed = joiner.backend_stopped().cloned().ok_or_else(|| {
                 format!(
                     "the joiner's group stopped ({why}) but its replica did not (joining: {})",
                     joiner.is_joining()

@@ -159,6 +159,8 @@ pub struct ReplicaCore<S> {
     stopped: Option<String>,
     /// The backend stopped for good: why, and in which phase (the replica stopped too).
     backend_stopped: Option<BackendStopped>,
+    /// The backend accepted this replica's leave: its stop is the leave completing.
+    leaving: bool,
     /// The position of the latest checkpoint, or of the state installed last.
     checkpointed: u64,
     /// The position at which the backend last refused a checkpoint (asked again only past it).
@@ -651,6 +653,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             restarting: None,
             stopped: None,
             backend_stopped: None,
+            leaving: false,
             checkpointed: 0,
             checkpoint_refused: None,
             checkpoints_off: false,
@@ -1009,6 +1012,13 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// The backend stopped for good: stops the replica with [`BackendStopped`] in the phase
     /// the replica is in (joining, restarting or serving), once.
     fn stop_backend(&mut self, reason: String) {
+        if self.leaving {
+            if self.stopped.is_none() {
+                tracing::info!(replica = %self.me, %reason, "left the group");
+                self.halt(reason);
+            }
+            return;
+        }
         let phase = if self.joining {
             StopPhase::Joining
         } else if self.restarting.is_some() {
@@ -1017,6 +1027,34 @@ impl<S: StateMachine> ReplicaCore<S> {
             StopPhase::Member
         };
         self.stop_backend_in(reason, phase);
+    }
+
+    /// The backend accepted this replica's request to leave its group
+    /// ([`StateTransfer::leave`]): the stop that follows once the group installed a view
+    /// without it is the leave completing, not a failure. The replica then stops as a plain
+    /// [`stop`](Self::stop) does (every request answered [`ErrorCode::Unavailable`] with the
+    /// backend's reason), with no [`BackendStopped`]: a driver keeps running (its state can
+    /// still be read, e.g. by a snapshot) until it is shut down.
+    ///
+    /// ```
+    /// use squall_ordering::SubmitError;
+    /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine};
+    /// use squall_transport::NodeId;
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// let mut core = ReplicaCore::new(NodeId(2), Nop, CoreConfig::default())?;
+    /// core.leaving();
+    /// core.refused(&SubmitError::Stopped("left: view 5 was installed without it".into()));
+    /// assert!(core.backend_stopped().is_none());
+    /// # Ok::<(), squall_smr::ConfigError>(())
+    /// ```
+    pub fn leaving(&mut self) {
+        self.leaving = true;
     }
 
     /// Stops the replica with [`BackendStopped`] (logged at `error`, counted in

@@ -168,7 +168,9 @@ impl ReplicaHandle {
     /// by [`Replica::spawn_joinable`]: see [`StateTransfer::leave`]). The receiver resolves
     /// once the backend took the request (or refused it: a fixed group, or a replica outside
     /// any view); the replica then keeps applying until the view without it is installed, and
-    /// answers `Unavailable` from then on.
+    /// answers `Unavailable` from then on. Its backend's stop that follows is the leave, not a
+    /// failure ([`ReplicaCore::leaving`]): the thread keeps running (a snapshot can still be
+    /// taken) until [`Replica::shutdown`], which returns the state machine.
     pub fn leave(&self) -> Result<oneshot::Receiver<Result<(), TransferError>>, Busy> {
         let (reply, rx) = oneshot::channel();
         self.enqueue(Job::Leave(reply))?;
@@ -774,6 +776,7 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                         tracing::warn!(error = %e, "leave refused");
                     } else {
                         tracing::info!("leaving the group");
+                        self.core.leaving();
                     }
                     let _ = reply.send(r);
                     took += 1;

@@ -1105,10 +1105,10 @@ mod tests {
     }
 
     /// Waits (10 s at most, only against a hang) for `replica`'s thread to end by itself.
-    fn wait_until_ended<S: StateMachine>(replica: &Replica<S>, what: &str) {
+    fn wait_until_ended<S: StateMachine>(replica: &Replica<S>, what: impl Fn() -> String) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while replica.is_running() {
-            assert!(std::time::Instant::now() < deadline, "{what}");
+            assert!(std::time::Instant::now() < deadline, "{}", what());
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -1153,13 +1153,12 @@ mod tests {
                 stop.store(true, Ordering::Release);
                 StopPhase::Member
             };
-            wait_until_ended(
-                &replica,
-                &format!(
+            wait_until_ended(&replica, || {
+                format!(
                     "the backend stopped ({phase:?}) but the replica's thread still runs ({} polls)",
                     polls.load(Ordering::Relaxed)
-                ),
-            );
+                )
+            });
             let stopped = h.backend_stopped().expect("the stop is reported");
             assert_eq!(stopped.phase, phase);
             assert!(stopped.reason.contains("max_buffered"), "{stopped}");

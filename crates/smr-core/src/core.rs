@@ -157,8 +157,10 @@ pub struct ReplicaCore<S> {
     /// A replica on a backend restarting from its durable logs: why it cannot serve yet.
     restarting: Option<String>,
     stopped: Option<String>,
-    /// The backend stopped while this replica was joining: why (the replica stopped too).
-    join_failed: Option<JoinFailed>,
+    /// The backend stopped for good: why, and in which phase (the replica stopped too).
+    backend_stopped: Option<BackendStopped>,
+    /// The backend accepted this replica's leave: its stop is the leave completing.
+    leaving: bool,
     /// The position of the latest checkpoint, or of the state installed last.
     checkpointed: u64,
     /// The position at which the backend last refused a checkpoint (asked again only past it).
@@ -266,25 +268,54 @@ pub struct PositionMismatch {
     pub applied: u64,
 }
 
-/// A joining replica's backend stopped for good before the replica's state transfer
-/// completed ([`StateTransfer::stopped`]): no state can reach it any more, so
-/// [`ReplicaCore::upcalls_from`] stops the replica with this error instead of leaving it
-/// *joining* for good. Every request owed an answer, and every later one, is answered
-/// [`ErrorCode::Unavailable`] with this message; the runtime's thread ends
-/// ([`RuntimeError::JoinFailed`](crate::RuntimeError::JoinFailed)). Joining again is the
-/// operator's step (a new replica, with the cause removed: `reason` says what it is).
+/// A replica's backend stopped for good ([`StateTransfer::stopped`], or a
+/// [`SubmitError::Stopped`] answer to a submission): its group lost its majority, lost a
+/// shard, failed a log write, refused a joiner's state, ... The replica can apply nothing
+/// more, so [`ReplicaCore::upcalls_from`] (or [`ReplicaCore::refused`]) stops it with this
+/// error, whatever it was doing ([`StopPhase`]): every request owed an answer, and every
+/// later one, is answered [`ErrorCode::Unavailable`] with this message; the runtime's thread
+/// ends ([`RuntimeError::BackendStopped`](crate::RuntimeError::BackendStopped)). Starting the
+/// replica again is the operator's step (with the cause removed: `reason` says what it is).
 ///
 /// ```
-/// let e = squall_smr::JoinFailed { reason: "the state of 4096 bytes is too large".into() };
+/// use squall_smr::{BackendStopped, StopPhase};
+/// let e = BackendStopped { reason: "the state of 4096 bytes is too large".into(), phase: StopPhase::Joining };
 /// assert!(e.to_string().contains("join failed") && e.to_string().contains("4096 bytes"));
+/// let e = BackendStopped { reason: "lost its majority".into(), phase: StopPhase::Member };
+/// assert!(e.to_string().contains("backend stopped") && e.to_string().contains("majority"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "this replica's join failed: its group stopped before the state transfer completed: {reason}"
-)]
-pub struct JoinFailed {
+#[error("{}", match phase {
+    StopPhase::Joining => format!(
+        "this replica's join failed: its group stopped before the state transfer completed: {reason}"),
+    StopPhase::Restarting => format!(
+        "this replica's restart failed: its group stopped before the restart completed: {reason}"),
+    StopPhase::Starting => format!(
+        "this replica's backend had stopped before the replica started: {reason}"),
+    StopPhase::Member => format!("this replica's backend stopped: {reason}"),
+})]
+pub struct BackendStopped {
     /// The backend's stop reason.
     pub reason: String,
+    /// What the replica was doing when its backend stopped.
+    pub phase: StopPhase,
+}
+
+/// What a replica was doing when its backend stopped ([`BackendStopped`]).
+///
+/// ```
+/// assert_ne!(squall_smr::StopPhase::Member, squall_smr::StopPhase::Joining);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopPhase {
+    /// Serving: it held the group's state.
+    Member,
+    /// Joining: its state transfer had not completed (it never held a state).
+    Joining,
+    /// Restarting from durable logs: its restart had not completed.
+    Restarting,
+    /// The backend had stopped before the replica started (the runtime found it stopped).
+    Starting,
 }
 
 /// A transferred state to decode off the replica's thread ([`ReplicaCore::take_install`]):
@@ -621,7 +652,8 @@ impl<S: StateMachine> ReplicaCore<S> {
             joining: false,
             restarting: None,
             stopped: None,
-            join_failed: None,
+            backend_stopped: None,
+            leaving: false,
             checkpointed: 0,
             checkpoint_refused: None,
             checkpoints_off: false,
@@ -784,7 +816,7 @@ impl<S: StateMachine> ReplicaCore<S> {
                 false
             }
             SubmitError::Stopped(reason) => {
-                self.stop(reason.clone());
+                self.stop_backend(reason.clone());
                 false
             }
         }
@@ -813,10 +845,12 @@ impl<S: StateMachine> ReplicaCore<S> {
         }
     }
 
-    /// The backend stopped for good: every request owed an answer gets
-    /// [`ErrorCode::Unavailable`], and so does every later one.
+    /// Stops the replica for good with `reason` (the core uses it for a failure of its own: a
+    /// delivery at the wrong position, a state it cannot install): every request owed an
+    /// answer gets [`ErrorCode::Unavailable`], and so does every later one. A backend's own
+    /// stop is reported as [`BackendStopped`] instead ([`backend_stopped`](Self::backend_stopped)).
     pub fn stop(&mut self, reason: String) {
-        tracing::warn!(replica = %self.me, %reason, "backend stopped");
+        tracing::warn!(replica = %self.me, %reason, "replica stopped");
         self.halt(reason);
     }
 
@@ -951,9 +985,10 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.joining
     }
 
-    /// Why this replica's join failed, if it did: its backend stopped while it was joining
-    /// ([`JoinFailed`]; checked by [`upcalls_from`](Self::upcalls_from) after every poll).
-    /// The replica is stopped then: a driver ends its loop.
+    /// Why this replica's backend stopped for good, if it did ([`BackendStopped`]: checked
+    /// by [`upcalls_from`](Self::upcalls_from) after every poll, and reported by
+    /// [`refused`](Self::refused) for a [`SubmitError::Stopped`]), with what the replica was
+    /// doing then. The replica is stopped then: a driver ends its loop.
     ///
     /// ```
     /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine};
@@ -967,23 +1002,76 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// # }
     /// let mut core = ReplicaCore::new(NodeId(3), Nop, CoreConfig::default())?;
     /// core.await_state();
-    /// assert!(core.is_joining() && core.join_failed().is_none());
+    /// assert!(core.is_joining() && core.backend_stopped().is_none());
     /// # Ok::<(), squall_smr::ConfigError>(())
     /// ```
-    pub fn join_failed(&self) -> Option<&JoinFailed> {
-        self.join_failed.as_ref()
+    pub fn backend_stopped(&self) -> Option<&BackendStopped> {
+        self.backend_stopped.as_ref()
     }
 
-    /// The backend stopped for good while this replica was joining: stops the replica with
-    /// [`JoinFailed`] (logged at `error`, counted in [`Counters::joins_failed`]).
+    /// The backend stopped for good: stops the replica with [`BackendStopped`] in the phase
+    /// the replica is in (joining, restarting or serving), once.
+    fn stop_backend(&mut self, reason: String) {
+        if self.leaving {
+            if self.stopped.is_none() {
+                tracing::info!(replica = %self.me, %reason, "left the group");
+                self.halt(reason);
+            }
+            return;
+        }
+        let phase = if self.joining {
+            StopPhase::Joining
+        } else if self.restarting.is_some() {
+            StopPhase::Restarting
+        } else {
+            StopPhase::Member
+        };
+        self.stop_backend_in(reason, phase);
+    }
+
+    /// The backend accepted this replica's request to leave its group
+    /// ([`StateTransfer::leave`]): the stop that follows once the group installed a view
+    /// without it is the leave completing, not a failure. The replica then stops as a plain
+    /// [`stop`](Self::stop) does (every request answered [`ErrorCode::Unavailable`] with the
+    /// backend's reason), with no [`BackendStopped`]: a driver keeps running (its state can
+    /// still be read, e.g. by a snapshot) until it is shut down.
     ///
-    /// [`Counters::joins_failed`]: crate::Counters::joins_failed
-    fn fail_join(&mut self, reason: String) {
-        let e = JoinFailed { reason };
-        tracing::error!(replica = %self.me, error = %e, "the join failed: stopping the replica");
-        self.metrics.add(&self.metrics.joins_failed, 1);
+    /// ```
+    /// use squall_ordering::SubmitError;
+    /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine};
+    /// use squall_transport::NodeId;
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// let mut core = ReplicaCore::new(NodeId(2), Nop, CoreConfig::default())?;
+    /// core.leaving();
+    /// core.refused(&SubmitError::Stopped("left: view 5 was installed without it".into()));
+    /// assert!(core.backend_stopped().is_none());
+    /// # Ok::<(), squall_smr::ConfigError>(())
+    /// ```
+    pub fn leaving(&mut self) {
+        self.leaving = true;
+    }
+
+    /// Stops the replica with [`BackendStopped`] (logged at `error`, counted in
+    /// [`Counters::backends_stopped`]) unless it was stopped so already. The runtime calls
+    /// this with [`StopPhase::Starting`] for a backend that stopped before the replica
+    /// started.
+    ///
+    /// [`Counters::backends_stopped`]: crate::Counters::backends_stopped
+    pub(crate) fn stop_backend_in(&mut self, reason: String, phase: StopPhase) {
+        if self.backend_stopped.is_some() {
+            return;
+        }
+        let e = BackendStopped { reason, phase };
+        tracing::error!(replica = %self.me, error = %e, ?phase, "the backend stopped: stopping the replica");
+        self.metrics.add(&self.metrics.backends_stopped, 1);
         let message = format!("{e}; retry at another replica");
-        self.join_failed = Some(e);
+        self.backend_stopped = Some(e);
         if self.stopped.is_none() {
             self.halt(message);
         }
@@ -1123,11 +1211,20 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// state machine in and takes the snapshot's sessions and position, as
     /// [`install_transferred`](Self::install_transferred) does, and returns the replaced
     /// machine (the driver may drop it elsewhere). A state that could not be decoded stops
-    /// the replica with the error `install_transferred` reports. The upcalls kept meanwhile
+    /// the replica with the error `install_transferred` reports. A replica stopped meanwhile
+    /// (its backend stopped, [`BackendStopped`]) installs nothing and returns `None`: the
+    /// decoded machine is dropped. The upcalls kept meanwhile
     /// are applied by the following [`upcalls_from`](Self::upcalls_from) calls. (See
     /// [`InstallJob`] for an example.)
     pub fn install_decoded(&mut self, decoded: DecodedState<S>) -> Option<S> {
         self.installing = None;
+        if let Some(why) = &self.stopped {
+            // A stopped replica installs nothing: it answers every request with `why` for
+            // good, and a state swapped in now would be read by nobody.
+            tracing::warn!(replica = %self.me, position = decoded.position, reason = %why,
+                "a decoded state reached a stopped replica: not installed");
+            return None;
+        }
         let DecodedState {
             position,
             bytes,
@@ -1174,9 +1271,9 @@ impl<S: StateMachine> ReplicaCore<S> {
     ///   position than [`applied`](Self::applied), which stops the replica unapplied
     ///   ([`PositionMismatch`]). A state the backend offers at any `View` is installed first,
     ///   a joiner's or not.
-    /// - A joining replica whose backend stopped for good ([`StateTransfer::stopped`]) stops
-    ///   with [`JoinFailed`] naming the backend's reason (see
-    ///   [`join_failed`](Self::join_failed)).
+    /// - A replica whose backend stopped for good ([`StateTransfer::stopped`]) stops with
+    ///   [`BackendStopped`] naming the backend's reason and what the replica was doing
+    ///   (joining, restarting or serving; see [`backend_stopped`](Self::backend_stopped)).
     /// - A replica holding a state whose backend stopped holding one (it did after the previous
     ///   poll, it does not now: its group joins again) drops it and awaits a transferred state
     ///   as a joiner does.
@@ -1232,11 +1329,10 @@ impl<S: StateMachine> ReplicaCore<S> {
                 self.take_upcall(backend, u);
             }
         }
-        if self.joining
-            && self.join_failed.is_none()
+        if self.backend_stopped.is_none()
             && let Some(reason) = backend.stopped()
         {
-            self.fail_join(reason);
+            self.stop_backend(reason);
         }
         if self.settling() {
             return;
@@ -1660,7 +1756,7 @@ impl<S: StateMachine> ReplicaCore<S> {
     }
 
     fn unavailable(&self) -> Option<String> {
-        if let Some(e) = &self.join_failed {
+        if let Some(e) = &self.backend_stopped {
             return Some(format!("{e}; retry at another replica"));
         }
         if let Some(r) = &self.stopped {
@@ -2634,11 +2730,14 @@ mod tests {
         );
     }
 
-    /// A joiner's backend that stops for good as the test says, as `squall-membership`'s
-    /// `Group` does: once stopped it answers `holds_state` true ("frozen") and reports the
-    /// reason through `stopped`; it never hands a state over.
+    /// A backend that stops for good as the test says, as `squall-membership`'s `Group`
+    /// does: once stopped it answers `holds_state` true ("frozen") and reports the reason
+    /// through `stopped` (and, restarting, through `restarting` as "its restart stopped");
+    /// it hands over the state the test gives it, once.
     struct Failing {
         stopped: Option<String>,
+        restart: bool,
+        state: Option<(u64, Vec<u8>)>,
     }
 
     impl squall_ordering::TotalOrder for Failing {
@@ -2668,22 +2767,42 @@ mod tests {
             Err(TransferError::Refused("joining".into()))
         }
         fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
-            None
+            self.state.take()
         }
         fn stopped(&self) -> Option<String> {
             self.stopped.clone()
+        }
+        fn restarting(&self) -> Option<String> {
+            self.restart.then(|| match &self.stopped {
+                Some(why) => format!("its restart stopped: {why}"),
+                None => "waiting for members [2] of its last view".into(),
+            })
+        }
+    }
+
+    fn failing() -> Failing {
+        Failing {
+            stopped: None,
+            restart: false,
+            state: None,
+        }
+    }
+
+    fn local_read() -> Request {
+        Request::Read {
+            mode: ReadMode::Local,
+            query: Vec::new(),
         }
     }
 
     /// s24 (docs/MEMBERSHIP.md, fiftieth part): a joiner whose backend stops before its state
     /// arrives (its state refused as too large, a full buffer, a lost shard) stops with
-    /// [`JoinFailed`] naming the backend's reason, instead of answering "joining" for good. A
-    /// member whose backend stops is not a failed join (it learns of the stop as before).
+    /// [`BackendStopped`] naming the backend's reason, instead of answering "joining" for good.
     #[test]
     fn a_joiner_whose_backend_stops_mid_join_stops_with_the_reason() {
         let mut r = core(16);
         r.await_state();
-        let mut b = Failing { stopped: None };
+        let mut b = failing();
         r.upcalls_from(&mut b, []);
         r.request(1, command(7, 1, b"z"));
         assert!(unavailable_because(&r.take_replies(), 1, "joining"));
@@ -2693,8 +2812,11 @@ mod tests {
         // `Group` reports a wedge as it stops.
         r.upcalls_from(&mut b, [Upcall::Wedged]);
         assert_eq!(
-            r.join_failed(),
-            Some(&JoinFailed { reason: why.into() }),
+            r.backend_stopped(),
+            Some(&BackendStopped {
+                reason: why.into(),
+                phase: StopPhase::Joining
+            }),
             "the backend stopped mid-join but the replica stayed joining"
         );
         assert!(r.stopped.is_some(), "a failed join stops the replica");
@@ -2713,11 +2835,146 @@ mod tests {
         );
         r.upcalls_from(&mut b, []);
         let m = r.metrics();
-        assert_eq!(m.joins_failed.load(std::sync::atomic::Ordering::Relaxed), 1);
-        // A member whose backend stopped: no failed join.
+        assert_eq!(
+            m.backends_stopped
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+    }
+
+    /// s24 (docs/MEMBERSHIP.md, fifty-third part): a member whose backend stops for good (its
+    /// group lost its majority; `Group` reports a `Wedged` as it stops) stops with the
+    /// backend's reason, in phase `Member`, instead of answering "wedged for a view change"
+    /// for good, to reads and commands alike. A backend that reports its
+    /// stop only by refusing a submission (`SubmitError::Stopped`: plain round-robin,
+    /// cas-paxos) stops a replica the same way.
+    #[test]
+    fn a_member_whose_backend_stops_stops_with_the_reason() {
+        let mut r = core(16);
+        let mut b = failing();
+        r.upcalls_from(&mut b, [at(0, cmd(9, 1, 0, b"m"))]);
+        let why = "lost its majority: 1 of 3 members reachable in view 4";
+        b.stopped = Some(why.into());
+        r.upcalls_from(&mut b, [Upcall::Wedged]);
+        assert_eq!(
+            r.backend_stopped(),
+            Some(&BackendStopped {
+                reason: why.into(),
+                phase: StopPhase::Member
+            }),
+            "the member's backend stopped but the replica did not"
+        );
+        r.request(1, command(7, 1, b"z"));
+        r.request(2, local_read());
+        let replies = r.take_replies();
+        assert_eq!(replies.len(), 2, "{replies:?}");
+        for (i, token) in [1, 2].into_iter().enumerate() {
+            let reply = &replies[i..=i];
+            assert!(
+                unavailable_because(reply, token, "backend stopped")
+                    && unavailable_because(reply, token, "majority"),
+                "{replies:?}"
+            );
+        }
+        assert_eq!(
+            r.metrics()
+                .backends_stopped
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        // Stopped once: a later poll and a later refusal change nothing.
+        r.upcalls_from(&mut b, []);
+        assert!(!r.refused(&SubmitError::Stopped("again".into())));
+        assert_eq!(r.backend_stopped().map(|e| e.reason.as_str()), Some(why));
+
+        let mut plain = core(16);
+        plain.request(1, command(7, 1, b"z"));
+        let _ = plain.outgoing();
+        assert!(!plain.refused(&SubmitError::Stopped(
+            "the shared state table failed".into()
+        )));
+        assert_eq!(
+            plain
+                .backend_stopped()
+                .map(|e| (e.phase, e.reason.as_str())),
+            Some((StopPhase::Member, "the shared state table failed"))
+        );
+        assert!(unavailable_because(
+            &plain.take_replies(),
+            1,
+            "the shared state table failed"
+        ));
+    }
+
+    /// s24 (fifty-third part): a replica restarting from durable logs whose restart stops
+    /// (`Group::restarting` then says "its restart stopped: REASON") stops with the reason,
+    /// in phase `Restarting`, instead of answering "restarting" for good.
+    #[test]
+    fn a_restarting_replica_whose_restart_stops_stops_with_the_reason() {
+        let mut r = core(16);
+        let mut b = failing();
+        b.restart = true;
+        r.await_restart("waiting for members [2] of its last view".into());
+        r.upcalls_from(&mut b, []);
+        assert!(r.is_restarting() && r.backend_stopped().is_none());
+        let why = "the log of epoch 7 could not be read: unexpected end of file";
+        b.stopped = Some(why.into());
+        r.upcalls_from(&mut b, [Upcall::Wedged]);
+        assert_eq!(
+            r.backend_stopped(),
+            Some(&BackendStopped {
+                reason: why.into(),
+                phase: StopPhase::Restarting
+            }),
+            "the restart stopped but the replica kept restarting"
+        );
+        r.request(1, local_read());
+        let replies = r.take_replies();
+        assert!(
+            unavailable_because(&replies, 1, "restart failed")
+                && unavailable_because(&replies, 1, "epoch 7"),
+            "{replies:?}"
+        );
+    }
+
+    /// s24 (fifty-third part): a state decoded off the thread that a driver hands in after
+    /// the replica's backend stopped is not installed: the replica stays stopped, joining,
+    /// at position 0, and answers with the backend's reason.
+    #[test]
+    fn a_state_decoded_after_the_backend_stopped_is_not_installed() {
         let mut member = core(16);
-        member.upcalls_from(&mut b, [at(0, cmd(9, 1, 0, b"m"))]);
-        assert!(member.join_failed().is_none() && member.stopped.is_none());
+        for i in 0..3u64 {
+            deliver(&mut member, cmd(9, i + 1, i, b"m"));
+        }
+        let mut r = core(16);
+        r.decode_off_thread();
+        r.await_state();
+        let mut b = failing();
+        b.state = Some((3, member.snapshot().encode()));
+        r.upcalls_from(&mut b, [view(2)]);
+        let job = r
+            .take_install()
+            .expect("the state is decoded off the thread");
+        b.stopped = Some("a joiner buffered 1048576 deliveries (max_buffered)".into());
+        r.upcalls_from(&mut b, []);
+        assert!(r.backend_stopped().is_some());
+        assert!(
+            r.install_decoded(job.run()).is_none(),
+            "nothing is replaced in a stopped replica"
+        );
+        assert!(
+            r.is_joining() && r.applied() == 0,
+            "a decoded state was installed into a stopped replica (applied {})",
+            r.applied()
+        );
+        assert_eq!(
+            r.metrics()
+                .states_installed
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+        r.request(1, local_read());
+        assert!(unavailable_because(&r.take_replies(), 1, "max_buffered"));
     }
 
     /// The same rejoin with the drop unseen (the state handed over in the poll that drops

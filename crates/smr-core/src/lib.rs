@@ -70,8 +70,8 @@ pub mod wire;
 pub use client::{Client, ClientConfig, ClientError};
 pub use codec::DecodeError;
 pub use core::{
-    CoreConfig, DecodedState, EncodedState, InstallJob, JoinFailed, PositionMismatch, ReplicaCore,
-    ServeJob, ServeLost, Token,
+    BackendStopped, CoreConfig, DecodedState, EncodedState, InstallJob, PositionMismatch,
+    ReplicaCore, ServeJob, ServeLost, StopPhase, Token,
 };
 pub use machine::{RestoreError, StateDecoder, StateEncoder, StateMachine};
 pub use metrics::{Counters, Metrics};

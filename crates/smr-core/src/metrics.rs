@@ -44,9 +44,9 @@ pub struct Counters {
     /// States dropped because the backend stopped holding one while the replica held it
     /// (its group joins again by transfer, s23): each is followed by an install.
     pub states_dropped: AtomicU64,
-    /// Joins that failed: the backend stopped for good while this replica was joining
-    /// ([`JoinFailed`](crate::JoinFailed)); the replica stopped (at most 1).
-    pub joins_failed: AtomicU64,
+    /// Backends that stopped for good under this replica, joining, restarting or serving
+    /// ([`BackendStopped`](crate::BackendStopped)); the replica stopped (at most 1).
+    pub backends_stopped: AtomicU64,
     /// States encoded off the replica's thread for a joiner and dropped as stale: the view
     /// changed and deliveries followed their capture. After two in a row the next serve is
     /// encoded on the replica's thread ([`ReplicaCore::provide_encoded`](crate::ReplicaCore::provide_encoded)).
@@ -106,7 +106,7 @@ impl std::fmt::Display for Metrics {
             f,
             "applied={} duplicates={} reads(barrier/ordered/local)={}/{}/{} barriers={} \
              submit_retries={} undecodable={} sessions(evicted/expired)={}/{} busy={} \
-             states(provided/off-thread/refused/installed/dropped)={}/{}/{}/{}/{} joins_failed={} \
+             states(provided/off-thread/refused/installed/dropped)={}/{}/{}/{}/{} backends_stopped={} \
              serves_stale={} checkpoints={} longest_turn_us={} \
              longest_install_us={} longest_serve_us={}",
             l(&c.commands_applied),
@@ -125,7 +125,7 @@ impl std::fmt::Display for Metrics {
             l(&c.states_refused),
             l(&c.states_installed),
             l(&c.states_dropped),
-            l(&c.joins_failed),
+            l(&c.backends_stopped),
             l(&c.serves_stale),
             l(&c.checkpoints),
             l(&c.longest_turn_us),

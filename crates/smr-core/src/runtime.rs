@@ -15,8 +15,8 @@ use tokio::sync::oneshot;
 
 use crate::ConfigError;
 use crate::core::{
-    CoreConfig, DecodedState, EncodedState, InstallJob, JoinFailed, ReplicaCore, ServeJob,
-    ServeLost, Token,
+    BackendStopped, CoreConfig, DecodedState, EncodedState, InstallJob, ReplicaCore, ServeJob,
+    ServeLost, StopPhase, Token,
 };
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
@@ -99,17 +99,20 @@ pub enum RuntimeError {
     /// The driver thread panicked.
     #[error("the replica thread panicked: {0}")]
     Panicked(String),
-    /// The replica was joining and its backend stopped for good: its thread ended by itself
-    /// ([`Replica::shutdown`] reports it; the state machine, which never received a state, is
-    /// dropped).
+    /// The replica's backend stopped for good (joining, restarting or serving): its thread
+    /// ended by itself ([`Replica::shutdown`] reports it; the state machine, frozen or never
+    /// given a state, is dropped).
     ///
     /// ```
-    /// use squall_smr::{JoinFailed, RuntimeError};
-    /// let e = RuntimeError::from(JoinFailed { reason: "buffered 1048576 deliveries".into() });
+    /// use squall_smr::{BackendStopped, RuntimeError, StopPhase};
+    /// let e = RuntimeError::from(BackendStopped {
+    ///     reason: "buffered 1048576 deliveries".into(),
+    ///     phase: StopPhase::Joining,
+    /// });
     /// assert!(e.to_string().contains("join failed"));
     /// ```
     #[error(transparent)]
-    JoinFailed(#[from] JoinFailed),
+    BackendStopped(#[from] BackendStopped),
 }
 
 enum Job {
@@ -132,8 +135,8 @@ pub struct ReplicaHandle {
     rx: Receiver<Job>,
     /// Set when the replica shuts down.
     stop: Arc<AtomicBool>,
-    /// Set (before `stop`) when the replica's join failed and its thread ended by itself.
-    failed: Arc<OnceLock<JoinFailed>>,
+    /// Set (before `stop`) when the replica's backend stopped and its thread ended by itself.
+    failed: Arc<OnceLock<BackendStopped>>,
     waker: Waker,
     metrics: Metrics,
 }
@@ -165,17 +168,19 @@ impl ReplicaHandle {
     /// by [`Replica::spawn_joinable`]: see [`StateTransfer::leave`]). The receiver resolves
     /// once the backend took the request (or refused it: a fixed group, or a replica outside
     /// any view); the replica then keeps applying until the view without it is installed, and
-    /// answers `Unavailable` from then on.
+    /// answers `Unavailable` from then on. Its backend's stop that follows is the leave, not a
+    /// failure ([`ReplicaCore::leaving`]): the thread keeps running (a snapshot can still be
+    /// taken) until [`Replica::shutdown`], which returns the state machine.
     pub fn leave(&self) -> Result<oneshot::Receiver<Result<(), TransferError>>, Busy> {
         let (reply, rx) = oneshot::channel();
         self.enqueue(Job::Leave(reply))?;
         Ok(rx)
     }
 
-    /// Why this replica's join failed, once it did ([`JoinFailed`]: its backend stopped while
-    /// it was joining, and its thread ended). Every request is answered
+    /// Why this replica's backend stopped for good, once it did ([`BackendStopped`], with
+    /// what the replica was doing then; its thread ended). Every request is answered
     /// [`ErrorCode::Unavailable`] with this message from then on.
-    pub fn join_failed(&self) -> Option<JoinFailed> {
+    pub fn backend_stopped(&self) -> Option<BackendStopped> {
         self.failed.get().cloned()
     }
 
@@ -276,8 +281,9 @@ type TransferOf<B> = fn(&mut B) -> Option<&mut dyn StateTransfer>;
 impl<S: StateMachine> Replica<S> {
     /// Starts replica `me`: `make` builds the ordering backend on the driver thread (backends
     /// need not be `Send`), which then runs until [`shutdown`](Self::shutdown) (or, for a
-    /// joining replica whose backend stops, until its join failed: see
-    /// [`spawn_joinable`](Self::spawn_joinable)).
+    /// replica whose backend stops for good, until then: see
+    /// [`spawn_joinable`](Self::spawn_joinable); a backend without [`StateTransfer`] reports
+    /// its stop as [`SubmitError::Stopped`](squall_ordering::SubmitError::Stopped)).
     pub fn spawn<B, E, F>(
         me: NodeId,
         make: F,
@@ -308,11 +314,12 @@ impl<S: StateMachine> Replica<S> {
     /// replica provides to a joiner, when its machine captures its state
     /// ([`StateMachine::snapshot_encoder`]): captured on the driver's thread, encoded on a
     /// thread of its own (`squall-serve-<id>`), handed to the backend by the driver once
-    /// encoded if still wanted ([`ReplicaCore::serve_off_thread`]). A joining replica whose
-    /// backend stops for good ([`StateTransfer::stopped`]) before its state is installed stops
-    /// with [`JoinFailed`]: every request is answered `Unavailable` with the backend's reason
-    /// ([`ReplicaHandle::join_failed`]), the driver thread ends, and
-    /// [`shutdown`](Self::shutdown) reports [`RuntimeError::JoinFailed`].
+    /// encoded if still wanted ([`ReplicaCore::serve_off_thread`]). A replica whose backend
+    /// stops for good ([`StateTransfer::stopped`]; joining, restarting or serving, or stopped
+    /// already when the replica starts) stops with [`BackendStopped`]: every request is
+    /// answered `Unavailable` with the backend's reason
+    /// ([`ReplicaHandle::backend_stopped`]), the driver thread ends, and
+    /// [`shutdown`](Self::shutdown) reports [`RuntimeError::BackendStopped`].
     pub fn spawn_joinable<B, E, F>(
         me: NodeId,
         make: F,
@@ -364,12 +371,18 @@ impl<S: StateMachine> Replica<S> {
                 if let Some(t) = transfer(&mut backend) {
                     core.decode_off_thread();
                     core.serve_off_thread();
-                    if !t.holds_state() {
-                        tracing::info!("joining: waiting for a state transfer");
-                        core.await_state();
-                    }
-                    if let Some(reason) = t.restarting() {
-                        core.await_restart(reason);
+                    if let Some(reason) = t.stopped() {
+                        // Whether it held a state or not, it never will: the driver's first
+                        // turn ends the thread.
+                        core.stop_backend_in(reason, StopPhase::Starting);
+                    } else {
+                        if !t.holds_state() {
+                            tracing::info!("joining: waiting for a state transfer");
+                            core.await_state();
+                        }
+                        if let Some(reason) = t.restarting() {
+                            core.await_restart(reason);
+                        }
                     }
                 }
                 let _ = ready_tx.send(Ok(backend.waker()));
@@ -420,7 +433,7 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Stops the driver (requests still owed an answer get [`ErrorCode::Unavailable`]) and
-    /// returns the state machine; [`RuntimeError::JoinFailed`] if the replica's join failed
+    /// returns the state machine; [`RuntimeError::BackendStopped`] if the replica's backend stopped
     /// (its thread had ended by itself).
     pub fn shutdown(mut self) -> Result<S, RuntimeError> {
         self.stop.store(true, Ordering::Release);
@@ -431,14 +444,14 @@ impl<S: StateMachine> Replica<S> {
                 .map_err(|e| RuntimeError::Panicked(join_message(Some(e))))?,
             None => return Err(RuntimeError::Panicked("already shut down".into())),
         };
-        match self.handle.join_failed() {
-            Some(e) => Err(RuntimeError::JoinFailed(e)),
+        match self.handle.backend_stopped() {
+            Some(e) => Err(RuntimeError::BackendStopped(e)),
             None => Ok(sm),
         }
     }
 
     /// Whether the driver thread still runs: until [`shutdown`](Self::shutdown), or until the
-    /// replica's join failed ([`ReplicaHandle::join_failed`]).
+    /// replica's backend stopped for good ([`ReplicaHandle::backend_stopped`]).
     pub fn is_running(&self) -> bool {
         self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
@@ -478,8 +491,8 @@ fn refuse(job: Job, why: &str) {
     }
 }
 
-/// What a stopped replica answers: why its join failed, or that it is shutting down.
-fn stopped_message(failed: Option<&JoinFailed>) -> String {
+/// What a stopped replica answers: why its backend stopped, or that it is shutting down.
+fn stopped_message(failed: Option<&BackendStopped>) -> String {
     match failed {
         Some(e) => format!("{e}; retry at another replica"),
         None => "the replica is shutting down".into(),
@@ -506,8 +519,8 @@ struct Driver<B, S> {
     transfer: TransferOf<B>,
     rx: Receiver<Job>,
     stop: Arc<AtomicBool>,
-    /// Set once the replica's join failed, before `stop` (for the handles).
-    failed: Arc<OnceLock<JoinFailed>>,
+    /// Set once the replica's backend stopped, before `stop` (for the handles).
+    failed: Arc<OnceLock<BackendStopped>>,
     cfg: ReplicaConfig,
     waiting: HashMap<Token, oneshot::Sender<Response>>,
     next_token: Token,
@@ -565,9 +578,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                     let _ = tx.send(r);
                 }
             }
-            if let Some(e) = self.core.join_failed() {
-                // Its backend stopped before a state reached it: nothing more can happen here.
-                tracing::info!(error = %e, "the replica thread ends: its join failed");
+            if let Some(e) = self.core.backend_stopped() {
+                // Its backend stopped for good: nothing more can happen here.
+                tracing::info!(error = %e, "the replica thread ends: its backend stopped");
                 let _ = self.failed.set(e.clone());
                 self.stop.store(true, Ordering::Release);
                 break;
@@ -763,6 +776,7 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                         tracing::warn!(error = %e, "leave refused");
                     } else {
                         tracing::info!("leaving the group");
+                        self.core.leaving();
                     }
                     let _ = reply.send(r);
                     took += 1;
@@ -969,11 +983,13 @@ mod tests {
         }
     }
 
-    /// A joiner's backend that stops for good once the test says so, as `Group` does: then
-    /// it answers `holds_state` true (frozen) and reports why through `stopped`.
+    /// A backend that stops for good once the test says so, as `Group` does: then it answers
+    /// `holds_state` true (frozen) and reports why through `stopped`. A joiner's
+    /// (`member` false) holds no state until then.
     struct StopsMidJoin {
         stop: std::sync::Arc<AtomicBool>,
         polls: std::sync::Arc<std::sync::atomic::AtomicU64>,
+        member: bool,
     }
 
     impl TotalOrder for StopsMidJoin {
@@ -997,7 +1013,7 @@ mod tests {
 
     impl StateTransfer for StopsMidJoin {
         fn holds_state(&self) -> bool {
-            self.stop.load(Ordering::Acquire)
+            self.member || self.stop.load(Ordering::Acquire)
         }
         fn state_wanted(&self) -> bool {
             false
@@ -1027,6 +1043,7 @@ mod tests {
         let backend = StopsMidJoin {
             stop: stop.clone(),
             polls: polls.clone(),
+            member: false,
         };
         let replica = Replica::spawn_joinable(
             NodeId(3),
@@ -1060,7 +1077,7 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        let failed = h.join_failed().expect("the failed join is reported");
+        let failed = h.backend_stopped().expect("the failed join is reported");
         assert!(failed.reason.contains("max_buffered"), "{failed}");
         for _ in 0..2 {
             match rt.block_on(h.call(read.clone())) {
@@ -1074,16 +1091,90 @@ mod tests {
                 other => panic!("a replica whose join failed answered {other:?}"),
             }
         }
-        assert_eq!(h.metrics().joins_failed.load(Ordering::Relaxed), 1);
+        assert_eq!(h.metrics().backends_stopped.load(Ordering::Relaxed), 1);
         assert_eq!(
             h.metrics().busy.load(Ordering::Relaxed),
             0,
             "not a full queue"
         );
         match replica.shutdown() {
-            Err(RuntimeError::JoinFailed(e)) => assert_eq!(e, failed),
+            Err(RuntimeError::BackendStopped(e)) => assert_eq!(e, failed),
             Err(e) => panic!("shutdown reported {e}"),
             Ok(_) => panic!("shutdown reported no failed join"),
+        }
+    }
+
+    /// Waits (10 s at most, only against a hang) for `replica`'s thread to end by itself.
+    fn wait_until_ended<S: StateMachine>(replica: &Replica<S>, what: impl Fn() -> String) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while replica.is_running() {
+            assert!(std::time::Instant::now() < deadline, "{}", what());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// s24 (docs/MEMBERSHIP.md, fifty-third part): a member whose backend stops for good, and
+    /// a replica started on a backend that had stopped already (which answers `holds_state`
+    /// true, as `Group` does), both stop with the backend's reason: their threads end, calls
+    /// are answered `Unavailable` with the reason, `shutdown` reports it.
+    #[test]
+    fn a_member_whose_backend_stops_and_one_started_on_a_stopped_backend_end_their_threads() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        for stopped_before in [false, true] {
+            let stop = std::sync::Arc::new(AtomicBool::new(stopped_before));
+            let polls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let backend = StopsMidJoin {
+                stop: stop.clone(),
+                polls: polls.clone(),
+                member: !stopped_before,
+            };
+            let replica = Replica::spawn_joinable(
+                NodeId(3),
+                move || Ok::<_, String>(backend),
+                Nothing,
+                ReplicaConfig::default(),
+            )
+            .unwrap();
+            let h = replica.handle();
+            let phase = if stopped_before {
+                StopPhase::Starting
+            } else {
+                assert_eq!(
+                    rt.block_on(h.call(read.clone())),
+                    Response::Ok(Vec::new()),
+                    "a member serves"
+                );
+                stop.store(true, Ordering::Release);
+                StopPhase::Member
+            };
+            wait_until_ended(&replica, || {
+                format!(
+                    "the backend stopped ({phase:?}) but the replica's thread still runs ({} polls)",
+                    polls.load(Ordering::Relaxed)
+                )
+            });
+            let stopped = h.backend_stopped().expect("the stop is reported");
+            assert_eq!(stopped.phase, phase);
+            assert!(stopped.reason.contains("max_buffered"), "{stopped}");
+            match rt.block_on(h.call(read.clone())) {
+                Response::Error {
+                    code: ErrorCode::Unavailable,
+                    message,
+                } => assert!(message.contains("max_buffered"), "{message}"),
+                other => panic!("a replica whose backend stopped answered {other:?}"),
+            }
+            assert_eq!(h.metrics().backends_stopped.load(Ordering::Relaxed), 1);
+            match replica.shutdown() {
+                Err(RuntimeError::BackendStopped(e)) => assert_eq!(e, stopped),
+                Err(e) => panic!("shutdown reported {e}"),
+                Ok(_) => panic!("shutdown reported no stop"),
+            }
         }
     }
 

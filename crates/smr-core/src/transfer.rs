@@ -139,7 +139,7 @@ pub trait StateTransfer: TotalOrder {
     /// Why the backend stopped for good, if it did (`Group`: its stop reason, e.g. a state
     /// refused as too large, a full buffer, a lost shard). Asked after every poll while the
     /// replica is *joining*: a joiner whose backend stopped before its state was installed
-    /// can never get one, so the replica stops with [`JoinFailed`](crate::JoinFailed) naming
+    /// can never get one, so the replica stops with [`BackendStopped`](crate::BackendStopped) naming
     /// this reason (requests answered `Unavailable` with it, the runtime's thread ends)
     /// instead of answering "joining" for good. The default: never stopped (a backend that
     /// reports its stop only through [`SubmitError::Stopped`](squall_ordering::SubmitError)).

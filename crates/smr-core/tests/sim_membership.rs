@@ -14,6 +14,7 @@ use squall_ordering::TotalOrder;
 use squall_ordering::linearizability::check;
 use squall_ordering::linearizability::kv::{Kv, KvInput};
 use squall_smr::wire::{Entry, ErrorCode, ReadMode, Request, Response};
+use squall_smr::{BackendStopped, StopPhase};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{check_seeds, proptest_cases};
 
@@ -426,7 +427,7 @@ proptest::proptest! {
 
 /// s24 (docs/MEMBERSHIP.md, fiftieth part): the members' `max_state_bytes` (64) is below the
 /// service's state, so each member asked refuses it and the joiner's `Group` stops with
-/// `SenderRefused`. Its replica must stop too, with `JoinFailed` naming that reason (clients
+/// `SenderRefused`. Its replica must stop too, with `BackendStopped` naming that reason (clients
 /// told why), instead of answering "joining" for good; the members carry on, linearizable.
 #[test]
 fn a_joiner_whose_state_is_refused_as_too_large_stops_with_the_reason() {
@@ -462,7 +463,7 @@ fn a_joiner_whose_state_is_refused_as_too_large_stops_with_the_reason() {
                 ));
             }
             let joiner = cl.cores[3].as_mut().ok_or("the joiner crashed")?;
-            let failed = joiner.join_failed().cloned().ok_or_else(|| {
+            let failed = joiner.backend_stopped().cloned().ok_or_else(|| {
                 format!(
                     "the joiner's group stopped ({why}) but its replica did not (joining: {})",
                     joiner.is_joining()
@@ -513,4 +514,72 @@ fn regression_a_joiner_cut_off_before_joining_waits_holding_nothing() {
     assert_eq!(installed(&cl, 3), 0);
     same_snapshots(&cl).unwrap();
     verify(&cl).unwrap();
+}
+
+/// s24 (docs/MEMBERSHIP.md, fifty-third part): a member cut off from the other two finds
+/// itself in a minority and its `Group` stops (a majority loss). Its replica must stop too,
+/// with `BackendStopped` in phase `Member` naming exactly the group's reason, and answer a
+/// read `Unavailable` with it (it used to answer "the group wedged for a view change" for
+/// good); the majority installs a view without it and carries on, linearizable.
+#[test]
+fn a_member_cut_off_into_a_minority_stops_with_the_groups_reason() {
+    check_seeds(
+        "a_member_cut_off_into_a_minority_stops_with_the_groups_reason",
+        2,
+        |seed| {
+            let mut cl = Cluster::new(Backend::Membership { members: 3 }, 3, 4, seed);
+            let mut next_value = 0;
+            let mut stopped_at = None;
+            for round in 0..6_000u32 {
+                if round == 300 {
+                    cl.sim.partition(&[NodeId(0)], &[NodeId(1), NodeId(2)]);
+                }
+                cl.load_step(KEYS, &mut next_value)?;
+                if stopped_at.is_none() && cl.group(0).is_some_and(|g| g.stopped().is_some()) {
+                    stopped_at = Some(round);
+                }
+                if stopped_at.is_some_and(|at| round >= at + 200) {
+                    break;
+                }
+            }
+            let why = cl.group(0).and_then(|g| g.stopped().map(str::to_owned));
+            let why = why.ok_or("the cut-off member's group never stopped")?;
+            let member = cl.cores[0].as_mut().ok_or("the member crashed")?;
+            let stopped = member.backend_stopped().cloned().ok_or_else(|| {
+                format!("the member's group stopped ({why}) but its replica did not")
+            })?;
+            if stopped
+                != (BackendStopped {
+                    reason: why.clone(),
+                    phase: StopPhase::Member,
+                })
+            {
+                return Err(format!("the replica stopped with {stopped:?}, not {why}"));
+            }
+            member.request(
+                u64::MAX,
+                Request::Read {
+                    mode: ReadMode::Local,
+                    query: Vec::new(),
+                },
+            );
+            match &member.take_replies()[..] {
+                [
+                    (
+                        _,
+                        Response::Error {
+                            code: ErrorCode::Unavailable,
+                            message,
+                        },
+                    ),
+                ] if message.contains(&why) && !message.contains("wedged") => {}
+                other => return Err(format!("the stopped member answered {other:?}")),
+            }
+            if (1..3).any(|i| !cl.live(i)) {
+                return Err("a member of the majority stopped".into());
+            }
+            cl.settle(60_000)?;
+            verify(&cl)
+        },
+    );
 }

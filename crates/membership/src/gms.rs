@@ -2591,25 +2591,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 t.holders.filter(|_| self.restart.is_none()),
             ),
             None => {
-                // Leavers are survivors of this view: they deliver up to the trim, then go.
-                let survivors: Vec<NodeId> = view
-                    .members
-                    .iter()
-                    .copied()
-                    .filter(|m| {
-                        !changes
-                            .iter()
-                            .any(|c| c.node == *m && c.kind == ChangeKind::Fail)
-                    })
-                    .collect();
-                let rx: Vec<Vec<u64>> = view
+                let rx: Vec<Option<Vec<u64>>> = view
                     .members
                     .iter()
                     .map(|&m| {
                         let r = self.sst.row_of(m).unwrap_or(0);
-                        self.received_of(r, view.id).unwrap_or_default()
+                        self.received_of(r, view.id)
                     })
                     .collect();
+                let survivors = trim_survivors(view, &changes, &rx);
+                let rx: Vec<Vec<u64>> = rx.into_iter().map(Option::unwrap_or_default).collect();
                 let t = trim::compute(view, &survivors, |m, s| {
                     let (mi, si) = (view.rank_of(m).unwrap_or(0), view.rank_of(s).unwrap_or(0));
                     rx[mi].get(si).copied().unwrap_or(0)
@@ -2701,6 +2692,23 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.decided_holders = d.holders;
         }
         Ok(())
+    }
+
+    /// Whether this member, wedged in `view`, received every message of its shard up to
+    /// `trim` (so it can deliver it). False if it has not wedged. A leaver that the leader left
+    /// out of the trim ([`trim_survivors`]: it was suspected before its wedge block was seen)
+    /// may lack some; it then delivers nothing of the trim.
+    fn holds_trim(&self, view: &View, trim: &Trim) -> bool {
+        let Some(rx) = &self.wedged else {
+            return false;
+        };
+        let mut senders = (view.shards.iter())
+            .filter(|sh| sh.members.contains(&self.me))
+            .flat_map(|sh| sh.members.iter().copied());
+        senders.all(|s| {
+            let have = (view.rank_of(s)).and_then(|r| rx.get(r).copied());
+            trim.count(s) <= have.unwrap_or(0)
+        })
     }
 
     fn try_install(
@@ -2796,8 +2804,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .changes
             .iter()
             .any(|c| c.node == self.me && c.kind == ChangeKind::Leave);
-        // A member removed as failed delivers nothing more; a leaver delivers up to the trim.
-        if next.contains(self.me) || left {
+        // A member removed as failed delivers nothing more; a leaver delivers up to the trim,
+        // unless the trim left it out (`trim_survivors`) and it lacks messages up to it.
+        let delivers = left && self.holds_trim(view, &d.trim);
+        if left && !delivers {
+            tracing::info!(me = %self.me, view = view.id, "membership: the trim left this leaver out (suspected before its wedge was seen); it leaves without delivering the trim");
+        }
+        if next.contains(self.me) || delivers {
             out.push(GmsEvent::ViewInstalled {
                 view: next.clone(),
                 trim: Some(d.trim.clone()),
@@ -2830,6 +2843,28 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // A view installed while a majority of it is already suspected is a minority at once.
         self.check_majority(&next, out).map(|_| ())
     }
+}
+
+/// The members of `view` whose received counts enter the trim (`docs/MEMBERSHIP.md`,
+/// fifty-fourth part): every member the changes do not fail *and* whose wedge block for `view`
+/// is here (`rx`, by rank). A leaver is a survivor of the view (it delivers up to the trim, then
+/// goes) only once it wedged: a leaver that crashed, or is suspected, before publishing its
+/// wedge block counts as failed for the trim, as in Derecho's rule (the minimum over the members
+/// not failed, each of which wedged). Counting its missing counts as 0 would cut the trim below
+/// what the leaver itself delivered before it crashed (it delivers what every member received),
+/// so the survivors would discard messages a departed member delivered. Every unsuspected
+/// member's block is here once the leader commits, so only suspected members are left out; the
+/// changes (and so what the application is told: a leave, not a failure) are unchanged.
+fn trim_survivors(view: &View, changes: &[Change], rx: &[Option<Vec<u64>>]) -> Vec<NodeId> {
+    (view.members.iter().zip(rx))
+        .filter(|(m, wedge)| {
+            wedge.is_some()
+                && !changes
+                    .iter()
+                    .any(|c| c.node == **m && c.kind == ChangeKind::Fail)
+        })
+        .map(|(&m, _)| m)
+        .collect()
 }
 
 /// Restart mode, the inspector adopts a logged decision (`adopted`, changes of `members`) and

@@ -2943,6 +2943,67 @@ mod tests {
         );
     }
 
+    /// s24 (`docs/MEMBERSHIP.md`, fifty-fourth part): the trim's survivors are the members not
+    /// failed whose wedge block is here; a leaver that published none (it crashed, or was
+    /// suspected, before its wedge) is left out like a failed member, and its change stays a
+    /// leave. Fails with the pre-s24 rule (every member not failed, a missing block counted
+    /// as 0 for every sender): the trim then falls to 0, below what a member may have
+    /// delivered (what every member received: up to 2 of each sender, n2's counts, which n1
+    /// may have delivered before it crashed).
+    #[test]
+    fn a_leaver_without_a_wedge_block_is_left_out_of_the_trim() {
+        let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+        let v = View::new(0, ids.clone(), &crate::view::EvenShards::single());
+        let change = |kind, n: u32| Change {
+            kind,
+            node: NodeId(n),
+        };
+        // n1 leaves and crashed before its wedge; n3 leaves and wedged; n2 failed.
+        let changes = [
+            change(ChangeKind::Leave, 1),
+            change(ChangeKind::Leave, 3),
+            change(ChangeKind::Fail, 2),
+        ];
+        let rx = [Some(vec![3; 4]), None, Some(vec![2; 4]), Some(vec![4; 4])];
+        let survivors = trim_survivors(&v, &changes, &rx);
+        assert_eq!(survivors, vec![NodeId(0), NodeId(3)]);
+        let t = trim::compute(&v, &survivors, |m, s| {
+            let (mi, si) = (v.rank_of(m).unwrap(), v.rank_of(s).unwrap());
+            rx[mi].as_ref().map_or(0, |r| r[si])
+        });
+        assert_eq!(t.counts, ids.iter().map(|&m| (m, 3)).collect::<Vec<_>>());
+    }
+
+    /// s24: a leaver delivers the trim only if it received every message of its own shard up
+    /// to it (`Gms::holds_trim`); the other shard's counts are not its concern, and a member
+    /// that never wedged holds nothing. Fails if a leaver delivers whatever the trim says.
+    #[test]
+    fn a_leaver_delivers_the_trim_only_if_it_holds_it() {
+        let (ids, cfg, _layout, v0) = four_in_two_shards();
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 4, &[spec]).unwrap();
+        let mut g = Gms::new(nodes.remove(0), cfg, MemLog::default(), None).unwrap();
+        let mine = v0
+            .shard_of(NodeId(0))
+            .map(|s| v0.shards[s].members.clone())
+            .unwrap();
+        let trim = |over: &[NodeId]| Trim {
+            view: 0,
+            counts: (ids.iter())
+                .map(|&m| (m, if over.contains(&m) { 6 } else { 5 }))
+                .collect(),
+        };
+        assert!(!g.holds_trim(&v0, &trim(&[])), "not wedged");
+        g.wedged = Some(vec![5; 4]);
+        assert!(g.holds_trim(&v0, &trim(&[])));
+        let theirs: Vec<NodeId> = ids.iter().copied().filter(|m| !mine.contains(m)).collect();
+        assert!(g.holds_trim(&v0, &trim(&theirs)), "another shard's counts");
+        assert!(
+            !g.holds_trim(&v0, &trim(&mine[1..])),
+            "a message of its shard it lacks"
+        );
+    }
+
     /// An epoch that received nothing and holds its state.
     struct Idle;
 

@@ -317,9 +317,11 @@ fn leave_then_closed_endpoint(seed: u64, colocated: bool) -> Result<(u64, u64), 
 /// with and without the hosts: n4 asks to leave, delivers positions 235 to 238 of store shard
 /// 0 ({n4, n5}) and crashes before it wedges, while n5 had delivered up to 234. The leader
 /// counted the leaver's missing received counts as 0, so view 0's trim gave shard 0 nothing
-/// more: n5 discarded its own message 237, which n4 had delivered, and delivered another one
-/// at 237 in view 1 (the chain check fails; the uniform agreement check fails at n5's view 1).
-/// Passes once a leaver without a wedge block counts as failed for the trim.
+/// more: n5 discarded its own message 237, which n4 had delivered. Without the fix this fails
+/// (both ways) with "uniform agreement: n5 starts view 1 of subgroup 1 shard 0 at position
+/// 237, but position 238 was delivered in view 0" (before that check, the chain check failed
+/// once n5 delivered another message at 237). Passes once a leaver without a wedge block
+/// counts as failed for the trim.
 #[test]
 fn regression_a_leaver_that_crashes_before_its_wedge_keeps_what_it_delivered() {
     for colocated in [true, false] {

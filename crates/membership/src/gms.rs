@@ -2591,25 +2591,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 t.holders.filter(|_| self.restart.is_none()),
             ),
             None => {
-                // Leavers are survivors of this view: they deliver up to the trim, then go.
-                let survivors: Vec<NodeId> = view
-                    .members
-                    .iter()
-                    .copied()
-                    .filter(|m| {
-                        !changes
-                            .iter()
-                            .any(|c| c.node == *m && c.kind == ChangeKind::Fail)
-                    })
-                    .collect();
-                let rx: Vec<Vec<u64>> = view
+                let rx: Vec<Option<Vec<u64>>> = view
                     .members
                     .iter()
                     .map(|&m| {
                         let r = self.sst.row_of(m).unwrap_or(0);
-                        self.received_of(r, view.id).unwrap_or_default()
+                        self.received_of(r, view.id)
                     })
                     .collect();
+                let survivors = trim_survivors(view, &changes, &rx);
+                let rx: Vec<Vec<u64>> = rx.into_iter().map(Option::unwrap_or_default).collect();
                 let t = trim::compute(view, &survivors, |m, s| {
                     let (mi, si) = (view.rank_of(m).unwrap_or(0), view.rank_of(s).unwrap_or(0));
                     rx[mi].get(si).copied().unwrap_or(0)
@@ -2701,6 +2692,23 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.decided_holders = d.holders;
         }
         Ok(())
+    }
+
+    /// Whether this member, wedged in `view`, received every message of its shard up to
+    /// `trim` (so it can deliver it). False if it has not wedged. A leaver that the leader left
+    /// out of the trim ([`trim_survivors`]: it was suspected before its wedge block was seen)
+    /// may lack some; it then delivers nothing of the trim.
+    fn holds_trim(&self, view: &View, trim: &Trim) -> bool {
+        let Some(rx) = &self.wedged else {
+            return false;
+        };
+        let mut senders = (view.shards.iter())
+            .filter(|sh| sh.members.contains(&self.me))
+            .flat_map(|sh| sh.members.iter().copied());
+        senders.all(|s| {
+            let have = (view.rank_of(s)).and_then(|r| rx.get(r).copied());
+            trim.count(s) <= have.unwrap_or(0)
+        })
     }
 
     fn try_install(
@@ -2796,8 +2804,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .changes
             .iter()
             .any(|c| c.node == self.me && c.kind == ChangeKind::Leave);
-        // A member removed as failed delivers nothing more; a leaver delivers up to the trim.
-        if next.contains(self.me) || left {
+        // A member removed as failed delivers nothing more; a leaver delivers up to the trim,
+        // unless the trim left it out (`trim_survivors`) and it lacks messages up to it.
+        let delivers = left && self.holds_trim(view, &d.trim);
+        if left && !delivers {
+            tracing::info!(me = %self.me, view = view.id, "membership: the trim left this leaver out (suspected before its wedge was seen); it leaves without delivering the trim");
+        }
+        if next.contains(self.me) || delivers {
             out.push(GmsEvent::ViewInstalled {
                 view: next.clone(),
                 trim: Some(d.trim.clone()),
@@ -2830,6 +2843,28 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // A view installed while a majority of it is already suspected is a minority at once.
         self.check_majority(&next, out).map(|_| ())
     }
+}
+
+/// The members of `view` whose received counts enter the trim (`docs/MEMBERSHIP.md`,
+/// fifty-fourth part): every member the changes do not fail *and* whose wedge block for `view`
+/// is here (`rx`, by rank). A leaver is a survivor of the view (it delivers up to the trim, then
+/// goes) only once it wedged: a leaver that crashed, or is suspected, before publishing its
+/// wedge block counts as failed for the trim, as in Derecho's rule (the minimum over the members
+/// not failed, each of which wedged). Counting its missing counts as 0 would cut the trim below
+/// what the leaver itself delivered before it crashed (it delivers what every member received),
+/// so the survivors would discard messages a departed member delivered. Every unsuspected
+/// member's block is here once the leader commits, so only suspected members are left out; the
+/// changes (and so what the application is told: a leave, not a failure) are unchanged.
+fn trim_survivors(view: &View, changes: &[Change], rx: &[Option<Vec<u64>>]) -> Vec<NodeId> {
+    (view.members.iter().zip(rx))
+        .filter(|(m, wedge)| {
+            wedge.is_some()
+                && !changes
+                    .iter()
+                    .any(|c| c.node == **m && c.kind == ChangeKind::Fail)
+        })
+        .map(|(&m, _)| m)
+        .collect()
 }
 
 /// Restart mode, the inspector adopts a logged decision (`adopted`, changes of `members`) and
@@ -2905,6 +2940,67 @@ mod tests {
                 &[fail(0), fail(1), fail(3), fail(4)]
             ),
             Some(vec![NodeId(3), NodeId(4)])
+        );
+    }
+
+    /// s24 (`docs/MEMBERSHIP.md`, fifty-fourth part): the trim's survivors are the members not
+    /// failed whose wedge block is here; a leaver that published none (it crashed, or was
+    /// suspected, before its wedge) is left out like a failed member, and its change stays a
+    /// leave. Fails with the pre-s24 rule (every member not failed, a missing block counted
+    /// as 0 for every sender): the trim then falls to 0, below what a member may have
+    /// delivered (what every member received: up to 2 of each sender, n2's counts, which n1
+    /// may have delivered before it crashed).
+    #[test]
+    fn a_leaver_without_a_wedge_block_is_left_out_of_the_trim() {
+        let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+        let v = View::new(0, ids.clone(), &crate::view::EvenShards::single());
+        let change = |kind, n: u32| Change {
+            kind,
+            node: NodeId(n),
+        };
+        // n1 leaves and crashed before its wedge; n3 leaves and wedged; n2 failed.
+        let changes = [
+            change(ChangeKind::Leave, 1),
+            change(ChangeKind::Leave, 3),
+            change(ChangeKind::Fail, 2),
+        ];
+        let rx = [Some(vec![3; 4]), None, Some(vec![2; 4]), Some(vec![4; 4])];
+        let survivors = trim_survivors(&v, &changes, &rx);
+        assert_eq!(survivors, vec![NodeId(0), NodeId(3)]);
+        let t = trim::compute(&v, &survivors, |m, s| {
+            let (mi, si) = (v.rank_of(m).unwrap(), v.rank_of(s).unwrap());
+            rx[mi].as_ref().map_or(0, |r| r[si])
+        });
+        assert_eq!(t.counts, ids.iter().map(|&m| (m, 3)).collect::<Vec<_>>());
+    }
+
+    /// s24: a leaver delivers the trim only if it received every message of its own shard up
+    /// to it (`Gms::holds_trim`); the other shard's counts are not its concern, and a member
+    /// that never wedged holds nothing. Fails if a leaver delivers whatever the trim says.
+    #[test]
+    fn a_leaver_delivers_the_trim_only_if_it_holds_it() {
+        let (ids, cfg, _layout, v0) = four_in_two_shards();
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 4, &[spec]).unwrap();
+        let mut g = Gms::new(nodes.remove(0), cfg, MemLog::default(), None).unwrap();
+        let mine = v0
+            .shard_of(NodeId(0))
+            .map(|s| v0.shards[s].members.clone())
+            .unwrap();
+        let trim = |over: &[NodeId]| Trim {
+            view: 0,
+            counts: (ids.iter())
+                .map(|&m| (m, if over.contains(&m) { 6 } else { 5 }))
+                .collect(),
+        };
+        assert!(!g.holds_trim(&v0, &trim(&[])), "not wedged");
+        g.wedged = Some(vec![5; 4]);
+        assert!(g.holds_trim(&v0, &trim(&[])));
+        let theirs: Vec<NodeId> = ids.iter().copied().filter(|m| !mine.contains(m)).collect();
+        assert!(g.holds_trim(&v0, &trim(&theirs)), "another shard's counts");
+        assert!(
+            !g.holds_trim(&v0, &trim(&mine[1..])),
+            "a message of its shard it lacks"
         );
     }
 

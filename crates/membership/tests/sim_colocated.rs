@@ -289,22 +289,50 @@ fn a_leave_then_closed_endpoint_does_not_remove_the_co_host() {
     check_seeds(
         "a_leave_then_closed_endpoint_does_not_remove_the_co_host",
         3,
-        |seed| {
-            let mut r = Run::new(seed, &config(true), 10);
-            r.run(400, true)?;
-            r.groups[4].leave().unwrap();
-            r.run(3, true)?;
-            r.crash(4);
-            until_removed(&mut r, &others(&[4]), &[4], 5000)?;
-            r.run(2000, true)?;
-            r.run(400, false)?;
-            let v = r.groups[1].view().unwrap();
-            if !v.contains(NodeId(0)) {
-                return Err(format!("n0 was removed with its leaving co-host: {v:?}"));
-            }
-            r.settled(5)
-        },
+        |seed| leave_then_closed_endpoint(seed, true).map(|_| ()),
     );
+}
+
+/// The scenario above (`colocated`: with the hosts); returns n4's and n5's next positions when
+/// n4 crashed.
+fn leave_then_closed_endpoint(seed: u64, colocated: bool) -> Result<(u64, u64), String> {
+    let mut r = Run::new(seed, &config(colocated), 10);
+    r.run(400, true)?;
+    r.groups[4].leave().unwrap();
+    r.run(3, true)?;
+    let at_crash = (r.apps[4].next, r.apps[5].next);
+    r.crash(4);
+    until_removed(&mut r, &others(&[4]), &[4], 5000)?;
+    r.run(2000, true)?;
+    r.run(400, false)?;
+    let v = r.groups[1].view().unwrap();
+    if !v.contains(NodeId(0)) {
+        return Err(format!("n0 was removed with its leaving co-host: {v:?}"));
+    }
+    r.settled(5)?;
+    Ok(at_crash)
+}
+
+/// s24 regression (`docs/MEMBERSHIP.md`, fifty-fourth part), seed 10 of the scenario above,
+/// with and without the hosts: n4 asks to leave, delivers positions 235 to 238 of store shard
+/// 0 ({n4, n5}) and crashes before it wedges, while n5 had delivered up to 234. The leader
+/// counted the leaver's missing received counts as 0, so view 0's trim gave shard 0 nothing
+/// more: n5 discarded its own message 237, which n4 had delivered. Without the fix this fails
+/// (both ways) with "uniform agreement: n5 starts view 1 of subgroup 1 shard 0 at position
+/// 237, but position 238 was delivered in view 0" (before that check, the chain check failed
+/// once n5 delivered another message at 237). Passes once a leaver without a wedge block
+/// counts as failed for the trim.
+#[test]
+fn regression_a_leaver_that_crashes_before_its_wedge_keeps_what_it_delivered() {
+    for colocated in [true, false] {
+        let (n4, n5) = leave_then_closed_endpoint(10, colocated)
+            .unwrap_or_else(|e| panic!("hosts {colocated}: {e}"));
+        // The moment: the leaver had delivered more than the survivor when it crashed.
+        assert!(
+            n4 > n5,
+            "hosts {colocated}: missed the moment: n4 at {n4}, n5 at {n5}"
+        );
+    }
 }
 
 /// Host 0 runs one member of each of three subgroups (n0, n1, n2), three single-member hosts

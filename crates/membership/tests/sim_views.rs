@@ -8,6 +8,7 @@ mod common;
 use common::{Cluster, config};
 use proptest::prelude::*;
 use squall_membership::StopReason;
+use squall_membership::change::ChangeKind;
 use squall_membership::log::MemLog;
 use squall_membership::view::EvenShards;
 use squall_transport::NodeId;
@@ -145,6 +146,43 @@ fn a_universe_node_joins_and_a_member_leaves() {
     // A leave is not a failure: nobody suspects n1 at the moment it left.
     for i in [0, 2, 3] {
         assert!(!c.gms(i).sst().suspects().contains(&NodeId(1)) || c.sim.now().as_nanos() > 0);
+    }
+}
+
+/// A leaver that crashes once the leader proposed its leave, before it wedged (s24,
+/// `docs/MEMBERSHIP.md`, fifty-fourth part): it published no received counts for the view, so
+/// it counts as failed for the trim. Counted as 0 (as before the fix), its counts cut the trim
+/// below what was stable (what it, and everyone, could have delivered): the checker's uniform
+/// agreement rule (`Cluster::stable`) fails at the install. Its change stays a leave.
+#[test]
+fn a_leaver_that_crashes_before_it_wedges_does_not_cut_the_trim() {
+    for seed in 0..4 {
+        let mut c = Cluster::new(40 + seed, &config(4, 4));
+        c.run_until(300, |_| false).unwrap();
+        c.nodes[3].as_mut().unwrap().leave().unwrap();
+        let proposed = |c: &Cluster| {
+            c.gms(0)
+                .proposal()
+                .is_some_and(|(_, ch)| ch.iter().any(|x| x.node == NodeId(3)))
+        };
+        assert!(c.run_until(SETTLE, proposed).unwrap(), "seed {seed}");
+        let (_, changes) = c.gms(0).proposal().unwrap();
+        assert!(
+            changes
+                .iter()
+                .any(|x| x.node == NodeId(3) && x.kind == ChangeKind::Leave),
+            "seed {seed}: {changes:?}"
+        );
+        assert!(
+            !c.epochs[3].frozen,
+            "seed {seed}: n3 wedged before the crash"
+        );
+        c.crash(3);
+        let done = c.run_until(SETTLE, |c| c.settled_on(1, &[0, 1, 2]));
+        assert_eq!(done, Ok(true), "seed {seed}");
+        // The check above had something to check: n3's messages were stable in view 0.
+        assert!(c.stable[&0][3] > 0, "seed {seed}: {:?}", c.stable[&0]);
+        assert!(c.trims[&0].count(NodeId(3)) >= c.stable[&0][3]);
     }
 }
 

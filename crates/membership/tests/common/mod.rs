@@ -55,6 +55,10 @@ pub struct Cluster {
     pub installed: BTreeMap<u64, Vec<NodeId>>,
     /// The trim every installer of view v + 1 applied to view v.
     pub trims: BTreeMap<u64, Trim>,
+    /// Per view, per sender rank: the most of its messages that were ever stable in the view
+    /// (received by every member of the sender's shard, cut to the gap-free round-robin
+    /// prefix), so that some member, a departed one included, may have delivered them.
+    pub stable: BTreeMap<u64, Vec<u64>>,
     /// Per node: its current view.
     pub views: Vec<Option<View>>,
     pub stopped: Vec<Option<StopReason>>,
@@ -106,6 +110,7 @@ impl Cluster {
             sent: BTreeMap::new(),
             installed,
             trims: BTreeMap::new(),
+            stable: BTreeMap::new(),
             views,
             stopped: vec![None; n],
             crashed: vec![false; n],
@@ -234,6 +239,20 @@ impl Cluster {
                             ));
                         }
                     }
+                    // Uniform agreement: every message that was ever stable (so some member,
+                    // a leaver that crashed since included, may have delivered it) is within
+                    // the trim.
+                    if let Some(stable) = self.stable.get(&t.view) {
+                        for (k, (s, c)) in t.counts.iter().enumerate() {
+                            let st = stable.get(k).copied().unwrap_or(0);
+                            if *c < st {
+                                return Err(format!(
+                                    "n{i}: the trim of view {} delivers {c} messages of {s}, but {st} were stable (uniform agreement)",
+                                    t.view
+                                ));
+                            }
+                        }
+                    }
                     let counts: Vec<u64> = t.counts.iter().map(|x| x.1).collect();
                     if old.shards.len() == 1 && ragged_prefix(&counts) != counts {
                         return Err(format!("trim {counts:?} is not a gap-free prefix"));
@@ -280,6 +299,50 @@ impl Cluster {
         }
     }
 
+    /// Records in [`stable`](Cluster::stable) what is stable now in each view a node is in:
+    /// per shard, per sender the fewest of its messages any member of the shard holds (a
+    /// member's counts frozen at its wedge or crash; 0 for one not in the view yet), cut to
+    /// the gap-free round-robin prefix. A round-robin member delivers exactly such messages.
+    pub fn note_stable(&mut self) {
+        let mut seen: Vec<u64> = Vec::new();
+        for v in self.views.iter().flatten() {
+            if seen.contains(&v.id) {
+                continue;
+            }
+            seen.push(v.id);
+            let held = |m: NodeId, k: usize| {
+                let e = &self.epochs[m.index()];
+                let rx = if e.view == v.id {
+                    Some(&e.rx)
+                } else {
+                    e.at_wedge.get(&v.id)
+                };
+                rx.and_then(|rx| rx.get(k).copied()).unwrap_or(0)
+            };
+            let mut now = vec![0u64; v.members.len()];
+            for sh in &v.shards {
+                let mins: Vec<u64> = (sh.members.iter())
+                    .map(|&s| {
+                        let k = v.rank_of(s).unwrap_or(0);
+                        sh.members.iter().map(|&m| held(m, k)).min().unwrap_or(0)
+                    })
+                    .collect();
+                for (&s, c) in sh.members.iter().zip(ragged_prefix(&mins)) {
+                    if let Some(k) = v.rank_of(s) {
+                        now[k] = c;
+                    }
+                }
+            }
+            let best = self
+                .stable
+                .entry(v.id)
+                .or_insert_with(|| vec![0; now.len()]);
+            for (b, n) in best.iter_mut().zip(now) {
+                *b = (*b).max(n);
+            }
+        }
+    }
+
     /// One round: every running node that takes its turn polls, some traffic, then the fabric.
     pub fn step(&mut self) -> Result<(), String> {
         for i in 0..self.nodes.len() {
@@ -291,6 +354,7 @@ impl Cluster {
         for _ in 0..2 {
             self.traffic();
         }
+        self.note_stable();
         let quantum = 500 + self.sim.random(2500);
         self.sim.advance(Duration::from_nanos(quantum));
         Ok(())

@@ -2152,6 +2152,17 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.epoch.as_mut().and_then(RoundRobin::gate_log_syncer)
     }
 
+    /// Test hook: the current epoch log's next compaction on its thread (after a checkpoint,
+    /// [`CheckpointWriter::Thread`]) waits for a message on the returned sender (or for it to
+    /// be dropped) before it starts (`RoundRobin`'s `gate_log_compaction`); `None` without a
+    /// durable epoch.
+    #[doc(hidden)]
+    pub fn gate_epoch_log_compaction(&mut self) -> Option<std::sync::mpsc::Sender<()>> {
+        self.epoch
+            .as_mut()
+            .and_then(RoundRobin::gate_log_compaction)
+    }
+
     fn checkpoint_until(
         &mut self,
         position: u64,

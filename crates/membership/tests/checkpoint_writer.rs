@@ -629,7 +629,7 @@ fn step_until(c: &mut Cluster, what: &str, mut done: impl FnMut(&mut Cluster) ->
 /// checkpoint runs on the log's compaction thread, not in the poll that records the
 /// checkpoint. With that thread held on its gate the checkpoint is `Written`, the log file is
 /// untouched (no copy, no rename: none of the compaction's syncs ran in the poll) and
-/// `log_bytes_compacted` stays 0 while the group goes on; released, a later poll sees the
+/// `log_bytes_compacted` stays 0 over 100 more polls; released, a later poll sees the
 /// swap: the counter moves and the file is the compacted one. Mutation: compacting inline in
 /// `record_checkpoint` (as `CheckpointWriter::Inline`): fails at once ("compacted in the
 /// recording poll").

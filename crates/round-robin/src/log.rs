@@ -1407,6 +1407,13 @@ impl Log {
     /// batches it made durable. A sync's failure is returned (here and by every later call).
     pub fn durable_mark(&mut self) -> Result<Option<u64>, LogError> {
         self.poll_compaction(false)?;
+        self.syncer_progress()?;
+        Ok(self.durable)
+    }
+
+    /// Takes the syncer's progress: the batches and sync requests it finished are durable and
+    /// synced, their index entries written.
+    fn syncer_progress(&mut self) -> Result<(), LogError> {
         if let Some(syncer) = &self.syncer {
             let done = syncer.done().map_err(|source| LogError::Io {
                 path: self.path.clone(),
@@ -1426,7 +1433,7 @@ impl Log {
                 }
             }
         }
-        Ok(self.durable)
+        Ok(())
     }
 
     /// The latest mark (of [`flush`](Log::flush)) whose records are *synced*: an
@@ -1971,6 +1978,10 @@ impl Log {
         };
         let outcome = match outcome {
             Ok(Some(swapped)) => {
+                // Every sync requested before the compaction returned (its thread waited for
+                // them): their entries go to the index at the old file's offsets, before the
+                // swap (a hint: the rewritten index may miss them).
+                let progress = self.syncer_progress();
                 let new_len = swapped.compacted.len;
                 let adopted = self.adopt(swapped, c.mark);
                 // Records appended meanwhile were counted at offsets of the old file.
@@ -1980,7 +1991,7 @@ impl Log {
                 if let Some(e) = self.pending.last() {
                     self.index_at = e.offset.saturating_add(self.every);
                 }
-                adopted
+                progress.and(adopted)
             }
             Ok(None) => Ok(None),
             Err(e) => Err(e),

@@ -1005,6 +1005,11 @@ impl<T: Transport> RoundRobin<T> {
         let Some(log) = &mut self.log else {
             return Ok(false);
         };
+        if log.compacting() {
+            // The compaction's synced file covers what was written before it; a later poll
+            // asks again for what is written after its swap.
+            return self.publish_durable();
+        }
         let started = log.start_sync()?;
         self.sync_started = self.log_position.saturating_sub(self.first_position);
         if started {

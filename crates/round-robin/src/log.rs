@@ -1918,6 +1918,7 @@ impl Log {
             Ok(thread) => {
                 self.compaction = Some(Compaction {
                     len,
+                    unsynced: self.unsynced,
                     mark: self.flushed,
                     deferred: None,
                     done,
@@ -1983,7 +1984,10 @@ impl Log {
                 // swap (a hint: the rewritten index may miss them).
                 let progress = self.syncer_progress();
                 let new_len = swapped.compacted.len;
+                // The records appended since it started are not in the synced file.
+                let later = self.unsynced.saturating_sub(c.unsynced);
                 let adopted = self.adopt(swapped, c.mark);
+                self.unsynced = later;
                 // Records appended meanwhile were counted at offsets of the old file.
                 for e in &mut self.pending {
                     e.offset = e.offset - c.len + new_len;
@@ -2048,6 +2052,8 @@ struct Compaction {
     len: u64,
     /// The latest mark flushed when it started.
     mark: Option<u64>,
+    /// Records written and not synced when it started (its synced file covers them).
+    unsynced: u64,
     /// A mark flushed since: its records wait in the buffer for the swap.
     deferred: Option<u64>,
     /// Set by the thread when it returns.

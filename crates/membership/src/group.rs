@@ -2375,8 +2375,9 @@ impl<T: Transport, L: Durable> Group<T, L> {
         let Some((view, position)) = self.compacting else {
             return;
         };
-        let Some(epoch) = self.epoch.as_mut() else {
-            // The epoch (and its log, which waited for the compaction) is gone.
+        let current = self.view.as_ref().map(|v| v.id) == Some(view);
+        let (Some(epoch), true) = (self.epoch.as_mut(), current) else {
+            // The view's epoch (and its log, whose drop waited for the compaction) is gone.
             self.compacting = None;
             return;
         };

@@ -1953,7 +1953,8 @@ impl Log {
     }
 
     /// Test hook: the next [`start_compact`](Log::start_compact)'s thread waits for a message
-    /// on the returned sender (or its drop) before it starts.
+    /// on the returned sender (or its drop) before it starts (dropping the log waits for that
+    /// thread: release it first).
     #[doc(hidden)]
     pub fn gate_compaction(&mut self) -> std::sync::mpsc::Sender<()> {
         let (tx, rx) = std::sync::mpsc::channel();

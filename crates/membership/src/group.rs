@@ -1072,6 +1072,9 @@ pub struct Group<T: Transport, L: Durable> {
     /// A checkpoint was recorded but compacting the epoch log after it failed, or syncing the
     /// epoch log for a checkpoint failed: the next poll stops the member with this reason.
     compaction_failed: Option<String>,
+    /// The view and position of the checkpoint whose epoch-log compaction runs on the log's
+    /// compaction thread ([`CheckpointWriter::Thread`], s24), until a poll takes its outcome.
+    compacting: Option<(u64, u64)>,
     /// The checkpoint writer thread ([`CheckpointWriter::Thread`]), spawned at the first
     /// checkpoint; dropping it cancels an unfinished write and joins the thread.
     writer: Option<crate::snapshot::Writer>,
@@ -1268,6 +1271,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
             in_flight: None,
             checkpoint_outcome: None,
             compaction_failed: None,
+            compacting: None,
             writer: None,
             writer_gate: None,
             buffer: Vec::new(),
@@ -2148,6 +2152,17 @@ impl<T: Transport, L: Durable> Group<T, L> {
         self.epoch.as_mut().and_then(RoundRobin::gate_log_syncer)
     }
 
+    /// Test hook: the current epoch log's next compaction on its thread (after a checkpoint,
+    /// [`CheckpointWriter::Thread`]) waits for a message on the returned sender (or for it to
+    /// be dropped) before it starts (`RoundRobin`'s `gate_log_compaction`); `None` without a
+    /// durable epoch.
+    #[doc(hidden)]
+    pub fn gate_epoch_log_compaction(&mut self) -> Option<std::sync::mpsc::Sender<()>> {
+        self.epoch
+            .as_mut()
+            .and_then(RoundRobin::gate_log_compaction)
+    }
+
     fn checkpoint_until(
         &mut self,
         position: u64,
@@ -2354,6 +2369,49 @@ impl<T: Transport, L: Durable> Group<T, L> {
         true
     }
 
+    /// The outcome of the compaction started after the checkpoint at `position` of `view`, if
+    /// the log has it (the compaction's thread finished, or it ran inline).
+    fn take_compaction(&mut self) {
+        let Some((view, position)) = self.compacting else {
+            return;
+        };
+        let current = self.view.as_ref().map(|v| v.id) == Some(view);
+        let (Some(epoch), true) = (self.epoch.as_mut(), current) else {
+            // The view's epoch (and its log, whose drop waited for the compaction) is gone.
+            self.compacting = None;
+            return;
+        };
+        if let Some(outcome) = epoch.take_compacted_log() {
+            self.compacting = None;
+            self.compaction_done(view, position, outcome);
+        }
+    }
+
+    /// Counts a compaction's dropped bytes, or has the next poll stop the member on its error.
+    fn compaction_done(
+        &mut self,
+        view: u64,
+        position: u64,
+        outcome: Result<
+            Option<squall_round_robin::log::Compacted>,
+            squall_round_robin::log::LogError,
+        >,
+    ) {
+        match outcome {
+            Ok(Some(c)) => {
+                self.stats.log_bytes_compacted += c.dropped_bytes;
+            }
+            Ok(None) => {}
+            // The checkpoint is durable; the log may not be sound (an error after the
+            // rename is the log's write error): the caller's poll stops the member.
+            Err(e) => {
+                self.compaction_failed = Some(format!(
+                    "compacting the epoch log of view {view} to the checkpoint at {position}: {e}"
+                ))
+            }
+        }
+    }
+
     /// The ordered remainder of a checkpoint whose file write ended with `written`: the
     /// record, then the removals.
     fn record_checkpoint(
@@ -2413,22 +2471,26 @@ impl<T: Transport, L: Durable> Group<T, L> {
         // whose replay needs that prefix). Every cut a restart or a trim can make is at or past
         // what was delivered, so at or past `position`. The log counts from `offset` in a view
         // this member entered passive (positions are checked at or past `view_first` above).
+        // With the writer thread (s24) the compaction runs on the log's compaction thread and
+        // a later poll takes its outcome (`take_compaction`): no file-system sync here. One at
+        // a time: while one runs, this checkpoint's is skipped (the next one covers more).
         if f.cut.is_none()
             && let Some(epoch) = self.epoch.as_mut()
         {
-            match epoch.compact_log(f.view, position.saturating_sub(self.offset)) {
-                Ok(Some(c)) => {
-                    self.stats.log_bytes_compacted += c.dropped_bytes;
+            let at = position.saturating_sub(self.offset);
+            match self.cfg.checkpoint_writer {
+                CheckpointWriter::Inline => {
+                    let outcome = epoch.compact_log(f.view, at);
+                    self.compaction_done(f.view, position, outcome);
                 }
-                Ok(None) => {}
-                // The checkpoint is durable; the log may not be sound (an error after the
-                // rename is the log's write error): the caller's poll stops the member.
-                Err(e) => {
-                    self.compaction_failed = Some(format!(
-                        "compacting the epoch log of view {} to the checkpoint at {position}: {e}",
-                        f.view
-                    ))
+                CheckpointWriter::Thread if self.compacting.is_none() => {
+                    match epoch.start_compact_log(f.view, at) {
+                        Ok(_) => self.compacting = Some((f.view, position)),
+                        Err(e) => self.compaction_done(f.view, position, Err(e)),
+                    }
+                    self.take_compaction();
                 }
+                CheckpointWriter::Thread => {}
             }
         }
         tracing::info!(
@@ -3010,6 +3072,7 @@ impl<T: Transport, L: Durable> TotalOrder for Group<T, L> {
 
     fn poll(&mut self, upcalls: &mut Vec<Upcall<Delivery>>) -> bool {
         self.finish_checkpoint();
+        self.take_compaction();
         if let Some(why) = self.compaction_failed.take() {
             self.stop(why, upcalls);
         }

@@ -561,15 +561,25 @@ fn poll_turn_around_a_checkpoint_inline_and_on_the_syncer_thread() {
     // Per mode: each round's longest waiting poll and its recording poll (µs).
     let mut waits: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
     let mut records: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    let mut last = [0u64; 2];
     for _ in 0..rounds {
         for (m, (name, c)) in clusters.iter_mut().enumerate() {
-            for k in 0..40u32 {
+            // Some traffic, delivered past the last checkpoint (since s24 the compaction after
+            // it runs on its thread, and member 0 logs nothing until its swap).
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mut k = 0u32;
+            while k < 40 || c.g(0).next_position() <= last[m] {
                 c.step(k % 2 == 0);
+                k += 1;
+                assert!(Instant::now() < deadline, "{name}: no deliveries");
+                if k >= 40 {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
             }
             for _ in 0..40 {
                 c.step(false);
             }
-            c.start_checkpoint(0);
+            last[m] = c.start_checkpoint(0);
             let deadline = Instant::now() + Duration::from_secs(60);
             let mut longest = 0u64;
             loop {
@@ -606,4 +616,102 @@ fn poll_turn_around_a_checkpoint_inline_and_on_the_syncer_thread() {
             "{name}: {rounds} checkpoints; longest poll while waiting: median {wm} µs, max {wx} µs; recording poll: median {rm} µs, max {rx} µs"
         );
     }
+}
+
+/// The epoch log of view 0 of member `i`.
+fn epoch_log(c: &Cluster, i: usize) -> PathBuf {
+    group_sim::durable(group_sim::config(N, N), &c.base, i)
+        .epoch_log_of(0, 0)
+        .unwrap()
+}
+
+/// Steps (wall-clock bound: the compaction runs on its own thread) until `done` holds.
+fn step_until(c: &mut Cluster, what: &str, mut done: impl FnMut(&mut Cluster) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done(c) {
+        c.step(false);
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// s24: under `CheckpointWriter::Thread` (the default) the epoch log's compaction after a
+/// checkpoint runs on the log's compaction thread, not in the poll that records the
+/// checkpoint. With that thread held on its gate the checkpoint is `Written`, the log file is
+/// untouched (no copy, no rename: none of the compaction's syncs ran in the poll) and
+/// `log_bytes_compacted` stays 0 over 100 more polls; released, a later poll sees the
+/// swap: the counter moves and the file is the compacted one. Mutation: compacting inline in
+/// `record_checkpoint` (as `CheckpointWriter::Inline`): fails at once ("compacted in the
+/// recording poll").
+#[test]
+fn the_recording_poll_leaves_the_compaction_to_its_thread() {
+    let mut c = Cluster::start("compaction-thread");
+    let log = epoch_log(&c, 0);
+    let hold = c.g(0).gate_epoch_log_compaction().unwrap();
+    let at = c.start_checkpoint(0);
+    let len = std::fs::metadata(&log).unwrap().len();
+    let Checkpointed::Written { position, .. } = c.outcome(0).unwrap() else {
+        panic!("not written");
+    };
+    assert_eq!(position, at);
+    assert_eq!(
+        c.g(0).stats().log_bytes_compacted,
+        0,
+        "compacted in the recording poll"
+    );
+    // Polls go on returning (member 0's log takes its records at the swap: deliveries wait).
+    for k in 0..100u32 {
+        c.step(k % 5 == 0);
+    }
+    assert_eq!(c.g(0).stats().log_bytes_compacted, 0);
+    assert!(
+        std::fs::metadata(&log).unwrap().len() >= len,
+        "the log was replaced"
+    );
+    assert!(c.g(0).stopped().is_none());
+    drop(hold);
+    step_until(&mut c, "the swap seen", |c| {
+        c.g(0).stats().log_bytes_compacted > 0
+    });
+    let mut reader = squall_round_robin::log::Log::reader(&log, 4096).unwrap();
+    let first = reader.next_record().unwrap().unwrap();
+    assert_eq!(
+        first.position, at,
+        "the compacted log starts at the checkpoint"
+    );
+    // Deliveries go on into the compacted log.
+    let before = c.g(0).next_position();
+    for k in 0..100u32 {
+        c.step(k % 5 == 0);
+    }
+    assert!(c.g(0).next_position() > before);
+    assert!(c.g(0).stopped().is_none());
+}
+
+/// s24: `sim_compaction_failure.rs`'s fault (a directory at `<log>.compact`, so the
+/// compaction's `open` fails) under `CheckpointWriter::Thread` and the log's threads: the
+/// checkpoint is `Written`, and a later poll, which takes the failed compaction's outcome,
+/// stops the member with the same message ("compacting the epoch log of view 0 to the
+/// checkpoint at P"); the log is not replaced. Mutation: the thread's error dropped in
+/// `take_compaction` (as `Ok(None)`): fails ("never: member 0 stops").
+#[test]
+fn a_failed_compaction_on_its_thread_stops_the_member_with_the_same_message() {
+    let mut c = Cluster::start("compaction-thread-fails");
+    let log = epoch_log(&c, 0);
+    std::fs::create_dir_all(squall_round_robin::log::compact_tmp_path(&log)).unwrap();
+    let len = std::fs::metadata(&log).unwrap().len();
+    let at = c.start_checkpoint(0);
+    let Checkpointed::Written { position, .. } = c.outcome(0).unwrap() else {
+        panic!("not written");
+    };
+    assert_eq!(position, at);
+    step_until(&mut c, "member 0 stops", |c| c.g(0).stopped().is_some());
+    let why = c.g(0).stopped().unwrap().to_string();
+    let want = format!("compacting the epoch log of view 0 to the checkpoint at {position}");
+    assert!(why.contains(&want), "stopped with {why:?}, not {want:?}");
+    assert!(
+        std::fs::metadata(&log).unwrap().len() >= len,
+        "the log shrank"
+    );
+    assert_eq!(c.g(0).stats().log_bytes_compacted, 0);
 }

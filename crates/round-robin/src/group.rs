@@ -738,6 +738,70 @@ impl<T: Transport> RoundRobin<T> {
         }
     }
 
+    /// Durable mode: [`compact_log`](RoundRobin::compact_log) on a thread of its own
+    /// ([`Log::start_compact`]): returns at once, with no file-system sync here; the outcome
+    /// comes from [`take_compacted_log`](RoundRobin::take_compacted_log) once a later poll
+    /// found it done (the thread wakes the driver). Under [`crate::log::SyncMode::Inline`] it
+    /// runs inline, its outcome taken the same way. `Ok(false)`: nothing runs on a thread
+    /// (not durable, inline, or one already runs).
+    ///
+    /// ```
+    /// use squall_ordering::{TotalOrder, Upcall};
+    /// use squall_round_robin::{Config, FsyncPolicy, Mode, RoundRobin};
+    /// use squall_transport::NodeId;
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    ///
+    /// let path = std::env::temp_dir().join(format!("rr-start-compact-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let cfg = Config {
+    ///     mode: Mode::Durable { path: path.clone(), fsync: FsyncPolicy::EveryBatch },
+    ///     ..Config::new(vec![NodeId(0)])
+    /// };
+    /// let layout = RoundRobin::<squall_transport_mem::sim::SimNode>::layout(&cfg)?;
+    /// let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 1, &layout)?;
+    /// let mut rr = RoundRobin::new(nodes.remove(0), cfg)?;
+    /// rr.submit(b"one")?;
+    /// rr.submit(b"two")?;
+    /// let mut up = Vec::new();
+    /// while !up.contains(&Upcall::Durable(1)) {
+    ///     rr.poll(&mut up);
+    /// }
+    /// assert!(rr.start_compact_log(0, 1)?); // on the log's compaction thread
+    /// let done = loop {
+    ///     rr.poll(&mut up); // finds it done (a driver parks until the thread wakes it)
+    ///     if let Some(outcome) = rr.take_compacted_log() {
+    ///         break outcome?;
+    ///     }
+    ///     std::thread::yield_now();
+    /// };
+    /// assert!(done.is_some_and(|c| c.dropped_bytes > 0));
+    /// # drop(rr);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn start_compact_log(&mut self, view: u64, position: u64) -> Result<bool, LogError> {
+        match &mut self.log {
+            Some(log) => log.start_compact(view, position),
+            None => Ok(false),
+        }
+    }
+
+    /// Durable mode: the outcome of the last
+    /// [`start_compact_log`](RoundRobin::start_compact_log) once it is done (taken once).
+    pub fn take_compacted_log(
+        &mut self,
+    ) -> Option<Result<Option<crate::log::Compacted>, LogError>> {
+        self.log.as_mut().and_then(Log::take_compacted)
+    }
+
+    /// Test hook: the next [`start_compact_log`](RoundRobin::start_compact_log)'s thread waits
+    /// on the returned sender ([`Log::gate_compaction`]); `None`: not durable.
+    #[doc(hidden)]
+    pub fn gate_log_compaction(&mut self) -> Option<std::sync::mpsc::Sender<()>> {
+        self.log.as_mut().map(Log::gate_compaction)
+    }
+
     /// Every sequence number below this one has been delivered (or skipped as null) here.
     pub fn delivered_seq(&self) -> u64 {
         self.next_seq
@@ -941,6 +1005,11 @@ impl<T: Transport> RoundRobin<T> {
         let Some(log) = &mut self.log else {
             return Ok(false);
         };
+        if log.compacting() {
+            // The compaction's synced file covers what was written before it; a later poll
+            // asks again for what is written after its swap.
+            return self.publish_durable();
+        }
         let started = log.start_sync()?;
         self.sync_started = self.log_position.saturating_sub(self.first_position);
         if started {

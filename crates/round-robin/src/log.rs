@@ -904,6 +904,12 @@ pub struct Log {
     max_seq: Option<u64>,
     /// Entries of records appended since the last flush (their `boot` set when written).
     pending: Vec<IndexEntry>,
+    /// A compaction running on its thread ([`Log::start_compact`]).
+    compaction: Option<Compaction>,
+    /// The outcome of the last [`Log::start_compact`], until taken.
+    compacted: Option<Result<Option<Compacted>, LogError>>,
+    /// Test hook: handed to the next compaction's thread.
+    compact_gate: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 /// A batch written to the file whose sync the syncer has not finished.
@@ -921,6 +927,11 @@ impl Drop for Log {
     /// Stops the syncer thread (after the sync it is in, if any) and joins it. A batch whose
     /// sync had not started stays unsynced: nothing reported it durable.
     fn drop(&mut self) {
+        // A compaction's thread renames over the log: it is done before the log is gone (the
+        // records flushed meanwhile are then written, not synced).
+        if let Err(e) = self.poll_compaction(true) {
+            tracing::warn!(path = %self.path.display(), error = %e, "durable log: a compaction failed as the log was dropped");
+        }
         self.syncer = None;
     }
 }
@@ -1011,6 +1022,9 @@ impl Log {
                 index_at,
                 max_seq,
                 pending: Vec::new(),
+                compaction: None,
+                compacted: None,
+                compact_gate: None,
             },
             recovery,
         ))
@@ -1070,6 +1084,7 @@ impl Log {
     /// [`durable_mark`](Log::durable_mark) reports the last mark flushed). A sync's failure
     /// is returned (here and by every later call).
     pub fn sync(&mut self) -> Result<(), LogError> {
+        self.poll_compaction(true)?;
         if !self.buf.is_empty() || self.flushed.is_some() {
             self.flush(self.flushed.unwrap_or(0))?;
         }
@@ -1112,6 +1127,7 @@ impl Log {
         if self.policy == FsyncPolicy::EveryBatch {
             return self.sync();
         }
+        self.poll_compaction(true)?;
         self.check_syncer()?;
         if !self.buf.is_empty() {
             self.flush(self.flushed.unwrap_or(0))?;
@@ -1168,6 +1184,12 @@ impl Log {
     /// ```
     pub fn start_sync(&mut self) -> Result<bool, LogError> {
         if self.policy == FsyncPolicy::EveryBatch {
+            return Ok(false);
+        }
+        self.poll_compaction(false)?;
+        if self.compaction.is_some() {
+            // The compaction's synced file covers everything written before it; what is
+            // flushed meanwhile is written after its swap.
             return Ok(false);
         }
         self.check_syncer()?;
@@ -1234,6 +1256,12 @@ impl Log {
     /// # Ok::<(), squall_round_robin::log::LogError>(())
     /// ```
     pub fn flush(&mut self, mark: u64) -> Result<(), LogError> {
+        self.poll_compaction(false)?;
+        if let Some(c) = &mut self.compaction {
+            // The file is being replaced: the records wait in the buffer for the swap.
+            c.deferred = Some(mark);
+            return Ok(());
+        }
         self.flushed = Some(mark);
         self.check_syncer()?;
         if self.buf.is_empty() {
@@ -1378,6 +1406,14 @@ impl Log {
     /// if any; takes the syncer's progress (never waits) and writes the index entries of the
     /// batches it made durable. A sync's failure is returned (here and by every later call).
     pub fn durable_mark(&mut self) -> Result<Option<u64>, LogError> {
+        self.poll_compaction(false)?;
+        self.syncer_progress()?;
+        Ok(self.durable)
+    }
+
+    /// Takes the syncer's progress: the batches and sync requests it finished are durable and
+    /// synced, their index entries written.
+    fn syncer_progress(&mut self) -> Result<(), LogError> {
         if let Some(syncer) = &self.syncer {
             let done = syncer.done().map_err(|source| LogError::Io {
                 path: self.path.clone(),
@@ -1397,7 +1433,7 @@ impl Log {
                 }
             }
         }
-        Ok(self.durable)
+        Ok(())
     }
 
     /// The latest mark (of [`flush`](Log::flush)) whose records are *synced*: an
@@ -1759,147 +1795,439 @@ impl Log {
         // new file is synced, and the trusted entries move to it as `boot` 0.
         let held = std::mem::take(&mut self.held);
         self.write_index(held, false);
+        let keep_index = self.index.is_some();
+        match compact_file(&self.path, self.len, view, position, keep_index, crash)? {
+            Some(swapped) => self.adopt(swapped, self.flushed),
+            None => Ok(None),
+        }
+    }
+
+    /// Starts [`Log::compact`] on a thread of its own (named `squall-log-compact`) and returns
+    /// at once, with no file-system sync on the calling thread (s24): the temporary file's
+    /// copy and `sync_all`, the rename, the directory sync and the index rewrite all run
+    /// there. [`take_compacted`](Log::take_compacted) returns its outcome once a later call
+    /// (any of [`durable_mark`](Log::durable_mark), [`flush`](Log::flush),
+    /// [`start_sync`](Log::start_sync)) found it done; the thread wakes the driver's waker
+    /// ([`set_waker`](Log::set_waker)) when it is.
+    ///
+    /// Until the swap is done the file is not written: buffered records are written (or handed
+    /// to the syncer) first, the thread waits for every sync requested before it, and a
+    /// [`flush`](Log::flush) meanwhile keeps its records buffered (its mark is not durable)
+    /// and writes them to the compacted file once the swap is done, so they follow the kept
+    /// records in order and nothing is reported durable or synced on the strength of the
+    /// replaced file. [`sync`](Log::sync), [`sync_written`](Log::sync_written),
+    /// [`compact`](Log::compact) and dropping the log wait for it.
+    ///
+    /// Under [`SyncMode::Inline`], or when no thread can be started, or when a compaction is
+    /// already running (`Ok(false)`: nothing started), it is [`compact`](Log::compact) inline
+    /// (the outcome again for [`take_compacted`](Log::take_compacted)). Returns whether a
+    /// compaction is running on the thread now.
+    ///
+    /// ```
+    /// use squall_round_robin::log::{FsyncPolicy, Log, LogOptions, Record};
+    /// use squall_transport::NodeId;
+    /// let path = std::env::temp_dir().join(format!("rr-log-start-compact-doc-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&path);
+    /// let (mut log, _) = Log::open_with(&path, LogOptions::new(FsyncPolicy::EveryRecords(1000)))?;
+    /// let r = |p| Record { view: 1, seq: p, position: p, sender: NodeId(0), payload: vec![7; 100] };
+    /// for p in 0..50 {
+    ///     log.append(&r(p))?;
+    /// }
+    /// log.flush(50)?;
+    /// assert!(log.start_compact(1, 40)?); // on its thread: returns at once
+    /// log.append(&r(50))?;
+    /// log.flush(51)?; // kept buffered until the swap, then written to the new file
+    /// let done = loop {
+    ///     log.durable_mark()?; // finds the thread done (a driver parks until woken)
+    ///     if let Some(outcome) = log.take_compacted() {
+    ///         break outcome?;
+    ///     }
+    ///     std::thread::yield_now();
+    /// };
+    /// assert_eq!(done.map(|c| c.base.position), Some(39));
+    /// assert_eq!(log.durable_mark()?, Some(51));
+    /// # drop(log);
+    /// # std::fs::remove_file(&path).ok();
+    /// # std::fs::remove_file(squall_round_robin::log::index_path(&path)).ok();
+    /// # Ok::<(), squall_round_robin::log::LogError>(())
+    /// ```
+    pub fn start_compact(&mut self, view: u64, position: u64) -> Result<bool, LogError> {
+        self.start_compact_to(view, position, None)
+    }
+
+    /// [`Log::start_compact`] whose thread stops where a process crash at `crash` would
+    /// (for crash-point tests; wait for the outcome, then drop the `Log`).
+    #[doc(hidden)]
+    pub fn start_compact_cut_at(
+        &mut self,
+        view: u64,
+        position: u64,
+        crash: CompactCrash,
+    ) -> Result<bool, LogError> {
+        self.start_compact_to(view, position, Some(crash))
+    }
+
+    fn start_compact_to(
+        &mut self,
+        view: u64,
+        position: u64,
+        crash: Option<CompactCrash>,
+    ) -> Result<bool, LogError> {
+        self.poll_compaction(false)?;
+        if self.compaction.is_some() {
+            return Ok(false);
+        }
+        if self.sync_mode == SyncMode::Inline {
+            let outcome = self.compact_to(view, position, crash);
+            self.compacted = Some(outcome);
+            return Ok(false);
+        }
+        self.check_syncer()?;
+        if !self.buf.is_empty() {
+            self.flush(self.flushed.unwrap_or(0))?;
+        }
+        let held = std::mem::take(&mut self.held);
+        self.write_index(held, false);
         let path = self.path.clone();
-        let io = |source| LogError::Io {
-            path: path.clone(),
-            source,
-        };
-        let mut src = File::open(&path).map_err(io)?;
-        let (_, index_bytes) = read_index(&path, self.len)?;
-        let index = decode_index(&index_bytes);
-        let stop = Stop::At(view, position);
-        let (s, _) = scan_to(
-            &mut src,
-            self.len,
-            &index,
-            stop,
-            None,
-            DEFAULT_READ_BUFFER,
-            None,
-            false,
-        )
-        .map_err(io)?;
-        let Some(first) = read_header(&mut src, self.len).map_err(io)?.map(|(f, _)| f) else {
-            return Err(LogError::NotALog { path });
-        };
-        // The first record kept (or the end of the valid prefix: everything before goes; a
-        // torn or out-of-order tail is copied as it is, and cut as before by the next open).
-        let cut = s.keep;
-        let (Some(last), Some(max_seq)) = (s.skimmed.last, s.max_seq) else {
-            return Ok(None);
-        };
-        if cut <= first {
-            return Ok(None);
+        let len = self.len;
+        let keep_index = self.index.is_some();
+        let waiter = self.syncer.as_ref().map(syncer::Syncer::waiter);
+        let gate = self.compact_gate.take();
+        let waker = self.waker.clone();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let finished = Arc::clone(&done);
+        let spawned = std::thread::Builder::new()
+            .name("squall-log-compact".into())
+            .spawn(move || {
+                if let Some(g) = gate {
+                    // A test holds the compaction here (the sender's end passes it).
+                    let _ = g.recv();
+                }
+                let outcome = match waiter.map(|w| w.wait()) {
+                    Some(Err(source)) => Err(LogError::Io {
+                        path: path.clone(),
+                        source,
+                    }),
+                    _ => compact_file(&path, len, view, position, keep_index, crash),
+                };
+                finished.store(true, std::sync::atomic::Ordering::Release);
+                waker.wake();
+                outcome
+            });
+        match spawned {
+            Ok(thread) => {
+                self.compaction = Some(Compaction {
+                    len,
+                    unsynced: self.unsynced,
+                    mark: self.flushed,
+                    deferred: None,
+                    done,
+                    thread,
+                });
+                Ok(true)
+            }
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "durable log: no compaction thread; compacting inline");
+                let outcome = self.compact_to(view, position, crash);
+                self.compacted = Some(outcome);
+                Ok(false)
+            }
         }
-        let origin = s.skimmed.base.map_or(MAGIC.len() as u64, |b| b.origin);
-        let base = Base {
-            view: last.view,
-            seq: last.seq,
-            position: last.position,
-            sender: last.sender,
-            max_seq,
-            origin: origin + (cut - first) as u64,
-        };
-        let mut head = MAGIC_COMPACTED.to_vec();
-        encode_base(&base, &mut head);
-        let tmp = compact_tmp_path(&path);
-        let tio = |source| LogError::Io {
-            path: tmp.clone(),
-            source,
-        };
-        // Read and write: after the rename this handle is the log's (no reopen that could fail
-        // while appends would still go to the replaced file).
-        let mut out = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(tio)?;
-        out.write_all(&head).map_err(tio)?;
-        src.seek(SeekFrom::Start(cut as u64)).map_err(io)?;
-        let kept = self.len - cut as u64;
-        let copy = match crash {
-            Some(CompactCrash::BeforeSync) => kept / 2,
-            _ => kept,
-        };
-        let copied = std::io::copy(&mut (&mut src).take(copy), &mut out).map_err(tio)?;
-        if copied != copy {
-            return Err(io(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the log is shorter than it was written",
-            )));
+    }
+
+    /// The outcome of the last [`start_compact`](Log::start_compact), once it is done (taken
+    /// once; a finished thread's is taken here, never waiting for one): what it dropped
+    /// (`Ok(None)`: nothing to drop), or its error (before the rename the log is the old
+    /// file, whole; after it, the log's write error, as is a failure to write the records
+    /// flushed meanwhile).
+    pub fn take_compacted(&mut self) -> Option<Result<Option<Compacted>, LogError>> {
+        if let Err(e) = self.poll_compaction(false) {
+            return Some(Err(e));
         }
-        if crash == Some(CompactCrash::BeforeSync) {
-            return Ok(None);
+        self.compacted.take()
+    }
+
+    /// Whether a compaction runs on its thread.
+    pub fn compacting(&self) -> bool {
+        self.compaction.is_some()
+    }
+
+    /// Test hook: the next [`start_compact`](Log::start_compact)'s thread waits for a message
+    /// on the returned sender (or its drop) before it starts (dropping the log waits for that
+    /// thread: release it first).
+    #[doc(hidden)]
+    pub fn gate_compaction(&mut self) -> std::sync::mpsc::Sender<()> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.compact_gate = Some(rx);
+        tx
+    }
+
+    /// Takes a finished compaction's outcome (waiting for it if `wait`): the new file is
+    /// adopted and the records flushed meanwhile are written to it.
+    fn poll_compaction(&mut self, wait: bool) -> Result<(), LogError> {
+        let Some(c) = &self.compaction else {
+            return Ok(());
+        };
+        if !wait && !c.done.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
         }
-        out.sync_all().map_err(tio)?;
-        if crash == Some(CompactCrash::BeforeRename) {
-            return Ok(None);
+        let Some(c) = self.compaction.take() else {
+            return Ok(());
+        };
+        let outcome = match c.thread.join() {
+            Ok(outcome) => outcome,
+            Err(_) => Err(self.io_error(std::io::Error::other("the compaction thread panicked"))),
+        };
+        let outcome = match outcome {
+            Ok(Some(swapped)) => {
+                // Every sync requested before the compaction returned (its thread waited for
+                // them): their entries go to the index at the old file's offsets, before the
+                // swap (a hint: the rewritten index may miss them).
+                let progress = self.syncer_progress();
+                let new_len = swapped.compacted.len;
+                // The records appended since it started are not in the synced file.
+                let later = self.unsynced.saturating_sub(c.unsynced);
+                let adopted = self.adopt(swapped, c.mark);
+                self.unsynced = later;
+                // Records appended meanwhile were counted at offsets of the old file.
+                for e in &mut self.pending {
+                    e.offset = e.offset - c.len + new_len;
+                }
+                if let Some(e) = self.pending.last() {
+                    self.index_at = e.offset.saturating_add(self.every);
+                }
+                progress.and(adopted)
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        };
+        self.compacted = Some(outcome);
+        if let Some(mark) = c.deferred {
+            self.flush(mark)?;
         }
-        // The index's entries of kept records, moved; the new file is synced (boot 0).
-        let shift = |o: u64| o - cut as u64 + head.len() as u64;
-        let boot = boot_tag();
-        let entries: Vec<IndexEntry> = (index.iter())
-            .take_while(|e| trusted(e, boot))
-            .filter(|e| {
-                e.offset >= cut as u64 && e.offset + FRAME as u64 + u64::from(e.len) <= self.len
-            })
-            .map(|e| IndexEntry {
-                offset: shift(e.offset),
-                boot: 0,
-                ..*e
-            })
-            .collect();
-        let len = head.len() as u64 + kept;
-        std::fs::rename(&tmp, &path).map_err(tio)?;
-        // Appends go to the new file from here on (`out` is at its end); the syncer (idle:
-        // the sync above waited for it) syncs it from now on.
-        self.file = Arc::new(out);
+        Ok(())
+    }
+
+    /// The compacted file `s` is the log's from now on; every record flushed under `mark` or
+    /// before is in it, synced.
+    fn adopt(&mut self, s: Swapped, mark: Option<u64>) -> Result<Option<Compacted>, LogError> {
+        // Appends go to the new file from here on (it is at its end); the syncer (idle: the
+        // compaction waited for it) syncs it from now on.
+        self.file = Arc::new(s.file);
         if let Some(syncer) = &self.syncer {
             syncer.set_file(Arc::clone(&self.file));
         }
-        self.len = len;
+        self.len = s.compacted.len;
         self.unsynced = 0;
-        self.index_at = (entries.last()).map_or(0, |e| e.offset.saturating_add(self.every));
+        self.index_at = s.last_entry.map_or(0, |o| o.saturating_add(self.every));
         // The old file's last handle: closing it frees its blocks and cached pages, which
         // takes time in proportion to its length (about 0.5 ms per MiB here): not on the
         // caller's thread.
-        close_in_background(src);
-        // Until this returns, a power loss may bring the old file back: records appended
-        // since would be lost, so an error here is the log's write error.
-        sync_dir(&path).map_err(io)?;
+        close_in_background(s.old);
+        if let Some(e) = s.error {
+            // Until the directory sync returned, a power loss may bring the old file back:
+            // records appended since would be lost, so this is the log's write error.
+            return Err(e);
+        }
         // The new file, synced, holds every record flushed.
         self.syncing.clear();
-        if let Some(mark) = self.flushed {
+        if let Some(mark) = mark {
             self.synced_to(mark);
         }
-        if crash == Some(CompactCrash::BeforeIndex) {
-            return Ok(None);
-        }
-        if self.index.is_some() {
-            // Written whole under another name and renamed over the old index (s21): the old
-            // file is never written, so whatever a power loss keeps, the index holds the old
-            // file's entries or the new one's, never some of each.
-            match replace_index(&path, &entries, crash) {
-                Ok(Some(f)) => self.index = Some(f),
-                Ok(None) => return Ok(None),
-                Err(e) => {
-                    // A hint: its entries are checked before use; this log appends none.
-                    tracing::warn!(path = %path.display(), error = %e, "durable log: could not rewrite the index after a compaction; skims will read the whole file");
-                    self.index = None;
+        match s.index {
+            None => return Ok(None),
+            Some(index) => {
+                if self.index.is_some() {
+                    self.index = index;
                 }
             }
         }
-        tracing::info!(path = %path.display(), view, position, dropped_bytes = cut - first, kept_bytes = kept, "durable log: compacted a covered prefix");
-        Ok(Some(Compacted {
-            base,
-            dropped_bytes: (cut - first) as u64,
-            kept_bytes: kept,
-            len,
-            index_entries: entries.len(),
-        }))
+        Ok(Some(s.compacted))
     }
+}
+
+/// A compaction running on its thread ([`Log::start_compact`]).
+#[derive(Debug)]
+struct Compaction {
+    /// The file's length when it started (every byte up to it written once the syncer settled).
+    len: u64,
+    /// The latest mark flushed when it started.
+    mark: Option<u64>,
+    /// Records written and not synced when it started (its synced file covers them).
+    unsynced: u64,
+    /// A mark flushed since: its records wait in the buffer for the swap.
+    deferred: Option<u64>,
+    /// Set by the thread when it returns.
+    done: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Result<Option<Swapped>, LogError>>,
+}
+
+/// A compacted file renamed over the log ([`compact_file`]).
+#[derive(Debug)]
+struct Swapped {
+    /// The new file, at its end.
+    file: File,
+    /// The replaced file's handle.
+    old: File,
+    compacted: Compacted,
+    /// The offset of the rewritten index's last entry.
+    last_entry: Option<u64>,
+    /// The side index after the swap: `None` if a crash point stopped before its rewrite (the
+    /// old one in place); `Some(None)` if there is none kept.
+    index: Option<Option<File>>,
+    /// The directory sync failed: the log's write error.
+    error: Option<LogError>,
+}
+
+/// The file work of a compaction of the log at `path`, of which `len` bytes are written (and
+/// nothing writes it meanwhile): the kept records from the first at or past
+/// `(view, position)` copied to [`compact_tmp_path`], synced, renamed over the log, the
+/// directory synced, and the side index rewritten if `keep_index`. `Ok(None)`: nothing to
+/// drop, or a crash point stopped it before the rename. No state of the [`Log`] is touched,
+/// so it runs on the caller's thread ([`Log::compact`]) or a compaction thread
+/// ([`Log::start_compact`]).
+fn compact_file(
+    path: &Path,
+    len: u64,
+    view: u64,
+    position: u64,
+    keep_index: bool,
+    crash: Option<CompactCrash>,
+) -> Result<Option<Swapped>, LogError> {
+    let io = |source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut src = File::open(path).map_err(io)?;
+    let (_, index_bytes) = read_index(path, len)?;
+    let index = decode_index(&index_bytes);
+    let stop = Stop::At(view, position);
+    let (s, _) = scan_to(
+        &mut src,
+        len,
+        &index,
+        stop,
+        None,
+        DEFAULT_READ_BUFFER,
+        None,
+        false,
+    )
+    .map_err(io)?;
+    let Some(first) = read_header(&mut src, len).map_err(io)?.map(|(f, _)| f) else {
+        return Err(LogError::NotALog {
+            path: path.to_path_buf(),
+        });
+    };
+    // The first record kept (or the end of the valid prefix: everything before goes; a
+    // torn or out-of-order tail is copied as it is, and cut as before by the next open).
+    let cut = s.keep;
+    let (Some(last), Some(max_seq)) = (s.skimmed.last, s.max_seq) else {
+        return Ok(None);
+    };
+    if cut <= first {
+        return Ok(None);
+    }
+    let origin = s.skimmed.base.map_or(MAGIC.len() as u64, |b| b.origin);
+    let base = Base {
+        view: last.view,
+        seq: last.seq,
+        position: last.position,
+        sender: last.sender,
+        max_seq,
+        origin: origin + (cut - first) as u64,
+    };
+    let mut head = MAGIC_COMPACTED.to_vec();
+    encode_base(&base, &mut head);
+    let tmp = compact_tmp_path(path);
+    let tio = |source| LogError::Io {
+        path: tmp.clone(),
+        source,
+    };
+    // Read and write: after the rename this handle is the log's (no reopen that could fail
+    // while appends would still go to the replaced file).
+    let mut out = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(tio)?;
+    out.write_all(&head).map_err(tio)?;
+    src.seek(SeekFrom::Start(cut as u64)).map_err(io)?;
+    let kept = len - cut as u64;
+    let copy = match crash {
+        Some(CompactCrash::BeforeSync) => kept / 2,
+        _ => kept,
+    };
+    let copied = std::io::copy(&mut (&mut src).take(copy), &mut out).map_err(tio)?;
+    if copied != copy {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the log is shorter than it was written",
+        )));
+    }
+    if crash == Some(CompactCrash::BeforeSync) {
+        return Ok(None);
+    }
+    out.sync_all().map_err(tio)?;
+    if crash == Some(CompactCrash::BeforeRename) {
+        return Ok(None);
+    }
+    // The index's entries of kept records, moved; the new file is synced (boot 0).
+    let shift = |o: u64| o - cut as u64 + head.len() as u64;
+    let boot = boot_tag();
+    let entries: Vec<IndexEntry> = (index.iter())
+        .take_while(|e| trusted(e, boot))
+        .filter(|e| e.offset >= cut as u64 && e.offset + FRAME as u64 + u64::from(e.len) <= len)
+        .map(|e| IndexEntry {
+            offset: shift(e.offset),
+            boot: 0,
+            ..*e
+        })
+        .collect();
+    let new_len = head.len() as u64 + kept;
+    std::fs::rename(&tmp, path).map_err(tio)?;
+    let compacted = Compacted {
+        base,
+        dropped_bytes: (cut - first) as u64,
+        kept_bytes: kept,
+        len: new_len,
+        index_entries: entries.len(),
+    };
+    let mut swapped = Swapped {
+        file: out,
+        old: src,
+        compacted,
+        last_entry: entries.last().map(|e| e.offset),
+        index: None,
+        error: None,
+    };
+    // Until this returns, a power loss may bring the old file back.
+    if let Err(source) = sync_dir(path) {
+        swapped.error = Some(io(source));
+        return Ok(Some(swapped));
+    }
+    if crash == Some(CompactCrash::BeforeIndex) {
+        return Ok(Some(swapped));
+    }
+    if keep_index {
+        // Written whole under another name and renamed over the old index (s21): the old
+        // file is never written, so whatever a power loss keeps, the index holds the old
+        // file's entries or the new one's, never some of each.
+        match replace_index(path, &entries, crash) {
+            Ok(Some(f)) => swapped.index = Some(Some(f)),
+            Ok(None) => return Ok(Some(swapped)),
+            Err(e) => {
+                // A hint: its entries are checked before use; this log appends none.
+                tracing::warn!(path = %path.display(), error = %e, "durable log: could not rewrite the index after a compaction; skims will read the whole file");
+                swapped.index = Some(None);
+            }
+        }
+    } else {
+        swapped.index = Some(None);
+    }
+    tracing::info!(path = %path.display(), view, position, dropped_bytes = cut - first, kept_bytes = kept, "durable log: compacted a covered prefix");
+    Ok(Some(swapped))
 }
 
 /// What [`Log::compact`] did.

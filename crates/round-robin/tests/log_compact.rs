@@ -640,3 +640,181 @@ fn regression_a_position_of_u64_max_has_no_next() {
     log::encode_record(&r, &mut plain);
     assert_eq!(log::decode(&plain).records.len(), 1);
 }
+
+/// Waits (up to 10 s) for the outcome of a compaction on its thread (`Log::start_compact`).
+fn compacted(l: &mut Log) -> Result<Option<log::Compacted>, LogError> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(outcome) = l.take_compacted() {
+            return outcome;
+        }
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the compaction never finished"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// s24: a compaction on its own thread (`Log::start_compact`) while the log's syncer thread
+/// and the compaction's thread are held on their test gates: the records flushed meanwhile
+/// reach no file (the old one's length does not move) and are reported neither durable nor
+/// synced; once both are released the compacted log holds the kept records and then every
+/// record flushed meanwhile, in order, and reports them durable. Under the three policies.
+/// Mutation: without the deferral in `flush` (records written to the file being replaced)
+/// it fails (the records flushed meanwhile are lost with the old file).
+#[test]
+fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_order() {
+    let rs = records(&[60; 60], &[], false);
+    let a = tmpfile("thread-appends.log");
+    for policy in [
+        FsyncPolicy::EveryBatch,
+        FsyncPolicy::EveryRecords(1000),
+        FsyncPolicy::Never,
+    ] {
+        let case = format!("{policy:?}");
+        remove(&a);
+        let opts = LogOptions {
+            index_every: 300,
+            ..LogOptions::new(policy)
+        };
+        let (mut l, _) = Log::open_with(&a, opts).unwrap();
+        let syncer = l.gate_syncer();
+        for r in &rs[..40] {
+            l.append(r).unwrap();
+        }
+        l.flush(1).unwrap();
+        let (durable, synced) = (l.durable_mark().unwrap(), l.synced_mark());
+        let hold = l.gate_compaction();
+        let (v, p) = point(&rs, 30);
+        assert!(l.start_compact(v, p).unwrap(), "{case}");
+        let on_disk = std::fs::metadata(&a).unwrap().len();
+        for (i, batch) in rs[40..].chunks(5).enumerate() {
+            for r in batch {
+                l.append(r).unwrap();
+            }
+            l.flush(2 + i as u64).unwrap();
+            assert_eq!(l.durable_mark().unwrap(), durable, "{case}");
+            assert_eq!(l.synced_mark(), synced, "{case}: synced before the swap");
+        }
+        if policy != FsyncPolicy::EveryBatch {
+            assert_eq!(std::fs::metadata(&a).unwrap().len(), on_disk, "{case}");
+        }
+        drop(hold);
+        if policy == FsyncPolicy::EveryBatch {
+            // The copy waits for the batch's sync, held.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert_eq!(l.durable_mark().unwrap(), durable, "{case}");
+            assert_eq!(l.synced_mark(), synced, "{case}: synced before the swap");
+        }
+        drop(syncer);
+        let done = compacted(&mut l).unwrap().unwrap();
+        assert_eq!(done.base.position, rs[29].position, "{case}");
+        // Written to the new file after the swap: durable (synced under `EveryBatch`).
+        let start = std::time::Instant::now();
+        while l.durable_mark().unwrap() != Some(5) {
+            assert!(start.elapsed().as_secs() < 10, "{case}: never durable");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        if policy != FsyncPolicy::EveryBatch {
+            // The swap synced what was flushed before it, not what came after: a sync of
+            // those is still to start.
+            assert_eq!(l.synced_mark(), Some(1), "{case}");
+            assert!(
+                l.start_sync().unwrap(),
+                "{case}: the later records counted synced"
+            );
+            let start = std::time::Instant::now();
+            while l.synced_mark() != Some(5) {
+                l.durable_mark().unwrap();
+                assert!(start.elapsed().as_secs() < 10, "{case}: never synced");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        l.sync().unwrap();
+        drop(l);
+        let (now, base) = read(&a);
+        assert!(now[..] == rs[30..], "{case}: {} records", now.len());
+        assert_eq!(base.map(|b| b.position), Some(rs[29].position), "{case}");
+        let (l, rec) = Log::open_with(&a, opts).unwrap();
+        assert_eq!(
+            rec.last.as_ref().map(header),
+            rs.last().map(header),
+            "{case}"
+        );
+        assert_eq!(rec.dropped_bytes, 0, "{case}");
+        drop(l);
+    }
+    remove(&a);
+}
+
+/// s24: the crash points of `a_compaction_crashed_at_any_point_leaves_the_old_or_the_new_log`
+/// on the compaction's thread (`Log::start_compact_cut_at`): before the rename the old log is
+/// left whole, after it the compacted one; the next open finds the uncompacted log's last
+/// record, appends continue, and a compaction on the thread again completes the work.
+/// Mutation: with the crash point not handed to the thread (`None`), it fails at once (the
+/// compaction completes).
+#[test]
+fn a_compaction_on_its_thread_crashed_at_any_point_leaves_the_old_or_the_new_log() {
+    let rs = records(
+        &(0..60).map(|i| (i * 37) % 250).collect::<Vec<_>>(),
+        &(0..60).map(|i| i == 25).collect::<Vec<_>>(),
+        true,
+    );
+    let a = tmpfile("thread-crash.log");
+    for crash in [
+        CompactCrash::BeforeSync,
+        CompactCrash::BeforeRename,
+        CompactCrash::BeforeIndex,
+        CompactCrash::MidIndex,
+        CompactCrash::IndexBeforeRename,
+    ] {
+        for every in [1, 300] {
+            for k in [1, 30, 60] {
+                let case = format!("{crash:?} every {every} k {k}");
+                remove(&a);
+                append(&a, every, &rs);
+                let (v, p) = point(&rs, k);
+                let before = std::fs::read(&a).unwrap();
+                let (mut l, _) = Log::open_with(&a, options(every)).unwrap();
+                assert!(l.start_compact_cut_at(v, p, crash).unwrap(), "{case}");
+                assert!(compacted(&mut l).unwrap().is_none(), "{case}");
+                drop(l);
+                let renamed = matches!(
+                    crash,
+                    CompactCrash::BeforeIndex
+                        | CompactCrash::MidIndex
+                        | CompactCrash::IndexBeforeRename
+                );
+                assert_eq!(log::compact_tmp_path(&a).exists(), !renamed, "{case}");
+                if renamed {
+                    let (now, _) = read(&a);
+                    assert!(now[..] == rs[k..], "{case}");
+                } else {
+                    assert_eq!(std::fs::read(&a).unwrap(), before, "{case}: untouched");
+                }
+                let (la, ra) = Log::open_with(&a, options(every)).unwrap();
+                assert_eq!(
+                    ra.last.as_ref().map(header),
+                    rs.last().map(header),
+                    "{case}"
+                );
+                drop(la);
+                append(&a, every, &more(rs.last().unwrap(), 4));
+                let (mut l, _) = Log::open_with(&a, options(every)).unwrap();
+                assert!(l.start_compact(v, p).unwrap(), "{case}");
+                let again = compacted(&mut l).unwrap();
+                assert_eq!(again.is_some(), !renamed, "{case}");
+                drop(l);
+                let (now, base) = read(&a);
+                assert_eq!(
+                    &now[..],
+                    &[&rs[k..], &more(rs.last().unwrap(), 4)[..]].concat()[..],
+                    "{case}"
+                );
+                assert!(base.is_some(), "{case}");
+            }
+        }
+    }
+    remove(&a);
+}

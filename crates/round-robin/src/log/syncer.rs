@@ -234,13 +234,13 @@ impl Syncer {
 
     /// Blocks until every request is durable (or a sync failed): [`Log::sync`](super::Log::sync).
     pub(crate) fn wait(&self) -> std::io::Result<u64> {
-        let mut s = lock(&self.shared.state);
-        while !s.handoff.settled() {
-            s = (self.shared.changed.wait(s)).unwrap_or_else(PoisonError::into_inner);
-        }
-        match s.handoff.failed() {
-            Some(e) => Err(e),
-            None => Ok(s.handoff.done()),
+        self.waiter().wait()
+    }
+
+    /// A handle another thread can [`wait`](Waiter::wait) on (a compaction's thread).
+    pub(crate) fn waiter(&self) -> Waiter {
+        Waiter {
+            shared: Arc::clone(&self.shared),
         }
     }
 
@@ -263,6 +263,26 @@ impl Syncer {
     /// Syncs started so far.
     pub(crate) fn syncs(&self) -> u64 {
         lock(&self.shared.state).handoff.syncs()
+    }
+}
+
+/// Waits for a [`Syncer`]'s requests from another thread ([`Syncer::waiter`]).
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    shared: Arc<Shared>,
+}
+
+impl Waiter {
+    /// Blocks until every request is durable (or a sync failed, or the syncer stops).
+    pub(crate) fn wait(&self) -> std::io::Result<u64> {
+        let mut s = lock(&self.shared.state);
+        while !s.handoff.settled() {
+            s = (self.shared.changed.wait(s)).unwrap_or_else(PoisonError::into_inner);
+        }
+        match s.handoff.failed() {
+            Some(e) => Err(e),
+            None => Ok(s.handoff.done()),
+        }
     }
 }
 

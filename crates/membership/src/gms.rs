@@ -2786,6 +2786,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         {
             return self.rejoin(view.id, next.id);
         }
+        // A member the decision fails that this member does not suspect yet (it installs
+        // without that member's echo, above) is suspected now, before the view is installed:
+        // the report cuts its link, so none of its epoch writes still in flight lands after the
+        // `Group` zeroes the old view's region set on `ViewInstalled` (Derecho's rule; s24,
+        // forty-eighth part of `docs/MEMBERSHIP.md`, "review findings").
+        if self.restart.is_none() {
+            let fail = (d.changes.iter())
+                .filter(|c| c.kind == ChangeKind::Fail && c.node != self.me)
+                .filter(|c| (self.sst.row_of(c.node)).is_some_and(|r| !self.sst.is_suspected(r)))
+                .map(|c| c.node)
+                .collect::<Vec<_>>();
+            for m in fail {
+                tracing::warn!(me = %self.me, node = %m, view = view.id, "membership: suspecting a member the decision removes as failed before installing the view without it");
+                self.sst.suspect(m)?;
+            }
+        }
         // The decision logged (synced) before the echo determines this view (and its shards);
         // the records only say it was installed (see `Durable::append_installed`,
         // `docs/MEMBERSHIP.md`). One batch: one write and sync (s22, thirty-ninth part).
@@ -2865,6 +2881,7 @@ mod tests {
 
     use super::*;
     use crate::log::MemLog;
+    use squall_sst::Suspicion;
     use squall_transport::RegionId;
     use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
@@ -3259,7 +3276,11 @@ mod tests {
     /// and decides its removal with 1 and 2. 3 never sees the proposal or the decision, so it
     /// never echoes, while its heartbeats keep 1 and 2 from suspecting it. Before s24 1 and 2
     /// waited for 3's echo (here for 20 ms of virtual time, a fifth of the suspicion timeout)
-    /// while 0 ran view 1; now they install view 1 = [0, 1, 2] with it.
+    /// while 0 ran view 1; now they install view 1 = [0, 1, 2] with it. And (s24 review
+    /// follow-up) each suspects 3 as it installs, so that its link to 3 is cut before the
+    /// `Group` would zero the old view's region set: 1 and 2 each raised exactly one suspicion
+    /// of 3, `Local` (they neither read its echo nor suspected it before), and 3 learns that
+    /// both cut it (`Remote`).
     #[test]
     fn a_follower_holding_a_decision_that_removes_a_member_it_does_not_suspect_installs_it() {
         let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
@@ -3271,8 +3292,10 @@ mod tests {
             .collect();
         let mut out = Vec::new();
         let mut round = |g: &mut Vec<Gms<SimNode, MemLog>>| {
-            for c in g.iter_mut() {
-                c.poll(&mut Idle, &mut out).unwrap();
+            for (i, c) in g.iter_mut().enumerate() {
+                // 3, cut off by 1 and 2 once they install, stops as a minority.
+                let polled = c.poll(&mut Idle, &mut out);
+                assert!(polled.is_ok() || i == 3, "n{i}: {polled:?}");
             }
             sim.advance(std::time::Duration::from_micros(100));
         };
@@ -3291,14 +3314,30 @@ mod tests {
         );
         let row3 = g[1].sst.row_of(NodeId(3)).unwrap();
         assert!(
-            !g[1].sst.is_suspected(row3) && g[1].decision_of(row3, 0).is_none(),
-            "the moment: 1 neither suspects 3 nor reads its echo"
+            g[1].decision_of(row3, 0).is_none(),
+            "the moment: 1 does not read 3's echo"
         );
+        let why = |c: &Gms<SimNode, MemLog>, n: u32| -> Vec<Suspicion> {
+            (c.sst.suspicions().iter())
+                .filter(|s| s.0 == NodeId(n))
+                .map(|s| s.1)
+                .collect()
+        };
         for i in [1, 2] {
             assert_eq!(
                 g[i].view().map(|v| (v.id, v.members.clone())),
                 Some((1, want.clone())),
                 "n{i} holding the decision that removes 3"
+            );
+            assert_eq!(
+                why(&g[i], 3),
+                [Suspicion::Local],
+                "n{i} suspects 3 as it installs the view without it"
+            );
+            assert_eq!(
+                why(&g[3], i as u32),
+                [Suspicion::Remote],
+                "n{i} cut 3's link"
             );
         }
     }

@@ -996,7 +996,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     && self.sst.is_absent(r)
                     && self.sst.is_suspected(r)
                     && flag > 0
-                    && let Some(k) = self.linked_elsewhere(view, r).filter(|&k| k >= flag)
+                    && let Some(k) = named_again(flag, self.linked_elsewhere(view, r))
                 {
                     tracing::warn!(me = %self.me, %node, named = flag - 1, incarnation = k,
                         "membership: a member this view names, suspected here while its link never came up, was linked elsewhere after the bound; naming the incarnation the members linked to it count");
@@ -1266,6 +1266,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.readmit_restarted()?;
         self.settle_expected()?;
         self.settle_absent()?;
+        // Again: the two settles may have suspected a member (its bound ran out), and the round
+        // below reads the suspicions (s24, forty-seventh part, "review findings").
+        self.co_suspect()?;
         let before = out.len();
         match self.view.clone() {
             None => self.follow_as_outsider(out)?,
@@ -1840,9 +1843,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .cfg
                 .is_quorum(&view.members, &|m| restarted.contains(&m))
             {
+                // What `is_quorum` needs: more than half the members, or with hosts set more
+                // than half the view's hosts, each with all its members of the view restarted.
+                let (unit, of) = if self.cfg.hosts.is_empty() {
+                    ("members", view.members.len())
+                } else {
+                    let hosts = (view.members.iter())
+                        .map(|&m| self.cfg.hosts.iter().position(|h| h.contains(&m)).ok_or(m))
+                        .collect::<std::collections::BTreeSet<_>>();
+                    ("whole hosts", hosts.len())
+                };
                 tracing::warn!(
                     me = %self.me, view = view.id, ?missing, restarted = restarted.len(),
-                    majority = view.majority(),
+                    needed = of / 2 + 1, of, unit,
                     "membership: restart waits for a majority of the last view's logs"
                 );
             }
@@ -1991,7 +2004,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// fails as a whole, so once this member suspects a member of its view, it suspects every
     /// co-host of it in the view too, in this poll, before the round reads the suspicions: the
     /// leader proposes the failure of the whole host in one change set and one view change
-    /// removes it. The suspicion is the table's own ([`Sst::suspect`]: published, the links
+    /// removes it. Run twice per poll: after the table's own detection, and after
+    /// `settle_expected` and `settle_absent`, whose suspicions the round reads too. The suspicion is the table's own ([`Sst::suspect`]: published, the links
     /// cut), so every member learns it by gossip even where its own detector saw only one
     /// member of the host fail.
     ///
@@ -2015,9 +2029,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 continue;
             }
             for c in self.cfg.co_hosts(m) {
+                // A row the table already suspects is skipped: `Sst::suspect` would do nothing,
+                // and a row waiting for an expected incarnation (suspected in the table, not
+                // counted failed) is a newer process that `settle_expected` bounds itself.
+                let suspected = (self.sst.row_of(c)).is_none_or(|r| self.sst.is_suspected(r));
                 if c != self.me
                     && view.contains(c)
-                    && !self.suspects(c)
+                    && !suspected
                     && !more.iter().any(|&(d, _)| d == c)
                 {
                     more.push((c, m));
@@ -2848,6 +2866,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 }
 
+/// The incarnation that [`Gms::settle_absent`] names again for a row suspected while absent,
+/// whose published flag is `flag` (incarnations below it suspected), given the newest
+/// incarnation a counted member linked ([`Gms::linked_elsewhere`]): one the flag does not
+/// cover. Never `u64::MAX`, a peer's word that no process can carry: the flag naming it would
+/// saturate at `u64::MAX` and the rule would fire (and warn) on every poll (s24, forty-eighth
+/// part of `docs/MEMBERSHIP.md`, "review findings").
+fn named_again(flag: u64, linked: Option<u64>) -> Option<u64> {
+    linked.filter(|&k| k >= flag && k < u64::MAX)
+}
+
 /// Restart mode, the inspector adopts a logged decision (`adopted`, changes of `members`) and
 /// fits it (`fitted`, see `Gms::restart_changes`): `None` if the restart view holds a majority
 /// of `members` or of the adopted decision's next view, else the members of that next view the
@@ -3339,6 +3367,26 @@ mod tests {
                 [Suspicion::Remote],
                 "n{i} cut 3's link"
             );
+        }
+    }
+
+    /// s24 review follow-up (forty-eighth part): the one-way absence is named again only for an
+    /// incarnation its flag does not cover, and never for a `gms_linked` word of `u64::MAX`,
+    /// whose flag would saturate and name it again on every poll.
+    #[test]
+    fn a_linked_word_of_u64_max_is_never_named_again() {
+        assert_eq!(named_again(1, None), None);
+        assert_eq!(named_again(2, Some(1)), None, "covered by the flag");
+        assert_eq!(named_again(2, Some(2)), Some(2));
+        assert_eq!(named_again(1, Some(7)), Some(7));
+        assert_eq!(
+            named_again(u64::MAX - 1, Some(u64::MAX - 1)),
+            Some(u64::MAX - 1)
+        );
+        // Named, its flag is `u64::MAX`: the same word is covered from then on.
+        assert_eq!(named_again(u64::MAX, Some(u64::MAX - 1)), None);
+        for flag in [1, 5, u64::MAX] {
+            assert_eq!(named_again(flag, Some(u64::MAX)), None, "flag {flag}");
         }
     }
 

@@ -2005,9 +2005,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// co-host of it in the view too, in this poll, before the round reads the suspicions: the
     /// leader proposes the failure of the whole host in one change set and one view change
     /// removes it. Run twice per poll: after the table's own detection, and after
-    /// `settle_expected` and `settle_absent`, whose suspicions the round reads too. The suspicion is the table's own ([`Sst::suspect`]: published, the links
-    /// cut), so every member learns it by gossip even where its own detector saw only one
-    /// member of the host fail.
+    /// `settle_expected` and `settle_absent`, whose suspicions the round reads too. The
+    /// suspicion is the table's own ([`Sst::suspect`]: published, the links cut), so every
+    /// member learns it by gossip even where its own detector saw only one member of the host
+    /// fail. A co-host whose row the table already suspects is left as it is.
     ///
     /// Not spread: the suspicion of a member that asked to leave (its leave is its own, whether
     /// it leaves gracefully or dies on the way; its co-hosts are removed on their own

@@ -5,7 +5,9 @@
 //! records every one-sided op posted into an epoch region set, with the epoch (view) that
 //! posted it, and every zeroing, and checks from the simulator's trace that no op of an epoch
 //! lands in a peer's copy of that epoch's set after the peer zeroed it when leaving that view
-//! or a later one on the same set.
+//! or a later one on the same set. A second test (s24, forty-eighth part's review follow-up)
+//! makes the accuser an accused leader, whose suspicion is never published: the others learn
+//! of the removal only from its decision and must cut the member as they install.
 #![allow(clippy::unwrap_used)]
 
 use std::cell::RefCell;

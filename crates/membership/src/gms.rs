@@ -996,7 +996,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     && self.sst.is_absent(r)
                     && self.sst.is_suspected(r)
                     && flag > 0
-                    && let Some(k) = self.linked_elsewhere(view, r).filter(|&k| k >= flag)
+                    && let Some(k) = named_again(flag, self.linked_elsewhere(view, r))
                 {
                     tracing::warn!(me = %self.me, %node, named = flag - 1, incarnation = k,
                         "membership: a member this view names, suspected here while its link never came up, was linked elsewhere after the bound; naming the incarnation the members linked to it count");
@@ -1266,6 +1266,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.readmit_restarted()?;
         self.settle_expected()?;
         self.settle_absent()?;
+        // Again: the two settles may have suspected a member (its bound ran out), and the round
+        // below reads the suspicions (s24, forty-seventh part, "review findings").
+        self.co_suspect()?;
         let before = out.len();
         match self.view.clone() {
             None => self.follow_as_outsider(out)?,
@@ -1840,9 +1843,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .cfg
                 .is_quorum(&view.members, &|m| restarted.contains(&m))
             {
+                // What `is_quorum` needs: more than half the members, or with hosts set more
+                // than half the view's hosts, each with all its members of the view restarted.
+                let (unit, of) = if self.cfg.hosts.is_empty() {
+                    ("members", view.members.len())
+                } else {
+                    let hosts = (view.members.iter())
+                        .map(|&m| self.cfg.hosts.iter().position(|h| h.contains(&m)).ok_or(m))
+                        .collect::<std::collections::BTreeSet<_>>();
+                    ("whole hosts", hosts.len())
+                };
                 tracing::warn!(
                     me = %self.me, view = view.id, ?missing, restarted = restarted.len(),
-                    majority = view.majority(),
+                    needed = of / 2 + 1, of, unit,
                     "membership: restart waits for a majority of the last view's logs"
                 );
             }
@@ -1991,9 +2004,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// fails as a whole, so once this member suspects a member of its view, it suspects every
     /// co-host of it in the view too, in this poll, before the round reads the suspicions: the
     /// leader proposes the failure of the whole host in one change set and one view change
-    /// removes it. The suspicion is the table's own ([`Sst::suspect`]: published, the links
-    /// cut), so every member learns it by gossip even where its own detector saw only one
-    /// member of the host fail.
+    /// removes it. Run twice per poll: after the table's own detection, and after
+    /// `settle_expected` and `settle_absent`, whose suspicions the round reads too. The
+    /// suspicion is the table's own ([`Sst::suspect`]: published, the links cut), so every
+    /// member learns it by gossip even where its own detector saw only one member of the host
+    /// fail. A co-host whose row the table already suspects is left as it is.
     ///
     /// Not spread: the suspicion of a member that asked to leave (its leave is its own, whether
     /// it leaves gracefully or dies on the way; its co-hosts are removed on their own
@@ -2015,9 +2030,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 continue;
             }
             for c in self.cfg.co_hosts(m) {
+                // A row the table already suspects is skipped: `Sst::suspect` would do nothing,
+                // and a row waiting for an expected incarnation (suspected in the table, not
+                // counted failed) is a newer process that `settle_expected` bounds itself.
+                let suspected = (self.sst.row_of(c)).is_none_or(|r| self.sst.is_suspected(r));
                 if c != self.me
                     && view.contains(c)
-                    && !self.suspects(c)
+                    && !suspected
                     && !more.iter().any(|&(d, _)| d == c)
                 {
                     more.push((c, m));
@@ -2794,6 +2813,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         {
             return self.rejoin(view.id, next.id);
         }
+        // A member the decision fails that this member does not suspect yet (it installs
+        // without that member's echo, above) is suspected now, before the view is installed:
+        // the report cuts its link, so none of its epoch writes still in flight lands after the
+        // `Group` zeroes the old view's region set on `ViewInstalled` (Derecho's rule; s24,
+        // forty-eighth part of `docs/MEMBERSHIP.md`, "review findings").
+        if self.restart.is_none() {
+            let fail = (d.changes.iter())
+                .filter(|c| c.kind == ChangeKind::Fail && c.node != self.me)
+                .filter(|c| (self.sst.row_of(c.node)).is_some_and(|r| !self.sst.is_suspected(r)))
+                .map(|c| c.node)
+                .collect::<Vec<_>>();
+            for m in fail {
+                tracing::warn!(me = %self.me, node = %m, view = view.id, "membership: suspecting a member the decision removes as failed before installing the view without it");
+                self.sst.suspect(m)?;
+            }
+        }
         // The decision logged (synced) before the echo determines this view (and its shards);
         // the records only say it was installed (see `Durable::append_installed`,
         // `docs/MEMBERSHIP.md`). One batch: one write and sync (s22, thirty-ninth part).
@@ -2867,6 +2902,16 @@ fn trim_survivors(view: &View, changes: &[Change], rx: &[Option<Vec<u64>>]) -> V
         .collect()
 }
 
+/// The incarnation that [`Gms::settle_absent`] names again for a row suspected while absent,
+/// whose published flag is `flag` (incarnations below it suspected), given the newest
+/// incarnation a counted member linked ([`Gms::linked_elsewhere`]): one the flag does not
+/// cover. Never `u64::MAX`, a peer's word that no process can carry: the flag naming it would
+/// saturate at `u64::MAX` and the rule would fire (and warn) on every poll (s24, forty-eighth
+/// part of `docs/MEMBERSHIP.md`, "review findings").
+fn named_again(flag: u64, linked: Option<u64>) -> Option<u64> {
+    linked.filter(|&k| k >= flag && k < u64::MAX)
+}
+
 /// Restart mode, the inspector adopts a logged decision (`adopted`, changes of `members`) and
 /// fits it (`fitted`, see `Gms::restart_changes`): `None` if the restart view holds a majority
 /// of `members` or of the adopted decision's next view, else the members of that next view the
@@ -2900,6 +2945,7 @@ mod tests {
 
     use super::*;
     use crate::log::MemLog;
+    use squall_sst::Suspicion;
     use squall_transport::RegionId;
     use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
@@ -3355,7 +3401,11 @@ mod tests {
     /// and decides its removal with 1 and 2. 3 never sees the proposal or the decision, so it
     /// never echoes, while its heartbeats keep 1 and 2 from suspecting it. Before s24 1 and 2
     /// waited for 3's echo (here for 20 ms of virtual time, a fifth of the suspicion timeout)
-    /// while 0 ran view 1; now they install view 1 = [0, 1, 2] with it.
+    /// while 0 ran view 1; now they install view 1 = [0, 1, 2] with it. And (s24 review
+    /// follow-up) each suspects 3 as it installs, so that its link to 3 is cut before the
+    /// `Group` would zero the old view's region set: 1 and 2 each raised exactly one suspicion
+    /// of 3, `Local` (they neither read its echo nor suspected it before), and 3 learns that
+    /// both cut it (`Remote`).
     #[test]
     fn a_follower_holding_a_decision_that_removes_a_member_it_does_not_suspect_installs_it() {
         let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
@@ -3367,8 +3417,10 @@ mod tests {
             .collect();
         let mut out = Vec::new();
         let mut round = |g: &mut Vec<Gms<SimNode, MemLog>>| {
-            for c in g.iter_mut() {
-                c.poll(&mut Idle, &mut out).unwrap();
+            for (i, c) in g.iter_mut().enumerate() {
+                // 3, cut off by 1 and 2 once they install, stops as a minority.
+                let polled = c.poll(&mut Idle, &mut out);
+                assert!(polled.is_ok() || i == 3, "n{i}: {polled:?}");
             }
             sim.advance(std::time::Duration::from_micros(100));
         };
@@ -3387,15 +3439,51 @@ mod tests {
         );
         let row3 = g[1].sst.row_of(NodeId(3)).unwrap();
         assert!(
-            !g[1].sst.is_suspected(row3) && g[1].decision_of(row3, 0).is_none(),
-            "the moment: 1 neither suspects 3 nor reads its echo"
+            g[1].decision_of(row3, 0).is_none(),
+            "the moment: 1 does not read 3's echo"
         );
+        let why = |c: &Gms<SimNode, MemLog>, n: u32| -> Vec<Suspicion> {
+            (c.sst.suspicions().iter())
+                .filter(|s| s.0 == NodeId(n))
+                .map(|s| s.1)
+                .collect()
+        };
         for i in [1, 2] {
             assert_eq!(
                 g[i].view().map(|v| (v.id, v.members.clone())),
                 Some((1, want.clone())),
                 "n{i} holding the decision that removes 3"
             );
+            assert_eq!(
+                why(&g[i], 3),
+                [Suspicion::Local],
+                "n{i} suspects 3 as it installs the view without it"
+            );
+            assert_eq!(
+                why(&g[3], i as u32),
+                [Suspicion::Remote],
+                "n{i} cut 3's link"
+            );
+        }
+    }
+
+    /// s24 review follow-up (forty-eighth part): the one-way absence is named again only for an
+    /// incarnation its flag does not cover, and never for a `gms_linked` word of `u64::MAX`,
+    /// whose flag would saturate and name it again on every poll.
+    #[test]
+    fn a_linked_word_of_u64_max_is_never_named_again() {
+        assert_eq!(named_again(1, None), None);
+        assert_eq!(named_again(2, Some(1)), None, "covered by the flag");
+        assert_eq!(named_again(2, Some(2)), Some(2));
+        assert_eq!(named_again(1, Some(7)), Some(7));
+        assert_eq!(
+            named_again(u64::MAX - 1, Some(u64::MAX - 1)),
+            Some(u64::MAX - 1)
+        );
+        // Named, its flag is `u64::MAX`: the same word is covered from then on.
+        assert_eq!(named_again(u64::MAX, Some(u64::MAX - 1)), None);
+        for flag in [1, 5, u64::MAX] {
+            assert_eq!(named_again(flag, Some(u64::MAX)), None, "flag {flag}");
         }
     }
 

@@ -5,7 +5,9 @@
 //! records every one-sided op posted into an epoch region set, with the epoch (view) that
 //! posted it, and every zeroing, and checks from the simulator's trace that no op of an epoch
 //! lands in a peer's copy of that epoch's set after the peer zeroed it when leaving that view
-//! or a later one on the same set.
+//! or a later one on the same set. A second test (s24, forty-eighth part's review follow-up)
+//! makes the accuser an accused leader, whose suspicion is never published: the others learn
+//! of the removal only from its decision and must cut the member as they install.
 #![allow(clippy::unwrap_used)]
 
 use std::cell::RefCell;
@@ -52,6 +54,9 @@ struct Record {
     zeroed: Vec<(NodeId, usize, u64, usize)>,
     /// Each failure a node's endpoint reported: (node, peer, cause).
     failures: Vec<(NodeId, NodeId, FailureCause)>,
+    /// A failure to hand a node at its next poll, before its endpoint's own events: (node,
+    /// peer), as if the peer had cut the link first ([`FailureCause::Remote`]).
+    inject: Option<(NodeId, NodeId)>,
 }
 
 /// A tap that records, in the shared [`Record`], every one-sided op its node posts into a
@@ -77,8 +82,19 @@ impl Tap for Recorder {
     }
 
     fn poll(&mut self, inner: &mut SimNode, out: &mut [Event]) -> usize {
-        let got = inner.poll(out);
         let me = inner.local_id();
+        let armed = self.0.borrow().inject.filter(|&(at, _)| at == me);
+        let got = match (armed, out.split_first_mut()) {
+            (Some((_, peer)), Some((first, rest))) => {
+                self.0.borrow_mut().inject = None;
+                *first = Event::PeerFailed {
+                    peer,
+                    cause: FailureCause::Remote,
+                };
+                1 + inner.poll(rest)
+            }
+            _ => inner.poll(out),
+        };
         for e in &out[..got] {
             if let Event::PeerFailed { peer, cause } = *e {
                 self.0.borrow_mut().failures.push((me, peer, cause));
@@ -100,6 +116,10 @@ struct Plan {
     x: usize,
     /// The member whose link to `x` is cut; the others learn of the suspicion from it.
     accuser: usize,
+    /// The accuser learns first that `x` cut the link (its endpoint hands it a
+    /// [`FailureCause::Remote`] failure before its own): it is accused, so its suspicion of `x`
+    /// is never published, and the others learn of `x`'s removal only from its decision.
+    accused: bool,
     /// The second view change, once view 1 runs: view 2 reuses set 0.
     second: Second,
     /// Extra one-way latency of every op to or from `x`: its epoch's writes stay in flight
@@ -364,6 +384,9 @@ fn run(plan: Plan) -> Result<Moment, String> {
         }
         if !cut && posted > seen && first_post.is_some_and(|f| round >= f + plan.cut_after) {
             r.sim.partition(&[a], &[x]);
+            if plan.accused {
+                r.rec.borrow_mut().inject = Some((a, x));
+            }
             cut = true;
         }
         seen = posted;
@@ -402,6 +425,7 @@ fn run(plan: Plan) -> Result<Moment, String> {
         r.sim.advance(STEP);
     }
     if !done {
+        stale_writes(&r)?;
         return Err(format!(
             "the survivors did not reach view 2 and deliver in it: {}",
             group_sim::describe(&r.groups)
@@ -435,17 +459,41 @@ fn run(plan: Plan) -> Result<Moment, String> {
     // failed under it (no timeout, no cut by `x`); and some op of `x`'s view-0 epoch was still
     // in flight to such a peer when it declared `x` failed (refused or flushed since).
     let rec = r.rec.borrow();
-    for i in (0..initial).filter(|&i| i != plan.x && i != plan.accuser) {
-        let Some(g) = &r.groups[i] else { continue };
-        let why: Vec<Suspicion> = (g.gms().sst().suspicions().iter())
+    let why_at = |i: usize| -> Vec<Suspicion> {
+        (r.groups[i].iter())
+            .flat_map(|g| g.gms().sst().suspicions().iter())
             .filter(|s| s.0 == x)
             .map(|s| s.1)
-            .collect();
+            .collect()
+    };
+    // Accused accuser: its suspicion of `x` stayed unpublished, and (the moment) some member
+    // suspected `x` as it installed the view without it (the others may then learn it from
+    // that member).
+    let mut local = true;
+    if plan.accused {
+        if why_at(plan.accuser) != [Suspicion::Remote] {
+            return Err(format!(
+                "n{} did not suspect n{} only as accused: {:?}",
+                plan.accuser,
+                plan.x,
+                why_at(plan.accuser)
+            ));
+        }
+        local = (0..initial)
+            .filter(|&i| i != plan.x && i != plan.accuser)
+            .any(|i| why_at(i) == [Suspicion::Local]);
+    }
+    for i in (0..initial).filter(|&i| i != plan.x && i != plan.accuser) {
+        if r.groups[i].is_none() {
+            continue;
+        }
+        let why = why_at(i);
         let first = rec
             .failures
             .iter()
             .find(|f| f.0 == NodeId(i as u32) && f.1 == x);
-        let gossip = matches!(why[..], [Suspicion::Gossip] | [Suspicion::Transport]);
+        let gossip = matches!(why[..], [Suspicion::Gossip] | [Suspicion::Transport])
+            || (plan.accused && why[..] == [Suspicion::Local]);
         if !gossip || first.is_some_and(|f| f.2 != FailureCause::Local) {
             return Err(format!(
                 "n{i} did not learn of n{}'s suspicion from a peer only: {why:?}, first failure {first:?}",
@@ -454,7 +502,7 @@ fn run(plan: Plan) -> Result<Moment, String> {
         }
     }
     drop(rec);
-    Ok(if stopped > 0 {
+    Ok(if stopped > 0 && local {
         Moment::Reached
     } else {
         Moment::Missed
@@ -487,9 +535,45 @@ fn a_gossip_suspected_members_stale_epoch_writes_never_land_in_a_zeroed_set() {
                     seed,
                     x: 4,
                     accuser: 0,
+                    accused: false,
                     second,
                     delay: Duration::from_micros(150 + pick(250)),
                     cut_after: pick(100) as usize,
+                };
+                if run(plan).map_err(|e| format!("{plan:?}: {e}"))? == Moment::Missed {
+                    reached = Moment::Missed;
+                }
+            }
+            Ok(reached)
+        },
+    );
+}
+
+/// s24 review follow-up (`docs/MEMBERSHIP.md`, forty-eighth part): as above, but the accuser
+/// (the leader) learns first that `x` cut the link, so it is accused and its suspicion of `x`
+/// is never published. Its decision removing `x` is the only news the others get of it, and
+/// they install view 1 without `x`'s echo; each must suspect `x` as it installs (the report
+/// cuts its link), or `x`'s view-0 epoch writes, posted while its links to them are up, land
+/// in their copies of set 0 after they zeroed it. Each seed runs both second changes, and
+/// both must reach the moment (an op of `x`'s view-0 epoch refused or flushed at a member that
+/// suspected `x` only as it installed).
+#[test]
+fn an_accused_leaders_unpublished_suspicion_still_fences_the_removed_members_writes() {
+    check_seeds_reaching(
+        "an_accused_leaders_unpublished_suspicion_still_fences_the_removed_members_writes",
+        3,
+        "an op of the removed member's view-0 epoch in flight as a peer installed the view without it",
+        |seed| {
+            let mut reached = Moment::Reached;
+            for (k, second) in [Second::Crash(3), Second::Join(5)].into_iter().enumerate() {
+                let plan = Plan {
+                    seed,
+                    x: 4,
+                    accuser: 0,
+                    accused: true,
+                    second,
+                    delay: Duration::from_micros(150 + (seed * 37 + k as u64 * 101) % 250),
+                    cut_after: ((seed * 13 + k as u64 * 7) % 100) as usize,
                 };
                 if run(plan).map_err(|e| format!("{plan:?}: {e}"))? == Moment::Missed {
                     reached = Moment::Missed;

@@ -124,6 +124,13 @@ pub struct GmsConfig {
     /// (1 s with the defaults); set, it must exceed `suspicion_timeout`. See
     /// [`expected_link_wait`](GmsConfig::expected_link_wait).
     pub expected_link_timeout: Option<Duration>,
+    /// A digest of the driver's own settings that must agree across members (a
+    /// [`Group`](crate::group::Group) sets it to its epoch settings' digest,
+    /// [`GroupConfig::settings_digest`](crate::group::GroupConfig::settings_digest)); 0 (the
+    /// default) when the driver has none. Published with the core's own settings digest
+    /// ([`SettingsDigest`](crate::settings::SettingsDigest)): a member whose digest differs is
+    /// refused (docs/MEMBERSHIP.md, fifty-second part).
+    pub driver_settings: u64,
 }
 
 /// [`GmsConfig::expected_link_timeout`]'s default, in suspicion timeouts: a link that comes up
@@ -148,6 +155,7 @@ impl GmsConfig {
             layout: None,
             restart_absent_timeout: Duration::from_secs(1),
             expected_link_timeout: None,
+            driver_settings: 0,
         }
     }
 

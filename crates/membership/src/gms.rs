@@ -2851,6 +2851,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .find_map(|r| self.differs(r))
     }
 
+    /// Whether no unsuspected member of this node's view publishes another digest. A
+    /// [`Group`](crate::group::Group) asks before each poll of its epoch, so that an epoch
+    /// whose peer was configured differently delivers nothing more once that peer's digest is
+    /// here (the core's next poll stops the member).
+    pub(crate) fn settings_agree(&self) -> bool {
+        self.settings_differ().is_none()
+    }
+
     /// Whether the leader must not propose `row`'s join: its digest is not known yet or
     /// differs (logged once at `warn`; the joiner stops itself when it reads the members').
     fn refuse_settings(&mut self, row: usize) -> bool {

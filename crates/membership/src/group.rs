@@ -2931,8 +2931,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
         if self.held {
             busy |= self.release_first_start(upcalls);
         }
+        // A member configured differently (its settings digest, docs/MEMBERSHIP.md,
+        // fifty-second part): the epoch is not polled, and the core's poll below stops.
         if !self.frozen
             && !self.held
+            && self.gms.settings_agree()
             && let Some(rr) = &mut self.epoch
         {
             let mut out = std::mem::take(&mut self.scratch);

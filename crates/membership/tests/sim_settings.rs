@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use squall_membership::group::{EpochProfile, Group, GroupConfig};
 use squall_membership::log::MemLog;
-use squall_ordering::TotalOrder;
+use squall_ordering::{TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
@@ -47,19 +47,26 @@ fn start(
     (sim, groups)
 }
 
-/// Polls every node (each submitting while it can) for `steps` steps.
-fn run(sim: &Sim, groups: &mut [Group<SimNode, MemLog>], steps: usize) {
+/// Polls every node (each submitting while it can) for `steps` steps; returns how many
+/// messages each delivered.
+fn run(sim: &Sim, groups: &mut [Group<SimNode, MemLog>], steps: usize) -> Vec<usize> {
     let mut ups = Vec::new();
+    let mut delivered = vec![0; groups.len()];
     for _ in 0..steps {
-        for g in groups.iter_mut() {
+        for (g, d) in groups.iter_mut().zip(&mut delivered) {
             if g.stopped().is_none() {
                 let _ = g.submit(b"m");
                 ups.clear();
                 g.poll(&mut ups);
+                *d += ups
+                    .iter()
+                    .filter(|u| matches!(u, Upcall::Deliver(_)))
+                    .count();
             }
         }
         sim.advance(Duration::from_micros(5));
     }
+    delivered
 }
 
 #[test]
@@ -70,7 +77,10 @@ fn an_initial_member_with_another_window_and_slot_split_stops_everyone() {
     other.epoch.window = 2;
     other.epoch.slot_size = 48;
     let (sim, mut groups) = start(1, &[cfg.clone(), cfg, other], &[]);
-    run(&sim, &mut groups, 400);
+    let delivered = run(&sim, &mut groups, 400);
+    // Nothing is delivered with rows laid out differently: every peer's digest is pushed
+    // before its first epoch write, and the epoch is not polled once it differs.
+    assert_eq!(delivered, [0, 0, 0]);
     for (i, g) in groups.iter().enumerate() {
         let why = g
             .stopped()
@@ -104,7 +114,8 @@ fn a_joiner_with_a_larger_profile_is_refused_and_the_group_goes_on() {
     }
     // The group goes on: a failure is handled as usual.
     sim.crash(NodeId(2));
-    run(&sim, &mut groups[..2], 2000);
+    let delivered = run(&sim, &mut groups[..2], 2000);
+    assert!(delivered.iter().all(|&d| d > 0), "{delivered:?}");
     for g in &groups[..2] {
         assert_eq!(g.stopped(), None);
         assert_eq!(g.view().unwrap().members, [NodeId(0), NodeId(1)]);

@@ -221,6 +221,13 @@ pub struct GmsConfig {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub hosts: Vec<Vec<NodeId>>,
+    /// A digest of the driver's own settings that must agree across members (a
+    /// [`Group`](crate::group::Group) sets it to its epoch settings' digest,
+    /// [`GroupConfig::settings_digest`](crate::group::GroupConfig::settings_digest)); 0 (the
+    /// default) when the driver has none. Published with the core's own settings digest
+    /// ([`SettingsDigest`](crate::settings::SettingsDigest)): a member whose digest differs is
+    /// refused (docs/MEMBERSHIP.md, fifty-second part).
+    pub driver_settings: u64,
 }
 
 /// [`GmsConfig::expected_link_timeout`]'s default, in suspicion timeouts: a link that comes up
@@ -246,6 +253,7 @@ impl GmsConfig {
             restart_absent_timeout: Duration::from_secs(1),
             expected_link_timeout: None,
             hosts: Vec::new(),
+            driver_settings: 0,
         }
     }
 

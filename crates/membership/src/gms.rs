@@ -35,6 +35,7 @@ use crate::block::{BlockError, DecisionBlock, ProposalBlock, WedgeBlock};
 use crate::change::{Change, ChangeKind, Decision};
 use crate::config::{ConfigError, GmsConfig};
 use crate::log::{Durable, LogError, Record, Recovered};
+use crate::settings::SettingsDigest;
 use crate::trim::{self, Trim};
 use crate::view::{Layout, ShardBounds, ShardId, ShardLayout, View};
 
@@ -114,6 +115,23 @@ pub enum StopReason {
     Left {
         /// The first view without it.
         view: u64,
+    },
+    /// A member of this node's view (or, for a joiner, a member of the group it asked to join)
+    /// publishes another settings digest ([`crate::settings`]): the two were configured
+    /// differently in a way that would run other row layouts or compute other views. A
+    /// joiner's join is never proposed; a member stops. Configure every node alike.
+    #[error(
+        "node {node}: its settings differ from the group's: digest {theirs} vs {mine} (this node's); differing: {groups:?}; stopped: configure every member with the same settings"
+    )]
+    SettingsDiffer {
+        /// The node whose digest differs from this node's.
+        node: NodeId,
+        /// Its digest.
+        theirs: SettingsDigest,
+        /// This node's.
+        mine: SettingsDigest,
+        /// The groups of settings that differ.
+        groups: Vec<&'static str>,
     },
 }
 
@@ -279,6 +297,8 @@ struct Fields {
     /// incarnation 0, a link up from the start) names incarnation 0, whose flag every member
     /// that counts that incarnation adopts.
     linked: Vector,
+    /// This node's settings digest ([`SettingsDigest`]), written once at start.
+    settings: Vector,
 }
 
 /// A proposal or decision as read from a row.
@@ -372,6 +392,10 @@ pub struct Gms<T: Transport, L: Durable> {
     /// during its first start), it joins that restart instead (see
     /// [`first_start_restart`](Gms::first_start_restart)).
     first_start: bool,
+    /// This node's settings digest, published at start ([`Gms::publish_settings`]).
+    digest: SettingsDigest,
+    /// Rows whose join this member refused for their settings (logged once each).
+    settings_refused: Vec<usize>,
 }
 
 /// The bit of a view block's restarting word that says its node restarts *without* its
@@ -431,6 +455,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
         gone: b.vector("gms_gone", u),
         noticed: b.vector("gms_noticed", u),
         linked: b.vector("gms_linked", u),
+        settings: b.vector("gms_settings", SettingsDigest::WORDS),
     };
     Ok((b.build()?, f))
 }
@@ -588,7 +613,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             None => {}
         }
+        let digest = SettingsDigest::of(&cfg, &layout);
         let mut g = Gms {
+            digest,
+            settings_refused: Vec::new(),
             sst,
             cfg,
             layout,
@@ -614,6 +642,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             rejoined: None,
             holds_state,
         };
+        g.publish_settings()?;
         if let Some(r) = recovered {
             g.note_gone_logged(r)?;
         }
@@ -1263,6 +1292,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let busy = self.sst.poll_once()?.is_busy();
         self.co_suspect()?;
         self.publish_incarnations()?;
+        if let Some(why) = self.settings_differ() {
+            return Err(self.stop(why, out));
+        }
         self.readmit_restarted()?;
         self.settle_expected()?;
         self.settle_absent()?;
@@ -2396,12 +2428,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 });
             }
         }
-        for (row, &u) in self.cfg.universe.iter().enumerate() {
+        for (row, u) in self.cfg.universe.clone().into_iter().enumerate() {
             if view.contains(u)
                 || has(&ch, u)
                 || self.sst.is_suspected(row)
                 || self.sst.get(row, self.f.join) == 0
                 || self.readmission_pending(view, row)
+                || self.refuse_settings(row)
             {
                 continue;
             }
@@ -2920,6 +2953,86 @@ fn named_again(flag: u64, linked: Option<u64>) -> Option<u64> {
 /// a restarted member"): that view held a majority of `members` when it was decided, and the
 /// restart view is what an ordinary view change from it could install (a minority of it
 /// failed), every member of it a survivor of the adopted trim.
+/// The settings digest (docs/MEMBERSHIP.md, fifty-second part; [`crate::settings`]).
+impl<T: Transport, L: Durable> Gms<T, L> {
+    /// Writes this node's settings digest into its row, once, at start. The row is pushed
+    /// whole to a peer when its link comes up, and a join request is pushed after it on the
+    /// same FIFO link, so a joiner's digest is in the leader's table before its request.
+    fn publish_settings(&mut self) -> Result<(), GmsError> {
+        for (i, w) in self.digest.words().into_iter().enumerate() {
+            self.sst.set_at(self.f.settings, i, w)?;
+        }
+        self.sst.push(self.f.settings.range())?;
+        Ok(())
+    }
+
+    /// The digest `row` published, if it did.
+    fn settings_of(&self, row: usize) -> Option<SettingsDigest> {
+        let w: Vec<u64> = (0..SettingsDigest::WORDS)
+            .map(|i| self.sst.get_at(row, self.f.settings, i).unwrap_or(0))
+            .collect();
+        SettingsDigest::from_words(&w)
+    }
+
+    /// `row`'s digest if it differs from this node's, as a stop reason.
+    fn differs(&self, row: usize) -> Option<StopReason> {
+        let theirs = self.settings_of(row)?;
+        (theirs != self.digest).then(|| StopReason::SettingsDiffer {
+            node: self.cfg.universe.get(row).copied().unwrap_or(NodeId(0)),
+            theirs,
+            mine: self.digest,
+            groups: self.digest.differing(&theirs),
+        })
+    }
+
+    /// Why this node must stop for a settings mismatch: a member of its view (initial members
+    /// at view 0 included) publishes another digest; or, outside the group with its join asked,
+    /// a peer that publishes a view (a member) does.
+    fn settings_differ(&self) -> Option<StopReason> {
+        let me = self.sst.my_row();
+        let rows: Vec<usize> = match &self.view {
+            Some(v) => v
+                .members
+                .iter()
+                .filter_map(|&m| self.sst.row_of(m))
+                .collect(),
+            None if self.sst.get(me, self.f.join) != 0 => (0..self.sst.rows())
+                .filter(|&r| self.read_block(r, self.f.view).is_some())
+                .collect(),
+            None => Vec::new(),
+        };
+        (rows.into_iter())
+            .filter(|&r| r != me && !self.sst.is_suspected(r))
+            .find_map(|r| self.differs(r))
+    }
+
+    /// Whether no unsuspected member of this node's view publishes another digest. A
+    /// [`Group`](crate::group::Group) asks before each poll of its epoch, so that an epoch
+    /// whose peer was configured differently delivers nothing more once that peer's digest is
+    /// here (the core's next poll stops the member).
+    pub(crate) fn settings_agree(&self) -> bool {
+        self.settings_differ().is_none()
+    }
+
+    /// Whether the leader must not propose `row`'s join: its digest is not known yet or
+    /// differs (logged once at `warn`; the joiner stops itself when it reads the members').
+    fn refuse_settings(&mut self, row: usize) -> bool {
+        match self.settings_of(row) {
+            None => true,
+            Some(d) if d == self.digest => false,
+            Some(d) => {
+                if !self.settings_refused.contains(&row) {
+                    self.settings_refused.push(row);
+                    tracing::warn!(me = %self.me, joiner = ?self.cfg.universe.get(row),
+                        "membership: join refused: its settings differ from the group's: digest {} vs {} (differing: {:?})",
+                        d, self.digest, self.digest.differing(&d));
+                }
+                true
+            }
+        }
+    }
+}
+
 fn adoption_short(
     cfg: &GmsConfig,
     members: &[NodeId],

@@ -287,6 +287,71 @@ impl GroupConfig {
         }
     }
 
+    /// The digest of the epoch settings that must agree across members: the template's
+    /// window, slot size, max payload, chunk size, relay (`binomial_from`, `relay`) and mode
+    /// (unordered, atomic or durable with its `fsync` policy), then every profile (subgroup,
+    /// window, slot size, max payload, chunk size, `fsync`). Left out, as they may differ: the
+    /// durable log directory, the region ids and lengths (checked at link-up), the template's
+    /// members, senders, view and SST timing (set per view), and the replay, checkpoint and
+    /// transfer settings (each member's own). [`Group`] puts it in
+    /// [`GmsConfig::driver_settings`] (docs/MEMBERSHIP.md, fifty-second part).
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, group::{EpochProfile, GroupConfig}};
+    /// use squall_round_robin::Config;
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+    /// let cfg = GroupConfig::new(GmsConfig::new(RegionId(0), ids.clone(), ids.clone()), Config::new(ids));
+    /// let mut other = cfg.clone();
+    /// other.replay_batch = 1; // may differ
+    /// assert_eq!(other.settings_digest(), cfg.settings_digest());
+    /// other.profiles.insert(0, EpochProfile { window: cfg.epoch.window * 2, ..EpochProfile::of(&cfg.epoch) });
+    /// assert_ne!(other.settings_digest(), cfg.settings_digest());
+    /// ```
+    pub fn settings_digest(&self) -> u64 {
+        use squall_round_robin::FsyncPolicy;
+        let fsync = |h: &mut crate::settings::Hasher, f: Option<FsyncPolicy>| match f {
+            None => h.word(0),
+            Some(FsyncPolicy::EveryBatch) => h.word(1),
+            Some(FsyncPolicy::EveryRecords(n)) => {
+                h.word(2);
+                h.word(n);
+            }
+            Some(FsyncPolicy::Never) => h.word(3),
+        };
+        let e = &self.epoch;
+        let mut h = crate::settings::Hasher::new(3);
+        for w in [
+            e.window,
+            e.slot_size,
+            e.max_payload,
+            e.chunk_size,
+            e.binomial_from,
+        ] {
+            h.word(w as u64);
+        }
+        h.word(match e.relay {
+            squall_round_robin::Relay::Tree => 0,
+            squall_round_robin::Relay::BinomialPipeline => 1,
+        });
+        match &e.mode {
+            Mode::Unordered => h.word(0),
+            Mode::Atomic => h.word(1),
+            Mode::Durable { fsync: f, .. } => {
+                h.word(2);
+                fsync(&mut h, Some(*f));
+            }
+        }
+        h.word(self.profiles.len() as u64);
+        for (&g, p) in &self.profiles {
+            for w in [g, p.window, p.slot_size, p.max_payload, p.chunk_size] {
+                h.word(w as u64);
+            }
+            fsync(&mut h, p.fsync);
+        }
+        h.finish()
+    }
+
     /// Subgroup `subgroup`'s epoch template: [`epoch`](GroupConfig::epoch) with the subgroup's
     /// [`EpochProfile`] applied, if [`profiles`](GroupConfig::profiles) has one.
     pub fn subgroup_epoch(&self, subgroup: usize) -> EpochConfig {
@@ -1201,12 +1266,13 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// possibly a restarted initial member).
     fn build(
         transport: T,
-        cfg: GroupConfig,
+        mut cfg: GroupConfig,
         log: L,
         recovered: Option<&Recovered>,
         outsider: bool,
     ) -> Result<Group<T, L>, GroupError> {
         cfg.validate()?;
+        cfg.gms.driver_settings = cfg.settings_digest();
         if let Some(rec) = recovered.filter(|_| !outsider) {
             // Before `restart_base` removes any file.
             crate::restart::check_eligible(rec, &cfg.gms.shard_layout())
@@ -2927,8 +2993,11 @@ impl<T: Transport, L: Durable> Group<T, L> {
         if self.held {
             busy |= self.release_first_start(upcalls);
         }
+        // A member configured differently (its settings digest, docs/MEMBERSHIP.md,
+        // fifty-second part): the epoch is not polled, and the core's poll below stops.
         if !self.frozen
             && !self.held
+            && self.gms.settings_agree()
             && let Some(rr) = &mut self.epoch
         {
             let mut out = std::mem::take(&mut self.scratch);

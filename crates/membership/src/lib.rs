@@ -58,6 +58,7 @@ mod gms;
 pub mod group;
 pub mod log;
 pub mod restart;
+pub mod settings;
 pub mod snapshot;
 pub mod transfer;
 pub mod trim;

@@ -486,11 +486,13 @@ fn checkpoints_bound_the_replay_of_a_total_restart_and_nothing_is_lost() {
 /// check after the restart already did. Re-seeded in s21: seed 7 no longer stops with a
 /// checkpoint in flight; of seeds 0..30, 14 and 17 do (14 is pinned). Re-seeded in s23 (the
 /// forty-fourth and forty-fifth parts' table words shifted the schedules): of seeds 0..60, 6,
-/// 25, 29, 30, 54 and 58 stop with one in flight (6 is pinned). Fails unless the stop came
-/// with a checkpoint in flight.
+/// 25, 29, 30, 54 and 58 stop with one in flight (6 is pinned). Re-seeded in s24 (on the s24
+/// branch, whose settings digest push at start changes the schedule; not run on the base
+/// commit): of seeds 0..40, 5, 7 and 15 stop with one in flight (5 is pinned). Fails unless
+/// the stop came with a checkpoint in flight.
 #[test]
 fn regression_a_checkpoint_in_flight_at_the_stop_is_not_a_second_snapshot() {
-    let seed = 6;
+    let seed = 5;
     IN_FLIGHT_AT_STOP.with(|c| c.set(0));
     scenario(seed, "plain-regression", 20 + seed % 3 * 7, None, None).unwrap();
     assert!(

@@ -981,14 +981,17 @@ fn regression_a_member_restarted_during_the_restart_joins_by_transfer_and_restar
 /// later view ("restart of view 1 never completed"); it now judges each node against its own
 /// log. A harness defect, not the library's. Re-seeded in s21: at the found shutdown (509
 /// steps) every node's log now ends at view 0; at 512 steps only n4 logged view 1 (a scan of
-/// seeds 0..20 and shutdowns 495..525 found 9 such runs). Fails unless a single node logged
-/// the newest view and it restarted during the restart and joined again.
+/// seeds 0..20 and shutdowns 495..525 found 9 such runs). Re-seeded in s24 (on the s24 branch, whose settings
+/// digest push at start changes the schedule; not run on the base commit): seed 0 no longer reaches it at shutdowns
+/// 490..540; a scan of seeds 1..8 and shutdowns 500..525 found seed 2 at 510 and seed 5 at
+/// 511. Fails unless a single node logged the newest view and it restarted during the restart
+/// and joined again.
 #[test]
 fn regression_the_only_member_of_the_newest_view_restarts_during_the_restart_and_joins_again() {
     let went = pinned(&Plan {
-        seed: 0,
+        seed: 2,
         crash: Some((0, 0)),
-        shutdown: 512,
+        shutdown: 510,
         bare_majority: false,
         again: None,
         at_decision: false,
@@ -1007,7 +1010,7 @@ fn regression_the_only_member_of_the_newest_view_restarts_during_the_restart_and
             && went.rejoined > 0,
         "{} ({went:?})",
         missed(
-            0,
+            2,
             "a single node logging the newest view, restarting during the restart and joining again"
         )
     );

@@ -765,13 +765,16 @@ fn regression_second_restart_seed_2_the_inspector_restarts_alone_one_view_later(
 /// others' at view 0 with the decision it installed and its ballot as their promise. With the
 /// rank rule (or with no restarting word in the view block) they caught up and *ran* view 1
 /// while the member whose log ends there restarted at view 1 and waited for them forever.
+/// Re-seeded in s24 to seed 8 (seed 0 stopped reaching it on the s24 branch, whose settings
+/// digest push at start changes the schedule; not run on the base commit; a
+/// scan of seeds 0..30 found 8, 22, 23 and 24); the name keeps the seed it was found at.
 #[test]
 fn regression_second_restart_after_an_install_seed_0_the_others_must_restart_at_view_1_too() {
-    let stop = second_restart_after_an_install(0).unwrap();
+    let stop = second_restart_after_an_install(8).unwrap();
     assert!(
         stop.installed == [4],
         "{} ({stop:?})",
-        missed(0, "the stop with only n4 having installed the restart view")
+        missed(8, "the stop with only n4 having installed the restart view")
     );
 }
 

@@ -2052,7 +2052,9 @@ fn a_lone_holder_restarting_right_after_it_installed_the_restart_view_is_readmit
 fn regression_a_lone_holder_that_installed_the_restart_view_alone_and_restarted_is_readmitted() {
     // Traced at seed 3; since the s20 merges shifted the schedules the holder is the only
     // installer at seed 2, which hangs with the s18 rule ("no restarted member in shard 0").
-    race_b_sweep(&[2], true).unwrap();
+    // Re-seeded in s24 (on the s24 branch, whose settings digest push at start changes the
+    // schedule; not run on the base commit): of seeds 0..16, 5 and 13 reach the moment.
+    race_b_sweep(&[5], true).unwrap();
 }
 
 /// s22 (`docs/MEMBERSHIP.md`, thirty-second part, "s22 follow-up: a leave at a loss"): a

@@ -100,8 +100,9 @@ pub enum RuntimeError {
     #[error("the replica thread panicked: {0}")]
     Panicked(String),
     /// The replica's backend stopped for good (joining, restarting or serving), or the replica
-    /// stopped itself ([`StopPhase::Replica`]): its thread ended by itself ([`Replica::shutdown`] reports it; the state machine, frozen or never
-    /// given a state, is dropped).
+    /// stopped itself ([`StopPhase::Replica`]): its thread ended by itself
+    /// ([`Replica::shutdown`] reports it; the state machine, frozen or never given a state,
+    /// is dropped).
     ///
     /// ```
     /// use squall_smr::{BackendStopped, RuntimeError, StopPhase};

@@ -85,7 +85,10 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = Reads::Barrier)]
         reads: Reads,
     },
-    /// Run one replica of a cluster described by a TOML file.
+    /// Run one replica of a cluster described by a TOML file. Exits 0 after SIGINT or
+    /// SIGTERM; 3 if the replica had stopped for good before that (its group stopped, e.g.
+    /// it lost its majority, or the replica stopped itself), printing why; 1 on any other
+    /// error.
     Serve {
         /// The cluster file (see `KvConfig`).
         #[arg(long)]
@@ -181,8 +184,31 @@ fn main() {
         .init();
     if let Err(e) = run(cli) {
         eprintln!("squall-kv: {e}");
-        std::process::exit(1);
+        std::process::exit(exit_code(e.as_ref()));
     }
+}
+
+/// The process's exit code for an error `run` returned.
+fn exit_code(e: &(dyn std::error::Error + 'static)) -> i32 {
+    if e.downcast_ref::<ReplicaStopped>().is_some() {
+        EXIT_REPLICA_STOPPED
+    } else {
+        1
+    }
+}
+
+/// `squall-kv serve`'s exit code when its replica had stopped for good before the shutdown
+/// ([`ReplicaStopped`]); documented in the README.
+const EXIT_REPLICA_STOPPED: i32 = 3;
+
+/// A served replica had stopped for good before the process was told to shut down: its
+/// backend stopped (majority lost, shard lost, a log failure, a refused join, ...) or the
+/// replica stopped itself; it answered every request `Unavailable` with this reason since.
+#[derive(Debug, thiserror::Error)]
+#[error("replica {id} had stopped before the shutdown: {stop}")]
+struct ReplicaStopped {
+    id: u32,
+    stop: squall_smr::BackendStopped,
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -567,8 +593,14 @@ fn serve(config: &Path, id: u32, rejoin: bool, announce: Option<&Path>) -> Res<(
         Res::Ok(())
     })?;
     tracing::info!(metrics = %replica.handle().metrics(), "replica stopped");
-    replica.shutdown()?;
-    Ok(())
+    match replica.shutdown() {
+        Ok(_) => Ok(()),
+        Err(squall_smr::RuntimeError::BackendStopped(stop)) => {
+            tracing::error!(id, error = %stop, "the replica had stopped before the shutdown");
+            Err(ReplicaStopped { id, stop }.into())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn client(config: Option<&Path>, replicas: Vec<SocketAddr>, op: ClientOp) -> Res<()> {
@@ -703,4 +735,27 @@ fn bench(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A replica that had stopped before the shutdown exits with its own code and says why.
+    #[test]
+    fn a_replica_stopped_before_the_shutdown_exits_3_naming_why() {
+        let stop = squall_smr::BackendStopped {
+            reason: "lost its majority".into(),
+            phase: squall_smr::StopPhase::Member,
+        };
+        let e: Box<dyn std::error::Error> = ReplicaStopped { id: 2, stop }.into();
+        assert_eq!(exit_code(e.as_ref()), EXIT_REPLICA_STOPPED);
+        assert_eq!(
+            e.to_string(),
+            "replica 2 had stopped before the shutdown: this replica's backend stopped: lost \
+             its majority"
+        );
+        let other: Box<dyn std::error::Error> = "no such file".into();
+        assert_eq!(exit_code(other.as_ref()), 1);
+    }
 }

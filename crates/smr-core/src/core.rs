@@ -198,8 +198,12 @@ pub struct ReplicaCore<S> {
     /// The next serve is encoded on the replica's thread: the last off-thread encode was lost,
     /// or the last [`MAX_STALE_SERVES`] were stale.
     serve_inline_next: bool,
-    /// States encoded off the thread dropped as stale in a row (a state provided resets it).
+    /// States encoded off the thread dropped as stale in a row: a state provided or refused
+    /// resets it, and so does a poll in a later view than the last drop at which the replica
+    /// could serve and no joiner asked (s24).
     serve_stale: u32,
+    /// The [`view_changes`](Self::view_changes) count at the last stale drop.
+    stale_in: u64,
     /// `View` and `Wedged` upcalls applied so far: a state encoded off the thread is provided
     /// in a later view only if nothing was delivered since its capture.
     view_changes: u64,
@@ -270,8 +274,9 @@ pub struct PositionMismatch {
 
 /// A replica's backend stopped for good ([`StateTransfer::stopped`], or a
 /// [`SubmitError::Stopped`] answer to a submission): its group lost its majority, lost a
-/// shard, failed a log write, refused a joiner's state, ... The replica can apply nothing
-/// more, so [`ReplicaCore::upcalls_from`] (or [`ReplicaCore::refused`]) stops it with this
+/// shard, failed a log write, refused a joiner's state, ...; or the replica stopped itself
+/// on a failure of its own ([`StopPhase::Replica`], [`ReplicaCore::stop`]). The replica can
+/// apply nothing more, so [`ReplicaCore::upcalls_from`] (or [`ReplicaCore::refused`]) stops it with this
 /// error, whatever it was doing ([`StopPhase`]): every request owed an answer, and every
 /// later one, is answered [`ErrorCode::Unavailable`] with this message; the runtime's thread
 /// ends ([`RuntimeError::BackendStopped`](crate::RuntimeError::BackendStopped)). Starting the
@@ -293,6 +298,7 @@ pub struct PositionMismatch {
     StopPhase::Starting => format!(
         "this replica's backend had stopped before the replica started: {reason}"),
     StopPhase::Member => format!("this replica's backend stopped: {reason}"),
+    StopPhase::Replica => format!("this replica stopped itself: {reason}"),
 })]
 pub struct BackendStopped {
     /// The backend's stop reason.
@@ -316,6 +322,12 @@ pub enum StopPhase {
     Restarting,
     /// The backend had stopped before the replica started (the runtime found it stopped).
     Starting,
+    /// Not the backend: the replica stopped itself ([`ReplicaCore::stop`]) on a failure of its
+    /// own: a delivery at the wrong position ([`PositionMismatch`]), a transferred state it
+    /// cannot install, more upcalls kept during a decode than
+    /// [`CoreConfig::max_install_backlog`]. It ends the runtime's thread like a backend's stop
+    /// (s24); `reason` says what failed.
+    Replica,
 }
 
 /// A transferred state to decode off the replica's thread ([`ReplicaCore::take_install`]):
@@ -670,6 +682,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             serve_losses: 0,
             serve_inline_next: false,
             serve_stale: 0,
+            stale_in: 0,
             view_changes: 0,
             backend_held: false,
             refused_in: None,
@@ -846,12 +859,32 @@ impl<S: StateMachine> ReplicaCore<S> {
     }
 
     /// Stops the replica for good with `reason` (the core uses it for a failure of its own: a
-    /// delivery at the wrong position, a state it cannot install): every request owed an
-    /// answer gets [`ErrorCode::Unavailable`], and so does every later one. A backend's own
-    /// stop is reported as [`BackendStopped`] instead ([`backend_stopped`](Self::backend_stopped)).
+    /// delivery at the wrong position, a state it cannot install, a decode's backlog above
+    /// [`CoreConfig::max_install_backlog`]): every request owed an answer gets
+    /// [`ErrorCode::Unavailable`], and so does every later one. It is reported as
+    /// [`BackendStopped`] with [`StopPhase::Replica`] ([`backend_stopped`](Self::backend_stopped)),
+    /// unless the replica was stopped so already: a driver ends its loop as after a backend's
+    /// stop.
+    ///
+    /// ```
+    /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine, StopPhase};
+    /// use squall_transport::NodeId;
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// let mut core = ReplicaCore::new(NodeId(1), Nop, CoreConfig::default())?;
+    /// core.stop("the transferred state does not decode".into());
+    /// let e = core.backend_stopped().expect("a stop of its own is reported");
+    /// assert_eq!(e.phase, StopPhase::Replica);
+    /// assert!(e.to_string().contains("stopped itself"));
+    /// # Ok::<(), squall_smr::ConfigError>(())
+    /// ```
     pub fn stop(&mut self, reason: String) {
-        tracing::warn!(replica = %self.me, %reason, "replica stopped");
-        self.halt(reason);
+        self.stop_backend_in(reason, StopPhase::Replica);
     }
 
     /// Like [`stop`](Self::stop), for an orderly shutdown (logged as such).
@@ -1058,7 +1091,8 @@ impl<S: StateMachine> ReplicaCore<S> {
     }
 
     /// Stops the replica with [`BackendStopped`] (logged at `error`, counted in
-    /// [`Counters::backends_stopped`]) unless it was stopped so already. The runtime calls
+    /// [`Counters::backends_stopped`] unless the phase is [`StopPhase::Replica`]) unless it
+    /// was stopped so already. The runtime calls
     /// this with [`StopPhase::Starting`] for a backend that stopped before the replica
     /// started.
     ///
@@ -1068,8 +1102,13 @@ impl<S: StateMachine> ReplicaCore<S> {
             return;
         }
         let e = BackendStopped { reason, phase };
-        tracing::error!(replica = %self.me, error = %e, ?phase, "the backend stopped: stopping the replica");
-        self.metrics.add(&self.metrics.backends_stopped, 1);
+        if phase == StopPhase::Replica {
+            tracing::error!(replica = %self.me, error = %e, "the replica stopped itself");
+        } else {
+            tracing::error!(replica = %self.me, error = %e, ?phase,
+                "the backend stopped: stopping the replica");
+            self.metrics.add(&self.metrics.backends_stopped, 1);
+        }
         let message = format!("{e}; retry at another replica");
         self.backend_stopped = Some(e);
         if self.stopped.is_none() {
@@ -1401,7 +1440,17 @@ impl<S: StateMachine> ReplicaCore<S> {
                 return false;
             }
         }
-        if !self.can_serve() || !backend.state_wanted() {
+        if !self.can_serve() {
+            return false;
+        }
+        if !backend.state_wanted() {
+            // No joiner asks in a later view than the last stale drop: the run of drops is
+            // over (in the drop's own view the next joiner may not have asked yet).
+            if self.serve_stale > 0 && self.view_changes != self.stale_in {
+                tracing::debug!(replica = %self.me, stale = self.serve_stale,
+                    "no joiner asks: the run of stale serves ends");
+                self.serve_stale = 0;
+            }
             return false;
         }
         let start = std::time::Instant::now();
@@ -1436,6 +1485,7 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// [`Counters::serves_stale`]: crate::Counters::serves_stale
     fn drop_stale(&mut self, stale: &EncodedState) -> bool {
         self.serve_stale += 1;
+        self.stale_in = self.view_changes;
         self.metrics.add(&self.metrics.serves_stale, 1);
         if self.serve_stale < MAX_STALE_SERVES {
             tracing::info!(replica = %self.me, position = stale.position,
@@ -1508,6 +1558,9 @@ impl<S: StateMachine> ReplicaCore<S> {
                 true
             }
             Err(e) => {
+                // A refusal ends a run of stale drops as a success does: the next joiner's
+                // serve starts a run of its own.
+                self.serve_stale = 0;
                 self.refused_in = Some(self.view_changes);
                 self.metrics.add(&self.metrics.states_refused, 1);
                 if matches!(e, TransferError::TooLarge { .. }) {
@@ -1630,8 +1683,18 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// backend that hands one over replaced the replica's state (its group made it join again,
     /// s23), and the deliveries that follow start at its position. A delivery at another
     /// position than the replica's ([`PositionMismatch`]) stops the replica and is never
-    /// applied.
+    /// applied. A `Wedged` from a backend that has stopped ([`StateTransfer::stopped`]: a
+    /// stopping `Group` reports one) stops the replica with [`BackendStopped`] first, so the
+    /// requests owed an answer get the stop's reason rather than "wedged".
     fn take_upcall<B: StateTransfer + ?Sized>(&mut self, backend: &mut B, u: Upcall<Delivery>) {
+        if matches!(u, Upcall::Wedged)
+            && self.backend_stopped.is_none()
+            && let Some(reason) = backend.stopped()
+        {
+            // A stopping group reports `Wedged`: the requests owed an answer get the stop's
+            // reason, not "wedged for a view change" (s24).
+            self.stop_backend(reason);
+        }
         if let Upcall::Deliver(d) = &u
             && !self.joining
             && d.position != self.applied
@@ -2906,6 +2969,34 @@ mod tests {
         ));
     }
 
+    /// s24 follow-up (fifty-third part): the commands a member owes when its group stops are
+    /// answered with the stop's reason, not "wedged for a view change": a stopping `Group`
+    /// reports `Wedged` in the poll it stops in, which used to be applied before the stop
+    /// was asked for.
+    #[test]
+    fn commands_owed_when_a_members_group_stops_are_answered_with_the_reason() {
+        let mut r = core(16);
+        let mut b = failing();
+        r.upcalls_from(&mut b, [at(0, cmd(9, 1, 0, b"m"))]);
+        r.request(1, command(7, 1, b"z"));
+        assert!(r.outgoing().is_some(), "the command is submitted");
+        r.submitted();
+        assert!(r.take_replies().is_empty(), "owed, not answered yet");
+        let why = "lost its majority: 1 of 3 members reachable in view 4";
+        b.stopped = Some(why.into());
+        r.upcalls_from(&mut b, [Upcall::Wedged]);
+        let replies = r.take_replies();
+        assert!(
+            unavailable_because(&replies, 1, "backend stopped")
+                && unavailable_because(&replies, 1, "majority"),
+            "the owed command was not answered with the stop's reason: {replies:?}"
+        );
+        assert_eq!(
+            r.backend_stopped().map(|e| e.phase),
+            Some(StopPhase::Member)
+        );
+    }
+
     /// s24 (fifty-third part): a replica restarting from durable logs whose restart stops
     /// (`Group::restarting` then says "its restart stopped: REASON") stops with the reason,
     /// in phase `Restarting`, instead of answering "restarting" for good.
@@ -3803,6 +3894,66 @@ mod tests {
             "one stale encode: captured off the thread again"
         );
         assert_eq!(load(&m.serves_stale), 3);
+    }
+
+    /// s24 follow-up (fifty-third part): the run of stale drops that sends a serve inline
+    /// ends when no joiner asks in a later view than the last drop, and when the backend
+    /// refuses a state, not only when a state is provided: a later joiner's first stale
+    /// encode is then dropped and captured off the thread again, not served inline.
+    #[test]
+    fn a_run_of_stale_serves_ends_when_no_joiner_asks_or_the_state_is_refused() {
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        for refused in [false, true] {
+            let mut r = serving_core();
+            r.serve_off_thread();
+            let mut b = Serving::default();
+            b.hand(&mut r, vec![view(1), at(0, cmd(9, 1, 0, b"x"))], true);
+            let mut position = 1u64;
+            // One encode made stale: the view wedges, one entry is delivered and view `v`
+            // is installed (its joiner asks if `asked`) before the result comes back.
+            let mut stale = |r: &mut ReplicaCore<Captured>, b: &mut Serving, v: u64, asked| {
+                let job = r.take_serve().expect("a state to encode off the thread");
+                b.hand(r, vec![Upcall::Wedged], true);
+                let delivery = at(position, cmd(9, position + 1, position, b"y"));
+                position += 1;
+                b.hand(r, vec![delivery, view(v)], asked);
+                r.provide_encoded(b, job.run())
+            };
+            assert!(!stale(&mut r, &mut b, 2, false), "stale: dropped");
+            assert_eq!(load(&r.metrics().serves_stale), 1);
+            if refused {
+                // A joiner asks; its state fits but the backend refuses it.
+                b.wanted = true;
+                b.hand(&mut r, Vec::new(), true);
+                b.refuse = true;
+                let job = r.take_serve().expect("captured");
+                assert!(!r.provide_encoded(&mut b, job.run()), "refused");
+                b.refuse = false;
+                assert_eq!(load(&r.metrics().states_refused), 1);
+            } else {
+                // The joiner no longer asks, in a later view either.
+                b.hand(&mut r, Vec::new(), false);
+                b.hand(&mut r, vec![Upcall::Wedged], false);
+                b.hand(&mut r, vec![view(3)], false);
+            }
+            // A later joiner: its first encode goes stale.
+            b.hand(&mut r, vec![Upcall::Wedged], false);
+            b.hand(&mut r, vec![view(4)], true);
+            let served = stale(&mut r, &mut b, 5, true);
+            assert_eq!(load(&r.metrics().serves_stale), 2);
+            assert!(
+                !served && b.provided.is_empty() && r.take_serve().is_none(),
+                "refused {refused}: a later joiner's first stale encode was served inline \
+                 (offers at {:?})",
+                b.offered
+            );
+            // The next turn captures off the thread again.
+            b.hand(&mut r, Vec::new(), true);
+            assert!(
+                r.take_serve().is_some(),
+                "refused {refused}: captured again"
+            );
+        }
     }
 
     /// An encode lost (its thread panicked or could not be started) is served on the

@@ -45,7 +45,8 @@ pub struct Counters {
     /// (its group joins again by transfer, s23): each is followed by an install.
     pub states_dropped: AtomicU64,
     /// Backends that stopped for good under this replica, joining, restarting or serving
-    /// ([`BackendStopped`](crate::BackendStopped)); the replica stopped (at most 1).
+    /// ([`BackendStopped`](crate::BackendStopped)); the replica stopped (at most 1). A stop of
+    /// the replica's own ([`StopPhase::Replica`](crate::StopPhase::Replica)) is not counted.
     pub backends_stopped: AtomicU64,
     /// States encoded off the replica's thread for a joiner and dropped as stale: the view
     /// changed and deliveries followed their capture. After two in a row the next serve is

@@ -99,9 +99,10 @@ pub enum RuntimeError {
     /// The driver thread panicked.
     #[error("the replica thread panicked: {0}")]
     Panicked(String),
-    /// The replica's backend stopped for good (joining, restarting or serving): its thread
-    /// ended by itself ([`Replica::shutdown`] reports it; the state machine, frozen or never
-    /// given a state, is dropped).
+    /// The replica's backend stopped for good (joining, restarting or serving), or the replica
+    /// stopped itself ([`StopPhase::Replica`]): its thread ended by itself
+    /// ([`Replica::shutdown`] reports it; the state machine, frozen or never given a state,
+    /// is dropped).
     ///
     /// ```
     /// use squall_smr::{BackendStopped, RuntimeError, StopPhase};
@@ -135,7 +136,8 @@ pub struct ReplicaHandle {
     rx: Receiver<Job>,
     /// Set when the replica shuts down.
     stop: Arc<AtomicBool>,
-    /// Set (before `stop`) when the replica's backend stopped and its thread ended by itself.
+    /// Set (before `stop`) when the replica's backend stopped, or the replica stopped itself,
+    /// and its thread ended by itself.
     failed: Arc<OnceLock<BackendStopped>>,
     waker: Waker,
     metrics: Metrics,
@@ -178,8 +180,56 @@ impl ReplicaHandle {
     }
 
     /// Why this replica's backend stopped for good, once it did ([`BackendStopped`], with
-    /// what the replica was doing then; its thread ended). Every request is answered
-    /// [`ErrorCode::Unavailable`] with this message from then on.
+    /// what the replica was doing then; its thread ended), or why the replica stopped itself
+    /// ([`StopPhase::Replica`]). Every request is answered [`ErrorCode::Unavailable`] with
+    /// this message from then on.
+    ///
+    /// ```
+    /// use squall_smr::wire::{ErrorCode, ReadMode, Request, Response};
+    /// use squall_smr::{Replica, ReplicaConfig, StopPhase};
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{RestoreError, StateMachine, StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// # /// A backend that has lost its majority.
+    /// # struct Lost;
+    /// # impl TotalOrder for Lost {
+    /// #     fn me(&self) -> NodeId { NodeId(2) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::Stopped("lost its majority".into())) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::sleep(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// # impl StateTransfer for Lost {
+    /// #     fn holds_state(&self) -> bool { true }
+    /// #     fn state_wanted(&self) -> bool { false }
+    /// #     fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    /// #     fn stopped(&self) -> Option<String> { Some("lost its majority".into()) }
+    /// # }
+    /// // A backend that had stopped before the replica started.
+    /// let replica = Replica::spawn_joinable(NodeId(2), || Ok::<_, String>(Lost), Nop, ReplicaConfig::default())?;
+    /// let h = replica.handle();
+    /// let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    /// let e = loop {
+    ///     if let Some(e) = h.backend_stopped() { break e; }
+    ///     assert!(std::time::Instant::now() < deadline, "the stop is published");
+    ///     std::thread::sleep(std::time::Duration::from_millis(1));
+    /// };
+    /// assert_eq!((e.phase, e.reason.as_str()), (StopPhase::Starting, "lost its majority"));
+    /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    /// let read = Request::Read { mode: ReadMode::Local, query: Vec::new() };
+    /// assert!(matches!(rt.block_on(h.call(read)),
+    ///     Response::Error { code: ErrorCode::Unavailable, message } if message.contains("majority")));
+    /// assert!(replica.shutdown().is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn backend_stopped(&self) -> Option<BackendStopped> {
         self.failed.get().cloned()
     }
@@ -451,7 +501,49 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Whether the driver thread still runs: until [`shutdown`](Self::shutdown), or until the
-    /// replica's backend stopped for good ([`ReplicaHandle::backend_stopped`]).
+    /// replica's backend stopped for good or the replica stopped itself
+    /// ([`ReplicaHandle::backend_stopped`]).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use squall_smr::{Replica, ReplicaConfig, RuntimeError};
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{RestoreError, StateMachine, StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// # /// A backend that has lost its majority.
+    /// # struct Lost;
+    /// # impl TotalOrder for Lost {
+    /// #     fn me(&self) -> NodeId { NodeId(2) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::Stopped("lost its majority".into())) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::sleep(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// # impl StateTransfer for Lost {
+    /// #     fn holds_state(&self) -> bool { true }
+    /// #     fn state_wanted(&self) -> bool { false }
+    /// #     fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    /// #     fn stopped(&self) -> Option<String> { Some("lost its majority".into()) }
+    /// # }
+    /// let replica = Replica::spawn_joinable(NodeId(2), || Ok::<_, String>(Lost), Nop, ReplicaConfig::default())?;
+    /// // Its backend had stopped: the thread ends by itself.
+    /// let deadline = Instant::now() + Duration::from_secs(10);
+    /// while replica.is_running() {
+    ///     assert!(Instant::now() < deadline, "the thread still runs");
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// assert!(replica.handle().backend_stopped().is_some());
+    /// assert!(matches!(replica.shutdown(), Err(RuntimeError::BackendStopped(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_running(&self) -> bool {
         self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
@@ -579,8 +671,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 }
             }
             if let Some(e) = self.core.backend_stopped() {
-                // Its backend stopped for good: nothing more can happen here.
-                tracing::info!(error = %e, "the replica thread ends: its backend stopped");
+                // Its backend stopped for good, or the replica stopped itself: nothing more
+                // can happen here.
+                tracing::info!(error = %e, "the replica thread ends: the replica stopped");
                 let _ = self.failed.set(e.clone());
                 self.stop.store(true, Ordering::Release);
                 break;
@@ -817,7 +910,7 @@ mod tests {
     use squall_transport::{NodeId, Waker};
 
     use super::*;
-    use crate::RestoreError;
+    use crate::{PositionMismatch, RestoreError};
 
     struct Nothing;
     impl StateMachine for Nothing {
@@ -1175,6 +1268,117 @@ mod tests {
                 Err(e) => panic!("shutdown reported {e}"),
                 Ok(_) => panic!("shutdown reported no stop"),
             }
+        }
+    }
+
+    /// A member's backend that breaks its contract once the test says so: its next poll
+    /// delivers position 3 to a replica at position 0 ([`PositionMismatch`]).
+    struct Skips {
+        skip: std::sync::Arc<AtomicBool>,
+        polls: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl TotalOrder for Skips {
+        fn me(&self) -> NodeId {
+            NodeId(4)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Ok(())
+        }
+        fn poll(&mut self, out: &mut Vec<Upcall<Delivery>>) -> bool {
+            self.polls.fetch_add(1, Ordering::Relaxed);
+            if self.skip.swap(false, Ordering::AcqRel) {
+                out.push(Upcall::Deliver(Delivery {
+                    position: 3,
+                    sender: NodeId(1),
+                    payload: Vec::new(),
+                }));
+                return true;
+            }
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Skips {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+    }
+
+    /// s24 follow-up (fifty-third part): a replica that stops itself (here a delivery at the
+    /// wrong position, [`PositionMismatch`]) ends its thread as one whose backend stopped
+    /// does: the stop is reported with [`StopPhase::Replica`], calls are answered with it,
+    /// `shutdown` reports it; it is not counted as a backend's stop.
+    #[test]
+    fn a_replica_that_stops_itself_ends_its_thread_and_answers_why() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        let skip = std::sync::Arc::new(AtomicBool::new(false));
+        let polls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let backend = Skips {
+            skip: skip.clone(),
+            polls: polls.clone(),
+        };
+        let replica = Replica::spawn_joinable(
+            NodeId(4),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let h = replica.handle();
+        assert_eq!(
+            rt.block_on(h.call(read.clone())),
+            Response::Ok(Vec::new()),
+            "a member serves"
+        );
+        skip.store(true, Ordering::Release);
+        wait_until_ended(&replica, || {
+            format!(
+                "the replica stopped itself but its thread still runs ({} polls)",
+                polls.load(Ordering::Relaxed)
+            )
+        });
+        let stopped = h.backend_stopped().expect("the stop is reported");
+        assert_eq!(stopped.phase, StopPhase::Replica);
+        let why = PositionMismatch {
+            position: 3,
+            applied: 0,
+        }
+        .to_string();
+        assert_eq!(stopped.reason, why);
+        match rt.block_on(h.call(read)) {
+            Response::Error {
+                code: ErrorCode::Unavailable,
+                message,
+            } => assert!(message.contains(&why), "{message}"),
+            other => panic!("a replica that stopped itself answered {other:?}"),
+        }
+        assert_eq!(h.metrics().backends_stopped.load(Ordering::Relaxed), 0);
+        match replica.shutdown() {
+            Err(RuntimeError::BackendStopped(e)) => assert_eq!(e, stopped),
+            Err(e) => panic!("shutdown reported {e}"),
+            Ok(_) => panic!("shutdown reported no stop"),
         }
     }
 

@@ -1314,7 +1314,9 @@ fn a_joiner_linked_elsewhere_only_after_a_members_bound_is_named_again_and_remov
 }
 
 /// s24 (`docs/MEMBERSHIP.md`, "s24: seed 8, the restart that drops the join"): [`adopted_join`]
-/// at the seeds 8 and 10, where the restart of view 1 installs view 2 without 0. At seed 8 the
+/// at the seeds 8 and 9, where the restart of view 1 installs view 2 without 0 (8 and 10 when
+/// written; re-seeded by a scan of 0..40 after the session's other merges shifted the
+/// schedules: only 8 and 9 reach it now). At seed 8 the
 /// second life stopped with the decision holding `Join(0)` logged at member 1 only (a minority
 /// of view 1), and in the third 1 proposed a new ballot before 2 to 4 echoed the decision it
 /// re-published, so its ballot adopted that decision fitted, the join dropped
@@ -1322,7 +1324,7 @@ fn a_joiner_linked_elsewhere_only_after_a_members_bound_is_named_again_and_remov
 /// view, 0 having joined again at view 2. Fails as a missed moment if a seed admits 0 instead.
 #[test]
 fn a_joiner_whose_logged_join_a_new_restart_ballot_drops_joins_again() {
-    for seed in [8, 10] {
+    for seed in [8, 9] {
         match adopted_join(seed, JoinerProcess::AfterTheView) {
             Ok(Moment::Missed) => {}
             Ok(Moment::Reached) => panic!("{}", missed(seed, "the restart dropping 0's join")),

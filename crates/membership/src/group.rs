@@ -1917,10 +1917,13 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// g.push(joiner);
     /// // The application: the count of delivered messages is its whole state.
     /// let mut applied = [0u64; 4];
+    /// // What member 0 submitted and kept: a refused submit (`WindowFull`, `Wedged` while the
+    /// // join is under way) is not counted, and neither is one a view change discarded.
+    /// let mut sent = 0u64;
     /// let mut ups = Vec::new();
     /// for step in 0..20_000 {
-    ///     if step % 50 == 0 && step < 5_000 {
-    ///         let _ = g[0].submit(b"m");
+    ///     if step % 50 == 0 && step < 5_000 && g[0].submit(b"m").is_ok() {
+    ///         sent += 1;
     ///     }
     ///     for (i, m) in g.iter_mut().enumerate() {
     ///         ups.clear();
@@ -1928,6 +1931,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
     ///         for u in ups.drain(..) {
     ///             match u {
     ///                 Upcall::Deliver(_) => applied[i] += 1,
+    ///                 Upcall::Discarded(_) => sent -= 1,
     ///                 // A joiner's first view: restore the state it was sent.
     ///                 Upcall::View(_) => if let Some(s) = m.take_state() {
     ///                     applied[i] = u64::from_le_bytes(s.state[..8].try_into().unwrap());
@@ -1944,7 +1948,8 @@ impl<T: Transport, L: Durable> Group<T, L> {
     ///     sim.advance(Duration::from_micros(2));
     /// }
     /// assert!(g[3].is_active());
-    /// assert_eq!(applied, [100; 4]);
+    /// assert!(sent > 90);
+    /// assert_eq!(applied, [sent; 4]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///

@@ -182,6 +182,22 @@ pub enum GmsError {
         /// The subgroups the configured layout lists for it.
         eligible: Vec<usize>,
     },
+    /// A restart from the log: the configuration's settings digest differs from the one the
+    /// log was written under (its latest [`Record::Settings`]), i.e. settings that must agree
+    /// across the group changed while it was down. The views a member computes from logged
+    /// records, and with co-located hosts which sets of members are majorities, depend on them,
+    /// so the node refuses to start instead, before it touches any file.
+    #[error(
+        "restarting from the log: the configured settings (digest {configured}) differ from those the log was written under (digest {logged}); differing: {groups:?}; restore the configuration the log was written under, or start the group afresh (new logs)"
+    )]
+    SettingsChanged {
+        /// The digest of the log's latest [`Record::Settings`].
+        logged: SettingsDigest,
+        /// The digest of the configuration given.
+        configured: SettingsDigest,
+        /// The groups of settings that differ ([`SettingsDigest::differing`]).
+        groups: Vec<&'static str>,
+    },
 }
 
 /// What the core tells its driver.
@@ -542,6 +558,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if let Some(rec) = recovered {
             crate::restart::check_eligible(rec, &layout)?;
         }
+        let digest = SettingsDigest::of(&cfg, &layout);
+        let logged_digest = recovered.and_then(Recovered::settings);
+        if let Some(rec) = recovered {
+            crate::restart::check_settings(rec, &digest)?;
+            if let (None, Some((view, _))) = (logged_digest, rec.last_view()) {
+                tracing::warn!(me = %transport.local_id(), view,
+                    "membership: the log holds no settings digest (written before s24); restarting without checking that the configuration is the one it was written under");
+            }
+        }
+        // The digest the records of this life are written under, once per life, before its
+        // first view record (nothing when the log's latest digest is this one).
+        let settings_record =
+            (logged_digest != Some(digest)).then_some(Record::Settings { digest });
         let shape = layout.shape();
         if !cfg.partition_safety {
             tracing::warn!(
@@ -607,13 +636,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             None if cfg.initial.contains(&me) && !outsider => {
                 let v = View::new(0, cfg.initial.clone(), &layout);
-                log.append_all(&crate::restart::installed_records(&v))?;
+                let records = settings_record.iter().cloned();
+                log.append_all(
+                    &records
+                        .chain(crate::restart::installed_records(&v))
+                        .collect::<Vec<_>>(),
+                )?;
                 view = Some(v);
                 first_start = true;
             }
             None => {}
         }
-        let digest = SettingsDigest::of(&cfg, &layout);
+        if !first_start && let Some(r) = &settings_record {
+            log.append(r)?;
+        }
         let mut g = Gms {
             digest,
             settings_refused: Vec::new(),

@@ -410,6 +410,9 @@ pub struct Gms<T: Transport, L: Durable> {
     first_start: bool,
     /// This node's settings digest, published at start ([`Gms::publish_settings`]).
     digest: SettingsDigest,
+    /// The [`Record::Settings`] still to be logged before this life's first view record (a
+    /// node that started with no view: it goes in the batch of the first view it installs).
+    settings_unlogged: Option<Record>,
     /// Rows whose join this member refused for their settings (logged once each).
     settings_refused: Vec<usize>,
 }
@@ -647,11 +650,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             None => {}
         }
-        if !first_start && let Some(r) = &settings_record {
-            log.append(r)?;
-        }
+        // A restart logs it now; a node with no view yet (a joiner, a rejoining incarnation)
+        // with its first view's records, so that its log stays empty until then.
+        let settings_unlogged = match settings_record {
+            Some(r) if !first_start && view.is_some() => {
+                log.append(&r)?;
+                None
+            }
+            r if !first_start => r,
+            _ => None,
+        };
         let mut g = Gms {
             digest,
+            settings_unlogged,
             settings_refused: Vec::new(),
             sst,
             cfg,
@@ -1708,8 +1719,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // old incarnation, which stays suspected here (it is removed in the next view).
             let named = self.newer_named(from, &v.members);
             self.expect(&v, &named)?;
-            self.log
-                .append_all(&crate::restart::installed_records(&v))?;
+            let records = self.with_settings(crate::restart::installed_records(&v));
+            self.log.append_all(&records)?;
             tracing::info!(me = %self.me, view = vid, "membership: joined");
             self.view = Some(v.clone());
             self.sst.set(self.f.join, 0);
@@ -2282,6 +2293,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         vid == view.id + 1 && (self.cfg.universe.get(row)).is_some_and(|&n| !view.contains(n))
     }
 
+    /// `records` (a view's, the first this life logs or a later one) with the
+    /// [`Record::Settings`] still unlogged put first ([`Gms::settings_unlogged`]).
+    fn with_settings(&mut self, records: Vec<Record>) -> Vec<Record> {
+        (self.settings_unlogged.take().into_iter())
+            .chain(records)
+            .collect()
+    }
+
     /// Logs decision `d` (ending the view before `next`, with `holders`) and the installation
     /// of `next` that it determines, as one batch (one write and sync, s22): the decision
     /// first, so a log that holds `next`'s `Installed` holds the decision too, whatever a crash
@@ -2294,6 +2313,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     ) -> Result<(), GmsError> {
         let mut records = vec![decided_record(d, holders)];
         records.extend(crate::restart::installed_records(next));
+        let records = self.with_settings(records);
         self.log.append_all(&records)?;
         Ok(())
     }
@@ -2901,8 +2921,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // The decision logged (synced) before the echo determines this view (and its shards);
         // the records only say it was installed (see `Durable::append_installed`,
         // `docs/MEMBERSHIP.md`). One batch: one write and sync (s22, thirty-ninth part).
-        self.log
-            .append_installed(&crate::restart::installed_records(&next))?;
+        let records = self.with_settings(crate::restart::installed_records(&next));
+        self.log.append_installed(&records)?;
         tracing::info!(me = %self.me, view = next.id, members = ?next.members, "membership: view installed");
         let left = d
             .changes

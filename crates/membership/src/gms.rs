@@ -182,6 +182,22 @@ pub enum GmsError {
         /// The subgroups the configured layout lists for it.
         eligible: Vec<usize>,
     },
+    /// A restart from the log: the configuration's settings digest differs from the one the
+    /// log was written under (its latest [`Record::Settings`]), i.e. settings that must agree
+    /// across the group changed while it was down. The views a member computes from logged
+    /// records, and with co-located hosts which sets of members are majorities, depend on them,
+    /// so the node refuses to start instead, before it touches any file.
+    #[error(
+        "restarting from the log: the configured settings (digest {configured}) differ from those the log was written under (digest {logged}); differing: {groups:?}; restore the configuration the log was written under, or start the group afresh (new logs)"
+    )]
+    SettingsChanged {
+        /// The digest of the log's latest [`Record::Settings`].
+        logged: SettingsDigest,
+        /// The digest of the configuration given.
+        configured: SettingsDigest,
+        /// The groups of settings that differ ([`SettingsDigest::differing`]).
+        groups: Vec<&'static str>,
+    },
 }
 
 /// What the core tells its driver.
@@ -394,6 +410,9 @@ pub struct Gms<T: Transport, L: Durable> {
     first_start: bool,
     /// This node's settings digest, published at start ([`Gms::publish_settings`]).
     digest: SettingsDigest,
+    /// The [`Record::Settings`] still to be logged before this life's first view record (a
+    /// node that started with no view: it goes in the batch of the first view it installs).
+    settings_unlogged: Option<Record>,
     /// Rows whose join this member refused for their settings (logged once each).
     settings_refused: Vec<usize>,
 }
@@ -542,6 +561,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if let Some(rec) = recovered {
             crate::restart::check_eligible(rec, &layout)?;
         }
+        let digest = SettingsDigest::of(&cfg, &layout);
+        let logged_digest = recovered.and_then(Recovered::settings);
+        if let Some(rec) = recovered {
+            crate::restart::check_settings(rec, &digest)?;
+            if let (None, Some((view, _))) = (logged_digest, rec.last_view()) {
+                tracing::warn!(me = %transport.local_id(), view,
+                    "membership: the log holds no settings digest (written before s24); restarting without checking that the configuration is the one it was written under");
+            }
+        }
+        // The digest the records of this life are written under, once per life, before its
+        // first view record (nothing when the log's latest digest is this one).
+        let settings_record =
+            (logged_digest != Some(digest)).then_some(Record::Settings { digest });
         let shape = layout.shape();
         if !cfg.partition_safety {
             tracing::warn!(
@@ -607,15 +639,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             None if cfg.initial.contains(&me) && !outsider => {
                 let v = View::new(0, cfg.initial.clone(), &layout);
-                log.append_all(&crate::restart::installed_records(&v))?;
+                let records = settings_record.iter().cloned();
+                log.append_all(
+                    &records
+                        .chain(crate::restart::installed_records(&v))
+                        .collect::<Vec<_>>(),
+                )?;
                 view = Some(v);
                 first_start = true;
             }
             None => {}
         }
-        let digest = SettingsDigest::of(&cfg, &layout);
+        // A restart logs it now; a node with no view yet (a joiner, a rejoining incarnation)
+        // with its first view's records, so that its log stays empty until then.
+        let settings_unlogged = match settings_record {
+            Some(r) if !first_start && view.is_some() => {
+                log.append(&r)?;
+                None
+            }
+            r if !first_start => r,
+            _ => None,
+        };
         let mut g = Gms {
             digest,
+            settings_unlogged,
             settings_refused: Vec::new(),
             sst,
             cfg,
@@ -1672,8 +1719,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // old incarnation, which stays suspected here (it is removed in the next view).
             let named = self.newer_named(from, &v.members);
             self.expect(&v, &named)?;
-            self.log
-                .append_all(&crate::restart::installed_records(&v))?;
+            let records = self.with_settings(crate::restart::installed_records(&v));
+            self.log.append_all(&records)?;
             tracing::info!(me = %self.me, view = vid, "membership: joined");
             self.view = Some(v.clone());
             self.sst.set(self.f.join, 0);
@@ -2246,6 +2293,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         vid == view.id + 1 && (self.cfg.universe.get(row)).is_some_and(|&n| !view.contains(n))
     }
 
+    /// `records` (a view's, the first this life logs or a later one) with the
+    /// [`Record::Settings`] still unlogged put first ([`Gms::settings_unlogged`]).
+    fn with_settings(&mut self, records: Vec<Record>) -> Vec<Record> {
+        (self.settings_unlogged.take().into_iter())
+            .chain(records)
+            .collect()
+    }
+
     /// Logs decision `d` (ending the view before `next`, with `holders`) and the installation
     /// of `next` that it determines, as one batch (one write and sync, s22): the decision
     /// first, so a log that holds `next`'s `Installed` holds the decision too, whatever a crash
@@ -2258,6 +2313,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     ) -> Result<(), GmsError> {
         let mut records = vec![decided_record(d, holders)];
         records.extend(crate::restart::installed_records(next));
+        let records = self.with_settings(records);
         self.log.append_all(&records)?;
         Ok(())
     }
@@ -2865,8 +2921,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // The decision logged (synced) before the echo determines this view (and its shards);
         // the records only say it was installed (see `Durable::append_installed`,
         // `docs/MEMBERSHIP.md`). One batch: one write and sync (s22, thirty-ninth part).
-        self.log
-            .append_installed(&crate::restart::installed_records(&next))?;
+        let records = self.with_settings(crate::restart::installed_records(&next));
+        self.log.append_installed(&records)?;
         tracing::info!(me = %self.me, view = next.id, members = ?next.members, "membership: view installed");
         let left = d
             .changes

@@ -1275,8 +1275,10 @@ impl<T: Transport, L: Durable> Group<T, L> {
         cfg.gms.driver_settings = cfg.settings_digest();
         if let Some(rec) = recovered.filter(|_| !outsider) {
             // Before `restart_base` removes any file.
-            crate::restart::check_eligible(rec, &cfg.gms.shard_layout())
-                .map_err(GroupError::Gms)?;
+            let layout = cfg.gms.shard_layout();
+            crate::restart::check_eligible(rec, &layout).map_err(GroupError::Gms)?;
+            let digest = crate::settings::SettingsDigest::of(&cfg.gms, &layout);
+            crate::restart::check_settings(rec, &digest).map_err(GroupError::Gms)?;
         }
         let mux = Mux::new(transport, &cfg.regions());
         // A restart (a log that holds a view): what the state is rebuilt from is known before

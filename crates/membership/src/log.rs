@@ -11,7 +11,9 @@
 //! `i / 8`, unused bits 0); `3, view: u64, rank: u64` for a restart promise; `4, view: u64, k: u32, k × (n:
 //! u32, n × node: u32)` for a view's shards; `5, view: u64, shard: u32, first: u64, position:
 //! u64, f: u32, f × byte` for a persisted transferred state (the file name, UTF-8, at most
-//! [`MAX_FILE_NAME`] bytes); `6, view: u64` for a member whose state was voided (it joins again).
+//! [`MAX_FILE_NAME`] bytes); `6, view: u64` for a member whose state was voided (it joins again);
+//! `9, membership: u64, layout: u64, driver: u64` for the settings digest the records after it
+//! were written under (each word nonzero; logs written before s24 have none).
 //!
 //! [`decode`] is the pure decoder (fuzzed by `fuzz/fuzz_targets/gms_log.rs`): it returns the
 //! records of the longest valid prefix and why it stopped. [`FileLog::open`] truncates a torn or
@@ -26,6 +28,7 @@ use squall_transport::NodeId;
 use thiserror::Error;
 
 use crate::change::{Change, Decision};
+use crate::settings::SettingsDigest;
 use crate::trim::Trim;
 use crate::view::Inadequate;
 
@@ -114,6 +117,16 @@ pub enum Record {
     StateDropped {
         /// The view that superseded its state (0 when unknown).
         view: u64,
+    },
+    /// The settings digest ([`SettingsDigest`]) of the configuration the records after it were
+    /// written under: logged once per start of the member, before the first view record of
+    /// that life, unless the log's latest such record already holds it. A restart whose
+    /// configuration has another digest than the latest logged one is refused
+    /// ([`GmsError::SettingsChanged`](crate::GmsError::SettingsChanged)); a log without one
+    /// (written before s24) restarts unchecked.
+    Settings {
+        /// The digest.
+        digest: SettingsDigest,
     },
 }
 
@@ -320,6 +333,12 @@ pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
             out.push(6);
             out.extend_from_slice(&view.to_le_bytes());
         }
+        Record::Settings { digest } => {
+            out.push(9);
+            for w in digest.words() {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
         Record::Verdict { view, why } => {
             out.push(8);
             out.extend_from_slice(&view.to_le_bytes());
@@ -459,6 +478,15 @@ fn parse(body: &[u8]) -> Result<Record, &'static str> {
                 .ok_or("malformed inadequacy verdict")?;
             Record::Verdict { view, why }
         }
+        9 => {
+            let words = [
+                b.u64().ok_or(short)?,
+                b.u64().ok_or(short)?,
+                b.u64().ok_or(short)?,
+            ];
+            let digest = SettingsDigest::from_words(&words).ok_or("zero settings digest word")?;
+            Record::Settings { digest }
+        }
         _ => return Err("unknown record tag"),
     };
     if !b.0.is_empty() {
@@ -534,6 +562,29 @@ pub struct Recovered {
 }
 
 impl Recovered {
+    /// The settings digest the log's latest [`Record::Settings`] holds; `None` for a log
+    /// written before s24 (or one that holds no record).
+    ///
+    /// ```
+    /// use squall_membership::log::{Durable, MemLog, Record};
+    /// use squall_membership::{GmsConfig, settings::SettingsDigest};
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+    /// let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+    /// let digest = SettingsDigest::of(&cfg, &cfg.shard_layout());
+    /// let mut log = MemLog::default();
+    /// log.append(&Record::Settings { digest })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// assert_eq!(rec.settings(), Some(digest));
+    /// # Ok::<(), squall_membership::log::LogError>(())
+    /// ```
+    pub fn settings(&self) -> Option<SettingsDigest> {
+        self.records.iter().rev().find_map(|r| match r {
+            Record::Settings { digest } => Some(*digest),
+            _ => None,
+        })
+    }
+
     /// The last installed view, `(id, members)`.
     pub fn last_view(&self) -> Option<(u64, &[NodeId])> {
         self.records.iter().rev().find_map(|r| match r {
@@ -644,14 +695,16 @@ impl Recovered {
     }
 
     /// Whether this log starts as an initial member's does (its first record installs view 0,
-    /// after the shards and verdict logged with it) and no [`Record::StateDropped`] voided
-    /// that state since: such a member's epoch logs rebuild its state from position 0 without
-    /// a snapshot.
+    /// after the settings digest, shards and verdict logged with it) and no
+    /// [`Record::StateDropped`] voided that state since: such a member's epoch logs rebuild its
+    /// state from position 0 without a snapshot.
     pub fn holds_initial_state(&self) -> bool {
         matches!(
             self.records.iter().find(|r| !matches!(
                 r,
-                Record::Shards { view: 0, .. } | Record::Verdict { view: 0, .. }
+                Record::Settings { .. }
+                    | Record::Shards { view: 0, .. }
+                    | Record::Verdict { view: 0, .. }
             )),
             Some(Record::Installed { view: 0, .. })
         ) && !self
@@ -977,8 +1030,8 @@ mod tests {
         }
     }
 
-    /// [`sample`] plus a decision with holders, a promise, a shard layout, a snapshot and a
-    /// dropped state: a record of every kind.
+    /// [`sample`] plus a decision with holders, a promise, a shard layout, a snapshot, a
+    /// dropped state, a verdict and a settings digest: a record of every kind.
     fn sample_of_every_kind() -> Vec<u8> {
         let mut b = sample();
         encode_record(
@@ -1028,7 +1081,80 @@ mod tests {
             },
             &mut b,
         );
+        encode_record(
+            &Record::Settings {
+                digest: settings_digest(),
+            },
+            &mut b,
+        );
         b
+    }
+
+    /// A settings digest of three distinct nonzero words.
+    fn settings_digest() -> SettingsDigest {
+        SettingsDigest {
+            membership: 0x1111_2222_3333_4444,
+            layout: 5,
+            driver: u64::MAX,
+        }
+    }
+
+    /// The settings record (tag 9, s24) round-trips and is the latest digest; every cut of its
+    /// body, a zero word, a trailing byte and a garbage tail are refused (the decoder keeps the
+    /// prefix before it) without a panic.
+    #[test]
+    fn a_settings_record_round_trips_and_its_malformed_bodies_are_refused() {
+        let digest = settings_digest();
+        let r = Record::Settings { digest };
+        let mut b = sample();
+        let before = decode(&b).records;
+        let cut = b.len();
+        encode_record(&r, &mut b);
+        let d = decode(&b);
+        assert_eq!((d.tail, d.valid_len), (None, b.len()));
+        assert_eq!(d.records.last(), Some(&r));
+        let rec = Recovered {
+            records: d.records,
+            truncated: None,
+        };
+        assert_eq!(rec.settings(), Some(digest));
+        assert_eq!(with_len(&r), 1 + 3 * 8);
+        let mut body = vec![9u8];
+        for w in digest.words() {
+            body.extend_from_slice(&w.to_le_bytes());
+        }
+        assert_eq!(parse(&body), Ok(r.clone()));
+        for n in 0..body.len() {
+            assert!(parse(&body[..n]).is_err(), "cut at {n}");
+        }
+        for word in 0..3 {
+            let mut zero = body.clone();
+            zero[1 + word * 8..9 + word * 8].fill(0);
+            assert_eq!(
+                parse(&zero),
+                Err("zero settings digest word"),
+                "word {word}"
+            );
+        }
+        let mut long = body.clone();
+        long.push(0);
+        assert_eq!(parse(&long), Err("trailing bytes after the record"));
+        // Torn and garbage tails after a good prefix: the prefix is kept.
+        for end in cut + 1..b.len() {
+            let d = decode(&b[..end]);
+            assert_eq!(
+                (d.records, d.valid_len),
+                (before.clone(), cut),
+                "torn at {end}"
+            );
+            assert!(d.tail.is_some());
+        }
+        let mut garbage = b[..cut].to_vec();
+        garbage.extend_from_slice(&[0xa5; 40]);
+        let d = decode(&garbage);
+        assert_eq!((d.records, d.valid_len), (before, cut));
+        // A log without one (written before s24) has no digest.
+        assert_eq!(MemLog::open(sample()).1.settings(), None);
     }
 
     #[test]
@@ -1120,7 +1246,11 @@ mod tests {
             );
         }
         let every = decode(include_bytes!("../../../fuzz/seeds/gms_log/every_kind")).records;
-        assert_eq!(every.len(), 8);
+        assert_eq!(every.len(), 9);
+        assert!(
+            (every.iter())
+                .any(|r| matches!(r, Record::Settings { digest } if *digest == settings_digest()))
+        );
         assert!(
             (every.iter())
                 .any(|r| matches!(r, Record::Verdict { why, .. } if why.lost && why.have == 1))

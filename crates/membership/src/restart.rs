@@ -285,6 +285,27 @@ pub fn restart_view(rec: &Recovered, layout: &dyn ShardLayout) -> Option<View> {
     Some(logged_view(rec, id - 1, layout).unwrap_or(last))
 }
 
+/// A restart from `rec` under a configuration whose settings digest is `configured`: refused
+/// when the log's latest [`Record::Settings`] holds another digest (settings that must agree
+/// across the group changed while it was down; docs/MEMBERSHIP.md, fifty-second part, "s24
+/// follow-up"). A log that holds no view restarts nothing and is not checked; a log without a
+/// digest (written before s24) passes (the core says so at `warn`).
+pub(crate) fn check_settings(
+    rec: &Recovered,
+    configured: &crate::settings::SettingsDigest,
+) -> Result<(), crate::GmsError> {
+    match rec.settings() {
+        Some(logged) if rec.last_view().is_some() && logged != *configured => {
+            Err(crate::GmsError::SettingsChanged {
+                logged,
+                configured: *configured,
+                groups: logged.differing(configured),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Checks, before a restart from `rec`, that the configured `layout` still lists every member
 /// of the restarted view's shards ([`restart_view`]) for its logged subgroup
 /// ([`ShardLayout::subgroups_of`]). A member stays in its shard, so one the layout no longer

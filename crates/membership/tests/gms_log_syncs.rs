@@ -57,6 +57,7 @@ fn kind(r: &Record) -> String {
         Record::Decided { decision, .. } => format!("Decided {}", decision.trim.view),
         Record::Shards { view, .. } => format!("Shards {view}"),
         Record::Verdict { view, .. } => format!("Verdict {view}"),
+        Record::Settings { .. } => "Settings".to_string(),
         other => format!("{other:?}"),
     }
 }
@@ -132,7 +133,7 @@ fn view_change(name: &str, min: usize) -> Vec<(Vec<Vec<String>>, View)> {
 
 /// An adequate view change in two shards: each survivor writes and syncs its log twice, the
 /// decision (before echoing it) and view 1's `Shards` with its `Installed`; view 0 was one
-/// write and sync too. Until s22 each record was its own write and sync: view 0 took two
+/// write and sync too (with the settings digest logged before it since s24). Until s22 each record was its own write and sync: view 0 took two
 /// and the view change three (`Decided`, `Shards`, `Installed`).
 #[test]
 fn a_view_change_in_two_shards_writes_and_syncs_the_gms_log_twice() {
@@ -141,7 +142,7 @@ fn a_view_change_in_two_shards_writes_and_syncs_the_gms_log_twice() {
         assert_eq!(
             calls,
             vec![
-                vec!["Shards 0", "Installed 0"],
+                vec!["Settings", "Shards 0", "Installed 0"],
                 vec!["Decided 0"],
                 vec!["Shards 1", "Installed 1"],
             ],
@@ -159,7 +160,7 @@ fn an_inadequate_view_change_writes_and_syncs_the_gms_log_twice() {
         assert_eq!(
             calls,
             vec![
-                vec!["Shards 0", "Installed 0"],
+                vec!["Settings", "Shards 0", "Installed 0"],
                 vec!["Decided 0"],
                 vec!["Shards 1", "Verdict 1", "Installed 1"],
             ],

@@ -1,12 +1,15 @@
 //! Members configured differently are detected (docs/MEMBERSHIP.md, fifty-second part): each
 //! member publishes a settings digest in the GMS table; a member whose view holds a member with
 //! another digest stops saying why, and the leader never proposes the join of a node whose
-//! digest differs (the joiner stops itself). Simulator, through `Group`.
+//! digest differs (the joiner stops itself). Simulator, through `Group`. Across a total
+//! restart (fifty-second part, "s24 follow-up: the digest across a restart") the GMS log holds
+//! the digest it was written under, and a member restarted under other settings is refused.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
-use squall_membership::group::{EpochProfile, Group, GroupConfig};
+use squall_membership::GmsError;
+use squall_membership::group::{EpochProfile, Group, GroupConfig, GroupError};
 use squall_membership::log::MemLog;
 use squall_ordering::{TotalOrder, Upcall};
 use squall_transport::NodeId;
@@ -131,4 +134,120 @@ fn a_joiner_configured_alike_joins() {
         assert_eq!(g.stopped(), None);
         assert_eq!(g.view().unwrap().members.len(), 4);
     }
+}
+
+/// A member's start: the group, or why it was refused.
+type Started = Result<Group<SimNode, MemLog>, GroupError>;
+
+/// The configuration of the restart tests: universe of four, three initial members, durable
+/// epochs under `base`.
+fn durable(base: &std::path::Path, i: usize) -> GroupConfig {
+    group_sim::durable(group_sim::config(4, 3), base, i)
+}
+
+/// Starts the three initial members of [`durable`] on a fabric of four (n3 never starts),
+/// each member `i` under `cfgs[i]` and from `logs[i]` (a fresh log when `logs` is empty).
+fn start_durable(seed: u64, cfgs: &[GroupConfig], logs: &[Vec<u8>]) -> (Sim, Vec<Started>) {
+    let mut layouts: Vec<_> = (cfgs.iter())
+        .map(|c| Group::<SimNode, MemLog>::layout(c).unwrap())
+        .collect();
+    layouts.push(layouts[0].clone());
+    let (sim, mut nodes) = Sim::cluster_each(SimConfig::seeded(seed), &layouts, &[]).unwrap();
+    nodes.truncate(3);
+    sim.crash(NodeId(3));
+    let groups = (nodes.into_iter().zip(cfgs).enumerate())
+        .map(|(i, (t, c))| match logs.get(i) {
+            Some(bytes) => {
+                let (log, rec) = MemLog::open(bytes.clone());
+                Group::new(t, c.clone(), log, Some(&rec))
+            }
+            None => Group::new(t, c.clone(), MemLog::default(), None),
+        })
+        .collect();
+    (sim, groups)
+}
+
+/// Runs the durable group of [`durable`] for a while and shuts every member down at once;
+/// returns each member's GMS log bytes (their epoch logs stay under `base`) and how many
+/// messages each delivered.
+fn run_and_shut_down(seed: u64, base: &std::path::Path) -> (Vec<Vec<u8>>, Vec<usize>) {
+    let cfgs: Vec<GroupConfig> = (0..3).map(|i| durable(base, i)).collect();
+    let (sim, groups) = start_durable(seed, &cfgs, &[]);
+    let mut groups: Vec<Group<SimNode, MemLog>> = groups.into_iter().map(Result::unwrap).collect();
+    let delivered = run(&sim, &mut groups, 400);
+    assert!(delivered.iter().all(|&d| d > 0), "{delivered:?}");
+    let logs = (groups.iter())
+        .map(|g| g.gms().log().bytes().to_vec())
+        .collect();
+    (logs, delivered)
+}
+
+/// A member restarted after a total shutdown with settings that must agree changed since its
+/// log was written (`max_members`, membership; the epoch window, driver) is refused with
+/// `GmsError::SettingsChanged`, naming the differing group, before it starts.
+#[test]
+fn a_member_restarted_with_changed_settings_is_refused_naming_them() {
+    type Change = fn(&mut GroupConfig);
+    let changes: [(&str, Change, &str); 2] = [
+        ("max_members", |c| c.gms.max_members = 3, "membership ("),
+        ("window", |c| c.epoch.window = 8, "driver ("),
+    ];
+    for (tag, change, group) in changes {
+        let base = group_sim::scratch_dir("settings", tag, 4);
+        let (logs, _) = run_and_shut_down(4, &base);
+        let mut cfgs: Vec<GroupConfig> = (0..3).map(|i| durable(&base, i)).collect();
+        change(&mut cfgs[0]);
+        let (_sim, groups) = start_durable(5, &cfgs, &logs);
+        match &groups[0] {
+            Err(GroupError::Gms(e @ GmsError::SettingsChanged { groups, .. })) => {
+                assert_eq!(groups.len(), 1, "{tag}: {e}");
+                assert!(groups[0].starts_with(group), "{tag}: {e}");
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("restore the configuration the log was written under"),
+                    "{tag}: {msg}"
+                );
+            }
+            Err(e) => panic!("{tag}: refused for another reason: {e}"),
+            Ok(_) => panic!("{tag}: restarted under settings its log was not written under"),
+        }
+        assert!(groups[1..].iter().all(Result::is_ok), "{tag}");
+        std::fs::remove_dir_all(&base).ok();
+    }
+}
+
+/// The control case: restarted with the configuration its log was written under, every member
+/// restarts, completes the restart and delivers past its replay; the log's digest is not logged twice.
+#[test]
+fn members_restarted_with_the_same_settings_restart_as_before() {
+    let base = group_sim::scratch_dir("settings", "same", 6);
+    let (logs, before) = run_and_shut_down(6, &base);
+    let cfgs: Vec<GroupConfig> = (0..3).map(|i| durable(&base, i)).collect();
+    let (sim, groups) = start_durable(7, &cfgs, &logs);
+    let mut groups: Vec<Group<SimNode, MemLog>> = groups.into_iter().map(Result::unwrap).collect();
+    let delivered = run(&sim, &mut groups, 3000);
+    for (i, g) in groups.iter().enumerate() {
+        assert_eq!(g.stopped(), None, "n{i}");
+        assert_eq!(
+            g.gms().restarting(),
+            None,
+            "n{i}: the restart did not complete: {:?} {:?} {delivered:?} {before:?}",
+            g.gms().restart_blocked(),
+            g.view()
+        );
+        let (_, rec) = MemLog::open(g.gms().log().bytes().to_vec());
+        let logged = (rec.records.iter())
+            .filter(|r| matches!(r, squall_membership::log::Record::Settings { .. }))
+            .count();
+        assert_eq!(
+            logged, 1,
+            "n{i}: one digest per log while the settings stay"
+        );
+    }
+    // The replay redelivers what the first life delivered; the group then carries on.
+    assert!(
+        delivered.iter().zip(&before).all(|(d, b)| d > b),
+        "{delivered:?} after {before:?}"
+    );
+    std::fs::remove_dir_all(&base).ok();
 }

@@ -3,7 +3,10 @@
 //! padding sets the state size). Checked after every step: a passive joiner hands out nothing
 //! and refuses submits; a joiner's first upcall is its view, with the state ready; every
 //! node's chain value at a position equals everyone else's at that position (so a joiner's
-//! state plus its deliveries equals every member's); positions are gapless from the state's.
+//! state plus its deliveries equals every member's); positions are gapless from the state's;
+//! uniform agreement (`group_sim::uniform`: a node starts each view, or takes its state in it,
+//! at or past every position any node delivered in an earlier view, a crashed or departed one
+//! included).
 //! At the end: the joiner is active in the survivors' last view and every survivor reached
 //! the same position.
 #![allow(clippy::unwrap_used)]
@@ -14,12 +17,20 @@ use std::time::Duration;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_membership::transfer::TransferError;
+use squall_membership::view::ShardId;
 use squall_ordering::{Delivery, TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 mod group_sim;
 use group_sim::mix;
+use group_sim::uniform::Uniform;
+
+/// The one shard of these groups, for [`Uniform`].
+const SHARD: ShardId = ShardId {
+    subgroup: 0,
+    shard: 0,
+};
 
 /// One node's model application.
 #[derive(Clone, Debug, Default)]
@@ -29,6 +40,8 @@ struct App {
     next: u64,
     /// Whether it has state (initial members, joiners once restored).
     has_state: bool,
+    /// The view its deliveries are in (the last it reported, or took its state in).
+    view: u64,
 }
 
 struct Run {
@@ -49,6 +62,8 @@ struct Run {
     upcalls: Vec<Upcall<Delivery>>,
     /// States refused as too large: (member, view) of each refusal.
     refused: Vec<(usize, u64)>,
+    /// Uniform agreement: what each view delivered.
+    uniform: Uniform,
 }
 
 impl Run {
@@ -97,6 +112,7 @@ impl Run {
             activated: vec![None; universe],
             upcalls: Vec::new(),
             refused: Vec::new(),
+            uniform: Uniform::default(),
         }
     }
 
@@ -138,12 +154,13 @@ impl Run {
                             d.position, self.apps[i].next
                         ));
                     }
+                    self.uniform.delivered(SHARD, self.apps[i].view, d.position);
                     let h = mix(self.apps[i].hash, &d.payload);
                     self.apps[i].hash = h;
                     self.apps[i].next += 1;
                     self.record(i, d.position, h)?;
                 }
-                Upcall::View(_) => {
+                Upcall::View(v) => {
                     if let Some(s) = self.groups[i].take_state() {
                         if self.apps[i].has_state {
                             return Err(format!("n{i} got a state it did not need"));
@@ -165,7 +182,9 @@ impl Run {
                             hash,
                             next,
                             has_state: true,
+                            view: v.id,
                         };
+                        self.uniform.check(i, SHARD, v.id, next)?;
                         if next > 0 {
                             self.record(i, next - 1, hash)?;
                         }
@@ -177,6 +196,9 @@ impl Run {
                         ));
                     } else if !self.apps[i].has_state {
                         return Err(format!("n{i} reported a view before its state arrived"));
+                    } else {
+                        self.apps[i].view = v.id;
+                        self.uniform.check(i, SHARD, v.id, self.apps[i].next)?;
                     }
                 }
                 _ => {}

@@ -11,6 +11,9 @@
 //! - virtual synchrony: every member of shard `s` that reports view `v` (not as a joiner's
 //!   first view) starts it at the same position, so with equal chains they delivered the same
 //!   messages in the view before;
+//! - uniform agreement (`group_sim::uniform`): a member starts each view of its shard, or takes
+//!   the shard's state in it, at or past every position any member of the shard delivered in an
+//!   earlier view, a crashed or departed one included;
 //! - a node never changes shards, spares and passive nodes refuse submits.
 #![allow(clippy::unwrap_used)]
 
@@ -20,13 +23,22 @@ use std::time::Duration;
 use proptest::prelude::*;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
-use squall_membership::view::{EvenShards, View};
+use squall_membership::view::{EvenShards, ShardId, View};
 use squall_ordering::{Delivery, TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
 
 mod group_sim;
 use group_sim::mix;
+use group_sim::uniform::Uniform;
+
+/// Shard `s` of the one subgroup, for [`Uniform`].
+fn shard_id(s: usize) -> ShardId {
+    ShardId {
+        subgroup: 0,
+        shard: s,
+    }
+}
 
 /// The shared small-slot group with `shards` and state transfer in 256-byte chunks, 4 at a time.
 fn config(universe: usize, initial: usize, shards: EvenShards) -> GroupConfig {
@@ -43,6 +55,8 @@ struct App {
     next: u64,
     /// The shard whose state it holds.
     shard: Option<usize>,
+    /// The view its deliveries are in (the last it reported, or took its state in).
+    view: u64,
 }
 
 struct Run {
@@ -67,6 +81,8 @@ struct Run {
     /// Zero bytes appended to every state provided (a longer transfer).
     state_pad: usize,
     upcalls: Vec<Upcall<Delivery>>,
+    /// Uniform agreement: what each view of each shard delivered.
+    uniform: Uniform,
 }
 
 impl Run {
@@ -99,6 +115,7 @@ impl Run {
             withhold: false,
             state_pad: 0,
             upcalls: Vec::new(),
+            uniform: Uniform::default(),
         }
     }
 
@@ -151,6 +168,8 @@ impl Run {
                             d.position, self.apps[i].next
                         ));
                     }
+                    self.uniform
+                        .delivered(shard_id(s), self.apps[i].view, d.position);
                     let h = mix(self.apps[i].hash, &d.payload);
                     self.apps[i].hash = h;
                     self.apps[i].next += 1;
@@ -173,7 +192,9 @@ impl Run {
                             hash,
                             next,
                             shard: Some(s),
+                            view: v.id,
                         };
+                        self.uniform.check(i, shard_id(s), v.id, next)?;
                         if next > 0 {
                             self.record(s, next - 1, hash, i)?;
                         }
@@ -186,6 +207,8 @@ impl Run {
                             ));
                         }
                         let at = self.apps[i].next;
+                        self.apps[i].view = v.id;
+                        self.uniform.check(i, shard_id(s), v.id, at)?;
                         if let Some(&p) = self.starts.get(&(s, v.id))
                             && p != at
                         {

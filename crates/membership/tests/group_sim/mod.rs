@@ -16,6 +16,7 @@ use squall_transport::{NodeId, RegionId};
 pub mod chain;
 pub mod subgroups;
 pub mod tap;
+pub mod uniform;
 
 /// A group over nodes `0..universe` whose first `initial` are the first view: heartbeat 50 µs,
 /// suspicion 1.5 ms, epochs with a window of 4 slots of 24 bytes (payloads up to 96 bytes,

@@ -18,6 +18,7 @@ use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
 use super::mix;
+use super::uniform::Uniform;
 
 #[derive(Clone, Debug, Default)]
 pub struct App {
@@ -40,9 +41,8 @@ pub struct Run {
     pub chain: BTreeMap<(ShardId, u64), u64>,
     /// (shard, view) -> the position the view started at.
     pub starts: BTreeMap<(ShardId, u64), u64>,
-    /// (shard, view) -> one past the highest position any member delivered in the view, a
-    /// member that crashed or left since included.
-    pub ends: BTreeMap<(ShardId, u64), u64>,
+    /// Uniform agreement: what each view of each shard delivered.
+    pub uniform: Uniform,
     pub counter: u64,
     pub upcalls: Vec<Upcall<Delivery>>,
     /// View id -> its members, as the first node seen in it installed it: every node that
@@ -74,7 +74,7 @@ impl Run {
             seen: vec![None; universe],
             chain: BTreeMap::new(),
             starts: BTreeMap::new(),
-            ends: BTreeMap::new(),
+            uniform: Uniform::default(),
             counter: 0,
             upcalls: Vec::new(),
             views: BTreeMap::new(),
@@ -112,8 +112,7 @@ impl Run {
                 d.position, self.apps[i].next
             ));
         }
-        let end = self.ends.entry((s, self.apps[i].view)).or_insert(0);
-        *end = (*end).max(d.position + 1);
+        self.uniform.delivered(s, self.apps[i].view, d.position);
         let h = mix(self.apps[i].hash, &d.payload);
         self.apps[i].hash = h;
         self.apps[i].next += 1;
@@ -148,7 +147,7 @@ impl Run {
                 shard: Some(s),
                 view: v.id,
             };
-            self.uniform(i, s, v.id, next)?;
+            self.uniform.check(i, s, v.id, next)?;
             if next > 0 {
                 self.record(s, next - 1, hash, i)?;
             }
@@ -162,26 +161,13 @@ impl Run {
         }
         let at = self.apps[i].next;
         self.apps[i].view = v.id;
-        self.uniform(i, s, v.id, at)?;
+        self.uniform.check(i, s, v.id, at)?;
         match *self.starts.entry((s, v.id)).or_insert(at) {
             p if p != at => Err(format!(
                 "virtual synchrony: n{i} starts view {} of {s} at {at}, another member at {p}",
                 v.id
             )),
             _ => Ok(()),
-        }
-    }
-
-    /// Uniform agreement: a member of shard `s` that starts view `view` at position `at` has
-    /// delivered every position any member of `s` delivered in an earlier view, a member that
-    /// crashed or left since included (the chain check makes them the same messages).
-    fn uniform(&self, i: usize, s: ShardId, view: u64, at: u64) -> Result<(), String> {
-        match (self.ends.range((s, 0)..(s, view))).find(|&(_, &end)| end > at) {
-            Some((&(_, v), &end)) => Err(format!(
-                "uniform agreement: n{i} starts view {view} of {s} at position {at}, but position {} was delivered in view {v}",
-                end - 1
-            )),
-            None => Ok(()),
         }
     }
 

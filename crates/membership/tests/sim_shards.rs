@@ -23,14 +23,16 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use squall_membership::change::ChangeKind;
 use squall_membership::group::GroupConfig;
 use squall_membership::log::{MemLog, Record};
-use squall_membership::view::EvenShards;
+use squall_membership::view::{EvenShards, ShardId};
 use squall_ordering::TotalOrder;
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{check_seeds, proptest_cases};
 
 mod group_sim;
+use group_sim::Moment;
 use group_sim::subgroups::Run;
 
 /// The shared small-slot group with `shards` and state transfer in 256-byte chunks, 4 at a time.
@@ -519,6 +521,90 @@ fn a_join_fills_a_shard_with_state_from_that_shard() {
             );
             Ok(())
         },
+    );
+}
+
+/// Whether a live member's proposal names `node`'s leave.
+fn leave_proposed(r: &Run, node: usize) -> bool {
+    (0..r.groups.len()).filter(|&i| !r.crashed[i]).any(|i| {
+        r.groups[i].gms().proposal().is_some_and(|(_, ch)| {
+            ch.iter()
+                .any(|c| c.node == NodeId(node as u32) && c.kind == ChangeKind::Leave)
+        })
+    })
+}
+
+/// The fifty-fourth part's case (`docs/MEMBERSHIP.md`, sixtieth part) in a sharded group:
+/// `two_shards()`, and n4 (shard 0) and n5 (shard 1) ask to leave at once. n4 is crashed, for
+/// good, in the step in which a proposal first names its leave, before it wedged: it publishes
+/// no wedge block, so the trim must leave it out (`trim_survivors`) rather than count its
+/// received messages as 0. n5 wedges and leaves: it must deliver up to the trim
+/// (`holds_trim`), to the position at which shard 1's survivors start the next view. The
+/// checker's uniform agreement and virtual synchrony checks run after every step; at the end
+/// the survivors settle without n4 and n5. `Missed` if n4 had wedged when its leave was first
+/// seen proposed.
+fn crashing_leaver_run(seed: u64) -> Result<Moment, String> {
+    let mut r = Run::new(seed, &two_shards(), 7);
+    r.run(400, true)?;
+    for i in [4, 5] {
+        r.groups[i]
+            .leave()
+            .map_err(|e| format!("n{i}: leave: {e}"))?;
+    }
+    let mut proposed = false;
+    for _ in 0..3000 {
+        r.run(1, true)?;
+        if leave_proposed(&r, 4) {
+            proposed = true;
+            break;
+        }
+    }
+    if !proposed {
+        return Err("n4's leave was never proposed".into());
+    }
+    let moment = if r.groups[4].gms().is_wedged() {
+        Moment::Missed
+    } else {
+        Moment::Reached
+    };
+    r.crash(4);
+    r.run(6000, true)?;
+    r.run(400, false)?;
+    r.settled(20)?;
+    let v = r.groups[0].view().ok_or("n0 has no view")?.clone();
+    if v.contains(NodeId(4)) || v.contains(NodeId(5)) {
+        return Err(format!(
+            "the leavers are still in view {}: {:?}",
+            v.id, v.members
+        ));
+    }
+    let why = r.groups[5].stopped().ok_or("n5 did not stop")?;
+    if !why.contains("left: view") {
+        return Err(format!("n5 stopped for another reason: {why}"));
+    }
+    let last = r.seen[5].as_ref().ok_or("n5 was never seen in a view")?.id;
+    let s1 = ShardId {
+        subgroup: 0,
+        shard: 1,
+    };
+    let start = r.starts.get(&(s1, last + 1)).copied();
+    if start != Some(r.apps[5].next) {
+        return Err(format!(
+            "n5 left at position {} but shard 1's survivors start view {} at {start:?}: the leaver did not deliver the trim",
+            r.apps[5].next,
+            last + 1
+        ));
+    }
+    Ok(moment)
+}
+
+#[test]
+fn a_leaver_that_crashes_before_its_wedge_beside_a_leaver_that_wedges() {
+    group_sim::check_seeds_reaching(
+        "a_leaver_that_crashes_before_its_wedge_beside_a_leaver_that_wedges",
+        4,
+        "n4's crash before its wedge with its leave proposed",
+        crashing_leaver_run,
     );
 }
 

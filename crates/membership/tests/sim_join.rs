@@ -514,14 +514,12 @@ fn join_time_by_state_size() {
 
 /// Whether a live node's proposal names `node`'s leave.
 fn leave_proposed(r: &Run, node: usize) -> bool {
-    (0..r.groups.len())
-        .filter(|&i| !r.crashed[i])
-        .any(|i| {
-            r.groups[i].gms().proposal().is_some_and(|(_, ch)| {
-                ch.iter()
-                    .any(|c| c.node == NodeId(node as u32) && c.kind == ChangeKind::Leave)
-            })
+    (0..r.groups.len()).filter(|&i| !r.crashed[i]).any(|i| {
+        r.groups[i].gms().proposal().is_some_and(|(_, ch)| {
+            ch.iter()
+                .any(|c| c.node == NodeId(node as u32) && c.kind == ChangeKind::Leave)
         })
+    })
 }
 
 /// The fifty-fourth part's case (`docs/MEMBERSHIP.md`, sixtieth part) beside a join: five
@@ -537,7 +535,9 @@ fn crashing_leaver_then_join(seed: u64) -> Result<Moment, String> {
     let mut r = Run::new(seed, 6, 5, 512, 4000);
     r.run(300, 10_000)?;
     for i in [3, 4] {
-        r.groups[i].leave().map_err(|e| format!("n{i}: leave: {e}"))?;
+        r.groups[i]
+            .leave()
+            .map_err(|e| format!("n{i}: leave: {e}"))?;
     }
     let mut proposed = false;
     for _ in 0..3000 {
@@ -562,7 +562,10 @@ fn crashing_leaver_then_join(seed: u64) -> Result<Moment, String> {
     r.settled(&[0, 1, 2, 5])?;
     let v = r.groups[0].view().ok_or("n0 has no view")?;
     if v.contains(NodeId(3)) || v.contains(NodeId(4)) {
-        return Err(format!("the leavers are still in view {}: {:?}", v.id, v.members));
+        return Err(format!(
+            "the leavers are still in view {}: {:?}",
+            v.id, v.members
+        ));
     }
     let why = r.groups[4].stopped().ok_or("n4 did not stop")?;
     if !why.contains("left: view") {

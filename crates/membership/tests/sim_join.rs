@@ -6,7 +6,8 @@
 //! state plus its deliveries equals every member's); positions are gapless from the state's;
 //! uniform agreement (`group_sim::uniform`: a node starts each view, or takes its state in it,
 //! at or past every position any node delivered in an earlier view, a crashed or departed one
-//! included).
+//! included); virtual synchrony (every node that reports a view, other than as the view it took
+//! its state in, starts it at the same position).
 //! At the end: the joiner is active in the survivors' last view and every survivor reached
 //! the same position.
 #![allow(clippy::unwrap_used)]
@@ -14,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use squall_membership::change::ChangeKind;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_membership::transfer::TransferError;
@@ -23,6 +25,7 @@ use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 mod group_sim;
+use group_sim::Moment;
 use group_sim::mix;
 use group_sim::uniform::Uniform;
 
@@ -64,6 +67,9 @@ struct Run {
     refused: Vec<(usize, u64)>,
     /// Uniform agreement: what each view delivered.
     uniform: Uniform,
+    /// View id -> the position the first node to report it (not as a joiner's first view)
+    /// started it at.
+    starts: BTreeMap<u64, u64>,
 }
 
 impl Run {
@@ -113,6 +119,7 @@ impl Run {
             upcalls: Vec::new(),
             refused: Vec::new(),
             uniform: Uniform::default(),
+            starts: BTreeMap::new(),
         }
     }
 
@@ -197,8 +204,18 @@ impl Run {
                     } else if !self.apps[i].has_state {
                         return Err(format!("n{i} reported a view before its state arrived"));
                     } else {
+                        let at = self.apps[i].next;
                         self.apps[i].view = v.id;
-                        self.uniform.check(i, SHARD, v.id, self.apps[i].next)?;
+                        self.uniform.check(i, SHARD, v.id, at)?;
+                        match *self.starts.entry(v.id).or_insert(at) {
+                            p if p != at => {
+                                return Err(format!(
+                                    "virtual synchrony: n{i} starts view {} at {at}, another node at {p}",
+                                    v.id
+                                ));
+                            }
+                            _ => {}
+                        }
                     }
                 }
                 _ => {}
@@ -493,6 +510,86 @@ fn join_time_by_state_size() {
     }
     // Larger states take longer (more chunk round trips).
     assert!(rows[3].1 > rows[0].1);
+}
+
+/// Whether a live node's proposal names `node`'s leave.
+fn leave_proposed(r: &Run, node: usize) -> bool {
+    (0..r.groups.len()).filter(|&i| !r.crashed[i]).any(|i| {
+        r.groups[i].gms().proposal().is_some_and(|(_, ch)| {
+            ch.iter()
+                .any(|c| c.node == NodeId(node as u32) && c.kind == ChangeKind::Leave)
+        })
+    })
+}
+
+/// The fifty-fourth part's case (`docs/MEMBERSHIP.md`, sixtieth part) beside a join: five
+/// members, n3 and n4 ask to leave at once; n3 is crashed, for good, in the step in which a
+/// proposal first names its leave, before it wedged (it publishes no wedge block, so the trim
+/// must leave it out, `trim_survivors`, rather than count its received messages as 0). n4
+/// wedges and leaves: it must deliver up to the trim (`holds_trim`), the position at which the
+/// survivors start the next view. Then n5 joins and takes its state from the survivors. Every
+/// check of `Run::poll` after every step (uniform agreement counts what the crashed leaver
+/// delivered); at the end n0, n1, n2 and n5 are active at one position. `Missed` if n3 had
+/// wedged when its leave was first seen proposed.
+fn crashing_leaver_then_join(seed: u64) -> Result<Moment, String> {
+    let mut r = Run::new(seed, 6, 5, 512, 4000);
+    r.run(300, 10_000)?;
+    for i in [3, 4] {
+        r.groups[i]
+            .leave()
+            .map_err(|e| format!("n{i}: leave: {e}"))?;
+    }
+    let mut proposed = false;
+    for _ in 0..3000 {
+        r.run(1, 10_000)?;
+        if leave_proposed(&r, 3) {
+            proposed = true;
+            break;
+        }
+    }
+    if !proposed {
+        return Err("n3's leave was never proposed".into());
+    }
+    let moment = if r.groups[3].gms().is_wedged() {
+        Moment::Missed
+    } else {
+        Moment::Reached
+    };
+    r.crash(3);
+    r.run(3000, 10_000)?;
+    r.groups[5].join().map_err(|e| e.to_string())?;
+    r.run(8000, 8000)?;
+    r.settled(&[0, 1, 2, 5])?;
+    let v = r.groups[0].view().ok_or("n0 has no view")?;
+    if v.contains(NodeId(3)) || v.contains(NodeId(4)) {
+        return Err(format!(
+            "the leavers are still in view {}: {:?}",
+            v.id, v.members
+        ));
+    }
+    let why = r.groups[4].stopped().ok_or("n4 did not stop")?;
+    if !why.contains("left: view") {
+        return Err(format!("n4 stopped for another reason: {why}"));
+    }
+    let next = r.apps[4].view + 1;
+    let start = r.starts.get(&next).copied();
+    if start != Some(r.apps[4].next) {
+        return Err(format!(
+            "n4 left at position {} but the survivors start view {next} at {start:?}: the leaver did not deliver the trim",
+            r.apps[4].next
+        ));
+    }
+    Ok(moment)
+}
+
+#[test]
+fn a_leaver_that_crashes_before_its_wedge_beside_a_leaver_that_wedges_then_a_join() {
+    group_sim::check_seeds_reaching(
+        "a_leaver_that_crashes_before_its_wedge_beside_a_leaver_that_wedges_then_a_join",
+        4,
+        "n3's crash before its wedge with its leave proposed",
+        crashing_leaver_then_join,
+    );
 }
 
 /// Joins at random points mixed with a crash (any member, or the sender right after it provided

@@ -11,6 +11,7 @@ use std::time::Duration;
 use squall_membership::GmsError;
 use squall_membership::group::{EpochProfile, Group, GroupConfig, GroupError};
 use squall_membership::log::MemLog;
+use squall_membership::view::EvenShards;
 use squall_ordering::{TotalOrder, Upcall};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
@@ -27,17 +28,7 @@ fn start(
     configs: &[GroupConfig],
     joiners: &[usize],
 ) -> (Sim, Vec<Group<SimNode, MemLog>>) {
-    let mut regions = Group::<SimNode, MemLog>::layout(&configs[0]).unwrap();
-    for c in configs {
-        for (r, o) in regions
-            .iter_mut()
-            .zip(Group::<SimNode, MemLog>::layout(c).unwrap())
-        {
-            r.len = r.len.max(o.len);
-        }
-    }
-    let layouts = vec![regions; configs.len()];
-    let (sim, nodes) = Sim::cluster_each(SimConfig::seeded(seed), &layouts, &[]).unwrap();
+    let (sim, nodes) = cluster(seed, configs);
     let groups = (nodes.into_iter().zip(configs).enumerate())
         .map(|(i, (t, c))| {
             if joiners.contains(&i) {
@@ -48,6 +39,22 @@ fn start(
         })
         .collect();
     (sim, groups)
+}
+
+/// The simulator and endpoints of [`start`]: every node's regions large enough for every
+/// configuration.
+fn cluster(seed: u64, configs: &[GroupConfig]) -> (Sim, Vec<SimNode>) {
+    let mut regions = Group::<SimNode, MemLog>::layout(&configs[0]).unwrap();
+    for c in configs {
+        for (r, o) in regions
+            .iter_mut()
+            .zip(Group::<SimNode, MemLog>::layout(c).unwrap())
+        {
+            r.len = r.len.max(o.len);
+        }
+    }
+    let layouts = vec![regions; configs.len()];
+    Sim::cluster_each(SimConfig::seeded(seed), &layouts, &[]).unwrap()
 }
 
 /// Polls every node (each submitting while it can) for `steps` steps; returns how many
@@ -133,6 +140,71 @@ fn a_joiner_configured_alike_joins() {
     for g in &groups {
         assert_eq!(g.stopped(), None);
         assert_eq!(g.view().unwrap().members.len(), 4);
+    }
+}
+
+/// The `Group::step` hook (`docs/MEMBERSHIP.md`, fifty-second part; its test is in the
+/// sixtieth part): once a peer's differing digest is readable, the member's epoch is not polled
+/// again, so the poll that stops the member delivers nothing. Two shards, `[n0, n1]` and
+/// `[n2, n3]`, with n3's epoch window and slot split differing from the others' and every op to
+/// or from n3 delayed by 300 µs: shard 0's epoch does not wait for n3 (n3 is no sender of it),
+/// so n0 and n1 deliver until n3's digest reaches them, while they still submit. Without the
+/// hook the epoch is polled in the step in which the digest lands, before the core's poll
+/// stops the member, and delivers what became stable.
+#[test]
+fn the_poll_that_reads_a_differing_digest_delivers_nothing_of_the_epoch() {
+    let mut cfg = group_sim::config(4, 4);
+    cfg.gms.shards = EvenShards {
+        shards: 2,
+        min: 2,
+        max: 2,
+    };
+    let mut other = cfg.clone();
+    other.epoch.window = 2;
+    other.epoch.slot_size = 48;
+    for seed in 0..4 {
+        let cfgs = [cfg.clone(), cfg.clone(), cfg.clone(), other.clone()];
+        let (sim, nodes) = cluster(seed, &cfgs);
+        // Before n3's `Group::new` pushes its digest.
+        sim.delay(NodeId(3), Duration::from_micros(300));
+        let mut groups: Vec<Group<SimNode, MemLog>> = (nodes.into_iter().zip(cfgs))
+            .map(|(t, c)| Group::new(t, c, MemLog::default(), None).unwrap())
+            .collect();
+        let shard0 = groups[0].view().unwrap().shards[0].members.clone();
+        assert_eq!(shard0, [NodeId(0), NodeId(1)], "seed {seed}: the layout");
+        let mut ups = Vec::new();
+        let mut delivered = [0usize; 4];
+        for _ in 0..400 {
+            for (i, g) in groups.iter_mut().enumerate() {
+                if g.stopped().is_some() {
+                    continue;
+                }
+                let _ = g.submit(b"m");
+                ups.clear();
+                g.poll(&mut ups);
+                let now = ups
+                    .iter()
+                    .filter(|u| matches!(u, Upcall::Deliver(_)))
+                    .count();
+                delivered[i] += now;
+                if let Some(why) = g.stopped() {
+                    assert!(why.contains(DIFFER), "seed {seed}: n{i}: {why}");
+                    assert_eq!(
+                        now, 0,
+                        "seed {seed}: n{i} delivered {now} message(s) in the poll that read the differing digest"
+                    );
+                }
+            }
+            sim.advance(Duration::from_micros(5));
+        }
+        for (i, g) in groups.iter().enumerate() {
+            assert!(g.stopped().is_some(), "seed {seed}: n{i} still runs");
+        }
+        // The test had something to check: shard 0 delivered before n3's digest arrived.
+        assert!(
+            delivered[0] > 0 && delivered[1] > 0,
+            "seed {seed}: shard 0 delivered {delivered:?} before it read n3's digest"
+        );
     }
 }
 

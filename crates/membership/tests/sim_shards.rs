@@ -1,44 +1,39 @@
 //! Several shards per `Group`, on the simulator (issue 6, "subgroups and shards").
 //!
-//! The application is a hash-chain model per shard: a node's value after position `p` of shard
-//! `s` must equal every other member's of `s` at `p`; its snapshot is `[hash][position]`.
-//! Every payload carries the shard of the member that submitted it. Checked after every step,
-//! per shard:
+//! The application and its checks are the subgroup checker's (`group_sim::subgroups::Run`,
+//! shared with `sim_subgroups.rs` and `sim_colocated.rs`; one subgroup here): a hash-chain model
+//! per shard whose snapshot is `[hash][position]`, every payload carrying the submitter's shard.
+//! Checked after every step, per shard:
 //! - gap-free positions (each delivery continues the node's last);
 //! - the same chain value at every position on every member of the shard;
 //! - nothing delivered by a node of a shard it is not in (payload's shard = receiver's shard),
 //!   and nothing delivered by a spare or before the state arrived;
+//! - `placement()` on each view upcall names the member's shard and exactly its members;
 //! - virtual synchrony: every member of shard `s` that reports view `v` (not as a joiner's
 //!   first view) starts it at the same position, so with equal chains they delivered the same
 //!   messages in the view before;
 //! - uniform agreement (`group_sim::uniform`): a member starts each view of its shard, or takes
 //!   the shard's state in it, at or past every position any member of the shard delivered in an
 //!   earlier view, a crashed or departed one included;
-//! - a node never changes shards, spares and passive nodes refuse submits.
+//! - a node never changes shards, spares and passive nodes refuse submits, an inadequate view
+//!   keeps only its shards' earlier members, and every node that installs a view installs the
+//!   same members.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use squall_membership::group::{Group, GroupConfig};
+use squall_membership::change::ChangeKind;
+use squall_membership::group::GroupConfig;
 use squall_membership::log::{MemLog, Record};
-use squall_membership::view::{EvenShards, ShardId, View};
-use squall_ordering::{Delivery, TotalOrder, Upcall};
+use squall_membership::view::{EvenShards, ShardId};
+use squall_ordering::TotalOrder;
 use squall_transport::NodeId;
-use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
+use squall_transport_mem::sim::{check_seeds, proptest_cases};
 
 mod group_sim;
-use group_sim::mix;
-use group_sim::uniform::Uniform;
-
-/// Shard `s` of the one subgroup, for [`Uniform`].
-fn shard_id(s: usize) -> ShardId {
-    ShardId {
-        subgroup: 0,
-        shard: s,
-    }
-}
+use group_sim::Moment;
+use group_sim::subgroups::Run;
 
 /// The shared small-slot group with `shards` and state transfer in 256-byte chunks, 4 at a time.
 fn config(universe: usize, initial: usize, shards: EvenShards) -> GroupConfig {
@@ -47,284 +42,6 @@ fn config(universe: usize, initial: usize, shards: EvenShards) -> GroupConfig {
     cfg.transfer.chunk_size = 256;
     cfg.transfer.window = 4;
     cfg
-}
-
-#[derive(Clone, Debug, Default)]
-struct App {
-    hash: u64,
-    next: u64,
-    /// The shard whose state it holds.
-    shard: Option<usize>,
-    /// The view its deliveries are in (the last it reported, or took its state in).
-    view: u64,
-}
-
-struct Run {
-    sim: Sim,
-    groups: Vec<Group<SimNode, MemLog>>,
-    apps: Vec<App>,
-    crashed: Vec<bool>,
-    /// The last view each node was seen in.
-    seen: Vec<Option<View>>,
-    /// (shard, position) -> chain value after it.
-    chain: BTreeMap<(usize, u64), u64>,
-    /// (shard, view) -> the position the view started at.
-    starts: BTreeMap<(usize, u64), u64>,
-    /// Crash this node as soon as a live member is wedged (a view change is under way).
-    crash_on_wedge: Option<usize>,
-    step: usize,
-    counter: u64,
-    /// When each node became active by state transfer (virtual time).
-    activated: Vec<Option<Duration>>,
-    /// Members asked for their state do not provide it (a transfer never completes).
-    withhold: bool,
-    /// Zero bytes appended to every state provided (a longer transfer).
-    state_pad: usize,
-    upcalls: Vec<Upcall<Delivery>>,
-    /// Uniform agreement: what each view of each shard delivered.
-    uniform: Uniform,
-}
-
-impl Run {
-    fn new(seed: u64, cfg: &GroupConfig, universe: usize) -> Run {
-        let layout = Group::<SimNode, MemLog>::layout(cfg).unwrap();
-        let (sim, nodes) = Sim::cluster(SimConfig::seeded(seed), universe, &layout).unwrap();
-        let groups: Vec<Group<SimNode, MemLog>> = nodes
-            .into_iter()
-            .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None).unwrap())
-            .collect();
-        let apps = groups
-            .iter()
-            .map(|g| App {
-                shard: if g.is_active() { g.shard() } else { None },
-                ..App::default()
-            })
-            .collect();
-        Run {
-            sim,
-            groups,
-            apps,
-            crashed: vec![false; universe],
-            seen: vec![None; universe],
-            chain: BTreeMap::new(),
-            starts: BTreeMap::new(),
-            crash_on_wedge: None,
-            step: 0,
-            counter: 0,
-            activated: vec![None; universe],
-            withhold: false,
-            state_pad: 0,
-            upcalls: Vec::new(),
-            uniform: Uniform::default(),
-        }
-    }
-
-    fn now(&self) -> Duration {
-        self.sim
-            .now()
-            .saturating_since(squall_transport::Time::ZERO)
-    }
-
-    fn crash(&mut self, i: usize) {
-        self.sim.crash(NodeId(i as u32));
-        self.crashed[i] = true;
-    }
-
-    fn record(&mut self, s: usize, pos: u64, hash: u64, i: usize) -> Result<(), String> {
-        match self.chain.get(&(s, pos)) {
-            Some(&h) if h != hash => Err(format!(
-                "n{i}: shard {s} state at position {pos} differs from another member's"
-            )),
-            Some(_) => Ok(()),
-            None => {
-                self.chain.insert((s, pos), hash);
-                Ok(())
-            }
-        }
-    }
-
-    fn poll(&mut self, i: usize) -> Result<(), String> {
-        if self.crashed[i] {
-            return Ok(());
-        }
-        self.upcalls.clear();
-        self.groups[i].poll(&mut self.upcalls);
-        let ups = std::mem::take(&mut self.upcalls);
-        for u in &ups {
-            match u {
-                Upcall::Deliver(d) => {
-                    let Some(s) = self.apps[i].shard else {
-                        return Err(format!("n{i} delivered without a shard's state"));
-                    };
-                    if d.payload[0] as usize != s {
-                        return Err(format!(
-                            "n{i} of shard {s} delivered a message of shard {}",
-                            d.payload[0]
-                        ));
-                    }
-                    if d.position != self.apps[i].next {
-                        return Err(format!(
-                            "n{i} delivered position {} when it expected {}",
-                            d.position, self.apps[i].next
-                        ));
-                    }
-                    self.uniform
-                        .delivered(shard_id(s), self.apps[i].view, d.position);
-                    let h = mix(self.apps[i].hash, &d.payload);
-                    self.apps[i].hash = h;
-                    self.apps[i].next += 1;
-                    self.record(s, d.position, h, i)?;
-                }
-                Upcall::View(v) => {
-                    let Some(s) = self.groups[i].shard() else {
-                        return Err(format!("n{i} reported view {} in no shard", v.id));
-                    };
-                    if let Some(st) = self.groups[i].take_state() {
-                        if self.apps[i].shard.is_some() {
-                            return Err(format!("n{i} got a state it did not need"));
-                        }
-                        let hash = u64::from_le_bytes(st.state[..8].try_into().unwrap());
-                        let next = u64::from_le_bytes(st.state[8..16].try_into().unwrap());
-                        if next != st.position {
-                            return Err(format!("n{i}: state position disagrees"));
-                        }
-                        self.apps[i] = App {
-                            hash,
-                            next,
-                            shard: Some(s),
-                            view: v.id,
-                        };
-                        self.uniform.check(i, shard_id(s), v.id, next)?;
-                        if next > 0 {
-                            self.record(s, next - 1, hash, i)?;
-                        }
-                        self.activated[i] = Some(self.now());
-                    } else {
-                        if self.apps[i].shard != Some(s) {
-                            return Err(format!(
-                                "n{i} reported view {} in shard {s} but holds {:?}'s state",
-                                v.id, self.apps[i].shard
-                            ));
-                        }
-                        let at = self.apps[i].next;
-                        self.apps[i].view = v.id;
-                        self.uniform.check(i, shard_id(s), v.id, at)?;
-                        if let Some(&p) = self.starts.get(&(s, v.id))
-                            && p != at
-                        {
-                            return Err(format!(
-                                "virtual synchrony: n{i} starts view {} of shard {s} at {at}, another member at {p}",
-                                v.id
-                            ));
-                        }
-                        self.starts.insert((s, v.id), at);
-                    }
-                }
-                _ => {}
-            }
-        }
-        let g = &mut self.groups[i];
-        if g.stopped().is_none() && g.view().is_some() {
-            if let (Some(had), Some(now)) = (
-                self.apps[i].shard,
-                g.view().unwrap().shard_of(NodeId(i as u32)),
-            ) && had != now
-            {
-                return Err(format!("n{i} moved from shard {had} to {now}"));
-            }
-            if !g.is_active() && g.submit(&[0]).is_ok() {
-                return Err(format!("n{i}: a passive node or spare accepted a submit"));
-            }
-            let v = g.view().cloned().unwrap();
-            group_sim::check_inadequate_keeps_holders(i, self.seen[i].as_ref(), &v)?;
-            if self.seen[i].as_ref().is_none_or(|l| l.id != v.id) {
-                self.seen[i] = Some(v);
-            }
-        }
-        if g.state_wanted() && !self.withhold {
-            let a = &self.apps[i];
-            let mut st = a.hash.to_le_bytes().to_vec();
-            st.extend_from_slice(&a.next.to_le_bytes());
-            st.resize(16 + self.state_pad, 0);
-            g.provide_state(a.next, &st)
-                .map_err(|e| format!("n{i}: provide_state: {e}"))?;
-        }
-        Ok(())
-    }
-
-    fn submit(&mut self, i: usize) {
-        if self.crashed[i] || !self.groups[i].is_active() || self.sim.random(3) != 0 {
-            return;
-        }
-        let Some(s) = self.groups[i].shard() else {
-            return;
-        };
-        self.counter += 1;
-        let mut p = vec![s as u8, i as u8];
-        p.extend_from_slice(&self.counter.to_le_bytes());
-        let _ = self.groups[i].submit(&p);
-    }
-
-    fn run(&mut self, steps: usize, submit: bool) -> Result<(), String> {
-        for _ in 0..steps {
-            self.step += 1;
-            if let Some(c) = self.crash_on_wedge
-                && !self.crashed[c]
-                && (0..self.groups.len())
-                    .any(|i| !self.crashed[i] && self.groups[i].gms().is_wedged())
-            {
-                self.crash(c);
-                self.crash_on_wedge = None;
-            }
-            for i in 0..self.groups.len() {
-                if submit {
-                    self.submit(i);
-                }
-                self.poll(i)?;
-            }
-            self.sim.advance(Duration::from_micros(2));
-        }
-        Ok(())
-    }
-
-    /// Every live node is in the same view; in each shard every member is active and at the
-    /// same position, past `min_delivered`.
-    fn settled(&self, min_delivered: u64) -> Result<(), String> {
-        let live: Vec<usize> = (0..self.groups.len())
-            .filter(|&i| !self.crashed[i] && self.groups[i].view().is_some())
-            .collect();
-        let v = self.groups[live[0]].view().unwrap().clone();
-        if let Some(why) = &v.inadequate {
-            return Err(format!("the last view is inadequate: {why}"));
-        }
-        for &i in &live {
-            if self.groups[i].view().map(|w| w.id) != Some(v.id) {
-                return Err(format!("n{i} in another view than n{}", live[0]));
-            }
-        }
-        for (s, shard) in v.shards.iter().enumerate() {
-            let first = shard.members[0].0 as usize;
-            for m in &shard.members {
-                let i = m.0 as usize;
-                if !self.groups[i].is_active() || self.apps[i].shard != Some(s) {
-                    return Err(format!("n{i} is not active in shard {s}"));
-                }
-                if self.apps[i].next != self.apps[first].next {
-                    return Err(format!(
-                        "shard {s}: n{i} at {} but n{first} at {}",
-                        self.apps[i].next, self.apps[first].next
-                    ));
-                }
-            }
-            if self.apps[first].next < min_delivered {
-                return Err(format!(
-                    "shard {s} delivered only {}",
-                    self.apps[first].next
-                ));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Two shards of 2..=3 and one spare: `s0 = [0, 1, 4]`, `s1 = [2, 3, 5]`, spare 6.
@@ -804,6 +521,90 @@ fn a_join_fills_a_shard_with_state_from_that_shard() {
             );
             Ok(())
         },
+    );
+}
+
+/// Whether a live member's proposal names `node`'s leave.
+fn leave_proposed(r: &Run, node: usize) -> bool {
+    (0..r.groups.len()).filter(|&i| !r.crashed[i]).any(|i| {
+        r.groups[i].gms().proposal().is_some_and(|(_, ch)| {
+            ch.iter()
+                .any(|c| c.node == NodeId(node as u32) && c.kind == ChangeKind::Leave)
+        })
+    })
+}
+
+/// The fifty-fourth part's case (`docs/MEMBERSHIP.md`, sixtieth part) in a sharded group:
+/// `two_shards()`, and n4 (shard 0) and n5 (shard 1) ask to leave at once. n4 is crashed, for
+/// good, in the step in which a proposal first names its leave, before it wedged: it publishes
+/// no wedge block, so the trim must leave it out (`trim_survivors`) rather than count its
+/// received messages as 0. n5 wedges and leaves: it must deliver up to the trim
+/// (`holds_trim`), to the position at which shard 1's survivors start the next view. The
+/// checker's uniform agreement and virtual synchrony checks run after every step; at the end
+/// the survivors settle without n4 and n5. `Missed` if n4 had wedged when its leave was first
+/// seen proposed.
+fn crashing_leaver_run(seed: u64) -> Result<Moment, String> {
+    let mut r = Run::new(seed, &two_shards(), 7);
+    r.run(400, true)?;
+    for i in [4, 5] {
+        r.groups[i]
+            .leave()
+            .map_err(|e| format!("n{i}: leave: {e}"))?;
+    }
+    let mut proposed = false;
+    for _ in 0..3000 {
+        r.run(1, true)?;
+        if leave_proposed(&r, 4) {
+            proposed = true;
+            break;
+        }
+    }
+    if !proposed {
+        return Err("n4's leave was never proposed".into());
+    }
+    let moment = if r.groups[4].gms().is_wedged() {
+        Moment::Missed
+    } else {
+        Moment::Reached
+    };
+    r.crash(4);
+    r.run(6000, true)?;
+    r.run(400, false)?;
+    r.settled(20)?;
+    let v = r.groups[0].view().ok_or("n0 has no view")?.clone();
+    if v.contains(NodeId(4)) || v.contains(NodeId(5)) {
+        return Err(format!(
+            "the leavers are still in view {}: {:?}",
+            v.id, v.members
+        ));
+    }
+    let why = r.groups[5].stopped().ok_or("n5 did not stop")?;
+    if !why.contains("left: view") {
+        return Err(format!("n5 stopped for another reason: {why}"));
+    }
+    let last = r.seen[5].as_ref().ok_or("n5 was never seen in a view")?.id;
+    let s1 = ShardId {
+        subgroup: 0,
+        shard: 1,
+    };
+    let start = r.starts.get(&(s1, last + 1)).copied();
+    if start != Some(r.apps[5].next) {
+        return Err(format!(
+            "n5 left at position {} but shard 1's survivors start view {} at {start:?}: the leaver did not deliver the trim",
+            r.apps[5].next,
+            last + 1
+        ));
+    }
+    Ok(moment)
+}
+
+#[test]
+fn a_leaver_that_crashes_before_its_wedge_beside_a_leaver_that_wedges() {
+    group_sim::check_seeds_reaching(
+        "a_leaver_that_crashes_before_its_wedge_beside_a_leaver_that_wedges",
+        4,
+        "n4's crash before its wedge with its leave proposed",
+        crashing_leaver_run,
     );
 }
 

@@ -1,14 +1,17 @@
-//! The subgroup checker model of `sim_subgroups.rs`, shared with `sim_colocated.rs`: a
-//! hash-chain application per (subgroup, shard) over `Group` on the simulator. Every payload
+//! The subgroup checker model of `sim_subgroups.rs`, shared with `sim_colocated.rs` and
+//! `sim_shards.rs`: a hash-chain application per (subgroup, shard) over `Group` on the
+//! simulator. Every payload
 //! carries the submitter's shard. Checked after every step, per (subgroup, shard): gap-free
 //! positions; one chain value per position on every member of the shard; nothing delivered by
 //! a node outside the shard, by a spare or before its state arrived; `placement()` on each
 //! `Upcall::View` naming the member's shard and exactly its members; virtual synchrony (the
 //! members of a shard that report view `v` start it at one position); no node changing shard
 //! while it stays in the group; spares and passive nodes refusing submits; every node that
-//! installs a view installing the same members.
+//! installs a view installing the same members. Its snapshot is `[hash][position]`, padded
+//! with [`Run::state_pad`] zero bytes.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
@@ -49,6 +52,16 @@ pub struct Run {
     /// installs the view must install the same members (one top-level view shared by every
     /// subgroup).
     pub views: BTreeMap<u64, Vec<NodeId>>,
+    /// Crash this node as soon as a live member is wedged (a view change is under way).
+    pub crash_on_wedge: Option<usize>,
+    /// Steps run so far.
+    pub step: usize,
+    /// When each node became active by state transfer (virtual time).
+    pub activated: Vec<Option<Duration>>,
+    /// Members asked for their state do not provide it (a transfer never completes).
+    pub withhold: bool,
+    /// Zero bytes appended to every state provided (a longer transfer).
+    pub state_pad: usize,
 }
 
 impl Run {
@@ -78,7 +91,19 @@ impl Run {
             counter: 0,
             upcalls: Vec::new(),
             views: BTreeMap::new(),
+            crash_on_wedge: None,
+            step: 0,
+            activated: vec![None; universe],
+            withhold: false,
+            state_pad: 0,
         }
+    }
+
+    /// Virtual time since the simulation started.
+    pub fn now(&self) -> Duration {
+        self.sim
+            .now()
+            .saturating_since(squall_transport::Time::ZERO)
     }
 
     pub fn crash(&mut self, i: usize) {
@@ -151,6 +176,7 @@ impl Run {
             if next > 0 {
                 self.record(s, next - 1, hash, i)?;
             }
+            self.activated[i] = Some(self.now());
             return Ok(());
         }
         if self.apps[i].shard != Some(s) {
@@ -211,10 +237,11 @@ impl Run {
                 self.seen[i] = Some(v);
             }
         }
-        if g.state_wanted() {
+        if g.state_wanted() && !self.withhold {
             let a = &self.apps[i];
             let mut st = a.hash.to_le_bytes().to_vec();
             st.extend_from_slice(&a.next.to_le_bytes());
+            st.resize(16 + self.state_pad, 0);
             g.provide_state(a.next, &st)
                 .map_err(|e| format!("n{i}: provide_state: {e}"))?;
         }
@@ -236,6 +263,15 @@ impl Run {
 
     pub fn run(&mut self, steps: usize, submit: bool) -> Result<(), String> {
         for _ in 0..steps {
+            self.step += 1;
+            if let Some(c) = self.crash_on_wedge
+                && !self.crashed[c]
+                && (0..self.groups.len())
+                    .any(|i| !self.crashed[i] && self.groups[i].gms().is_wedged())
+            {
+                self.crash(c);
+                self.crash_on_wedge = None;
+            }
             for i in 0..self.groups.len() {
                 if submit {
                     self.submit(i);

@@ -286,7 +286,6 @@ fn bad_config_is_refused_before_anything_starts() {
 #[test]
 fn side_channel_ports_are_held_from_their_choice_until_the_nodes_start() {
     let (held, addrs) = common::listeners(3);
-    assert_eq!(held.len(), 3);
     for (node, addr) in &addrs {
         assert_ne!(addr.port(), 0, "{node}: {addr}");
         let e = std::net::TcpListener::bind(addr)

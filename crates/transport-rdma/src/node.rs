@@ -33,6 +33,7 @@ use crate::provider::{
 
 /// Why a node could not start.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum StartError {
     /// A setting is invalid.
     #[error("invalid RDMA configuration: {0}")]

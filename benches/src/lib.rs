@@ -92,20 +92,22 @@ pub fn rdma_pair(
         let addr = l.local_addr().map_err(|e| format!("side channel: {e}"))?;
         addrs.insert(NodeId(i as u32), addr);
     }
-    drop(listeners);
     let nics = (0..2)
         .map(|_| VerbsNic::open(&cfg))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     let layout = [RegionSpec::new(REGION, len)];
     std::thread::scope(|s| {
+        // Each node listens on the listener that chose its port (held since: no other
+        // process can take the port in between).
         let handles: Vec<_> = nics
             .into_iter()
+            .zip(listeners)
             .enumerate()
-            .map(|(i, nic)| {
+            .map(|(i, (nic, l))| {
                 let (cfg, addrs, layout) = (&cfg, &addrs, &layout);
                 s.spawn(move || {
-                    RdmaNode::connect(cfg.clone(), nic, NodeId(i as u32), addrs, layout)
+                    RdmaNode::connect_on(l, cfg.clone(), nic, NodeId(i as u32), addrs, layout)
                 })
             })
             .collect();

@@ -88,6 +88,7 @@ pub struct Decided {
 
 /// A setting that cannot work.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Too many or too few proposers.
     #[error(

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 /// Why an announcement could not be made or collected.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AnnounceError {
     /// A bind, a read or a write failed.
     #[error("{what} {path}: {source}")]

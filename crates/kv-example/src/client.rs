@@ -8,6 +8,7 @@ use crate::ops::{KvOp, KvResult, OpsError};
 
 /// Why a KV request failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum KvError {
     /// The replicated service failed the request.
     #[error(transparent)]

@@ -71,6 +71,7 @@ impl std::fmt::Display for Fsync {
 
 /// A problem with the cluster configuration, saying what to change.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ClusterError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]

@@ -86,9 +86,9 @@ enum Cmd {
         reads: Reads,
     },
     /// Run one replica of a cluster described by a TOML file. Exits 0 after SIGINT or
-    /// SIGTERM; 3 if the replica had stopped for good before that (its group stopped, e.g.
-    /// it lost its majority, or the replica stopped itself), printing why; 1 on any other
-    /// error.
+    /// SIGTERM; 3 as soon as the replica stops for good by itself (its group stopped, e.g. it
+    /// lost its majority, or the replica stopped itself), printing why and what to do; 1 on
+    /// any other error.
     Serve {
         /// The cluster file (see `KvConfig`).
         #[arg(long)]
@@ -197,18 +197,65 @@ fn exit_code(e: &(dyn std::error::Error + 'static)) -> i32 {
     }
 }
 
-/// `squall-kv serve`'s exit code when its replica had stopped for good before the shutdown
-/// ([`ReplicaStopped`]); documented in the README.
+/// `squall-kv serve`'s exit code when its replica stopped for good ([`ReplicaStopped`]);
+/// documented in the README.
 const EXIT_REPLICA_STOPPED: i32 = 3;
 
-/// A served replica had stopped for good before the process was told to shut down: its
-/// backend stopped (majority lost, shard lost, a log failure, a refused join, ...) or the
-/// replica stopped itself; it answered every request `Unavailable` with this reason since.
+/// How often `serve` checks whether its replica stopped by itself: the most its exit lags the
+/// stop (plus the shutdown).
+const STOP_CHECK: Duration = Duration::from_millis(50);
+
+/// A served replica stopped for good by itself: its backend stopped (majority lost, shard
+/// lost, a log failure, a refused join, ...) or the replica stopped itself. `serve` exits
+/// with [`EXIT_REPLICA_STOPPED`], printing this on one line: why, and what to do.
 #[derive(Debug, thiserror::Error)]
-#[error("replica {id} had stopped before the shutdown: {stop}")]
+#[error("replica {id} stopped: {}; {}", one_line(&stop.to_string()), advice(*ordering, stop.phase))]
 struct ReplicaStopped {
     id: u32,
+    ordering: Ordering,
     stop: squall_smr::BackendStopped,
+}
+
+/// `s` with its line breaks replaced by spaces (a stop reason printed as one line).
+fn one_line(s: &str) -> String {
+    s.split(['\r', '\n'])
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What the operator of a replica that stopped for good does next.
+fn advice(ordering: Ordering, phase: squall_smr::StopPhase) -> &'static str {
+    use squall_smr::StopPhase;
+    match (ordering, phase) {
+        (Ordering::Membership, StopPhase::Restarting) => {
+            "remove the cause, then start it again (without --rejoin) together with the other \
+             replicas of its last view"
+        }
+        (Ordering::Membership, StopPhase::Joining) => {
+            "remove the cause (e.g. a cluster file that differs from the running replicas'), \
+             then start it again with --rejoin"
+        }
+        (Ordering::Membership, _) => {
+            "start it again with --rejoin while a majority of the group runs, or start every \
+             replica again if none runs"
+        }
+        (Ordering::RoundRobin | Ordering::CasPaxos, _) => {
+            "this ordering's group is fixed and cannot take the replica back: start every \
+             replica again"
+        }
+    }
+}
+
+/// Resolves once `replica` stopped for good by itself (checked every [`STOP_CHECK`]).
+async fn stopped_by_itself(replica: &squall_smr::ReplicaHandle) -> squall_smr::BackendStopped {
+    let mut tick = tokio::time::interval(STOP_CHECK);
+    loop {
+        tick.tick().await;
+        if let Some(stop) = replica.backend_stopped() {
+            return stop;
+        }
+    }
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -583,22 +630,28 @@ fn serve(config: &Path, id: u32, rejoin: bool, announce: Option<&Path>) -> Res<(
         if let Some(file) = announce {
             squall_kv::announce::write_atomically(&ready_file(file), "")?;
         }
-        let server = squall_smr::server::serve(listener, replica.handle(), Default::default());
+        let handle = replica.handle();
+        let server = squall_smr::server::serve(listener, handle.clone(), Default::default());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             r = server => r?,
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
             _ = term.recv() => tracing::info!("terminated; shutting down"),
+            stop = stopped_by_itself(&handle) => {
+                tracing::error!(id, error = %stop, "the replica stopped for good; exiting");
+            }
         }
         Res::Ok(())
     })?;
     tracing::info!(metrics = %replica.handle().metrics(), "replica stopped");
     match replica.shutdown() {
         Ok(_) => Ok(()),
-        Err(squall_smr::RuntimeError::BackendStopped(stop)) => {
-            tracing::error!(id, error = %stop, "the replica had stopped before the shutdown");
-            Err(ReplicaStopped { id, stop }.into())
+        Err(squall_smr::RuntimeError::BackendStopped(stop)) => Err(ReplicaStopped {
+            id,
+            ordering: cfg.ordering,
+            stop,
         }
+        .into()),
         Err(e) => Err(e.into()),
     }
 }
@@ -741,19 +794,45 @@ fn bench(
 mod tests {
     use super::*;
 
-    /// A replica that had stopped before the shutdown exits with its own code and says why.
+    /// A replica that stopped for good exits with its own code and says, on one line, why
+    /// and what to do.
     #[test]
-    fn a_replica_stopped_before_the_shutdown_exits_3_naming_why() {
+    fn a_replica_that_stopped_exits_3_naming_why_and_what_to_do() {
         let stop = squall_smr::BackendStopped {
-            reason: "lost its majority".into(),
+            reason: "lost its majority\nin view 4".into(),
             phase: squall_smr::StopPhase::Member,
         };
-        let e: Box<dyn std::error::Error> = ReplicaStopped { id: 2, stop }.into();
+        let e: Box<dyn std::error::Error> = ReplicaStopped {
+            id: 2,
+            ordering: Ordering::Membership,
+            stop,
+        }
+        .into();
         assert_eq!(exit_code(e.as_ref()), EXIT_REPLICA_STOPPED);
         assert_eq!(
             e.to_string(),
-            "replica 2 had stopped before the shutdown: this replica's backend stopped: lost \
-             its majority"
+            "replica 2 stopped: this replica's backend stopped: lost its majority in view 4; \
+             start it again with --rejoin while a majority of the group runs, or start every \
+             replica again if none runs"
+        );
+        let joining = squall_smr::BackendStopped {
+            reason: "settings differ".into(),
+            phase: squall_smr::StopPhase::Joining,
+        };
+        let e = ReplicaStopped {
+            id: 3,
+            ordering: Ordering::Membership,
+            stop: joining.clone(),
+        };
+        assert!(e.to_string().contains("--rejoin"), "{e}");
+        let fixed = ReplicaStopped {
+            id: 3,
+            ordering: Ordering::RoundRobin,
+            stop: joining,
+        };
+        assert!(
+            fixed.to_string().contains("start every replica again"),
+            "{fixed}"
         );
         let other: Box<dyn std::error::Error> = "no such file".into();
         assert_eq!(exit_code(other.as_ref()), 1);

@@ -117,3 +117,41 @@ fn membership_kill_the_leader_the_rest_install_a_view_and_serve() {
         "the survivors served only {after} operations well after the kill"
     );
 }
+
+/// `squall-kv serve` exits by itself, with code 3 and one line saying why and what to do, when
+/// its replica stops for good: here replica 2 is left in a minority (the two others are
+/// killed), its group stops, and so must its process, within a bound.
+#[test]
+fn membership_a_replica_left_in_a_minority_exits_3_by_itself_naming_why() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut procs = Procs::loopback(Ordering::Membership, 3, "minority-exit");
+    rt.block_on(wait_serving(&procs));
+    procs.kill(0);
+    procs.kill(1);
+    let killed = Instant::now();
+    // Generous for a loaded machine: the stop takes the transport's failure report (or its
+    // heartbeat timeout, 600 ms) and a check every 50 ms.
+    let bound = Duration::from_secs(20);
+    let status = procs.wait_exit(2, bound);
+    let took = killed.elapsed();
+    let log = procs.log(2);
+    let Some(status) = status else {
+        panic!("replica 2 still runs {bound:?} after its peers were killed; its log:\n{log}");
+    };
+    eprintln!("replica 2 exited ({status}) {took:?} after its peers were killed");
+    assert_eq!(status.code(), Some(3), "replica 2's exit; its log:\n{log}");
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("squall-kv: replica 2 stopped: "))
+        .unwrap_or_else(|| panic!("no one-line reason on stderr; the log:\n{log}"));
+    assert!(
+        line.contains("this replica's backend stopped: minority")
+            && line.contains("start it again with --rejoin"),
+        "the line names the group's reason and what to do: {line}"
+    );
+    eprintln!("its last line: {line}");
+}

@@ -9,6 +9,7 @@ use crate::view::{EvenShards, Layout, LayoutError, ShardLayout, check_shape, che
 
 /// A configuration that cannot work, with what to change.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The universe is empty, unsorted or has duplicates.
     #[error("the universe must be a non-empty, strictly ascending list of node ids")]

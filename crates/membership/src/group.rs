@@ -559,6 +559,7 @@ impl GroupConfig {
 
 /// Why a group could not be set up, or stopped.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum GroupError {
     /// A setting that cannot work.
     #[error("group configuration: {0}")]

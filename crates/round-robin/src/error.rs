@@ -8,6 +8,7 @@ use crate::log::LogError;
 
 /// A configuration that cannot work.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A bound out of range.
     #[error("round-robin configuration: {0}")]
@@ -25,6 +26,7 @@ pub enum ConfigError {
 
 /// Why a group could not be set up.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The configuration.
     #[error(transparent)]

@@ -69,6 +69,7 @@ impl ClientConfig {
 
 /// Why a request failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// A setting is invalid.
     #[error(transparent)]

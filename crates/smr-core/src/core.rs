@@ -313,6 +313,7 @@ pub struct BackendStopped {
 /// assert_ne!(squall_smr::StopPhase::Member, squall_smr::StopPhase::Joining);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StopPhase {
     /// Serving: it held the group's state.
     Member,

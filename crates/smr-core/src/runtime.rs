@@ -86,6 +86,7 @@ pub struct Busy;
 
 /// Why a replica could not start or ended badly.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// A setting is invalid.
     #[error(transparent)]

@@ -29,6 +29,7 @@ pub enum SchemaError {
 
 /// Why a table could not be set up over a transport.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SetupError {
     /// The schema was built for a different number of members.
     #[error("the schema was built for {schema} members but the member list has {members}")]

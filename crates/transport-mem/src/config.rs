@@ -4,6 +4,7 @@ use thiserror::Error;
 
 /// A configuration value that cannot work, with what to change.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The op timeout is zero.
     #[error("op_timeout must be positive; 100ms is a sensible default")]

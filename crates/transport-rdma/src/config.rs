@@ -6,6 +6,7 @@ use thiserror::Error;
 
 /// A setting that cannot work, with what to change.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The path MTU is not one InfiniBand defines.
     #[error(

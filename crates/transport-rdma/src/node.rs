@@ -33,6 +33,7 @@ use crate::provider::{
 
 /// Why a node could not start.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum StartError {
     /// A setting is invalid.
     #[error("invalid RDMA configuration: {0}")]
@@ -65,6 +66,19 @@ pub enum StartError {
         addr: SocketAddr,
         /// What was wrong.
         what: String,
+    },
+    /// The side-channel listener handed to [`RdmaNode::connect_on`] is not bound at the
+    /// node's address in the cluster map.
+    #[error(
+        "the side-channel listener of {node} is bound at {bound}, but the cluster map puts {node} at {expected}"
+    )]
+    Listener {
+        /// The node.
+        node: NodeId,
+        /// Where the listener is bound.
+        bound: SocketAddr,
+        /// The node's address in the cluster map.
+        expected: SocketAddr,
     },
     /// Setup did not finish in time.
     #[error("connecting to {0:?} did not finish within connect_timeout")]
@@ -140,6 +154,59 @@ impl<P: Provider> RdmaNode<P> {
     /// connecting to lower ids, accepting higher ones), and connects the queue pairs.
     pub fn connect(
         cfg: RdmaConfig,
+        provider: P,
+        me: NodeId,
+        cluster: &BTreeMap<NodeId, SocketAddr>,
+        layout: &[RegionSpec],
+    ) -> Result<RdmaNode<P>, StartError> {
+        let peers = cluster.keys().filter(|&&p| p != me).count();
+        cfg.validate(peers)?;
+        RegionSpec::validate_all(layout)?;
+        let my_addr = *cluster.get(&me).ok_or(StartError::NoAddress(me))?;
+        let listener = TcpListener::bind(my_addr)?;
+        RdmaNode::connect_on(listener, cfg, provider, me, cluster, layout)
+    }
+
+    /// Like [`connect`](Self::connect), with the side channel listening on `listener`, which
+    /// the caller bound already: for example on port 0, keeping it until the node starts, so
+    /// that no other process can take the port between its choice and its use. `cluster`
+    /// must name `me` at the listener's address, or at its port if the listener is bound to
+    /// the unspecified address (checked: [`StartError::Listener`] otherwise).
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use std::net::TcpListener;
+    /// use std::time::Duration;
+    /// use squall_transport::{NodeId, RegionId, RegionSpec};
+    /// use squall_transport_rdma::mock::MockFabric;
+    /// use squall_transport_rdma::{RdmaConfig, RdmaNode};
+    ///
+    /// // Two nodes on ports the OS chose, each listener held until its node uses it.
+    /// let listeners = [TcpListener::bind("127.0.0.1:0")?, TcpListener::bind("127.0.0.1:0")?];
+    /// let mut cluster = BTreeMap::new();
+    /// for (i, l) in listeners.iter().enumerate() {
+    ///     cluster.insert(NodeId(i as u32), l.local_addr()?);
+    /// }
+    /// let fabric = MockFabric::new(Duration::from_millis(40), 4096);
+    /// let layout = [RegionSpec::new(RegionId(1), 64)];
+    /// let nodes = std::thread::scope(|s| {
+    ///     let started: Vec<_> = listeners
+    ///         .into_iter()
+    ///         .enumerate()
+    ///         .map(|(i, l)| {
+    ///             let (me, cluster, layout) = (NodeId(i as u32), &cluster, &layout);
+    ///             let nic = fabric.nic(me);
+    ///             s.spawn(move || RdmaNode::connect_on(l, RdmaConfig::default(), nic, me, cluster, layout))
+    ///         })
+    ///         .collect();
+    ///     started.into_iter().map(|h| h.join().expect("no panic")).collect::<Result<Vec<_>, _>>()
+    /// })?;
+    /// assert_eq!(nodes.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect_on(
+        listener: TcpListener,
+        cfg: RdmaConfig,
         mut provider: P,
         me: NodeId,
         cluster: &BTreeMap<NodeId, SocketAddr>,
@@ -149,6 +216,16 @@ impl<P: Provider> RdmaNode<P> {
         cfg.validate(peers.len())?;
         RegionSpec::validate_all(layout)?;
         let my_addr = *cluster.get(&me).ok_or(StartError::NoAddress(me))?;
+        let bound = listener.local_addr()?;
+        if bound.port() != my_addr.port()
+            || !(bound.ip() == my_addr.ip() || bound.ip().is_unspecified())
+        {
+            return Err(StartError::Listener {
+                node: me,
+                bound,
+                expected: my_addr,
+            });
+        }
 
         let mut dir = Directory::new(me);
         let mut local_keys = Vec::new();
@@ -190,7 +267,7 @@ impl<P: Provider> RdmaNode<P> {
                 .collect(),
         };
 
-        let hellos = exchange(&cfg, me, my_addr, cluster, &peers, hello_for)?;
+        let hellos = exchange(&cfg, me, listener, cluster, &peers, hello_for)?;
         let mut links = Vec::new();
         for (i, &peer) in peers.iter().enumerate() {
             let (hello, _) = &hellos[&peer];
@@ -511,13 +588,12 @@ impl<P: Provider> RdmaNode<P> {
 fn exchange(
     cfg: &RdmaConfig,
     me: NodeId,
-    my_addr: SocketAddr,
+    listener: TcpListener,
     cluster: &BTreeMap<NodeId, SocketAddr>,
     peers: &[NodeId],
     hello_for: impl Fn(NodeId) -> Hello,
 ) -> Result<BTreeMap<NodeId, (Hello, TcpStream)>, StartError> {
     let deadline = Instant::now() + cfg.connect_timeout;
-    let listener = TcpListener::bind(my_addr)?;
     listener.set_nonblocking(true)?;
     let mut got = BTreeMap::new();
     let check = |hello: &Hello,

@@ -68,7 +68,7 @@ impl Fabric for Hardware {
     }
 
     fn build(&mut self, n: usize, layout: &[RegionSpec]) -> Vec<Self::Node> {
-        let addrs = common::free_addrs(n);
+        let (listeners, addrs) = common::listeners(n);
         let nics: Vec<VerbsNic> = (0..n)
             .map(|_| VerbsNic::open(&self.cfg).unwrap_or_else(|e| panic!("{e}")))
             .collect();
@@ -77,11 +77,12 @@ impl Fabric for Hardware {
         std::thread::scope(|s| {
             let handles: Vec<_> = nics
                 .into_iter()
+                .zip(listeners)
                 .enumerate()
-                .map(|(i, nic)| {
+                .map(|(i, (nic, l))| {
                     let addrs = &addrs;
                     s.spawn(move || {
-                        RdmaNode::connect(cfg.clone(), nic, NodeId(i as u32), addrs, layout)
+                        RdmaNode::connect_on(l, cfg.clone(), nic, NodeId(i as u32), addrs, layout)
                     })
                 })
                 .collect();

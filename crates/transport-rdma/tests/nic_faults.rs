@@ -214,17 +214,15 @@ fn start_pair(
     claimed: [NodeId; 2],
 ) -> [Result<RdmaNode<MockNic>, StartError>; 2] {
     let fabric = MockFabric::new(common::RETRY, 4096);
-    let addrs = common::free_addrs(2);
-    let mut map: BTreeMap<NodeId, _> = BTreeMap::new();
-    map.insert(NodeId(0), addrs[&NodeId(0)]);
-    map.insert(NodeId(1), addrs[&NodeId(1)]);
+    let (listeners, map) = common::listeners(2);
     std::thread::scope(|s| {
         let hs: Vec<_> = cfgs
             .into_iter()
             .zip(claimed)
-            .map(|(cfg, me)| {
+            .zip(listeners)
+            .map(|((cfg, me), l)| {
                 let (nic, map) = (fabric.nic(me), &map);
-                s.spawn(move || RdmaNode::connect(cfg, nic, me, map, &layout()))
+                s.spawn(move || RdmaNode::connect_on(l, cfg, nic, me, map, &layout()))
             })
             .collect();
         let mut out = hs.into_iter().map(|h| h.join().expect("no panic"));
@@ -267,7 +265,7 @@ fn bad_config_is_refused_before_anything_starts() {
         cfg,
         fabric.nic(NodeId(0)),
         NodeId(0),
-        &common::free_addrs(3),
+        &common::listeners(3).1,
         &layout(),
     )
     .expect_err("refused");
@@ -276,9 +274,87 @@ fn bad_config_is_refused_before_anything_starts() {
         common::config(),
         fabric.nic(NodeId(5)),
         NodeId(5),
-        &common::free_addrs(2),
+        &common::listeners(2).1,
         &layout(),
     )
     .expect_err("refused");
     assert!(err.to_string().contains("no address"), "{err}");
+}
+
+/// The side-channel ports are chosen by binding port 0 and are held from then until each node
+/// starts on its listener (`RdmaNode::connect_on`): no other process can take one in between.
+#[test]
+fn side_channel_ports_are_held_from_their_choice_until_the_nodes_start() {
+    let (held, addrs) = common::listeners(3);
+    for (node, addr) in &addrs {
+        assert_ne!(addr.port(), 0, "{node}: {addr}");
+        let e = std::net::TcpListener::bind(addr)
+            .expect_err("a port handed out is held until its node starts");
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::AddrInUse,
+            "{node} at {addr}: {e}"
+        );
+    }
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let nodes = std::thread::scope(|s| {
+        let started: Vec<_> = held
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let (me, addrs) = (NodeId(i as u32), &addrs);
+                let nic = fabric.nic(me);
+                s.spawn(move || {
+                    RdmaNode::connect_on(l, common::config(), nic, me, addrs, &layout())
+                })
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|h| h.join().expect("no panic").expect("connects"))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(nodes.len(), 3);
+}
+
+/// A listener that is not at the node's address in the cluster map is refused, naming both;
+/// one bound to the unspecified address at the node's port is taken.
+#[test]
+fn a_listener_elsewhere_than_the_cluster_map_says_is_refused() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let (mut held, addrs) = common::listeners(2);
+    let other = held.pop().expect("two");
+    let mut map = BTreeMap::new();
+    map.insert(NodeId(0), addrs[&NodeId(0)]);
+    let err = RdmaNode::connect_on(
+        other,
+        common::config(),
+        fabric.nic(NodeId(0)),
+        NodeId(0),
+        &map,
+        &layout(),
+    )
+    .expect_err("refused");
+    assert!(
+        matches!(&err, StartError::Listener { node, bound, expected }
+            if *node == NodeId(0) && *bound == addrs[&NodeId(1)] && *expected == addrs[&NodeId(0)]),
+        "{err}"
+    );
+    assert!(err.to_string().contains("cluster map puts n0 at"), "{err}");
+    let any = std::net::TcpListener::bind("0.0.0.0:0").expect("bind");
+    let port = any.local_addr().expect("addr").port();
+    let mut alone = BTreeMap::new();
+    alone.insert(
+        NodeId(0),
+        std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+    );
+    RdmaNode::connect_on(
+        any,
+        common::config(),
+        fabric.nic(NodeId(0)),
+        NodeId(0),
+        &alone,
+        &layout(),
+    )
+    .expect("a listener on every address at the node's port is taken");
 }

@@ -95,6 +95,7 @@ pub struct ClusterConfig {
 
 /// A cluster config that cannot work, with what to change.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The TOML could not be parsed.
     #[error("cluster config is not valid TOML for this schema: {0}")]

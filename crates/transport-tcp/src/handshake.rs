@@ -18,6 +18,7 @@ use crate::node::{Connected, lock};
 
 /// Why a node could not start.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum StartError {
     /// The config is invalid.
     #[error("invalid cluster config: {0}")]

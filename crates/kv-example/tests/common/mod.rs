@@ -207,6 +207,23 @@ impl Procs {
         std::fs::read_to_string(self.dir.join(format!("replica-{id}.log"))).unwrap_or_default()
     }
 
+    /// Waits up to `within` for replica `id`'s process to exit by itself; its status, or
+    /// `None` if it still runs (it is left running).
+    pub fn wait_exit(&mut self, id: usize, within: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        let child = self.children[id].as_mut()?;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.children[id] = None;
+                return Some(status);
+            }
+            if start.elapsed() > within {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Kill -9 replica `id`.
     pub fn kill(&mut self, id: usize) {
         if let Some(mut c) = self.children[id].take() {

@@ -12,16 +12,19 @@ use squall_transport_rdma::{RdmaConfig, RdmaNode};
 
 pub const RETRY: Duration = Duration::from_millis(40);
 
-/// Loopback addresses with ports the OS just handed out.
-pub fn free_addrs(n: usize) -> BTreeMap<NodeId, SocketAddr> {
+/// Side-channel listeners on loopback ports the OS chose, with the cluster map naming them.
+/// Each listener is held until its node starts on it ([`RdmaNode::connect_on`]), so no other
+/// process can take a port between its choice and its use.
+pub fn listeners(n: usize) -> (Vec<TcpListener>, BTreeMap<NodeId, SocketAddr>) {
     let listeners: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
         .collect();
-    listeners
+    let addrs = listeners
         .iter()
         .enumerate()
         .map(|(i, l)| (NodeId(i as u32), l.local_addr().expect("addr")))
-        .collect()
+        .collect();
+    (listeners, addrs)
 }
 
 pub fn config() -> RdmaConfig {
@@ -44,16 +47,17 @@ pub fn cluster(
     n: usize,
     layout: &[RegionSpec],
 ) -> Vec<RdmaNode<MockNic>> {
-    let addrs = free_addrs(n);
+    let (listeners, addrs) = listeners(n);
     let nics: Vec<MockNic> = (0..n).map(|i| fabric.nic(NodeId(i as u32))).collect();
     std::thread::scope(|s| {
         let handles: Vec<_> = nics
             .into_iter()
+            .zip(listeners)
             .enumerate()
-            .map(|(i, nic)| {
+            .map(|(i, (nic, l))| {
                 let addrs = &addrs;
                 s.spawn(move || {
-                    RdmaNode::connect(cfg.clone(), nic, NodeId(i as u32), addrs, layout)
+                    RdmaNode::connect_on(l, cfg.clone(), nic, NodeId(i as u32), addrs, layout)
                 })
             })
             .collect();

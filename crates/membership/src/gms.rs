@@ -288,7 +288,10 @@ struct Fields {
     leave: squall_sst::Counter,
     /// Per universe node: the incarnation of it this member readmitted (0: none). An outsider
     /// that installs a view naming a node it holds pending reads here whether that view's
-    /// node is the new incarnation (see [`Gms::follow_as_outsider`]).
+    /// node is the new incarnation (see [`Gms::follow_as_outsider`]). A member's own slot holds
+    /// the newest incarnation of itself that it reads a peer readmitted (s25): a peer that
+    /// readmitted that incarnation reads the row's other words as that incarnation's only once
+    /// the slot shows it (see [`Gms::unheard`]).
     admitted: Vector,
     /// Per universe node: the first view this member installed without it after a decision
     /// *failed* it (0: none since, or never a member as far as this member knows, or it left
@@ -386,6 +389,11 @@ pub struct Gms<T: Transport, L: Durable> {
     /// not count it, and the row is readmitted when exactly that incarnation links (see
     /// [`settle_expected`](Gms::settle_expected)).
     expected: Vec<Option<u64>>,
+    /// Per universe row: the incarnation of its node this member readmitted whose own row
+    /// words have not landed here yet (the row still holds the old incarnation's frozen
+    /// words). Cleared once the row's own `admitted` slot shows that incarnation (see
+    /// [`unheard`](Gms::unheard)).
+    unheard: Vec<Option<u64>>,
     /// Per universe row: when this member began waiting for the row's
     /// [`expected`](Gms::expected) incarnation (the wait is bounded by
     /// [`GmsConfig::expected_link_wait`]).
@@ -680,6 +688,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             held_back: false,
             leave_held_back: false,
             expected: Vec::new(),
+            unheard: Vec::new(),
             expected_since: Vec::new(),
             absent_since: Vec::new(),
             decided_expect: Vec::new(),
@@ -1143,7 +1152,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// [`expected_incarnation`](Gms::expected_incarnation)): until it is readmitted, its words
     /// may be an older incarnation's (the row was frozen when that one failed).
     fn read_block(&self, row: usize, v: Vector) -> Option<Vec<u64>> {
-        if self.expected_at(row).is_some() && self.sst.is_suspected(row) {
+        if (self.expected_at(row).is_some() && self.sst.is_suspected(row)) || self.unheard(row) {
             return None;
         }
         let words: Vec<u64> = (0..v.len())
@@ -1619,7 +1628,48 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let both = squall_sst::FieldRange::span(self.f.noticed.range(), self.f.linked.range());
             self.sst.push(both)?;
         }
+        self.publish_readmitted_self()?;
+        for row in 0..self.unheard.len() {
+            if let Some(inc) = self.unheard[row]
+                && self.sst.get_at(row, self.f.admitted, row)? >= inc
+            {
+                self.unheard[row] = None;
+            }
+        }
         Ok(())
+    }
+
+    /// Publishes in this member's own `admitted` slot the newest incarnation of itself that a
+    /// peer it counts (linked, unsuspected) readmitted, where that is newer than the slot
+    /// (s25). A process is not told its own incarnation by the transport; a peer that
+    /// readmitted it names it in its `admitted` word. Pushed after this incarnation's whole
+    /// row (one writer, pushes in order), so a peer that reads its incarnation in the slot
+    /// reads every other word of the row as this incarnation's (see [`unheard`](Gms::unheard)).
+    fn publish_readmitted_self(&mut self) -> Result<(), GmsError> {
+        let me = self.sst.my_row();
+        let mut newest = self.sst.get_at(me, self.f.admitted, me)?;
+        for row in (0..self.sst.rows()).filter(|&r| r != me) {
+            if self.sst.is_suspected(row) || self.sst.is_absent(row) {
+                continue;
+            }
+            newest = newest.max(self.sst.get_at(row, self.f.admitted, me)?);
+        }
+        if newest > self.sst.get_at(me, self.f.admitted, me)? {
+            tracing::debug!(me = %self.me, incarnation = newest, "membership: a peer readmitted this incarnation; publishing it in the own row");
+            self.sst.set_at(self.f.admitted, me, newest)?;
+            self.sst.push(self.f.admitted.range())?;
+        }
+        Ok(())
+    }
+
+    /// Whether `row` holds a node's incarnation this member readmitted whose own words have
+    /// not landed here yet (s25, `docs/MEMBERSHIP.md`, fifty-ninth part): the row still holds
+    /// the old incarnation's frozen words (its view, wedge, proposal and decision blocks, its
+    /// heartbeat), which must not be read as the new incarnation's. The new incarnation
+    /// publishes itself in its own `admitted` slot once it reads a peer's readmission (see
+    /// [`publish_readmitted_self`](Gms::publish_readmitted_self)), after its whole row.
+    fn unheard(&self, row: usize) -> bool {
+        self.unheard.get(row).copied().flatten().is_some()
     }
 
     /// Readmits `row`'s pending incarnation and publishes that this member did.
@@ -1630,6 +1680,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if self.sst.readmit(row)? {
             let node = self.cfg.universe.get(row).copied();
             tracing::info!(me = %self.me, ?node, incarnation, "membership: a restarted node's new incarnation readmitted; it may join");
+            let u = self.cfg.universe.len();
+            self.unheard.resize(u, None);
+            if self.sst.get_at(row, self.f.admitted, row)? < incarnation
+                && let Some(w) = self.unheard.get_mut(row)
+            {
+                *w = Some(incarnation);
+            }
             self.sst.set_at(self.f.admitted, row, incarnation)?;
             self.sst.push(self.f.admitted.range())?;
         }
@@ -2207,8 +2264,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// (outsiders skip restarting blocks), and the restart would wait for its acknowledgement
     /// forever.
     fn outsider_in_restart(&self, row: usize, view: &View) -> bool {
-        // Its heartbeat landed, so whatever it wrote at construction landed before it.
-        self.sst.get(row, self.sst.schema().heartbeat()) > 0
+        // Its heartbeat landed, so whatever it wrote at construction landed before it (not so
+        // for a readmitted incarnation whose own words have not landed: the heartbeat is the
+        // old incarnation's).
+        !self.unheard(row)
+            && self.sst.get(row, self.sst.schema().heartbeat()) > 0
             && self.received_of(row, view.id).is_none()
             && (self.asks_to_join(row)
                 || (self.read_block(row, self.f.view)).is_none_or(|p| !self.restarting_in(&p)))

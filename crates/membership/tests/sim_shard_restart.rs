@@ -407,6 +407,7 @@ fn complete(
     // The member that restarts during the restart (see `Bounce`).
     let target = bounce.map(|(b, base)| (b, base, members[b.pick % members.len()]));
     let (mut fired, mut back_at, mut heal_at) = (false, None, None);
+    let mut undelay_at = None;
     for step in 0..8000 {
         if let Some((b, _, k)) = target
             && !fired
@@ -441,9 +442,19 @@ fn complete(
         {
             back_at = None;
             before.push(l.restart_node(base, k));
+            if let Some((micros, steps)) = NEW_ROW_DELAY.with(std::cell::Cell::get) {
+                l.sim.delay(NodeId(k as u32), Duration::from_micros(micros));
+                undelay_at = Some((k, step + steps));
+            }
+        }
+        if let Some((k, at)) = undelay_at
+            && step >= at
+        {
+            undelay_at = None;
+            l.sim.delay(NodeId(k as u32), Duration::ZERO);
         }
         l.step(false)?;
-        if back_at.is_some() || heal_at.is_some() {
+        if back_at.is_some() || heal_at.is_some() || undelay_at.is_some() {
             continue;
         }
         if members.iter().all(|&i| {
@@ -969,6 +980,10 @@ thread_local! {
     /// Whether some member held a restart decision when the member restarted during the
     /// restart (`None`: it never did).
     static DECIDED_AT_BOUNCE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    /// Extra one-way latency of every op to or from the bounced member's new incarnation for
+    /// its first steps (`(micros, steps)`): its first row push lands late at every peer, so a
+    /// peer that readmits it meanwhile reads the old incarnation's frozen row words.
+    static NEW_ROW_DELAY: std::cell::Cell<Option<(u64, usize)>> = const { std::cell::Cell::new(None) };
 }
 
 /// Runs a seed-pinned regression's `plan` (a lone holder restarting during the restart; it
@@ -2101,4 +2116,43 @@ fn last_holder_leaves(seed: u64, base: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Race (b) with the new incarnation's first row push held back (s25, `docs/MEMBERSHIP.md`,
+/// fifty-ninth part): [`race_b_sweep`] with every op to or from the bounced holder's new
+/// incarnation 40 µs late for its first 40 steps ([`NEW_ROW_DELAY`]), so the members readmit it
+/// before its row lands and their copy of its row still holds its old incarnation's words.
+fn race_b_late_row(seeds: &[u64]) -> Result<(), String> {
+    NEW_ROW_DELAY.with(|c| c.set(Some((40, 40))));
+    let r = race_b_sweep(seeds, true);
+    NEW_ROW_DELAY.with(|c| c.set(None));
+    r
+}
+
+/// The eighteenth part's (b), left in the twenty-second part ("the readmitted row read before
+/// the new incarnation's push lands"), reproduced with [`race_b_late_row`]: where the holder
+/// alone installed the restart view and its view block was lost in flight at its crash, the
+/// others readmitted its new incarnation, read the old incarnation's frozen echo of the restart
+/// decision as the new one's and installed the restart view *running*; the new incarnation,
+/// restarting at that view, saw it run and joined again as a late root, waiting for its
+/// shard's state that nobody else holds (seed 13: "no restarted member in shard 1"), or was
+/// removed and the shard lost (seed 5). Now a readmitting member reads none of the row's blocks
+/// until the row's own `admitted` slot shows the readmitted incarnation, and the restart
+/// completes. Seeds `SQUALL_SEEDS` (6 by default; the holder is the only installer at seed 5).
+/// Fails at seed 5 without the s25 change (`Gms::unheard` always false).
+#[test]
+fn a_lone_holders_new_incarnation_whose_row_lands_late_is_not_read_from_its_old_words() {
+    race_b_late_row(&squall_transport_mem::sim::seeds(6)).unwrap();
+}
+
+/// [`race_b_late_row`] at seed 13, the traced run (`docs/MEMBERSHIP.md`, fifty-ninth part):
+/// view 1 is `[n0, n2, n3, n4, n5]` (n1 crashed in the first life, so n4 holds shard 1 alone);
+/// n4 installs view 2 alone and crashes, its view block lost in flight; n3 readmitted n4's new
+/// incarnation and installed view 2 at once on the old incarnation's frozen echo, the others
+/// caught up from n3, and n4's new incarnation joined again, passive, waiting for shard 1's
+/// state ("no restarted member in shard 1"). Now the restart completes with all five.
+#[test]
+fn regression_a_readmitting_member_installed_the_restart_view_on_the_old_incarnations_frozen_echo()
+{
+    race_b_late_row(&[13]).unwrap();
 }

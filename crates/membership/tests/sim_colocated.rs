@@ -10,6 +10,12 @@
 //! subgroup model of `sim_subgroups.rs` (`group_sim::subgroups::Run`): virtual synchrony per
 //! shard, nothing delivered outside a shard, one chain per shard, every view installed with the
 //! same members everywhere.
+//!
+//! s25 (fifty-seventh part): total restarts with hosts on a layout of three hosts × two
+//! subgroups with durable epochs (`trio`), checked across lives by `Run::life` (common prefix,
+//! nothing delivered lost); a restart of a minority of hosts holding a majority of members
+//! waits, or stops once the others are reported failed; and the co-suspicion after
+//! `settle_absent`'s suspicion, pinned with an endpoint that never links one peer.
 #![allow(clippy::unwrap_used)]
 
 use std::cell::Cell;

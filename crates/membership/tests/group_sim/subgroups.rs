@@ -9,6 +9,13 @@
 //! while it stays in the group; spares and passive nodes refusing submits; every node that
 //! installs a view installing the same members. Its snapshot is `[hash][position]`, padded
 //! with [`Run::state_pad`] zero bytes.
+//!
+//! Across total restarts ([`Run::life`]): each life is a fresh fabric whose members restart
+//! from their GMS log bytes and durable epoch files; the chain values per position and what
+//! every view of every shard delivered carry over, so a restarted member's replay must agree
+//! with every earlier life's deliveries position by position (a common prefix), and the
+//! restart view must start each shard at or past every position delivered before (nothing
+//! delivered lost: the uniform check).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,6 +24,7 @@ use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_membership::view::{ShardId, View};
 use squall_ordering::{Delivery, TotalOrder, Upcall};
+use squall_round_robin::Mode;
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
@@ -62,6 +70,23 @@ pub struct Run {
     pub withhold: bool,
     /// Zero bytes appended to every state provided (a longer transfer).
     pub state_pad: usize,
+    /// Per node restarted from a log in this life: the shard it delivered in before, until
+    /// its replay (or the restart view) gives its application that shard back. Taken by a
+    /// state transfer instead when it joins again.
+    pub carried: Vec<Option<ShardId>>,
+    /// The endpoints of the nodes not started yet in this life ([`Boot::Late`]).
+    pub late: Vec<Option<SimNode>>,
+}
+
+/// What a node is at the start of a life ([`Run::life`]).
+#[derive(Clone, Debug)]
+pub enum Boot {
+    /// Started from these GMS log bytes and its durable files (a fresh start when empty).
+    Log(Vec<u8>),
+    /// Down for the whole life: crashed at once, so its peers are told it failed.
+    Down,
+    /// Not started: no peer links it (it is *absent*) until [`Run::start_late`].
+    Late,
 }
 
 impl Run {
@@ -96,6 +121,8 @@ impl Run {
             activated: vec![None; universe],
             withhold: false,
             state_pad: 0,
+            carried: vec![None; universe],
+            late: (0..universe).map(|_| None).collect(),
         }
     }
 
@@ -104,6 +131,101 @@ impl Run {
         self.sim
             .now()
             .saturating_since(squall_transport::Time::ZERO)
+    }
+
+    /// A life of the cluster on a fresh fabric (`seed`): node `i` as `boot[i]` says, with
+    /// `cfg(i)` (durable epochs, for a restart). `before`: the previous life, whose groups are
+    /// dropped first; its chain values, uniform record, message counter and each node's shard
+    /// carry over (views and virtual-synchrony starts are per life: a restart may number a view
+    /// again). A node that is down or late holds a placeholder group (never polled, on another
+    /// fabric, without durable files) and counts as crashed.
+    pub fn life(
+        seed: u64,
+        boot: &[Boot],
+        cfg: &dyn Fn(usize) -> GroupConfig,
+        before: Option<Run>,
+    ) -> Run {
+        let universe = boot.len();
+        let layout = Group::<SimNode, MemLog>::layout(&cfg(0)).unwrap();
+        let late: Vec<NodeId> = (0..universe)
+            .filter(|&i| matches!(boot[i], Boot::Late))
+            .map(|i| NodeId(i as u32))
+            .collect();
+        let (sim, nodes) =
+            Sim::cluster_late(SimConfig::seeded(seed), universe, &layout, &late).unwrap();
+        let (_other, spare) = Sim::cluster(SimConfig::seeded(seed), universe, &layout).unwrap();
+        let (chain, uniform, counter, had) = match before {
+            Some(b) => {
+                let Run {
+                    groups,
+                    chain,
+                    uniform,
+                    counter,
+                    apps,
+                    ..
+                } = b;
+                drop(groups);
+                let had = apps.iter().map(|a| a.shard).collect();
+                (chain, uniform, counter, had)
+            }
+            None => (BTreeMap::new(), Uniform::default(), 0, vec![None; universe]),
+        };
+        let mut r = Run {
+            sim,
+            groups: Vec::new(),
+            apps: vec![App::default(); universe],
+            crashed: vec![false; universe],
+            seen: vec![None; universe],
+            chain,
+            starts: BTreeMap::new(),
+            uniform,
+            counter,
+            upcalls: Vec::new(),
+            views: BTreeMap::new(),
+            crash_on_wedge: None,
+            step: 0,
+            activated: vec![None; universe],
+            withhold: false,
+            state_pad: 0,
+            carried: vec![None; universe],
+            late: (0..universe).map(|_| None).collect(),
+        };
+        for ((i, t), p) in nodes.into_iter().enumerate().zip(spare) {
+            match &boot[i] {
+                Boot::Log(bytes) => {
+                    r.groups.push(open(t, cfg(i), bytes));
+                    r.carried[i] = had[i];
+                    let g = &r.groups[i];
+                    if bytes.is_empty() {
+                        r.apps[i].shard = g.placement().filter(|_| g.is_active()).map(|p| p.shard);
+                    }
+                }
+                Boot::Down | Boot::Late => {
+                    let mut c = cfg(i);
+                    c.epoch.mode = Mode::Atomic;
+                    r.groups
+                        .push(Group::new(p, c, MemLog::default(), None).unwrap());
+                    r.crashed[i] = true;
+                    r.carried[i] = had[i];
+                    if matches!(boot[i], Boot::Down) {
+                        drop(t);
+                        r.sim.crash(NodeId(i as u32));
+                    } else {
+                        r.late[i] = Some(t);
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    /// Starts late node `i` now ([`Boot::Late`]) from the GMS log bytes `bytes` (fresh when
+    /// empty) with `cfg`.
+    pub fn start_late(&mut self, i: usize, cfg: GroupConfig, bytes: &[u8]) {
+        let t = self.late[i].take().unwrap();
+        self.sim.start_node(NodeId(i as u32));
+        self.groups[i] = open(t, cfg, bytes);
+        self.crashed[i] = false;
     }
 
     pub fn crash(&mut self, i: usize) {
@@ -121,6 +243,10 @@ impl Run {
     }
 
     pub fn deliver(&mut self, i: usize, d: &Delivery) -> Result<(), String> {
+        if self.apps[i].shard.is_none() {
+            // A restarted member's replay: its application rebuilds its shard's state.
+            self.apps[i].shard = self.carried[i].take();
+        }
         let Some(s) = self.apps[i].shard else {
             return Err(format!("n{i} delivered without a shard's state"));
         };
@@ -161,6 +287,8 @@ impl Run {
             if self.apps[i].shard.is_some() {
                 return Err(format!("n{i} got a state it did not need"));
             }
+            // A restarted member that joins again takes the state instead of its logs'.
+            self.carried[i] = None;
             let hash = u64::from_le_bytes(st.state[..8].try_into().unwrap());
             let next = u64::from_le_bytes(st.state[8..16].try_into().unwrap());
             if next != st.position {
@@ -178,6 +306,10 @@ impl Run {
             }
             self.activated[i] = Some(self.now());
             return Ok(());
+        }
+        if self.apps[i].shard.is_none() {
+            // A restarted member whose replay was empty.
+            self.apps[i].shard = self.carried[i].take();
         }
         if self.apps[i].shard != Some(s) {
             return Err(format!(
@@ -347,4 +479,11 @@ impl Run {
             .members
             .clone()
     }
+}
+
+/// A group over `t` from the GMS log bytes `bytes` (a fresh start when empty).
+fn open(t: SimNode, cfg: GroupConfig, bytes: &[u8]) -> Group<SimNode, MemLog> {
+    let (log, rec) = MemLog::open(bytes.to_vec());
+    let rec = (!rec.records.is_empty()).then_some(rec);
+    Group::new(t, cfg, log, rec.as_ref()).unwrap()
 }

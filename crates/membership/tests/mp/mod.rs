@@ -50,6 +50,7 @@ use std::time::{Duration, Instant};
 use squall_membership::GmsConfig;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::FileLog;
+use squall_membership::view::{Layout, ShardPolicy, SubgroupPolicy, Subgroups};
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
 use squall_round_robin::{Config as EpochConfig, FsyncPolicy, Mode};
 use squall_transport::{NodeId, Region, RegionId};
@@ -336,6 +337,12 @@ pub struct Settings {
     /// `GmsConfig::expected_link_timeout` (`None`: its default, 10 x the suspicion timeout):
     /// how long a member waits for a member of its view whose link never came up here.
     pub expected_link: Option<Duration>,
+    /// Co-located hosts (`GmsConfig::hosts`, docs/MEMBERSHIP.md forty-seventh part): the
+    /// members of view 0 split into two subgroups of one shard each, "cache" (the first half of
+    /// the ids) and "store" (the second half), each member pinned to its subgroup, and host `h`
+    /// = {`h`, `h + members / 2`}. Each member is still its own process; a host is the
+    /// configuration's grouping (see [`Settings::host_groups`]).
+    pub colocated: bool,
 }
 
 /// Where a member's first process crashes itself ([`Settings::crash`]); it prints `CRASH <t>`
@@ -397,6 +404,7 @@ impl Settings {
             freeze_after_join: false,
             quiet_first_life: false,
             expected_link: None,
+            colocated: false,
         }
     }
 
@@ -468,6 +476,7 @@ impl Settings {
             if self.freeze_after_join { "1" } else { "0" },
         );
         cmd.env("MP_QUIET", if self.quiet_first_life { "1" } else { "0" });
+        cmd.env("MP_COLOCATED", if self.colocated { "1" } else { "0" });
         match self.expected_link {
             Some(d) => cmd.env("MP_EXPECTED_LINK_US", d.as_micros().to_string()),
             None => cmd.env_remove("MP_EXPECTED_LINK_US"),
@@ -543,7 +552,21 @@ impl Settings {
             expected_link: std::env::var("MP_EXPECTED_LINK_US")
                 .ok()
                 .map(|_| env_us("MP_EXPECTED_LINK_US")),
+            colocated: std::env::var("MP_COLOCATED").is_ok_and(|v| v == "1"),
         }
+    }
+
+    /// With [`colocated`](Settings::colocated): the members of the two subgroups, "cache" and
+    /// "store" (the first and the second half of view 0's ids).
+    pub fn subgroups(&self) -> [Vec<usize>; 2] {
+        let half = self.members / 2;
+        [(0..half).collect(), (half..self.members).collect()]
+    }
+
+    /// With [`colocated`](Settings::colocated): each host's members, {`h`, `h + members / 2`}.
+    pub fn host_groups(&self) -> Vec<Vec<usize>> {
+        let half = self.members / 2;
+        (0..half).map(|h| vec![h, h + half]).collect()
     }
 
     /// The group configuration every member uses; `epochs`: the member's directory of durable
@@ -571,6 +594,23 @@ impl Settings {
             mode,
             ..EpochConfig::new(ids)
         };
+        if self.colocated {
+            let [cache, store] = self.subgroups();
+            let pinned = |members: &[usize]| SubgroupPolicy {
+                shards: vec![ShardPolicy {
+                    min: 1,
+                    max: members.len(),
+                    reserved: members.iter().map(|&k| NodeId(k as u32)).collect(),
+                }],
+            };
+            gms.layout = Some(Layout::new(Subgroups::new(vec![
+                pinned(&cache),
+                pinned(&store),
+            ])));
+            gms.hosts = (self.host_groups().iter())
+                .map(|h| h.iter().map(|&k| NodeId(k as u32)).collect())
+                .collect();
+        }
         let mut cfg = GroupConfig::new(gms, epoch);
         if let Some((chunk, window)) = self.transfer {
             cfg.transfer.chunk_size = chunk;

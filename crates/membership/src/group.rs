@@ -1278,7 +1278,17 @@ impl<T: Transport, L: Durable> Group<T, L> {
             let layout = cfg.gms.shard_layout();
             crate::restart::check_eligible(rec, &layout).map_err(GroupError::Gms)?;
             let digest = crate::settings::SettingsDigest::of(&cfg.gms, &layout);
-            crate::restart::check_settings(rec, &digest).map_err(GroupError::Gms)?;
+            let check = crate::restart::check_settings(rec, &digest, cfg.gms.settings_from)
+                .map_err(GroupError::Gms)?;
+            // A change accepted by `settings_from` keeps the state only if the restart replays
+            // it: with atomic epochs nothing is replayed (docs/MEMBERSHIP.md, sixty-first part).
+            if matches!(check, crate::restart::SettingsCheck::Accepted { .. })
+                && durable_dir_of(&cfg).is_none()
+            {
+                return Err(GroupError::Config(
+                    "a settings change at a total restart (settings_from) needs durable epochs: with atomic epochs a restart replays nothing, so the state delivered under the old settings would be lost; restore the old settings or start the group afresh",
+                ));
+            }
         }
         let mux = Mux::new(transport, &cfg.regions());
         // A restart (a log that holds a view): what the state is rebuilt from is known before

@@ -439,28 +439,34 @@ fn a_settings_change_without_the_right_opt_in_is_refused_at_start_up() {
         change(&mut cfgs[0]);
         start_durable(13, &cfgs, &logs).1.remove(0)
     };
-    let why = |r: Started| match r {
-        Ok(_) => panic!("restarted"),
+    let why = |case: &str, r: Started| match r {
+        Ok(_) => panic!("{case}: restarted"),
         Err(e) => e,
     };
     // No opt-in.
-    let e = why(start_one(&|_| {}));
+    let e = why("no opt-in", start_one(&|_| {}));
     assert!(
         matches!(e, GroupError::Gms(GmsError::SettingsChanged { .. })),
         "{e}"
     );
     assert!(e.to_string().contains("settings_from"), "{e}");
     // The wrong digest named.
-    let e = why(start_one(&|c| c.gms.settings_from = Some(old ^ 1)));
+    let e = why(
+        "the wrong digest",
+        start_one(&|c| c.gms.settings_from = Some(old ^ 1)),
+    );
     assert!(
         matches!(e, GroupError::Gms(GmsError::SettingsFromMismatch { named, .. }) if named == old ^ 1),
         "{e}"
     );
     // The right digest, but a membership setting changed too.
-    let e = why(start_one(&|c| {
-        c.gms.settings_from = Some(old);
-        c.gms.max_members = 3;
-    }));
+    let e = why(
+        "a membership change",
+        start_one(&|c| {
+            c.gms.settings_from = Some(old);
+            c.gms.max_members = 3;
+        }),
+    );
     match &e {
         GroupError::Gms(GmsError::SettingsChangeRefused { groups, .. }) => {
             assert_eq!(groups.len(), 1, "{e}");
@@ -469,10 +475,13 @@ fn a_settings_change_without_the_right_opt_in_is_refused_at_start_up() {
         _ => panic!("{e}"),
     }
     // The right digest, atomic epochs.
-    let e = why(start_one(&|c| {
-        c.gms.settings_from = Some(old);
-        c.epoch.mode = Mode::Atomic;
-    }));
+    let e = why(
+        "atomic epochs",
+        start_one(&|c| {
+            c.gms.settings_from = Some(old);
+            c.epoch.mode = Mode::Atomic;
+        }),
+    );
     assert!(e.to_string().contains("needs durable epochs"), "{e}");
     // The control: the right digest, only the epoch settings changed.
     assert!(start_one(&|c| c.gms.settings_from = Some(old)).is_ok());

@@ -305,13 +305,6 @@ fn logged_digest(bytes: &[u8]) -> SettingsDigest {
     MemLog::open(bytes.to_vec()).1.settings().unwrap()
 }
 
-/// The digest `cfg` publishes (as `Group::new` computes it).
-fn digest_of(cfg: &GroupConfig) -> SettingsDigest {
-    let mut gms = cfg.gms.clone();
-    gms.driver_settings = cfg.settings_digest();
-    SettingsDigest::of(&gms, &gms.shard_layout())
-}
-
 /// The configuration of [`durable`] with another epoch window and slot size (the same
 /// `max_payload`): only the driver digest differs.
 fn durable_wider(base: &std::path::Path, i: usize) -> GroupConfig {
@@ -354,7 +347,7 @@ fn a_deliberate_window_and_slot_size_change_at_a_total_restart_keeps_every_deliv
         .collect();
     drop((sim, groups));
     let old = logged_digest(&logs[0]);
-    assert_eq!(old, digest_of(&cfgs[0]));
+    assert_eq!(old, cfgs[0].settings());
 
     // The second life, under the new settings, accepting the move from the log's digest.
     let wider: Vec<GroupConfig> = (0..3)
@@ -364,7 +357,7 @@ fn a_deliberate_window_and_slot_size_change_at_a_total_restart_keeps_every_deliv
             c
         })
         .collect();
-    let new = digest_of(&wider[0]);
+    let new = wider[0].settings();
     assert_eq!(
         old.differing(&new),
         ["driver (epoch template and profiles)"]

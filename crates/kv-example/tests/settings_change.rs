@@ -1,7 +1,7 @@
 //! A deliberate settings change at a total restart, over real `squall-kv serve` processes
 //! (docs/MEMBERSHIP.md, sixty-first part): a durable cluster written under `fsync = "never"` is
 //! killed whole and its config changed to `fsync = "batch"`. A plain restart is refused at
-//! every replica, naming the digest to accept; a restart with `--settings-from` that digest
+//! every replica before it connects, naming the digest to accept; a restart with `--settings-from` that digest
 //! keeps every acknowledged write and takes new ones; the restart after it needs no flag.
 #![allow(clippy::unwrap_used)]
 
@@ -28,25 +28,20 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// Waits (at most 30 s) for every replica's process to exit; returns their exit codes.
-fn wait_exits(procs: &mut Procs) -> Vec<Option<i32>> {
+/// Waits (at most 30 s) for replica `id`'s process to exit; returns its exit code.
+fn wait_exit(procs: &mut Procs, id: usize) -> Option<i32> {
     let start = Instant::now();
-    let mut codes = Vec::new();
-    for (i, c) in procs.children.iter_mut().enumerate() {
-        let mut child = c.take().unwrap();
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                codes.push(status.code());
-                break;
-            }
-            if start.elapsed() > Duration::from_secs(30) {
-                let _ = child.kill();
-                panic!("replica {i} did not exit");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+    let mut child = procs.children[id].take().unwrap();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
         }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("replica {id} did not exit; its log:\n{}", procs.log(id));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    codes
 }
 
 /// Every key of `written` reads back with its value from every replica.
@@ -89,15 +84,14 @@ fn an_fsync_change_at_a_total_restart_needs_settings_from_and_keeps_every_write(
     std::fs::write(procs.dir.join("cluster.toml"), procs.cfg.to_toml()).unwrap();
     let logged_before: Vec<usize> = (0..3).map(|i| procs.log(i).len()).collect();
 
-    // A plain restart is refused at every replica, before it connects, naming the digest.
-    for id in 0..3 {
-        procs.spawn(id);
-    }
-    let codes = wait_exits(&mut procs);
+    // A plain restart is refused at every replica, naming the digest; before it connects:
+    // each is started alone, with no peer up.
     let mut digest = None;
-    for (i, code) in codes.iter().enumerate() {
+    for i in 0..3 {
+        procs.spawn(i);
+        let code = wait_exit(&mut procs, i);
         let log = procs.log(i)[logged_before[i]..].to_string();
-        assert_eq!(*code, Some(1), "replica {i}: {log}");
+        assert_eq!(code, Some(1), "replica {i}: {log}");
         assert!(
             log.contains("differ from those the log was written under"),
             "replica {i}: {log}"

@@ -87,10 +87,10 @@ fn an_fsync_change_at_a_total_restart_needs_settings_from_and_keeps_every_write(
     // A plain restart is refused at every replica, naming the digest; before it connects:
     // each is started alone, with no peer up.
     let mut digest = None;
-    for i in 0..3 {
+    for (i, &before) in logged_before.iter().enumerate() {
         procs.spawn(i);
         let code = wait_exit(&mut procs, i);
-        let log = procs.log(i)[logged_before[i]..].to_string();
+        let log = procs.log(i)[before..].to_string();
         assert_eq!(code, Some(1), "replica {i}: {log}");
         assert!(
             log.contains("differ from those the log was written under"),

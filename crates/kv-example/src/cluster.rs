@@ -9,10 +9,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use squall_cas_paxos::layout::Layout;
 use squall_cas_paxos::log::{CasPaxos, LogConfig};
-use squall_membership::GmsConfig;
-use squall_membership::group::{Group, GroupConfig};
+use squall_membership::group::{Group, GroupConfig, GroupError};
 use squall_membership::log::{FileLog, MemLog, Recovered};
 use squall_membership::snapshot::CheckpointWriter;
+use squall_membership::{GmsConfig, GmsError};
 use squall_ordering::TotalOrder;
 use squall_round_robin::{Config as RrConfig, FsyncPolicy, Mode, RoundRobin};
 use squall_smr::{Replica, ReplicaConfig};
@@ -352,6 +352,7 @@ impl KvConfig {
             checkpoint_inline: self.checkpoint_inline,
             checkpoint_encode_inline: self.checkpoint_encode_inline,
             install_decode_inline: self.install_decode_inline,
+            settings_from: None,
         }))
     }
 }
@@ -371,6 +372,10 @@ struct DurableDir {
     checkpoint_encode_inline: bool,
     /// [`KvConfig::install_decode_inline`].
     install_decode_inline: bool,
+    /// A deliberate settings change at a total restart: the digest the membership log was
+    /// written under, accepted to move from ([`GmsConfig::settings_from`];
+    /// [`start_tcp_replica_changing_settings`]).
+    settings_from: Option<u64>,
 }
 
 /// The epoch logs' subdirectory of a durable replica's directory.
@@ -383,6 +388,7 @@ impl DurableDir {
         let (mut log, recovered) = FileLog::open(&path)
             .map_err(|e| format!("cannot open the membership log {}: {e}", path.display()))?;
         log.set_sync_installed(self.fsync == Fsync::Batch);
+        group.gms.settings_from = self.settings_from;
         if let Some(why) = &recovered.truncated {
             tracing::warn!(path = %path.display(), %why, "the membership log had a torn tail");
         }
@@ -584,13 +590,17 @@ impl Ordering {
                         // The log first (it may fsync): once linked, the peers' suspicion
                         // timers run.
                         let (log, recovered) = durable.open(&mut group)?;
+                        // A restart refused by its settings is refused before connecting.
+                        if let (Some(rec), false) = (&recovered, joining) {
+                            group.check_restart(rec).map_err(|e| start_refused(&e))?;
+                        }
                         let t = connect()?;
                         let g = if joining {
                             Group::joining(t, group, log)
                         } else {
                             Group::new(t, group, log, recovered.as_ref())
                         };
-                        g.map_err(|e| e.to_string())
+                        g.map_err(|e| start_refused(&e))
                     },
                     sm,
                     cfg,
@@ -619,6 +629,18 @@ impl Ordering {
             }
         };
         started.map_err(|e| ClusterError::Invalid(format!("replica {id} failed to start: {e}")))
+    }
+}
+
+/// Why a durable membership replica did not start, with the `squall-kv` flag that accepts a
+/// deliberate change of `fsync` (the one kv setting in the epoch settings' digest) when the
+/// restart was refused for a settings change.
+fn start_refused(e: &GroupError) -> String {
+    match e {
+        GroupError::Gms(GmsError::SettingsChanged { logged, .. }) => format!(
+            "{e} (squall-kv: to change `fsync`, restart every replica with `serve --settings-from {logged}`)"
+        ),
+        _ => e.to_string(),
     }
 }
 
@@ -679,11 +701,50 @@ pub fn rejoin_tcp_replica(cfg: &KvConfig, id: u32) -> Result<Replica<KvMachine>,
     tcp_replica(cfg, id, true, None)
 }
 
+/// Like [`start_tcp_replica`], at a total restart that deliberately changes the epoch settings
+/// of a durable membership cluster (`squall-kv serve --settings-from DIGEST`): its `fsync`
+/// (`batch` / `never`), the one `KvConfig` setting in the epoch settings' digest.
+/// `settings_from` names the digest the replica's membership log was written under, as the
+/// refusal of a plain restart prints it (16 hex digits); a log written under another digest is
+/// refused (a typo or a stale value), and so is a change of anything else that must agree
+/// (e.g. the replicas). Every replica of the restart must run the new configuration: one
+/// restarted with the old one stops the restart at every replica (docs/MEMBERSHIP.md,
+/// sixty-first part). A replica whose directory holds no log starts fresh, ignoring it.
+///
+/// ```no_run
+/// # fn demo(cfg: squall_kv::KvConfig) -> Result<(), Box<dyn std::error::Error>> {
+/// // `cfg.fsync` changed since the cluster was stopped; the refusal named digest c908d0d40372310f.
+/// let replica = squall_kv::start_tcp_replica_changing_settings(&cfg, 0, 0xc908_d0d4_0372_310f)?;
+/// # drop(replica); Ok(()) }
+/// ```
+pub fn start_tcp_replica_changing_settings(
+    cfg: &KvConfig,
+    id: u32,
+    settings_from: u64,
+) -> Result<Replica<KvMachine>, ClusterError> {
+    if cfg.ordering != Ordering::Membership || cfg.data_dir.is_none() {
+        return Err(ClusterError::Invalid(
+            "--settings-from changes the settings of a durable membership cluster at a total restart: it needs ordering = \"membership\" and data_dir".to_string(),
+        ));
+    }
+    tcp_replica_with(cfg, id, false, None, Some(settings_from))
+}
+
 fn tcp_replica(
     cfg: &KvConfig,
     id: u32,
     rejoin: bool,
     listener: Option<std::net::TcpListener>,
+) -> Result<Replica<KvMachine>, ClusterError> {
+    tcp_replica_with(cfg, id, rejoin, listener, None)
+}
+
+fn tcp_replica_with(
+    cfg: &KvConfig,
+    id: u32,
+    rejoin: bool,
+    listener: Option<std::net::TcpListener>,
+    settings_from: Option<u64>,
 ) -> Result<Replica<KvMachine>, ClusterError> {
     let tcp = cfg.transport()?;
     tcp.validate_for(NodeId(id))?;
@@ -708,7 +769,7 @@ fn tcp_replica(
         initial: n,
         suspicion: Duration::from_millis(cfg.heartbeat_timeout_ms),
     };
-    let durable = cfg.durable(id)?;
+    let durable = cfg.durable(id)?.map(|d| DurableDir { settings_from, ..d });
     ordering.spawn(NodeId(id), connect, shape, rejoin, durable)
 }
 

@@ -37,7 +37,7 @@ pub use client::{KvClient, KvError};
 pub use cluster::{
     ClusterError, Fsync, KvConfig, MemCluster, Ordering, ReplicaAddr, cas_paxos_config,
     membership_config, rejoin_tcp_replica, round_robin_config, start_mem_cluster,
-    start_tcp_replica, start_tcp_replica_on,
+    start_tcp_replica, start_tcp_replica_changing_settings, start_tcp_replica_on,
 };
 pub use machine::KvMachine;
 pub use ops::{KvOp, KvResult, OPS_VERSION, OpsError};

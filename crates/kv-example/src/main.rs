@@ -105,6 +105,13 @@ enum Cmd {
         /// port 0, write them to this file, then wait for `--config` to be written with them.
         #[arg(long, hide = true, conflicts_with = "rejoin")]
         announce: Option<PathBuf>,
+        /// Durable mode, at a total restart: accept a deliberate change of `fsync` since the
+        /// cluster was stopped. DIGEST is the settings digest this replica's log was written
+        /// under, as the refusal of a plain restart prints it (16 hex digits); restart every
+        /// replica with it. A log written under another digest, or a change of anything else
+        /// that must agree, is still refused.
+        #[arg(long, value_name = "DIGEST", value_parser = parse_digest, conflicts_with_all = ["rejoin", "announce"])]
+        settings_from: Option<u64>,
     },
     /// Send one operation to a cluster.
     Client {
@@ -285,7 +292,8 @@ fn run(cli: Cli) -> Res<()> {
             id,
             rejoin,
             announce,
-        } => serve(&config, id, rejoin, announce.as_deref()),
+            settings_from,
+        } => serve(&config, id, rejoin, announce.as_deref(), settings_from),
         Cmd::Client {
             config,
             replicas,
@@ -308,6 +316,17 @@ fn run(cli: Cli) -> Res<()> {
             value_size,
             ratio(read_ratio)?,
         ),
+    }
+}
+
+/// `--settings-from`: a settings digest, 16 hex digits (an optional `0x` allowed), never 0.
+fn parse_digest(s: &str) -> Result<u64, String> {
+    let hex = s.strip_prefix("0x").unwrap_or(s);
+    match u64::from_str_radix(hex, 16) {
+        Ok(0) | Err(_) => Err(format!(
+            "not a settings digest: {s:?} (16 hex digits, as a refused restart prints it)"
+        )),
+        Ok(d) => Ok(d),
     }
 }
 
@@ -582,7 +601,13 @@ fn print_histogram(r: &Report) {
     }
 }
 
-fn serve(config: &Path, id: u32, rejoin: bool, announce: Option<&Path>) -> Res<()> {
+fn serve(
+    config: &Path,
+    id: u32,
+    rejoin: bool,
+    announce: Option<&Path>,
+    settings_from: Option<u64>,
+) -> Res<()> {
     // With `--announce`: this process's ports, bound before the config naming them exists.
     let bound = match announce {
         Some(file) => {
@@ -615,7 +640,13 @@ fn serve(config: &Path, id: u32, rejoin: bool, announce: Option<&Path>) -> Res<(
             (replica, Some(client))
         }
         None if rejoin => (squall_kv::rejoin_tcp_replica(&cfg, id)?, None),
-        None => (squall_kv::start_tcp_replica(&cfg, id)?, None),
+        None => match settings_from {
+            Some(from) => (
+                squall_kv::start_tcp_replica_changing_settings(&cfg, id, from)?,
+                None,
+            ),
+            None => (squall_kv::start_tcp_replica(&cfg, id)?, None),
+        },
     };
     tracing::info!(id, "replica running; serving clients");
     let rt = runtime()?;

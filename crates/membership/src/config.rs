@@ -229,6 +229,28 @@ pub struct GmsConfig {
     /// ([`SettingsDigest`](crate::settings::SettingsDigest)): a member whose digest differs is
     /// refused (docs/MEMBERSHIP.md, fifty-second part).
     pub driver_settings: u64,
+    /// A deliberate settings change at a total restart (docs/MEMBERSHIP.md, sixty-first
+    /// part): the digest the operator accepts moving *from*, as the refusal
+    /// ([`GmsError::SettingsChanged`](crate::GmsError::SettingsChanged)) prints it (its
+    /// `logged` digest's [`combined`](crate::settings::SettingsDigest::combined) word, 16 hex
+    /// digits). `None` (the default): a restart under settings other than the log's is
+    /// refused. With it, a restart whose log was written under exactly this digest may change
+    /// the driver's settings ([`SettingsDigest::driver`](crate::settings::SettingsDigest::driver):
+    /// a [`Group`](crate::group::Group)'s epoch template and profiles); a change of the
+    /// membership or layout settings is still refused, and so is a log written under another
+    /// digest (a typo or a stale value). Not part of the digest; ignored by a first start.
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, settings::SettingsDigest};
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+    /// let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+    /// let old = SettingsDigest::of(&cfg, &cfg.shard_layout());
+    /// cfg.driver_settings = 42; // e.g. another epoch window
+    /// cfg.settings_from = Some(old.combined());
+    /// assert_eq!(SettingsDigest::of(&cfg, &cfg.shard_layout()).membership, old.membership);
+    /// ```
+    pub settings_from: Option<u64>,
 }
 
 /// [`GmsConfig::expected_link_timeout`]'s default, in suspicion timeouts: a link that comes up
@@ -255,6 +277,7 @@ impl GmsConfig {
             expected_link_timeout: None,
             hosts: Vec::new(),
             driver_settings: 0,
+            settings_from: None,
         }
     }
 

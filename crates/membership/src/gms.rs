@@ -35,6 +35,7 @@ use crate::block::{BlockError, DecisionBlock, ProposalBlock, WedgeBlock};
 use crate::change::{Change, ChangeKind, Decision};
 use crate::config::{ConfigError, GmsConfig};
 use crate::log::{Durable, LogError, Record, Recovered};
+use crate::restart::SettingsCheck;
 use crate::settings::SettingsDigest;
 use crate::trim::{self, Trim};
 use crate::view::{Layout, ShardBounds, ShardId, ShardLayout, View};
@@ -188,7 +189,7 @@ pub enum GmsError {
     /// records, and with co-located hosts which sets of members are majorities, depend on them,
     /// so the node refuses to start instead, before it touches any file.
     #[error(
-        "restarting from the log: the configured settings (digest {configured}) differ from those the log was written under (digest {logged}); differing: {groups:?}; restore the configuration the log was written under, or start the group afresh (new logs)"
+        "restarting from the log: the configured settings (digest {configured}) differ from those the log was written under (digest {logged}); differing: {groups:?}; restore the configuration the log was written under, or start the group afresh (new logs); a deliberate change of the driver (epoch) settings only is accepted when every member restarts naming the log's digest {logged} as the one it moves from (GmsConfig::settings_from)"
     )]
     SettingsChanged {
         /// The digest of the log's latest [`Record::Settings`].
@@ -196,6 +197,38 @@ pub enum GmsError {
         /// The digest of the configuration given.
         configured: SettingsDigest,
         /// The groups of settings that differ ([`SettingsDigest::differing`]).
+        groups: Vec<&'static str>,
+    },
+    /// A restart from the log with [`GmsConfig::settings_from`] set: the log was written under
+    /// another digest than the one named (a mistyped or stale value, or this member's log is
+    /// not the group's it was meant for), so the change it accepts is not this log's.
+    #[error(
+        "restarting from the log: settings_from names digest {named:016x} to move from, but the log was written under digest {logged} (the configured settings are digest {configured}); a mistyped or stale digest: name the digest the log was written under, or restore that configuration"
+    )]
+    SettingsFromMismatch {
+        /// The digest named ([`GmsConfig::settings_from`]).
+        named: u64,
+        /// The digest of the log's latest [`Record::Settings`].
+        logged: SettingsDigest,
+        /// The digest of the configuration given.
+        configured: SettingsDigest,
+    },
+    /// A restart from the log accepting a settings change ([`GmsConfig::settings_from`] names
+    /// the log's digest), but the change is not one a total restart can make: the membership
+    /// settings decide which sets of members were majorities of the logged views (a restart
+    /// counted under others need not meet a decision those views committed), and the layout
+    /// decides the shards of every view rebuilt from the log. Only the driver's settings
+    /// ([`SettingsDigest::driver`]) may change (docs/MEMBERSHIP.md, sixty-first part).
+    #[error(
+        "restarting from the log: settings_from accepts moving from digest {logged} (the log's) to digest {configured}, but the change includes {groups:?}; only the driver (epoch template and profiles) settings may change at a total restart: restore the membership and layout settings the log was written under, or start the group afresh (new logs)"
+    )]
+    SettingsChangeRefused {
+        /// The digest of the log's latest [`Record::Settings`].
+        logged: SettingsDigest,
+        /// The digest of the configuration given.
+        configured: SettingsDigest,
+        /// The groups of settings that differ and may not ([`SettingsDigest::differing`],
+        /// less the driver's).
         groups: Vec<&'static str>,
     },
 }
@@ -571,13 +604,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         let digest = SettingsDigest::of(&cfg, &layout);
         let logged_digest = recovered.and_then(Recovered::settings);
-        if let Some(rec) = recovered {
-            crate::restart::check_settings(rec, &digest)?;
-            if let (None, Some((view, _))) = (logged_digest, rec.last_view()) {
-                tracing::warn!(me = %transport.local_id(), view,
+        let check = match recovered {
+            Some(rec) => crate::restart::check_settings(rec, &digest, cfg.settings_from)?,
+            None => SettingsCheck::Unchecked,
+        };
+        let me = transport.local_id();
+        match (check, recovered.and_then(Recovered::last_view)) {
+            (SettingsCheck::Unchecked, Some((view, _))) => {
+                tracing::warn!(me = %me, view,
                     "membership: the log holds no settings digest (written before s24); restarting without checking that the configuration is the one it was written under");
             }
+            (SettingsCheck::Accepted { logged }, _) => {
+                tracing::warn!(me = %me, from = %logged, to = %digest,
+                    "membership: restarting under changed driver (epoch) settings, as settings_from accepts; the new digest is logged with the restart view, and every restarting member must run the new settings");
+            }
+            (SettingsCheck::Same, _) if cfg.settings_from.is_some() => {
+                tracing::info!(me = %me, digest = %digest,
+                    "membership: settings_from is set, but the log already holds the configured settings' digest: nothing to change");
+            }
+            _ if cfg.settings_from.is_some() => {
+                tracing::info!(me = %me, "membership: settings_from is set, but no logged view is restarted: ignored");
+            }
+            _ => {}
         }
+        let accepted = matches!(check, SettingsCheck::Accepted { .. });
         // The digest the records of this life are written under, once per life, before its
         // first view record (nothing when the log's latest digest is this one).
         let settings_record =
@@ -594,7 +644,6 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         sc.suspicion_timeout = cfg.suspicion_timeout;
         // The majority rule is applied per view by the core, not over the whole universe.
         sc.partition_safety = false;
-        let me = transport.local_id();
         let sst = Sst::new(transport, schema, sc)?;
         let mut view = None;
         let mut decision = None;
@@ -659,9 +708,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             None => {}
         }
         // A restart logs it now; a node with no view yet (a joiner, a rejoining incarnation)
-        // with its first view's records, so that its log stays empty until then.
+        // with its first view's records, so that its log stays empty until then. A change the
+        // restart accepts (`settings_from`) is logged with the restart view's records: until
+        // that view is installed under the new settings, the log's digest stays the one its
+        // views ran under, so a restart attempt that fails (e.g. a member still configured the
+        // old way, `StopReason::SettingsDiffer`) leaves every log as it was.
         let settings_unlogged = match settings_record {
-            Some(r) if !first_start && view.is_some() => {
+            Some(r) if !first_start && view.is_some() && !accepted => {
                 log.append(&r)?;
                 None
             }

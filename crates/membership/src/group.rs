@@ -352,6 +352,78 @@ impl GroupConfig {
         h.finish()
     }
 
+    /// The whole settings digest a [`Group`] of this configuration publishes and logs: the
+    /// core's ([`SettingsDigest::of`](crate::settings::SettingsDigest::of)) with
+    /// [`settings_digest`](GroupConfig::settings_digest) as its driver word.
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, group::GroupConfig};
+    /// use squall_round_robin::Config;
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+    /// let cfg = GroupConfig::new(GmsConfig::new(RegionId(0), ids.clone(), ids.clone()), Config::new(ids));
+    /// let mut wider = cfg.clone();
+    /// wider.epoch.window *= 2;
+    /// assert_eq!(cfg.settings().differing(&wider.settings()), ["driver (epoch template and profiles)"]);
+    /// ```
+    pub fn settings(&self) -> crate::settings::SettingsDigest {
+        let mut gms = self.gms.clone();
+        gms.driver_settings = self.settings_digest();
+        crate::settings::SettingsDigest::of(&gms, &gms.shard_layout())
+    }
+
+    /// The start-up checks of a restart from `recovered` (a member's recovered GMS log) under
+    /// this configuration, as [`Group::new`] makes them before it touches any file, for a
+    /// driver that wants to refuse before it connects: every member of the restarted view
+    /// still eligible for its subgroup ([`GmsError::NoLongerEligible`]), and the settings the
+    /// log was written under (docs/MEMBERSHIP.md, fifty-second and sixty-first parts):
+    /// refused if they changed ([`GmsError::SettingsChanged`]), unless
+    /// [`GmsConfig::settings_from`] names the log's digest
+    /// ([`GmsError::SettingsFromMismatch`] otherwise), only the epoch settings changed
+    /// ([`GmsError::SettingsChangeRefused`] otherwise) and the epochs are durable (a restart
+    /// with atomic epochs replays nothing; [`GroupError::Config`] otherwise). A log that
+    /// holds no view passes.
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, GmsError, group::{GroupConfig, GroupError}};
+    /// use squall_membership::log::{Durable, MemLog, Record};
+    /// use squall_round_robin::{Config, FsyncPolicy, Mode};
+    /// use squall_transport::{NodeId, RegionId};
+    /// let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+    /// let mut cfg = GroupConfig::new(GmsConfig::new(RegionId(0), ids.clone(), ids.clone()), Config::new(ids.clone()));
+    /// cfg.epoch.mode = Mode::Durable { path: std::env::temp_dir(), fsync: FsyncPolicy::Never };
+    /// // A log written under `cfg`.
+    /// let mut log = MemLog::default();
+    /// log.append(&Record::Settings { digest: cfg.settings() })?;
+    /// log.append(&Record::Installed { view: 0, members: ids })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// assert!(cfg.check_restart(&rec).is_ok());
+    /// // The fsync policy changed: refused, unless the log's digest is named as the one left.
+    /// let mut synced = cfg.clone();
+    /// synced.epoch.mode = Mode::Durable { path: std::env::temp_dir(), fsync: FsyncPolicy::EveryBatch };
+    /// let e = synced.check_restart(&rec).unwrap_err();
+    /// assert!(matches!(e, GroupError::Gms(GmsError::SettingsChanged { .. })), "{e}");
+    /// synced.gms.settings_from = Some(cfg.settings().combined());
+    /// assert!(synced.check_restart(&rec).is_ok());
+    /// # Ok::<(), squall_membership::log::LogError>(())
+    /// ```
+    pub fn check_restart(&self, recovered: &Recovered) -> Result<(), GroupError> {
+        let layout = self.gms.shard_layout();
+        crate::restart::check_eligible(recovered, &layout)?;
+        let check =
+            crate::restart::check_settings(recovered, &self.settings(), self.gms.settings_from)?;
+        // A change accepted by `settings_from` keeps the state only if the restart replays
+        // it: with atomic epochs nothing is replayed (docs/MEMBERSHIP.md, sixty-first part).
+        if matches!(check, crate::restart::SettingsCheck::Accepted { .. })
+            && durable_dir_of(self).is_none()
+        {
+            return Err(GroupError::Config(
+                "a settings change at a total restart (settings_from) needs durable epochs: with atomic epochs a restart replays nothing, so the state delivered under the old settings would be lost; restore the old settings or start the group afresh",
+            ));
+        }
+        Ok(())
+    }
+
     /// Subgroup `subgroup`'s epoch template: [`epoch`](GroupConfig::epoch) with the subgroup's
     /// [`EpochProfile`] applied, if [`profiles`](GroupConfig::profiles) has one.
     pub fn subgroup_epoch(&self, subgroup: usize) -> EpochConfig {
@@ -1276,10 +1348,7 @@ impl<T: Transport, L: Durable> Group<T, L> {
         cfg.gms.driver_settings = cfg.settings_digest();
         if let Some(rec) = recovered.filter(|_| !outsider) {
             // Before `restart_base` removes any file.
-            let layout = cfg.gms.shard_layout();
-            crate::restart::check_eligible(rec, &layout).map_err(GroupError::Gms)?;
-            let digest = crate::settings::SettingsDigest::of(&cfg.gms, &layout);
-            crate::restart::check_settings(rec, &digest).map_err(GroupError::Gms)?;
+            cfg.check_restart(rec)?;
         }
         let mux = Mux::new(transport, &cfg.regions());
         // A restart (a log that holds a view): what the state is rebuilt from is known before

@@ -285,25 +285,68 @@ pub fn restart_view(rec: &Recovered, layout: &dyn ShardLayout) -> Option<View> {
     Some(logged_view(rec, id - 1, layout).unwrap_or(last))
 }
 
+/// What [`check_settings`] found for a restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SettingsCheck {
+    /// Nothing to compare: no view in the log, or a log written before s24 (no digest).
+    Unchecked,
+    /// The log's latest digest is the configured one.
+    Same,
+    /// A deliberate change of the driver's settings, accepted by
+    /// [`GmsConfig::settings_from`](crate::GmsConfig::settings_from) naming the log's digest
+    /// (`logged`): the configured digest is logged with the restart view's records.
+    Accepted {
+        /// The digest the log was written under.
+        logged: crate::settings::SettingsDigest,
+    },
+}
+
 /// A restart from `rec` under a configuration whose settings digest is `configured`: refused
 /// when the log's latest [`Record::Settings`] holds another digest (settings that must agree
 /// across the group changed while it was down; docs/MEMBERSHIP.md, fifty-second part, "s24
-/// follow-up"). A log that holds no view restarts nothing and is not checked; a log without a
-/// digest (written before s24) passes (the core says so at `warn`).
+/// follow-up"), unless `from` (the configuration's
+/// [`settings_from`](crate::GmsConfig::settings_from)) names exactly that digest and only the
+/// driver's settings changed (sixty-first part). A log that holds no view restarts nothing and
+/// is not checked; a log without a digest (written before s24) passes (the core says so at
+/// `warn`).
 pub(crate) fn check_settings(
     rec: &Recovered,
     configured: &crate::settings::SettingsDigest,
-) -> Result<(), crate::GmsError> {
-    match rec.settings() {
-        Some(logged) if rec.last_view().is_some() && logged != *configured => {
-            Err(crate::GmsError::SettingsChanged {
-                logged,
-                configured: *configured,
-                groups: logged.differing(configured),
-            })
-        }
-        _ => Ok(()),
+    from: Option<u64>,
+) -> Result<SettingsCheck, crate::GmsError> {
+    let logged = match rec.settings() {
+        Some(logged) if rec.last_view().is_some() => logged,
+        _ => return Ok(SettingsCheck::Unchecked),
+    };
+    if logged == *configured {
+        return Ok(SettingsCheck::Same);
     }
+    let Some(named) = from else {
+        return Err(crate::GmsError::SettingsChanged {
+            logged,
+            configured: *configured,
+            groups: logged.differing(configured),
+        });
+    };
+    if named != logged.combined() {
+        return Err(crate::GmsError::SettingsFromMismatch {
+            named,
+            logged,
+            configured: *configured,
+        });
+    }
+    let fixed = crate::settings::SettingsDigest {
+        driver: configured.driver,
+        ..logged
+    };
+    if fixed != *configured {
+        return Err(crate::GmsError::SettingsChangeRefused {
+            logged,
+            configured: *configured,
+            groups: fixed.differing(configured),
+        });
+    }
+    Ok(SettingsCheck::Accepted { logged })
 }
 
 /// Checks, before a restart from `rec`, that the configured `layout` still lists every member

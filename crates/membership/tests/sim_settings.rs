@@ -4,15 +4,20 @@
 //! digest differs (the joiner stops itself). Simulator, through `Group`. Across a total
 //! restart (fifty-second part, "s24 follow-up: the digest across a restart") the GMS log holds
 //! the digest it was written under, and a member restarted under other settings is refused.
+//! A deliberate change of the epoch (driver) settings at a total restart is accepted when every
+//! member names the digest its log was written under (`GmsConfig::settings_from`; sixty-first
+//! part).
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
 use squall_membership::GmsError;
 use squall_membership::group::{EpochProfile, Group, GroupConfig, GroupError};
-use squall_membership::log::MemLog;
+use squall_membership::log::{MemLog, Record};
+use squall_membership::settings::SettingsDigest;
 use squall_membership::view::EvenShards;
 use squall_ordering::{TotalOrder, Upcall};
+use squall_round_robin::Mode;
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
 
@@ -219,11 +224,18 @@ fn durable(base: &std::path::Path, i: usize) -> GroupConfig {
 
 /// Starts the three initial members of [`durable`] on a fabric of four (n3 never starts),
 /// each member `i` under `cfgs[i]` and from `logs[i]` (a fresh log when `logs` is empty).
+/// Every node registers regions large enough for every configuration (as [`start`] does).
 fn start_durable(seed: u64, cfgs: &[GroupConfig], logs: &[Vec<u8>]) -> (Sim, Vec<Started>) {
-    let mut layouts: Vec<_> = (cfgs.iter())
-        .map(|c| Group::<SimNode, MemLog>::layout(c).unwrap())
-        .collect();
-    layouts.push(layouts[0].clone());
+    let mut regions = Group::<SimNode, MemLog>::layout(&cfgs[0]).unwrap();
+    for c in cfgs {
+        for (r, o) in regions
+            .iter_mut()
+            .zip(Group::<SimNode, MemLog>::layout(c).unwrap())
+        {
+            r.len = r.len.max(o.len);
+        }
+    }
+    let layouts = vec![regions; 4];
     let (sim, mut nodes) = Sim::cluster_each(SimConfig::seeded(seed), &layouts, &[]).unwrap();
     nodes.truncate(3);
     sim.crash(NodeId(3));
@@ -321,5 +333,275 @@ fn members_restarted_with_the_same_settings_restart_as_before() {
         delivered.iter().zip(&before).all(|(d, b)| d > b),
         "{delivered:?} after {before:?}"
     );
+    std::fs::remove_dir_all(&base).ok();
+}
+
+/// What each member delivered, in order: `(position, sender, payload)`.
+type Delivered = Vec<Vec<(u64, NodeId, Vec<u8>)>>;
+
+/// Like [`run`], recording every delivery; each member submits payloads unique to `life`.
+fn run_recording(
+    sim: &Sim,
+    groups: &mut [Group<SimNode, MemLog>],
+    steps: usize,
+    life: u8,
+) -> Delivered {
+    let mut ups = Vec::new();
+    let mut out: Delivered = vec![Vec::new(); groups.len()];
+    let mut sent = vec![0u32; groups.len()];
+    for _ in 0..steps {
+        for (i, g) in groups.iter_mut().enumerate() {
+            if g.stopped().is_some() {
+                continue;
+            }
+            let mut payload = vec![life, i as u8];
+            payload.extend_from_slice(&sent[i].to_le_bytes());
+            if g.submit(&payload).is_ok() {
+                sent[i] += 1;
+            }
+            ups.clear();
+            g.poll(&mut ups);
+            for u in ups.drain(..) {
+                if let Upcall::Deliver(d) = u {
+                    out[i].push((d.position, d.sender, d.payload));
+                }
+            }
+        }
+        sim.advance(Duration::from_micros(5));
+    }
+    out
+}
+
+/// The digest of a member's GMS log (its latest `Record::Settings`).
+fn logged_digest(bytes: &[u8]) -> SettingsDigest {
+    MemLog::open(bytes.to_vec()).1.settings().unwrap()
+}
+
+/// The configuration of [`durable`] with another epoch window and slot size (the same
+/// `max_payload`): only the driver digest differs.
+fn durable_wider(base: &std::path::Path, i: usize) -> GroupConfig {
+    let mut c = durable(base, i);
+    c.epoch.window = 8;
+    c.epoch.slot_size = 48;
+    c
+}
+
+/// Asserts that every member of `groups` completed its restart unstopped.
+fn assert_restarted(groups: &[Group<SimNode, MemLog>], what: &str) {
+    for (i, g) in groups.iter().enumerate() {
+        assert_eq!(g.stopped(), None, "{what}: n{i}");
+        assert_eq!(
+            g.gms().restarting(),
+            None,
+            "{what}: n{i}: the restart did not complete: {:?} {:?}",
+            g.gms().restart_blocked(),
+            g.view()
+        );
+    }
+}
+
+/// A deliberate change of the epoch window and slot size at a total restart, every member
+/// naming its log's digest in `settings_from`: the restart completes, every member replays
+/// exactly what it delivered before (in the same order and positions) and delivers new
+/// messages under the new settings. The new digest is logged with the restart view, so the
+/// next restart checks against it: the old configuration is refused, the new one restarts
+/// without any `settings_from`.
+#[test]
+fn a_deliberate_window_and_slot_size_change_at_a_total_restart_keeps_every_delivery() {
+    let base = group_sim::scratch_dir("settings", "migrate", 8);
+    let cfgs: Vec<GroupConfig> = (0..3).map(|i| durable(&base, i)).collect();
+    let (sim, groups) = start_durable(8, &cfgs, &[]);
+    let mut groups: Vec<Group<SimNode, MemLog>> = groups.into_iter().map(Result::unwrap).collect();
+    let first = run_recording(&sim, &mut groups, 400, 1);
+    assert!(first.iter().all(|d| !d.is_empty()), "{first:?}");
+    let logs: Vec<Vec<u8>> = (groups.iter())
+        .map(|g| g.gms().log().bytes().to_vec())
+        .collect();
+    drop((sim, groups));
+    let old = logged_digest(&logs[0]);
+    assert_eq!(old, cfgs[0].settings());
+
+    // The second life, under the new settings, accepting the move from the log's digest.
+    let wider: Vec<GroupConfig> = (0..3)
+        .map(|i| {
+            let mut c = durable_wider(&base, i);
+            c.gms.settings_from = Some(old.combined());
+            c
+        })
+        .collect();
+    let new = wider[0].settings();
+    assert_eq!(
+        old.differing(&new),
+        ["driver (epoch template and profiles)"]
+    );
+    let (sim, groups) = start_durable(9, &wider, &logs);
+    let mut groups: Vec<Group<SimNode, MemLog>> = groups.into_iter().map(Result::unwrap).collect();
+    let second = run_recording(&sim, &mut groups, 3000, 2);
+    assert_restarted(&groups, "under the new settings");
+    for (i, g) in groups.iter().enumerate() {
+        let rr = g.epoch().unwrap().config();
+        assert_eq!(
+            (rr.window, rr.slot_size),
+            (8, 48),
+            "n{i}: the epoch's settings"
+        );
+    }
+    for (i, (a, b)) in first.iter().zip(&second).enumerate() {
+        assert!(
+            b.len() > a.len() && b[..a.len()] == a[..],
+            "n{i}: the restart under new settings lost or reordered a delivery ({} then {})",
+            a.len(),
+            b.len()
+        );
+        assert!(
+            b[a.len()..].iter().any(|(_, _, p)| p[0] == 2),
+            "n{i}: nothing new delivered under the new settings"
+        );
+    }
+    let logs: Vec<Vec<u8>> = (groups.iter())
+        .map(|g| g.gms().log().bytes().to_vec())
+        .collect();
+    for (i, l) in logs.iter().enumerate() {
+        assert_eq!(logged_digest(l), new, "n{i}: the new digest is not logged");
+    }
+    drop((sim, groups));
+
+    // The next restart checks against the new digest: the old configuration is refused ...
+    let (_sim, refused) = start_durable(10, &cfgs, &logs);
+    for (i, r) in refused.iter().enumerate() {
+        match r {
+            Err(GroupError::Gms(GmsError::SettingsChanged { logged, .. })) => {
+                assert_eq!(*logged, new, "n{i}");
+            }
+            Err(e) => panic!("n{i}: refused for another reason: {e}"),
+            Ok(_) => panic!("n{i}: restarted under the settings it moved away from"),
+        }
+    }
+    // ... and the new one restarts as is, with no `settings_from`.
+    let plain: Vec<GroupConfig> = (0..3).map(|i| durable_wider(&base, i)).collect();
+    let (sim, groups) = start_durable(11, &plain, &logs);
+    let mut groups: Vec<Group<SimNode, MemLog>> = groups.into_iter().map(Result::unwrap).collect();
+    let third = run_recording(&sim, &mut groups, 3000, 3);
+    assert_restarted(&groups, "the restart after the change");
+    for (i, (b, c)) in second.iter().zip(&third).enumerate() {
+        assert!(c.len() > b.len() && c[..b.len()] == b[..], "n{i}");
+    }
+    std::fs::remove_dir_all(&base).ok();
+}
+
+/// The opt-in is checked at start-up: a changed window without it is refused as before
+/// (`SettingsChanged`); `settings_from` naming another digest than the log's (a typo, a stale
+/// value) is refused (`SettingsFromMismatch`); a change of a membership setting is refused even
+/// with the right digest named (`SettingsChangeRefused`); a change with atomic epochs (which
+/// replay nothing) is refused.
+#[test]
+fn a_settings_change_without_the_right_opt_in_is_refused_at_start_up() {
+    let base = group_sim::scratch_dir("settings", "opt-in", 12);
+    let (logs, _) = run_and_shut_down(12, &base);
+    let old = logged_digest(&logs[0]).combined();
+    let start_one = |change: &dyn Fn(&mut GroupConfig)| -> Started {
+        let mut cfgs: Vec<GroupConfig> = (0..3).map(|i| durable_wider(&base, i)).collect();
+        change(&mut cfgs[0]);
+        start_durable(13, &cfgs, &logs).1.remove(0)
+    };
+    let why = |case: &str, r: Started| match r {
+        Ok(_) => panic!("{case}: restarted"),
+        Err(e) => e,
+    };
+    // No opt-in.
+    let e = why("no opt-in", start_one(&|_| {}));
+    assert!(
+        matches!(e, GroupError::Gms(GmsError::SettingsChanged { .. })),
+        "{e}"
+    );
+    assert!(e.to_string().contains("settings_from"), "{e}");
+    // The wrong digest named.
+    let e = why(
+        "the wrong digest",
+        start_one(&|c| c.gms.settings_from = Some(old ^ 1)),
+    );
+    assert!(
+        matches!(e, GroupError::Gms(GmsError::SettingsFromMismatch { named, .. }) if named == old ^ 1),
+        "{e}"
+    );
+    // The right digest, but a membership setting changed too.
+    let e = why(
+        "a membership change",
+        start_one(&|c| {
+            c.gms.settings_from = Some(old);
+            c.gms.max_members = 3;
+        }),
+    );
+    match &e {
+        GroupError::Gms(GmsError::SettingsChangeRefused { groups, .. }) => {
+            assert_eq!(groups.len(), 1, "{e}");
+            assert!(groups[0].starts_with("membership ("), "{e}");
+        }
+        _ => panic!("{e}"),
+    }
+    // The right digest, atomic epochs.
+    let e = why(
+        "atomic epochs",
+        start_one(&|c| {
+            c.gms.settings_from = Some(old);
+            c.epoch.mode = Mode::Atomic;
+        }),
+    );
+    assert!(e.to_string().contains("needs durable epochs"), "{e}");
+    // The control: the right digest, only the epoch settings changed.
+    assert!(start_one(&|c| c.gms.settings_from = Some(old)).is_ok());
+    std::fs::remove_dir_all(&base).ok();
+}
+
+/// Every restarting member must run the new settings: one restarted with the old ones (its
+/// log's, so it passes its own start-up check) beside two that accepted a change stops the
+/// restart (`SettingsDiffer` at every member) before anything is installed, and no log records
+/// the new digest; the same change restarted at every member then completes.
+#[test]
+fn a_member_restarting_with_the_old_settings_beside_new_ones_stops_the_restart() {
+    let base = group_sim::scratch_dir("settings", "mixed", 14);
+    let (logs, before) = run_and_shut_down(14, &base);
+    let old = logged_digest(&logs[0]);
+    let accepting = |i| {
+        let mut c = durable_wider(&base, i);
+        c.gms.settings_from = Some(old.combined());
+        c
+    };
+    let mixed = vec![accepting(0), accepting(1), durable(&base, 2)];
+    let (sim, groups) = start_durable(15, &mixed, &logs);
+    let mut groups: Vec<Group<SimNode, MemLog>> = groups.into_iter().map(Result::unwrap).collect();
+    let delivered = run(&sim, &mut groups, 2000);
+    for (i, g) in groups.iter().enumerate() {
+        let why = g
+            .stopped()
+            .unwrap_or_else(|| panic!("n{i} restarted beside a member with other settings"));
+        assert!(why.contains(DIFFER), "n{i}: {why}");
+        assert!(
+            g.gms().restarting().is_some(),
+            "n{i}: installed a restart view"
+        );
+        let rec = MemLog::open(g.gms().log().bytes().to_vec()).1;
+        assert_eq!(rec.settings(), Some(old), "n{i}: the new digest was logged");
+        assert!(
+            !rec.records
+                .iter()
+                .any(|r| matches!(r, Record::Settings { digest } if *digest != old)),
+            "n{i}"
+        );
+    }
+    // Nothing past the replay: no restart view ran.
+    assert!(
+        delivered.iter().zip(&before).all(|(d, b)| d <= b),
+        "{delivered:?} after {before:?}"
+    );
+    let logs: Vec<Vec<u8>> = (groups.iter())
+        .map(|g| g.gms().log().bytes().to_vec())
+        .collect();
+    drop((sim, groups));
+    let all: Vec<GroupConfig> = (0..3).map(accepting).collect();
+    let (sim, groups) = start_durable(16, &all, &logs);
+    let mut groups: Vec<Group<SimNode, MemLog>> = groups.into_iter().map(Result::unwrap).collect();
+    run(&sim, &mut groups, 3000);
+    assert_restarted(&groups, "every member under the new settings");
     std::fs::remove_dir_all(&base).ok();
 }

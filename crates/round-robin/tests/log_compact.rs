@@ -656,16 +656,29 @@ fn compacted(l: &mut Log) -> Result<Option<log::Compacted>, LogError> {
     }
 }
 
-/// s24: a compaction on its own thread (`Log::start_compact`) while the log's syncer thread
-/// and the compaction's thread are held on their test gates: the records flushed meanwhile
-/// reach no file (the old one's length does not move) and are reported neither durable nor
-/// synced; once both are released the compacted log holds the kept records and then every
-/// record flushed meanwhile, in order, and reports them durable. Under the three policies.
-/// Mutation: without the deferral in `flush` (records written to the file being replaced)
-/// it fails (the records flushed meanwhile are lost with the old file).
+/// Polls `durable_mark` until it reports `mark` (up to 10 s), while the compaction on its
+/// thread still runs (held on its gate): what was flushed during the copy is written and
+/// durable before the compaction completes.
+fn durable_while_compacting(l: &mut Log, mark: u64, case: &str) {
+    wait_durable(l, mark, &format!("{case}: during the compaction"));
+    assert!(l.compacting(), "{case}: the compaction completed");
+}
+
+/// s24, s25: a compaction on its own thread (`Log::start_compact`), the log's syncer thread
+/// and the compaction's thread held on their test gates (the compaction after its first
+/// copy, before its final phase). The records flushed meanwhile are written to the log and
+/// reported durable (synced under `EveryBatch`) *before* the compaction completes (s25; in
+/// s24 they waited in the buffer for the swap). Released, the compacted log holds the kept
+/// records, then every record flushed during the copy, then those flushed after the swap, in
+/// order; the swap synced everything written before it. Under `EveryBatch`, a batch flushed
+/// while the final phase waits for a sync in progress is kept by the held syncer and
+/// written to the new file. Under the three policies. Mutation: with the s24 deferral of
+/// every flush during the compaction it fails ("mark 2 never durable during the
+/// compaction"); without the final phase's tail copy it fails (the records flushed during the
+/// copy are lost with the old file).
 #[test]
 fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_order() {
-    let rs = records(&[60; 60], &[], false);
+    let rs = records(&[60; 70], &[], false);
     let a = tmpfile("thread-appends.log");
     for policy in [
         FsyncPolicy::EveryBatch,
@@ -673,6 +686,7 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
         FsyncPolicy::Never,
     ] {
         let case = format!("{policy:?}");
+        let batch = policy == FsyncPolicy::EveryBatch;
         remove(&a);
         let opts = LogOptions {
             index_every: 300,
@@ -684,58 +698,96 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
             l.append(r).unwrap();
         }
         l.flush(1).unwrap();
-        let (durable, synced) = (l.durable_mark().unwrap(), l.synced_mark());
+        if batch {
+            syncer.send(true).unwrap();
+        }
+        wait_durable(&mut l, 1, &case);
+        let synced = l.synced_mark();
         let hold = l.gate_compaction();
         let (v, p) = point(&rs, 30);
         assert!(l.start_compact(v, p).unwrap(), "{case}");
-        let on_disk = std::fs::metadata(&a).unwrap().len();
-        for (i, batch) in rs[40..].chunks(5).enumerate() {
-            for r in batch {
+        let mut on_disk = std::fs::metadata(&a).unwrap().len();
+        // The copy phase: the writes go on to the old file.
+        for (i, chunk) in rs[40..60].chunks(5).enumerate() {
+            for r in chunk {
                 l.append(r).unwrap();
             }
-            l.flush(2 + i as u64).unwrap();
-            assert_eq!(l.durable_mark().unwrap(), durable, "{case}");
-            assert_eq!(l.synced_mark(), synced, "{case}: synced before the swap");
+            let mark = 2 + i as u64;
+            l.flush(mark).unwrap();
+            if batch {
+                syncer.send(true).unwrap();
+            }
+            durable_while_compacting(&mut l, mark, &case);
+            let now = std::fs::metadata(&a).unwrap().len();
+            assert!(now > on_disk, "{case}: mark {mark} not written");
+            on_disk = now;
+            if batch {
+                assert_eq!(l.synced_mark(), Some(mark), "{case}");
+            } else {
+                assert_eq!(l.synced_mark(), synced, "{case}: synced by nothing yet");
+            }
         }
-        if policy != FsyncPolicy::EveryBatch {
-            assert_eq!(std::fs::metadata(&a).unwrap().len(), on_disk, "{case}");
-        }
-        drop(hold);
-        if policy == FsyncPolicy::EveryBatch {
-            // The copy waits for the batch's sync, held.
+        assert!(l.take_compacted().is_none(), "{case}: completed while held");
+        if batch {
+            // A sync in progress (held on its gate) as the final phase starts: the hold
+            // waits for it, and the batch flushed meanwhile is kept by the held syncer.
+            l.append(&rs[60]).unwrap();
+            l.flush(6).unwrap();
+            drop(hold);
             std::thread::sleep(std::time::Duration::from_millis(20));
-            assert_eq!(l.durable_mark().unwrap(), durable, "{case}");
-            assert_eq!(l.synced_mark(), synced, "{case}: synced before the swap");
+            l.append(&rs[61]).unwrap();
+            l.flush(7).unwrap();
+            drop(syncer);
+        } else {
+            drop(hold);
+            drop(syncer);
         }
-        drop(syncer);
         let done = compacted(&mut l).unwrap().unwrap();
         assert_eq!(done.base.position, rs[29].position, "{case}");
-        // Written to the new file after the swap: durable (synced under `EveryBatch`).
+        let mark = if batch { 7 } else { 5 };
+        if !batch {
+            // The swap synced everything written before it: nothing is left to sync.
+            assert_eq!(l.synced_mark(), Some(5), "{case}");
+            assert!(!l.start_sync().unwrap(), "{case}: records left unsynced");
+        }
+        // After the swap: written to the new file.
+        let from = if batch { 62 } else { 60 };
+        for (i, r) in rs[from..].iter().enumerate() {
+            l.append(r).unwrap();
+            l.flush(mark + 1 + i as u64).unwrap();
+        }
+        let last = mark + (rs.len() - from) as u64;
         let start = std::time::Instant::now();
-        while l.durable_mark().unwrap() != Some(5) {
+        while l.durable_mark().unwrap() != Some(last) {
             assert!(start.elapsed().as_secs() < 10, "{case}: never durable");
             std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        if policy != FsyncPolicy::EveryBatch {
-            // The swap synced what was flushed before it, not what came after: a sync of
-            // those is still to start.
-            assert_eq!(l.synced_mark(), Some(1), "{case}");
-            assert!(
-                l.start_sync().unwrap(),
-                "{case}: the later records counted synced"
-            );
-            let start = std::time::Instant::now();
-            while l.synced_mark() != Some(5) {
-                l.durable_mark().unwrap();
-                assert!(start.elapsed().as_secs() < 10, "{case}: never synced");
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
         }
         l.sync().unwrap();
         drop(l);
         let (now, base) = read(&a);
         assert!(now[..] == rs[30..], "{case}: {} records", now.len());
         assert_eq!(base.map(|b| b.position), Some(rs[29].position), "{case}");
+        // The rewritten index, and the entries written during the copy (moved): each points
+        // at its record.
+        let entries = log::decode_index(&std::fs::read(log::index_path(&a)).unwrap());
+        let len = std::fs::metadata(&a).unwrap().len();
+        for e in &entries {
+            let mut file = std::fs::File::open(&a).unwrap();
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(e.offset)).unwrap();
+            let mut r = log::Reader::at(file, len, e.offset, 4096, log::ReadMode::Verify);
+            let r = r.next_record().unwrap().unwrap();
+            assert_eq!(
+                (r.view, r.seq, r.position),
+                (e.view, e.seq, e.position),
+                "{case}"
+            );
+        }
+        assert!(
+            entries
+                .iter()
+                .any(|e| (rs[40].position..rs[60].position).contains(&e.position)),
+            "{case}: no entry of the records written during the copy"
+        );
         let (l, rec) = Log::open_with(&a, opts).unwrap();
         assert_eq!(
             rec.last.as_ref().map(header),
@@ -748,12 +800,23 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
     remove(&a);
 }
 
+/// Polls `durable_mark` until it reports `mark` (up to 10 s).
+fn wait_durable(l: &mut Log, mark: u64, case: &str) {
+    let start = std::time::Instant::now();
+    while l.durable_mark().unwrap() != Some(mark) {
+        assert!(start.elapsed().as_secs() < 10, "{case}: never durable");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// s24: the crash points of `a_compaction_crashed_at_any_point_leaves_the_old_or_the_new_log`
 /// on the compaction's thread (`Log::start_compact_cut_at`): before the rename the old log is
 /// left whole, after it the compacted one; the next open finds the uncompacted log's last
 /// record, appends continue, and a compaction on the thread again completes the work.
+/// s25: three records are flushed (and reported durable) while the thread is held after its
+/// first copy; whichever file a crash point leaves holds them after the others.
 /// Mutation: with the crash point not handed to the thread (`None`), it fails at once (the
-/// compaction completes).
+/// compaction completes); without the final phase's tail copy it fails ("BeforeIndex …").
 #[test]
 fn a_compaction_on_its_thread_crashed_at_any_point_leaves_the_old_or_the_new_log() {
     let rs = records(
@@ -777,7 +840,15 @@ fn a_compaction_on_its_thread_crashed_at_any_point_leaves_the_old_or_the_new_log
                 let (v, p) = point(&rs, k);
                 let before = std::fs::read(&a).unwrap();
                 let (mut l, _) = Log::open_with(&a, options(every)).unwrap();
+                let hold = l.gate_compaction();
                 assert!(l.start_compact_cut_at(v, p, crash).unwrap(), "{case}");
+                let extra = more(rs.last().unwrap(), 3);
+                for r in &extra {
+                    l.append(r).unwrap();
+                }
+                l.flush(1).unwrap();
+                wait_durable(&mut l, 1, &case);
+                drop(hold);
                 assert!(compacted(&mut l).unwrap().is_none(), "{case}");
                 drop(l);
                 let renamed = matches!(
@@ -787,20 +858,23 @@ fn a_compaction_on_its_thread_crashed_at_any_point_leaves_the_old_or_the_new_log
                         | CompactCrash::IndexBeforeRename
                 );
                 assert_eq!(log::compact_tmp_path(&a).exists(), !renamed, "{case}");
+                let (now, _) = read(&a);
                 if renamed {
-                    let (now, _) = read(&a);
-                    assert!(now[..] == rs[k..], "{case}");
+                    assert!(now[..] == [&rs[k..], &extra[..]].concat()[..], "{case}");
                 } else {
-                    assert_eq!(std::fs::read(&a).unwrap(), before, "{case}: untouched");
+                    let old = std::fs::read(&a).unwrap();
+                    assert_eq!(&old[..before.len()], &before[..], "{case}: rewritten");
+                    assert!(now[..] == [&rs[..], &extra[..]].concat()[..], "{case}");
                 }
                 let (la, ra) = Log::open_with(&a, options(every)).unwrap();
                 assert_eq!(
                     ra.last.as_ref().map(header),
-                    rs.last().map(header),
+                    extra.last().map(header),
                     "{case}"
                 );
                 drop(la);
-                append(&a, every, &more(rs.last().unwrap(), 4));
+                let later = more(extra.last().unwrap(), 4);
+                append(&a, every, &later);
                 let (mut l, _) = Log::open_with(&a, options(every)).unwrap();
                 assert!(l.start_compact(v, p).unwrap(), "{case}");
                 let again = compacted(&mut l).unwrap();
@@ -809,7 +883,7 @@ fn a_compaction_on_its_thread_crashed_at_any_point_leaves_the_old_or_the_new_log
                 let (now, base) = read(&a);
                 assert_eq!(
                     &now[..],
-                    &[&rs[k..], &more(rs.last().unwrap(), 4)[..]].concat()[..],
+                    &[&rs[k..], &extra[..], &later[..]].concat()[..],
                     "{case}"
                 );
                 assert!(base.is_some(), "{case}");

@@ -591,6 +591,83 @@ fn compaction_cost() {
     remove(&plain);
 }
 
+/// s25 figure: how long a flushed batch waits to be reported durable while a compaction on
+/// its thread keeps a large suffix. A log of `SQUALL_RR_LOG_COMPACT_STALL` MiB (records of
+/// 1400-byte payloads, an index entry per MiB) is compacted to its second record (the whole
+/// log kept) with `Log::start_compact` while one record at a time is appended, flushed and
+/// `durable_mark` polled until it reports the record (sleeping 50 µs between polls), until
+/// the compaction's outcome is taken; then as many records again with no compaction as the
+/// baseline. Per policy (`EveryBatch`, `EveryRecords(1000)`): the compaction's duration,
+/// the records made durable during it, the median and longest flush-to-durable wait during
+/// it, and the median and longest of the baseline. Off by default; e.g.
+/// `SQUALL_RR_LOG_COMPACT_STALL=64 cargo nextest run -p squall-round-robin --test log_compact
+/// -E 'test(durable_stall)' --no-capture`.
+#[test]
+fn durable_stall_during_a_compaction_of_a_large_suffix() {
+    let Ok(mib) = std::env::var("SQUALL_RR_LOG_COMPACT_STALL") else {
+        return;
+    };
+    let mib: u64 = mib.trim().parse().unwrap();
+    let a = tmpfile("stall.log");
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let stats = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v.len(), v[v.len() / 2], v[v.len() - 1])
+    };
+    println!(
+        "| policy | kept | compaction | records durable during it | wait median (max) during it | wait median (max) without |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for policy in [FsyncPolicy::EveryBatch, FsyncPolicy::EveryRecords(1000)] {
+        remove(&a);
+        let opts = LogOptions {
+            index_every: 1 << 20,
+            ..LogOptions::new(policy)
+        };
+        let (mut l, _) = Log::open_with(&a, opts).unwrap();
+        let n = (mib << 20) / (1400 + 36);
+        for i in 0..n {
+            l.append_parts(1, i, i, NodeId((i % 5) as u32), &[i as u8; 1400])
+                .unwrap();
+            if i % 1024 == 1023 {
+                l.sync().unwrap();
+            }
+        }
+        l.sync().unwrap();
+        let mut next = n;
+        let mut one = |l: &mut Log| {
+            l.append_parts(1, next, next, NodeId(0), &[7; 1400])
+                .unwrap();
+            next += 1;
+            let t = std::time::Instant::now();
+            l.flush(next).unwrap();
+            while l.durable_mark().unwrap() != Some(next) {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            ms(t.elapsed())
+        };
+        let t = std::time::Instant::now();
+        assert!(l.start_compact(1, 1).unwrap());
+        let mut during = Vec::new();
+        let done = loop {
+            during.push(one(&mut l));
+            if let Some(outcome) = l.take_compacted() {
+                break outcome.unwrap().unwrap();
+            }
+        };
+        let took = ms(t.elapsed());
+        let without: Vec<f64> = (0..during.len().max(20)).map(|_| one(&mut l)).collect();
+        let (count, med, max) = stats(during);
+        let (_, bmed, bmax) = stats(without);
+        println!(
+            "| {policy:?} | {:.1} MiB | {took:.1} ms | {count} | {med:.3} ms ({max:.1} ms) | {bmed:.3} ms ({bmax:.1} ms) |",
+            done.kept_bytes as f64 / f64::from(1 << 20)
+        );
+        drop(l);
+    }
+    remove(&a);
+}
+
 /// Found by the fuzz target `rr_log_index` (a base at position `u64::MAX`): the order check
 /// computed `position + 1` and overflowed (a panic where overflow is checked, as in fuzz and
 /// debug builds; a record that wrapped to position 0 accepted otherwise). A record after

@@ -1835,13 +1835,7 @@ impl Log {
         match compact_file(
             &self.path, self.len, view, position, keep_index, crash, None,
         )? {
-            Some(swapped) => {
-                let adopted = self.adopt(swapped, self.flushed, Vec::new());
-                if let Some(syncer) = &self.syncer {
-                    syncer.release(Some(Arc::clone(&self.file)));
-                }
-                adopted
-            }
+            Some(swapped) => self.adopt(swapped, self.flushed, Vec::new()),
             None => Ok(None),
         }
     }
@@ -2057,16 +2051,13 @@ impl Log {
                     self.flushed
                 };
                 let adopted = self.adopt(swapped, synced, c.index_later);
-                if let Some(syncer) = &self.syncer {
-                    syncer.release(Some(Arc::clone(&self.file)));
-                }
                 progress.and(adopted)
             }
             Ok(None) => progress.map(|()| None),
             Err(e) => Err(e),
         };
         if let Some(syncer) = &self.syncer {
-            // A no-op after the release above; the old file stays the log otherwise.
+            // A no-op after the adoption's release; the old file stays the log otherwise.
             syncer.release(None);
         }
         self.compacted = Some(outcome);
@@ -2080,7 +2071,7 @@ impl Log {
     /// is in it (its offsets moved by `s.cut` → `s.head`), and, with `synced`, every record
     /// flushed under that mark or before is synced there. `later`: index entries written to
     /// the old index since the compaction started, written again (moved) after the
-    /// rewritten index's last entry. (The syncer's file is the caller's to switch.)
+    /// rewritten index's last entry. The syncer's writers are released to the new file.
     fn adopt(
         &mut self,
         s: Swapped,
@@ -2089,8 +2080,11 @@ impl Log {
     ) -> Result<Option<Compacted>, LogError> {
         let (cut, head) = (s.cut, s.head);
         let moved = |o: u64| o.checked_sub(cut).map(|k| k + head);
-        // Appends go to the new file from here on (it is at its end).
-        self.file = Arc::new(s.file);
+        // Appends go to the new file from here on (it is at its end), and the syncer's
+        // writes and syncs too (the writers held by the final phase released).
+        let old = std::mem::replace(&mut self.file, Arc::new(s.file));
+        let old_syncer =
+            (self.syncer.as_ref()).and_then(|x| x.release(Some(Arc::clone(&self.file))));
         self.len = moved(self.len).unwrap_or(s.compacted.len);
         let next_entry = s.last_entry.map_or(0, |o| o.saturating_add(self.every));
         self.index_at = moved(self.index_at).map_or(next_entry, |a| a.max(next_entry));
@@ -2112,10 +2106,10 @@ impl Log {
         for (_, _, entries) in &mut self.syncing {
             shift(entries);
         }
-        // The old file's last handle: closing it frees its blocks and cached pages, which
-        // takes time in proportion to its length (about 0.5 ms per MiB here): not on the
-        // caller's thread.
-        close_in_background(s.old);
+        // The old file's handles: closing the last one frees its blocks and cached pages,
+        // which takes time in proportion to its length (about 0.5 ms per MiB here): all of
+        // them go to one thread, so that none of them is the last on the caller's thread.
+        close_in_background((s.old, old, old_syncer));
         if let Some(e) = s.error {
             // Until the directory sync returned, a power loss may bring the old file back:
             // records appended since would be lost, so this is the log's write error.
@@ -2288,7 +2282,19 @@ fn compact_file(
         Some(CompactCrash::BeforeSync) => (len - cut as u64) / 2,
         _ => len - cut as u64,
     };
-    copy_exact(&mut src, &mut out, copy).map_err(io)?;
+    // On a thread, synced in pieces while the log is written: a sync of the log's own
+    // records, which may have to wait for the file system's commit of the copy's data,
+    // then waits for a piece at most.
+    let piece = if live.is_some() { LIVE_PIECE } else { u64::MAX };
+    let mut left = copy;
+    while left > 0 {
+        let n = left.min(piece);
+        copy_exact(&mut src, &mut out, n).map_err(io)?;
+        left -= n;
+        if left > 0 {
+            out.sync_data().map_err(tio)?;
+        }
+    }
     if crash == Some(CompactCrash::BeforeSync) {
         return Ok(None);
     }
@@ -2391,6 +2397,9 @@ const CATCH_UP_ROUNDS: usize = 8;
 /// phase (the writers held) copies and syncs about this much.
 const CATCH_UP_TAIL: u64 = 256 << 10;
 
+/// A compaction on its thread syncs its copy every this many bytes ([`compact_file`]).
+const LIVE_PIECE: u64 = 8 << 20;
+
 /// Copies the next `n` bytes of `src` to `out`.
 fn copy_exact(src: &mut File, out: &mut File, n: u64) -> std::io::Result<()> {
     let copied = std::io::copy(&mut (&mut *src).take(n), out)?;
@@ -2448,9 +2457,9 @@ pub fn compact_tmp_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Drops `file` (the last handle of a file replaced by a rename) on a short-lived thread, or
+/// Drops `file` (the last handles of a file replaced by a rename) on a short-lived thread, or
 /// here if no thread can be started.
-fn close_in_background(file: File) {
+fn close_in_background<T: Send + 'static>(file: T) {
     // A thread that cannot start drops its closure, and so the file, here.
     let spawned = std::thread::Builder::new()
         .name("squall-log-close".into())

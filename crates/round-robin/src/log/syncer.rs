@@ -307,16 +307,17 @@ impl Syncer {
     }
 
     /// Ends a compaction's hold ([`Waiter::hold`]); with `file`, later writes and syncs go to
-    /// it (the compacted file, renamed over the log).
-    pub(crate) fn release(&self, file: Option<Arc<File>>) {
-        {
+    /// it (the compacted file, renamed over the log), and the file replaced is returned (for
+    /// the caller to close off its thread: the last close of a large unlinked file frees its
+    /// blocks).
+    pub(crate) fn release(&self, file: Option<Arc<File>>) -> Option<Arc<File>> {
+        let old = {
             let mut s = lock(&self.shared.state);
-            if let Some(f) = file {
-                s.file = f;
-            }
             s.handoff.release();
-        }
+            file.map(|f| std::mem::replace(&mut s.file, f))
+        };
         self.shared.changed.notify_all();
+        old
     }
 
     /// Wake `waker` after each sync from now on.

@@ -1006,8 +1006,8 @@ impl<T: Transport> RoundRobin<T> {
             return Ok(false);
         };
         if log.compacting() {
-            // The compaction's synced file covers what was written before it; a later poll
-            // asks again for what is written after its swap.
+            // The compaction's synced file covers what was written before its swap; a later
+            // poll asks again for what is written after it.
             return self.publish_durable();
         }
         let started = log.start_sync()?;

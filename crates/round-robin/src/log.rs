@@ -891,6 +891,8 @@ pub struct Log {
     /// written (`boot` 0) once a sync covers them.
     held: Vec<IndexEntry>,
     buf: Vec<u8>,
+    /// Records in `buf` (appended, not yet written or handed over).
+    buffered: u64,
     unsynced: u64,
     next: Option<(u64, u64)>,
     /// The file's length (what was written).
@@ -1014,6 +1016,7 @@ impl Log {
                 syncing: VecDeque::new(),
                 held: Vec::new(),
                 buf: Vec::new(),
+                buffered: 0,
                 unsynced: 0,
                 next,
                 len,
@@ -1056,6 +1059,7 @@ impl Log {
         }
         let at = self.buf.len();
         encode_parts(view, seq, position, sender, payload, &mut self.buf);
+        self.buffered += 1;
         self.unsynced += 1;
         self.next = Some((view, position));
         let max_seq = self.max_seq.map_or(seq, |m| m.max(seq));
@@ -1257,14 +1261,16 @@ impl Log {
     /// ```
     pub fn flush(&mut self, mark: u64) -> Result<(), LogError> {
         self.poll_compaction(false)?;
-        if let Some(c) = &mut self.compaction {
-            // The file is being replaced: the records wait in the buffer for the swap.
+        if let Some(c) = &mut self.compaction
+            && c.deferred.is_some()
+        {
+            // A compaction's final phase refused an earlier batch: this one waits behind it.
             c.deferred = Some(mark);
             return Ok(());
         }
-        self.flushed = Some(mark);
         self.check_syncer()?;
         if self.buf.is_empty() {
+            self.flushed = Some(mark);
             match self.inflight.back_mut() {
                 Some(b) => b.mark = mark,
                 None => self.durable = Some(mark),
@@ -1284,9 +1290,12 @@ impl Log {
             && self.start_syncer()
             && let Some(syncer) = &self.syncer
         {
-            // The syncer writes the bytes, then syncs them: no system call here.
+            // The syncer writes the bytes, then syncs them: no system call here (while a
+            // compaction holds the writers, the syncer keeps them until its swap).
+            self.flushed = Some(mark);
             self.len += self.buf.len() as u64;
             self.unsynced = 0;
+            self.buffered = 0;
             self.requested += 1;
             syncer.write_and_request(self.requested, &mut self.buf);
             self.buf.clear();
@@ -1297,11 +1306,15 @@ impl Log {
             });
             return Ok(());
         }
-        (&*self.file)
-            .write_all(&self.buf)
-            .map_err(|source| self.io_error(source))?;
-        self.len += self.buf.len() as u64;
-        self.buf.clear();
+        if !self.write_buf()? {
+            if let Some(c) = &mut self.compaction {
+                // The compaction's final phase copies the file's tail: the records wait in
+                // the buffer for its swap (not durable meanwhile).
+                c.deferred = Some(mark);
+            }
+            return Ok(());
+        }
+        self.flushed = Some(mark);
         let sync = match self.policy {
             FsyncPolicy::EveryBatch => true,
             FsyncPolicy::EveryRecords(n) => self.unsynced >= n,
@@ -1345,6 +1358,23 @@ impl Log {
             }
         }
         Ok(())
+    }
+
+    /// Writes the buffer to the file on this thread; `false`: a compaction's final phase
+    /// holds the writers, nothing written (while a compaction runs the write goes through
+    /// the syncer's hand-off, [`syncer::Syncer::write_unless_held`]).
+    fn write_buf(&mut self) -> Result<bool, LogError> {
+        let written = match (&self.compaction, &self.syncer) {
+            (Some(_), Some(syncer)) => syncer.write_unless_held(&self.buf),
+            _ => (&*self.file).write_all(&self.buf).map(|()| true),
+        };
+        if !written.map_err(|source| self.io_error(source))? {
+            return Ok(false);
+        }
+        self.len += self.buf.len() as u64;
+        self.buf.clear();
+        self.buffered = 0;
+        Ok(true)
     }
 
     /// `source` as an error of this log's file.
@@ -1512,7 +1542,13 @@ impl Log {
         };
         let mut out = Vec::with_capacity(entries.len() * INDEX_ENTRY);
         for e in entries {
-            encode_index_entry(&IndexEntry { boot, ..e }, &mut out);
+            let e = IndexEntry { boot, ..e };
+            encode_index_entry(&e, &mut out);
+            if let Some(c) = &mut self.compaction {
+                // The compaction's thread may have read the index before this entry: it is
+                // written again, moved, to the rewritten index at the swap.
+                c.index_later.push(e);
+            }
         }
         if let Err(e) = index.write_all(&out) {
             tracing::warn!(path = %self.path.display(), error = %e, "durable log: could not write the index; skims of this log will read it whole");
@@ -1796,8 +1832,10 @@ impl Log {
         let held = std::mem::take(&mut self.held);
         self.write_index(held, false);
         let keep_index = self.index.is_some();
-        match compact_file(&self.path, self.len, view, position, keep_index, crash)? {
-            Some(swapped) => self.adopt(swapped, self.flushed),
+        match compact_file(
+            &self.path, self.len, view, position, keep_index, crash, None,
+        )? {
+            Some(swapped) => self.adopt(swapped, self.flushed, Vec::new()),
             None => Ok(None),
         }
     }
@@ -1810,12 +1848,19 @@ impl Log {
     /// [`start_sync`](Log::start_sync)) found it done; the thread wakes the driver's waker
     /// ([`set_waker`](Log::set_waker)) when it is.
     ///
-    /// Until the swap is done the file is not written: buffered records are written (or handed
-    /// to the syncer) first, the thread waits for every sync requested before it, and a
-    /// [`flush`](Log::flush) meanwhile keeps its records buffered (its mark is not durable)
-    /// and writes them to the compacted file once the swap is done, so they follow the kept
-    /// records in order and nothing is reported durable or synced on the strength of the
-    /// replaced file. [`sync`](Log::sync), [`sync_written`](Log::sync_written),
+    /// The log is written on meanwhile (s25): the thread copies the kept records written
+    /// when it started, then what was appended since, in rounds, syncing its copy while the
+    /// writes go on, and only for its final phase holds the writers (through the syncer
+    /// thread's hand-off, which it starts if needed): the tail appended since its last round
+    /// is copied, the new file synced, renamed over the log, the directory synced and the
+    /// index rewritten; then the next call adopts the new file and releases the writers.
+    /// Batches flushed during the copy are written, synced and reported durable as without
+    /// a compaction; during the final phase, under [`FsyncPolicy::EveryBatch`] the held
+    /// syncer keeps them and writes them to the new file after the swap, and under the other
+    /// policies [`flush`](Log::flush) keeps them buffered (their mark not durable) and writes
+    /// them after the swap, so they follow the kept records in order. The swap counts every
+    /// record written before it synced. [`start_sync`](Log::start_sync) starts nothing while
+    /// it runs; [`sync`](Log::sync), [`sync_written`](Log::sync_written),
     /// [`compact`](Log::compact) and dropping the log wait for it.
     ///
     /// Under [`SyncMode::Inline`], or when no thread can be started, or when a compaction is
@@ -1836,7 +1881,7 @@ impl Log {
     /// log.flush(50)?;
     /// assert!(log.start_compact(1, 40)?); // on its thread: returns at once
     /// log.append(&r(50))?;
-    /// log.flush(51)?; // kept buffered until the swap, then written to the new file
+    /// log.flush(51)?; // written to the log while the compaction copies (or after its swap)
     /// let done = loop {
     ///     log.durable_mark()?; // finds the thread done (a driver parks until woken)
     ///     if let Some(outcome) = log.take_compacted() {
@@ -1883,6 +1928,16 @@ impl Log {
             return Ok(false);
         }
         self.check_syncer()?;
+        // The writers are held through the syncer's hand-off: a log that has no syncer
+        // thread (and cannot start one) compacts inline.
+        if !self.start_syncer() {
+            let outcome = self.compact_to(view, position, crash);
+            self.compacted = Some(outcome);
+            return Ok(false);
+        }
+        let Some(waiter) = self.syncer.as_ref().map(syncer::Syncer::waiter) else {
+            return Ok(false);
+        };
         if !self.buf.is_empty() {
             self.flush(self.flushed.unwrap_or(0))?;
         }
@@ -1890,8 +1945,8 @@ impl Log {
         self.write_index(held, false);
         let path = self.path.clone();
         let len = self.len;
+        let requested = self.requested;
         let keep_index = self.index.is_some();
-        let waiter = self.syncer.as_ref().map(syncer::Syncer::waiter);
         let gate = self.compact_gate.take();
         let waker = self.waker.clone();
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1899,16 +1954,20 @@ impl Log {
         let spawned = std::thread::Builder::new()
             .name("squall-log-compact".into())
             .spawn(move || {
-                if let Some(g) = gate {
-                    // A test holds the compaction here (the sender's end passes it).
-                    let _ = g.recv();
-                }
-                let outcome = match waiter.map(|w| w.wait()) {
-                    Some(Err(source)) => Err(LogError::Io {
+                // Every batch handed to the syncer before the start is in the file once its
+                // request is done: then `[0, len)` is written.
+                let outcome = match waiter.wait_for(requested) {
+                    Err(source) => Err(LogError::Io {
                         path: path.clone(),
                         source,
                     }),
-                    _ => compact_file(&path, len, view, position, keep_index, crash),
+                    Ok(_) => {
+                        let live = Live {
+                            writers: &waiter,
+                            gate,
+                        };
+                        compact_file(&path, len, view, position, keep_index, crash, Some(live))
+                    }
                 };
                 finished.store(true, std::sync::atomic::Ordering::Release);
                 waker.wake();
@@ -1917,10 +1976,8 @@ impl Log {
         match spawned {
             Ok(thread) => {
                 self.compaction = Some(Compaction {
-                    len,
-                    unsynced: self.unsynced,
-                    mark: self.flushed,
                     deferred: None,
+                    index_later: Vec::new(),
                     done,
                     thread,
                 });
@@ -1953,8 +2010,9 @@ impl Log {
     }
 
     /// Test hook: the next [`start_compact`](Log::start_compact)'s thread waits for a message
-    /// on the returned sender (or its drop) before it starts (dropping the log waits for that
-    /// thread: release it first).
+    /// on the returned sender (or its drop) after its first copy, before it copies what was
+    /// appended since and holds the writers (dropping the log waits for that thread: release
+    /// it first).
     #[doc(hidden)]
     pub fn gate_compaction(&mut self) -> std::sync::mpsc::Sender<()> {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -1963,7 +2021,8 @@ impl Log {
     }
 
     /// Takes a finished compaction's outcome (waiting for it if `wait`): the new file is
-    /// adopted and the records flushed meanwhile are written to it.
+    /// adopted, the writers released, and the records whose write its final phase refused
+    /// are written to it.
     fn poll_compaction(&mut self, wait: bool) -> Result<(), LogError> {
         let Some(c) = &self.compaction else {
             return Ok(());
@@ -1971,6 +2030,9 @@ impl Log {
         if !wait && !c.done.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(());
         }
+        // The syncer's finished batches first (their entries, at the old file's offsets, are
+        // noted to be written again, moved, to the rewritten index).
+        let progress = self.syncer_progress();
         let Some(c) = self.compaction.take() else {
             return Ok(());
         };
@@ -1980,27 +2042,24 @@ impl Log {
         };
         let outcome = match outcome {
             Ok(Some(swapped)) => {
-                // Every sync requested before the compaction returned (its thread waited for
-                // them): their entries go to the index at the old file's offsets, before the
-                // swap (a hint: the rewritten index may miss them).
-                let progress = self.syncer_progress();
-                let new_len = swapped.compacted.len;
-                // The records appended since it started are not in the synced file.
-                let later = self.unsynced.saturating_sub(c.unsynced);
-                let adopted = self.adopt(swapped, c.mark);
-                self.unsynced = later;
-                // Records appended meanwhile were counted at offsets of the old file.
-                for e in &mut self.pending {
-                    e.offset = e.offset - c.len + new_len;
-                }
-                if let Some(e) = self.pending.last() {
-                    self.index_at = e.offset.saturating_add(self.every);
-                }
+                // Under `EveryBatch` the syncer writes and syncs every batch itself (those it
+                // wrote to the old file before the hold are synced there and copied); else
+                // every record written is in the compacted file, synced.
+                let synced = if self.policy == FsyncPolicy::EveryBatch {
+                    None
+                } else {
+                    self.flushed
+                };
+                let adopted = self.adopt(swapped, synced, c.index_later);
                 progress.and(adopted)
             }
-            Ok(None) => Ok(None),
+            Ok(None) => progress.map(|()| None),
             Err(e) => Err(e),
         };
+        if let Some(syncer) = &self.syncer {
+            // A no-op after the adoption's release; the old file stays the log otherwise.
+            syncer.release(None);
+        }
         self.compacted = Some(outcome);
         if let Some(mark) = c.deferred {
             self.flush(mark)?;
@@ -2008,39 +2067,90 @@ impl Log {
         Ok(())
     }
 
-    /// The compacted file `s` is the log's from now on; every record flushed under `mark` or
-    /// before is in it, synced.
-    fn adopt(&mut self, s: Swapped, mark: Option<u64>) -> Result<Option<Compacted>, LogError> {
-        // Appends go to the new file from here on (it is at its end); the syncer (idle: the
-        // compaction waited for it) syncs it from now on.
-        self.file = Arc::new(s.file);
-        if let Some(syncer) = &self.syncer {
-            syncer.set_file(Arc::clone(&self.file));
+    /// The compacted file `s` is the log's from now on: every record written to the old file
+    /// is in it (its offsets moved by `s.cut` → `s.head`), and, with `synced`, every record
+    /// flushed under that mark or before is synced there. `later`: index entries written to
+    /// the old index since the compaction started, written again (moved) after the
+    /// rewritten index's last entry. The syncer's writers are released to the new file.
+    fn adopt(
+        &mut self,
+        s: Swapped,
+        synced: Option<u64>,
+        later: Vec<IndexEntry>,
+    ) -> Result<Option<Compacted>, LogError> {
+        let (cut, head) = (s.cut, s.head);
+        let moved = |o: u64| o.checked_sub(cut).map(|k| k + head);
+        // Appends go to the new file from here on (it is at its end), and the syncer's
+        // writes and syncs too (the writers held by the final phase released).
+        let old = std::mem::replace(&mut self.file, Arc::new(s.file));
+        let old_syncer =
+            (self.syncer.as_ref()).and_then(|x| x.release(Some(Arc::clone(&self.file))));
+        self.len = moved(self.len).unwrap_or(s.compacted.len);
+        let next_entry = s.last_entry.map_or(0, |o| o.saturating_add(self.every));
+        self.index_at = moved(self.index_at).map_or(next_entry, |a| a.max(next_entry));
+        // Records written or appended meanwhile were counted at the old file's offsets.
+        let shift = |entries: &mut Vec<IndexEntry>| {
+            entries.retain_mut(|e| match moved(e.offset) {
+                Some(o) => {
+                    e.offset = o;
+                    true
+                }
+                None => false,
+            });
+        };
+        shift(&mut self.pending);
+        shift(&mut self.held);
+        for b in &mut self.inflight {
+            shift(&mut b.entries);
         }
-        self.len = s.compacted.len;
-        self.unsynced = 0;
-        self.index_at = s.last_entry.map_or(0, |o| o.saturating_add(self.every));
-        // The old file's last handle: closing it frees its blocks and cached pages, which
-        // takes time in proportion to its length (about 0.5 ms per MiB here): not on the
-        // caller's thread.
-        close_in_background(s.old);
+        for (_, _, entries) in &mut self.syncing {
+            shift(entries);
+        }
+        // The old file's handles: closing the last one frees its blocks and cached pages,
+        // which takes time in proportion to its length (about 0.5 ms per MiB here): all of
+        // them go to one thread, so that none of them is the last on the caller's thread.
+        close_in_background((s.old, old, old_syncer));
         if let Some(e) = s.error {
             // Until the directory sync returned, a power loss may bring the old file back:
             // records appended since would be lost, so this is the log's write error.
             return Err(e);
         }
-        // The new file, synced, holds every record flushed.
-        self.syncing.clear();
-        if let Some(mark) = mark {
+        let rewritten = s.index.is_some();
+        if let Some(index) = s.index
+            && self.index.is_some()
+        {
+            self.index = index;
+            // The entries written to the old index since the start that the rewrite lacks
+            // (those past its last entry), moved, each with the `boot` it was written with.
+            let mut again = later;
+            shift(&mut again);
+            let mut out = Vec::new();
+            for e in again
+                .iter()
+                .filter(|e| s.last_entry.is_none_or(|l| e.offset > l))
+            {
+                encode_index_entry(e, &mut out);
+            }
+            if let Some(f) = self.index.as_mut()
+                && let Err(err) = f.write_all(&out)
+            {
+                tracing::warn!(path = %self.path.display(), error = %err, "durable log: could not write the index; skims of this log will read it whole");
+                self.index = None;
+            }
+        }
+        if let Some(mark) = synced {
+            // The new file, synced, holds every record written: none waits for a sync.
+            let mut entries = std::mem::take(&mut self.held);
+            for (_, _, mut e) in std::mem::take(&mut self.syncing) {
+                entries.append(&mut e);
+            }
+            entries.sort_by_key(|e| e.offset);
+            self.write_index(entries, true);
+            self.unsynced = self.buffered;
             self.synced_to(mark);
         }
-        match s.index {
-            None => return Ok(None),
-            Some(index) => {
-                if self.index.is_some() {
-                    self.index = index;
-                }
-            }
+        if !rewritten {
+            return Ok(None);
         }
         Ok(Some(s.compacted))
     }
@@ -2049,17 +2159,23 @@ impl Log {
 /// A compaction running on its thread ([`Log::start_compact`]).
 #[derive(Debug)]
 struct Compaction {
-    /// The file's length when it started (every byte up to it written once the syncer settled).
-    len: u64,
-    /// The latest mark flushed when it started.
-    mark: Option<u64>,
-    /// Records written and not synced when it started (its synced file covers them).
-    unsynced: u64,
-    /// A mark flushed since: its records wait in the buffer for the swap.
+    /// A mark flushed while the final phase held the writers: its records (and those of
+    /// every later flush) wait in the buffer for the swap.
     deferred: Option<u64>,
+    /// Index entries written to the old index since the start (the thread may have read the
+    /// index before them).
+    index_later: Vec<IndexEntry>,
     /// Set by the thread when it returns.
     done: Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<Result<Option<Swapped>, LogError>>,
+}
+
+/// A compaction on its thread while the log is written ([`compact_file`]).
+struct Live<'a> {
+    /// The syncer's hand-off: the writers' hold for the final phase.
+    writers: &'a syncer::Waiter,
+    /// Test hook: waited for after the first copy, before the final phase.
+    gate: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 /// A compacted file renamed over the log ([`compact_file`]).
@@ -2070,6 +2186,10 @@ struct Swapped {
     /// The replaced file's handle.
     old: File,
     compacted: Compacted,
+    /// The old file's offset of the first record kept…
+    cut: u64,
+    /// … and its offset in the new file (the header's length).
+    head: u64,
     /// The offset of the rewritten index's last entry.
     last_entry: Option<u64>,
     /// The side index after the swap: `None` if a crash point stopped before its rewrite (the
@@ -2079,13 +2199,16 @@ struct Swapped {
     error: Option<LogError>,
 }
 
-/// The file work of a compaction of the log at `path`, of which `len` bytes are written (and
-/// nothing writes it meanwhile): the kept records from the first at or past
-/// `(view, position)` copied to [`compact_tmp_path`], synced, renamed over the log, the
-/// directory synced, and the side index rewritten if `keep_index`. `Ok(None)`: nothing to
-/// drop, or a crash point stopped it before the rename. No state of the [`Log`] is touched,
-/// so it runs on the caller's thread ([`Log::compact`]) or a compaction thread
-/// ([`Log::start_compact`]).
+/// The file work of a compaction of the log at `path`, of which `len` bytes are written: the
+/// kept records from the first at or past `(view, position)` copied to [`compact_tmp_path`],
+/// synced, renamed over the log, the directory synced, and the side index rewritten if
+/// `keep_index`. `Ok(None)`: nothing to drop, or a crash point stopped it before the rename.
+/// No state of the [`Log`] is touched, so it runs on the caller's thread ([`Log::compact`],
+/// `live` `None`: nothing writes the file meanwhile) or a compaction thread
+/// ([`Log::start_compact`], `live`: the log is written meanwhile; what was appended since is
+/// copied in rounds, synced while the writers go on, then the writers are held for the last
+/// tail's copy, the `sync_all`, the rename and the directory sync, until the log adopts the
+/// new file).
 fn compact_file(
     path: &Path,
     len: u64,
@@ -2093,6 +2216,7 @@ fn compact_file(
     position: u64,
     keep_index: bool,
     crash: Option<CompactCrash>,
+    live: Option<Live<'_>>,
 ) -> Result<Option<Swapped>, LogError> {
     let io = |source| LogError::Io {
         path: path.to_path_buf(),
@@ -2154,21 +2278,54 @@ fn compact_file(
         .map_err(tio)?;
     out.write_all(&head).map_err(tio)?;
     src.seek(SeekFrom::Start(cut as u64)).map_err(io)?;
-    let kept = len - cut as u64;
     let copy = match crash {
-        Some(CompactCrash::BeforeSync) => kept / 2,
-        _ => kept,
+        Some(CompactCrash::BeforeSync) => (len - cut as u64) / 2,
+        _ => len - cut as u64,
     };
-    let copied = std::io::copy(&mut (&mut src).take(copy), &mut out).map_err(tio)?;
-    if copied != copy {
-        return Err(io(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "the log is shorter than it was written",
-        )));
+    // On a thread, synced in pieces while the log is written: a sync of the log's own
+    // records, which may have to wait for the file system's commit of the copy's data,
+    // then waits for a piece at most.
+    let piece = if live.is_some() { LIVE_PIECE } else { u64::MAX };
+    let mut left = copy;
+    while left > 0 {
+        let n = left.min(piece);
+        copy_exact(&mut src, &mut out, n).map_err(io)?;
+        left -= n;
+        if left > 0 {
+            out.sync_data().map_err(tio)?;
+        }
     }
     if crash == Some(CompactCrash::BeforeSync) {
         return Ok(None);
     }
+    // The old file's offset copied up to.
+    let mut end = len;
+    if let Some(live) = live {
+        if let Some(g) = live.gate {
+            // A test holds the compaction here (the sender's end passes it).
+            let _ = g.recv();
+        }
+        // What was appended meanwhile, in rounds, synced while the writers go on, until the
+        // unsynced part is small (or the rounds run out: a writer faster than the copy).
+        let mut synced = cut as u64;
+        for _ in 0..CATCH_UP_ROUNDS {
+            let now = src.metadata().map_err(io)?.len();
+            copy_exact(&mut src, &mut out, now.saturating_sub(end)).map_err(io)?;
+            end = end.max(now);
+            if end - synced <= CATCH_UP_TAIL {
+                break;
+            }
+            out.sync_data().map_err(tio)?;
+            synced = end;
+        }
+        // The final phase: nothing writes the old file from here until the log adopts the
+        // new one; the tail written since the last round is copied.
+        live.writers.hold().map_err(io)?;
+        let now = src.metadata().map_err(io)?.len();
+        copy_exact(&mut src, &mut out, now.saturating_sub(end)).map_err(io)?;
+        end = end.max(now);
+    }
+    let kept = end - cut as u64;
     out.sync_all().map_err(tio)?;
     if crash == Some(CompactCrash::BeforeRename) {
         return Ok(None);
@@ -2198,6 +2355,8 @@ fn compact_file(
         file: out,
         old: src,
         compacted,
+        cut: cut as u64,
+        head: head.len() as u64,
         last_entry: entries.last().map(|e| e.offset),
         index: None,
         error: None,
@@ -2228,6 +2387,29 @@ fn compact_file(
     }
     tracing::info!(path = %path.display(), view, position, dropped_bytes = cut - first, kept_bytes = kept, "durable log: compacted a covered prefix");
     Ok(Some(swapped))
+}
+
+/// A compaction on its thread copies what was appended since its start in at most this many
+/// rounds before it holds the writers ([`compact_file`]).
+const CATCH_UP_ROUNDS: usize = 8;
+
+/// … and holds them once at most this many bytes of its copy are not synced yet, so the final
+/// phase (the writers held) copies and syncs about this much.
+const CATCH_UP_TAIL: u64 = 256 << 10;
+
+/// A compaction on its thread syncs its copy every this many bytes ([`compact_file`]).
+const LIVE_PIECE: u64 = 8 << 20;
+
+/// Copies the next `n` bytes of `src` to `out`.
+fn copy_exact(src: &mut File, out: &mut File, n: u64) -> std::io::Result<()> {
+    let copied = std::io::copy(&mut (&mut *src).take(n), out)?;
+    if copied != n {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the log is shorter than it was written",
+        ));
+    }
+    Ok(())
 }
 
 /// What [`Log::compact`] did.
@@ -2275,9 +2457,9 @@ pub fn compact_tmp_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Drops `file` (the last handle of a file replaced by a rename) on a short-lived thread, or
+/// Drops `file` (the last handles of a file replaced by a rename) on a short-lived thread, or
 /// here if no thread can be started.
-fn close_in_background(file: File) {
+fn close_in_background<T: Send + 'static>(file: T) {
     // A thread that cannot start drops its closure, and so the file, here.
     let spawned = std::thread::Builder::new()
         .name("squall-log-close".into())

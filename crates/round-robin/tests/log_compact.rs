@@ -591,6 +591,83 @@ fn compaction_cost() {
     remove(&plain);
 }
 
+/// s25 figure: how long a flushed batch waits to be reported durable while a compaction on
+/// its thread keeps a large suffix. A log of `SQUALL_RR_LOG_COMPACT_STALL` MiB (records of
+/// 1400-byte payloads, an index entry per MiB) is compacted to its second record (the whole
+/// log kept) with `Log::start_compact` while one record at a time is appended, flushed and
+/// `durable_mark` polled until it reports the record (sleeping 50 µs between polls), until
+/// the compaction's outcome is taken; then as many records again with no compaction as the
+/// baseline. Per policy (`EveryBatch`, `EveryRecords(1000)`): the compaction's duration,
+/// the records made durable during it, the median and longest flush-to-durable wait during
+/// it, and the median and longest of the baseline. Off by default; e.g.
+/// `SQUALL_RR_LOG_COMPACT_STALL=64 cargo nextest run -p squall-round-robin --test log_compact
+/// -E 'test(durable_stall)' --no-capture`.
+#[test]
+fn durable_stall_during_a_compaction_of_a_large_suffix() {
+    let Ok(mib) = std::env::var("SQUALL_RR_LOG_COMPACT_STALL") else {
+        return;
+    };
+    let mib: u64 = mib.trim().parse().unwrap();
+    let a = tmpfile("stall.log");
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let stats = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v.len(), v[v.len() / 2], v[v.len() - 1])
+    };
+    println!(
+        "| policy | kept | compaction | records durable during it | wait median (max) during it | wait median (max) without |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for policy in [FsyncPolicy::EveryBatch, FsyncPolicy::EveryRecords(1000)] {
+        remove(&a);
+        let opts = LogOptions {
+            index_every: 1 << 20,
+            ..LogOptions::new(policy)
+        };
+        let (mut l, _) = Log::open_with(&a, opts).unwrap();
+        let n = (mib << 20) / (1400 + 36);
+        for i in 0..n {
+            l.append_parts(1, i, i, NodeId((i % 5) as u32), &[i as u8; 1400])
+                .unwrap();
+            if i % 1024 == 1023 {
+                l.sync().unwrap();
+            }
+        }
+        l.sync().unwrap();
+        let mut next = n;
+        let mut one = |l: &mut Log| {
+            l.append_parts(1, next, next, NodeId(0), &[7; 1400])
+                .unwrap();
+            next += 1;
+            let t = std::time::Instant::now();
+            l.flush(next).unwrap();
+            while l.durable_mark().unwrap() != Some(next) {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            ms(t.elapsed())
+        };
+        let t = std::time::Instant::now();
+        assert!(l.start_compact(1, 1).unwrap());
+        let mut during = Vec::new();
+        let done = loop {
+            during.push(one(&mut l));
+            if let Some(outcome) = l.take_compacted() {
+                break outcome.unwrap().unwrap();
+            }
+        };
+        let took = ms(t.elapsed());
+        let without: Vec<f64> = (0..during.len().max(20)).map(|_| one(&mut l)).collect();
+        let (count, med, max) = stats(during);
+        let (_, bmed, bmax) = stats(without);
+        println!(
+            "| {policy:?} | {:.1} MiB | {took:.1} ms | {count} | {med:.3} ms ({max:.1} ms) | {bmed:.3} ms ({bmax:.1} ms) |",
+            done.kept_bytes as f64 / f64::from(1 << 20)
+        );
+        drop(l);
+    }
+    remove(&a);
+}
+
 /// Found by the fuzz target `rr_log_index` (a base at position `u64::MAX`): the order check
 /// computed `position + 1` and overflowed (a panic where overflow is checked, as in fuzz and
 /// debug builds; a record that wrapped to position 0 accepted otherwise). A record after
@@ -656,16 +733,29 @@ fn compacted(l: &mut Log) -> Result<Option<log::Compacted>, LogError> {
     }
 }
 
-/// s24: a compaction on its own thread (`Log::start_compact`) while the log's syncer thread
-/// and the compaction's thread are held on their test gates: the records flushed meanwhile
-/// reach no file (the old one's length does not move) and are reported neither durable nor
-/// synced; once both are released the compacted log holds the kept records and then every
-/// record flushed meanwhile, in order, and reports them durable. Under the three policies.
-/// Mutation: without the deferral in `flush` (records written to the file being replaced)
-/// it fails (the records flushed meanwhile are lost with the old file).
+/// Polls `durable_mark` until it reports `mark` (up to 10 s), while the compaction on its
+/// thread still runs (held on its gate): what was flushed during the copy is written and
+/// durable before the compaction completes.
+fn durable_while_compacting(l: &mut Log, mark: u64, case: &str) {
+    wait_durable(l, mark, &format!("{case}: during the compaction"));
+    assert!(l.compacting(), "{case}: the compaction completed");
+}
+
+/// s24, s25: a compaction on its own thread (`Log::start_compact`), the log's syncer thread
+/// and the compaction's thread held on their test gates (the compaction after its first
+/// copy, before its final phase). The records flushed meanwhile are written to the log and
+/// reported durable (synced under `EveryBatch`) *before* the compaction completes (s25; in
+/// s24 they waited in the buffer for the swap). Released, the compacted log holds the kept
+/// records, then every record flushed during the copy, then those flushed after the swap, in
+/// order; the swap synced everything written before it. Under `EveryBatch`, a batch flushed
+/// while the final phase waits for a sync in progress is kept by the held syncer and
+/// written to the new file. Under the three policies. Mutation: with the s24 deferral of
+/// every flush during the compaction it fails ("mark 2 never durable during the
+/// compaction"); without the final phase's tail copy it fails (the records flushed during the
+/// copy are lost with the old file).
 #[test]
 fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_order() {
-    let rs = records(&[60; 60], &[], false);
+    let rs = records(&[60; 70], &[], false);
     let a = tmpfile("thread-appends.log");
     for policy in [
         FsyncPolicy::EveryBatch,
@@ -673,6 +763,7 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
         FsyncPolicy::Never,
     ] {
         let case = format!("{policy:?}");
+        let batch = policy == FsyncPolicy::EveryBatch;
         remove(&a);
         let opts = LogOptions {
             index_every: 300,
@@ -684,58 +775,96 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
             l.append(r).unwrap();
         }
         l.flush(1).unwrap();
-        let (durable, synced) = (l.durable_mark().unwrap(), l.synced_mark());
+        if batch {
+            syncer.send(true).unwrap();
+        }
+        wait_durable(&mut l, 1, &case);
+        let synced = l.synced_mark();
         let hold = l.gate_compaction();
         let (v, p) = point(&rs, 30);
         assert!(l.start_compact(v, p).unwrap(), "{case}");
-        let on_disk = std::fs::metadata(&a).unwrap().len();
-        for (i, batch) in rs[40..].chunks(5).enumerate() {
-            for r in batch {
+        let mut on_disk = std::fs::metadata(&a).unwrap().len();
+        // The copy phase: the writes go on to the old file.
+        for (i, chunk) in rs[40..60].chunks(5).enumerate() {
+            for r in chunk {
                 l.append(r).unwrap();
             }
-            l.flush(2 + i as u64).unwrap();
-            assert_eq!(l.durable_mark().unwrap(), durable, "{case}");
-            assert_eq!(l.synced_mark(), synced, "{case}: synced before the swap");
+            let mark = 2 + i as u64;
+            l.flush(mark).unwrap();
+            if batch {
+                syncer.send(true).unwrap();
+            }
+            durable_while_compacting(&mut l, mark, &case);
+            let now = std::fs::metadata(&a).unwrap().len();
+            assert!(now > on_disk, "{case}: mark {mark} not written");
+            on_disk = now;
+            if batch {
+                assert_eq!(l.synced_mark(), Some(mark), "{case}");
+            } else {
+                assert_eq!(l.synced_mark(), synced, "{case}: synced by nothing yet");
+            }
         }
-        if policy != FsyncPolicy::EveryBatch {
-            assert_eq!(std::fs::metadata(&a).unwrap().len(), on_disk, "{case}");
-        }
-        drop(hold);
-        if policy == FsyncPolicy::EveryBatch {
-            // The copy waits for the batch's sync, held.
+        assert!(l.take_compacted().is_none(), "{case}: completed while held");
+        if batch {
+            // A sync in progress (held on its gate) as the final phase starts: the hold
+            // waits for it, and the batch flushed meanwhile is kept by the held syncer.
+            l.append(&rs[60]).unwrap();
+            l.flush(6).unwrap();
+            drop(hold);
             std::thread::sleep(std::time::Duration::from_millis(20));
-            assert_eq!(l.durable_mark().unwrap(), durable, "{case}");
-            assert_eq!(l.synced_mark(), synced, "{case}: synced before the swap");
+            l.append(&rs[61]).unwrap();
+            l.flush(7).unwrap();
+            drop(syncer);
+        } else {
+            drop(hold);
+            drop(syncer);
         }
-        drop(syncer);
         let done = compacted(&mut l).unwrap().unwrap();
         assert_eq!(done.base.position, rs[29].position, "{case}");
-        // Written to the new file after the swap: durable (synced under `EveryBatch`).
+        let mark = if batch { 7 } else { 5 };
+        if !batch {
+            // The swap synced everything written before it: nothing is left to sync.
+            assert_eq!(l.synced_mark(), Some(5), "{case}");
+            assert!(!l.start_sync().unwrap(), "{case}: records left unsynced");
+        }
+        // After the swap: written to the new file.
+        let from = if batch { 62 } else { 60 };
+        for (i, r) in rs[from..].iter().enumerate() {
+            l.append(r).unwrap();
+            l.flush(mark + 1 + i as u64).unwrap();
+        }
+        let last = mark + (rs.len() - from) as u64;
         let start = std::time::Instant::now();
-        while l.durable_mark().unwrap() != Some(5) {
+        while l.durable_mark().unwrap() != Some(last) {
             assert!(start.elapsed().as_secs() < 10, "{case}: never durable");
             std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        if policy != FsyncPolicy::EveryBatch {
-            // The swap synced what was flushed before it, not what came after: a sync of
-            // those is still to start.
-            assert_eq!(l.synced_mark(), Some(1), "{case}");
-            assert!(
-                l.start_sync().unwrap(),
-                "{case}: the later records counted synced"
-            );
-            let start = std::time::Instant::now();
-            while l.synced_mark() != Some(5) {
-                l.durable_mark().unwrap();
-                assert!(start.elapsed().as_secs() < 10, "{case}: never synced");
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
         }
         l.sync().unwrap();
         drop(l);
         let (now, base) = read(&a);
         assert!(now[..] == rs[30..], "{case}: {} records", now.len());
         assert_eq!(base.map(|b| b.position), Some(rs[29].position), "{case}");
+        // The rewritten index, and the entries written during the copy (moved): each points
+        // at its record.
+        let entries = log::decode_index(&std::fs::read(log::index_path(&a)).unwrap());
+        let len = std::fs::metadata(&a).unwrap().len();
+        for e in &entries {
+            let mut file = std::fs::File::open(&a).unwrap();
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(e.offset)).unwrap();
+            let mut r = log::Reader::at(file, len, e.offset, 4096, log::ReadMode::Verify);
+            let r = r.next_record().unwrap().unwrap();
+            assert_eq!(
+                (r.view, r.seq, r.position),
+                (e.view, e.seq, e.position),
+                "{case}"
+            );
+        }
+        assert!(
+            entries
+                .iter()
+                .any(|e| (rs[40].position..rs[60].position).contains(&e.position)),
+            "{case}: no entry of the records written during the copy"
+        );
         let (l, rec) = Log::open_with(&a, opts).unwrap();
         assert_eq!(
             rec.last.as_ref().map(header),
@@ -748,12 +877,23 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
     remove(&a);
 }
 
+/// Polls `durable_mark` until it reports `mark` (up to 10 s).
+fn wait_durable(l: &mut Log, mark: u64, case: &str) {
+    let start = std::time::Instant::now();
+    while l.durable_mark().unwrap() != Some(mark) {
+        assert!(start.elapsed().as_secs() < 10, "{case}: never durable");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// s24: the crash points of `a_compaction_crashed_at_any_point_leaves_the_old_or_the_new_log`
 /// on the compaction's thread (`Log::start_compact_cut_at`): before the rename the old log is
 /// left whole, after it the compacted one; the next open finds the uncompacted log's last
 /// record, appends continue, and a compaction on the thread again completes the work.
+/// s25: three records are flushed (and reported durable) while the thread is held after its
+/// first copy; whichever file a crash point leaves holds them after the others.
 /// Mutation: with the crash point not handed to the thread (`None`), it fails at once (the
-/// compaction completes).
+/// compaction completes); without the final phase's tail copy it fails ("BeforeIndex …").
 #[test]
 fn a_compaction_on_its_thread_crashed_at_any_point_leaves_the_old_or_the_new_log() {
     let rs = records(
@@ -777,7 +917,15 @@ fn a_compaction_on_its_thread_crashed_at_any_point_leaves_the_old_or_the_new_log
                 let (v, p) = point(&rs, k);
                 let before = std::fs::read(&a).unwrap();
                 let (mut l, _) = Log::open_with(&a, options(every)).unwrap();
+                let hold = l.gate_compaction();
                 assert!(l.start_compact_cut_at(v, p, crash).unwrap(), "{case}");
+                let extra = more(rs.last().unwrap(), 3);
+                for r in &extra {
+                    l.append(r).unwrap();
+                }
+                l.flush(1).unwrap();
+                wait_durable(&mut l, 1, &case);
+                drop(hold);
                 assert!(compacted(&mut l).unwrap().is_none(), "{case}");
                 drop(l);
                 let renamed = matches!(
@@ -787,20 +935,23 @@ fn a_compaction_on_its_thread_crashed_at_any_point_leaves_the_old_or_the_new_log
                         | CompactCrash::IndexBeforeRename
                 );
                 assert_eq!(log::compact_tmp_path(&a).exists(), !renamed, "{case}");
+                let (now, _) = read(&a);
                 if renamed {
-                    let (now, _) = read(&a);
-                    assert!(now[..] == rs[k..], "{case}");
+                    assert!(now[..] == [&rs[k..], &extra[..]].concat()[..], "{case}");
                 } else {
-                    assert_eq!(std::fs::read(&a).unwrap(), before, "{case}: untouched");
+                    let old = std::fs::read(&a).unwrap();
+                    assert_eq!(&old[..before.len()], &before[..], "{case}: rewritten");
+                    assert!(now[..] == [&rs[..], &extra[..]].concat()[..], "{case}");
                 }
                 let (la, ra) = Log::open_with(&a, options(every)).unwrap();
                 assert_eq!(
                     ra.last.as_ref().map(header),
-                    rs.last().map(header),
+                    extra.last().map(header),
                     "{case}"
                 );
                 drop(la);
-                append(&a, every, &more(rs.last().unwrap(), 4));
+                let later = more(extra.last().unwrap(), 4);
+                append(&a, every, &later);
                 let (mut l, _) = Log::open_with(&a, options(every)).unwrap();
                 assert!(l.start_compact(v, p).unwrap(), "{case}");
                 let again = compacted(&mut l).unwrap();
@@ -809,7 +960,7 @@ fn a_compaction_on_its_thread_crashed_at_any_point_leaves_the_old_or_the_new_log
                 let (now, base) = read(&a);
                 assert_eq!(
                     &now[..],
-                    &[&rs[k..], &more(rs.last().unwrap(), 4)[..]].concat()[..],
+                    &[&rs[k..], &extra[..], &later[..]].concat()[..],
                     "{case}"
                 );
                 assert!(base.is_some(), "{case}");

@@ -14,6 +14,8 @@
 //!
 //! Mutation: `Handoff::finish` marking every request done (`self.done = self.requested`, so
 //! counting a batch written during the sync) fails the first check.
+//!
+//! s25: a second model adds a compaction's hold of the writers (`Handoff::hold`/`release`).
 #![allow(clippy::unwrap_used)]
 
 use std::sync::atomic::Ordering;
@@ -97,4 +99,95 @@ fn the_syncer_hand_off_reports_only_synced_batches_and_loses_no_wakeup() {
         s.changed.notify_all();
         t.join().unwrap();
     });
+}
+
+/// s25: a compaction's final phase holds the writers (`Handoff::hold`, `Waiter::hold` in the
+/// log): the holder sets the hold and waits until no sync is in progress; from then until its
+/// release the syncer starts no write or sync (the model's file, written by the syncer as
+/// under `EveryBatch`, does not change while the holder copies its tail), the appender's
+/// requests still count, and after the release every batch becomes durable (no lost
+/// wake-up: the release notifies the syncer, the syncer's finish the appender).
+///
+/// Mutation: `Handoff::take` ignoring the hold fails the first check ("written while held");
+/// `Handoff::idle` reporting idle with a sync in progress fails it too.
+#[test]
+fn a_held_syncer_writes_nothing_until_released_and_loses_no_wakeup() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model.check(|| {
+        let s = Arc::new(Held {
+            handoff: Mutex::new(Handoff::default()),
+            changed: Condvar::new(),
+            file: AtomicU64::new(0),
+        });
+        let syncer = {
+            let s = Arc::clone(&s);
+            loom::thread::spawn(move || held_syncer(&s))
+        };
+        let holder = {
+            let s = Arc::clone(&s);
+            loom::thread::spawn(move || {
+                let mut h = s.handoff.lock().unwrap();
+                h.hold();
+                while !h.idle() {
+                    h = s.changed.wait(h).unwrap();
+                }
+                drop(h);
+                // The final phase: the tail copied with no lock held; nothing writes.
+                let tail = s.file.load(Ordering::SeqCst);
+                loom::thread::yield_now();
+                assert_eq!(s.file.load(Ordering::SeqCst), tail, "written while held");
+                s.handoff.lock().unwrap().release();
+                s.changed.notify_all();
+            })
+        };
+        const BATCHES: u64 = 2;
+        for n in 1..=BATCHES {
+            // `Log::flush` under `EveryBatch`: the bytes handed over, the sync requested.
+            s.handoff.lock().unwrap().request(n);
+            s.changed.notify_all();
+        }
+        holder.join().unwrap();
+        {
+            let mut h = s.handoff.lock().unwrap();
+            while !h.settled() {
+                h = s.changed.wait(h).unwrap();
+            }
+            assert_eq!(h.done(), BATCHES);
+            assert_eq!(s.file.load(Ordering::SeqCst), BATCHES);
+            h.stop();
+        }
+        s.changed.notify_all();
+        syncer.join().unwrap();
+    });
+}
+
+struct Held {
+    handoff: Mutex<Handoff>,
+    changed: Condvar,
+    /// The model's file: batches the syncer wrote.
+    file: AtomicU64,
+}
+
+/// `run_syncer`'s loop, writing the batches handed over before each sync.
+fn held_syncer(s: &Held) {
+    loop {
+        let n = {
+            let mut h = s.handoff.lock().unwrap();
+            loop {
+                match h.take() {
+                    Next::Stop => return,
+                    Next::Sync(n) => break n,
+                    Next::Wait => h = s.changed.wait(h).unwrap(),
+                }
+            }
+        };
+        // The write, with no lock held (the bytes taken with the request).
+        s.file.fetch_max(n, Ordering::SeqCst);
+        {
+            let mut h = s.handoff.lock().unwrap();
+            assert!(h.finish(n, Ok(())));
+        }
+        s.changed.notify_all();
+    }
 }

@@ -13,7 +13,14 @@
 //!   [`finishes`](Handoff::finish) it: `done` becomes that number, or the error is kept (and
 //!   the syncer stops: every later query of the log returns it);
 //! - then it wakes the log's driver (the transport's [`Waker`]), whose next poll finds `done`
-//!   advanced and counts the batches up to it as durable.
+//!   advanced and counts the batches up to it as durable;
+//! - a compaction's thread [`holds`](Handoff::hold) the writers for its final phase (s25):
+//!   once no sync is in progress ([`idle`](Handoff::idle)) the syncer starts none, and the
+//!   appending thread's own writes ([`FsyncPolicy::EveryRecords`](super::FsyncPolicy) and
+//!   `Never`, made under the same mutex while a compaction runs) are refused and kept
+//!   buffered, so the file being replaced holds still while its tail is copied; the log
+//!   [`releases`](Handoff::release) them when it adopts the compacted file, which later
+//!   writes and syncs then cover.
 //!
 //! One `write` and `fdatasync` thus cover every batch handed over before they started (group
 //! commit): while one runs, later batches pile up and the next one covers them all. A batch
@@ -69,6 +76,7 @@ pub struct Handoff {
     failed: Option<(std::io::ErrorKind, String)>,
     stop: bool,
     syncs: u64,
+    hold: bool,
 }
 
 impl Handoff {
@@ -82,6 +90,9 @@ impl Handoff {
     pub fn take(&mut self) -> Next {
         if self.stop || self.failed.is_some() {
             return Next::Stop;
+        }
+        if self.hold {
+            return Next::Wait;
         }
         if self.requested > self.started {
             self.started = self.requested;
@@ -137,13 +148,52 @@ impl Handoff {
     pub fn stopping(&self) -> bool {
         self.stop
     }
+
+    /// Holds the writers (a compaction's final phase): [`take`](Handoff::take) answers
+    /// [`Next::Wait`] until [`release`](Handoff::release), so once [`idle`](Handoff::idle) no
+    /// write or sync of the file runs. Requests still count; they are synced after the
+    /// release.
+    ///
+    /// ```
+    /// use squall_round_robin::log::syncer::{Handoff, Next};
+    /// let mut h = Handoff::default();
+    /// h.request(1);
+    /// assert_eq!(h.take(), Next::Sync(1));
+    /// h.hold();
+    /// assert!(!h.idle()); // sync 1 still runs: the holder waits for it
+    /// h.request(2);
+    /// assert!(h.finish(1, Ok(())));
+    /// assert!(h.idle());
+    /// assert_eq!(h.take(), Next::Wait); // held: request 2 waits
+    /// h.release();
+    /// assert_eq!(h.take(), Next::Sync(2));
+    /// ```
+    pub fn hold(&mut self) {
+        self.hold = true;
+    }
+
+    /// Ends a [`hold`](Handoff::hold): later requests are synced again.
+    pub fn release(&mut self) {
+        self.hold = false;
+    }
+
+    /// Whether the writers are held ([`hold`](Handoff::hold)).
+    pub fn held(&self) -> bool {
+        self.hold
+    }
+
+    /// No sync is in progress (every one taken has finished), or a sync failed, or the
+    /// syncer stops.
+    pub fn idle(&self) -> bool {
+        self.started <= self.done || self.failed.is_some() || self.stop
+    }
 }
 
 /// What the two threads share.
 #[derive(Debug)]
 struct State {
     handoff: Handoff,
-    /// The file the next sync covers (replaced by a compaction, with nothing requested).
+    /// The file the next sync covers (replaced by a compaction, while the writers are held).
     file: Arc<File>,
     /// Bytes handed over to be written (appended to `file`) before the next sync.
     bytes: Vec<u8>,
@@ -244,9 +294,30 @@ impl Syncer {
         }
     }
 
-    /// Later syncs cover `file` (a compaction replaced the log's file; nothing is requested).
-    pub(crate) fn set_file(&self, file: Arc<File>) {
-        lock(&self.shared.state).file = file;
+    /// Writes `bytes` to the file now, on the calling thread, unless a compaction holds the
+    /// writers ([`Waiter::hold`]): `Ok(false)`, nothing written (the caller keeps them). The
+    /// write runs under the hand-off's lock, so a hold that returned saw it complete.
+    pub(crate) fn write_unless_held(&self, bytes: &[u8]) -> std::io::Result<bool> {
+        let s = lock(&self.shared.state);
+        if s.handoff.held() {
+            return Ok(false);
+        }
+        (&*s.file).write_all(bytes)?;
+        Ok(true)
+    }
+
+    /// Ends a compaction's hold ([`Waiter::hold`]); with `file`, later writes and syncs go to
+    /// it (the compacted file, renamed over the log), and the file replaced is returned (for
+    /// the caller to close off its thread: the last close of a large unlinked file frees its
+    /// blocks).
+    pub(crate) fn release(&self, file: Option<Arc<File>>) -> Option<Arc<File>> {
+        let old = {
+            let mut s = lock(&self.shared.state);
+            s.handoff.release();
+            file.map(|f| std::mem::replace(&mut s.file, f))
+        };
+        self.shared.changed.notify_all();
+        old
     }
 
     /// Wake `waker` after each sync from now on.
@@ -275,8 +346,27 @@ pub(crate) struct Waiter {
 impl Waiter {
     /// Blocks until every request is durable (or a sync failed, or the syncer stops).
     pub(crate) fn wait(&self) -> std::io::Result<u64> {
+        self.wait_until(Handoff::settled)
+    }
+
+    /// Blocks until request `n` is durable (or a sync failed, or the syncer stops): every
+    /// batch handed over up to it is then in the file.
+    pub(crate) fn wait_for(&self, n: u64) -> std::io::Result<u64> {
+        self.wait_until(|h| h.done >= n || h.failed.is_some() || h.stop)
+    }
+
+    /// Holds the writers ([`Handoff::hold`]) and blocks until no sync is in progress: from
+    /// its return until [`Syncer::release`], nothing writes the file (the syncer starts no
+    /// write, and [`Syncer::write_unless_held`] refuses). A failed sync is returned (the
+    /// hold stays until the release).
+    pub(crate) fn hold(&self) -> std::io::Result<u64> {
+        lock(&self.shared.state).handoff.hold();
+        self.wait_until(Handoff::idle)
+    }
+
+    fn wait_until(&self, ready: impl Fn(&Handoff) -> bool) -> std::io::Result<u64> {
         let mut s = lock(&self.shared.state);
-        while !s.handoff.settled() {
+        while !ready(&s.handoff) {
             s = (self.shared.changed.wait(s)).unwrap_or_else(PoisonError::into_inner);
         }
         match s.handoff.failed() {

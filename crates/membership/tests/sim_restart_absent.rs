@@ -18,7 +18,9 @@
 //! other members (s23, `dead_branch`): a member whose log holds the old view joins again instead
 //! of taking the new view's ballots for its own, and a member one view behind catches up past it
 //! (s24: also one holding only the restart ballot's promise). And (s24) a one-way absence named
-//! again once the members linked the node after this member's bound.
+//! again once the members linked the node after this member's bound. And (s25) a member that
+//! only the inspector counts out, by a suspicion it never publishes: the others, who wait for
+//! its echo, catch up from the inspector's restart view.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};

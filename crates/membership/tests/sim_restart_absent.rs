@@ -18,7 +18,9 @@
 //! other members (s23, `dead_branch`): a member whose log holds the old view joins again instead
 //! of taking the new view's ballots for its own, and a member one view behind catches up past it
 //! (s24: also one holding only the restart ballot's promise). And (s24) a one-way absence named
-//! again once the members linked the node after this member's bound.
+//! again once the members linked the node after this member's bound. And (s25) a member that
+//! only the inspector counts out, by a suspicion it never publishes: the others, who wait for
+//! its echo, catch up from the inspector's restart view.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -39,7 +41,7 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-use squall_transport::{Event, RegionId, Transport};
+use squall_transport::{Event, FailureCause, OpId, RegionId, RemoteAddr, Transport};
 
 /// A simulated endpoint that can hold back the `PeerConnected` events of one peer (the one
 /// its shared cell names) until the cell is cleared: the link to that peer comes up later at
@@ -64,8 +66,54 @@ fn gate(inner: SimNode, held: &Rc<Cell<Option<NodeId>>>) -> Gate {
     }
 }
 
+thread_local! {
+    /// A failure to hand a node at its next poll, before its endpoint's own events: (node,
+    /// peer), as if the peer had cut the link first ([`FailureCause::Remote`]): the node is
+    /// accused, and its suspicion of the peer is never published (sixty-third part).
+    static ACCUSE: Cell<Option<(NodeId, NodeId)>> = const { Cell::new(None) };
+    /// The regions of the two epoch region sets (`GroupConfig::sets`) whose posts
+    /// [`EPOCH_POSTS`] counts; empty: none counted.
+    static EPOCH_SETS: std::cell::RefCell<Vec<RegionId>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Per node, how many ops it posted into a peer's copy of an epoch region set.
+    static EPOCH_POSTS: std::cell::RefCell<BTreeMap<NodeId, u64>> = const { std::cell::RefCell::new(BTreeMap::new()) };
+}
+
 impl Tap for Held {
+    fn accepted(&mut self, inner: &SimNode, _peer: NodeId, at: RemoteAddr, _op: OpId) {
+        if EPOCH_SETS.with(|s| s.borrow().contains(&at.region)) {
+            EPOCH_POSTS.with(|p| *p.borrow_mut().entry(inner.local_id()).or_default() += 1);
+        }
+    }
+
     fn poll(&mut self, inner: &mut SimNode, out: &mut [Event]) -> usize {
+        let me = inner.local_id();
+        let armed = ACCUSE.with(|a| a.get()).filter(|&(at, _)| at == me);
+        match (armed, out.split_first_mut()) {
+            (Some((_, peer)), Some((first, rest))) => {
+                ACCUSE.with(|a| a.set(None));
+                *first = Event::PeerFailed {
+                    peer,
+                    cause: FailureCause::Remote,
+                };
+                1 + self.poll_held(inner, rest)
+            }
+            _ => self.poll_held(inner, out),
+        }
+    }
+    fn is_absent(&self, inner: &SimNode, peer: NodeId) -> bool {
+        self.holds(peer) || inner.is_absent(peer)
+    }
+    fn remote_region_len(&self, inner: &SimNode, peer: NodeId, id: RegionId) -> Option<usize> {
+        if self.holds(peer) {
+            return None;
+        }
+        inner.remote_region_len(peer, id)
+    }
+}
+
+impl Held {
+    /// The endpoint's events, with the held peer's `PeerConnected` kept back.
+    fn poll_held(&mut self, inner: &mut SimNode, out: &mut [Event]) -> usize {
         let held = self.held.get();
         let mut n = 0;
         if held.is_none() {
@@ -95,18 +143,7 @@ impl Tap for Held {
         }
         kept
     }
-    fn is_absent(&self, inner: &SimNode, peer: NodeId) -> bool {
-        self.holds(peer) || inner.is_absent(peer)
-    }
-    fn remote_region_len(&self, inner: &SimNode, peer: NodeId, id: RegionId) -> Option<usize> {
-        if self.holds(peer) {
-            return None;
-        }
-        inner.remote_region_len(peer, id)
-    }
-}
 
-impl Held {
     /// Whether a `PeerConnected` of `peer` is held back.
     fn holds(&self, peer: NodeId) -> bool {
         (self.queue.iter()).any(|e| matches!(e, Event::PeerConnected { peer: p, .. } if *p == peer))
@@ -3140,4 +3177,184 @@ fn a_joiner_whose_link_at_one_member_is_slow_but_within_the_bound_stays() {
     check_seeds("one_way_slow_link", 2, |seed| {
         one_way_absence(seed, &[3], Some(Duration::from_millis(3)))
     });
+}
+
+/// s25 (`docs/MEMBERSHIP.md`, sixty-third part): the moment of [`counted_out_by_the_inspector`].
+const COUNTED_OUT: &str =
+    "members 1 to 3 holding the restart's decision that fails 4, not suspecting 4, 4 not echoing";
+
+/// s25 (`docs/MEMBERSHIP.md`, sixty-third part): the restart's ballot fails a member that only
+/// the inspector counts out. Five members deliver and stop; all five restart. Once 0 (the
+/// inspector) linked 4 and before it decided, 0's endpoint hands it
+/// `PeerFailed { peer: 4, cause: Remote }`, as if 4 had cut the link first: 0 is accused, so
+/// its suspicion of 4 is never published, and 1 to 3 learn of 4's removal only from the
+/// ballot's decision. With `dead`, 4's process crashes at that moment, for good; otherwise it
+/// stays up, its heartbeats reaching 1 to 3, and it never sees the ballot (0 writes nothing to
+/// a row it suspects).
+///
+/// The moment ([`COUNTED_OUT`]): each of 1 to 3 held the decision (a ballot, failing 4) while
+/// its table did not suspect 4 and 4 held no decision (so it had published no echo). Their
+/// `try_install` waits for 4's echo; what ends the wait is the catch-up: 0, which does not
+/// count 4, installs the restart view on the others' echoes and publishes it, and a restarting
+/// member reads a peer one view ahead before its own echoes (`Gms::restart_round`). Checked:
+/// 1 to 3 each run the restart view [0, 1, 2, 3] within `suspicion_timeout` (1.5 ms) of the
+/// accusation and while still not suspecting 4 (so neither their detector nor 4's silence
+/// ended the wait), no view id runs with two member lists, 1 to 3 replay identically with
+/// everything delivered before as a prefix, and 4 posts no op into a peer's epoch region set
+/// while it runs no view (a restarting member runs no epoch: nothing of it can land in a set a
+/// peer zeroes on leaving the restart's last view; checked until 1 to 3 installed, and at the
+/// end if 4 runs no view then). Then 1 to 3 end in one running view and
+/// carry on (0 may be removed meanwhile: 4, alive, times the silent 0 out, and its published
+/// suspicion reaches them).
+fn counted_out_by_the_inspector(seed: u64, dead: bool) -> Result<Moment, String> {
+    let (f, inspector, followers) = (4usize, 0usize, [1usize, 2, 3]);
+    let base = dir(
+        if dead {
+            "counted-out-dead"
+        } else {
+            "counted-out"
+        },
+        seed,
+    );
+    let (logs, before) = first_life(seed, &base, 1500);
+    let all = [0, 1, 2, 3, 4];
+    let sets = config(&base, 0, N).sets;
+    EPOCH_SETS.with(|s| *s.borrow_mut() = sets.iter().flat_map(|&(t, l)| [t, l]).collect());
+    EPOCH_POSTS.with(|p| p.borrow_mut().clear());
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let last = (l.groups[inspector]
+        .as_ref()
+        .and_then(|g| g.view())
+        .map(|v| v.id))
+    .ok_or("n0 has no view to restart")?;
+    let row = |l: &Life, i: usize, n: usize| {
+        let g = l.groups[i].as_ref()?;
+        let sst = g.gms().sst();
+        sst.row_of(NodeId(n as u32))
+            .map(|r| (sst.is_absent(r), sst.is_suspected(r)))
+    };
+    // Until 0 linked 4; 0 must not have decided yet.
+    let t0 = l.sim.now();
+    while row(&l, inspector, f).is_none_or(|(absent, _)| absent) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(5) {
+            return Err(format!("n0 never linked n4: {}", l.state()));
+        }
+        l.step(false);
+    }
+    if (l.groups[inspector].as_ref()).is_some_and(|g| g.gms().decision().is_some()) {
+        return Ok(Moment::Missed);
+    }
+    ACCUSE.with(|a| a.set(Some((NodeId(inspector as u32), NodeId(f as u32)))));
+    if dead {
+        l.sim.crash(NodeId(f as u32));
+        l.groups[f] = None;
+    }
+    let accused = l.sim.now();
+    let bound = Duration::from_micros(1500);
+    let mut held = [false; 3];
+    let mut installed: [Option<Duration>; 3] = [None; 3];
+    let mut f_ran = false;
+    let want: Vec<NodeId> = (0..4).map(NodeId).collect();
+    while installed.iter().any(Option::is_none) {
+        let waited = l.sim.now().saturating_since(accused);
+        if waited > Duration::from_millis(50) {
+            return Err(format!("the restart did not complete: {}", l.state()));
+        }
+        let f_silent = (l.groups[f].as_ref()).is_none_or(|g| g.gms().decision().is_none());
+        for (k, &i) in followers.iter().enumerate() {
+            let g = l.groups[i].as_ref().ok_or(format!("n{i} is gone"))?;
+            let unsuspected = row(&l, i, f).is_some_and(|(_, s)| !s);
+            let fails_f = g.gms().decision().is_some_and(|d| {
+                squall_membership::restart::attempt_of(d.rank) > 0
+                    && (d.changes.iter()).any(|c| c.node == NodeId(f as u32))
+            });
+            held[k] |= g.gms().restarting().is_some() && fails_f && unsuspected && f_silent;
+            if installed[k].is_none()
+                && g.gms().restarting().is_none()
+                && let Some(v) = g.view()
+            {
+                if (v.id, &v.members) != (last + 1, &want) {
+                    return Err(format!("n{i}'s restart view: {} {:?}", v.id, v.members));
+                }
+                if !unsuspected {
+                    // It counted 4 out itself: the moment, if reached, did not decide it.
+                    return Ok(Moment::Missed);
+                }
+                if waited > bound {
+                    return Err(format!(
+                        "n{i} installed the restart view {waited:?} after the accusation, past \
+                         the suspicion timeout {bound:?}: {}",
+                        l.state()
+                    ));
+                }
+                installed[k] = Some(waited);
+            }
+        }
+        let posts_before = EPOCH_POSTS.with(|p| p.borrow().get(&NodeId(f as u32)).copied());
+        let ran_before = runs_a_view(&l, f);
+        l.step(false);
+        f_ran |= ran_before || runs_a_view(&l, f);
+        let posts = EPOCH_POSTS.with(|p| p.borrow().get(&NodeId(f as u32)).copied());
+        if !f_ran && posts != posts_before {
+            return Err(format!(
+                "n4 posted into a peer's epoch region set before it ran a view: {posts:?}"
+            ));
+        }
+        if let Some(d) = &l.disagreement {
+            return Err(format!("virtual synchrony: {d}"));
+        }
+    }
+    if !held.iter().all(|&h| h) {
+        return Ok(Moment::Missed);
+    }
+    eprintln!("seed {seed}: 1 to 3 installed after {installed:?}");
+    l.until_restarted(&followers)?;
+    let replay = l.delivered[followers[0]].clone();
+    if let Some(i) = followers.iter().find(|&&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    let together = together_and_carrying_on(&mut l, &followers, replay.len(), "1 to 3");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    let posted = EPOCH_POSTS.with(|p| p.borrow().get(&NodeId(f as u32)).copied());
+    if !runs_a_view(&l, f) && posted.is_some() {
+        return Err(format!(
+            "n4 posted into a peer's epoch region set before it ran a view: {posted:?}"
+        ));
+    }
+    eprintln!(
+        "seed {seed}: n4 posted {posted:?} epoch ops; it runs a view at the end: {}",
+        runs_a_view(&l, f)
+    );
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+/// [`counted_out_by_the_inspector`] with 4 alive: its heartbeats keep 1 to 3 from ever
+/// suspecting it before they install.
+#[test]
+fn a_member_only_the_restart_inspector_counts_out_is_not_waited_for_by_the_others() {
+    check_seeds_reaching("restart_counted_out", 2, COUNTED_OUT, |seed| {
+        counted_out_by_the_inspector(seed, false)
+    });
+}
+
+/// [`counted_out_by_the_inspector`] with 4 dead for good at the accusation.
+#[test]
+fn a_dead_member_only_the_restart_inspector_counts_out_is_not_waited_for_by_the_others() {
+    check_seeds_reaching("restart_counted_out_dead", 2, COUNTED_OUT, |seed| {
+        counted_out_by_the_inspector(seed, true)
+    });
+}
+
+/// Whether member `i` runs a view: out of restart mode, not stopped, with a view installed.
+fn runs_a_view(l: &Life, i: usize) -> bool {
+    (l.groups[i].as_ref()).is_some_and(|g| {
+        g.gms().restarting().is_none() && g.stopped().is_none() && g.view().is_some()
+    })
 }

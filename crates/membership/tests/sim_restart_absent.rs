@@ -1929,17 +1929,19 @@ struct CutOff {
 /// Checked: no view id run with two member lists (the error); 2–4 replay identically, with
 /// everything delivered in life 0 a prefix; and after the heal and the restarts, every node
 /// ends active in one running view, delivering identically.
-fn dead_branch_cut_off(seed: u64, joiners: &[usize]) -> Result<CutOff, String> {
+fn dead_branch_cut_off(seed: u64, joiners: &[usize], live: &[usize]) -> Result<CutOff, String> {
     let u = N + joiners.len();
     let q = 1;
-    let base = dir(&format!("dead-branch-cut-off-{}", joiners.len()), seed);
+    let base = dir(
+        &format!("dead-branch-cut-off-{}-{}", joiners.len(), live.len()),
+        seed,
+    );
     let (logs, before) = behind_the_dead_branch(seed, &base, joiners, true)?;
     let all: Vec<usize> = (0..u).collect();
-    let live = [2, 3, 4];
     let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
     let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
     let dead: Vec<usize> = (0..u).filter(|i| !live.contains(i)).collect();
-    l.sim.partition(&ids(&dead), &ids(&live));
+    l.sim.partition(&ids(&dead), &ids(live));
     let mut caught_up = false;
     let t0 = l.sim.now();
     let settled = |l: &Life| {
@@ -1987,7 +1989,7 @@ fn dead_branch_cut_off(seed: u64, joiners: &[usize]) -> Result<CutOff, String> {
         return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
     }
     l.sim.heal();
-    for &i in &dead {
+    for &i in &all {
         if l.groups[i].as_ref().is_some_and(|g| g.stopped().is_some()) {
             l.restart_member(i);
         }
@@ -2102,7 +2104,7 @@ fn a_member_behind_cut_off_from_every_live_peer_stops_and_rejoins_after_the_heal
         3,
         "n1 catching up into the dead view 1 and stopping with RestartCutOff",
         |seed| {
-            let c = dead_branch_cut_off(seed, &[N])?;
+            let c = dead_branch_cut_off(seed, &[N], &[2, 3, 4])?;
             Ok(match &c.stopped {
                 Some(StopReason::RestartCutOff { view: 1, .. }) if c.caught_up => Moment::Reached,
                 Some(StopReason::RestartCutOff { view: 0, .. }) => Moment::Missed,
@@ -2120,7 +2122,20 @@ fn a_member_behind_cut_off_from_every_live_peer_stops_and_rejoins_after_the_heal
 #[ignore = "defect (s25, sixty-fourth part): a member behind cut off from the live members restarts the dead view with a majority of it, two view 2s"]
 fn a_member_behind_cut_off_from_every_live_peer_with_a_dead_majority_restarts_the_dead_view() {
     check_seeds("restart_dead_branch_cut_off_2", 3, |seed| {
-        dead_branch_cut_off(seed, &[N, N + 1]).map(|_| ())
+        dead_branch_cut_off(seed, &[N, N + 1], &[2, 3, 4]).map(|_| ())
+    });
+}
+
+/// [`dead_branch_cut_off`] with four joiners and 1 on the live side: 0 and the joiners are five
+/// of the dead view's nine members, a majority without any member of the live view 1 (1–4).
+/// They restart the dead view alone and install view 2 = [0, 5, 6, 7, 8] while 1–4 install view
+/// 2 = [1, 2, 3, 4] (sixty-fourth part of `docs/MEMBERSHIP.md`: the cause is the restart of view
+/// 0 in life 1, which fitted the join decision with a majority of view 0 alone).
+#[test]
+#[ignore = "defect (s25, sixty-fourth part): the dead branch's own members are a majority of the dead view and restart it alone, two view 2s"]
+fn a_dead_branch_whose_own_members_are_a_majority_of_the_dead_view_restarts_it_alone() {
+    check_seeds("restart_dead_branch_alone", 3, |seed| {
+        dead_branch_cut_off(seed, &[N, N + 1, N + 2, N + 3], &[1, 2, 3, 4]).map(|_| ())
     });
 }
 

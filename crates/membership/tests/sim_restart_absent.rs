@@ -18,7 +18,10 @@
 //! other members (s23, `dead_branch`): a member whose log holds the old view joins again instead
 //! of taking the new view's ballots for its own, and a member one view behind catches up past it
 //! (s24: also one holding only the restart ballot's promise). And (s24) a one-way absence named
-//! again once the members linked the node after this member's bound.
+//! again once the members linked the node after this member's bound. And (s25,
+//! `dead_branch_cut_off`) that member behind cut off from every live peer by a partition: it
+//! stops where the dead side is no majority of the dead view; where it is, the dead view
+//! restarts beside the live one (two ignored tests: a defect, not fixed).
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -1911,6 +1914,11 @@ struct CutOff {
     caught_up: bool,
     /// Why 1 stopped, if it did.
     stopped: Option<StopReason>,
+    /// Per member of the dead side (0, 1 and the joiners), why it stopped under the partition,
+    /// if it did.
+    dead_stops: Vec<Option<StopReason>>,
+    /// Per member of the dead side, `Gms::rejoined` at the end (after the heal).
+    rejoined: Vec<Option<(u64, u64)>>,
 }
 
 /// [`dead_branch_behind`] (`promise_only`) with 1 cut off from the live members (s25,
@@ -1981,6 +1989,9 @@ fn dead_branch_cut_off(seed: u64, joiners: &[usize], live: &[usize]) -> Result<C
             && g.view().is_some_and(|v| v.id == 1 && v.contains(NodeId(0)));
     }
     let stopped = l.groups[q].as_ref().unwrap().gms().stopped().cloned();
+    let dead_stops = (dead.iter())
+        .map(|&i| l.groups[i].as_ref().unwrap().gms().stopped().cloned())
+        .collect();
     let replay = l.delivered[live[0]].clone();
     if let Some(i) = live.iter().find(|&&i| l.delivered[i] != replay) {
         return Err(format!("n{i} replayed differently"));
@@ -2000,7 +2011,15 @@ fn dead_branch_cut_off(seed: u64, joiners: &[usize], live: &[usize]) -> Result<C
     }
     together?;
     let _ = std::fs::remove_dir_all(&base);
-    Ok(CutOff { caught_up, stopped })
+    let rejoined = (dead.iter())
+        .map(|&i| l.groups[i].as_ref().unwrap().gms().rejoined())
+        .collect();
+    Ok(CutOff {
+        caught_up,
+        stopped,
+        dead_stops,
+        rejoined,
+    })
 }
 
 /// [`dead_branch`] with the roles moved so that a member one view *behind* meets the dead
@@ -2093,10 +2112,12 @@ fn regression_dead_branch_promise_seed_1_the_member_behind_caught_up_into_the_de
     );
 }
 
-/// [`dead_branch_cut_off`] with one joiner, over 3 seeds (`SQUALL_SEEDS`): 1, cut off from the
-/// live members, catches up into the dead view 1 (six members) and stops with
-/// [`StopReason::RestartCutOff`], as do 0 and the joiner (three of six); 2–4 go on without them.
-/// After the heal and a restart of the stopped processes, everyone ends in the live group.
+/// [`dead_branch_cut_off`] with one joiner, over 3 seeds (`SQUALL_SEEDS`), each of which must
+/// reach the moment: 1, cut off from the live members, catches up into the dead view 1 (six
+/// members) and stops with [`StopReason::RestartCutOff`], as do 0 and the joiner (three of
+/// six); 2–4 go on without them. After the heal and a restart of the stopped processes, 0, 1
+/// and 5 each join again from the dead view 1 on seeing 2–4's view 2 (`rejoined` is
+/// `(1, 2)`), and everyone ends in the live group.
 #[test]
 fn a_member_behind_cut_off_from_every_live_peer_stops_and_rejoins_after_the_heal() {
     check_seeds_reaching(
@@ -2105,6 +2126,13 @@ fn a_member_behind_cut_off_from_every_live_peer_stops_and_rejoins_after_the_heal
         "n1 catching up into the dead view 1 and stopping with RestartCutOff",
         |seed| {
             let c = dead_branch_cut_off(seed, &[N], &[2, 3, 4])?;
+            let cut_off =
+                |r: &Option<StopReason>| matches!(r, Some(StopReason::RestartCutOff { .. }));
+            if !c.dead_stops.iter().all(cut_off) || c.rejoined.iter().any(|r| *r != Some((1, 2))) {
+                return Err(format!(
+                    "0, 1 and 5 must stop cut off, then join again: {c:?}"
+                ));
+            }
             Ok(match &c.stopped {
                 Some(StopReason::RestartCutOff { view: 1, .. }) if c.caught_up => Moment::Reached,
                 Some(StopReason::RestartCutOff { view: 0, .. }) => Moment::Missed,

@@ -3765,4 +3765,46 @@ mod tests {
             assert_eq!(g.decision_of(me, view.id), None);
         }
     }
+
+    /// The leader's last check of a leave (`keep_holders`, `docs/MEMBERSHIP.md`, sixty-second
+    /// part), on a view of two shards `[n0, n2]` and `[n1, n3]`: a leave stays unless it and the
+    /// other changes leave its shard without a holder; a non-holder's leave always stays.
+    #[test]
+    fn a_leave_that_would_lose_its_shard_with_the_decided_holders_is_dropped_at_the_commit() {
+        let layout = crate::view::EvenShards {
+            shards: 2,
+            min: 1,
+            max: 2,
+        };
+        let view = View::new(0, (0..4).map(NodeId).collect(), &layout);
+        assert_eq!(view.shards[1].members, [NodeId(1), NodeId(3)]);
+        let leave = |n| Change {
+            kind: ChangeKind::Leave,
+            node: NodeId(n),
+        };
+        let fail = |n| Change {
+            kind: ChangeKind::Fail,
+            node: NodeId(n),
+        };
+        let all = [true; 4];
+        let keep = |ch: &[Change], h: &[bool]| keep_holders(NodeId(0), &view, ch.to_vec(), h);
+        // n3 holds: n1's leave stays.
+        assert_eq!(keep(&[leave(1)], &all), [leave(1)]);
+        // n3 fails in the same change: the leave is dropped, the failure stays.
+        assert_eq!(keep(&[leave(1), fail(3)], &all), [fail(3)]);
+        // n3 did not hold the state (a joiner mid-transfer): dropped.
+        assert_eq!(keep(&[leave(1)], &[true, true, true, false]), []);
+        // Both holders leave: the first is dropped, so the second keeps it as a holder.
+        assert_eq!(keep(&[leave(1), leave(3)], &all), [leave(3)]);
+        // A leaver that holds nothing cannot lose its shard: it stays.
+        assert_eq!(
+            keep(&[leave(3), fail(1)], &[true, true, true, false]),
+            [leave(3), fail(1)]
+        );
+        // Another shard's leave beside it is unaffected.
+        assert_eq!(
+            keep(&[leave(2), leave(1), fail(3)], &all),
+            [leave(2), fail(3)]
+        );
+    }
 }

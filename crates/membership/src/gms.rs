@@ -2541,14 +2541,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// graceful leave does not stop the group with `ShardLost`. A word read here is at worst
     /// stale the safe way (a transfer completed but not yet published holds the leave back a
     /// little longer). Should a holder counted here fail before the change commits, the leader
-    /// drops the leave at its commit ([`keep_holders`]). Restart mode counts every member the
-    /// changes keep, as a restart's decision does (its own every-shard rule decides who holds).
+    /// drops the leave at its commit ([`keep_holders`]). Restart mode counts the members whose
+    /// rows say they restart holding their shard's state (no [`STATELESS`] bit), as the
+    /// restart's every-shard rule does: a restart's decision carries no holders, so nothing at
+    /// its commit would catch a leave that leaves only members restarting without state.
     fn leave_loses_a_shard(&mut self, view: &View, ch: &[Change], m: NodeId) -> bool {
         let restarting = self.restart.is_some();
         let holds = |n: NodeId| {
-            restarting
-                || (self.sst.row_of(n))
-                    .is_some_and(|r| self.sst.get(r, self.f.holds) == view.id + 1)
+            (self.sst.row_of(n)).is_some_and(|r| {
+                if restarting {
+                    self.restarts_holding_state(r, view.id)
+                } else {
+                    self.sst.get(r, self.f.holds) == view.id + 1
+                }
+            })
         };
         let stays = |n: NodeId| n != m && !ch.iter().any(|c| c.node == n && c.removes());
         let Some(shard) = (view.shards.iter())

@@ -320,7 +320,8 @@ struct Fields {
     settings: Vector,
     /// `v + 1` once this member holds its shard's state in view `v` (its
     /// [`Epoch::holds_state`]; 0: in no view yet). Written in the member's rounds of its
-    /// current view whenever the word changes, so at most once a view. A live column: the
+    /// current view while some member of the view asks to leave, whenever the word changes, so
+    /// at most once a view and never in a view without a leave request. A live column: the
     /// leader reads it when it decides whether to propose a leave
     /// ([`Gms::leave_loses_a_shard`]), long before the wedge blocks that carry the final
     /// answer exist. A member's answer only goes from false to true within a view, so a set
@@ -2573,11 +2574,18 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         true
     }
 
-    /// Publishes this member's `gms_holds` word for `view` ([`Fields::holds`]) if its epoch says
-    /// it holds its shard's state and the word does not say so yet.
+    /// Publishes this member's `gms_holds` word for `view` ([`Fields::holds`]) if some member of
+    /// `view` asks to leave (its `gms_leave` word; only the leave check reads the holds words),
+    /// its epoch says it holds its shard's state, and the word does not say so yet.
     fn publish_holds(&mut self, view: &View, epoch: &dyn Epoch) -> Result<(), GmsError> {
         let word = view.id + 1;
-        if !epoch.holds_state(view) || self.sst.get(self.sst.my_row(), self.f.holds) == word {
+        let leaving = (view.members.iter())
+            .filter_map(|&m| self.sst.row_of(m))
+            .any(|r| self.sst.get(r, self.f.leave) != 0);
+        if !leaving
+            || !epoch.holds_state(view)
+            || self.sst.get(self.sst.my_row(), self.f.holds) == word
+        {
             return Ok(());
         }
         self.sst.set(self.f.holds, word);

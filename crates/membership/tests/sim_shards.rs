@@ -454,15 +454,11 @@ fn an_inadequate_view_waits_then_proceeds_when_a_member_joins() {
 /// surviving shard member): n5 placed within a few steps, its state withheld, n1 and n3
 /// crashed right after; the survivors ran shard 1 with n5 passive for good. Found as seed 0,
 /// withhold 424, crash 7 steps after `join()`; re-seeded in s21: n5 is now placed 12 steps
-/// after `join()` (at seeds 0..9 between 10 and 15), so the crash comes 12 steps after it.
-/// Re-seeded in s25 (the `gms_holds` word's push shifts the schedule: seed 0 places n5 13
-/// steps after `join()`, and every crash from 13 to 39 steps after it reaches the moment): the
-/// crash comes 20 steps after `join()`, n5 still passive (its state withheld for 424 steps).
-/// Fails unless n5 was in shard 1 of an installed view, still passive, when its holders
-/// crashed.
+/// after `join()` (at seeds 0..9 between 10 and 15), so the crash comes 12 steps after it. Fails unless n5
+/// was in shard 1 of an installed view, still passive, when its holders crashed.
 #[test]
 fn regression_holders_race_seed_0_withhold_424_crash_once_placed() {
-    let placed = holders_race(0, 424, 20, 0).unwrap();
+    let placed = holders_race(0, 424, 12, 0).unwrap();
     assert!(
         placed,
         "{}",

@@ -261,11 +261,14 @@ pub trait Epoch {
     /// (a gap-free count per sender). Called once per view.
     fn wedge(&mut self, view: &View) -> Vec<u64>;
 
-    /// Whether this member holds its shard's state in `view` (asked right after
-    /// [`wedge`](Epoch::wedge), so the answer is final for the view): false for a joiner or
-    /// promoted spare whose state transfer has not completed. Published in the wedge block;
-    /// the leader's decision carries every survivor's answer, and the next view counts a shard
-    /// as lost when none of its surviving members held its state. Default: true (an epoch
+    /// Whether this member holds its shard's state in `view`: false for a joiner or promoted
+    /// spare whose state transfer has not completed. Asked right after
+    /// [`wedge`](Epoch::wedge), where the answer is final for the view, and published in the
+    /// wedge block; the leader's decision carries every survivor's answer, and the next view
+    /// counts a shard as lost when none of its surviving members held its state. Also asked in
+    /// every round of the view before that (the answer may go from false to true there, never
+    /// back), and published once true in the `gms_holds` word, which the leader reads before
+    /// proposing a leave (`docs/MEMBERSHIP.md`, sixty-second part). Default: true (an epoch
     /// without state transfer).
     fn holds_state(&self, view: &View) -> bool {
         let _ = view;
@@ -351,6 +354,15 @@ struct Fields {
     linked: Vector,
     /// This node's settings digest ([`SettingsDigest`]), written once at start.
     settings: Vector,
+    /// `v + 1` once this member holds its shard's state in view `v` (its
+    /// [`Epoch::holds_state`]; 0: in no view yet). Written in the member's rounds of its
+    /// current view while some member of the view asks to leave, whenever the word changes, so
+    /// at most once a view and never in a view without a leave request. A live column: the
+    /// leader reads it when it decides whether to propose a leave
+    /// ([`Gms::leave_loses_a_shard`]), long before the wedge blocks that carry the final
+    /// answer exist. A member's answer only goes from false to true within a view, so a set
+    /// word stays true until the view ends; a stale one only holds a leave back longer.
+    holds: squall_sst::Counter,
 }
 
 /// A proposal or decision as read from a row.
@@ -516,6 +528,7 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
         noticed: b.vector("gms_noticed", u),
         linked: b.vector("gms_linked", u),
         settings: b.vector("gms_settings", SettingsDigest::WORDS),
+        holds: b.counter("gms_holds"),
     };
     Ok((b.build()?, f))
 }
@@ -2509,6 +2522,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         out: &mut Vec<GmsEvent>,
     ) -> Result<(), GmsError> {
         let alive = self.check_majority(view, out)?;
+        self.publish_holds(view, &*epoch)?;
         let Some(&leader) = alive.first() else {
             return Ok(());
         };
@@ -2630,39 +2644,66 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         ch
     }
 
-    /// Whether `m`'s leave, added to the changes `ch`, would lose a shard that `ch` alone keeps
-    /// (`docs/MEMBERSHIP.md`, thirty-second part, "s22 follow-up: a leave at a loss"): the
-    /// leave of a shard's last holder. A failure cannot be refused, but a leave can: it is held
-    /// back (logged once at `warn`, like a join past `max_members`) and proposed once the shard
-    /// has another member, so a graceful leave never stops the group with `ShardLost`. Every
-    /// surviving previous member counts as a holder here (the holders are known only from the
-    /// wedge blocks when the change is decided), so a leave whose shard keeps only a joiner
-    /// still taking its transfer still loses the shard.
+    /// Whether `m`'s leave, added to the changes `ch`, may lose a shard of `m`'s
+    /// (`docs/MEMBERSHIP.md`, thirty-second part, "s22 follow-up: a leave at a loss", and
+    /// sixty-second part): no other member of the shard that `ch` keeps holds its state as far
+    /// as the members' `gms_holds` words say ([`Fields::holds`]). That is the leave of a shard's
+    /// last holder, or of a holder whose shard's other members are joiners or promoted spares
+    /// still taking their transfer. A failure cannot be refused, but a leave can: it is held
+    /// back (logged once a view at `warn`, like a join past `max_members`) and proposed in a
+    /// later round once another member of the shard publishes that it holds the state, so a
+    /// graceful leave does not stop the group with `ShardLost`. A word read here is at worst
+    /// stale the safe way (a transfer completed but not yet published holds the leave back a
+    /// little longer). Should a holder counted here fail before the change commits, the leader
+    /// drops the leave at its commit ([`keep_holders`]). Restart mode counts the members whose
+    /// rows say they restart holding their shard's state (no [`STATELESS`] bit), as the
+    /// restart's every-shard rule does: a restart's decision carries no holders, so nothing at
+    /// its commit would catch a leave that leaves only members restarting without state.
     fn leave_loses_a_shard(&mut self, view: &View, ch: &[Change], m: NodeId) -> bool {
-        let lost = |ch: &[Change]| {
-            let next = View::next_holding(
-                view.id + 1,
-                crate::change::next_members(ch, &view.members),
-                Some(&view.shards),
-                None,
-                &self.layout,
-            );
-            next.inadequate.is_some_and(|why| why.lost)
+        let restarting = self.restart.is_some();
+        let holds = |n: NodeId| {
+            (self.sst.row_of(n)).is_some_and(|r| {
+                if restarting {
+                    self.restarts_holding_state(r, view.id)
+                } else {
+                    self.sst.get(r, self.f.holds) == view.id + 1
+                }
+            })
         };
-        let mut with = ch.to_vec();
-        with.push(Change {
-            kind: ChangeKind::Leave,
-            node: m,
-        });
-        if !lost(&with) || lost(ch) {
+        let stays = |n: NodeId| n != m && !ch.iter().any(|c| c.node == n && c.removes());
+        let Some(shard) = (view.shards.iter())
+            .find(|s| s.members.contains(&m) && !s.members.iter().any(|&n| stays(n) && holds(n)))
+        else {
             return false;
-        }
+        };
         if !self.leave_held_back {
-            tracing::warn!(me = %self.me, leaver = %m, view = view.id,
-                "membership: leave held back: the member is its shard's last holder (the next view would lose the shard); it leaves once the shard has another member");
+            let others = (shard.members.iter())
+                .filter(|&&n| n != m)
+                .collect::<Vec<_>>();
+            tracing::warn!(me = %self.me, leaver = %m, view = view.id, ?others,
+                "membership: leave held back: no other member of the leaver's shard holds its state (its last holder, or the others still take their transfer; the next view would lose the shard); it leaves once another member holds it");
             self.leave_held_back = true;
         }
         true
+    }
+
+    /// Publishes this member's `gms_holds` word for `view` ([`Fields::holds`]) if some member of
+    /// `view` asks to leave (its `gms_leave` word; only the leave check reads the holds words),
+    /// its epoch says it holds its shard's state, and the word does not say so yet.
+    fn publish_holds(&mut self, view: &View, epoch: &dyn Epoch) -> Result<(), GmsError> {
+        let word = view.id + 1;
+        let leaving = (view.members.iter())
+            .filter_map(|&m| self.sst.row_of(m))
+            .any(|r| self.sst.get(r, self.f.leave) != 0);
+        if !leaving
+            || !epoch.holds_state(view)
+            || self.sst.get(self.sst.my_row(), self.f.holds) == word
+        {
+            return Ok(());
+        }
+        self.sst.set(self.f.holds, word);
+        self.sst.push(self.f.holds.range())?;
+        Ok(())
     }
 
     /// Whether `row`'s node is a new incarnation this member readmitted (its `admitted` word
@@ -2829,7 +2870,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 // Who held its shard's state when it wedged: every survivor's wedge block is
                 // here (each acknowledged), and a member's answer is final once it wedged.
                 // Restart mode: the every-shard rule of the restart decides it instead.
-                let holders = self.restart.is_none().then(|| {
+                let holders: Option<Vec<bool>> = self.restart.is_none().then(|| {
                     (view.members.iter())
                         .map(|&m| {
                             let r = self.sst.row_of(m).unwrap_or(0);
@@ -2837,6 +2878,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                         })
                         .collect()
                 });
+                let changes = match &holders {
+                    Some(h) => keep_holders(self.me, view, changes, h),
+                    None => changes,
+                };
                 (
                     Decision {
                         rank: my_rank,
@@ -3102,6 +3147,45 @@ fn trim_survivors(view: &View, changes: &[Change], rx: &[Option<Vec<u64>>]) -> V
         })
         .map(|(&m, _)| m)
         .collect()
+}
+
+/// `changes` without each leave that would make the next view lose a shard which it keeps
+/// otherwise, given who held their shard's state when `view` ended (`holders`, by rank, from
+/// the wedge blocks: final answers). The leader's last check of a leave
+/// (`docs/MEMBERSHIP.md`, sixty-second part): [`Gms::leave_loses_a_shard`] proposed it while
+/// another member of the shard said it held the state, and that member failed before the
+/// commit, so the change now holds the leave and that failure together. Only a leaver that
+/// holds the state counts (a non-holder's leave cannot change whether its shard is lost). The
+/// leaver stays a member of the next view with its request still published, and the next
+/// view's leader holds the leave back as long as it would lose the shard. The trim is the
+/// same either way: a leaver that wedged is one of its survivors ([`trim_survivors`]). The
+/// leaves are checked in order against the changes left so far, so a kept leave stays safe:
+/// a later drop only adds a survivor.
+fn keep_holders(
+    me: NodeId,
+    view: &View,
+    mut changes: Vec<Change>,
+    holders: &[bool],
+) -> Vec<Change> {
+    let holds =
+        |n: NodeId| (view.rank_of(n)).is_some_and(|r| holders.get(r).copied() == Some(true));
+    let mut i = 0;
+    while let Some(&c) = changes.get(i) {
+        let stays = |n: NodeId| !changes.iter().any(|o| o.node == n && o.removes());
+        let loses = c.kind == ChangeKind::Leave
+            && holds(c.node)
+            && (view.shards.iter()).any(|s| {
+                s.members.contains(&c.node) && !s.members.iter().any(|&n| stays(n) && holds(n))
+            });
+        if loses {
+            tracing::warn!(%me, leaver = %c.node, view = view.id, ?changes,
+                "membership: leave dropped at the commit: another member of its shard that held the state fails in the same change, so the next view would lose the shard; the leaver stays and its leave waits");
+            changes.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    changes
 }
 
 /// The incarnation that [`Gms::settle_absent`] names again for a row suspected while absent,
@@ -3807,5 +3891,47 @@ mod tests {
             g.write_block(g.f.dec, &p).unwrap();
             assert_eq!(g.decision_of(me, view.id), None);
         }
+    }
+
+    /// The leader's last check of a leave (`keep_holders`, `docs/MEMBERSHIP.md`, sixty-second
+    /// part), on a view of two shards `[n0, n2]` and `[n1, n3]`: a leave stays unless it and the
+    /// other changes leave its shard without a holder; a non-holder's leave always stays.
+    #[test]
+    fn a_leave_that_would_lose_its_shard_with_the_decided_holders_is_dropped_at_the_commit() {
+        let layout = crate::view::EvenShards {
+            shards: 2,
+            min: 1,
+            max: 2,
+        };
+        let view = View::new(0, (0..4).map(NodeId).collect(), &layout);
+        assert_eq!(view.shards[1].members, [NodeId(1), NodeId(3)]);
+        let leave = |n| Change {
+            kind: ChangeKind::Leave,
+            node: NodeId(n),
+        };
+        let fail = |n| Change {
+            kind: ChangeKind::Fail,
+            node: NodeId(n),
+        };
+        let all = [true; 4];
+        let keep = |ch: &[Change], h: &[bool]| keep_holders(NodeId(0), &view, ch.to_vec(), h);
+        // n3 holds: n1's leave stays.
+        assert_eq!(keep(&[leave(1)], &all), [leave(1)]);
+        // n3 fails in the same change: the leave is dropped, the failure stays.
+        assert_eq!(keep(&[leave(1), fail(3)], &all), [fail(3)]);
+        // n3 did not hold the state (a joiner mid-transfer): dropped.
+        assert_eq!(keep(&[leave(1)], &[true, true, true, false]), []);
+        // Both holders leave: the first is dropped, so the second keeps it as a holder.
+        assert_eq!(keep(&[leave(1), leave(3)], &all), [leave(3)]);
+        // A leaver that holds nothing cannot lose its shard: it stays.
+        assert_eq!(
+            keep(&[leave(3), fail(1)], &[true, true, true, false]),
+            [leave(3), fail(1)]
+        );
+        // Another shard's leave beside it is unaffected.
+        assert_eq!(
+            keep(&[leave(2), leave(1), fail(3)], &all),
+            [leave(2), fail(3)]
+        );
     }
 }

@@ -702,3 +702,191 @@ proptest! {
         }
     }
 }
+
+/// Sixty-second part (s25, `docs/MEMBERSHIP.md`): a leave whose shard's other member is a
+/// joiner still taking its transfer. [`holders_config`]'s group loses n3 first (view 1, shard
+/// 1 = `[n1]`); then n5 joins shard 1 (`[n1, n5]`), its state padded by `pad` bytes (or
+/// withheld), and the moment n5 is placed, passive, shard 1's only holder n1 asks to leave.
+/// Returns the run and the view the leave was asked in, or the seed's "no longer reaches"
+/// error when n5 was not passive in shard 1 at that moment.
+fn leave_beside_a_joiner(seed: u64, pad: usize, withhold: bool) -> Result<(Run, u64), String> {
+    let mut r = holders_run(seed)?;
+    r.state_pad = pad;
+    r.run(300, true)?;
+    r.crash(3);
+    for _ in 0..5000 {
+        r.run(1, true)?;
+        if [0, 1, 2, 4].iter().all(|&i| {
+            let g = &r.groups[i];
+            !g.gms().is_wedged() && g.view().is_some_and(|v| !v.contains(NodeId(3)))
+        }) {
+            break;
+        }
+    }
+    r.withhold = withhold;
+    r.groups[5].join().unwrap();
+    until_placed(&mut r, 5000)?;
+    let v = r.groups[5].view().cloned().ok_or("n5 has no view")?;
+    if r.groups[5].is_active() || v.shards[1].members != [NodeId(1), NodeId(5)] {
+        return Err(format!(
+            "seed {seed} no longer reaches the moment (n5 passive in shard 1 = [n1, n5] when n1 asks to leave): active {}, shards {:?}",
+            r.groups[5].is_active(),
+            v.shards
+        ));
+    }
+    r.groups[1].leave().map_err(|e| format!("n1: leave: {e}"))?;
+    Ok((r, v.id))
+}
+
+/// Nobody in `live` stopped, and each is in a view containing n1 (its leave has not taken
+/// effect), with id `view` when given.
+fn leave_waits(r: &Run, live: &[usize], view: Option<u64>, when: &str) -> Result<(), String> {
+    for &i in live {
+        let g = &r.groups[i];
+        if let Some(why) = g.stopped() {
+            return Err(format!("n{i} stopped {when}: {why}"));
+        }
+        let v = g.view().ok_or(format!("n{i} has no view {when}"))?;
+        if !v.contains(NodeId(1)) || view.is_some_and(|id| v.id != id) {
+            return Err(format!(
+                "n{i} runs view {} {:?} {when} (n1's leave must wait, in view {view:?})",
+                v.id, v.members
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The finding of the thirty-second part's "s22 follow-up" (its **Left:**), fixed in s25
+/// (sixty-second part): n1, shard 1's only holder, asks to leave while its shard's other
+/// member n5 is still taking its transfer (a state padded to 60 000 bytes, 256-byte chunks).
+/// Before the fix the leader proposed the leave at once (it counted n5 as a holder), the
+/// transfer froze at the wedge, and view 2 lost shard 1: every member stopped with
+/// `ShardLost`. Now the leave waits in the same view, nobody stops, until n5 publishes that
+/// it holds the state; then n1 leaves gracefully (`Left`), shard 1 is `[n5]` and the group
+/// settles with both shards running. Seeds `SQUALL_SEEDS` (3 by default).
+#[test]
+fn a_leave_beside_a_joiner_mid_transfer_waits_until_the_joiner_holds_the_state() {
+    check_seeds("leave_beside_a_joiner", 3, |seed| {
+        let (mut r, view) = leave_beside_a_joiner(seed, 60_000, false)?;
+        let live = [0, 1, 2, 4, 5];
+        let mut steps = 0;
+        while !r.groups[5].is_active() && steps < 20_000 {
+            r.run(1, true)?;
+            steps += 1;
+            leave_waits(&r, &live, Some(view), "while n5 takes its transfer")?;
+        }
+        if !r.groups[5].is_active() {
+            return Err("n5's transfer never completed".into());
+        }
+        if steps < 50 {
+            return Err(format!(
+                "seed {seed} no longer reaches the moment: n5's transfer completed {steps} steps after n1's leave"
+            ));
+        }
+        r.run(4000, true)?;
+        let left = r.groups[1].stopped().unwrap_or_default().to_string();
+        if !left.starts_with("left: view") {
+            return Err(format!("n1 did not leave gracefully: {left:?}"));
+        }
+        r.crashed[1] = true;
+        r.run(400, false)?;
+        for i in [0, 2, 4, 5] {
+            if let Some(why) = r.groups[i].stopped() {
+                return Err(format!("n{i} stopped after n1's leave: {why}"));
+            }
+        }
+        let v = r.groups[5].view().cloned().ok_or("n5 has no view")?;
+        if v.shards[1].members != [NodeId(5)] {
+            return Err(format!("unexpected layout after the leave {:?}", v.shards));
+        }
+        r.settled(5)
+    });
+}
+
+/// As [`a_leave_beside_a_joiner_mid_transfer_waits_until_the_joiner_holds_the_state`], but
+/// nobody serves n5 its state, and 1000 steps after n1's leave n5 crashes mid-transfer. The
+/// leave waits meanwhile; n5's failure alone makes the next view: n1 stays, shard 1 is `[n1]`
+/// (not lost), nobody stops, every member delivers more, and n1's leave keeps waiting (it
+/// is shard 1's last holder now). Seeds `SQUALL_SEEDS` (3 by default).
+#[test]
+fn a_joiner_crashing_mid_transfer_while_a_leave_waits_keeps_the_leaver_and_the_shard() {
+    check_seeds("joiner_crashes_while_a_leave_waits", 3, |seed| {
+        let (mut r, view) = leave_beside_a_joiner(seed, 0, true)?;
+        let live = [0, 1, 2, 4];
+        r.run(1000, true)?;
+        leave_waits(&r, &[0, 1, 2, 4, 5], Some(view), "before n5 crashes")?;
+        r.crash(5);
+        let before: Vec<u64> = r.apps.iter().map(|a| a.next).collect();
+        r.run(4000, true)?;
+        leave_waits(&r, &live, None, "after n5 crashed")?;
+        r.withhold = false;
+        r.run(400, false)?;
+        let v = r.groups[0].view().cloned().ok_or("n0 has no view")?;
+        if v.contains(NodeId(5)) || v.shards[1].members != [NodeId(1)] {
+            return Err(format!("unexpected view after n5's crash {v:?}"));
+        }
+        if let Some(i) = live.into_iter().find(|&i| r.apps[i].next <= before[i]) {
+            return Err(format!("n{i} delivered nothing after n5's crash"));
+        }
+        r.settled(5)
+    });
+}
+
+/// The leader's last check (`keep_holders`, sixty-second part): n5's transfer completes, n1
+/// asks to leave and the leader proposes it (n5 publishes that it holds the state); n5
+/// crashes the moment a member wedges for that change. The change then holds n1's leave and
+/// n5's failure, which together lose shard 1 (every member stopped with `ShardLost`); the
+/// leader drops the leave at its commit: the next view fails n5 alone, n1 stays as shard 1's
+/// holder, nobody stops, and n1's leave waits. Seeds `SQUALL_SEEDS` (3 by default).
+#[test]
+fn a_leave_proposed_beside_a_holder_that_fails_before_the_commit_is_dropped_and_waits() {
+    check_seeds("holder_fails_in_a_leaves_change", 3, |seed| {
+        let (mut r, view) = leave_beside_a_joiner(seed, 0, true)?;
+        // The leave waits for n5's transfer, then n5 crashes at the wedge of its change.
+        r.run(300, true)?;
+        leave_waits(
+            &r,
+            &[0, 1, 2, 4, 5],
+            Some(view),
+            "while n5's state is withheld",
+        )?;
+        r.withhold = false;
+        for _ in 0..5000 {
+            if r.groups[5].is_active() {
+                break;
+            }
+            r.run(1, true)?;
+        }
+        if !r.groups[5].is_active() {
+            return Err("n5's transfer never completed".into());
+        }
+        r.crash_on_wedge = Some(5);
+        for _ in 0..3000 {
+            r.run(1, true)?;
+            if r.crashed[5] {
+                break;
+            }
+        }
+        let v = r.groups[0].view().cloned().ok_or("n0 has no view")?;
+        if !r.crashed[5] || v.id != view {
+            return Err(format!(
+                "seed {seed} no longer reaches the moment (n5 crashing at the wedge of n1's leave, in view {view}): crashed {}, view {}",
+                r.crashed[5], v.id
+            ));
+        }
+        let before: Vec<u64> = r.apps.iter().map(|a| a.next).collect();
+        r.run(4000, true)?;
+        let live = [0, 1, 2, 4];
+        leave_waits(&r, &live, None, "after n5 crashed at the leave's wedge")?;
+        let v = r.groups[0].view().cloned().ok_or("n0 has no view")?;
+        if v.contains(NodeId(5)) || v.shards[1].members != [NodeId(1)] {
+            return Err(format!("unexpected view after n5's crash {v:?}"));
+        }
+        if let Some(i) = live.into_iter().find(|&i| r.apps[i].next <= before[i]) {
+            return Err(format!("n{i} delivered nothing after n5's crash"));
+        }
+        r.run(400, false)?;
+        r.settled(5)
+    });
+}

@@ -816,6 +816,96 @@ fn stateless_shard(seed: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Sixty-second part (s25, `docs/MEMBERSHIP.md`): a leave asked *during* a total restart by a
+/// shard's only member restarting with its state. As [`stateless_shard`], the last view's
+/// shard is `[0, 3, 4]` with 3 and 4 promoted spares whose transfers never completed; all
+/// three restart (3 and 4 without state), and 0 calls `leave` at once, in restart mode. The
+/// restart's decisions carry no holders, so before the fix the inspector counted every member
+/// as a holder, proposed the leave and installed a restart view with shard 0 = `[3, 4]`:
+/// nobody could serve their state and the restart never completed. Now a leave in restart
+/// mode counts only members restarting with their state: the leave waits, the restart
+/// completes with 0 (3 and 4 take the state from it), and only then does 0 leave gracefully,
+/// 3 and 4 carrying the shard. Seeds `SQUALL_SEEDS` (3 by default).
+#[test]
+fn a_leave_asked_in_a_total_restart_beside_members_restarting_without_state_waits_for_their_transfers()
+ {
+    check_seeds("leave_in_a_restart", 3, leave_in_a_restart);
+}
+
+fn leave_in_a_restart(seed: u64) -> Result<(), String> {
+    let base = dir("leave-in-restart", seed);
+    let shape = Shape {
+        initial: 5,
+        max: Some(3),
+        absent: None,
+    };
+    let mut chain = Chain::new();
+    let mut l = Life::start(seed, &base, shape, &starts(5, 0), 0);
+    l.run(&mut chain, 200 + (seed as usize % 4) * 50, true)?;
+    l.serve = false;
+    l.crash(1);
+    l.crash(2);
+    let in_shard = |l: &Life, i: usize| {
+        (l.n.groups[i].as_ref())
+            .and_then(|g| g.view())
+            .is_some_and(|v| v.shard_of(NodeId(i as u32)).is_some())
+    };
+    for _ in 0..20_000 {
+        l.step(&mut chain, true)?;
+        if [0, 3, 4].iter().all(|&i| in_shard(&l, i)) {
+            break;
+        }
+    }
+    l.run(&mut chain, 600, true)?;
+    if !in_shard(&l, 3) || !in_shard(&l, 4) || l.active(3) || l.active(4) {
+        return Err(format!(
+            "seed {seed} no longer reaches the moment (3 and 4 in shard 0, passive): {}",
+            l.describe()
+        ));
+    }
+    let max_before = l.max_delivered;
+    let logs = l.shutdown()?;
+    let newest = match &logs[0] {
+        Start::Log(b) => last_view(b),
+        _ => None,
+    }
+    .ok_or("node 0 logged no view")?;
+    let picked: Vec<Start> = (0..U)
+        .map(|i| match &logs[i] {
+            Start::Log(b) if [0, 3, 4].contains(&i) => Start::Log(b.clone()),
+            _ => Start::Down,
+        })
+        .collect();
+    let mut l = Life::start(seed, &base, shape, &picked, 1);
+    (l.n.groups[0].as_mut().ok_or("n0 is down")?)
+        .leave()
+        .map_err(|e| format!("n0: leave in restart mode: {e}"))?;
+    let mut l = complete(l, newest, &[0, 3, 4], &picked, max_before, &mut chain, None)?;
+    let from = l.n.apps[3].next;
+    l.run(&mut chain, 3000, true)?;
+    let g0 = l.n.groups[0].as_ref().ok_or("n0 is down")?;
+    if !g0.stopped().unwrap_or_default().starts_with("left: view") {
+        return Err(format!(
+            "n0 did not leave once 3 and 4 held the state: {}",
+            l.describe()
+        ));
+    }
+    for i in [3, 4] {
+        let g = l.n.groups[i].as_ref().ok_or("down")?;
+        let v = g.view().ok_or("no view")?;
+        if !g.is_active() || v.shards[0].members != [NodeId(3), NodeId(4)] {
+            return Err(format!(
+                "n{i} after n0's leave: shards {:?}: {}",
+                v.shards,
+                l.describe()
+            ));
+        }
+    }
+    carry_on(&mut l, &mut chain, from)?;
+    std::fs::remove_dir_all(&base).ok();
+    Ok(())
+}
+
 /// A member restarting without state under an *initial* member's id is no state holder: view
 /// 0 = `[0, 1, 2]`; 3 joins by transfer (it holds the state from then on); 0 crashes, is
 /// removed and rejoins under its id, and 4 joins, but nobody serves state any more (both

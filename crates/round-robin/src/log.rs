@@ -2401,7 +2401,7 @@ fn compact_file(
             }
             round += 1;
             if !catch_up_again(round, tail, previous, started.elapsed()) {
-                tracing::warn!(path = %path.display(), tail_bytes = tail, rounds = round, elapsed_ms = started.elapsed().as_millis() as u64, "durable log: the log is written faster than a compaction copies it; its writers are held while it copies and syncs the tail");
+                tracing::warn!(path = %path.display(), tail_bytes = tail, rounds = round, elapsed_ms = started.elapsed().as_millis() as u64, "durable log: a compaction's catch-up did not get the tail small (the log is written about as fast as it is copied); its writers are held while it copies and syncs the tail");
                 break;
             }
             out.sync_data().map_err(tio)?;

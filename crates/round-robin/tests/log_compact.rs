@@ -900,12 +900,14 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
 /// which lacks whatever is written to the new one: from the failure on, nothing more is
 /// reported durable. Under `EveryBatch`, a batch is flushed while a sync is held at the
 /// syncer's gate as the final phase starts (the hold waits for that sync) and another while
-/// it waits (kept by the held syncer, written to the new file once released); once the
-/// outcome is the error, `durable_mark`, `flush`, `sync` and `start_sync` return errors for
-/// 200 ms while the syncer runs freely, and `synced_mark` never passes the last mark synced
-/// to the old file. Under `EveryRecords(1000)` (no batch is held: a later flush would be
-/// reported durable once written). Mutation: without the sticky failure
-/// (`Log::fail` a no-op), it fails ("EveryBatch: mark 4 reported durable after the failure").
+/// it waits (kept by the held syncer, written to the new file once released). Once the
+/// outcome is the error, while the syncer runs freely: for 200 ms `durable_mark` and
+/// `synced_mark` report nothing past the last mark synced to the old file; a flush is an
+/// error; 200 ms more of the same; `durable_mark` and `sync` are errors. Under
+/// `EveryRecords(1000)` the same without the held batches (a later flush would be reported
+/// durable once written), and `start_sync` is an error. Mutation: without the sticky
+/// failure (`Log::fail` a no-op), it fails ("EveryBatch: mark 4 reported durable after the
+/// failure"; the `EveryRecords` case alone: "a flush after the failure").
 #[test]
 fn a_compaction_whose_directory_sync_fails_reports_nothing_more_durable() {
     let rs = records(&[60; 50], &[], false);

@@ -1005,12 +1005,13 @@ impl<T: Transport> RoundRobin<T> {
         let Some(log) = &mut self.log else {
             return Ok(false);
         };
-        if log.compacting() {
-            // The compaction's synced file covers what was written before its swap; a later
-            // poll asks again for what is written after it.
+        let started = log.start_sync()?;
+        if !started && log.compacting() {
+            // A compaction's final phase holds the writers (during its copy a sync starts
+            // as usual): its swap syncs what was written before the hold; a later poll asks
+            // again for the rest.
             return self.publish_durable();
         }
-        let started = log.start_sync()?;
         self.sync_started = self.log_position.saturating_sub(self.first_position);
         if started {
             tracing::debug!(

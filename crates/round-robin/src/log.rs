@@ -912,6 +912,14 @@ pub struct Log {
     compacted: Option<Result<Option<Compacted>, LogError>>,
     /// Test hook: handed to the next compaction's thread.
     compact_gate: Option<std::sync::mpsc::Receiver<()>>,
+    /// Test hook: the next compaction's thread fails its directory sync.
+    dir_sync_fails: bool,
+    /// A failure after which nothing more may be reported durable (a write that failed, a
+    /// compaction's directory sync that failed): its kind and message, returned (as
+    /// [`LogError::Io`]) by every later [`flush`](Log::flush),
+    /// [`durable_mark`](Log::durable_mark), [`sync`](Log::sync) and
+    /// [`start_sync`](Log::start_sync).
+    failed: Option<(std::io::ErrorKind, String)>,
 }
 
 /// A batch written to the file whose sync the syncer has not finished.
@@ -1028,6 +1036,8 @@ impl Log {
                 compaction: None,
                 compacted: None,
                 compact_gate: None,
+                dir_sync_fails: false,
+                failed: None,
             },
             recovery,
         ))
@@ -1191,14 +1201,19 @@ impl Log {
             return Ok(false);
         }
         self.poll_compaction(false)?;
-        if self.compaction.is_some() {
-            // The compaction's synced file covers everything written before it; what is
-            // flushed meanwhile is written after its swap.
-            return Ok(false);
-        }
         self.check_syncer()?;
         if !self.buf.is_empty() {
             self.flush(self.flushed.unwrap_or(0))?;
+        }
+        if self.writers_held() {
+            // A compaction's final phase holds the writers: its swap syncs (`sync_all`)
+            // everything written before the hold, and the records it refused wait in the
+            // buffer (a request now would carry their index entries before they are in the
+            // file). A later call asks again. During the copy a request is started as
+            // usual: the syncer syncs the old file, which holds every record written; one
+            // the hold catches untaken waits for the release and then syncs the new file,
+            // whose records the adoption counted synced already.
+            return Ok(false);
         }
         let Some(mark) = self.flushed.filter(|_| self.unsynced > 0) else {
             return Ok(false);
@@ -1360,6 +1375,14 @@ impl Log {
         Ok(())
     }
 
+    /// Whether a compaction's final phase holds the writers (or refused a flush's write,
+    /// which then waits in the buffer for its swap).
+    fn writers_held(&self) -> bool {
+        self.compaction.as_ref().is_some_and(|c| {
+            c.deferred.is_some() || self.syncer.as_ref().is_some_and(syncer::Syncer::held)
+        })
+    }
+
     /// Writes the buffer to the file on this thread; `false`: a compaction's final phase
     /// holds the writers, nothing written (while a compaction runs the write goes through
     /// the syncer's hand-off, [`syncer::Syncer::write_unless_held`]).
@@ -1368,13 +1391,50 @@ impl Log {
             (Some(_), Some(syncer)) => syncer.write_unless_held(&self.buf),
             _ => (&*self.file).write_all(&self.buf).map(|()| true),
         };
-        if !written.map_err(|source| self.io_error(source))? {
+        let written = match written {
+            Ok(w) => w,
+            Err(source) => {
+                // A `write` that failed may have written part of the buffer: the file no
+                // longer ends at `len`, so the log takes no more writes.
+                let e = self.io_error(source);
+                self.fail(&e);
+                return Err(e);
+            }
+        };
+        if !written {
             return Ok(false);
         }
         self.len += self.buf.len() as u64;
         self.buf.clear();
         self.buffered = 0;
         Ok(true)
+    }
+
+    /// From now on nothing is reported durable: `e` (its kind and message) is returned by
+    /// every later call that could report it ([`Log::check_failed`]). For a failure after
+    /// which the log's file may not hold what the log counted: a write that failed partway
+    /// (the file may be longer than `len`, with part of a batch), a compaction whose
+    /// directory sync failed (a power loss may bring back the replaced file, which lacks
+    /// what is written to the new one).
+    fn fail(&mut self, e: &LogError) {
+        if self.failed.is_none() {
+            let kind = match e {
+                LogError::Io { source, .. } => source.kind(),
+                _ => std::io::ErrorKind::Other,
+            };
+            self.failed = Some((kind, e.to_string()));
+        }
+    }
+
+    /// The failure [`Log::fail`] noted, as the log's error.
+    fn check_failed(&self) -> Result<(), LogError> {
+        match &self.failed {
+            Some((kind, message)) => Err(self.io_error(std::io::Error::new(
+                *kind,
+                format!("the log failed earlier, nothing more is reported durable: {message}"),
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// `source` as an error of this log's file.
@@ -1424,8 +1484,10 @@ impl Log {
         self.syncer.is_some()
     }
 
-    /// A sync that failed on the syncer thread, as the log's error.
+    /// A sync that failed on the syncer thread, or an earlier failure of the log
+    /// ([`Log::fail`]), as the log's error.
     fn check_syncer(&self) -> Result<(), LogError> {
+        self.check_failed()?;
         if let Some(syncer) = &self.syncer {
             syncer.done().map_err(|source| self.io_error(source))?;
         }
@@ -1437,6 +1499,7 @@ impl Log {
     /// batches it made durable. A sync's failure is returned (here and by every later call).
     pub fn durable_mark(&mut self) -> Result<Option<u64>, LogError> {
         self.poll_compaction(false)?;
+        self.check_failed()?;
         self.syncer_progress()?;
         Ok(self.durable)
     }
@@ -1948,6 +2011,7 @@ impl Log {
         let requested = self.requested;
         let keep_index = self.index.is_some();
         let gate = self.compact_gate.take();
+        let dir_sync_fails = std::mem::take(&mut self.dir_sync_fails);
         let waker = self.waker.clone();
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let finished = Arc::clone(&done);
@@ -1965,6 +2029,7 @@ impl Log {
                         let live = Live {
                             writers: &waiter,
                             gate,
+                            dir_sync_fails,
                         };
                         compact_file(&path, len, view, position, keep_index, crash, Some(live))
                     }
@@ -2018,6 +2083,13 @@ impl Log {
         let (tx, rx) = std::sync::mpsc::channel();
         self.compact_gate = Some(rx);
         tx
+    }
+
+    /// Test hook: the next [`start_compact`](Log::start_compact)'s thread fails its directory
+    /// sync after the rename (as `fsync` of the directory returning an error would).
+    #[doc(hidden)]
+    pub fn fail_compaction_dir_sync(&mut self) {
+        self.dir_sync_fails = true;
     }
 
     /// Takes a finished compaction's outcome (waiting for it if `wait`): the new file is
@@ -2112,7 +2184,11 @@ impl Log {
         close_in_background((s.old, old, old_syncer));
         if let Some(e) = s.error {
             // Until the directory sync returned, a power loss may bring the old file back:
-            // records appended since would be lost, so this is the log's write error.
+            // records appended since would be lost, so this is the log's write error, and
+            // sticky: the syncer, released above, writes and syncs the batches handed over
+            // during the hold to the new file, and a later flush writes there, but nothing of
+            // it is reported durable from now on (s25 follow-up, R1).
+            self.fail(&e);
             return Err(e);
         }
         let rewritten = s.index.is_some();
@@ -2176,6 +2252,8 @@ struct Live<'a> {
     writers: &'a syncer::Waiter,
     /// Test hook: waited for after the first copy, before the final phase.
     gate: Option<std::sync::mpsc::Receiver<()>>,
+    /// Test hook: the directory sync after the rename fails.
+    dir_sync_fails: bool,
 }
 
 /// A compacted file renamed over the log ([`compact_file`]).
@@ -2222,6 +2300,7 @@ fn compact_file(
         path: path.to_path_buf(),
         source,
     };
+    let dir_sync_fails = live.as_ref().is_some_and(|l| l.dir_sync_fails);
     let mut src = File::open(path).map_err(io)?;
     let (_, index_bytes) = read_index(path, len)?;
     let index = decode_index(&index_bytes);
@@ -2306,17 +2385,28 @@ fn compact_file(
             let _ = g.recv();
         }
         // What was appended meanwhile, in rounds, synced while the writers go on, until the
-        // unsynced part is small (or the rounds run out: a writer faster than the copy).
+        // unsynced part is small, or the rounds stop shrinking it and the budget is spent
+        // (a writer as fast as the copy: [`catch_up_again`]).
         let mut synced = cut as u64;
-        for _ in 0..CATCH_UP_ROUNDS {
+        let started = std::time::Instant::now();
+        let mut round = 0;
+        let mut previous = u64::MAX;
+        loop {
             let now = src.metadata().map_err(io)?.len();
             copy_exact(&mut src, &mut out, now.saturating_sub(end)).map_err(io)?;
             end = end.max(now);
-            if end - synced <= CATCH_UP_TAIL {
+            let tail = end - synced;
+            if tail <= CATCH_UP_TAIL {
+                break;
+            }
+            round += 1;
+            if !catch_up_again(round, tail, previous, started.elapsed()) {
+                tracing::warn!(path = %path.display(), tail_bytes = tail, rounds = round, elapsed_ms = started.elapsed().as_millis() as u64, "durable log: a compaction's catch-up did not get the tail small (the log is written about as fast as it is copied); its writers are held while it copies and syncs the tail");
                 break;
             }
             out.sync_data().map_err(tio)?;
             synced = end;
+            previous = tail;
         }
         // The final phase: nothing writes the old file from here until the log adopts the
         // new one; the tail written since the last round is copied.
@@ -2362,7 +2452,12 @@ fn compact_file(
         error: None,
     };
     // Until this returns, a power loss may bring the old file back.
-    if let Err(source) = sync_dir(path) {
+    let dir_synced = if dir_sync_fails {
+        Err(std::io::Error::other("test hook: the directory sync fails"))
+    } else {
+        sync_dir(path)
+    };
+    if let Err(source) = dir_synced {
         swapped.error = Some(io(source));
         return Ok(Some(swapped));
     }
@@ -2389,13 +2484,34 @@ fn compact_file(
     Ok(Some(swapped))
 }
 
-/// A compaction on its thread copies what was appended since its start in at most this many
-/// rounds before it holds the writers ([`compact_file`]).
-const CATCH_UP_ROUNDS: usize = 8;
+/// A compaction on its thread copies what was appended since its start in rounds (each
+/// copies what was appended during the last, then syncs) before it holds the writers
+/// ([`compact_file`]): at least this many while the tail is large…
+const CATCH_UP_ROUNDS: u32 = 8;
 
-/// … and holds them once at most this many bytes of its copy are not synced yet, so the final
+/// … then more while each round's tail is smaller than the last's, up to this many…
+const CATCH_UP_MAX_ROUNDS: u32 = 64;
+
+/// … and this long since the first round ([`catch_up_again`]).
+const CATCH_UP_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// It holds them once at most this many bytes of its copy are not synced yet, so the final
 /// phase (the writers held) copies and syncs about this much.
 const CATCH_UP_TAIL: u64 = 256 << 10;
+
+/// Whether a compaction's catch-up runs another round (the sync of round `round`'s copy,
+/// then round `round + 1`) rather than holding the writers with `tail` bytes of its copy
+/// unsynced (more than [`CATCH_UP_TAIL`]); `previous` is the last round's tail (`u64::MAX`
+/// before the first), `elapsed` the time since the first round. Rounds up to
+/// [`CATCH_UP_ROUNDS`] always go on (s25). Past them a round goes on only while the tail
+/// shrinks (the copy gains on the writer: waiting shortens the hold) and within
+/// [`CATCH_UP_MAX_ROUNDS`] and [`CATCH_UP_BUDGET`]; a tail that stopped shrinking (a writer
+/// as fast as the copy) would not shrink by waiting, and the hold is then about one round's
+/// appends (the writer's rate times a round's copy and sync).
+fn catch_up_again(round: u32, tail: u64, previous: u64, elapsed: std::time::Duration) -> bool {
+    round <= CATCH_UP_ROUNDS
+        || (tail < previous && round < CATCH_UP_MAX_ROUNDS && elapsed < CATCH_UP_BUDGET)
+}
 
 /// A compaction on its thread syncs its copy every this many bytes ([`compact_file`]).
 const LIVE_PIECE: u64 = 8 << 20;
@@ -3564,5 +3680,33 @@ impl<R: Read + Seek> Reader<R> {
     /// A compacted log's [`Base`], once read (a reader started at an offset reads none).
     pub fn base(&self) -> Option<&Base> {
         self.log_base.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// s25 follow-up (R4): the catch-up's rounds. The first eight always go on; past them
+    /// only while the tail shrinks, within the round and time budgets.
+    #[test]
+    fn the_catch_up_goes_on_while_the_tail_shrinks_within_its_budget() {
+        let big = 10 * CATCH_UP_TAIL;
+        let ms = Duration::from_millis;
+        assert!(catch_up_again(1, big, u64::MAX, ms(0)));
+        assert!(catch_up_again(CATCH_UP_ROUNDS, big, big / 2, ms(0)));
+        // Past the first rounds: shrinking goes on, a tail that grew or stayed stops.
+        assert!(catch_up_again(CATCH_UP_ROUNDS + 1, big, big + 1, ms(10)));
+        assert!(!catch_up_again(CATCH_UP_ROUNDS + 1, big, big, ms(10)));
+        assert!(!catch_up_again(CATCH_UP_ROUNDS + 1, big + 1, big, ms(10)));
+        // The budgets end even a shrinking tail.
+        assert!(!catch_up_again(CATCH_UP_MAX_ROUNDS, big, big + 1, ms(10)));
+        assert!(!catch_up_again(
+            CATCH_UP_ROUNDS + 1,
+            big,
+            big + 1,
+            CATCH_UP_BUDGET
+        ));
     }
 }

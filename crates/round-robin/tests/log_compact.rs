@@ -749,7 +749,10 @@ fn durable_while_compacting(l: &mut Log, mark: u64, case: &str) {
 /// records, then every record flushed during the copy, then those flushed after the swap, in
 /// order; the swap synced everything written before it. Under `EveryBatch`, a batch flushed
 /// while the final phase waits for a sync in progress is kept by the held syncer and
-/// written to the new file. Under the three policies. Mutation: with the s24 deferral of
+/// written to the new file. Under `EveryRecords`/`Never`, a sync started (`Log::start_sync`)
+/// during the copy returns and is reported before the compaction completes (s25 follow-up,
+/// P1; mutation: `start_sync` refusing for the whole compaction fails it, "no sync during
+/// the copy"). Under the three policies. Mutation: with the s24 deferral of
 /// every flush during the compaction it fails ("mark 2 never durable during the
 /// compaction"); without the final phase's tail copy it fails (the records flushed during the
 /// copy are lost with the old file).
@@ -800,8 +803,23 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
             on_disk = now;
             if batch {
                 assert_eq!(l.synced_mark(), Some(mark), "{case}");
-            } else {
+            } else if i < 3 {
                 assert_eq!(l.synced_mark(), synced, "{case}: synced by nothing yet");
+            } else {
+                // s25 follow-up (P1): a sync started during the copy runs (on the old
+                // file) and is reported before the compaction completes.
+                assert!(l.start_sync().unwrap(), "{case}: no sync during the copy");
+                syncer.send(true).unwrap();
+                let start = std::time::Instant::now();
+                while l.synced_mark() != Some(mark) {
+                    l.durable_mark().unwrap();
+                    assert!(
+                        start.elapsed().as_secs() < 10,
+                        "{case}: the sync started during the copy never returned"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                assert!(l.compacting(), "{case}: the compaction completed");
             }
         }
         assert!(l.take_compacted().is_none(), "{case}: completed while held");
@@ -872,6 +890,113 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
             "{case}"
         );
         assert_eq!(rec.dropped_bytes, 0, "{case}");
+        drop(l);
+    }
+    remove(&a);
+}
+
+/// s25 follow-up (R1): a compaction on its thread whose directory sync after the rename
+/// fails (`Log::fail_compaction_dir_sync`). A power loss may then bring back the old file,
+/// which lacks whatever is written to the new one: from the failure on, nothing more is
+/// reported durable. Under `EveryBatch`, a batch is flushed while a sync is held at the
+/// syncer's gate as the final phase starts (the hold waits for that sync) and another while
+/// it waits (kept by the held syncer, written to the new file once released). Once the
+/// outcome is the error, while the syncer runs freely: for 200 ms `durable_mark` and
+/// `synced_mark` report nothing past the last mark synced to the old file; a flush is an
+/// error; 200 ms more of the same; `durable_mark` and `sync` are errors. Under
+/// `EveryRecords(1000)` the same without the held batches (a later flush would be reported
+/// durable once written), and `start_sync` is an error. Mutation: without the sticky
+/// failure (`Log::fail` a no-op), it fails ("EveryBatch: mark 4 reported durable after the
+/// failure"; the `EveryRecords` case alone: "a flush after the failure").
+#[test]
+fn a_compaction_whose_directory_sync_fails_reports_nothing_more_durable() {
+    let rs = records(&[60; 50], &[], false);
+    let a = tmpfile("dir-sync-fails.log");
+    for policy in [FsyncPolicy::EveryBatch, FsyncPolicy::EveryRecords(1000)] {
+        let case = format!("{policy:?}");
+        let batch = policy == FsyncPolicy::EveryBatch;
+        remove(&a);
+        let opts = LogOptions {
+            index_every: 300,
+            ..LogOptions::new(policy)
+        };
+        let (mut l, _) = Log::open_with(&a, opts).unwrap();
+        let syncer = l.gate_syncer();
+        for r in &rs[..40] {
+            l.append(r).unwrap();
+        }
+        l.flush(1).unwrap();
+        if batch {
+            syncer.send(true).unwrap();
+        }
+        wait_durable(&mut l, 1, &case);
+        l.fail_compaction_dir_sync();
+        let hold = l.gate_compaction();
+        let (v, p) = point(&rs, 30);
+        assert!(l.start_compact(v, p).unwrap(), "{case}");
+        // The copy: written to the old file and reported durable there (synced under
+        // `EveryBatch`): sound whichever file a power loss leaves.
+        for r in &rs[40..43] {
+            l.append(r).unwrap();
+        }
+        l.flush(2).unwrap();
+        if batch {
+            syncer.send(true).unwrap();
+        }
+        durable_while_compacting(&mut l, 2, &case);
+        let mut last = 2;
+        if batch {
+            l.append(&rs[43]).unwrap();
+            l.flush(3).unwrap();
+            drop(hold);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            l.append(&rs[44]).unwrap();
+            // Kept by the held syncer; or, if the final phase completed first (its hold
+            // before the syncer took request 3), adopted here and refused.
+            let _ = l.flush(4);
+            drop(syncer);
+            // Sync 3 ran on the old file before the hold completed: it may be reported.
+            last = 3;
+        } else {
+            drop(hold);
+            drop(syncer);
+        }
+        assert!(
+            compacted(&mut l).is_err(),
+            "{case}: the failure not returned"
+        );
+        let synced = l.synced_mark();
+        assert!(
+            synced <= Some(last),
+            "{case}: synced {synced:?} after the failure"
+        );
+        // The syncer runs freely: what it writes and syncs to the new file (the batch kept
+        // during the hold) must not be reported.
+        let reported = |l: &mut Log| {
+            let start = std::time::Instant::now();
+            while start.elapsed() < std::time::Duration::from_millis(200) {
+                if let Ok(Some(mark)) = l.durable_mark() {
+                    assert!(
+                        mark <= last,
+                        "{case}: mark {mark} reported durable after the failure"
+                    );
+                }
+                assert!(
+                    l.synced_mark() <= Some(last),
+                    "{case}: synced after the failure"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        reported(&mut l);
+        l.append(&rs[45]).unwrap();
+        assert!(l.flush(5).is_err(), "{case}: a flush after the failure");
+        reported(&mut l);
+        assert!(l.durable_mark().is_err(), "{case}: durable_mark");
+        assert!(l.sync().is_err(), "{case}: sync");
+        if !batch {
+            assert!(l.start_sync().is_err(), "{case}: start_sync");
+        }
         drop(l);
     }
     remove(&a);

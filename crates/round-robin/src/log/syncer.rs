@@ -297,6 +297,17 @@ impl Syncer {
     /// Writes `bytes` to the file now, on the calling thread, unless a compaction holds the
     /// writers ([`Waiter::hold`]): `Ok(false)`, nothing written (the caller keeps them). The
     /// write runs under the hand-off's lock, so a hold that returned saw it complete.
+    ///
+    /// The lock is held for the whole `write_all` (one flush's records, copied to the page
+    /// cache): meanwhile the syncer cannot take its next request or report one finished,
+    /// and the compaction's [`Waiter::hold`] waits. That is the point (a hold that returned
+    /// saw no write in progress), it happens only while a compaction runs, and the syncer
+    /// does not wait on the lock during an `fdatasync` (it is released around it).
+    ///
+    /// An error may come after part of `bytes` was written: the file is then longer than
+    /// the log counted, with part of a batch at its end. The caller treats it as terminal
+    /// (the log notes the failure and reports nothing durable from then on; the next open
+    /// cuts the torn tail).
     pub(crate) fn write_unless_held(&self, bytes: &[u8]) -> std::io::Result<bool> {
         let s = lock(&self.shared.state);
         if s.handoff.held() {
@@ -304,6 +315,11 @@ impl Syncer {
         }
         (&*s.file).write_all(bytes)?;
         Ok(true)
+    }
+
+    /// Whether a compaction holds the writers ([`Waiter::hold`]).
+    pub(crate) fn held(&self) -> bool {
+        lock(&self.shared.state).handoff.held()
     }
 
     /// Ends a compaction's hold ([`Waiter::hold`]); with `file`, later writes and syncs go to

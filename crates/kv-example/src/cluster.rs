@@ -634,11 +634,18 @@ impl Ordering {
 
 /// Why a durable membership replica did not start, with the `squall-kv` flag that accepts a
 /// deliberate change of `fsync` (the one kv setting in the epoch settings' digest) when the
-/// restart was refused for a settings change.
+/// restart was refused for a change of the driver (epoch) settings only. A change that includes
+/// the membership settings (the replicas list) gets no such hint: it cannot be made at a
+/// restart, and the flag would only lead to `SettingsChangeRefused`.
 fn start_refused(e: &GroupError) -> String {
     match e {
-        GroupError::Gms(GmsError::SettingsChanged { logged, .. }) => format!(
+        GroupError::Gms(GmsError::SettingsChanged {
+            logged, configured, ..
+        }) if logged.differs_in_driver_only(configured) => format!(
             "{e} (squall-kv: to change `fsync`, restart every replica with `serve --settings-from {logged}`)"
+        ),
+        GroupError::Gms(GmsError::SettingsChanged { .. }) => format!(
+            "{e} (squall-kv: the replicas list cannot change at a restart; restore the cluster file's replicas the log was written under, or start afresh with empty data directories)"
         ),
         _ => e.to_string(),
     }

@@ -1,6 +1,7 @@
 //! A deliberate settings change at a total restart, over real `squall-kv serve` processes
 //! (docs/MEMBERSHIP.md, sixty-first part): a durable cluster written under `fsync = "never"` is
-//! killed whole and its config changed to `fsync = "batch"`. A plain restart is refused at
+//! killed whole and its config changed to `fsync = "batch"`. A change of the replicas list
+//! too is refused with no hint to accept it. A plain restart is refused at
 //! every replica before it connects, naming the digest to accept; a restart with `--settings-from` that digest
 //! keeps every acknowledged write and takes new ones; the restart after it needs no flag.
 #![allow(clippy::unwrap_used)]
@@ -11,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::{Procs, wait_serving};
-use squall_kv::{Fsync, KvClient};
+use squall_kv::{Fsync, KvClient, ReplicaAddr};
 use squall_smr::ClientConfig;
 
 fn client(addrs: Vec<SocketAddr>) -> KvClient {
@@ -79,8 +80,28 @@ fn an_fsync_change_at_a_total_restart_needs_settings_from_and_keeps_every_write(
     }
     procs.kill_all();
 
-    // The config changes while the cluster is down.
+    // The config changes while the cluster is down. First also its replicas list (a fourth
+    // replica): refused before it connects, with no `--settings-from` hint (the membership
+    // settings cannot change at a restart; s25).
     procs.cfg.fsync = Fsync::Batch;
+    let mut wider = procs.cfg.clone();
+    wider.replicas.push(ReplicaAddr {
+        id: 3,
+        transport: "127.0.0.1:9".parse().unwrap(),
+        client: "127.0.0.1:10".parse().unwrap(),
+    });
+    std::fs::write(procs.dir.join("cluster.toml"), wider.to_toml()).unwrap();
+    let before = procs.log(0).len();
+    procs.spawn(0);
+    let code = wait_exit(&mut procs, 0);
+    let log = procs.log(0)[before..].to_string();
+    assert_eq!(code, Some(1), "replica 0, a fourth replica listed: {log}");
+    assert!(
+        log.contains("differ from those the log was written under")
+            && log.contains("the replicas list cannot change at a restart")
+            && !log.contains("--settings-from"),
+        "replica 0, a fourth replica listed: {log}"
+    );
     std::fs::write(procs.dir.join("cluster.toml"), procs.cfg.to_toml()).unwrap();
     let logged_before: Vec<usize> = (0..3).map(|i| procs.log(i).len()).collect();
 

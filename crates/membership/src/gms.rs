@@ -136,8 +136,11 @@ pub enum StopReason {
     },
 }
 
-/// Errors of the membership core.
+/// Errors of the membership core. Applications meet them at start-up (through
+/// [`GroupError::Gms`](crate::group::GroupError::Gms)), and the enum grows: it is
+/// `#[non_exhaustive]`, so a match needs a wildcard arm.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum GmsError {
     /// The configuration cannot work.
     #[error(transparent)]
@@ -189,7 +192,8 @@ pub enum GmsError {
     /// records, and with co-located hosts which sets of members are majorities, depend on them,
     /// so the node refuses to start instead, before it touches any file.
     #[error(
-        "restarting from the log: the configured settings (digest {configured}) differ from those the log was written under (digest {logged}); differing: {groups:?}; restore the configuration the log was written under, or start the group afresh (new logs); a deliberate change of the driver (epoch) settings only is accepted when every member restarts naming the log's digest {logged} as the one it moves from (GmsConfig::settings_from)"
+        "restarting from the log: the configured settings (digest {configured}) differ from those the log was written under (digest {logged}); differing: {groups:?}; restore the configuration the log was written under, or start the group afresh (new logs); {}",
+        settings_changed_hint(logged, configured)
     )]
     SettingsChanged {
         /// The digest of the log's latest [`Record::Settings`].
@@ -231,6 +235,19 @@ pub enum GmsError {
         /// less the driver's).
         groups: Vec<&'static str>,
     },
+}
+
+/// The end of [`GmsError::SettingsChanged`]'s message: how to accept the change where only
+/// the driver's settings differ (the one group [`GmsConfig::settings_from`] can accept), else
+/// that the differing groups cannot change at a total restart.
+fn settings_changed_hint(logged: &SettingsDigest, configured: &SettingsDigest) -> String {
+    if logged.differs_in_driver_only(configured) {
+        format!(
+            "a deliberate change of the driver (epoch) settings only is accepted when every member restarts naming the log's digest {logged} as the one it moves from (GmsConfig::settings_from)"
+        )
+    } else {
+        "the membership and layout settings cannot change at a total restart (GmsConfig::settings_from accepts a change of the driver (epoch) settings only)".to_string()
+    }
 }
 
 /// What the core tells its driver.
@@ -1711,6 +1728,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// readmitted it names it in its `admitted` word. Pushed after this incarnation's whole
     /// row (one writer, pushes in order), so a peer that reads its incarnation in the slot
     /// reads every other word of the row as this incarnation's (see [`unheard`](Gms::unheard)).
+    /// From the first value on, a whole-row push (a link that comes up later) posts the
+    /// `admitted` vector as its own write after the rest of the row
+    /// ([`Sst::set_row_push_tail`](squall_sst::Sst::set_row_push_tail)): the order then rests
+    /// on the order between writes, never on the placement of words within one write.
     fn publish_readmitted_self(&mut self) -> Result<(), GmsError> {
         let me = self.sst.my_row();
         let mut newest = self.sst.get_at(me, self.f.admitted, me)?;
@@ -1722,6 +1743,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         if newest > self.sst.get_at(me, self.f.admitted, me)? {
             tracing::debug!(me = %self.me, incarnation = newest, "membership: a peer readmitted this incarnation; publishing it in the own row");
+            self.sst.set_row_push_tail(self.f.admitted.range());
             self.sst.set_at(self.f.admitted, me, newest)?;
             self.sst.push(self.f.admitted.range())?;
         }
@@ -3227,8 +3249,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         SettingsDigest::from_words(&w)
     }
 
-    /// `row`'s digest if it differs from this node's, as a stop reason.
+    /// `row`'s digest if it differs from this node's, as a stop reason. Nothing while the row
+    /// is [`unheard`](Gms::unheard): its settings words are still the old incarnation's (s25).
     fn differs(&self, row: usize) -> Option<StopReason> {
+        if self.unheard(row) {
+            return None;
+        }
         let theirs = self.settings_of(row)?;
         (theirs != self.digest).then(|| StopReason::SettingsDiffer {
             node: self.cfg.universe.get(row).copied().unwrap_or(NodeId(0)),

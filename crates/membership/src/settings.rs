@@ -175,6 +175,23 @@ impl SettingsDigest {
         h.finish()
     }
 
+    /// Whether `other` differs from this digest in the driver's settings only: the one change
+    /// a total restart can accept ([`GmsConfig::settings_from`](crate::GmsConfig::settings_from),
+    /// `docs/MEMBERSHIP.md`, sixty-first part).
+    ///
+    /// ```
+    /// use squall_membership::settings::SettingsDigest;
+    /// let logged = SettingsDigest { membership: 1, layout: 2, driver: 3 };
+    /// assert!(logged.differs_in_driver_only(&SettingsDigest { driver: 4, ..logged }));
+    /// assert!(!logged.differs_in_driver_only(&SettingsDigest { membership: 5, driver: 4, ..logged }));
+    /// assert!(!logged.differs_in_driver_only(&logged));
+    /// ```
+    pub fn differs_in_driver_only(&self, other: &SettingsDigest) -> bool {
+        self.membership == other.membership
+            && self.layout == other.layout
+            && self.driver != other.driver
+    }
+
     /// The groups of settings that differ from `other`'s, named.
     pub fn differing(&self, other: &SettingsDigest) -> Vec<&'static str> {
         let mut out = Vec::new();

@@ -490,7 +490,8 @@ fn a_deliberate_window_and_slot_size_change_at_a_total_restart_keeps_every_deliv
 }
 
 /// The opt-in is checked at start-up: a changed window without it is refused as before
-/// (`SettingsChanged`); `settings_from` naming another digest than the log's (a typo, a stale
+/// (`SettingsChanged`, whose message says how to accept it; with a membership setting changed
+/// too it says instead that those cannot change, s25); `settings_from` naming another digest than the log's (a typo, a stale
 /// value) is refused (`SettingsFromMismatch`); a change of a membership setting is refused even
 /// with the right digest named (`SettingsChangeRefused`); a change with atomic epochs (which
 /// replay nothing) is refused.
@@ -514,7 +515,28 @@ fn a_settings_change_without_the_right_opt_in_is_refused_at_start_up() {
         matches!(e, GroupError::Gms(GmsError::SettingsChanged { .. })),
         "{e}"
     );
-    assert!(e.to_string().contains("settings_from"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("accepted when every member restarts naming"),
+        "{e}"
+    );
+    // No opt-in, a membership setting changed too: no hint to name the digest (it would only
+    // lead to `SettingsChangeRefused`).
+    let e = why(
+        "no opt-in, a membership change",
+        start_one(&|c| c.gms.max_members = 3),
+    );
+    assert!(
+        matches!(e, GroupError::Gms(GmsError::SettingsChanged { .. })),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("cannot change at a total restart")
+            && !e
+                .to_string()
+                .contains("accepted when every member restarts naming"),
+        "{e}"
+    );
     // The wrong digest named.
     let e = why(
         "the wrong digest",

@@ -448,7 +448,7 @@ impl<T: Transport> Sst<T> {
         }
         self.restart_watch(row);
         if !self.suspected[row] {
-            self.post_row_write(row, self.schema.row_range(), Signal::Unsignaled)?;
+            self.post_whole_row(row)?;
         }
         tracing::info!(me = %self.member(self.me), %peer, "sst: late member connected; row pushed");
         Ok(false)
@@ -622,7 +622,7 @@ impl<T: Transport> Sst<T> {
         self.known[row] = incarnation;
         self.deferred.retain(|&(r, _)| r != row);
         self.restart_watch(row);
-        self.post_row_write(row, self.schema.row_range(), Signal::Unsignaled)?;
+        self.post_whole_row(row)?;
         let peer = self.member(row);
         tracing::info!(me = %self.member(self.me), %peer, incarnation, "sst: member readmitted as a new incarnation; row pushed");
         Ok(true)

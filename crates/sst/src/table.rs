@@ -246,6 +246,9 @@ pub struct Sst<T: Transport> {
     /// Per row: the one incarnation this table waits for (see [`Sst::expect_incarnation`]);
     /// the row reads absent until [`Sst::link_expected`].
     pub(crate) expected: Vec<Option<u64>>,
+    /// The range a whole-row push posts as a separate, later write (see
+    /// [`Sst::set_row_push_tail`]); `None`: one write of the whole row.
+    pub(crate) row_push_tail: Option<FieldRange>,
 }
 
 /// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
@@ -365,6 +368,7 @@ impl<T: Transport> Sst<T> {
             known: vec![0; n],
             pending: vec![None; n],
             expected: vec![None; n],
+            row_push_tail: None,
             schema,
         })
     }
@@ -597,6 +601,65 @@ impl<T: Transport> Sst<T> {
     /// ```
     pub fn is_absent(&self, row: usize) -> bool {
         self.absent.get(row).copied().unwrap_or(false)
+    }
+
+    /// From now on, every whole-row push of the local row (to a late member whose link came
+    /// up, to a readmitted incarnation) posts `range` as a separate write *after* the rest of
+    /// the row, instead of one write of the whole row. A fabric applies one writer's writes on
+    /// a link in order, but need not place the words *within* one write in order (RDMA does
+    /// not promise it): a peer that reads a new value in `range` then reads every other word of
+    /// the row as of that push or later. For a word that vouches for the rest of the row (the
+    /// membership layer's own `admitted` slot, `docs/MEMBERSHIP.md`, fifty-ninth part). Until
+    /// it is called (and for a table that never calls it) a whole-row push is one write.
+    ///
+    /// ```
+    /// # use squall_sst::{SchemaBuilder, Sst, SstConfig};
+    /// # use squall_transport::{NodeId, RegionId, RegionSpec};
+    /// # use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let mut b = SchemaBuilder::new(1);
+    /// let guard = b.counter("guard");
+    /// let schema = b.build()?;
+    /// # let node = ThreadedFabric::new(ThreadedConfig::default())?
+    /// #     .cluster(1, &[RegionSpec::new(RegionId(0), schema.table_len())])?.remove(0);
+    /// let mut sst = Sst::new(node, schema, SstConfig::new(RegionId(0), vec![NodeId(0)]))?;
+    /// sst.set_row_push_tail(guard.range());
+    /// assert_eq!(sst.row_push_tail(), Some(guard.range()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_row_push_tail(&mut self, range: FieldRange) {
+        self.row_push_tail = Some(range);
+    }
+
+    /// The range whole-row pushes post last, if one was set
+    /// ([`set_row_push_tail`](Sst::set_row_push_tail)).
+    pub fn row_push_tail(&self) -> Option<FieldRange> {
+        self.row_push_tail
+    }
+
+    /// Pushes the whole local row to `row`'s member: one write, or, with a
+    /// [`row_push_tail`](Sst::row_push_tail), the words before and after it and then the
+    /// tail, in that order on the link.
+    pub(crate) fn post_whole_row(&mut self, row: usize) -> Result<(), SstError> {
+        let whole = self.schema.row_range();
+        let Some(tail) = self.row_push_tail else {
+            self.post_row_write(row, whole, Signal::Unsignaled)?;
+            return Ok(());
+        };
+        let end = tail.offset + tail.len;
+        let before = FieldRange {
+            offset: 0,
+            len: tail.offset,
+        };
+        let after = FieldRange {
+            offset: end,
+            len: whole.len.saturating_sub(end),
+        };
+        for range in [before, after, tail] {
+            if range.len > 0 {
+                self.post_row_write(row, range, Signal::Unsignaled)?;
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn post_row_write(

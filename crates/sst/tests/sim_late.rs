@@ -2,13 +2,19 @@
 //! others is absent (never suspected for it), then catches up; a table with
 //! `Detector::TransportOnly` posts no heartbeats and still suspects on transport failures; a
 //! member that gives up on a new incarnation it never linked (`Sst::suspect_incarnation`)
-//! makes the members linked to it suspect it too.
+//! makes the members linked to it suspect it too; a whole-row push with a tail set posts the
+//! tail as its own last write.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use squall_sst::{Counter, Detector, Schema, SchemaBuilder, Sst, SstConfig, Suspicion};
-use squall_transport::{NodeId, RegionId, RegionSpec};
+use squall_transport::{
+    Event, LocalSlice, NodeId, OpId, PostError, Region, RegionId, RegionSpec, RemoteAddr, Signal,
+    Time, Transport, Waker,
+};
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds};
 
 const REGION: RegionId = RegionId(0);
@@ -243,4 +249,163 @@ fn a_suspicion_of_an_incarnation_never_linked_here_spreads_to_the_members_linked
         }
         Ok(())
     });
+}
+
+/// A transport that records the (offset, length) of every write it posts, by peer.
+struct Recording {
+    inner: SimNode,
+    writes: Rc<RefCell<Vec<(NodeId, usize, usize)>>>,
+}
+
+impl Transport for Recording {
+    fn local_id(&self) -> NodeId {
+        self.inner.local_id()
+    }
+    fn peers(&self) -> &[NodeId] {
+        self.inner.peers()
+    }
+    fn region(&self, id: RegionId) -> Option<&Region> {
+        self.inner.region(id)
+    }
+    fn remote_region_len(&self, peer: NodeId, id: RegionId) -> Option<usize> {
+        self.inner.remote_region_len(peer, id)
+    }
+    fn max_message_len(&self) -> usize {
+        self.inner.max_message_len()
+    }
+    fn now(&self) -> Time {
+        self.inner.now()
+    }
+    fn write(
+        &mut self,
+        peer: NodeId,
+        src: LocalSlice,
+        dst: RemoteAddr,
+        signal: Signal,
+    ) -> Result<OpId, PostError> {
+        self.writes.borrow_mut().push((peer, src.offset, src.len));
+        self.inner.write(peer, src, dst, signal)
+    }
+    fn read(&mut self, peer: NodeId, src: RemoteAddr, dst: LocalSlice) -> Result<OpId, PostError> {
+        self.inner.read(peer, src, dst)
+    }
+    fn compare_and_swap(
+        &mut self,
+        peer: NodeId,
+        word: RemoteAddr,
+        expected: u64,
+        new: u64,
+    ) -> Result<OpId, PostError> {
+        self.inner.compare_and_swap(peer, word, expected, new)
+    }
+    fn fetch_add(&mut self, peer: NodeId, word: RemoteAddr, delta: u64) -> Result<OpId, PostError> {
+        self.inner.fetch_add(peer, word, delta)
+    }
+    fn send(&mut self, peer: NodeId, data: &[u8], signal: Signal) -> Result<OpId, PostError> {
+        self.inner.send(peer, data, signal)
+    }
+    fn fence(&mut self, peer: NodeId) -> Result<OpId, PostError> {
+        self.inner.fence(peer)
+    }
+    fn poll(&mut self, out: &mut [Event]) -> usize {
+        self.inner.poll(out)
+    }
+    fn recv(&mut self, buf: &mut Vec<u8>) -> Option<NodeId> {
+        self.inner.recv(buf)
+    }
+    fn is_absent(&self, peer: NodeId) -> bool {
+        self.inner.is_absent(peer)
+    }
+    fn report_failed(&mut self, peer: NodeId) {
+        self.inner.report_failed(peer)
+    }
+    fn wait(&mut self, timeout: Duration) {
+        self.inner.wait(timeout)
+    }
+    fn waker(&self) -> Waker {
+        self.inner.waker()
+    }
+}
+
+/// With a row-push tail set (`Sst::set_row_push_tail`, s25), the whole-row push to a late
+/// member is the row's words before and after the tail, then the tail, each its own write (a
+/// fabric orders writes on a link, not the words within one); the late member's copy of the
+/// row ends the same. A table with no tail pushes its row in one write.
+#[test]
+fn a_whole_row_push_to_a_late_member_posts_the_tail_as_its_own_last_write() {
+    let n = 3;
+    let mut b = SchemaBuilder::new(n);
+    let before = b.counter("before");
+    let tail = b.vector("tail", 2);
+    let after = b.counter("after");
+    let schema = b.build().expect("valid schema");
+    let row_len = schema.row_range().len;
+    let layout = [RegionSpec::new(REGION, schema.table_len())];
+    let (sim, mut endpoints) =
+        Sim::cluster_late(SimConfig::seeded(3), n, &layout, &[NodeId(2)]).expect("valid sim");
+    let late = endpoints.pop().expect("three endpoints");
+    let writes = Rc::new(RefCell::new(Vec::new()));
+    let recording = |inner: SimNode| Recording {
+        inner,
+        writes: Rc::clone(&writes),
+    };
+    let mut ssts: Vec<Option<Sst<Recording>>> = endpoints
+        .into_iter()
+        .map(|t| Some(Sst::new(recording(t), schema.clone(), config(n)).expect("valid table")))
+        .collect();
+    for (i, s) in ssts.iter_mut().enumerate() {
+        let s = s.as_mut().expect("running");
+        s.set(before, 10 + i as u64);
+        s.set(after, 20 + i as u64);
+        s.set_at(tail, 1, 30 + i as u64).expect("in the vector");
+    }
+    ssts[0]
+        .as_mut()
+        .expect("running")
+        .set_row_push_tail(tail.range());
+    sim.start_node(NodeId(2));
+    ssts.push(Some(
+        Sst::new(recording(late), schema.clone(), config(n)).expect("valid table"),
+    ));
+    let end = sim.now() + Duration::from_millis(2);
+    while sim.now() < end {
+        for s in ssts.iter_mut().flatten() {
+            s.poll_once().expect("no failure");
+        }
+        sim.advance(Duration::from_micros(5));
+    }
+    let writes = writes.borrow();
+    let first_to_late = |from: usize| -> Vec<(usize, usize)> {
+        let start = from * row_len;
+        let row: Vec<(usize, usize)> = (writes.iter())
+            .filter(|&&(peer, at, len)| {
+                peer == NodeId(2) && at >= start && at + len <= start + row_len
+            })
+            .map(|&(_, at, len)| (at - start, len))
+            .collect();
+        let whole = row.iter().position(|&(at, _)| at == 0).expect("a row push");
+        row[whole..].to_vec()
+    };
+    let t = tail.range();
+    let split = first_to_late(0);
+    assert_eq!(
+        split[..3],
+        [
+            (0, t.offset),
+            (t.offset + t.len, row_len - t.offset - t.len),
+            (t.offset, t.len)
+        ],
+        "n0's pushes to n2: {split:?}"
+    );
+    let whole = first_to_late(1);
+    assert_eq!(whole[0], (0, row_len), "n1's pushes to n2: {whole:?}");
+    let late = ssts[2].as_ref().expect("running");
+    for r in 0..2 {
+        assert_eq!(late.get(r, before), 10 + r as u64);
+        assert_eq!(late.get(r, after), 20 + r as u64);
+        assert_eq!(
+            late.get_at(r, tail, 1).expect("in the vector"),
+            30 + r as u64
+        );
+    }
 }

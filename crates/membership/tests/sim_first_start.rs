@@ -1106,23 +1106,31 @@ fn a_member_wedged_during_its_first_start_hold_stays_held_when_its_shard_starts(
 /// restart of view 0, which waited for it ("did not end in one running view": `w` running view
 /// 0, the others restarting it; seeds 0 to 3 before the thirty-eighth part). Now a first-start
 /// member that logged no decision and delivered nothing switches whether or not its epoch is
-/// still held. Checked that each seed reaches the race in at least one run (`w` posted).
+/// still held. Checked that each default seed reaches the race in at least one run (`w`
+/// posted); a soak's seed that reaches it in none is skipped (s25: `SQUALL_SEEDS=12` met seed
+/// 4, whose six runs all checked out without the race).
 #[test]
 fn a_member_released_as_its_shard_peer_wedges_restarts_view_0_with_the_others() {
-    check_seeds("first_start_hold_released_racing", 2, |seed| {
-        let mut raced = 0;
-        for y_rank in 0..3 {
-            for late in [0, 100] {
-                let w_posted = hold_released_after_the_wedge(seed, y_rank, Some(0), late)
-                    .map_err(|e| format!("y = rank {y_rank} of its shard, {late} late: {e}"))?;
-                raced += usize::from(w_posted);
+    group_sim::check_seeds_reaching(
+        "first_start_hold_released_racing",
+        2,
+        "a run that released w before it wedged",
+        |seed| {
+            let mut raced = 0;
+            for y_rank in 0..3 {
+                for late in [0, 100] {
+                    let w_posted = hold_released_after_the_wedge(seed, y_rank, Some(0), late)
+                        .map_err(|e| format!("y = rank {y_rank} of its shard, {late} late: {e}"))?;
+                    raced += usize::from(w_posted);
+                }
             }
-        }
-        if raced == 0 {
-            return Err("no run released w before it wedged (the race was not reached)".into());
-        }
-        Ok(())
-    });
+            Ok(if raced == 0 {
+                group_sim::Moment::Missed
+            } else {
+                group_sim::Moment::Reached
+            })
+        },
+    );
 }
 
 /// Issue 6, s22 (docs/MEMBERSHIP.md, thirty-eighth part): the wider case of the race above. A

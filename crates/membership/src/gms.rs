@@ -1957,7 +1957,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let vid = p[0].saturating_sub(1);
             running |= p[0] > 0 && vid == view.id && !self.restarting_in(&p);
             superseded |= p[0] > 0 && vid == view.id && self.superseded_by(row, view, &p);
-            if self.joiner_root(row, view, vid) || self.dead_ahead(row, view, vid) {
+            if self.joiner_root(row, view, vid)
+                || self.dead_ahead(row, view, vid)
+                || self.below_promise(row, view, vid)
+            {
                 continue;
             }
             if vid == view.id + 1
@@ -2371,6 +2374,66 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     && crate::change::next_members(&t.changes, &view.members)
                         != mine.next_members(&view.members)
             })
+    }
+
+    /// Restart mode at `view`: whether `row` publishes `view + 1` installed with a decision for
+    /// `view` that ranks below the restart ballot this member promised for `view`, while this
+    /// member cannot yet rule out a decision for `view` under that ballot or a later one
+    /// ([`promise_cleared`](Gms::promise_cleared)). Such a peer is neither caught up from
+    /// nor counted as ahead (this member stays restarting at `view`, and stops with
+    /// [`StopReason::RestartCutOff`] if it is cut off from a majority of `view`).
+    ///
+    /// Why (s25, sixty-fifth part of `docs/MEMBERSHIP.md`): the promise says a restart of
+    /// `view` ran under that ballot. If it decided, it adopted the peer's decision and may
+    /// have fitted it into another `view + 1` (the peer's is then a dead branch), and a member
+    /// that lost that decision but kept the promise cannot tell the two `view + 1`s apart
+    /// from the peer's row alone: catching up into the peer's would let it restart the dead
+    /// view with the dead members.
+    fn below_promise(&self, row: usize, view: &View, vid: u64) -> bool {
+        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
+        vid == view.id + 1
+            && self
+                .decision_of(row, view.id)
+                .is_some_and(|t| t.rank < promised)
+            && !self.promise_cleared(view, promised)
+    }
+
+    /// Restart mode at `view`, holding a promise of ballot `promised` for it: whether this
+    /// member has read the decision blocks of a majority of `view` (its own log counted) and
+    /// none shows a decision for `view` ranked `promised` or higher. A decision under such a
+    /// ballot that any member acted on was logged by every member its inspector counted, a
+    /// majority of `view`, and each of them publishes it (or a higher one) while restarting
+    /// at `view` or the one it installed `view + 1` with, so such a read sees it.
+    ///
+    /// A row counts as read once it is wedged in `view` in restart mode (its wedge block for
+    /// `view` is there: it writes that after the decision block it publishes when it starts,
+    /// and one writer's blocks land in order) or it publishes `view + 1` and the decision for
+    /// `view` it installed that with. A row one view ahead that publishes a decision for
+    /// `view + 1` instead does not count.
+    fn promise_cleared(&self, view: &View, promised: u64) -> bool {
+        let mine = self.restart.as_ref().and_then(|r| r.logged.as_ref());
+        if mine.is_some_and(|d| d.rank >= promised) {
+            return false;
+        }
+        let mut read = vec![self.me];
+        for &m in &view.members {
+            let Some(row) = self.sst.row_of(m) else {
+                continue;
+            };
+            if m == self.me || self.sst.is_suspected(row) {
+                continue;
+            }
+            let decided = self.decision_of(row, view.id);
+            if decided.as_ref().is_some_and(|t| t.rank >= promised) {
+                return false;
+            }
+            let ahead = (self.read_block(row, self.f.view))
+                .is_some_and(|p| p.first() == Some(&(view.id + 2)) && decided.is_some());
+            if ahead || self.received_of(row, view.id).is_some() {
+                read.push(m);
+            }
+        }
+        self.cfg.is_quorum(&view.members, &|m| read.contains(&m))
     }
 
     /// Restart mode at `view`: whether `row`'s view block `p`, naming `view`'s number, names
@@ -3202,6 +3265,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 }
 
+/// The inspector's rule when it adopts the logged decision `adopted` for the view of
+/// `members` and fits it (`fitted`, [`Gms::restart_changes`]): `None` when the restart view
+/// the fitted decision makes may be decided, else the members of the adopted next view it
+/// lacks (to wait for, or to name in [`StopReason::RestartShortOfAdopted`]).
+///
+/// A decision that only removes members: the restart view must hold a majority of the view
+/// *or* of the adopted next view (s18, "A restart adopting a decision that removed a
+/// restarted member"). A decision that *admits* members: a majority of the adopted next view,
+/// always (s25, sixty-fifth part of `docs/MEMBERSHIP.md`). That next view may have been
+/// installed (the decision was logged by a majority of the view); the restart installs
+/// another view under its number, which is safe only if the old next view can never be
+/// restarted later, and a restart of it needs a majority of it: with the restart's members a
+/// majority of it too, such a majority holds one of them, whose log is on the new branch.
 fn adoption_short(
     cfg: &GmsConfig,
     members: &[NodeId],
@@ -3211,7 +3287,9 @@ fn adoption_short(
     let adopted_next = crate::change::next_members(adopted, members);
     let restart = crate::change::next_members(fitted, members);
     let kept = |m: NodeId| restart.contains(&m);
-    if cfg.is_quorum(members, &kept) || cfg.is_quorum(&adopted_next, &kept) {
+    let admits = adopted.iter().any(|c| c.kind == ChangeKind::Join);
+    let of_next = cfg.is_quorum(&adopted_next, &kept);
+    if of_next || (!admits && cfg.is_quorum(members, &kept)) {
         return None;
     }
     Some(
@@ -3244,6 +3322,8 @@ mod tests {
     /// view with a majority of the view, or of the adopted decision's next view, is decided;
     /// a smaller one waits, naming the members of the adopted next view it lacks. Fails if the
     /// rule only counts the view's majority (the first case waits) or none (the last decides).
+    /// A decision that admits members needs a majority of its next view (s25, sixty-fifth
+    /// part): fails with the s18 rule (the four-joiner case is decided).
     #[test]
     fn a_restart_adopting_a_decision_needs_a_majority_of_the_view_or_of_its_next_view() {
         let l: Vec<NodeId> = (0..5).map(NodeId).collect();
@@ -3268,6 +3348,21 @@ mod tests {
                 &[fail(0), fail(1), fail(3), fail(4)]
             ),
             Some(vec![NodeId(3), NodeId(4)])
+        );
+        // s25: a decision that admits members needs a majority of its next view. Adopted view
+        // 1 = 0–6 (two joiners); 0 absent: [1, 2, 3, 4] is four of seven.
+        let join = |n: u32| Change {
+            kind: ChangeKind::Join,
+            node: NodeId(n),
+        };
+        assert_eq!(
+            adoption_short(&cfg, &l, &[join(5), join(6)], &[fail(0)]),
+            None
+        );
+        // Four joiners: [1, 2, 3, 4] is a majority of view 0 but four of nine; it waits.
+        assert_eq!(
+            adoption_short(&cfg, &l, &[join(5), join(6), join(7), join(8)], &[fail(0)]),
+            Some([0, 5, 6, 7, 8].map(NodeId).to_vec())
         );
     }
 

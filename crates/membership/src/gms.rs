@@ -94,14 +94,15 @@ pub enum StopReason {
     /// Restart mode: the restart of view `view` adopts a logged decision (its next view is
     /// `adopted`), and the members of `adopted` it lacks (`start`) are counted out in this
     /// process (suspected or not restarting: final here), so the restart view it could
-    /// install holds a majority neither of `view` nor of `adopted` (the rule of
-    /// `adoption_short`, see docs/MEMBERSHIP.md, "A restart adopting a decision that removed
-    /// a restarted member"). The wait for them could not end in this process: it stops
+    /// install holds a majority neither of `view` nor of `adopted`, or, where the adopted
+    /// decision admits members, no majority of `adopted` (the rule of `adoption_short`, see
+    /// docs/MEMBERSHIP.md, "A restart adopting a decision that removed a restarted member",
+    /// and its sixty-fifth part). The wait for them could not end in this process: it stops
     /// instead. Operator action: a new total restart of every member with `start` (enough of
     /// them for a majority of `adopted`) started too. Only with
     /// [`partition_safety`](crate::GmsConfig::partition_safety) (off, it waits).
     #[error(
-        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving a majority neither of view {view} nor of {adopted:?}: stopped; restart every member again with {start:?} started too"
+        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving too few for the restart (it needs a majority of {adopted:?}, or of view {view} if the decision admits nobody): stopped; restart every member again with {start:?} started too"
     )]
     RestartShortOfAdopted {
         /// The view being restarted (the last logged one).
@@ -479,9 +480,9 @@ struct RestartState {
     /// table, so their links stay up and they can join the restarted group in this process
     /// (see [`suspect_absent`](Gms::suspect_absent)).
     outsiders: Vec<NodeId>,
-    /// The inspector adopted a logged decision whose fitted restart view holds a majority
-    /// neither of the view nor of the adopted decision's next view: the members of that next
-    /// view it waits for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
+    /// The inspector adopted a logged decision whose fitted restart view holds too few of the
+    /// view and of the adopted decision's next view: the members of that next view it waits
+    /// for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
     short_of_adopted: Option<Vec<NodeId>>,
     /// The decision for the view that its log held when it was built (the highest-ranked, not
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
@@ -2758,15 +2759,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// every member of `view` this member counts out ([`suspects`](Gms::suspects): suspected,
     /// final in restart mode, or a non-restarting outsider), it gives the largest restart view
     /// this member could still take part in. If that view holds a majority neither of `view`
-    /// nor of the adopted next view, no later round can help (suspicions are never withdrawn
-    /// here, and a restart view only loses members), so every member that sees it stops with
-    /// [`StopReason::RestartShortOfAdopted`], naming the members of the adopted next view to
-    /// start. The inspector, which would otherwise wait at its commit (see [`lead`](Gms::lead)),
-    /// sees the same. Uses this member's own suspicions: stopping is always safe (the member
-    /// installs nothing). A member that counts out more of the adopted next view than the
-    /// inspector does (a false suspicion after a stall) may stop where the inspector would
-    /// have decided a restart view it could have run in; that is the cost of a false
-    /// suspicion in restart mode, as with [`StopReason::RestartCutOff`].
+    /// nor of the adopted next view (for a decision that admits members, no majority of the
+    /// adopted next view: `adoption_short`), no later round can help (suspicions are never
+    /// withdrawn here, and a restart view only loses members), so every member that sees it
+    /// stops with [`StopReason::RestartShortOfAdopted`], naming the members of the adopted
+    /// next view to start. The inspector, which would otherwise wait at its commit (see
+    /// [`lead`](Gms::lead)), sees the same. Uses this member's own suspicions: stopping is
+    /// always safe (the member installs nothing). A member that counts out more of the
+    /// adopted next view than the inspector does (a false suspicion after a stall) may stop
+    /// where the inspector would have decided a restart view it could have run in; that is
+    /// the cost of a false suspicion in restart mode, as with [`StopReason::RestartCutOff`].
     fn short_of_adopted_for_good(&self, view: &View) -> Option<StopReason> {
         if !self.cfg.partition_safety {
             return None;
@@ -3050,8 +3052,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         );
         let kept = self.cfg.is_quorum(&view.members, &|m| next.contains(m));
         // A restart's decision (a ballot) was checked by its inspector when it decided: a
-        // majority of `view`, or of the next view of the logged decision it adopted
-        // (`adoption_short`); `kept` depends on the decision only, so every member agrees.
+        // majority of `view`, or of the next view of the logged decision it adopted (only the
+        // latter if that decision admits members; `adoption_short`); `kept` depends on the
+        // decision only, so every member agrees.
         let checked = self.restart.is_some() && crate::restart::attempt_of(d.rank) > 0;
         if !kept && !checked {
             // Never install a view without a majority of its predecessor.

@@ -2108,6 +2108,81 @@ fn dead_branch_cut_off(seed: u64, joiners: &[usize], live: &[usize]) -> Result<C
     })
 }
 
+/// [`dead_branch_cut_off`]'s variant with the live members *not started* instead of
+/// partitioned (s25, sixty-fifth part; the sixty-fourth part left it unrun): life 2 starts 0, 1
+/// and the joiners only. For 40 ms of virtual time (ten times the absent timeout) nobody may run
+/// a view: 1 holds its promise against 0's lower-ranked decision and, reading no majority of view
+/// 0, stays restarting there; 0 and the joiners are no majority of the dead view without it.
+/// Then 2–4 start, stopped members are restarted, and every node must end active in one running
+/// view, delivering identically, with no view id run with two member lists and everything
+/// delivered in life 0 a prefix. Returns what each dead-side member had done before 2–4
+/// started: stopped (its reason) or still waiting (`None`).
+fn dead_branch_live_absent(
+    seed: u64,
+    joiners: &[usize],
+    live: &[usize],
+) -> Result<Vec<Option<StopReason>>, String> {
+    let u = N + joiners.len();
+    let base = dir(&format!("dead-branch-absent-{}", joiners.len()), seed);
+    let Branch::Live(logs, before) = behind_the_dead_branch(seed, &base, joiners, true)? else {
+        return Err("life 1's restart stopped short of the adopted view".into());
+    };
+    let all: Vec<usize> = (0..u).collect();
+    let dead: Vec<usize> = (0..u).filter(|i| !live.contains(i)).collect();
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &dead, 2, u);
+    let t0 = l.sim.now();
+    while l.sim.now().saturating_since(t0) < ABSENT * 10 {
+        l.step(false);
+        if let Some(i) = dead.iter().find(|&&i| l.restarted(i)) {
+            return Err(format!(
+                "n{i} ran a view without the live members: {}",
+                l.state()
+            ));
+        }
+    }
+    let waited = (dead.iter())
+        .map(|&i| {
+            l.groups[i]
+                .as_ref()
+                .and_then(|g| g.gms().stopped().cloned())
+        })
+        .collect();
+    for &i in live {
+        l.start_late(i);
+    }
+    for &i in &dead {
+        if l.groups[i].as_ref().is_some_and(|g| g.stopped().is_some()) {
+            l.restart_member(i);
+        }
+    }
+    let restarted = l.until_restarted(live);
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    restarted?;
+    let replay = l.delivered[live[0]].clone();
+    if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    let together = together_and_carrying_on(&mut l, &all, replay.len(), "every node");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(waited)
+}
+
+/// [`dead_branch_live_absent`] with two joiners, over 3 seeds (`SQUALL_SEEDS`): the live
+/// members down instead of partitioned away. Before s25 (with fix A disabled) 1 caught up into
+/// the dead view and restarted it with 0 and the joiners, four of its seven.
+#[test]
+fn a_member_behind_with_the_live_members_down_does_not_restart_the_dead_view() {
+    check_seeds("restart_dead_branch_absent_2", 3, |seed| {
+        dead_branch_live_absent(seed, &[N, N + 1], &[2, 3, 4]).map(|_| ())
+    });
+}
+
 /// [`dead_branch_cut_off`] when life 1's restart stopped short of the adopted view 1
 /// ([`Branch::Short`]): every one of 1–4 stopped naming 0 and the joiners to start, having
 /// installed nothing. The operator's action: every node restarts from its log. 1–4 catch up

@@ -2406,8 +2406,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// majority of `view`, and each of them publishes it (or a higher one) while restarting
     /// at `view` or the one it installed `view + 1` with, so such a read sees it.
     ///
-    /// A row counts as read once it is wedged in `view` in restart mode (its wedge block for
-    /// `view` is there: it writes that after the decision block it publishes when it starts,
+    /// A row counts as read once it is wedged in `view` (its wedge block for `view` is there:
+    /// a restarting member writes that after the decision block it publishes when it starts,
     /// and one writer's blocks land in order) or it publishes `view + 1` and the decision for
     /// `view` it installed that with. A row one view ahead that publishes a decision for
     /// `view + 1` instead does not count.

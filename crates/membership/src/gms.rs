@@ -94,14 +94,15 @@ pub enum StopReason {
     /// Restart mode: the restart of view `view` adopts a logged decision (its next view is
     /// `adopted`), and the members of `adopted` it lacks (`start`) are counted out in this
     /// process (suspected or not restarting: final here), so the restart view it could
-    /// install holds a majority neither of `view` nor of `adopted` (the rule of
-    /// `adoption_short`, see docs/MEMBERSHIP.md, "A restart adopting a decision that removed
-    /// a restarted member"). The wait for them could not end in this process: it stops
+    /// install holds a majority neither of `view` nor of `adopted`, or, where the adopted
+    /// decision admits members, no majority of `adopted` (the rule of `adoption_short`, see
+    /// docs/MEMBERSHIP.md, "A restart adopting a decision that removed a restarted member",
+    /// and its sixty-fifth part). The wait for them could not end in this process: it stops
     /// instead. Operator action: a new total restart of every member with `start` (enough of
     /// them for a majority of `adopted`) started too. Only with
     /// [`partition_safety`](crate::GmsConfig::partition_safety) (off, it waits).
     #[error(
-        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving a majority neither of view {view} nor of {adopted:?}: stopped; restart every member again with {start:?} started too"
+        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving too few for the restart (it needs a majority of {adopted:?}, or of view {view} if the decision admits nobody): stopped; restart every member again with {start:?} started too"
     )]
     RestartShortOfAdopted {
         /// The view being restarted (the last logged one).
@@ -508,9 +509,9 @@ struct RestartState {
     /// table, so their links stay up and they can join the restarted group in this process
     /// (see [`suspect_absent`](Gms::suspect_absent)).
     outsiders: Vec<NodeId>,
-    /// The inspector adopted a logged decision whose fitted restart view holds a majority
-    /// neither of the view nor of the adopted decision's next view: the members of that next
-    /// view it waits for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
+    /// The inspector adopted a logged decision whose fitted restart view holds too few of the
+    /// view and of the adopted decision's next view: the members of that next view it waits
+    /// for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
     short_of_adopted: Option<Vec<NodeId>>,
     /// The decision for the view that its log held when it was built (the highest-ranked, not
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
@@ -1992,7 +1993,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let vid = p[0].saturating_sub(1);
             running |= p[0] > 0 && vid == view.id && !self.restarting_in(&p);
             superseded |= p[0] > 0 && vid == view.id && self.superseded_by(row, view, &p);
-            if self.joiner_root(row, view, vid) || self.dead_ahead(row, view, vid) {
+            if self.joiner_root(row, view, vid)
+                || self.dead_ahead(row, view, vid)
+                || self.below_promise(row, view, vid)
+            {
                 continue;
             }
             if vid == view.id + 1
@@ -2408,6 +2412,66 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
     }
 
+    /// Restart mode at `view`: whether `row` publishes `view + 1` installed with a decision for
+    /// `view` that ranks below the restart ballot this member promised for `view`, while this
+    /// member cannot yet rule out a decision for `view` under that ballot or a later one
+    /// ([`promise_cleared`](Gms::promise_cleared)). Such a peer is neither caught up from
+    /// nor counted as ahead (this member stays restarting at `view`, and stops with
+    /// [`StopReason::RestartCutOff`] if it is cut off from a majority of `view`).
+    ///
+    /// Why (s25, sixty-fifth part of `docs/MEMBERSHIP.md`): the promise says a restart of
+    /// `view` ran under that ballot. If it decided, it adopted the peer's decision and may
+    /// have fitted it into another `view + 1` (the peer's is then a dead branch), and a member
+    /// that lost that decision but kept the promise cannot tell the two `view + 1`s apart
+    /// from the peer's row alone: catching up into the peer's would let it restart the dead
+    /// view with the dead members.
+    fn below_promise(&self, row: usize, view: &View, vid: u64) -> bool {
+        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
+        vid == view.id + 1
+            && self
+                .decision_of(row, view.id)
+                .is_some_and(|t| t.rank < promised)
+            && !self.promise_cleared(view, promised)
+    }
+
+    /// Restart mode at `view`, holding a promise of ballot `promised` for it: whether this
+    /// member has read the decision blocks of a majority of `view` (its own log counted) and
+    /// none shows a decision for `view` ranked `promised` or higher. A decision under such a
+    /// ballot that any member acted on was logged by every member its inspector counted, a
+    /// majority of `view`, and each of them publishes it (or a higher one) while restarting
+    /// at `view` or the one it installed `view + 1` with, so such a read sees it.
+    ///
+    /// A row counts as read once it is wedged in `view` (its wedge block for `view` is there:
+    /// a restarting member writes that after the decision block it publishes when it starts,
+    /// and one writer's blocks land in order) or it publishes `view + 1` and the decision for
+    /// `view` it installed that with. A row one view ahead that publishes a decision for
+    /// `view + 1` instead does not count.
+    fn promise_cleared(&self, view: &View, promised: u64) -> bool {
+        let mine = self.restart.as_ref().and_then(|r| r.logged.as_ref());
+        if mine.is_some_and(|d| d.rank >= promised) {
+            return false;
+        }
+        let mut read = vec![self.me];
+        for &m in &view.members {
+            let Some(row) = self.sst.row_of(m) else {
+                continue;
+            };
+            if m == self.me || self.sst.is_suspected(row) {
+                continue;
+            }
+            let decided = self.decision_of(row, view.id);
+            if decided.as_ref().is_some_and(|t| t.rank >= promised) {
+                return false;
+            }
+            let ahead = (self.read_block(row, self.f.view))
+                .is_some_and(|p| p.first() == Some(&(view.id + 2)) && decided.is_some());
+            if ahead || self.received_of(row, view.id).is_some() {
+                read.push(m);
+            }
+        }
+        self.cfg.is_quorum(&view.members, &|m| read.contains(&m))
+    }
+
     /// Restart mode at `view`: whether `row`'s view block `p`, naming `view`'s number, names
     /// another view without this member, while this member's `view` names it — the number
     /// was installed again, without this member, by a restart of the view before in an
@@ -2758,15 +2822,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// every member of `view` this member counts out ([`suspects`](Gms::suspects): suspected,
     /// final in restart mode, or a non-restarting outsider), it gives the largest restart view
     /// this member could still take part in. If that view holds a majority neither of `view`
-    /// nor of the adopted next view, no later round can help (suspicions are never withdrawn
-    /// here, and a restart view only loses members), so every member that sees it stops with
-    /// [`StopReason::RestartShortOfAdopted`], naming the members of the adopted next view to
-    /// start. The inspector, which would otherwise wait at its commit (see [`lead`](Gms::lead)),
-    /// sees the same. Uses this member's own suspicions: stopping is always safe (the member
-    /// installs nothing). A member that counts out more of the adopted next view than the
-    /// inspector does (a false suspicion after a stall) may stop where the inspector would
-    /// have decided a restart view it could have run in; that is the cost of a false
-    /// suspicion in restart mode, as with [`StopReason::RestartCutOff`].
+    /// nor of the adopted next view (for a decision that admits members, no majority of the
+    /// adopted next view: `adoption_short`), no later round can help (suspicions are never
+    /// withdrawn here, and a restart view only loses members), so every member that sees it
+    /// stops with [`StopReason::RestartShortOfAdopted`], naming the members of the adopted
+    /// next view to start. The inspector, which would otherwise wait at its commit (see
+    /// [`lead`](Gms::lead)), sees the same. Uses this member's own suspicions: stopping is
+    /// always safe (the member installs nothing). A member that counts out more of the
+    /// adopted next view than the inspector does (a false suspicion after a stall) may stop
+    /// where the inspector would have decided a restart view it could have run in; that is
+    /// the cost of a false suspicion in restart mode, as with [`StopReason::RestartCutOff`].
     fn short_of_adopted_for_good(&self, view: &View) -> Option<StopReason> {
         if !self.cfg.partition_safety {
             return None;
@@ -3054,8 +3119,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         );
         let kept = self.cfg.is_quorum(&view.members, &|m| next.contains(m));
         // A restart's decision (a ballot) was checked by its inspector when it decided: a
-        // majority of `view`, or of the next view of the logged decision it adopted
-        // (`adoption_short`); `kept` depends on the decision only, so every member agrees.
+        // majority of `view`, or of the next view of the logged decision it adopted (only the
+        // latter if that decision admits members; `adoption_short`); `kept` depends on the
+        // decision only, so every member agrees.
         let checked = self.restart.is_some() && crate::restart::attempt_of(d.rank) > 0;
         if !kept && !checked {
             // Never install a view without a majority of its predecessor.
@@ -3312,6 +3378,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 }
 
+/// The inspector's rule when it adopts the logged decision `adopted` for the view of
+/// `members` and fits it (`fitted`, [`Gms::restart_changes`]): `None` when the restart view
+/// the fitted decision makes may be decided, else the members of the adopted next view it
+/// lacks (to wait for, or to name in [`StopReason::RestartShortOfAdopted`]).
+///
+/// A decision that only removes members: the restart view must hold a majority of the view
+/// *or* of the adopted next view (s18, "A restart adopting a decision that removed a
+/// restarted member"). A decision that *admits* members: a majority of the adopted next view,
+/// always (s25, sixty-fifth part of `docs/MEMBERSHIP.md`). That next view may have been
+/// installed (the decision was logged by a majority of the view); the restart installs
+/// another view under its number, which is safe only if the old next view can never be
+/// restarted later, and a restart of it needs a majority of it: with the restart's members a
+/// majority of it too, such a majority holds one of them, whose log is on the new branch.
 fn adoption_short(
     cfg: &GmsConfig,
     members: &[NodeId],
@@ -3321,7 +3400,9 @@ fn adoption_short(
     let adopted_next = crate::change::next_members(adopted, members);
     let restart = crate::change::next_members(fitted, members);
     let kept = |m: NodeId| restart.contains(&m);
-    if cfg.is_quorum(members, &kept) || cfg.is_quorum(&adopted_next, &kept) {
+    let admits = adopted.iter().any(|c| c.kind == ChangeKind::Join);
+    let of_next = cfg.is_quorum(&adopted_next, &kept);
+    if of_next || (!admits && cfg.is_quorum(members, &kept)) {
         return None;
     }
     Some(
@@ -3354,6 +3435,8 @@ mod tests {
     /// view with a majority of the view, or of the adopted decision's next view, is decided;
     /// a smaller one waits, naming the members of the adopted next view it lacks. Fails if the
     /// rule only counts the view's majority (the first case waits) or none (the last decides).
+    /// A decision that admits members needs a majority of its next view (s25, sixty-fifth
+    /// part): fails with the s18 rule (the four-joiner case is decided).
     #[test]
     fn a_restart_adopting_a_decision_needs_a_majority_of_the_view_or_of_its_next_view() {
         let l: Vec<NodeId> = (0..5).map(NodeId).collect();
@@ -3378,6 +3461,21 @@ mod tests {
                 &[fail(0), fail(1), fail(3), fail(4)]
             ),
             Some(vec![NodeId(3), NodeId(4)])
+        );
+        // s25: a decision that admits members needs a majority of its next view. Adopted view
+        // 1 = 0–6 (two joiners); 0 absent: [1, 2, 3, 4] is four of seven.
+        let join = |n: u32| Change {
+            kind: ChangeKind::Join,
+            node: NodeId(n),
+        };
+        assert_eq!(
+            adoption_short(&cfg, &l, &[join(5), join(6)], &[fail(0)]),
+            None
+        );
+        // Four joiners: [1, 2, 3, 4] is a majority of view 0 but four of nine; it waits.
+        assert_eq!(
+            adoption_short(&cfg, &l, &[join(5), join(6), join(7), join(8)], &[fail(0)]),
+            Some([0, 5, 6, 7, 8].map(NodeId).to_vec())
         );
     }
 

@@ -2391,6 +2391,7 @@ fn a_member_behind_cut_off_from_every_live_peer_with_a_dead_majority_restarts_th
 /// branch is made, and the operator's restart of every node ends in one group
 /// ([`all_restarted_after_a_short_stop`]).
 #[test]
+#[ignore = "defect, open: fix B (sixty-fifth part) was withdrawn at the s25 merge (it stalled threaded_restart's total restart at seed 2); the dead branch restarts beside the live one"]
 fn a_dead_branch_whose_own_members_are_a_majority_of_the_dead_view_restarts_it_alone() {
     check_seeds("restart_dead_branch_alone", 3, |seed| {
         let c = dead_branch_cut_off(seed, &[N, N + 1, N + 2, N + 3], &[1, 2, 3, 4])?;

@@ -2413,7 +2413,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// Restart mode at `view`: whether `row` publishes `view + 1` installed with a decision for
     /// `view` that ranks below the restart ballot this member promised for `view`, while this
-    /// member cannot yet rule out a decision for `view` under that ballot or a later one
+    /// member cannot yet rule out a decision for `view` ranked above the peer's
     /// ([`promise_cleared`](Gms::promise_cleared)). Such a peer is neither caught up from
     /// nor counted as ahead (this member stays restarting at `view`, and stops with
     /// [`StopReason::RestartCutOff`] if it is cut off from a majority of `view`).

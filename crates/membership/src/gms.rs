@@ -2413,7 +2413,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// Restart mode at `view`: whether `row` publishes `view + 1` installed with a decision for
     /// `view` that ranks below the restart ballot this member promised for `view`, while this
-    /// member cannot yet rule out a decision for `view` under that ballot or a later one
+    /// member cannot yet rule out a decision for `view` ranked above the peer's
     /// ([`promise_cleared`](Gms::promise_cleared)). Such a peer is neither caught up from
     /// nor counted as ahead (this member stays restarting at `view`, and stops with
     /// [`StopReason::RestartCutOff`] if it is cut off from a majority of `view`).
@@ -2429,25 +2429,31 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         vid == view.id + 1
             && self
                 .decision_of(row, view.id)
-                .is_some_and(|t| t.rank < promised)
-            && !self.promise_cleared(view, promised)
+                .is_some_and(|t| t.rank < promised && !self.promise_cleared(view, t.rank))
     }
 
-    /// Restart mode at `view`, holding a promise of ballot `promised` for it: whether this
-    /// member has read the decision blocks of a majority of `view` (its own log counted) and
-    /// none shows a decision for `view` ranked `promised` or higher. A decision under such a
-    /// ballot that any member acted on was logged by every member its inspector counted, a
-    /// majority of `view`, and each of them publishes it (or a higher one) while restarting
-    /// at `view` or the one it installed `view + 1` with, so such a read sees it.
+    /// Restart mode at `view`, holding a promise for it above `peer`, the rank of the
+    /// decision a peer one view ahead installed `view + 1` with: whether this member has read
+    /// the decision blocks of a majority of `view` (its own log counted) and none shows a
+    /// decision for `view` ranked above `peer`. A decision under a later ballot that any member
+    /// acted on was logged by every member its inspector counted, a majority of `view`, and
+    /// each of them publishes it (or a higher one) while restarting at `view` or the one it
+    /// installed `view + 1` with, so such a read sees it.
+    ///
+    /// The bound is the peer's rank, not this member's promise (s25, "At the s25 merge" of the
+    /// sixty-fifth part of `docs/MEMBERSHIP.md`, item 1): a member that promised a later
+    /// ballot that never decided holds a promise above every decision, including the one a
+    /// restart under an earlier ballot fitted and installed; that decision still ranks above
+    /// the peer's and shows the peer's `view + 1` dead.
     ///
     /// A row counts as read once it is wedged in `view` (its wedge block for `view` is there:
     /// a restarting member writes that after the decision block it publishes when it starts,
     /// and one writer's blocks land in order) or it publishes `view + 1` and the decision for
     /// `view` it installed that with. A row one view ahead that publishes a decision for
     /// `view + 1` instead does not count.
-    fn promise_cleared(&self, view: &View, promised: u64) -> bool {
+    fn promise_cleared(&self, view: &View, peer: u64) -> bool {
         let mine = self.restart.as_ref().and_then(|r| r.logged.as_ref());
-        if mine.is_some_and(|d| d.rank >= promised) {
+        if mine.is_some_and(|d| d.rank > peer) {
             return false;
         }
         let mut read = vec![self.me];
@@ -2459,7 +2465,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 continue;
             }
             let decided = self.decision_of(row, view.id);
-            if decided.as_ref().is_some_and(|t| t.rank >= promised) {
+            if decided.as_ref().is_some_and(|t| t.rank > peer) {
                 return false;
             }
             let ahead = (self.read_block(row, self.f.view))

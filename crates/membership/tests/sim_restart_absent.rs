@@ -1911,18 +1911,7 @@ fn behind_the_dead_branch(
     let u = N + joiners.len();
     let (p, q) = (0, 1);
     let (mut logs, before) = joins_into_view_1(seed, base, joiners, p)?;
-    let cut = |logs: &mut [Vec<u8>], i: usize| {
-        let (_, rec) = MemLog::open(logs[i].clone());
-        let mut log = MemLog::default();
-        for r in
-            (rec.records.iter()).take_while(|r| !matches!(r, Record::Installed { view: 1, .. }))
-        {
-            log.append(r).unwrap();
-        }
-        logs[i] = log.bytes().to_vec();
-        let epoch1 = config(base, i, u).epoch_log(1).unwrap();
-        let _ = std::fs::remove_file(epoch1);
-    };
+    let cut = |logs: &mut [Vec<u8>], i: usize| cut_view_1(logs, i, base, u);
     for i in 1..N {
         cut(&mut logs, i);
     }
@@ -1973,6 +1962,19 @@ fn behind_the_dead_branch(
         }
     }
     Ok(Branch::Live(logs, before))
+}
+
+/// Member `i` crashed before logging view 1: its log loses `Installed { 1 }` and what follows,
+/// and its view-1 epoch log is removed.
+fn cut_view_1(logs: &mut [Vec<u8>], i: usize, base: &Path, u: usize) {
+    let (_, rec) = MemLog::open(logs[i].clone());
+    let mut log = MemLog::default();
+    for r in (rec.records.iter()).take_while(|r| !matches!(r, Record::Installed { view: 1, .. })) {
+        log.append(r).unwrap();
+    }
+    logs[i] = log.bytes().to_vec();
+    let epoch1 = config(base, i, u).epoch_log(1).unwrap();
+    let _ = std::fs::remove_file(epoch1);
 }
 
 /// What [`dead_branch_cut_off`] saw of member 1 while the partition held.
@@ -2376,6 +2378,150 @@ fn a_member_behind_cut_off_from_every_live_peer_with_a_dead_majority_restarts_th
             return Err(format!(
                 "n1 caught up into the dead view, or life 1 stopped: {c:?}"
             ));
+        }
+        Ok(())
+    });
+}
+
+/// The review's counterexample to fix A (s25, sixty-fifth part of `docs/MEMBERSHIP.md`, "At the
+/// s25 merge", item 1): a member that promised two restart ballots `b < b2` for view 0, `b`
+/// decided (fitted) and `b2` never decided. Life 0 as in [`behind_the_dead_branch`] with two
+/// joiners: 0, 5 and 6 install the dead view 1 (every node), 1–4 log only the join decision
+/// `D`. Life 1: 1–4 restart view 0 under ballot `b` and install the live view 1 = 1–4; then
+/// (log surgery) 4 keeps only its promise of `b`, 1 and 2 keep `b`'s decision but lose
+/// `Installed { 1 }`, and 3 keeps everything. Life 2 is written into the logs: 1 led ballot
+/// `b2` > `b` for view 0, and 1, 2 and 4 logged `Promised { 0, b2 }`; nobody decided. Life 3:
+/// 0, 2, 4, 5 and 6 start connected. 4 (holding `D` and the promise `b2`) reads 0 one view
+/// ahead with `D`, 2 wedged at view 0 with `b`'s decision, and itself. Every decision it reads
+/// ranks below `b2`, so fix A alone would clear and 4 would catch up into the dead view; but
+/// 2's decision ranks above `D`, the decision 4 would catch up from. Once 4 has caught up, or
+/// after 10 ms, a partition separates {0, 4, 5, 6} from {1, 2, 3}, and 1 and 3 start: 1–3 run
+/// the live view 1 (three of its four) to a view 2, and 0, 4 and the joiners (four of the dead
+/// view's seven) would restart the dead view to another view 2. Checked: no view id run with
+/// two member lists and no dead-side member running a view under the partition; 1–3 replay
+/// identically with life 0's deliveries a prefix. Then the operator restarts every node from
+/// its log (a total restart, the live side's processes too) and all seven must end in one
+/// running view, delivering identically, with the live side's deliveries a prefix. Returns
+/// whether 4 ever restarted inside the dead view.
+fn two_promises_behind_the_dead_branch(seed: u64) -> Result<bool, String> {
+    let joiners = [N, N + 1];
+    let u = N + joiners.len();
+    let base = dir("dead-branch-two-promises", seed);
+    let (mut logs, before) = joins_into_view_1(seed, &base, &joiners, 0)?;
+    for i in 1..N {
+        cut_view_1(&mut logs, i, &base, u);
+    }
+    let four = [1, 2, 3, 4];
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &four, 1, u);
+    l.until_restarted(&four)?;
+    let (mut logs, _) = l.shutdown();
+    let (_, rec) = MemLog::open(logs[4].clone());
+    let Some(b) = rec
+        .decision_for(0)
+        .map(|d| d.rank)
+        .filter(|&r| squall_membership::restart::attempt_of(r) > 0)
+    else {
+        return Err("n4 did not log the restart's decision".into());
+    };
+    for i in [1, 2, 4] {
+        cut_view_1(&mut logs, i, &base, u);
+    }
+    let (_, rec) = MemLog::open(logs[4].clone());
+    let mut log = MemLog::default();
+    for r in (rec.records.iter())
+        .filter(|r| !matches!(r, Record::Decided { decision, .. } if decision.rank == b))
+    {
+        log.append(r).unwrap();
+    }
+    logs[4] = log.bytes().to_vec();
+    let b2 = squall_membership::restart::ballot(squall_membership::restart::attempt_of(b) + 1, 1);
+    for i in [1, 2, 4] {
+        let (mut log, _) = MemLog::open(logs[i].clone());
+        log.append(&Record::Promised { view: 0, rank: b2 }).unwrap();
+        logs[i] = log.bytes().to_vec();
+    }
+    let (first, late) = ([0, 2, 4, 5, 6], [1, 3]);
+    let mut l = Life::start_in(seed + 3000, &base, &logs, &first, 3, u);
+    let in_dead_view = |l: &Life| {
+        let g = l.groups[4].as_ref().unwrap();
+        g.gms().restarting().is_some()
+            && g.view().is_some_and(|v| v.id == 1 && v.contains(NodeId(0)))
+    };
+    let t0 = l.sim.now();
+    let mut caught_up = false;
+    while !caught_up && l.sim.now().saturating_since(t0) < Duration::from_millis(10) {
+        l.step(false);
+        caught_up = in_dead_view(&l);
+    }
+    let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
+    let (dead, live) = ([0, 4, 5, 6], [1, 2, 3]);
+    l.sim.partition(&ids(&dead), &ids(&live));
+    for i in late {
+        l.start_late(i);
+    }
+    let settled = |l: &Life| {
+        live.iter().all(|&i| l.restarted(i))
+            && dead.iter().all(|&i| {
+                (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some() || l.restarted(i))
+            })
+    };
+    let t0 = l.sim.now();
+    while !settled(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("under the partition: {}", l.state()));
+        }
+        l.step(false);
+        caught_up |= in_dead_view(&l);
+        if let Some(d) = &l.disagreement {
+            return Err(format!(
+                "virtual synchrony: {d} (n4 caught up into the dead view 1: {caught_up})"
+            ));
+        }
+    }
+    if let Some(i) = dead.iter().find(|&&i| l.restarted(i)) {
+        return Err(format!(
+            "n{i} ran a view on the dead side (n4 caught up into the dead view 1: {caught_up}): {}",
+            l.state()
+        ));
+    }
+    let replay = l.delivered[live[0]].clone();
+    if let Some(i) = live.iter().find(|&&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    // The operator restarts every node from its log (the live side's processes too).
+    let (logs, _) = l.shutdown();
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed + 4000, &base, &logs, &all, 4, u);
+    let restarted = l.until_restarted(&live);
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony after the restart of all: {d}"));
+    }
+    restarted?;
+    let before_all = replay;
+    let replay = l.delivered[live[0]].clone();
+    if !is_prefix(&before_all, &replay) {
+        return Err("the live side's deliveries are not a prefix of the last replay".into());
+    }
+    let together = together_and_carrying_on(&mut l, &all, replay.len(), "every node");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(caught_up)
+}
+
+/// [`two_promises_behind_the_dead_branch`] over 3 seeds (`SQUALL_SEEDS`): 4 holds its promise
+/// against 0's join decision because 2's row shows a decision ranked above it, and the dead
+/// view is never restarted beside the live one.
+#[test]
+fn a_member_that_promised_a_later_undecided_ballot_does_not_restart_the_dead_view() {
+    check_seeds("restart_dead_branch_two_promises", 3, |seed| {
+        if two_promises_behind_the_dead_branch(seed)? {
+            return Err("n4 caught up into the dead view 1".into());
         }
         Ok(())
     });

@@ -767,21 +767,7 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
     ] {
         let case = format!("{policy:?}");
         let batch = policy == FsyncPolicy::EveryBatch;
-        remove(&a);
-        let opts = LogOptions {
-            index_every: 300,
-            ..LogOptions::new(policy)
-        };
-        let (mut l, _) = Log::open_with(&a, opts).unwrap();
-        let syncer = l.gate_syncer();
-        for r in &rs[..40] {
-            l.append(r).unwrap();
-        }
-        l.flush(1).unwrap();
-        if batch {
-            syncer.send(true).unwrap();
-        }
-        wait_durable(&mut l, 1, &case);
+        let (mut l, syncer) = gated_with_40_durable(&a, policy, &rs, &case);
         let synced = l.synced_mark();
         let hold = l.gate_compaction();
         let (v, p) = point(&rs, 30);
@@ -883,6 +869,10 @@ fn records_flushed_during_a_compaction_on_its_thread_follow_the_kept_ones_in_ord
                 .any(|e| (rs[40].position..rs[60].position).contains(&e.position)),
             "{case}: no entry of the records written during the copy"
         );
+        let opts = LogOptions {
+            index_every: 300,
+            ..LogOptions::new(policy)
+        };
         let (l, rec) = Log::open_with(&a, opts).unwrap();
         assert_eq!(
             rec.last.as_ref().map(header),
@@ -915,21 +905,7 @@ fn a_compaction_whose_directory_sync_fails_reports_nothing_more_durable() {
     for policy in [FsyncPolicy::EveryBatch, FsyncPolicy::EveryRecords(1000)] {
         let case = format!("{policy:?}");
         let batch = policy == FsyncPolicy::EveryBatch;
-        remove(&a);
-        let opts = LogOptions {
-            index_every: 300,
-            ..LogOptions::new(policy)
-        };
-        let (mut l, _) = Log::open_with(&a, opts).unwrap();
-        let syncer = l.gate_syncer();
-        for r in &rs[..40] {
-            l.append(r).unwrap();
-        }
-        l.flush(1).unwrap();
-        if batch {
-            syncer.send(true).unwrap();
-        }
-        wait_durable(&mut l, 1, &case);
+        let (mut l, syncer) = gated_with_40_durable(&a, policy, &rs, &case);
         l.fail_compaction_dir_sync();
         let hold = l.gate_compaction();
         let (v, p) = point(&rs, 30);
@@ -1003,6 +979,33 @@ fn a_compaction_whose_directory_sync_fails_reports_nothing_more_durable() {
 }
 
 /// Polls `durable_mark` until it reports `mark` (up to 10 s).
+/// A fresh log at `a` under `policy` (index entry every 300 bytes) with its syncer thread gated
+/// (`Log::gate_syncer`, the sender returned), holding `rs[..40]` flushed under mark 1 and
+/// durable (under `EveryBatch` the gate lets that one sync through).
+fn gated_with_40_durable(
+    a: &Path,
+    policy: FsyncPolicy,
+    rs: &[Record],
+    case: &str,
+) -> (Log, std::sync::mpsc::Sender<bool>) {
+    remove(a);
+    let opts = LogOptions {
+        index_every: 300,
+        ..LogOptions::new(policy)
+    };
+    let (mut l, _) = Log::open_with(a, opts).unwrap();
+    let syncer = l.gate_syncer();
+    for r in &rs[..40] {
+        l.append(r).unwrap();
+    }
+    l.flush(1).unwrap();
+    if policy == FsyncPolicy::EveryBatch {
+        syncer.send(true).unwrap();
+    }
+    wait_durable(&mut l, 1, case);
+    (l, syncer)
+}
+
 fn wait_durable(l: &mut Log, mark: u64, case: &str) {
     let start = std::time::Instant::now();
     while l.durable_mark().unwrap() != Some(mark) {

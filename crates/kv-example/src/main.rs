@@ -208,10 +208,6 @@ fn exit_code(e: &(dyn std::error::Error + 'static)) -> i32 {
 /// documented in the README.
 const EXIT_REPLICA_STOPPED: i32 = 3;
 
-/// How often `serve` checks whether its replica stopped by itself: the most its exit lags the
-/// stop (plus the shutdown).
-const STOP_CHECK: Duration = Duration::from_millis(50);
-
 /// A served replica stopped for good by itself: its backend stopped (majority lost, shard
 /// lost, a log failure, a refused join, ...) or the replica stopped itself. `serve` exits
 /// with [`EXIT_REPLICA_STOPPED`], printing this on one line: why, and what to do.
@@ -250,17 +246,6 @@ fn advice(ordering: Ordering, phase: squall_smr::StopPhase) -> &'static str {
         (Ordering::RoundRobin | Ordering::CasPaxos, _) => {
             "this ordering's group is fixed and cannot take the replica back: start every \
              replica again"
-        }
-    }
-}
-
-/// Resolves once `replica` stopped for good by itself (checked every [`STOP_CHECK`]).
-async fn stopped_by_itself(replica: &squall_smr::ReplicaHandle) -> squall_smr::BackendStopped {
-    let mut tick = tokio::time::interval(STOP_CHECK);
-    loop {
-        tick.tick().await;
-        if let Some(stop) = replica.backend_stopped() {
-            return stop;
         }
     }
 }
@@ -668,7 +653,8 @@ fn serve(
             r = server => r?,
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
             _ = term.recv() => tracing::info!("terminated; shutting down"),
-            stop = stopped_by_itself(&handle) => {
+            // Woken by the replica's driver as it stops, not polled.
+            stop = handle.stopped() => {
                 tracing::error!(id, error = %stop, "the replica stopped for good; exiting");
             }
         }

@@ -811,6 +811,41 @@ fn bench(
 mod tests {
     use super::*;
 
+    /// s26 (docs/MEMBERSHIP.md, seventieth part; review N7): `serve --settings-from` takes a
+    /// digest as a refused restart prints it (16 hex digits, `0x` allowed); 0 (no log holds
+    /// it; `GmsConfig::validate` refuses it too) and anything not hex are refused by the
+    /// parser, naming the value.
+    #[test]
+    fn a_zero_or_malformed_settings_digest_is_refused() {
+        assert_eq!(parse_digest("00000000deadbeef"), Ok(0xdead_beef));
+        assert_eq!(parse_digest("0x1f"), Ok(0x1f));
+        for bad in [
+            "0",
+            "0000000000000000",
+            "0x0",
+            "",
+            "xyz",
+            "12345678901234567",
+        ] {
+            let e = parse_digest(bad).expect_err(bad);
+            assert!(
+                e.contains("not a settings digest") && e.contains(bad),
+                "{bad}: {e}"
+            );
+        }
+        let cli = Cli::try_parse_from([
+            "squall-kv",
+            "serve",
+            "--config",
+            "c.toml",
+            "--id",
+            "0",
+            "--settings-from",
+            "0",
+        ]);
+        assert!(cli.is_err(), "--settings-from 0 was taken");
+    }
+
     /// A replica that stopped for good exits with its own code and says, on one line, why
     /// and what to do.
     #[test]

@@ -208,10 +208,6 @@ fn exit_code(e: &(dyn std::error::Error + 'static)) -> i32 {
 /// documented in the README.
 const EXIT_REPLICA_STOPPED: i32 = 3;
 
-/// How often `serve` checks whether its replica stopped by itself: the most its exit lags the
-/// stop (plus the shutdown).
-const STOP_CHECK: Duration = Duration::from_millis(50);
-
 /// A served replica stopped for good by itself: its backend stopped (majority lost, shard
 /// lost, a log failure, a refused join, ...) or the replica stopped itself. `serve` exits
 /// with [`EXIT_REPLICA_STOPPED`], printing this on one line: why, and what to do.
@@ -250,17 +246,6 @@ fn advice(ordering: Ordering, phase: squall_smr::StopPhase) -> &'static str {
         (Ordering::RoundRobin | Ordering::CasPaxos, _) => {
             "this ordering's group is fixed and cannot take the replica back: start every \
              replica again"
-        }
-    }
-}
-
-/// Resolves once `replica` stopped for good by itself (checked every [`STOP_CHECK`]).
-async fn stopped_by_itself(replica: &squall_smr::ReplicaHandle) -> squall_smr::BackendStopped {
-    let mut tick = tokio::time::interval(STOP_CHECK);
-    loop {
-        tick.tick().await;
-        if let Some(stop) = replica.backend_stopped() {
-            return stop;
         }
     }
 }
@@ -668,7 +653,8 @@ fn serve(
             r = server => r?,
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
             _ = term.recv() => tracing::info!("terminated; shutting down"),
-            stop = stopped_by_itself(&handle) => {
+            // Woken by the replica's driver as it stops, not polled.
+            stop = handle.stopped() => {
                 tracing::error!(id, error = %stop, "the replica stopped for good; exiting");
             }
         }
@@ -824,6 +810,41 @@ fn bench(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// s26 (docs/MEMBERSHIP.md, seventieth part; review N7): `serve --settings-from` takes a
+    /// digest as a refused restart prints it (16 hex digits, `0x` allowed); 0 (no log holds
+    /// it; `GmsConfig::validate` refuses it too) and anything not hex are refused by the
+    /// parser, naming the value.
+    #[test]
+    fn a_zero_or_malformed_settings_digest_is_refused() {
+        assert_eq!(parse_digest("00000000deadbeef"), Ok(0xdead_beef));
+        assert_eq!(parse_digest("0x1f"), Ok(0x1f));
+        for bad in [
+            "0",
+            "0000000000000000",
+            "0x0",
+            "",
+            "xyz",
+            "12345678901234567",
+        ] {
+            let e = parse_digest(bad).expect_err(bad);
+            assert!(
+                e.contains("not a settings digest") && e.contains(bad),
+                "{bad}: {e}"
+            );
+        }
+        let cli = Cli::try_parse_from([
+            "squall-kv",
+            "serve",
+            "--config",
+            "c.toml",
+            "--id",
+            "0",
+            "--settings-from",
+            "0",
+        ]);
+        assert!(cli.is_err(), "--settings-from 0 was taken");
+    }
 
     /// A replica that stopped for good exits with its own code and says, on one line, why
     /// and what to do.

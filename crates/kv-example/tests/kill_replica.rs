@@ -134,7 +134,7 @@ fn membership_a_replica_left_in_a_minority_exits_3_by_itself_naming_why() {
     procs.kill(1);
     let killed = Instant::now();
     // Generous for a loaded machine: the stop takes the transport's failure report (or its
-    // heartbeat timeout, 600 ms) and a check every 50 ms.
+    // heartbeat timeout, 600 ms); the runtime then wakes `serve` at once.
     let bound = Duration::from_secs(20);
     let status = procs.wait_exit(2, bound);
     let took = killed.elapsed();

@@ -91,6 +91,13 @@ pub enum ConfigError {
         /// A subgroup both may be placed in.
         subgroup: usize,
     },
+    /// [`GmsConfig::settings_from`] names digest 0, which no log holds
+    /// ([`SettingsDigest::combined`](crate::settings::SettingsDigest::combined) is never 0):
+    /// a value never printed by a refusal, e.g. an unset or defaulted field.
+    #[error(
+        "settings_from is 0, which is not a settings digest: name the digest the log was written under, as a refused restart prints it (its `logged` digest, 16 hex digits), or leave settings_from unset"
+    )]
+    SettingsFromZero,
 }
 
 /// How a member runs the membership protocol. The same on every node of the universe.
@@ -238,7 +245,10 @@ pub struct GmsConfig {
     /// the driver's settings ([`SettingsDigest::driver`](crate::settings::SettingsDigest::driver):
     /// a [`Group`](crate::group::Group)'s epoch template and profiles); a change of the
     /// membership or layout settings is still refused, and so is a log written under another
-    /// digest (a typo or a stale value). Not part of the digest; ignored by a first start.
+    /// digest (a typo or a stale value). Not part of the digest; ignored by a first start
+    /// and by a restart from a log written before s24 (which holds no digest: restarted
+    /// unchecked, as without it). `Some(0)` is refused by [`validate`](GmsConfig::validate)
+    /// ([`ConfigError::SettingsFromZero`]): no digest is 0.
     ///
     /// ```
     /// use squall_membership::{GmsConfig, settings::SettingsDigest};
@@ -431,6 +441,9 @@ impl GmsConfig {
         if self.restart_absent_timeout.is_zero() {
             return Err(ConfigError::RestartAbsent);
         }
+        if self.settings_from == Some(0) {
+            return Err(ConfigError::SettingsFromZero);
+        }
         if let Some(have) = self.expected_link_timeout
             && have <= self.suspicion_timeout
         {
@@ -450,6 +463,52 @@ mod tests {
 
     fn ids(n: u32) -> Vec<NodeId> {
         (0..n).map(NodeId).collect()
+    }
+
+    /// s26 (docs/MEMBERSHIP.md, seventieth part; review N7): `settings_from` naming digest 0
+    /// is refused at validation, saying what to name instead; any other value passes (it is
+    /// compared with the log's digest at a restart).
+    #[test]
+    fn a_zero_settings_from_is_refused() {
+        let mut cfg = GmsConfig::new(RegionId(0), ids(3), ids(3));
+        cfg.settings_from = Some(0);
+        let e = cfg.validate().unwrap_err();
+        assert_eq!(e, ConfigError::SettingsFromZero);
+        assert!(
+            e.to_string().contains("not a settings digest")
+                && e.to_string().contains("leave settings_from unset"),
+            "{e}"
+        );
+        let digest = crate::settings::SettingsDigest::of(&cfg, &cfg.shard_layout());
+        assert_ne!(digest.combined(), 0);
+        cfg.settings_from = Some(digest.combined());
+        assert_eq!(cfg.validate(), Ok(()));
+    }
+
+    /// s26 (seventieth part; review N7): a log written before s24 holds no settings digest;
+    /// a restart from it is not checked, with `settings_from` or without (named or not,
+    /// nothing in the log to compare it with), as the fifty-second part decided for such logs.
+    #[test]
+    fn a_log_without_a_digest_restarts_unchecked_with_or_without_settings_from() {
+        use crate::log::{Durable, MemLog, Record};
+        use crate::restart::{SettingsCheck, check_settings};
+        let cfg = GmsConfig::new(RegionId(0), ids(3), ids(3));
+        let digest = crate::settings::SettingsDigest::of(&cfg, &cfg.shard_layout());
+        let mut log = MemLog::default();
+        log.append(&Record::Installed {
+            view: 0,
+            members: ids(3),
+        })
+        .unwrap();
+        let (_, rec) = MemLog::open(log.bytes().to_vec());
+        assert!(rec.last_view().is_some() && rec.settings().is_none());
+        for from in [None, Some(digest.combined()), Some(0x1234)] {
+            let got = check_settings(&rec, &digest, from);
+            assert!(
+                matches!(got, Ok(SettingsCheck::Unchecked)),
+                "settings_from {from:?}: {got:?}"
+            );
+        }
     }
 
     #[test]

@@ -168,11 +168,13 @@ impl SettingsDigest {
         }
     }
 
-    /// One word for messages: the hash of the three.
+    /// One word for messages: the hash of the three, never 0 (a hash of 0 counts as 1), so
+    /// that 0 can be refused as a [`GmsConfig::settings_from`](crate::GmsConfig::settings_from)
+    /// ([`ConfigError::SettingsFromZero`](crate::ConfigError::SettingsFromZero)).
     pub fn combined(&self) -> u64 {
         let mut h = Hasher::new(4);
         h.words(self.words().into_iter());
-        h.finish()
+        h.finish().max(1)
     }
 
     /// Whether `other` differs from this digest in the driver's settings only: the one change

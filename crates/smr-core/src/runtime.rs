@@ -2,8 +2,8 @@
 //! [`ReplicaCore`], and any thread hands it requests through a [`ReplicaHandle`].
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use squall_ordering::{TotalOrder, Upcall};
 use squall_transport::{NodeId, Waker};
 use thiserror::Error;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::ConfigError;
 use crate::core::{
@@ -139,7 +139,7 @@ pub struct ReplicaHandle {
     stop: Arc<AtomicBool>,
     /// Set (before `stop`) when the replica's backend stopped, or the replica stopped itself,
     /// and its thread ended by itself.
-    failed: Arc<OnceLock<BackendStopped>>,
+    failed: Arc<StopCell>,
     waker: Waker,
     metrics: Metrics,
 }
@@ -232,14 +232,67 @@ impl ReplicaHandle {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn backend_stopped(&self) -> Option<BackendStopped> {
-        self.failed.get().cloned()
+        self.failed.get()
+    }
+
+    /// Resolves once this replica's backend stopped for good or the replica stopped itself,
+    /// with what [`backend_stopped`](Self::backend_stopped) then returns: the driver thread
+    /// notifies it as it ends, so an `async` caller (a server that must exit when its replica
+    /// stops) learns of the stop at once, without polling. Resolves at once if the stop
+    /// happened already. It never resolves for a replica shut down without such a stop
+    /// ([`Replica::shutdown`]): select it against whatever else ends the caller's wait.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use squall_smr::{Replica, ReplicaConfig, StopPhase};
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{RestoreError, StateMachine, StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// # /// A backend that has lost its majority.
+    /// # struct Lost;
+    /// # impl TotalOrder for Lost {
+    /// #     fn me(&self) -> NodeId { NodeId(2) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::Stopped("lost its majority".into())) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::sleep(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// # impl StateTransfer for Lost {
+    /// #     fn holds_state(&self) -> bool { true }
+    /// #     fn state_wanted(&self) -> bool { false }
+    /// #     fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    /// #     fn stopped(&self) -> Option<String> { Some("lost its majority".into()) }
+    /// # }
+    /// // A backend that had stopped before the replica started.
+    /// let replica = Replica::spawn_joinable(NodeId(2), || Ok::<_, String>(Lost), Nop, ReplicaConfig::default())?;
+    /// let h = replica.handle();
+    /// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+    /// let stop = rt.block_on(async {
+    ///     // The bound only guards the example against a hang.
+    ///     tokio::time::timeout(Duration::from_secs(10), h.stopped()).await
+    /// })?;
+    /// assert_eq!((stop.phase, stop.reason.as_str()), (StopPhase::Starting, "lost its majority"));
+    /// assert_eq!(h.backend_stopped(), Some(stop));
+    /// assert!(replica.shutdown().is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn stopped(&self) -> BackendStopped {
+        self.failed.wait().await
     }
 
     fn enqueue(&self, job: Job) -> Result<(), Busy> {
         if self.stop.load(Ordering::Acquire) {
             if let Some(e) = self.failed.get() {
                 // The replica ended by itself: answer with why, not as a full queue.
-                refuse(job, &stopped_message(Some(e)));
+                refuse(job, &stopped_message(Some(&e)));
                 return Ok(());
             }
             self.metrics.add(&self.metrics.busy, 1);
@@ -250,7 +303,7 @@ impl ReplicaHandle {
                 self.waker.wake();
                 if self.stop.load(Ordering::Acquire) {
                     // The driver may have stopped (and drained the queue) meanwhile.
-                    refuse_queued(&self.rx, &stopped_message(self.failed.get()));
+                    refuse_queued(&self.rx, &stopped_message(self.failed.get().as_ref()));
                 }
                 Ok(())
             }
@@ -405,7 +458,7 @@ impl<S: StateMachine> Replica<S> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Waker, String>>();
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
-        let failed = Arc::new(OnceLock::new());
+        let failed = Arc::new(StopCell::default());
         let thread_failed = Arc::clone(&failed);
         let thread = std::thread::Builder::new()
             .name(format!("squall-replica-{}", me.0))
@@ -560,6 +613,51 @@ impl<S> Drop for Replica<S> {
     }
 }
 
+/// A replica's stop for good, once its driver set it (the first one is kept), and the
+/// notification of it to [`ReplicaHandle::stopped`].
+#[derive(Debug)]
+struct StopCell(watch::Sender<Option<BackendStopped>>);
+
+impl Default for StopCell {
+    fn default() -> StopCell {
+        // The receiver is not kept: each waiter subscribes, and the sender holds the value.
+        StopCell(watch::channel(None).0)
+    }
+}
+
+impl StopCell {
+    /// The stop, once set.
+    fn get(&self) -> Option<BackendStopped> {
+        self.0.borrow().clone()
+    }
+
+    /// Sets the stop unless one is set already, waking every waiter.
+    fn set(&self, stop: BackendStopped) {
+        self.0.send_if_modified(|now| {
+            if now.is_some() {
+                return false;
+            }
+            *now = Some(stop);
+            true
+        });
+    }
+
+    /// Resolves with the stop once it is set.
+    async fn wait(&self) -> BackendStopped {
+        let mut rx = self.0.subscribe();
+        loop {
+            let now = rx.borrow_and_update().clone();
+            if let Some(stop) = now {
+                return stop;
+            }
+            if rx.changed().await.is_err() {
+                // Only once every sender is gone, and `self` holds one: never.
+                return std::future::pending().await;
+            }
+        }
+    }
+}
+
 /// Answers every queued job as a stopped replica would ([`refuse`]).
 fn refuse_queued(rx: &Receiver<Job>, why: &str) {
     while let Ok(job) = rx.try_recv() {
@@ -612,8 +710,9 @@ struct Driver<B, S> {
     transfer: TransferOf<B>,
     rx: Receiver<Job>,
     stop: Arc<AtomicBool>,
-    /// Set once the replica's backend stopped, before `stop` (for the handles).
-    failed: Arc<OnceLock<BackendStopped>>,
+    /// Set once the replica's backend stopped, before `stop` (for the handles, and waking
+    /// their [`ReplicaHandle::stopped`]).
+    failed: Arc<StopCell>,
     cfg: ReplicaConfig,
     waiting: HashMap<Token, oneshot::Sender<Response>>,
     next_token: Token,
@@ -675,7 +774,7 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 // Its backend stopped for good, or the replica stopped itself: nothing more
                 // can happen here.
                 tracing::info!(error = %e, "the replica thread ends: the replica stopped");
-                let _ = self.failed.set(e.clone());
+                self.failed.set(e.clone());
                 self.stop.store(true, Ordering::Release);
                 break;
             }
@@ -723,7 +822,7 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
         }
         // Likewise an encode for a joiner: the joiner asks another member.
         drop(self.serve.take());
-        let why = stopped_message(self.failed.get());
+        let why = stopped_message(self.failed.get().as_ref());
         refuse_queued(&self.rx, &why);
         self.core.halt(why);
         self.core.drain_replies(&mut replies);
@@ -1270,6 +1369,77 @@ mod tests {
                 Ok(_) => panic!("shutdown reported no stop"),
             }
         }
+    }
+
+    /// s26 (docs/MEMBERSHIP.md, seventieth part): `ReplicaHandle::stopped` is woken by the
+    /// driver's stop, without the waiter polling: a wait begun while the member still serves
+    /// resolves with the stop once its backend stops, a wait begun after resolves at once,
+    /// and a wait on a replica shut down without a stop stays pending.
+    #[test]
+    fn a_wait_for_the_stop_is_woken_by_the_stop() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let backend = StopsMidJoin {
+            stop: stop.clone(),
+            polls: Default::default(),
+            member: true,
+        };
+        let replica = Replica::spawn_joinable(
+            NodeId(3),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let h = replica.handle();
+        // The stop comes while the wait below is pending (it is not checked before 20 ms).
+        let stopper = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            stop.store(true, Ordering::Release);
+        });
+        // 10 s only against a hang: a waiter nobody wakes stays pending for good.
+        let woken =
+            rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), h.stopped()).await });
+        stopper.join().unwrap();
+        let woken = woken.expect("the backend stopped but the waiter was not woken");
+        assert_eq!(woken.phase, StopPhase::Member);
+        assert_eq!(h.backend_stopped(), Some(woken.clone()));
+        let again = rt.block_on(async { tokio::time::timeout(Duration::ZERO, h.stopped()).await });
+        assert_eq!(
+            again.ok(),
+            Some(woken.clone()),
+            "a later wait resolves at once"
+        );
+        match replica.shutdown() {
+            Err(RuntimeError::BackendStopped(e)) => assert_eq!(e, woken),
+            other => panic!("shutdown reported {:?}", other.err()),
+        }
+
+        // A replica shut down without a stop: its waiters are never woken.
+        let replica = Replica::spawn_joinable(
+            NodeId(3),
+            || {
+                Ok::<_, String>(StopsMidJoin {
+                    stop: Default::default(),
+                    polls: Default::default(),
+                    member: true,
+                })
+            },
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let h = replica.handle();
+        assert!(replica.shutdown().is_ok());
+        let never = rt
+            .block_on(async { tokio::time::timeout(Duration::from_millis(20), h.stopped()).await });
+        assert!(
+            never.is_err(),
+            "a replica shut down cleanly reported {never:?}"
+        );
     }
 
     /// A member's backend that breaks its contract once the test says so: its next poll

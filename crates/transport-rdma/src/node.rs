@@ -67,10 +67,13 @@ pub enum StartError {
         /// What was wrong.
         what: String,
     },
-    /// The side-channel listener handed to [`RdmaNode::connect_on`] is not bound at the
-    /// node's address in the cluster map.
+    /// The side-channel listener handed to [`RdmaNode::connect_on`] does not listen at the
+    /// node's address in the cluster map: it must be bound at that address, or at the
+    /// unspecified address of the same family (`0.0.0.0` for an IPv4 address, `[::]` for an
+    /// IPv6 one), on its port.
     #[error(
-        "the side-channel listener of {node} is bound at {bound}, but the cluster map puts {node} at {expected}"
+        "the side-channel listener of {node} is bound at {bound}, but the cluster map puts {node} at {expected} \
+         (a listener must be bound at that address, or at the unspecified address of its family, on its port)"
     )]
     Listener {
         /// The node.
@@ -83,6 +86,73 @@ pub enum StartError {
     /// Setup did not finish in time.
     #[error("connecting to {0:?} did not finish within connect_timeout")]
     Timeout(Vec<NodeId>),
+}
+
+/// Why [`RdmaNode::connect_on`] failed, with the listener it was given, handed back: the
+/// port the cluster map names stays held, so the caller can correct the cause and start on
+/// it again (after a side-channel failure or a [`StartError::Timeout`], typically together
+/// with the other nodes) without releasing the port to anyone else. The listener is left
+/// non-blocking if the side channel was used.
+///
+/// Displays as its [`StartError`]; `?` converts it into one (dropping the listener).
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use std::net::{SocketAddr, TcpListener};
+/// use std::time::Duration;
+/// use squall_transport::{NodeId, RegionId, RegionSpec};
+/// use squall_transport_rdma::mock::MockFabric;
+/// use squall_transport_rdma::{RdmaConfig, RdmaNode, StartError};
+///
+/// let fabric = MockFabric::new(Duration::from_millis(40), 4096);
+/// let layout = [RegionSpec::new(RegionId(1), 64)];
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let port = listener.local_addr()?.port();
+/// // A map naming the unspecified address: the listener covers only 127.0.0.1.
+/// let wrong = BTreeMap::from([(NodeId(0), SocketAddr::from(([0, 0, 0, 0], port)))]);
+/// let e = RdmaNode::connect_on(listener, RdmaConfig::default(), fabric.nic(NodeId(0)), NodeId(0), &wrong, &layout)
+///     .expect_err("refused");
+/// assert!(matches!(e.error, StartError::Listener { .. }));
+/// // The port is still held: start again on the same listener with the corrected map.
+/// let map = BTreeMap::from([(NodeId(0), SocketAddr::from(([127, 0, 0, 1], port)))]);
+/// let node = RdmaNode::connect_on(e.listener, RdmaConfig::default(), fabric.nic(NodeId(0)), NodeId(0), &map, &layout)?;
+/// # drop(node);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct ConnectOnError {
+    /// Why the node did not start.
+    pub error: StartError,
+    /// The listener [`RdmaNode::connect_on`] was given, still bound.
+    pub listener: TcpListener,
+}
+
+impl std::fmt::Display for ConnectOnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for ConnectOnError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
+
+impl From<ConnectOnError> for StartError {
+    fn from(e: ConnectOnError) -> StartError {
+        e.error
+    }
+}
+
+/// Whether a side-channel listener bound at `bound` accepts the connections peers make to
+/// `expected`: the same port, and the same address or the unspecified address of its
+/// family. An unspecified `expected` (which [`RdmaNode::connect`] would bind, listening on
+/// every address) is covered only by that unspecified address itself.
+fn listens_at(bound: SocketAddr, expected: SocketAddr) -> bool {
+    bound.port() == expected.port()
+        && (bound.ip() == expected.ip()
+            || (bound.ip().is_unspecified() && bound.is_ipv4() == expected.is_ipv4()))
 }
 
 const RECV_BIT: u64 = 1 << 63;
@@ -164,14 +234,19 @@ impl<P: Provider> RdmaNode<P> {
         RegionSpec::validate_all(layout)?;
         let my_addr = *cluster.get(&me).ok_or(StartError::NoAddress(me))?;
         let listener = TcpListener::bind(my_addr)?;
-        RdmaNode::connect_on(listener, cfg, provider, me, cluster, layout)
+        RdmaNode::connect_on(listener, cfg, provider, me, cluster, layout).map_err(|e| e.error)
     }
 
     /// Like [`connect`](Self::connect), with the side channel listening on `listener`, which
     /// the caller bound already: for example on port 0, keeping it until the node starts, so
     /// that no other process can take the port between its choice and its use. `cluster`
     /// must name `me` at the listener's address, or at its port if the listener is bound to
-    /// the unspecified address (checked: [`StartError::Listener`] otherwise).
+    /// the unspecified address of the same family (checked: [`StartError::Listener`]
+    /// otherwise). A map naming the unspecified address for `me` is taken only with a
+    /// listener bound there: [`connect`](Self::connect) would listen on every address, a
+    /// listener bound to one does not. On any failure the listener is handed back in the
+    /// error ([`ConnectOnError`]), still bound; on success it is closed once the peers are
+    /// connected.
     ///
     /// ```
     /// use std::collections::BTreeMap;
@@ -207,6 +282,21 @@ impl<P: Provider> RdmaNode<P> {
     pub fn connect_on(
         listener: TcpListener,
         cfg: RdmaConfig,
+        provider: P,
+        me: NodeId,
+        cluster: &BTreeMap<NodeId, SocketAddr>,
+        layout: &[RegionSpec],
+    ) -> Result<RdmaNode<P>, ConnectOnError> {
+        match RdmaNode::start(&listener, cfg, provider, me, cluster, layout) {
+            Ok(node) => Ok(node),
+            Err(error) => Err(ConnectOnError { error, listener }),
+        }
+    }
+
+    /// [`connect_on`](Self::connect_on)'s work, on a listener it keeps.
+    fn start(
+        listener: &TcpListener,
+        cfg: RdmaConfig,
         mut provider: P,
         me: NodeId,
         cluster: &BTreeMap<NodeId, SocketAddr>,
@@ -217,9 +307,7 @@ impl<P: Provider> RdmaNode<P> {
         RegionSpec::validate_all(layout)?;
         let my_addr = *cluster.get(&me).ok_or(StartError::NoAddress(me))?;
         let bound = listener.local_addr()?;
-        if bound.port() != my_addr.port()
-            || !(bound.ip() == my_addr.ip() || bound.ip().is_unspecified())
-        {
+        if !listens_at(bound, my_addr) {
             return Err(StartError::Listener {
                 node: me,
                 bound,
@@ -588,7 +676,7 @@ impl<P: Provider> RdmaNode<P> {
 fn exchange(
     cfg: &RdmaConfig,
     me: NodeId,
-    listener: TcpListener,
+    listener: &TcpListener,
     cluster: &BTreeMap<NodeId, SocketAddr>,
     peers: &[NodeId],
     hello_for: impl Fn(NodeId) -> Hello,

@@ -222,7 +222,9 @@ fn start_pair(
             .zip(listeners)
             .map(|((cfg, me), l)| {
                 let (nic, map) = (fabric.nic(me), &map);
-                s.spawn(move || RdmaNode::connect_on(l, cfg, nic, me, map, &layout()))
+                s.spawn(move || {
+                    RdmaNode::connect_on(l, cfg, nic, me, map, &layout()).map_err(StartError::from)
+                })
             })
             .collect();
         let mut out = hs.into_iter().map(|h| h.join().expect("no panic"));
@@ -336,7 +338,7 @@ fn a_listener_elsewhere_than_the_cluster_map_says_is_refused() {
     )
     .expect_err("refused");
     assert!(
-        matches!(&err, StartError::Listener { node, bound, expected }
+        matches!(&err.error, StartError::Listener { node, bound, expected }
             if *node == NodeId(0) && *bound == addrs[&NodeId(1)] && *expected == addrs[&NodeId(0)]),
         "{err}"
     );
@@ -357,4 +359,125 @@ fn a_listener_elsewhere_than_the_cluster_map_says_is_refused() {
         &layout(),
     )
     .expect("a listener on every address at the node's port is taken");
+}
+
+/// s26 (docs/MEMBERSHIP.md, seventieth part; review N4): which listener listens at the
+/// node's address in the map. Taken: the same address, or the unspecified address of the
+/// same family. Refused: a map naming the unspecified address with a listener bound to one
+/// address (`connect` would listen on every address), and an unspecified listener of the
+/// other family. A refused listener is handed back, still bound, and the node starts on it
+/// once the map names where it listens.
+#[test]
+fn unspecified_addresses_are_matched_by_family_and_a_refused_listener_is_handed_back() {
+    use std::net::{IpAddr, SocketAddr, TcpListener};
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let v6 = TcpListener::bind("[::1]:0").is_ok();
+    // (where the listener is bound, the address the map names on its port, taken)
+    let cases: [(&str, &str, bool); 10] = [
+        ("127.0.0.1", "127.0.0.1", true),
+        ("0.0.0.0", "127.0.0.1", true),
+        ("0.0.0.0", "0.0.0.0", true),
+        ("127.0.0.1", "0.0.0.0", false),
+        ("0.0.0.0", "::1", false),
+        ("::1", "::1", true),
+        ("::", "::1", true),
+        ("::", "::", true),
+        ("::1", "::", false),
+        ("::", "127.0.0.1", false),
+    ];
+    let mut run = 0;
+    for (at, named, taken) in cases {
+        let at: IpAddr = at.parse().expect("an address");
+        let named: IpAddr = named.parse().expect("an address");
+        if !v6 && (at.is_ipv6() || named.is_ipv6()) {
+            eprintln!("no IPv6 loopback here: skipped listener {at}, map {named}");
+            continue;
+        }
+        run += 1;
+        let l = TcpListener::bind(SocketAddr::new(at, 0)).expect("bind");
+        let bound = l.local_addr().expect("addr");
+        let map = BTreeMap::from([(NodeId(0), SocketAddr::new(named, bound.port()))]);
+        let nic = fabric.nic(NodeId(0));
+        let got = RdmaNode::connect_on(l, common::config(), nic, NodeId(0), &map, &layout());
+        let e = match (got, taken) {
+            (Ok(_), true) => continue,
+            (Ok(_), false) => panic!("a listener at {bound} was taken for a map naming {named}"),
+            (Err(e), true) => panic!("a listener at {bound} was refused for {named}: {e}"),
+            (Err(e), false) => e,
+        };
+        assert!(
+            matches!(&e.error, StartError::Listener { node, bound: b, expected }
+                if *node == NodeId(0) && *b == bound && *expected == map[&NodeId(0)]),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("unspecified address of its family"),
+            "{e}"
+        );
+        // Handed back still bound: the port is still held.
+        assert_eq!(e.listener.local_addr().expect("addr"), bound);
+        let taken_again = TcpListener::bind(bound).map(|l| l.local_addr());
+        assert!(
+            matches!(&taken_again, Err(x) if x.kind() == std::io::ErrorKind::AddrInUse),
+            "the refused listener at {bound} was released: {taken_again:?}"
+        );
+        let map = BTreeMap::from([(NodeId(0), bound)]);
+        let nic = fabric.nic(NodeId(0));
+        RdmaNode::connect_on(
+            e.listener,
+            common::config(),
+            nic,
+            NodeId(0),
+            &map,
+            &layout(),
+        )
+        .unwrap_or_else(|e| panic!("the handed-back listener at {bound}: {e}"));
+    }
+    assert!(run >= 4, "the IPv4 cases ran");
+}
+
+/// s26 (seventieth part; review N4): a start that fails on the side channel (here a
+/// timeout: node 1 never came) hands its listener back, and the cluster starts again on the
+/// same listeners, at the ports the map already names.
+#[test]
+fn a_start_that_timed_out_starts_again_on_the_listener_handed_back() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let (mut held, map) = common::listeners(2);
+    let second = held.pop().expect("two");
+    let first = held.pop().expect("two");
+    let short = RdmaConfig {
+        connect_timeout: Duration::from_millis(300),
+        ..common::config()
+    };
+    let e = RdmaNode::connect_on(
+        first,
+        short.clone(),
+        fabric.nic(NodeId(0)),
+        NodeId(0),
+        &map,
+        &layout(),
+    )
+    .expect_err("node 1 never came");
+    assert!(
+        matches!(&e.error, StartError::Timeout(w) if *w == [NodeId(1)]),
+        "{e}"
+    );
+    assert_eq!(e.listener.local_addr().expect("addr"), map[&NodeId(0)]);
+    let nodes = std::thread::scope(|s| {
+        let started: Vec<_> = [e.listener, second]
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let (me, map, cfg) = (NodeId(i as u32), &map, short.clone());
+                let nic = fabric.nic(me);
+                s.spawn(move || RdmaNode::connect_on(l, cfg, nic, me, map, &layout()))
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|h| h.join().expect("no panic"))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .unwrap_or_else(|e| panic!("the second start: {e}"));
+    assert_eq!(nodes.len(), 2);
 }

@@ -2841,12 +2841,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decided_expect.clear();
         self.restart = (!this_restart).then(RestartState::default);
         self.view = Some(next.clone());
-        if self.restart.is_none() {
-            self.resume_leave(next.id)?;
-        }
         self.publish_view_of(&next)?;
         self.publish_decision(&d, t.holders.as_deref())?;
         self.note_gone(&d.changes, next.id, &next.members)?;
+        if self.restart.is_none() {
+            self.resume_leave(next.id)?;
+        }
         out.push(GmsEvent::ViewInstalled {
             view: next,
             trim: Some(d.trim),

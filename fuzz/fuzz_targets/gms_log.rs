@@ -2,8 +2,8 @@
 //! prefix that decodes again cleanly, and re-encoding what it kept gives back the same bytes.
 //! Every record kind goes through `decode` and `encode_record` here (`Installed`, `Decided` with
 //! and without holders, `Promised`, `Shards`, `Snapshot`, `StateDropped`, `Verdict`,
-//! `Settings`); the seeds in `fuzz/seeds/gms_log` hold one of each, and so does the log the unit
-//! proptest `decode_keeps_a_reencodable_prefix_of_any_bytes` starts from. Run:
+//! `Settings`, `LeaveAsked`); the seeds in `fuzz/seeds/gms_log` hold one of each, and so does
+//! the log the unit proptest `decode_keeps_a_reencodable_prefix_of_any_bytes` starts from. Run:
 //! `cargo +nightly fuzz run gms_log /tmp/gms_log_corpus fuzz/seeds/gms_log -- -runs=50000`.
 #![no_main]
 

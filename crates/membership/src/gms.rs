@@ -271,6 +271,94 @@ pub enum GmsEvent {
     Stopped(StopReason),
 }
 
+/// Where this member's own request to leave stands ([`Gms::leave_status`],
+/// [`Group::leave_status`](crate::group::Group::leave_status); `docs/MEMBERSHIP.md`,
+/// sixty-ninth part). The leader proposes a leave only while the members left would still be a
+/// majority of the view and every shard of the leaver would keep a member holding its state; the
+/// leaver reads the same table the leader does, so it can say which of those holds its leave
+/// back. The enum may grow: it is `#[non_exhaustive]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaveStatus {
+    /// Asked in the current view `view`, and nothing holds it back as far as this member's
+    /// table shows: the leader proposes it (the change may already be under way).
+    Asked {
+        /// The current view.
+        view: u64,
+    },
+    /// Held back in the current view `view`: no other member of the leaver's shard `shard`
+    /// that stays holds the state (the leave would lose the shard). It goes through once one
+    /// of `waiting_for` publishes that it holds the state (its transfer completed), or once a
+    /// member joins the shard and takes it. `waiting_for` lists the shard's other members that
+    /// stay and do not hold it yet (joiners or promoted spares mid-transfer); empty when this
+    /// member is the shard's only one.
+    HeldForState {
+        /// The current view.
+        view: u64,
+        /// The shard the leave would lose.
+        shard: ShardId,
+        /// The shard's other members that stay and do not hold its state yet.
+        waiting_for: Vec<NodeId>,
+    },
+    /// Held back in the current view `view`: the members left after the leave (and after the
+    /// failures this member suspects) would not be a majority of the view. It goes through once
+    /// the view has enough members for that.
+    HeldForMajority {
+        /// The current view.
+        view: u64,
+    },
+    /// A total restart is under way and the request, logged before the group shut down
+    /// ([`Record::LeaveAsked`] in view `asked_in`), is not decided yet: the member asks again
+    /// once the restart view is installed.
+    Resumes {
+        /// The view the request was logged in.
+        asked_in: u64,
+    },
+    /// The leave went through: `view` is the first view without this member, which stopped
+    /// ([`StopReason::Left`]).
+    Left {
+        /// The first view without this member.
+        view: u64,
+    },
+}
+
+impl std::fmt::Display for LeaveStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaveStatus::Asked { view } => {
+                write!(f, "leave asked in view {view}; the leader proposes it")
+            }
+            LeaveStatus::HeldForState {
+                view,
+                shard,
+                waiting_for,
+            } if waiting_for.is_empty() => write!(
+                f,
+                "leave held back in view {view}: this member is the only one of {shard}, which would be lost; it leaves once a joiner placed there holds the state"
+            ),
+            LeaveStatus::HeldForState {
+                view,
+                shard,
+                waiting_for,
+            } => write!(
+                f,
+                "leave held back in view {view}: no other member of {shard} holds its state yet; it leaves once one of {waiting_for:?} holds it"
+            ),
+            LeaveStatus::HeldForMajority { view } => write!(
+                f,
+                "leave held back in view {view}: the members left would not be a majority of the view"
+            ),
+            LeaveStatus::Resumes { asked_in } => write!(
+                f,
+                "leave asked in view {asked_in}, before a total restart: asked again once the restart view is installed"
+            ),
+            LeaveStatus::Left { view } => {
+                write!(f, "left: view {view} was installed without this member")
+            }
+        }
+    }
+}
+
 /// The multicast epoch of the current view, as the core sees it.
 pub trait Epoch {
     /// Wedges the epoch of `view` (no more sends or deliveries in it) and returns, for each
@@ -434,6 +522,14 @@ pub struct Gms<T: Transport, L: Durable> {
     held_back: bool,
     /// A leave held back (the leaver is its shard's last holder) was logged in this view.
     leave_held_back: bool,
+    /// This member's own request to leave in this life: the view it was logged in
+    /// ([`Record::LeaveAsked`]; or, resumed after a restart, the view it was logged in before).
+    leave_asked: Option<u64>,
+    /// Restart mode: a request to leave logged before the shutdown and not decided (its view):
+    /// asked again once the restart view is installed ([`Recovered::leave_pending`]).
+    leave_resumes: Option<u64>,
+    /// The status of this member's own leave last logged (a change is logged once).
+    leave_reported: Option<LeaveStatus>,
     /// Restart mode (see [`crate::restart`]): the highest ballot promised for the current view
     /// and this node's own ballot when it leads the restart.
     restart: Option<RestartState>,
@@ -751,6 +847,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             r if !first_start => r,
             _ => None,
         };
+        // A leave the application asked for before the shutdown and no view installed yet
+        // (sixty-ninth part): asked again once the restart view is installed.
+        let leave_resumes = recovered
+            .filter(|_| restart.is_some())
+            .and_then(|r| r.leave_pending(me));
+        if let Some(asked_in) = leave_resumes {
+            tracing::info!(me = %me, asked_in, "membership: the log holds a leave asked before the shutdown and not decided; it is asked again once the restart view is installed");
+        }
         let mut g = Gms {
             digest,
             settings_unlogged,
@@ -770,6 +874,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             stopped: None,
             held_back: false,
             leave_held_back: false,
+            leave_asked: None,
+            leave_resumes,
+            leave_reported: None,
             expected: Vec::new(),
             unheard: Vec::new(),
             expected_since: Vec::new(),
@@ -976,15 +1083,150 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Asks to leave gracefully: the leader proposes the removal; nobody counts it as a
     /// failure. The member keeps taking part until the view without it is installed, then
     /// reports [`StopReason::Left`].
+    ///
+    /// The request is logged first ([`Record::LeaveAsked`], once per life), so that a total
+    /// restart before the leave is decided asks again once the restart view is installed
+    /// (`docs/MEMBERSHIP.md`, sixty-ninth part). [`leave_status`](Gms::leave_status) says where
+    /// it stands.
     pub fn leave(&mut self) -> Result<(), GmsError> {
-        if self.view.is_none() {
+        let Some(view) = self.view.as_ref().map(|v| v.id) else {
             return Err(GmsError::NotAMember);
+        };
+        if self.leave_asked.is_none() {
+            // A request resumed from the log (restart mode) is logged already.
+            if self.leave_resumes.is_none() {
+                self.log.append(&Record::LeaveAsked { view })?;
+            }
+            self.leave_asked = Some(self.leave_resumes.take().unwrap_or(view));
         }
+        self.publish_leave()
+    }
+
+    /// Publishes this member's request to leave (its `gms_leave` word, its `gms_join` word
+    /// cleared).
+    fn publish_leave(&mut self) -> Result<(), GmsError> {
         self.sst.set(self.f.join, 0);
         self.sst.set(self.f.leave, 1);
         self.sst.push(self.f.join.range())?;
         self.sst.push(self.f.leave.range())?;
         Ok(())
+    }
+
+    /// Restart mode ended with this member running `view` (the restart view installed, or
+    /// caught up from a peer running it): a leave its log held pending from before the
+    /// shutdown ([`Recovered::leave_pending`]) is asked again now (sixty-ninth part). Its
+    /// record stays in the log until a view without this member is installed, so another total
+    /// restart before then asks again too.
+    fn resume_leave(&mut self, view: u64) -> Result<(), GmsError> {
+        let Some(asked_in) = self.leave_resumes.take() else {
+            return Ok(());
+        };
+        tracing::info!(me = %self.me, view, asked_in, "membership: asking again to leave, as this member's application did before the total restart");
+        self.leave_asked = Some(asked_in);
+        self.publish_leave()
+    }
+
+    /// Where this member's own request to leave stands (`docs/MEMBERSHIP.md`, sixty-ninth
+    /// part): `None` if it has not asked in this life (nor has its log a request pending from
+    /// before a total restart), or if it stopped for another reason than its leave
+    /// ([`stopped`](Gms::stopped) says why). While it waits, the status is computed from this
+    /// member's table as the leader computes whether to propose the leave: held back because
+    /// the members left would not be a majority, or because no other member of its shard that
+    /// stays holds the state (their `gms_holds` words). This member's table may be a few rounds
+    /// behind the leader's, so a status may lag. A change of status is logged once (`warn` when
+    /// held back, `info` otherwise).
+    ///
+    /// ```
+    /// use squall_membership::{Epoch, Gms, GmsConfig, LeaveStatus, log::MemLog, view::View};
+    /// use squall_transport::{NodeId, RegionId};
+    /// use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+    /// use std::time::Duration;
+    ///
+    /// struct Idle;
+    /// impl Epoch for Idle {
+    ///     fn wedge(&mut self, view: &View) -> Vec<u64> { vec![0; view.members.len()] }
+    /// }
+    /// let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+    /// let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+    /// cfg.heartbeat_interval = Duration::from_micros(50);
+    /// cfg.suspicion_timeout = Duration::from_micros(1500);
+    /// let layout = [Gms::<SimNode, MemLog>::layout(&cfg)?];
+    /// let (sim, nodes) = Sim::cluster(SimConfig::seeded(1), 3, &layout).unwrap();
+    /// let mut gms: Vec<_> = nodes
+    ///     .into_iter()
+    ///     .map(|t| Gms::new(t, cfg.clone(), MemLog::default(), None))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert_eq!(gms[2].leave_status(), None);
+    /// gms[2].leave()?;
+    /// assert!(gms[2].leave_status().is_some());
+    /// let mut events = Vec::new();
+    /// for _ in 0..100_000 {
+    ///     if gms[2].stopped().is_some() {
+    ///         break;
+    ///     }
+    ///     for g in &mut gms {
+    ///         let _ = g.poll(&mut Idle, &mut events);
+    ///     }
+    ///     sim.advance(Duration::from_micros(2));
+    /// }
+    /// assert_eq!(gms[2].leave_status(), Some(LeaveStatus::Left { view: 1 }));
+    /// # Ok::<(), squall_membership::GmsError>(())
+    /// ```
+    pub fn leave_status(&self) -> Option<LeaveStatus> {
+        match &self.stopped {
+            Some(StopReason::Left { view }) => return Some(LeaveStatus::Left { view: *view }),
+            Some(_) => return None,
+            None => {}
+        }
+        if let Some(asked_in) = self.leave_resumes {
+            return Some(LeaveStatus::Resumes { asked_in });
+        }
+        let view = self.view.as_ref()?;
+        if self.sst.get(self.sst.my_row(), self.f.leave) == 0 {
+            return None;
+        }
+        let ch: Vec<Change> = (view.members.iter())
+            .filter(|&&m| m != self.me && self.suspects(m))
+            .map(|&node| Change {
+                kind: ChangeKind::Fail,
+                node,
+            })
+            .collect();
+        let me = self.me;
+        let survives = |n: NodeId| n != me && !ch.iter().any(|c| c.node == n);
+        if !self.cfg.is_quorum(&view.members, &survives) {
+            return Some(LeaveStatus::HeldForMajority { view: view.id });
+        }
+        Some(match self.leave_hold(view, &ch, me) {
+            Some((shard, waiting_for)) => LeaveStatus::HeldForState {
+                view: view.id,
+                shard,
+                waiting_for,
+            },
+            None => LeaveStatus::Asked { view: view.id },
+        })
+    }
+
+    /// Logs a change of this member's own [`leave_status`](Gms::leave_status) (once per
+    /// change), so that an operator reading the leaver's log sees why its leave waits.
+    fn report_leave(&mut self) {
+        if self.leave_asked.is_none() && self.leave_resumes.is_none() {
+            return;
+        }
+        let status = self.leave_status();
+        if status == self.leave_reported {
+            return;
+        }
+        match &status {
+            Some(s @ (LeaveStatus::HeldForState { .. } | LeaveStatus::HeldForMajority { .. })) => {
+                tracing::warn!(me = %self.me, status = %s, "membership: this member's leave is held back");
+            }
+            Some(s) => {
+                tracing::info!(me = %self.me, status = %s, "membership: this member's leave")
+            }
+            None => {}
+        }
+        self.leave_reported = status;
     }
 
     /// Whether this member counts `n` failed: its row is suspected, unless an installed view
@@ -2224,6 +2466,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decided_holders = None;
         self.decided_expect.clear();
         self.rejoined = Some((last, newer));
+        if let Some(asked_in) = self.leave_resumes.take() {
+            tracing::warn!(me = %self.me, asked_in, "membership: the leave asked before the total restart is dropped: the group went on without this member, which joins again as a new member (ask to leave once it is one)");
+        }
         self.request_join()
     }
 
@@ -2599,6 +2844,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.publish_view_of(&next)?;
         self.publish_decision(&d, t.holders.as_deref())?;
         self.note_gone(&d.changes, next.id, &next.members)?;
+        if self.restart.is_none() {
+            self.resume_leave(next.id)?;
+        }
         out.push(GmsEvent::ViewInstalled {
             view: next,
             trim: Some(d.trim),
@@ -2614,6 +2862,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     ) -> Result<(), GmsError> {
         let alive = self.check_majority(view, out)?;
         self.publish_holds(view, &*epoch)?;
+        self.report_leave();
         let Some(&leader) = alive.first() else {
             return Ok(());
         };
@@ -2751,6 +3000,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// restart's every-shard rule does: a restart's decision carries no holders, so nothing at
     /// its commit would catch a leave that leaves only members restarting without state.
     fn leave_loses_a_shard(&mut self, view: &View, ch: &[Change], m: NodeId) -> bool {
+        let Some((shard, others)) = self.leave_hold(view, ch, m) else {
+            return false;
+        };
+        if !self.leave_held_back {
+            tracing::warn!(me = %self.me, leaver = %m, view = view.id, %shard, waiting_for = ?others,
+                "membership: leave held back: no other member of the leaver's shard holds its state (its last holder, or the others still take their transfer; the next view would lose the shard); it leaves once another member holds it");
+            self.leave_held_back = true;
+        }
+        true
+    }
+
+    /// The rule of [`leave_loses_a_shard`](Gms::leave_loses_a_shard), without its log: the
+    /// shard of `m`'s that `m`'s leave, added to `ch`, may lose, with the shard's other members
+    /// that stay and do not hold its state (what the leave waits for); `None` when it loses
+    /// none. The leaver asks it too ([`leave_status`](Gms::leave_status)).
+    fn leave_hold(&self, view: &View, ch: &[Change], m: NodeId) -> Option<(ShardId, Vec<NodeId>)> {
         let restarting = self.restart.is_some();
         let holds = |n: NodeId| {
             (self.sst.row_of(n)).is_some_and(|r| {
@@ -2762,20 +3027,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
         };
         let stays = |n: NodeId| n != m && !ch.iter().any(|c| c.node == n && c.removes());
-        let Some(shard) = (view.shards.iter())
-            .find(|s| s.members.contains(&m) && !s.members.iter().any(|&n| stays(n) && holds(n)))
-        else {
-            return false;
-        };
-        if !self.leave_held_back {
-            let others = (shard.members.iter())
-                .filter(|&&n| n != m)
-                .collect::<Vec<_>>();
-            tracing::warn!(me = %self.me, leaver = %m, view = view.id, ?others,
-                "membership: leave held back: no other member of the leaver's shard holds its state (its last holder, or the others still take their transfer; the next view would lose the shard); it leaves once another member holds it");
-            self.leave_held_back = true;
-        }
-        true
+        let shard = (view.shards.iter())
+            .find(|s| s.members.contains(&m) && !s.members.iter().any(|&n| stays(n) && holds(n)))?;
+        let waiting_for = (shard.members.iter().copied())
+            .filter(|&n| stays(n))
+            .collect();
+        Some((shard.id, waiting_for))
     }
 
     /// Publishes this member's `gms_holds` word for `view` ([`Fields::holds`]) if some member of
@@ -3196,7 +3453,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let named = std::mem::take(&mut self.decided_expect);
         self.held_back = false;
         self.leave_held_back = false;
-        if self.restart.take().is_some() {
+        let restarted = self.restart.take().is_some();
+        if restarted {
             tracing::info!(me = %self.me, view = next.id, "membership: restart complete");
         }
         if !next.contains(self.me) {
@@ -3207,12 +3465,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             };
             self.view = None;
             self.stop(why, out);
+            self.report_leave();
             return Ok(());
         }
         self.expect(&next, &named)?;
         self.publish_view_of(&next)?;
         self.note_gone(&d.changes, next.id, &next.members)?;
         self.view = Some(next.clone());
+        if restarted {
+            self.resume_leave(next.id)?;
+        }
         // A view installed while a majority of it is already suspected is a minority at once.
         self.check_majority(&next, out).map(|_| ())
     }

@@ -2652,8 +2652,48 @@ impl<T: Transport, L: Durable> Group<T, L> {
     /// Asks to leave gracefully: the group keeps running until the view without this member
     /// is installed; it then delivers the old view up to the trim, reports its own messages
     /// past it as [`Upcall::Discarded`], and stops (`stopped()` says it left).
+    ///
+    /// The request is logged, so a total restart before the leave is decided asks again once
+    /// the restart view is installed; [`leave_status`](Group::leave_status) says where it
+    /// stands, held back included.
     pub fn leave(&mut self) -> Result<(), GroupError> {
         Ok(self.gms.leave()?)
+    }
+
+    /// Where this member's own request to leave stands ([`Gms::leave_status`]): asked, held
+    /// back (which shard would be lost and which of its members it waits for to hold the
+    /// state, or no majority left), asked again after a total restart, or left (the first
+    /// view without it). `None` if it never asked, or if it stopped for another reason
+    /// ([`stopped`](Group::stopped)). Ask it after each poll while the leave waits.
+    ///
+    /// ```
+    /// use squall_membership::{GmsConfig, LeaveStatus, group::{Group, GroupConfig}, log::MemLog};
+    /// use squall_round_robin::Config;
+    /// use squall_transport::{NodeId, RegionId};
+    /// use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+    ///
+    /// let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+    /// let gms = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+    /// let epoch = Config { slot_size: 64, max_payload: 64, window: 4, ..Config::new(ids) };
+    /// let cfg = GroupConfig::new(gms, epoch);
+    /// let (_sim, nodes) = Sim::cluster(SimConfig::seeded(1), 3, &Group::<SimNode, MemLog>::layout(&cfg)?)?;
+    /// let mut g: Vec<_> = nodes
+    ///     .into_iter()
+    ///     .map(|t| Group::new(t, cfg.clone(), MemLog::default(), None))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert_eq!(g[2].leave_status(), None);
+    /// g[2].leave()?;
+    /// // Before any round, no other member has published that it holds the state yet.
+    /// match g[2].leave_status() {
+    ///     Some(LeaveStatus::HeldForState { view: 0, waiting_for, .. }) => {
+    ///         assert_eq!(waiting_for, [NodeId(0), NodeId(1)]);
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn leave_status(&self) -> Option<crate::LeaveStatus> {
+        self.gms.leave_status()
     }
 
     /// The position the next delivered message gets (meaningful once active).

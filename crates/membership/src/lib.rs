@@ -65,4 +65,4 @@ pub mod trim;
 pub mod view;
 
 pub use config::{ConfigError, DEFAULT_EXPECTED_LINK_FACTOR, GmsConfig};
-pub use gms::{Epoch, Gms, GmsError, GmsEvent, StopReason};
+pub use gms::{Epoch, Gms, GmsError, GmsEvent, LeaveStatus, StopReason};

@@ -13,7 +13,8 @@
 //! u64, f: u32, f × byte` for a persisted transferred state (the file name, UTF-8, at most
 //! [`MAX_FILE_NAME`] bytes); `6, view: u64` for a member whose state was voided (it joins again);
 //! `9, membership: u64, layout: u64, driver: u64` for the settings digest the records after it
-//! were written under (each word nonzero; logs written before s24 have none).
+//! were written under (each word nonzero; logs written before s24 have none); `10, view: u64`
+//! for a request to leave asked by the application (s26; logs written before have none).
 //!
 //! [`decode`] is the pure decoder (fuzzed by `fuzz/fuzz_targets/gms_log.rs`): it returns the
 //! records of the longest valid prefix and why it stopped. [`FileLog::open`] truncates a torn or
@@ -127,6 +128,16 @@ pub enum Record {
     Settings {
         /// The digest.
         digest: SettingsDigest,
+    },
+    /// This member's application asked to leave while the member ran view `view` (logged by
+    /// [`Gms::leave`](crate::Gms::leave) before it publishes the request, once per life; s26,
+    /// `docs/MEMBERSHIP.md`, sixty-ninth part). Until a later [`Record::Installed`] without this
+    /// member (the leave, or a removal) or a [`Record::StateDropped`], the request is pending:
+    /// a total restart asks again once the restart view is installed
+    /// ([`Recovered::leave_pending`]).
+    LeaveAsked {
+        /// The view it was asked in.
+        view: u64,
     },
 }
 
@@ -339,6 +350,10 @@ pub fn encode_record(r: &Record, out: &mut Vec<u8>) {
                 out.extend_from_slice(&w.to_le_bytes());
             }
         }
+        Record::LeaveAsked { view } => {
+            out.push(10);
+            out.extend_from_slice(&view.to_le_bytes());
+        }
         Record::Verdict { view, why } => {
             out.push(8);
             out.extend_from_slice(&view.to_le_bytes());
@@ -487,6 +502,9 @@ fn parse(body: &[u8]) -> Result<Record, &'static str> {
             let digest = SettingsDigest::from_words(&words).ok_or("zero settings digest word")?;
             Record::Settings { digest }
         }
+        10 => Record::LeaveAsked {
+            view: b.u64().ok_or(short)?,
+        },
         _ => return Err("unknown record tag"),
     };
     if !b.0.is_empty() {
@@ -711,6 +729,42 @@ impl Recovered {
             .records
             .iter()
             .any(|r| matches!(r, Record::StateDropped { .. }))
+    }
+
+    /// A request to leave that member `me`'s application asked for and that is still pending
+    /// as of the log's end: the view of the last [`Record::LeaveAsked`], unless a later
+    /// [`Record::Installed`] names a view without `me` (it left, or was removed) or a later
+    /// [`Record::StateDropped`] says it joins again as a new member. `None` for a log written
+    /// before s26. A total restart asks again for such a leave once the restart view is
+    /// installed (`docs/MEMBERSHIP.md`, sixty-ninth part).
+    ///
+    /// ```
+    /// use squall_membership::log::{Durable, MemLog, Record};
+    /// use squall_transport::NodeId;
+    /// let (a, b) = (NodeId(0), NodeId(1));
+    /// let mut log = MemLog::default();
+    /// log.append(&Record::Installed { view: 2, members: vec![a, b] })?;
+    /// log.append(&Record::LeaveAsked { view: 2 })?;
+    /// log.append(&Record::Installed { view: 3, members: vec![a, b] })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// assert_eq!(rec.leave_pending(b), Some(2));
+    /// // The view without it: the leave went through.
+    /// log.append(&Record::Installed { view: 4, members: vec![a] })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// assert_eq!(rec.leave_pending(b), None);
+    /// # Ok::<(), squall_membership::log::LogError>(())
+    /// ```
+    pub fn leave_pending(&self, me: NodeId) -> Option<u64> {
+        let at = (self.records.iter()).rposition(|r| matches!(r, Record::LeaveAsked { .. }))?;
+        let done = self.records[at + 1..].iter().any(|r| match r {
+            Record::Installed { members, .. } => !members.contains(&me),
+            Record::StateDropped { .. } => true,
+            _ => false,
+        });
+        match &self.records[at] {
+            Record::LeaveAsked { view } if !done => Some(*view),
+            _ => None,
+        }
     }
 
     /// The highest restart ballot this member promised for view `view` (0 if none).
@@ -1087,6 +1141,7 @@ mod tests {
             },
             &mut b,
         );
+        encode_record(&Record::LeaveAsked { view: 1 }, &mut b);
         b
     }
 
@@ -1223,6 +1278,44 @@ mod tests {
         assert!(parse(&body[..body.len() - 1]).is_err());
     }
 
+    /// s26 (`docs/MEMBERSHIP.md`, sixty-ninth part): a request to leave round-trips (tag 10),
+    /// a short or overlong body is refused, not panicked on, a log without one (written
+    /// before s26) has none pending, and a view installed without the member or a voided
+    /// state ends it.
+    #[test]
+    fn a_leave_request_round_trips_and_stays_pending_until_a_view_without_the_member() {
+        let me = NodeId(1);
+        let mut b = sample();
+        assert_eq!(MemLog::open(b.clone()).1.leave_pending(me), None);
+        let r = Record::LeaveAsked { view: 7 };
+        encode_record(&r, &mut b);
+        let (_, rec) = MemLog::open(b.clone());
+        assert_eq!((&rec.truncated, rec.records.last()), (&None, Some(&r)));
+        assert_eq!(rec.leave_pending(me), Some(7));
+        let body = {
+            let mut f = Vec::new();
+            encode_record(&r, &mut f);
+            f[FRAME..].to_vec()
+        };
+        assert_eq!(body, [&[10u8][..], &7u64.to_le_bytes()].concat());
+        assert!(parse(&body[..body.len() - 1]).is_err());
+        assert_eq!(
+            parse(&[&body[..], &[0]].concat()),
+            Err("trailing bytes after the record")
+        );
+        // A later view still naming the member keeps it pending; one without it ends it.
+        let with = |r: Record| {
+            let mut b = b.clone();
+            encode_record(&r, &mut b);
+            MemLog::open(b).1.leave_pending(me)
+        };
+        let members = vec![NodeId(0), me];
+        assert_eq!(with(Record::Installed { view: 8, members }), Some(7));
+        let members = vec![NodeId(0)];
+        assert_eq!(with(Record::Installed { view: 8, members }), None);
+        assert_eq!(with(Record::StateDropped { view: 8 }), None);
+    }
+
     /// The fuzz target's seeds (`fuzz/seeds/gms_log`) are whole logs of the current format:
     /// every record kind, a decision with holders among them.
     #[test]
@@ -1246,7 +1339,7 @@ mod tests {
             );
         }
         let every = decode(include_bytes!("../../../fuzz/seeds/gms_log/every_kind")).records;
-        assert_eq!(every.len(), 9);
+        assert_eq!(every.len(), 10);
         assert!(
             (every.iter())
                 .any(|r| matches!(r, Record::Settings { digest } if *digest == settings_digest()))

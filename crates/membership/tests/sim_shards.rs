@@ -23,6 +23,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use squall_membership::LeaveStatus;
 use squall_membership::change::ChangeKind;
 use squall_membership::group::GroupConfig;
 use squall_membership::log::{MemLog, Record};
@@ -800,6 +801,60 @@ fn a_leave_beside_a_joiner_mid_transfer_waits_until_the_joiner_holds_the_state()
         if v.shards[1].members != [NodeId(5)] {
             return Err(format!("unexpected layout after the leave {:?}", v.shards));
         }
+        r.settled(5)
+    });
+}
+
+/// Sixty-ninth part (s26, `docs/MEMBERSHIP.md`): the leaver itself learns that its leave is
+/// held back and why, and then that it went through. As
+/// [`a_leave_beside_a_joiner_mid_transfer_waits_until_the_joiner_holds_the_state`] (n1, shard
+/// 1's only holder, asks to leave while n5 takes a 60 000-byte state): after every step until
+/// n5 is active, n1's `Group::leave_status` must say `HeldForState` in the leave's view, for
+/// shard 1, waiting for n5 (before s26 there was no such report: only the leader's `warn` log
+/// said why). Once n5 holds the state, n1 must leave, its status `Left` with the first view
+/// without it, the view its stop names. Seeds `SQUALL_SEEDS` (3 by default).
+#[test]
+fn the_leaver_sees_its_leave_held_while_the_joiner_takes_its_transfer_then_that_it_left() {
+    check_seeds("leave_status_beside_a_joiner", 3, |seed| {
+        let (mut r, view) = leave_beside_a_joiner(seed, 60_000, false)?;
+        let held = LeaveStatus::HeldForState {
+            view,
+            shard: ShardId {
+                subgroup: 0,
+                shard: 1,
+            },
+            waiting_for: vec![NodeId(5)],
+        };
+        let mut steps = 0;
+        while !r.groups[5].is_active() && steps < 20_000 {
+            r.run(1, true)?;
+            steps += 1;
+            let status = r.groups[1].leave_status();
+            if status.as_ref() != Some(&held) {
+                return Err(format!(
+                    "n1's leave status {steps} steps after its leave, n5 still passive: {status:?}, expected {held:?}"
+                ));
+            }
+        }
+        if steps < 50 {
+            return Err(format!(
+                "seed {seed} no longer reaches the moment: n5's transfer completed {steps} steps after n1's leave"
+            ));
+        }
+        r.run(4000, true)?;
+        let status = r.groups[1].leave_status();
+        let stopped = r.groups[1].stopped().unwrap_or_default().to_string();
+        match status {
+            Some(LeaveStatus::Left { view: first })
+                if first > view && stopped.starts_with(&format!("left: view {first} ")) => {}
+            _ => {
+                return Err(format!(
+                    "n1 after n5 holds the state: leave status {status:?}, stopped {stopped:?}"
+                ));
+            }
+        }
+        r.crashed[1] = true;
+        r.run(400, false)?;
         r.settled(5)
     });
 }

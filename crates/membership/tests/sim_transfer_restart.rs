@@ -21,9 +21,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use proptest::prelude::*;
+use squall_membership::LeaveStatus;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
-use squall_membership::view::EvenShards;
+use squall_membership::view::{EvenShards, ShardId};
 use squall_ordering::{Delivery, View};
 use squall_transport::NodeId;
 use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_cases};
@@ -887,6 +888,123 @@ fn leave_in_a_restart(seed: u64) -> Result<(), String> {
     if !g0.stopped().unwrap_or_default().starts_with("left: view") {
         return Err(format!(
             "n0 did not leave once 3 and 4 held the state: {}",
+            l.describe()
+        ));
+    }
+    for i in [3, 4] {
+        let g = l.n.groups[i].as_ref().ok_or("down")?;
+        let v = g.view().ok_or("no view")?;
+        if !g.is_active() || v.shards[0].members != [NodeId(3), NodeId(4)] {
+            return Err(format!(
+                "n{i} after n0's leave: shards {:?}: {}",
+                v.shards,
+                l.describe()
+            ));
+        }
+    }
+    carry_on(&mut l, &mut chain, from)?;
+    std::fs::remove_dir_all(&base).ok();
+    Ok(())
+}
+
+/// Sixty-ninth part (s26, `docs/MEMBERSHIP.md`): a leave asked *before* a total restart and
+/// not decided by the shutdown is asked again once the restart view runs. As
+/// [`leave_in_a_restart`], the last view's shard is `[0, 3, 4]` with 3 and 4 promoted and
+/// passive (nobody serves), but 0 asks to leave in life 0: the leave is held back (0 is the
+/// shard's only holder), and its status must say so, waiting for 3 and 4. The group shuts
+/// down with 0 still a member and its log holding the request. All three restart and nobody
+/// calls `leave` again: while the restart runs 0's status must say `Resumes`, the restart
+/// must complete with 0 in it, 3 and 4 take the state from 0, and then 0 must leave
+/// gracefully (`Left`), 3 and 4 carrying the shard. Before s26 the request lived only in the
+/// SST and 0 stayed a member. Seeds `SQUALL_SEEDS` (3 by default).
+#[test]
+fn a_leave_asked_before_a_total_restart_is_asked_again_once_the_restart_view_runs() {
+    check_seeds("leave_across_a_restart", 3, leave_across_a_restart);
+}
+
+fn leave_across_a_restart(seed: u64) -> Result<(), String> {
+    let base = dir("leave-across-restart", seed);
+    let shape = Shape {
+        initial: 5,
+        max: Some(3),
+        absent: None,
+    };
+    let mut chain = Chain::new();
+    let mut l = Life::start(seed, &base, shape, &starts(5, 0), 0);
+    l.run(&mut chain, 200 + (seed as usize % 4) * 50, true)?;
+    l.serve = false;
+    l.crash(1);
+    l.crash(2);
+    let in_shard = |l: &Life, i: usize| {
+        (l.n.groups[i].as_ref())
+            .and_then(|g| g.view())
+            .is_some_and(|v| v.shard_of(NodeId(i as u32)).is_some())
+    };
+    for _ in 0..20_000 {
+        l.step(&mut chain, true)?;
+        if [0, 3, 4].iter().all(|&i| in_shard(&l, i)) {
+            break;
+        }
+    }
+    l.run(&mut chain, 200, true)?;
+    if !in_shard(&l, 3) || !in_shard(&l, 4) || l.active(3) || l.active(4) {
+        return Err(format!(
+            "seed {seed} no longer reaches the moment (3 and 4 in shard 0, passive): {}",
+            l.describe()
+        ));
+    }
+    (l.n.groups[0].as_mut().ok_or("n0 is down")?)
+        .leave()
+        .map_err(|e| format!("n0: leave: {e}"))?;
+    l.run(&mut chain, 400, true)?;
+    let g0 = l.n.groups[0].as_ref().ok_or("n0 is down")?;
+    let asked_in = g0.view().map(|v| v.id).ok_or("n0 has no view")?;
+    let held = LeaveStatus::HeldForState {
+        view: asked_in,
+        shard: ShardId {
+            subgroup: 0,
+            shard: 0,
+        },
+        waiting_for: vec![NodeId(3), NodeId(4)],
+    };
+    if g0.leave_status().as_ref() != Some(&held) || g0.stopped().is_some() {
+        return Err(format!(
+            "n0's leave before the shutdown: status {:?}, expected {held:?}: {}",
+            g0.leave_status(),
+            l.describe()
+        ));
+    }
+    let max_before = l.max_delivered;
+    let logs = l.shutdown()?;
+    let newest = match &logs[0] {
+        Start::Log(b) => last_view(b),
+        _ => None,
+    }
+    .ok_or("node 0 logged no view")?;
+    let picked: Vec<Start> = (0..U)
+        .map(|i| match &logs[i] {
+            Start::Log(b) if [0, 3, 4].contains(&i) => Start::Log(b.clone()),
+            _ => Start::Down,
+        })
+        .collect();
+    let l = Life::start(seed, &base, shape, &picked, 1);
+    let status = l.n.groups[0].as_ref().and_then(Group::leave_status);
+    if status != Some(LeaveStatus::Resumes { asked_in }) {
+        return Err(format!(
+            "n0 restarting with its leave pending: status {status:?}"
+        ));
+    }
+    let mut l = complete(l, newest, &[0, 3, 4], &picked, max_before, &mut chain, None)?;
+    let from = l.n.apps[3].next;
+    l.run(&mut chain, 3000, true)?;
+    let g0 = l.n.groups[0].as_ref().ok_or("n0 is down")?;
+    let left = g0.stopped().unwrap_or_default();
+    if !left.starts_with("left: view")
+        || !matches!(g0.leave_status(), Some(LeaveStatus::Left { view }) if view > newest)
+    {
+        return Err(format!(
+            "n0 did not leave after the restart once 3 and 4 held the state (stopped {left:?}, leave status {:?}): {}",
+            g0.leave_status(),
             l.describe()
         ));
     }

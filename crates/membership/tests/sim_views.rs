@@ -7,10 +7,10 @@ mod common;
 
 use common::{Cluster, config};
 use proptest::prelude::*;
-use squall_membership::StopReason;
 use squall_membership::change::ChangeKind;
 use squall_membership::log::MemLog;
 use squall_membership::view::EvenShards;
+use squall_membership::{LeaveStatus, StopReason};
 use squall_transport::NodeId;
 
 const SETTLE: usize = 20_000;
@@ -201,6 +201,25 @@ fn a_leave_that_would_lose_the_majority_is_held_back() {
     c.run_until(5000, |_| false).unwrap();
     assert_eq!(c.installed[&1].len(), 2);
     assert!(!c.installed.contains_key(&2));
+    // s26 (`docs/MEMBERSHIP.md`, sixty-ninth part): the leaver that stays sees why, and the
+    // one that went sees that it left.
+    let (stays, went) = if c.installed[&1].contains(&NodeId(1)) {
+        (1, 2)
+    } else {
+        (2, 1)
+    };
+    assert_eq!(
+        c.gms(stays).leave_status(),
+        Some(LeaveStatus::HeldForMajority { view: 1 })
+    );
+    assert_eq!(
+        (c.stopped[went].clone(), c.gms(went).leave_status()),
+        (
+            Some(StopReason::Left { view: 1 }),
+            Some(LeaveStatus::Left { view: 1 })
+        ),
+        "n{went}"
+    );
 }
 
 #[test]

@@ -161,6 +161,8 @@ pub struct ReplicaCore<S> {
     backend_stopped: Option<BackendStopped>,
     /// The backend accepted this replica's leave: its stop is the leave completing.
     leaving: bool,
+    /// While leaving: the backend's last [`StateTransfer::leave_status`] (logged on change).
+    leave_status: Option<String>,
     /// The position of the latest checkpoint, or of the state installed last.
     checkpointed: u64,
     /// The position at which the backend last refused a checkpoint (asked again only past it).
@@ -667,6 +669,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             stopped: None,
             backend_stopped: None,
             leaving: false,
+            leave_status: None,
             checkpointed: 0,
             checkpoint_refused: None,
             checkpoints_off: false,
@@ -1091,6 +1094,14 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.leaving = true;
     }
 
+    /// While leaving ([`leaving`](Self::leaving)): where the leave stands as the backend last
+    /// said ([`StateTransfer::leave_status`], asked after every poll; each change is logged,
+    /// at `warn` while it is held back). `None` before the leave, or while the backend says
+    /// nothing.
+    pub fn leave_status(&self) -> Option<&str> {
+        self.leave_status.as_deref()
+    }
+
     /// Stops the replica with [`BackendStopped`] (logged at `error`, counted in
     /// [`Counters::backends_stopped`] unless the phase is [`StopPhase::Replica`]) unless it
     /// was stopped so already. The runtime calls
@@ -1367,6 +1378,19 @@ impl<S: StateMachine> ReplicaCore<S> {
                 self.upcall(u);
             } else {
                 self.take_upcall(backend, u);
+            }
+        }
+        if self.leaving && self.stopped.is_none() {
+            let status = backend.leave_status();
+            if status != self.leave_status {
+                match &status {
+                    Some(s) if s.contains("held back") => {
+                        tracing::warn!(replica = %self.me, status = %s, "leaving the group: held back");
+                    }
+                    Some(s) => tracing::info!(replica = %self.me, status = %s, "leaving the group"),
+                    None => {}
+                }
+                self.leave_status = status;
             }
         }
         if self.backend_stopped.is_none()
@@ -2415,6 +2439,65 @@ mod tests {
         fn restarting(&self) -> Option<String> {
             self.restarting.clone()
         }
+    }
+
+    /// s26 (`docs/MEMBERSHIP.md`, sixty-ninth part): a leaving replica asks its backend where
+    /// the leave stands after every poll and keeps the latest answer (logged on change); it
+    /// asks nothing before the leave, and the leave's completion still stops it as a leave.
+    #[test]
+    fn a_leaving_replica_keeps_its_backends_leave_status() {
+        struct Leaver(Option<String>, Option<String>);
+        impl squall_ordering::TotalOrder for Leaver {
+            fn me(&self) -> NodeId {
+                NodeId(1)
+            }
+            fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+                Ok(())
+            }
+            fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+                false
+            }
+            fn wait(&mut self, _: std::time::Duration) {}
+            fn waker(&self) -> squall_transport::Waker {
+                squall_transport::Waker::noop()
+            }
+        }
+        impl StateTransfer for Leaver {
+            fn holds_state(&self) -> bool {
+                true
+            }
+            fn state_wanted(&self) -> bool {
+                false
+            }
+            fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+                Ok(())
+            }
+            fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+                None
+            }
+            fn stopped(&self) -> Option<String> {
+                self.1.clone()
+            }
+            fn leave_status(&self) -> Option<String> {
+                self.0.clone()
+            }
+        }
+        let held = "leave held back in view 2: no other member of subgroup 0 shard 1 holds its state yet; it leaves once one of [NodeId(5)] holds it";
+        let mut b = Leaver(Some(held.into()), None);
+        let mut r = core(16);
+        r.upcalls_from(&mut b, std::iter::empty());
+        assert_eq!(r.leave_status(), None, "not leaving: not asked");
+        r.leaving();
+        r.upcalls_from(&mut b, std::iter::empty());
+        assert_eq!(r.leave_status(), Some(held));
+        b.0 = Some("left: view 3 was installed without this member".into());
+        b.1 = Some("left: view 3 was installed without this member, as it asked".into());
+        r.upcalls_from(&mut b, std::iter::empty());
+        assert_eq!(
+            r.leave_status(),
+            Some("left: view 3 was installed without this member")
+        );
+        assert!(r.backend_stopped().is_none(), "a leave, not a failure");
     }
 
     /// A backend that keeps checkpoints (as a durable `Group` does): records them, refusing

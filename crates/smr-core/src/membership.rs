@@ -148,4 +148,10 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
     fn leave(&mut self) -> Result<(), TransferError> {
         Group::leave(self).map_err(|e| TransferError::Refused(e.to_string()))
     }
+
+    /// `Group::leave_status`, as its message (held back: which shard, waiting for which
+    /// members to hold the state).
+    fn leave_status(&self) -> Option<String> {
+        Group::leave_status(self).map(|s| s.to_string())
+    }
 }

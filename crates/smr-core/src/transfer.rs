@@ -173,6 +173,41 @@ pub trait StateTransfer: TotalOrder {
         None
     }
 
+    /// Where this replica's leave stands, once the backend accepted it
+    /// ([`leave`](Self::leave)): e.g. held back until another member of its shard holds the
+    /// state, and which (`Group`: `Group::leave_status`). Asked after every poll while the
+    /// replica is leaving; each change is logged by the replica (`warn` when it says
+    /// "held back"). The default: nothing to say.
+    ///
+    /// ```
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// /// A leaver whose shard has no other holder yet.
+    /// struct Held;
+    /// # impl TotalOrder for Held {
+    /// #     fn me(&self) -> NodeId { NodeId(1) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// impl StateTransfer for Held {
+    /// #   fn holds_state(&self) -> bool { true }
+    /// #   fn state_wanted(&self) -> bool { false }
+    /// #   fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    ///     // ...
+    ///     fn leave_status(&self) -> Option<String> {
+    ///         Some("leave held back in view 2: no other member of its shard holds its state yet".into())
+    ///     }
+    /// }
+    /// assert!(Held.leave_status().is_some_and(|s| s.contains("held back")));
+    /// ```
+    fn leave_status(&self) -> Option<String> {
+        None
+    }
+
     /// Makes the replica's state (its encoded [`Snapshot`](crate::Snapshot), reflecting every delivery before
     /// `position`) durable in the backend, so that a restart from the backend's logs starts
     /// from it and replays only what follows: called every
@@ -282,6 +317,9 @@ impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
     }
     fn stopped(&self) -> Option<String> {
         (**self).stopped()
+    }
+    fn leave_status(&self) -> Option<String> {
+        (**self).leave_status()
     }
     fn checkpoint(
         &mut self,

@@ -1265,15 +1265,58 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// once the old one is in no view it can count, and keeps counting the readmitted one while
     /// the node is in its views, so its word does not change while a view of it names the
     /// node).
-    fn newer_named(&self, from: usize, members: &[NodeId]) -> Vec<(usize, u64)> {
+    ///
+    /// `from` may name several rows: the incarnation taken is the newest any of them admitted
+    /// (see [`runners_of`](Gms::runners_of) for when that is sound).
+    fn newer_named(&self, from: &[usize], members: &[NodeId]) -> Vec<(usize, u64)> {
         (members.iter().copied())
             .filter(|&m| m != self.me)
             .filter_map(|m| self.sst.row_of(m))
             .filter(|&r| self.sst.is_suspected(r))
             .filter_map(|r| {
-                let a = self.sst.get_at(from, self.f.admitted, r).unwrap_or(0);
+                let a = (from.iter())
+                    .map(|&x| self.sst.get_at(x, self.f.admitted, r).unwrap_or(0))
+                    .max()
+                    .unwrap_or(0);
                 (a > self.sst.known_incarnation(r)).then_some((r, a))
             })
+            .collect()
+    }
+
+    /// `from` and every other row this member counts whose view block shows `v` running (same
+    /// id, same members): the rows whose `admitted` words an outsider installing `v` reads
+    /// (s26, `docs/MEMBERSHIP.md`, sixty-seventh part).
+    ///
+    /// One row's words are not enough. A fabric reads a write's source when it applies the
+    /// write, not when it is posted (RDMA does; so does the simulator), so a whole-row push
+    /// posted before the writer installed `v` (to a peer it had just readmitted) carries `v`'s
+    /// view block, while the `admitted` words the writer set before installing `v` travel in
+    /// later writes on the link (the row's tail, then their own push). A reader can see the
+    /// row's view block name `v` with the `admitted` words still as they were before: an
+    /// incarnation the writer readmitted for `v` then reads as not readmitted, and the
+    /// outsider would take `v` to name the old, failed incarnation and fail that member in
+    /// its epoch from the start (its epoch wedges and the others remove this member). Every
+    /// member running `v` counts, for each member of `v`, the incarnation `v` names or (still
+    /// waiting for its link) an older one, and readmits no newer one while `v` names the
+    /// node, so the newest word among them is the one `v` names as soon as one runner's word
+    /// has landed here. (Only a word read *ahead* of its row's view block could name more: the
+    /// writer would have to leave `v`, readmit a newer incarnation, and have a whole-row push
+    /// to this member in flight across both. Not seen; one row alone has the same exposure.)
+    /// Where every runner's word is still late, the outsider fails the member as before.
+    fn runners_of(&self, from: usize, v: &View) -> Vec<usize> {
+        let me = self.sst.my_row();
+        let runs = |r: usize| {
+            r != me
+                && !self.sst.is_suspected(r)
+                && self.read_block(r, self.f.view).is_some_and(|p| {
+                    !self.restarting_in(&p)
+                        && self
+                            .decode_view(r, &p)
+                            .is_some_and(|w| w.id == v.id && w.members == v.members)
+                })
+        };
+        (0..self.sst.rows())
+            .filter(|&r| r == from || runs(r))
             .collect()
     }
 
@@ -2104,7 +2147,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // pending already or not linked here yet (s18; s16 readmitted a pending one at
             // once if that member's word was at least it). Otherwise the view still counts the
             // old incarnation, which stays suspected here (it is removed in the next view).
-            let named = self.newer_named(from, &v.members);
+            let named = self.newer_named(&self.runners_of(from, &v), &v.members);
             self.expect(&v, &named)?;
             let records = self.with_settings(crate::restart::installed_records(&v));
             self.log.append_all(&records)?;
@@ -3297,7 +3340,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             };
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: decision seen");
             self.decided_expect =
-                self.newer_named(leader_row, &decision.next_members(&view.members));
+                self.newer_named(&[leader_row], &decision.next_members(&view.members));
             self.log
                 .append(&decided_record(&decision, d.holders.as_deref()))?;
             tracing::debug!(me = %self.me, view = view.id, rank = d.rank, "membership: echoing");

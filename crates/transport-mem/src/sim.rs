@@ -762,8 +762,10 @@ impl Sim {
 
     /// Starts a node created late by [`cluster_late`](Self::cluster_late): links come up
     /// between it and every running (started, not crashed) node that has not declared it failed,
-    /// and both ends of each new link get [`Event::PeerConnected`] (incarnation 1). Does nothing
-    /// if the node is started already or crashed.
+    /// and both ends of each new link get [`Event::PeerConnected`] with the other end's
+    /// incarnation ([`incarnation`](Self::incarnation): 1 for the late node, 0 for a peer up
+    /// from the start, more for one restarted since). Does nothing if the node is started
+    /// already or crashed.
     pub fn start_node(&self, node: NodeId) {
         let mut w = self.world.borrow_mut();
         let me = node.index();
@@ -779,14 +781,22 @@ impl Sim {
                 && !w.nodes[i].cut[me]
                 && !w.nodes[me].cut[i];
             if up {
-                let connected = |peer| Event::PeerConnected {
-                    peer,
-                    incarnation: 1,
-                };
-                w.nodes[i].events.push_back(connected(node));
+                // Each end learns the other's own incarnation: the late node's (1 unless it
+                // restarted before it started), and the peer's (0 for a node up from the
+                // start). Announcing every peer as 1 would make the late node refuse the
+                // peer's real incarnation 1 after a restart as not newer than one it linked
+                // (s26, `docs/MEMBERSHIP.md`, sixty-seventh part).
+                let (mine, theirs) = (w.nodes[me].incarnation, w.nodes[i].incarnation);
+                w.nodes[i].events.push_back(Event::PeerConnected {
+                    peer: node,
+                    incarnation: mine,
+                });
                 w.nodes[i].dirty = true;
                 w.nodes[i].linked[me] = true;
-                w.nodes[me].events.push_back(connected(NodeId(i as u32)));
+                w.nodes[me].events.push_back(Event::PeerConnected {
+                    peer: NodeId(i as u32),
+                    incarnation: theirs,
+                });
                 w.nodes[me].linked[i] = true;
             }
         }

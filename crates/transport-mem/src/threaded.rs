@@ -534,8 +534,9 @@ impl Faults {
 
     /// Starts a node created late by [`ThreadedFabric::cluster_late`]: links come up between it
     /// and every running node (started, not crashed, not cut from it), and both ends of each new
-    /// link get [`Event::PeerConnected`] (incarnation 1). Does nothing if the node is started
-    /// already or crashed.
+    /// link get [`Event::PeerConnected`] with the other end's incarnation
+    /// ([`incarnation`](Self::incarnation): 1 for the late node, 0 for a peer up from the
+    /// start). Does nothing if the node is started already or crashed.
     pub fn start_node(&self, node: NodeId) {
         let s = &self.shared;
         let _faults = lock(&s.faults);

@@ -368,3 +368,61 @@ fn a_node_restarted_while_its_peer_was_down_gets_no_failure_of_that_peer() {
         "n0 on n2's second restart"
     );
 }
+
+/// A late node learns each running peer's own incarnation, and a later restart of such a peer
+/// comes as a newer one (s26, `docs/MEMBERSHIP.md`, sixty-seventh part). Before, `start_node`
+/// announced every peer to the late node as incarnation 1: a peer up from the start (0) that
+/// restarted (now really 1) came as an incarnation not newer than the one the late node had
+/// linked, and the node's table refused it and kept suspecting the peer (the membership tests'
+/// dead-side members restarted after a heal were never readmitted by the members started late).
+#[test]
+fn a_late_node_learns_each_peers_own_incarnation_and_a_restart_comes_as_a_newer_one() {
+    let layout = [RegionSpec::new(R, 64)];
+    let (sim, mut nodes) =
+        Sim::cluster_late(SimConfig::seeded(5), 3, &layout, &[NodeId(2)]).expect("valid sim");
+    sim.start_node(NodeId(2));
+    let mut seen = Vec::new();
+    drain(&mut nodes[2], |e| seen.push(e));
+    let incarnations = |seen: &[Event], peer: NodeId| -> Vec<u64> {
+        (seen.iter())
+            .filter_map(|e| match *e {
+                Event::PeerConnected {
+                    peer: p,
+                    incarnation,
+                } if p == peer => Some(incarnation),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        incarnations(&seen, NodeId(0)),
+        [0],
+        "n2 at its start: {seen:?}"
+    );
+    assert_eq!(
+        incarnations(&seen, NodeId(1)),
+        [0],
+        "n2 at its start: {seen:?}"
+    );
+    let mut seen = Vec::new();
+    drain(&mut nodes[0], |e| seen.push(e));
+    assert_eq!(incarnations(&seen, NodeId(2)), [1], "n0: {seen:?}");
+    sim.crash(NodeId(0));
+    let _fresh = sim.restart_node(NodeId(0)).expect("restarted");
+    let mut seen = Vec::new();
+    drain(&mut nodes[2], |e| seen.push(e));
+    assert_eq!(
+        seen[..],
+        [
+            Event::PeerFailed {
+                peer: NodeId(0),
+                cause: FailureCause::ConnectionLost
+            },
+            Event::PeerConnected {
+                peer: NodeId(0),
+                incarnation: 1
+            }
+        ],
+        "n2 on n0's restart: its new incarnation is newer than the one n2 linked"
+    );
+}

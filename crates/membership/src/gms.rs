@@ -2674,7 +2674,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(alive)
     }
 
-    /// `base` extended with every change the leader should propose now.
+    /// `base` extended with every change the leader should propose now. A row that is
+    /// [`unheard`](Gms::unheard) is neither joined nor let leave (s26, sixty-eighth part of
+    /// `docs/MEMBERSHIP.md`): its `gms_join` and `gms_leave` words, and the digest
+    /// [`refuse_settings`](Gms::refuse_settings) reads, are still the old incarnation's until
+    /// the new incarnation's own words land.
     fn wanted(&mut self, view: &View, mut ch: Vec<Change>) -> Vec<Change> {
         let cap = self.cfg.max_pending_changes;
         let has = |ch: &[Change], n: NodeId| ch.iter().any(|c| c.node == n);
@@ -2692,6 +2696,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let survives = |n: NodeId| n != m && !ch.iter().any(|c| c.node == n && c.removes());
             if !has(&ch, m)
                 && !self.sst.is_suspected(row)
+                && !self.unheard(row)
                 && self.sst.get(row, self.f.leave) != 0
                 && self.cfg.is_quorum(&view.members, &survives)
                 && !self.leave_loses_a_shard(view, &ch, m)
@@ -2707,6 +2712,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 || has(&ch, u)
                 || self.sst.is_suspected(row)
                 || self.sst.get(row, self.f.join) == 0
+                || self.unheard(row)
                 || self.readmission_pending(view, row)
                 || self.refuse_settings(row)
             {

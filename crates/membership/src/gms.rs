@@ -4035,4 +4035,49 @@ mod tests {
             [leave(2), fail(3)]
         );
     }
+
+    /// s26 (sixty-eighth part of `docs/MEMBERSHIP.md`): a leader does not act on the
+    /// `gms_join` or `gms_leave` word of a row that is [`unheard`](Gms::unheard) (a readmitted
+    /// incarnation whose own words have not landed: the words are the old incarnation's).
+    /// Member 3 asks to leave and node 4 asks to join; the leader 0 wants both changes while
+    /// the rows are heard, and neither once they are marked unheard. Fails without the guards
+    /// in `Gms::wanted` (the changes are wanted while unheard).
+    #[test]
+    fn an_unheard_rows_join_and_leave_words_are_not_acted_on() {
+        let ids: Vec<NodeId> = (0..5).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids[..4].to_vec());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(1), 5, &[spec]).unwrap();
+        let mut g: Vec<Gms<SimNode, MemLog>> = (nodes.into_iter())
+            .map(|n| Gms::new(n, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let mut out = Vec::new();
+        let mut round = |g: &mut Vec<Gms<SimNode, MemLog>>| {
+            for c in g.iter_mut() {
+                c.poll(&mut Idle, &mut out).unwrap();
+            }
+            sim.advance(std::time::Duration::from_micros(100));
+        };
+        for _ in 0..10 {
+            round(&mut g);
+        }
+        g[3].leave().unwrap();
+        g[4].request_join().unwrap();
+        // Two rounds: the words land, then the members publish that they hold the state (the
+        // leave check reads that).
+        round(&mut g);
+        round(&mut g);
+        let view = g[0].view().cloned().unwrap();
+        assert_eq!(view.id, 0);
+        let change = |kind, n: u32| Change {
+            kind,
+            node: NodeId(n),
+        };
+        let heard = g[0].wanted(&view, Vec::new());
+        assert!(heard.contains(&change(ChangeKind::Leave, 3)), "{heard:?}");
+        assert!(heard.contains(&change(ChangeKind::Join, 4)), "{heard:?}");
+        g[0].unheard = vec![None, None, None, Some(1), Some(1)];
+        let unheard = g[0].wanted(&view, Vec::new());
+        assert_eq!(unheard, [], "acted on an unheard row's words");
+    }
 }

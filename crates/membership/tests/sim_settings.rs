@@ -6,7 +6,8 @@
 //! the digest it was written under, and a member restarted under other settings is refused.
 //! A deliberate change of the epoch (driver) settings at a total restart is accepted when every
 //! member names the digest its log was written under (`GmsConfig::settings_from`; sixty-first
-//! part).
+//! part). A joiner's new incarnation configured otherwise is refused, not joined on its old
+//! incarnation's frozen join request and digest (s26, sixty-eighth part).
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;

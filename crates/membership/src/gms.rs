@@ -2966,7 +2966,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(alive)
     }
 
-    /// `base` extended with every change the leader should propose now.
+    /// `base` extended with every change the leader should propose now. A row that is
+    /// [`unheard`](Gms::unheard) is neither joined nor let leave (s26, sixty-eighth part of
+    /// `docs/MEMBERSHIP.md`): its `gms_join` and `gms_leave` words, and the digest
+    /// [`refuse_settings`](Gms::refuse_settings) reads, are still the old incarnation's until
+    /// the new incarnation's own words land.
     fn wanted(&mut self, view: &View, mut ch: Vec<Change>) -> Vec<Change> {
         let cap = self.cfg.max_pending_changes;
         let has = |ch: &[Change], n: NodeId| ch.iter().any(|c| c.node == n);
@@ -2984,6 +2988,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let survives = |n: NodeId| n != m && !ch.iter().any(|c| c.node == n && c.removes());
             if !has(&ch, m)
                 && !self.sst.is_suspected(row)
+                && !self.unheard(row)
                 && self.sst.get(row, self.f.leave) != 0
                 && self.cfg.is_quorum(&view.members, &survives)
                 && !self.leave_loses_a_shard(view, &ch, m)
@@ -2999,6 +3004,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 || has(&ch, u)
                 || self.sst.is_suspected(row)
                 || self.sst.get(row, self.f.join) == 0
+                || self.unheard(row)
                 || self.readmission_pending(view, row)
                 || self.refuse_settings(row)
             {
@@ -4333,5 +4339,128 @@ mod tests {
             keep(&[leave(2), leave(1), fail(3)], &all),
             [leave(2), fail(3)]
         );
+    }
+
+    /// s26 (sixty-eighth part of `docs/MEMBERSHIP.md`): a leader does not act on the
+    /// `gms_join` or `gms_leave` word of a row that is [`unheard`](Gms::unheard) (a readmitted
+    /// incarnation whose own words have not landed: the words are the old incarnation's).
+    /// Member 3 asks to leave and node 4 asks to join; the leader 0 wants both changes while
+    /// the rows are heard, and neither once they are marked unheard. Fails without the guards
+    /// in `Gms::wanted` (the changes are wanted while unheard).
+    #[test]
+    fn an_unheard_rows_join_and_leave_words_are_not_acted_on() {
+        let ids: Vec<NodeId> = (0..5).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids[..4].to_vec());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(1), 5, &[spec]).unwrap();
+        let mut g: Vec<Gms<SimNode, MemLog>> = (nodes.into_iter())
+            .map(|n| Gms::new(n, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let mut out = Vec::new();
+        let mut round = |g: &mut Vec<Gms<SimNode, MemLog>>| {
+            for c in g.iter_mut() {
+                c.poll(&mut Idle, &mut out).unwrap();
+            }
+            sim.advance(std::time::Duration::from_micros(100));
+        };
+        for _ in 0..10 {
+            round(&mut g);
+        }
+        g[3].leave().unwrap();
+        g[4].request_join().unwrap();
+        // Two rounds: the words land, then the members publish that they hold the state (the
+        // leave check reads that).
+        round(&mut g);
+        round(&mut g);
+        let view = g[0].view().cloned().unwrap();
+        assert_eq!(view.id, 0);
+        let change = |kind, n: u32| Change {
+            kind,
+            node: NodeId(n),
+        };
+        let heard = g[0].wanted(&view, Vec::new());
+        assert!(heard.contains(&change(ChangeKind::Leave, 3)), "{heard:?}");
+        assert!(heard.contains(&change(ChangeKind::Join, 4)), "{heard:?}");
+        g[0].unheard = vec![None, None, None, Some(1), Some(1)];
+        let unheard = g[0].wanted(&view, Vec::new());
+        assert_eq!(unheard, [], "acted on an unheard row's words");
+    }
+
+    /// s26 (sixty-eighth part of `docs/MEMBERSHIP.md`, item 4; the review nit of the
+    /// sixty-fifth part): `peer_ahead` does not apply `below_promise`, on purpose. Member 1
+    /// restarts view 0 of `[0 .. 4]` holding a decision of ballot `r` and a promise of a later
+    /// ballot `b2 > r`. Every member echoes `r`, and member 2 restarts view 1, which it
+    /// installed with that decision. 1 has read only itself and 2 (the others are not wedged),
+    /// so it cannot rule out a decision above `r` and does not catch up from 2
+    /// (`below_promise`). Nor may it install view 1 on its own: it would run view 1 beside a
+    /// member restarting it from its log (the s15 mode split), or run a view 1 that a decision
+    /// under `b2` superseded. So `try_install` waits while 2 is one view ahead, and installs
+    /// once 2 is back at view 0 (the control: nothing else held it). Fails if `peer_ahead`
+    /// skips a peer `below_promise` skips.
+    #[test]
+    fn a_restarting_member_does_not_install_on_its_own_beside_a_peer_ahead_below_its_promise() {
+        let ids: Vec<NodeId> = (0..5).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(1), 5, &[spec]).unwrap();
+        let mut g: Vec<Gms<SimNode, MemLog>> = (nodes.into_iter())
+            .map(|n| Gms::new(n, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let settle = |g: &mut Vec<Gms<SimNode, MemLog>>| {
+            for _ in 0..3 {
+                for c in g.iter_mut() {
+                    c.sst.poll_once().unwrap();
+                }
+                sim.advance(std::time::Duration::from_micros(100));
+            }
+        };
+        settle(&mut g);
+        let v0 = g[1].view().cloned().unwrap();
+        let v1 = View::new(1, ids.clone(), &crate::view::EvenShards::single());
+        let r = crate::restart::ballot(1, 0);
+        let b2 = crate::restart::ballot(2, 3);
+        let d = Decision {
+            rank: r,
+            changes: Vec::new(),
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 0)).collect(),
+            },
+        };
+        for (i, c) in g.iter_mut().enumerate() {
+            c.restart = Some(RestartState {
+                promised: if i == 1 { b2 } else { r },
+                ..RestartState::default()
+            });
+            c.publish_decision(&d, None).unwrap();
+        }
+        g[1].decision = Some(d.clone());
+        g[2].publish_view_of(&v1).unwrap();
+        settle(&mut g);
+        let row2 = g[1].sst.row_of(NodeId(2)).unwrap();
+        for m in &ids {
+            let row = g[1].sst.row_of(*m).unwrap();
+            assert_eq!(
+                g[1].decision_of(row, 0).map(|t| t.rank),
+                Some(r),
+                "{m}'s echo"
+            );
+        }
+        assert!(
+            g[1].below_promise(row2, &v0, 1),
+            "2 ahead below the promise"
+        );
+        let mut out = Vec::new();
+        g[1].try_install(&v0, &ids, &mut out).unwrap();
+        assert_eq!(
+            g[1].view().map(|v| v.id),
+            Some(0),
+            "installed beside 2: {out:?}"
+        );
+        // The control: with 2 back at view 0 the same echoes install view 1.
+        g[2].publish_view_of(&v0).unwrap();
+        settle(&mut g);
+        g[1].try_install(&v0, &ids, &mut out).unwrap();
+        assert_eq!(g[1].view().map(|v| v.id), Some(1));
     }
 }

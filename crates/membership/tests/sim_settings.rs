@@ -6,7 +6,8 @@
 //! the digest it was written under, and a member restarted under other settings is refused.
 //! A deliberate change of the epoch (driver) settings at a total restart is accepted when every
 //! member names the digest its log was written under (`GmsConfig::settings_from`; sixty-first
-//! part).
+//! part). A joiner's new incarnation configured otherwise is refused, not joined on its old
+//! incarnation's frozen join request and digest (s26, sixty-eighth part).
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
@@ -626,4 +627,177 @@ fn a_member_restarting_with_the_old_settings_beside_new_ones_stops_the_restart()
     run(&sim, &mut groups, 3000);
     assert_restarted(&groups, "every member under the new settings");
     std::fs::remove_dir_all(&base).ok();
+}
+
+/// The end of [`rejoin_on_frozen_words`]: each member's view members and stop, and the
+/// joiner's stop.
+type Outcome = (Vec<(Vec<NodeId>, Option<String>)>, Option<String>);
+
+/// A joiner's new incarnation, configured otherwise than the group, read on its old
+/// incarnation's frozen words (`docs/MEMBERSHIP.md`, sixty-eighth part). n3's first
+/// incarnation asks to join, configured like the group, and crashes the moment the leader n0
+/// proposes its join: it never installs a view, so its row's `gms_join` word stays set in
+/// every member's frozen copy. The members install view 1 with it and remove it in view 2.
+/// Then n3 restarts (`Sim::restart_node`) as a joiner under `restarted`. n0 readmits the new
+/// incarnation as it polls its link (n3 is in no view it counts), before any word of the new
+/// incarnation landed: the row shows the old incarnation's join request and digest. With
+/// `restarted` differing, the designed outcome is the joiner's refusal (the members go on
+/// as `[0, 1, 2]`, the joiner stops itself); configured alike, it joins. Returns the members'
+/// views and stops and the joiner's stop, or `None` if the first incarnation installed a view
+/// before the proposal was seen (the moment missed).
+fn rejoin_on_frozen_words(seed: u64, restarted: &GroupConfig) -> Result<Option<Outcome>, String> {
+    let cfg = group_sim::config(4, 3);
+    let (sim, nodes) = cluster(
+        seed,
+        &[cfg.clone(), cfg.clone(), cfg.clone(), restarted.clone()],
+    );
+    let mut groups: Vec<Group<SimNode, MemLog>> = (nodes.into_iter().enumerate())
+        .map(|(i, t)| {
+            if i == 3 {
+                Group::joining(t, cfg.clone(), MemLog::default()).unwrap()
+            } else {
+                Group::new(t, cfg.clone(), MemLog::default(), None).unwrap()
+            }
+        })
+        .collect();
+    let names_3 = |g: &Group<SimNode, MemLog>| {
+        let join =
+            |ch: &[squall_membership::change::Change]| ch.iter().any(|c| c.node == NodeId(3));
+        g.gms().proposal().is_some_and(|(_, ch)| join(ch))
+            || g.gms().decision().is_some_and(|d| join(&d.changes))
+    };
+    let mut ups = Vec::new();
+    let mut step = |sim: &Sim, groups: &mut Vec<Group<SimNode, MemLog>>| {
+        for (i, g) in groups.iter_mut().enumerate() {
+            if g.stopped().is_none() && !sim.is_crashed(NodeId(i as u32)) {
+                let _ = g.submit(b"m");
+                ups.clear();
+                g.poll(&mut ups);
+            }
+        }
+        sim.advance(Duration::from_micros(5));
+    };
+    // The first incarnation crashes when n0 proposes its join.
+    let mut crashed = false;
+    for _ in 0..2000 {
+        step(&sim, &mut groups);
+        if names_3(&groups[0]) {
+            if groups[3].view().is_some() {
+                return Ok(None);
+            }
+            sim.crash(NodeId(3));
+            crashed = true;
+            break;
+        }
+    }
+    if !crashed {
+        return Err("n0 never proposed n3's join".into());
+    }
+    // The members install the view with it, then remove it.
+    let removed = |groups: &[Group<SimNode, MemLog>]| {
+        groups[..3].iter().all(|g| {
+            g.view()
+                .is_some_and(|v| v.id >= 2 && v.members == [NodeId(0), NodeId(1), NodeId(2)])
+        })
+    };
+    for _ in 0..3000 {
+        if removed(&groups) {
+            break;
+        }
+        step(&sim, &mut groups);
+    }
+    if !removed(&groups) {
+        let views: Vec<_> = groups[..3]
+            .iter()
+            .map(|g| g.view().map(|v| (v.id, v.members.clone())))
+            .collect();
+        return Err(format!(
+            "the members did not remove the crashed joiner: {views:?}"
+        ));
+    }
+    let t = sim.restart_node(NodeId(3)).ok_or("n3 did not restart")?;
+    groups[3] = Group::joining(t, restarted.clone(), MemLog::default()).unwrap();
+    // The new incarnation's first pushes late (as `NEW_ROW_DELAY` in `sim_shard_restart.rs`):
+    // every op to or from it 40 µs late for 80 µs.
+    sim.delay(NodeId(3), Duration::from_micros(40));
+    for k in 0..2000 {
+        if k == 16 {
+            sim.delay(NodeId(3), Duration::ZERO);
+        }
+        step(&sim, &mut groups);
+    }
+    let members = (groups[..3].iter())
+        .map(|g| {
+            let view = g.view().map(|v| v.members.clone()).unwrap_or_default();
+            (view, g.stopped().map(str::to_owned))
+        })
+        .collect();
+    Ok(Some((members, groups[3].stopped().map(str::to_owned))))
+}
+
+/// Item 1 and 2 of the sixty-eighth part of `docs/MEMBERSHIP.md`: a readmitted joiner whose
+/// new incarnation is configured differently is refused, and the group goes on. Without the
+/// change (the leader reads a readmitted row's `gms_join` word and digest while the row is
+/// unheard), n0 proposes the join on the old incarnation's request and digest, and every
+/// member stops with `SettingsDiffer` once the new incarnation's digest lands.
+#[test]
+fn a_readmitted_joiner_configured_otherwise_is_refused_not_joined_on_its_old_words() {
+    let cfg = group_sim::config(4, 3);
+    let mut larger = cfg.clone();
+    let p = EpochProfile {
+        window: cfg.epoch.window * 2,
+        ..EpochProfile::of(&cfg.epoch)
+    };
+    larger.profiles.insert(0, p);
+    group_sim::check_seeds_reaching(
+        "a_readmitted_joiner_configured_otherwise_is_refused_not_joined_on_its_old_words",
+        3,
+        "the first incarnation crashing before it installed a view",
+        |seed| {
+            let Some((members, joiner)) = rejoin_on_frozen_words(seed, &larger)? else {
+                return Ok(group_sim::Moment::Missed);
+            };
+            for (i, (view, stopped)) in members.iter().enumerate() {
+                if let Some(why) = stopped {
+                    return Err(format!("n{i} stopped: {why}"));
+                }
+                if view != &[NodeId(0), NodeId(1), NodeId(2)] {
+                    return Err(format!("n{i} runs {view:?}: the join was proposed"));
+                }
+            }
+            match joiner {
+                Some(why) if why.contains(DIFFER) => Ok(group_sim::Moment::Reached),
+                other => Err(format!("the joiner configured otherwise: {other:?}")),
+            }
+        },
+    );
+}
+
+/// The control of the test above: the new incarnation configured like the group joins (the
+/// leader waits for its own words, about a round trip, then proposes its join).
+#[test]
+fn a_readmitted_joiner_configured_alike_joins_after_its_old_words() {
+    let cfg = group_sim::config(4, 3);
+    group_sim::check_seeds_reaching(
+        "a_readmitted_joiner_configured_alike_joins_after_its_old_words",
+        3,
+        "the first incarnation crashing before it installed a view",
+        |seed| {
+            let Some((members, joiner)) = rejoin_on_frozen_words(seed, &cfg)? else {
+                return Ok(group_sim::Moment::Missed);
+            };
+            if let Some(why) = joiner {
+                return Err(format!("the joiner stopped: {why}"));
+            }
+            for (i, (view, stopped)) in members.iter().enumerate() {
+                if let Some(why) = stopped {
+                    return Err(format!("n{i} stopped: {why}"));
+                }
+                if view.len() != 4 {
+                    return Err(format!("n{i} runs {view:?} without the joiner"));
+                }
+            }
+            Ok(group_sim::Moment::Reached)
+        },
+    );
 }

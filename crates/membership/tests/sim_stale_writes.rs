@@ -7,7 +7,10 @@
 //! lands in a peer's copy of that epoch's set after the peer zeroed it when leaving that view
 //! or a later one on the same set. A second test (s24, forty-eighth part's review follow-up)
 //! makes the accuser an accused leader, whose suspicion is never published: the others learn
-//! of the removal only from its decision and must cut the member as they install.
+//! of the removal only from its decision and must cut the member as they install. Two more
+//! (s26, sixty-eighth part) run a total restart in which a member of the last view comes back
+//! without a log that holds it (a *restart outsider*, counted out without a report to the
+//! transport) and check that it posts nothing into an epoch set before it runs a view.
 #![allow(clippy::unwrap_used)]
 
 use std::cell::RefCell;
@@ -19,7 +22,7 @@ mod group_sim;
 use group_sim::tap::{Tap, Tapped};
 use group_sim::{Moment, check_seeds_reaching, payload, sender_of};
 
-use squall_membership::group::Group;
+use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::MemLog;
 use squall_ordering::{SubmitError, TotalOrder, Upcall};
 use squall_sst::Suspicion;
@@ -158,9 +161,32 @@ struct Run {
 impl Run {
     /// `universe` nodes, the first `initial` of them the members of view 0.
     fn new(plan: Plan, universe: usize, initial: usize) -> Run {
-        let n = universe;
         let cfg = group_sim::config(universe, initial);
-        let layout = Group::<Node, MemLog>::layout(&cfg).unwrap();
+        let mut run = Run::with(plan, &cfg, universe, |_, t| {
+            Group::new(t, cfg.clone(), MemLog::default(), None).unwrap()
+        });
+        run.installs = (0..universe)
+            .map(|i| {
+                if i < initial {
+                    BTreeMap::from([(0, 0)])
+                } else {
+                    BTreeMap::new()
+                }
+            })
+            .collect();
+        run
+    }
+
+    /// `universe` nodes on a fabric laid out for `cfg`, node `i`'s group made by `make(i, _)`
+    /// on its recording endpoint.
+    fn with(
+        plan: Plan,
+        cfg: &GroupConfig,
+        universe: usize,
+        mut make: impl FnMut(usize, Node) -> Group<Node, MemLog>,
+    ) -> Run {
+        let n = universe;
+        let layout = Group::<Node, MemLog>::layout(cfg).unwrap();
         // An op to a peer behind the cut fails soon after the cut, before the group's traffic
         // stalls behind the cut-off member's turn: the removal then comes while the suspected
         // member's epoch is still busy writing.
@@ -174,32 +200,23 @@ impl Run {
         rec.borrow_mut().sets = cfg.sets.map(|(t, l)| vec![t, l]);
         sim.delay(NodeId(plan.x as u32), plan.delay);
         let mut groups = Vec::new();
-        for t in nodes {
+        for (i, t) in nodes.into_iter().enumerate() {
             let t = Tapped {
                 inner: t,
                 tap: Recorder(rec.clone()),
             };
-            groups.push(Some(
-                Group::new(t, cfg.clone(), MemLog::default(), None).unwrap(),
-            ));
+            groups.push(Some(make(i, t)));
+            // What a constructor posted belongs to the view it starts in.
+            let v = groups[i].as_ref().and_then(|g| g.view()).map(|v| v.id);
+            resolve(&mut rec.borrow_mut(), v, v);
         }
-        // What the constructors posted belongs to view 0.
-        resolve(&mut rec.borrow_mut(), Some(0), Some(0));
         Run {
             plan,
             sim,
             groups,
             rec,
             delivered: vec![Vec::new(); n],
-            installs: (0..n)
-                .map(|i| {
-                    if i < initial {
-                        BTreeMap::from([(0, 0)])
-                    } else {
-                        BTreeMap::new()
-                    }
-                })
-                .collect(),
+            installs: vec![BTreeMap::new(); n],
             next: vec![0; n],
         }
     }
@@ -581,5 +598,224 @@ fn an_accused_leaders_unpublished_suspicion_still_fences_the_removed_members_wri
             }
             Ok(reached)
         },
+    );
+}
+
+/// Drives every node of `r` (submitting) until `done(r)` holds, at most `rounds` rounds;
+/// returns whether it held.
+fn drive_until(
+    r: &mut Run,
+    rounds: usize,
+    mut done: impl FnMut(&Run) -> bool,
+) -> Result<bool, String> {
+    for _ in 0..rounds {
+        if done(r) {
+            return Ok(true);
+        }
+        for i in 0..r.groups.len() {
+            r.drive(i, true)?;
+        }
+        r.sim.advance(STEP);
+    }
+    Ok(done(r))
+}
+
+/// The forty-third part's point 4, tested (s26, sixty-eighth part of `docs/MEMBERSHIP.md`): a
+/// total restart counts a *restart outsider* out (a linked, heartbeating member of the last
+/// view `L` that does not restart it from a log) without suspecting it in the table and
+/// without a report to the transport, so its link stays up. The argument: an outsider runs no
+/// epoch of `L` in this life, so it has nothing in flight into a restarting member's copy of
+/// set `L mod 2`, which that member zeroes as it installs the restart view and which view
+/// `L + 2` runs on again.
+///
+/// Life 0: four initial members (durable epochs and GMS logs), and n4 joins by state transfer:
+/// view 1 = `[0, 1, 2, 3, 4]`. All five stop at once. Life 1, on a new fabric behind the
+/// recording endpoint: 0 to 3 restart view 1 from their logs; n4 starts with an empty GMS log,
+/// as an idle outsider (`asks: false`: its log was lost) or as a joiner (`asks: true`). The
+/// restarting members count it out after the suspicion timeout and install view 2 without it;
+/// it then joins (view 3, on set 1 again, the set of view 1).
+///
+/// Checked: (the moment) each of 0 to 3 installed view 2 without n4 while its table had never
+/// suspected n4 and its endpoint had reported no failure of n4; every op n4 posted into an
+/// epoch set belongs to a view n4 ran (none before it installed one), and n4 did post epoch
+/// ops once it ran a view (so the recorder sees them); no op of a view-`w` epoch was applied
+/// at a node after that node zeroed its copy of the op's set leaving a view at or past `w`
+/// (the trace check of [`stale_writes`]); and all five end in one view, n4 active, the
+/// survivors' sequences prefixes of one another, virtual synchrony's install positions equal.
+fn restart_outsider(seed: u64, asks: bool) -> Result<Moment, String> {
+    let base = group_sim::scratch_dir("stale-writes", &format!("outsider-{asks}"), seed);
+    let cfg_of = |life: usize, i: usize| {
+        group_sim::durable(
+            group_sim::config(5, 4),
+            &base.join(format!("life{life}")),
+            i,
+        )
+    };
+    let plan = Plan {
+        seed,
+        x: 4,
+        accuser: 0,
+        accused: false,
+        second: Second::Join(4),
+        delay: Duration::ZERO,
+        cut_after: 0,
+    };
+    let all_in = |r: &Run, id: u64| {
+        (0..5).all(|i| {
+            r.groups[i]
+                .as_ref()
+                .and_then(|g| g.view())
+                .is_some_and(|v| v.id == id && v.members.len() == 5)
+        }) && r.groups[4].as_ref().is_some_and(Group::is_active)
+    };
+    // Life 0.
+    let mut r = Run::with(plan, &cfg_of(0, 0), 5, |i, t| {
+        if i == 4 {
+            Group::joining(t, cfg_of(0, i), MemLog::default()).unwrap()
+        } else {
+            Group::new(t, cfg_of(0, i), MemLog::default(), None).unwrap()
+        }
+    });
+    if !drive_until(&mut r, 6000, |r| all_in(r, 1) && r.delivered[4].len() >= 40)? {
+        return Err(format!(
+            "life 0: n4 did not join and deliver: {}",
+            group_sim::describe(&r.groups)
+        ));
+    }
+    let logs: Vec<Vec<u8>> = (r.groups.iter().flatten())
+        .map(|g| g.gms().log().bytes().to_vec())
+        .collect();
+    drop(r);
+    // Life 1.
+    let mut r = Run::with(plan, &cfg_of(0, 0), 5, |i, t| {
+        if i == 4 {
+            let cfg = cfg_of(1, i);
+            if asks {
+                Group::joining(t, cfg, MemLog::default()).unwrap()
+            } else {
+                Group::new(t, cfg, MemLog::default(), None).unwrap()
+            }
+        } else {
+            let (log, rec) = MemLog::open(logs[i].clone());
+            Group::new(t, cfg_of(0, i), log, Some(&rec)).unwrap()
+        }
+    });
+    let x = NodeId(4);
+    // Per restarting member, at the view it installed after view 1: its members, and whether
+    // its table or endpoint ever had n4 failed by then.
+    let mut restart_view: Vec<Option<(Vec<NodeId>, bool)>> = vec![None; 4];
+    let mut stuck = true;
+    for _ in 0..6000 {
+        for (i, seen) in restart_view.iter_mut().enumerate() {
+            let Some(g) = &r.groups[i] else { continue };
+            if seen.is_none()
+                && let Some(v) = g
+                    .view()
+                    .filter(|v| v.id >= 2 && g.gms().restarting().is_none())
+            {
+                let suspected = g.gms().sst().suspicions().iter().any(|s| s.0 == x);
+                let reported =
+                    (r.rec.borrow().failures.iter()).any(|f| f.0 == NodeId(i as u32) && f.1 == x);
+                *seen = Some((v.members.clone(), suspected || reported));
+            }
+        }
+        let joined = all_in(&r, 3)
+            || (r.view_of(0).is_some_and(|v| v > 3) && all_in(&r, r.view_of(0).unwrap_or(0)));
+        if joined && restart_view.iter().all(Option::is_some) {
+            stuck = false;
+            break;
+        }
+        for i in 0..5 {
+            r.drive(i, true)?;
+        }
+        r.sim.advance(STEP);
+    }
+    if stuck {
+        return Err(format!(
+            "life 1: the restart did not complete and take n4 in: {} (restart views {restart_view:?})",
+            group_sim::describe(&r.groups)
+        ));
+    }
+    let base_len = r.delivered[0].len();
+    if !drive_until(&mut r, 6000, |r| {
+        (0..5).all(|i| r.delivered[i].len() >= base_len + 10)
+    })? {
+        return Err(format!(
+            "life 1: the group did not deliver: {}",
+            group_sim::describe(&r.groups)
+        ));
+    }
+    for _ in 0..100 {
+        for i in 0..5 {
+            r.drive(i, false)?;
+        }
+        r.sim.advance(STEP);
+    }
+    // The trace: no epoch op applied into a copy zeroed for its view or a later one.
+    stale_writes(&r)?;
+    // Every op n4 posted into an epoch set belongs to a view it ran (its view before or after
+    // the call that posted it runs on that set: `resolve`), and there were some.
+    let (mut ran, mut stray) = (0, Vec::new());
+    for (&(src, op), p) in &r.rec.borrow().posts {
+        if src != x {
+            continue;
+        }
+        match p.epoch {
+            Some(_) => ran += 1,
+            None => stray.push((op, p.dst, p.set)),
+        }
+    }
+    if !stray.is_empty() || ran == 0 {
+        return Err(format!(
+            "n4 posted {} epoch op(s) outside a view it ran, e.g. {:?} (op, peer, set); {ran} in one",
+            stray.len(),
+            stray.first()
+        ));
+    }
+    let longest = (0..5)
+        .map(|i| &r.delivered[i])
+        .max_by_key(|s| s.len())
+        .unwrap();
+    for i in 0..5 {
+        let mine = &r.delivered[i];
+        if let Some(k) = (0..mine.len()).find(|&k| mine[k] != longest[k]) {
+            return Err(format!("n{i} delivered differently, first at {k}"));
+        }
+    }
+    group_sim::same_install_positions(&r.installs)?;
+    let _ = std::fs::remove_dir_all(&base);
+    // The moment: each restarting member installed its restart view without n4 while n4 was
+    // neither suspected in its table nor reported failed by its endpoint.
+    let counted_out = restart_view.iter().all(|s| {
+        s.as_ref()
+            .is_some_and(|(m, failed)| !m.contains(&x) && !failed)
+    });
+    Ok(if counted_out {
+        Moment::Reached
+    } else {
+        eprintln!("seed {seed}: the restart views {restart_view:?}");
+        Moment::Missed
+    })
+}
+
+/// [`restart_outsider`] with n4 an idle outsider (its GMS log lost).
+#[test]
+fn a_restart_outsider_counted_out_without_a_report_posts_nothing_into_a_zeroed_set() {
+    check_seeds_reaching(
+        "a_restart_outsider_counted_out_without_a_report_posts_nothing_into_a_zeroed_set",
+        2,
+        "every restarting member counting the idle outsider out with no suspicion or report of it",
+        |seed| restart_outsider(seed, false),
+    );
+}
+
+/// [`restart_outsider`] with n4 asking to join.
+#[test]
+fn a_restart_outsider_that_asks_to_join_posts_nothing_into_a_zeroed_set() {
+    check_seeds_reaching(
+        "a_restart_outsider_that_asks_to_join_posts_nothing_into_a_zeroed_set",
+        2,
+        "every restarting member counting the joiner out with no suspicion or report of it",
+        |seed| restart_outsider(seed, true),
     );
 }

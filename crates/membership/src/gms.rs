@@ -94,14 +94,15 @@ pub enum StopReason {
     /// Restart mode: the restart of view `view` adopts a logged decision (its next view is
     /// `adopted`), and the members of `adopted` it lacks (`start`) are counted out in this
     /// process (suspected or not restarting: final here), so the restart view it could
-    /// install holds a majority neither of `view` nor of `adopted` (the rule of
-    /// `adoption_short`, see docs/MEMBERSHIP.md, "A restart adopting a decision that removed
-    /// a restarted member"). The wait for them could not end in this process: it stops
+    /// install holds a majority neither of `view` nor of `adopted`, or, where the adopted
+    /// decision admits members, no majority of `adopted` (the rule of `adoption_short`, see
+    /// docs/MEMBERSHIP.md, "A restart adopting a decision that removed a restarted member",
+    /// and its sixty-fifth part). The wait for them could not end in this process: it stops
     /// instead. Operator action: a new total restart of every member with `start` (enough of
     /// them for a majority of `adopted`) started too. Only with
     /// [`partition_safety`](crate::GmsConfig::partition_safety) (off, it waits).
     #[error(
-        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving a majority neither of view {view} nor of {adopted:?}: stopped; restart every member again with {start:?} started too"
+        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving too few for the restart (it needs a majority of {adopted:?}, or of view {view} if the decision admits nobody): stopped; restart every member again with {start:?} started too"
     )]
     RestartShortOfAdopted {
         /// The view being restarted (the last logged one).
@@ -508,9 +509,9 @@ struct RestartState {
     /// table, so their links stay up and they can join the restarted group in this process
     /// (see [`suspect_absent`](Gms::suspect_absent)).
     outsiders: Vec<NodeId>,
-    /// The inspector adopted a logged decision whose fitted restart view holds a majority
-    /// neither of the view nor of the adopted decision's next view: the members of that next
-    /// view it waits for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
+    /// The inspector adopted a logged decision whose fitted restart view holds too few of the
+    /// view and of the adopted decision's next view: the members of that next view it waits
+    /// for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
     short_of_adopted: Option<Vec<NodeId>>,
     /// The decision for the view that its log held when it was built (the highest-ranked, not
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
@@ -2827,15 +2828,25 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// every member of `view` this member counts out ([`suspects`](Gms::suspects): suspected,
     /// final in restart mode, or a non-restarting outsider), it gives the largest restart view
     /// this member could still take part in. If that view holds a majority neither of `view`
-    /// nor of the adopted next view, no later round can help (suspicions are never withdrawn
-    /// here, and a restart view only loses members), so every member that sees it stops with
-    /// [`StopReason::RestartShortOfAdopted`], naming the members of the adopted next view to
-    /// start. The inspector, which would otherwise wait at its commit (see [`lead`](Gms::lead)),
-    /// sees the same. Uses this member's own suspicions: stopping is always safe (the member
-    /// installs nothing). A member that counts out more of the adopted next view than the
-    /// inspector does (a false suspicion after a stall) may stop where the inspector would
-    /// have decided a restart view it could have run in; that is the cost of a false
-    /// suspicion in restart mode, as with [`StopReason::RestartCutOff`].
+    /// nor of the adopted next view (for a decision that admits members, no majority of the
+    /// adopted next view: `adoption_short`), no later round can help (suspicions are never
+    /// withdrawn here, and a restart view only loses members), so every member that sees it
+    /// stops with [`StopReason::RestartShortOfAdopted`], naming the members of the adopted
+    /// next view to start. The inspector, which would otherwise wait at its commit (see
+    /// [`lead`](Gms::lead)), sees the same. Uses this member's own suspicions: stopping is
+    /// always safe (the member installs nothing). A member that counts out more of the
+    /// adopted next view than the inspector does (a false suspicion after a stall) may stop
+    /// where the inspector would have decided a restart view it could have run in; that is
+    /// the cost of a false suspicion in restart mode, as with [`StopReason::RestartCutOff`].
+    ///
+    /// A restart decision (a ballot's) ranked at or above this member's promise is not
+    /// checked (s26, sixty-sixth part of `docs/MEMBERSHIP.md`): it is the decision of the
+    /// ballot this member leads or follows, or of a later one it has not promised yet, and a
+    /// restart installs such a decision as it is; only an inspector leading a higher ballot
+    /// adopts and fits it, and once this member promised that ballot the check applies again.
+    /// Checking it stopped a plain total restart: a ballot that admits members that joined
+    /// again (`wanted`) fitted again to its restarted members alone, short of its own next
+    /// view.
     fn short_of_adopted_for_good(&self, view: &View) -> Option<StopReason> {
         if !self.cfg.partition_safety {
             return None;
@@ -2843,6 +2854,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let adopted = (0..self.sst.rows())
             .filter_map(|r| self.decision_of(r, view.id))
             .max_by_key(|t| t.rank)?;
+        // Not fitted by anyone while this member's promise is at or below it (see above).
+        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
+        if crate::restart::attempt_of(adopted.rank) > 0 && adopted.rank >= promised {
+            return None;
+        }
         let out: Vec<Change> = (view.members.iter().copied())
             .filter(|&m| m != self.me && self.suspects(m))
             .map(|node| Change {
@@ -3123,8 +3139,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         );
         let kept = self.cfg.is_quorum(&view.members, &|m| next.contains(m));
         // A restart's decision (a ballot) was checked by its inspector when it decided: a
-        // majority of `view`, or of the next view of the logged decision it adopted
-        // (`adoption_short`); `kept` depends on the decision only, so every member agrees.
+        // majority of `view`, or of the next view of the logged decision it adopted (only the
+        // latter if that decision admits members; `adoption_short`); `kept` depends on the
+        // decision only, so every member agrees.
         let checked = self.restart.is_some() && crate::restart::attempt_of(d.rank) > 0;
         if !kept && !checked {
             // Never install a view without a majority of its predecessor.
@@ -3381,6 +3398,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 }
 
+/// The inspector's rule when it adopts the logged decision `adopted` for the view of
+/// `members` and fits it (`fitted`, [`Gms::restart_changes`]): `None` when the restart view
+/// the fitted decision makes may be decided, else the members of the adopted next view it
+/// lacks (to wait for, or to name in [`StopReason::RestartShortOfAdopted`]).
+///
+/// A decision that only removes members: the restart view must hold a majority of the view
+/// *or* of the adopted next view (s18, "A restart adopting a decision that removed a
+/// restarted member"). A decision that *admits* members: a majority of the adopted next view,
+/// always (s25, sixty-fifth part of `docs/MEMBERSHIP.md`). That next view may have been
+/// installed (the decision was logged by a majority of the view); the restart installs
+/// another view under its number, which is safe only if the old next view can never be
+/// restarted later, and a restart of it needs a majority of it: with the restart's members a
+/// majority of it too, such a majority holds one of them, whose log is on the new branch.
 fn adoption_short(
     cfg: &GmsConfig,
     members: &[NodeId],
@@ -3390,7 +3420,9 @@ fn adoption_short(
     let adopted_next = crate::change::next_members(adopted, members);
     let restart = crate::change::next_members(fitted, members);
     let kept = |m: NodeId| restart.contains(&m);
-    if cfg.is_quorum(members, &kept) || cfg.is_quorum(&adopted_next, &kept) {
+    let admits = adopted.iter().any(|c| c.kind == ChangeKind::Join);
+    let of_next = cfg.is_quorum(&adopted_next, &kept);
+    if of_next || (!admits && cfg.is_quorum(members, &kept)) {
         return None;
     }
     Some(
@@ -3423,6 +3455,8 @@ mod tests {
     /// view with a majority of the view, or of the adopted decision's next view, is decided;
     /// a smaller one waits, naming the members of the adopted next view it lacks. Fails if the
     /// rule only counts the view's majority (the first case waits) or none (the last decides).
+    /// A decision that admits members needs a majority of its next view (s25, sixty-fifth
+    /// part): fails with the s18 rule (the four-joiner case is decided).
     #[test]
     fn a_restart_adopting_a_decision_needs_a_majority_of_the_view_or_of_its_next_view() {
         let l: Vec<NodeId> = (0..5).map(NodeId).collect();
@@ -3447,6 +3481,21 @@ mod tests {
                 &[fail(0), fail(1), fail(3), fail(4)]
             ),
             Some(vec![NodeId(3), NodeId(4)])
+        );
+        // s25: a decision that admits members needs a majority of its next view. Adopted view
+        // 1 = 0–6 (two joiners); 0 absent: [1, 2, 3, 4] is four of seven.
+        let join = |n: u32| Change {
+            kind: ChangeKind::Join,
+            node: NodeId(n),
+        };
+        assert_eq!(
+            adoption_short(&cfg, &l, &[join(5), join(6)], &[fail(0)]),
+            None
+        );
+        // Four joiners: [1, 2, 3, 4] is a majority of view 0 but four of nine; it waits.
+        assert_eq!(
+            adoption_short(&cfg, &l, &[join(5), join(6), join(7), join(8)], &[fail(0)]),
+            Some([0, 5, 6, 7, 8].map(NodeId).to_vec())
         );
     }
 

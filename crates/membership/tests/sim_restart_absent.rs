@@ -2537,7 +2537,6 @@ fn a_member_that_promised_a_later_undecided_ballot_does_not_restart_the_dead_vie
 /// branch is made, and the operator's restart of every node ends in one group
 /// ([`all_restarted_after_a_short_stop`]).
 #[test]
-#[ignore = "defect, open: fix B (sixty-fifth part) was withdrawn at the s25 merge (it stalled threaded_restart's total restart at seed 2); the dead branch restarts beside the live one"]
 fn a_dead_branch_whose_own_members_are_a_majority_of_the_dead_view_restarts_it_alone() {
     check_seeds("restart_dead_branch_alone", 3, |seed| {
         let c = dead_branch_cut_off(seed, &[N, N + 1, N + 2, N + 3], &[1, 2, 3, 4])?;
@@ -2546,6 +2545,77 @@ fn a_dead_branch_whose_own_members_are_a_majority_of_the_dead_view_restarts_it_a
         }
         Ok(())
     });
+}
+
+/// s26 (sixty-sixth part of `docs/MEMBERSHIP.md`): the stall that withdrew fix B at the s25
+/// merge (`threaded_restart`'s total restart of all at seed 2), made deterministic. Life 0:
+/// five members deliver; 4, then 3, then 2 crash (each log kept as it was), and the
+/// survivors go through views 1 = 0–3, 2 = 0–2 and 3 = 0–1. Life 1: all five start from their
+/// logs. 0 and 1 restart view 3; 2, 3 and 4, whose logs end one or more views behind, ask to
+/// join again, and the restart's inspector admits them in its own decision (`wanted`). Where
+/// that decision admits two or more of them, the restart view (0 and 1) is no majority of the
+/// decision's next view; the adopted-decision rule (`adoption_short`) must not be applied to
+/// the decision of the ballot being run, which is installed as it is, never fitted. Before
+/// the fix both 0 and 1 stopped with `StopReason::RestartShortOfAdopted` naming the joiners,
+/// as soon as the decision was logged. Checked: all five end active in one running view,
+/// delivering identically, with every life-0 delivery a prefix and no view id run with two
+/// member lists. The moment: the restart view (view 4) names at least two of the joiners.
+fn restart_admitting_rejoiners(seed: u64) -> Result<Moment, String> {
+    let base = dir("restart-admits-rejoiners", seed);
+    let all: Vec<usize> = (0..N).collect();
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
+    for _ in 0..300 {
+        l.step(true);
+    }
+    for (k, victim) in [4usize, 3, 2].into_iter().enumerate() {
+        if let Some(g) = l.groups[victim].take() {
+            l.logs[victim] = g.gms().log().bytes().to_vec();
+        }
+        l.sim.crash(NodeId(victim as u32));
+        let want = k as u64 + 1;
+        let t0 = l.sim.now();
+        while !(0..victim).all(|i| {
+            l.groups[i]
+                .as_ref()
+                .is_some_and(|g| g.view().is_some_and(|v| v.id == want) && g.is_active())
+        }) {
+            if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+                return Err(format!("life 0: view {want} not installed: {}", l.state()));
+            }
+            l.step(true);
+        }
+        for _ in 0..100 {
+            l.step(true);
+        }
+    }
+    let (logs, before) = l.shutdown();
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    let together = together_and_carrying_on(&mut l, &all, replayed, "every node");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &l.delivered[0])) {
+        return Err(format!("n{i}'s life-0 deliveries are not a prefix of n0's"));
+    }
+    let admitted = (l.running.get(&4)).map_or(0, |(_, m)| m.iter().filter(|n| n.0 >= 2).count());
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(if admitted >= 2 {
+        Moment::Reached
+    } else {
+        Moment::Missed
+    })
+}
+
+#[test]
+fn a_total_restart_whose_ballot_admits_more_rejoiners_than_it_restarts_completes() {
+    check_seeds_reaching(
+        "restart_admits_rejoiners",
+        3,
+        "the restart view naming two or more members that joined again",
+        restart_admitting_rejoiners,
+    );
 }
 
 #[test]

@@ -2822,6 +2822,81 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
     }
 
+    /// Restart mode at `view`: whether the logged decision for `view` of rank `rank` (the one
+    /// an inspector adopts) may have been installed, i.e. its next view run by some member
+    /// (s26, sixty-sixth part of `docs/MEMBERSHIP.md`). Only a restart ballot's decision can be
+    /// shown not to have been: it is false when the members of `view` shown never to log it
+    /// leave no majority of `view`. Such a member is this member, or an unsuspected peer
+    /// restarting and wedged in `view`, that acknowledged (promised) a higher ballot and holds
+    /// no decision for `view` ranked `rank` or above: a member that promised a ballot accepts
+    /// no decision of a lower one. An ordinary decision (not a ballot's) may always have been
+    /// installed: a normal-mode install does not need every counted member's echo.
+    ///
+    /// Why that suffices: the first member to install a ballot's next view (restart mode,
+    /// `try_install`) saw the echo of every member it counted, a majority of `view`, each of
+    /// which logged the decision before echoing and keeps it (a log only grows). A member
+    /// shown never to log it is not among them, so with those excluded no majority is left.
+    /// Catching up into the view needs it installed already, and a joiner installs it only
+    /// once a member did. A peer's proposal block is read before its decision block: it
+    /// acknowledged the higher ballot after logging any decision it holds, and one writer's
+    /// blocks land in order.
+    fn may_have_installed(&self, view: &View, rank: u64) -> bool {
+        if crate::restart::attempt_of(rank) == 0 {
+            return true;
+        }
+        let lacking = self.read_for(view, rank, |above, held| above && !held);
+        self.cfg
+            .is_quorum(&view.members, &|m| !lacking.contains(&m))
+    }
+
+    /// Restart mode at `view`: whether the members read holding a decision for `view` ranked
+    /// `rank` or above (this member, or an unsuspected peer restarting and wedged in `view`)
+    /// are a majority of it: then [`may_have_installed`](Gms::may_have_installed) holds now
+    /// and in every later round (a member's log only grows).
+    fn held_by_a_majority(&self, view: &View, rank: u64) -> bool {
+        if crate::restart::attempt_of(rank) == 0 {
+            return true;
+        }
+        let holding = self.read_for(view, rank, |_, held| held);
+        self.cfg.is_quorum(&view.members, &|m| holding.contains(&m))
+    }
+
+    /// Restart mode at `view`: the members read (this member, and every unsuspected peer
+    /// restarting and wedged in `view`) for which `mark(above, held)` holds (`above`: it
+    /// promised a ballot ranked above `rank`; `held`: it holds a decision for `view` ranked
+    /// `rank` or above). A peer's `above` is read first (see
+    /// [`may_have_installed`](Gms::may_have_installed)).
+    fn read_for(&self, view: &View, rank: u64, mark: impl Fn(bool, bool) -> bool) -> Vec<NodeId> {
+        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
+        let mine = (self.decision.iter())
+            .chain(self.restart.as_ref().and_then(|r| r.logged.as_ref()))
+            .any(|d| d.trim.view == view.id && d.rank >= rank);
+        let mut marked = Vec::new();
+        if mark(promised > rank, mine) {
+            marked.push(self.me);
+        }
+        for &m in &view.members {
+            let Some(row) = self.sst.row_of(m) else {
+                continue;
+            };
+            let restarting = (self.read_block(row, self.f.view))
+                .is_some_and(|p| p.first() == Some(&(view.id + 1)) && self.restarting_in(&p));
+            if m == self.me
+                || self.sst.is_suspected(row)
+                || !restarting
+                || self.received_of(row, view.id).is_none()
+            {
+                continue;
+            }
+            let above = (self.proposal_of(row, view.id)).is_some_and(|t| t.rank > rank);
+            let held = (self.decision_of(row, view.id)).is_some_and(|t| t.rank >= rank);
+            if mark(above, held) {
+                marked.push(m);
+            }
+        }
+        marked
+    }
+
     /// Restart mode at `view`, a majority of it restarted: whether the wait of the adopted-decision
     /// rule ([`adoption_short`]) can no longer end in this process. The highest-ranked logged
     /// decision visible for `view` is the one an inspector adopts; fitted with a failure of
@@ -2867,7 +2942,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
             .collect();
         let fitted = self.restart_changes(adopted.changes.clone(), &out);
-        let start = adoption_short(&self.cfg, &view.members, &adopted.changes, &fitted)?;
+        // Final only once the members read holding it are a majority of `view` (more members
+        // promising a higher ballot without it can still make the inspector's verdict false).
+        let installable = self.held_by_a_majority(view, adopted.rank);
+        let start = adoption_short(
+            &self.cfg,
+            &view.members,
+            &adopted.changes,
+            &fitted,
+            installable,
+        )?;
         Some(StopReason::RestartShortOfAdopted {
             view: view.id,
             adopted: crate::change::next_members(&adopted.changes, &view.members),
@@ -2930,7 +3014,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let fitted = match &adopted {
             Some(t) if self.restart.is_some() => {
                 let fitted = self.restart_changes(t.changes.clone(), &changes);
-                let short = adoption_short(&self.cfg, &view.members, &t.changes, &fitted);
+                let installable = self.may_have_installed(view, t.rank);
+                let short =
+                    adoption_short(&self.cfg, &view.members, &t.changes, &fitted, installable);
                 if let Some(r) = &mut self.restart
                     && r.short_of_adopted != short
                 {
@@ -3411,16 +3497,21 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 /// another view under its number, which is safe only if the old next view can never be
 /// restarted later, and a restart of it needs a majority of it: with the restart's members a
 /// majority of it too, such a majority holds one of them, whose log is on the new branch.
+///
+/// `installable` says whether the adopted next view may have been installed
+/// ([`Gms::may_have_installed`]); where it cannot have been (s26, sixty-sixth part), a decision
+/// that admits members falls under the s18 rule too: no old next view exists to be restarted.
 fn adoption_short(
     cfg: &GmsConfig,
     members: &[NodeId],
     adopted: &[Change],
     fitted: &[Change],
+    installable: bool,
 ) -> Option<Vec<NodeId>> {
     let adopted_next = crate::change::next_members(adopted, members);
     let restart = crate::change::next_members(fitted, members);
     let kept = |m: NodeId| restart.contains(&m);
-    let admits = adopted.iter().any(|c| c.kind == ChangeKind::Join);
+    let admits = installable && adopted.iter().any(|c| c.kind == ChangeKind::Join);
     let of_next = cfg.is_quorum(&adopted_next, &kept);
     if of_next || (!admits && cfg.is_quorum(members, &kept)) {
         return None;
@@ -3467,18 +3558,28 @@ mod tests {
         };
         // Adopted view 1 = [2, 3, 4]; 4 absent: [2, 3], a majority of view 1.
         assert_eq!(
-            adoption_short(&cfg, &l, &[fail(0), fail(1)], &[fail(0), fail(1), fail(4)]),
+            adoption_short(
+                &cfg,
+                &l,
+                &[fail(0), fail(1)],
+                &[fail(0), fail(1), fail(4)],
+                true
+            ),
             None
         );
         // Nothing adopted removed anyone: [0, 1, 2], a majority of the view.
-        assert_eq!(adoption_short(&cfg, &l, &[], &[fail(3), fail(4)]), None);
+        assert_eq!(
+            adoption_short(&cfg, &l, &[], &[fail(3), fail(4)], true),
+            None
+        );
         // 3 and 4 absent: [2] alone waits for them.
         assert_eq!(
             adoption_short(
                 &cfg,
                 &l,
                 &[fail(0), fail(1)],
-                &[fail(0), fail(1), fail(3), fail(4)]
+                &[fail(0), fail(1), fail(3), fail(4)],
+                true
             ),
             Some(vec![NodeId(3), NodeId(4)])
         );
@@ -3489,13 +3590,30 @@ mod tests {
             node: NodeId(n),
         };
         assert_eq!(
-            adoption_short(&cfg, &l, &[join(5), join(6)], &[fail(0)]),
+            adoption_short(&cfg, &l, &[join(5), join(6)], &[fail(0)], true),
             None
         );
         // Four joiners: [1, 2, 3, 4] is a majority of view 0 but four of nine; it waits.
         assert_eq!(
-            adoption_short(&cfg, &l, &[join(5), join(6), join(7), join(8)], &[fail(0)]),
+            adoption_short(
+                &cfg,
+                &l,
+                &[join(5), join(6), join(7), join(8)],
+                &[fail(0)],
+                true
+            ),
             Some([0, 5, 6, 7, 8].map(NodeId).to_vec())
+        );
+        // s26: a decision whose next view cannot have been installed falls under the s18 rule.
+        assert_eq!(
+            adoption_short(
+                &cfg,
+                &l,
+                &[join(5), join(6), join(7), join(8)],
+                &[fail(0)],
+                false
+            ),
+            None
         );
     }
 

@@ -22,8 +22,9 @@
 //! only the inspector counts out, by a suspicion it never publishes: the others, who wait for
 //! its echo, catch up from the inspector's restart view. And (s25, `dead_branch_cut_off`) that
 //! member behind cut off from every live peer by a partition: it stops where the dead side is
-//! no majority of the dead view; where it is, the dead view restarts beside the live one (two
-//! ignored tests: a defect, not fixed).
+//! no majority of the dead view; where it is, the dead view restarted beside the live one
+//! (closed: fix A in s25, fix B restored in s26). And (s26) a total restart whose ballot admits
+//! more members joining again than it restarts, also after a crash inside that restart.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -2532,7 +2533,8 @@ fn a_member_that_promised_a_later_undecided_ballot_does_not_restart_the_dead_vie
 /// They restart the dead view alone and install view 2 = [0, 5, 6, 7, 8] while 1–4 install view
 /// 2 = [1, 2, 3, 4] (sixty-fourth part of `docs/MEMBERSHIP.md`: the cause is the restart of view
 /// 0 in life 1, which fitted the join decision with a majority of view 0 alone). Since s25
-/// (sixty-fifth part) that restart needs a majority of the adopted view 1 too: 1–4, four of
+/// (sixty-fifth part; withdrawn at the s25 merge, restored in s26, sixty-sixth part) that
+/// restart needs a majority of the adopted view 1 too: 1–4, four of
 /// nine, stop with [`StopReason::RestartShortOfAdopted`] naming 0 and the joiners, no live
 /// branch is made, and the operator's restart of every node ends in one group
 /// ([`all_restarted_after_a_short_stop`]).

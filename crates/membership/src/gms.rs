@@ -94,14 +94,15 @@ pub enum StopReason {
     /// Restart mode: the restart of view `view` adopts a logged decision (its next view is
     /// `adopted`), and the members of `adopted` it lacks (`start`) are counted out in this
     /// process (suspected or not restarting: final here), so the restart view it could
-    /// install holds a majority neither of `view` nor of `adopted` (the rule of
-    /// `adoption_short`, see docs/MEMBERSHIP.md, "A restart adopting a decision that removed
-    /// a restarted member"). The wait for them could not end in this process: it stops
+    /// install holds a majority neither of `view` nor of `adopted`, or, where the adopted
+    /// decision admits members, no majority of `adopted` (the rule of `adoption_short`, see
+    /// docs/MEMBERSHIP.md, "A restart adopting a decision that removed a restarted member",
+    /// and its sixty-fifth part). The wait for them could not end in this process: it stops
     /// instead. Operator action: a new total restart of every member with `start` (enough of
     /// them for a majority of `adopted`) started too. Only with
     /// [`partition_safety`](crate::GmsConfig::partition_safety) (off, it waits).
     #[error(
-        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving a majority neither of view {view} nor of {adopted:?}: stopped; restart every member again with {start:?} started too"
+        "restart of view {view}: it adopts a logged decision whose next view is {adopted:?}, and {start:?} of it are counted out in this process, leaving too few for the restart (it needs a majority of {adopted:?}, or of view {view} if the decision admits nobody): stopped; restart every member again with {start:?} started too"
     )]
     RestartShortOfAdopted {
         /// The view being restarted (the last logged one).
@@ -604,9 +605,9 @@ struct RestartState {
     /// table, so their links stay up and they can join the restarted group in this process
     /// (see [`suspect_absent`](Gms::suspect_absent)).
     outsiders: Vec<NodeId>,
-    /// The inspector adopted a logged decision whose fitted restart view holds a majority
-    /// neither of the view nor of the adopted decision's next view: the members of that next
-    /// view it waits for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
+    /// The inspector adopted a logged decision whose fitted restart view holds too few of the
+    /// view and of the adopted decision's next view: the members of that next view it waits
+    /// for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
     short_of_adopted: Option<Vec<NodeId>>,
     /// The decision for the view that its log held when it was built (the highest-ranked, not
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
@@ -3127,21 +3128,106 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
     }
 
+    /// Restart mode at `view`: whether the logged decision for `view` of rank `rank` (the one
+    /// an inspector adopts) may have been installed, i.e. its next view run by some member
+    /// (s26, sixty-sixth part of `docs/MEMBERSHIP.md`). Only a restart ballot's decision can be
+    /// shown not to have been: it is false when the members of `view` shown never to log it
+    /// leave no majority of `view`. Such a member is this member, or an unsuspected peer
+    /// restarting and wedged in `view`, that acknowledged (promised) a higher ballot and holds
+    /// no decision for `view` ranked `rank` or above: a member that promised a ballot accepts
+    /// no decision of a lower one. An ordinary decision (not a ballot's) may always have been
+    /// installed: a normal-mode install does not need every counted member's echo.
+    ///
+    /// Why that suffices: the first member to install a ballot's next view (restart mode,
+    /// `try_install`) saw the echo of every member it counted, a majority of `view`, each of
+    /// which logged the decision before echoing and keeps it (a log only grows). A member
+    /// shown never to log it is not among them, so with those excluded no majority is left.
+    /// Catching up into the view needs it installed already, and a joiner installs it only
+    /// once a member did. A peer's proposal block is read before its decision block: it
+    /// acknowledged the higher ballot after logging any decision it holds, and one writer's
+    /// blocks land in order.
+    fn may_have_installed(&self, view: &View, rank: u64) -> bool {
+        if crate::restart::attempt_of(rank) == 0 {
+            return true;
+        }
+        let lacking = self.read_for(view, rank, |above, held| above && !held);
+        self.cfg
+            .is_quorum(&view.members, &|m| !lacking.contains(&m))
+    }
+
+    /// Restart mode at `view`: whether the members read holding a decision for `view` ranked
+    /// `rank` or above (this member, or an unsuspected peer restarting and wedged in `view`)
+    /// are a majority of it: then [`may_have_installed`](Gms::may_have_installed) holds now
+    /// and in every later round (a member's log only grows).
+    fn held_by_a_majority(&self, view: &View, rank: u64) -> bool {
+        if crate::restart::attempt_of(rank) == 0 {
+            return true;
+        }
+        let holding = self.read_for(view, rank, |_, held| held);
+        self.cfg.is_quorum(&view.members, &|m| holding.contains(&m))
+    }
+
+    /// Restart mode at `view`: the members read (this member, and every unsuspected peer
+    /// restarting and wedged in `view`) for which `mark(above, held)` holds (`above`: it
+    /// promised a ballot ranked above `rank`; `held`: it holds a decision for `view` ranked
+    /// `rank` or above). A peer's `above` is read first (see
+    /// [`may_have_installed`](Gms::may_have_installed)).
+    fn read_for(&self, view: &View, rank: u64, mark: impl Fn(bool, bool) -> bool) -> Vec<NodeId> {
+        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
+        let mine = (self.decision.iter())
+            .chain(self.restart.as_ref().and_then(|r| r.logged.as_ref()))
+            .any(|d| d.trim.view == view.id && d.rank >= rank);
+        let mut marked = Vec::new();
+        if mark(promised > rank, mine) {
+            marked.push(self.me);
+        }
+        for &m in &view.members {
+            let Some(row) = self.sst.row_of(m) else {
+                continue;
+            };
+            let restarting = (self.read_block(row, self.f.view))
+                .is_some_and(|p| p.first() == Some(&(view.id + 1)) && self.restarting_in(&p));
+            if m == self.me
+                || self.sst.is_suspected(row)
+                || !restarting
+                || self.received_of(row, view.id).is_none()
+            {
+                continue;
+            }
+            let above = (self.proposal_of(row, view.id)).is_some_and(|t| t.rank > rank);
+            let held = (self.decision_of(row, view.id)).is_some_and(|t| t.rank >= rank);
+            if mark(above, held) {
+                marked.push(m);
+            }
+        }
+        marked
+    }
+
     /// Restart mode at `view`, a majority of it restarted: whether the wait of the adopted-decision
     /// rule ([`adoption_short`]) can no longer end in this process. The highest-ranked logged
     /// decision visible for `view` is the one an inspector adopts; fitted with a failure of
     /// every member of `view` this member counts out ([`suspects`](Gms::suspects): suspected,
     /// final in restart mode, or a non-restarting outsider), it gives the largest restart view
     /// this member could still take part in. If that view holds a majority neither of `view`
-    /// nor of the adopted next view, no later round can help (suspicions are never withdrawn
-    /// here, and a restart view only loses members), so every member that sees it stops with
-    /// [`StopReason::RestartShortOfAdopted`], naming the members of the adopted next view to
-    /// start. The inspector, which would otherwise wait at its commit (see [`lead`](Gms::lead)),
-    /// sees the same. Uses this member's own suspicions: stopping is always safe (the member
-    /// installs nothing). A member that counts out more of the adopted next view than the
-    /// inspector does (a false suspicion after a stall) may stop where the inspector would
-    /// have decided a restart view it could have run in; that is the cost of a false
-    /// suspicion in restart mode, as with [`StopReason::RestartCutOff`].
+    /// nor of the adopted next view (for a decision that admits members, no majority of the
+    /// adopted next view: `adoption_short`), no later round can help (suspicions are never
+    /// withdrawn here, and a restart view only loses members), so every member that sees it
+    /// stops with [`StopReason::RestartShortOfAdopted`], naming the members of the adopted
+    /// next view to start. The inspector, which would otherwise wait at its commit (see
+    /// [`lead`](Gms::lead)), sees the same. Uses this member's own suspicions: stopping is
+    /// always safe (the member installs nothing). A member that counts out more of the
+    /// adopted next view than the inspector does (a false suspicion after a stall) may stop
+    /// where the inspector would have decided a restart view it could have run in; that is
+    /// the cost of a false suspicion in restart mode, as with [`StopReason::RestartCutOff`].
+    ///
+    /// A restart decision (a ballot's) ranked at or above this member's promise is not
+    /// checked (s26, sixty-sixth part of `docs/MEMBERSHIP.md`): it is the decision of the
+    /// ballot this member leads or follows, or of a later one it has not promised yet, and a
+    /// restart installs such a decision as it is; only an inspector leading a higher ballot
+    /// adopts and fits it, and once this member promised that ballot the check applies again.
+    /// Checking it stopped a plain total restart: a ballot that admits members that joined
+    /// again (`wanted`) fitted again to its restarted members alone, short of its own next
+    /// view.
     fn short_of_adopted_for_good(&self, view: &View) -> Option<StopReason> {
         if !self.cfg.partition_safety {
             return None;
@@ -3149,6 +3235,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let adopted = (0..self.sst.rows())
             .filter_map(|r| self.decision_of(r, view.id))
             .max_by_key(|t| t.rank)?;
+        // Not fitted by anyone while this member's promise is at or below it (see above).
+        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
+        if crate::restart::attempt_of(adopted.rank) > 0 && adopted.rank >= promised {
+            return None;
+        }
         let out: Vec<Change> = (view.members.iter().copied())
             .filter(|&m| m != self.me && self.suspects(m))
             .map(|node| Change {
@@ -3157,7 +3248,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
             .collect();
         let fitted = self.restart_changes(adopted.changes.clone(), &out);
-        let start = adoption_short(&self.cfg, &view.members, &adopted.changes, &fitted)?;
+        // Final only once the members read holding it are a majority of `view` (more members
+        // promising a higher ballot without it can still make the inspector's verdict false).
+        let installable = self.held_by_a_majority(view, adopted.rank);
+        let start = adoption_short(
+            &self.cfg,
+            &view.members,
+            &adopted.changes,
+            &fitted,
+            installable,
+        )?;
         Some(StopReason::RestartShortOfAdopted {
             view: view.id,
             adopted: crate::change::next_members(&adopted.changes, &view.members),
@@ -3220,7 +3320,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let fitted = match &adopted {
             Some(t) if self.restart.is_some() => {
                 let fitted = self.restart_changes(t.changes.clone(), &changes);
-                let short = adoption_short(&self.cfg, &view.members, &t.changes, &fitted);
+                let installable = self.may_have_installed(view, t.rank);
+                let short =
+                    adoption_short(&self.cfg, &view.members, &t.changes, &fitted, installable);
                 if let Some(r) = &mut self.restart
                     && r.short_of_adopted != short
                 {
@@ -3429,8 +3531,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         );
         let kept = self.cfg.is_quorum(&view.members, &|m| next.contains(m));
         // A restart's decision (a ballot) was checked by its inspector when it decided: a
-        // majority of `view`, or of the next view of the logged decision it adopted
-        // (`adoption_short`); `kept` depends on the decision only, so every member agrees.
+        // majority of `view`, or of the next view of the logged decision it adopted (only the
+        // latter if that decision admits members; `adoption_short`); `kept` depends on the
+        // decision only, so every member agrees.
         let checked = self.restart.is_some() && crate::restart::attempt_of(d.rank) > 0;
         if !kept && !checked {
             // Never install a view without a majority of its predecessor.
@@ -3692,16 +3795,36 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 }
 
+/// The inspector's rule when it adopts the logged decision `adopted` for the view of
+/// `members` and fits it (`fitted`, [`Gms::restart_changes`]): `None` when the restart view
+/// the fitted decision makes may be decided, else the members of the adopted next view it
+/// lacks (to wait for, or to name in [`StopReason::RestartShortOfAdopted`]).
+///
+/// A decision that only removes members: the restart view must hold a majority of the view
+/// *or* of the adopted next view (s18, "A restart adopting a decision that removed a
+/// restarted member"). A decision that *admits* members: a majority of the adopted next view,
+/// always (s25, sixty-fifth part of `docs/MEMBERSHIP.md`). That next view may have been
+/// installed (the decision was logged by a majority of the view); the restart installs
+/// another view under its number, which is safe only if the old next view can never be
+/// restarted later, and a restart of it needs a majority of it: with the restart's members a
+/// majority of it too, such a majority holds one of them, whose log is on the new branch.
+///
+/// `installable` says whether the adopted next view may have been installed
+/// ([`Gms::may_have_installed`]); where it cannot have been (s26, sixty-sixth part), a decision
+/// that admits members falls under the s18 rule too: no old next view exists to be restarted.
 fn adoption_short(
     cfg: &GmsConfig,
     members: &[NodeId],
     adopted: &[Change],
     fitted: &[Change],
+    installable: bool,
 ) -> Option<Vec<NodeId>> {
     let adopted_next = crate::change::next_members(adopted, members);
     let restart = crate::change::next_members(fitted, members);
     let kept = |m: NodeId| restart.contains(&m);
-    if cfg.is_quorum(members, &kept) || cfg.is_quorum(&adopted_next, &kept) {
+    let admits = installable && adopted.iter().any(|c| c.kind == ChangeKind::Join);
+    let of_next = cfg.is_quorum(&adopted_next, &kept);
+    if of_next || (!admits && cfg.is_quorum(members, &kept)) {
         return None;
     }
     Some(
@@ -3734,6 +3857,8 @@ mod tests {
     /// view with a majority of the view, or of the adopted decision's next view, is decided;
     /// a smaller one waits, naming the members of the adopted next view it lacks. Fails if the
     /// rule only counts the view's majority (the first case waits) or none (the last decides).
+    /// A decision that admits members needs a majority of its next view (s25, sixty-fifth
+    /// part): fails with the s18 rule (the four-joiner case is decided).
     #[test]
     fn a_restart_adopting_a_decision_needs_a_majority_of_the_view_or_of_its_next_view() {
         let l: Vec<NodeId> = (0..5).map(NodeId).collect();
@@ -3744,20 +3869,62 @@ mod tests {
         };
         // Adopted view 1 = [2, 3, 4]; 4 absent: [2, 3], a majority of view 1.
         assert_eq!(
-            adoption_short(&cfg, &l, &[fail(0), fail(1)], &[fail(0), fail(1), fail(4)]),
+            adoption_short(
+                &cfg,
+                &l,
+                &[fail(0), fail(1)],
+                &[fail(0), fail(1), fail(4)],
+                true
+            ),
             None
         );
         // Nothing adopted removed anyone: [0, 1, 2], a majority of the view.
-        assert_eq!(adoption_short(&cfg, &l, &[], &[fail(3), fail(4)]), None);
+        assert_eq!(
+            adoption_short(&cfg, &l, &[], &[fail(3), fail(4)], true),
+            None
+        );
         // 3 and 4 absent: [2] alone waits for them.
         assert_eq!(
             adoption_short(
                 &cfg,
                 &l,
                 &[fail(0), fail(1)],
-                &[fail(0), fail(1), fail(3), fail(4)]
+                &[fail(0), fail(1), fail(3), fail(4)],
+                true
             ),
             Some(vec![NodeId(3), NodeId(4)])
+        );
+        // s25: a decision that admits members needs a majority of its next view. Adopted view
+        // 1 = 0–6 (two joiners); 0 absent: [1, 2, 3, 4] is four of seven.
+        let join = |n: u32| Change {
+            kind: ChangeKind::Join,
+            node: NodeId(n),
+        };
+        assert_eq!(
+            adoption_short(&cfg, &l, &[join(5), join(6)], &[fail(0)], true),
+            None
+        );
+        // Four joiners: [1, 2, 3, 4] is a majority of view 0 but four of nine; it waits.
+        assert_eq!(
+            adoption_short(
+                &cfg,
+                &l,
+                &[join(5), join(6), join(7), join(8)],
+                &[fail(0)],
+                true
+            ),
+            Some([0, 5, 6, 7, 8].map(NodeId).to_vec())
+        );
+        // s26: a decision whose next view cannot have been installed falls under the s18 rule.
+        assert_eq!(
+            adoption_short(
+                &cfg,
+                &l,
+                &[join(5), join(6), join(7), join(8)],
+                &[fail(0)],
+                false
+            ),
+            None
         );
     }
 

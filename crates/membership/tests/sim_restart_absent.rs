@@ -22,8 +22,9 @@
 //! only the inspector counts out, by a suspicion it never publishes: the others, who wait for
 //! its echo, catch up from the inspector's restart view. And (s25, `dead_branch_cut_off`) that
 //! member behind cut off from every live peer by a partition: it stops where the dead side is
-//! no majority of the dead view; where it is, the dead view restarts beside the live one (two
-//! ignored tests: a defect, not fixed).
+//! no majority of the dead view; where it is, the dead view restarted beside the live one
+//! (closed: fix A in s25, fix B restored in s26). And (s26) a total restart whose ballot admits
+//! more members joining again than it restarts, also after a crash inside that restart.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -2554,12 +2555,12 @@ fn a_member_that_promised_a_later_undecided_ballot_does_not_restart_the_dead_vie
 /// They restart the dead view alone and install view 2 = [0, 5, 6, 7, 8] while 1–4 install view
 /// 2 = [1, 2, 3, 4] (sixty-fourth part of `docs/MEMBERSHIP.md`: the cause is the restart of view
 /// 0 in life 1, which fitted the join decision with a majority of view 0 alone). Since s25
-/// (sixty-fifth part) that restart needs a majority of the adopted view 1 too: 1–4, four of
+/// (sixty-fifth part; withdrawn at the s25 merge, restored in s26, sixty-sixth part) that
+/// restart needs a majority of the adopted view 1 too: 1–4, four of
 /// nine, stop with [`StopReason::RestartShortOfAdopted`] naming 0 and the joiners, no live
 /// branch is made, and the operator's restart of every node ends in one group
 /// ([`all_restarted_after_a_short_stop`]).
 #[test]
-#[ignore = "defect, open: fix B (sixty-fifth part) was withdrawn at the s25 merge (it stalled threaded_restart's total restart at seed 2); the dead branch restarts beside the live one"]
 fn a_dead_branch_whose_own_members_are_a_majority_of_the_dead_view_restarts_it_alone() {
     check_seeds("restart_dead_branch_alone", 3, |seed| {
         let c = dead_branch_cut_off(seed, &[N, N + 1, N + 2, N + 3], &[1, 2, 3, 4])?;
@@ -2568,6 +2569,166 @@ fn a_dead_branch_whose_own_members_are_a_majority_of_the_dead_view_restarts_it_a
         }
         Ok(())
     });
+}
+
+/// s26 (sixty-sixth part of `docs/MEMBERSHIP.md`): the stall that withdrew fix B at the s25
+/// merge (`threaded_restart`'s total restart of all at seed 2), made deterministic. Life 0:
+/// five members deliver; 4, then 3, then 2 crash (each log kept as it was), and the
+/// survivors go through views 1 = 0–3, 2 = 0–2 and 3 = 0–1. Life 1: all five start from their
+/// logs. 0 and 1 restart view 3; 2, 3 and 4, whose logs end one or more views behind, ask to
+/// join again, and the restart's inspector admits them in its own decision (`wanted`). Where
+/// that decision admits two or more of them, the restart view (0 and 1) is no majority of the
+/// decision's next view; the adopted-decision rule (`adoption_short`) must not be applied to
+/// the decision of the ballot being run, which is installed as it is, never fitted. Before
+/// the fix both 0 and 1 stopped with `StopReason::RestartShortOfAdopted` naming the joiners,
+/// as soon as the decision was logged. Checked: all five end active in one running view,
+/// delivering identically, with every life-0 delivery a prefix and no view id run with two
+/// member lists. The moment: the restart view (view 4) names at least two of the joiners.
+fn restart_admitting_rejoiners(seed: u64) -> Result<Moment, String> {
+    let base = dir("restart-admits-rejoiners", seed);
+    let all: Vec<usize> = (0..N).collect();
+    let (logs, before) = three_crashes(seed, &base)?;
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    let together = together_and_carrying_on(&mut l, &all, replayed, "every node");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &l.delivered[0])) {
+        return Err(format!("n{i}'s life-0 deliveries are not a prefix of n0's"));
+    }
+    let admitted = (l.running.get(&4)).map_or(0, |(_, m)| m.iter().filter(|n| n.0 >= 2).count());
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(if admitted >= 2 {
+        Moment::Reached
+    } else {
+        Moment::Missed
+    })
+}
+
+/// Life 0 of [`restart_admitting_rejoiners`]: five members deliver; 4, then 3, then 2 crash
+/// (each log kept as it was) and the survivors install views 1 = 0–3, 2 = 0–2 and 3 = 0–1.
+/// Returns every member's log and what each delivered.
+fn three_crashes(seed: u64, base: &Path) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    let all: Vec<usize> = (0..N).collect();
+    let mut l = Life::start(seed, base, &vec![Vec::new(); N], &all, 0);
+    for _ in 0..300 {
+        l.step(true);
+    }
+    for (k, victim) in [4usize, 3, 2].into_iter().enumerate() {
+        if let Some(g) = l.groups[victim].take() {
+            l.logs[victim] = g.gms().log().bytes().to_vec();
+        }
+        l.sim.crash(NodeId(victim as u32));
+        let want = k as u64 + 1;
+        let t0 = l.sim.now();
+        while !(0..victim).all(|i| {
+            l.groups[i]
+                .as_ref()
+                .is_some_and(|g| g.view().is_some_and(|v| v.id == want) && g.is_active())
+        }) {
+            if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+                return Err(format!("life 0: view {want} not installed: {}", l.state()));
+            }
+            l.step(true);
+        }
+        for _ in 0..100 {
+            l.step(true);
+        }
+    }
+    Ok(l.shutdown())
+}
+
+/// s26 (sixty-sixth part of `docs/MEMBERSHIP.md`): [`restart_admitting_rejoiners`] with a
+/// crash inside the restart. Life 1 runs until 0, the inspector, logged its ballot's decision
+/// `D` admitting two or more of 2, 3 and 4 (it decided; 1 has not logged it, nobody installed
+/// view 4), then every process stops; the logs lose any `Installed { 4 }` and 1's any copy of
+/// `D` (it crashed before it echoed). Life 2: all five start. 0 leads a new ballot and adopts
+/// `D`; fitted (joins dropped) its restart view 0–1 is no majority of `D`'s next view. But `D`
+/// cannot have been installed: 1, restarting and wedged in view 3, holds no decision ranked
+/// as high and has promised the new ballot, and without it no majority of view 3 is left
+/// (`Gms::may_have_installed`), so the s18 rule applies and the restart completes. Without
+/// that, 0 and 1 stopped with `StopReason::RestartShortOfAdopted` naming 2–4, who run as
+/// nodes asking to join: a stop no operator restart ends (seed 5), or 0 stopped alone while
+/// 1, following 0's earlier ballot, installed `D`'s view. Checked: no view id run with two
+/// member lists; every node that stopped is restarted from its log once (as an operator
+/// would), and all five then end active in one running view, delivering identically.
+fn refit_of_a_ballot_admitting_rejoiners(seed: u64) -> Result<Moment, String> {
+    let base = dir("refit-rejoiners", seed);
+    let all: Vec<usize> = (0..N).collect();
+    let (logs, before) = three_crashes(seed, &base)?;
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let t0 = l.sim.now();
+    let decided = |l: &Life| {
+        l.groups[0].as_ref().is_some_and(|g| {
+            let (_, rec) = MemLog::open(g.gms().log().bytes().to_vec());
+            rec.records.iter().any(|r| {
+                matches!(r, Record::Decided { decision: d, .. }
+                    if squall_membership::restart::attempt_of(d.rank) > 0
+                        && d.changes.iter().filter(|c| c.node.0 >= 2).count() >= 2)
+            })
+        })
+    };
+    while !decided(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Ok(Moment::Missed);
+        }
+        l.step(false);
+    }
+    let (mut logs, _) = l.shutdown();
+    for (i, bytes) in logs.iter_mut().enumerate() {
+        let (_, rec) = MemLog::open(bytes.clone());
+        let mut log = MemLog::default();
+        for r in &rec.records {
+            let ballot = matches!(r, Record::Decided { decision: d, .. }
+                if squall_membership::restart::attempt_of(d.rank) > 0);
+            if matches!(r, Record::Installed { view: 4, .. }) || (i == 1 && ballot) {
+                break;
+            }
+            log.append(r).unwrap();
+        }
+        *bytes = log.bytes().to_vec();
+        let _ = std::fs::remove_file(config(&base, i, N).epoch_log(4).unwrap());
+    }
+    let mut l = Life::start(seed + 2000, &base, &logs, &all, 2);
+    let t0 = l.sim.now();
+    while l.sim.now().saturating_since(t0) < Duration::from_millis(20) {
+        l.step(false);
+    }
+    for i in 0..N {
+        if l.groups[i].as_ref().is_some_and(|g| g.stopped().is_some()) {
+            l.restart_member(i);
+        }
+    }
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    let together = together_and_carrying_on(&mut l, &all, replayed, "every node");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+#[test]
+fn a_restart_refitting_an_earlier_ballot_that_admitted_rejoiners_no_one_installed_completes() {
+    check_seeds_reaching(
+        "refit_rejoiners",
+        6,
+        "the inspector's ballot decision admitting two or more rejoiners logged before the crash",
+        refit_of_a_ballot_admitting_rejoiners,
+    );
+}
+
+#[test]
+fn a_total_restart_whose_ballot_admits_more_rejoiners_than_it_restarts_completes() {
+    check_seeds_reaching(
+        "restart_admits_rejoiners",
+        3,
+        "the restart view naming two or more members that joined again",
+        restart_admitting_rejoiners,
+    );
 }
 
 #[test]

@@ -914,8 +914,11 @@ pub struct Log {
     compact_gate: Option<std::sync::mpsc::Receiver<()>>,
     /// Test hook: the next compaction's thread fails its directory sync.
     dir_sync_fails: bool,
-    /// A failure after which nothing more may be reported durable (a write that failed, a
-    /// compaction's directory sync that failed): its kind and message, returned (as
+    /// Test hook: the next `fdatasync` of the log on the calling thread fails.
+    inline_sync_fails: bool,
+    /// A failure after which nothing more may be reported durable (a write that failed, an
+    /// `fdatasync` on the calling thread that failed, a compaction's directory sync that
+    /// failed): its kind and message, returned (as
     /// [`LogError::Io`]) by every later [`flush`](Log::flush),
     /// [`durable_mark`](Log::durable_mark), [`sync`](Log::sync) and
     /// [`start_sync`](Log::start_sync).
@@ -1037,6 +1040,7 @@ impl Log {
                 compacted: None,
                 compact_gate: None,
                 dir_sync_fails: false,
+                inline_sync_fails: false,
                 failed: None,
             },
             recovery,
@@ -1149,9 +1153,7 @@ impl Log {
         let Some(mark) = self.flushed else {
             return Ok(());
         };
-        self.file
-            .sync_data()
-            .map_err(|source| self.io_error(source))?;
+        self.sync_inline()?;
         self.unsynced = 0;
         self.after_inline_sync(mark);
         Ok(())
@@ -1364,9 +1366,7 @@ impl Log {
                 self.durable = Some(mark);
             }
             _ => {
-                self.file
-                    .sync_data()
-                    .map_err(|source| self.io_error(source))?;
+                self.sync_inline()?;
                 let entries = std::mem::take(&mut self.pending);
                 self.held.extend(entries);
                 self.after_inline_sync(mark);
@@ -1413,9 +1413,10 @@ impl Log {
     /// From now on nothing is reported durable: `e` (its kind and message) is returned by
     /// every later call that could report it ([`Log::check_failed`]). For a failure after
     /// which the log's file may not hold what the log counted: a write that failed partway
-    /// (the file may be longer than `len`, with part of a batch), a compaction whose
-    /// directory sync failed (a power loss may bring back the replaced file, which lacks
-    /// what is written to the new one).
+    /// (the file may be longer than `len`, with part of a batch), an `fdatasync` on the
+    /// calling thread that failed ([`Log::sync_inline`]), a compaction whose directory sync
+    /// failed (a power loss may bring back the replaced file, which lacks what is written to
+    /// the new one).
     fn fail(&mut self, e: &LogError) {
         if self.failed.is_none() {
             let kind = match e {
@@ -1424,6 +1425,35 @@ impl Log {
             };
             self.failed = Some((kind, e.to_string()));
         }
+    }
+
+    /// `fdatasync`s the log's file on the calling thread ([`SyncMode::Inline`], no syncer
+    /// thread, or [`Log::sync_written`]). A failure is sticky ([`Log::fail`]), as a failure
+    /// of the syncer thread's sync is: after a failed `fdatasync` the kernel may have dropped
+    /// the dirty pages it could not write (and marked them clean), so a later sync that
+    /// succeeds proves nothing about the records written before it (s26).
+    fn sync_inline(&mut self) -> Result<(), LogError> {
+        let synced = if std::mem::take(&mut self.inline_sync_fails) {
+            Err(std::io::Error::other(
+                "fdatasync failed (injected by a test)",
+            ))
+        } else {
+            self.file.sync_data()
+        };
+        synced.map_err(|source| {
+            tracing::warn!(path = %self.path.display(), error = %source, "durable log: fdatasync failed; the log stops");
+            let e = self.io_error(source);
+            self.fail(&e);
+            e
+        })
+    }
+
+    /// Test hook: the next `fdatasync` of the log's file on the calling thread (an inline
+    /// sync: [`SyncMode::Inline`], no syncer thread, or [`Log::sync_written`]) fails, as an
+    /// I/O error of the disk would (the syncer thread's is [`Log::gate_syncer`]'s `false`).
+    #[doc(hidden)]
+    pub fn fail_inline_sync(&mut self) {
+        self.inline_sync_fails = true;
     }
 
     /// The failure [`Log::fail`] noted, as the log's error.

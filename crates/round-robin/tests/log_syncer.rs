@@ -202,7 +202,7 @@ fn sync_waits_for_the_syncer_and_a_failure_sticks() {
 /// more (a flush with or without new records, `sync_written`, `sync`, `start_sync`,
 /// `durable_mark`) is an error. Mutation: without `Log::fail` in `Log::sync_inline`, it
 /// fails ("Inline EveryBatch: a flush with nothing new after the failure"; with the inline
-/// cases dropped, "Thread EveryRecords(1000): sync_written after the failure").
+/// cases dropped, "Thread EveryRecords(1000): a flush with nothing new after the failure").
 #[test]
 fn an_fdatasync_on_the_calling_thread_that_fails_sticks_too() {
     let dir = tmpdir("inline-fail");

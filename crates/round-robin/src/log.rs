@@ -914,6 +914,9 @@ pub struct Log {
     compact_gate: Option<std::sync::mpsc::Receiver<()>>,
     /// Test hook: the next compaction's thread fails its directory sync.
     dir_sync_fails: bool,
+    /// Test hook: handed to the next compaction's thread, waited for before its directory
+    /// sync.
+    dir_sync_gate: Option<std::sync::mpsc::Receiver<()>>,
     /// Test hook: the next `fdatasync` of the log on the calling thread fails.
     inline_sync_fails: bool,
     /// A failure after which nothing more may be reported durable (a write that failed, an
@@ -1040,6 +1043,7 @@ impl Log {
                 compacted: None,
                 compact_gate: None,
                 dir_sync_fails: false,
+                dir_sync_gate: None,
                 inline_sync_fails: false,
                 failed: None,
             },
@@ -1278,13 +1282,6 @@ impl Log {
     /// ```
     pub fn flush(&mut self, mark: u64) -> Result<(), LogError> {
         self.poll_compaction(false)?;
-        if let Some(c) = &mut self.compaction
-            && c.deferred.is_some()
-        {
-            // A compaction's final phase refused an earlier batch: this one waits behind it.
-            c.deferred = Some(mark);
-            return Ok(());
-        }
         self.check_syncer()?;
         if self.buf.is_empty() {
             self.flushed = Some(mark);
@@ -1323,12 +1320,15 @@ impl Log {
             });
             return Ok(());
         }
-        if !self.write_buf()? {
-            if let Some(c) = &mut self.compaction {
-                // The compaction's final phase copies the file's tail: the records wait in
-                // the buffer for its swap (not durable meanwhile).
-                c.deferred = Some(mark);
-            }
+        // Records a compaction's final phase refused are still in the buffer (ahead of this
+        // flush's): written together once the writers are released, under this mark.
+        let written = self.write_buf()?;
+        if let Some(c) = &mut self.compaction {
+            // Refused: the final phase copies the file's tail, and the records wait in the
+            // buffer until the writers are released (not durable meanwhile).
+            c.deferred = (!written).then_some(mark);
+        }
+        if !written {
             return Ok(());
         }
         self.flushed = Some(mark);
@@ -1385,11 +1385,13 @@ impl Log {
 
     /// Writes the buffer to the file on this thread; `false`: a compaction's final phase
     /// holds the writers, nothing written (while a compaction runs the write goes through
-    /// the syncer's hand-off, [`syncer::Syncer::write_unless_held`]).
+    /// the syncer's hand-off, [`syncer::Syncer::write_unless_held`]). The first write to a
+    /// compaction's new file before its adoption (the writers released after the rename)
+    /// notes what the compaction's sync covers ([`Compaction::renamed`]).
     fn write_buf(&mut self) -> Result<bool, LogError> {
         let written = match (&self.compaction, &self.syncer) {
             (Some(_), Some(syncer)) => syncer.write_unless_held(&self.buf),
-            _ => (&*self.file).write_all(&self.buf).map(|()| true),
+            _ => (&*self.file).write_all(&self.buf).map(|()| Some(false)),
         };
         let written = match written {
             Ok(w) => w,
@@ -1401,8 +1403,14 @@ impl Log {
                 return Err(e);
             }
         };
-        if !written {
+        let Some(renamed) = written else {
             return Ok(false);
+        };
+        if renamed
+            && let Some(c) = &mut self.compaction
+            && c.renamed.is_none()
+        {
+            c.renamed = Some((self.flushed, self.requested));
         }
         self.len += self.buf.len() as u64;
         self.buf.clear();
@@ -1928,7 +1936,7 @@ impl Log {
         match compact_file(
             &self.path, self.len, view, position, keep_index, crash, None,
         )? {
-            Some(swapped) => self.adopt(swapped, self.flushed, Vec::new()),
+            Some(swapped) => self.adopt(swapped, Some((self.flushed, None)), Vec::new()),
             None => Ok(None),
         }
     }
@@ -2042,6 +2050,7 @@ impl Log {
         let keep_index = self.index.is_some();
         let gate = self.compact_gate.take();
         let dir_sync_fails = std::mem::take(&mut self.dir_sync_fails);
+        let dir_sync_gate = self.dir_sync_gate.take();
         let waker = self.waker.clone();
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let finished = Arc::clone(&done);
@@ -2060,6 +2069,7 @@ impl Log {
                             writers: &waiter,
                             gate,
                             dir_sync_fails,
+                            dir_sync_gate,
                         };
                         compact_file(&path, len, view, position, keep_index, crash, Some(live))
                     }
@@ -2072,6 +2082,7 @@ impl Log {
             Ok(thread) => {
                 self.compaction = Some(Compaction {
                     deferred: None,
+                    renamed: None,
                     index_later: Vec::new(),
                     done,
                     thread,
@@ -2122,6 +2133,17 @@ impl Log {
         self.dir_sync_fails = true;
     }
 
+    /// Test hook: the next [`start_compact`](Log::start_compact)'s thread waits for a message
+    /// on the returned sender (or its drop) after its rename, with the writers released to
+    /// the new file, before its directory sync (dropping the log waits for that thread:
+    /// release it first).
+    #[doc(hidden)]
+    pub fn gate_compaction_dir_sync(&mut self) -> std::sync::mpsc::Sender<()> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.dir_sync_gate = Some(rx);
+        tx
+    }
+
     /// Takes a finished compaction's outcome (waiting for it if `wait`): the new file is
     /// adopted, the writers released, and the records whose write its final phase refused
     /// are written to it.
@@ -2146,11 +2168,15 @@ impl Log {
             Ok(Some(swapped)) => {
                 // Under `EveryBatch` the syncer writes and syncs every batch itself (those it
                 // wrote to the old file before the hold are synced there and copied); else
-                // every record written is in the compacted file, synced.
+                // every record written to the old file is in the compacted file, synced
+                // (those written to the new file after the rename are not: `renamed`).
                 let synced = if self.policy == FsyncPolicy::EveryBatch {
                     None
                 } else {
-                    self.flushed
+                    Some(
+                        c.renamed
+                            .map_or((self.flushed, None), |(m, r)| (m, Some(r))),
+                    )
                 };
                 let adopted = self.adopt(swapped, synced, c.index_later);
                 progress.and(adopted)
@@ -2170,23 +2196,30 @@ impl Log {
     }
 
     /// The compacted file `s` is the log's from now on: every record written to the old file
-    /// is in it (its offsets moved by `s.cut` → `s.head`), and, with `synced`, every record
-    /// flushed under that mark or before is synced there. `later`: index entries written to
-    /// the old index since the compaction started, written again (moved) after the
-    /// rewritten index's last entry. The syncer's writers are released to the new file.
+    /// is in it (its offsets moved by `s.cut` → `s.head`), followed by what was written to it
+    /// after the rename (the writers released early, s26), and, with `synced` `(mark,
+    /// request)`, every record flushed under `mark` or before is synced there, as are those
+    /// of the sync requests up to `request` (`None`: all of them, nothing was written to the
+    /// new file yet). `later`: index entries written to the old index since the compaction
+    /// started, written again (moved) after the rewritten index's last entry. The syncer's
+    /// writers are released to the new file (or, released after the rename, their syncs
+    /// reported again: [`syncer::Syncer::unfence`]).
     fn adopt(
         &mut self,
         s: Swapped,
-        synced: Option<u64>,
+        synced: Option<(Option<u64>, Option<u64>)>,
         later: Vec<IndexEntry>,
     ) -> Result<Option<Compacted>, LogError> {
         let (cut, head) = (s.cut, s.head);
         let moved = |o: u64| o.checked_sub(cut).map(|k| k + head);
         // Appends go to the new file from here on (it is at its end), and the syncer's
-        // writes and syncs too (the writers held by the final phase released).
-        let old = std::mem::replace(&mut self.file, Arc::new(s.file));
-        let old_syncer =
-            (self.syncer.as_ref()).and_then(|x| x.release(Some(Arc::clone(&self.file))));
+        // writes and syncs too (the writers held by the final phase released, here or by
+        // the compaction's thread right after its rename).
+        let old = std::mem::replace(&mut self.file, s.file);
+        let old_syncer = match s.syncer_old {
+            Some(f) => Some(f),
+            None => (self.syncer.as_ref()).and_then(|x| x.release(Some(Arc::clone(&self.file)))),
+        };
         self.len = moved(self.len).unwrap_or(s.compacted.len);
         let next_entry = s.last_entry.map_or(0, |o| o.saturating_add(self.every));
         self.index_at = moved(self.index_at).map_or(next_entry, |a| a.max(next_entry));
@@ -2221,6 +2254,11 @@ impl Log {
             self.fail(&e);
             return Err(e);
         }
+        if let Some(syncer) = &self.syncer {
+            // The directory sync returned: the new file's syncs count (a later
+            // `syncer_progress` reports them, at the moved offsets).
+            syncer.unfence();
+        }
         let rewritten = s.index.is_some();
         if let Some(index) = s.index
             && self.index.is_some()
@@ -2244,16 +2282,31 @@ impl Log {
                 self.index = None;
             }
         }
-        if let Some(mark) = synced {
-            // The new file, synced, holds every record written: none waits for a sync.
-            let mut entries = std::mem::take(&mut self.held);
-            for (_, _, mut e) in std::mem::take(&mut self.syncing) {
-                entries.append(&mut e);
+        if let Some((mark, request)) = synced {
+            // The new file, synced, holds every record written before the rename: none of
+            // them waits for a sync. Those written to it after the rename (past its length
+            // at the swap) and the sync requests made since wait as usual.
+            let renamed_at = s.compacted.len;
+            let (mut entries, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+                .into_iter()
+                .partition(|e| e.offset < renamed_at);
+            self.held = held;
+            let syncing = std::mem::take(&mut self.syncing);
+            for (n, m, mut e) in syncing {
+                if request.is_none_or(|r| n <= r) {
+                    entries.append(&mut e);
+                } else {
+                    self.syncing.push_back((n, m, e));
+                }
             }
             entries.sort_by_key(|e| e.offset);
             self.write_index(entries, true);
-            self.unsynced = self.buffered;
-            self.synced_to(mark);
+            if request.is_none() {
+                self.unsynced = self.buffered;
+            }
+            if let Some(mark) = mark {
+                self.synced_to(mark);
+            }
         }
         if !rewritten {
             return Ok(None);
@@ -2266,8 +2319,13 @@ impl Log {
 #[derive(Debug)]
 struct Compaction {
     /// A mark flushed while the final phase held the writers: its records (and those of
-    /// every later flush) wait in the buffer for the swap.
+    /// every later flush) wait in the buffer until the writers are released.
     deferred: Option<u64>,
+    /// Set by the first write to the new file before the adoption (the writers released
+    /// after the rename, s26): the mark flushed and the sync requested before it. The
+    /// compaction's sync covers the records flushed up to that mark (written to the old
+    /// file, copied), not those written to the new file since.
+    renamed: Option<(Option<u64>, u64)>,
     /// Index entries written to the old index since the start (the thread may have read the
     /// index before them).
     index_later: Vec<IndexEntry>,
@@ -2284,15 +2342,21 @@ struct Live<'a> {
     gate: Option<std::sync::mpsc::Receiver<()>>,
     /// Test hook: the directory sync after the rename fails.
     dir_sync_fails: bool,
+    /// Test hook: waited for after the rename (the writers released), before the directory
+    /// sync.
+    dir_sync_gate: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 /// A compacted file renamed over the log ([`compact_file`]).
 #[derive(Debug)]
 struct Swapped {
     /// The new file, at its end.
-    file: File,
+    file: Arc<File>,
     /// The replaced file's handle.
     old: File,
+    /// The syncer's handle of the replaced file, when the thread released the writers to the
+    /// new file right after the rename ([`syncer::Waiter::release_renamed`]).
+    syncer_old: Option<Arc<File>>,
     compacted: Compacted,
     /// The old file's offset of the first record kept…
     cut: u64,
@@ -2324,7 +2388,7 @@ fn compact_file(
     position: u64,
     keep_index: bool,
     crash: Option<CompactCrash>,
-    live: Option<Live<'_>>,
+    mut live: Option<Live<'_>>,
 ) -> Result<Option<Swapped>, LogError> {
     let io = |source| LogError::Io {
         path: path.to_path_buf(),
@@ -2409,8 +2473,8 @@ fn compact_file(
     }
     // The old file's offset copied up to.
     let mut end = len;
-    if let Some(live) = live {
-        if let Some(g) = live.gate {
+    if let Some(live) = &mut live {
+        if let Some(g) = live.gate.take() {
             // A test holds the compaction here (the sender's end passes it).
             let _ = g.recv();
         }
@@ -2464,6 +2528,13 @@ fn compact_file(
         .collect();
     let new_len = head.len() as u64 + kept;
     std::fs::rename(&tmp, path).map_err(tio)?;
+    // The writers go on at once, to the new file (s26): they were held only so that the old
+    // file's tail stays put while it is copied. Until the directory sync returns (and the
+    // log adopts the file) the syncer's syncs of it are not reported: a power loss may still
+    // bring the old file back. Its `len` the log counts on stays the old file's, moved at
+    // the adoption: the new file's bytes from here on are the old file's past `end`.
+    let out = Arc::new(out);
+    let syncer_old = (live.as_ref()).map(|l| l.writers.release_renamed(Arc::clone(&out)));
     let compacted = Compacted {
         base,
         dropped_bytes: (cut - first) as u64,
@@ -2474,6 +2545,7 @@ fn compact_file(
     let mut swapped = Swapped {
         file: out,
         old: src,
+        syncer_old,
         compacted,
         cut: cut as u64,
         head: head.len() as u64,
@@ -2481,6 +2553,10 @@ fn compact_file(
         index: None,
         error: None,
     };
+    if let Some(g) = live.as_mut().and_then(|l| l.dir_sync_gate.take()) {
+        // A test holds the compaction here (the sender's end passes it).
+        let _ = g.recv();
+    }
     // Until this returns, a power loss may bring the old file back.
     let dir_synced = if dir_sync_fails {
         Err(std::io::Error::other("test hook: the directory sync fails"))

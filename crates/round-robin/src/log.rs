@@ -1305,7 +1305,7 @@ impl Log {
             && let Some(syncer) = &self.syncer
         {
             // The syncer writes the bytes, then syncs them: no system call here (while a
-            // compaction holds the writers, the syncer keeps them until its swap).
+            // compaction holds the writers, the syncer keeps them until its rename).
             self.flushed = Some(mark);
             self.len += self.buf.len() as u64;
             self.unsynced = 0;
@@ -1953,15 +1953,19 @@ impl Log {
     /// when it started, then what was appended since, in rounds, syncing its copy while the
     /// writes go on, and only for its final phase holds the writers (through the syncer
     /// thread's hand-off, which it starts if needed): the tail appended since its last round
-    /// is copied, the new file synced, renamed over the log, the directory synced and the
-    /// index rewritten; then the next call adopts the new file and releases the writers.
-    /// Batches flushed during the copy are written, synced and reported durable as without
-    /// a compaction; during the final phase, under [`FsyncPolicy::EveryBatch`] the held
-    /// syncer keeps them and writes them to the new file after the swap, and under the other
-    /// policies [`flush`](Log::flush) keeps them buffered (their mark not durable) and writes
-    /// them after the swap, so they follow the kept records in order. The swap counts every
-    /// record written before it synced. [`start_sync`](Log::start_sync) starts nothing while
-    /// it runs; [`sync`](Log::sync), [`sync_written`](Log::sync_written),
+    /// is copied, the new file synced and renamed over the log. Then (s26) it releases the
+    /// writers to the new file, syncs the directory and rewrites the index; the next call
+    /// adopts the new file. Batches flushed during the copy are written, synced and reported
+    /// durable as without a compaction; during the final phase, under
+    /// [`FsyncPolicy::EveryBatch`] the held syncer keeps them and writes them to the new file
+    /// after the rename, and under the other policies [`flush`](Log::flush) keeps them
+    /// buffered (their mark not durable) and writes them to the new file at the next flush
+    /// after the rename, so they follow the kept records in order. What is written to the
+    /// new file before the adoption is not reported synced (nor durable under `EveryBatch`)
+    /// until the adoption, after the directory sync (under the other policies it is durable
+    /// once written: a process crash finds the new file). The swap counts every record
+    /// written to the old file synced. [`start_sync`](Log::start_sync) starts nothing while
+    /// the writers are held; [`sync`](Log::sync), [`sync_written`](Log::sync_written),
     /// [`compact`](Log::compact) and dropping the log wait for it.
     ///
     /// Under [`SyncMode::Inline`], or when no thread can be started, or when a compaction is
@@ -2379,8 +2383,8 @@ struct Swapped {
 /// `live` `None`: nothing writes the file meanwhile) or a compaction thread
 /// ([`Log::start_compact`], `live`: the log is written meanwhile; what was appended since is
 /// copied in rounds, synced while the writers go on, then the writers are held for the last
-/// tail's copy, the `sync_all`, the rename and the directory sync, until the log adopts the
-/// new file).
+/// tail's copy, the `sync_all` and the rename, and released to the new file before the
+/// directory sync, their syncs not reported until the log adopts it: s26).
 fn compact_file(
     path: &Path,
     len: u64,

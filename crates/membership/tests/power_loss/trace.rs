@@ -5,7 +5,8 @@
 //! `\xNN` escapes, so parsing needs no unquoting rules beyond that. With `-f`, a system call of
 //! one thread interrupted by another's is printed as `name(args <unfinished ...>` and later
 //! `<... name resumed>rest`; the two halves are joined and the call counts at its completion
-//! (where its effect, e.g. an `fsync`'s durability, is certain).
+//! (where its effect, e.g. an `fsync`'s durability, is certain), noting where it started
+//! ([`Call::start`]: an `fsync` promises only what was written before it started, s26).
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
@@ -18,11 +19,14 @@ pub struct Call {
     pub args: Vec<String>,
     /// The text after ` = `.
     pub ret: String,
+    /// How many calls had completed when this one started (its own index when no other
+    /// thread's call completed meanwhile).
+    pub start: usize,
 }
 
 /// Splits the trace's text into calls (completed ones, in completion order).
 pub fn calls(text: &str) -> Result<Vec<Call>, String> {
-    let mut pending: HashMap<String, String> = HashMap::new();
+    let mut pending: HashMap<String, (String, usize)> = HashMap::new();
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim_end();
@@ -33,16 +37,18 @@ pub fn calls(text: &str) -> Result<Vec<Call>, String> {
         if rest.starts_with("+++") || rest.starts_with("---") || rest.is_empty() {
             continue;
         }
+        let mut start = out.len();
         let full = if let Some(head) = rest.strip_suffix("<unfinished ...>") {
-            pending.insert(pid, head.trim_end().to_string());
+            pending.insert(pid, (head.trim_end().to_string(), out.len()));
             continue;
         } else if let Some(r) = rest.strip_prefix("<... ") {
             let Some((_, tail)) = r.split_once(" resumed>") else {
                 return Err(format!("bad resumed line: {line}"));
             };
-            let Some(head) = pending.remove(&pid) else {
+            let Some((head, started)) = pending.remove(&pid) else {
                 return Err(format!("resumed without a start: {line}"));
             };
+            start = started;
             let tail = tail.trim_start();
             if tail.starts_with(')') || head.ends_with('(') {
                 format!("{head}{tail}")
@@ -52,7 +58,9 @@ pub fn calls(text: &str) -> Result<Vec<Call>, String> {
         } else {
             rest.to_string()
         };
-        out.push(parse_call(&full).map_err(|e| format!("{e}: {line}"))?);
+        let mut call = parse_call(&full).map_err(|e| format!("{e}: {line}"))?;
+        call.start = start;
+        out.push(call);
     }
     Ok(out)
 }
@@ -111,7 +119,12 @@ fn parse_call(s: &str) -> Result<Call, String> {
         .strip_prefix('=')
         .map(|r| r.trim().to_string())
         .unwrap_or_default();
-    Ok(Call { name, args, ret })
+    Ok(Call {
+        name,
+        args,
+        ret,
+        start: 0,
+    })
 }
 
 /// Decodes a run of `\xNN` escapes (what `-xx` prints), stopping at the first other character.
@@ -186,6 +199,8 @@ mod tests {
         assert_eq!(fd(&c[0].ret).unwrap(), (3, "/a".to_string()));
         assert_eq!(c[1].name, "fsync");
         assert_eq!(c[2].name, "write");
+        // The write started before the fsync completed.
+        assert_eq!((c[0].start, c[1].start, c[2].start), (0, 1, 1));
         assert_eq!(string(&c[2].args[1]).unwrap(), b"hi");
         assert_eq!(ret_num(&c[2].ret), Some(2));
         assert_eq!(ret_num("-1 ENOENT (No such file)"), Some(-1));

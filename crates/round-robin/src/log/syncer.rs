@@ -18,9 +18,12 @@
 //!   once no sync is in progress ([`idle`](Handoff::idle)) the syncer starts none, and the
 //!   appending thread's own writes ([`FsyncPolicy::EveryRecords`](super::FsyncPolicy) and
 //!   `Never`, made under the same mutex while a compaction runs) are refused and kept
-//!   buffered, so the file being replaced holds still while its tail is copied; the log
-//!   [`releases`](Handoff::release) them when it adopts the compacted file, which later
-//!   writes and syncs then cover.
+//!   buffered, so the file being replaced holds still while its tail is copied; the
+//!   compaction's thread [`releases`](Handoff::release_fenced) them to the compacted file
+//!   right after its rename (s26), and until the log adopts that file (after the directory
+//!   sync) no sync of it is [`reported`](Handoff::reported): a power loss could still bring
+//!   the old file back. (A compaction that fails before its rename leaves the old file; the
+//!   log [`releases`](Handoff::release) the writers to it.)
 //!
 //! One `write` and `fdatasync` thus cover every batch handed over before they started (group
 //! commit): while one runs, later batches pile up and the next one covers them all. A batch

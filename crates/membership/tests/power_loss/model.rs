@@ -275,12 +275,10 @@ impl Fs {
                         ..Inode::default()
                     });
                     self.names.insert(path.clone(), ino);
-                    self.dir_op(
-                        DirKind::Link {
-                            path: path.clone(),
-                            ino,
-                        },
-                    );
+                    self.dir_op(DirKind::Link {
+                        path: path.clone(),
+                        ino,
+                    });
                     Target::File(ino)
                 };
                 self.fds.insert(
@@ -479,12 +477,10 @@ impl Fs {
                     .remove(&from)
                     .ok_or_else(|| format!("rename of unknown {from}"))?;
                 self.names.insert(to.clone(), ino);
-                self.dir_op(
-                    DirKind::Rename {
-                        from: from.clone(),
-                        to: to.clone(),
-                    },
-                );
+                self.dir_op(DirKind::Rename {
+                    from: from.clone(),
+                    to: to.clone(),
+                });
             }
             "unlink" | "unlinkat" => {
                 let a = usize::from(c.name == "unlinkat");

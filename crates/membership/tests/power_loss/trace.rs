@@ -6,7 +6,10 @@
 //! one thread interrupted by another's is printed as `name(args <unfinished ...>` and later
 //! `<... name resumed>rest`; the two halves are joined and the call counts at its completion
 //! (where its effect, e.g. an `fsync`'s durability, is certain), noting where it started
-//! ([`Call::start`]: an `fsync` promises only what was written before it started, s26).
+//! ([`Call::start`]: an `fsync` promises only what was written before it started, s26). A
+//! `close` interrupted so counts at its start instead (s26): the kernel frees the number
+//! inside the call, so another thread's `openat` may return it before the close completes,
+//! and applied at its completion the close would drop that newer descriptor.
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
@@ -26,7 +29,7 @@ pub struct Call {
 
 /// Splits the trace's text into calls (completed ones, in completion order).
 pub fn calls(text: &str) -> Result<Vec<Call>, String> {
-    let mut pending: HashMap<String, (String, usize)> = HashMap::new();
+    let mut pending: HashMap<String, (String, usize, bool)> = HashMap::new();
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim_end();
@@ -39,15 +42,27 @@ pub fn calls(text: &str) -> Result<Vec<Call>, String> {
         }
         let mut start = out.len();
         let full = if let Some(head) = rest.strip_suffix("<unfinished ...>") {
-            pending.insert(pid, (head.trim_end().to_string(), out.len()));
+            let head = head.trim_end().to_string();
+            let close = head.starts_with("close(");
+            if close {
+                // Counted here, at its start, as succeeding (it fails only for a bad number).
+                let mut call =
+                    parse_call(&format!("{head}) = 0")).map_err(|e| format!("{e}: {line}"))?;
+                call.start = out.len();
+                out.push(call);
+            }
+            pending.insert(pid, (head, out.len(), close));
             continue;
         } else if let Some(r) = rest.strip_prefix("<... ") {
             let Some((_, tail)) = r.split_once(" resumed>") else {
                 return Err(format!("bad resumed line: {line}"));
             };
-            let Some((head, started)) = pending.remove(&pid) else {
+            let Some((head, started, counted)) = pending.remove(&pid) else {
                 return Err(format!("resumed without a start: {line}"));
             };
+            if counted {
+                continue;
+            }
             start = started;
             let tail = tail.trim_start();
             if tail.starts_with(')') || head.ends_with('(') {

@@ -673,6 +673,41 @@ mod tests {
         1 fdatasync(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>) = 0\n\
         1 write(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>, \"\\x63\", 1) = 1\n";
 
+    /// s26: with two threads, an `fsync` covers what completed before it started, not a
+    /// write or rename another thread completed while it ran. Fails with the s19 rule (all
+    /// that completed before the sync's completion durable): "abc", and "d/b".
+    #[test]
+    fn an_fsync_covers_only_what_completed_before_it_started() {
+        const A: &str = "3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>";
+        let text = format!(
+            "1 openat(AT_FDCWD, \"\\x2f\\x72\\x2f\\x64\\x2f\\x61\", O_RDWR|O_CREAT, 0666) = {A}\n\
+             1 write({A}, \"\\x61\\x62\", 2) = 2\n\
+             2 fdatasync({A} <unfinished ...>\n\
+             1 write({A}, \"\\x63\", 1) = 1\n\
+             2 <... fdatasync resumed>) = 0\n"
+        );
+        let mut rng = Rng::new(1);
+        let ext4 = fs_after(Model::Ext4, &text);
+        assert_eq!(
+            ext4.crash(Keep::Nothing, &mut rng)
+                .get("d/a")
+                .map(Vec::as_slice),
+            Some(&b"ab"[..])
+        );
+        // A rename completed during a sync of its directory (strict POSIX).
+        let dir = format!(
+            "{text}1 openat(AT_FDCWD, \"\\x2f\\x72\\x2f\\x64\", O_RDONLY) = 4<\\x2f\\x72\\x2f\\x64>\n\
+             2 fsync(4<\\x2f\\x72\\x2f\\x64> <unfinished ...>\n\
+             1 rename(\"\\x2f\\x72\\x2f\\x64\\x2f\\x61\", \"\\x2f\\x72\\x2f\\x64\\x2f\\x62\") = 0\n\
+             1 write({A}, \"\\x64\", 1) = 1\n\
+             2 <... fsync resumed>) = 0\n"
+        );
+        let posix = fs_after(Model::Posix, &dir);
+        let state = posix.crash(Keep::Nothing, &mut rng);
+        assert_eq!(state.get("d/a").map(Vec::as_slice), Some(&b"ab"[..]));
+        assert!(!state.contains_key("d/b"), "{state:?}");
+    }
+
     #[test]
     fn ext4_ordered_data_keeps_a_prefix_of_the_unsynced_writes_and_no_garbage() {
         // After CREATE_WRITE ("ab" synced, "c" not) one more unsynced write, "d".

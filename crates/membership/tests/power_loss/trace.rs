@@ -221,4 +221,18 @@ mod tests {
         assert_eq!(ret_num("-1 ENOENT (No such file)"), Some(-1));
         assert!(string("\"\\x41\"...").is_err());
     }
+
+    /// s26: an interrupted `close` counts at its start: another thread's `openat` may get the
+    /// number back before the close completes. Fails with the close at its completion (the
+    /// `openat` first).
+    #[test]
+    fn an_interrupted_close_counts_at_its_start() {
+        let text = "12  close(3<\\x2f\\x61> <unfinished ...>\n\
+                    13  openat(AT_FDCWD<\\x2f>, \"\\x2f\\x62\", O_RDONLY) = 3<\\x2f\\x62>\n\
+                    12  <... close resumed>) = 0\n";
+        let c = calls(text).unwrap();
+        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["close", "openat"]);
+        assert_eq!(fd(&c[0].args[0]).unwrap(), (3, "/a".to_string()));
+    }
 }

@@ -675,7 +675,7 @@ mod tests {
 
     /// s26: with two threads, an `fsync` covers what completed before it started, not a
     /// write or rename another thread completed while it ran. Fails with the s19 rule (all
-    /// that completed before the sync's completion durable): "abc", and "d/b".
+    /// that completed before the sync's completion durable) at its first check ("abc").
     #[test]
     fn an_fsync_covers_only_what_completed_before_it_started() {
         const A: &str = "3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>";

@@ -1805,15 +1805,15 @@ fn the_threaded_checkpoint_writer_keeps_every_durable_promise() {
 
 /// `EveryRecords(k)` with the checkpoint writer on its thread (s26), restarted in another
 /// boot, under ext4: what every member synced should survive, as with the inline writer.
-/// Ignored: it fails in some recordings (s26: 2 of 7 with this code, 2 of 8 with the s25
-/// hold, so not the s26 release at the rename), open. Mostly "n0 runs the restart view at
-/// position 398 (shard 0), but position 399 was durable (synced everywhere; lost)": the
-/// checker counted view 1's records *past its trim* (logged by every survivor after the
+/// Ignored: it fails in some recordings (s26: 3 of 47 with this code, 6 of 48 with the s25
+/// hold, both shapes with either, so not the s26 release at the rename), open. Mostly "n0
+/// runs the restart view at position 398 (shard 0), but position 399 was durable (synced
+/// everywhere; lost)": the checker counted view 1's records *past its trim* (logged by every survivor after the
 /// wedge, then cut at the view change) as synced everywhere, and position 399 of view 2
 /// was not synced (a checker artifact, by the kept state; `Promised::recount` keys its
 /// maximum by shard, not view). Once "n0: position 149 of shard 0 after the restart is not
-/// the recorded chain" (crash after call 2481, n1 in a compaction before its rename), not
-/// diagnosed. See `docs/MEMBERSHIP.md`, seventy-first part.
+/// the recorded chain" (crash after call 2481, n1 in a compaction before its rename; once
+/// with each code), not diagnosed. See `docs/MEMBERSHIP.md`, seventy-first part.
 #[test]
 #[ignore = "open findings with the threaded writer under EveryRecords; see the doc comment"]
 fn every_records_with_the_threaded_checkpoint_writer_keeps_what_was_synced() {

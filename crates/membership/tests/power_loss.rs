@@ -1805,7 +1805,7 @@ fn the_threaded_checkpoint_writer_keeps_every_durable_promise() {
 
 /// `EveryRecords(k)` with the checkpoint writer on its thread (s26), restarted in another
 /// boot, under ext4: what every member synced should survive, as with the inline writer.
-/// Ignored: it fails in some recordings (s26: 3 of 47 with this code, 6 of 48 with the s25
+/// Ignored: it fails in some recordings (s26: 3 of 48 with this code, 6 of 48 with the s25
 /// hold, both shapes with either, so not the s26 release at the rename), open. Mostly "n0
 /// runs the restart view at position 398 (shard 0), but position 399 was durable (synced
 /// everywhere; lost)": the checker counted view 1's records *past its trim* (logged by every survivor after the

@@ -75,7 +75,7 @@ use std::time::Duration;
 
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::FileLog;
-use squall_membership::snapshot::{CheckpointError, Checkpointed};
+use squall_membership::snapshot::{CheckpointError, CheckpointWriter, Checkpointed};
 use squall_membership::view::EvenShards;
 use squall_ordering::{Delivery, View};
 use squall_round_robin::{FsyncPolicy, Mode};
@@ -108,6 +108,10 @@ struct Variant {
     /// The epoch logs' index granularity (`Config::log_index_every`): small, every log's
     /// index holds entries past its first record, so its boot tags matter.
     index_every: u64,
+    /// The checkpoint writer on its thread (`CheckpointWriter::Thread`, the default; s26):
+    /// each checkpoint's file and the epoch log's compaction run on threads of their own
+    /// (`squall-log-compact`), concurrently with the log's writes. Otherwise inline.
+    threaded: bool,
 }
 
 /// The s19 workload: `EveryBatch`, one shard, the default index (one entry per log here).
@@ -115,6 +119,7 @@ const S19: Variant = Variant {
     fsync: FsyncPolicy::EveryBatch,
     shards: 1,
     index_every: squall_round_robin::log::DEFAULT_INDEX_EVERY,
+    threaded: false,
 };
 
 /// An index entry about every other record.
@@ -145,7 +150,8 @@ impl Variant {
             FsyncPolicy::EveryRecords(k) => format!("r{k}"),
             FsyncPolicy::Never => "n".to_string(),
         };
-        format!("{f}/{}/{}", self.shards, self.index_every)
+        let t = if self.threaded { "t" } else { "i" };
+        format!("{f}/{}/{}/{t}", self.shards, self.index_every)
     }
 
     fn decode(s: &str) -> Variant {
@@ -159,6 +165,7 @@ impl Variant {
             fsync,
             shards: w[1].parse().unwrap(),
             index_every: w[2].parse().unwrap(),
+            threaded: w.get(3) == Some(&"t"),
         }
     }
 }
@@ -178,6 +185,9 @@ fn config(base: &Path, i: usize, v: &Variant) -> GroupConfig {
         fsync: v.fsync,
     };
     cfg.epoch.log_index_every = v.index_every;
+    if v.threaded {
+        cfg.checkpoint_writer = CheckpointWriter::Thread;
+    }
     cfg
 }
 
@@ -1681,6 +1691,7 @@ const EVERY_RECORDS: Variant = Variant {
     fsync: FsyncPolicy::EveryRecords(5),
     shards: 1,
     index_every: SMALL_INDEX,
+    threaded: false,
 };
 
 /// `Never`-synced epochs with an index entry about every other record.
@@ -1688,6 +1699,7 @@ const NEVER: Variant = Variant {
     fsync: FsyncPolicy::Never,
     shards: 1,
     index_every: SMALL_INDEX,
+    threaded: false,
 };
 
 /// Two shards, `EveryBatch`.
@@ -1695,6 +1707,7 @@ const TWO_SHARDS: Variant = Variant {
     fsync: FsyncPolicy::EveryBatch,
     shards: 2,
     index_every: SMALL_INDEX,
+    threaded: false,
 };
 
 /// `EveryBatch` with an index entry about every other record (so the index is used and
@@ -1764,6 +1777,57 @@ fn two_shards_keep_every_durable_promise() {
             Check::new("shards-ext4", Model::Ext4, TWO_SHARDS, Boot::Another),
             Check::new("shards-posix", Model::Posix, TWO_SHARDS, Boot::Another),
         ],
+        12,
+    );
+}
+
+/// s26: the checkpoint writer on its thread (`CheckpointWriter::Thread`, the default), so
+/// each epoch log's compaction runs on its thread while the log is written, its final phase
+/// holding the writers and releasing them at the rename. `EveryBatch` with a small index
+/// (the compactions copy, rename and rewrite it), one recording, under ext4 and strict
+/// POSIX: every crash state keeps every promise. The model takes an `fsync` to cover only
+/// what completed before it started (the trace's calls of several threads interleave).
+#[test]
+fn the_threaded_checkpoint_writer_keeps_every_durable_promise() {
+    let v = Variant {
+        index_every: SMALL_INDEX,
+        threaded: true,
+        ..S19
+    };
+    check_models(
+        &[
+            Check::new("thread-ext4", Model::Ext4, v, Boot::Same),
+            Check::new("thread-posix", Model::Posix, v, Boot::Same),
+        ],
+        24,
+    );
+}
+
+/// `EveryRecords(k)` with the checkpoint writer on its thread (s26), restarted in another
+/// boot, under ext4: what every member synced should survive, as with the inline writer.
+/// Ignored: it fails in some recordings (s26: 3 of 48 with this code, 6 of 48 with the s25
+/// hold, both shapes with either, so not the s26 release at the rename), open. Mostly "n0
+/// runs the restart view at position 398 (shard 0), but position 399 was durable (synced
+/// everywhere; lost)": the checker counted view 1's records *past its trim* (logged by every survivor after the
+/// wedge, then cut at the view change) as synced everywhere, and position 399 of view 2
+/// was not synced (a checker artifact, by the kept state; `Promised::recount` keys its
+/// maximum by shard, not view). Once "n0: position 149 of shard 0 after the restart is not
+/// the recorded chain" (crash after call 2481, n1 in a compaction before its rename; once
+/// with each code), not diagnosed. See `docs/MEMBERSHIP.md`, seventy-first part.
+#[test]
+#[ignore = "open findings with the threaded writer under EveryRecords; see the doc comment"]
+fn every_records_with_the_threaded_checkpoint_writer_keeps_what_was_synced() {
+    let v = Variant {
+        threaded: true,
+        ..EVERY_RECORDS
+    };
+    check_models(
+        &[Check::new(
+            "records-thread-ext4",
+            Model::Ext4,
+            v,
+            Boot::Another,
+        )],
         12,
     );
 }

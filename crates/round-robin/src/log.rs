@@ -914,8 +914,14 @@ pub struct Log {
     compact_gate: Option<std::sync::mpsc::Receiver<()>>,
     /// Test hook: the next compaction's thread fails its directory sync.
     dir_sync_fails: bool,
-    /// A failure after which nothing more may be reported durable (a write that failed, a
-    /// compaction's directory sync that failed): its kind and message, returned (as
+    /// Test hook: handed to the next compaction's thread, waited for before its directory
+    /// sync.
+    dir_sync_gate: Option<std::sync::mpsc::Receiver<()>>,
+    /// Test hook: the next `fdatasync` of the log on the calling thread fails.
+    inline_sync_fails: bool,
+    /// A failure after which nothing more may be reported durable (a write that failed, an
+    /// `fdatasync` on the calling thread that failed, a compaction's directory sync that
+    /// failed): its kind and message, returned (as
     /// [`LogError::Io`]) by every later [`flush`](Log::flush),
     /// [`durable_mark`](Log::durable_mark), [`sync`](Log::sync) and
     /// [`start_sync`](Log::start_sync).
@@ -1037,6 +1043,8 @@ impl Log {
                 compacted: None,
                 compact_gate: None,
                 dir_sync_fails: false,
+                dir_sync_gate: None,
+                inline_sync_fails: false,
                 failed: None,
             },
             recovery,
@@ -1149,9 +1157,7 @@ impl Log {
         let Some(mark) = self.flushed else {
             return Ok(());
         };
-        self.file
-            .sync_data()
-            .map_err(|source| self.io_error(source))?;
+        self.sync_inline()?;
         self.unsynced = 0;
         self.after_inline_sync(mark);
         Ok(())
@@ -1276,13 +1282,6 @@ impl Log {
     /// ```
     pub fn flush(&mut self, mark: u64) -> Result<(), LogError> {
         self.poll_compaction(false)?;
-        if let Some(c) = &mut self.compaction
-            && c.deferred.is_some()
-        {
-            // A compaction's final phase refused an earlier batch: this one waits behind it.
-            c.deferred = Some(mark);
-            return Ok(());
-        }
         self.check_syncer()?;
         if self.buf.is_empty() {
             self.flushed = Some(mark);
@@ -1306,7 +1305,7 @@ impl Log {
             && let Some(syncer) = &self.syncer
         {
             // The syncer writes the bytes, then syncs them: no system call here (while a
-            // compaction holds the writers, the syncer keeps them until its swap).
+            // compaction holds the writers, the syncer keeps them until its rename).
             self.flushed = Some(mark);
             self.len += self.buf.len() as u64;
             self.unsynced = 0;
@@ -1321,12 +1320,15 @@ impl Log {
             });
             return Ok(());
         }
-        if !self.write_buf()? {
-            if let Some(c) = &mut self.compaction {
-                // The compaction's final phase copies the file's tail: the records wait in
-                // the buffer for its swap (not durable meanwhile).
-                c.deferred = Some(mark);
-            }
+        // Records a compaction's final phase refused are still in the buffer (ahead of this
+        // flush's): written together once the writers are released, under this mark.
+        let written = self.write_buf()?;
+        if let Some(c) = &mut self.compaction {
+            // Refused: the final phase copies the file's tail, and the records wait in the
+            // buffer until the writers are released (not durable meanwhile).
+            c.deferred = (!written).then_some(mark);
+        }
+        if !written {
             return Ok(());
         }
         self.flushed = Some(mark);
@@ -1364,9 +1366,7 @@ impl Log {
                 self.durable = Some(mark);
             }
             _ => {
-                self.file
-                    .sync_data()
-                    .map_err(|source| self.io_error(source))?;
+                self.sync_inline()?;
                 let entries = std::mem::take(&mut self.pending);
                 self.held.extend(entries);
                 self.after_inline_sync(mark);
@@ -1385,11 +1385,13 @@ impl Log {
 
     /// Writes the buffer to the file on this thread; `false`: a compaction's final phase
     /// holds the writers, nothing written (while a compaction runs the write goes through
-    /// the syncer's hand-off, [`syncer::Syncer::write_unless_held`]).
+    /// the syncer's hand-off, [`syncer::Syncer::write_unless_held`]). The first write to a
+    /// compaction's new file before its adoption (the writers released after the rename)
+    /// notes what the compaction's sync covers ([`Compaction::renamed`]).
     fn write_buf(&mut self) -> Result<bool, LogError> {
         let written = match (&self.compaction, &self.syncer) {
             (Some(_), Some(syncer)) => syncer.write_unless_held(&self.buf),
-            _ => (&*self.file).write_all(&self.buf).map(|()| true),
+            _ => (&*self.file).write_all(&self.buf).map(|()| Some(false)),
         };
         let written = match written {
             Ok(w) => w,
@@ -1401,8 +1403,14 @@ impl Log {
                 return Err(e);
             }
         };
-        if !written {
+        let Some(renamed) = written else {
             return Ok(false);
+        };
+        if renamed
+            && let Some(c) = &mut self.compaction
+            && c.renamed.is_none()
+        {
+            c.renamed = Some((self.flushed, self.requested));
         }
         self.len += self.buf.len() as u64;
         self.buf.clear();
@@ -1413,9 +1421,10 @@ impl Log {
     /// From now on nothing is reported durable: `e` (its kind and message) is returned by
     /// every later call that could report it ([`Log::check_failed`]). For a failure after
     /// which the log's file may not hold what the log counted: a write that failed partway
-    /// (the file may be longer than `len`, with part of a batch), a compaction whose
-    /// directory sync failed (a power loss may bring back the replaced file, which lacks
-    /// what is written to the new one).
+    /// (the file may be longer than `len`, with part of a batch), an `fdatasync` on the
+    /// calling thread that failed ([`Log::sync_inline`]), a compaction whose directory sync
+    /// failed (a power loss may bring back the replaced file, which lacks what is written to
+    /// the new one).
     fn fail(&mut self, e: &LogError) {
         if self.failed.is_none() {
             let kind = match e {
@@ -1424,6 +1433,35 @@ impl Log {
             };
             self.failed = Some((kind, e.to_string()));
         }
+    }
+
+    /// `fdatasync`s the log's file on the calling thread ([`SyncMode::Inline`], no syncer
+    /// thread, or [`Log::sync_written`]). A failure is sticky ([`Log::fail`]), as a failure
+    /// of the syncer thread's sync is: after a failed `fdatasync` the kernel may have dropped
+    /// the dirty pages it could not write (and marked them clean), so a later sync that
+    /// succeeds proves nothing about the records written before it (s26).
+    fn sync_inline(&mut self) -> Result<(), LogError> {
+        let synced = if std::mem::take(&mut self.inline_sync_fails) {
+            Err(std::io::Error::other(
+                "fdatasync failed (injected by a test)",
+            ))
+        } else {
+            self.file.sync_data()
+        };
+        synced.map_err(|source| {
+            tracing::warn!(path = %self.path.display(), error = %source, "durable log: fdatasync failed; the log stops");
+            let e = self.io_error(source);
+            self.fail(&e);
+            e
+        })
+    }
+
+    /// Test hook: the next `fdatasync` of the log's file on the calling thread (an inline
+    /// sync: [`SyncMode::Inline`], no syncer thread, or [`Log::sync_written`]) fails, as an
+    /// I/O error of the disk would (the syncer thread's is [`Log::gate_syncer`]'s `false`).
+    #[doc(hidden)]
+    pub fn fail_inline_sync(&mut self) {
+        self.inline_sync_fails = true;
     }
 
     /// The failure [`Log::fail`] noted, as the log's error.
@@ -1898,7 +1936,7 @@ impl Log {
         match compact_file(
             &self.path, self.len, view, position, keep_index, crash, None,
         )? {
-            Some(swapped) => self.adopt(swapped, self.flushed, Vec::new()),
+            Some(swapped) => self.adopt(swapped, Some((self.flushed, None)), Vec::new()),
             None => Ok(None),
         }
     }
@@ -1915,15 +1953,19 @@ impl Log {
     /// when it started, then what was appended since, in rounds, syncing its copy while the
     /// writes go on, and only for its final phase holds the writers (through the syncer
     /// thread's hand-off, which it starts if needed): the tail appended since its last round
-    /// is copied, the new file synced, renamed over the log, the directory synced and the
-    /// index rewritten; then the next call adopts the new file and releases the writers.
-    /// Batches flushed during the copy are written, synced and reported durable as without
-    /// a compaction; during the final phase, under [`FsyncPolicy::EveryBatch`] the held
-    /// syncer keeps them and writes them to the new file after the swap, and under the other
-    /// policies [`flush`](Log::flush) keeps them buffered (their mark not durable) and writes
-    /// them after the swap, so they follow the kept records in order. The swap counts every
-    /// record written before it synced. [`start_sync`](Log::start_sync) starts nothing while
-    /// it runs; [`sync`](Log::sync), [`sync_written`](Log::sync_written),
+    /// is copied, the new file synced and renamed over the log. Then (s26) it releases the
+    /// writers to the new file, syncs the directory and rewrites the index; the next call
+    /// adopts the new file. Batches flushed during the copy are written, synced and reported
+    /// durable as without a compaction; during the final phase, under
+    /// [`FsyncPolicy::EveryBatch`] the held syncer keeps them and writes them to the new file
+    /// after the rename, and under the other policies [`flush`](Log::flush) keeps them
+    /// buffered (their mark not durable) and writes them to the new file at the next flush
+    /// after the rename, so they follow the kept records in order. What is written to the
+    /// new file before the adoption is not reported synced (nor durable under `EveryBatch`)
+    /// until the adoption, after the directory sync (under the other policies it is durable
+    /// once written: a process crash finds the new file). The swap counts every record
+    /// written to the old file synced. [`start_sync`](Log::start_sync) starts nothing while
+    /// the writers are held; [`sync`](Log::sync), [`sync_written`](Log::sync_written),
     /// [`compact`](Log::compact) and dropping the log wait for it.
     ///
     /// Under [`SyncMode::Inline`], or when no thread can be started, or when a compaction is
@@ -2012,6 +2054,7 @@ impl Log {
         let keep_index = self.index.is_some();
         let gate = self.compact_gate.take();
         let dir_sync_fails = std::mem::take(&mut self.dir_sync_fails);
+        let dir_sync_gate = self.dir_sync_gate.take();
         let waker = self.waker.clone();
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let finished = Arc::clone(&done);
@@ -2030,6 +2073,7 @@ impl Log {
                             writers: &waiter,
                             gate,
                             dir_sync_fails,
+                            dir_sync_gate,
                         };
                         compact_file(&path, len, view, position, keep_index, crash, Some(live))
                     }
@@ -2042,6 +2086,7 @@ impl Log {
             Ok(thread) => {
                 self.compaction = Some(Compaction {
                     deferred: None,
+                    renamed: None,
                     index_later: Vec::new(),
                     done,
                     thread,
@@ -2092,6 +2137,17 @@ impl Log {
         self.dir_sync_fails = true;
     }
 
+    /// Test hook: the next [`start_compact`](Log::start_compact)'s thread waits for a message
+    /// on the returned sender (or its drop) after its rename, with the writers released to
+    /// the new file, before its directory sync (dropping the log waits for that thread:
+    /// release it first).
+    #[doc(hidden)]
+    pub fn gate_compaction_dir_sync(&mut self) -> std::sync::mpsc::Sender<()> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.dir_sync_gate = Some(rx);
+        tx
+    }
+
     /// Takes a finished compaction's outcome (waiting for it if `wait`): the new file is
     /// adopted, the writers released, and the records whose write its final phase refused
     /// are written to it.
@@ -2116,11 +2172,15 @@ impl Log {
             Ok(Some(swapped)) => {
                 // Under `EveryBatch` the syncer writes and syncs every batch itself (those it
                 // wrote to the old file before the hold are synced there and copied); else
-                // every record written is in the compacted file, synced.
+                // every record written to the old file is in the compacted file, synced
+                // (those written to the new file after the rename are not: `renamed`).
                 let synced = if self.policy == FsyncPolicy::EveryBatch {
                     None
                 } else {
-                    self.flushed
+                    Some(
+                        c.renamed
+                            .map_or((self.flushed, None), |(m, r)| (m, Some(r))),
+                    )
                 };
                 let adopted = self.adopt(swapped, synced, c.index_later);
                 progress.and(adopted)
@@ -2140,23 +2200,30 @@ impl Log {
     }
 
     /// The compacted file `s` is the log's from now on: every record written to the old file
-    /// is in it (its offsets moved by `s.cut` → `s.head`), and, with `synced`, every record
-    /// flushed under that mark or before is synced there. `later`: index entries written to
-    /// the old index since the compaction started, written again (moved) after the
-    /// rewritten index's last entry. The syncer's writers are released to the new file.
+    /// is in it (its offsets moved by `s.cut` → `s.head`), followed by what was written to it
+    /// after the rename (the writers released early, s26), and, with `synced` `(mark,
+    /// request)`, every record flushed under `mark` or before is synced there, as are those
+    /// of the sync requests up to `request` (`None`: all of them, nothing was written to the
+    /// new file yet). `later`: index entries written to the old index since the compaction
+    /// started, written again (moved) after the rewritten index's last entry. The syncer's
+    /// writers are released to the new file (or, released after the rename, their syncs
+    /// reported again: [`syncer::Syncer::unfence`]).
     fn adopt(
         &mut self,
         s: Swapped,
-        synced: Option<u64>,
+        synced: Option<(Option<u64>, Option<u64>)>,
         later: Vec<IndexEntry>,
     ) -> Result<Option<Compacted>, LogError> {
         let (cut, head) = (s.cut, s.head);
         let moved = |o: u64| o.checked_sub(cut).map(|k| k + head);
         // Appends go to the new file from here on (it is at its end), and the syncer's
-        // writes and syncs too (the writers held by the final phase released).
-        let old = std::mem::replace(&mut self.file, Arc::new(s.file));
-        let old_syncer =
-            (self.syncer.as_ref()).and_then(|x| x.release(Some(Arc::clone(&self.file))));
+        // writes and syncs too (the writers held by the final phase released, here or by
+        // the compaction's thread right after its rename).
+        let old = std::mem::replace(&mut self.file, s.file);
+        let old_syncer = match s.syncer_old {
+            Some(f) => Some(f),
+            None => (self.syncer.as_ref()).and_then(|x| x.release(Some(Arc::clone(&self.file)))),
+        };
         self.len = moved(self.len).unwrap_or(s.compacted.len);
         let next_entry = s.last_entry.map_or(0, |o| o.saturating_add(self.every));
         self.index_at = moved(self.index_at).map_or(next_entry, |a| a.max(next_entry));
@@ -2191,6 +2258,11 @@ impl Log {
             self.fail(&e);
             return Err(e);
         }
+        if let Some(syncer) = &self.syncer {
+            // The directory sync returned: the new file's syncs count (a later
+            // `syncer_progress` reports them, at the moved offsets).
+            syncer.unfence();
+        }
         let rewritten = s.index.is_some();
         if let Some(index) = s.index
             && self.index.is_some()
@@ -2214,16 +2286,31 @@ impl Log {
                 self.index = None;
             }
         }
-        if let Some(mark) = synced {
-            // The new file, synced, holds every record written: none waits for a sync.
-            let mut entries = std::mem::take(&mut self.held);
-            for (_, _, mut e) in std::mem::take(&mut self.syncing) {
-                entries.append(&mut e);
+        if let Some((mark, request)) = synced {
+            // The new file, synced, holds every record written before the rename: none of
+            // them waits for a sync. Those written to it after the rename (past its length
+            // at the swap) and the sync requests made since wait as usual.
+            let renamed_at = s.compacted.len;
+            let (mut entries, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+                .into_iter()
+                .partition(|e| e.offset < renamed_at);
+            self.held = held;
+            let syncing = std::mem::take(&mut self.syncing);
+            for (n, m, mut e) in syncing {
+                if request.is_none_or(|r| n <= r) {
+                    entries.append(&mut e);
+                } else {
+                    self.syncing.push_back((n, m, e));
+                }
             }
             entries.sort_by_key(|e| e.offset);
             self.write_index(entries, true);
-            self.unsynced = self.buffered;
-            self.synced_to(mark);
+            if request.is_none() {
+                self.unsynced = self.buffered;
+            }
+            if let Some(mark) = mark {
+                self.synced_to(mark);
+            }
         }
         if !rewritten {
             return Ok(None);
@@ -2236,8 +2323,13 @@ impl Log {
 #[derive(Debug)]
 struct Compaction {
     /// A mark flushed while the final phase held the writers: its records (and those of
-    /// every later flush) wait in the buffer for the swap.
+    /// every later flush) wait in the buffer until the writers are released.
     deferred: Option<u64>,
+    /// Set by the first write to the new file before the adoption (the writers released
+    /// after the rename, s26): the mark flushed and the sync requested before it. The
+    /// compaction's sync covers the records flushed up to that mark (written to the old
+    /// file, copied), not those written to the new file since.
+    renamed: Option<(Option<u64>, u64)>,
     /// Index entries written to the old index since the start (the thread may have read the
     /// index before them).
     index_later: Vec<IndexEntry>,
@@ -2254,15 +2346,21 @@ struct Live<'a> {
     gate: Option<std::sync::mpsc::Receiver<()>>,
     /// Test hook: the directory sync after the rename fails.
     dir_sync_fails: bool,
+    /// Test hook: waited for after the rename (the writers released), before the directory
+    /// sync.
+    dir_sync_gate: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 /// A compacted file renamed over the log ([`compact_file`]).
 #[derive(Debug)]
 struct Swapped {
     /// The new file, at its end.
-    file: File,
+    file: Arc<File>,
     /// The replaced file's handle.
     old: File,
+    /// The syncer's handle of the replaced file, when the thread released the writers to the
+    /// new file right after the rename ([`syncer::Waiter::release_renamed`]).
+    syncer_old: Option<Arc<File>>,
     compacted: Compacted,
     /// The old file's offset of the first record kept…
     cut: u64,
@@ -2285,8 +2383,8 @@ struct Swapped {
 /// `live` `None`: nothing writes the file meanwhile) or a compaction thread
 /// ([`Log::start_compact`], `live`: the log is written meanwhile; what was appended since is
 /// copied in rounds, synced while the writers go on, then the writers are held for the last
-/// tail's copy, the `sync_all`, the rename and the directory sync, until the log adopts the
-/// new file).
+/// tail's copy, the `sync_all` and the rename, and released to the new file before the
+/// directory sync, their syncs not reported until the log adopts it: s26).
 fn compact_file(
     path: &Path,
     len: u64,
@@ -2294,7 +2392,7 @@ fn compact_file(
     position: u64,
     keep_index: bool,
     crash: Option<CompactCrash>,
-    live: Option<Live<'_>>,
+    mut live: Option<Live<'_>>,
 ) -> Result<Option<Swapped>, LogError> {
     let io = |source| LogError::Io {
         path: path.to_path_buf(),
@@ -2379,8 +2477,8 @@ fn compact_file(
     }
     // The old file's offset copied up to.
     let mut end = len;
-    if let Some(live) = live {
-        if let Some(g) = live.gate {
+    if let Some(live) = &mut live {
+        if let Some(g) = live.gate.take() {
             // A test holds the compaction here (the sender's end passes it).
             let _ = g.recv();
         }
@@ -2434,6 +2532,13 @@ fn compact_file(
         .collect();
     let new_len = head.len() as u64 + kept;
     std::fs::rename(&tmp, path).map_err(tio)?;
+    // The writers go on at once, to the new file (s26): they were held only so that the old
+    // file's tail stays put while it is copied. Until the directory sync returns (and the
+    // log adopts the file) the syncer's syncs of it are not reported: a power loss may still
+    // bring the old file back. Its `len` the log counts on stays the old file's, moved at
+    // the adoption: the new file's bytes from here on are the old file's past `end`.
+    let out = Arc::new(out);
+    let syncer_old = (live.as_ref()).map(|l| l.writers.release_renamed(Arc::clone(&out)));
     let compacted = Compacted {
         base,
         dropped_bytes: (cut - first) as u64,
@@ -2444,6 +2549,7 @@ fn compact_file(
     let mut swapped = Swapped {
         file: out,
         old: src,
+        syncer_old,
         compacted,
         cut: cut as u64,
         head: head.len() as u64,
@@ -2451,6 +2557,10 @@ fn compact_file(
         index: None,
         error: None,
     };
+    if let Some(g) = live.as_mut().and_then(|l| l.dir_sync_gate.take()) {
+        // A test holds the compaction here (the sender's end passes it).
+        let _ = g.recv();
+    }
     // Until this returns, a power loss may bring the old file back.
     let dir_synced = if dir_sync_fails {
         Err(std::io::Error::other("test hook: the directory sync fails"))

@@ -978,6 +978,184 @@ fn a_compaction_whose_directory_sync_fails_reports_nothing_more_durable() {
     remove(&a);
 }
 
+/// s26: a compaction on its thread releases the writers right after its rename, before its
+/// directory sync (held there by `Log::gate_compaction_dir_sync`), to the new file. Records
+/// flushed then are written to the new file at once; under `EveryRecords(1000)` and `Never`
+/// they are reported durable at once (a process crash finds the new file: the rename is
+/// done) but not synced: a sync started then (`Log::start_sync`, passed at the syncer's
+/// gate) returns on the new file and is not reported while the directory sync is pending,
+/// nor does the adoption count them synced by the compaction's sync (it reports mark 1, the
+/// last written to the old file); the sync reports them after the adoption. Under
+/// `EveryBatch` the syncer writes and syncs the batch to the new file while the directory
+/// sync is pending, and it is not reported durable until the compaction is adopted (a power
+/// loss could still bring the old file back). Afterwards the log holds records 30–44 in
+/// order. Mutations: the writers released only at the adoption (s25): fails
+/// ("EveryBatch: the batch never written to the new file before the directory sync"; with
+/// `EveryBatch` dropped, "EveryRecords(1000): not durable once written to the new file");
+/// no fence on the syncer's reports (`Handoff::release_fenced` not setting it): fails
+/// ("EveryBatch: mark 2 reported durable before the directory sync"). The adoption's
+/// accounting is the next test's.
+#[test]
+fn the_writers_go_on_after_the_rename_but_nothing_is_reported_synced_before_the_directory_sync() {
+    let rs = records(&[60; 50], &[], false);
+    let a = tmpfile("released-at-rename.log");
+    for policy in [
+        FsyncPolicy::EveryBatch,
+        FsyncPolicy::EveryRecords(1000),
+        FsyncPolicy::Never,
+    ] {
+        let case = format!("{policy:?}");
+        let batch = policy == FsyncPolicy::EveryBatch;
+        let (mut l, syncer) = gated_with_40_durable(&a, policy, &rs, &case);
+        let dir_sync = l.gate_compaction_dir_sync();
+        let (v, p) = point(&rs, 30);
+        assert!(l.start_compact(v, p).unwrap(), "{case}");
+        // The thread renamed its file over the log and waits before the directory sync.
+        let renamed = || std::fs::read(&a).unwrap().starts_with(log::MAGIC_COMPACTED);
+        let start = std::time::Instant::now();
+        while !renamed() {
+            assert!(start.elapsed().as_secs() < 10, "{case}: never renamed");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let len = std::fs::metadata(&a).unwrap().len();
+        for r in &rs[40..45] {
+            l.append(r).unwrap();
+        }
+        l.flush(2).unwrap();
+        let start = std::time::Instant::now();
+        if batch {
+            syncer.send(true).unwrap();
+            // Written (and synced) to the new file by the released syncer…
+            while std::fs::metadata(&a).unwrap().len() == len {
+                assert!(
+                    start.elapsed().as_secs() < 10,
+                    "{case}: the batch never written to the new file before the directory sync"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // … but its sync is not reported while the directory sync is pending.
+            while start.elapsed() < std::time::Duration::from_millis(100) {
+                assert_eq!(
+                    l.durable_mark().unwrap(),
+                    Some(1),
+                    "{case}: mark 2 reported durable before the directory sync"
+                );
+                assert_eq!(l.synced_mark(), Some(1), "{case}");
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        } else {
+            assert_eq!(
+                l.durable_mark().unwrap(),
+                Some(2),
+                "{case}: not durable once written to the new file"
+            );
+            assert!(
+                std::fs::metadata(&a).unwrap().len() > len,
+                "{case}: not written to the new file"
+            );
+            assert!(l.start_sync().unwrap(), "{case}: no sync started");
+            syncer.send(true).unwrap();
+            while start.elapsed() < std::time::Duration::from_millis(100) {
+                l.durable_mark().unwrap();
+                assert_eq!(
+                    l.synced_mark(),
+                    None,
+                    "{case}: synced before the directory sync"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+        assert!(l.compacting(), "{case}: the compaction completed");
+        drop(dir_sync);
+        let done = compacted(&mut l).unwrap().unwrap();
+        assert_eq!(done.base.position, rs[29].position, "{case}");
+        if batch {
+            wait_durable(&mut l, 2, &case);
+            assert_eq!(l.synced_mark(), Some(2), "{case}");
+        } else {
+            // The compaction's sync covers what was written to the old file (mark 1); the
+            // sync started after the rename covers mark 2, reported now.
+            let start = std::time::Instant::now();
+            loop {
+                l.durable_mark().unwrap();
+                let synced = l.synced_mark();
+                if synced == Some(2) {
+                    break;
+                }
+                assert_eq!(synced, Some(1), "{case}: after the adoption");
+                assert!(start.elapsed().as_secs() < 10, "{case}: never synced");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        l.append(&rs[45]).unwrap();
+        l.flush(3).unwrap();
+        if batch {
+            syncer.send(true).unwrap();
+        }
+        wait_durable(&mut l, 3, &case);
+        drop(syncer);
+        l.sync().unwrap();
+        drop(l);
+        let (got, base) = read(&a);
+        assert_eq!(base.map(|b| b.position), Some(rs[29].position), "{case}");
+        let want: Vec<_> = rs[30..46].iter().map(header).collect();
+        assert_eq!(
+            got.iter().map(header).collect::<Vec<_>>(),
+            want,
+            "{case}: the records in order"
+        );
+    }
+    remove(&a);
+}
+
+/// s26: the adoption's accounting when the writers were released at the rename, under
+/// `EveryRecords(1000)`: records written to the new file before the adoption and no sync
+/// started for them stay unsynced after it (the compaction's sync covers mark 1 only), and
+/// their index entries wait for a sync. Mutation: the adoption counting every record
+/// flushed synced (the s25 rule) fails ("the records written to the new file counted
+/// synced by the compaction").
+#[test]
+fn records_written_to_the_new_file_before_the_adoption_are_not_counted_synced_by_it() {
+    let rs = records(&[60; 50], &[], false);
+    let a = tmpfile("unsynced-at-adoption.log");
+    let policy = FsyncPolicy::EveryRecords(1000);
+    let case = format!("{policy:?}");
+    let (mut l, syncer) = gated_with_40_durable(&a, policy, &rs, &case);
+    let dir_sync = l.gate_compaction_dir_sync();
+    let (v, p) = point(&rs, 30);
+    assert!(l.start_compact(v, p).unwrap(), "{case}");
+    let start = std::time::Instant::now();
+    while !std::fs::read(&a).unwrap().starts_with(log::MAGIC_COMPACTED) {
+        assert!(start.elapsed().as_secs() < 10, "{case}: never renamed");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    for r in &rs[40..45] {
+        l.append(r).unwrap();
+    }
+    l.flush(2).unwrap();
+    assert_eq!(l.durable_mark().unwrap(), Some(2), "{case}");
+    drop(dir_sync);
+    compacted(&mut l).unwrap().unwrap();
+    assert_eq!(
+        l.synced_mark(),
+        Some(1),
+        "{case}: the records written to the new file counted synced by the compaction"
+    );
+    assert!(l.start_sync().unwrap(), "{case}: nothing left to sync");
+    syncer.send(true).unwrap();
+    let start = std::time::Instant::now();
+    while l.synced_mark() != Some(2) {
+        l.durable_mark().unwrap();
+        assert!(start.elapsed().as_secs() < 10, "{case}: never synced");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    drop(syncer);
+    drop(l);
+    let (got, _) = read(&a);
+    assert_eq!(got.len(), 15, "{case}: records 30–44");
+    remove(&a);
+}
+
 /// Polls `durable_mark` until it reports `mark` (up to 10 s).
 /// A fresh log at `a` under `policy` (index entry every 300 bytes) with its syncer thread gated
 /// (`Log::gate_syncer`, the sender returned), holding `rs[..40]` flushed under mark 1 and

@@ -192,6 +192,75 @@ fn sync_waits_for_the_syncer_and_a_failure_sticks() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// s26: an `fdatasync` on the calling thread that fails sticks too, as the syncer thread's
+/// does (above): after a failed sync the kernel may have dropped the pages it could not
+/// write, so a later sync that succeeds proves nothing about them. The failure is injected
+/// (`Log::fail_inline_sync`) on both inline paths: `flush`'s own sync under
+/// `SyncMode::Inline` (`EveryBatch`, and `EveryRecords(2)` when the count is reached) and
+/// `sync_written` under `SyncMode::Thread` (`EveryRecords(1000)`, `Never`). After it the
+/// synced mark stays at the last sync that returned, and every later call that could report
+/// more (a flush with or without new records, `sync_written`, `sync`, `start_sync`,
+/// `durable_mark`) is an error. Mutation: without `Log::fail` in `Log::sync_inline`, it
+/// fails ("Inline EveryBatch: a flush with nothing new after the failure"; with the inline
+/// cases dropped, "Thread EveryRecords(1000): a flush with nothing new after the failure").
+#[test]
+fn an_fdatasync_on_the_calling_thread_that_fails_sticks_too() {
+    let dir = tmpdir("inline-fail");
+    let path = dir.join("log");
+    let cases = [
+        (log::SyncMode::Inline, FsyncPolicy::EveryBatch),
+        (log::SyncMode::Inline, FsyncPolicy::EveryRecords(2)),
+        (log::SyncMode::Thread, FsyncPolicy::EveryRecords(1000)),
+        (log::SyncMode::Thread, FsyncPolicy::Never),
+    ];
+    for (mode, policy) in cases {
+        let case = format!("{mode:?} {policy:?}");
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(log::index_path(&path));
+        let options = LogOptions {
+            index_every: 1,
+            sync_mode: mode,
+            ..LogOptions::new(policy)
+        };
+        let mut l = Log::open_with(&path, options).unwrap().0;
+        l.append(&record(0)).unwrap();
+        l.flush(1).unwrap();
+        l.sync_written().unwrap();
+        assert_eq!(l.synced_mark(), Some(1), "{case}");
+        l.fail_inline_sync();
+        l.append(&record(1)).unwrap();
+        l.append(&record(2)).unwrap();
+        let err = if mode == log::SyncMode::Inline {
+            // The policy's own sync of this batch, on the calling thread.
+            l.flush(2).unwrap_err()
+        } else {
+            l.flush(2).unwrap();
+            l.sync_written().unwrap_err()
+        };
+        assert!(matches!(err, LogError::Io { .. }), "{case}: {err}");
+        assert!(err.to_string().contains("injected"), "{case}: {err}");
+        assert!(
+            l.flush(3).is_err(),
+            "{case}: a flush with nothing new after the failure"
+        );
+        assert!(
+            l.sync_written().is_err(),
+            "{case}: sync_written after the failure"
+        );
+        assert!(l.sync().is_err(), "{case}: sync after the failure");
+        assert!(l.durable_mark().is_err(), "{case}: durable_mark");
+        if policy != FsyncPolicy::EveryBatch {
+            assert!(l.start_sync().is_err(), "{case}: start_sync");
+        }
+        l.append(&record(3)).unwrap();
+        assert!(l.flush(4).is_err(), "{case}: a flush after the failure");
+        assert_eq!(l.synced_mark(), Some(1), "{case}: synced after the failure");
+        let err = l.sync_written().unwrap_err().to_string();
+        assert!(err.contains("failed earlier"), "{case}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Dropping a log whose syncer is held (a sync requested, not started) joins the thread
 /// without syncing: nothing was reported durable; the syncer writes the bytes handed over
 /// (not synced), so the file holds what was appended, as before the syncer, and a reopen

@@ -15,7 +15,9 @@
 //! Mutation: `Handoff::finish` marking every request done (`self.done = self.requested`, so
 //! counting a batch written during the sync) fails the first check.
 //!
-//! s25: a second model adds a compaction's hold of the writers (`Handoff::hold`/`release`).
+//! s25: a second model adds a compaction's hold of the writers (`Handoff::hold`/`release`);
+//! s26: released after the rename with the reports fenced (`Handoff::release_fenced`,
+//! `unfence`).
 #![allow(clippy::unwrap_used)]
 
 use std::sync::atomic::Ordering;
@@ -108,8 +110,15 @@ fn the_syncer_hand_off_reports_only_synced_batches_and_loses_no_wakeup() {
 /// requests still count, and after the release every batch becomes durable (no lost
 /// wake-up: the release notifies the syncer, the syncer's finish the appender).
 ///
+/// s26: the holder releases the writers after its rename with the reports fenced
+/// (`Handoff::release_fenced`: the new file's name is not durable yet), then unfences (the
+/// directory synced, the log adopting the file). While fenced, no sync that finished is
+/// reported past the requests done at the release ("reported past the fence"), whatever the
+/// interleaving; after the unfence every batch is reported.
+///
 /// Mutation: `Handoff::take` ignoring the hold fails the first check ("written while held");
-/// `Handoff::idle` reporting idle with a sync in progress fails it too.
+/// `Handoff::idle` reporting idle with a sync in progress fails it too; `Handoff::reported`
+/// ignoring the fence fails "reported past the fence".
 #[test]
 fn a_held_syncer_writes_nothing_until_released_and_loses_no_wakeup() {
     let mut model = loom::model::Builder::new();
@@ -119,6 +128,7 @@ fn a_held_syncer_writes_nothing_until_released_and_loses_no_wakeup() {
             handoff: Mutex::new(Handoff::default()),
             changed: Condvar::new(),
             file: AtomicU64::new(0),
+            fence: AtomicU64::new(0),
         });
         let syncer = {
             let s = Arc::clone(&s);
@@ -137,7 +147,14 @@ fn a_held_syncer_writes_nothing_until_released_and_loses_no_wakeup() {
                 let tail = s.file.load(Ordering::SeqCst);
                 loom::thread::yield_now();
                 assert_eq!(s.file.load(Ordering::SeqCst), tail, "written while held");
-                s.handoff.lock().unwrap().release();
+                {
+                    let mut h = s.handoff.lock().unwrap();
+                    s.fence.store(h.done(), Ordering::SeqCst);
+                    h.release_fenced();
+                }
+                s.changed.notify_all();
+                loom::thread::yield_now();
+                s.handoff.lock().unwrap().unfence();
                 s.changed.notify_all();
             })
         };
@@ -154,6 +171,7 @@ fn a_held_syncer_writes_nothing_until_released_and_loses_no_wakeup() {
                 h = s.changed.wait(h).unwrap();
             }
             assert_eq!(h.done(), BATCHES);
+            assert_eq!(h.reported(), BATCHES, "reported after the unfence");
             assert_eq!(s.file.load(Ordering::SeqCst), BATCHES);
             h.stop();
         }
@@ -167,6 +185,8 @@ struct Held {
     changed: Condvar,
     /// The model's file: batches the syncer wrote.
     file: AtomicU64,
+    /// The requests done when the holder released the writers fenced.
+    fence: AtomicU64,
 }
 
 /// `run_syncer`'s loop, writing the batches handed over before each sync.
@@ -187,6 +207,12 @@ fn held_syncer(s: &Held) {
         {
             let mut h = s.handoff.lock().unwrap();
             assert!(h.finish(n, Ok(())));
+            if h.fenced() {
+                assert!(
+                    h.reported() <= s.fence.load(Ordering::SeqCst),
+                    "reported past the fence"
+                );
+            }
         }
         s.changed.notify_all();
     }

@@ -18,8 +18,10 @@
 //!   operation is durable once some file changed after it was synced; the non-durable ones
 //!   that survive are a prefix (in order).
 //!
-//! Everything is applied in completion order of the traced calls (one process, one thread
-//! doing the file work).
+//! Everything is applied in completion order of the traced calls, but an `fsync`/`fdatasync`
+//! makes durable only what completed before it *started* (s26: with several threads doing
+//! file work, the log's syncer and a compaction's thread, another thread's write may
+//! complete while a sync runs, and the sync need not cover it; [`Call::start`]).
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
@@ -53,8 +55,50 @@ struct Inode {
     durable: Vec<u8>,
     cur: Vec<u8>,
     pending: Vec<Pend>,
+    /// The op index of each of `pending`.
+    pending_at: Vec<usize>,
     /// The op index of its last metadata change (creation, size change, truncation).
     meta_at: usize,
+    /// The op indexes of every metadata change, in order.
+    meta_hist: Vec<usize>,
+}
+
+impl Inode {
+    fn pend(&mut self, n: usize, p: Pend) {
+        self.pending.push(p);
+        self.pending_at.push(n);
+    }
+
+    fn meta(&mut self, n: usize) {
+        self.meta_at = n;
+        self.meta_hist.push(n);
+    }
+
+    /// An `fsync` that started at op `start`: the pending operations applied before it are
+    /// durable (a prefix: they are in op order); returns the op index of the last metadata
+    /// change before it (what ext4's sync commits up to).
+    fn sync_from(&mut self, start: usize) -> usize {
+        let k = self.pending_at.iter().take_while(|&&at| at < start).count();
+        for p in self.pending.drain(..k) {
+            match p {
+                Pend::Trunc(len) => self.durable.resize(len as usize, 0),
+                Pend::Write(off, data) => {
+                    let (off, end) = (off as usize, off as usize + data.len());
+                    if self.durable.len() < end {
+                        self.durable.resize(end, 0);
+                    }
+                    self.durable[off..end].copy_from_slice(&data);
+                }
+            }
+        }
+        self.pending_at.drain(..k);
+        self.meta_hist
+            .iter()
+            .rev()
+            .find(|&&at| at < start)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -116,7 +160,6 @@ pub struct Fs {
     dir_ops: Vec<DirOp>,
     fds: HashMap<i64, Fd>,
     dirs: BTreeSet<String>,
-    dir_meta_at: HashMap<String, usize>,
     /// Files (by name) whose creation, under [`Model::Posix`], becomes durable with the file's
     /// own sync, as on ext4, XFS and btrfs (a known gap excluded from the strict check).
     exempt: Option<fn(&str) -> bool>,
@@ -153,7 +196,6 @@ impl Fs {
             dir_ops: Vec::new(),
             fds: HashMap::new(),
             dirs: dirs.iter().cloned().chain([root.to_string()]).collect(),
-            dir_meta_at: HashMap::new(),
             exempt: None,
             n: 0,
         }
@@ -170,10 +212,7 @@ impl Fs {
             && (p.len() == self.root.len() || p[self.root.len()..].starts_with('/'))
     }
 
-    fn dir_op(&mut self, kind: DirKind, dirs: &[String]) {
-        for d in dirs {
-            self.dir_meta_at.insert(d.clone(), self.n);
-        }
+    fn dir_op(&mut self, kind: DirKind) {
         let with_file = match (&kind, self.exempt) {
             (DirKind::Link { path, ino }, Some(f)) if f(path) => Some(*ino),
             _ => None,
@@ -221,8 +260,8 @@ impl Fs {
                     if flags.contains("O_TRUNC") {
                         let i = &mut self.inodes[ino];
                         i.cur.clear();
-                        i.pending.push(Pend::Trunc(0));
-                        i.meta_at = n;
+                        i.pend(n, Pend::Trunc(0));
+                        i.meta(n);
                     }
                     Target::File(ino)
                 } else {
@@ -232,16 +271,14 @@ impl Fs {
                     let ino = self.inodes.len();
                     self.inodes.push(Inode {
                         meta_at: n,
+                        meta_hist: vec![n],
                         ..Inode::default()
                     });
                     self.names.insert(path.clone(), ino);
-                    self.dir_op(
-                        DirKind::Link {
-                            path: path.clone(),
-                            ino,
-                        },
-                        &[parent(&path)],
-                    );
+                    self.dir_op(DirKind::Link {
+                        path: path.clone(),
+                        ino,
+                    });
                     Target::File(ino)
                 };
                 self.fds.insert(
@@ -288,10 +325,10 @@ impl Fs {
                 let end = off as usize + data.len();
                 if end > i.cur.len() {
                     i.cur.resize(end, 0);
-                    i.meta_at = n;
+                    i.meta(n);
                 }
                 i.cur[off as usize..end].copy_from_slice(&data);
-                i.pending.push(Pend::Write(off, data));
+                i.pend(n, Pend::Write(off, data));
                 if c.name == "write" {
                     f.off = end as u64;
                 }
@@ -337,10 +374,10 @@ impl Fs {
                 let i = &mut self.inodes[di];
                 if end > i.cur.len() {
                     i.cur.resize(end, 0);
-                    i.meta_at = n;
+                    i.meta(n);
                 }
                 i.cur[off as usize..end].copy_from_slice(&data);
-                i.pending.push(Pend::Write(off, data));
+                i.pend(n, Pend::Write(off, data));
                 if let Some(f) = self.fds.get_mut(&src) {
                     f.off += ret as u64;
                 }
@@ -383,8 +420,8 @@ impl Fs {
                         .ok_or("ftruncate length")?;
                     let i = &mut self.inodes[ino];
                     i.cur.resize(len as usize, 0);
-                    i.pending.push(Pend::Trunc(len));
-                    i.meta_at = n;
+                    i.pend(n, Pend::Trunc(len));
+                    i.meta(n);
                 }
             }
             "fsync" | "fdatasync" => {
@@ -401,20 +438,22 @@ impl Fs {
                 if let Some((num, path)) = arg_fd(0)?
                     && let Some(f) = self.fds.get(&num)
                 {
+                    // What completed before the sync started (s26: another thread's write
+                    // completing meanwhile need not be covered).
+                    let start = c.start.min(n);
                     let upto = match &f.target {
-                        Target::File(ino) => {
-                            let i = &mut self.inodes[*ino];
-                            i.durable = i.cur.clone();
-                            i.pending.clear();
-                            i.meta_at
-                        }
-                        Target::Dir(d) => self.dir_meta_at.get(d).copied().unwrap_or(0),
+                        Target::File(ino) => self.inodes[*ino].sync_from(start),
+                        Target::Dir(d) => (self.dir_ops.iter())
+                            .filter(|op| op.at < start && op_dirs(&op.kind).contains(d))
+                            .map(|op| op.at)
+                            .max()
+                            .unwrap_or(0),
                     };
                     for op in &mut self.dir_ops {
                         let durable = match (self.model, &f.target) {
                             (Model::Ext4 | Model::Ext4Ordered, _) => op.at <= upto,
                             (Model::Posix, Target::Dir(d)) => {
-                                op.at < n && op_dirs(&op.kind).contains(d)
+                                op.at < start && op_dirs(&op.kind).contains(d)
                             }
                             (Model::Posix, Target::File(ino)) => op.with_file == Some(*ino),
                         };
@@ -438,13 +477,10 @@ impl Fs {
                     .remove(&from)
                     .ok_or_else(|| format!("rename of unknown {from}"))?;
                 self.names.insert(to.clone(), ino);
-                self.dir_op(
-                    DirKind::Rename {
-                        from: from.clone(),
-                        to: to.clone(),
-                    },
-                    &[parent(&from), parent(&to)],
-                );
+                self.dir_op(DirKind::Rename {
+                    from: from.clone(),
+                    to: to.clone(),
+                });
             }
             "unlink" | "unlinkat" => {
                 let a = usize::from(c.name == "unlinkat");
@@ -458,7 +494,7 @@ impl Fs {
                 self.names
                     .remove(&path)
                     .ok_or_else(|| format!("unlink of unknown {path}"))?;
-                self.dir_op(DirKind::Unlink { path: path.clone() }, &[parent(&path)]);
+                self.dir_op(DirKind::Unlink { path: path.clone() });
             }
             "truncate" | "rmdir" => {
                 let path = String::from_utf8_lossy(&string(&c.args[0])?).into_owned();
@@ -636,6 +672,41 @@ mod tests {
         1 write(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>, \"\\x61\\x62\", 2) = 2\n\
         1 fdatasync(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>) = 0\n\
         1 write(3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>, \"\\x63\", 1) = 1\n";
+
+    /// s26: with two threads, an `fsync` covers what completed before it started, not a
+    /// write or rename another thread completed while it ran. Fails with the s19 rule (all
+    /// that completed before the sync's completion durable) at its first check ("abc").
+    #[test]
+    fn an_fsync_covers_only_what_completed_before_it_started() {
+        const A: &str = "3<\\x2f\\x72\\x2f\\x64\\x2f\\x61>";
+        let text = format!(
+            "1 openat(AT_FDCWD, \"\\x2f\\x72\\x2f\\x64\\x2f\\x61\", O_RDWR|O_CREAT, 0666) = {A}\n\
+             1 write({A}, \"\\x61\\x62\", 2) = 2\n\
+             2 fdatasync({A} <unfinished ...>\n\
+             1 write({A}, \"\\x63\", 1) = 1\n\
+             2 <... fdatasync resumed>) = 0\n"
+        );
+        let mut rng = Rng::new(1);
+        let ext4 = fs_after(Model::Ext4, &text);
+        assert_eq!(
+            ext4.crash(Keep::Nothing, &mut rng)
+                .get("d/a")
+                .map(Vec::as_slice),
+            Some(&b"ab"[..])
+        );
+        // A rename completed during a sync of its directory (strict POSIX).
+        let dir = format!(
+            "{text}1 openat(AT_FDCWD, \"\\x2f\\x72\\x2f\\x64\", O_RDONLY) = 4<\\x2f\\x72\\x2f\\x64>\n\
+             2 fsync(4<\\x2f\\x72\\x2f\\x64> <unfinished ...>\n\
+             1 rename(\"\\x2f\\x72\\x2f\\x64\\x2f\\x61\", \"\\x2f\\x72\\x2f\\x64\\x2f\\x62\") = 0\n\
+             1 write({A}, \"\\x64\", 1) = 1\n\
+             2 <... fsync resumed>) = 0\n"
+        );
+        let posix = fs_after(Model::Posix, &dir);
+        let state = posix.crash(Keep::Nothing, &mut rng);
+        assert_eq!(state.get("d/a").map(Vec::as_slice), Some(&b"ab"[..]));
+        assert!(!state.contains_key("d/b"), "{state:?}");
+    }
 
     #[test]
     fn ext4_ordered_data_keeps_a_prefix_of_the_unsynced_writes_and_no_garbage() {

@@ -5,7 +5,11 @@
 //! `\xNN` escapes, so parsing needs no unquoting rules beyond that. With `-f`, a system call of
 //! one thread interrupted by another's is printed as `name(args <unfinished ...>` and later
 //! `<... name resumed>rest`; the two halves are joined and the call counts at its completion
-//! (where its effect, e.g. an `fsync`'s durability, is certain).
+//! (where its effect, e.g. an `fsync`'s durability, is certain), noting where it started
+//! ([`Call::start`]: an `fsync` promises only what was written before it started, s26). A
+//! `close` interrupted so counts at its start instead (s26): the kernel frees the number
+//! inside the call, so another thread's `openat` may return it before the close completes,
+//! and applied at its completion the close would drop that newer descriptor.
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
@@ -18,11 +22,14 @@ pub struct Call {
     pub args: Vec<String>,
     /// The text after ` = `.
     pub ret: String,
+    /// How many calls had completed when this one started (its own index when no other
+    /// thread's call completed meanwhile).
+    pub start: usize,
 }
 
 /// Splits the trace's text into calls (completed ones, in completion order).
 pub fn calls(text: &str) -> Result<Vec<Call>, String> {
-    let mut pending: HashMap<String, String> = HashMap::new();
+    let mut pending: HashMap<String, (String, usize, bool)> = HashMap::new();
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim_end();
@@ -33,16 +40,30 @@ pub fn calls(text: &str) -> Result<Vec<Call>, String> {
         if rest.starts_with("+++") || rest.starts_with("---") || rest.is_empty() {
             continue;
         }
+        let mut start = out.len();
         let full = if let Some(head) = rest.strip_suffix("<unfinished ...>") {
-            pending.insert(pid, head.trim_end().to_string());
+            let head = head.trim_end().to_string();
+            let close = head.starts_with("close(");
+            if close {
+                // Counted here, at its start, as succeeding (it fails only for a bad number).
+                let mut call =
+                    parse_call(&format!("{head}) = 0")).map_err(|e| format!("{e}: {line}"))?;
+                call.start = out.len();
+                out.push(call);
+            }
+            pending.insert(pid, (head, out.len(), close));
             continue;
         } else if let Some(r) = rest.strip_prefix("<... ") {
             let Some((_, tail)) = r.split_once(" resumed>") else {
                 return Err(format!("bad resumed line: {line}"));
             };
-            let Some(head) = pending.remove(&pid) else {
+            let Some((head, started, counted)) = pending.remove(&pid) else {
                 return Err(format!("resumed without a start: {line}"));
             };
+            if counted {
+                continue;
+            }
+            start = started;
             let tail = tail.trim_start();
             if tail.starts_with(')') || head.ends_with('(') {
                 format!("{head}{tail}")
@@ -52,7 +73,9 @@ pub fn calls(text: &str) -> Result<Vec<Call>, String> {
         } else {
             rest.to_string()
         };
-        out.push(parse_call(&full).map_err(|e| format!("{e}: {line}"))?);
+        let mut call = parse_call(&full).map_err(|e| format!("{e}: {line}"))?;
+        call.start = start;
+        out.push(call);
     }
     Ok(out)
 }
@@ -111,7 +134,12 @@ fn parse_call(s: &str) -> Result<Call, String> {
         .strip_prefix('=')
         .map(|r| r.trim().to_string())
         .unwrap_or_default();
-    Ok(Call { name, args, ret })
+    Ok(Call {
+        name,
+        args,
+        ret,
+        start: 0,
+    })
 }
 
 /// Decodes a run of `\xNN` escapes (what `-xx` prints), stopping at the first other character.
@@ -186,9 +214,25 @@ mod tests {
         assert_eq!(fd(&c[0].ret).unwrap(), (3, "/a".to_string()));
         assert_eq!(c[1].name, "fsync");
         assert_eq!(c[2].name, "write");
+        // The write started before the fsync completed.
+        assert_eq!((c[0].start, c[1].start, c[2].start), (0, 1, 1));
         assert_eq!(string(&c[2].args[1]).unwrap(), b"hi");
         assert_eq!(ret_num(&c[2].ret), Some(2));
         assert_eq!(ret_num("-1 ENOENT (No such file)"), Some(-1));
         assert!(string("\"\\x41\"...").is_err());
+    }
+
+    /// s26: an interrupted `close` counts at its start: another thread's `openat` may get the
+    /// number back before the close completes. Fails with the close at its completion (the
+    /// `openat` first).
+    #[test]
+    fn an_interrupted_close_counts_at_its_start() {
+        let text = "12  close(3<\\x2f\\x61> <unfinished ...>\n\
+                    13  openat(AT_FDCWD<\\x2f>, \"\\x2f\\x62\", O_RDONLY) = 3<\\x2f\\x62>\n\
+                    12  <... close resumed>) = 0\n";
+        let c = calls(text).unwrap();
+        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["close", "openat"]);
+        assert_eq!(fd(&c[0].args[0]).unwrap(), (3, "/a".to_string()));
     }
 }

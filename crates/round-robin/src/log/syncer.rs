@@ -18,9 +18,12 @@
 //!   once no sync is in progress ([`idle`](Handoff::idle)) the syncer starts none, and the
 //!   appending thread's own writes ([`FsyncPolicy::EveryRecords`](super::FsyncPolicy) and
 //!   `Never`, made under the same mutex while a compaction runs) are refused and kept
-//!   buffered, so the file being replaced holds still while its tail is copied; the log
-//!   [`releases`](Handoff::release) them when it adopts the compacted file, which later
-//!   writes and syncs then cover.
+//!   buffered, so the file being replaced holds still while its tail is copied; the
+//!   compaction's thread [`releases`](Handoff::release_fenced) them to the compacted file
+//!   right after its rename (s26), and until the log adopts that file (after the directory
+//!   sync) no sync of it is [`reported`](Handoff::reported): a power loss could still bring
+//!   the old file back. (A compaction that fails before its rename leaves the old file; the
+//!   log [`releases`](Handoff::release) the writers to it.)
 //!
 //! One `write` and `fdatasync` thus cover every batch handed over before they started (group
 //! commit): while one runs, later batches pile up and the next one covers them all. A batch
@@ -77,6 +80,9 @@ pub struct Handoff {
     stop: bool,
     syncs: u64,
     hold: bool,
+    /// While set, the file synced is one whose name is not durable yet: [`reported`]
+    /// (Handoff::reported) stops at this number.
+    fence: Option<u64>,
 }
 
 impl Handoff {
@@ -182,6 +188,50 @@ impl Handoff {
         self.hold
     }
 
+    /// Ends a [`hold`](Handoff::hold) once the file has been replaced by one whose name is
+    /// not durable yet (a compaction's rename, before its directory sync; s26): later
+    /// requests are synced again, but until [`unfence`](Handoff::unfence)
+    /// [`reported`](Handoff::reported) stays at the requests done so far (syncs of the old
+    /// file), so nothing synced only to the new file is reported durable.
+    ///
+    /// ```
+    /// use squall_round_robin::log::syncer::{Handoff, Next};
+    /// let mut h = Handoff::default();
+    /// h.request(1);
+    /// assert_eq!(h.take(), Next::Sync(1));
+    /// assert!(h.finish(1, Ok(())));
+    /// h.hold();
+    /// h.request(2); // held: waits
+    /// assert_eq!(h.take(), Next::Wait);
+    /// h.release_fenced(); // the new file renamed into place, its directory not synced
+    /// assert_eq!(h.take(), Next::Sync(2));
+    /// assert!(h.finish(2, Ok(())));
+    /// assert_eq!((h.done(), h.reported()), (2, 1)); // synced, not reported
+    /// h.unfence(); // the directory synced
+    /// assert_eq!(h.reported(), 2);
+    /// ```
+    pub fn release_fenced(&mut self) {
+        self.hold = false;
+        self.fence = Some(self.done);
+    }
+
+    /// Ends the fence of [`release_fenced`](Handoff::release_fenced): the new file's name is
+    /// durable, so every sync done counts.
+    pub fn unfence(&mut self) {
+        self.fence = None;
+    }
+
+    /// Whether [`release_fenced`](Handoff::release_fenced) holds back the reports.
+    pub fn fenced(&self) -> bool {
+        self.fence.is_some()
+    }
+
+    /// The highest request whose sync may be reported durable: [`done`](Handoff::done), or,
+    /// while fenced, at most the requests done when the fence was set.
+    pub fn reported(&self) -> u64 {
+        self.fence.map_or(self.done, |f| f.min(self.done))
+    }
+
     /// No sync is in progress (every one taken has finished), or a sync failed, or the
     /// syncer stops.
     pub fn idle(&self) -> bool {
@@ -273,12 +323,14 @@ impl Syncer {
         self.shared.changed.notify_all();
     }
 
-    /// The highest request durable, or the sync failure.
+    /// The highest request durable, or the sync failure; while a compaction's new file is
+    /// not yet named durably ([`Waiter::release_renamed`]), at most the requests done before
+    /// it ([`Handoff::reported`]).
     pub(crate) fn done(&self) -> std::io::Result<u64> {
         let s = lock(&self.shared.state);
         match s.handoff.failed() {
             Some(e) => Err(e),
-            None => Ok(s.handoff.done()),
+            None => Ok(s.handoff.reported()),
         }
     }
 
@@ -304,17 +356,21 @@ impl Syncer {
     /// saw no write in progress), it happens only while a compaction runs, and the syncer
     /// does not wait on the lock during an `fdatasync` (it is released around it).
     ///
+    /// `Ok(Some(renamed))`: written; `renamed` says it went to a compaction's new file
+    /// whose name is not durable yet ([`Waiter::release_renamed`]: after the rename, before
+    /// the log adopts it), so the compaction's sync does not cover it.
+    ///
     /// An error may come after part of `bytes` was written: the file is then longer than
     /// the log counted, with part of a batch at its end. The caller treats it as terminal
     /// (the log notes the failure and reports nothing durable from then on; the next open
     /// cuts the torn tail).
-    pub(crate) fn write_unless_held(&self, bytes: &[u8]) -> std::io::Result<bool> {
+    pub(crate) fn write_unless_held(&self, bytes: &[u8]) -> std::io::Result<Option<bool>> {
         let s = lock(&self.shared.state);
         if s.handoff.held() {
-            return Ok(false);
+            return Ok(None);
         }
         (&*s.file).write_all(bytes)?;
-        Ok(true)
+        Ok(Some(s.handoff.fenced()))
     }
 
     /// Whether a compaction holds the writers ([`Waiter::hold`]).
@@ -334,6 +390,12 @@ impl Syncer {
         };
         self.shared.changed.notify_all();
         old
+    }
+
+    /// Ends the fence of [`Waiter::release_renamed`]: the new file is named durably (the
+    /// log adopted it after its directory sync), so its syncs are reported.
+    pub(crate) fn unfence(&self) {
+        lock(&self.shared.state).handoff.unfence();
     }
 
     /// Wake `waker` after each sync from now on.
@@ -378,6 +440,22 @@ impl Waiter {
     pub(crate) fn hold(&self) -> std::io::Result<u64> {
         lock(&self.shared.state).handoff.hold();
         self.wait_until(Handoff::idle)
+    }
+
+    /// Releases the writers of [`hold`](Waiter::hold) to `file`, a compaction's new file
+    /// just renamed over the log (s26): the syncer writes and syncs there from now on, and so
+    /// does the log's own [`Syncer::write_unless_held`], but until [`Syncer::unfence`] no
+    /// sync is reported past the requests done now ([`Handoff::release_fenced`]): a power
+    /// loss before the directory sync may bring the old file back. Returns the syncer's
+    /// handle of the replaced file.
+    pub(crate) fn release_renamed(&self, file: Arc<File>) -> Arc<File> {
+        let old = {
+            let mut s = lock(&self.shared.state);
+            s.handoff.release_fenced();
+            std::mem::replace(&mut s.file, file)
+        };
+        self.shared.changed.notify_all();
+        old
     }
 
     fn wait_until(&self, ready: impl Fn(&Handoff) -> bool) -> std::io::Result<u64> {

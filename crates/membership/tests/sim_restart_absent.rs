@@ -2842,6 +2842,103 @@ fn a_restart_adopting_an_interrupted_ballot_that_admitted_rejoiners_completes_wi
     );
 }
 
+/// s26 review, R1 (sixty-sixth part of `docs/MEMBERSHIP.md`, "s26 follow-up: review
+/// findings"): the stop check and the inspector disagreed where a holder of the adopted ballot
+/// decision is counted out. Lives 0 and 1 as in [`rejoiners_decided_then_interrupted`], with 2
+/// up in life 1 too: 0's ballot decides `D` admitting 3 and 4, and the life stops once 0 and 1
+/// logged it. Log surgery: every `Installed { 3 }` cut; 2 loses `D` and promises a later
+/// ballot (`Record::Promised`, led by 1; nobody decides). Life 2: 0, 2, 3 and 4 start, 1 stays
+/// down. 0 counts 1 out; `D` may have been installed (0 and 1, a majority of view 2, hold it),
+/// so the inspector waits under fix B (the restart view 0, 2 is no majority of `D`'s next
+/// view). Before the fix the stop check saw only 0 holding `D`, applied the s18 rule and never
+/// stopped: a silent wait. Now it counts the counted-out 1 with the holders, and 0 and 2 stop
+/// with `StopReason::RestartShortOfAdopted` naming 1, 3 and 4. Then every node is started (the
+/// stopped ones restarted from their logs, 1 from its own): the four-member next view is all
+/// here and the five end in one running view. Checked: no view id run with two member lists.
+fn counted_out_holder(seed: u64) -> Result<Moment, String> {
+    let base = dir("counted-out-holder", seed);
+    let all: Vec<usize> = (0..N).collect();
+    let (logs, _) = crashes_in_turn(seed, &base, &[4, 3])?;
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let t0 = l.sim.now();
+    let held = |l: &Life, i: usize| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| logged_admitting(g.gms().log().bytes(), 2, &[3, 4], true))
+    };
+    while !(held(&l, 0) && held(&l, 1)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Ok(Moment::Missed);
+        }
+        l.step(false);
+    }
+    let (mut logs, _) = l.shutdown();
+    cut_installed(&mut logs, &base, 3, N);
+    let (_, rec) = MemLog::open(logs[2].clone());
+    let mut log = MemLog::default();
+    let mut top = 0;
+    for r in &rec.records {
+        if let Record::Decided { decision: d, .. } = r
+            && squall_membership::restart::attempt_of(d.rank) > 0
+            && d.trim.view == 2
+        {
+            top = top.max(d.rank);
+            continue;
+        }
+        if let Record::Promised { view: 2, rank } = r {
+            top = top.max(*rank);
+        }
+        log.append(r).unwrap();
+    }
+    let later =
+        squall_membership::restart::ballot(squall_membership::restart::attempt_of(top) + 1, 1);
+    log.append(&Record::Promised {
+        view: 2,
+        rank: later,
+    })
+    .unwrap();
+    logs[2] = log.bytes().to_vec();
+    let up = [0, 2, 3, 4];
+    let mut l = Life::start(seed + 2000, &base, &logs, &up, 2);
+    let t0 = l.sim.now();
+    let named = |l: &Life, i: usize| {
+        l.groups[i].as_ref().is_some_and(|g| {
+            matches!(g.gms().stopped(), Some(StopReason::RestartShortOfAdopted { view: 2, start, .. })
+                if start.contains(&NodeId(1)))
+        })
+    };
+    while !(named(&l, 0) && named(&l, 2)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(30) {
+            return Err(format!(
+                "0 and 2 did not stop naming 1 within 30ms: {}",
+                l.state()
+            ));
+        }
+        l.step(false);
+    }
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    let (logs, _) = l.shutdown();
+    let mut l = Life::start(seed + 3000, &base, &logs, &all, 3);
+    let together = together_and_carrying_on(&mut l, &all, 0, "every node");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+#[test]
+fn a_restart_whose_adopted_ballot_decision_a_counted_out_member_holds_stops_naming_it() {
+    check_seeds_reaching(
+        "counted_out_holder",
+        3,
+        "the ballot decision admitting 3 and 4 logged at 0 and 1",
+        counted_out_holder,
+    );
+}
+
 /// s26 review, D2 (sixty-sixth part of `docs/MEMBERSHIP.md`, "s26 follow-up: review
 /// findings"): an ordinary join decision logged by every member and installed by nobody, its
 /// joiners as many as the members. Life 0: view 0 = 0–4; 5–9 ask to join in the same round;

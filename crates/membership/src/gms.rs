@@ -3143,9 +3143,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// which logged the decision before echoing and keeps it (a log only grows). A member
     /// shown never to log it is not among them, so with those excluded no majority is left.
     /// Catching up into the view needs it installed already, and a joiner installs it only
-    /// once a member did. A peer's proposal block is read before its decision block: it
-    /// acknowledged the higher ballot after logging any decision it holds, and one writer's
-    /// blocks land in order.
+    /// once a member did. A peer is read only once its wedge block for `view` is here
+    /// ([`read_for`](Gms::read_for)): a restarted member publishes its promise (proposal block)
+    /// and then its logged decision at construction, and writes its wedge block in its first
+    /// round after that, so both construction-time blocks have landed (one writer's pushes land
+    /// in order). After that it logs and publishes a decision before it acknowledges a later
+    /// ballot, so a proposal block showing the higher ballot comes with the decision block
+    /// current up to it. (The proposal block is not what orders the reads: at construction it
+    /// is written before the decision block.)
     fn may_have_installed(&self, view: &View, rank: u64) -> bool {
         if crate::restart::attempt_of(rank) == 0 {
             return true;
@@ -3156,22 +3161,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Restart mode at `view`: whether the members read holding a decision for `view` ranked
-    /// `rank` or above (this member, or an unsuspected peer restarting and wedged in `view`)
-    /// are a majority of it: then [`may_have_installed`](Gms::may_have_installed) holds now
-    /// and in every later round (a member's log only grows).
-    fn held_by_a_majority(&self, view: &View, rank: u64) -> bool {
+    /// `rank` or above (this member, or an unsuspected peer restarting and wedged in `view`),
+    /// together with the members this member counts out ([`suspects`](Gms::suspects)), are a
+    /// majority of it. Both are final here (a member's log only grows; a suspicion in restart
+    /// mode is never withdrawn), and neither is ever read as lacking the decision, so
+    /// [`may_have_installed`](Gms::may_have_installed) holds at an inspector with this
+    /// member's suspicions now and in every later round. Counting only the holders (s26 as
+    /// merged) disagreed with the inspector where a holder is counted out: the inspector waited
+    /// under fix B while the stop check applied the s18 rule and never stopped (the review's R1;
+    /// "s26 follow-up: review findings" in `docs/MEMBERSHIP.md`).
+    fn installable_for_good(&self, view: &View, rank: u64) -> bool {
         if crate::restart::attempt_of(rank) == 0 {
             return true;
         }
         let holding = self.read_for(view, rank, |_, held| held);
-        self.cfg.is_quorum(&view.members, &|m| holding.contains(&m))
+        self.cfg.is_quorum(&view.members, &|m| {
+            holding.contains(&m) || (m != self.me && self.suspects(m))
+        })
     }
 
     /// Restart mode at `view`: the members read (this member, and every unsuspected peer
     /// restarting and wedged in `view`) for which `mark(above, held)` holds (`above`: it
     /// promised a ballot ranked above `rank`; `held`: it holds a decision for `view` ranked
-    /// `rank` or above). A peer's `above` is read first (see
-    /// [`may_have_installed`](Gms::may_have_installed)).
+    /// `rank` or above). A peer counts only with its wedge block for `view` here, which makes
+    /// its two blocks current (see [`may_have_installed`](Gms::may_have_installed)).
     fn read_for(&self, view: &View, rank: u64, mark: impl Fn(bool, bool) -> bool) -> Vec<NodeId> {
         let promised = self.restart.as_ref().map_or(0, |r| r.promised);
         let mine = (self.decision.iter())
@@ -3240,6 +3253,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if crate::restart::attempt_of(adopted.rank) > 0 && adopted.rank >= promised {
             return None;
         }
+        // A decision admitting members whose next view's members of `view` are none counted
+        // out: its joiners may still come as outsiders, and then the inspector decides it
+        // unchanged (`adopted_whole_here`), so the wait may end.
+        let admits = (adopted.changes.iter()).any(|c| c.kind == ChangeKind::Join);
+        if admits
+            && crate::change::next_members(&adopted.changes, &view.members)
+                .iter()
+                .all(|&m| !view.contains(m) || m == self.me || !self.suspects(m))
+        {
+            return None;
+        }
         let out: Vec<Change> = (view.members.iter().copied())
             .filter(|&m| m != self.me && self.suspects(m))
             .map(|node| Change {
@@ -3248,9 +3272,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
             .collect();
         let fitted = self.restart_changes(adopted.changes.clone(), &out);
-        // Final only once the members read holding it are a majority of `view` (more members
-        // promising a higher ballot without it can still make the inspector's verdict false).
-        let installable = self.held_by_a_majority(view, adopted.rank);
+        // Final only once the members read holding it, with those counted out, are a majority
+        // of `view` (more members promising a higher ballot without it can still make the
+        // inspector's verdict false; a counted-out member is never read as lacking it).
+        let installable = self.installable_for_good(view, adopted.rank);
         let start = adoption_short(
             &self.cfg,
             &view.members,
@@ -3318,6 +3343,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .filter_map(|r| self.decision_of(r, view.id))
             .max_by_key(|t| t.rank);
         let fitted = match &adopted {
+            // Every member of the adopted next view is here: the adopted value, unchanged.
+            Some(t)
+                if self.restart.is_some()
+                    && self.adopted_whole_here(view, &t.changes, alive, &changes) =>
+            {
+                if let Some(r) = &mut self.restart {
+                    r.short_of_adopted = None;
+                }
+                tracing::info!(me = %self.me, view = view.id, changes = ?t.changes, "membership: the restart adopts a logged decision admitting members, every member of its next view here: decided unchanged");
+                Some(t.changes.clone())
+            }
             Some(t) if self.restart.is_some() => {
                 let fitted = self.restart_changes(t.changes.clone(), &changes);
                 let installable = self.may_have_installed(view, t.rank);
@@ -3399,6 +3435,44 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decision = Some(decision);
         self.decided_holders = holders;
         Ok(())
+    }
+
+    /// Restart mode, the inspector at its commit adopting a logged decision with `adopted`
+    /// changes of `view`, every member of `alive` wedged and acknowledging its proposal
+    /// `proposed`: whether that decision admits members and every member of its next view is
+    /// here, so the restart decides the adopted changes *unchanged* under its ballot instead of
+    /// fitting them ([`restart_changes`](Gms::restart_changes); s26, sixty-sixth part of
+    /// `docs/MEMBERSHIP.md`, "s26 follow-up: review findings"). Here means: a member of `view`
+    /// is in `alive` (restarted and counted); a joiner is an unsuspected, heard peer that asks
+    /// to join ([`asks_to_join`](Gms::asks_to_join)) and that `proposed` admits (so `wanted`'s
+    /// checks of a join passed: settings, readmission, room).
+    ///
+    /// Adopting the value unchanged is Paxos's rule and cannot split a view number: the next
+    /// view is the adopted decision's, whoever installed it before. Fitting exists only for a
+    /// next view that names a node the restart cannot run with (a link never up, a joiner
+    /// without state); with every member here the joiners follow as outsiders and take their
+    /// state by transfer, as when a ballot admits them first.
+    fn adopted_whole_here(
+        &self,
+        view: &View,
+        adopted: &[Change],
+        alive: &[NodeId],
+        proposed: &[Change],
+    ) -> bool {
+        adopted.iter().any(|c| c.kind == ChangeKind::Join)
+            && crate::change::next_members(adopted, &view.members)
+                .iter()
+                .all(|&m| {
+                    if view.contains(m) {
+                        return alive.contains(&m);
+                    }
+                    let proposed_join =
+                        (proposed.iter()).any(|c| c.node == m && c.kind == ChangeKind::Join);
+                    proposed_join
+                        && self.sst.row_of(m).is_some_and(|r| {
+                            !self.sst.is_suspected(r) && !self.unheard(r) && self.asks_to_join(r)
+                        })
+                })
     }
 
     /// Restart mode, the inspector adopts a logged decision: its trim is kept whole (it may

@@ -2611,12 +2611,23 @@ fn restart_admitting_rejoiners(seed: u64) -> Result<Moment, String> {
 /// (each log kept as it was) and the survivors install views 1 = 0–3, 2 = 0–2 and 3 = 0–1.
 /// Returns every member's log and what each delivered.
 fn three_crashes(seed: u64, base: &Path) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    crashes_in_turn(seed, base, &[4, 3, 2])
+}
+
+/// [`three_crashes`] with the members of `victims` crashing one after the other (each a
+/// member of the views before, the highest first): the survivors install view `k` after the
+/// `k`-th crash.
+fn crashes_in_turn(
+    seed: u64,
+    base: &Path,
+    victims: &[usize],
+) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
     let all: Vec<usize> = (0..N).collect();
     let mut l = Life::start(seed, base, &vec![Vec::new(); N], &all, 0);
     for _ in 0..300 {
         l.step(true);
     }
-    for (k, victim) in [4usize, 3, 2].into_iter().enumerate() {
+    for (k, &victim) in victims.iter().enumerate() {
         if let Some(g) = l.groups[victim].take() {
             l.logs[victim] = g.gms().log().bytes().to_vec();
         }
@@ -2728,6 +2739,277 @@ fn a_total_restart_whose_ballot_admits_more_rejoiners_than_it_restarts_completes
         3,
         "the restart view naming two or more members that joined again",
         restart_admitting_rejoiners,
+    );
+}
+
+/// Whether `log` holds a decision for view `vid` admitting every node of `joiners`, of a
+/// restart ballot (`ballot`) or an ordinary one.
+fn logged_admitting(log: &[u8], vid: u64, joiners: &[usize], ballot: bool) -> bool {
+    use squall_membership::change::ChangeKind;
+    let (_, rec) = MemLog::open(log.to_vec());
+    rec.records.iter().any(|r| {
+        matches!(r, Record::Decided { decision: d, .. }
+            if d.trim.view == vid
+                && (squall_membership::restart::attempt_of(d.rank) > 0) == ballot
+                && joiners.iter().all(|&j| (d.changes.iter())
+                    .any(|c| c.node.0 as usize == j && c.kind == ChangeKind::Join)))
+    })
+}
+
+/// `logs` with every record from `Installed { vid }` on cut, and every epoch log of view `vid`
+/// removed: each member crashed after logging the decision for `vid - 1`, before logging the
+/// view it makes.
+fn cut_installed(logs: &mut [Vec<u8>], base: &Path, vid: u64, u: usize) {
+    for (i, bytes) in logs.iter_mut().enumerate() {
+        let (_, rec) = MemLog::open(bytes.clone());
+        let mut log = MemLog::default();
+        for r in (rec.records.iter())
+            .take_while(|r| !matches!(r, Record::Installed { view, .. } if *view == vid))
+        {
+            log.append(r).unwrap();
+        }
+        *bytes = log.bytes().to_vec();
+        let _ = std::fs::remove_file(config(base, i, u).epoch_log(vid).unwrap());
+    }
+}
+
+/// s26 review, D1 (sixty-sixth part of `docs/MEMBERSHIP.md`, "s26 follow-up: review
+/// findings"): a restart ballot's decision admitting rejoiners, interrupted once. Life 0: five
+/// members deliver; 4, then 3 crash (views 1 = 0–3, 2 = 0–2). Life 1: 0, 1, 3 and 4 start, 2
+/// stays down; 3 and 4, whose logs end behind, ask to join again; 0 counts 2 out and leads a
+/// ballot deciding `D` = [Fail 2, Join 3, Join 4] (next view 0, 1, 3, 4). The life stops once
+/// 0 and 1 logged `D`, and every `Installed { 3 }` is cut (nobody installed it). Life 2: the
+/// same four start. 0 leads a new ballot and adopts `D`, which may have been installed (0 and
+/// 1, a majority of view 2, hold it): fitted (joins dropped) its restart view 0–1 is two of
+/// `D`'s four. Before the fix 0 and 1 stopped with `StopReason::RestartShortOfAdopted` naming
+/// 3 and 4, in this life and every later one (3 and 4 run as nodes asking to join, which no
+/// fitted restart view names). Now every member of `D`'s next view is here (0 and 1
+/// restarted, 3 and 4 linked outsiders asking to join), so the inspector decides `D`'s changes
+/// unchanged under its ballot (`Gms::adopted_whole_here`). Checked: the four end active in one
+/// running view, delivering identically; no view id run with two member lists; every life-0
+/// delivery a prefix of 0's replay. The moment: life 1 logged `D` at 0 and 1.
+fn rejoiners_decided_then_interrupted(seed: u64) -> Result<Moment, String> {
+    let base = dir("rejoiners-interrupted", seed);
+    let four = [0, 1, 3, 4];
+    let (logs, before) = crashes_in_turn(seed, &base, &[4, 3])?;
+    let mut l = Life::start(seed + 1000, &base, &logs, &four, 1);
+    let t0 = l.sim.now();
+    let held = |l: &Life, i: usize| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| logged_admitting(g.gms().log().bytes(), 2, &[3, 4], true))
+    };
+    while !(held(&l, 0) && held(&l, 1)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Ok(Moment::Missed);
+        }
+        l.step(false);
+    }
+    let (mut logs, _) = l.shutdown();
+    cut_installed(&mut logs, &base, 3, N);
+    let mut l = Life::start(seed + 2000, &base, &logs, &four, 2);
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    let together = together_and_carrying_on(&mut l, &four, replayed, "0, 1, 3 and 4");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &l.delivered[0])) {
+        return Err(format!("n{i}'s life-0 deliveries are not a prefix of n0's"));
+    }
+    // `D` decided unchanged: view 3 is its next view.
+    let mut view_3 = l
+        .running
+        .get(&3)
+        .map(|(_, m)| m.clone())
+        .unwrap_or_default();
+    view_3.sort();
+    if view_3 != four.map(|i| NodeId(i as u32)) {
+        return Err(format!(
+            "view 3 is not D's next view 0, 1, 3, 4: {view_3:?}"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+#[test]
+fn a_restart_adopting_an_interrupted_ballot_that_admitted_rejoiners_completes_with_them() {
+    check_seeds_reaching(
+        "rejoiners_interrupted",
+        3,
+        "the ballot decision admitting 3 and 4 logged at 0 and 1",
+        rejoiners_decided_then_interrupted,
+    );
+}
+
+/// s26 review, R1 (sixty-sixth part of `docs/MEMBERSHIP.md`, "s26 follow-up: review
+/// findings"): the stop check and the inspector disagreed where a holder of the adopted ballot
+/// decision is counted out. Lives 0 and 1 as in [`rejoiners_decided_then_interrupted`], with 2
+/// up in life 1 too: 0's ballot decides `D` admitting 3 and 4, and the life stops once 0 and 1
+/// logged it. Log surgery: every `Installed { 3 }` cut; 2 loses `D` and promises a later
+/// ballot (`Record::Promised`, led by 1; nobody decides). Life 2: 0, 2, 3 and 4 start, 1 stays
+/// down. 0 counts 1 out; `D` may have been installed (0 and 1, a majority of view 2, hold it),
+/// so the inspector waits under fix B (the restart view 0, 2 is no majority of `D`'s next
+/// view). Before the fix the stop check saw only 0 holding `D`, applied the s18 rule and never
+/// stopped: a silent wait. Now it counts the counted-out 1 with the holders, and 0 and 2 stop
+/// with `StopReason::RestartShortOfAdopted` naming 1, 3 and 4. Then every node is started (the
+/// stopped ones restarted from their logs, 1 from its own): the four-member next view is all
+/// here and the five end in one running view. Checked: no view id run with two member lists.
+fn counted_out_holder(seed: u64) -> Result<Moment, String> {
+    let base = dir("counted-out-holder", seed);
+    let all: Vec<usize> = (0..N).collect();
+    let (logs, _) = crashes_in_turn(seed, &base, &[4, 3])?;
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    let t0 = l.sim.now();
+    let held = |l: &Life, i: usize| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| logged_admitting(g.gms().log().bytes(), 2, &[3, 4], true))
+    };
+    while !(held(&l, 0) && held(&l, 1)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Ok(Moment::Missed);
+        }
+        l.step(false);
+    }
+    let (mut logs, _) = l.shutdown();
+    cut_installed(&mut logs, &base, 3, N);
+    let (_, rec) = MemLog::open(logs[2].clone());
+    let mut log = MemLog::default();
+    let mut top = 0;
+    for r in &rec.records {
+        if let Record::Decided { decision: d, .. } = r
+            && squall_membership::restart::attempt_of(d.rank) > 0
+            && d.trim.view == 2
+        {
+            top = top.max(d.rank);
+            continue;
+        }
+        if let Record::Promised { view: 2, rank } = r {
+            top = top.max(*rank);
+        }
+        log.append(r).unwrap();
+    }
+    let later =
+        squall_membership::restart::ballot(squall_membership::restart::attempt_of(top) + 1, 1);
+    log.append(&Record::Promised {
+        view: 2,
+        rank: later,
+    })
+    .unwrap();
+    logs[2] = log.bytes().to_vec();
+    let up = [0, 2, 3, 4];
+    let mut l = Life::start(seed + 2000, &base, &logs, &up, 2);
+    let t0 = l.sim.now();
+    let named = |l: &Life, i: usize| {
+        l.groups[i].as_ref().is_some_and(|g| {
+            matches!(g.gms().stopped(), Some(StopReason::RestartShortOfAdopted { view: 2, start, .. })
+                if start.contains(&NodeId(1)))
+        })
+    };
+    while !(named(&l, 0) && named(&l, 2)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(30) {
+            return Err(format!(
+                "0 and 2 did not stop naming 1 within 30ms: {}",
+                l.state()
+            ));
+        }
+        l.step(false);
+    }
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    let (logs, _) = l.shutdown();
+    let mut l = Life::start(seed + 3000, &base, &logs, &all, 3);
+    let together = together_and_carrying_on(&mut l, &all, 0, "every node");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+#[test]
+fn a_restart_whose_adopted_ballot_decision_a_counted_out_member_holds_stops_naming_it() {
+    check_seeds_reaching(
+        "counted_out_holder",
+        3,
+        "the ballot decision admitting 3 and 4 logged at 0 and 1",
+        counted_out_holder,
+    );
+}
+
+/// s26 review, D2 (sixty-sixth part of `docs/MEMBERSHIP.md`, "s26 follow-up: review
+/// findings"): an ordinary join decision logged by every member and installed by nobody, its
+/// joiners as many as the members. Life 0: view 0 = 0–4; 5–9 ask to join in the same round;
+/// the life stops once 0–4 all logged the decision admitting the five (every `Installed { 1 }`
+/// cut, the joiners' logs emptied: they never installed). Life 1: all ten start, the joiners
+/// asking to join again. 0–4 restart view 0 and adopt the decision; fitted (joins dropped) the
+/// restart view 0–4 is five of ten. Before the fix every member stopped with
+/// `StopReason::RestartShortOfAdopted` naming 5–9, which, outsiders with empty logs, no fitted
+/// restart view names: the stop's operator action could not complete. Now the decision is
+/// adopted unchanged (every member of its next view is here). Checked: all ten end active in
+/// one running view, delivering identically; no view id run with two member lists; life 0's
+/// deliveries of 0–4 a prefix of 0's replay.
+fn join_logged_installed_by_nobody(seed: u64) -> Result<Moment, String> {
+    const U: usize = 2 * N;
+    let base = dir("join-installed-by-nobody", seed);
+    let all: Vec<usize> = (0..U).collect();
+    let joiners: Vec<usize> = (N..U).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); U], &all, 0, U);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    for &j in &joiners {
+        l.groups[j].as_mut().unwrap().join().unwrap();
+    }
+    let held = |l: &Life, i: usize| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| logged_admitting(g.gms().log().bytes(), 0, &joiners, false))
+    };
+    let t0 = l.sim.now();
+    while !(0..N).all(|i| held(&l, i)) {
+        let installed = (0..U)
+            .any(|i| (l.groups[i].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.id > 0)));
+        if installed || l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Ok(Moment::Missed);
+        }
+        l.step(true);
+    }
+    let (mut logs, before) = l.shutdown();
+    cut_installed(&mut logs, &base, 1, U);
+    for &j in &joiners {
+        logs[j].clear();
+    }
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &all, 1, U);
+    for &j in &joiners {
+        l.groups[j].as_mut().unwrap().join().unwrap();
+    }
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    let together = together_and_carrying_on(&mut l, &all, replayed, "every node");
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together?;
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &l.delivered[0])) {
+        return Err(format!("n{i}'s life-0 deliveries are not a prefix of n0's"));
+    }
+    // The decision adopted unchanged: view 1 names all ten.
+    let view_1 = l.running.get(&1).map_or(0, |(_, m)| m.len());
+    if view_1 != U {
+        return Err(format!("view 1 does not name all ten: {view_1} members"));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+#[test]
+fn a_restart_adopting_a_join_no_one_installed_with_as_many_joiners_as_members_completes() {
+    check_seeds_reaching(
+        "join_installed_by_nobody",
+        3,
+        "0–4 logging one decision admitting 5–9 before anyone installed view 1",
+        join_logged_installed_by_nobody,
     );
 }
 

@@ -959,28 +959,30 @@ impl Promised {
     }
 
     /// What a restart of a member of shard `s` must run past, and why, from a crash state
-    /// whose newest logged view is `newest` (`None`: no view; nothing is discounted).
+    /// that holds the end of every view up to `ended` (a later view installed, or the
+    /// decision that ends it logged; `None`: of none, nothing is discounted).
     ///
     /// A view change cuts the records a view's members logged past its trim (received after
     /// the wedge): the next view reuses those positions, from `starts` (the first position of
-    /// each view in the recording). Once the crash state holds a later view than `v`, the
-    /// restart runs that one and view `v`'s cut records are never delivered: they count up to
-    /// the position before the next view's first. Without a later view the restart trims view
-    /// `v` itself, from the logs, and they count (s26: shown by
+    /// each view in the recording). Once the crash state holds view `v`'s end, the restart
+    /// ends `v` at that trim and `v`'s cut records are never delivered: they count up to the
+    /// position before the next view's first. Without it the restart trims view `v` itself,
+    /// from the logs, and they count (s26: shown by
     /// `squall-power-loss-1801-records-thread-ext4-7.strace`, where the per-shard maximum
-    /// counted view 1's cut 399 as a promise about view 2's 399).
+    /// counted view 1's cut 399 as a promise about view 2's 399; a logged decision without
+    /// the next view installed anywhere was a third recording's shape).
     fn required(
         &self,
         s: usize,
-        newest: Option<u64>,
+        ended: Option<u64>,
         starts: &Starts,
     ) -> Option<(u64, &'static str)> {
         let synced = self
             .synced
             .iter()
-            .filter(|((v, t), _)| *t == s && newest.is_none_or(|n| *v <= n))
+            .filter(|((_, t), _)| *t == s)
             .filter_map(|(&(v, _), &p)| match starts.get(&(v + 1, s)) {
-                Some(&first) if newest.is_some_and(|n| v < n) && p >= first => first.checked_sub(1),
+                Some(&first) if ended.is_some_and(|e| v <= e) && p >= first => first.checked_sub(1),
                 _ => Some(p),
             })
             .max()
@@ -1307,6 +1309,18 @@ fn check_state(
         notes.push("no log holds a view: nothing to restart".into());
         return Ok(notes);
     };
+    // The last view whose end this state holds: every view before the newest logged, and the
+    // newest too once a member logged the decision that ends it (the recording's: its next
+    // view starts right after that trim).
+    let ended = if logs
+        .iter()
+        .flatten()
+        .any(|(_, r)| r.decision_for(newest).is_some())
+    {
+        Some(newest)
+    } else {
+        newest.checked_sub(1)
+    };
     let members: Vec<usize> = (0..u)
         .filter(|&i| {
             logs[i]
@@ -1502,7 +1516,7 @@ fn check_state(
         }
         let next = run.n.apps[i].next;
         if let Some(s) = shard_in(&d.members, newest, i)
-            && let Some((p, why)) = pr.required(s, Some(newest), &d.starts)
+            && let Some((p, why)) = pr.required(s, ended, &d.starts)
             && next <= p
         {
             return Err(format!(

@@ -2231,3 +2231,35 @@ fn regression_a_views_records_cut_at_the_view_change_promise_nothing_about_the_n
     let e = check_fixture(name, 5614, promised(398), starts, None).unwrap_err();
     assert!(e.contains("but position 398 was durable"), "{e}");
 }
+
+/// A third shape, seen once in 30 runs with 48 states after the two above were fixed (s26,
+/// a recording whose view 2 starts at 112; crash after call 2984): no member had installed
+/// view 2, but n0 and n1 had logged the decision that ends view 1 (its trim: 111), while
+/// every member had synced view 1's records to 120, past it. The restart ends view 1 at the
+/// logged decision's trim (the protocol: a member may have delivered up to it) and delivers
+/// nothing past 111 in it, which is sound (nobody delivered 112–120 in view 1, no `Durable`
+/// named them); the checker, counting view 1 whole while no later view was logged, said
+/// "n0 runs the restart view at position 112 (shard 0), but position 120 was durable
+/// (synced everywhere; lost)". A checker artefact: a logged decision fixes its view's end
+/// as a later view does.
+#[test]
+fn regression_a_logged_decision_ends_its_view_at_the_recorded_trim() {
+    let promised = || Promised {
+        views: vec![Some(1); 4],
+        checkpoints: vec![Some(103), Some(112), Some(97), Some(101)],
+        durable: [(0, 111)].into(),
+        synced: [((0, 0), 20), ((1, 0), 120)].into(),
+        logged: BTreeMap::new(),
+    };
+    let starts: Starts = [((0, 0), 0), ((1, 0), 21), ((2, 0), 112)].into();
+    let name = "view-decided";
+    check_fixture(name, 2984, promised(), starts.clone(), None).unwrap();
+    // Not knowing where view 2 starts, view 1's 120 counts: the failure.
+    let mut unknown = starts.clone();
+    unknown.remove(&(2, 0));
+    let e = check_fixture(name, 2984, promised(), unknown, None).unwrap_err();
+    assert!(e.contains("but position 120 was durable"), "{e}");
+    // The positions before the trim still bind.
+    let e = check_fixture(name, 2984, promised(), starts, Some(105)).unwrap_err();
+    assert!(e.contains("position 105 of shard 0"), "{e}");
+}

@@ -29,7 +29,12 @@
 //! checkpoint it was told is written, whose file reads back; then the total restart of every
 //! node with a log completes, without a panic, and every member of the last logged view runs
 //! the restart view past every position any node was told is durable, delivering and
-//! restoring only values of the recorded chain.
+//! restoring only values of the recorded chain, the restarted members agreeing with each
+//! other. (Since s26 the chain binds only the positions the recording delivered in the views
+//! the crash state holds, and a view's records past the trim that ended it promise nothing
+//! once the crash state holds that end: a later view or its logged decision. A view change
+//! cuts such records and the next view reuses their positions; see
+//! `regression_a_restart_may_deliver_the_records_its_view_logged_past_the_recorded_trim`.)
 //!
 //! A restart that does not complete is a failure, a power loss during the very first start
 //! included (tolerated as the "start-up window" until s19's fix); a member

@@ -2529,7 +2529,9 @@ mod tests {
     /// the leave's completion still stops it as a leave.
     #[test]
     fn a_leaving_replica_keeps_its_backends_leave_status() {
-        let held = LeaveReport::held("leave held back in view 2: no other member of subgroup 0 shard 1 holds its state yet; it leaves once one of [NodeId(5)] holds it");
+        let held = LeaveReport::held(
+            "leave held back in view 2: no other member of subgroup 0 shard 1 holds its state yet; it leaves once one of [NodeId(5)] holds it",
+        );
         let mut b = Leaver(None, None);
         let mut r = core(16);
         r.upcalls_from(&mut b, std::iter::empty());
@@ -2561,7 +2563,9 @@ mod tests {
         let mut r = core(16);
         r.upcalls_from(&mut b, std::iter::empty());
         assert!(r.leave_status().is_some(), "the resumed leave is reported");
-        b.0 = Some(LeaveReport::going("left: view 2 was installed without this member"));
+        b.0 = Some(LeaveReport::going(
+            "left: view 2 was installed without this member",
+        ));
         b.1 = Some("left: view 2 was installed without this member, as it asked".into());
         r.upcalls_from(&mut b, std::iter::empty());
         assert!(
@@ -2575,7 +2579,10 @@ mod tests {
                 .load(std::sync::atomic::Ordering::Relaxed),
             0
         );
-        assert!(r.stopped.is_some(), "the replica stopped: its leave completed");
+        assert!(
+            r.stopped.is_some(),
+            "the replica stopped: its leave completed"
+        );
     }
 
     /// A backend that keeps checkpoints (as a durable `Group` does): records them, refusing

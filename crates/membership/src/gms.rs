@@ -1283,9 +1283,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .collect()
     }
 
-    /// `from` and every other row this member counts whose view block shows `v` running (same
-    /// id, same members): the rows whose `admitted` words an outsider installing `v` reads
-    /// (s26, `docs/MEMBERSHIP.md`, sixty-seventh part).
+    /// `from` and every other row this member counts whose view block shows `v` running (the
+    /// whole view equal: id, members, shards, holders; a view id alone can be reused across
+    /// restarts, forty-second part): the rows whose `admitted` words an outsider installing
+    /// `v` reads (s26, `docs/MEMBERSHIP.md`, sixty-seventh part and its follow-up).
     ///
     /// One row's words are not enough. A fabric reads a write's source when it applies the
     /// write, not when it is posted (RDMA does; so does the simulator), so a whole-row push
@@ -1312,7 +1313,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     !self.restarting_in(&p)
                         && self
                             .decode_view(r, &p)
-                            .is_some_and(|w| w.id == v.id && w.members == v.members)
+                            .is_some_and(|w| w == *v)
                 })
         };
         (0..self.sst.rows())

@@ -1310,10 +1310,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             r != me
                 && !self.sst.is_suspected(r)
                 && self.read_block(r, self.f.view).is_some_and(|p| {
-                    !self.restarting_in(&p)
-                        && self
-                            .decode_view(r, &p)
-                            .is_some_and(|w| w == *v)
+                    !self.restarting_in(&p) && self.decode_view(r, &p).is_some_and(|w| w == *v)
                 })
         };
         (0..self.sst.rows())

@@ -329,7 +329,7 @@ pub enum StopPhase {
     /// own: a delivery at the wrong position ([`PositionMismatch`]), a transferred state it
     /// cannot install, more upcalls kept during a decode than
     /// [`CoreConfig::max_install_backlog`]. It ends the runtime's thread like a backend's stop
-    /// (s24); `reason` says what failed.
+    /// (s24); `reason` says what failed. Also the runtime's driver thread panicking (s26).
     Replica,
 }
 

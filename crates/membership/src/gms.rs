@@ -283,6 +283,7 @@ pub enum GmsEvent {
 pub enum LeaveStatus {
     /// Asked in the current view `view`, and nothing holds it back as far as this member's
     /// table shows: the leader proposes it (the change may already be under way).
+    #[non_exhaustive]
     Asked {
         /// The current view.
         view: u64,
@@ -293,6 +294,7 @@ pub enum LeaveStatus {
     /// member joins the shard and takes it. `waiting_for` lists the shard's other members that
     /// stay and do not hold it yet (joiners or promoted spares mid-transfer); empty when this
     /// member is the shard's only one.
+    #[non_exhaustive]
     HeldForState {
         /// The current view.
         view: u64,
@@ -304,6 +306,7 @@ pub enum LeaveStatus {
     /// Held back in the current view `view`: the members left after the leave (and after the
     /// failures this member suspects) would not be a majority of the view. It goes through once
     /// the view has enough members for that.
+    #[non_exhaustive]
     HeldForMajority {
         /// The current view.
         view: u64,
@@ -311,12 +314,14 @@ pub enum LeaveStatus {
     /// A total restart is under way and the request, logged before the group shut down
     /// ([`Record::LeaveAsked`] in view `asked_in`), is not decided yet: the member asks again
     /// once the restart view is installed.
+    #[non_exhaustive]
     Resumes {
         /// The view the request was logged in.
         asked_in: u64,
     },
     /// The leave went through: `view` is the first view without this member, which stopped
     /// ([`StopReason::Left`]).
+    #[non_exhaustive]
     Left {
         /// The first view without this member.
         view: u64,
@@ -1088,7 +1093,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// The request is logged first ([`Record::LeaveAsked`], once per life), so that a total
     /// restart before the leave is decided asks again once the restart view is installed
     /// (`docs/MEMBERSHIP.md`, sixty-ninth part). [`leave_status`](Gms::leave_status) says where
-    /// it stands.
+    /// it stands. A restart that finds the group went on without this member (its leave
+    /// decided, or the group past it) stops it with [`StopReason::Left`], not joining again.
+    ///
+    /// # Errors
+    ///
+    /// [`GmsError::NotAMember`] outside a view; [`GmsError::Log`] if appending the
+    /// [`Record::LeaveAsked`] fails (nothing is published then: the request is not asked; call
+    /// again); a table error if publishing the word fails.
     pub fn leave(&mut self) -> Result<(), GmsError> {
         let Some(view) = self.view.as_ref().map(|v| v.id) else {
             return Err(GmsError::NotAMember);
@@ -1170,7 +1182,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     ///     }
     ///     sim.advance(Duration::from_micros(2));
     /// }
-    /// assert_eq!(gms[2].leave_status(), Some(LeaveStatus::Left { view: 1 }));
+    /// assert!(matches!(gms[2].leave_status(), Some(LeaveStatus::Left { view: 1, .. })));
     /// # Ok::<(), squall_membership::GmsError>(())
     /// ```
     pub fn leave_status(&self) -> Option<LeaveStatus> {
@@ -1284,9 +1296,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .collect()
     }
 
-    /// `from` and every other row this member counts whose view block shows `v` running (same
-    /// id, same members): the rows whose `admitted` words an outsider installing `v` reads
-    /// (s26, `docs/MEMBERSHIP.md`, sixty-seventh part).
+    /// `from` and every other row this member counts whose view block shows `v` running (the
+    /// whole view equal: id, members, shards, holders; a view id alone can be reused across
+    /// restarts, forty-second part): the rows whose `admitted` words an outsider installing
+    /// `v` reads (s26, `docs/MEMBERSHIP.md`, sixty-seventh part and its follow-up).
     ///
     /// One row's words are not enough. A fabric reads a write's source when it applies the
     /// write, not when it is posted (RDMA does; so does the simulator), so a whole-row push
@@ -1310,10 +1323,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             r != me
                 && !self.sst.is_suspected(r)
                 && self.read_block(r, self.f.view).is_some_and(|p| {
-                    !self.restarting_in(&p)
-                        && self
-                            .decode_view(r, &p)
-                            .is_some_and(|w| w.id == v.id && w.members == v.members)
+                    !self.restarting_in(&p) && self.decode_view(r, &p).is_some_and(|w| w == *v)
                 })
         };
         (0..self.sst.rows())
@@ -2301,12 +2311,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // peers' would take their ballots and decisions for its own view (s23, forty-second
         // part of `docs/MEMBERSHIP.md`): it joins again.
         if superseded {
-            return self.rejoin(view.id, view.id);
+            return self.rejoin(view.id, view.id, out);
         }
         match (newer, next) {
             // Two or more views behind: the decisions in between are not in its log (a member
             // of view L + 1 logs L + 1 before acting in it, so the group went on without it).
-            (Some(n), _) if n > view.id + 1 => return self.rejoin(view.id, n),
+            (Some(n), _) if n > view.id + 1 => return self.rejoin(view.id, n, out),
             (_, Some((t, peer_restarting, theirs))) => {
                 return self.catch_up(view, t, peer_restarting, theirs.as_deref(), out);
             }
@@ -2323,7 +2333,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // old epoch: that needs every member's `Installed` record, i.e. a majority of the view
         // before at this view, and then no restart of the view before completes).
         if running && view.id > 0 {
-            return self.rejoin(view.id, view.id - 1);
+            return self.rejoin(view.id, view.id - 1, out);
         }
         if self.wedged.is_none() {
             self.wedge_in(view, epoch)?;
@@ -2497,11 +2507,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// new member, taking its state by transfer like any joiner. Only views after `newer` can
     /// admit it (older view blocks naming it are stale), and `newer` itself if the decision
     /// that led to it admitted this node as a joiner (s21, see `follow_as_outsider`).
-    fn rejoin(&mut self, last: u64, newer: u64) -> Result<(), GmsError> {
-        tracing::warn!(
-            me = %self.me, view = last, newer,
-            "membership: restart: the group went on without this member; joining again (state by transfer)"
-        );
+    ///
+    /// A member whose leave is pending (resumed from its log, or asked in restart mode) does
+    /// not join again: the group runs without it, which is what its application asked. It
+    /// stops with [`StopReason::Left`] naming the later of `last` and `newer` (s26 follow-up,
+    /// sixty-ninth part of `docs/MEMBERSHIP.md`).
+    fn rejoin(&mut self, last: u64, newer: u64, out: &mut Vec<GmsEvent>) -> Result<(), GmsError> {
         self.view = None;
         self.restart = None;
         self.wedged = None;
@@ -2509,10 +2520,26 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decision = None;
         self.decided_holders = None;
         self.decided_expect.clear();
-        self.rejoined = Some((last, newer));
-        if let Some(asked_in) = self.leave_resumes.take() {
-            tracing::warn!(me = %self.me, asked_in, "membership: the leave asked before the total restart is dropped: the group went on without this member, which joins again as a new member (ask to leave once it is one)");
+        if let Some(asked_in) = self.leave_resumes.take().or(self.leave_asked) {
+            tracing::info!(
+                me = %self.me, view = last, newer, asked_in,
+                "membership: restart: the group went on without this member, which asked to leave: it stops as left, not joining again"
+            );
+            self.leave_asked = Some(asked_in);
+            self.stop(
+                StopReason::Left {
+                    view: newer.max(last),
+                },
+                out,
+            );
+            self.report_leave();
+            return Ok(());
         }
+        tracing::warn!(
+            me = %self.me, view = last, newer,
+            "membership: restart: the group went on without this member; joining again (state by transfer)"
+        );
+        self.rejoined = Some((last, newer));
         self.request_join()
     }
 
@@ -2855,10 +2882,30 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             holders.as_deref(),
             &self.layout,
         );
+        // The view it missed is the one its leave decided (it logged the decision, peers
+        // installed the view, then the total shutdown): it left, as `install` says when it
+        // installs that view (s26 follow-up, sixty-ninth part of `docs/MEMBERSHIP.md`). A peer
+        // view from another branch under this number is left to the check below.
+        let left = (d.changes.iter()).any(|c| c.node == self.me && c.kind == ChangeKind::Leave);
+        if left && !next.contains(self.me) && theirs.is_none_or(|m| m == next.members.as_slice()) {
+            self.log_decided_and_installed(&d, t.holders.as_deref(), &next)?;
+            tracing::info!(me = %self.me, view = next.id, members = ?next.members, "membership: restart caught up one view from a peer: the view its leave decided; it left");
+            self.view = None;
+            self.restart = None;
+            self.wedged = None;
+            self.proposal = None;
+            self.decision = None;
+            self.decided_holders = None;
+            self.decided_expect.clear();
+            self.leave_asked = self.leave_asked.or(self.leave_resumes.take());
+            self.stop(StopReason::Left { view: next.id }, out);
+            self.report_leave();
+            return Ok(());
+        }
         if !next.contains(self.me) {
             // The group went on without it (it was removed in the view it missed): it cannot
             // restart from its log; it joins again.
-            return self.rejoin(view.id, next.id);
+            return self.rejoin(view.id, next.id, out);
         }
         // The peer's `view + 1` is not what the peer's decision makes of this member's `view`:
         // the peer's `view` was another view under the same number (a restart of the view
@@ -2868,7 +2915,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if theirs.is_some_and(|m| m != next.members.as_slice()) {
             tracing::warn!(me = %self.me, view = view.id, mine = ?next.members, theirs = ?theirs,
                 "membership: restart: a peer one view ahead installed that view from another view under this number; joining again");
-            return self.rejoin(view.id, next.id);
+            return self.rejoin(view.id, next.id, out);
         }
         self.log_decided_and_installed(&d, t.holders.as_deref(), &next)?;
         // The peer runs `view + 1` (it completed this restart, or caught up from one that did):
@@ -3632,7 +3679,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             && !next.contains(self.me)
             && !(d.changes.iter()).any(|c| c.node == self.me && c.kind == ChangeKind::Leave)
         {
-            return self.rejoin(view.id, next.id);
+            return self.rejoin(view.id, next.id, out);
         }
         // A member the decision fails that this member does not suspect yet (it installs
         // without that member's echo, above) is suspected now, before the view is installed:

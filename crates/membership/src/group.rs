@@ -2655,7 +2655,13 @@ impl<T: Transport, L: Durable> Group<T, L> {
     ///
     /// The request is logged, so a total restart before the leave is decided asks again once
     /// the restart view is installed; [`leave_status`](Group::leave_status) says where it
-    /// stands, held back included.
+    /// stands, held back included. A restart that finds the group went on without this member
+    /// stops it as left, not joining again.
+    ///
+    /// # Errors
+    ///
+    /// As [`Gms::leave`]: not a member, the log's append failing (the request is not logged,
+    /// so it is not asked: call again), or the table's push failing.
     pub fn leave(&mut self) -> Result<(), GroupError> {
         Ok(self.gms.leave()?)
     }

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use squall_membership::LeaveStatus;
+use squall_membership::change::ChangeKind;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
 use squall_membership::view::{EvenShards, ShardId};
@@ -959,17 +960,15 @@ fn leave_across_a_restart(seed: u64) -> Result<(), String> {
     l.run(&mut chain, 400, true)?;
     let g0 = l.n.groups[0].as_ref().ok_or("n0 is down")?;
     let asked_in = g0.view().map(|v| v.id).ok_or("n0 has no view")?;
-    let held = LeaveStatus::HeldForState {
-        view: asked_in,
-        shard: ShardId {
-            subgroup: 0,
-            shard: 0,
-        },
-        waiting_for: vec![NodeId(3), NodeId(4)],
+    let shard0 = ShardId {
+        subgroup: 0,
+        shard: 0,
     };
-    if g0.leave_status().as_ref() != Some(&held) || g0.stopped().is_some() {
+    let held = matches!(g0.leave_status(), Some(LeaveStatus::HeldForState { view, shard, waiting_for, .. })
+        if view == asked_in && shard == shard0 && waiting_for == [NodeId(3), NodeId(4)]);
+    if !held || g0.stopped().is_some() {
         return Err(format!(
-            "n0's leave before the shutdown: status {:?}, expected {held:?}: {}",
+            "n0's leave before the shutdown: status {:?}, expected HeldForState {{ view: {asked_in}, shard: {shard0:?}, waiting_for: [n3, n4] }}: {}",
             g0.leave_status(),
             l.describe()
         ));
@@ -989,7 +988,7 @@ fn leave_across_a_restart(seed: u64) -> Result<(), String> {
         .collect();
     let l = Life::start(seed, &base, shape, &picked, 1);
     let status = l.n.groups[0].as_ref().and_then(Group::leave_status);
-    if status != Some(LeaveStatus::Resumes { asked_in }) {
+    if !matches!(status, Some(LeaveStatus::Resumes { asked_in: a, .. }) if a == asked_in) {
         return Err(format!(
             "n0 restarting with its leave pending: status {status:?}"
         ));
@@ -1000,7 +999,7 @@ fn leave_across_a_restart(seed: u64) -> Result<(), String> {
     let g0 = l.n.groups[0].as_ref().ok_or("n0 is down")?;
     let left = g0.stopped().unwrap_or_default();
     if !left.starts_with("left: view")
-        || !matches!(g0.leave_status(), Some(LeaveStatus::Left { view }) if view > newest)
+        || !matches!(g0.leave_status(), Some(LeaveStatus::Left { view, .. }) if view > newest)
     {
         return Err(format!(
             "n0 did not leave after the restart once 3 and 4 held the state (stopped {left:?}, leave status {:?}): {}",
@@ -1020,6 +1019,167 @@ fn leave_across_a_restart(seed: u64) -> Result<(), String> {
         }
     }
     carry_on(&mut l, &mut chain, from)?;
+    std::fs::remove_dir_all(&base).ok();
+    Ok(())
+}
+
+/// s26 follow-up (review D2, sixty-ninth part of `docs/MEMBERSHIP.md`): a leaver whose leave
+/// was decided is not taken back into the group when its restart catches up. View 0 =
+/// `[0..5]`; n0 asks to leave; its GMS log is taken at the step it logs the decision with
+/// `Leave(n0)` and no view after 0 (as a crash right after its echo leaves it). The others
+/// install view 1 without n0. With `behind`, n4 then crashes and the others install view 2
+/// too, so n0's log ends two views behind. Total shutdown; n0 restarts from that log, the
+/// others (1..4, or 1..3) from theirs. n0 must stop with `left: view ...` and status `Left`
+/// (view 1 one view behind, view 2 two behind), never be a member of any view after 0, and
+/// the restart must complete without it; one view behind, n0's log must then end at view 1
+/// (it logged the view its leave decided). Without the fix n0 joined again as a new member
+/// (`catch_up` and `rejoin` took it for a removed member). Seeds `SQUALL_SEEDS` (3 by
+/// default).
+#[test]
+fn a_leaver_whose_leave_was_decided_stops_as_left_when_its_restart_catches_up() {
+    check_seeds("decided_leave_one_behind", 3, |seed| {
+        decided_leave_then_restart(seed, false)
+    });
+    check_seeds("decided_leave_two_behind", 3, |seed| {
+        decided_leave_then_restart(seed, true)
+    });
+}
+
+fn decided_leave_then_restart(seed: u64, behind: bool) -> Result<(), String> {
+    let base = dir(
+        if behind {
+            "decided-leave-2"
+        } else {
+            "decided-leave-1"
+        },
+        seed,
+    );
+    let shape = Shape {
+        initial: 5,
+        max: None,
+        absent: None,
+    };
+    let mut chain = Chain::new();
+    let mut l = Life::start(seed, &base, shape, &starts(5, 0), 0);
+    l.run(&mut chain, 200 + (seed as usize % 4) * 50, true)?;
+    (l.n.groups[0].as_mut().ok_or("n0 is down")?)
+        .leave()
+        .map_err(|e| format!("n0: leave: {e}"))?;
+    let decided_leave = |b: &[u8]| {
+        MemLog::open(b.to_vec()).1.records.iter().any(|r| {
+            matches!(r, Record::Decided { decision, .. }
+                if decision.trim.view == 0
+                    && decision.changes.iter().any(|c| c.node == NodeId(0) && c.kind == ChangeKind::Leave))
+        })
+    };
+    let mut n0_log = None;
+    for _ in 0..20_000 {
+        l.step(&mut chain, true)?;
+        let Some(g0) = l.n.groups[0].as_ref() else {
+            break;
+        };
+        let b = g0.gms().log().bytes();
+        if decided_leave(b) {
+            if last_view(b) == Some(0) {
+                n0_log = Some(b.to_vec());
+            }
+            break;
+        }
+    }
+    let n0_log = n0_log.ok_or_else(|| {
+        format!(
+            "seed {seed} no longer reaches the moment (n0 logged its leave's decision, not view 1): {}",
+            l.describe()
+        )
+    })?;
+    let ahead = if behind { 2 } else { 1 };
+    if behind {
+        for _ in 0..20_000 {
+            l.step(&mut chain, true)?;
+            if (1..5).all(|i| {
+                l.n.groups[i]
+                    .as_ref()
+                    .and_then(|g| g.view())
+                    .is_some_and(|v| v.id == 1)
+            }) {
+                break;
+            }
+        }
+        l.crash(4);
+    }
+    let up: Vec<usize> = (1..5).filter(|&i| !(behind && i == 4)).collect();
+    for _ in 0..20_000 {
+        l.step(&mut chain, true)?;
+        if up.iter().all(|&i| {
+            l.n.groups[i]
+                .as_ref()
+                .and_then(|g| g.view())
+                .is_some_and(|v| v.id == ahead)
+        }) {
+            break;
+        }
+    }
+    l.run(&mut chain, 100, true)?;
+    if up.iter().any(|&i| {
+        l.n.groups[i]
+            .as_ref()
+            .and_then(|g| g.view())
+            .is_none_or(|v| v.id != ahead)
+    }) {
+        return Err(format!(
+            "the others never ran view {ahead}: {}",
+            l.describe()
+        ));
+    }
+    let max_before = l.max_delivered;
+    let mut logs = l.shutdown_unchecked();
+    logs[0] = Start::Log(n0_log);
+    let picked: Vec<Start> = (0..U)
+        .map(|i| match &logs[i] {
+            Start::Log(b) if i == 0 || up.contains(&i) => Start::Log(b.clone()),
+            _ => Start::Down,
+        })
+        .collect();
+    let mut l = Life::start(seed, &base, shape, &picked, 1);
+    let member_again = |l: &Life| {
+        (l.n.groups[0].as_ref())
+            .and_then(|g| g.view())
+            .is_some_and(|v| v.id > 0 && v.contains(NodeId(0)))
+    };
+    for _ in 0..3000 {
+        l.step(&mut chain, false)?;
+        if member_again(&l) {
+            return Err(format!(
+                "n0, whose leave was decided, is a member again: {}",
+                l.describe()
+            ));
+        }
+    }
+    let g0 = l.n.groups[0].as_ref().ok_or("n0 is down")?;
+    let stopped = g0.stopped().unwrap_or_default();
+    if !stopped.starts_with("left: view")
+        || !matches!(g0.leave_status(), Some(LeaveStatus::Left { view, .. }) if view == ahead)
+    {
+        return Err(format!(
+            "n0's restart with its leave decided: stopped {stopped:?}, leave status {:?}, expected Left {{ view: {ahead} }}: {}",
+            g0.leave_status(),
+            l.describe()
+        ));
+    }
+    // One view behind, it caught up to the view its leave decided: it logged that view, as
+    // `install` does, so its log holds no pending leave any more.
+    let logged = last_view(g0.gms().log().bytes());
+    if !behind && logged != Some(1) {
+        return Err(format!(
+            "n0 left by catching up to view 1, but its log ends at view {logged:?}"
+        ));
+    }
+    let mut l = complete(l, ahead, &up, &picked, max_before, &mut chain, None)?;
+    let from = l.n.apps[1].next;
+    carry_on(&mut l, &mut chain, from)?;
+    if member_again(&l) {
+        return Err(format!("n0 is a member again: {}", l.describe()));
+    }
     std::fs::remove_dir_all(&base).ok();
     Ok(())
 }

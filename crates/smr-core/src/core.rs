@@ -10,7 +10,7 @@ use squall_transport::NodeId;
 use crate::machine::{StateDecoder, StateEncoder, StateMachine};
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
-use crate::transfer::{CheckpointKept, StateTransfer, TransferError};
+use crate::transfer::{CheckpointKept, LeaveReport, StateTransfer, TransferError};
 use crate::wire::{Entry, ErrorCode, ReadMode, Request, Response};
 use crate::{ConfigError, RestoreError};
 
@@ -162,7 +162,7 @@ pub struct ReplicaCore<S> {
     /// The backend accepted this replica's leave: its stop is the leave completing.
     leaving: bool,
     /// While leaving: the backend's last [`StateTransfer::leave_status`] (logged on change).
-    leave_status: Option<String>,
+    leave_status: Option<LeaveReport>,
     /// The position of the latest checkpoint, or of the state installed last.
     checkpointed: u64,
     /// The position at which the backend last refused a checkpoint (asked again only past it).
@@ -329,7 +329,7 @@ pub enum StopPhase {
     /// own: a delivery at the wrong position ([`PositionMismatch`]), a transferred state it
     /// cannot install, more upcalls kept during a decode than
     /// [`CoreConfig::max_install_backlog`]. It ends the runtime's thread like a backend's stop
-    /// (s24); `reason` says what failed.
+    /// (s24); `reason` says what failed. Also the runtime's driver thread panicking (s26).
     Replica,
 }
 
@@ -1094,12 +1094,51 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.leaving = true;
     }
 
-    /// While leaving ([`leaving`](Self::leaving)): where the leave stands as the backend last
-    /// said ([`StateTransfer::leave_status`], asked after every poll; each change is logged,
-    /// at `warn` while it is held back). `None` before the leave, or while the backend says
+    /// While leaving ([`leaving`](Self::leaving), or a leave the backend reports by itself):
+    /// where the leave stands as the backend last said ([`StateTransfer::leave_status`], asked
+    /// after every poll; each change is logged, at `warn` while it is
+    /// [`held`](LeaveReport::held)). `None` before the leave, or while the backend says
     /// nothing.
-    pub fn leave_status(&self) -> Option<&str> {
-        self.leave_status.as_deref()
+    ///
+    /// ```
+    /// use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// use squall_smr::{CoreConfig, LeaveReport, ReplicaCore, RestoreError, StateMachine};
+    /// use squall_smr::{StateTransfer, TransferError};
+    /// use squall_transport::{NodeId, Waker};
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// /// A backend whose leave waits for another member to hold the state.
+    /// struct Held;
+    /// # impl TotalOrder for Held {
+    /// #     fn me(&self) -> NodeId { NodeId(1) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Ok(()) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// impl StateTransfer for Held {
+    /// #   fn holds_state(&self) -> bool { true }
+    /// #   fn state_wanted(&self) -> bool { false }
+    /// #   fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    ///     // ...
+    ///     fn leave_status(&self) -> Option<LeaveReport> {
+    ///         Some(LeaveReport::held("leave held back: no other member holds the state yet"))
+    ///     }
+    /// }
+    /// let mut core = ReplicaCore::new(NodeId(1), Nop, CoreConfig::default())?;
+    /// core.leaving();
+    /// core.upcalls_from(&mut Held, std::iter::empty());
+    /// assert!(core.leave_status().is_some_and(|s| s.held));
+    /// # Ok::<(), squall_smr::ConfigError>(())
+    /// ```
+    pub fn leave_status(&self) -> Option<&LeaveReport> {
+        self.leave_status.as_ref()
     }
 
     /// Stops the replica with [`BackendStopped`] (logged at `error`, counted in
@@ -1380,11 +1419,17 @@ impl<S: StateMachine> ReplicaCore<S> {
                 self.take_upcall(backend, u);
             }
         }
-        if self.leaving && self.stopped.is_none() {
+        if self.stopped.is_none() {
             let status = backend.leave_status();
-            if status != self.leave_status {
+            if !self.leaving && status.is_some() {
+                // A leave this process did not ask for: the backend asks again, after a total
+                // restart, for a leave its log holds from before (`Group`'s resumed leave).
+                tracing::info!(replica = %self.me, "the backend is leaving the group, as asked before a restart");
+                self.leaving = true;
+            }
+            if self.leaving && status != self.leave_status {
                 match &status {
-                    Some(s) if s.contains("held back") => {
+                    Some(s) if s.held => {
                         tracing::warn!(replica = %self.me, status = %s, "leaving the group: held back");
                     }
                     Some(s) => tracing::info!(replica = %self.me, status = %s, "leaving the group"),
@@ -2441,63 +2486,103 @@ mod tests {
         }
     }
 
+    /// A backend for the leave tests: its leave status and its stop are set by the test.
+    struct Leaver(Option<LeaveReport>, Option<String>);
+    impl squall_ordering::TotalOrder for Leaver {
+        fn me(&self) -> NodeId {
+            NodeId(1)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Ok(())
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            false
+        }
+        fn wait(&mut self, _: std::time::Duration) {}
+        fn waker(&self) -> squall_transport::Waker {
+            squall_transport::Waker::noop()
+        }
+    }
+    impl StateTransfer for Leaver {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn stopped(&self) -> Option<String> {
+            self.1.clone()
+        }
+        fn leave_status(&self) -> Option<LeaveReport> {
+            self.0.clone()
+        }
+    }
+
     /// s26 (`docs/MEMBERSHIP.md`, sixty-ninth part): a leaving replica asks its backend where
-    /// the leave stands after every poll and keeps the latest answer (logged on change); it
-    /// asks nothing before the leave, and the leave's completion still stops it as a leave.
+    /// the leave stands after every poll and keeps the latest answer (logged on change), and
+    /// the leave's completion still stops it as a leave.
     #[test]
     fn a_leaving_replica_keeps_its_backends_leave_status() {
-        struct Leaver(Option<String>, Option<String>);
-        impl squall_ordering::TotalOrder for Leaver {
-            fn me(&self) -> NodeId {
-                NodeId(1)
-            }
-            fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
-                Ok(())
-            }
-            fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
-                false
-            }
-            fn wait(&mut self, _: std::time::Duration) {}
-            fn waker(&self) -> squall_transport::Waker {
-                squall_transport::Waker::noop()
-            }
-        }
-        impl StateTransfer for Leaver {
-            fn holds_state(&self) -> bool {
-                true
-            }
-            fn state_wanted(&self) -> bool {
-                false
-            }
-            fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
-                Ok(())
-            }
-            fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
-                None
-            }
-            fn stopped(&self) -> Option<String> {
-                self.1.clone()
-            }
-            fn leave_status(&self) -> Option<String> {
-                self.0.clone()
-            }
-        }
-        let held = "leave held back in view 2: no other member of subgroup 0 shard 1 holds its state yet; it leaves once one of [NodeId(5)] holds it";
-        let mut b = Leaver(Some(held.into()), None);
+        let held = LeaveReport::held(
+            "leave held back in view 2: no other member of subgroup 0 shard 1 holds its state yet; it leaves once one of [NodeId(5)] holds it",
+        );
+        let mut b = Leaver(None, None);
         let mut r = core(16);
         r.upcalls_from(&mut b, std::iter::empty());
-        assert_eq!(r.leave_status(), None, "not leaving: not asked");
+        assert_eq!(r.leave_status(), None, "no leave under way");
         r.leaving();
+        b.0 = Some(held.clone());
         r.upcalls_from(&mut b, std::iter::empty());
-        assert_eq!(r.leave_status(), Some(held));
-        b.0 = Some("left: view 3 was installed without this member".into());
+        assert_eq!(r.leave_status(), Some(&held));
+        let left = LeaveReport::going("left: view 3 was installed without this member");
+        b.0 = Some(left.clone());
         b.1 = Some("left: view 3 was installed without this member, as it asked".into());
         r.upcalls_from(&mut b, std::iter::empty());
-        assert_eq!(
-            r.leave_status(),
-            Some("left: view 3 was installed without this member")
-        );
+        assert_eq!(r.leave_status(), Some(&left));
         assert!(r.backend_stopped().is_none(), "a leave, not a failure");
+    }
+
+    /// s26 follow-up (sixty-ninth part, review D1): after a total restart the backend asks
+    /// again by itself for a leave its log holds from before, so the new process never called
+    /// [`ReplicaCore::leaving`]. Its leave status makes the replica leaving, and the stop that
+    /// completes the leave is a leave: no [`BackendStopped`], nothing counted.
+    #[test]
+    fn a_leave_the_backend_resumed_by_itself_completes_as_a_leave() {
+        let mut b = Leaver(
+            Some(LeaveReport::going(
+                "leave asked in view 0 resumes once the restart view is installed",
+            )),
+            None,
+        );
+        let mut r = core(16);
+        r.upcalls_from(&mut b, std::iter::empty());
+        assert!(r.leave_status().is_some(), "the resumed leave is reported");
+        b.0 = Some(LeaveReport::going(
+            "left: view 2 was installed without this member",
+        ));
+        b.1 = Some("left: view 2 was installed without this member, as it asked".into());
+        r.upcalls_from(&mut b, std::iter::empty());
+        assert!(
+            r.backend_stopped().is_none(),
+            "a resumed leave taken for a failure: {:?}",
+            r.backend_stopped()
+        );
+        assert_eq!(
+            r.metrics()
+                .backends_stopped
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+        assert!(
+            r.stopped.is_some(),
+            "the replica stopped: its leave completed"
+        );
     }
 
     /// A backend that keeps checkpoints (as a durable `Group` does): records them, refusing

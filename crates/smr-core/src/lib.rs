@@ -77,7 +77,7 @@ pub use machine::{RestoreError, StateDecoder, StateEncoder, StateMachine};
 pub use metrics::{Counters, Metrics};
 pub use runtime::{Busy, Replica, ReplicaConfig, ReplicaHandle, RuntimeError};
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
-pub use transfer::{CheckpointKept, StateTransfer, TransferError};
+pub use transfer::{CheckpointKept, LeaveReport, StateTransfer, TransferError};
 
 /// A setting that cannot work, and what to change.
 ///

@@ -24,6 +24,7 @@
 //! hands over an encoder instead (`Group::checkpoint_with`) and the writer thread encodes the
 //! snapshot too.
 
+use squall_membership::LeaveStatus;
 use squall_membership::group::Group;
 use squall_membership::log::Durable;
 use squall_membership::snapshot::{CheckpointError, Checkpointed, EncodeState};
@@ -31,7 +32,7 @@ use squall_membership::transfer::TransferError as GroupTransferError;
 use squall_transport::Transport;
 
 use crate::machine::StateEncoder;
-use crate::transfer::{CheckpointKept, StateTransfer, TransferError};
+use crate::transfer::{CheckpointKept, LeaveReport, StateTransfer, TransferError};
 
 /// What `Group::checkpoint` (or `checkpoint_with`) said, as a [`CheckpointKept`].
 fn kept(r: Result<Checkpointed, CheckpointError>) -> Result<CheckpointKept, TransferError> {
@@ -150,8 +151,18 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
     }
 
     /// `Group::leave_status`, as its message (held back: which shard, waiting for which
-    /// members to hold the state).
-    fn leave_status(&self) -> Option<String> {
-        Group::leave_status(self).map(|s| s.to_string())
+    /// members to hold the state), held while it is `HeldForState` or `HeldForMajority`.
+    /// Cheap when no leave is under way (a few reads of this member's own state). A leave
+    /// resumed after a total restart answers `Resumes`, so the replica counts its stop as a
+    /// leave although this process never called `leave`.
+    fn leave_status(&self) -> Option<LeaveReport> {
+        let s = Group::leave_status(self)?;
+        let message = s.to_string();
+        Some(match s {
+            LeaveStatus::HeldForState { .. } | LeaveStatus::HeldForMajority { .. } => {
+                LeaveReport::held(message)
+            }
+            _ => LeaveReport::going(message),
+        })
     }
 }

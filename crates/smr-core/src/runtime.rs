@@ -239,8 +239,11 @@ impl ReplicaHandle {
     /// with what [`backend_stopped`](Self::backend_stopped) then returns: the driver thread
     /// notifies it as it ends, so an `async` caller (a server that must exit when its replica
     /// stops) learns of the stop at once, without polling. Resolves at once if the stop
-    /// happened already. It never resolves for a replica shut down without such a stop
-    /// ([`Replica::shutdown`]): select it against whatever else ends the caller's wait.
+    /// happened already. A driver thread that panics (its backend's or its state machine's
+    /// code panicked) resolves it too, as it unwinds, with phase [`StopPhase::Replica`] and
+    /// a reason saying the driver panicked ([`Replica::shutdown`] returns the panic's message
+    /// as [`RuntimeError::Panicked`]). It never resolves for a replica shut down without such
+    /// a stop ([`Replica::shutdown`]): select it against whatever else ends the caller's wait.
     ///
     /// ```
     /// use std::time::Duration;
@@ -465,6 +468,11 @@ impl<S: StateMachine> Replica<S> {
             .spawn(move || {
                 let span = tracing::info_span!("replica", id = me.0);
                 let _enter = span.enter();
+                let _unwind = PanicStop {
+                    failed: Arc::clone(&thread_failed),
+                    stop: Arc::clone(&thread_stop),
+                    rx: rx.clone(),
+                };
                 let mut backend = match make() {
                     Ok(b) => b,
                     Err(e) => {
@@ -654,6 +662,34 @@ impl StopCell {
                 // Only once every sender is gone, and `self` holds one: never.
                 return std::future::pending().await;
             }
+        }
+    }
+}
+
+/// Held by the driver thread: if the thread unwinds from a panic, sets the replica's stop
+/// (phase [`StopPhase::Replica`]) so that [`ReplicaHandle::stopped`] resolves and the handles
+/// refuse new requests with why, instead of waiting for a thread that is gone; the requests
+/// queued meanwhile are refused with it too, as the driver does at its stop.
+struct PanicStop {
+    failed: Arc<StopCell>,
+    stop: Arc<AtomicBool>,
+    rx: Receiver<Job>,
+}
+
+impl Drop for PanicStop {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let e = BackendStopped {
+                reason: "the replica's driver thread panicked (the panic's message is in the \
+                         process's stderr; Replica::shutdown returns it)"
+                    .into(),
+                phase: StopPhase::Replica,
+            };
+            tracing::error!(error = %e, "the replica's driver thread panicked: stopping the replica");
+            let why = stopped_message(Some(&e));
+            self.failed.set(e);
+            self.stop.store(true, Ordering::Release);
+            refuse_queued(&self.rx, &why);
         }
     }
 }
@@ -1440,6 +1476,79 @@ mod tests {
             never.is_err(),
             "a replica shut down cleanly reported {never:?}"
         );
+    }
+
+    /// A backend whose poll panics once the test says so.
+    struct Panics(std::sync::Arc<AtomicBool>);
+
+    impl TotalOrder for Panics {
+        fn me(&self) -> NodeId {
+            NodeId(4)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Ok(())
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            assert!(
+                !self.0.load(Ordering::Acquire),
+                "a backend bug (this test's panic)"
+            );
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    /// s26 follow-up (docs/MEMBERSHIP.md, seventieth part, review R3): a driver thread that
+    /// panics resolves `ReplicaHandle::stopped` (a server waiting on it exits instead of
+    /// waiting for good), with phase `Replica` and a reason naming the panic; new requests
+    /// are refused with it, and `shutdown` returns the panic.
+    #[test]
+    fn a_driver_thread_that_panics_resolves_the_wait_for_the_stop() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let panic = std::sync::Arc::new(AtomicBool::new(false));
+        let backend = Panics(panic.clone());
+        let replica = Replica::spawn(
+            NodeId(4),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let h = replica.handle();
+        let panicker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            panic.store(true, Ordering::Release);
+        });
+        // 10 s only against a hang: without the guard nobody ever wakes this wait.
+        let woken =
+            rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), h.stopped()).await });
+        panicker.join().unwrap();
+        let woken = woken.expect("the driver panicked but the waiter was not woken");
+        assert_eq!(woken.phase, StopPhase::Replica);
+        assert!(woken.reason.contains("panicked"), "{woken}");
+        let read = Request::Read {
+            mode: crate::wire::ReadMode::Local,
+            query: Vec::new(),
+        };
+        match rt.block_on(h.call(read)) {
+            Response::Error {
+                code: ErrorCode::Unavailable,
+                message,
+            } => assert!(message.contains("panicked"), "{message}"),
+            other => panic!("a replica whose driver panicked answered {other:?}"),
+        }
+        match replica.shutdown() {
+            Err(RuntimeError::Panicked(m)) => assert!(m.contains("this test's panic"), "{m}"),
+            other => panic!("shutdown reported {:?}", other.err()),
+        }
     }
 
     /// A member's backend that breaks its contract once the test says so: its next poll

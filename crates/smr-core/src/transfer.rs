@@ -21,6 +21,50 @@ use thiserror::Error;
 use crate::codec::DecodeError;
 use crate::machine::{RestoreError, StateEncoder};
 
+/// Where a replica's leave stands, as its backend says ([`StateTransfer::leave_status`]).
+///
+/// ```
+/// use squall_smr::LeaveReport;
+///
+/// let r = LeaveReport::held("leave held back in view 2: waiting for n5 to hold the state");
+/// assert!(r.held);
+/// assert!(!LeaveReport::going("leave asked in view 2").held);
+/// assert_eq!(r.to_string(), r.message);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaveReport {
+    /// The leave is held back (e.g. until another member of its shard holds the state): the
+    /// replica logs it at `warn`.
+    pub held: bool,
+    /// What the backend says, for the log and the operator.
+    pub message: String,
+}
+
+impl LeaveReport {
+    /// A leave held back, with why.
+    pub fn held(message: impl Into<String>) -> Self {
+        LeaveReport {
+            held: true,
+            message: message.into(),
+        }
+    }
+
+    /// A leave that nothing holds back (asked, under way, or done), with where it stands.
+    pub fn going(message: impl Into<String>) -> Self {
+        LeaveReport {
+            held: false,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for LeaveReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// A total-order backend that can move the replica's state to a joiner.
 ///
 /// The contract (what [`ReplicaCore::upcalls_from`](crate::ReplicaCore::upcalls_from) relies
@@ -174,14 +218,19 @@ pub trait StateTransfer: TotalOrder {
     }
 
     /// Where this replica's leave stands, once the backend accepted it
-    /// ([`leave`](Self::leave)): e.g. held back until another member of its shard holds the
-    /// state, and which (`Group`: `Group::leave_status`). Asked after every poll while the
-    /// replica is leaving; each change is logged by the replica (`warn` when it says
-    /// "held back"). The default: nothing to say.
+    /// ([`leave`](Self::leave)) or asks it again by itself (`Group` after a total restart,
+    /// for a leave its log holds from before): e.g. held back until another member of its
+    /// shard holds the state, and which (`Group`: `Group::leave_status`). `None` while no
+    /// leave is under way. Asked after every poll, so it must be cheap when no leave is under
+    /// way. A `Some` makes the replica leaving, as [`ReplicaCore::leaving`] does, so that
+    /// the stop that completes the leave is not taken for a failure; each change is logged
+    /// by the replica (`warn` when [`held`](LeaveReport::held)). The default: nothing to say.
+    ///
+    /// [`ReplicaCore::leaving`]: crate::ReplicaCore::leaving
     ///
     /// ```
     /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
-    /// # use squall_smr::{StateTransfer, TransferError};
+    /// # use squall_smr::{LeaveReport, StateTransfer, TransferError};
     /// # use squall_transport::{NodeId, Waker};
     /// /// A leaver whose shard has no other holder yet.
     /// struct Held;
@@ -198,13 +247,13 @@ pub trait StateTransfer: TotalOrder {
     /// #   fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
     /// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
     ///     // ...
-    ///     fn leave_status(&self) -> Option<String> {
-    ///         Some("leave held back in view 2: no other member of its shard holds its state yet".into())
+    ///     fn leave_status(&self) -> Option<LeaveReport> {
+    ///         Some(LeaveReport::held("leave held back in view 2: no other member of its shard holds its state yet"))
     ///     }
     /// }
-    /// assert!(Held.leave_status().is_some_and(|s| s.contains("held back")));
+    /// assert!(Held.leave_status().is_some_and(|s| s.held));
     /// ```
-    fn leave_status(&self) -> Option<String> {
+    fn leave_status(&self) -> Option<LeaveReport> {
         None
     }
 
@@ -318,7 +367,7 @@ impl<T: StateTransfer + ?Sized> StateTransfer for Box<T> {
     fn stopped(&self) -> Option<String> {
         (**self).stopped()
     }
-    fn leave_status(&self) -> Option<String> {
+    fn leave_status(&self) -> Option<LeaveReport> {
         (**self).leave_status()
     }
     fn checkpoint(

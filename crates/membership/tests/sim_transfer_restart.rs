@@ -836,35 +836,7 @@ fn a_leave_asked_in_a_total_restart_beside_members_restarting_without_state_wait
 
 fn leave_in_a_restart(seed: u64) -> Result<(), String> {
     let base = dir("leave-in-restart", seed);
-    let shape = Shape {
-        initial: 5,
-        max: Some(3),
-        absent: None,
-    };
-    let mut chain = Chain::new();
-    let mut l = Life::start(seed, &base, shape, &starts(5, 0), 0);
-    l.run(&mut chain, 200 + (seed as usize % 4) * 50, true)?;
-    l.serve = false;
-    l.crash(1);
-    l.crash(2);
-    let in_shard = |l: &Life, i: usize| {
-        (l.n.groups[i].as_ref())
-            .and_then(|g| g.view())
-            .is_some_and(|v| v.shard_of(NodeId(i as u32)).is_some())
-    };
-    for _ in 0..20_000 {
-        l.step(&mut chain, true)?;
-        if [0, 3, 4].iter().all(|&i| in_shard(&l, i)) {
-            break;
-        }
-    }
-    l.run(&mut chain, 600, true)?;
-    if !in_shard(&l, 3) || !in_shard(&l, 4) || l.active(3) || l.active(4) {
-        return Err(format!(
-            "seed {seed} no longer reaches the moment (3 and 4 in shard 0, passive): {}",
-            l.describe()
-        ));
-    }
+    let (l, mut chain, shape) = shard_0_left_to_passive_members(seed, &base, 600)?;
     let max_before = l.max_delivered;
     let logs = l.shutdown()?;
     let newest = match &logs[0] {
@@ -908,6 +880,47 @@ fn leave_in_a_restart(seed: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Life 0 of the leave-in-a-restart tests: five members with shards of at most three; 1 and 2
+/// crash, so the last view's shard 0 is `[0, 3, 4]` with 3 and 4 promoted and passive (the
+/// application serves no transfer); the run goes on `settle` steps after that. Fails unless
+/// the seed reaches that moment. Returns the life, its chain and the shape for the next life.
+fn shard_0_left_to_passive_members(
+    seed: u64,
+    base: &std::path::Path,
+    settle: usize,
+) -> Result<(Life, Chain, Shape), String> {
+    let shape = Shape {
+        initial: 5,
+        max: Some(3),
+        absent: None,
+    };
+    let mut chain = Chain::new();
+    let mut l = Life::start(seed, base, shape, &starts(5, 0), 0);
+    l.run(&mut chain, 200 + (seed as usize % 4) * 50, true)?;
+    l.serve = false;
+    l.crash(1);
+    l.crash(2);
+    let in_shard = |l: &Life, i: usize| {
+        (l.n.groups[i].as_ref())
+            .and_then(|g| g.view())
+            .is_some_and(|v| v.shard_of(NodeId(i as u32)).is_some())
+    };
+    for _ in 0..20_000 {
+        l.step(&mut chain, true)?;
+        if [0, 3, 4].iter().all(|&i| in_shard(&l, i)) {
+            break;
+        }
+    }
+    l.run(&mut chain, settle, true)?;
+    if !in_shard(&l, 3) || !in_shard(&l, 4) || l.active(3) || l.active(4) {
+        return Err(format!(
+            "seed {seed} no longer reaches the moment (3 and 4 in shard 0, passive): {}",
+            l.describe()
+        ));
+    }
+    Ok((l, chain, shape))
+}
+
 /// Sixty-ninth part (s26, `docs/MEMBERSHIP.md`): a leave asked *before* a total restart and
 /// not decided by the shutdown is asked again once the restart view runs. As
 /// [`leave_in_a_restart`], the last view's shard is `[0, 3, 4]` with 3 and 4 promoted and
@@ -925,35 +938,7 @@ fn a_leave_asked_before_a_total_restart_is_asked_again_once_the_restart_view_run
 
 fn leave_across_a_restart(seed: u64) -> Result<(), String> {
     let base = dir("leave-across-restart", seed);
-    let shape = Shape {
-        initial: 5,
-        max: Some(3),
-        absent: None,
-    };
-    let mut chain = Chain::new();
-    let mut l = Life::start(seed, &base, shape, &starts(5, 0), 0);
-    l.run(&mut chain, 200 + (seed as usize % 4) * 50, true)?;
-    l.serve = false;
-    l.crash(1);
-    l.crash(2);
-    let in_shard = |l: &Life, i: usize| {
-        (l.n.groups[i].as_ref())
-            .and_then(|g| g.view())
-            .is_some_and(|v| v.shard_of(NodeId(i as u32)).is_some())
-    };
-    for _ in 0..20_000 {
-        l.step(&mut chain, true)?;
-        if [0, 3, 4].iter().all(|&i| in_shard(&l, i)) {
-            break;
-        }
-    }
-    l.run(&mut chain, 200, true)?;
-    if !in_shard(&l, 3) || !in_shard(&l, 4) || l.active(3) || l.active(4) {
-        return Err(format!(
-            "seed {seed} no longer reaches the moment (3 and 4 in shard 0, passive): {}",
-            l.describe()
-        ));
-    }
+    let (mut l, mut chain, shape) = shard_0_left_to_passive_members(seed, &base, 200)?;
     (l.n.groups[0].as_mut().ok_or("n0 is down")?)
         .leave()
         .map_err(|e| format!("n0: leave: {e}"))?;

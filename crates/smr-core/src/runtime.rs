@@ -1407,6 +1407,24 @@ mod tests {
         }
     }
 
+    /// Waits for `h.stopped()` on `rt` while another thread raises `flag` 20 ms in (the
+    /// backend's cue to stop, or to panic); 10 s only against a hang: a waiter nobody wakes
+    /// stays pending for good.
+    fn stopped_once_raised(
+        rt: &tokio::runtime::Runtime,
+        h: &ReplicaHandle,
+        flag: std::sync::Arc<AtomicBool>,
+    ) -> Result<BackendStopped, tokio::time::error::Elapsed> {
+        let raiser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            flag.store(true, Ordering::Release);
+        });
+        let woken =
+            rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), h.stopped()).await });
+        raiser.join().unwrap();
+        woken
+    }
+
     /// s26 (docs/MEMBERSHIP.md, seventieth part): `ReplicaHandle::stopped` is woken by the
     /// driver's stop, without the waiter polling: a wait begun while the member still serves
     /// resolves with the stop once its backend stops, a wait begun after resolves at once,
@@ -1431,16 +1449,9 @@ mod tests {
         )
         .unwrap();
         let h = replica.handle();
-        // The stop comes while the wait below is pending (it is not checked before 20 ms).
-        let stopper = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            stop.store(true, Ordering::Release);
-        });
-        // 10 s only against a hang: a waiter nobody wakes stays pending for good.
-        let woken =
-            rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), h.stopped()).await });
-        stopper.join().unwrap();
-        let woken = woken.expect("the backend stopped but the waiter was not woken");
+        // The stop comes while the wait is pending (it is not checked before 20 ms).
+        let woken = stopped_once_raised(&rt, &h, stop)
+            .expect("the backend stopped but the waiter was not woken");
         assert_eq!(woken.phase, StopPhase::Member);
         assert_eq!(h.backend_stopped(), Some(woken.clone()));
         let again = rt.block_on(async { tokio::time::timeout(Duration::ZERO, h.stopped()).await });
@@ -1523,15 +1534,8 @@ mod tests {
         )
         .unwrap();
         let h = replica.handle();
-        let panicker = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            panic.store(true, Ordering::Release);
-        });
-        // 10 s only against a hang: without the guard nobody ever wakes this wait.
-        let woken =
-            rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), h.stopped()).await });
-        panicker.join().unwrap();
-        let woken = woken.expect("the driver panicked but the waiter was not woken");
+        let woken = stopped_once_raised(&rt, &h, panic)
+            .expect("the driver panicked but the waiter was not woken");
         assert_eq!(woken.phase, StopPhase::Replica);
         assert!(woken.reason.contains("panicked"), "{woken}");
         let read = Request::Read {

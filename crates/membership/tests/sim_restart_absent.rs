@@ -2773,6 +2773,23 @@ fn cut_installed(logs: &mut [Vec<u8>], base: &Path, vid: u64, u: usize) {
     }
 }
 
+/// Steps `l` until 0 and 1 both logged the view-2 ballot decision admitting 3 and 4; false if
+/// that takes more than 50 ms of virtual time (the seed misses the moment).
+fn until_0_and_1_log_the_ballot_admitting_3_and_4(l: &mut Life) -> bool {
+    let t0 = l.sim.now();
+    let held = |l: &Life, i: usize| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| logged_admitting(g.gms().log().bytes(), 2, &[3, 4], true))
+    };
+    while !(held(l, 0) && held(l, 1)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return false;
+        }
+        l.step(false);
+    }
+    true
+}
+
 /// s26 review, D1 (sixty-sixth part of `docs/MEMBERSHIP.md`, "s26 follow-up: review
 /// findings"): a restart ballot's decision admitting rejoiners, interrupted once. Life 0: five
 /// members deliver; 4, then 3 crash (views 1 = 0–3, 2 = 0–2). Life 1: 0, 1, 3 and 4 start, 2
@@ -2793,16 +2810,8 @@ fn rejoiners_decided_then_interrupted(seed: u64) -> Result<Moment, String> {
     let four = [0, 1, 3, 4];
     let (logs, before) = crashes_in_turn(seed, &base, &[4, 3])?;
     let mut l = Life::start(seed + 1000, &base, &logs, &four, 1);
-    let t0 = l.sim.now();
-    let held = |l: &Life, i: usize| {
-        (l.groups[i].as_ref())
-            .is_some_and(|g| logged_admitting(g.gms().log().bytes(), 2, &[3, 4], true))
-    };
-    while !(held(&l, 0) && held(&l, 1)) {
-        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
-            return Ok(Moment::Missed);
-        }
-        l.step(false);
+    if !until_0_and_1_log_the_ballot_admitting_3_and_4(&mut l) {
+        return Ok(Moment::Missed);
     }
     let (mut logs, _) = l.shutdown();
     cut_installed(&mut logs, &base, 3, N);
@@ -2860,16 +2869,8 @@ fn counted_out_holder(seed: u64) -> Result<Moment, String> {
     let all: Vec<usize> = (0..N).collect();
     let (logs, _) = crashes_in_turn(seed, &base, &[4, 3])?;
     let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
-    let t0 = l.sim.now();
-    let held = |l: &Life, i: usize| {
-        (l.groups[i].as_ref())
-            .is_some_and(|g| logged_admitting(g.gms().log().bytes(), 2, &[3, 4], true))
-    };
-    while !(held(&l, 0) && held(&l, 1)) {
-        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
-            return Ok(Moment::Missed);
-        }
-        l.step(false);
+    if !until_0_and_1_log_the_ballot_admitting_3_and_4(&mut l) {
+        return Ok(Moment::Missed);
     }
     let (mut logs, _) = l.shutdown();
     cut_installed(&mut logs, &base, 3, N);

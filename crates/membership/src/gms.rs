@@ -745,6 +745,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             (SettingsCheck::Unchecked, Some((view, _))) => {
                 tracing::warn!(me = %me, view,
                     "membership: the log holds no settings digest (written before s24); restarting without checking that the configuration is the one it was written under");
+                if let Some(named) = cfg.settings_from {
+                    tracing::warn!(me = %me, view, named = format_args!("{named:016x}"),
+                        "membership: settings_from is set, but the log holds no digest to compare it with: not used");
+                }
             }
             (SettingsCheck::Accepted { logged }, _) => {
                 tracing::warn!(me = %me, from = %logged, to = %digest,

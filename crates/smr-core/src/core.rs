@@ -2116,6 +2116,28 @@ mod tests {
     use super::*;
     use squall_ordering::SubmitError;
 
+    /// An ordering backend that orders nothing, for the tests whose subject is the state
+    /// transfer side: node `$me`, and `submit` answers `$submit`.
+    macro_rules! inert_order {
+        ($t:ty, $me:expr, $submit:expr) => {
+            impl squall_ordering::TotalOrder for $t {
+                fn me(&self) -> NodeId {
+                    NodeId($me)
+                }
+                fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+                    $submit
+                }
+                fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+                    false
+                }
+                fn wait(&mut self, _: std::time::Duration) {}
+                fn waker(&self) -> squall_transport::Waker {
+                    squall_transport::Waker::noop()
+                }
+            }
+        };
+    }
+
     /// Appends every command; the response is the log length. Not idempotent, so applying a
     /// command twice shows.
     #[derive(Default)]
@@ -2452,21 +2474,11 @@ mod tests {
         holds: bool,
     }
 
-    impl squall_ordering::TotalOrder for Restarting {
-        fn me(&self) -> NodeId {
-            NodeId(0)
-        }
-        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
-            Err(SubmitError::NotASender("restarting".into()))
-        }
-        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
-            false
-        }
-        fn wait(&mut self, _: std::time::Duration) {}
-        fn waker(&self) -> squall_transport::Waker {
-            squall_transport::Waker::noop()
-        }
-    }
+    inert_order!(
+        Restarting,
+        0,
+        Err(SubmitError::NotASender("restarting".into()))
+    );
 
     impl StateTransfer for Restarting {
         fn holds_state(&self) -> bool {
@@ -2488,21 +2500,7 @@ mod tests {
 
     /// A backend for the leave tests: its leave status and its stop are set by the test.
     struct Leaver(Option<LeaveReport>, Option<String>);
-    impl squall_ordering::TotalOrder for Leaver {
-        fn me(&self) -> NodeId {
-            NodeId(1)
-        }
-        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
-            Ok(())
-        }
-        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
-            false
-        }
-        fn wait(&mut self, _: std::time::Duration) {}
-        fn waker(&self) -> squall_transport::Waker {
-            squall_transport::Waker::noop()
-        }
-    }
+    inert_order!(Leaver, 1, Ok(()));
     impl StateTransfer for Leaver {
         fn holds_state(&self) -> bool {
             true
@@ -2606,21 +2604,7 @@ mod tests {
         held: Vec<(u64, StateEncoder)>,
     }
 
-    impl squall_ordering::TotalOrder for Keeper {
-        fn me(&self) -> NodeId {
-            NodeId(0)
-        }
-        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
-            Ok(())
-        }
-        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
-            false
-        }
-        fn wait(&mut self, _: std::time::Duration) {}
-        fn waker(&self) -> squall_transport::Waker {
-            squall_transport::Waker::noop()
-        }
-    }
+    inert_order!(Keeper, 0, Ok(()));
 
     impl StateTransfer for Keeper {
         fn holds_state(&self) -> bool {
@@ -2972,21 +2956,7 @@ mod tests {
         state: Option<(u64, Vec<u8>)>,
     }
 
-    impl squall_ordering::TotalOrder for Failing {
-        fn me(&self) -> NodeId {
-            NodeId(3)
-        }
-        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
-            Err(SubmitError::NotASender("joining".into()))
-        }
-        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
-            false
-        }
-        fn wait(&mut self, _: std::time::Duration) {}
-        fn waker(&self) -> squall_transport::Waker {
-            squall_transport::Waker::noop()
-        }
-    }
+    inert_order!(Failing, 3, Err(SubmitError::NotASender("joining".into())));
 
     impl StateTransfer for Failing {
         fn holds_state(&self) -> bool {
@@ -3706,21 +3676,7 @@ mod tests {
         }
     }
 
-    impl squall_ordering::TotalOrder for Serving {
-        fn me(&self) -> NodeId {
-            NodeId(0)
-        }
-        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
-            Ok(())
-        }
-        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
-            false
-        }
-        fn wait(&mut self, _: std::time::Duration) {}
-        fn waker(&self) -> squall_transport::Waker {
-            squall_transport::Waker::noop()
-        }
-    }
+    inert_order!(Serving, 0, Ok(()));
 
     impl StateTransfer for Serving {
         fn holds_state(&self) -> bool {

@@ -500,8 +500,24 @@ fn digest(seq: &Seq) -> Vec<u8> {
 
 /// Runs until every one of `members` is active in one running view that names them all (at
 /// most 50 ms of virtual time: `who` did not come back otherwise), then lets them carry on with
-/// new messages: they must deliver identically, more than the `replayed` of the restart.
+/// new messages: they must deliver identically, more than the `replayed` of the restart. A
+/// view id run with two member lists in this life (`Life::disagreement`) fails it first,
+/// whatever else happened.
 fn together_and_carrying_on(
+    l: &mut Life,
+    members: &[usize],
+    replayed: usize,
+    who: &str,
+) -> Result<(), String> {
+    let together = come_together_and_carry_on(l, members, replayed, who);
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony: {d}"));
+    }
+    together
+}
+
+/// [`together_and_carrying_on`] without the disagreement check.
+fn come_together_and_carry_on(
     l: &mut Life,
     members: &[usize],
     replayed: usize,
@@ -1875,12 +1891,7 @@ fn dead_branch(seed: u64, when: DeadBranch) -> Result<(), String> {
         DeadBranch::WithTheOthers => &[0, 1, 2, 3, p, j],
         DeadBranch::AfterTheyRun => &[0, 1, 2, 3, p],
     };
-    let together =
-        together_and_carrying_on(&mut l, back, replay.len(), "the dead branch's members");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, back, replay.len(), "the dead branch's members")?;
     let _ = std::fs::remove_dir_all(&base);
     Ok(())
 }
@@ -2093,11 +2104,7 @@ fn dead_branch_cut_off(seed: u64, joiners: &[usize], live: &[usize]) -> Result<C
             l.restart_member(i);
         }
     }
-    let together = together_and_carrying_on(&mut l, &all, replay.len(), "the cut-off members");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &all, replay.len(), "the cut-off members")?;
     let _ = std::fs::remove_dir_all(&base);
     let rejoined = (dead.iter())
         .map(|&i| l.groups[i].as_ref().unwrap().gms().rejoined())
@@ -2167,11 +2174,7 @@ fn dead_branch_live_absent(
     if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &replay)) {
         return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
     }
-    let together = together_and_carrying_on(&mut l, &all, replay.len(), "every node");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &all, replay.len(), "every node")?;
     let _ = std::fs::remove_dir_all(&base);
     Ok(waited)
 }
@@ -2231,11 +2234,7 @@ fn all_restarted_after_a_short_stop(
     if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &replay)) {
         return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
     }
-    let together = together_and_carrying_on(&mut l, &all, replay.len(), "every node");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together
+    together_and_carrying_on(&mut l, &all, replay.len(), "every node")
 }
 
 /// [`dead_branch`] with the roles moved so that a member one view *behind* meets the dead
@@ -2300,12 +2299,7 @@ fn dead_branch_behind(seed: u64, promise_only: bool) -> Result<bool, String> {
     if let Some(i) = (0..U).find(|&i| !is_prefix(&before[i], &replay)) {
         return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
     }
-    let together =
-        together_and_carrying_on(&mut l, &all, replay.len(), "the dead branch's members");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &all, replay.len(), "the dead branch's members")?;
     let _ = std::fs::remove_dir_all(&base);
     Ok(caught_up)
 }
@@ -2523,11 +2517,7 @@ fn two_promises_behind_the_dead_branch(seed: u64) -> Result<bool, String> {
         l.restart_member(i);
     }
     let all: Vec<usize> = (0..u).collect();
-    let together = together_and_carrying_on(&mut l, &all, replay.len(), "every node");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &all, replay.len(), "every node")?;
     if let Some(&i) =
         (dead.iter()).find(|&&i| l.groups[i].as_ref().unwrap().gms().rejoined().is_none())
     {
@@ -2590,11 +2580,7 @@ fn restart_admitting_rejoiners(seed: u64) -> Result<Moment, String> {
     let (logs, before) = three_crashes(seed, &base)?;
     let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
     let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
-    let together = together_and_carrying_on(&mut l, &all, replayed, "every node");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &all, replayed, "every node")?;
     if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &l.delivered[0])) {
         return Err(format!("n{i}'s life-0 deliveries are not a prefix of n0's"));
     }
@@ -2713,11 +2699,7 @@ fn refit_of_a_ballot_admitting_rejoiners(seed: u64) -> Result<Moment, String> {
         }
     }
     let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
-    let together = together_and_carrying_on(&mut l, &all, replayed, "every node");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &all, replayed, "every node")?;
     let _ = std::fs::remove_dir_all(&base);
     Ok(Moment::Reached)
 }
@@ -2817,11 +2799,7 @@ fn rejoiners_decided_then_interrupted(seed: u64) -> Result<Moment, String> {
     cut_installed(&mut logs, &base, 3, N);
     let mut l = Life::start(seed + 2000, &base, &logs, &four, 2);
     let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
-    let together = together_and_carrying_on(&mut l, &four, replayed, "0, 1, 3 and 4");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &four, replayed, "0, 1, 3 and 4")?;
     if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &l.delivered[0])) {
         return Err(format!("n{i}'s life-0 deliveries are not a prefix of n0's"));
     }
@@ -2921,11 +2899,7 @@ fn counted_out_holder(seed: u64) -> Result<Moment, String> {
     }
     let (logs, _) = l.shutdown();
     let mut l = Life::start(seed + 3000, &base, &logs, &all, 3);
-    let together = together_and_carrying_on(&mut l, &all, 0, "every node");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &all, 0, "every node")?;
     let _ = std::fs::remove_dir_all(&base);
     Ok(Moment::Reached)
 }
@@ -2987,11 +2961,7 @@ fn join_logged_installed_by_nobody(seed: u64) -> Result<Moment, String> {
         l.groups[j].as_mut().unwrap().join().unwrap();
     }
     let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
-    let together = together_and_carrying_on(&mut l, &all, replayed, "every node");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &all, replayed, "every node")?;
     if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &l.delivered[0])) {
         return Err(format!("n{i}'s life-0 deliveries are not a prefix of n0's"));
     }
@@ -4342,11 +4312,7 @@ fn counted_out_by_the_inspector(seed: u64, dead: bool) -> Result<Moment, String>
     if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &replay)) {
         return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
     }
-    let together = together_and_carrying_on(&mut l, &followers, replay.len(), "1 to 3");
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony: {d}"));
-    }
-    together?;
+    together_and_carrying_on(&mut l, &followers, replay.len(), "1 to 3")?;
     let posted = EPOCH_POSTS.with(|p| p.borrow().get(&NodeId(f as u32)).copied());
     if !runs_a_view(&l, f) && posted.is_some() {
         return Err(format!(

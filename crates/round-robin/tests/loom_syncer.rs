@@ -26,6 +26,19 @@ use loom::sync::atomic::AtomicU64;
 use loom::sync::{Arc, Condvar, Mutex};
 use squall_round_robin::log::syncer::{Handoff, Next};
 
+/// `run_syncer`'s wait for work: the latest sync request, taken under the lock (waiting on
+/// `changed` while there is none); `None` once stopped.
+fn next_sync(handoff: &Mutex<Handoff>, changed: &Condvar) -> Option<u64> {
+    let mut h = handoff.lock().unwrap();
+    loop {
+        match h.take() {
+            Next::Stop => return None,
+            Next::Sync(n) => return Some(n),
+            Next::Wait => h = changed.wait(h).unwrap(),
+        }
+    }
+}
+
 struct Shared {
     handoff: Mutex<Handoff>,
     changed: Condvar,
@@ -37,15 +50,8 @@ struct Shared {
 
 fn syncer(s: &Shared) {
     loop {
-        let n = {
-            let mut h = s.handoff.lock().unwrap();
-            loop {
-                match h.take() {
-                    Next::Stop => return,
-                    Next::Sync(n) => break n,
-                    Next::Wait => h = s.changed.wait(h).unwrap(),
-                }
-            }
+        let Some(n) = next_sync(&s.handoff, &s.changed) else {
+            return;
         };
         // The sync: covers what the file holds when it starts.
         let snapshot = s.written.load(Ordering::SeqCst);
@@ -192,15 +198,8 @@ struct Held {
 /// `run_syncer`'s loop, writing the batches handed over before each sync.
 fn held_syncer(s: &Held) {
     loop {
-        let n = {
-            let mut h = s.handoff.lock().unwrap();
-            loop {
-                match h.take() {
-                    Next::Stop => return,
-                    Next::Sync(n) => break n,
-                    Next::Wait => h = s.changed.wait(h).unwrap(),
-                }
-            }
+        let Some(n) = next_sync(&s.handoff, &s.changed) else {
+            return;
         };
         // The write, with no lock held (the bytes taken with the request).
         s.file.fetch_max(n, Ordering::SeqCst);

@@ -24,7 +24,10 @@
 //! member behind cut off from every live peer by a partition: it stops where the dead side is
 //! no majority of the dead view; where it is, the dead view restarted beside the live one
 //! (closed: fix A in s25, fix B restored in s26). And (s26) a total restart whose ballot admits
-//! more members joining again than it restarts, also after a crash inside that restart.
+//! more members joining again than it restarts, also after a crash inside that restart. And
+//! (s27, `two_views_ahead`) a dead view that ran a view change of its own: the restart that
+//! would fit its join decision into another view under its number stops instead, and without
+//! a majority of its own the dead view runs no view change.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -212,6 +215,11 @@ struct Life {
     /// Per member, `GmsConfig::expected_link_timeout` for its groups created from now on
     /// (`None`: [`EXPECTED_LINK`]).
     link_bound: Vec<Option<Duration>>,
+    /// A sequence delivered in an earlier life, against which a transferred state is checked
+    /// when no member of this life delivered as far yet (a member that entered by transfer
+    /// restarts with its persisted state before the others' replays reach its position;
+    /// empty unless a test sets it).
+    earlier: Seq,
 }
 
 impl Life {
@@ -266,6 +274,7 @@ impl Life {
             running: BTreeMap::new(),
             disagreement: None,
             link_bound,
+            earlier: Vec::new(),
         };
         l.nodes = (nodes.into_iter().enumerate())
             .map(|(i, t)| Some(gate(t, &l.held[i])))
@@ -381,8 +390,8 @@ impl Life {
                 let from = (0..self.u)
                     .filter(|&j| j != i)
                     .find(|&j| self.delivered[j].len() as u64 >= st.position)
-                    .unwrap();
-                let prefix = self.delivered[from][..st.position as usize].to_vec();
+                    .map_or(&self.earlier, |j| &self.delivered[j]);
+                let prefix = from[..st.position as usize].to_vec();
                 assert_eq!(st.state, digest(&prefix), "n{i}: transferred state");
                 self.delivered[i] = prefix;
             }
@@ -4349,4 +4358,284 @@ fn runs_a_view(l: &Life, i: usize) -> bool {
     (l.groups[i].as_ref()).is_some_and(|g| {
         g.gms().restarting().is_none() && g.stopped().is_none() && g.view().is_some()
     })
+}
+
+// s27 (seventy-fourth part of `docs/MEMBERSHIP.md`): a dead branch two views ahead.
+
+/// Per view id, the life, the member and the members it was first seen run with, over every
+/// life of a test (a [`Life`] keeps its own lives' only).
+type RunAcross = BTreeMap<u64, (u8, usize, Vec<NodeId>)>;
+
+/// Adds what `l` saw run ([`Life::note_running`]) to `across`; an error names the first view id
+/// run with other members than in an earlier life (or earlier in this one).
+fn run_across(l: &Life, across: &mut RunAcross) -> Result<(), String> {
+    if let Some(d) = &l.disagreement {
+        return Err(format!("life {}: {d}", l.life));
+    }
+    for (&id, (i, members)) in &l.running {
+        match across.get(&id) {
+            Some((life, j, m)) if m != members => {
+                return Err(format!(
+                    "view {id} run as {m:?} (n{j}, life {life}) and as {members:?} (n{i}, life {})",
+                    l.life
+                ));
+            }
+            Some(_) => {}
+            None => {
+                across.insert(id, (l.life, *i, members.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How life 0 of [`two_views_ahead`] ended for the dead view's own members.
+enum DeadSide {
+    /// 0 and the joiners removed 1–4 and ran view 2 = 0 and the joiners, delivering in it: the
+    /// logs, what each delivered, and what was run.
+    RanView2(Vec<Vec<u8>>, Vec<Seq>, RunAcross),
+    /// 0 and the joiners, no majority of view 1 without 1–4, stopped with
+    /// [`StopReason::Minority`] in view 1 instead.
+    Minority,
+}
+
+/// Life 0 of [`two_views_ahead`]: view 0 = 0–4, `joiners` (from `N` on) join in one decision
+/// `D`, and once 0 and the joiners are active in view 1 (every node) 1–4 crash. 0 and the
+/// joiners then suspect 1–4 and, if they are a majority of view 1, remove them in a view change
+/// of the dead view's own: view 2 = 0 and the joiners, in which they deliver. 1–4's logs then
+/// lose `Installed { 1 }` and their view-1 epoch logs ([`cut_view_1`]): they crashed after
+/// logging `D`, before logging view 1, so view 1 was installed by 0 and the joiners only.
+fn dead_view_runs_a_view_change(
+    seed: u64,
+    base: &Path,
+    joiners: &[usize],
+) -> Result<DeadSide, String> {
+    let u = N + joiners.len();
+    let all: Vec<usize> = (0..u).collect();
+    let dead: Vec<usize> = (0..u).filter(|i| !(1..N).contains(i)).collect();
+    let mut l = Life::start_in(seed, base, &vec![Vec::new(); u], &all, 0, u);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    for &j in joiners {
+        l.groups[j].as_mut().unwrap().join().unwrap();
+    }
+    let in_view = |l: &Life, i: usize, id: u64| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| g.is_active() && g.view().is_some_and(|v| v.id == id))
+    };
+    let t0 = l.sim.now();
+    while !dead.iter().all(|&i| in_view(&l, i, 1)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("life 0: view 1 not installed: {}", l.state()));
+        }
+        l.step(true);
+    }
+    let v1 = l.groups[0]
+        .as_ref()
+        .unwrap()
+        .view()
+        .unwrap()
+        .members
+        .clone();
+    if v1.len() != u {
+        return Err(format!("view 1 did not admit every joiner: {v1:?}"));
+    }
+    for i in 1..N {
+        if let Some(g) = l.groups[i].take() {
+            l.logs[i] = g.gms().log().bytes().to_vec();
+        }
+        l.sim.crash(NodeId(i as u32));
+    }
+    let want: Vec<NodeId> = dead.iter().map(|&i| NodeId(i as u32)).collect();
+    let t0 = l.sim.now();
+    loop {
+        if dead.iter().all(|&i| in_view(&l, i, 2)) {
+            break;
+        }
+        let minority = |i: &usize| {
+            (l.groups[*i].as_ref()).is_some_and(|g| {
+                matches!(
+                    g.gms().stopped(),
+                    Some(StopReason::Minority { view: 1, .. })
+                )
+            })
+        };
+        if dead.iter().all(minority) {
+            return Ok(DeadSide::Minority);
+        }
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!(
+                "life 0: neither view 2 nor a minority stop: {}",
+                l.state()
+            ));
+        }
+        l.step(true);
+    }
+    let mut v2 = l.groups[0]
+        .as_ref()
+        .unwrap()
+        .view()
+        .unwrap()
+        .members
+        .clone();
+    v2.sort();
+    if v2 != want {
+        return Err(format!("the dead view's view 2: {v2:?}"));
+    }
+    let at_view_2 = l.delivered[0].len();
+    for _ in 0..400 {
+        l.step(true);
+    }
+    for _ in 0..1000 {
+        l.step(false);
+    }
+    if l.delivered[0].len() <= at_view_2 {
+        return Err("nothing delivered in the dead branch's view 2".into());
+    }
+    let mut across = RunAcross::new();
+    run_across(&l, &mut across)?;
+    let (mut logs, before) = l.shutdown();
+    for i in 1..N {
+        if !logged_admitting(&logs[i], 0, joiners, false) {
+            return Err(format!("n{i} had not logged the join decision for view 0"));
+        }
+        cut_view_1(&mut logs, i, base, u);
+    }
+    Ok(DeadSide::RanView2(logs, before, across))
+}
+
+/// The dead branch two views ahead (s27, seventy-fourth part of `docs/MEMBERSHIP.md`).
+/// Life 0: [`dead_view_runs_a_view_change`] with four joiners: the dead view 1 (0–8) runs a
+/// view change of its own, view 2 = [0, 5, 6, 7, 8], and delivers in it. Life 1: 1–4 restart
+/// view 0 without the others. They are a majority of view 0, and the inspector adopts `D`. Were
+/// it to fit `D` (drop the joins, fail 0) it would install another view 1 = 1–4, and the dead
+/// branch would be two views ahead of it. The rule that forbids it is fix B (`adoption_short`,
+/// sixty-fifth and sixty-sixth parts): the fitted view must hold a majority of `D`'s next view,
+/// and 1–4 are four of nine. So every one of 1–4 stops with
+/// [`StopReason::RestartShortOfAdopted`] naming 0 and the joiners. Then the operator starts all
+/// nine (life 2): 0 and the joiners restart view 2 and 1–4, two views behind them, join again
+/// by transfer.
+///
+/// Checked: life 1 stops as above, installing nothing; no view id is run with two member lists
+/// across the three lives; everything delivered in life 0 (view 2's deliveries included) is a
+/// prefix of what every node ends with; 1–4 join again from view 0; all nine end active in one
+/// running view, delivering identically.
+///
+/// Where life 1 does install a view 1 (fix B removed), the run goes on as an operator would
+/// (life 1 delivers, life 2 starts all nine) and fails naming what broke.
+fn two_views_ahead(seed: u64) -> Result<(), String> {
+    let joiners = [N, N + 1, N + 2, N + 3];
+    let u = N + joiners.len();
+    let base = dir("dead-branch-two-ahead", seed);
+    let DeadSide::RanView2(logs, before, mut across) =
+        dead_view_runs_a_view_change(seed, &base, &joiners)?
+    else {
+        return Err("life 0: the dead view stopped as a minority".into());
+    };
+    let four = [1, 2, 3, 4];
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &four, 1, u);
+    let short = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| {
+            matches!(
+                g.gms().stopped(),
+                Some(StopReason::RestartShortOfAdopted { .. })
+            )
+        })
+    };
+    let t0 = l.sim.now();
+    while !four.iter().all(|&i| short(&l, i) || l.restarted(i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!(
+                "life 1: the restart neither stopped nor completed: {}",
+                l.state()
+            ));
+        }
+        l.step(false);
+    }
+    let fitted = four.iter().any(|&i| l.restarted(i));
+    if fitted {
+        // The restart fitted `D`: the live view 1 delivers new messages too.
+        for _ in 0..400 {
+            l.step(true);
+        }
+        for _ in 0..1000 {
+            l.step(false);
+        }
+    } else {
+        let zero_and_joiners: Vec<NodeId> = (0..u)
+            .filter(|i| !(1..N).contains(i))
+            .map(|i| NodeId(i as u32))
+            .collect();
+        for &i in &four {
+            let why = l.groups[i]
+                .as_ref()
+                .and_then(|g| g.gms().stopped().cloned());
+            let named = matches!(&why, Some(StopReason::RestartShortOfAdopted { view: 0, start, .. })
+                if zero_and_joiners.iter().all(|n| start.contains(n)));
+            if !named {
+                return Err(format!(
+                    "n{i} did not stop naming 0 and the joiners: {why:?}"
+                ));
+            }
+        }
+    }
+    let life1_runs = run_across(&l, &mut across);
+    let (logs, life1) = l.shutdown();
+    // Life 2, the operator's end: every node starts from its log.
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
+    l.earlier = before[0].clone();
+    let together = come_together_and_carry_on(&mut l, &all, 0, "every node");
+    let across = life1_runs.and(run_across(&l, &mut across));
+    let end = &l.delivered[0];
+    let lost: Vec<String> = (0..u)
+        .filter_map(|i| {
+            [(0, &before[i]), (1, &life1[i])]
+                .into_iter()
+                .find(|(_, d)| !is_prefix(d, end))
+                .map(|(life, d)| format!("n{i}'s {} deliveries of life {life}", d.len()))
+        })
+        .collect();
+    if fitted || across.is_err() || !lost.is_empty() {
+        return Err(format!(
+            "life 1 installed a view 1 beside the dead branch: {fitted}; {}; not a prefix of n0's \
+             {} at the end: {lost:?}; together: {together:?}",
+            across
+                .err()
+                .unwrap_or_else(|| "no view id run with two member lists".into()),
+            end.len()
+        ));
+    }
+    together?;
+    let last = |i: usize| (l.groups[i].as_ref()).and_then(|g| g.gms().rejoined().map(|r| r.0));
+    if let Some(&i) = four.iter().find(|&&i| last(i) != Some(0)) {
+        return Err(format!("n{i} did not join again from view 0"));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// [`two_views_ahead`] over 3 seeds (`SQUALL_SEEDS`).
+#[test]
+fn a_dead_branch_two_views_ahead_stops_the_restart_that_would_fit_its_join_decision() {
+    check_seeds("restart_dead_branch_two_ahead", 3, two_views_ahead);
+}
+
+/// The dead view's own view change needs a majority of it (s27, seventy-fourth part of
+/// `docs/MEMBERSHIP.md`): [`dead_view_runs_a_view_change`] with two joiners. 0, 5 and 6, three
+/// of the dead view's seven, stop with [`StopReason::Minority`] in view 1 and never run a view
+/// 2, so no dead branch two views ahead forms where the fitted live view (1–4, four of seven) is
+/// allowed.
+#[test]
+fn a_dead_branch_without_a_majority_of_its_view_runs_no_view_change() {
+    check_seeds("restart_dead_branch_two_ahead_minority", 2, |seed| {
+        let base = dir("dead-branch-two-ahead-minority", seed);
+        let r = dead_view_runs_a_view_change(seed, &base, &[N, N + 1])?;
+        let _ = std::fs::remove_dir_all(&base);
+        match r {
+            DeadSide::Minority => Ok(()),
+            DeadSide::RanView2(..) => Err("0, 5 and 6 ran a view 2 without 1–4".into()),
+        }
+    });
 }

@@ -4658,13 +4658,13 @@ fn refitted(seed: u64, third: bool) -> Result<(), String> {
 
 /// [`refitted`], form 1: `D'` refitted by a second restart, `L + 1'` installed by nobody.
 #[test]
-fn a_second_fitting_of_a_fitted_join_keeps_the_dead_view_from_restarting() {
+fn a_refit_of_a_fitted_join_decision_keeps_the_dead_view_from_restarting() {
     check_seeds("restart_refitted", 3, |seed| refitted(seed, false));
 }
 
 /// [`refitted`], form 3: a third restart refits the second fitting's decision.
 #[test]
-fn a_third_fitting_of_a_fitted_join_keeps_the_dead_view_from_restarting() {
+fn a_third_restart_refitting_the_refit_keeps_the_dead_view_from_restarting() {
     check_seeds("restart_refitted_twice", 3, |seed| refitted(seed, true));
 }
 
@@ -4732,7 +4732,7 @@ fn refitted_after_one_install(seed: u64) -> Result<(), String> {
 
 /// [`refitted_after_one_install`] over 3 seeds (`SQUALL_SEEDS`).
 #[test]
-fn a_second_fitting_after_one_member_installed_the_first_keeps_both_from_restarting() {
+fn a_refit_after_one_member_installed_the_first_fitting_keeps_both_from_restarting() {
     check_seeds(
         "restart_refitted_one_install",
         3,

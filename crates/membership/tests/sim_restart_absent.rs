@@ -4639,3 +4639,392 @@ fn a_dead_branch_without_a_majority_of_its_view_runs_no_view_change() {
         }
     });
 }
+
+// s27 (seventy-third part of `docs/MEMBERSHIP.md`): a second fitting. The s25 review's risk 3:
+// a restart adopting a ballot decision `D'` that itself fitted a join decision `D` fits it
+// again, with no next-view rule about `D`'s dead view. The tests below build each form.
+
+/// The views run in each life, kept across lives (view id → life, the first member seen
+/// running it, its members). View 1 is left out: the fitted number, run as the dead view by
+/// its installers and as each fitted view by its own, by design (each test checks what keeps
+/// those apart); within one life every view id is checked (`Life::disagreement`).
+#[derive(Default)]
+struct RunAcross {
+    seen: BTreeMap<u64, (u8, usize, Vec<NodeId>)>,
+}
+
+impl RunAcross {
+    /// Records what `l` ran; an error names the first view id run with two member lists.
+    fn note(&mut self, l: &Life) -> Result<(), String> {
+        if let Some(d) = &l.disagreement {
+            return Err(format!("virtual synchrony in life {}: {d}", l.life));
+        }
+        for (&vid, (i, members)) in l.running.range(2..) {
+            match self.seen.get(&vid) {
+                Some((life, j, m)) if m != members => {
+                    return Err(format!(
+                        "virtual synchrony across lives: view {vid} run as {m:?} by n{j} in life \
+                         {life}, as {members:?} by n{i} in life {}",
+                        l.life
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    self.seen.insert(vid, (l.life, *i, members.clone()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The highest-ranked restart-ballot decision for view `vid` in `log`.
+fn ballot_decision_for(log: &[u8], vid: u64) -> Option<squall_membership::change::Decision> {
+    let (_, rec) = MemLog::open(log.to_vec());
+    rec.decision_for(vid)
+        .filter(|d| squall_membership::restart::attempt_of(d.rank) > 0)
+        .cloned()
+}
+
+/// `log` without its decisions of rank `rank` (the member crashed after acknowledging that
+/// ballot, before logging its decision; its promise stays).
+fn without_decision(log: &[u8], rank: u64) -> Vec<u8> {
+    let (_, rec) = MemLog::open(log.to_vec());
+    let mut out = MemLog::default();
+    for r in (rec.records.iter())
+        .filter(|r| !matches!(r, Record::Decided { decision, .. } if decision.rank == rank))
+    {
+        out.append(r).unwrap();
+    }
+    out.bytes().to_vec()
+}
+
+/// Paxos's acceptance, read in the logs: a member that logged decisions for view `v` installs
+/// view `v + 1` only as the highest-ranked of them makes it from the view `v` it logged (a
+/// member never installs a next view under a decision ranked below one it accepted). A member
+/// that joined (no decision for the view before in its log) is not checked.
+fn installed_as_decided(logs: &[Vec<u8>]) -> Result<(), String> {
+    for (i, bytes) in logs.iter().enumerate() {
+        let (_, rec) = MemLog::open(bytes.clone());
+        let mut views: BTreeMap<u64, Vec<NodeId>> = BTreeMap::new();
+        let mut best: BTreeMap<u64, squall_membership::change::Decision> = BTreeMap::new();
+        for r in &rec.records {
+            match r {
+                Record::Decided { decision, .. } => {
+                    let v = decision.trim.view;
+                    if best.get(&v).is_none_or(|d| d.rank < decision.rank) {
+                        best.insert(v, decision.clone());
+                    }
+                }
+                Record::Installed { view, members } => {
+                    if let Some(prev) = view.checked_sub(1)
+                        && let (Some(d), Some(old)) = (best.get(&prev), views.get(&prev))
+                        && &d.next_members(old) != members
+                    {
+                        return Err(format!(
+                            "n{i} installed view {view} as {members:?} while the highest-ranked \
+                             decision it logged for view {prev} (rank {}) makes {:?}",
+                            d.rank,
+                            d.next_members(old)
+                        ));
+                    }
+                    views.insert(*view, members.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every sequence in `earlier` is a prefix of `last` (nothing delivered in any life is lost or
+/// delivered otherwise).
+fn all_prefixes(earlier: &[Vec<Seq>], last: &Seq) -> Result<(), String> {
+    for (life, seqs) in earlier.iter().enumerate() {
+        if let Some(i) = (0..seqs.len()).find(|&i| !is_prefix(&seqs[i], last)) {
+            return Err(format!(
+                "n{i}'s deliveries of life {life} ({}) are not a prefix of the final sequence ({})",
+                seqs[i].len(),
+                last.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What [`dead_view_then_first_fitting`] returns: the logs, what each member delivered per
+/// life, and the first fitting's ballot `b1`.
+type FirstFitting = (Vec<Vec<u8>>, Vec<Vec<Seq>>, u64);
+
+/// Lives 0 and 1 of the second-fitting tests. Life 0 as in [`behind_the_dead_branch`] with two
+/// joiners: 0, 5 and 6 install the dead view 1 = 0–6 (`N`), and 1–4 log only the join decision
+/// `D` (rank 0). Life 1: 1–4 restart view 0 (0 and the joiners down) under ballot `b1` led by 1,
+/// adopt `D` and fit it into `L + 1'` = 1–4, four of `N`'s seven (fix B holds). Returns the
+/// logs, what each member delivered in lives 0 and 1, and `b1`; every one of 1–4 logged `b1`'s
+/// decision `D'` (fail 0) and its promise.
+fn dead_view_then_first_fitting(seed: u64, base: &Path) -> Result<FirstFitting, String> {
+    let joiners = [N, N + 1];
+    let u = N + joiners.len();
+    let (mut logs, before) = joins_into_view_1(seed, base, &joiners, 0)?;
+    for i in 1..N {
+        cut_view_1(&mut logs, i, base, u);
+    }
+    let four = [1, 2, 3, 4];
+    let mut l = Life::start_in(seed + 1000, base, &logs, &four, 1, u);
+    l.until_restarted(&four)?;
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony in life 1: {d}"));
+    }
+    let (logs, life1) = l.shutdown();
+    let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
+    let mut b1 = None;
+    for i in four {
+        let d = ballot_decision_for(&logs[i], 0);
+        match d {
+            Some(d) if d.next_members(&ids(&[0, 1, 2, 3, 4])) == ids(&four) => {
+                b1 = Some(d.rank);
+            }
+            _ => return Err(format!("n{i} did not log the first fitting: {d:?}")),
+        }
+    }
+    let b1 = b1.ok_or("no first fitting")?;
+    Ok((logs, vec![before, life1], b1))
+}
+
+/// Runs `l` for ten times the absent timeout: none of `waiting` may run a view, and none of
+/// `bound` (members of `waiting` whose logs end before view 1) may restart inside the view 1
+/// `dead` (it could reach it only by catching up from a decision ranked below one it promised
+/// or logged). Returns an error naming the first that does.
+fn none_runs(
+    l: &mut Life,
+    waiting: &[usize],
+    bound: &[usize],
+    dead: &[NodeId],
+) -> Result<(), String> {
+    let t0 = l.sim.now();
+    while l.sim.now().saturating_since(t0) < ABSENT * 10 {
+        l.step(false);
+        if let Some(d) = &l.disagreement {
+            return Err(format!("virtual synchrony in life {}: {d}", l.life));
+        }
+        if let Some(&i) = waiting.iter().find(|&&i| runs_a_view(l, i)) {
+            return Err(format!("n{i} ran a view: {}", l.state()));
+        }
+        let inside = |i: usize| {
+            (l.groups[i].as_ref()).is_some_and(|g| {
+                g.gms().restarting().is_some()
+                    && g.view().is_some_and(|v| v.id == 1 && v.members == dead)
+            })
+        };
+        if let Some(&i) = bound.iter().find(|&&i| inside(i)) {
+            return Err(format!(
+                "n{i} caught up into the view 1 {dead:?}: {}",
+                l.state()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The second fitting with `L + 1'` installed by nobody (s27, seventy-third part of
+/// `docs/MEMBERSHIP.md`, forms 1 and 3). Lives 0 and 1 from [`dead_view_then_first_fitting`]
+/// (view 0 = 0–4, the dead view 1 `N` = 0–6 installed by 0, 5 and 6; `L + 1'` = 1–4 under
+/// `b1`, led by 1), then log surgery: nobody logged `Installed { 1 }`, 1 and 2 logged `D'`,
+/// and 3 and 4 keep only `b1`'s promise. Life 2: 2–4 restart view 0 (1, 0 and the joiners
+/// down); 2 leads `b2`, adopts `D'` (the highest decision; it admits nobody, so fix B does not
+/// apply) and fits it into `L + 1''` = 2–4 (1 fails too), a majority of view 0 but three of
+/// `N`'s seven. They run it and deliver. The member of `L + 1'` left out, `m` = 1, holds `D'`.
+///
+/// With `third`, life 2's logs are cut as well (nobody installed `L + 1''`; 2 and 3 logged
+/// `D''`, 4 keeps only `b2`'s promise), and life 3 is a third restart: 1–3 restart view 0, 1
+/// leads `b3`, adopts `D''` and fits it into 2–3 (4 fails; 1, failed by `D''`, is removed and
+/// joins again); 2 and 3 run it. Then `m` = 4, whose log holds `D` and promises only (`b1`,
+/// `b2`).
+///
+/// The last life starts the dead side (0, 5, 6) and `m`: with `m`, four of `N`'s seven. For
+/// ten absent timeouts nobody may run a view and `m` may not restart inside `N` (1 holds a
+/// decision above `D` with another next view, `Gms::dead_ahead`; 4 holds promises above `D` and
+/// reads no majority of view 0, fix A). Then the operator starts the live members and restarts
+/// every stopped one: all seven end in one running view, delivering identically, with no view
+/// id run with two member lists (in any life, and across lives from view 2 on), every
+/// member's installs as its highest logged decision makes them ([`installed_as_decided`]), and
+/// every delivery of every life a prefix of the final sequence.
+fn refitted(seed: u64, third: bool) -> Result<(), String> {
+    let u = N + 2;
+    let base = dir(if third { "refitted-twice" } else { "refitted" }, seed);
+    let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
+    let mut across = RunAcross::default();
+    let (mut logs, mut lives, b1) = dead_view_then_first_fitting(seed, &base)?;
+    for i in 1..N {
+        cut_view_1(&mut logs, i, &base, u);
+    }
+    for i in [3, 4] {
+        logs[i] = without_decision(&logs[i], b1);
+    }
+    let log_of = |l: &Life, i: usize| l.groups[i].as_ref().unwrap().gms().log().bytes().to_vec();
+    let fitted_again = |log: &[u8], above: u64, into: &[usize]| {
+        ballot_decision_for(log, 0)
+            .filter(|d| d.rank > above && d.next_members(&ids(&[0, 1, 2, 3, 4])) == ids(into))
+            .map(|d| d.rank)
+    };
+    let three = [2, 3, 4];
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &three, 2, u);
+    l.until_restarted(&three)?;
+    let b2 = fitted_again(&log_of(&l, 2), b1, &three)
+        .ok_or_else(|| format!("life 2 did not fit D' into 2-4: {}", l.state()))?;
+    if !third {
+        for _ in 0..400 {
+            l.step(true);
+        }
+        for _ in 0..1000 {
+            l.step(false);
+        }
+    }
+    across.note(&l)?;
+    let (next, life2) = l.shutdown();
+    logs = next;
+    lives.push(life2);
+    let (live, m, holds) = if !third {
+        (vec![2, 3, 4], 1, b1)
+    } else {
+        for i in 2..N {
+            cut_view_1(&mut logs, i, &base, u);
+        }
+        logs[4] = without_decision(&logs[4], b2);
+        let (up, two) = ([1, 2, 3], [2, 3]);
+        let mut l = Life::start_in(seed + 3000, &base, &logs, &up, 3, u);
+        l.until_restarted(&two)?;
+        if fitted_again(&log_of(&l, 2), b2, &two).is_none() {
+            return Err(format!("life 3 did not fit D'' into 2-3: {}", l.state()));
+        }
+        // 1, removed by that view, crashes before it joins again (the last life's operator
+        // restart brings it back; a log that starts with a transfer would make it a state
+        // holder whose replay starts past position 0, which this harness does not track).
+        if let Some(g) = l.groups[1].take() {
+            l.logs[1] = g.gms().log().bytes().to_vec();
+        }
+        l.sim.crash(NodeId(1));
+        for _ in 0..400 {
+            l.step(true);
+        }
+        for _ in 0..1000 {
+            l.step(false);
+        }
+        across.note(&l)?;
+        let (next, life3) = l.shutdown();
+        logs = next;
+        lives.push(life3);
+        (vec![1, 2, 3], 4, 0)
+    };
+    let (_, rec) = MemLog::open(logs[m].clone());
+    if rec.decision_for(0).is_none_or(|d| d.rank != holds) || rec.promised_for(0) < b1 {
+        return Err(format!(
+            "n{m}'s log does not hold the decision ranked {holds} as its highest for view 0"
+        ));
+    }
+    let dead_side = [0, m, N, N + 1];
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed + 4000, &base, &logs, &dead_side, 5, u);
+    none_runs(&mut l, &dead_side, &[m], &ids(&all))?;
+    for &i in &live {
+        l.start_late(i);
+    }
+    for i in dead_side {
+        if l.groups[i].as_ref().is_some_and(|g| g.stopped().is_some()) {
+            l.restart_member(i);
+        }
+    }
+    let replayed = lives.iter().flatten().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(&mut l, &all, replayed, "every node")?;
+    across.note(&l)?;
+    let last = l.delivered[2].clone();
+    let (logs, _) = l.shutdown();
+    installed_as_decided(&logs)?;
+    all_prefixes(&lives, &last)?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// [`refitted`], form 1: `D'` refitted by a second restart, `L + 1'` installed by nobody.
+#[test]
+fn a_refit_of_a_fitted_join_decision_keeps_the_dead_view_from_restarting() {
+    check_seeds("restart_refitted", 3, |seed| refitted(seed, false));
+}
+
+/// [`refitted`], form 3: a third restart refits the second fitting's decision.
+#[test]
+fn a_third_restart_refitting_the_refit_keeps_the_dead_view_from_restarting() {
+    check_seeds("restart_refitted_twice", 3, |seed| refitted(seed, true));
+}
+
+/// The second fitting with `L + 1'` installed by one member (s27, seventy-third part of
+/// `docs/MEMBERSHIP.md`, form 2). Lives 0 and 1 from [`dead_view_then_first_fitting`], then log
+/// surgery: 1 keeps `Installed { 1 }` = 1–4 (`L + 1'`), 2–4 lose it; 1–3 keep `D'` and 4 only
+/// `b1`'s promise (1 installed counting 1–3, a majority of view 0, with 4 suspected after it
+/// acknowledged; were `D'` at all of 2–4, life 2 would install it unchanged, each restoring it
+/// as its decision). Life 2: 2–4 restart view 0 (1 down); 2 leads
+/// `b2`, adopts `D'` and fits it into `L + 1''` = 2–4 (1 fails), then log surgery again: 2 keeps
+/// `Installed { 1 }` = 2–4, 3 and 4 lose it and keep `D''`. So each view 1 was installed by
+/// one member. Life 3: 1, 3 and 4 start (2, 0 and the joiners down): 1 restarts `L + 1'`, and
+/// 3 and 4, with 1, would be three of its four. For ten absent timeouts nobody may run a view,
+/// and neither 3 nor 4 may restart inside `L + 1'` (their `D''` ranks above `D'` and makes
+/// another next view: `Gms::dead_ahead`, and fix A's bound, `Gms::below_promise`). Then the
+/// operator starts everyone else and restarts every stopped member: all seven end in one
+/// running view, delivering identically, with the checks of [`refitted`].
+fn refitted_after_one_install(seed: u64) -> Result<(), String> {
+    let u = N + 2;
+    let base = dir("refitted-one-install", seed);
+    let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
+    let mut across = RunAcross::default();
+    let (mut logs, mut lives, b1) = dead_view_then_first_fitting(seed, &base)?;
+    for i in 2..N {
+        cut_view_1(&mut logs, i, &base, u);
+    }
+    logs[4] = without_decision(&logs[4], b1);
+    let three = [2, 3, 4];
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &three, 2, u);
+    l.until_restarted(&three)?;
+    let log2 = l.groups[2].as_ref().unwrap().gms().log().bytes().to_vec();
+    if !ballot_decision_for(&log2, 0)
+        .is_some_and(|d| d.rank > b1 && d.next_members(&ids(&[0, 1, 2, 3, 4])) == ids(&three))
+    {
+        return Err(format!("life 2 did not fit D' into 2-4: {}", l.state()));
+    }
+    across.note(&l)?;
+    let (mut logs, life2) = l.shutdown();
+    lives.push(life2);
+    for i in [3, 4] {
+        cut_view_1(&mut logs, i, &base, u);
+    }
+    let up = [1, 3, 4];
+    let mut l = Life::start_in(seed + 3000, &base, &logs, &up, 3, u);
+    none_runs(&mut l, &up, &[3, 4], &ids(&[1, 2, 3, 4]))?;
+    for i in [2, 0, N, N + 1] {
+        l.start_late(i);
+    }
+    for i in up {
+        if l.groups[i].as_ref().is_some_and(|g| g.stopped().is_some()) {
+            l.restart_member(i);
+        }
+    }
+    let all: Vec<usize> = (0..u).collect();
+    let replayed = lives.iter().flatten().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(&mut l, &all, replayed, "every node")?;
+    across.note(&l)?;
+    let last = l.delivered[2].clone();
+    let (logs, _) = l.shutdown();
+    installed_as_decided(&logs)?;
+    all_prefixes(&lives, &last)?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// [`refitted_after_one_install`] over 3 seeds (`SQUALL_SEEDS`).
+#[test]
+fn a_refit_after_one_member_installed_the_first_fitting_keeps_both_from_restarting() {
+    check_seeds(
+        "restart_refitted_one_install",
+        3,
+        refitted_after_one_install,
+    );
+}

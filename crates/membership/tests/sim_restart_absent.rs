@@ -4516,9 +4516,25 @@ fn read_not_a_promise(seed: u64) -> Result<Moment, String> {
         }
     }
     if let Some(i) = dead.iter().find(|&&i| l.restarted(i)) {
+        // Both sides carry on: what each member delivers of the messages of this life.
+        let state = l.state();
+        for _ in 0..400 {
+            l.step(true);
+        }
+        for _ in 0..1000 {
+            l.step(false);
+        }
+        let new: Vec<usize> = (0..u)
+            .map(|j| {
+                (l.delivered[j].iter())
+                    .filter(|(_, m)| m.first() == Some(&1))
+                    .count()
+            })
+            .collect();
         return Err(format!(
-            "n{i} ran a view on the dead side (3 caught up into the dead view 1: {caught_up}): {}",
-            l.state()
+            "n{i} ran a view on the dead side (3 caught up into the dead view 1: {caught_up}): \
+             {state}; then each member delivered {new:?} messages of this life ({:?})",
+            l.disagreement
         ));
     }
     let echoed = [1, 2].iter().all(|&i| logged_rank_for_0(&l, i) == b);

@@ -618,9 +618,8 @@ struct RestartState {
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
     /// making another next view is on a dead branch (see [`dead_ahead`](Gms::dead_ahead)).
     logged: Option<Decision>,
-    /// Every restart ballot for the view this member promised: its log's `Promised` records
-    /// for the view when it was built, and each ballot it led or followed since. Fix A does not
-    /// clear while one led by another member may still be decided
+    /// Every restart ballot for the view this member led or followed in this process. Fix A
+    /// does not clear while one led by another member may still be decided
     /// ([`ballot_may_decide`](Gms::ballot_may_decide)).
     ballots: Vec<u64>,
 }
@@ -828,16 +827,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     ended = logged(id - 1);
                 }
                 let promised = recovered.map_or(0, |r| r.promised_for(id));
-                let ballots = (recovered.iter().flat_map(|r| r.records.iter()))
-                    .filter_map(|r| match r {
-                        Record::Promised { view, rank } if *view == id => Some(*rank),
-                        _ => None,
-                    })
-                    .collect();
                 restart = Some(RestartState {
                     promised: promised.max(void_ballot),
                     logged: decision.as_ref().map(|(d, _)| d.clone()),
-                    ballots,
                     ..RestartState::default()
                 });
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
@@ -2820,9 +2812,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.cfg.is_quorum(&view.members, &|m| read.contains(&m))
     }
 
-    /// Restart mode at `view`: whether a restart ballot for `view` that this member promised
-    /// (led or followed, in this process or an earlier one: [`RestartState::ballots`]), ranked
-    /// above `peer`, is led by another member that may still decide it. Only its leader decides
+    /// Restart mode at `view`: whether a restart ballot for `view` that this member followed in
+    /// this process ([`RestartState::ballots`]), ranked above `peer`, is led by another member
+    /// that may still decide it. Only its leader decides
     /// a ballot, in the process that led it (a new process leads a new ballot). The leader shows
     /// it will not when its row, unsuspected, publishes `view + 1` installed with a decision for
     /// `view` ranked below the ballot: it left `view` by catching up, without deciding (a

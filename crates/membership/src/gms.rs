@@ -2503,8 +2503,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     })?;
                     if let Some(r) = &mut self.restart {
                         r.promised = b;
-                        r.ballots.push(b);
                     }
+                }
+                // Also a ballot promised before this process (its leader's process may still
+                // decide it, with this acknowledgement).
+                if let Some(r) = &mut self.restart
+                    && !r.ballots.contains(&b)
+                {
+                    r.ballots.push(b);
                 }
                 self.follow(view, leader_row, b)?;
             }
@@ -2814,8 +2820,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// Restart mode at `view`: whether a restart ballot for `view` that this member followed in
     /// this process ([`RestartState::ballots`]), ranked above `peer`, is led by another member
-    /// that may still decide it. Only its leader decides
-    /// a ballot, in the process that led it (a new process leads a new ballot). The leader shows
+    /// that may still decide it. Only its leader decides a ballot, in the process that led it
+    /// (a new process leads a new ballot). The leader shows
     /// it will not when its row, unsuspected, publishes `view + 1` installed with a decision for
     /// `view` ranked below the ballot: it left `view` by catching up, without deciding (a
     /// member that decided never clears against a lower-ranked decision, see

@@ -4378,33 +4378,34 @@ fn logged_rank_for_0(l: &Life, i: usize) -> u64 {
 }
 
 /// The s25 review's risk 2 (sixty-fifth part of `docs/MEMBERSHIP.md`, "At the s25 merge"),
-/// built: a row read as wedged with no decision above the peer's is not a promise, its owner
-/// may log a higher-ranked decision right after the read.
+/// built (s27, seventy-second part): a row read wedged with no decision above the peer's is not
+/// a promise; its owner may log a higher-ranked decision right after the read.
 ///
-/// Life 0: view 0 = 0–4, 5 and 6 join in one decision `D` (rank `r`, ordinary), and 4, 5 and 6
-/// install view 1 (the dead view, seven members); 0–3 crash after logging `D`, before logging
-/// the view. Life 1 (one process each, no earlier promise anywhere): 0, 1 and 2 start, and 3
-/// with a long absent timeout; 4–6 stay down. 0, 1 and 2 count 4 out after the absent timeout,
-/// 3 does not. The inspector 0 leads ballot `b`, adopts `D` and fits it (the joins dropped, 4
-/// failed: [0, 1, 2, 3], four of the dead view's seven, so fix B holds), once 1, 2 and 3
-/// acknowledged `b`. 3 follows 0 (the lowest-ranked member it does not suspect). The moment 0
-/// logged that decision `R`, a partition {0, 1, 2} | {3, 4, 5, 6} is set and 4, 5 and 6
-/// start. 3 now holds the promise `b` and the join decision `D`, and reads 4 one view ahead
-/// with `D` and 0–2 wedged at view 0 with nothing above `r` (1 and 2 have not seen `R` yet;
-/// whether 0's `R` landed at 3 before the partition depends on the seed: where it did, 3
-/// follows it and the moment is missed). 1 and 2 then log and echo `R`; 0–2 install `R`'s view
-/// 1 = [0, 1, 2, 3] once they suspect 3 (their try_install needs only the echoes of the
-/// members they do not suspect), and then a view 2 without 3.
+/// Life 0: view 0 = 0–4, 5 and 6 join in one decision `D` (an ordinary rank `r`), and 4, 5 and
+/// 6 install view 1 (the dead view, seven members); 0–3 crash after logging `D`, before logging
+/// the view. Life 1 (one process each, no promise in any log): 0–3 restart view 0 and 4 its
+/// view 1. 4's link comes up at 3 only (the [`Gate`] holds it at 0–2, which count 4 out after
+/// a 300 µs absent timeout; their suspicion names 4's incarnation 0, which 3, linked to
+/// incarnation 1, does not adopt), and a partition holds 4's writes to 3. The inspector 0
+/// leads ballot `b`, 1–3 acknowledge it, and 0 decides `R`: `D` fitted (the joins dropped, 4
+/// failed), next view [0, 1, 2, 3], four of the dead view's seven, so fix B holds. The moment
+/// the test sees `R` (0's writes are delayed 10 µs, so it is still in flight to 3), the
+/// partitions become {0, 1, 2} | {3, 4, 5, 6}, and 5 and 6 start. 3 then holds promise `b` and
+/// `D`, and reads 4 one view ahead with `D` and 0–2 wedged at view 0 with nothing above `r`.
+/// 1 and 2 log and echo `R`; 0–2 install `R`'s view 1 once they suspect 3 (restart mode's
+/// `try_install` needs only the echoes of the members they do not suspect), then a view 2
+/// without 3.
 ///
-/// Before s27 3 counted 0–2 as cleared (`Gms::promise_cleared`: a majority of view 0 read,
-/// none showing a decision above `r`), caught up into the dead view 1 and restarted it with
-/// 4–6, four of seven, installing view 2 = [3, 4, 5, 6] beside 0–2's view 2. Now 3 does not
-/// clear while the ballot it acknowledged in this process may still decide
-/// (`Gms::ballots_undecided`), and stops with `StopReason::RestartCutOff` at view 0, as do 4–6
-/// at view 1. Checked: no view id run with two member lists, no member of 3–6 running a view
-/// under the partition, 0–2 replaying identically with life 0's deliveries a prefix; then the
-/// partition heals, the operator restarts the stopped members, and all seven end in one
-/// running view, delivering identically.
+/// Before s27, 3 counted 0–2 as read and cleared (`Gms::promise_cleared`), caught up into the
+/// dead view 1 and restarted it with 4–6, installing view 2 = [3, 4, 5, 6] beside 0–2's view 2
+/// = [0, 1, 2], both delivering. Now 3 does not clear while the ballot it followed in this
+/// process may still be decided by its leader (`Gms::ballot_may_decide`); it stops with
+/// [`StopReason::RestartCutOff`] at view 0, and 4–6 at view 1. Checked: no view id run with two
+/// member lists, no member of 3–6 running a view under the partition, 0–2 replaying identically
+/// with life 0's deliveries a prefix; then a total restart of all seven ends in one running
+/// view, delivering identically, with every earlier delivery a prefix. The moment
+/// ([`CLEAN_READ`]): 3 polled at view 0 with 4's row landed and 0–2 unsuspected, before
+/// logging `R`, and 1 and 2 logged `R` afterwards.
 fn read_not_a_promise(seed: u64) -> Result<Moment, String> {
     use squall_membership::restart::attempt_of;
     let joiners = [N, N + 1];

@@ -618,6 +618,10 @@ struct RestartState {
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
     /// making another next view is on a dead branch (see [`dead_ahead`](Gms::dead_ahead)).
     logged: Option<Decision>,
+    /// Every restart ballot for the view this member led or followed in this process. Fix A
+    /// does not clear while one led by another member may still be decided
+    /// ([`ballot_may_decide`](Gms::ballot_may_decide)).
+    ballots: Vec<u64>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -2479,6 +2483,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     if let Some(r) = &mut self.restart {
                         r.ballot = Some(b);
                         r.promised = b;
+                        r.ballots.push(b);
                     }
                     tracing::info!(me = %self.me, view = view.id, ballot = b, "membership: leading the restart");
                     b
@@ -2499,6 +2504,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     if let Some(r) = &mut self.restart {
                         r.promised = b;
                     }
+                }
+                // Also a ballot promised before this process (its leader's process may still
+                // decide it, with this acknowledgement).
+                if let Some(r) = &mut self.restart
+                    && !r.ballots.contains(&b)
+                {
+                    r.ballots.push(b);
                 }
                 self.follow(view, leader_row, b)?;
             }
@@ -2771,9 +2783,18 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// and one writer's blocks land in order) or it publishes `view + 1` and the decision for
     /// `view` it installed that with. A row one view ahead that publishes a decision for
     /// `view + 1` instead does not count.
+    ///
+    /// A row read is not a promise (s27, seventy-second part): a row read wedged with nothing
+    /// above `peer` may log and echo a higher-ranked decision right after the read, under a
+    /// ballot this member promised itself. So it does not clear while such a ballot may still
+    /// be decided ([`ballot_may_decide`](Gms::ballot_may_decide)), nor once it holds a decision
+    /// for `view` ranked above `peer` in this process (one it led or followed since it was
+    /// built, not only the one its log held then).
     fn promise_cleared(&self, view: &View, peer: u64) -> bool {
-        let mine = self.restart.as_ref().and_then(|r| r.logged.as_ref());
-        if mine.is_some_and(|d| d.rank > peer) {
+        let logged = self.restart.as_ref().and_then(|r| r.logged.as_ref());
+        if (self.decision.iter().chain(logged)).any(|d| d.trim.view == view.id && d.rank > peer)
+            || self.ballot_may_decide(view, peer)
+        {
             return false;
         }
         let mut read = vec![self.me];
@@ -2795,6 +2816,43 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
         }
         self.cfg.is_quorum(&view.members, &|m| read.contains(&m))
+    }
+
+    /// Restart mode at `view`: whether a restart ballot for `view` that this member followed in
+    /// this process ([`RestartState::ballots`]), ranked above `peer`, is led by another member
+    /// that may still decide it. Only its leader decides a ballot, in the process that led it
+    /// (a new process leads a new ballot). The leader shows
+    /// it will not when its row, unsuspected, publishes `view + 1` installed with a decision for
+    /// `view` ranked below the ballot: it left `view` by catching up, without deciding (a
+    /// member that decided never clears against a lower-ranked decision, see
+    /// [`promise_cleared`](Gms::promise_cleared)). A decided ballot shows its decision in its
+    /// leader's row, above `peer`, which `promise_cleared` sees; a suspected or silent leader
+    /// shows nothing, and the ballot may decide.
+    ///
+    /// A ballot this member led is never waited for: it is decided here or nowhere, and
+    /// `promise_cleared` checks this member's own decisions. So a member that leads a ballot
+    /// and then reads a peer one view ahead with a lower-ranked decision may still catch up,
+    /// and its followers, reading it one view ahead, follow it.
+    fn ballot_may_decide(&self, view: &View, peer: u64) -> bool {
+        let Some(r) = &self.restart else {
+            return false;
+        };
+        let mine = view.rank_of(self.me).map(|k| k as u64);
+        r.ballots.iter().any(|&b| {
+            let rank = crate::restart::rank_of(b);
+            if b <= peer || crate::restart::attempt_of(b) == 0 || Some(rank) == mine {
+                return false;
+            }
+            let left = (view.members.get(rank as usize))
+                .and_then(|&m| self.sst.row_of(m))
+                .filter(|&row| !self.sst.is_suspected(row))
+                .is_some_and(|row| {
+                    (self.read_block(row, self.f.view))
+                        .is_some_and(|p| p.first() == Some(&(view.id + 2)))
+                        && self.decision_of(row, view.id).is_some_and(|t| t.rank < b)
+                });
+            !left
+        })
     }
 
     /// Restart mode at `view`: whether `row`'s view block `p`, naming `view`'s number, names

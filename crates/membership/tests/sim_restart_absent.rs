@@ -5028,3 +5028,239 @@ fn a_refit_after_one_member_installed_the_first_fitting_keeps_both_from_restarti
         refitted_after_one_install,
     );
 }
+
+// s27 (seventy-second part of `docs/MEMBERSHIP.md`): a row read is not a promise.
+
+/// What [`read_not_a_promise`] needs to call its moment reached.
+const CLEAN_READ: &str = "4's row at 3 one view ahead while 3, having acknowledged the ballot \
+                          that 0 decided, read 0-2 unsuspected without that decision, which 1 \
+                          and 2 logged afterwards";
+
+/// Member `i` starts now on the fabric (a late node) and restarts from its log like
+/// [`Life::start_late`], but with `absent` as its `GmsConfig::restart_absent_timeout`.
+fn start_late_with_absent(l: &mut Life, i: usize, absent: Duration) {
+    l.sim.start_node(NodeId(i as u32));
+    let t = l.nodes[i].take().unwrap();
+    let (log, rec) = MemLog::open(l.logs[i].clone());
+    let rec = (!rec.records.is_empty()).then_some(rec);
+    let mut cfg = config(&l.base, i, l.u);
+    cfg.gms.restart_absent_timeout = absent;
+    l.groups[i] = Some(Group::new(t, cfg, log, rec.as_ref()).unwrap());
+}
+
+/// The rank of the highest-ranked decision for view 0 in member `i`'s log (0: none).
+fn logged_rank_for_0(l: &Life, i: usize) -> u64 {
+    let g = l.groups[i].as_ref().unwrap();
+    let (_, rec) = MemLog::open(g.gms().log().bytes().to_vec());
+    rec.decision_for(0).map_or(0, |d| d.rank)
+}
+
+/// The s25 review's risk 2 (sixty-fifth part of `docs/MEMBERSHIP.md`, "At the s25 merge"),
+/// built (s27, seventy-second part): a row read wedged with no decision above the peer's is not
+/// a promise; its owner may log a higher-ranked decision right after the read.
+///
+/// Life 0: view 0 = 0–4, 5 and 6 join in one decision `D` (an ordinary rank `r`), and 4, 5 and
+/// 6 install view 1 (the dead view, seven members); 0–3 crash after logging `D`, before logging
+/// the view. Life 1 (one process each, no promise in any log): 0–3 restart view 0 and 4 its
+/// view 1. 4's link comes up at 3 only (the [`Gate`] holds it at 0–2, which count 4 out after
+/// a 300 µs absent timeout; their suspicion names 4's incarnation 0, which 3, linked to
+/// incarnation 1, does not adopt), and a partition holds 4's writes to 3. The inspector 0
+/// leads ballot `b`, 1–3 acknowledge it, and 0 decides `R`: `D` fitted (the joins dropped, 4
+/// failed), next view [0, 1, 2, 3], four of the dead view's seven, so fix B holds. The moment
+/// the test sees `R` (0's writes are delayed 10 µs, so it is still in flight to 3), the
+/// partitions become {0, 1, 2} | {3, 4, 5, 6}, and 5 and 6 start. 3 then holds promise `b` and
+/// `D`, and reads 4 one view ahead with `D` and 0–2 wedged at view 0 with nothing above `r`.
+/// 1 and 2 log and echo `R`; 0–2 install `R`'s view 1 once they suspect 3 (restart mode's
+/// `try_install` needs only the echoes of the members they do not suspect), then a view 2
+/// without 3.
+///
+/// Before s27, 3 counted 0–2 as read and cleared (`Gms::promise_cleared`), caught up into the
+/// dead view 1 and restarted it with 4–6, installing view 2 = [3, 4, 5, 6] beside 0–2's view 2
+/// = [0, 1, 2], both delivering. Now 3 does not clear while the ballot it followed in this
+/// process may still be decided by its leader (`Gms::ballot_may_decide`); it stops with
+/// [`StopReason::RestartCutOff`] at view 0, and 4–6 at view 1. Checked: no view id run with two
+/// member lists, no member of 3–6 running a view under the partition, 0–2 replaying identically
+/// with life 0's deliveries a prefix; then a total restart of all seven ends in one running
+/// view, delivering identically, with every earlier delivery a prefix. The moment
+/// ([`CLEAN_READ`]): 3 polled at view 0 with 4's row landed and 0–2 unsuspected, before
+/// logging `R`, and 1 and 2 logged `R` afterwards.
+fn read_not_a_promise(seed: u64) -> Result<Moment, String> {
+    use squall_membership::restart::attempt_of;
+    let joiners = [N, N + 1];
+    let u = N + joiners.len();
+    let base = dir("read-not-a-promise", seed);
+    let (mut logs, before) = joins_into_view_1(seed, &base, &joiners, 4)?;
+    for i in 0..4 {
+        cut_view_1(&mut logs, i, &base, u);
+        let (_, rec) = MemLog::open(logs[i].clone());
+        if rec.decision_for(0).is_none_or(|d| attempt_of(d.rank) > 0) || rec.promised_for(0) > 0 {
+            return Err(format!("n{i} does not hold the join decision alone"));
+        }
+    }
+    let (live, dead, q) = ([0, 1, 2], [3, 4, 5, 6], 3);
+    let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
+    // Every node late; 0-3 and 4 start at once. 4's link never comes up at 0-2 (they count it
+    // out after a short absent timeout, and their suspicion names incarnation 0, which 3,
+    // linked to 4's incarnation 1, does not adopt), and 4's writes to 3 wait behind a partition
+    // (shorter than the op timeout) until 0 decided.
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &[], 1, u);
+    for &i in &live {
+        l.held[i].set(Some(NodeId(4)));
+    }
+    l.sim.partition(&ids(&[0, 1, 2, q]), &ids(&[4, 5, 6]));
+    for &i in &live {
+        start_late_with_absent(&mut l, i, Duration::from_micros(300));
+    }
+    l.start_late(q);
+    l.start_late(4);
+    // 0's writes land 10 µs late: its decision is still in flight to 3 when the test sees it.
+    l.sim.delay(NodeId(0), Duration::from_micros(10));
+    // Until 0 logged its ballot's decision, with 3 acknowledging that ballot.
+    let t0 = l.sim.now();
+    let b = loop {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(30) {
+            return Err(format!("0 decided no restart ballot: {}", l.state()));
+        }
+        l.step(false);
+        let g = l.groups[0].as_ref().unwrap();
+        if let Some(d) = g.gms().decision().filter(|d| attempt_of(d.rank) > 0) {
+            let v0 = g.view().unwrap().members.clone();
+            let acked =
+                (l.groups[q].as_ref().unwrap().gms().proposal()).is_some_and(|(r, _)| r == d.rank);
+            if !acked || !d.next_members(&v0).contains(&NodeId(q as u32)) {
+                return Err(format!("0 decided {d:?} without 3: {}", l.state()));
+            }
+            break d.rank;
+        }
+    };
+    if let Some(i) = [1, 2, q]
+        .into_iter()
+        .find(|&i| logged_rank_for_0(&l, i) == b)
+    {
+        return Err(format!("n{i} logged the decision before the partition"));
+    }
+    // 4's writes reach 3 from now on; 0-2 and 3-6 are cut off from each other for good.
+    l.sim.heal();
+    l.sim.partition(&ids(&live), &ids(&dead));
+    for i in 5..u {
+        l.start_late(i);
+    }
+    let heartbeat = l.groups[q]
+        .as_ref()
+        .unwrap()
+        .gms()
+        .sst()
+        .schema()
+        .heartbeat();
+    let clean_read = |l: &Life| {
+        let g = l.groups[q].as_ref().unwrap();
+        let sst = g.gms().sst();
+        g.gms().restarting().is_some()
+            && g.view().is_some_and(|v| v.id == 0)
+            && sst
+                .row_of(NodeId(4))
+                .is_some_and(|r| sst.get(r, heartbeat) > 0)
+            && live.iter().all(|&i| {
+                sst.row_of(NodeId(i as u32))
+                    .is_some_and(|r| !sst.is_suspected(r))
+            })
+            && logged_rank_for_0(l, q) < b
+    };
+    let in_dead_view = |l: &Life| {
+        let g = l.groups[q].as_ref().unwrap();
+        g.gms().restarting().is_some()
+            && g.view().is_some_and(|v| v.id == 1 && v.contains(NodeId(4)))
+    };
+    let settled = |l: &Life| {
+        live.iter().all(|&i| l.restarted(i))
+            && dead.iter().all(|&i| {
+                (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some() || l.restarted(i))
+            })
+    };
+    let (mut armed, mut caught_up) = (false, false);
+    let t0 = l.sim.now();
+    while !settled(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("under the partition: {}", l.state()));
+        }
+        armed |= clean_read(&l);
+        l.step(false);
+        caught_up |= in_dead_view(&l);
+        if let Some(d) = &l.disagreement {
+            return Err(format!(
+                "virtual synchrony: {d} (3 read 4's row with 0-2 clean: {armed}; caught up into \
+                 the dead view 1: {caught_up}): {}",
+                l.state()
+            ));
+        }
+    }
+    if let Some(i) = dead.iter().find(|&&i| l.restarted(i)) {
+        // Both sides carry on: what each member delivers of the messages of this life.
+        let state = l.state();
+        for _ in 0..400 {
+            l.step(true);
+        }
+        for _ in 0..1000 {
+            l.step(false);
+        }
+        let new: Vec<usize> = (0..u)
+            .map(|j| {
+                (l.delivered[j].iter())
+                    .filter(|(_, m)| m.first() == Some(&1))
+                    .count()
+            })
+            .collect();
+        return Err(format!(
+            "n{i} ran a view on the dead side (3 caught up into the dead view 1: {caught_up}): \
+             {state}; then each member delivered {new:?} messages of this life ({:?})",
+            l.disagreement
+        ));
+    }
+    let echoed = [1, 2].iter().all(|&i| logged_rank_for_0(&l, i) == b);
+    let replay = l.delivered[live[0]].clone();
+    if let Some(i) = live.iter().find(|&&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    // The operator restarts every node (a total restart on a fresh fabric): 0-2 restart their
+    // view 2, 3 and 4-6 find the group past their logs and join again by transfer.
+    let (logs, life1) = l.shutdown();
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
+    let restarted = l.until_restarted(&live);
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony after the total restart: {d}"));
+    }
+    restarted?;
+    let replay = l.delivered[0].clone();
+    if let Some(i) =
+        (0..u).find(|&i| !is_prefix(&before[i], &replay) || !is_prefix(&life1[i], &replay))
+    {
+        return Err(format!(
+            "n{i}'s deliveries are not a prefix of the last replay"
+        ));
+    }
+    together_and_carrying_on(&mut l, &all, replay.len(), "every node")?;
+    let _ = std::fs::remove_dir_all(&base);
+    if caught_up {
+        return Err("3 caught up into the dead view 1".into());
+    }
+    Ok(if armed && echoed {
+        Moment::Reached
+    } else {
+        Moment::Missed
+    })
+}
+
+/// [`read_not_a_promise`] over 3 seeds (`SQUALL_SEEDS`), each of which must reach the moment.
+#[test]
+fn a_member_that_promised_a_ballot_does_not_catch_up_on_reads_its_decision_follows() {
+    check_seeds_reaching(
+        "restart_read_not_a_promise",
+        3,
+        CLEAN_READ,
+        read_not_a_promise,
+    );
+}

@@ -4362,33 +4362,6 @@ fn runs_a_view(l: &Life, i: usize) -> bool {
 
 // s27 (seventy-fourth part of `docs/MEMBERSHIP.md`): a dead branch two views ahead.
 
-/// Per view id, the life, the member and the members it was first seen run with, over every
-/// life of a test (a [`Life`] keeps its own lives' only).
-type RunAcross = BTreeMap<u64, (u8, usize, Vec<NodeId>)>;
-
-/// Adds what `l` saw run ([`Life::note_running`]) to `across`; an error names the first view id
-/// run with other members than in an earlier life (or earlier in this one).
-fn run_across(l: &Life, across: &mut RunAcross) -> Result<(), String> {
-    if let Some(d) = &l.disagreement {
-        return Err(format!("life {}: {d}", l.life));
-    }
-    for (&id, (i, members)) in &l.running {
-        match across.get(&id) {
-            Some((life, j, m)) if m != members => {
-                return Err(format!(
-                    "view {id} run as {m:?} (n{j}, life {life}) and as {members:?} (n{i}, life {})",
-                    l.life
-                ));
-            }
-            Some(_) => {}
-            None => {
-                across.insert(id, (l.life, *i, members.clone()));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// How life 0 of [`two_views_ahead`] ended for the dead view's own members.
 enum DeadSide {
     /// 0 and the joiners removed 1–4 and ran view 2 = 0 and the joiners, delivering in it: the
@@ -4493,8 +4466,8 @@ fn dead_view_runs_a_view_change(
     if l.delivered[0].len() <= at_view_2 {
         return Err("nothing delivered in the dead branch's view 2".into());
     }
-    let mut across = RunAcross::new();
-    run_across(&l, &mut across)?;
+    let mut across = RunAcross::from(0);
+    across.note(&l)?;
     let (mut logs, before) = l.shutdown();
     for i in 1..N {
         if !logged_admitting(&logs[i], 0, joiners, false) {
@@ -4581,13 +4554,13 @@ fn two_views_ahead(seed: u64) -> Result<(), String> {
             }
         }
     }
-    let life1_runs = run_across(&l, &mut across);
+    let life1_runs = across.note(&l);
     let (logs, life1) = l.shutdown();
     // Life 2, the operator's end: every node starts from its log.
     let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
     l.earlier = before[0].clone();
     let together = come_together_and_carry_on(&mut l, &all, 0, "every node");
-    let across = life1_runs.and(run_across(&l, &mut across));
+    let across = life1_runs.and(across.note(&l));
     let end = &l.delivered[0];
     let lost: Vec<String> = (0..u)
         .filter_map(|i| {
@@ -4645,21 +4618,30 @@ fn a_dead_branch_without_a_majority_of_its_view_runs_no_view_change() {
 // again, with no next-view rule about `D`'s dead view. The tests below build each form.
 
 /// The views run in each life, kept across lives (view id → life, the first member seen
-/// running it, its members). View 1 is left out: the fitted number, run as the dead view by
-/// its installers and as each fitted view by its own, by design (each test checks what keeps
-/// those apart); within one life every view id is checked (`Life::disagreement`).
-#[derive(Default)]
+/// running it, its members), from view id `from` on. The second-fitting tests start at 2:
+/// view 1 is the fitted number, run as the dead view by its installers and as each fitted view
+/// by its own, by design (each test checks what keeps those apart); within one life every view
+/// id is checked (`Life::disagreement`).
 struct RunAcross {
+    from: u64,
     seen: BTreeMap<u64, (u8, usize, Vec<NodeId>)>,
 }
 
 impl RunAcross {
+    /// Checks view ids `from` and up.
+    fn from(from: u64) -> Self {
+        Self {
+            from,
+            seen: BTreeMap::new(),
+        }
+    }
+
     /// Records what `l` ran; an error names the first view id run with two member lists.
     fn note(&mut self, l: &Life) -> Result<(), String> {
         if let Some(d) = &l.disagreement {
             return Err(format!("virtual synchrony in life {}: {d}", l.life));
         }
-        for (&vid, (i, members)) in l.running.range(2..) {
+        for (&vid, (i, members)) in l.running.range(self.from..) {
             match self.seen.get(&vid) {
                 Some((life, j, m)) if m != members => {
                     return Err(format!(
@@ -4853,7 +4835,7 @@ fn refitted(seed: u64, third: bool) -> Result<(), String> {
     let u = N + 2;
     let base = dir(if third { "refitted-twice" } else { "refitted" }, seed);
     let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
-    let mut across = RunAcross::default();
+    let mut across = RunAcross::from(2);
     let (mut logs, mut lives, b1) = dead_view_then_first_fitting(seed, &base)?;
     for i in 1..N {
         cut_view_1(&mut logs, i, &base, u);
@@ -4975,7 +4957,7 @@ fn refitted_after_one_install(seed: u64) -> Result<(), String> {
     let u = N + 2;
     let base = dir("refitted-one-install", seed);
     let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
-    let mut across = RunAcross::default();
+    let mut across = RunAcross::from(2);
     let (mut logs, mut lives, b1) = dead_view_then_first_fitting(seed, &base)?;
     for i in 2..N {
         cut_view_1(&mut logs, i, &base, u);

@@ -4350,3 +4350,208 @@ fn runs_a_view(l: &Life, i: usize) -> bool {
         g.gms().restarting().is_none() && g.stopped().is_none() && g.view().is_some()
     })
 }
+
+// ---- s27 (seventy-sixth part of `docs/MEMBERSHIP.md`): restart liveness corners ----
+
+/// The `warn` events logged while a [`WarnLog`] is the thread's subscriber, each as its fields
+/// (`name=value`, the message included).
+#[derive(Clone, Default)]
+struct WarnLog(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl WarnLog {
+    /// The events logged so far that contain every one of `parts`.
+    fn with(&self, parts: &[&str]) -> Vec<String> {
+        let events = self.0.lock().unwrap();
+        (events.iter())
+            .filter(|e| parts.iter().all(|p| e.contains(p)))
+            .cloned()
+            .collect()
+    }
+}
+
+impl tracing::Subscriber for WarnLog {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        *m.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={v:?} ", f.name()));
+            }
+        }
+        let mut s = Fields(String::new());
+        e.record(&mut s);
+        self.0.lock().unwrap().push(s.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// How the joiner 4 of the adopted decision stays away in [`adopted_joiner_away`].
+#[derive(Clone, Copy, Debug)]
+enum Away {
+    /// Its process is not started.
+    Down,
+    /// It starts as a new process (fresh log, asking to join) configured otherwise (another
+    /// epoch window): the settings digest differs, so `Gms::wanted` never proposes its join.
+    Misconfigured,
+}
+
+/// s27: the cost the sixty-sixth part's "s26 follow-up" accepted and did not test. Lives 0 and
+/// 1 as in [`rejoiners_decided_then_interrupted`]: 0 and 1 logged the restart ballot's
+/// decision `D` = [Fail 2, Join 3, Join 4] of view 2 (2 was down) and nobody installed view 3.
+/// 2's log gets a promise of a later ballot of view 2 (led by 1, never decided: a restart
+/// attempt between the lives), so that it does not accept `D`'s ballot when 0 re-publishes it.
+/// Life 2: 0, 1, 2 and 3 start, and the joiner 4 stays away (`away`). 2 restarts without `D`,
+/// so `D` is not echoed by every counted member and is not installed as logged; 0 leads a new
+/// ballot and adopts it, and `D` may have been installed (0 and 1 hold it). Every member of view 2 that `D` keeps is here, so the stop check does
+/// not stop; the inspector cannot decide `D` unchanged (4 is not here) and must not fit it (the
+/// fitted view 0, 1 is no majority of `D`'s next view 0, 1, 3, 4), so the restart waits.
+/// Checked for 20 ms of virtual time: nobody stopped (but a misconfigured 4, which must stop
+/// with `StopReason::SettingsDiffer`, with the inspector's warning that its join is refused),
+/// nobody runs a view, and the inspector's warning names 4 as not here. Then the operator's action: 4 started (from its own log when `Down`; as a new,
+/// correctly configured process when `Misconfigured`). All five must end active in one running
+/// view (2, which `D` removes, joins again), delivering identically, with view 3 `D`'s next
+/// view, no view id run with two member lists, and life 0's deliveries a prefix.
+fn adopted_joiner_away(seed: u64, away: Away) -> Result<Moment, String> {
+    let warns = WarnLog::default();
+    let _guard = tracing::subscriber::set_default(warns.clone());
+    let base = dir(&format!("adopted-joiner-{away:?}"), seed);
+    let four = [0, 1, 3, 4];
+    let (logs, before) = crashes_in_turn(seed, &base, &[4, 3])?;
+    let mut l = Life::start(seed + 1000, &base, &logs, &four, 1);
+    if !until_0_and_1_log_the_ballot_admitting_3_and_4(&mut l) {
+        return Ok(Moment::Missed);
+    }
+    let (mut logs, _) = l.shutdown();
+    cut_installed(&mut logs, &base, 3, N);
+    promised_later_than_logged(&mut logs, 2, 1);
+    let mut l = Life::start(seed + 2000, &base, &logs, &[0, 1, 2, 3], 2);
+    if let Away::Misconfigured = away {
+        l.sim.start_node(NodeId(4));
+        let t = l.nodes[4].take().unwrap();
+        let mut cfg = config(&base.join("other"), 4, N);
+        cfg.epoch.window *= 2;
+        l.groups[4] = Some(Group::joining(t, cfg, MemLog::default()).unwrap());
+    }
+    let t0 = l.sim.now();
+    while l.sim.now().saturating_since(t0) < Duration::from_millis(20) {
+        l.step(false);
+    }
+    for i in 0..N {
+        let Some(g) = &l.groups[i] else {
+            continue;
+        };
+        let settings = matches!(g.gms().stopped(), Some(StopReason::SettingsDiffer { .. }));
+        match (i, g.stopped()) {
+            (4, _) if settings => {}
+            (4, _) => return Err(format!("the misconfigured 4 did not stop: {}", l.state())),
+            (_, Some(why)) => return Err(format!("n{i} stopped while 4 was away: {why}")),
+            _ if g.view().is_some_and(|v| v.id > 2) || runs_a_view(&l, i) => {
+                return Err(format!(
+                    "n{i} runs a view while 4 was away: {}; views run {:?}; warnings {:?}",
+                    l.state(),
+                    l.running,
+                    warns.with(&["restart"])
+                ));
+            }
+            _ => {}
+        }
+    }
+    let waiting = warns.with(&["waiting for more of its members", "not_here=[NodeId(4)]"]);
+    if waiting.is_empty() {
+        return Err(format!(
+            "no warning naming 4 as not here; warnings: {:?}",
+            warns.with(&["restart"])
+        ));
+    }
+    if let Away::Misconfigured = away
+        && warns
+            .with(&["join refused: its settings differ", "Some(NodeId(4))"])
+            .is_empty()
+    {
+        return Err("no warning that 4's join is refused for its settings".into());
+    }
+    match away {
+        Away::Down => l.start_late(4),
+        Away::Misconfigured => l.rejoin_fresh(4),
+    }
+    let all: Vec<usize> = (0..N).collect();
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(&mut l, &all, replayed, "every node")?;
+    if let Some(i) = (0..N).find(|&i| !is_prefix(&before[i], &l.delivered[0])) {
+        return Err(format!("n{i}'s life-0 deliveries are not a prefix of n0's"));
+    }
+    let mut view_3 = (l.running.get(&3)).map_or(Vec::new(), |(_, m)| m.clone());
+    view_3.sort();
+    if view_3 != four.map(|i| NodeId(i as u32)) {
+        return Err(format!(
+            "view 3 is not D's next view 0, 1, 3, 4: {view_3:?}"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+#[test]
+fn a_restart_whose_adopted_decisions_joiner_stays_down_waits_naming_it_and_completes_once_it_starts()
+ {
+    check_seeds_reaching(
+        "adopted_joiner_down",
+        2,
+        "the ballot decision admitting 3 and 4 logged at 0 and 1",
+        |seed| adopted_joiner_away(seed, Away::Down),
+    );
+}
+
+#[test]
+fn a_restart_whose_adopted_decisions_joiner_is_misconfigured_waits_and_completes_once_it_is_corrected()
+ {
+    check_seeds_reaching(
+        "adopted_joiner_misconfigured",
+        2,
+        "the ballot decision admitting 3 and 4 logged at 0 and 1",
+        |seed| adopted_joiner_away(seed, Away::Misconfigured),
+    );
+}
+
+/// Appends to member `i`'s log a promise of a restart ballot of the view its log ends at, led
+/// by member `leader`, ranked above every ballot `logs` hold for that view: a restart attempt
+/// that `i` promised and nobody decided.
+fn promised_later_than_logged(logs: &mut [Vec<u8>], i: usize, leader: u64) {
+    let (_, rec) = MemLog::open(logs[i].clone());
+    let vid = (rec.records.iter())
+        .filter_map(|r| match r {
+            Record::Installed { view, .. } => Some(*view),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let top = (logs.iter())
+        .flat_map(|b| MemLog::open(b.clone()).1.records)
+        .filter_map(|r| match r {
+            Record::Decided { decision: d, .. } if d.trim.view == vid => Some(d.rank),
+            Record::Promised { view, rank } if view == vid => Some(rank),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let later =
+        squall_membership::restart::ballot(squall_membership::restart::attempt_of(top) + 1, leader);
+    let mut log = MemLog::default();
+    for r in &rec.records {
+        log.append(r).unwrap();
+    }
+    log.append(&Record::Promised {
+        view: vid,
+        rank: later,
+    })
+    .unwrap();
+    logs[i] = log.bytes().to_vec();
+}

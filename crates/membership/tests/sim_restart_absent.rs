@@ -4458,7 +4458,7 @@ fn adopted_joiner_away(seed: u64, away: Away) -> Result<Moment, String> {
                     "n{i} runs a view while 4 was away: {}; views run {:?}; warnings {:?}",
                     l.state(),
                     l.running,
-                    warns.with(&["restart"])
+                    warns.with(&["adopts"])
                 ));
             }
             _ => {}
@@ -4468,7 +4468,7 @@ fn adopted_joiner_away(seed: u64, away: Away) -> Result<Moment, String> {
     if waiting.is_empty() {
         return Err(format!(
             "no warning naming 4 as not here; warnings: {:?}",
-            warns.with(&["restart"])
+            warns.with(&["adopts"])
         ));
     }
     if let Away::Misconfigured = away
@@ -4554,4 +4554,93 @@ fn promised_later_than_logged(logs: &mut [Vec<u8>], i: usize, leader: u64) {
     })
     .unwrap();
     logs[i] = log.bytes().to_vec();
+}
+
+/// The extra one-way latency of the new incarnation's ops in [`expected_row_late`]: its row
+/// lands at the slow member this long after that member readmitted it (well below the
+/// 1.5 ms suspicion timeout, so that no member suspects it for the gap).
+const ROW_DELAY: Duration = Duration::from_micros(300);
+
+/// s27 (the fifty-ninth part's "Left"): a readmission through `Gms::settle_expected` while the
+/// new incarnation's row is still the old one's. As in [`crash_rejoin_late_link`], member `x`
+/// crashes and starts at once as a new process asking to join, and member `k`'s link to it is
+/// held back, here in both directions (`x` holds `k`'s link too, so it posts nothing to `k`),
+/// until `k` installed the view naming the new incarnation and waits for its link
+/// (`Gms::expected_incarnation`). Then `x`'s ops are slowed by [`ROW_DELAY`] and both links
+/// released: `k` readmits the incarnation as soon as its link is up, while `x`'s row at `k`
+/// still holds the old incarnation's frozen words (its heartbeat among them) for about
+/// `ROW_DELAY`. The moment: `k` readmitted it with the row's heartbeat still the frozen one.
+/// Checked: no view run after the one naming the new incarnation lacks it (nobody counted it
+/// failed on its frozen row, `k` included), all five end in one running view, active,
+/// delivering identically, and the new incarnation delivers messages of its own.
+fn expected_row_late(seed: u64, x: usize, k: usize) -> Result<Moment, String> {
+    let base = dir(&format!("expected-row-late-{x}-{k}"), seed);
+    let all = [0, 1, 2, 3, 4];
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
+    for _ in 0..1500 {
+        l.step(true);
+    }
+    let node = NodeId(x as u32);
+    l.held[k].set(Some(node));
+    l.held[x].set(Some(NodeId(k as u32)));
+    l.rejoin_fresh(x);
+    let t1 = l.sim.now();
+    let expects = |l: &Life| {
+        let g = l.groups[k].as_ref().unwrap();
+        g.view().is_some_and(|v| v.contains(node)) && g.gms().expected_incarnation(node).is_some()
+    };
+    while !expects(&l) && l.sim.now().saturating_since(t1) < Duration::from_millis(1) {
+        l.step(true);
+    }
+    let mut moment = Moment::Missed;
+    let named_in = (l.groups[k].as_ref().and_then(|g| g.view())).map_or(0, |v| v.id);
+    if expects(&l) {
+        let sst = l.groups[k].as_ref().unwrap().gms().sst();
+        let row = sst.row_of(node).unwrap();
+        let frozen = sst.get(row, sst.schema().heartbeat());
+        l.sim.delay(node, ROW_DELAY);
+        l.held[k].set(None);
+        l.held[x].set(None);
+        let t2 = l.sim.now();
+        while l.sim.now().saturating_since(t2) < 2 * ROW_DELAY {
+            l.step(true);
+            let sst = l.groups[k].as_ref().unwrap().gms().sst();
+            if !sst.is_suspected(row) {
+                if sst.get(row, sst.schema().heartbeat()) == frozen {
+                    moment = Moment::Reached;
+                }
+                break;
+            }
+        }
+        l.sim.delay(node, Duration::ZERO);
+    } else {
+        eprintln!(
+            "seed {seed}: n{k} never expected n{x}'s new incarnation: {}",
+            l.state()
+        );
+        l.held[k].set(None);
+        l.held[x].set(None);
+    }
+    let before = l.delivered[k].len();
+    together_and_carrying_on(&mut l, &all, before, "the restarted member")?;
+    if let Some((id, (i, m))) =
+        (l.running.iter()).find(|(id, (_, m))| **id >= named_in && !m.contains(&node))
+    {
+        return Err(format!("n{i} ran view {id} without n{x}: {m:?}"));
+    }
+    if !delivered_own(&l, x, 0, before as u64) {
+        return Err("the restarted member delivered nothing of its own".into());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(moment)
+}
+
+#[test]
+fn a_member_that_readmits_an_expected_incarnation_before_its_row_lands_keeps_it() {
+    check_seeds_reaching(
+        "expected_row_late",
+        2,
+        "n4 readmitting the new n1 it expects while n1's row is still the old one's",
+        |seed| expected_row_late(seed, 1, 4),
+    );
 }

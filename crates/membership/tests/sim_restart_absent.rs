@@ -4566,8 +4566,9 @@ const ROW_DELAY: Duration = Duration::from_micros(300);
 /// crashes and starts at once as a new process asking to join, and member `k`'s link to it is
 /// held back, here in both directions (`x` holds `k`'s link too, so it posts nothing to `k`),
 /// until `k` installed the view naming the new incarnation and waits for its link
-/// (`Gms::expected_incarnation`). Then `x`'s ops are slowed by [`ROW_DELAY`] and both links
-/// released: `k` readmits the incarnation as soon as its link is up, while `x`'s row at `k`
+/// (`Gms::expected_incarnation`), and 1.6 ms more (the old incarnation's last heartbeat is then
+/// older than the 1.5 ms suspicion timeout). Then `x`'s ops are slowed by [`ROW_DELAY`] and
+/// both links released: `k` readmits the incarnation as soon as its link is up, while `x`'s row at `k`
 /// still holds the old incarnation's frozen words (its heartbeat among them) for about
 /// `ROW_DELAY`. The moment: `k` readmitted it with the row's heartbeat still the frozen one.
 /// Checked: no view run after the one naming the new incarnation lacks it (nobody counted it
@@ -4598,6 +4599,12 @@ fn expected_row_late(seed: u64, x: usize, k: usize) -> Result<Moment, String> {
         let sst = l.groups[k].as_ref().unwrap().gms().sst();
         let row = sst.row_of(node).unwrap();
         let frozen = sst.get(row, sst.schema().heartbeat());
+        // Held a while longer: the old incarnation's last heartbeat here is then more than a
+        // suspicion timeout old when the row is readmitted.
+        let t2 = l.sim.now();
+        while l.sim.now().saturating_since(t2) < Duration::from_micros(1600) {
+            l.step(true);
+        }
         l.sim.delay(node, ROW_DELAY);
         l.held[k].set(None);
         l.held[x].set(None);

@@ -1906,10 +1906,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// Restart mode at view `L`: whether the pending new incarnation of `node`, a node *outside*
     /// `L` (a joiner: one that a logged decision for `L` admits, or any node asking to join),
-    /// may be readmitted (s27, seventy-sixth part of `docs/MEMBERSHIP.md`). Only while no row
-    /// (suspected ones included: the old incarnation's frozen words) publishes a view after
-    /// `L`: then no view names the old incarnation anywhere, since only a view after `L` can
-    /// name a node outside `L`. The normal-mode rule (no proposal or decision held names the
+    /// may be readmitted (s27, seventy-sixth part of `docs/MEMBERSHIP.md`). Only once every
+    /// member of `L` this member counts published that it noticed the old incarnation's failure
+    /// (its `gms_noticed` word), and while no row (suspected ones included: the old
+    /// incarnation's frozen words) publishes a view after `L`: then no view names the old
+    /// incarnation at a member this member counts, since only a view after `L` can name a node
+    /// outside `L`. The normal-mode rule (no proposal or decision held names the
     /// node) is not applied: the adopted decision that admits `node` stays logged here, and a
     /// restart that adopts it unchanged needs `node` here (see
     /// [`adopted_whole_here`](Gms::adopted_whole_here)); refusing the readmission left such a
@@ -1921,7 +1923,27 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let (Some(view), Some(_)) = (&self.view, &self.restart) else {
             return false;
         };
-        !view.contains(node)
+        let (Some(row_n), false) = (self.sst.row_of(node), view.contains(node)) else {
+            return false;
+        };
+        let Some(pending) = self.sst.pending_incarnation(row_n) else {
+            return false;
+        };
+        // Race (c) of the twenty-second part, as for a member of `view`: every member of `view`
+        // this member counts publishes that it no longer counts an incarnation of `node` below
+        // the pending one. One that installed a view after `view` counting the old incarnation
+        // did so before it noticed the failure, so that view block lands here before the word
+        // and is read below (read after the words).
+        let me = self.sst.my_row();
+        let unnoticed = view.members.iter().any(|&m| {
+            self.sst.row_of(m).is_some_and(|r| {
+                r != me
+                    && !self.suspects(m)
+                    && !self.sst.is_absent(r)
+                    && self.sst.get_at(r, self.f.noticed, row_n).unwrap_or(0) < pending
+            })
+        });
+        !unnoticed
             && !(0..self.sst.rows()).any(|row| {
                 (self.read_block(row, self.f.view))
                     .is_some_and(|p| p.first().is_some_and(|&w| w > view.id + 1))

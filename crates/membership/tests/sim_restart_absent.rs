@@ -2652,6 +2652,12 @@ fn crashes_in_turn(
 /// member lists; every node that stopped is restarted from its log once (as an operator
 /// would), and all five then end active in one running view, delivering identically.
 fn refit_of_a_ballot_admitting_rejoiners(seed: u64) -> Result<Moment, String> {
+    refit_rejoiners(seed, false)
+}
+
+/// [`refit_of_a_ballot_admitting_rejoiners`]; with `unstopped`, a node found stopped at the
+/// operator's step fails it (s27, seventy-sixth part of `docs/MEMBERSHIP.md`).
+fn refit_rejoiners(seed: u64, unstopped: bool) -> Result<Moment, String> {
     let base = dir("refit-rejoiners", seed);
     let all: Vec<usize> = (0..N).collect();
     let (logs, before) = three_crashes(seed, &base)?;
@@ -2695,6 +2701,12 @@ fn refit_of_a_ballot_admitting_rejoiners(seed: u64) -> Result<Moment, String> {
     }
     for i in 0..N {
         if l.groups[i].as_ref().is_some_and(|g| g.stopped().is_some()) {
+            if unstopped {
+                return Err(format!(
+                    "n{i} stopped before the operator's step: {}",
+                    l.state()
+                ));
+            }
             l.restart_member(i);
         }
     }
@@ -4650,4 +4662,29 @@ fn a_member_that_readmits_an_expected_incarnation_before_its_row_lands_keeps_it(
         "n4 readmitting the new n1 it expects while n1's row is still the old one's",
         |seed| expected_row_late(seed, 1, 4),
     );
+}
+
+/// s27 (the sixty-sixth part's "Left", item 4 of the seventy-sixth part): in
+/// [`refit_of_a_ballot_admitting_rejoiners`] the stop check stopped 0 needlessly at seeds 0, 1,
+/// 4 and 11 (of 12), and the test's operator step restarted it. Since the s26 follow-up the
+/// check waits while the adopted decision admits members and no member of the view that its
+/// next view keeps is counted out, so nobody stops there. Pinned at those four seeds: every
+/// node must still run, unstopped, when the operator's step comes. Fails with that early
+/// return reverted, at each of the four seeds ("n0 stopped before the operator's step: … restart
+/// of view 3: it adopts a logged decision whose next view is …").
+#[test]
+fn regression_refit_seeds_0_1_4_11_the_stop_check_stopped_the_inspector_needlessly() {
+    for seed in [0, 1, 4, 11] {
+        match refit_rejoiners(seed, true) {
+            Ok(Moment::Reached) => {}
+            Ok(Moment::Missed) => panic!(
+                "{}",
+                missed(
+                    seed,
+                    "the inspector's ballot decision admitting rejoiners logged"
+                )
+            ),
+            Err(why) => panic!("seed {seed}: {why}"),
+        }
+    }
 }

@@ -4670,8 +4670,9 @@ fn a_member_that_readmits_an_expected_incarnation_before_its_row_lands_keeps_it(
 /// check waits while the adopted decision admits members and no member of the view that its
 /// next view keeps is counted out, so nobody stops there. Pinned at those four seeds: every
 /// node must still run, unstopped, when the operator's step comes. Fails with that early
-/// return reverted, at each of the four seeds ("n0 stopped before the operator's step: … restart
-/// of view 3: it adopts a logged decision whose next view is …").
+/// return reverted, at seed 0 ("n0 stopped before the operator's step: … restart of view 3: it
+/// adopts a logged decision whose next view is …"); with it reverted, 0 stops at each of the
+/// four seeds and at no other of the 12.
 #[test]
 fn regression_refit_seeds_0_1_4_11_the_stop_check_stopped_the_inspector_needlessly() {
     for seed in [0, 1, 4, 11] {

@@ -1910,8 +1910,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// member of `L` this member counts published that it noticed the old incarnation's failure
     /// (its `gms_noticed` word), and while no row (suspected ones included: the old
     /// incarnation's frozen words) publishes a view after `L`: then no view names the old
-    /// incarnation at a member this member counts, since only a view after `L` can name a node
-    /// outside `L`. The normal-mode rule (no proposal or decision held names the
+    /// incarnation at a member this member counts, since a view that names a node outside `L`
+    /// and runs in this life comes after `L`. The normal-mode rule (no proposal or decision held names the
     /// node) is not applied: the adopted decision that admits `node` stays logged here, and a
     /// restart that adopts it unchanged needs `node` here (see
     /// [`adopted_whole_here`](Gms::adopted_whole_here)); refusing the readmission left such a

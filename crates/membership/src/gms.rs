@@ -612,8 +612,9 @@ struct RestartState {
     outsiders: Vec<NodeId>,
     /// The inspector adopted a logged decision whose fitted restart view holds too few of the
     /// view and of the adopted decision's next view: the members of that next view it waits
-    /// for (reported once per change; see [`adoption_short`](Gms::adoption_short)).
-    short_of_adopted: Option<Vec<NodeId>>,
+    /// for, and those of them not here ([`adopted_not_here`](Gms::adopted_not_here)); reported
+    /// once per change (see [`adoption_short`](Gms::adoption_short)).
+    short_of_adopted: Option<(Vec<NodeId>, Vec<NodeId>)>,
     /// The decision for the view that its log held when it was built (the highest-ranked, not
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
     /// making another next view is on a dead branch (see [`dead_ahead`](Gms::dead_ahead)).
@@ -1862,7 +1863,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // decided by others and may still name the old incarnation; its own row would then
             // hand that view to the new incarnation, which would take it for its own.
             if self.restart.is_some() {
-                if self.readmissible_in_restart(node) {
+                if self.readmissible_in_restart(node) || self.joiner_readmissible_in_restart(node) {
                     self.readmit(row)?;
                 }
                 continue;
@@ -1905,6 +1906,52 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// races, are in `docs/MEMBERSHIP.md` (sixteenth, eighteenth and twenty-second parts).
     fn readmissible_in_restart(&self, node: NodeId) -> bool {
         self.readmission_in_restart(node) == Some(true)
+    }
+
+    /// Restart mode at view `L`: whether the pending new incarnation of `node`, a node *outside*
+    /// `L` (a joiner: one that a logged decision for `L` admits, or any node asking to join),
+    /// may be readmitted (s27, seventy-sixth part of `docs/MEMBERSHIP.md`). Only once every
+    /// member of `L` this member counts published that it noticed the old incarnation's failure
+    /// (its `gms_noticed` word), and while no row (suspected ones included: the old
+    /// incarnation's frozen words) publishes a view after `L`: then no view names the old
+    /// incarnation at a member this member counts, since a view that names a node outside `L`
+    /// and runs in this life comes after `L`. The normal-mode rule (no proposal or decision held names the
+    /// node) is not applied: the adopted decision that admits `node` stays logged here, and a
+    /// restart that adopts it unchanged needs `node` here (see
+    /// [`adopted_whole_here`](Gms::adopted_whole_here)); refusing the readmission left such a
+    /// restart waiting for good once the joiner's process had been restarted (a misconfigured
+    /// joiner corrected by its operator). The join itself is proposed only once the members
+    /// that suspected the old incarnation readmitted the new one
+    /// ([`readmission_pending`](Gms::readmission_pending)), as in normal mode.
+    fn joiner_readmissible_in_restart(&self, node: NodeId) -> bool {
+        let (Some(view), Some(_)) = (&self.view, &self.restart) else {
+            return false;
+        };
+        let (Some(row_n), false) = (self.sst.row_of(node), view.contains(node)) else {
+            return false;
+        };
+        let Some(pending) = self.sst.pending_incarnation(row_n) else {
+            return false;
+        };
+        // Race (c) of the twenty-second part, as for a member of `view`: every member of `view`
+        // this member counts publishes that it no longer counts an incarnation of `node` below
+        // the pending one. One that installed a view after `view` counting the old incarnation
+        // did so before it noticed the failure, so that view block lands here before the word
+        // and is read below (read after the words).
+        let me = self.sst.my_row();
+        let unnoticed = view.members.iter().any(|&m| {
+            self.sst.row_of(m).is_some_and(|r| {
+                r != me
+                    && !self.suspects(m)
+                    && !self.sst.is_absent(r)
+                    && self.sst.get_at(r, self.f.noticed, row_n).unwrap_or(0) < pending
+            })
+        });
+        !unnoticed
+            && !(0..self.sst.rows()).any(|row| {
+                (self.read_block(row, self.f.view))
+                    .is_some_and(|p| p.first().is_some_and(|&w| w > view.id + 1))
+            })
     }
 
     /// [`readmissible_in_restart`](Gms::readmissible_in_restart) in three answers: `None`,
@@ -3468,13 +3515,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 let installable = self.may_have_installed(view, t.rank);
                 let short =
                     adoption_short(&self.cfg, &view.members, &t.changes, &fitted, installable);
+                let not_here = self.adopted_not_here(view, &t.changes, alive, &changes);
+                let wait = short.clone().map(|s| (s, not_here));
                 if let Some(r) = &mut self.restart
-                    && r.short_of_adopted != short
+                    && r.short_of_adopted != wait
                 {
-                    if let Some(waiting) = &short {
-                        tracing::warn!(me = %self.me, view = view.id, ?waiting, "membership: the restart adopts a logged decision whose next view it would not hold a majority of; waiting for more of its members");
+                    if let Some((waiting, not_here)) = &wait {
+                        tracing::warn!(me = %self.me, view = view.id, ?waiting, ?not_here, "membership: the restart adopts a logged decision whose next view it would not hold a majority of; waiting for more of its members (not_here: start them, or correct their settings)");
                     }
-                    r.short_of_adopted = short.clone();
+                    r.short_of_adopted = wait;
                 }
                 if short.is_some() {
                     return Ok(());
@@ -3569,19 +3618,38 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         proposed: &[Change],
     ) -> bool {
         adopted.iter().any(|c| c.kind == ChangeKind::Join)
-            && crate::change::next_members(adopted, &view.members)
-                .iter()
-                .all(|&m| {
-                    if view.contains(m) {
-                        return alive.contains(&m);
-                    }
-                    let proposed_join =
-                        (proposed.iter()).any(|c| c.node == m && c.kind == ChangeKind::Join);
-                    proposed_join
-                        && self.sst.row_of(m).is_some_and(|r| {
-                            !self.sst.is_suspected(r) && !self.unheard(r) && self.asks_to_join(r)
-                        })
+            && self
+                .adopted_not_here(view, adopted, alive, proposed)
+                .is_empty()
+    }
+
+    /// The members of the adopted decision's next view that are not here in the sense of
+    /// [`adopted_whole_here`](Gms::adopted_whole_here): a member of `view` not in `alive`, or a
+    /// joiner that is not an unsuspected, heard peer asking to join whose join `proposed`
+    /// admits (down, not linked, or held back by `wanted`: settings, readmission, room). The
+    /// inspector's warning names them while it waits (s27, seventy-sixth part of
+    /// `docs/MEMBERSHIP.md`): they are whom the operator must start, or correct.
+    fn adopted_not_here(
+        &self,
+        view: &View,
+        adopted: &[Change],
+        alive: &[NodeId],
+        proposed: &[Change],
+    ) -> Vec<NodeId> {
+        let here = |m: NodeId| {
+            if view.contains(m) {
+                return alive.contains(&m);
+            }
+            let proposed_join =
+                (proposed.iter()).any(|c| c.node == m && c.kind == ChangeKind::Join);
+            proposed_join
+                && self.sst.row_of(m).is_some_and(|r| {
+                    !self.sst.is_suspected(r) && !self.unheard(r) && self.asks_to_join(r)
                 })
+        };
+        (crate::change::next_members(adopted, &view.members).into_iter())
+            .filter(|&m| !here(m))
+            .collect()
     }
 
     /// Restart mode, the inspector adopts a logged decision: its trim is kept whole (it may

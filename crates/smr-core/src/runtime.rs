@@ -21,6 +21,7 @@ use crate::core::{
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
+use crate::status::ReplicaStatus;
 use crate::transfer::{StateTransfer, TransferError};
 use crate::wire::{ErrorCode, Request, Response};
 
@@ -124,6 +125,7 @@ enum Job {
     },
     Snapshot(oneshot::Sender<Snapshot>),
     Leave(oneshot::Sender<Result<(), TransferError>>),
+    Status(oneshot::Sender<ReplicaStatus>),
 }
 
 /// Hands requests to a running replica; cheap to clone, usable from any thread or task.
@@ -140,6 +142,8 @@ pub struct ReplicaHandle {
     /// Set (before `stop`) when the replica's backend stopped, or the replica stopped itself,
     /// and its thread ended by itself.
     failed: Arc<StopCell>,
+    /// Set when the replica's leave completed (its thread runs on until shut down).
+    left: Arc<StopCell<String>>,
     waker: Waker,
     metrics: Metrics,
 }
@@ -178,6 +182,69 @@ impl ReplicaHandle {
         let (reply, rx) = oneshot::channel();
         self.enqueue(Job::Leave(reply))?;
         Ok(rx)
+    }
+
+    /// Asks where the replica stands ([`ReplicaStatus`]: its last view, its role in it,
+    /// whether it serves, where its leave stands), taken on its thread between two polls.
+    /// The receiver fails if the replica's thread ended first (its backend stopped for good:
+    /// [`backend_stopped`](Self::backend_stopped) says why).
+    ///
+    /// ```
+    /// use squall_smr::{Replica, ReplicaConfig};
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{RestoreError, StateMachine, StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// /// A backend that says which shard it runs.
+    /// # struct Sharded;
+    /// # impl TotalOrder for Sharded {
+    /// #     fn me(&self) -> NodeId { NodeId(2) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Ok(()) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::sleep(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// # impl StateTransfer for Sharded {
+    /// #     fn holds_state(&self) -> bool { true }
+    /// #     fn state_wanted(&self) -> bool { false }
+    /// #     fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    /// #     fn role(&self) -> Option<String> { Some("shard 0".into()) }
+    /// # }
+    /// let replica = Replica::spawn_joinable(NodeId(2), || Ok::<_, String>(Sharded), Nop, ReplicaConfig::default())?;
+    /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    /// let status = rt.block_on(replica.handle().status()?)?;
+    /// assert_eq!(status.role.as_deref(), Some("shard 0"));
+    /// assert!(status.serving && !status.leaving && status.left.is_none());
+    /// replica.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn status(&self) -> Result<oneshot::Receiver<ReplicaStatus>, Busy> {
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(Job::Status(reply))?;
+        Ok(rx)
+    }
+
+    /// The reason the backend gave when this replica's leave completed (the view without
+    /// it was installed), once it did ([`leave`](Self::leave)); `None` before, and for a
+    /// replica that stopped otherwise ([`backend_stopped`](Self::backend_stopped)). The
+    /// replica's thread keeps running until [`Replica::shutdown`].
+    pub fn has_left(&self) -> Option<String> {
+        self.left.get()
+    }
+
+    /// Resolves once this replica's leave completed, with [`has_left`](Self::has_left)'s
+    /// reason: the driver thread notifies it (a server that exits once its replica left waits
+    /// on it, and on [`stopped`](Self::stopped) for any other stop). It never resolves for a
+    /// replica that does not leave.
+    pub async fn left(&self) -> String {
+        self.left.wait().await
     }
 
     /// Why this replica's backend stopped for good, once it did ([`BackendStopped`], with
@@ -463,6 +530,8 @@ impl<S: StateMachine> Replica<S> {
         let thread_stop = Arc::clone(&stop);
         let failed = Arc::new(StopCell::default());
         let thread_failed = Arc::clone(&failed);
+        let left = Arc::new(StopCell::default());
+        let thread_left = Arc::clone(&left);
         let thread = std::thread::Builder::new()
             .name(format!("squall-replica-{}", me.0))
             .spawn(move || {
@@ -505,6 +574,7 @@ impl<S: StateMachine> Replica<S> {
                     rx,
                     stop: thread_stop,
                     failed: thread_failed,
+                    left: thread_left,
                     cfg,
                     waiting: HashMap::new(),
                     next_token: 0,
@@ -531,6 +601,7 @@ impl<S: StateMachine> Replica<S> {
                 rx: handle_rx,
                 stop: Arc::clone(&stop),
                 failed,
+                left,
                 waker,
                 metrics,
             },
@@ -621,26 +692,26 @@ impl<S> Drop for Replica<S> {
     }
 }
 
-/// A replica's stop for good, once its driver set it (the first one is kept), and the
-/// notification of it to [`ReplicaHandle::stopped`].
+/// A replica's stop for good (or its completed leave), once its driver set it (the first one
+/// is kept), and the notification of it to [`ReplicaHandle::stopped`] (or `left`).
 #[derive(Debug)]
-struct StopCell(watch::Sender<Option<BackendStopped>>);
+struct StopCell<T = BackendStopped>(watch::Sender<Option<T>>);
 
-impl Default for StopCell {
-    fn default() -> StopCell {
+impl<T: Clone> Default for StopCell<T> {
+    fn default() -> StopCell<T> {
         // The receiver is not kept: each waiter subscribes, and the sender holds the value.
         StopCell(watch::channel(None).0)
     }
 }
 
-impl StopCell {
+impl<T: Clone> StopCell<T> {
     /// The stop, once set.
-    fn get(&self) -> Option<BackendStopped> {
+    fn get(&self) -> Option<T> {
         self.0.borrow().clone()
     }
 
     /// Sets the stop unless one is set already, waking every waiter.
-    fn set(&self, stop: BackendStopped) {
+    fn set(&self, stop: T) {
         self.0.send_if_modified(|now| {
             if now.is_some() {
                 return false;
@@ -651,7 +722,7 @@ impl StopCell {
     }
 
     /// Resolves with the stop once it is set.
-    async fn wait(&self) -> BackendStopped {
+    async fn wait(&self) -> T {
         let mut rx = self.0.subscribe();
         loop {
             let now = rx.borrow_and_update().clone();
@@ -714,7 +785,7 @@ fn refuse(job: Job, why: &str) {
         Job::Leave(reply) => {
             let _ = reply.send(Err(TransferError::Refused(why.to_owned())));
         }
-        Job::Snapshot(_) => {}
+        Job::Snapshot(_) | Job::Status(_) => {}
     }
 }
 
@@ -749,6 +820,8 @@ struct Driver<B, S> {
     /// Set once the replica's backend stopped, before `stop` (for the handles, and waking
     /// their [`ReplicaHandle::stopped`]).
     failed: Arc<StopCell>,
+    /// Set once the replica's leave completed.
+    left: Arc<StopCell<String>>,
     cfg: ReplicaConfig,
     waiting: HashMap<Token, oneshot::Sender<Response>>,
     next_token: Token,
@@ -813,6 +886,11 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 self.failed.set(e.clone());
                 self.stop.store(true, Ordering::Release);
                 break;
+            }
+            if self.left.get().is_none()
+                && let Some(why) = self.core.left()
+            {
+                self.left.set(why.to_owned());
             }
             // Now and then (and whenever idle) forget requests nobody waits for any more.
             // Upcalls kept while a state was decoded are applied a slice a turn, without a
@@ -992,6 +1070,17 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 }
                 Ok(Job::Snapshot(reply)) => {
                     let _ = reply.send(self.core.snapshot());
+                    took += 1;
+                }
+                Ok(Job::Status(reply)) => {
+                    let mut status = self.core.status();
+                    if let Some(t) = (self.transfer)(&mut self.backend) {
+                        status.role = t.role();
+                        if let Some(v) = t.current_view() {
+                            status.view = Some(v);
+                        }
+                    }
+                    let _ = reply.send(status);
                     took += 1;
                 }
                 Ok(Job::Leave(reply)) => {

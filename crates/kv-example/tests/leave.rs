@@ -161,13 +161,19 @@ fn membership_a_replica_leaves_by_the_command_exits_0_and_the_others_serve_on_wi
     // Replica 1 asks too: [0] alone would be no majority of [0, 1], so the group holds the
     // leave back. The asker is told so at once (exit 4), and replica 1 serves on, its
     // status saying the leave is held.
+    let asked = std::time::Instant::now();
     let held = admin(&procs, 1, &["leave", "--wait", "20"]);
+    let took = asked.elapsed();
     assert_eq!(
         held.status.code(),
         Some(4),
         "{}\n{}",
         text(&held),
         logs(&procs)
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the held leave was answered only after {took:?} (its wait was 20 s)"
     );
     assert!(
         String::from_utf8_lossy(&held.stderr).contains("held back"),

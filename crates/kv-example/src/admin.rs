@@ -910,6 +910,36 @@ mod tests {
         ));
     }
 
+    /// The fuzz target's seeds (`fuzz/seeds/kv_admin`) are whole messages of each kind.
+    #[test]
+    fn the_fuzz_seeds_decode_whole() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/kv_admin");
+        let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+        assert_eq!(
+            AdminRequest::decode(&read("request_status")).unwrap(),
+            AdminRequest::Status
+        );
+        assert_eq!(
+            AdminRequest::decode(&read("request_leave")).unwrap(),
+            AdminRequest::Leave {
+                wait: Duration::from_millis(1500)
+            }
+        );
+        assert_eq!(
+            AdminResponse::decode(&read("response_status")).unwrap(),
+            samples()[0]
+        );
+        assert_eq!(
+            AdminResponse::decode(&read("response_leave_held")).unwrap(),
+            AdminResponse::Leave(LeaveOutcome::Held("held".into()))
+        );
+        assert_eq!(
+            AdminResponse::decode(&read("response_error")).unwrap(),
+            AdminResponse::Error("busy".into())
+        );
+    }
+
     #[test]
     fn a_huge_member_count_is_refused_before_any_allocation() {
         let mut b = vec![ADMIN_VERSION, TAG_STATUS, 0, 0, 0, 0, 1];

@@ -2432,4 +2432,129 @@ mod tests {
             (1, 1)
         );
     }
+
+    /// Where a [`Leaver`]'s leave stands.
+    #[derive(Default)]
+    struct Leaving {
+        asked: bool,
+        held: bool,
+        gone: bool,
+    }
+
+    /// A member's backend that accepts a leave, holds it while told to, and stops as left.
+    struct Leaver(Arc<std::sync::Mutex<Leaving>>);
+
+    impl TotalOrder for Leaver {
+        fn me(&self) -> NodeId {
+            NodeId(2)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::WindowFull)
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Leaver {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn leave(&mut self) -> Result<(), TransferError> {
+            self.0.lock().unwrap().asked = true;
+            Ok(())
+        }
+        fn leave_status(&self) -> Option<crate::LeaveReport> {
+            let l = self.0.lock().unwrap();
+            match (l.asked, l.held, l.gone) {
+                (_, _, true) => Some(crate::LeaveReport::going("left: view 2")),
+                (true, true, _) => Some(crate::LeaveReport::held("held back in view 1")),
+                (true, false, _) => Some(crate::LeaveReport::going("asked in view 1")),
+                (false, ..) => None,
+            }
+        }
+        fn stopped(&self) -> Option<String> {
+            self.0
+                .lock()
+                .unwrap()
+                .gone
+                .then(|| "left: view 2 was installed without this member".into())
+        }
+        fn role(&self) -> Option<String> {
+            Some("shard 0".into())
+        }
+        fn current_view(&self) -> Option<squall_ordering::View> {
+            Some(squall_ordering::View {
+                id: 1,
+                members: vec![NodeId(1), NodeId(2)],
+                leader: Some(NodeId(1)),
+            })
+        }
+    }
+
+    /// s27 (docs/MEMBERSHIP.md, seventy-seventh part): the status answers the backend's view
+    /// and role and the leave as it goes (held, then left), and `left()` resolves once the
+    /// leave completed, while `stopped()` does not: a leave is no failure.
+    #[test]
+    fn a_replicas_status_follows_its_leave_and_the_wait_for_it_resolves() {
+        let shared = Arc::new(std::sync::Mutex::new(Leaving::default()));
+        let backend = Leaver(Arc::clone(&shared));
+        let replica = Replica::spawn_joinable(
+            NodeId(2),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let h = replica.handle();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let status = |h: &ReplicaHandle| rt.block_on(h.status().unwrap()).unwrap();
+        let s = status(&h);
+        assert_eq!(s.view.as_ref().map(|v| v.id), Some(1));
+        assert_eq!(s.role.as_deref(), Some("shard 0"));
+        assert!(s.serving && !s.leaving && s.leave.is_none() && s.left.is_none());
+        shared.lock().unwrap().held = true;
+        rt.block_on(h.leave().unwrap()).unwrap().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let s = loop {
+            let s = status(&h);
+            if s.leave.as_ref().is_some_and(|l| l.held) {
+                break s;
+            }
+            assert!(std::time::Instant::now() < deadline, "never held: {s:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(s.leaving && s.serving && s.left.is_none() && h.has_left().is_none());
+        shared.lock().unwrap().gone = true;
+        let why = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), h.left()).await })
+            .expect("the leave completed but the waiter was not woken");
+        assert!(why.starts_with("left: view 2"), "{why}");
+        assert_eq!(h.has_left(), Some(why.clone()));
+        let s = status(&h);
+        assert_eq!((s.left, s.stopped, s.serving), (Some(why), None, false));
+        assert_eq!(h.backend_stopped(), None);
+        let not_stopped = rt
+            .block_on(async { tokio::time::timeout(Duration::from_millis(20), h.stopped()).await });
+        assert!(not_stopped.is_err(), "a leave resolved the wait for a stop");
+        assert!(replica.shutdown().is_ok());
+    }
 }

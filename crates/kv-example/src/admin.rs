@@ -612,9 +612,10 @@ pub async fn ask(addr: SocketAddr, req: &AdminRequest) -> Result<AdminResponse, 
     let exchange = async {
         let mut s = TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
+        let body = req.encode();
         let mut first = PREAMBLE.to_vec();
-        first.extend_from_slice(&(req.encode().len() as u32).to_le_bytes());
-        first.extend_from_slice(&req.encode());
+        first.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        first.extend_from_slice(&body);
         s.write_all(&first).await?;
         let body = read_frame(&mut s).await?;
         AdminResponse::decode(&body)

@@ -13,6 +13,8 @@
 //!   With `data_dir` set ([`KvConfig::data_dir`], membership only) each replica keeps durable
 //!   logs and the cluster survives a total shutdown; [`rejoin_tcp_replica`] brings back a
 //!   replica the others removed.
+//! - [`admin`]: an operator's status query and graceful leave, asked of one running replica
+//!   on its client port (`squall-kv client … status`, `… leave`).
 //! - [`workload`]: the closed-loop load generator behind `squall-kv demo` and `bench`, and its
 //!   raw-TCP baseline.
 //!
@@ -26,6 +28,7 @@
 //! # Ok::<(), squall_kv::OpsError>(())
 //! ```
 
+pub mod admin;
 pub mod announce;
 mod client;
 mod cluster;

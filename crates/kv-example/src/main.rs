@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use squall_kv::admin::{AdminRequest, AdminResponse, InFlight, LeaveOutcome};
 use squall_kv::workload::{self, Progress, Report, Workload};
 use squall_kv::{KvClient, KvConfig, KvOp, KvResult, Ordering, ReplicaAddr};
 use squall_smr::wire::ReadMode;
@@ -86,7 +87,8 @@ enum Cmd {
         reads: Reads,
     },
     /// Run one replica of a cluster described by a TOML file. Exits 0 after SIGINT or
-    /// SIGTERM; 3 as soon as the replica stops for good by itself (its group stopped, e.g. it
+    /// SIGTERM, and 0 once the replica left its group gracefully (`squall-kv client --id N
+    /// leave`); 3 as soon as the replica stops for good by itself (its group stopped, e.g. it
     /// lost its majority, or the replica stopped itself), printing why and what to do; 1 on
     /// any other error.
     Serve {
@@ -113,7 +115,13 @@ enum Cmd {
         #[arg(long, value_name = "DIGEST", value_parser = parse_digest, conflicts_with_all = ["rejoin", "announce"])]
         settings_from: Option<u64>,
     },
-    /// Send one operation to a cluster.
+    /// Send one operation to a cluster, or ask one replica its status or to leave.
+    ///
+    /// `status` and `leave` go to one replica: `--config FILE --id N`, or `--replicas ADDR`
+    /// with one address. `leave` exits 0 once the replica left (its `serve` then exits 0), 4
+    /// if the group holds the leave back (printing why; the leave stays asked and goes
+    /// through by itself once nothing holds it back), 5 if it neither left nor was held
+    /// within `--wait` (it stays asked), 1 if it was refused or on any other error.
     Client {
         /// The cluster file (its replicas' client addresses are used).
         #[arg(long, conflicts_with = "replicas")]
@@ -121,6 +129,9 @@ enum Cmd {
         /// Client addresses, comma-separated, instead of a cluster file.
         #[arg(long, value_delimiter = ',')]
         replicas: Vec<SocketAddr>,
+        /// With `--config`: the replica that `status` or `leave` asks.
+        #[arg(long, requires = "config")]
+        id: Option<u32>,
         #[command(subcommand)]
         op: ClientOp,
     },
@@ -151,6 +162,26 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum ClientOp {
+    #[command(flatten)]
+    Kv(KvCmd),
+    /// One replica's view, members, role, whether it serves, and where its leave stands.
+    Status {
+        /// One JSON object instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ask one replica to leave its group gracefully (membership ordering): the others
+    /// install a view without it, not as a failure, and its `serve` exits 0.
+    Leave {
+        /// Seconds to wait for the outcome before exiting 5 (the leave stays asked).
+        #[arg(long, default_value_t = 30.0)]
+        wait: f64,
+    },
+}
+
+/// The operations `client` sends to a cluster.
+#[derive(Subcommand)]
+enum KvCmd {
     /// Read a key.
     Get { key: String },
     /// Write a key.
@@ -199,8 +230,38 @@ fn main() {
 fn exit_code(e: &(dyn std::error::Error + 'static)) -> i32 {
     if e.downcast_ref::<ReplicaStopped>().is_some() {
         EXIT_REPLICA_STOPPED
+    } else if let Some(l) = e.downcast_ref::<LeaveNotDone>() {
+        l.code()
     } else {
         1
+    }
+}
+
+/// `squall-kv client … leave`'s exit code when the group holds the leave back.
+const EXIT_LEAVE_HELD: i32 = 4;
+
+/// `squall-kv client … leave`'s exit code when the leave neither completed nor was held
+/// within `--wait`.
+const EXIT_LEAVE_PENDING: i32 = 5;
+
+/// A leave asked with `client … leave` that has not completed: held back by the group
+/// ([`EXIT_LEAVE_HELD`]) or still under way at the end of the wait ([`EXIT_LEAVE_PENDING`]).
+#[derive(Debug, thiserror::Error)]
+enum LeaveNotDone {
+    /// The group holds it back.
+    #[error("replica {0}: the leave is held back (it stays asked): {1}")]
+    Held(SocketAddr, String),
+    /// Neither left nor held within the wait.
+    #[error("replica {0}: the leave did not complete within the wait (it stays asked): {1}")]
+    Pending(SocketAddr, String),
+}
+
+impl LeaveNotDone {
+    fn code(&self) -> i32 {
+        match self {
+            LeaveNotDone::Held(..) => EXIT_LEAVE_HELD,
+            LeaveNotDone::Pending(..) => EXIT_LEAVE_PENDING,
+        }
     }
 }
 
@@ -282,8 +343,23 @@ fn run(cli: Cli) -> Res<()> {
         Cmd::Client {
             config,
             replicas,
+            id,
             op,
-        } => client(config.as_deref(), replicas, op),
+        } => match op {
+            ClientOp::Status { json } => {
+                admin(config.as_deref(), replicas, id, AdminRequest::Status, json)
+            }
+            ClientOp::Leave { wait } => admin(
+                config.as_deref(),
+                replicas,
+                id,
+                AdminRequest::Leave {
+                    wait: leave_wait(wait)?,
+                },
+                false,
+            ),
+            ClientOp::Kv(op) => client(config.as_deref(), replicas, op),
+        },
         Cmd::Bench {
             config,
             cluster,
@@ -318,6 +394,19 @@ fn parse_digest(s: &str) -> Result<u64, String> {
 fn secs(s: f64) -> Res<Duration> {
     if !(s.is_finite() && s > 0.0) {
         return Err(format!("--duration must be a positive number of seconds, not {s}").into());
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// `leave --wait`: a number of seconds, 0 (answer at once) up to the replica's bound.
+fn leave_wait(s: f64) -> Res<Duration> {
+    let max = squall_kv::admin::MAX_LEAVE_WAIT;
+    if !(s.is_finite() && (0.0..=max.as_secs_f64()).contains(&s)) {
+        return Err(format!(
+            "--wait must be between 0 and {} seconds, not {s}",
+            max.as_secs()
+        )
+        .into());
     }
     Ok(Duration::from_secs_f64(s))
 }
@@ -647,7 +736,14 @@ fn serve(
             squall_kv::announce::write_atomically(&ready_file(file), "")?;
         }
         let handle = replica.handle();
-        let server = squall_smr::server::serve(listener, handle.clone(), Default::default());
+        let in_flight = InFlight::default();
+        // Client-protocol connections and operators' admin requests, on the client port.
+        let server = squall_kv::admin::serve(
+            listener,
+            handle.clone(),
+            Default::default(),
+            in_flight.clone(),
+        );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             r = server => r?,
@@ -656,6 +752,12 @@ fn serve(
             // Woken by the replica's driver as it stops, not polled.
             stop = handle.stopped() => {
                 tracing::error!(id, error = %stop, "the replica stopped for good; exiting");
+            }
+            // A graceful leave (an operator's `client … leave`) completed: exit 0, once the
+            // asker has its answer.
+            why = handle.left() => {
+                tracing::info!(id, %why, "left the group; exiting");
+                in_flight.drained(squall_kv::admin::ADMIN_TIMEOUT).await;
             }
         }
         Res::Ok(())
@@ -673,24 +775,24 @@ fn serve(
     }
 }
 
-fn client(config: Option<&Path>, replicas: Vec<SocketAddr>, op: ClientOp) -> Res<()> {
+fn client(config: Option<&Path>, replicas: Vec<SocketAddr>, op: KvCmd) -> Res<()> {
     let addrs = match config {
         Some(p) => KvConfig::from_file(p)?.client_addrs(),
         None if !replicas.is_empty() => replicas,
         None => return Err("give --config FILE or --replicas ADDR,ADDR,…".into()),
     };
     let op = match op {
-        ClientOp::Get { key } => KvOp::Get {
+        KvCmd::Get { key } => KvOp::Get {
             key: key.into_bytes(),
         },
-        ClientOp::Put { key, value } => KvOp::Put {
+        KvCmd::Put { key, value } => KvOp::Put {
             key: key.into_bytes(),
             value: value.into_bytes(),
         },
-        ClientOp::Delete { key } => KvOp::Delete {
+        KvCmd::Delete { key } => KvOp::Delete {
             key: key.into_bytes(),
         },
-        ClientOp::Cas {
+        KvCmd::Cas {
             key,
             expected,
             new,
@@ -704,7 +806,7 @@ fn client(config: Option<&Path>, replicas: Vec<SocketAddr>, op: ClientOp) -> Res
             },
             new: new.into_bytes(),
         },
-        ClientOp::Scan { start, end, limit } => KvOp::Scan {
+        KvCmd::Scan { start, end, limit } => KvOp::Scan {
             start: start.into_bytes(),
             end: end.into_bytes(),
             limit,
@@ -731,6 +833,52 @@ fn client(config: Option<&Path>, replicas: Vec<SocketAddr>, op: ClientOp) -> Res
             }
         }
         other => println!("{other:?}"),
+    }
+    Ok(())
+}
+
+/// `client … status` and `client … leave`: one replica's client address, asked.
+fn admin(
+    config: Option<&Path>,
+    replicas: Vec<SocketAddr>,
+    id: Option<u32>,
+    req: AdminRequest,
+    json: bool,
+) -> Res<()> {
+    let addr = match (config, id) {
+        (Some(p), Some(id)) => KvConfig::from_file(p)?
+            .replicas
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.client)
+            .ok_or_else(|| format!("replica {id} is not in {}", p.display()))?,
+        (Some(_), None) => return Err("status and leave ask one replica: give --id N".into()),
+        (None, _) => match replicas.as_slice() {
+            [one] => *one,
+            _ => {
+                return Err(
+                    "status and leave ask one replica: give --config FILE --id N or --replicas ADDR"
+                        .into(),
+                );
+            }
+        },
+    };
+    let rt = runtime()?;
+    match rt.block_on(squall_kv::admin::ask(addr, &req))? {
+        AdminResponse::Status(s) if json => println!("{}", s.to_json()),
+        AdminResponse::Status(s) => println!("{s}"),
+        AdminResponse::Leave(LeaveOutcome::Left(why)) => println!("left: {why}"),
+        AdminResponse::Leave(LeaveOutcome::Held(why)) => {
+            return Err(LeaveNotDone::Held(addr, why).into());
+        }
+        AdminResponse::Leave(LeaveOutcome::Pending(why)) => {
+            return Err(LeaveNotDone::Pending(addr, why).into());
+        }
+        AdminResponse::Leave(LeaveOutcome::Refused(why)) => {
+            return Err(format!("replica at {addr} refused to leave: {why}").into());
+        }
+        AdminResponse::Error(why) => return Err(format!("replica at {addr}: {why}").into()),
+        other => return Err(format!("replica at {addr}: unexpected answer {other:?}").into()),
     }
     Ok(())
 }

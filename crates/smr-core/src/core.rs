@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use squall_ordering::{Delivery, SubmitError, Upcall};
+use squall_ordering::{Delivery, SubmitError, Upcall, View};
 use squall_transport::NodeId;
 
 use crate::machine::{StateDecoder, StateEncoder, StateMachine};
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
+use crate::status::ReplicaStatus;
 use crate::transfer::{CheckpointKept, LeaveReport, StateTransfer, TransferError};
 use crate::wire::{Entry, ErrorCode, ReadMode, Request, Response};
 use crate::{ConfigError, RestoreError};
@@ -163,6 +164,8 @@ pub struct ReplicaCore<S> {
     leaving: bool,
     /// While leaving: the backend's last [`StateTransfer::leave_status`] (logged on change).
     leave_status: Option<LeaveReport>,
+    /// The last view the backend reported (for [`status`](Self::status)).
+    view: Option<View>,
     /// The position of the latest checkpoint, or of the state installed last.
     checkpointed: u64,
     /// The position at which the backend last refused a checkpoint (asked again only past it).
@@ -670,6 +673,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             backend_stopped: None,
             leaving: false,
             leave_status: None,
+            view: None,
             checkpointed: 0,
             checkpoint_refused: None,
             checkpoints_off: false,
@@ -848,6 +852,7 @@ impl<S: StateMachine> ReplicaCore<S> {
                 tracing::info!(replica = %self.me, view = v.id, members = ?v.members, "new view");
                 self.view_changes += 1;
                 self.wedged = false;
+                self.view = Some(v);
             }
             Upcall::Wedged => {
                 self.view_changes += 1;
@@ -1139,6 +1144,70 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// ```
     pub fn leave_status(&self) -> Option<&LeaveReport> {
         self.leave_status.as_ref()
+    }
+
+    /// Where this replica stands ([`ReplicaStatus`]): its last view, whether it serves, and
+    /// where its leave stands. The role is the backend's to say
+    /// ([`StateTransfer::role`]); this leaves it `None`.
+    ///
+    /// ```
+    /// use squall_ordering::{SubmitError, Upcall, View};
+    /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine};
+    /// use squall_transport::NodeId;
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// let mut core = ReplicaCore::new(NodeId(2), Nop, CoreConfig::default())?;
+    /// let view = View { id: 4, members: vec![NodeId(1), NodeId(2)], leader: Some(NodeId(1)) };
+    /// core.upcall(Upcall::View(view.clone()));
+    /// let s = core.status();
+    /// assert!(s.serving && s.view == Some(view));
+    /// core.leaving();
+    /// core.refused(&SubmitError::Stopped("left: view 5 was installed without it".into()));
+    /// let s = core.status();
+    /// assert!(!s.serving && s.left.as_deref().is_some_and(|r| r.starts_with("left")));
+    /// assert_eq!(s.stopped, None);
+    /// # Ok::<(), squall_smr::ConfigError>(())
+    /// ```
+    pub fn status(&self) -> ReplicaStatus {
+        let (left, stopped) = match (
+            &self.stopped,
+            self.leaving && self.backend_stopped.is_none(),
+        ) {
+            (Some(why), true) => (Some(why.clone()), None),
+            (Some(why), false) => (None, Some(why.clone())),
+            (None, _) => (None, None),
+        };
+        ReplicaStatus {
+            view: self.view.clone(),
+            role: None,
+            serving: !self.joining
+                && self.restarting.is_none()
+                && !self.wedged
+                && self.stopped.is_none()
+                && self.backend_stopped.is_none(),
+            joining: self.joining,
+            restarting: self.restarting.clone(),
+            wedged: self.wedged,
+            leaving: self.leaving,
+            leave: self.leave_status.clone(),
+            left,
+            stopped,
+        }
+    }
+
+    /// The leave completed ([`leaving`](Self::leaving), then the backend's stop): the
+    /// backend's reason. `None` while the replica is a member, and for any other stop.
+    pub fn left(&self) -> Option<&str> {
+        if self.leaving && self.backend_stopped.is_none() {
+            self.stopped.as_deref()
+        } else {
+            None
+        }
     }
 
     /// Stops the replica with [`BackendStopped`] (logged at `error`, counted in

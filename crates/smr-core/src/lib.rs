@@ -64,6 +64,7 @@ mod metrics;
 mod runtime;
 pub mod server;
 mod snapshot;
+mod status;
 mod transfer;
 pub mod wire;
 
@@ -77,6 +78,7 @@ pub use machine::{RestoreError, StateDecoder, StateEncoder, StateMachine};
 pub use metrics::{Counters, Metrics};
 pub use runtime::{Busy, Replica, ReplicaConfig, ReplicaHandle, RuntimeError};
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
+pub use status::ReplicaStatus;
 pub use transfer::{CheckpointKept, LeaveReport, StateTransfer, TransferError};
 
 /// A setting that cannot work, and what to change.

@@ -165,4 +165,38 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
             _ => LeaveReport::going(message),
         })
     }
+
+    /// `Group::view`: its id, members and leader.
+    fn current_view(&self) -> Option<squall_ordering::View> {
+        Group::view(self).map(|v| squall_ordering::View {
+            id: v.id,
+            members: v.members.clone(),
+            leader: Some(v.leader),
+        })
+    }
+
+    /// `Group::placement` in words: "subgroup S shard K of view V, members [..], holds the
+    /// state" (or "taking the state"); "a spare in view V (in no shard)"; "view V is
+    /// inadequate: ..." while the layout waits for members; "outside any view" before the
+    /// first. Computed when asked, from this member's own state.
+    fn role(&self) -> Option<String> {
+        let holds = if self.is_active() {
+            "holds the state"
+        } else {
+            "taking the state"
+        };
+        let Some(view) = Group::view(self) else {
+            return Some("outside any view (joining or restarting)".into());
+        };
+        Some(match self.placement() {
+            Some(p) => {
+                let ids: Vec<u32> = p.members.iter().map(|m| m.0).collect();
+                format!("{} of view {}, members {ids:?}, {holds}", p.shard, p.view)
+            }
+            None => match self.waiting() {
+                Some(why) => format!("view {} is inadequate, waiting: {why}", view.id),
+                None => format!("a spare in view {} (in no shard)", view.id),
+            },
+        })
+    }
 }

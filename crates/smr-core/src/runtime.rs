@@ -21,6 +21,7 @@ use crate::core::{
 use crate::machine::StateMachine;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
+use crate::status::ReplicaStatus;
 use crate::transfer::{StateTransfer, TransferError};
 use crate::wire::{ErrorCode, Request, Response};
 
@@ -124,6 +125,7 @@ enum Job {
     },
     Snapshot(oneshot::Sender<Snapshot>),
     Leave(oneshot::Sender<Result<(), TransferError>>),
+    Status(oneshot::Sender<ReplicaStatus>),
 }
 
 /// Hands requests to a running replica; cheap to clone, usable from any thread or task.
@@ -140,6 +142,8 @@ pub struct ReplicaHandle {
     /// Set (before `stop`) when the replica's backend stopped, or the replica stopped itself,
     /// and its thread ended by itself.
     failed: Arc<StopCell>,
+    /// Set when the replica's leave completed (its thread runs on until shut down).
+    left: Arc<StopCell<String>>,
     waker: Waker,
     metrics: Metrics,
 }
@@ -178,6 +182,69 @@ impl ReplicaHandle {
         let (reply, rx) = oneshot::channel();
         self.enqueue(Job::Leave(reply))?;
         Ok(rx)
+    }
+
+    /// Asks where the replica stands ([`ReplicaStatus`]: its last view, its role in it,
+    /// whether it serves, where its leave stands), taken on its thread between two polls.
+    /// The receiver fails if the replica's thread ended first (its backend stopped for good:
+    /// [`backend_stopped`](Self::backend_stopped) says why).
+    ///
+    /// ```
+    /// use squall_smr::{Replica, ReplicaConfig};
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{RestoreError, StateMachine, StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// /// A backend that says which shard it runs.
+    /// # struct Sharded;
+    /// # impl TotalOrder for Sharded {
+    /// #     fn me(&self) -> NodeId { NodeId(2) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Ok(()) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::sleep(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// # impl StateTransfer for Sharded {
+    /// #     fn holds_state(&self) -> bool { true }
+    /// #     fn state_wanted(&self) -> bool { false }
+    /// #     fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    /// #     fn role(&self) -> Option<String> { Some("shard 0".into()) }
+    /// # }
+    /// let replica = Replica::spawn_joinable(NodeId(2), || Ok::<_, String>(Sharded), Nop, ReplicaConfig::default())?;
+    /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    /// let status = rt.block_on(replica.handle().status()?)?;
+    /// assert_eq!(status.role.as_deref(), Some("shard 0"));
+    /// assert!(status.serving && !status.leaving && status.left.is_none());
+    /// replica.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn status(&self) -> Result<oneshot::Receiver<ReplicaStatus>, Busy> {
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(Job::Status(reply))?;
+        Ok(rx)
+    }
+
+    /// The reason the backend gave when this replica's leave completed (the view without
+    /// it was installed), once it did ([`leave`](Self::leave)); `None` before, and for a
+    /// replica that stopped otherwise ([`backend_stopped`](Self::backend_stopped)). The
+    /// replica's thread keeps running until [`Replica::shutdown`].
+    pub fn has_left(&self) -> Option<String> {
+        self.left.get()
+    }
+
+    /// Resolves once this replica's leave completed, with [`has_left`](Self::has_left)'s
+    /// reason: the driver thread notifies it (a server that exits once its replica left waits
+    /// on it, and on [`stopped`](Self::stopped) for any other stop). It never resolves for a
+    /// replica that does not leave.
+    pub async fn left(&self) -> String {
+        self.left.wait().await
     }
 
     /// Why this replica's backend stopped for good, once it did ([`BackendStopped`], with
@@ -463,6 +530,8 @@ impl<S: StateMachine> Replica<S> {
         let thread_stop = Arc::clone(&stop);
         let failed = Arc::new(StopCell::default());
         let thread_failed = Arc::clone(&failed);
+        let left = Arc::new(StopCell::default());
+        let thread_left = Arc::clone(&left);
         let thread = std::thread::Builder::new()
             .name(format!("squall-replica-{}", me.0))
             .spawn(move || {
@@ -505,6 +574,7 @@ impl<S: StateMachine> Replica<S> {
                     rx,
                     stop: thread_stop,
                     failed: thread_failed,
+                    left: thread_left,
                     cfg,
                     waiting: HashMap::new(),
                     next_token: 0,
@@ -531,6 +601,7 @@ impl<S: StateMachine> Replica<S> {
                 rx: handle_rx,
                 stop: Arc::clone(&stop),
                 failed,
+                left,
                 waker,
                 metrics,
             },
@@ -621,26 +692,26 @@ impl<S> Drop for Replica<S> {
     }
 }
 
-/// A replica's stop for good, once its driver set it (the first one is kept), and the
-/// notification of it to [`ReplicaHandle::stopped`].
+/// A replica's stop for good (or its completed leave), once its driver set it (the first one
+/// is kept), and the notification of it to [`ReplicaHandle::stopped`] (or `left`).
 #[derive(Debug)]
-struct StopCell(watch::Sender<Option<BackendStopped>>);
+struct StopCell<T = BackendStopped>(watch::Sender<Option<T>>);
 
-impl Default for StopCell {
-    fn default() -> StopCell {
+impl<T: Clone> Default for StopCell<T> {
+    fn default() -> StopCell<T> {
         // The receiver is not kept: each waiter subscribes, and the sender holds the value.
         StopCell(watch::channel(None).0)
     }
 }
 
-impl StopCell {
+impl<T: Clone> StopCell<T> {
     /// The stop, once set.
-    fn get(&self) -> Option<BackendStopped> {
+    fn get(&self) -> Option<T> {
         self.0.borrow().clone()
     }
 
     /// Sets the stop unless one is set already, waking every waiter.
-    fn set(&self, stop: BackendStopped) {
+    fn set(&self, stop: T) {
         self.0.send_if_modified(|now| {
             if now.is_some() {
                 return false;
@@ -651,7 +722,7 @@ impl StopCell {
     }
 
     /// Resolves with the stop once it is set.
-    async fn wait(&self) -> BackendStopped {
+    async fn wait(&self) -> T {
         let mut rx = self.0.subscribe();
         loop {
             let now = rx.borrow_and_update().clone();
@@ -714,7 +785,7 @@ fn refuse(job: Job, why: &str) {
         Job::Leave(reply) => {
             let _ = reply.send(Err(TransferError::Refused(why.to_owned())));
         }
-        Job::Snapshot(_) => {}
+        Job::Snapshot(_) | Job::Status(_) => {}
     }
 }
 
@@ -749,6 +820,8 @@ struct Driver<B, S> {
     /// Set once the replica's backend stopped, before `stop` (for the handles, and waking
     /// their [`ReplicaHandle::stopped`]).
     failed: Arc<StopCell>,
+    /// Set once the replica's leave completed.
+    left: Arc<StopCell<String>>,
     cfg: ReplicaConfig,
     waiting: HashMap<Token, oneshot::Sender<Response>>,
     next_token: Token,
@@ -813,6 +886,11 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 self.failed.set(e.clone());
                 self.stop.store(true, Ordering::Release);
                 break;
+            }
+            if self.left.get().is_none()
+                && let Some(why) = self.core.left()
+            {
+                self.left.set(why.to_owned());
             }
             // Now and then (and whenever idle) forget requests nobody waits for any more.
             // Upcalls kept while a state was decoded are applied a slice a turn, without a
@@ -992,6 +1070,17 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 }
                 Ok(Job::Snapshot(reply)) => {
                     let _ = reply.send(self.core.snapshot());
+                    took += 1;
+                }
+                Ok(Job::Status(reply)) => {
+                    let mut status = self.core.status();
+                    if let Some(t) = (self.transfer)(&mut self.backend) {
+                        status.role = t.role();
+                        if let Some(v) = t.current_view() {
+                            status.view = Some(v);
+                        }
+                    }
+                    let _ = reply.send(status);
                     took += 1;
                 }
                 Ok(Job::Leave(reply)) => {
@@ -2342,5 +2431,130 @@ mod tests {
             ),
             (1, 1)
         );
+    }
+
+    /// Where a [`Leaver`]'s leave stands.
+    #[derive(Default)]
+    struct Leaving {
+        asked: bool,
+        held: bool,
+        gone: bool,
+    }
+
+    /// A member's backend that accepts a leave, holds it while told to, and stops as left.
+    struct Leaver(Arc<std::sync::Mutex<Leaving>>);
+
+    impl TotalOrder for Leaver {
+        fn me(&self) -> NodeId {
+            NodeId(2)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
+            Err(SubmitError::WindowFull)
+        }
+        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> Waker {
+            Waker::noop()
+        }
+    }
+
+    impl StateTransfer for Leaver {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn leave(&mut self) -> Result<(), TransferError> {
+            self.0.lock().unwrap().asked = true;
+            Ok(())
+        }
+        fn leave_status(&self) -> Option<crate::LeaveReport> {
+            let l = self.0.lock().unwrap();
+            match (l.asked, l.held, l.gone) {
+                (_, _, true) => Some(crate::LeaveReport::going("left: view 2")),
+                (true, true, _) => Some(crate::LeaveReport::held("held back in view 1")),
+                (true, false, _) => Some(crate::LeaveReport::going("asked in view 1")),
+                (false, ..) => None,
+            }
+        }
+        fn stopped(&self) -> Option<String> {
+            self.0
+                .lock()
+                .unwrap()
+                .gone
+                .then(|| "left: view 2 was installed without this member".into())
+        }
+        fn role(&self) -> Option<String> {
+            Some("shard 0".into())
+        }
+        fn current_view(&self) -> Option<squall_ordering::View> {
+            Some(squall_ordering::View {
+                id: 1,
+                members: vec![NodeId(1), NodeId(2)],
+                leader: Some(NodeId(1)),
+            })
+        }
+    }
+
+    /// s27 (docs/MEMBERSHIP.md, seventy-seventh part): the status answers the backend's view
+    /// and role and the leave as it goes (held, then left), and `left()` resolves once the
+    /// leave completed, while `stopped()` does not: a leave is no failure.
+    #[test]
+    fn a_replicas_status_follows_its_leave_and_the_wait_for_it_resolves() {
+        let shared = Arc::new(std::sync::Mutex::new(Leaving::default()));
+        let backend = Leaver(Arc::clone(&shared));
+        let replica = Replica::spawn_joinable(
+            NodeId(2),
+            move || Ok::<_, String>(backend),
+            Nothing,
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        let h = replica.handle();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let status = |h: &ReplicaHandle| rt.block_on(h.status().unwrap()).unwrap();
+        let s = status(&h);
+        assert_eq!(s.view.as_ref().map(|v| v.id), Some(1));
+        assert_eq!(s.role.as_deref(), Some("shard 0"));
+        assert!(s.serving && !s.leaving && s.leave.is_none() && s.left.is_none());
+        shared.lock().unwrap().held = true;
+        rt.block_on(h.leave().unwrap()).unwrap().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let s = loop {
+            let s = status(&h);
+            if s.leave.as_ref().is_some_and(|l| l.held) {
+                break s;
+            }
+            assert!(std::time::Instant::now() < deadline, "never held: {s:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(s.leaving && s.serving && s.left.is_none() && h.has_left().is_none());
+        shared.lock().unwrap().gone = true;
+        let why = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), h.left()).await })
+            .expect("the leave completed but the waiter was not woken");
+        assert!(why.starts_with("left: view 2"), "{why}");
+        assert_eq!(h.has_left(), Some(why.clone()));
+        let s = status(&h);
+        assert_eq!((s.left, s.stopped, s.serving), (Some(why), None, false));
+        assert_eq!(h.backend_stopped(), None);
+        let not_stopped = rt
+            .block_on(async { tokio::time::timeout(Duration::from_millis(20), h.stopped()).await });
+        assert!(not_stopped.is_err(), "a leave resolved the wait for a stop");
+        assert!(replica.shutdown().is_ok());
     }
 }

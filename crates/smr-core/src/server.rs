@@ -94,6 +94,28 @@ pub async fn serve(
     }
 }
 
+/// Serves one accepted connection from `replica` until the client closes it, as [`serve`]
+/// serves each of its connections. For a server that accepts connections itself, e.g. to
+/// answer some of them with another protocol (`squall-kv`'s admin requests, told apart by
+/// their first bytes) and hand the rest here.
+///
+/// ```no_run
+/// # async fn f(handle: squall_smr::ReplicaHandle) -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:7000").await?;
+/// let (stream, _) = listener.accept().await?;
+/// squall_smr::server::serve_connection(stream, handle, Default::default()).await
+/// # }
+/// ```
+pub async fn serve_connection(
+    stream: TcpStream,
+    replica: ReplicaHandle,
+    cfg: ServerConfig,
+) -> io::Result<()> {
+    cfg.validate()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    connection(stream, replica, cfg).await
+}
+
 /// One connection, served by one task: it reads frames (a cancel-safe framed reader), hands
 /// each request to the replica, and writes responses as they complete, batching those that are
 /// ready into one write. No task per request and no writer task: a response costs one wake-up

@@ -257,6 +257,73 @@ pub trait StateTransfer: TotalOrder {
         None
     }
 
+    /// What this replica runs in its current view, in words for an operator (e.g. its shard
+    /// and the shard's members, or that it is a spare), reported in
+    /// [`ReplicaStatus::role`](crate::ReplicaStatus::role). `None` (the default) where the
+    /// backend has nothing to say. Asked only when someone asks for the replica's status.
+    ///
+    /// ```
+    /// use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// use squall_smr::{StateTransfer, TransferError};
+    /// use squall_transport::{NodeId, Waker};
+    /// struct Sharded;
+    /// # impl TotalOrder for Sharded {
+    /// #     fn me(&self) -> NodeId { NodeId(1) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// impl StateTransfer for Sharded {
+    /// #   fn holds_state(&self) -> bool { true }
+    /// #   fn state_wanted(&self) -> bool { false }
+    /// #   fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    ///     // ...
+    ///     fn role(&self) -> Option<String> {
+    ///         Some("shard 0 of subgroup 0, members [1, 2]".into())
+    ///     }
+    /// }
+    /// assert!(Sharded.role().is_some_and(|r| r.contains("shard 0")));
+    /// ```
+    fn role(&self) -> Option<String> {
+        None
+    }
+
+    /// The view this replica runs in now, where the backend knows it without reporting it as
+    /// an [`Upcall::View`](squall_ordering::Upcall::View) (e.g. a group's first view);
+    /// reported in [`ReplicaStatus::view`](crate::ReplicaStatus::view) in place of the last
+    /// upcalled one. `None` (the default): the upcalled view stands. Asked only when someone
+    /// asks for the replica's status.
+    ///
+    /// ```
+    /// use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall, View};
+    /// use squall_smr::{StateTransfer, TransferError};
+    /// use squall_transport::{NodeId, Waker};
+    /// struct First;
+    /// # impl TotalOrder for First {
+    /// #     fn me(&self) -> NodeId { NodeId(0) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Err(SubmitError::WindowFull) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::park_timeout(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// impl StateTransfer for First {
+    /// #   fn holds_state(&self) -> bool { true }
+    /// #   fn state_wanted(&self) -> bool { false }
+    /// #   fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #   fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    ///     // ...
+    ///     fn current_view(&self) -> Option<View> {
+    ///         Some(View { id: 0, members: vec![NodeId(0), NodeId(1)], leader: Some(NodeId(0)) })
+    ///     }
+    /// }
+    /// assert_eq!(First.current_view().map(|v| v.id), Some(0));
+    /// ```
+    fn current_view(&self) -> Option<squall_ordering::View> {
+        None
+    }
+
     /// Makes the replica's state (its encoded [`Snapshot`](crate::Snapshot), reflecting every delivery before
     /// `position`) durable in the backend, so that a restart from the backend's logs starts
     /// from it and replays only what follows: called every

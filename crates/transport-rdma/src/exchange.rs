@@ -26,8 +26,9 @@ use crate::provider::{MemoryKeys, QpEndpoint};
 
 /// "SQRD", little-endian.
 pub const MAGIC: u32 = 0x4452_5153;
-/// The side-channel format version.
-pub const VERSION: u16 = 1;
+/// The side-channel format version (2 since s27: an accepted link echoes the accepting
+/// side's per-attempt nonce after the hellos, which version 1 did not).
+pub const VERSION: u16 = 2;
 /// The largest hello accepted (bounds what a bad peer can make us allocate).
 pub const MAX_HELLO: usize = 64 * 1024;
 

@@ -672,7 +672,50 @@ impl<P: Provider> RdmaNode<P> {
     }
 }
 
+/// A fresh number for one start attempt's side channel (no two attempts of a process, or of
+/// two processes, are likely to draw the same: std's randomly keyed hasher over the time
+/// and a per-process counter).
+fn attempt_nonce() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static ATTEMPTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(now);
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// The accepting side's half of a link's hello exchange, after the peer's hello: sends this
+/// node's hello and this attempt's `nonce`, and reads the nonce echoed back. A connection
+/// left in the listener's queue by a peer's earlier attempt (the peer gave up and closed it,
+/// or dropped it as it failed) holds only what that attempt wrote, before this attempt
+/// drew its nonce, so it fails here: end of stream, a reset, a timeout, or another number.
+fn confirm_accepted(stream: &mut TcpStream, hello: &Hello, nonce: u64) -> std::io::Result<()> {
+    hello.write_to(stream)?;
+    stream.write_all(&nonce.to_le_bytes())?;
+    let mut echo = [0u8; 8];
+    stream.read_exact(&mut echo)?;
+    if u64::from_le_bytes(echo) != nonce {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the peer echoed another attempt's nonce",
+        ));
+    }
+    Ok(())
+}
+
 /// Exchanges hellos with every peer; returns each peer's hello and the open stream.
+///
+/// A node dials its lower-numbered peers and accepts its higher-numbered ones. On an
+/// accepted link the accepting node sends a per-attempt nonce after its hello, and the
+/// dialling node echoes it: only a connection that echoes it is taken for the peer. A
+/// listener handed back by a failed start ([`ConnectOnError`]) may still queue connections
+/// that peers' earlier attempts opened and abandoned; such a connection holds a well-formed
+/// hello, but no echo, so it is dropped (logged) and the node goes on accepting (s27,
+/// docs/MEMBERSHIP.md, seventy-seventh part).
 fn exchange(
     cfg: &RdmaConfig,
     me: NodeId,
@@ -682,6 +725,7 @@ fn exchange(
     hello_for: impl Fn(NodeId) -> Hello,
 ) -> Result<BTreeMap<NodeId, (Hello, TcpStream)>, StartError> {
     let deadline = Instant::now() + cfg.connect_timeout;
+    let nonce = attempt_nonce();
     listener.set_nonblocking(true)?;
     let mut got = BTreeMap::new();
     let check = |hello: &Hello,
@@ -731,6 +775,10 @@ fn exchange(
         let hello = Hello::read_from(&mut stream)
             .map_err(|source| StartError::SideChannel { peer, source })?;
         check(&hello, addr, Some(peer))?;
+        // Echo the accepting side's nonce: this connection belongs to its current attempt.
+        let mut echo = [0u8; 8];
+        stream.read_exact(&mut echo).map_err(io(peer))?;
+        stream.write_all(&echo).map_err(io(peer))?;
         got.insert(peer, (hello, stream));
     }
     let mut waiting: Vec<NodeId> = peers.iter().copied().filter(|&p| p > me).collect();
@@ -749,7 +797,11 @@ fn exchange(
                 };
                 check(&hello, addr, None)?;
                 let peer = hello.node;
-                hello_for(peer).write_to(&mut stream).map_err(io(peer))?;
+                if let Err(e) = confirm_accepted(&mut stream, &hello_for(peer), nonce) {
+                    tracing::warn!(%addr, %peer, error = %e,
+                        "dropped a side-channel connection that did not echo this attempt's nonce (left from an earlier attempt of the peer)");
+                    continue;
+                }
                 waiting.retain(|&p| p != peer);
                 got.insert(peer, (hello, stream));
             }

@@ -481,3 +481,55 @@ fn a_start_that_timed_out_starts_again_on_the_listener_handed_back() {
     .unwrap_or_else(|e| panic!("the second start: {e}"));
     assert_eq!(nodes.len(), 2);
 }
+
+/// s27 (seventy-seventh part; s26 review R2): a listener handed back by a failed start may
+/// still queue a connection that a peer's earlier attempt opened, sent its hello on, and
+/// abandoned. Node 0 fails alone (timeout) and keeps its listener; node 1 then fails alone
+/// too: it dialled node 0's listener, which nobody accepted, sent its hello and gave up,
+/// leaving that connection queued there. Both start again on their handed-back listeners:
+/// node 0 must not take the abandoned connection for node 1 (it echoes no nonce), and both
+/// must start.
+#[test]
+fn a_connection_a_peers_failed_attempt_left_in_a_handed_back_listener_is_not_taken_for_it() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let (mut held, map) = common::listeners(2);
+    let second = held.pop().expect("two");
+    let first = held.pop().expect("two");
+    let short = RdmaConfig {
+        connect_timeout: Duration::from_millis(300),
+        ..common::config()
+    };
+    let start = |l, me: NodeId, cfg: RdmaConfig| {
+        RdmaNode::connect_on(l, cfg, fabric.nic(me), me, &map, &layout())
+    };
+    let zero = start(first, NodeId(0), short.clone()).expect_err("node 1 never came");
+    assert!(
+        matches!(&zero.error, StartError::Timeout(w) if *w == [NodeId(1)]),
+        "{zero}"
+    );
+    let one = start(second, NodeId(1), short.clone()).expect_err("node 0 never answered");
+    assert!(
+        matches!(&one.error, StartError::SideChannel { peer, .. } if *peer == NodeId(0)),
+        "node 1's first start: {one}"
+    );
+    let again = RdmaConfig {
+        connect_timeout: Duration::from_secs(3),
+        ..common::config()
+    };
+    let nodes = std::thread::scope(|s| {
+        let started: Vec<_> = [zero.listener, one.listener]
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let (me, cfg, start) = (NodeId(i as u32), again.clone(), &start);
+                s.spawn(move || start(l, me, cfg))
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|h| h.join().expect("no panic"))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .unwrap_or_else(|e| panic!("the second start: {e}"));
+    assert_eq!(nodes.len(), 2);
+}

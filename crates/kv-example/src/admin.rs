@@ -1,0 +1,1007 @@
+//! The operator's requests to one running replica (`squall-kv client … status` and `… leave`),
+//! on the replica's client port.
+//!
+//! An admin connection opens with the 8-byte [`PREAMBLE`] (`SQKVADM1`). Read as a client
+//! protocol frame's little-endian length prefix its first four bytes are about 1.4 GB, far
+//! beyond any frame a replica accepts (`ServerConfig::max_request`), so no client-protocol
+//! connection starts with them and a replica tells the two apart by the first bytes alone
+//! ([`serve`]). After the preamble the asker sends one request frame and reads one response
+//! frame, each a 4-byte little-endian length and a body of at most [`MAX_FRAME`] bytes; then
+//! the replica closes the connection. A body starts with [`ADMIN_VERSION`] and a tag.
+//!
+//! - [`AdminRequest::Status`] → [`AdminResponse::Status`]: the replica's view, members, role,
+//!   whether it serves, and where its leave stands ([`StatusReport`]).
+//! - [`AdminRequest::Leave`] → [`AdminResponse::Leave`]: the replica asks its group to let it
+//!   leave ([`squall_smr::ReplicaHandle::leave`]) and answers once the leave completed
+//!   ([`LeaveOutcome::Left`]; `kv serve` then exits 0), once the group holds it back
+//!   ([`LeaveOutcome::Held`]: the request stays asked and goes through by itself once nothing
+//!   holds it back; once it stayed held for [`HELD_SETTLE`]), or when the asker's wait ends
+//!   ([`LeaveOutcome::Pending`]).
+//!
+//! The decoders never panic: a short, malformed or over-long input is an [`AdminError`]
+//! (fuzzed by `fuzz/fuzz_targets/kv_admin.rs`).
+//!
+//! ```
+//! use std::time::Duration;
+//! use squall_kv::admin::{AdminRequest, AdminResponse, LeaveOutcome};
+//! let req = AdminRequest::Leave { wait: Duration::from_secs(5) };
+//! assert_eq!(AdminRequest::decode(&req.encode())?, req);
+//! let resp = AdminResponse::Leave(LeaveOutcome::Held("leave held back in view 3".into()));
+//! assert_eq!(AdminResponse::decode(&resp.encode())?, resp);
+//! # Ok::<(), squall_kv::admin::AdminError>(())
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::time::{Duration, Instant};
+
+use squall_smr::server::ServerConfig;
+use squall_smr::{ReplicaHandle, ReplicaStatus};
+use thiserror::Error;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What an admin connection sends first.
+pub const PREAMBLE: [u8; 8] = *b"SQKVADM1";
+
+/// The admin encoding's version (the first byte of every body).
+pub const ADMIN_VERSION: u8 = 1;
+
+/// The longest admin frame body accepted.
+pub const MAX_FRAME: usize = 1 << 16;
+
+/// The longest a leave waits for its outcome, whatever the asker asks.
+pub const MAX_LEAVE_WAIT: Duration = Duration::from_secs(600);
+
+/// How long a replica waits for an admin connection's request, and an asker for the
+/// replica's answer beyond the leave's wait.
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+const TAG_STATUS: u8 = 1;
+const TAG_LEAVE: u8 = 2;
+const TAG_ERROR: u8 = 3;
+const LEAVE_LEFT: u8 = 1;
+const LEAVE_HELD: u8 = 2;
+const LEAVE_PENDING: u8 = 3;
+const LEAVE_REFUSED: u8 = 4;
+
+/// Why an admin exchange failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// The input ended inside a field.
+    #[error("truncated admin message: {0} is incomplete")]
+    Truncated(&'static str),
+    /// Another encoding version.
+    #[error("unsupported admin encoding version {0} (this build speaks {ADMIN_VERSION})")]
+    Version(u8),
+    /// An unknown tag.
+    #[error("unknown admin {what} tag {tag}")]
+    Tag {
+        /// What the tag selects.
+        what: &'static str,
+        /// The tag found.
+        tag: u8,
+    },
+    /// Bytes left after a complete message.
+    #[error("{0} trailing bytes after an admin message")]
+    Trailing(usize),
+    /// Text that is not UTF-8.
+    #[error("admin message text ({0}) is not UTF-8")]
+    Utf8(&'static str),
+    /// A frame longer than [`MAX_FRAME`].
+    #[error("admin frame of {0} bytes (at most {MAX_FRAME})")]
+    TooLong(usize),
+    /// The connection did not start with [`PREAMBLE`].
+    #[error("not an admin connection")]
+    Preamble,
+    /// The peer did not answer in time.
+    #[error("no admin answer within {0:?}")]
+    Timeout(Duration),
+    /// The connection failed.
+    #[error("admin connection: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What an operator asks a replica.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AdminRequest {
+    /// Where the replica stands ([`StatusReport`]).
+    Status,
+    /// Leave the group gracefully; answer once it left or is held back, or after `wait`
+    /// (at most [`MAX_LEAVE_WAIT`]; encoded in whole milliseconds).
+    Leave {
+        /// How long the replica waits for the outcome before it answers `Pending`.
+        wait: Duration,
+    },
+}
+
+/// How a leave asked through [`AdminRequest::Leave`] stands when the replica answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaveOutcome {
+    /// The group installed a view without the replica (the backend's reason); `kv serve`
+    /// exits 0.
+    Left(String),
+    /// The group holds the leave back (no other member of its shard holds the state, or the
+    /// rest would be no majority): why. The request stays asked.
+    Held(String),
+    /// Neither within the wait: where it stands. The request stays asked.
+    Pending(String),
+    /// The replica cannot leave (a fixed group, a replica outside any view, one that stopped).
+    Refused(String),
+}
+
+/// A view as [`StatusReport`] carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewReport {
+    /// The view number.
+    pub id: u64,
+    /// Its members' replica ids, in rank order.
+    pub members: Vec<u32>,
+    /// Its leader, if the backend has one.
+    pub leader: Option<u32>,
+}
+
+/// Where one replica stands: [`squall_smr::ReplicaStatus`] with the replica's id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusReport {
+    /// The replica's id.
+    pub id: u32,
+    /// Its last view.
+    pub view: Option<ViewReport>,
+    /// What it runs in that view (the backend's words; none on a fixed group).
+    pub role: Option<String>,
+    /// It applies and answers requests.
+    pub serving: bool,
+    /// It waits for a transferred state.
+    pub joining: bool,
+    /// It restarts from its logs: why it cannot serve yet.
+    pub restarting: Option<String>,
+    /// Its group is between a wedge and the next view.
+    pub wedged: bool,
+    /// It asked to leave.
+    pub leaving: bool,
+    /// Where its leave stands, as its backend last said.
+    pub leave: Option<String>,
+    /// The group holds its leave back.
+    pub leave_held: bool,
+    /// Its leave completed: the backend's reason.
+    pub left: Option<String>,
+    /// It stopped for another reason: why.
+    pub stopped: Option<String>,
+}
+
+impl StatusReport {
+    /// The report of replica `id` from its [`ReplicaStatus`].
+    ///
+    /// ```
+    /// use squall_kv::admin::StatusReport;
+    /// let r = StatusReport::from_status(2, &squall_smr::ReplicaStatus::default());
+    /// assert_eq!((r.id, r.serving, r.leave_state()), (2, false, "not asked"));
+    /// ```
+    pub fn from_status(id: u32, s: &ReplicaStatus) -> StatusReport {
+        StatusReport {
+            id,
+            view: s.view.as_ref().map(|v| ViewReport {
+                id: v.id,
+                members: v.members.iter().map(|m| m.0).collect(),
+                leader: v.leader.map(|l| l.0),
+            }),
+            role: s.role.clone(),
+            serving: s.serving,
+            joining: s.joining,
+            restarting: s.restarting.clone(),
+            wedged: s.wedged,
+            leaving: s.leaving,
+            leave: s.leave.as_ref().map(|l| l.message.clone()),
+            leave_held: s.leave.as_ref().is_some_and(|l| l.held),
+            left: s.left.clone(),
+            stopped: s.stopped.clone(),
+        }
+    }
+
+    /// The leave in one word: `not asked`, `asked`, `held`, or `left`.
+    pub fn leave_state(&self) -> &'static str {
+        if self.left.is_some() {
+            "left"
+        } else if self.leave_held {
+            "held"
+        } else if self.leaving {
+            "asked"
+        } else {
+            "not asked"
+        }
+    }
+
+    /// The report as one JSON object (for `squall-kv client … status --json`).
+    ///
+    /// ```
+    /// use squall_kv::admin::StatusReport;
+    /// let r = StatusReport { id: 1, serving: true, ..StatusReport::default() };
+    /// assert!(r.to_json().starts_with(r#"{"id":1,"view":null,"#));
+    /// ```
+    pub fn to_json(&self) -> String {
+        let view = match &self.view {
+            None => "null".to_owned(),
+            Some(v) => format!(
+                r#"{{"id":{},"members":[{}],"leader":{}}}"#,
+                v.id,
+                v.members
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                v.leader.map_or("null".to_owned(), |l| l.to_string())
+            ),
+        };
+        format!(
+            r#"{{"id":{},"view":{view},"role":{},"serving":{},"joining":{},"restarting":{},"wedged":{},"leave":{{"state":"{}","status":{},"held":{}}},"left":{},"stopped":{}}}"#,
+            self.id,
+            json_opt(self.role.as_deref()),
+            self.serving,
+            self.joining,
+            json_opt(self.restarting.as_deref()),
+            self.wedged,
+            self.leave_state(),
+            json_opt(self.leave.as_deref()),
+            self.leave_held,
+            json_opt(self.left.as_deref()),
+            json_opt(self.stopped.as_deref()),
+        )
+    }
+}
+
+impl std::fmt::Display for StatusReport {
+    /// The human form, one fact a line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = if let Some(why) = &self.left {
+            format!("left the group ({why})")
+        } else if let Some(why) = &self.stopped {
+            format!("stopped ({why})")
+        } else if let Some(why) = &self.restarting {
+            format!("restarting ({why})")
+        } else if self.joining {
+            "joining (waiting for its state)".to_owned()
+        } else if self.wedged {
+            "wedged (a view change is under way)".to_owned()
+        } else if self.serving {
+            "serving".to_owned()
+        } else {
+            "not serving".to_owned()
+        };
+        writeln!(f, "replica {}: {state}", self.id)?;
+        match &self.view {
+            Some(v) => {
+                write!(f, "view {}: members {:?}", v.id, v.members)?;
+                match v.leader {
+                    Some(l) => writeln!(f, ", leader {l}")?,
+                    None => writeln!(f)?,
+                }
+            }
+            None => writeln!(f, "view: none yet")?,
+        }
+        writeln!(f, "role: {}", self.role.as_deref().unwrap_or("-"))?;
+        match &self.leave {
+            Some(s) => write!(f, "leave: {} ({s})", self.leave_state()),
+            None => write!(f, "leave: {}", self.leave_state()),
+        }
+    }
+}
+
+/// `s` as a JSON string, or `null`.
+fn json_opt(s: Option<&str>) -> String {
+    let Some(s) = s else {
+        return "null".to_owned();
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// What a replica answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AdminResponse {
+    /// To [`AdminRequest::Status`].
+    Status(StatusReport),
+    /// To [`AdminRequest::Leave`].
+    Leave(LeaveOutcome),
+    /// The request could not be served (it did not decode, the replica is busy).
+    Error(String),
+}
+
+struct Rd<'a>(&'a [u8]);
+
+impl<'a> Rd<'a> {
+    fn take(&mut self, what: &'static str, n: usize) -> Result<&'a [u8], AdminError> {
+        if self.0.len() < n {
+            return Err(AdminError::Truncated(what));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, AdminError> {
+        Ok(self.take(what, 1)?[0])
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, AdminError> {
+        let b = self.take(what, 4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self, what: &'static str) -> Result<u64, AdminError> {
+        let b = self.take(what, 8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn bool(&mut self, what: &'static str) -> Result<bool, AdminError> {
+        match self.u8(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            tag => Err(AdminError::Tag { what, tag }),
+        }
+    }
+
+    fn text(&mut self, what: &'static str) -> Result<String, AdminError> {
+        let n = self.u32(what)? as usize;
+        let b = self.take(what, n)?;
+        String::from_utf8(b.to_vec()).map_err(|_| AdminError::Utf8(what))
+    }
+
+    fn opt_text(&mut self, what: &'static str) -> Result<Option<String>, AdminError> {
+        Ok(if self.bool(what)? {
+            Some(self.text(what)?)
+        } else {
+            None
+        })
+    }
+
+    fn header(&mut self, what: &'static str) -> Result<u8, AdminError> {
+        let v = self.u8("version")?;
+        if v != ADMIN_VERSION {
+            return Err(AdminError::Version(v));
+        }
+        self.u8(what)
+    }
+
+    fn end(&self) -> Result<(), AdminError> {
+        match self.0.len() {
+            0 => Ok(()),
+            n => Err(AdminError::Trailing(n)),
+        }
+    }
+}
+
+fn put_text(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_opt_text(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => {
+            out.push(1);
+            put_text(out, s);
+        }
+        None => out.push(0),
+    }
+}
+
+impl AdminRequest {
+    /// The request's body: version, tag, and for a leave its wait in milliseconds (`u64`
+    /// little-endian).
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            AdminRequest::Status => vec![ADMIN_VERSION, TAG_STATUS],
+            AdminRequest::Leave { wait } => {
+                let mut out = vec![ADMIN_VERSION, TAG_LEAVE];
+                let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                out.extend_from_slice(&ms.to_le_bytes());
+                out
+            }
+        }
+    }
+
+    /// Decodes a request body; never panics.
+    pub fn decode(bytes: &[u8]) -> Result<AdminRequest, AdminError> {
+        let mut r = Rd(bytes);
+        let req = match r.header("request")? {
+            TAG_STATUS => AdminRequest::Status,
+            TAG_LEAVE => AdminRequest::Leave {
+                wait: Duration::from_millis(r.u64("leave wait")?),
+            },
+            tag => {
+                return Err(AdminError::Tag {
+                    what: "request",
+                    tag,
+                });
+            }
+        };
+        r.end()?;
+        Ok(req)
+    }
+}
+
+impl AdminResponse {
+    /// The response's body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![ADMIN_VERSION];
+        match self {
+            AdminResponse::Status(s) => {
+                out.push(TAG_STATUS);
+                out.extend_from_slice(&s.id.to_le_bytes());
+                match &s.view {
+                    Some(v) => {
+                        out.push(1);
+                        out.extend_from_slice(&v.id.to_le_bytes());
+                        out.extend_from_slice(&(v.members.len() as u32).to_le_bytes());
+                        for m in &v.members {
+                            out.extend_from_slice(&m.to_le_bytes());
+                        }
+                        match v.leader {
+                            Some(l) => {
+                                out.push(1);
+                                out.extend_from_slice(&l.to_le_bytes());
+                            }
+                            None => out.push(0),
+                        }
+                    }
+                    None => out.push(0),
+                }
+                put_opt_text(&mut out, s.role.as_deref());
+                out.push(u8::from(s.serving));
+                out.push(u8::from(s.joining));
+                put_opt_text(&mut out, s.restarting.as_deref());
+                out.push(u8::from(s.wedged));
+                out.push(u8::from(s.leaving));
+                put_opt_text(&mut out, s.leave.as_deref());
+                out.push(u8::from(s.leave_held));
+                put_opt_text(&mut out, s.left.as_deref());
+                put_opt_text(&mut out, s.stopped.as_deref());
+            }
+            AdminResponse::Leave(o) => {
+                out.push(TAG_LEAVE);
+                let (tag, text) = match o {
+                    LeaveOutcome::Left(t) => (LEAVE_LEFT, t),
+                    LeaveOutcome::Held(t) => (LEAVE_HELD, t),
+                    LeaveOutcome::Pending(t) => (LEAVE_PENDING, t),
+                    LeaveOutcome::Refused(t) => (LEAVE_REFUSED, t),
+                };
+                out.push(tag);
+                put_text(&mut out, text);
+            }
+            AdminResponse::Error(t) => {
+                out.push(TAG_ERROR);
+                put_text(&mut out, t);
+            }
+        }
+        out
+    }
+
+    /// Decodes a response body; never panics (a member count is checked against the bytes
+    /// left before anything is allocated for it).
+    pub fn decode(bytes: &[u8]) -> Result<AdminResponse, AdminError> {
+        let mut r = Rd(bytes);
+        let resp = match r.header("response")? {
+            TAG_STATUS => {
+                let id = r.u32("replica id")?;
+                let view = if r.bool("view")? {
+                    let vid = r.u64("view id")?;
+                    let n = r.u32("member count")? as usize;
+                    if n > r.0.len() / 4 {
+                        return Err(AdminError::Truncated("members"));
+                    }
+                    let members = (0..n)
+                        .map(|_| r.u32("members"))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let leader = if r.bool("leader")? {
+                        Some(r.u32("leader")?)
+                    } else {
+                        None
+                    };
+                    Some(ViewReport {
+                        id: vid,
+                        members,
+                        leader,
+                    })
+                } else {
+                    None
+                };
+                AdminResponse::Status(StatusReport {
+                    id,
+                    view,
+                    role: r.opt_text("role")?,
+                    serving: r.bool("serving")?,
+                    joining: r.bool("joining")?,
+                    restarting: r.opt_text("restarting")?,
+                    wedged: r.bool("wedged")?,
+                    leaving: r.bool("leaving")?,
+                    leave: r.opt_text("leave status")?,
+                    leave_held: r.bool("leave held")?,
+                    left: r.opt_text("left")?,
+                    stopped: r.opt_text("stopped")?,
+                })
+            }
+            TAG_LEAVE => {
+                let tag = r.u8("leave outcome")?;
+                let text = r.text("leave outcome")?;
+                AdminResponse::Leave(match tag {
+                    LEAVE_LEFT => LeaveOutcome::Left(text),
+                    LEAVE_HELD => LeaveOutcome::Held(text),
+                    LEAVE_PENDING => LeaveOutcome::Pending(text),
+                    LEAVE_REFUSED => LeaveOutcome::Refused(text),
+                    tag => {
+                        return Err(AdminError::Tag {
+                            what: "leave outcome",
+                            tag,
+                        });
+                    }
+                })
+            }
+            TAG_ERROR => AdminResponse::Error(r.text("error")?),
+            tag => {
+                return Err(AdminError::Tag {
+                    what: "response",
+                    tag,
+                });
+            }
+        };
+        r.end()?;
+        Ok(resp)
+    }
+}
+
+async fn write_frame(s: &mut TcpStream, body: &[u8]) -> Result<(), AdminError> {
+    if body.len() > MAX_FRAME {
+        return Err(AdminError::TooLong(body.len()));
+    }
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(body);
+    s.write_all(&out).await?;
+    Ok(())
+}
+
+async fn read_frame(s: &mut TcpStream) -> Result<Vec<u8>, AdminError> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await?;
+    let n = u32::from_le_bytes(len) as usize;
+    if n > MAX_FRAME {
+        return Err(AdminError::TooLong(n));
+    }
+    let mut body = vec![0u8; n];
+    s.read_exact(&mut body).await?;
+    Ok(body)
+}
+
+/// Sends `req` to the replica whose client port is `addr` and returns its answer. The
+/// answer is waited for [`ADMIN_TIMEOUT`], plus a leave's own wait.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), squall_kv::admin::AdminError> {
+/// use squall_kv::admin::{AdminRequest, AdminResponse, ask};
+/// if let AdminResponse::Status(s) = ask("127.0.0.1:7100".parse().unwrap(), &AdminRequest::Status).await? {
+///     println!("{s}");
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn ask(addr: SocketAddr, req: &AdminRequest) -> Result<AdminResponse, AdminError> {
+    let limit = match req {
+        AdminRequest::Leave { wait } => ADMIN_TIMEOUT + (*wait).min(MAX_LEAVE_WAIT),
+        AdminRequest::Status => ADMIN_TIMEOUT,
+    };
+    let exchange = async {
+        let mut s = TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        let body = req.encode();
+        let mut first = PREAMBLE.to_vec();
+        first.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        first.extend_from_slice(&body);
+        s.write_all(&first).await?;
+        let body = read_frame(&mut s).await?;
+        AdminResponse::decode(&body)
+    };
+    tokio::time::timeout(limit, exchange)
+        .await
+        .map_err(|_| AdminError::Timeout(limit))?
+}
+
+/// Admin connections being answered now (a replica that left waits for them before its
+/// process exits, so the asker reads the outcome).
+#[derive(Clone, Debug, Default)]
+pub struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    /// How many are being answered.
+    pub fn count(&self) -> usize {
+        self.0.load(AtomicOrdering::Acquire)
+    }
+
+    /// Waits until none is being answered, at most `within`.
+    pub async fn drained(&self, within: Duration) {
+        let until = Instant::now() + within;
+        while self.count() > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, AtomicOrdering::AcqRel);
+    }
+}
+
+/// Accepts connections on `listener` for `replica`: an admin connection ([`PREAMBLE`]) is
+/// answered here, any other is served as a client-protocol connection
+/// ([`squall_smr::server::serve_connection`]). Runs until the listener fails. `in_flight`
+/// counts the admin connections being answered.
+pub async fn serve(
+    listener: TcpListener,
+    replica: ReplicaHandle,
+    cfg: ServerConfig,
+    in_flight: InFlight,
+) -> std::io::Result<()> {
+    cfg.validate()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        let replica = replica.clone();
+        let cfg = cfg.clone();
+        let in_flight = in_flight.clone();
+        tokio::spawn(async move {
+            match is_admin(&stream).await {
+                Ok(true) => {
+                    in_flight.0.fetch_add(1, AtomicOrdering::AcqRel);
+                    let _counted = Counted(Arc::clone(&in_flight.0));
+                    if let Err(e) = answer(stream, &replica).await {
+                        tracing::warn!(%peer, error = %e, "admin connection failed");
+                    }
+                }
+                Ok(false) => {
+                    if let Err(e) = squall_smr::server::serve_connection(stream, replica, cfg).await
+                    {
+                        tracing::debug!(%peer, error = %e, "client connection ended");
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "connection ended before its first bytes")
+                }
+            }
+        });
+    }
+}
+
+/// Whether the connection starts with [`PREAMBLE`], from its first bytes (peeked, not
+/// consumed). A connection that sends a prefix of it and then nothing for
+/// [`ADMIN_TIMEOUT`] is an error.
+async fn is_admin(stream: &TcpStream) -> std::io::Result<bool> {
+    let until = Instant::now() + ADMIN_TIMEOUT;
+    let mut buf = [0u8; PREAMBLE.len()];
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        if n == 0 || buf[..n] != PREAMBLE[..n] {
+            // Closed, or not the preamble: the client protocol's server handles it.
+            return Ok(false);
+        }
+        if n == PREAMBLE.len() {
+            return Ok(true);
+        }
+        if Instant::now() > until {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "a partial admin preamble, then nothing",
+            ));
+        }
+        // A prefix of the preamble so far: the rest is on its way.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Answers one admin connection.
+async fn answer(mut stream: TcpStream, replica: &ReplicaHandle) -> Result<(), AdminError> {
+    let mut pre = [0u8; PREAMBLE.len()];
+    stream.read_exact(&mut pre).await?;
+    if pre != PREAMBLE {
+        return Err(AdminError::Preamble);
+    }
+    let body = tokio::time::timeout(ADMIN_TIMEOUT, read_frame(&mut stream))
+        .await
+        .map_err(|_| AdminError::Timeout(ADMIN_TIMEOUT))??;
+    let resp = match AdminRequest::decode(&body) {
+        Err(e) => AdminResponse::Error(format!("the request did not decode: {e}")),
+        Ok(AdminRequest::Status) => match status(replica).await {
+            Some(s) => AdminResponse::Status(s),
+            None => AdminResponse::Error(stopped(replica)),
+        },
+        Ok(AdminRequest::Leave { wait }) => {
+            AdminResponse::Leave(leave(replica, wait.min(MAX_LEAVE_WAIT)).await)
+        }
+    };
+    write_frame(&mut stream, &resp.encode()).await?;
+    stream.shutdown().await?;
+    Ok(())
+}
+
+/// Why the replica answers no status: it stopped, or its queue is full.
+fn stopped(replica: &ReplicaHandle) -> String {
+    match replica.backend_stopped() {
+        Some(e) => format!("the replica stopped: {e}"),
+        None => "the replica is busy or shutting down; ask again".into(),
+    }
+}
+
+/// The replica's status, with its id.
+async fn status(replica: &ReplicaHandle) -> Option<StatusReport> {
+    let s = replica.status().ok()?.await.ok()?;
+    Some(StatusReport::from_status(replica.id().0, &s))
+}
+
+/// How often a leave's outcome is looked at.
+const LEAVE_POLL: Duration = Duration::from_millis(20);
+
+/// How long a leave must stay held before it is answered [`LeaveOutcome::Held`]. Right
+/// after the request the leaver's status is held for a few rounds by itself: the members
+/// publish whether they hold the state (`gms_holds`) only once some member asks to leave,
+/// so until their words land the leaver counts no other holder (seen over TCP: held, then
+/// asked 0.4 ms later, then left).
+pub const HELD_SETTLE: Duration = Duration::from_millis(500);
+
+/// Asks the replica to leave and waits, at most `wait`, until it left or its leave is held.
+async fn leave(replica: &ReplicaHandle, wait: Duration) -> LeaveOutcome {
+    if let Some(why) = replica.has_left() {
+        return LeaveOutcome::Left(why);
+    }
+    let asked = match replica.leave() {
+        Ok(rx) => rx.await,
+        Err(busy) => return LeaveOutcome::Refused(busy.to_string()),
+    };
+    match asked {
+        Ok(Ok(())) => tracing::info!("leave asked by an operator"),
+        Ok(Err(e)) => return LeaveOutcome::Refused(e.to_string()),
+        Err(_) => return LeaveOutcome::Refused(stopped(replica)),
+    }
+    let until = Instant::now() + wait;
+    let mut held_since: Option<Instant> = None;
+    loop {
+        if let Some(why) = replica.has_left() {
+            return LeaveOutcome::Left(why);
+        }
+        let Some(s) = status(replica).await else {
+            if let Some(why) = replica.has_left() {
+                return LeaveOutcome::Left(why);
+            }
+            return LeaveOutcome::Refused(stopped(replica));
+        };
+        let now = Instant::now();
+        if s.leave_held {
+            let since = *held_since.get_or_insert(now);
+            if now.duration_since(since) >= HELD_SETTLE || now >= until {
+                return LeaveOutcome::Held(s.leave.unwrap_or_default());
+            }
+        } else {
+            held_since = None;
+        }
+        if now >= until {
+            return LeaveOutcome::Pending(s.leave.unwrap_or_else(|| "asked".into()));
+        }
+        tokio::select! {
+            why = replica.left() => return LeaveOutcome::Left(why),
+            _ = tokio::time::sleep(LEAVE_POLL) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// One response of every kind (the fuzz seeds are these).
+    pub(crate) fn samples() -> Vec<AdminResponse> {
+        vec![
+            AdminResponse::Status(StatusReport {
+                id: 2,
+                view: Some(ViewReport {
+                    id: 3,
+                    members: vec![0, 1, 2],
+                    leader: Some(0),
+                }),
+                role: Some(
+                    "subgroup 0 shard 0 of view 3, members [0, 1, 2], holds the state".into(),
+                ),
+                serving: true,
+                leaving: true,
+                leave: Some("leave held back in view 3: \"quoted\"".into()),
+                leave_held: true,
+                ..StatusReport::default()
+            }),
+            AdminResponse::Status(StatusReport {
+                id: 7,
+                restarting: Some("waiting for members [1]".into()),
+                left: Some("left: view 4".into()),
+                stopped: Some("x".into()),
+                joining: true,
+                wedged: true,
+                view: Some(ViewReport {
+                    id: 0,
+                    members: Vec::new(),
+                    leader: None,
+                }),
+                ..StatusReport::default()
+            }),
+            AdminResponse::Leave(LeaveOutcome::Left(
+                "left: view 4 was installed without it".into(),
+            )),
+            AdminResponse::Leave(LeaveOutcome::Held("held".into())),
+            AdminResponse::Leave(LeaveOutcome::Pending("asked in view 2".into())),
+            AdminResponse::Leave(LeaveOutcome::Refused("fixed group".into())),
+            AdminResponse::Error("busy".into()),
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips_and_every_cut_or_extension_is_refused() {
+        let reqs = [
+            AdminRequest::Status,
+            AdminRequest::Leave {
+                wait: Duration::from_millis(1500),
+            },
+        ];
+        for req in &reqs {
+            let b = req.encode();
+            assert_eq!(&AdminRequest::decode(&b).unwrap(), req);
+            for cut in 0..b.len() {
+                assert!(
+                    AdminRequest::decode(&b[..cut]).is_err(),
+                    "{req:?} cut at {cut}"
+                );
+            }
+            let mut longer = b.clone();
+            longer.push(0);
+            assert!(matches!(
+                AdminRequest::decode(&longer),
+                Err(AdminError::Trailing(1))
+            ));
+        }
+        for resp in samples() {
+            let b = resp.encode();
+            assert_eq!(AdminResponse::decode(&b).unwrap(), resp);
+            for cut in 0..b.len() {
+                assert!(
+                    AdminResponse::decode(&b[..cut]).is_err(),
+                    "{resp:?} cut at {cut}"
+                );
+            }
+            let mut longer = b.clone();
+            longer.push(0);
+            assert!(AdminResponse::decode(&longer).is_err());
+        }
+        assert!(matches!(
+            AdminRequest::decode(&[2, TAG_STATUS]),
+            Err(AdminError::Version(2))
+        ));
+        assert!(matches!(
+            AdminRequest::decode(&[ADMIN_VERSION, 9]),
+            Err(AdminError::Tag { tag: 9, .. })
+        ));
+    }
+
+    /// The fuzz target's seeds (`fuzz/seeds/kv_admin`) are whole messages of each kind.
+    #[test]
+    fn the_fuzz_seeds_decode_whole() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/kv_admin");
+        let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+        assert_eq!(
+            AdminRequest::decode(&read("request_status")).unwrap(),
+            AdminRequest::Status
+        );
+        assert_eq!(
+            AdminRequest::decode(&read("request_leave")).unwrap(),
+            AdminRequest::Leave {
+                wait: Duration::from_millis(1500)
+            }
+        );
+        assert_eq!(
+            AdminResponse::decode(&read("response_status")).unwrap(),
+            samples()[0]
+        );
+        assert_eq!(
+            AdminResponse::decode(&read("response_leave_held")).unwrap(),
+            AdminResponse::Leave(LeaveOutcome::Held("held".into()))
+        );
+        assert_eq!(
+            AdminResponse::decode(&read("response_error")).unwrap(),
+            AdminResponse::Error("busy".into())
+        );
+    }
+
+    #[test]
+    fn a_huge_member_count_is_refused_before_any_allocation() {
+        let mut b = vec![ADMIN_VERSION, TAG_STATUS, 0, 0, 0, 0, 1];
+        b.extend_from_slice(&5u64.to_le_bytes());
+        b.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            AdminResponse::decode(&b),
+            Err(AdminError::Truncated("members"))
+        ));
+    }
+
+    #[test]
+    fn the_preamble_is_no_client_protocol_frame() {
+        let as_len = u32::from_le_bytes([PREAMBLE[0], PREAMBLE[1], PREAMBLE[2], PREAMBLE[3]]);
+        assert!(as_len as usize > ServerConfig::default().max_request * 1000);
+    }
+
+    #[test]
+    fn the_json_form_escapes_text_and_names_every_field() {
+        let AdminResponse::Status(s) = &samples()[0] else {
+            panic!("the first sample is a status");
+        };
+        let j = s.to_json();
+        assert!(
+            j.contains(r#""view":{"id":3,"members":[0,1,2],"leader":0}"#),
+            "{j}"
+        );
+        assert!(j.contains(r#""leave":{"state":"held","status":"leave held back in view 3: \"quoted\"","held":true}"#), "{j}");
+        assert!(j.ends_with(r#""left":null,"stopped":null}"#), "{j}");
+        let human = s.to_string();
+        assert!(
+            human.starts_with("replica 2: serving\nview 3: members [0, 1, 2], leader 0\n"),
+            "{human}"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("SQUALL_PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256)
+        ))]
+
+        /// Any bytes: an error or a message that re-encodes to exactly them; never a panic.
+        #[test]
+        fn decoders_never_panic_and_keep_what_they_take(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
+            if let Ok(r) = AdminRequest::decode(&bytes) {
+                prop_assert_eq!(r.encode(), bytes.clone());
+            }
+            if let Ok(r) = AdminResponse::decode(&bytes) {
+                prop_assert_eq!(r.encode(), bytes);
+            }
+        }
+
+        /// A sample with one byte flipped: an error or a message that re-encodes to it.
+        #[test]
+        fn flipped_samples_never_panic(which in 0usize..7, at in any::<usize>(), to in any::<u8>()) {
+            let mut b = samples()[which].encode();
+            let i = at % b.len();
+            b[i] = to;
+            if let Ok(r) = AdminResponse::decode(&b) {
+                prop_assert_eq!(r.encode(), b);
+            }
+        }
+    }
+}

@@ -105,11 +105,12 @@ enum Who {
 enum Stop {
     /// At the life's last step.
     End,
-    /// At the first step from `from` on where some member has logged a decision.
-    Decision { from: usize },
+    /// At the first step from `from` on where some member has logged a decision (with
+    /// `ran`, only once some member ran a view in this life: not the restart's own ballot).
+    Decision { from: usize, ran: bool },
     /// At the first step from `from` on where some member runs a view that another member,
-    /// holding a decision, has not installed yet.
-    Install { from: usize },
+    /// holding a decision, has not installed yet (`ran` likewise).
+    Install { from: usize, ran: bool },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -499,15 +500,17 @@ impl<'p> Run<'p> {
 
     /// Whether the life's stop has come.
     fn stop_due(&self, lp: &LifePlan) -> bool {
+        let ran = self.ran_here.iter().any(|&r| r);
         match lp.stop {
             Stop::End => false,
-            Stop::Decision { from } => {
+            Stop::Decision { from, ran: after } => {
                 self.step >= from
+                    && (ran || !after)
                     && (0..self.plan.universe).any(|i| {
                         (self.n.groups[i].as_ref()).is_some_and(|g| g.gms().decision().is_some())
                     })
             }
-            Stop::Install { from } => {
+            Stop::Install { from, ran: after } => {
                 let views: Vec<(u64, bool)> = (0..self.plan.universe)
                     .filter_map(|i| {
                         let g = self.n.groups[i].as_ref()?;
@@ -515,6 +518,7 @@ impl<'p> Run<'p> {
                     })
                     .collect();
                 self.step >= from
+                    && (ran || !after)
                     && views
                         .iter()
                         .any(|&(v, d)| d && views.iter().any(|&(w, _)| w == v + 1))
@@ -807,8 +811,8 @@ fn life_strategy() -> impl Strategy<Value = LifePlan> {
             proptest::collection::vec(ev_strategy(steps), 1..8),
             prop_oneof![
                 1 => Just(Stop::End),
-                2 => (0..steps / 2).prop_map(|from| Stop::Decision { from }),
-                2 => (0..steps / 2).prop_map(|from| Stop::Install { from }),
+                2 => (0..steps / 2, any::<bool>()).prop_map(|(from, ran)| Stop::Decision { from, ran }),
+                2 => (0..steps / 2, any::<bool>()).prop_map(|(from, ran)| Stop::Install { from, ran }),
             ],
         )
             .prop_map(move |(who, in_turn, partitioned, events, stop)| LifePlan {

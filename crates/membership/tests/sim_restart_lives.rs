@@ -41,6 +41,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestRng, TestRunner};
 use squall_membership::StopReason;
+use squall_membership::change::ChangeKind;
 use squall_membership::group::{Group, GroupConfig};
 use squall_membership::log::{MemLog, Record};
 use squall_ordering::Delivery;
@@ -93,9 +94,9 @@ enum Who {
     /// Those of a bit mask (at least one).
     Mask(u8),
     /// Those whose log's last installed view is below the highest any log holds (everyone if
-    /// all are at it): after a stop at an install, the members that logged the decision but
-    /// not the view it made, without those that installed it (the dead branch's first
-    /// restart).
+    /// none is): after a stop at an install, the members that logged the decision but not the
+    /// view it made, without those that installed it nor joiners that installed nothing (the
+    /// dead branch's first restart).
     Behind,
 }
 
@@ -109,8 +110,9 @@ enum Stop {
     /// `ran`, only once some member ran a view in this life: not the restart's own ballot).
     Decision { from: usize, ran: bool },
     /// At the first step from `from` on where some member runs a view that another member,
-    /// holding a decision, has not installed yet (`ran` likewise).
-    Install { from: usize, ran: bool },
+    /// holding a decision, has not installed yet (`ran` likewise; with `join`, only a
+    /// decision that admits a member: the dead branch's kind).
+    Install { from: usize, ran: bool, join: bool },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -510,11 +512,18 @@ impl<'p> Run<'p> {
                         (self.n.groups[i].as_ref()).is_some_and(|g| g.gms().decision().is_some())
                     })
             }
-            Stop::Install { from, ran: after } => {
+            Stop::Install {
+                from,
+                ran: after,
+                join,
+            } => {
                 let views: Vec<(u64, bool)> = (0..self.plan.universe)
                     .filter_map(|i| {
                         let g = self.n.groups[i].as_ref()?;
-                        Some((g.view()?.id, g.gms().decision().is_some()))
+                        let held = g.gms().decision().is_some_and(|d| {
+                            !join || d.changes.iter().any(|c| c.kind == ChangeKind::Join)
+                        });
+                        Some((g.view()?.id, held))
                     })
                     .collect();
                 self.step >= from
@@ -615,7 +624,7 @@ impl<'p> Run<'p> {
                 let behind: Vec<usize> = with
                     .iter()
                     .copied()
-                    .filter(|&i| last_view(&self.logs[i]) < top)
+                    .filter(|&i| last_view(&self.logs[i]).is_some_and(|v| Some(v) < top))
                     .collect();
                 if behind.is_empty() { with } else { behind }
             }
@@ -812,7 +821,8 @@ fn life_strategy() -> impl Strategy<Value = LifePlan> {
             prop_oneof![
                 1 => Just(Stop::End),
                 2 => (0..steps / 2, any::<bool>()).prop_map(|(from, ran)| Stop::Decision { from, ran }),
-                2 => (0..steps / 2, any::<bool>()).prop_map(|(from, ran)| Stop::Install { from, ran }),
+                2 => (0..steps / 2, any::<bool>(), any::<bool>())
+                    .prop_map(|(from, ran, join)| Stop::Install { from, ran, join }),
             ],
         )
             .prop_map(move |(who, in_turn, partitioned, events, stop)| LifePlan {
@@ -858,12 +868,21 @@ fn check(plan: &Plan) -> Result<(), String> {
             );
             Ok(())
         }
-        Err(e) => Err(format!("{e}\n  plan: {plan:?}")),
+        Err(e) => {
+            // Printed at once: a soak's shrinking can take long before proptest reports.
+            let e = format!("{e}\n  plan: {plan:?}");
+            eprintln!("lives FAILED: {e}");
+            Err(e)
+        }
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(proptest_cases(3)))]
+    // Shrinking mostly moves the seed (another schedule): a few rounds only.
+    #![proptest_config(ProptestConfig {
+        max_shrink_iters: 16,
+        ..ProptestConfig::with_cases(proptest_cases(3))
+    })]
 
     /// Random lives with every kind of fault and stop: every check of the module docs after
     /// every step, and the final life's settling.

@@ -1059,8 +1059,11 @@ fn regression_sweep_seed_14_a_fitted_restart_view_holds_a_majority_of_the_adopte
     );
 }
 
-/// Found by the soak (`SQUALL_PROPTEST_CASES=128`, s27): the final life never settles and
-/// nobody stops. See `docs/MEMBERSHIP.md`, seventy-fifth part, "Found".
+/// Found by the soak (`SQUALL_PROPTEST_CASES=128`, s27), minimised by dropping events and
+/// simplifying lives while it still hung: the final life never settles and nobody stops.
+/// Life 0: view 0 = 0–4, node 5 joins. Life 1: 2–5 restart; 0, 1 and 3 are cut off at step
+/// 4278, not healed. Life 2: 3, 4, 5 and 0 restart, stopped at the first install while
+/// another member holds the decision. See `docs/MEMBERSHIP.md`, seventy-fifth part, "Found".
 #[test]
 #[ignore = "open liveness defect (s27, seventy-fifth part): the final life hangs with no stop"]
 fn regression_soak_final_life_hangs_with_two_members_restarting_and_the_rest_joining() {
@@ -1073,61 +1076,27 @@ fn regression_soak_final_life_hangs_with_two_members_restarting_and_the_rest_joi
                 who: Who::Everyone,
                 in_turn: None,
                 partitioned: None,
-                events: vec![
-                    Ev::Start {
-                        node: 1,
-                        step: 1529,
-                    },
-                    Ev::Start {
-                        node: 3,
-                        step: 1699,
-                    },
-                    Ev::Partition {
-                        side: 68,
-                        step: 1020,
-                        len: None,
-                    },
-                    Ev::Start { node: 4, step: 503 },
-                    Ev::Start { node: 5, step: 528 },
-                ],
+                events: vec![Ev::Start { node: 5, step: 528 }],
                 steps: 1745,
-                stop: Stop::Install {
-                    from: 248,
-                    ran: true,
-                    join: false,
-                },
+                stop: Stop::End,
             },
             LifePlan {
                 who: Who::Majority(158),
                 in_turn: None,
                 partitioned: None,
-                events: vec![
-                    Ev::Partition {
-                        side: 11,
-                        step: 4278,
-                        len: Some(2517),
-                    },
-                    Ev::Start {
-                        node: 2,
-                        step: 1910,
-                    },
-                ],
+                events: vec![Ev::Partition {
+                    side: 11,
+                    step: 4278,
+                    len: Some(2517),
+                }],
                 steps: 4944,
                 stop: Stop::End,
             },
             LifePlan {
                 who: Who::Majority(219),
-                in_turn: Some(284),
+                in_turn: None,
                 partitioned: None,
-                events: vec![
-                    Ev::Crash { node: 0, step: 23 },
-                    Ev::CrashLeaderAtDecision { step: 5110 },
-                    Ev::Partition {
-                        side: 34,
-                        step: 4349,
-                        len: None,
-                    },
-                ],
+                events: vec![],
                 steps: 5571,
                 stop: Stop::Install {
                     from: 1803,

@@ -663,7 +663,8 @@ impl<'p> Run<'p> {
         }
     }
 
-    /// Whether every started node runs one view naming them all, active, replay handed out.
+    /// Whether every started node runs one view naming them all and nobody else, active,
+    /// replay handed out.
     fn settled(&self) -> bool {
         let up: Vec<usize> = (0..self.plan.universe)
             .filter(|&i| self.n.groups[i].is_some())
@@ -672,13 +673,17 @@ impl<'p> Run<'p> {
             return false;
         };
         let id = first.id;
-        up.iter().all(|&i| {
-            let g = self.n.groups[i].as_ref().unwrap();
-            self.running(i)
-                .is_some_and(|v| v.id == id && up.iter().all(|&m| v.contains(NodeId(m as u32))))
-                && g.is_active()
-                && g.replay_backlog() == 0
-        })
+        // A member that was not started (a joiner whose log stayed empty) is waited for until
+        // the group removes it (`expected_link_timeout`): nothing is delivered while it is in.
+        let only_up = (first.members.iter()).all(|m| up.contains(&(m.0 as usize)));
+        only_up
+            && up.iter().all(|&i| {
+                let g = self.n.groups[i].as_ref().unwrap();
+                self.running(i)
+                    .is_some_and(|v| v.id == id && up.iter().all(|&m| v.contains(NodeId(m as u32))))
+                    && g.is_active()
+                    && g.replay_backlog() == 0
+            })
     }
 
     /// The final life: every node with a log starts, no faults, until they settle; a stop is
@@ -699,7 +704,7 @@ impl<'p> Run<'p> {
             let t0 = self.step;
             let stopped = loop {
                 if self.settled() {
-                    return self.carry_on();
+                    return self.carry_on(&everyone_logs);
                 }
                 let stopped: Vec<usize> = (0..self.plan.universe)
                     .filter(|&i| {
@@ -756,7 +761,7 @@ impl<'p> Run<'p> {
     }
 
     /// Everyone settled: new messages are delivered, at every member alike.
-    fn carry_on(&mut self) -> Result<(), String> {
+    fn carry_on(&mut self, at_start: &[Vec<u8>]) -> Result<(), String> {
         let before = self.chain.len();
         for _ in 0..300 {
             self.step(true)?;
@@ -775,7 +780,11 @@ impl<'p> Run<'p> {
             ));
         }
         if self.chain.len() <= before {
-            return Err("final life: nothing new delivered after the group settled".into());
+            return Err(format!(
+                "final life: nothing new delivered after the group settled: {}; the logs at the final life's start: {}",
+                group_sim::describe(&self.n.groups),
+                logs_summary(at_start)
+            ));
         }
         Ok(())
     }

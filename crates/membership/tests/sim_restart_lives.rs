@@ -14,19 +14,20 @@
 //! stopping at once: at a random step, at the first decision some member logged, or at the
 //! first install of a next view while another member holds the decision but not the view (the
 //! dead branch's moment). Lives after the first start a subset of the nodes with logs
-//! (everyone, a majority, a minority, a random set), all at once or in turn, sometimes under a
-//! partition. The final life starts every node with a log, without faults, and runs until they
+//! (everyone, a majority, a minority, a random set, or those behind the highest logged view),
+//! all at once or in turn, sometimes under a partition. The final life starts every node with a log, without faults, and runs until they
 //! all run one view; a member that stops is restarted from its log as an operator would (every
 //! node, for `RestartShortOfAdopted`), a bounded number of times.
 //!
-//! Checked after every step, across every life: no view id is run (installed, out of restart
-//! mode, not stopped) with two member lists in one life, nor an older member list of a view id
+//! Checked after every step, across every life: no view id is run (installed with its epoch,
+//! out of restart mode, active, not stopped) with two member lists in one life, nor an older member list of a view id
 //! after a newer one was run (a dead branch coming back); a view first run holds a majority of
-//! some member list run for the view before; every position holds the same payload and
+//! some member list run for the view before, or of the next view of a logged decision for it
+//! that held one (a restart's fitted view, s18); every position holds the same payload and
 //! hash-chain value wherever it was delivered, and a restored state is the chain at its
 //! position; a member running a view after a total stop has delivered at least every position
-//! delivered anywhere before it. At the end of the final life: every started node runs one
-//! view with the others and delivers new messages, unless an operator-needed stop outlasted
+//! delivered anywhere before it. At the end of the final life: the started nodes run one view
+//! of exactly them and deliver new messages alike, unless an operator-needed stop outlasted
 //! the bounded restarts (counted and printed, not failed); a hang with no stop fails.
 //!
 //! `SQUALL_PROPTEST_CASES` soaks the proptest; `SQUALL_SEEDS` the seed sweep (one plan drawn

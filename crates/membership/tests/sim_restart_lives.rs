@@ -1118,3 +1118,41 @@ fn regression_soak_final_life_hangs_with_two_members_restarting_and_the_rest_joi
     };
     check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Found by the 1024-case soak of the final harness (s27, the 97th case, shrunk 16 rounds):
+/// one faulty life, then the final life hangs with no stop. View 0 = 0–2, cut off from each
+/// other at the start, 1 crashes, 6 joins, 0 is cut off, every process stops. In the final
+/// life 0 restarts view 1 = [0, 2] waiting for 2, while 2 and 6 restart view 2 = [0, 2, 6]
+/// waiting for 0. See `docs/MEMBERSHIP.md`, seventy-fifth part, "Found".
+#[test]
+#[ignore = "open liveness defect (s27, seventy-fifth part): the final life hangs with no stop"]
+fn regression_soak_final_life_hangs_with_a_member_one_view_behind_and_the_others_waiting_for_it() {
+    let plan = Plan {
+        seed: 15608638797826990054,
+        universe: 7,
+        initial: 3,
+        lives: vec![LifePlan {
+            who: Who::Everyone,
+            in_turn: None,
+            partitioned: Some((37, Some(1097))),
+            events: vec![
+                Ev::CrashLeaderAtDecision { step: 1269 },
+                Ev::CrashLeaderAtDecision { step: 2473 },
+                Ev::CrashLeaderAtDecision { step: 1948 },
+                Ev::Start {
+                    node: 6,
+                    step: 1565,
+                },
+                Ev::Crash { node: 1, step: 964 },
+                Ev::Partition {
+                    side: 1,
+                    step: 2083,
+                    len: Some(1532),
+                },
+            ],
+            steps: 2597,
+            stop: Stop::End,
+        }],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}

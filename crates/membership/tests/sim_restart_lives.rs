@@ -1156,3 +1156,76 @@ fn regression_soak_final_life_hangs_with_a_member_one_view_behind_and_the_others
     };
     check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Found by a 512-case soak of the final harness (s27, the 147th case; not shrunk): the final
+/// life hangs with no stop. The logs of view 0 = 0–2 end at view 0, 0's with a restart
+/// ballot's decision that fails 2 and admits 4 and 5 (view 1 = [0, 1, 4, 5]); 4 and 5 never
+/// logged anything, so the final life (every node with a log) does not start them. 0 and 1
+/// restart view 1 waiting for the others, 2 joins again. See `docs/MEMBERSHIP.md`,
+/// seventy-fifth part, "Found".
+#[test]
+#[ignore = "open liveness defect or operator case (s27, seventy-fifth part): the final life hangs with no stop"]
+fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_never_logged() {
+    let plan = Plan {
+        seed: 4963811227339958902,
+        universe: 7,
+        initial: 3,
+        lives: vec![
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 4688 },
+                    Ev::Start {
+                        node: 2,
+                        step: 2429,
+                    },
+                ],
+                steps: 5509,
+                stop: Stop::Decision {
+                    from: 1342,
+                    ran: false,
+                },
+            },
+            LifePlan {
+                who: Who::Mask(100),
+                in_turn: Some(16),
+                partitioned: None,
+                events: vec![Ev::Crash {
+                    node: 3,
+                    step: 1373,
+                }],
+                steps: 4402,
+                stop: Stop::End,
+            },
+            LifePlan {
+                who: Who::Mask(163),
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 5,
+                        step: 1141,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 1122 },
+                    Ev::Start { node: 4, step: 174 },
+                    Ev::Partition {
+                        side: 21,
+                        step: 975,
+                        len: Some(38),
+                    },
+                    Ev::CrashLeaderAtDecision { step: 3398 },
+                    Ev::Start { node: 5, step: 377 },
+                ],
+                steps: 5069,
+                stop: Stop::Install {
+                    from: 1605,
+                    ran: true,
+                    join: true,
+                },
+            },
+        ],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -1912,9 +1912,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.readmission_in_restart(node) == Some(true)
     }
 
-    /// Restart mode at view `L`: whether the pending new incarnation of `node`, a node *outside*
-    /// `L` (a joiner: one that a logged decision for `L` admits, or any node asking to join),
-    /// may be readmitted (s27, seventy-sixth part of `docs/MEMBERSHIP.md`). Only once every
+    /// Restart mode at view `L`: whether the pending new incarnation of `node`, any node
+    /// *outside* `L` (a joiner that a logged decision for `L` admits, a node asking to join, an
+    /// idle outsider), may be readmitted (s27, seventy-sixth part of `docs/MEMBERSHIP.md`).
+    /// Whether it asks to join is not checked: until the readmission its row stays suspected
+    /// and frozen at the old incarnation's words, so the new one's `join` word cannot be read. Only once every
     /// member of `L` this member counts published that it noticed the old incarnation's failure
     /// (its `gms_noticed` word), and while no row (suspected ones included: the old
     /// incarnation's frozen words) publishes a view after `L`: then no view names the old
@@ -3568,9 +3570,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !self.cfg.is_quorum(&view.members, &|m| alive.contains(&m)) {
             return Ok(());
         }
+        // Restart mode: an acknowledgement counts only from a row restarting at `view`, as
+        // `read_for` reads one (s27 hardening, seventy-second part of `docs/MEMBERSHIP.md`,
+        // "s27 follow-up"): a member that caught up into `view + 1` keeps its blocks for `view`
+        // until it writes new ones, and will echo nothing at `view`. (An unheard row's frozen
+        // words are not read at all: `read_block`.)
+        let at_view = |r: usize| {
+            self.restart.is_none()
+                || (self.read_block(r, self.f.view))
+                    .is_some_and(|p| p.first() == Some(&(view.id + 1)) && self.restarting_in(&p))
+        };
         let all_acked = alive.iter().all(|&m| {
             let r = self.sst.row_of(m).unwrap_or(0);
-            self.received_of(r, view.id).is_some()
+            at_view(r)
+                && self.received_of(r, view.id).is_some()
                 && self
                     .proposal_of(r, view.id)
                     .is_some_and(|t| t.rank == my_rank && t.changes == changes)

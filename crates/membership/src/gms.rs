@@ -619,10 +619,14 @@ struct RestartState {
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
     /// making another next view is on a dead branch (see [`dead_ahead`](Gms::dead_ahead)).
     logged: Option<Decision>,
-    /// Every restart ballot for the view this member led or followed in this process. Fix A
-    /// does not clear while one led by another member may still be decided
+    /// Every restart ballot for the view this member followed in this process (each led by
+    /// another member). Fix A does not clear while one may still be decided
     /// ([`ballot_may_decide`](Gms::ballot_may_decide)).
     ballots: Vec<u64>,
+    /// The followed ballot that last kept this member from catching up from a peer one view
+    /// ahead, and its leader (reported once per change; see
+    /// [`ballot_may_decide`](Gms::ballot_may_decide)).
+    blocked: Option<(u64, NodeId)>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -1908,9 +1912,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.readmission_in_restart(node) == Some(true)
     }
 
-    /// Restart mode at view `L`: whether the pending new incarnation of `node`, a node *outside*
-    /// `L` (a joiner: one that a logged decision for `L` admits, or any node asking to join),
-    /// may be readmitted (s27, seventy-sixth part of `docs/MEMBERSHIP.md`). Only once every
+    /// Restart mode at view `L`: whether the pending new incarnation of `node`, any node
+    /// *outside* `L` (a joiner that a logged decision for `L` admits, a node asking to join, an
+    /// idle outsider), may be readmitted (s27, seventy-sixth part of `docs/MEMBERSHIP.md`).
+    /// Whether it asks to join is not checked: until the readmission its row stays suspected
+    /// and frozen at the old incarnation's words, so the new one's `join` word cannot be read. Only once every
     /// member of `L` this member counts published that it noticed the old incarnation's failure
     /// (its `gms_noticed` word), and while no row (suspected ones included: the old
     /// incarnation's frozen words) publishes a view after `L`: then no view names the old
@@ -2333,6 +2339,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let mut next = None;
         let mut running = false;
         let mut superseded = false;
+        let mut blocked = None;
         for row in 0..self.sst.rows() {
             if row == self.sst.my_row() || self.sst.is_suspected(row) {
                 continue;
@@ -2343,10 +2350,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let vid = p[0].saturating_sub(1);
             running |= p[0] > 0 && vid == view.id && !self.restarting_in(&p);
             superseded |= p[0] > 0 && vid == view.id && self.superseded_by(row, view, &p);
-            if self.joiner_root(row, view, vid)
-                || self.dead_ahead(row, view, vid)
-                || self.below_promise(row, view, vid)
-            {
+            if self.joiner_root(row, view, vid) || self.dead_ahead(row, view, vid) {
+                continue;
+            }
+            if self.below_promise(row, view, vid) {
+                // Reported where a followed ballot is what blocks (not a decision held here).
+                let peer = self.decision_of(row, view.id).map_or(0, |t| t.rank);
+                let holds_above = (self.decision.as_ref())
+                    .is_some_and(|d| d.trim.view == view.id && d.rank > peer);
+                if !holds_above {
+                    blocked = blocked.or_else(|| self.ballot_may_decide(view, peer));
+                }
                 continue;
             }
             if vid == view.id + 1
@@ -2368,6 +2382,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if superseded {
             return self.rejoin(view.id, view.id, out);
         }
+        self.note_blocked(view, blocked);
         match (newer, next) {
             // Two or more views behind: the decisions in between are not in its log (a member
             // of view L + 1 logs L + 1 before acting in it, so the group went on without it).
@@ -2530,7 +2545,6 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     if let Some(r) = &mut self.restart {
                         r.ballot = Some(b);
                         r.promised = b;
-                        r.ballots.push(b);
                     }
                     tracing::info!(me = %self.me, view = view.id, ballot = b, "membership: leading the restart");
                     b
@@ -2835,12 +2849,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// above `peer` may log and echo a higher-ranked decision right after the read, under a
     /// ballot this member promised itself. So it does not clear while such a ballot may still
     /// be decided ([`ballot_may_decide`](Gms::ballot_may_decide)), nor once it holds a decision
-    /// for `view` ranked above `peer` in this process (one it led or followed since it was
-    /// built, not only the one its log held then).
+    /// for `view` ranked above `peer` in this process (`self.decision`: the one its log held
+    /// when it was built, or a higher one it led or followed since; it only rises).
     fn promise_cleared(&self, view: &View, peer: u64) -> bool {
-        let logged = self.restart.as_ref().and_then(|r| r.logged.as_ref());
-        if (self.decision.iter().chain(logged)).any(|d| d.trim.view == view.id && d.rank > peer)
-            || self.ballot_may_decide(view, peer)
+        if (self.decision.iter()).any(|d| d.trim.view == view.id && d.rank > peer)
+            || self.ballot_may_decide(view, peer).is_some()
         {
             return false;
         }
@@ -2865,31 +2878,32 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.cfg.is_quorum(&view.members, &|m| read.contains(&m))
     }
 
-    /// Restart mode at `view`: whether a restart ballot for `view` that this member followed in
-    /// this process ([`RestartState::ballots`]), ranked above `peer`, is led by another member
-    /// that may still decide it. Only its leader decides a ballot, in the process that led it
-    /// (a new process leads a new ballot). The leader shows
-    /// it will not when its row, unsuspected, publishes `view + 1` installed with a decision for
-    /// `view` ranked below the ballot: it left `view` by catching up, without deciding (a
-    /// member that decided never clears against a lower-ranked decision, see
-    /// [`promise_cleared`](Gms::promise_cleared)). A decided ballot shows its decision in its
-    /// leader's row, above `peer`, which `promise_cleared` sees; a suspected or silent leader
-    /// shows nothing, and the ballot may decide.
+    /// Restart mode at `view`: a restart ballot for `view` that this member followed in this
+    /// process ([`RestartState::ballots`]; each is led by another member), ranked above `peer`,
+    /// whose decision may still be installed, if there is one. Such a ballot is shown dead
+    /// (s27, seventy-second part of `docs/MEMBERSHIP.md`) when either holds:
     ///
-    /// A ballot this member led is never waited for: it is decided here or nowhere, and
-    /// `promise_cleared` checks this member's own decisions. So a member that leads a ballot
-    /// and then reads a peer one view ahead with a lower-ranked decision may still catch up,
-    /// and its followers, reading it one view ahead, follow it.
-    fn ballot_may_decide(&self, view: &View, peer: u64) -> bool {
-        let Some(r) = &self.restart else {
-            return false;
-        };
-        let mine = view.rank_of(self.me).map(|k| k as u64);
-        r.ballots.iter().any(|&b| {
-            let rank = crate::restart::rank_of(b);
-            if b <= peer || crate::restart::attempt_of(b) == 0 || Some(rank) == mine {
+    /// - its leader's row, unsuspected, publishes `view + 1` installed with a decision for
+    ///   `view` ranked below the ballot: the leader left `view` without deciding it (a member
+    ///   holding a decision never clears against a lower-ranked one, see
+    ///   [`promise_cleared`](Gms::promise_cleared)), and only a ballot's leader decides it, in
+    ///   the process that led it;
+    /// - the members shown never to echo the ballot's decision
+    ///   ([`never_echo`](Gms::never_echo)) are a majority of `view` (the review's finding 1 of
+    ///   the seventy-second part, "s27 follow-up"): the first member to install a ballot's
+    ///   decision saw the echo of every member it counted, a majority of `view`, and two
+    ///   majorities meet. Without it a leader lost after its followers acknowledged (crashed,
+    ///   so suspected for good) kept them from catching up for good.
+    ///
+    /// A decided ballot that installed shows its decision, above `peer`, in the rows of a
+    /// majority, which `promise_cleared` reads.
+    fn ballot_may_decide(&self, view: &View, peer: u64) -> Option<u64> {
+        let r = self.restart.as_ref()?;
+        r.ballots.iter().copied().find(|&b| {
+            if b <= peer || crate::restart::attempt_of(b) == 0 {
                 return false;
             }
+            let rank = crate::restart::rank_of(b);
             let left = (view.members.get(rank as usize))
                 .and_then(|&m| self.sst.row_of(m))
                 .filter(|&row| !self.sst.is_suspected(row))
@@ -2898,8 +2912,84 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                         .is_some_and(|p| p.first() == Some(&(view.id + 2)))
                         && self.decision_of(row, view.id).is_some_and(|t| t.rank < b)
                 });
-            !left
+            let never = self.never_echo(view, b);
+            !left && !self.cfg.is_quorum(&view.members, &|m| never.contains(&m))
         })
+    }
+
+    /// Restart mode at `view`: the members shown never to echo the decision of ballot `b` for
+    /// `view` (publish it in their decision block while at `view`, as an installer needs):
+    ///
+    /// - this member, if it promised a ballot above `b` and holds no decision for `view`
+    ///   ranked `b` or above;
+    /// - an unsuspected peer restarting and wedged in `view` whose proposal block shows a
+    ///   ballot above `b` and whose decision block shows no decision for `view` ranked `b` or
+    ///   above. Its wedge block makes both blocks current as of its construction (see
+    ///   [`read_for`](Gms::read_for)), and in its process it logs and publishes a decision
+    ///   before it acknowledges a later ballot, so a decision ranked `b` that it echoed before
+    ///   that promise is in the block read;
+    /// - an unsuspected peer publishing `view + 1` installed with a decision for `view` ranked
+    ///   below `b`: it never held `b`'s decision (holding it, it would not have caught up
+    ///   below it, and a later process restarts from its log, which holds it), and it is no
+    ///   longer at `view`.
+    ///
+    /// A member that promised above `b` never echoes `b`'s decision afterwards: it follows only
+    /// a ballot at or above its promise (`restart_round`), a later process restores the promise
+    /// from its log, [`follow`](Gms::follow) echoes only the decision of the ballot followed,
+    /// and [`lead`](Gms::lead) decides only the leader's own ballot, which is above its promise.
+    fn never_echo(&self, view: &View, b: u64) -> Vec<NodeId> {
+        let promised = self.restart.as_ref().map_or(0, |r| r.promised);
+        let held = (self.decision.as_ref()).is_some_and(|d| d.trim.view == view.id && d.rank >= b);
+        let mut never = Vec::new();
+        if promised > b && !held {
+            never.push(self.me);
+        }
+        for &m in &view.members {
+            let Some(row) = self.sst.row_of(m) else {
+                continue;
+            };
+            if m == self.me || self.sst.is_suspected(row) {
+                continue;
+            }
+            let Some(p) = self.read_block(row, self.f.view) else {
+                continue;
+            };
+            let decided = self.decision_of(row, view.id).map(|t| t.rank);
+            let restarting = p.first() == Some(&(view.id + 1))
+                && self.restarting_in(&p)
+                && self.received_of(row, view.id).is_some();
+            let promised_above = restarting
+                && (self.proposal_of(row, view.id)).is_some_and(|t| t.rank > b)
+                && decided.is_none_or(|d| d < b);
+            let ahead_below = p.first() == Some(&(view.id + 2)) && decided.is_some_and(|d| d < b);
+            if promised_above || ahead_below {
+                never.push(m);
+            }
+        }
+        never
+    }
+
+    /// Restart mode at `view`: notes the followed ballot `blocked` that keeps this member from
+    /// catching up from a peer one view ahead this round
+    /// ([`ballot_may_decide`](Gms::ballot_may_decide)), warning once per change: the wait
+    /// lasts until the ballot's leader decides or leaves `view`, or a majority of `view` is
+    /// shown never to echo its decision (a later ballot promised, or one view ahead below it).
+    fn note_blocked(&mut self, view: &View, blocked: Option<u64>) {
+        let now = blocked.and_then(|b| {
+            let leader = view.members.get(crate::restart::rank_of(b) as usize)?;
+            Some((b, *leader))
+        });
+        if let Some(r) = &mut self.restart
+            && r.blocked != now
+        {
+            if let Some((ballot, leader)) = now {
+                tracing::warn!(
+                    me = %self.me, view = view.id, ballot, %leader,
+                    "membership: restart: not catching up from a peer one view ahead while a restart ballot this member followed may still be decided; waiting for its leader to decide or leave the view, or for a majority of the view to promise a later ballot"
+                );
+            }
+            r.blocked = now;
+        }
     }
 
     /// Restart mode at `view`: whether `row`'s view block `p`, naming `view`'s number, names
@@ -3480,9 +3570,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !self.cfg.is_quorum(&view.members, &|m| alive.contains(&m)) {
             return Ok(());
         }
+        // Restart mode: an acknowledgement counts only from a row restarting at `view`, as
+        // `read_for` reads one (s27 hardening, seventy-second part of `docs/MEMBERSHIP.md`,
+        // "s27 follow-up"): a member that caught up into `view + 1` keeps its blocks for `view`
+        // until it writes new ones, and will echo nothing at `view`. (An unheard row's frozen
+        // words are not read at all: `read_block`.)
+        let at_view = |r: usize| {
+            self.restart.is_none()
+                || (self.read_block(r, self.f.view))
+                    .is_some_and(|p| p.first() == Some(&(view.id + 1)) && self.restarting_in(&p))
+        };
         let all_acked = alive.iter().all(|&m| {
             let r = self.sst.row_of(m).unwrap_or(0);
-            self.received_of(r, view.id).is_some()
+            at_view(r)
+                && self.received_of(r, view.id).is_some()
                 && self
                     .proposal_of(r, view.id)
                     .is_some_and(|t| t.rank == my_rank && t.changes == changes)

@@ -5585,3 +5585,140 @@ fn regression_refit_seeds_0_1_4_11_the_stop_check_stopped_the_inspector_needless
         }
     }
 }
+
+// ---- s27 (seventy-second part of `docs/MEMBERSHIP.md`, "s27 follow-up: review findings") ----
+
+/// What [`lost_ballot_leader`] needs to call its moment reached.
+const LOST_LEADER: &str = "1-3 acknowledging 0's ballot, 0 crashed before deciding it, and 4's \
+                           row one view ahead landed at 1-3 before they counted it out";
+
+/// The review's finding 1 on the seventy-second part, built (s27): one lost ballot leader froze
+/// the restart for good, silently.
+///
+/// Life 0 as in [`read_not_a_promise`]: view 0 = 0–4, 5 and 6 join in one decision `D`, 4–6
+/// install view 1 (the dead view `V_D`, seven members), 0–3 crash after logging `D`, before
+/// logging the view. Life 1: 0–3 restart view 0, 4 its view 1; 4's link is held at 0–3 (the
+/// [`Gate`]). 0 leads ballot `b` (it counts 4, not yet counted out, so it cannot commit), 1–3
+/// acknowledge it, and 0 crashes before deciding. Then 4's link comes up at 1–3, before their
+/// absent timeout, and 5 and 6 start. 1–3 read 4 one view ahead with `D`, below their promise
+/// `b`, whose leader shows no decision: before the fix `Gms::ballot_may_decide` held for good
+/// once they suspected 0 (a suspected leader shows nothing), so they never caught up; 1 led a
+/// second ballot counting 4, which never acknowledges at view 0; nothing stopped, and 4–6
+/// waited with three of `V_D`'s seven logs. Now the members that promised a later ballot
+/// without holding `b`'s decision, with 4 (one view ahead below `b`), are a majority of view 0
+/// that never echoes `b`'s decision, so `b` cannot install, and 1–3 catch up into `V_D` and
+/// restart it with 4–6, installing view 2 = [1 … 6].
+///
+/// Checked: 1–6 run one view within 40 ms of virtual time after 0's crash (the error names
+/// where each member hangs otherwise); 1–3 warned, naming `b` and its leader 0, while the
+/// ballot blocked their catch-up; no view id run with two member lists; then 0 restarts (its
+/// log holds view 0 and `b`'s promise), finds the group two views past it and joins again by
+/// transfer, and all seven end in one running view, delivering identically, with life 0's
+/// deliveries a prefix.
+fn lost_ballot_leader(seed: u64) -> Result<Moment, String> {
+    use squall_membership::restart::attempt_of;
+    let warns = WarnLog::default();
+    let _guard = tracing::subscriber::set_default(warns.clone());
+    let joiners = [N, N + 1];
+    let u = N + joiners.len();
+    let base = dir("lost-ballot-leader", seed);
+    let (mut logs, before) = joins_into_view_1(seed, &base, &joiners, 4)?;
+    for i in 0..4 {
+        cut_view_1(&mut logs, i, &base, u);
+    }
+    let followers = [1, 2, 3];
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &[], 1, u);
+    for i in 0..4 {
+        l.start_late(i);
+    }
+    // Until 1-3 acknowledged 0's ballot (0 counts 4, absent but not yet counted out).
+    let t0 = l.sim.now();
+    let b = loop {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(3) {
+            return Ok(Moment::Missed);
+        }
+        l.step(false);
+        let g = l.groups[0].as_ref().unwrap();
+        let Some((b, _)) = g.gms().proposal().filter(|(b, _)| attempt_of(*b) > 0) else {
+            continue;
+        };
+        if g.gms().decision().is_some_and(|d| d.rank == b) {
+            return Err(format!("0 decided its ballot counting 4: {}", l.state()));
+        }
+        let acked = |i: usize| {
+            (l.groups[i].as_ref().unwrap().gms().proposal()).is_some_and(|(r, _)| r == b)
+        };
+        if followers.iter().all(|&i| acked(i)) {
+            break b;
+        }
+    };
+    // 0 crashes before deciding; 4 starts (its link comes up at 1-3), and 5 and 6.
+    l.groups[0] = None;
+    l.sim.crash(NodeId(0));
+    for i in 4..u {
+        l.start_late(i);
+    }
+    let linked = |l: &Life, i: usize| {
+        let sst = l.groups[i].as_ref().unwrap().gms().sst();
+        sst.row_of(NodeId(4))
+            .is_some_and(|r| !sst.is_suspected(r) && !sst.is_absent(r))
+    };
+    let (mut reached, t0) = (false, l.sim.now());
+    let rest: Vec<usize> = (1..u).collect();
+    while !rest.iter().all(|&i| l.restarted(i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(40) {
+            return Err(format!(
+                "after 0's crash 1-6 hang (4 linked at 1-3: {reached}): {}",
+                l.state()
+            ));
+        }
+        reached |= followers
+            .iter()
+            .all(|&i| linked(&l, i) && logged_rank_for_0(&l, i) < b);
+        l.step(false);
+        if let Some(i) = rest
+            .iter()
+            .find(|&&i| (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some()))
+        {
+            return Err(format!("n{i} stopped: {}", l.state()));
+        }
+        if let Some(d) = &l.disagreement {
+            return Err(format!("virtual synchrony: {d}"));
+        }
+    }
+    let ballot = format!("ballot={b}");
+    if let Some(i) = followers.iter().find(|&&i| {
+        warns
+            .with(&[&format!("me=n{i}"), &ballot, "leader=n0"])
+            .is_empty()
+    }) {
+        return Err(format!("n{i} did not warn about ballot {b} of 0"));
+    }
+    // 0 restarts from its log: the group is two views past it, so it joins again.
+    let t = l.sim.restart_node(NodeId(0)).unwrap();
+    l.nodes[0] = Some(gate(t, &l.held[0]));
+    l.boot(0);
+    let all: Vec<usize> = (0..u).collect();
+    let replayed = l.delivered[1].len();
+    together_and_carrying_on(&mut l, &all, replayed, "every node")?;
+    if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &l.delivered[1])) {
+        return Err(format!("n{i}'s life-0 deliveries are not a prefix of 1's"));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(if reached {
+        Moment::Reached
+    } else {
+        Moment::Missed
+    })
+}
+
+/// [`lost_ballot_leader`] over 3 seeds (`SQUALL_SEEDS`), each of which must reach the moment.
+#[test]
+fn a_ballot_whose_leader_crashed_before_deciding_does_not_freeze_its_followers() {
+    check_seeds_reaching(
+        "restart_lost_ballot_leader",
+        3,
+        LOST_LEADER,
+        lost_ballot_leader,
+    );
+}

@@ -619,8 +619,9 @@ struct RestartState {
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
     /// making another next view is on a dead branch (see [`dead_ahead`](Gms::dead_ahead)).
     logged: Option<Decision>,
-    /// Every restart ballot for the view this member followed in this process (each led by
-    /// another member). Fix A does not clear while one may still be decided
+    /// Every restart ballot for the view this member followed in this process, and those its
+    /// log promised when it was built (an earlier process acknowledged them); each led by
+    /// another member. Fix A does not clear while one may still be decided
     /// ([`ballot_may_decide`](Gms::ballot_may_decide)).
     ballots: Vec<u64>,
     /// The followed ballot that last kept this member from catching up from a peer one view
@@ -827,6 +828,28 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     }
                     decision = None;
                 }
+                // The restart ballots for `id` that its log promised, led by another member: an
+                // earlier process of this member acknowledged them, and their leaders may still
+                // decide them with that acknowledgement, so they bind this process as a ballot it
+                // follows does (s27 follow-up, seventy-second part of `docs/MEMBERSHIP.md`; see
+                // `Gms::ballot_may_decide`). A ballot it led itself was decided in the process
+                // that led it or never.
+                let mine = v.rank_of(me).map(|k| k as u64);
+                let mut ballots: Vec<u64> = (recovered.iter())
+                    .flat_map(|r| &r.records)
+                    .filter_map(|r| match *r {
+                        Record::Promised { view, rank }
+                            if view == id
+                                && crate::restart::attempt_of(rank) > 0
+                                && Some(crate::restart::rank_of(rank)) != mine =>
+                        {
+                            Some(rank)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                ballots.sort_unstable();
+                ballots.dedup();
                 view = Some(v);
                 if id > 0 {
                     ended = logged(id - 1);
@@ -835,6 +858,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 restart = Some(RestartState {
                     promised: promised.max(void_ballot),
                     logged: decision.as_ref().map(|(d, _)| d.clone()),
+                    ballots,
                     ..RestartState::default()
                 });
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");

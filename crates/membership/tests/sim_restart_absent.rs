@@ -136,9 +136,11 @@ impl Held {
         }
         let got = inner.poll(&mut out[n..]);
         let mut kept = n;
+        let me = inner.local_id();
         for i in n..n + got {
             let e = out[i];
             match (held, e) {
+                _ if never_linked(me, e) => {}
                 (Some(p), Event::PeerConnected { peer, .. }) if peer == p => {
                     self.queue.push_back(e);
                 }
@@ -5720,5 +5722,294 @@ fn a_ballot_whose_leader_crashed_before_deciding_does_not_freeze_its_followers()
         3,
         LOST_LEADER,
         lost_ballot_leader,
+    );
+}
+
+// ---- s27 follow-up (seventy-second part of `docs/MEMBERSHIP.md`): the crash variant ----
+
+thread_local! {
+    /// Per (node, peer, incarnation): that incarnation of `peer` never links at `node`, as over
+    /// TCP a connection that had not come up when the peer's process died. [`never_linked`]
+    /// applies it in every [`Gate`].
+    static NEVER_LINK: std::cell::RefCell<Vec<(NodeId, NodeId, u64)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    /// The (node, peer) pairs whose last `PeerConnected` at the node [`NEVER_LINK`] dropped.
+    static UNLINKED: std::cell::RefCell<Vec<(NodeId, NodeId)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether a [`Gate`] drops event `e` at node `me` ([`NEVER_LINK`]): the `PeerConnected` of an
+/// incarnation that never links there, and then the `PeerFailed` of that peer (an absent peer
+/// is never reported failed), until a `PeerConnected` of another incarnation passes.
+fn never_linked(me: NodeId, e: Event) -> bool {
+    match e {
+        Event::PeerConnected { peer, incarnation } => {
+            let dropped = NEVER_LINK.with(|n| n.borrow().contains(&(me, peer, incarnation)));
+            UNLINKED.with(|u| {
+                let mut u = u.borrow_mut();
+                u.retain(|&k| k != (me, peer));
+                if dropped {
+                    u.push((me, peer));
+                }
+            });
+            dropped
+        }
+        Event::PeerFailed { peer, .. } => UNLINKED.with(|u| u.borrow().contains(&(me, peer))),
+        Event::Completion(_) => false,
+    }
+}
+
+/// Clears [`NEVER_LINK`] and its state.
+fn links_all() {
+    NEVER_LINK.with(|n| n.borrow_mut().clear());
+    UNLINKED.with(|u| u.borrow_mut().clear());
+}
+
+/// What [`crashed_after_promising`] needs to call its moment reached.
+const CRASHED_READ: &str = "3's new process, its log holding the promise of the ballot that 0 \
+                            decided and no decision above the join decision, at view 0 with \
+                            2's row (wedged, without that decision) and 4's (one view ahead) \
+                            landed, 0's and 1's unread, none of them suspected";
+
+/// The seventy-second part's crash variant (s27 follow-up): a member that acknowledged the
+/// restart ballot `b` crashes, and its next process reads a majority of view 0 clean before
+/// `b`'s decision `R` reaches any row it reads.
+///
+/// Lives 0 and 1 as in [`read_not_a_promise`] (view 0 = 0–4, the dead view 1 = 0–6 installed
+/// by 4, 5 and 6 with the join decision `D`; 0–3 restart view 0 with `D` and no promise), with
+/// these changes. 2's link with 3's life-1 process `P` never comes up ([`NEVER_LINK`]), so `P`
+/// follows `b` with 0, 1 and itself restarted. 0 and 1 count 4 out after 300 µs; 2 and 3 keep
+/// the default absent timeout; 4 does not start yet. 0 leads `b`, 1–3 acknowledge it, and 0
+/// decides `R` (`D` fitted into [0, 1, 2, 3]). 0's ops are delayed 10 µs, and the moment the
+/// test sees `R` a partition {0} | {2, 3} holds it on its way to 2 and 3 (the schedule's
+/// `Sim::delay` on 1 too left 1 without `R` when it learnt of `P`'s failure, and its stop check
+/// stopped it). Once 1 logged `R`, `P` crashes, its log holding the promise of `b` and `D`, and
+/// its next process `P′` starts with 4. 0 and 1 hold `P′` pending (they count 0, 1 and 2, a
+/// majority, so they do not readmit it in restart mode); 2, which never linked `P`, links `P′`
+/// fresh and pushes its row (wedged at view 0, showing `D`), and so does 4 (restarting view 1
+/// with `D`). `P′` reads 3, 2 and 4, three of five, with nothing above `D`. Once `P′` left
+/// view 0, or 20 steps after that read, the partition is lifted, {0, 1, 2} | {3, 4, 5, 6}
+/// starts, and 5 and 6 start.
+///
+/// Without the seeding of `RestartState::ballots` from the log's promise, `P′` cleared fix A
+/// (`Gms::promise_cleared`: `b` was followed by `P`, not by `P′`), caught up into the dead view
+/// 1 and restarted it with 4–6, beside 0–2's view 2. Now the logged promise binds `P′` as a
+/// followed ballot binds its process: it stays at view 0 and stops with
+/// [`StopReason::RestartCutOff`]. Checked as in [`read_not_a_promise`]: no view id run with two
+/// member lists, no member of 3–6 running a view under the partition, 0–2 replaying
+/// identically with life 0's deliveries a prefix, 1 and 2 logging `R`; then a total restart
+/// of all seven ends in one running view, delivering identically, every earlier delivery a
+/// prefix. The moment: [`CRASHED_READ`].
+fn crashed_after_promising(seed: u64) -> Result<Moment, String> {
+    use squall_membership::restart::attempt_of;
+    let joiners = [N, N + 1];
+    let u = N + joiners.len();
+    let base = dir("crashed-after-promising", seed);
+    let (mut logs, before) = joins_into_view_1(seed, &base, &joiners, 4)?;
+    for i in 0..4 {
+        cut_view_1(&mut logs, i, &base, u);
+        let (_, rec) = MemLog::open(logs[i].clone());
+        if rec.decision_for(0).is_none_or(|d| attempt_of(d.rank) > 0) || rec.promised_for(0) > 0 {
+            return Err(format!("n{i} does not hold the join decision alone"));
+        }
+    }
+    let d_rank = MemLog::open(logs[3].clone())
+        .1
+        .decision_for(0)
+        .map_or(0, |d| d.rank);
+    let (live, dead, q) = ([0, 1, 2], [3, 4, 5, 6], 3);
+    let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
+    // Every node late. 2 and 3 (`P`, incarnation 1 on this fabric) never link; 4's link is
+    // held at 0-2 from the start (0 and 1 count it out, and their suspicion reaches 2 and 3).
+    links_all();
+    NEVER_LINK.with(|n| {
+        n.borrow_mut()
+            .extend([(NodeId(2), NodeId(3), 1), (NodeId(3), NodeId(2), 1)])
+    });
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &[], 1, u);
+    for &i in &live {
+        l.held[i].set(Some(NodeId(4)));
+    }
+    for i in [0, 1] {
+        start_late_with_absent(&mut l, i, Duration::from_micros(300));
+    }
+    l.start_late(2);
+    l.start_late(q);
+    if [2, q]
+        .iter()
+        .any(|&i| l.sim.incarnation(NodeId(i as u32)) != 1)
+    {
+        return Err("2 or 3 does not start as incarnation 1".into());
+    }
+    // 0's writes land 10 µs late: its decision is still in flight when the test sees it.
+    l.sim.delay(NodeId(0), Duration::from_micros(10));
+    // Until 0 logged its ballot's decision, with 3 acknowledging that ballot.
+    let t0 = l.sim.now();
+    let b = loop {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(30) {
+            return Err(format!("0 decided no restart ballot: {}", l.state()));
+        }
+        l.step(false);
+        let g = l.groups[0].as_ref().unwrap();
+        if let Some(d) = g.gms().decision().filter(|d| attempt_of(d.rank) > 0) {
+            let v0 = g.view().unwrap().members.clone();
+            let acked =
+                (l.groups[q].as_ref().unwrap().gms().proposal()).is_some_and(|(r, _)| r == d.rank);
+            if !acked || !d.next_members(&v0).contains(&NodeId(q as u32)) {
+                return Err(format!("0 decided {d:?} without 3: {}", l.state()));
+            }
+            break d.rank;
+        }
+    };
+    let absent_at = |l: &Life, i: usize, peer: u32| {
+        let sst = l.groups[i].as_ref().unwrap().gms().sst();
+        sst.row_of(NodeId(peer)).is_some_and(|r| sst.is_absent(r))
+    };
+    if !absent_at(&l, 2, 3) || !absent_at(&l, q, 2) {
+        return Err(format!("2 and 3 linked: {}", l.state()));
+    }
+    // `R` is held on its way to 2 and 3 (shorter than the op timeout), and lands at 1.
+    l.sim.partition(&ids(&[0]), &ids(&[2, q]));
+    let t0 = l.sim.now();
+    while logged_rank_for_0(&l, 1) < b {
+        if l.sim.now().saturating_since(t0) > Duration::from_micros(200) {
+            return Err(format!("1 did not log the decision: {}", l.state()));
+        }
+        l.step(false);
+    }
+    if let Some(i) = [2, q].into_iter().find(|&i| logged_rank_for_0(&l, i) == b) {
+        return Err(format!("n{i} logged the decision before 3 crashed"));
+    }
+    // `P` crashes; `P′` starts from its log (which links 2), and 4 starts.
+    NEVER_LINK.with(|n| n.borrow_mut().retain(|&(at, _, _)| at != NodeId(3)));
+    l.restart_member(q);
+    let (_, rec) = MemLog::open(l.logs[q].clone());
+    let logged = rec.decision_for(0).map_or(0, |d| d.rank);
+    if rec.promised_for(0) != b || logged != d_rank {
+        return Err(format!(
+            "3's log holds promise {} and decision {logged}, not {b} and {d_rank}",
+            rec.promised_for(0)
+        ));
+    }
+    l.start_late(4);
+    let heartbeat = l.groups[q]
+        .as_ref()
+        .unwrap()
+        .gms()
+        .sst()
+        .schema()
+        .heartbeat();
+    let clean_read = |l: &Life| {
+        let g = l.groups[q].as_ref().unwrap();
+        let sst = g.gms().sst();
+        let beat = |i: u32| sst.row_of(NodeId(i)).map_or(0, |r| sst.get(r, heartbeat));
+        g.gms().restarting().is_some()
+            && g.view().is_some_and(|v| v.id == 0)
+            && beat(2) > 0
+            && beat(4) > 0
+            && beat(0) == 0
+            && beat(1) == 0
+            && [0, 1, 2, 4]
+                .iter()
+                .all(|&i| sst.row_of(NodeId(i)).is_some_and(|r| !sst.is_suspected(r)))
+            && logged_rank_for_0(l, 2) < b
+            && logged_rank_for_0(l, q) < b
+    };
+    let in_dead_view = |l: &Life| {
+        let g = l.groups[q].as_ref().unwrap();
+        g.view().is_some_and(|v| v.id == 1 && v.contains(NodeId(4)))
+    };
+    // Until `P′` caught up, or 20 steps after its clean read.
+    let (mut armed, mut caught_up, mut after) = (false, false, 0);
+    let t0 = l.sim.now();
+    while !caught_up && after < 20 {
+        if l.sim.now().saturating_since(t0) > Duration::from_micros(400) {
+            return Err(format!("3's new process read no majority: {}", l.state()));
+        }
+        armed |= clean_read(&l);
+        after += usize::from(armed);
+        l.step(false);
+        caught_up |= in_dead_view(&l);
+    }
+    l.sim.heal();
+    // 0-2 and 3-6 are cut off from each other for good; 5 and 6 start.
+    l.sim.partition(&ids(&live), &ids(&dead));
+    for i in 5..u {
+        l.start_late(i);
+    }
+    let settled = |l: &Life| {
+        live.iter().all(|&i| l.restarted(i))
+            && dead.iter().all(|&i| {
+                (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some() || l.restarted(i))
+            })
+    };
+    let t0 = l.sim.now();
+    while !settled(&l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("under the partition: {}", l.state()));
+        }
+        l.step(false);
+        caught_up |= in_dead_view(&l);
+        if let Some(d) = &l.disagreement {
+            return Err(format!(
+                "virtual synchrony: {d} (3's new process read 2 and 4 with 0 and 1 unread: \
+                 {armed}; caught up into the dead view 1: {caught_up}): {}",
+                l.state()
+            ));
+        }
+    }
+    links_all();
+    if let Some(i) = dead.iter().find(|&&i| l.restarted(i)) {
+        return Err(format!(
+            "n{i} ran a view on the dead side (3 caught up into the dead view 1: {caught_up}): {}",
+            l.state()
+        ));
+    }
+    let echoed = [1, 2].iter().all(|&i| logged_rank_for_0(&l, i) == b);
+    let replay = l.delivered[live[0]].clone();
+    if let Some(i) = live.iter().find(|&&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    // The operator restarts every node (a total restart on a fresh fabric).
+    let (logs, life1) = l.shutdown();
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
+    let restarted = l.until_restarted(&live);
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony after the total restart: {d}"));
+    }
+    restarted?;
+    let replay = l.delivered[0].clone();
+    if let Some(i) =
+        (0..u).find(|&i| !is_prefix(&before[i], &replay) || !is_prefix(&life1[i], &replay))
+    {
+        return Err(format!(
+            "n{i}'s deliveries are not a prefix of the last replay"
+        ));
+    }
+    together_and_carrying_on(&mut l, &all, replay.len(), "every node")?;
+    let _ = std::fs::remove_dir_all(&base);
+    if caught_up {
+        return Err("3's new process caught up into the dead view 1".into());
+    }
+    Ok(if armed && echoed {
+        Moment::Reached
+    } else {
+        Moment::Missed
+    })
+}
+
+/// [`crashed_after_promising`] over 3 seeds (`SQUALL_SEEDS`), each of which must reach the
+/// moment.
+#[test]
+fn a_member_that_promised_a_ballot_and_crashed_does_not_catch_up_in_its_next_process() {
+    check_seeds_reaching(
+        "restart_crashed_after_promising",
+        3,
+        CRASHED_READ,
+        crashed_after_promising,
     );
 }

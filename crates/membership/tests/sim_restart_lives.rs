@@ -1123,9 +1123,10 @@ fn regression_soak_final_life_hangs_with_two_members_restarting_and_the_rest_joi
 /// one faulty life, then the final life hangs with no stop. View 0 = 0–2, cut off from each
 /// other at the start, 1 crashes, 6 joins, 0 is cut off, every process stops. In the final
 /// life 0 restarts view 1 = [0, 2] waiting for 2, while 2 and 6 restart view 2 = [0, 2, 6]
-/// waiting for 0. See `docs/MEMBERSHIP.md`, seventy-fifth part, "Found".
+/// waiting for 0. Fixed (s27 follow-up, "the second hang" in `docs/MEMBERSHIP.md`,
+/// seventy-fifth part): 2 and 6 count 0, linked but restarting the older view, out of their
+/// restart after the suspicion timeout and install view 3 = [2, 6]; 0 then joins again.
 #[test]
-#[ignore = "open liveness defect (s27, seventy-fifth part): the final life hangs with no stop"]
 fn regression_soak_final_life_hangs_with_a_member_one_view_behind_and_the_others_waiting_for_it() {
     let plan = Plan {
         seed: 15608638797826990054,

@@ -1230,3 +1230,98 @@ fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_never_logged
     };
     check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Found by a 128-case soak after the second hang's fix (s27 follow-up, its 108th case; not
+/// shrunk; it hangs the same way with the fix reverted). The final life hangs with no stop:
+/// 3 restarts view 4 = [2, 3, 4] holding its decision for view 4 (rank 1, `Fail(2)`) and a
+/// promise of ballot (1, 0) from an earlier life; 4 restarts view 5 = [3, 4] and publishes the
+/// decision it installed that with, the same rank-1 `Fail(2)`. 2, the rank-0 member, re-publishes
+/// its old promise (1, 0) as a proposal; 3 follows it (`RestartState::ballots`), so
+/// `ballot_may_decide` holds, `below_promise` skips 4's row, and 3 waits, while 4 waits for 3
+/// (a majority of [3, 4] needs both). 2 ends joining again (no view in the final state), so
+/// the ballot it re-published never decides and its row never shows it left view 4. See `docs/MEMBERSHIP.md`, seventy-fifth
+/// part, "s27 follow-up: the second hang", "Left".
+#[test]
+#[ignore = "open liveness defect (s27 follow-up of the seventy-fifth part): a followed, re-published old promise holds a member behind for good"]
+fn regression_soak_final_life_hangs_with_a_member_behind_following_a_re_published_old_promise() {
+    let plan = Plan {
+        seed: 16198638151833791833,
+        universe: 5,
+        initial: 5,
+        lives: vec![
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: None,
+                partitioned: Some((1, Some(4749))),
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 3163 },
+                    Ev::Crash { node: 4, step: 201 },
+                    Ev::Crash {
+                        node: 1,
+                        step: 1530,
+                    },
+                    Ev::Crash {
+                        node: 0,
+                        step: 4450,
+                    },
+                    Ev::Delay {
+                        node: 4,
+                        step: 4568,
+                        micros: 11,
+                    },
+                ],
+                steps: 4945,
+                stop: Stop::Install {
+                    from: 1439,
+                    ran: false,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Majority(157),
+                in_turn: Some(292),
+                partitioned: None,
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 2777 },
+                    Ev::Crash { node: 2, step: 781 },
+                    Ev::CrashLeaderAtDecision { step: 3906 },
+                ],
+                steps: 4669,
+                stop: Stop::Install {
+                    from: 1280,
+                    ran: true,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: None,
+                partitioned: Some((2, Some(1205))),
+                events: vec![
+                    Ev::Delay {
+                        node: 5,
+                        step: 958,
+                        micros: 115,
+                    },
+                    Ev::Delay {
+                        node: 0,
+                        step: 1029,
+                        micros: 129,
+                    },
+                    Ev::Crash {
+                        node: 6,
+                        step: 1358,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 1908 },
+                ],
+                steps: 2062,
+                stop: Stop::Install {
+                    from: 97,
+                    ran: true,
+                    join: false,
+                },
+            },
+        ],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -1325,3 +1325,99 @@ fn regression_soak_final_life_hangs_with_a_member_behind_following_a_re_publishe
     };
     check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A second plan of the same defect as
+/// [`regression_soak_final_life_hangs_with_a_member_behind_following_a_re_published_old_promise`],
+/// from a second 128-case soak after the second hang's fix (its 28th case, not shrunk; it
+/// hangs the same way with the fix reverted). 1 restarts view 0 = [0, 1, 2] holding its
+/// decision for view 0 (ballot (1, 1), `Fail(0)`); it follows 0's re-published old promise,
+/// ballot (2, 0), so `below_promise` skips 2's row, which restarts view 1 = [1, 2] with that
+/// same decision. 2 waits for 1, and 0 joins again. See `docs/MEMBERSHIP.md`, seventy-fifth
+/// part, "s27 follow-up: the second hang", "Left".
+#[test]
+#[ignore = "open liveness defect (s27 follow-up of the seventy-fifth part): a followed, re-published old promise holds a member behind for good"]
+fn regression_soak_final_life_hangs_with_a_member_behind_following_a_re_published_promise_at_view_0()
+ {
+    let plan = Plan {
+        seed: 13110706211736530059,
+        universe: 6,
+        initial: 3,
+        lives: vec![
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(399),
+                partitioned: None,
+                events: vec![Ev::Crash {
+                    node: 5,
+                    step: 2030,
+                }],
+                steps: 5347,
+                stop: Stop::Install {
+                    from: 699,
+                    ran: true,
+                    join: true,
+                },
+            },
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: None,
+                partitioned: Some((1, None)),
+                events: vec![
+                    Ev::Start { node: 7, step: 63 },
+                    Ev::Start {
+                        node: 7,
+                        step: 2425,
+                    },
+                    Ev::Start {
+                        node: 2,
+                        step: 2308,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 410 },
+                    Ev::Partition {
+                        side: 6,
+                        step: 1705,
+                        len: Some(1946),
+                    },
+                    Ev::Start {
+                        node: 7,
+                        step: 1590,
+                    },
+                    Ev::Crash { node: 4, step: 366 },
+                ],
+                steps: 2918,
+                stop: Stop::Install {
+                    from: 1000,
+                    ran: true,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(32),
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 2,
+                        step: 1937,
+                    },
+                    Ev::Start {
+                        node: 5,
+                        step: 3260,
+                    },
+                    Ev::Start {
+                        node: 1,
+                        step: 3658,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 1474 },
+                    Ev::CrashLeaderAtDecision { step: 1933 },
+                ],
+                steps: 4850,
+                stop: Stop::Decision {
+                    from: 230,
+                    ran: false,
+                },
+            },
+        ],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}

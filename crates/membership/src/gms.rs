@@ -2706,7 +2706,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// state, which [`suspects`](Gms::suspects) reads until the restart completes, so that it
     /// can see the restarted group and join it in this process (its log held nothing, or
     /// ended before `view` and it asked to join again, so it has nothing to restart `view`
-    /// from; see [`follow_as_outsider`](Gms::follow_as_outsider)).
+    /// from; see [`follow_as_outsider`](Gms::follow_as_outsider)), or it restarts an older
+    /// view and did not catch up into `view` (it joins again once the restart is installed).
     /// Returns whether it counted anyone out.
     fn suspect_absent(&mut self, view: &View) -> Result<bool, GmsError> {
         let now = self.sst.now();
@@ -2771,6 +2772,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// restarting: in this process it can neither restart `view` nor follow a restarting view
     /// (outsiders skip restarting blocks), and the restart would wait for its acknowledgement
     /// forever.
+    ///
+    /// Also a member whose view block says restarting at a view *before* `view` (s27, "the
+    /// second hang" of the seventy-fifth part of `docs/MEMBERSHIP.md`): it can take part only
+    /// by catching up into `view`, and it catches up in the round it reads a peer publishing
+    /// `view` with the decision that installed it. A suspicion timeout into the wait it has
+    /// not: no restarted member of `view` publishes that decision (each holds a decision for
+    /// `view` itself, or joined in `view` and logged none), or it does not trust the one it
+    /// reads (a promise above it, `below_promise`). Counted out, it is treated as a member that
+    /// never started: the restart still needs a majority of `view`'s logs, and the member,
+    /// reading the view the restart installs (two views ahead of its own), joins again.
     fn outsider_in_restart(&self, row: usize, view: &View) -> bool {
         // Its heartbeat landed, so whatever it wrote at construction landed before it (not so
         // for a readmitted incarnation whose own words have not landed: the heartbeat is the
@@ -2779,7 +2790,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             && self.sst.get(row, self.sst.schema().heartbeat()) > 0
             && self.received_of(row, view.id).is_none()
             && (self.asks_to_join(row)
-                || (self.read_block(row, self.f.view)).is_none_or(|p| !self.restarting_in(&p)))
+                || (self.read_block(row, self.f.view))
+                    .is_none_or(|p| !self.restarting_in(&p) || p[0] <= view.id))
     }
 
     /// Whether the member of `row` asks to join ([`Fields::join`]). A node sets that word only

@@ -40,7 +40,11 @@
 //! peer runs it. A member whose echoes are complete does not install while some peer is
 //! already past `L` (that peer's decision block may be among the echoes): it catches up from
 //! it instead. Why this keeps every restarted member in one mode, and loses nothing:
-//! `docs/MEMBERSHIP.md`, "The catch-up rule".
+//! `docs/MEMBERSHIP.md`, "The catch-up rule". A peer restarting at `L + 1` that logged a
+//! decision for `L + 1` publishes that one, not the one for `L`, so a member at `L` may find no
+//! source: a restart of `L + 1` counts such a linked member out a suspicion timeout into its
+//! wait, and the member joins again once `L + 2` is installed (s27, seventy-fifth part, "the
+//! second hang").
 //!
 //! *A lost last view* (s22). A view that lost a shard runs nowhere: every member that installs
 //! it stops before it delivers anything of the decision's trim. A member whose log ends there

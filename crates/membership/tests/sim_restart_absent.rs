@@ -6013,3 +6013,104 @@ fn a_member_that_promised_a_ballot_and_crashed_does_not_catch_up_in_its_next_pro
         crashed_after_promising,
     );
 }
+
+// ---- s27 follow-up (seventy-fifth part of `docs/MEMBERSHIP.md`, "s27 follow-up: the second
+// hang"): a member one view behind with no catch-up source ----
+
+/// Steps `l` (without submissions) until `done`; an error naming `what` after 50 ms of virtual
+/// time.
+fn step_until(l: &mut Life, what: &str, done: impl Fn(&Life) -> bool) -> Result<(), String> {
+    let t0 = l.sim.now();
+    while !done(l) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("{what} did not come: {}", l.state()));
+        }
+        l.step(false);
+    }
+    Ok(())
+}
+
+/// Crashes member `i`'s process (its log kept).
+fn crash_keeping_log(l: &mut Life, i: usize) {
+    if let Some(g) = l.groups[i].take() {
+        l.logs[i] = g.gms().log().bytes().to_vec();
+    }
+    l.sim.crash(NodeId(i as u32));
+}
+
+/// The minimal shape of `sim_restart_lives`'s second final-life hang, built directly. Life 0:
+/// 4 crashes, and 0–3 install view 1 = [0, 1, 2, 3] with the decision `D0` (fail 4); 0 crashes
+/// the moment it installed view 1, and 1–3 decide `D1` (fail 0) in view 1 and install view 2 =
+/// [1, 2, 3]; then every process stops. The logs are cut as crashes between a decision and its
+/// view would leave them: 0's log ends at view 0 holding `D0`, and 1–3's end at view 1 holding
+/// `D1`. Life 1: all five start. 0 restarts view 0 and reads 1–3 one view ahead, but each
+/// publishes `D1` (its decision for view 1), not `D0`: no catch-up source, so it waits (as 4
+/// does). 1–3, a majority of view 1 restarted, wait for 0: it is linked and not suspected, so
+/// it leads their ballot (rank 0) and must acknowledge any other's. Before the fix nobody
+/// stopped. Now 1–3 count 0 out as an outsider (a linked member restarting an older view) a
+/// suspicion timeout into their wait, 1 leads, adopts `D1` and installs view 2 = [1, 2, 3];
+/// 0 and 4 read it (two views ahead of theirs) and join again. Checked: the logs have that
+/// shape, view 2 runs as [1, 2, 3], 0 joined again from view 0 past view 2, no view id runs
+/// with two member lists, and all five end in one running view delivering identically.
+fn behind_with_no_catch_up_source(seed: u64) -> Result<(), String> {
+    let base = dir("behind-no-source", seed);
+    let all: Vec<usize> = (0..N).collect();
+    let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
+    for _ in 0..300 {
+        l.step(true);
+    }
+    crash_keeping_log(&mut l, 4);
+    step_until(&mut l, "view 1 at 0", |l| {
+        (l.groups[0].as_ref()).is_some_and(|g| g.view().is_some_and(|v| v.id == 1))
+    })?;
+    crash_keeping_log(&mut l, 0);
+    step_until(&mut l, "view 2 at 1–3", |l| {
+        [1, 2, 3].iter().all(|&i| {
+            (l.groups[i].as_ref())
+                .is_some_and(|g| g.is_active() && g.view().is_some_and(|v| v.id == 2))
+        })
+    })?;
+    for _ in 0..100 {
+        l.step(true);
+    }
+    let (mut logs, before) = l.shutdown();
+    cut_view_1(&mut logs, 0, &base, N);
+    cut_installed(&mut logs, &base, 2, N);
+    let shape = |i: usize, last: u64| {
+        let (_, rec) = MemLog::open(logs[i].clone());
+        rec.last_view().map(|(v, _)| v) == Some(last) && rec.decision_for(last).is_some()
+    };
+    if !shape(0, 0) || ![1, 2, 3].iter().all(|&i| shape(i, 1)) {
+        return Err(
+            "the cut logs are not: 0 at view 0 with its decision, 1–3 at view 1 with theirs".into(),
+        );
+    }
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    let mut l = Life::start(seed + 1000, &base, &logs, &all, 1);
+    together_and_carrying_on(&mut l, &all, replayed, "the members behind (0 and 4)")?;
+    let view_2 = l.running.get(&2).map(|(_, m)| m.clone());
+    if view_2.as_deref() != Some(&[1, 2, 3].map(NodeId)[..]) {
+        return Err(format!("view 2 ran as {view_2:?}, not [1, 2, 3]"));
+    }
+    let rejoined = l.groups[0].as_ref().and_then(|g| g.gms().rejoined());
+    if rejoined != Some((0, 2)) {
+        return Err(format!(
+            "n0 rejoined as {rejoined:?}, not from view 0 past view 2"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// See [`behind_with_no_catch_up_source`]. Fails without the fix (the s27 follow-up of the
+/// seventy-fifth part of `docs/MEMBERSHIP.md`) with "the members behind (0 and 4) did not come
+/// into the running view within 50ms".
+#[test]
+fn a_member_one_view_behind_whose_peers_publish_only_their_own_decisions_is_counted_out_and_joins_again()
+ {
+    check_seeds(
+        "behind_no_catch_up_source",
+        3,
+        behind_with_no_catch_up_source,
+    );
+}

@@ -1123,9 +1123,10 @@ fn regression_soak_final_life_hangs_with_two_members_restarting_and_the_rest_joi
 /// one faulty life, then the final life hangs with no stop. View 0 = 0–2, cut off from each
 /// other at the start, 1 crashes, 6 joins, 0 is cut off, every process stops. In the final
 /// life 0 restarts view 1 = [0, 2] waiting for 2, while 2 and 6 restart view 2 = [0, 2, 6]
-/// waiting for 0. See `docs/MEMBERSHIP.md`, seventy-fifth part, "Found".
+/// waiting for 0. Fixed (s27 follow-up, "the second hang" in `docs/MEMBERSHIP.md`,
+/// seventy-fifth part): 2 and 6 count 0, linked but restarting the older view, out of their
+/// restart after the suspicion timeout and install view 3 = [2, 6]; 0 then joins again.
 #[test]
-#[ignore = "open liveness defect (s27, seventy-fifth part): the final life hangs with no stop"]
 fn regression_soak_final_life_hangs_with_a_member_one_view_behind_and_the_others_waiting_for_it() {
     let plan = Plan {
         seed: 15608638797826990054,
@@ -1223,6 +1224,197 @@ fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_never_logged
                     from: 1605,
                     ran: true,
                     join: true,
+                },
+            },
+        ],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Found by a 128-case soak after the second hang's fix (s27 follow-up, its 108th case; not
+/// shrunk; it hangs the same way with the fix reverted). The final life hangs with no stop:
+/// 3 restarts view 4 = [2, 3, 4] holding its decision for view 4 (rank 1, `Fail(2)`) and a
+/// promise of ballot (1, 0) from an earlier life; 4 restarts view 5 = [3, 4] and publishes the
+/// decision it installed that with, the same rank-1 `Fail(2)`. 2, the rank-0 member, re-publishes
+/// its old promise (1, 0) as a proposal; 3 follows it (`RestartState::ballots`), so
+/// `ballot_may_decide` holds, `below_promise` skips 4's row, and 3 waits, while 4 waits for 3
+/// (a majority of [3, 4] needs both). 2 ends joining again (no view in the final state), so
+/// the ballot it re-published never decides and its row never shows it left view 4. See `docs/MEMBERSHIP.md`, seventy-fifth
+/// part, "s27 follow-up: the second hang", "Left".
+#[test]
+#[ignore = "open liveness defect (s27 follow-up of the seventy-fifth part): a followed, re-published old promise holds a member behind for good"]
+fn regression_soak_final_life_hangs_with_a_member_behind_following_a_re_published_old_promise() {
+    let plan = Plan {
+        seed: 16198638151833791833,
+        universe: 5,
+        initial: 5,
+        lives: vec![
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: None,
+                partitioned: Some((1, Some(4749))),
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 3163 },
+                    Ev::Crash { node: 4, step: 201 },
+                    Ev::Crash {
+                        node: 1,
+                        step: 1530,
+                    },
+                    Ev::Crash {
+                        node: 0,
+                        step: 4450,
+                    },
+                    Ev::Delay {
+                        node: 4,
+                        step: 4568,
+                        micros: 11,
+                    },
+                ],
+                steps: 4945,
+                stop: Stop::Install {
+                    from: 1439,
+                    ran: false,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Majority(157),
+                in_turn: Some(292),
+                partitioned: None,
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 2777 },
+                    Ev::Crash { node: 2, step: 781 },
+                    Ev::CrashLeaderAtDecision { step: 3906 },
+                ],
+                steps: 4669,
+                stop: Stop::Install {
+                    from: 1280,
+                    ran: true,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: None,
+                partitioned: Some((2, Some(1205))),
+                events: vec![
+                    Ev::Delay {
+                        node: 5,
+                        step: 958,
+                        micros: 115,
+                    },
+                    Ev::Delay {
+                        node: 0,
+                        step: 1029,
+                        micros: 129,
+                    },
+                    Ev::Crash {
+                        node: 6,
+                        step: 1358,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 1908 },
+                ],
+                steps: 2062,
+                stop: Stop::Install {
+                    from: 97,
+                    ran: true,
+                    join: false,
+                },
+            },
+        ],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A second plan of the same defect as
+/// [`regression_soak_final_life_hangs_with_a_member_behind_following_a_re_published_old_promise`],
+/// from a second 128-case soak after the second hang's fix (its 28th case, not shrunk; it
+/// hangs the same way with the fix reverted). 1 restarts view 0 = [0, 1, 2] holding its
+/// decision for view 0 (ballot (1, 1), `Fail(0)`); it follows 0's re-published old promise,
+/// ballot (2, 0), so `below_promise` skips 2's row, which restarts view 1 = [1, 2] with that
+/// same decision. 2 waits for 1, and 0 joins again. See `docs/MEMBERSHIP.md`, seventy-fifth
+/// part, "s27 follow-up: the second hang", "Left".
+#[test]
+#[ignore = "open liveness defect (s27 follow-up of the seventy-fifth part): a followed, re-published old promise holds a member behind for good"]
+fn regression_soak_final_life_hangs_with_a_member_behind_following_a_re_published_promise_at_view_0()
+ {
+    let plan = Plan {
+        seed: 13110706211736530059,
+        universe: 6,
+        initial: 3,
+        lives: vec![
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(399),
+                partitioned: None,
+                events: vec![Ev::Crash {
+                    node: 5,
+                    step: 2030,
+                }],
+                steps: 5347,
+                stop: Stop::Install {
+                    from: 699,
+                    ran: true,
+                    join: true,
+                },
+            },
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: None,
+                partitioned: Some((1, None)),
+                events: vec![
+                    Ev::Start { node: 7, step: 63 },
+                    Ev::Start {
+                        node: 7,
+                        step: 2425,
+                    },
+                    Ev::Start {
+                        node: 2,
+                        step: 2308,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 410 },
+                    Ev::Partition {
+                        side: 6,
+                        step: 1705,
+                        len: Some(1946),
+                    },
+                    Ev::Start {
+                        node: 7,
+                        step: 1590,
+                    },
+                    Ev::Crash { node: 4, step: 366 },
+                ],
+                steps: 2918,
+                stop: Stop::Install {
+                    from: 1000,
+                    ran: true,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(32),
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 2,
+                        step: 1937,
+                    },
+                    Ev::Start {
+                        node: 5,
+                        step: 3260,
+                    },
+                    Ev::Start {
+                        node: 1,
+                        step: 3658,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 1474 },
+                    Ev::CrashLeaderAtDecision { step: 1933 },
+                ],
+                steps: 4850,
+                stop: Stop::Decision {
+                    from: 230,
+                    ran: false,
                 },
             },
         ],

@@ -662,6 +662,25 @@ fn schema(cfg: &GmsConfig) -> Result<(squall_sst::Schema, Fields), squall_sst::S
     Ok((b.build()?, f))
 }
 
+/// The guards of the GMS row, in the order a whole-row push posts them after every other word
+/// ([`Sst::set_row_push_last`]; s27, `docs/MEMBERSHIP.md`, seventy-eighth part). A reader takes
+/// each as evidence that other words of the row landed:
+///
+/// 1. the view and wedge blocks (one write: no reader takes either as evidence of the other)
+///    vouch for the proposal and decision blocks (`read_for`, `promise_cleared`,
+///    `ballot_may_decide`, `peer_ahead`, the adoption in `lead`), the `join` word
+///    (`superseded_by`), the other rows' `admitted` slots (`runners_of`) and the `gone` words
+///    (`follow_as_outsider`);
+/// 2. the heartbeat vouches for the view and wedge blocks and the `join` word
+///    (`outsider_in_restart`);
+/// 3. the own `admitted` slot vouches for every other word (`unheard`, fifty-ninth part).
+fn guards(f: &Fields, heartbeat: squall_sst::FieldRange, me: usize) -> Vec<squall_sst::FieldRange> {
+    let blocks = squall_sst::FieldRange::span(f.view.range(), f.wedge.range());
+    ([blocks, heartbeat].into_iter())
+        .chain(f.admitted.element(me))
+        .collect()
+}
+
 impl<T: Transport, L: Durable> Gms<T, L> {
     /// Bytes the GMS region needs for `cfg`.
     ///
@@ -790,7 +809,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         sc.suspicion_timeout = cfg.suspicion_timeout;
         // The majority rule is applied per view by the core, not over the whole universe.
         sc.partition_safety = false;
-        let sst = Sst::new(transport, schema, sc)?;
+        let mut sst = Sst::new(transport, schema, sc)?;
+        let last = guards(&f, sst.schema().heartbeat().range(), sst.my_row());
+        sst.set_row_push_last(&last);
         let mut view = None;
         let mut decision = None;
         let mut ended = None;
@@ -1341,8 +1362,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// One row's words are not enough. A fabric reads a write's source when it applies the
     /// write, not when it is posted (RDMA does; so does the simulator), so a whole-row push
     /// posted before the writer installed `v` (to a peer it had just readmitted) carries `v`'s
-    /// view block, while the `admitted` words the writer set before installing `v` travel in
-    /// later writes on the link (the row's tail, then their own push). A reader can see the
+    /// view block, while the `admitted` words the writer set before installing `v` may miss
+    /// the push's earlier write that carries them (read before they were set) and travel in
+    /// their own later push. A reader can see the
     /// row's view block name `v` with the `admitted` words still as they were before: an
     /// incarnation the writer readmitted for `v` then reads as not readmitted, and the
     /// outsider would take `v` to name the old, failed incarnation and fail that member in
@@ -2109,9 +2131,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// readmitted it names it in its `admitted` word. Pushed after this incarnation's whole
     /// row (one writer, pushes in order), so a peer that reads its incarnation in the slot
     /// reads every other word of the row as this incarnation's (see [`unheard`](Gms::unheard)).
-    /// From the first value on, a whole-row push (a link that comes up later) posts the
-    /// `admitted` vector as its own write after the rest of the row
-    /// ([`Sst::set_row_push_tail`](squall_sst::Sst::set_row_push_tail)): the order then rests
+    /// A whole-row push (a link that comes up later) posts the own slot as its own last write
+    /// after the rest of the row (set at construction, [`guards`]; s27): the order then rests
     /// on the order between writes, never on the placement of words within one write.
     fn publish_readmitted_self(&mut self) -> Result<(), GmsError> {
         let me = self.sst.my_row();
@@ -2124,7 +2145,6 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         if newest > self.sst.get_at(me, self.f.admitted, me)? {
             tracing::debug!(me = %self.me, incarnation = newest, "membership: a peer readmitted this incarnation; publishing it in the own row");
-            self.sst.set_row_push_tail(self.f.admitted.range());
             self.sst.set_at(self.f.admitted, me, newest)?;
             self.sst.push(self.f.admitted.range())?;
         }
@@ -2767,8 +2787,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// that admitted it, so it came back as an idle outsider) or it
     /// [asks to join](Gms::asks_to_join) (it left restart mode for good in this process). A
     /// node restarting from a log writes its restarting view block at construction, before its
-    /// first heartbeat (one writer's pushes land in order), so a linked peer whose heartbeat
-    /// landed without such a block (and still, a suspicion timeout into the wait) is not
+    /// first heartbeat, and one writer's writes land in order: its heartbeat pushes follow the
+    /// construction-time pushes, and a whole-row push (a late link, a readmission) posts the
+    /// heartbeat after the view and wedge blocks and the `join` word ([`guards`]; s27). So a
+    /// linked peer whose heartbeat landed without such a block (and still, a suspicion timeout
+    /// into the wait) is not
     /// restarting: in this process it can neither restart `view` nor follow a restarting view
     /// (outsiders skip restarting blocks), and the restart would wait for its acknowledgement
     /// forever.
@@ -2783,9 +2806,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// never started: the restart still needs a majority of `view`'s logs, and the member,
     /// reading the view the restart installs (two views ahead of its own), joins again.
     fn outsider_in_restart(&self, row: usize, view: &View) -> bool {
-        // Its heartbeat landed, so whatever it wrote at construction landed before it (not so
-        // for a readmitted incarnation whose own words have not landed: the heartbeat is the
-        // old incarnation's).
+        // Its heartbeat landed, so whatever it wrote at construction landed before it: in a
+        // whole-row push the heartbeat is a later write than the view and wedge blocks and the
+        // `join` word (`guards`), not one write with them (s27). Not so for a readmitted
+        // incarnation whose own words have not landed: the heartbeat is the old incarnation's.
         !self.unheard(row)
             && self.sst.get(row, self.sst.schema().heartbeat()) > 0
             && self.received_of(row, view.id).is_none()
@@ -2877,7 +2901,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     ///
     /// A row counts as read once it is wedged in `view` (its wedge block for `view` is there:
     /// a restarting member writes that after the decision block it publishes when it starts,
-    /// and one writer's blocks land in order) or it publishes `view + 1` and the decision for
+    /// and one writer's blocks land in order; a whole-row push posts the wedge and view blocks
+    /// in a later write than the decision block, [`guards`], s27) or it publishes `view + 1`
+    /// and the decision for
     /// `view` it installed that with. A row one view ahead that publishes a decision for
     /// `view + 1` instead does not count.
     ///
@@ -5017,5 +5043,48 @@ mod tests {
         settle(&mut g);
         g[1].try_install(&v0, &ids, &mut out).unwrap();
         assert_eq!(g[1].view().map(|v| v.id), Some(1));
+    }
+
+    /// s27 (`docs/MEMBERSHIP.md`, seventy-eighth part): from construction on, a whole-row push
+    /// (a late link, a readmission) posts the row's guards last, in order: the view and wedge
+    /// blocks, the heartbeat, the own `admitted` slot. Every word a guard vouches for (the
+    /// proposal and decision blocks, `join`, `gone`, the other rows' `admitted` slots) lies in
+    /// none of them, so it goes in the push's first writes (the order of those writes is
+    /// `squall-sst`'s `sim_late.rs`). Fails if the order is set only at a readmission (s25) or
+    /// leaves a guard out.
+    #[test]
+    fn a_whole_row_push_posts_the_gms_guards_last_from_construction() {
+        let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (_sim, mut nodes) = Sim::cluster(SimConfig::seeded(1), 3, &[spec]).unwrap();
+        let g = Gms::new(nodes.remove(1), cfg, MemLog::default(), None).unwrap();
+        let (f, me) = (g.f, g.sst.my_row());
+        assert_eq!(me, 1);
+        let last = g.sst.row_push_last();
+        assert_eq!(
+            last,
+            [
+                squall_sst::FieldRange::span(f.view.range(), f.wedge.range()),
+                g.sst.schema().heartbeat().range(),
+                f.admitted.element(me).unwrap(),
+            ]
+        );
+        let vouched = [
+            f.prop.range(),
+            f.dec.range(),
+            f.join.range(),
+            f.gone.range(),
+            f.admitted.element(0).unwrap(),
+            f.admitted.element(2).unwrap(),
+        ];
+        for v in vouched {
+            for l in last {
+                assert!(
+                    v.offset + v.len <= l.offset || l.offset + l.len <= v.offset,
+                    "{v:?} lies in the guard {l:?}"
+                );
+            }
+        }
     }
 }

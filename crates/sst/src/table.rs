@@ -246,9 +246,9 @@ pub struct Sst<T: Transport> {
     /// Per row: the one incarnation this table waits for (see [`Sst::expect_incarnation`]);
     /// the row reads absent until [`Sst::link_expected`].
     pub(crate) expected: Vec<Option<u64>>,
-    /// The range a whole-row push posts as a separate, later write (see
-    /// [`Sst::set_row_push_tail`]); `None`: one write of the whole row.
-    pub(crate) row_push_tail: Option<FieldRange>,
+    /// The ranges a whole-row push posts last, one write each, in this order, after the words
+    /// of none of them (see [`Sst::set_row_push_last`]); empty: one write of the whole row.
+    pub(crate) row_push_last: Vec<FieldRange>,
 }
 
 /// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
@@ -368,7 +368,7 @@ impl<T: Transport> Sst<T> {
             known: vec![0; n],
             pending: vec![None; n],
             expected: vec![None; n],
-            row_push_tail: None,
+            row_push_last: Vec::new(),
             schema,
         })
     }
@@ -604,60 +604,101 @@ impl<T: Transport> Sst<T> {
     }
 
     /// From now on, every whole-row push of the local row (to a late member whose link came
-    /// up, to a readmitted incarnation) posts `range` as a separate write *after* the rest of
-    /// the row, instead of one write of the whole row. A fabric applies one writer's writes on
-    /// a link in order, but need not place the words *within* one write in order (RDMA does
-    /// not promise it): a peer that reads a new value in `range` then reads every other word of
-    /// the row as of that push or later. For a word that vouches for the rest of the row (the
-    /// membership layer's own `admitted` slot, `docs/MEMBERSHIP.md`, fifty-ninth part). Until
-    /// it is called (and for a table that never calls it) a whole-row push is one write.
+    /// up, to a readmitted incarnation) is split: first the words that lie in none of `last`,
+    /// one write per run of such words (in ascending order), then each range of `last` as its
+    /// own write, in the order given. A fabric applies one writer's writes on a link in order,
+    /// but need not place the words *within* one write in order (RDMA does not promise it; TCP
+    /// places them in ascending order while the reader may read). List the row's *guards*
+    /// (words a reader takes as evidence that other words of the row landed) here, each after
+    /// the guards it vouches for: a peer that reads a guard's value from the push then reads
+    /// every word it vouches for as of that push or later. Ranges are taken in whole words,
+    /// clipped to the row; a word in several ranges is posted with each. An empty `last` (the
+    /// default) makes a whole-row push one write. The membership layer lists its view, wedge,
+    /// heartbeat and `admitted` words (`docs/MEMBERSHIP.md`, fifty-ninth and seventy-eighth
+    /// parts).
+    ///
+    /// Only the placement within a push is ordered. A write reads its source when the fabric
+    /// applies it, so a guard that changes while the push is in flight may land newer than the
+    /// words posted before it; the rule of [`push`](Sst::push) for guards applies as for any
+    /// write.
     ///
     /// ```
     /// # use squall_sst::{SchemaBuilder, Sst, SstConfig};
     /// # use squall_transport::{NodeId, RegionId, RegionSpec};
     /// # use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
     /// let mut b = SchemaBuilder::new(1);
+    /// let data = b.vector("data", 4);
     /// let guard = b.counter("guard");
+    /// let seal = b.counter("seal");
     /// let schema = b.build()?;
     /// # let node = ThreadedFabric::new(ThreadedConfig::default())?
     /// #     .cluster(1, &[RegionSpec::new(RegionId(0), schema.table_len())])?.remove(0);
     /// let mut sst = Sst::new(node, schema, SstConfig::new(RegionId(0), vec![NodeId(0)]))?;
-    /// sst.set_row_push_tail(guard.range());
-    /// assert_eq!(sst.row_push_tail(), Some(guard.range()));
+    /// // `data` (and the heartbeat and flags) first, then `guard`, then `seal`.
+    /// sst.set_row_push_last(&[guard.range(), seal.range()]);
+    /// assert_eq!(sst.row_push_last(), [guard.range(), seal.range()]);
+    /// # let _ = data;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn set_row_push_tail(&mut self, range: FieldRange) {
-        self.row_push_tail = Some(range);
+    pub fn set_row_push_last(&mut self, last: &[FieldRange]) {
+        self.row_push_last = last.to_vec();
     }
 
-    /// The range whole-row pushes post last, if one was set
-    /// ([`set_row_push_tail`](Sst::set_row_push_tail)).
-    pub fn row_push_tail(&self) -> Option<FieldRange> {
-        self.row_push_tail
+    /// The ranges whole-row pushes post last, in order
+    /// ([`set_row_push_last`](Sst::set_row_push_last)); empty if none were set.
+    pub fn row_push_last(&self) -> &[FieldRange] {
+        &self.row_push_last
     }
 
-    /// Pushes the whole local row to `row`'s member: one write, or, with a
-    /// [`row_push_tail`](Sst::row_push_tail), the words before and after it and then the
-    /// tail, in that order on the link.
-    pub(crate) fn post_whole_row(&mut self, row: usize) -> Result<(), SstError> {
-        let whole = self.schema.row_range();
-        let Some(tail) = self.row_push_tail else {
-            self.post_row_write(row, whole, Signal::Unsignaled)?;
-            return Ok(());
+    /// The writes of one whole-row push, in posting order: the runs of words in none of
+    /// [`row_push_last`](Sst::row_push_last), then each of its ranges (see
+    /// [`set_row_push_last`](Sst::set_row_push_last)).
+    fn whole_row_writes(&self) -> Vec<FieldRange> {
+        let words = self.schema.row_range().len / 8;
+        let clip = |r: &FieldRange| {
+            let start = (r.offset / 8).min(words);
+            let end = (r.offset + r.len).div_ceil(8).min(words);
+            (start, end.max(start))
         };
-        let end = tail.offset + tail.len;
-        let before = FieldRange {
-            offset: 0,
-            len: tail.offset,
-        };
-        let after = FieldRange {
-            offset: end,
-            len: whole.len.saturating_sub(end),
-        };
-        for range in [before, after, tail] {
-            if range.len > 0 {
-                self.post_row_write(row, range, Signal::Unsignaled)?;
+        let mut covered = vec![false; words];
+        for r in &self.row_push_last {
+            let (start, end) = clip(r);
+            covered[start..end].iter_mut().for_each(|c| *c = true);
+        }
+        let mut writes = Vec::new();
+        let mut w = 0;
+        while w < words {
+            if covered[w] {
+                w += 1;
+                continue;
             }
+            let start = w;
+            while w < words && !covered[w] {
+                w += 1;
+            }
+            writes.push(FieldRange {
+                offset: start * 8,
+                len: (w - start) * 8,
+            });
+        }
+        for r in &self.row_push_last {
+            let (start, end) = clip(r);
+            if end > start {
+                writes.push(FieldRange {
+                    offset: start * 8,
+                    len: (end - start) * 8,
+                });
+            }
+        }
+        writes
+    }
+
+    /// Pushes the whole local row to `row`'s member: one write, or, with ranges set by
+    /// [`set_row_push_last`](Sst::set_row_push_last), the other words first and those ranges
+    /// last, in order on the link.
+    pub(crate) fn post_whole_row(&mut self, row: usize) -> Result<(), SstError> {
+        for range in self.whole_row_writes() {
+            self.post_row_write(row, range, Signal::Unsignaled)?;
         }
         Ok(())
     }

@@ -2,8 +2,8 @@
 //! others is absent (never suspected for it), then catches up; a table with
 //! `Detector::TransportOnly` posts no heartbeats and still suspects on transport failures; a
 //! member that gives up on a new incarnation it never linked (`Sst::suspect_incarnation`)
-//! makes the members linked to it suspect it too; a whole-row push with a tail set posts the
-//! tail as its own last write.
+//! makes the members linked to it suspect it too; a whole-row push with guards set posts them
+//! last, in order, each its own write.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::cell::RefCell;
@@ -327,17 +327,20 @@ impl Transport for Recording {
     }
 }
 
-/// With a row-push tail set (`Sst::set_row_push_tail`, s25), the whole-row push to a late
-/// member is the row's words before and after the tail, then the tail, each its own write (a
-/// fabric orders writes on a link, not the words within one); the late member's copy of the
-/// row ends the same. A table with no tail pushes its row in one write.
+/// With ranges to post last (`Sst::set_row_push_last`; s25 as a single tail, s27 as an ordered
+/// list), the whole-row push to a late member is first the runs of words in none of them (in
+/// ascending order), then each range in the order given, each its own write (a fabric orders
+/// writes on a link, not the words within one): here the guard `after` and then `tail`,
+/// against their order in the row. Every word of the row is posted once, and the late
+/// member's copy of the row ends the same. A table with none set pushes its row in one write.
 #[test]
-fn a_whole_row_push_to_a_late_member_posts_the_tail_as_its_own_last_write() {
+fn a_whole_row_push_to_a_late_member_posts_the_guards_last_in_order() {
     let n = 3;
     let mut b = SchemaBuilder::new(n);
     let before = b.counter("before");
     let tail = b.vector("tail", 2);
     let after = b.counter("after");
+    let rest = b.counter("rest");
     let schema = b.build().expect("valid schema");
     let row_len = schema.row_range().len;
     let layout = [RegionSpec::new(REGION, schema.table_len())];
@@ -357,12 +360,13 @@ fn a_whole_row_push_to_a_late_member_posts_the_tail_as_its_own_last_write() {
         let s = s.as_mut().expect("running");
         s.set(before, 10 + i as u64);
         s.set(after, 20 + i as u64);
+        s.set(rest, 40 + i as u64);
         s.set_at(tail, 1, 30 + i as u64).expect("in the vector");
     }
     ssts[0]
         .as_mut()
         .expect("running")
-        .set_row_push_tail(tail.range());
+        .set_row_push_last(&[after.range(), tail.range()]);
     sim.start_node(NodeId(2));
     ssts.push(Some(
         Sst::new(recording(late), schema.clone(), config(n)).expect("valid table"),
@@ -386,23 +390,26 @@ fn a_whole_row_push_to_a_late_member_posts_the_tail_as_its_own_last_write() {
         let whole = row.iter().position(|&(at, _)| at == 0).expect("a row push");
         row[whole..].to_vec()
     };
-    let t = tail.range();
+    let (t, a, r) = (tail.range(), after.range(), rest.range());
     let split = first_to_late(0);
     assert_eq!(
-        split[..3],
+        split[..4],
         [
             (0, t.offset),
-            (t.offset + t.len, row_len - t.offset - t.len),
+            (r.offset, r.len),
+            (a.offset, a.len),
             (t.offset, t.len)
         ],
         "n0's pushes to n2: {split:?}"
     );
+    assert_eq!(r.offset + r.len, row_len, "`rest` ends the row");
     let whole = first_to_late(1);
     assert_eq!(whole[0], (0, row_len), "n1's pushes to n2: {whole:?}");
     let late = ssts[2].as_ref().expect("running");
     for r in 0..2 {
         assert_eq!(late.get(r, before), 10 + r as u64);
         assert_eq!(late.get(r, after), 20 + r as u64);
+        assert_eq!(late.get(r, rest), 40 + r as u64);
         assert_eq!(
             late.get_at(r, tail, 1).expect("in the vector"),
             30 + r as u64

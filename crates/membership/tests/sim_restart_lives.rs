@@ -160,6 +160,9 @@ struct Stats {
     fitted: usize,
     /// Views first run whose predecessor nobody was seen running (no majority check).
     unchecked_pred: usize,
+    /// Views first run holding a majority of their predecessor's members only once its
+    /// joiners that never logged it are left aside (a restart of such a view, s27).
+    joiners_aside: usize,
     /// Stop reasons met at the end of a life or an operator round (the `StopReason` variant,
     /// or the first word of the group's own reason).
     stops: BTreeMap<String, usize>,
@@ -493,6 +496,31 @@ impl<'p> Run<'p> {
         if prev.iter().any(|r| majority(&members, &r.members)) {
             return Ok(());
         }
+        // A restart of a view whose joiners never logged it counts its majority without them
+        // (s27, seventy-fifth part, "s27 follow-up: the first and third hangs"): the new list
+        // holds a majority of the members of a list run for `id - 1` whose logs record it
+        // installed, the others not members of any list run for `id - 2` (joiners).
+        let before: Vec<NodeId> = (id.checked_sub(2).and_then(|p| self.runs.get(&p)))
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r.members.iter().copied())
+            .collect();
+        let aside = prev.iter().any(|l| {
+            let logged: Vec<NodeId> = (l.members.iter().copied())
+                .filter(|m| {
+                    self.records_of(m.0 as usize).iter().any(|r| {
+                        matches!(r, Record::Installed { view, members: m2 } if *view == id - 1 && *m2 == l.members)
+                    })
+                })
+                .collect();
+            !logged.is_empty()
+                && (l.members.iter()).all(|m| logged.contains(m) || !before.contains(m))
+                && majority(&members, &logged)
+        });
+        if aside {
+            self.stats.joiners_aside += 1;
+            return Ok(());
+        }
         // A restart that adopted a logged decision `D` of view `L` (next view `N`) and fitted
         // it may install `R`, a majority of `N` only (s18, "A restart adopting a decision that
         // removed a restarted member"): the chain `L → N → R`, a majority at each step, where
@@ -526,6 +554,15 @@ impl<'p> Run<'p> {
             id - 1,
             prev.iter().map(|r| &r.members).collect::<Vec<_>>()
         ))
+    }
+
+    /// Node `j`'s GMS log records: its process's, or those kept from its last process.
+    fn records_of(&self, j: usize) -> Vec<Record> {
+        let bytes = match &self.n.groups[j] {
+            Some(g) => g.gms().log().bytes().to_vec(),
+            None => self.logs[j].clone(),
+        };
+        MemLog::open(bytes).1.records
     }
 
     /// Whether the life's stop has come.
@@ -1070,12 +1107,14 @@ fn regression_sweep_seed_14_a_fitted_restart_view_holds_a_majority_of_the_adopte
 }
 
 /// Found by the soak (`SQUALL_PROPTEST_CASES=128`, s27), minimised by dropping events and
-/// simplifying lives while it still hung: the final life never settles and nobody stops.
+/// simplifying lives while it still hung: the final life never settled and nobody stopped.
 /// Life 0: view 0 = 0–4, node 5 joins. Life 1: 2–5 restart; 0, 1 and 3 are cut off at step
 /// 4278, not healed. Life 2: 3, 4, 5 and 0 restart, stopped at the first install while
-/// another member holds the decision. See `docs/MEMBERSHIP.md`, seventy-fifth part, "Found".
+/// another member holds the decision: view 4 = [4, 5, 0, 3], whose joiners 0 and 3 never log
+/// it. In the final life 4 and 5 restart view 4 counting their majority without 0 and 3 (the
+/// view's joiners that never logged it), and the group settles. See `docs/MEMBERSHIP.md`,
+/// seventy-fifth part, "Found" and "s27 follow-up: the first and third hangs".
 #[test]
-#[ignore = "open liveness defect (s27, seventy-fifth part): the final life hangs with no stop"]
 fn regression_soak_final_life_hangs_with_two_members_restarting_and_the_rest_joining() {
     let plan = Plan {
         seed: 5680626892372612811,
@@ -1116,7 +1155,15 @@ fn regression_soak_final_life_hangs_with_two_members_restarting_and_the_rest_joi
             },
         ],
     };
-    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let stats = run(&plan).unwrap_or_else(|e| panic!("{e}\n  plan: {plan:?}"));
+    assert!(
+        stats.joiners_aside > 0,
+        "{}",
+        group_sim::missed(
+            plan.seed,
+            "a restart of a view whose joiners never logged it"
+        )
+    );
 }
 
 /// Found by the 1024-case soak of the final harness (s27, the 97th case, shrunk 16 rounds):

@@ -15,7 +15,8 @@
 //! first install of a next view while another member holds the decision but not the view (the
 //! dead branch's moment). Lives after the first start a subset of the nodes with logs
 //! (everyone, a majority, a minority, a random set, or those behind the highest logged view),
-//! all at once or in turn, sometimes under a partition. The final life starts every node with a log, without faults, and runs until they
+//! all at once or in turn, sometimes under a partition. The final life starts every node ever started (as an operator starts every configured
+//! process: from its log, or as a joiner if it never logged a view), without faults, and runs until they
 //! all run one view; a member that stops is restarted from its log as an operator would (every
 //! node, for `RestartShortOfAdopted`), a bounded number of times.
 //!
@@ -163,6 +164,8 @@ struct Stats {
     /// Views first run holding a majority of their predecessor's members only once its
     /// joiners that never logged it are left aside (a restart of such a view, s27).
     joiners_aside: usize,
+    /// Nodes the final life started with an empty log (joiners that never logged a view).
+    final_joiners: usize,
     /// Stop reasons met at the end of a life or an operator round (the `StopReason` variant,
     /// or the first word of the group's own reason).
     stops: BTreeMap<String, usize>,
@@ -213,8 +216,10 @@ impl Hooks<MemLog> for Checks<'_> {
 struct Run<'p> {
     plan: &'p Plan,
     base: PathBuf,
-    /// Per node, its GMS log bytes (empty: it never started).
+    /// Per node, its GMS log bytes (empty: it never started, or never logged a view).
     logs: Vec<Vec<u8>>,
+    /// Per node, whether it was ever started (the final life starts every such node).
+    started_ever: Vec<bool>,
     chain: Chain,
     /// View id → the member lists run for it.
     runs: BTreeMap<u64, Vec<Ran>>,
@@ -240,6 +245,7 @@ impl<'p> Run<'p> {
             plan,
             base,
             logs: vec![Vec::new(); u],
+            started_ever: vec![false; u],
             chain: Chain::new(),
             runs: BTreeMap::new(),
             floor: 0,
@@ -322,6 +328,7 @@ impl<'p> Run<'p> {
         };
         let g = g.map_err(|e| format!("n{i}: start in life {}: {e}", self.life))?;
         self.n.groups[i] = Some(g);
+        self.started_ever[i] = true;
         self.n.apps[i] = App {
             has_state,
             ..App::default()
@@ -711,8 +718,9 @@ impl<'p> Run<'p> {
             return false;
         };
         let id = first.id;
-        // A member that was not started (a joiner whose log stayed empty) is waited for until
-        // the group removes it (`expected_link_timeout`): nothing is delivered while it is in.
+        // A member that was not started is waited for until the group removes it
+        // (`expected_link_timeout`): nothing is delivered while it is in. (Since s27 the final
+        // life starts every node ever started, a joiner whose log stayed empty too.)
         let only_up = (first.members.iter()).all(|m| up.contains(&(m.0 as usize)));
         only_up
             && up.iter().all(|&i| {
@@ -724,14 +732,19 @@ impl<'p> Run<'p> {
             })
     }
 
-    /// The final life: every node with a log starts, no faults, until they settle; a stop is
-    /// met with a restart of the stopped members (of everyone for `RestartShortOfAdopted`),
-    /// at most [`ROUNDS`] times. `Err` on a safety failure or a hang with no stop.
+    /// The final life: every node ever started starts (from its log, or as a joiner if its log
+    /// stayed empty: an operator starts every configured process), no faults, until they
+    /// settle; a stop is met with a restart of the stopped members (of everyone for
+    /// `RestartShortOfAdopted`), at most [`ROUNDS`] times. `Err` on a safety failure or a hang
+    /// with no stop.
     fn final_life(&mut self) -> Result<(), String> {
         let everyone: Vec<usize> = (0..self.plan.universe)
-            .filter(|&i| !self.logs[i].is_empty())
+            .filter(|&i| self.started_ever[i])
             .collect();
         let everyone_logs = self.logs.clone();
+        self.stats.final_joiners += (everyone.iter())
+            .filter(|&&i| self.logs[i].is_empty())
+            .count();
         self.begin(self.plan.lives.len());
         for &i in &everyone {
             self.start(i)?;
@@ -1205,13 +1218,14 @@ fn regression_soak_final_life_hangs_with_a_member_one_view_behind_and_the_others
 }
 
 /// Found by a 512-case soak of the final harness (s27, the 147th case; not shrunk): the final
-/// life hangs with no stop. The logs of view 0 = 0–2 end at view 0, 0's with a restart
+/// life hung with no stop. The logs of view 0 = 0–2 end at view 0, 0's with a restart
 /// ballot's decision that fails 2 and admits 4 and 5 (view 1 = [0, 1, 4, 5]); 4 and 5 never
-/// logged anything, so the final life (every node with a log) does not start them. 0 and 1
-/// restart view 1 waiting for the others, 2 joins again. See `docs/MEMBERSHIP.md`,
-/// seventy-fifth part, "Found".
+/// logged anything, so the final life, which then started only nodes with a log, did not start
+/// them. 0 and 1 restarted view 1 waiting for the others, 2 joined again. Now the final life
+/// starts every node ever started, 4 and 5 as joiners, and the group settles. See
+/// `docs/MEMBERSHIP.md`, seventy-fifth part, "Found" and "s27 follow-up: the first and third
+/// hangs".
 #[test]
-#[ignore = "open liveness defect or operator case (s27, seventy-fifth part): the final life hangs with no stop"]
 fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_never_logged() {
     let plan = Plan {
         seed: 4963811227339958902,
@@ -1274,5 +1288,13 @@ fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_never_logged
             },
         ],
     };
-    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let stats = run(&plan).unwrap_or_else(|e| panic!("{e}\n  plan: {plan:?}"));
+    assert!(
+        stats.final_joiners > 0,
+        "{}",
+        group_sim::missed(
+            plan.seed,
+            "a final life starting a joiner whose log stayed empty"
+        )
+    );
 }

@@ -2954,21 +2954,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Restart mode at `view`: the joiners of `view` ([`RestartState::joined`]) that show they
     /// never logged it, once every other member of `view` (each a member of the view before)
     /// restarted at it (its logged counts for `view` are here). Such a joiner's row is
-    /// unsuspected and heard, its heartbeat landed, it publishes no counts for `view`, and its
-    /// view block names an earlier view: its log ends before `view` (a node logs a view before
-    /// it publishes it, and a restarting or rejoining node's block is the one its log ended at).
+    /// unsuspected and heard, its heartbeat landed, it asks to join, it publishes no counts for
+    /// `view`, and its view block names a view two or more before `view`: its log ends there (a
+    /// node logs a view before it publishes it, and a rejoining node's block is the one its log
+    /// ended at). Not one view before: a joiner was no member of the view before, so a log of
+    /// it ending at that number is another list's (a dead branch), left alone.
     ///
     /// The restart of `view` counts its majority over the other members (s27, seventy-fifth
     /// part of `docs/MEMBERSHIP.md`, "s27 follow-up: the first and third hangs"). Why it is
-    /// safe: such a joiner was not a member of the view before, so it can reach `view` only by
-    /// installing it running (a catch-up passes through the view before); no member runs
-    /// `view`, since every member that could first run it (a member of the view before) is
-    /// restarting at it, so it never logs `view` and never acknowledges or logs a decision for
-    /// it. A decision for `view` acted on was logged by a majority of `view`, all of them
-    /// members that logged `view`, so it is more than half of the members left when any set of
-    /// never-logging joiners is taken away, as is every restart majority counted this way:
-    /// they intersect. Nothing was delivered in `view`: a delivery needs every member's
-    /// `Installed` record.
+    /// safe, in short: asking to join, the joiner installs only a running view that names it
+    /// in this process, and nobody runs `view` any more (every member that could run it first,
+    /// a member of the view before, is restarting at it), so it never logs `view` and never
+    /// acknowledges or logs a decision for it. A decision for `view` acted on was logged by
+    /// more than half of `view` less a set of such members (none, before this rule), each a
+    /// member that logged `view`; any two such sets are each more than half of the members
+    /// that ever log `view`, so they intersect. Nothing was delivered in `view`: a delivery
+    /// needs every member's `Installed` record.
     fn never_logged(&self, view: &View) -> Vec<NodeId> {
         let Some(r) = &self.restart else {
             return Vec::new();
@@ -2992,9 +2993,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     !self.sst.is_suspected(row)
                         && !self.unheard(row)
                         && self.sst.get(row, self.sst.schema().heartbeat()) > 0
+                        && self.asks_to_join(row)
                         && self.received_of(row, view.id).is_none()
                         && (self.read_block(row, self.f.view))
-                            .is_some_and(|p| p[0] > 0 && p[0] - 1 < view.id)
+                            .is_some_and(|p| p[0] > 0 && p[0] < view.id)
                 })
             })
             .collect()

@@ -24,7 +24,8 @@
 //! out of restart mode, active, not stopped) with two member lists in one life, nor an older member list of a view id
 //! after a newer one was run (a dead branch coming back); a view first run holds a majority of
 //! some member list run for the view before, or of the next view of a logged decision for it
-//! that held one (a restart's fitted view, s18); every position holds the same payload and
+//! that held one (a restart's fitted view, s18), or of such a list's members whose logs record
+//! it, the others its joiners (a restart of a view whose joiners never logged it, s27); every position holds the same payload and
 //! hash-chain value wherever it was delivered, and a restored state is the chain at its
 //! position; a member running a view after a total stop has delivered at least every position
 //! delivered anywhere before it. At the end of the final life: the started nodes run one view

@@ -628,6 +628,10 @@ struct RestartState {
     /// ahead, and its leader (reported once per change; see
     /// [`ballot_may_decide`](Gms::ballot_may_decide)).
     blocked: Option<(u64, NodeId)>,
+    /// The view's joiners: the members that the decision installing it (logged, or caught up
+    /// from a peer) admitted, none of them a member of the view before. Empty when this
+    /// member's log lacks that decision. See [`never_logged`](Gms::never_logged).
+    joined: Vec<NodeId>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -871,15 +875,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     .collect();
                 ballots.sort_unstable();
                 ballots.dedup();
-                view = Some(v);
                 if id > 0 {
                     ended = logged(id - 1);
                 }
+                let joined = (ended.iter())
+                    .flat_map(|(d, _)| joiners(&d.changes, &v))
+                    .collect();
+                view = Some(v);
                 let promised = recovered.map_or(0, |r| r.promised_for(id));
                 restart = Some(RestartState {
                     promised: promised.max(void_ballot),
                     logged: decision.as_ref().map(|(d, _)| d.clone()),
                     ballots,
+                    joined,
                     ..RestartState::default()
                 });
                 tracing::info!(me = %me, view = id, "membership: restarting from the log");
@@ -2501,8 +2509,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // A suspected member's new incarnation that this member readmits once the others
         // published that they noticed the old one's failure (a round or two) counts: wait for
         // it rather than stop (s20, a bare-majority restart with a member bouncing).
+        let counted = self.quorum_members(view);
         if self.cfg.partition_safety
-            && !self.cfg.is_quorum(&view.members, &|m| {
+            && !self.cfg.is_quorum(&counted, &|m| {
                 alive.contains(&m) || self.readmission_in_restart(m) == Some(false)
             })
         {
@@ -2519,11 +2528,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 out,
             ));
         }
-        // Never act without a majority of the last view's logs.
-        if !self
-            .cfg
-            .is_quorum(&view.members, &|m| restarted.contains(&m))
-        {
+        // Never act without a majority of the last view's logs (its joiners that never logged
+        // it aside, `quorum_members`).
+        if !self.cfg.is_quorum(&counted, &|m| restarted.contains(&m)) {
             return Ok(());
         }
         if let Some(why) = self.short_of_adopted_for_good(view) {
@@ -3087,6 +3094,66 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         vid == view.id + 1 && (self.cfg.universe.get(row)).is_some_and(|&n| !view.contains(n))
     }
 
+    /// The members of `view` a majority is counted over: in restart mode, `view`'s members less
+    /// its joiners that [never logged it](Gms::never_logged); otherwise all of them.
+    fn quorum_members(&self, view: &View) -> Vec<NodeId> {
+        let never = self.never_logged(view);
+        (view.members.iter().copied())
+            .filter(|m| !never.contains(m))
+            .collect()
+    }
+
+    /// Restart mode at `view`: the joiners of `view` ([`RestartState::joined`]) that show they
+    /// never logged it, once every other member of `view` (each a member of the view before)
+    /// restarted at it (its logged counts for `view` are here). Such a joiner's row is
+    /// unsuspected and heard, its heartbeat landed, it asks to join, it publishes no counts for
+    /// `view`, and its view block names a view two or more before `view`: its log ends there (a
+    /// node logs a view before it publishes it, and a rejoining node's block is the one its log
+    /// ended at). Not one view before: a joiner was no member of the view before, so a log of
+    /// it ending at that number is another list's (a dead branch), left alone.
+    ///
+    /// The restart of `view` counts its majority over the other members (s27, seventy-fifth
+    /// part of `docs/MEMBERSHIP.md`, "s27 follow-up: the first and third hangs"). Why it is
+    /// safe, in short: asking to join, the joiner installs only a running view that names it
+    /// in this process, and nobody runs `view` any more (every member that could run it first,
+    /// a member of the view before, is restarting at it), so it never logs `view` and never
+    /// acknowledges or logs a decision for it. A decision for `view` acted on was logged by
+    /// more than half of `view` less a set of such members (none, before this rule), each a
+    /// member that logged `view`; any two such sets are each more than half of the members
+    /// that ever log `view`, so they intersect. Nothing was delivered in `view`: a delivery
+    /// needs every member's `Installed` record.
+    fn never_logged(&self, view: &View) -> Vec<NodeId> {
+        let Some(r) = &self.restart else {
+            return Vec::new();
+        };
+        let logged = |m: NodeId| {
+            (self.sst.row_of(m)).is_some_and(|row| {
+                (row == self.sst.my_row() || !self.sst.is_suspected(row))
+                    && self.received_of(row, view.id).is_some()
+            })
+        };
+        let old_restarted = (view.members.iter())
+            .filter(|m| !r.joined.contains(m))
+            .all(|&m| logged(m));
+        if r.joined.is_empty() || !old_restarted {
+            return Vec::new();
+        }
+        (r.joined.iter().copied())
+            .filter(|&j| j != self.me && view.contains(j))
+            .filter(|&j| {
+                (self.sst.row_of(j)).is_some_and(|row| {
+                    !self.sst.is_suspected(row)
+                        && !self.unheard(row)
+                        && self.sst.get(row, self.sst.schema().heartbeat()) > 0
+                        && self.asks_to_join(row)
+                        && self.received_of(row, view.id).is_none()
+                        && (self.read_block(row, self.f.view))
+                            .is_some_and(|p| p[0] > 0 && p[0] < view.id)
+                })
+            })
+            .collect()
+    }
+
     /// `records` (a view's, the first this life logs or a later one) with the
     /// [`Record::Settings`] still unlogged put first ([`Gms::settings_unlogged`]).
     fn with_settings(&mut self, records: Vec<Record>) -> Vec<Record> {
@@ -3191,7 +3258,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.decision = None;
         self.decided_holders = None;
         self.decided_expect.clear();
-        self.restart = (!this_restart).then(RestartState::default);
+        self.restart = (!this_restart).then(|| RestartState {
+            joined: joiners(&d.changes, &next),
+            ..RestartState::default()
+        });
         self.view = Some(next.clone());
         self.publish_view_of(&next)?;
         self.publish_decision(&d, t.holders.as_deref())?;
@@ -3629,7 +3699,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         // Commit: every unsuspected member wedged and acknowledged, and they are a majority, and
         // every suspected member is being removed (so the survivors are exactly `alive`).
-        if !self.cfg.is_quorum(&view.members, &|m| alive.contains(&m)) {
+        if !self
+            .cfg
+            .is_quorum(&self.quorum_members(view), &|m| alive.contains(&m))
+        {
             return Ok(());
         }
         // Restart mode: an acknowledgement counts only from a row restarting at `view`, as
@@ -3899,7 +3972,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let Some(d) = self.decision.clone() else {
             return Ok(());
         };
-        if !self.cfg.is_quorum(&view.members, &|m| alive.contains(&m)) {
+        if !self
+            .cfg
+            .is_quorum(&self.quorum_members(view), &|m| alive.contains(&m))
+        {
             return Ok(());
         }
         // Restart mode: only a decision of this restart (a ballot) is installed. One logged
@@ -4044,6 +4120,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // A view installed while a majority of it is already suspected is a minority at once.
         self.check_majority(&next, out).map(|_| ())
     }
+}
+
+/// The members of `next` that `changes` (the decision installing it) admitted: its joiners.
+fn joiners(changes: &[Change], next: &View) -> Vec<NodeId> {
+    (changes.iter())
+        .filter(|c| c.kind == ChangeKind::Join && next.contains(c.node))
+        .map(|c| c.node)
+        .collect()
 }
 
 /// The members of `view` whose received counts enter the trim (`docs/MEMBERSHIP.md`,

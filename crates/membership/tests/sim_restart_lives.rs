@@ -15,7 +15,8 @@
 //! first install of a next view while another member holds the decision but not the view (the
 //! dead branch's moment). Lives after the first start a subset of the nodes with logs
 //! (everyone, a majority, a minority, a random set, or those behind the highest logged view),
-//! all at once or in turn, sometimes under a partition. The final life starts every node with a log, without faults, and runs until they
+//! all at once or in turn, sometimes under a partition. The final life starts every node ever started (as an operator starts every configured
+//! process: from its log, or as a joiner if it never logged a view), without faults, and runs until they
 //! all run one view; a member that stops is restarted from its log as an operator would (every
 //! node, for `RestartShortOfAdopted`), a bounded number of times.
 //!
@@ -23,7 +24,8 @@
 //! out of restart mode, active, not stopped) with two member lists in one life, nor an older member list of a view id
 //! after a newer one was run (a dead branch coming back); a view first run holds a majority of
 //! some member list run for the view before, or of the next view of a logged decision for it
-//! that held one (a restart's fitted view, s18); every position holds the same payload and
+//! that held one (a restart's fitted view, s18), or of such a list's members whose logs record
+//! it, the others its joiners (a restart of a view whose joiners never logged it, s27); every position holds the same payload and
 //! hash-chain value wherever it was delivered, and a restored state is the chain at its
 //! position; a member running a view after a total stop has delivered at least every position
 //! delivered anywhere before it. At the end of the final life: the started nodes run one view
@@ -160,6 +162,11 @@ struct Stats {
     fitted: usize,
     /// Views first run whose predecessor nobody was seen running (no majority check).
     unchecked_pred: usize,
+    /// Views first run holding a majority of their predecessor's members only once its
+    /// joiners that never logged it are left aside (a restart of such a view, s27).
+    joiners_aside: usize,
+    /// Nodes the final life started with an empty log (joiners that never logged a view).
+    final_joiners: usize,
     /// Stop reasons met at the end of a life or an operator round (the `StopReason` variant,
     /// or the first word of the group's own reason).
     stops: BTreeMap<String, usize>,
@@ -210,8 +217,10 @@ impl Hooks<MemLog> for Checks<'_> {
 struct Run<'p> {
     plan: &'p Plan,
     base: PathBuf,
-    /// Per node, its GMS log bytes (empty: it never started).
+    /// Per node, its GMS log bytes (empty: it never started, or never logged a view).
     logs: Vec<Vec<u8>>,
+    /// Per node, whether it was ever started (the final life starts every such node).
+    started_ever: Vec<bool>,
     chain: Chain,
     /// View id → the member lists run for it.
     runs: BTreeMap<u64, Vec<Ran>>,
@@ -237,6 +246,7 @@ impl<'p> Run<'p> {
             plan,
             base,
             logs: vec![Vec::new(); u],
+            started_ever: vec![false; u],
             chain: Chain::new(),
             runs: BTreeMap::new(),
             floor: 0,
@@ -319,6 +329,7 @@ impl<'p> Run<'p> {
         };
         let g = g.map_err(|e| format!("n{i}: start in life {}: {e}", self.life))?;
         self.n.groups[i] = Some(g);
+        self.started_ever[i] = true;
         self.n.apps[i] = App {
             has_state,
             ..App::default()
@@ -493,6 +504,31 @@ impl<'p> Run<'p> {
         if prev.iter().any(|r| majority(&members, &r.members)) {
             return Ok(());
         }
+        // A restart of a view whose joiners never logged it counts its majority without them
+        // (s27, seventy-fifth part, "s27 follow-up: the first and third hangs"): the new list
+        // holds a majority of the members of a list run for `id - 1` whose logs record it
+        // installed, the others not members of any list run for `id - 2` (joiners).
+        let before: Vec<NodeId> = (id.checked_sub(2).and_then(|p| self.runs.get(&p)))
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r.members.iter().copied())
+            .collect();
+        let aside = prev.iter().any(|l| {
+            let logged: Vec<NodeId> = (l.members.iter().copied())
+                .filter(|m| {
+                    self.records_of(m.0 as usize).iter().any(|r| {
+                        matches!(r, Record::Installed { view, members: m2 } if *view == id - 1 && *m2 == l.members)
+                    })
+                })
+                .collect();
+            !logged.is_empty()
+                && (l.members.iter()).all(|m| logged.contains(m) || !before.contains(m))
+                && majority(&members, &logged)
+        });
+        if aside {
+            self.stats.joiners_aside += 1;
+            return Ok(());
+        }
         // A restart that adopted a logged decision `D` of view `L` (next view `N`) and fitted
         // it may install `R`, a majority of `N` only (s18, "A restart adopting a decision that
         // removed a restarted member"): the chain `L → N → R`, a majority at each step, where
@@ -526,6 +562,15 @@ impl<'p> Run<'p> {
             id - 1,
             prev.iter().map(|r| &r.members).collect::<Vec<_>>()
         ))
+    }
+
+    /// Node `j`'s GMS log records: its process's, or those kept from its last process.
+    fn records_of(&self, j: usize) -> Vec<Record> {
+        let bytes = match &self.n.groups[j] {
+            Some(g) => g.gms().log().bytes().to_vec(),
+            None => self.logs[j].clone(),
+        };
+        MemLog::open(bytes).1.records
     }
 
     /// Whether the life's stop has come.
@@ -674,8 +719,9 @@ impl<'p> Run<'p> {
             return false;
         };
         let id = first.id;
-        // A member that was not started (a joiner whose log stayed empty) is waited for until
-        // the group removes it (`expected_link_timeout`): nothing is delivered while it is in.
+        // A member that was not started is waited for until the group removes it
+        // (`expected_link_timeout`): nothing is delivered while it is in. (Since s27 the final
+        // life starts every node ever started, a joiner whose log stayed empty too.)
         let only_up = (first.members.iter()).all(|m| up.contains(&(m.0 as usize)));
         only_up
             && up.iter().all(|&i| {
@@ -687,14 +733,19 @@ impl<'p> Run<'p> {
             })
     }
 
-    /// The final life: every node with a log starts, no faults, until they settle; a stop is
-    /// met with a restart of the stopped members (of everyone for `RestartShortOfAdopted`),
-    /// at most [`ROUNDS`] times. `Err` on a safety failure or a hang with no stop.
+    /// The final life: every node ever started starts (from its log, or as a joiner if its log
+    /// stayed empty: an operator starts every configured process), no faults, until they
+    /// settle; a stop is met with a restart of the stopped members (of everyone for
+    /// `RestartShortOfAdopted`), at most [`ROUNDS`] times. `Err` on a safety failure or a hang
+    /// with no stop.
     fn final_life(&mut self) -> Result<(), String> {
         let everyone: Vec<usize> = (0..self.plan.universe)
-            .filter(|&i| !self.logs[i].is_empty())
+            .filter(|&i| self.started_ever[i])
             .collect();
         let everyone_logs = self.logs.clone();
+        self.stats.final_joiners += (everyone.iter())
+            .filter(|&&i| self.logs[i].is_empty())
+            .count();
         self.begin(self.plan.lives.len());
         for &i in &everyone {
             self.start(i)?;
@@ -1070,12 +1121,14 @@ fn regression_sweep_seed_14_a_fitted_restart_view_holds_a_majority_of_the_adopte
 }
 
 /// Found by the soak (`SQUALL_PROPTEST_CASES=128`, s27), minimised by dropping events and
-/// simplifying lives while it still hung: the final life never settles and nobody stops.
+/// simplifying lives while it still hung: the final life never settled and nobody stopped.
 /// Life 0: view 0 = 0–4, node 5 joins. Life 1: 2–5 restart; 0, 1 and 3 are cut off at step
 /// 4278, not healed. Life 2: 3, 4, 5 and 0 restart, stopped at the first install while
-/// another member holds the decision. See `docs/MEMBERSHIP.md`, seventy-fifth part, "Found".
+/// another member holds the decision: view 4 = [4, 5, 0, 3], whose joiners 0 and 3 never log
+/// it. In the final life 4 and 5 restart view 4 counting their majority without 0 and 3 (the
+/// view's joiners that never logged it), and the group settles. See `docs/MEMBERSHIP.md`,
+/// seventy-fifth part, "Found" and "s27 follow-up: the first and third hangs".
 #[test]
-#[ignore = "open liveness defect (s27, seventy-fifth part): the final life hangs with no stop"]
 fn regression_soak_final_life_hangs_with_two_members_restarting_and_the_rest_joining() {
     let plan = Plan {
         seed: 5680626892372612811,
@@ -1116,7 +1169,15 @@ fn regression_soak_final_life_hangs_with_two_members_restarting_and_the_rest_joi
             },
         ],
     };
-    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let stats = run(&plan).unwrap_or_else(|e| panic!("{e}\n  plan: {plan:?}"));
+    assert!(
+        stats.joiners_aside > 0,
+        "{}",
+        group_sim::missed(
+            plan.seed,
+            "a restart of a view whose joiners never logged it"
+        )
+    );
 }
 
 /// Found by the 1024-case soak of the final harness (s27, the 97th case, shrunk 16 rounds):
@@ -1159,13 +1220,14 @@ fn regression_soak_final_life_hangs_with_a_member_one_view_behind_and_the_others
 }
 
 /// Found by a 512-case soak of the final harness (s27, the 147th case; not shrunk): the final
-/// life hangs with no stop. The logs of view 0 = 0–2 end at view 0, 0's with a restart
+/// life hung with no stop. The logs of view 0 = 0–2 end at view 0, 0's with a restart
 /// ballot's decision that fails 2 and admits 4 and 5 (view 1 = [0, 1, 4, 5]); 4 and 5 never
-/// logged anything, so the final life (every node with a log) does not start them. 0 and 1
-/// restart view 1 waiting for the others, 2 joins again. See `docs/MEMBERSHIP.md`,
-/// seventy-fifth part, "Found".
+/// logged anything, so the final life, which then started only nodes with a log, did not start
+/// them. 0 and 1 restarted view 1 waiting for the others, 2 joined again. Now the final life
+/// starts every node ever started, 4 and 5 as joiners, and the group settles. See
+/// `docs/MEMBERSHIP.md`, seventy-fifth part, "Found" and "s27 follow-up: the first and third
+/// hangs".
 #[test]
-#[ignore = "open liveness defect or operator case (s27, seventy-fifth part): the final life hangs with no stop"]
 fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_never_logged() {
     let plan = Plan {
         seed: 4963811227339958902,
@@ -1228,7 +1290,15 @@ fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_never_logged
             },
         ],
     };
-    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let stats = run(&plan).unwrap_or_else(|e| panic!("{e}\n  plan: {plan:?}"));
+    assert!(
+        stats.final_joiners > 0,
+        "{}",
+        group_sim::missed(
+            plan.seed,
+            "a final life starting a joiner whose log stayed empty"
+        )
+    );
 }
 
 /// Found by a 128-case soak after the second hang's fix (s27 follow-up, its 108th case; not

@@ -770,7 +770,7 @@ pub const HELD_SETTLE: Duration = Duration::from_millis(500);
 
 /// Asks the replica to leave and waits, at most `wait`, until it left or its leave is held.
 async fn leave(replica: &ReplicaHandle, wait: Duration) -> LeaveOutcome {
-    if let Some(why) = replica.has_left() {
+    if let Some(why) = replica.left_reason() {
         return LeaveOutcome::Left(why);
     }
     let asked = match replica.leave() {
@@ -785,11 +785,11 @@ async fn leave(replica: &ReplicaHandle, wait: Duration) -> LeaveOutcome {
     let until = Instant::now() + wait;
     let mut held_since: Option<Instant> = None;
     loop {
-        if let Some(why) = replica.has_left() {
+        if let Some(why) = replica.left_reason() {
             return LeaveOutcome::Left(why);
         }
         let Some(s) = status(replica).await else {
-            if let Some(why) = replica.has_left() {
+            if let Some(why) = replica.left_reason() {
                 return LeaveOutcome::Left(why);
             }
             return LeaveOutcome::Refused(stopped(replica));

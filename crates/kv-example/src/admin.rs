@@ -20,7 +20,7 @@
 //!   [`LeaveOutcome::Pending`]. A held or pending request stays asked and goes through by
 //!   itself once nothing holds it back. By default a leave is accepted only from the
 //!   replica's own host ([`AdminConfig::leave_from_any_host`]).
-
+//!
 //! The decoders never panic: a short, malformed or over-long input is an [`AdminError`]
 //! (fuzzed by `fuzz/fuzz_targets/kv_admin.rs`).
 //!
@@ -1262,10 +1262,11 @@ mod tests {
                 async move { leave(&h, Duration::from_secs(10), Duration::from_secs(10)).await }
             });
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let mut s = s2.lock().unwrap();
-            s.report = None;
-            s.stop = Some("minority: view 2 lost its majority".into());
-            drop(s);
+            {
+                let mut s = s2.lock().unwrap();
+                s.report = None;
+                s.stop = Some("minority: view 2 lost its majority".into());
+            }
             answer.await.unwrap()
         });
         match asked {
@@ -1332,10 +1333,11 @@ mod tests {
                 async move { leave(&h, Duration::from_secs(10), Duration::from_secs(2)).await }
             });
             tokio::time::sleep(Duration::from_millis(700)).await;
-            let mut s = script.lock().unwrap();
-            s.report = Some(squall_smr::LeaveReport::left("left: view 3"));
-            s.stop = Some("left: view 3 was installed without this member".into());
-            drop(s);
+            {
+                let mut s = script.lock().unwrap();
+                s.report = Some(squall_smr::LeaveReport::left("left: view 3"));
+                s.stop = Some("left: view 3 was installed without this member".into());
+            }
             answer.await.unwrap()
         });
         assert!(

@@ -1045,8 +1045,10 @@ mod tests {
             ))
         };
         assert!(serve_exit(1, Ordering::Membership, Some("left: view 3".into()), stop()).is_ok());
-        let e = serve_exit(1, Ordering::Membership, None, stop()).unwrap_err();
-        assert_eq!(exit_code(e.as_ref()), EXIT_REPLICA_STOPPED);
+        match serve_exit(1, Ordering::Membership, None, stop()) {
+            Err(e) => assert_eq!(exit_code(e.as_ref()), EXIT_REPLICA_STOPPED),
+            Ok(()) => panic!("a stop without a leave exited 0"),
+        }
         assert!(serve_exit(1, Ordering::Membership, None, Ok(())).is_ok());
     }
 

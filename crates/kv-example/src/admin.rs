@@ -1363,12 +1363,13 @@ mod tests {
         }
         let rt = rt();
         let got = rt.block_on(leave(&h, Duration::ZERO, Duration::ZERO));
-        assert_eq!(got, AdminResponse::Error(BUSY.into()));
         let polled = rt.block_on(status_within(
             &h,
             Instant::now() + Duration::from_millis(50),
         ));
+        // Unstuck before any assertion: a failing one would otherwise hang on the driver.
         script.lock().unwrap().stuck = false;
+        assert_eq!(got, AdminResponse::Error(BUSY.into()));
         assert!(matches!(polled, Polled::Busy));
         drop(kept);
         replica.shutdown().unwrap();

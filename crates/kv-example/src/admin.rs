@@ -13,10 +13,13 @@
 //!   whether it serves, and where its leave stands ([`StatusReport`]).
 //! - [`AdminRequest::Leave`] → [`AdminResponse::Leave`]: the replica asks its group to let it
 //!   leave ([`squall_smr::ReplicaHandle::leave`]) and answers once the leave completed
-//!   ([`LeaveOutcome::Left`]; `kv serve` then exits 0), once the group holds it back
-//!   ([`LeaveOutcome::Held`]: the request stays asked and goes through by itself once nothing
-//!   holds it back; once it stayed held for [`HELD_SETTLE`]), or when the asker's wait ends
-//!   ([`LeaveOutcome::Pending`]).
+//!   ([`LeaveOutcome::Left`]; `kv serve` then exits 0), at once when the group holds it back
+//!   until the membership changes ([`LeaveOutcome::Held`]: the rest would be no majority, or
+//!   the replica is its shard's only one), or when the asker's wait ends: `Held` if it waits
+//!   for a transfer and stayed held for [`AdminConfig::settle`], else
+//!   [`LeaveOutcome::Pending`]. A held or pending request stays asked and goes through by
+//!   itself once nothing holds it back. By default a leave is accepted only from the
+//!   replica's own host ([`AdminConfig::leave_from_any_host`]).
 //!
 //! The decoders never panic: a short, malformed or over-long input is an [`AdminError`]
 //! (fuzzed by `fuzz/fuzz_targets/kv_admin.rs`).
@@ -41,6 +44,7 @@ use squall_smr::{ReplicaHandle, ReplicaStatus};
 use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 
 /// What an admin connection sends first.
 pub const PREAMBLE: [u8; 8] = *b"SQKVADM1";
@@ -136,6 +140,7 @@ pub enum LeaveOutcome {
 
 /// A view as [`StatusReport`] carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ViewReport {
     /// The view number.
     pub id: u64,
@@ -147,6 +152,7 @@ pub struct ViewReport {
 
 /// Where one replica stands: [`squall_smr::ReplicaStatus`] with the replica's id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StatusReport {
     /// The replica's id.
     pub id: u32,
@@ -220,7 +226,8 @@ impl StatusReport {
     ///
     /// ```
     /// use squall_kv::admin::StatusReport;
-    /// let r = StatusReport { id: 1, serving: true, ..StatusReport::default() };
+    /// let mut r = StatusReport::default();
+    /// (r.id, r.serving) = (1, true);
     /// assert!(r.to_json().starts_with(r#"{"id":1,"view":null,"#));
     /// ```
     pub fn to_json(&self) -> String {
@@ -653,29 +660,100 @@ impl Drop for Counted {
     }
 }
 
+/// The most admin connections [`serve`] answers at once ([`AdminConfig::max_connections`]'s
+/// default). A leave's answer can take up to [`MAX_LEAVE_WAIT`], so without a cap anyone
+/// reaching the client port could hold any number of tasks; one beyond it is answered
+/// [`AdminResponse::Error`] at once.
+pub const MAX_ADMIN_CONNECTIONS: usize = 16;
+
+/// How [`serve`] answers admin connections.
+///
+/// ```
+/// use std::time::Duration;
+/// use squall_kv::admin::AdminConfig;
+/// let c = AdminConfig::new(Duration::from_millis(500));
+/// assert_eq!(c.settle, Duration::from_millis(500));
+/// assert!(!c.leave_from_any_host);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdminConfig {
+    /// How long a leave that waits for a transfer (held back until named members hold the
+    /// state) must have stayed held, continuously, for the answer at the end of the wait to
+    /// be [`LeaveOutcome::Held`] rather than [`LeaveOutcome::Pending`]. `kv serve` sets the
+    /// cluster's suspicion timeout (`heartbeat_timeout_ms`): just after a leave is asked the
+    /// leaver counts no other holder until the members' published words land (a round or
+    /// two; a member silent for a whole suspicion timeout is suspected instead), so a hold
+    /// seen for less than that may be only that lag.
+    pub settle: Duration,
+    /// The most admin connections answered at once ([`MAX_ADMIN_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// Accept [`AdminRequest::Leave`] from any host. By default only from a loopback
+    /// address (the replica's own host): a leave is for good, and the client port carries
+    /// no authentication. [`AdminRequest::Status`] is answered to anyone.
+    pub leave_from_any_host: bool,
+}
+
+impl AdminConfig {
+    /// The defaults with `settle` ([`settle`](Self::settle)).
+    pub fn new(settle: Duration) -> AdminConfig {
+        AdminConfig {
+            settle,
+            max_connections: MAX_ADMIN_CONNECTIONS,
+            leave_from_any_host: false,
+        }
+    }
+}
+
+/// The client-protocol frame length that [`PREAMBLE`]'s first four bytes read as: a
+/// [`ServerConfig::max_request`] at or above it would let a client frame start like an
+/// admin connection ([`serve`] refuses such a setting).
+pub const PREAMBLE_AS_LENGTH: usize =
+    u32::from_le_bytes([PREAMBLE[0], PREAMBLE[1], PREAMBLE[2], PREAMBLE[3]]) as usize;
+
 /// Accepts connections on `listener` for `replica`: an admin connection ([`PREAMBLE`]) is
 /// answered here, any other is served as a client-protocol connection
 /// ([`squall_smr::server::serve_connection`]). Runs until the listener fails. `in_flight`
-/// counts the admin connections being answered.
+/// counts the admin connections being answered. Refuses (`InvalidInput`) a `cfg` that does
+/// not validate, or whose `max_request` reaches [`PREAMBLE_AS_LENGTH`] (a client frame could
+/// then start with the preamble's bytes).
 pub async fn serve(
     listener: TcpListener,
     replica: ReplicaHandle,
     cfg: ServerConfig,
+    admin: AdminConfig,
     in_flight: InFlight,
 ) -> std::io::Result<()> {
     cfg.validate()
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    if cfg.max_request >= PREAMBLE_AS_LENGTH {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "max_request {} must be below {PREAMBLE_AS_LENGTH} (the admin preamble read as a frame length), or admin and client connections cannot be told apart",
+                cfg.max_request
+            ),
+        ));
+    }
+    let slots = Arc::new(Semaphore::new(admin.max_connections));
     loop {
         let (stream, peer) = listener.accept().await?;
         let replica = replica.clone();
         let cfg = cfg.clone();
+        let admin = admin.clone();
         let in_flight = in_flight.clone();
+        let slots = Arc::clone(&slots);
         tokio::spawn(async move {
             match is_admin(&stream).await {
                 Ok(true) => {
                     in_flight.0.fetch_add(1, AtomicOrdering::AcqRel);
                     let _counted = Counted(Arc::clone(&in_flight.0));
-                    if let Err(e) = answer(stream, &replica).await {
+                    let Ok(_slot) = slots.try_acquire_owned() else {
+                        tracing::warn!(%peer, "too many admin connections; refusing one");
+                        let _ = refuse(stream, "too many admin connections; ask again").await;
+                        return;
+                    };
+                    if let Err(e) = answer(stream, peer, &replica, &admin).await {
                         tracing::warn!(%peer, error = %e, "admin connection failed");
                     }
                 }
@@ -719,8 +797,20 @@ async fn is_admin(stream: &TcpStream) -> std::io::Result<bool> {
     }
 }
 
-/// Answers one admin connection.
-async fn answer(mut stream: TcpStream, replica: &ReplicaHandle) -> Result<(), AdminError> {
+/// Answers an admin connection [`AdminResponse::Error`] `why` without reading its request.
+async fn refuse(mut stream: TcpStream, why: &str) -> Result<(), AdminError> {
+    write_frame(&mut stream, &AdminResponse::Error(why.into()).encode()).await?;
+    stream.shutdown().await?;
+    Ok(())
+}
+
+/// Answers one admin connection from `peer`.
+async fn answer(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    replica: &ReplicaHandle,
+    admin: &AdminConfig,
+) -> Result<(), AdminError> {
     let mut pre = [0u8; PREAMBLE.len()];
     stream.read_exact(&mut pre).await?;
     if pre != PREAMBLE {
@@ -728,87 +818,166 @@ async fn answer(mut stream: TcpStream, replica: &ReplicaHandle) -> Result<(), Ad
     }
     let body = tokio::time::timeout(ADMIN_TIMEOUT, read_frame(&mut stream))
         .await
-        .map_err(|_| AdminError::Timeout(ADMIN_TIMEOUT))??;
-    let resp = match AdminRequest::decode(&body) {
-        Err(e) => AdminResponse::Error(format!("the request did not decode: {e}")),
-        Ok(AdminRequest::Status) => match status(replica).await {
-            Some(s) => AdminResponse::Status(s),
-            None => AdminResponse::Error(stopped(replica)),
+        .map_err(|_| AdminError::Timeout(ADMIN_TIMEOUT))?;
+    let resp = match body {
+        // A length beyond the bound: answered, then the connection is closed unread.
+        Err(e @ AdminError::TooLong(_)) => AdminResponse::Error(format!("the request: {e}")),
+        Err(e) => return Err(e),
+        Ok(body) => match AdminRequest::decode(&body) {
+            Err(e) => AdminResponse::Error(format!("the request did not decode: {e}")),
+            Ok(AdminRequest::Status) => {
+                match status_within(replica, Instant::now() + ADMIN_TIMEOUT).await {
+                    Polled::Got(s) => {
+                        AdminResponse::Status(StatusReport::from_status(replica.id().0, &s))
+                    }
+                    Polled::Busy => AdminResponse::Error(BUSY.into()),
+                    Polled::TimedOut => AdminResponse::Error(format!(
+                        "the replica did not answer within {ADMIN_TIMEOUT:?}; ask again"
+                    )),
+                    Polled::Gone => AdminResponse::Error(stopped(replica)),
+                }
+            }
+            Ok(AdminRequest::Leave { .. })
+                if !admin.leave_from_any_host && !peer.ip().is_loopback() =>
+            {
+                tracing::warn!(%peer, "a leave asked from another host: refused");
+                AdminResponse::Leave(LeaveOutcome::Refused(format!(
+                    "a leave is accepted only from this replica's host (asked from {}); `serve --admin-leave-from-any-host` accepts it from anywhere",
+                    peer.ip()
+                )))
+            }
+            Ok(AdminRequest::Leave { wait }) => {
+                leave(replica, wait.min(MAX_LEAVE_WAIT), admin.settle).await
+            }
         },
-        Ok(AdminRequest::Leave { wait }) => {
-            AdminResponse::Leave(leave(replica, wait.min(MAX_LEAVE_WAIT)).await)
-        }
     };
     write_frame(&mut stream, &resp.encode()).await?;
     stream.shutdown().await?;
     Ok(())
 }
 
-/// Why the replica answers no status: it stopped, or its queue is full.
+/// The answer when the replica's job queue is full.
+const BUSY: &str = "the replica is busy (its request queue is full); ask again";
+
+/// Why the replica answers nothing: it stopped, or it is shutting down.
 fn stopped(replica: &ReplicaHandle) -> String {
     match replica.backend_stopped() {
         Some(e) => format!("the replica stopped: {e}"),
-        None => "the replica is busy or shutting down; ask again".into(),
+        None => "the replica is shutting down".into(),
     }
 }
 
-/// The replica's status, with its id.
-async fn status(replica: &ReplicaHandle) -> Option<StatusReport> {
-    let s = replica.status().ok()?.await.ok()?;
-    Some(StatusReport::from_status(replica.id().0, &s))
+/// What one status round trip to the replica's thread gave.
+enum Polled {
+    /// Its status.
+    Got(ReplicaStatus),
+    /// Its job queue was full: nothing was asked.
+    Busy,
+    /// No answer by the deadline.
+    TimedOut,
+    /// Its thread ended (it stopped, or is shutting down).
+    Gone,
+}
+
+/// Asks the replica's status and waits for it until `by`.
+async fn status_within(replica: &ReplicaHandle, by: Instant) -> Polled {
+    let Ok(rx) = replica.status() else {
+        return Polled::Busy;
+    };
+    match tokio::time::timeout(by.saturating_duration_since(Instant::now()), rx).await {
+        Ok(Ok(s)) => Polled::Got(s),
+        Ok(Err(_)) => Polled::Gone,
+        Err(_) => Polled::TimedOut,
+    }
 }
 
 /// How often a leave's outcome is looked at.
 const LEAVE_POLL: Duration = Duration::from_millis(20);
 
-/// How long a leave must stay held before it is answered [`LeaveOutcome::Held`]. Right
-/// after the request the leaver's status is held for a few rounds by itself: the members
-/// publish whether they hold the state (`gms_holds`) only once some member asks to leave,
-/// so until their words land the leaver counts no other holder (seen over TCP: held, then
-/// asked 0.4 ms later, then left).
-pub const HELD_SETTLE: Duration = Duration::from_millis(500);
-
-/// Asks the replica to leave and waits, at most `wait`, until it left or its leave is held.
-async fn leave(replica: &ReplicaHandle, wait: Duration) -> LeaveOutcome {
-    if let Some(why) = replica.has_left() {
-        return LeaveOutcome::Left(why);
+/// Asks the replica to leave and answers, at most `wait` later (plus the round trips, each
+/// bounded: the asker waits [`ADMIN_TIMEOUT`] beyond `wait`):
+///
+/// - [`LeaveOutcome::Left`] once the leave completed;
+/// - [`LeaveOutcome::Held`] at once when the hold needs a membership change (the rest would
+///   be no majority, or this replica is its shard's only one: nothing clears it by itself);
+///   at the end of the wait when it waits for a transfer and stayed held, continuously, for
+///   at least `settle` ([`AdminConfig::settle`]);
+/// - [`LeaveOutcome::Pending`] at the end of the wait otherwise, or when a round trip to the
+///   replica's thread took past its bound;
+/// - [`LeaveOutcome::Refused`] when the replica refused the request, or stopped (for another
+///   reason than the leave: [`ReplicaHandle::backend_stopped`]);
+/// - [`AdminResponse::Error`] when its job queue was full when asked (nothing was asked).
+async fn leave(replica: &ReplicaHandle, wait: Duration, settle: Duration) -> AdminResponse {
+    use AdminResponse::Leave as L;
+    if let Some(why) = replica.left_reason() {
+        return L(LeaveOutcome::Left(why));
     }
-    let asked = match replica.leave() {
-        Ok(rx) => rx.await,
-        Err(busy) => return LeaveOutcome::Refused(busy.to_string()),
+    let start = Instant::now();
+    let until = start + wait;
+    // Round trips may run past the wait by at most half of what the asker allows beyond it.
+    let answer_by = until + ADMIN_TIMEOUT / 2;
+    let Ok(asked) = replica.leave() else {
+        return AdminResponse::Error(BUSY.into());
     };
-    match asked {
-        Ok(Ok(())) => tracing::info!("leave asked by an operator"),
-        Ok(Err(e)) => return LeaveOutcome::Refused(e.to_string()),
-        Err(_) => return LeaveOutcome::Refused(stopped(replica)),
+    match tokio::time::timeout(answer_by.saturating_duration_since(start), asked).await {
+        Ok(Ok(Ok(()))) => tracing::info!("leave asked by an operator"),
+        Ok(Ok(Err(e))) => return L(LeaveOutcome::Refused(e.to_string())),
+        Ok(Err(_)) => return L(LeaveOutcome::Refused(stopped(replica))),
+        Err(_) => {
+            return L(LeaveOutcome::Pending(
+                "the replica has not taken the request yet (it stays queued)".into(),
+            ));
+        }
     }
-    let until = Instant::now() + wait;
     let mut held_since: Option<Instant> = None;
     loop {
-        if let Some(why) = replica.has_left() {
-            return LeaveOutcome::Left(why);
+        if let Some(why) = replica.left_reason() {
+            return L(LeaveOutcome::Left(why));
         }
-        let Some(s) = status(replica).await else {
-            if let Some(why) = replica.has_left() {
-                return LeaveOutcome::Left(why);
-            }
-            return LeaveOutcome::Refused(stopped(replica));
-        };
+        if let Some(e) = replica.backend_stopped() {
+            return L(LeaveOutcome::Refused(format!(
+                "the replica stopped before its leave completed: {e}"
+            )));
+        }
+        let polled = status_within(replica, answer_by.min(Instant::now() + ADMIN_TIMEOUT)).await;
         let now = Instant::now();
-        if s.leave_held {
-            let since = *held_since.get_or_insert(now);
-            if now.duration_since(since) >= HELD_SETTLE || now >= until {
-                return LeaveOutcome::Held(s.leave.unwrap_or_default());
+        let last = match polled {
+            Polled::Got(s) => {
+                let message = s.leave.as_ref().map(|l| l.message.clone());
+                match s.leave {
+                    Some(l) if l.blocked => return L(LeaveOutcome::Held(l.message)),
+                    Some(l) if l.held => {
+                        let since = *held_since.get_or_insert(now);
+                        if now >= until && now.duration_since(since) >= settle {
+                            return L(LeaveOutcome::Held(l.message));
+                        }
+                    }
+                    _ => held_since = None,
+                }
+                message.unwrap_or_else(|| "asked".into())
             }
-        } else {
-            held_since = None;
-        }
+            // A full queue: this poll is skipped.
+            Polled::Busy => "asked (the replica was busy when last asked)".into(),
+            Polled::TimedOut => {
+                return L(LeaveOutcome::Pending(
+                    "asked; the replica did not answer its status in time".into(),
+                ));
+            }
+            // Its thread ended: the checks above say why, at the next turn.
+            Polled::Gone => {
+                if replica.left_reason().is_none() && replica.backend_stopped().is_none() {
+                    return AdminResponse::Error(stopped(replica));
+                }
+                continue;
+            }
+        };
         if now >= until {
-            return LeaveOutcome::Pending(s.leave.unwrap_or_else(|| "asked".into()));
+            return L(LeaveOutcome::Pending(last));
         }
         tokio::select! {
-            why = replica.left() => return LeaveOutcome::Left(why),
-            _ = tokio::time::sleep(LEAVE_POLL) => {}
+            why = replica.left() => return L(LeaveOutcome::Left(why)),
+            _ = replica.stopped() => {}
+            _ = tokio::time::sleep(LEAVE_POLL.min(until - now)) => {}
         }
     }
 }
@@ -975,6 +1144,360 @@ mod tests {
             human.starts_with("replica 2: serving\nview 3: members [0, 1, 2], leader 0\n"),
             "{human}"
         );
+    }
+
+    /// What the scripted backend of [`Scripted`] says; the test changes it as it goes.
+    #[derive(Default)]
+    struct Script {
+        asked: bool,
+        /// The leave status once asked.
+        report: Option<squall_smr::LeaveReport>,
+        /// The backend's stop.
+        stop: Option<String>,
+        /// Its poll blocks while set (the driver takes no job).
+        stuck: bool,
+    }
+
+    /// A membership backend whose leave and stop a test scripts.
+    struct Scripted(Arc<std::sync::Mutex<Script>>);
+
+    impl squall_ordering::TotalOrder for Scripted {
+        fn me(&self) -> squall_transport::NodeId {
+            squall_transport::NodeId(2)
+        }
+        fn submit(&mut self, _: &[u8]) -> Result<(), squall_ordering::SubmitError> {
+            Err(squall_ordering::SubmitError::WindowFull)
+        }
+        fn poll(
+            &mut self,
+            _: &mut Vec<squall_ordering::Upcall<squall_ordering::Delivery>>,
+        ) -> bool {
+            while self.0.lock().unwrap().stuck {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            false
+        }
+        fn wait(&mut self, t: Duration) {
+            std::thread::sleep(t.min(Duration::from_millis(1)));
+        }
+        fn waker(&self) -> squall_transport::Waker {
+            squall_transport::Waker::noop()
+        }
+    }
+
+    impl squall_smr::StateTransfer for Scripted {
+        fn holds_state(&self) -> bool {
+            true
+        }
+        fn state_wanted(&self) -> bool {
+            false
+        }
+        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), squall_smr::TransferError> {
+            Ok(())
+        }
+        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
+            None
+        }
+        fn leave(&mut self) -> Result<(), squall_smr::TransferError> {
+            self.0.lock().unwrap().asked = true;
+            Ok(())
+        }
+        fn leave_status(&self) -> Option<squall_smr::LeaveReport> {
+            let s = self.0.lock().unwrap();
+            if s.asked { s.report.clone() } else { None }
+        }
+        fn stopped(&self) -> Option<String> {
+            self.0.lock().unwrap().stop.clone()
+        }
+    }
+
+    /// A replica on a [`Scripted`] backend whose leave status, once asked, is `report`.
+    fn scripted(
+        report: Option<squall_smr::LeaveReport>,
+        queue: usize,
+    ) -> (
+        squall_smr::Replica<crate::KvMachine>,
+        Arc<std::sync::Mutex<Script>>,
+    ) {
+        let script = Arc::new(std::sync::Mutex::new(Script {
+            report,
+            ..Script::default()
+        }));
+        let backend = Scripted(Arc::clone(&script));
+        let cfg = squall_smr::ReplicaConfig {
+            queue,
+            ..squall_smr::ReplicaConfig::default()
+        };
+        let replica = squall_smr::Replica::spawn_joinable(
+            squall_transport::NodeId(2),
+            move || Ok::<_, String>(backend),
+            crate::KvMachine::default(),
+            cfg,
+        )
+        .unwrap();
+        (replica, script)
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    const HOLD: &str = "leave held back in view 2: no other member of subgroup 0 shard 0 holds its state yet; it leaves once one of [NodeId(5)] holds it";
+
+    /// s27 review D1: a replica asked to leave, held, then stopped for another reason (its
+    /// group lost its majority) is answered `Refused` with the stop, never `Left`, and its
+    /// handle reports the stop, not a leave (so `kv serve` exits 3).
+    #[test]
+    fn a_leave_that_ends_in_another_stop_is_no_leave() {
+        let (replica, script) = scripted(Some(squall_smr::LeaveReport::held(HOLD)), 1024);
+        let h = replica.handle();
+        let rt = rt();
+        let s2 = Arc::clone(&script);
+        let asked = rt.block_on(async {
+            let answer = tokio::spawn({
+                let h = h.clone();
+                async move { leave(&h, Duration::from_secs(10), Duration::from_secs(10)).await }
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            {
+                let mut s = s2.lock().unwrap();
+                s.report = None;
+                s.stop = Some("minority: view 2 lost its majority".into());
+            }
+            answer.await.unwrap()
+        });
+        match asked {
+            AdminResponse::Leave(LeaveOutcome::Refused(why)) => {
+                assert!(why.contains("minority"), "{why}")
+            }
+            other => panic!("a minority stop answered {other:?}"),
+        }
+        assert!(h.backend_stopped().is_some());
+        assert_eq!(h.left_reason(), None);
+        assert!(matches!(
+            replica.shutdown(),
+            Err(squall_smr::RuntimeError::BackendStopped(_))
+        ));
+    }
+
+    /// s27 review D2: `--wait 0` on a leave whose first status is the transient hold (the
+    /// members' words not landed yet) answers `Pending`, not `Held` (exit 5, not 4).
+    #[test]
+    fn wait_0_answers_a_transient_hold_pending() {
+        let (replica, _script) = scripted(Some(squall_smr::LeaveReport::held(HOLD)), 1024);
+        let h = replica.handle();
+        let got = rt().block_on(leave(&h, Duration::ZERO, Duration::from_millis(500)));
+        assert_eq!(
+            got,
+            AdminResponse::Leave(LeaveOutcome::Pending(HOLD.into()))
+        );
+        replica.shutdown().unwrap();
+    }
+
+    /// s27 review R1: a hold that needs a membership change is answered `Held` at once, and a
+    /// transfer's hold that outlasts the settle and the wait is answered `Held` at the end.
+    #[test]
+    fn a_blocked_leave_is_held_at_once_and_a_lasting_hold_at_the_end() {
+        let why = "leave held back in view 2: the members left would not be a majority of the view";
+        let (replica, _script) = scripted(Some(squall_smr::LeaveReport::blocked(why)), 1024);
+        let h = replica.handle();
+        let rt = rt();
+        let t = Instant::now();
+        let got = rt.block_on(leave(&h, Duration::from_secs(30), Duration::from_secs(30)));
+        assert_eq!(got, AdminResponse::Leave(LeaveOutcome::Held(why.into())));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        replica.shutdown().unwrap();
+        let (replica, _script) = scripted(Some(squall_smr::LeaveReport::held(HOLD)), 1024);
+        let h = replica.handle();
+        let got = rt.block_on(leave(
+            &h,
+            Duration::from_millis(300),
+            Duration::from_millis(100),
+        ));
+        assert_eq!(got, AdminResponse::Leave(LeaveOutcome::Held(HOLD.into())));
+        replica.shutdown().unwrap();
+    }
+
+    /// s27 review R1: a transfer's hold that clears by itself within the wait (here after
+    /// 700 ms, longer than the 500 ms the first version settled for) ends `Left`.
+    #[test]
+    fn a_transient_hold_that_clears_within_the_wait_is_answered_left() {
+        let (replica, script) = scripted(Some(squall_smr::LeaveReport::held(HOLD)), 1024);
+        let h = replica.handle();
+        let got = rt().block_on(async {
+            let answer = tokio::spawn({
+                let h = h.clone();
+                async move { leave(&h, Duration::from_secs(10), Duration::from_secs(2)).await }
+            });
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            {
+                let mut s = script.lock().unwrap();
+                s.report = Some(squall_smr::LeaveReport::left("left: view 3"));
+                s.stop = Some("left: view 3 was installed without this member".into());
+            }
+            answer.await.unwrap()
+        });
+        assert!(
+            matches!(&got, AdminResponse::Leave(LeaveOutcome::Left(why)) if why.starts_with("left")),
+            "{got:?}"
+        );
+        assert!(replica.shutdown().is_ok());
+    }
+
+    /// s27 review D3 and R5: a full job queue when the leave is asked is an error ("ask
+    /// again"), not a refusal; a replica whose thread does not answer within the bound is
+    /// answered `Pending`, not waited on for ever.
+    #[test]
+    fn a_busy_replica_is_an_error_and_a_silent_one_pending() {
+        let (replica, script) = scripted(Some(squall_smr::LeaveReport::held(HOLD)), 1);
+        let h = replica.handle();
+        script.lock().unwrap().stuck = true;
+        // The driver is stuck in its poll: the queue of one fills.
+        let mut kept = Vec::new();
+        while let Ok(rx) = h.status() {
+            kept.push(rx);
+            assert!(kept.len() < 8, "the queue of one never filled");
+        }
+        let rt = rt();
+        let got = rt.block_on(leave(&h, Duration::ZERO, Duration::ZERO));
+        let polled = rt.block_on(status_within(
+            &h,
+            Instant::now() + Duration::from_millis(50),
+        ));
+        // Unstuck before any assertion: a failing one would otherwise hang on the driver.
+        script.lock().unwrap().stuck = false;
+        assert_eq!(got, AdminResponse::Error(BUSY.into()));
+        assert!(matches!(polled, Polled::Busy));
+        drop(kept);
+        replica.shutdown().unwrap();
+        // Stuck with room in the queue: the round trip ends at its deadline.
+        let (replica, script) = scripted(None, 1024);
+        let h = replica.handle();
+        script.lock().unwrap().stuck = true;
+        // The driver's next poll blocks (it takes its jobs before polling).
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        let polled = rt.block_on(status_within(&h, t + Duration::from_millis(50)));
+        let took = t.elapsed();
+        script.lock().unwrap().stuck = false;
+        assert!(matches!(polled, Polled::TimedOut));
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        replica.shutdown().unwrap();
+    }
+
+    /// Serves one admin exchange: `raw` written after connecting, the answer read.
+    async fn exchange(addr: SocketAddr, raw: &[u8]) -> AdminResponse {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(raw).await.unwrap();
+        AdminResponse::decode(&read_frame(&mut s).await.unwrap()).unwrap()
+    }
+
+    /// Review tests: bytes after the preamble that are no request, or a frame length past the
+    /// bound, are answered with an error; a connection beyond the cap is answered with an
+    /// error; a `max_request` that reaches the preamble read as a length is refused.
+    #[test]
+    fn garbage_after_the_preamble_and_too_many_connections_are_answered_errors() {
+        let (replica, _script) = scripted(None, 1024);
+        let h = replica.handle();
+        let rt = rt();
+        rt.block_on(async {
+            let huge = ServerConfig {
+                max_request: PREAMBLE_AS_LENGTH,
+                ..ServerConfig::default()
+            };
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let e = serve(
+                l,
+                h.clone(),
+                huge,
+                AdminConfig::new(Duration::ZERO),
+                InFlight::default(),
+            )
+            .await
+            .unwrap_err();
+            assert!(e.to_string().contains("max_request"), "{e}");
+
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            tokio::spawn(serve(
+                l,
+                h.clone(),
+                ServerConfig::default(),
+                AdminConfig::new(Duration::ZERO),
+                InFlight::default(),
+            ));
+            let mut raw = PREAMBLE.to_vec();
+            raw.extend_from_slice(&3u32.to_le_bytes());
+            raw.extend_from_slice(&[9, 9, 9]);
+            let got = exchange(addr, &raw).await;
+            assert!(
+                matches!(&got, AdminResponse::Error(why) if why.contains("did not decode")),
+                "{got:?}"
+            );
+            let mut raw = PREAMBLE.to_vec();
+            raw.extend_from_slice(&u32::MAX.to_le_bytes());
+            let got = exchange(addr, &raw).await;
+            assert!(
+                matches!(&got, AdminResponse::Error(why) if why.contains("bytes")),
+                "{got:?}"
+            );
+
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let mut none = AdminConfig::new(Duration::ZERO);
+            none.max_connections = 0;
+            tokio::spawn(serve(
+                l,
+                h.clone(),
+                ServerConfig::default(),
+                none,
+                InFlight::default(),
+            ));
+            let got = ask(addr, &AdminRequest::Status).await.unwrap();
+            assert!(
+                matches!(&got, AdminResponse::Error(why) if why.contains("too many")),
+                "{got:?}"
+            );
+        });
+        replica.shutdown().unwrap();
+    }
+
+    /// R4: a leave from another host is refused unless `leave_from_any_host`; a status is
+    /// answered.
+    #[test]
+    fn a_leave_from_another_host_is_refused_by_default() {
+        let (replica, script) = scripted(None, 1024);
+        let h = replica.handle();
+        rt().block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let remote: SocketAddr = "192.0.2.7:4000".parse().unwrap();
+            for req in [
+                AdminRequest::Leave {
+                    wait: Duration::ZERO,
+                },
+                AdminRequest::Status,
+            ] {
+                let asker = tokio::spawn(async move { ask(addr, &req).await.unwrap() });
+                let (stream, _) = l.accept().await.unwrap();
+                assert!(is_admin(&stream).await.unwrap());
+                answer(stream, remote, &h, &AdminConfig::new(Duration::ZERO))
+                    .await
+                    .unwrap();
+                match asker.await.unwrap() {
+                    AdminResponse::Leave(LeaveOutcome::Refused(why)) => {
+                        assert!(why.contains("192.0.2.7"), "{why}")
+                    }
+                    AdminResponse::Status(s) => assert!(!s.leaving, "{s:?}"),
+                    other => panic!("{other:?}"),
+                }
+            }
+        });
+        assert!(!script.lock().unwrap().asked, "the remote leave was asked");
+        replica.shutdown().unwrap();
     }
 
     proptest! {

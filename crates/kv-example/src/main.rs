@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use squall_kv::admin::{AdminRequest, AdminResponse, InFlight, LeaveOutcome};
+use squall_kv::admin::{AdminConfig, AdminRequest, AdminResponse, InFlight, LeaveOutcome};
 use squall_kv::workload::{self, Progress, Report, Workload};
 use squall_kv::{KvClient, KvConfig, KvOp, KvResult, Ordering, ReplicaAddr};
 use squall_smr::wire::ReadMode;
@@ -114,6 +114,11 @@ enum Cmd {
         /// that must agree, is still refused.
         #[arg(long, value_name = "DIGEST", value_parser = parse_digest, conflicts_with_all = ["rejoin", "announce"])]
         settings_from: Option<u64>,
+        /// Accept `client … leave` from any host. By default a leave is accepted only from
+        /// this replica's own host (a loopback address): a leave is for good, and the client
+        /// port carries no authentication. `status` is answered to anyone.
+        #[arg(long)]
+        admin_leave_from_any_host: bool,
     },
     /// Send one operation to a cluster, or ask one replica its status or to leave.
     ///
@@ -121,7 +126,9 @@ enum Cmd {
     /// with one address. `leave` exits 0 once the replica left (its `serve` then exits 0), 4
     /// if the group holds the leave back (printing why; the leave stays asked and goes
     /// through by itself once nothing holds it back), 5 if it neither left nor was held
-    /// within `--wait` (it stays asked), 1 if it was refused or on any other error.
+    /// within `--wait` (it stays asked), 1 if it was refused (a fixed group, a replica that
+    /// stopped, a leave asked from another host than the replica's without `serve
+    /// --admin-leave-from-any-host`) or on any other error (e.g. the replica was busy).
     Client {
         /// The cluster file (its replicas' client addresses are used).
         #[arg(long, conflicts_with = "replicas")]
@@ -173,7 +180,11 @@ enum ClientOp {
     /// Ask one replica to leave its group gracefully (membership ordering): the others
     /// install a view without it, not as a failure, and its `serve` exits 0.
     Leave {
-        /// Seconds to wait for the outcome before exiting 5 (the leave stays asked).
+        /// Seconds to wait for the outcome, 0 to 600 (the replica's bound). At the end: exit 4
+        /// if the leave waits for a transfer and stayed held for the cluster's suspicion
+        /// timeout (`heartbeat_timeout_ms`; a shorter hold may be the members' published
+        /// words still on their way), else 5. A hold that needs a membership change (no
+        /// majority without it, or it is its shard's only member) exits 4 at once.
         #[arg(long, default_value_t = 30.0)]
         wait: f64,
     },
@@ -339,7 +350,15 @@ fn run(cli: Cli) -> Res<()> {
             rejoin,
             announce,
             settings_from,
-        } => serve(&config, id, rejoin, announce.as_deref(), settings_from),
+            admin_leave_from_any_host,
+        } => serve(
+            &config,
+            id,
+            rejoin,
+            announce.as_deref(),
+            settings_from,
+            admin_leave_from_any_host,
+        ),
         Cmd::Client {
             config,
             replicas,
@@ -681,6 +700,7 @@ fn serve(
     rejoin: bool,
     announce: Option<&Path>,
     settings_from: Option<u64>,
+    leave_from_any_host: bool,
 ) -> Res<()> {
     // With `--announce`: this process's ports, bound before the config naming them exists.
     let bound = match announce {
@@ -738,10 +758,14 @@ fn serve(
         let handle = replica.handle();
         let in_flight = InFlight::default();
         // Client-protocol connections and operators' admin requests, on the client port.
+        // A transfer's hold is reported `Held` once it outlasted the suspicion timeout.
+        let mut admin = AdminConfig::new(Duration::from_millis(cfg.heartbeat_timeout_ms));
+        admin.leave_from_any_host = leave_from_any_host;
         let server = squall_kv::admin::serve(
             listener,
             handle.clone(),
             Default::default(),
+            admin,
             in_flight.clone(),
         );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -763,14 +787,28 @@ fn serve(
         Res::Ok(())
     })?;
     tracing::info!(metrics = %replica.handle().metrics(), "replica stopped");
-    match replica.shutdown() {
-        Ok(_) => Ok(()),
-        Err(squall_smr::RuntimeError::BackendStopped(stop)) => Err(ReplicaStopped {
-            id,
-            ordering: cfg.ordering,
-            stop,
-        }
-        .into()),
+    let left = replica.handle().left_reason();
+    serve_exit(id, cfg.ordering, left, replica.shutdown().map(drop))
+}
+
+/// `serve`'s outcome from its replica's shutdown. A replica that left exits 0 whatever its
+/// shutdown says (its operator was told "left"; a stop after the leave completed changes
+/// nothing); any other `BackendStopped` is a [`ReplicaStopped`] (exit 3).
+fn serve_exit(
+    id: u32,
+    ordering: Ordering,
+    left: Option<String>,
+    shutdown: Result<(), squall_smr::RuntimeError>,
+) -> Res<()> {
+    match shutdown {
+        Ok(()) => Ok(()),
+        Err(squall_smr::RuntimeError::BackendStopped(stop)) => match left {
+            Some(why) => {
+                tracing::warn!(id, %why, error = %stop, "stopped after it left the group; exiting 0");
+                Ok(())
+            }
+            None => Err(ReplicaStopped { id, ordering, stop }.into()),
+        },
         Err(e) => Err(e.into()),
     }
 }
@@ -992,6 +1030,26 @@ mod tests {
             "0",
         ]);
         assert!(cli.is_err(), "--settings-from 0 was taken");
+    }
+
+    /// s27 review R3: a replica that left exits 0 even when its shutdown reports a stop (its
+    /// operator was told "left"); one that did not leave exits 3.
+    #[test]
+    fn a_replica_that_left_exits_0_whatever_its_shutdown_says() {
+        let stop = || {
+            Err(squall_smr::RuntimeError::BackendStopped(
+                squall_smr::BackendStopped {
+                    reason: "the replica stopped itself".into(),
+                    phase: squall_smr::StopPhase::Replica,
+                },
+            ))
+        };
+        assert!(serve_exit(1, Ordering::Membership, Some("left: view 3".into()), stop()).is_ok());
+        match serve_exit(1, Ordering::Membership, None, stop()) {
+            Err(e) => assert_eq!(exit_code(e.as_ref()), EXIT_REPLICA_STOPPED),
+            Ok(()) => panic!("a stop without a leave exited 0"),
+        }
+        assert!(serve_exit(1, Ordering::Membership, None, Ok(())).is_ok());
     }
 
     /// A replica that stopped for good exits with its own code and says, on one line, why

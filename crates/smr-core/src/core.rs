@@ -1052,9 +1052,12 @@ impl<S: StateMachine> ReplicaCore<S> {
     }
 
     /// The backend stopped for good: stops the replica with [`BackendStopped`] in the phase
-    /// the replica is in (joining, restarting or serving), once.
+    /// the replica is in (joining, restarting or serving), once. A leaving replica whose
+    /// backend last reported the leave [`left`](LeaveReport::left) halts as having left
+    /// instead; a leaving replica's other stops (its group lost its majority, its log failed)
+    /// are failures like any member's (s27 review D1).
     fn stop_backend(&mut self, reason: String) {
-        if self.leaving {
+        if self.has_left_backend() {
             if self.stopped.is_none() {
                 tracing::info!(replica = %self.me, %reason, "left the group");
                 self.halt(reason);
@@ -1071,12 +1074,20 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.stop_backend_in(reason, phase);
     }
 
+    /// Leaving, and the backend's last leave status says the leave completed.
+    fn has_left_backend(&self) -> bool {
+        self.leaving && self.leave_status.as_ref().is_some_and(|s| s.left)
+    }
+
     /// The backend accepted this replica's request to leave its group
     /// ([`StateTransfer::leave`]): the stop that follows once the group installed a view
-    /// without it is the leave completing, not a failure. The replica then stops as a plain
-    /// [`stop`](Self::stop) does (every request answered [`ErrorCode::Unavailable`] with the
-    /// backend's reason), with no [`BackendStopped`]: a driver keeps running (its state can
-    /// still be read, e.g. by a snapshot) until it is shut down.
+    /// without it (its [`leave_status`](StateTransfer::leave_status) says
+    /// [`left`](LeaveReport::left)) is the leave completing, not a failure. The replica then
+    /// stops as a plain [`stop`](Self::stop) does (every request answered
+    /// [`ErrorCode::Unavailable`] with the backend's reason), with no [`BackendStopped`]: a
+    /// driver keeps running (its state can still be read, e.g. by a snapshot) until it is
+    /// shut down. Any other stop while leaving (before the backend reported the leave left)
+    /// is a [`BackendStopped`] as for any member: the leave did not complete.
     ///
     /// ```
     /// use squall_ordering::SubmitError;
@@ -1091,8 +1102,9 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// # }
     /// let mut core = ReplicaCore::new(NodeId(2), Nop, CoreConfig::default())?;
     /// core.leaving();
-    /// core.refused(&SubmitError::Stopped("left: view 5 was installed without it".into()));
-    /// assert!(core.backend_stopped().is_none());
+    /// // No backend said the leave completed: this stop is a failure, not a leave.
+    /// core.refused(&SubmitError::Stopped("minority: view 4 lost its majority".into()));
+    /// assert!(core.backend_stopped().is_some() && core.left().is_none());
     /// # Ok::<(), squall_smr::ConfigError>(())
     /// ```
     pub fn leaving(&mut self) {
@@ -1167,10 +1179,10 @@ impl<S: StateMachine> ReplicaCore<S> {
     /// let s = core.status();
     /// assert!(s.serving && s.view == Some(view));
     /// core.leaving();
-    /// core.refused(&SubmitError::Stopped("left: view 5 was installed without it".into()));
+    /// core.refused(&SubmitError::Stopped("minority: view 4 lost its majority".into()));
     /// let s = core.status();
-    /// assert!(!s.serving && s.left.as_deref().is_some_and(|r| r.starts_with("left")));
-    /// assert_eq!(s.stopped, None);
+    /// assert!(!s.serving && s.leaving && s.left.is_none());
+    /// assert!(s.stopped.as_deref().is_some_and(|r| r.contains("minority")));
     /// # Ok::<(), squall_smr::ConfigError>(())
     /// ```
     pub fn status(&self) -> ReplicaStatus {
@@ -1200,8 +1212,26 @@ impl<S: StateMachine> ReplicaCore<S> {
         }
     }
 
-    /// The leave completed ([`leaving`](Self::leaving), then the backend's stop): the
-    /// backend's reason. `None` while the replica is a member, and for any other stop.
+    /// The leave completed ([`leaving`](Self::leaving), then the backend's stop after it
+    /// reported the leave [`left`](LeaveReport::left)): the backend's reason. `None` while
+    /// the replica is a member, and for any other stop
+    /// ([`backend_stopped`](Self::backend_stopped)).
+    ///
+    /// ```
+    /// use squall_smr::{CoreConfig, ReplicaCore, RestoreError, StateMachine};
+    /// use squall_transport::NodeId;
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// let mut core = ReplicaCore::new(NodeId(2), Nop, CoreConfig::default())?;
+    /// core.leaving();
+    /// assert_eq!(core.left(), None, "asked, not completed");
+    /// # Ok::<(), squall_smr::ConfigError>(())
+    /// ```
     pub fn left(&self) -> Option<&str> {
         if self.leaving && self.backend_stopped.is_none() {
             self.stopped.as_deref()
@@ -2607,7 +2637,7 @@ mod tests {
         b.0 = Some(held.clone());
         r.upcalls_from(&mut b, std::iter::empty());
         assert_eq!(r.leave_status(), Some(&held));
-        let left = LeaveReport::going("left: view 3 was installed without this member");
+        let left = LeaveReport::left("left: view 3 was installed without this member");
         b.0 = Some(left.clone());
         b.1 = Some("left: view 3 was installed without this member, as it asked".into());
         r.upcalls_from(&mut b, std::iter::empty());
@@ -2630,7 +2660,7 @@ mod tests {
         let mut r = core(16);
         r.upcalls_from(&mut b, std::iter::empty());
         assert!(r.leave_status().is_some(), "the resumed leave is reported");
-        b.0 = Some(LeaveReport::going(
+        b.0 = Some(LeaveReport::left(
             "left: view 2 was installed without this member",
         ));
         b.1 = Some("left: view 2 was installed without this member, as it asked".into());
@@ -2649,6 +2679,41 @@ mod tests {
         assert!(
             r.stopped.is_some(),
             "the replica stopped: its leave completed"
+        );
+    }
+
+    /// s27 review D1 (`docs/MEMBERSHIP.md`, seventy-seventh part): a replica asked to leave,
+    /// held back, whose backend then stops for another reason (its group lost its majority)
+    /// did not leave: the stop is a failure ([`BackendStopped`], counted), and
+    /// [`ReplicaCore::left`] stays `None`, so an operator is never told "left" for it.
+    #[test]
+    fn a_stop_other_than_the_leave_while_leaving_is_a_failure() {
+        let mut b = Leaver(
+            Some(LeaveReport::held(
+                "leave held back in view 2: no other member of subgroup 0 shard 0 holds its state yet; it leaves once one of [NodeId(5)] holds it",
+            )),
+            None,
+        );
+        let mut r = core(16);
+        r.leaving();
+        r.upcalls_from(&mut b, std::iter::empty());
+        assert!(r.leave_status().is_some_and(|s| s.held));
+        // Partitioned: the backend stops with a minority; its leave status says nothing now.
+        b.0 = None;
+        b.1 = Some("minority: view 2 lost its majority".into());
+        r.upcalls_from(&mut b, std::iter::empty());
+        assert!(
+            r.backend_stopped().is_some(),
+            "a minority stop while leaving taken for a leave"
+        );
+        assert_eq!(r.left(), None);
+        let s = r.status();
+        assert!(s.left.is_none() && s.stopped.is_some(), "{s:?}");
+        assert_eq!(
+            r.metrics()
+                .backends_stopped
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
         );
     }
 

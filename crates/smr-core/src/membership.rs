@@ -151,17 +151,24 @@ impl<T: Transport, L: Durable> StateTransfer for Group<T, L> {
     }
 
     /// `Group::leave_status`, as its message (held back: which shard, waiting for which
-    /// members to hold the state), held while it is `HeldForState` or `HeldForMajority`.
+    /// members to hold the state), held while it is `HeldForState` or `HeldForMajority`:
+    /// blocked (it needs a join) for `HeldForMajority` and for `HeldForState` with nobody to
+    /// wait for (this member is its shard's only one); left for `Left` only, so a stop for
+    /// another reason while leaving (a minority, a lost log) is the replica's failure.
     /// Cheap when no leave is under way (a few reads of this member's own state). A leave
-    /// resumed after a total restart answers `Resumes`, so the replica counts its stop as a
-    /// leave although this process never called `leave`.
+    /// resumed after a total restart answers `Resumes`, so the replica knows it is leaving
+    /// although this process never called `leave`.
     fn leave_status(&self) -> Option<LeaveReport> {
         let s = Group::leave_status(self)?;
         let message = s.to_string();
         Some(match s {
-            LeaveStatus::HeldForState { .. } | LeaveStatus::HeldForMajority { .. } => {
+            LeaveStatus::HeldForState { waiting_for, .. } if !waiting_for.is_empty() => {
                 LeaveReport::held(message)
             }
+            LeaveStatus::HeldForState { .. } | LeaveStatus::HeldForMajority { .. } => {
+                LeaveReport::blocked(message)
+            }
+            LeaveStatus::Left { .. } => LeaveReport::left(message),
             _ => LeaveReport::going(message),
         })
     }

@@ -235,14 +235,82 @@ impl ReplicaHandle {
     /// it was installed), once it did ([`leave`](Self::leave)); `None` before, and for a
     /// replica that stopped otherwise ([`backend_stopped`](Self::backend_stopped)). The
     /// replica's thread keeps running until [`Replica::shutdown`].
-    pub fn has_left(&self) -> Option<String> {
+    ///
+    /// ```
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{Replica, ReplicaConfig, RestoreError, StateMachine, StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// # struct Member;
+    /// # impl TotalOrder for Member {
+    /// #     fn me(&self) -> NodeId { NodeId(2) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Ok(()) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::sleep(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// # impl StateTransfer for Member {
+    /// #     fn holds_state(&self) -> bool { true }
+    /// #     fn state_wanted(&self) -> bool { false }
+    /// #     fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    /// # }
+    /// let replica = Replica::spawn_joinable(NodeId(2), || Ok::<_, String>(Member), Nop, ReplicaConfig::default())?;
+    /// assert_eq!(replica.handle().left_reason(), None, "a member that was never asked to leave");
+    /// replica.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn left_reason(&self) -> Option<String> {
         self.left.get()
     }
 
-    /// Resolves once this replica's leave completed, with [`has_left`](Self::has_left)'s
+    /// Resolves once this replica's leave completed, with [`left_reason`](Self::left_reason)'s
     /// reason: the driver thread notifies it (a server that exits once its replica left waits
     /// on it, and on [`stopped`](Self::stopped) for any other stop). It never resolves for a
-    /// replica that does not leave.
+    /// replica that does not leave, nor for one whose leave ended in another stop.
+    ///
+    /// ```
+    /// # use squall_ordering::{Delivery, SubmitError, TotalOrder, Upcall};
+    /// # use squall_smr::{Replica, ReplicaConfig, RestoreError, StateMachine, StateTransfer, TransferError};
+    /// # use squall_transport::{NodeId, Waker};
+    /// # struct Nop;
+    /// # impl StateMachine for Nop {
+    /// #     fn apply(&mut self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn query(&self, _: &[u8]) -> Vec<u8> { Vec::new() }
+    /// #     fn snapshot(&self) -> Vec<u8> { Vec::new() }
+    /// #     fn restore(&mut self, _: &[u8]) -> Result<(), RestoreError> { Ok(()) }
+    /// # }
+    /// # struct Member;
+    /// # impl TotalOrder for Member {
+    /// #     fn me(&self) -> NodeId { NodeId(2) }
+    /// #     fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> { Ok(()) }
+    /// #     fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool { false }
+    /// #     fn wait(&mut self, t: std::time::Duration) { std::thread::sleep(t) }
+    /// #     fn waker(&self) -> Waker { Waker::noop() }
+    /// # }
+    /// # impl StateTransfer for Member {
+    /// #     fn holds_state(&self) -> bool { true }
+    /// #     fn state_wanted(&self) -> bool { false }
+    /// #     fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> { Ok(()) }
+    /// #     fn take_state(&mut self) -> Option<(u64, Vec<u8>)> { None }
+    /// # }
+    /// let replica = Replica::spawn_joinable(NodeId(2), || Ok::<_, String>(Member), Nop, ReplicaConfig::default())?;
+    /// let h = replica.handle();
+    /// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+    /// // Never asked to leave: `left` does not resolve.
+    /// let waited = rt.block_on(async {
+    ///     tokio::time::timeout(std::time::Duration::from_millis(20), h.left()).await
+    /// });
+    /// assert!(waited.is_err());
+    /// replica.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub async fn left(&self) -> String {
         self.left.wait().await
     }
@@ -837,6 +905,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
         let mut replies = Vec::new();
         let mut turns: u64 = 0;
         let mut longest = Duration::ZERO;
+        // The leave's completion was handed to `left` (checked here, not by reading the
+        // cell, which would clone its reason every turn).
+        let mut told_left = false;
         while !self.stop.load(Ordering::Acquire) {
             turns += 1;
             let turn = std::time::Instant::now();
@@ -887,10 +958,9 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                 self.stop.store(true, Ordering::Release);
                 break;
             }
-            if self.left.get().is_none()
-                && let Some(why) = self.core.left()
-            {
+            if !told_left && let Some(why) = self.core.left() {
                 self.left.set(why.to_owned());
+                told_left = true;
             }
             // Now and then (and whenever idle) forget requests nobody waits for any more.
             // Upcalls kept while a state was decoded are applied a slice a turn, without a
@@ -2482,7 +2552,7 @@ mod tests {
         fn leave_status(&self) -> Option<crate::LeaveReport> {
             let l = self.0.lock().unwrap();
             match (l.asked, l.held, l.gone) {
-                (_, _, true) => Some(crate::LeaveReport::going("left: view 2")),
+                (_, _, true) => Some(crate::LeaveReport::left("left: view 2")),
                 (true, true, _) => Some(crate::LeaveReport::held("held back in view 1")),
                 (true, false, _) => Some(crate::LeaveReport::going("asked in view 1")),
                 (false, ..) => None,
@@ -2542,13 +2612,13 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "never held: {s:?}");
             std::thread::sleep(Duration::from_millis(1));
         };
-        assert!(s.leaving && s.serving && s.left.is_none() && h.has_left().is_none());
+        assert!(s.leaving && s.serving && s.left.is_none() && h.left_reason().is_none());
         shared.lock().unwrap().gone = true;
         let why = rt
             .block_on(async { tokio::time::timeout(Duration::from_secs(10), h.left()).await })
             .expect("the leave completed but the waiter was not woken");
         assert!(why.starts_with("left: view 2"), "{why}");
-        assert_eq!(h.has_left(), Some(why.clone()));
+        assert_eq!(h.left_reason(), Some(why.clone()));
         let s = status(&h);
         assert_eq!((s.left, s.stopped, s.serving), (Some(why), None, false));
         assert_eq!(h.backend_stopped(), None);

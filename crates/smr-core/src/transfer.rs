@@ -27,8 +27,10 @@ use crate::machine::{RestoreError, StateEncoder};
 /// use squall_smr::LeaveReport;
 ///
 /// let r = LeaveReport::held("leave held back in view 2: waiting for n5 to hold the state");
-/// assert!(r.held);
+/// assert!(r.held && !r.blocked && !r.left);
 /// assert!(!LeaveReport::going("leave asked in view 2").held);
+/// assert!(LeaveReport::blocked("the rest would be no majority").blocked);
+/// assert!(LeaveReport::left("left: view 3 was installed without it").left);
 /// assert_eq!(r.to_string(), r.message);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,24 +39,53 @@ pub struct LeaveReport {
     /// The leave is held back (e.g. until another member of its shard holds the state): the
     /// replica logs it at `warn`.
     pub held: bool,
+    /// Held back until the membership changes (a member joins): it does not clear by itself
+    /// (the rest would be no majority, or this member is its shard's only one). Implies
+    /// [`held`](Self::held).
+    pub blocked: bool,
+    /// The leave completed: the group installed a view without this member. Only a stop
+    /// that the backend reports while this is set counts as the leave completing
+    /// ([`ReplicaCore::left`](crate::ReplicaCore::left)); any other stop of a leaving replica
+    /// is a failure ([`BackendStopped`](crate::BackendStopped)).
+    pub left: bool,
     /// What the backend says, for the log and the operator.
     pub message: String,
 }
 
 impl LeaveReport {
-    /// A leave held back, with why.
+    /// A leave held back until something clears by itself (a transfer completes), with why.
     pub fn held(message: impl Into<String>) -> Self {
         LeaveReport {
             held: true,
+            blocked: false,
+            left: false,
             message: message.into(),
         }
     }
 
-    /// A leave that nothing holds back (asked, under way, or done), with where it stands.
+    /// A leave held back until the membership changes ([`blocked`](Self::blocked)), with why.
+    pub fn blocked(message: impl Into<String>) -> Self {
+        LeaveReport {
+            blocked: true,
+            ..LeaveReport::held(message)
+        }
+    }
+
+    /// A leave that nothing holds back (asked or under way), with where it stands.
     pub fn going(message: impl Into<String>) -> Self {
         LeaveReport {
             held: false,
+            blocked: false,
+            left: false,
             message: message.into(),
+        }
+    }
+
+    /// A leave that completed ([`left`](Self::left)), with the backend's words.
+    pub fn left(message: impl Into<String>) -> Self {
+        LeaveReport {
+            left: true,
+            ..LeaveReport::going(message)
         }
     }
 }

@@ -2950,13 +2950,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Restart mode at `view`: a restart ballot for `view` that this member followed in this
     /// process ([`RestartState::ballots`]; each is led by another member), ranked above `peer`,
     /// whose decision may still be installed, if there is one. Such a ballot is shown dead
-    /// (s27, seventy-second part of `docs/MEMBERSHIP.md`) when either holds:
+    /// (s27, seventy-second part of `docs/MEMBERSHIP.md`) when any holds:
     ///
     /// - its leader's row, unsuspected, publishes `view + 1` installed with a decision for
     ///   `view` ranked below the ballot: the leader left `view` without deciding it (a member
     ///   holding a decision never clears against a lower-ranked one, see
     ///   [`promise_cleared`](Gms::promise_cleared)), and only a ballot's leader decides it, in
     ///   the process that led it;
+    /// - its leader's row, unsuspected, asks to join ([`asks_to_join`](Gms::asks_to_join)),
+    ///   its view block still at `view`, and shows no decision for `view` ranked at or above the
+    ///   ballot (s27 follow-up, seventy-fifth part, "two hangs behind an old promise"). Its
+    ///   process left restart mode for good: it never leads nor decides a restart ballot again.
+    ///   A process that decided the ballot logged and published that decision first, and its
+    ///   decision block at `view` only rises while its view block stays there; a later process
+    ///   re-publishes a decision its log holds. So no process of the leader published the
+    ///   decision, and none will: nobody can echo it. (A new process re-publishes its log's
+    ///   promise as a proposal, which members behind follow, but picks a fresh ballot to lead.)
     /// - the members shown never to echo the ballot's decision
     ///   ([`never_echo`](Gms::never_echo)) are a majority of `view` (the review's finding 1 of
     ///   the seventy-second part, "s27 follow-up"): the first member to install a ballot's
@@ -2977,9 +2986,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .and_then(|&m| self.sst.row_of(m))
                 .filter(|&row| !self.sst.is_suspected(row))
                 .is_some_and(|row| {
-                    (self.read_block(row, self.f.view))
-                        .is_some_and(|p| p.first() == Some(&(view.id + 2)))
-                        && self.decision_of(row, view.id).is_some_and(|t| t.rank < b)
+                    let at = self
+                        .read_block(row, self.f.view)
+                        .and_then(|p| p.first().copied());
+                    let decided = self.decision_of(row, view.id).map(|t| t.rank);
+                    let ahead_below = at == Some(view.id + 2) && decided.is_some_and(|d| d < b);
+                    let gave_up = self.asks_to_join(row)
+                        && at == Some(view.id + 1)
+                        && decided.is_none_or(|d| d < b);
+                    ahead_below || gave_up
                 });
             let never = self.never_echo(view, b);
             !left && !self.cfg.is_quorum(&view.members, &|m| never.contains(&m))

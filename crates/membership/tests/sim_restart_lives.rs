@@ -1302,17 +1302,17 @@ fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_never_logged
 }
 
 /// Found by a 128-case soak after the second hang's fix (s27 follow-up, its 108th case; not
-/// shrunk; it hangs the same way with the fix reverted). The final life hangs with no stop:
-/// 3 restarts view 4 = [2, 3, 4] holding its decision for view 4 (rank 1, `Fail(2)`) and a
-/// promise of ballot (1, 0) from an earlier life; 4 restarts view 5 = [3, 4] and publishes the
-/// decision it installed that with, the same rank-1 `Fail(2)`. 2, the rank-0 member, re-publishes
-/// its old promise (1, 0) as a proposal; 3 follows it (`RestartState::ballots`), so
-/// `ballot_may_decide` holds, `below_promise` skips 4's row, and 3 waits, while 4 waits for 3
-/// (a majority of [3, 4] needs both). 2 ends joining again (no view in the final state), so
-/// the ballot it re-published never decides and its row never shows it left view 4. See `docs/MEMBERSHIP.md`, seventy-fifth
-/// part, "s27 follow-up: the second hang", "Left".
+/// shrunk). The final life hung with no stop: 3 restarts view 4 = [2, 3, 4] holding its
+/// decision for view 4 (rank 1, `Fail(2)`); 4 restarts view 5 = [3, 4] and publishes the
+/// decision it installed that with, the same rank-1 `Fail(2)`. 2, the rank-0 member,
+/// re-publishes its old promise (1, 0) as a proposal at construction; 3 follows it in this life
+/// (`RestartState::ballots`), so `ballot_may_decide` held, `below_promise` skipped 4's row, and
+/// 3 waited, while 4 waited for 3 (a majority of [3, 4] needs both). 2 joins again (it reads
+/// 4's view 5 without it), so the ballot it re-published never decides. Fixed: a followed
+/// ballot whose leader asks to join, still at view 4 and showing no decision for it ranked at
+/// or above the ballot, is dead (`docs/MEMBERSHIP.md`, seventy-fifth part, "s27 follow-up: two
+/// hangs behind an old promise").
 #[test]
-#[ignore = "open liveness defect (s27 follow-up of the seventy-fifth part): a followed, re-published old promise holds a member behind for good"]
 fn regression_soak_final_life_hangs_with_a_member_behind_following_a_re_published_old_promise() {
     let plan = Plan {
         seed: 16198638151833791833,
@@ -1398,14 +1398,13 @@ fn regression_soak_final_life_hangs_with_a_member_behind_following_a_re_publishe
 
 /// A second plan of the same defect as
 /// [`regression_soak_final_life_hangs_with_a_member_behind_following_a_re_published_old_promise`],
-/// from a second 128-case soak after the second hang's fix (its 28th case, not shrunk; it
-/// hangs the same way with the fix reverted). 1 restarts view 0 = [0, 1, 2] holding its
-/// decision for view 0 (ballot (1, 1), `Fail(0)`); it follows 0's re-published old promise,
-/// ballot (2, 0), so `below_promise` skips 2's row, which restarts view 1 = [1, 2] with that
-/// same decision. 2 waits for 1, and 0 joins again. See `docs/MEMBERSHIP.md`, seventy-fifth
-/// part, "s27 follow-up: the second hang", "Left".
+/// from a second 128-case soak after the second hang's fix (its 28th case, not shrunk). 1
+/// restarts view 0 = [0, 1, 2] holding its decision for view 0 (ballot (1, 1), `Fail(0)`); it
+/// follows 0's re-published old promise, ballot (2, 0), so `below_promise` skipped 2's row,
+/// which restarts view 1 = [1, 2] with that same decision. 2 waited for 1, and 0 joins again.
+/// Fixed likewise (`docs/MEMBERSHIP.md`, seventy-fifth part, "s27 follow-up: two hangs behind
+/// an old promise").
 #[test]
-#[ignore = "open liveness defect (s27 follow-up of the seventy-fifth part): a followed, re-published old promise holds a member behind for good"]
 fn regression_soak_final_life_hangs_with_a_member_behind_following_a_re_published_promise_at_view_0()
  {
     let plan = Plan {

@@ -1490,3 +1490,95 @@ fn regression_soak_final_life_hangs_with_a_member_behind_following_a_re_publishe
     };
     check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A final-life hang found by a 64-case soak at the end of s27 on the code with the first,
+/// second and third hangs' fixes, and fixed by the fourth's (`docs/MEMBERSHIP.md`,
+/// seventy-fifth part, "s27 follow-up: two hangs behind an old promise"; its proptest shrink
+/// candidate is in `sim_restart_lives.proptest-regressions`). At the final life's start view
+/// 0 = [0..4]: three members hold decisions for view 0 of ranks 1 and 2 and never logged view
+/// 1; one member installed view 1 and logged no decision for it. The members at view 0 waited
+/// for the one at view 1 and it waited for them; nobody stopped.
+#[test]
+fn regression_soak_final_life_hangs_with_members_behind_holding_decisions_of_two_ranks() {
+    let plan = Plan {
+        seed: 2194239839370328972,
+        universe: 8,
+        initial: 5,
+        lives: vec![
+            LifePlan {
+                who: Who::Majority(152),
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 3958 },
+                    Ev::CrashLeaderAtDecision { step: 1319 },
+                    Ev::Crash {
+                        node: 7,
+                        step: 2708,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 232 },
+                    Ev::Partition {
+                        side: 1,
+                        step: 216,
+                        len: Some(2044),
+                    },
+                    Ev::CrashLeaderAtDecision { step: 3173 },
+                    Ev::CrashLeaderAtDecision { step: 1419 },
+                ],
+                steps: 4759,
+                stop: Stop::Install {
+                    from: 237,
+                    ran: false,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Minority(120),
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::Crash {
+                        node: 0,
+                        step: 1678,
+                    },
+                    Ev::Start {
+                        node: 1,
+                        step: 2396,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 1552 },
+                    Ev::CrashLeaderAtDecision { step: 235 },
+                    Ev::Crash { node: 5, step: 540 },
+                    Ev::CrashLeaderAtDecision { step: 408 },
+                ],
+                steps: 3979,
+                stop: Stop::End,
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 5,
+                        step: 3180,
+                    },
+                    Ev::Partition {
+                        side: 3,
+                        step: 1923,
+                        len: Some(756),
+                    },
+                    Ev::Start {
+                        node: 5,
+                        step: 3134,
+                    },
+                ],
+                steps: 3702,
+                stop: Stop::Decision {
+                    from: 1744,
+                    ran: false,
+                },
+            },
+        ],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -2062,13 +2062,7 @@ fn dead_branch_cut_off(seed: u64, joiners: &[usize], live: &[usize]) -> Result<C
     l.sim.partition(&ids(&dead), &ids(live));
     let mut caught_up = false;
     let t0 = l.sim.now();
-    let settled = |l: &Life| {
-        live.iter().all(|&i| l.restarted(i))
-            && dead.iter().all(|&i| {
-                (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some() || l.restarted(i))
-            })
-    };
-    while !settled(&l) {
+    while !settled(&l, live, &dead) {
         if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
             return Err(format!("under the partition: {}", l.state()));
         }
@@ -2490,14 +2484,8 @@ fn two_promises_behind_the_dead_branch(seed: u64) -> Result<bool, String> {
     for i in late {
         l.start_late(i);
     }
-    let settled = |l: &Life| {
-        live.iter().all(|&i| l.restarted(i))
-            && dead.iter().all(|&i| {
-                (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some() || l.restarted(i))
-            })
-    };
     let t0 = l.sim.now();
-    while !settled(&l) {
+    while !settled(&l, &live, &dead) {
         if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
             return Err(format!("under the partition: {}", l.state()));
         }
@@ -5051,6 +5039,110 @@ fn logged_rank_for_0(l: &Life, i: usize) -> u64 {
     rec.decision_for(0).map_or(0, |d| d.rank)
 }
 
+/// Life 0 of [`read_not_a_promise`] and its variants: view 0 = 0–4, `joiners` join in one
+/// decision that 4 and the joiners install as view 1, and 0–3's logs cut back to view 0 (they
+/// crashed after logging the decision, before logging the view). Returns the logs and life 0's
+/// deliveries.
+fn joins_cut_to_view_0(
+    seed: u64,
+    base: &Path,
+    joiners: &[usize],
+) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    let u = N + joiners.len();
+    let (mut logs, before) = joins_into_view_1(seed, base, joiners, 4)?;
+    for i in 0..4 {
+        cut_view_1(&mut logs, i, base, u);
+    }
+    Ok((logs, before))
+}
+
+/// An error unless 0–3's `logs` each hold the join decision for view 0 (an ordinary rank) and
+/// no promise.
+fn join_decision_alone(logs: &[Vec<u8>]) -> Result<(), String> {
+    use squall_membership::restart::attempt_of;
+    for (i, log) in logs.iter().enumerate().take(4) {
+        let (_, rec) = MemLog::open(log.clone());
+        if rec.decision_for(0).is_none_or(|d| attempt_of(d.rank) > 0) || rec.promised_for(0) > 0 {
+            return Err(format!("n{i} does not hold the join decision alone"));
+        }
+    }
+    Ok(())
+}
+
+/// Steps `l` until 0 logged its restart ballot's decision, with `q` acknowledging that ballot
+/// and kept by it; returns the ballot's rank. An error after 30 ms of virtual time, or if 0
+/// decided without `q`.
+fn until_0_decides_with(l: &mut Life, q: usize) -> Result<u64, String> {
+    use squall_membership::restart::attempt_of;
+    let t0 = l.sim.now();
+    loop {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(30) {
+            return Err(format!("0 decided no restart ballot: {}", l.state()));
+        }
+        l.step(false);
+        let g = l.groups[0].as_ref().unwrap();
+        if let Some(d) = g.gms().decision().filter(|d| attempt_of(d.rank) > 0) {
+            let v0 = g.view().unwrap().members.clone();
+            let acked =
+                (l.groups[q].as_ref().unwrap().gms().proposal()).is_some_and(|(r, _)| r == d.rank);
+            if !acked || !d.next_members(&v0).contains(&NodeId(q as u32)) {
+                return Err(format!("0 decided {d:?} without 3: {}", l.state()));
+            }
+            return Ok(d.rank);
+        }
+    }
+}
+
+/// Whether every member of `live` restarted and every member of `dead` stopped or restarted.
+fn settled(l: &Life, live: &[usize], dead: &[usize]) -> bool {
+    live.iter().all(|&i| l.restarted(i))
+        && dead.iter().all(|&i| {
+            (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some() || l.restarted(i))
+        })
+}
+
+/// The end of [`read_not_a_promise`] and its crash variant, once the partition settled: 0–2
+/// replayed identically with life 0's deliveries (`before`) a prefix; then a total restart of
+/// every node on a fresh fabric must restart 0–2 and end in one running view, delivering
+/// identically, with every earlier delivery a prefix. Returns whether 1 and 2 logged `b`'s
+/// decision; removes `base`.
+fn replayed_then_total_restart(
+    l: Life,
+    seed: u64,
+    base: &Path,
+    before: &[Seq],
+    b: u64,
+) -> Result<bool, String> {
+    let (u, live) = (l.u, [0, 1, 2]);
+    let echoed = [1, 2].iter().all(|&i| logged_rank_for_0(&l, i) == b);
+    let replay = l.delivered[live[0]].clone();
+    if let Some(i) = live.iter().find(|&&i| l.delivered[i] != replay) {
+        return Err(format!("n{i} replayed differently"));
+    }
+    if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &replay)) {
+        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
+    }
+    let (logs, life1) = l.shutdown();
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed + 2000, base, &logs, &all, 2, u);
+    let restarted = l.until_restarted(&live);
+    if let Some(d) = &l.disagreement {
+        return Err(format!("virtual synchrony after the total restart: {d}"));
+    }
+    restarted?;
+    let replay = l.delivered[0].clone();
+    if let Some(i) =
+        (0..u).find(|&i| !is_prefix(&before[i], &replay) || !is_prefix(&life1[i], &replay))
+    {
+        return Err(format!(
+            "n{i}'s deliveries are not a prefix of the last replay"
+        ));
+    }
+    together_and_carrying_on(&mut l, &all, replay.len(), "every node")?;
+    let _ = std::fs::remove_dir_all(base);
+    Ok(echoed)
+}
+
 /// The s25 review's risk 2 (sixty-fifth part of `docs/MEMBERSHIP.md`, "At the s25 merge"),
 /// built (s27, seventy-second part): a row read wedged with no decision above the peer's is not
 /// a promise; its owner may log a higher-ranked decision right after the read.
@@ -5081,18 +5173,11 @@ fn logged_rank_for_0(l: &Life, i: usize) -> u64 {
 /// ([`CLEAN_READ`]): 3 polled at view 0 with 4's row landed and 0–2 unsuspected, before
 /// logging `R`, and 1 and 2 logged `R` afterwards.
 fn read_not_a_promise(seed: u64) -> Result<Moment, String> {
-    use squall_membership::restart::attempt_of;
     let joiners = [N, N + 1];
     let u = N + joiners.len();
     let base = dir("read-not-a-promise", seed);
-    let (mut logs, before) = joins_into_view_1(seed, &base, &joiners, 4)?;
-    for i in 0..4 {
-        cut_view_1(&mut logs, i, &base, u);
-        let (_, rec) = MemLog::open(logs[i].clone());
-        if rec.decision_for(0).is_none_or(|d| attempt_of(d.rank) > 0) || rec.promised_for(0) > 0 {
-            return Err(format!("n{i} does not hold the join decision alone"));
-        }
-    }
+    let (logs, before) = joins_cut_to_view_0(seed, &base, &joiners)?;
+    join_decision_alone(&logs)?;
     let (live, dead, q) = ([0, 1, 2], [3, 4, 5, 6], 3);
     let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
     // Every node late; 0-3 and 4 start at once. 4's link never comes up at 0-2 (they count it
@@ -5111,24 +5196,7 @@ fn read_not_a_promise(seed: u64) -> Result<Moment, String> {
     l.start_late(4);
     // 0's writes land 10 µs late: its decision is still in flight to 3 when the test sees it.
     l.sim.delay(NodeId(0), Duration::from_micros(10));
-    // Until 0 logged its ballot's decision, with 3 acknowledging that ballot.
-    let t0 = l.sim.now();
-    let b = loop {
-        if l.sim.now().saturating_since(t0) > Duration::from_millis(30) {
-            return Err(format!("0 decided no restart ballot: {}", l.state()));
-        }
-        l.step(false);
-        let g = l.groups[0].as_ref().unwrap();
-        if let Some(d) = g.gms().decision().filter(|d| attempt_of(d.rank) > 0) {
-            let v0 = g.view().unwrap().members.clone();
-            let acked =
-                (l.groups[q].as_ref().unwrap().gms().proposal()).is_some_and(|(r, _)| r == d.rank);
-            if !acked || !d.next_members(&v0).contains(&NodeId(q as u32)) {
-                return Err(format!("0 decided {d:?} without 3: {}", l.state()));
-            }
-            break d.rank;
-        }
-    };
+    let b = until_0_decides_with(&mut l, q)?;
     if let Some(i) = [1, 2, q]
         .into_iter()
         .find(|&i| logged_rank_for_0(&l, i) == b)
@@ -5167,15 +5235,9 @@ fn read_not_a_promise(seed: u64) -> Result<Moment, String> {
         g.gms().restarting().is_some()
             && g.view().is_some_and(|v| v.id == 1 && v.contains(NodeId(4)))
     };
-    let settled = |l: &Life| {
-        live.iter().all(|&i| l.restarted(i))
-            && dead.iter().all(|&i| {
-                (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some() || l.restarted(i))
-            })
-    };
     let (mut armed, mut caught_up) = (false, false);
     let t0 = l.sim.now();
-    while !settled(&l) {
+    while !settled(&l, &live, &dead) {
         if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
             return Err(format!("under the partition: {}", l.state()));
         }
@@ -5212,34 +5274,9 @@ fn read_not_a_promise(seed: u64) -> Result<Moment, String> {
             l.disagreement
         ));
     }
-    let echoed = [1, 2].iter().all(|&i| logged_rank_for_0(&l, i) == b);
-    let replay = l.delivered[live[0]].clone();
-    if let Some(i) = live.iter().find(|&&i| l.delivered[i] != replay) {
-        return Err(format!("n{i} replayed differently"));
-    }
-    if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &replay)) {
-        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
-    }
     // The operator restarts every node (a total restart on a fresh fabric): 0-2 restart their
     // view 2, 3 and 4-6 find the group past their logs and join again by transfer.
-    let (logs, life1) = l.shutdown();
-    let all: Vec<usize> = (0..u).collect();
-    let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
-    let restarted = l.until_restarted(&live);
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony after the total restart: {d}"));
-    }
-    restarted?;
-    let replay = l.delivered[0].clone();
-    if let Some(i) =
-        (0..u).find(|&i| !is_prefix(&before[i], &replay) || !is_prefix(&life1[i], &replay))
-    {
-        return Err(format!(
-            "n{i}'s deliveries are not a prefix of the last replay"
-        ));
-    }
-    together_and_carrying_on(&mut l, &all, replay.len(), "every node")?;
-    let _ = std::fs::remove_dir_all(&base);
+    let echoed = replayed_then_total_restart(l, seed, &base, &before, b)?;
     if caught_up {
         return Err("3 caught up into the dead view 1".into());
     }
@@ -5624,10 +5661,7 @@ fn lost_ballot_leader(seed: u64) -> Result<Moment, String> {
     let joiners = [N, N + 1];
     let u = N + joiners.len();
     let base = dir("lost-ballot-leader", seed);
-    let (mut logs, before) = joins_into_view_1(seed, &base, &joiners, 4)?;
-    for i in 0..4 {
-        cut_view_1(&mut logs, i, &base, u);
-    }
+    let (logs, before) = joins_cut_to_view_0(seed, &base, &joiners)?;
     let followers = [1, 2, 3];
     let mut l = Life::start_in(seed + 1000, &base, &logs, &[], 1, u);
     for i in 0..4 {
@@ -5801,18 +5835,11 @@ const CRASHED_READ: &str = "3's new process, its log holding the promise of the 
 /// of all seven ends in one running view, delivering identically, every earlier delivery a
 /// prefix. The moment: [`CRASHED_READ`].
 fn crashed_after_promising(seed: u64) -> Result<Moment, String> {
-    use squall_membership::restart::attempt_of;
     let joiners = [N, N + 1];
     let u = N + joiners.len();
     let base = dir("crashed-after-promising", seed);
-    let (mut logs, before) = joins_into_view_1(seed, &base, &joiners, 4)?;
-    for i in 0..4 {
-        cut_view_1(&mut logs, i, &base, u);
-        let (_, rec) = MemLog::open(logs[i].clone());
-        if rec.decision_for(0).is_none_or(|d| attempt_of(d.rank) > 0) || rec.promised_for(0) > 0 {
-            return Err(format!("n{i} does not hold the join decision alone"));
-        }
-    }
+    let (logs, before) = joins_cut_to_view_0(seed, &base, &joiners)?;
+    join_decision_alone(&logs)?;
     let d_rank = MemLog::open(logs[3].clone())
         .1
         .decision_for(0)
@@ -5843,24 +5870,7 @@ fn crashed_after_promising(seed: u64) -> Result<Moment, String> {
     }
     // 0's writes land 10 µs late: its decision is still in flight when the test sees it.
     l.sim.delay(NodeId(0), Duration::from_micros(10));
-    // Until 0 logged its ballot's decision, with 3 acknowledging that ballot.
-    let t0 = l.sim.now();
-    let b = loop {
-        if l.sim.now().saturating_since(t0) > Duration::from_millis(30) {
-            return Err(format!("0 decided no restart ballot: {}", l.state()));
-        }
-        l.step(false);
-        let g = l.groups[0].as_ref().unwrap();
-        if let Some(d) = g.gms().decision().filter(|d| attempt_of(d.rank) > 0) {
-            let v0 = g.view().unwrap().members.clone();
-            let acked =
-                (l.groups[q].as_ref().unwrap().gms().proposal()).is_some_and(|(r, _)| r == d.rank);
-            if !acked || !d.next_members(&v0).contains(&NodeId(q as u32)) {
-                return Err(format!("0 decided {d:?} without 3: {}", l.state()));
-            }
-            break d.rank;
-        }
-    };
+    let b = until_0_decides_with(&mut l, q)?;
     let absent_at = |l: &Life, i: usize, peer: u32| {
         let sst = l.groups[i].as_ref().unwrap().gms().sst();
         sst.row_of(NodeId(peer)).is_some_and(|r| sst.is_absent(r))
@@ -5937,14 +5947,8 @@ fn crashed_after_promising(seed: u64) -> Result<Moment, String> {
     for i in 5..u {
         l.start_late(i);
     }
-    let settled = |l: &Life| {
-        live.iter().all(|&i| l.restarted(i))
-            && dead.iter().all(|&i| {
-                (l.groups[i].as_ref()).is_some_and(|g| g.stopped().is_some() || l.restarted(i))
-            })
-    };
     let t0 = l.sim.now();
-    while !settled(&l) {
+    while !settled(&l, &live, &dead) {
         if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
             return Err(format!("under the partition: {}", l.state()));
         }
@@ -5965,33 +5969,8 @@ fn crashed_after_promising(seed: u64) -> Result<Moment, String> {
             l.state()
         ));
     }
-    let echoed = [1, 2].iter().all(|&i| logged_rank_for_0(&l, i) == b);
-    let replay = l.delivered[live[0]].clone();
-    if let Some(i) = live.iter().find(|&&i| l.delivered[i] != replay) {
-        return Err(format!("n{i} replayed differently"));
-    }
-    if let Some(i) = (0..u).find(|&i| !is_prefix(&before[i], &replay)) {
-        return Err(format!("n{i}'s deliveries are not a prefix of the replay"));
-    }
     // The operator restarts every node (a total restart on a fresh fabric).
-    let (logs, life1) = l.shutdown();
-    let all: Vec<usize> = (0..u).collect();
-    let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
-    let restarted = l.until_restarted(&live);
-    if let Some(d) = &l.disagreement {
-        return Err(format!("virtual synchrony after the total restart: {d}"));
-    }
-    restarted?;
-    let replay = l.delivered[0].clone();
-    if let Some(i) =
-        (0..u).find(|&i| !is_prefix(&before[i], &replay) || !is_prefix(&life1[i], &replay))
-    {
-        return Err(format!(
-            "n{i}'s deliveries are not a prefix of the last replay"
-        ));
-    }
-    together_and_carrying_on(&mut l, &all, replay.len(), "every node")?;
-    let _ = std::fs::remove_dir_all(&base);
+    let echoed = replayed_then_total_restart(l, seed, &base, &before, b)?;
     if caught_up {
         return Err("3's new process caught up into the dead view 1".into());
     }

@@ -2215,28 +2215,6 @@ mod tests {
     use super::*;
     use squall_ordering::SubmitError;
 
-    /// An ordering backend that orders nothing, for the tests whose subject is the state
-    /// transfer side: node `$me`, and `submit` answers `$submit`.
-    macro_rules! inert_order {
-        ($t:ty, $me:expr, $submit:expr) => {
-            impl squall_ordering::TotalOrder for $t {
-                fn me(&self) -> NodeId {
-                    NodeId($me)
-                }
-                fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
-                    $submit
-                }
-                fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
-                    false
-                }
-                fn wait(&mut self, _: std::time::Duration) {}
-                fn waker(&self) -> squall_transport::Waker {
-                    squall_transport::Waker::noop()
-                }
-            }
-        };
-    }
-
     /// Appends every command; the response is the log length. Not idempotent, so applying a
     /// command twice shows.
     #[derive(Default)]
@@ -2601,18 +2579,7 @@ mod tests {
     struct Leaver(Option<LeaveReport>, Option<String>);
     inert_order!(Leaver, 1, Ok(()));
     impl StateTransfer for Leaver {
-        fn holds_state(&self) -> bool {
-            true
-        }
-        fn state_wanted(&self) -> bool {
-            false
-        }
-        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
-            Ok(())
-        }
-        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
-            None
-        }
+        holds_state_no_transfer!();
         fn stopped(&self) -> Option<String> {
             self.1.clone()
         }
@@ -2741,18 +2708,7 @@ mod tests {
     inert_order!(Keeper, 0, Ok(()));
 
     impl StateTransfer for Keeper {
-        fn holds_state(&self) -> bool {
-            true
-        }
-        fn state_wanted(&self) -> bool {
-            false
-        }
-        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
-            Ok(())
-        }
-        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
-            None
-        }
+        holds_state_no_transfer!();
         fn restarting(&self) -> Option<String> {
             self.restarting.then(|| "replaying".into())
         }

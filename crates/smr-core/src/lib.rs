@@ -54,6 +54,11 @@
 //! # Ok::<(), squall_smr::DecodeError>(())
 //! ```
 
+// Declared first: its test macros are in scope in the modules after it.
+#[cfg(test)]
+#[macro_use]
+mod test_support;
+
 mod client;
 mod codec;
 mod core;

@@ -1297,37 +1297,15 @@ mod tests {
         done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     }
 
-    impl TotalOrder for Restarting {
-        fn me(&self) -> NodeId {
-            NodeId(0)
-        }
-        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
-            Err(SubmitError::NotASender("restarting".into()))
-        }
-        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
-            false
-        }
-        fn wait(&mut self, t: Duration) {
-            std::thread::sleep(t.min(Duration::from_millis(1)));
-        }
-        fn waker(&self) -> Waker {
-            Waker::noop()
-        }
-    }
+    inert_order!(
+        Restarting,
+        0,
+        Err(SubmitError::NotASender("restarting".into())),
+        naps
+    );
 
     impl StateTransfer for Restarting {
-        fn holds_state(&self) -> bool {
-            true
-        }
-        fn state_wanted(&self) -> bool {
-            false
-        }
-        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
-            Ok(())
-        }
-        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
-            None
-        }
+        holds_state_no_transfer!();
         fn restarting(&self) -> Option<String> {
             (!self.done.load(Ordering::Acquire)).then(|| "waiting for members [2]".into())
         }
@@ -1749,18 +1727,7 @@ mod tests {
     }
 
     impl StateTransfer for Skips {
-        fn holds_state(&self) -> bool {
-            true
-        }
-        fn state_wanted(&self) -> bool {
-            false
-        }
-        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
-            Ok(())
-        }
-        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
-            None
-        }
+        holds_state_no_transfer!();
     }
 
     /// s24 follow-up (fifty-third part): a replica that stops itself (here a delivery at the
@@ -2514,37 +2481,10 @@ mod tests {
     /// A member's backend that accepts a leave, holds it while told to, and stops as left.
     struct Leaver(Arc<std::sync::Mutex<Leaving>>);
 
-    impl TotalOrder for Leaver {
-        fn me(&self) -> NodeId {
-            NodeId(2)
-        }
-        fn submit(&mut self, _: &[u8]) -> Result<(), SubmitError> {
-            Err(SubmitError::WindowFull)
-        }
-        fn poll(&mut self, _: &mut Vec<Upcall<Delivery>>) -> bool {
-            false
-        }
-        fn wait(&mut self, t: Duration) {
-            std::thread::sleep(t.min(Duration::from_millis(1)));
-        }
-        fn waker(&self) -> Waker {
-            Waker::noop()
-        }
-    }
+    inert_order!(Leaver, 2, Err(SubmitError::WindowFull), naps);
 
     impl StateTransfer for Leaver {
-        fn holds_state(&self) -> bool {
-            true
-        }
-        fn state_wanted(&self) -> bool {
-            false
-        }
-        fn provide_state(&mut self, _: u64, _: &[u8]) -> Result<(), TransferError> {
-            Ok(())
-        }
-        fn take_state(&mut self) -> Option<(u64, Vec<u8>)> {
-            None
-        }
+        holds_state_no_transfer!();
         fn leave(&mut self) -> Result<(), TransferError> {
             self.0.lock().unwrap().asked = true;
             Ok(())

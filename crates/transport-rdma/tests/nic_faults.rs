@@ -3,6 +3,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use squall_transport::conformance::drain;
@@ -436,12 +437,9 @@ fn unspecified_addresses_are_matched_by_family_and_a_refused_listener_is_handed_
     assert!(run >= 4, "the IPv4 cases ran");
 }
 
-/// s26 (seventieth part; review N4): a start that fails on the side channel (here a
-/// timeout: node 1 never came) hands its listener back, and the cluster starts again on the
-/// same listeners, at the ports the map already names.
-#[test]
-fn a_start_that_timed_out_starts_again_on_the_listener_handed_back() {
-    let fabric = MockFabric::new(common::RETRY, 4096);
+/// The side-channel listeners of nodes 0 and 1, the cluster map naming them, and a config
+/// whose start gives up after 300 ms.
+fn two_nodes() -> ([TcpListener; 2], BTreeMap<NodeId, SocketAddr>, RdmaConfig) {
     let (mut held, map) = common::listeners(2);
     let second = held.pop().expect("two");
     let first = held.pop().expect("two");
@@ -449,6 +447,43 @@ fn a_start_that_timed_out_starts_again_on_the_listener_handed_back() {
         connect_timeout: Duration::from_millis(300),
         ..common::config()
     };
+    ([first, second], map, short)
+}
+
+/// Starts nodes 0 and 1 at once, each on its own thread on its listener of `listeners` with
+/// `cfg`; panics unless both start.
+fn start_both(
+    fabric: &MockFabric,
+    map: &BTreeMap<NodeId, SocketAddr>,
+    listeners: [TcpListener; 2],
+    cfg: &RdmaConfig,
+) {
+    let nodes = std::thread::scope(|s| {
+        let started: Vec<_> = listeners
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let (me, cfg) = (NodeId(i as u32), cfg.clone());
+                let nic = fabric.nic(me);
+                s.spawn(move || RdmaNode::connect_on(l, cfg, nic, me, map, &layout()))
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|h| h.join().expect("no panic"))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .unwrap_or_else(|e| panic!("the second start: {e}"));
+    assert_eq!(nodes.len(), 2);
+}
+
+/// s26 (seventieth part; review N4): a start that fails on the side channel (here a
+/// timeout: node 1 never came) hands its listener back, and the cluster starts again on the
+/// same listeners, at the ports the map already names.
+#[test]
+fn a_start_that_timed_out_starts_again_on_the_listener_handed_back() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let ([first, second], map, short) = two_nodes();
     let e = RdmaNode::connect_on(
         first,
         short.clone(),
@@ -463,23 +498,7 @@ fn a_start_that_timed_out_starts_again_on_the_listener_handed_back() {
         "{e}"
     );
     assert_eq!(e.listener.local_addr().expect("addr"), map[&NodeId(0)]);
-    let nodes = std::thread::scope(|s| {
-        let started: Vec<_> = [e.listener, second]
-            .into_iter()
-            .enumerate()
-            .map(|(i, l)| {
-                let (me, map, cfg) = (NodeId(i as u32), &map, short.clone());
-                let nic = fabric.nic(me);
-                s.spawn(move || RdmaNode::connect_on(l, cfg, nic, me, map, &layout()))
-            })
-            .collect();
-        started
-            .into_iter()
-            .map(|h| h.join().expect("no panic"))
-            .collect::<Result<Vec<_>, _>>()
-    })
-    .unwrap_or_else(|e| panic!("the second start: {e}"));
-    assert_eq!(nodes.len(), 2);
+    start_both(&fabric, &map, [e.listener, second], &short);
 }
 
 /// s27 (seventy-seventh part; s26 review R2): a listener handed back by a failed start may
@@ -492,13 +511,7 @@ fn a_start_that_timed_out_starts_again_on_the_listener_handed_back() {
 #[test]
 fn a_connection_a_peers_failed_attempt_left_in_a_handed_back_listener_is_not_taken_for_it() {
     let fabric = MockFabric::new(common::RETRY, 4096);
-    let (mut held, map) = common::listeners(2);
-    let second = held.pop().expect("two");
-    let first = held.pop().expect("two");
-    let short = RdmaConfig {
-        connect_timeout: Duration::from_millis(300),
-        ..common::config()
-    };
+    let ([first, second], map, short) = two_nodes();
     let start = |l, me: NodeId, cfg: RdmaConfig| {
         RdmaNode::connect_on(l, cfg, fabric.nic(me), me, &map, &layout())
     };
@@ -516,20 +529,5 @@ fn a_connection_a_peers_failed_attempt_left_in_a_handed_back_listener_is_not_tak
         connect_timeout: Duration::from_secs(3),
         ..common::config()
     };
-    let nodes = std::thread::scope(|s| {
-        let started: Vec<_> = [zero.listener, one.listener]
-            .into_iter()
-            .enumerate()
-            .map(|(i, l)| {
-                let (me, cfg, start) = (NodeId(i as u32), again.clone(), &start);
-                s.spawn(move || start(l, me, cfg))
-            })
-            .collect();
-        started
-            .into_iter()
-            .map(|h| h.join().expect("no panic"))
-            .collect::<Result<Vec<_>, _>>()
-    })
-    .unwrap_or_else(|e| panic!("the second start: {e}"));
-    assert_eq!(nodes.len(), 2);
+    start_both(&fabric, &map, [zero.listener, one.listener], &again);
 }

@@ -44,7 +44,7 @@ use squall_smr::{ReplicaHandle, ReplicaStatus};
 use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 /// What an admin connection sends first.
 pub const PREAMBLE: [u8; 8] = *b"SQKVADM1";
@@ -635,28 +635,48 @@ pub async fn ask(addr: SocketAddr, req: &AdminRequest) -> Result<AdminResponse, 
 /// Admin connections being answered now (a replica that left waits for them before its
 /// process exits, so the asker reads the outcome).
 #[derive(Clone, Debug, Default)]
-pub struct InFlight(Arc<AtomicUsize>);
+pub struct InFlight(Arc<Answering>);
+
+/// The count behind [`InFlight`], and the wake-up of a [`drained`](InFlight::drained) wait.
+#[derive(Debug, Default)]
+struct Answering {
+    count: AtomicUsize,
+    idle: Notify,
+}
 
 impl InFlight {
     /// How many are being answered.
     pub fn count(&self) -> usize {
-        self.0.load(AtomicOrdering::Acquire)
+        self.0.count.load(AtomicOrdering::Acquire)
     }
 
     /// Waits until none is being answered, at most `within`.
     pub async fn drained(&self, within: Duration) {
         let until = Instant::now() + within;
-        while self.count() > 0 && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        loop {
+            // Registered before the count is read, so a last answer ending between the two
+            // still wakes this wait.
+            let idle = self.0.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.count() == 0 {
+                return;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if tokio::time::timeout(left, idle).await.is_err() {
+                return;
+            }
         }
     }
 }
 
-struct Counted(Arc<AtomicUsize>);
+struct Counted(Arc<Answering>);
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, AtomicOrdering::AcqRel);
+        if self.0.count.fetch_sub(1, AtomicOrdering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
     }
 }
 
@@ -746,7 +766,7 @@ pub async fn serve(
         tokio::spawn(async move {
             match is_admin(&stream).await {
                 Ok(true) => {
-                    in_flight.0.fetch_add(1, AtomicOrdering::AcqRel);
+                    in_flight.0.count.fetch_add(1, AtomicOrdering::AcqRel);
                     let _counted = Counted(Arc::clone(&in_flight.0));
                     let Ok(_slot) = slots.try_acquire_owned() else {
                         tracing::warn!(%peer, "too many admin connections; refusing one");
@@ -1236,6 +1256,41 @@ mod tests {
         )
         .unwrap();
         (replica, script)
+    }
+
+    /// The wait for in-flight answers ends when the last one ends (woken, not polled), at once
+    /// when none is in flight, and at its limit when one never ends.
+    #[test]
+    fn in_flight_answers_drain_when_the_last_ends() {
+        rt().block_on(async {
+            let none = InFlight::default();
+            let t = Instant::now();
+            none.drained(Duration::from_secs(60)).await;
+            assert!(t.elapsed() < Duration::from_secs(30));
+
+            let one = InFlight::default();
+            one.0.count.fetch_add(1, AtomicOrdering::AcqRel);
+            let counted = Counted(Arc::clone(&one.0));
+            let ends = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(counted);
+            });
+            let t = Instant::now();
+            one.drained(Duration::from_secs(60)).await;
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "woken when the answer ended"
+            );
+            assert_eq!(one.count(), 0);
+            ends.await.unwrap();
+
+            let stuck = InFlight::default();
+            stuck.0.count.fetch_add(1, AtomicOrdering::AcqRel);
+            let t = Instant::now();
+            stuck.drained(Duration::from_millis(30)).await;
+            assert!(t.elapsed() >= Duration::from_millis(30));
+            assert_eq!(stuck.count(), 1);
+        });
     }
 
     fn rt() -> tokio::runtime::Runtime {

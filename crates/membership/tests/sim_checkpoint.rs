@@ -490,11 +490,13 @@ fn checkpoints_bound_the_replay_of_a_total_restart_and_nothing_is_lost() {
 /// branch, whose settings digest push at start changes the schedule; not run on the base
 /// commit): of seeds 0..40, 5, 7 and 15 stop with one in flight (5 is pinned). Re-seeded in
 /// s25 (the s25 merges shifted the schedules; seed 5 no longer stops with one in flight): of
-/// seeds 0..60, 10, 14, 17, 18, 21, 24, 25, 29, 30 and 42 do (10 is pinned). Fails unless the
-/// stop came with a checkpoint in flight.
+/// seeds 0..60, 10, 14, 17, 18, 21, 24, 25, 29, 30 and 42 do (10 is pinned). Re-seeded in s27
+/// (the s27 merges, among them a whole-row push posted as several writes, shifted the
+/// schedules; seed 10 no longer stops with one in flight): of seeds 0..60, 12, 13, 18, 21, 38
+/// and 45 do (12 is pinned). Fails unless the stop came with a checkpoint in flight.
 #[test]
 fn regression_a_checkpoint_in_flight_at_the_stop_is_not_a_second_snapshot() {
-    let seed = 10;
+    let seed = 12;
     IN_FLIGHT_AT_STOP.with(|c| c.set(0));
     scenario(seed, "plain-regression", 20 + seed % 3 * 7, None, None).unwrap();
     assert!(

@@ -6093,3 +6093,247 @@ fn a_member_one_view_behind_whose_peers_publish_only_their_own_decisions_is_coun
         behind_with_no_catch_up_source,
     );
 }
+
+// ---- s28 (eighty-second part of `docs/MEMBERSHIP.md`): a lost dead view that ran a view
+// change ----
+
+/// When the dead view's own members come back in [`dead_view_asked_a_change`].
+#[derive(Clone, Copy, Debug)]
+enum Back {
+    /// During the fitting restart: as soon as one of 1–4 acknowledged a restart ballot.
+    During,
+    /// After it: while 1–4 run the fitted view 1 and deliver in it.
+    After,
+    /// In a later total restart: life 1 ends with 1–4 running the fitted view, and life 2
+    /// starts every node.
+    Later,
+}
+
+/// Late member `i` starts from its log as a new process, a new incarnation on the fabric
+/// (crashed first, so that its peers that already counted it out, reporting it failed, link
+/// the new one: `Sim::start_node` links no peer that reported the node, whereas a process
+/// started after the report is a newer incarnation over TCP, as in [`Life::rejoin_fresh`]).
+fn start_anew(l: &mut Life, i: usize) {
+    l.sim.crash(NodeId(i as u32));
+    let t = l.sim.restart_node(NodeId(i as u32)).unwrap();
+    l.nodes[i] = Some(gate(t, &l.held[i]));
+    l.stalled[i] = None;
+    l.boot(i);
+}
+
+/// Life 0 of [`dead_view_asked_a_change`]: view 0 = 0–4, 5 and 6 join in one decision `D`, and
+/// once 0, 5 and 6 are active in view 1 (every node) 1–4 crash. The dead view then runs a view
+/// change of its own: 5 asks to leave (its log holds `LeaveAsked { 1 }`), 0 proposes the leave
+/// and 6 acknowledges it. Three of seven cannot decide it: each of 0, 5 and 6 stops with
+/// [`StopReason::Minority`] once it suspects 1–4. Then 1–4's logs lose `Installed { 1 }` and
+/// their view-1 epoch logs ([`cut_view_1`]): view 1 was installed by 0, 5 and 6 only. Returns
+/// the logs and what each member delivered.
+fn dead_view_proposes_a_leave(seed: u64, base: &Path) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    use squall_membership::change::ChangeKind;
+    let joiners = [N, N + 1];
+    let u = N + joiners.len();
+    let dead = [0, N, N + 1];
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed, base, &vec![Vec::new(); u], &all, 0, u);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    for &j in &joiners {
+        l.groups[j].as_mut().unwrap().join().unwrap();
+    }
+    let in_view_1 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.is_active() && g.view().is_some_and(|v| v.id == 1))
+    };
+    step_until(&mut l, "0, 5 and 6 active in view 1", |l| {
+        dead.iter().all(|&i| in_view_1(l, i))
+    })?;
+    for i in 1..N {
+        if let Some(g) = l.groups[i].take() {
+            l.logs[i] = g.gms().log().bytes().to_vec();
+        }
+        l.sim.crash(NodeId(i as u32));
+    }
+    l.groups[N].as_mut().unwrap().leave().unwrap();
+    let leaves_5 = |g: &Group<Gate, MemLog>| {
+        g.gms().proposal().is_some_and(|(r, ch)| {
+            r == 0 && (ch.iter()).any(|c| c.node == NodeId(N as u32) && c.kind == ChangeKind::Leave)
+        })
+    };
+    let (mut proposed, mut acked) = (false, false);
+    let minority = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| {
+            matches!(
+                g.gms().stopped(),
+                Some(StopReason::Minority { view: 1, .. })
+            )
+        })
+    };
+    let t0 = l.sim.now();
+    while !dead.iter().all(|&i| minority(&l, i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("life 0: no minority stop: {}", l.state()));
+        }
+        if let Some(&i) = dead.iter().find(|&&i| {
+            runs_a_view(&l, i) && {
+                l.groups[i]
+                    .as_ref()
+                    .unwrap()
+                    .view()
+                    .is_some_and(|v| v.id > 1)
+            }
+        }) {
+            return Err(format!(
+                "n{i} ran a view after the dead view: {}",
+                l.state()
+            ));
+        }
+        proposed |= l.groups[0].as_ref().is_some_and(leaves_5);
+        acked |= l.groups[N + 1].as_ref().is_some_and(leaves_5);
+        l.step(false);
+    }
+    if !proposed || !acked {
+        return Err(format!(
+            "life 0: the leave was not proposed ({proposed}) and acknowledged ({acked})"
+        ));
+    }
+    let (mut logs, before) = l.shutdown();
+    let (_, rec) = MemLog::open(logs[N].clone());
+    if rec.leave_pending(NodeId(N as u32)) != Some(1) {
+        return Err("n5's log does not hold its leave asked in view 1".into());
+    }
+    for (i, log) in logs.iter().enumerate().filter(|(i, _)| dead.contains(i)) {
+        let (_, rec) = MemLog::open(log.clone());
+        if rec.decision_for(1).is_some() || rec.promised_for(1) != 0 {
+            return Err(format!("n{i} logged a decision or a promise for view 1"));
+        }
+    }
+    for i in 1..N {
+        if !logged_admitting(&logs[i], 0, &joiners, false) {
+            return Err(format!("n{i} had not logged the join decision for view 0"));
+        }
+        cut_view_1(&mut logs, i, base, u);
+    }
+    Ok((logs, before))
+}
+
+/// A lost dead view that ran a view change (s28, eighty-second part of `docs/MEMBERSHIP.md`).
+/// Life 0: [`dead_view_proposes_a_leave`]: the dead view 1 (0–6), installed by 0, 5 and 6
+/// only, proposes 5's leave, which three of seven cannot decide; 5's log holds the request.
+/// Life 1: 1–4 restart view 0 and fit `D` into view 1 = 1–4 (fix B holds: four of seven),
+/// unless the dead side comes back first (`back`, [`Back::During`]), in which case they may
+/// catch up into the dead view instead, which is then no longer dead. The dead side comes back
+/// at `back`.
+///
+/// Checked: no view id run with two member lists in any life, nor across lives from view 2 on
+/// ([`RunAcross`]); every member's installs as its highest logged decision makes them
+/// ([`installed_as_decided`]); every life's deliveries a prefix of the final sequence. 5, whose
+/// application asked to leave, ends stopped with [`StopReason::Left`] (the group went on
+/// without it, or its leave was asked again and decided); the other six end active in one
+/// running view, delivering identically. Where the fitting completed, 0 and 6 join again
+/// (`Gms::rejoined`).
+fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
+    let u = N + 2;
+    let base = dir(&format!("dead-view-asked-{back:?}"), seed);
+    let (logs, before) = dead_view_proposes_a_leave(seed, &base)?;
+    let mut lives = vec![before];
+    let mut across = RunAcross::from(2);
+    let four = [1, 2, 3, 4];
+    let dead = [0, N, N + 1];
+    let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &four, 1, u);
+    l.earlier = lives[0][0].clone();
+    if let Back::During = back {
+        let acked = |l: &Life| {
+            four.iter().any(|&i| {
+                (l.groups[i].as_ref()).is_some_and(|g| {
+                    g.gms()
+                        .proposal()
+                        .is_some_and(|(r, _)| squall_membership::restart::attempt_of(r) > 0)
+                })
+            })
+        };
+        step_until(&mut l, "a restart ballot acknowledged", acked)?;
+        for i in dead {
+            start_anew(&mut l, i);
+        }
+    } else {
+        l.until_restarted(&four)?;
+        let v = l.groups[1]
+            .as_ref()
+            .unwrap()
+            .view()
+            .unwrap()
+            .members
+            .clone();
+        if v != ids(&four) {
+            return Err(format!("life 1 did not fit D into 1-4: {v:?}"));
+        }
+        for _ in 0..400 {
+            l.step(true);
+        }
+        for _ in 0..1000 {
+            l.step(false);
+        }
+        if let Back::After = back {
+            for i in dead {
+                start_anew(&mut l, i);
+            }
+        } else {
+            across.note(&l)?;
+            let (logs, life1) = l.shutdown();
+            lives.push(life1);
+            let all: Vec<usize> = (0..u).collect();
+            l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
+            l.earlier = lives[0][0].clone();
+        }
+    }
+    let left = |l: &Life| {
+        (l.groups[N].as_ref())
+            .is_some_and(|g| matches!(g.gms().stopped(), Some(StopReason::Left { .. })))
+    };
+    step_until(&mut l, "5 stopped as left", left)?;
+    let six: Vec<usize> = (0..u).filter(|&i| i != N).collect();
+    let replayed = lives.iter().flatten().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(&mut l, &six, replayed, "every node but 5")?;
+    if !left(&l) {
+        return Err(format!("n5 did not stay left: {}", l.state()));
+    }
+    if !matches!(back, Back::During) {
+        let rejoined =
+            |i: usize| (l.groups[i].as_ref()).is_some_and(|g| g.gms().rejoined().is_some());
+        if let Some(&i) = [0, N + 1].iter().find(|&&i| !rejoined(i)) {
+            return Err(format!("n{i} did not join again: {}", l.state()));
+        }
+    }
+    across.note(&l)?;
+    let last = l.delivered[1].clone();
+    let (logs, _) = l.shutdown();
+    installed_as_decided(&logs)?;
+    all_prefixes(&lives, &last)?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// [`dead_view_asked_a_change`], the dead side back during the fitting restart, 3 seeds.
+#[test]
+fn a_dead_view_that_proposed_a_leave_and_comes_back_during_the_fitting_ends_in_one_view() {
+    check_seeds("restart_dead_view_asked_during", 3, |seed| {
+        dead_view_asked_a_change(seed, Back::During)
+    });
+}
+
+/// [`dead_view_asked_a_change`], the dead side back while the fitted view runs, 3 seeds.
+#[test]
+fn a_dead_view_that_proposed_a_leave_and_comes_back_after_the_fitting_joins_again_or_leaves() {
+    check_seeds("restart_dead_view_asked_after", 3, |seed| {
+        dead_view_asked_a_change(seed, Back::After)
+    });
+}
+
+/// [`dead_view_asked_a_change`], the dead side back in a later total restart, 3 seeds.
+#[test]
+fn a_dead_view_that_proposed_a_leave_and_comes_back_in_a_later_restart_joins_again_or_leaves() {
+    check_seeds("restart_dead_view_asked_later", 3, |seed| {
+        dead_view_asked_a_change(seed, Back::Later)
+    });
+}

@@ -6337,3 +6337,150 @@ fn a_dead_view_that_proposed_a_leave_and_comes_back_in_a_later_restart_joins_aga
         dead_view_asked_a_change(seed, Back::Later)
     });
 }
+
+/// A dead view whose own view change could have been decided (s28, eighty-second part of
+/// `docs/MEMBERSHIP.md`). Life 0: view 0 = 0–4, 5–8 join in one decision `D`, and once 0 and the
+/// joiners are active in view 1 (every node) 1–4 crash. 5 asks to leave; 0 proposes it and 5–8
+/// acknowledge it: five of nine, a majority of view 1, so 0 would decide it once it suspects
+/// 1–4. Every member crashes first (nothing decided; 5's log holds `LeaveAsked { 1 }`), and
+/// 1–4's logs lose `Installed { 1 }` ([`cut_view_1`]). Life 1: 1–4 restart view 0 and adopt `D`.
+/// Fitting it would install another view 1 = 1–4 while a majority of the first one stands at
+/// view 1 and acknowledged a change there; fix B (`adoption_short`) refuses it: each of 1–4
+/// stops with [`StopReason::RestartShortOfAdopted`] naming 0 and 5–8. Life 2, the operator's
+/// end: all nine start. 1–4 catch up into view 1, the nine restart it, 5's leave is asked again
+/// and decided (5 stops with [`StopReason::Left`]), and the other eight end active in one
+/// running view, delivering identically, with the checks of [`dead_view_asked_a_change`].
+fn dead_view_could_have_decided(seed: u64) -> Result<(), String> {
+    use squall_membership::change::ChangeKind;
+    let joiners = [N, N + 1, N + 2, N + 3];
+    let u = N + joiners.len();
+    let base = dir("dead-view-could-decide", seed);
+    let all: Vec<usize> = (0..u).collect();
+    let dead: Vec<usize> = (0..u).filter(|i| !(1..N).contains(i)).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); u], &all, 0, u);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    for &j in &joiners {
+        l.groups[j].as_mut().unwrap().join().unwrap();
+    }
+    let in_view_1 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.is_active() && g.view().is_some_and(|v| v.id == 1))
+    };
+    step_until(&mut l, "0 and the joiners active in view 1", |l| {
+        dead.iter().all(|&i| in_view_1(l, i))
+    })?;
+    for i in 1..N {
+        crash_keeping_log(&mut l, i);
+    }
+    l.groups[N].as_mut().unwrap().leave().unwrap();
+    let leaves_5 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| {
+            g.gms().proposal().is_some_and(|(r, ch)| {
+                r == 0
+                    && (ch.iter())
+                        .any(|c| c.node == NodeId(N as u32) && c.kind == ChangeKind::Leave)
+            })
+        })
+    };
+    step_until(&mut l, "the leave acknowledged by 0 and 5-8", |l| {
+        dead.iter().all(|&i| leaves_5(l, i))
+    })?;
+    if let Some(&i) = dead.iter().find(|&&i| {
+        (l.groups[i].as_ref()).is_none_or(|g| g.gms().decision().is_some() || g.stopped().is_some())
+    }) {
+        return Err(format!(
+            "n{i} decided or stopped before the crash: {}",
+            l.state()
+        ));
+    }
+    let (mut logs, before) = l.shutdown();
+    let (_, rec) = MemLog::open(logs[N].clone());
+    if rec.leave_pending(NodeId(N as u32)) != Some(1) {
+        return Err("n5's log does not hold its leave asked in view 1".into());
+    }
+    for i in 1..N {
+        cut_view_1(&mut logs, i, &base, u);
+    }
+    let mut lives = vec![before];
+    let mut across = RunAcross::from(2);
+    let four = [1, 2, 3, 4];
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &four, 1, u);
+    let short = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| {
+            matches!(
+                g.gms().stopped(),
+                Some(StopReason::RestartShortOfAdopted { .. })
+            )
+        })
+    };
+    let t0 = l.sim.now();
+    while !four.iter().all(|&i| short(&l, i) || l.restarted(i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!(
+                "life 1: neither stopped nor completed: {}",
+                l.state()
+            ));
+        }
+        l.step(false);
+    }
+    let fitted = four.iter().any(|&i| l.restarted(i));
+    if fitted {
+        for _ in 0..400 {
+            l.step(true);
+        }
+        for _ in 0..1000 {
+            l.step(false);
+        }
+    } else {
+        let named: Vec<NodeId> = dead.iter().map(|&i| NodeId(i as u32)).collect();
+        for &i in &four {
+            let why = l.groups[i]
+                .as_ref()
+                .and_then(|g| g.gms().stopped().cloned());
+            if !matches!(&why, Some(StopReason::RestartShortOfAdopted { view: 0, start, .. })
+                if named.iter().all(|n| start.contains(n)))
+            {
+                return Err(format!("n{i} did not stop naming 0 and 5-8: {why:?}"));
+            }
+        }
+    }
+    let life1 = across.note(&l);
+    let (logs, delivered) = l.shutdown();
+    lives.push(delivered);
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
+    l.earlier = lives[0][0].clone();
+    let left = |l: &Life| {
+        (l.groups[N].as_ref())
+            .is_some_and(|g| matches!(g.gms().stopped(), Some(StopReason::Left { .. })))
+    };
+    let gone = step_until(&mut l, "5 stopped as left", left);
+    let rest: Vec<usize> = (0..u).filter(|&i| i != N).collect();
+    let replayed = lives.iter().flatten().map(Vec::len).max().unwrap_or(0);
+    let together =
+        gone.and_then(|()| together_and_carrying_on(&mut l, &rest, replayed, "every node but 5"));
+    let across = life1.and(across.note(&l));
+    let last = l.delivered[1].clone();
+    let (logs, _) = l.shutdown();
+    let checks = across
+        .and(installed_as_decided(&logs))
+        .and(all_prefixes(&lives, &last));
+    if fitted || checks.is_err() {
+        return Err(format!(
+            "life 1 fitted D into 1-4: {fitted}; {checks:?}; together: {together:?}"
+        ));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// [`dead_view_could_have_decided`] over 3 seeds (`SQUALL_SEEDS`).
+#[test]
+fn a_dead_view_whose_majority_acknowledged_a_leave_stops_the_fitting_and_restarts_with_it() {
+    check_seeds(
+        "restart_dead_view_could_decide",
+        3,
+        dead_view_could_have_decided,
+    );
+}

@@ -27,7 +27,10 @@
 //! more members joining again than it restarts, also after a crash inside that restart. And
 //! (s27, `two_views_ahead`) a dead view that ran a view change of its own: the restart that
 //! would fit its join decision into another view under its number stops instead, and without
-//! a majority of its own the dead view runs no view change.
+//! a majority of its own the dead view runs no view change. And (s28, `dead_view_asked`) a dead
+//! view that proposed a change it could not decide: its members, back during, after or in a
+//! later restart than the fitting, join again or stop as left; one a majority of it
+//! acknowledged stops the fitting.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};

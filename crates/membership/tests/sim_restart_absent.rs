@@ -6103,6 +6103,8 @@ fn a_member_one_view_behind_whose_peers_publish_only_their_own_decisions_is_coun
 /// When the dead view's own members come back in [`dead_view_asked_a_change`].
 #[derive(Clone, Copy, Debug)]
 enum Back {
+    /// With 1–4: all seven start at once in life 1, so the dead view is not dead yet.
+    Before,
     /// During the fitting restart: as soon as one of 1–4 acknowledged a restart ballot.
     During,
     /// After it: while 1–4 run the fitted view 1 and deliver in it.
@@ -6243,7 +6245,11 @@ fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
     let four = [1, 2, 3, 4];
     let dead = [0, N, N + 1];
     let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
-    let mut l = Life::start_in(seed + 1000, &base, &logs, &four, 1, u);
+    let up: Vec<usize> = match back {
+        Back::Before => (0..u).collect(),
+        _ => four.to_vec(),
+    };
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &up, 1, u);
     l.earlier = lives[0][0].clone();
     if let Back::During = back {
         let acked = |l: &Life| {
@@ -6259,7 +6265,7 @@ fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
         for i in dead {
             start_anew(&mut l, i);
         }
-    } else {
+    } else if !matches!(back, Back::Before) {
         l.until_restarted(&four)?;
         let v = l.groups[1]
             .as_ref()
@@ -6301,7 +6307,16 @@ fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
     if !left(&l) {
         return Err(format!("n5 did not stay left: {}", l.state()));
     }
-    if !matches!(back, Back::During) {
+    if let Back::Before = back {
+        if let Some(i) =
+            (0..u).find(|&i| (l.groups[i].as_ref()).is_some_and(|g| g.gms().rejoined().is_some()))
+        {
+            return Err(format!(
+                "n{i} joined again, with the dead view not dead: {}",
+                l.state()
+            ));
+        }
+    } else if !matches!(back, Back::During) {
         let rejoined =
             |i: usize| (l.groups[i].as_ref()).is_some_and(|g| g.gms().rejoined().is_some());
         if let Some(&i) = [0, N + 1].iter().find(|&&i| !rejoined(i)) {
@@ -6315,6 +6330,16 @@ fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
     all_prefixes(&lives, &last)?;
     let _ = std::fs::remove_dir_all(&base);
     Ok(())
+}
+
+/// [`dead_view_asked_a_change`], the dead side starting with 1–4, 3 seeds: 1–4 catch up into
+/// the dead view, which is then restarted by all seven (nothing is fitted), and 5's leave is
+/// asked again there.
+#[test]
+fn a_dead_view_that_proposed_a_leave_restarts_whole_when_its_members_start_with_the_others() {
+    check_seeds("restart_dead_view_asked_before", 3, |seed| {
+        dead_view_asked_a_change(seed, Back::Before)
+    });
 }
 
 /// [`dead_view_asked_a_change`], the dead side back during the fitting restart, 3 seeds.

@@ -27,7 +27,10 @@
 //! more members joining again than it restarts, also after a crash inside that restart. And
 //! (s27, `two_views_ahead`) a dead view that ran a view change of its own: the restart that
 //! would fit its join decision into another view under its number stops instead, and without
-//! a majority of its own the dead view runs no view change.
+//! a majority of its own the dead view runs no view change. And (s28, `dead_view_asked`) a dead
+//! view that proposed a change it could not decide: its members, back during, after or in a
+//! later restart than the fitting, join again or stop as left; one a majority of it
+//! acknowledged stops the fitting.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -6091,5 +6094,421 @@ fn a_member_one_view_behind_whose_peers_publish_only_their_own_decisions_is_coun
         "behind_no_catch_up_source",
         3,
         behind_with_no_catch_up_source,
+    );
+}
+
+// ---- s28 (eighty-second part of `docs/MEMBERSHIP.md`): a lost dead view that ran a view
+// change ----
+
+/// When the dead view's own members come back in [`dead_view_asked_a_change`].
+#[derive(Clone, Copy, Debug)]
+enum Back {
+    /// With 1–4: all seven start at once in life 1, so the dead view is not dead yet.
+    Before,
+    /// During the fitting restart: as soon as one of 1–4 acknowledged a restart ballot.
+    During,
+    /// After it: while 1–4 run the fitted view 1 and deliver in it.
+    After,
+    /// In a later total restart: life 1 ends with 1–4 running the fitted view, and life 2
+    /// starts every node.
+    Later,
+}
+
+/// Late member `i` starts from its log as a new process, a new incarnation on the fabric
+/// (crashed first, so that its peers that already counted it out, reporting it failed, link
+/// the new one: `Sim::start_node` links no peer that reported the node, whereas a process
+/// started after the report is a newer incarnation over TCP, as in [`Life::rejoin_fresh`]).
+fn start_anew(l: &mut Life, i: usize) {
+    l.sim.crash(NodeId(i as u32));
+    let t = l.sim.restart_node(NodeId(i as u32)).unwrap();
+    l.nodes[i] = Some(gate(t, &l.held[i]));
+    l.stalled[i] = None;
+    l.boot(i);
+}
+
+/// Life 0 of [`dead_view_asked_a_change`]: view 0 = 0–4, 5 and 6 join in one decision `D`, and
+/// once 0, 5 and 6 are active in view 1 (every node) 1–4 crash. The dead view then runs a view
+/// change of its own: 5 asks to leave (its log holds `LeaveAsked { 1 }`), 0 proposes the leave
+/// and 6 acknowledges it. Three of seven cannot decide it: each of 0, 5 and 6 stops with
+/// [`StopReason::Minority`] once it suspects 1–4. Then 1–4's logs lose `Installed { 1 }` and
+/// their view-1 epoch logs ([`cut_view_1`]): view 1 was installed by 0, 5 and 6 only. Returns
+/// the logs and what each member delivered.
+fn dead_view_proposes_a_leave(seed: u64, base: &Path) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    use squall_membership::change::ChangeKind;
+    let joiners = [N, N + 1];
+    let u = N + joiners.len();
+    let dead = [0, N, N + 1];
+    let all: Vec<usize> = (0..u).collect();
+    let mut l = Life::start_in(seed, base, &vec![Vec::new(); u], &all, 0, u);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    for &j in &joiners {
+        l.groups[j].as_mut().unwrap().join().unwrap();
+    }
+    let in_view_1 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.is_active() && g.view().is_some_and(|v| v.id == 1))
+    };
+    step_until(&mut l, "0, 5 and 6 active in view 1", |l| {
+        dead.iter().all(|&i| in_view_1(l, i))
+    })?;
+    for i in 1..N {
+        if let Some(g) = l.groups[i].take() {
+            l.logs[i] = g.gms().log().bytes().to_vec();
+        }
+        l.sim.crash(NodeId(i as u32));
+    }
+    l.groups[N].as_mut().unwrap().leave().unwrap();
+    let leaves_5 = |g: &Group<Gate, MemLog>| {
+        g.gms().proposal().is_some_and(|(r, ch)| {
+            r == 0 && (ch.iter()).any(|c| c.node == NodeId(N as u32) && c.kind == ChangeKind::Leave)
+        })
+    };
+    let (mut proposed, mut acked) = (false, false);
+    let minority = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| {
+            matches!(
+                g.gms().stopped(),
+                Some(StopReason::Minority { view: 1, .. })
+            )
+        })
+    };
+    let t0 = l.sim.now();
+    while !dead.iter().all(|&i| minority(&l, i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("life 0: no minority stop: {}", l.state()));
+        }
+        if let Some(&i) = dead.iter().find(|&&i| {
+            runs_a_view(&l, i) && {
+                l.groups[i]
+                    .as_ref()
+                    .unwrap()
+                    .view()
+                    .is_some_and(|v| v.id > 1)
+            }
+        }) {
+            return Err(format!(
+                "n{i} ran a view after the dead view: {}",
+                l.state()
+            ));
+        }
+        proposed |= l.groups[0].as_ref().is_some_and(leaves_5);
+        acked |= l.groups[N + 1].as_ref().is_some_and(leaves_5);
+        l.step(false);
+    }
+    if !proposed || !acked {
+        return Err(format!(
+            "life 0: the leave was not proposed ({proposed}) and acknowledged ({acked})"
+        ));
+    }
+    let (mut logs, before) = l.shutdown();
+    let (_, rec) = MemLog::open(logs[N].clone());
+    if rec.leave_pending(NodeId(N as u32)) != Some(1) {
+        return Err("n5's log does not hold its leave asked in view 1".into());
+    }
+    for (i, log) in logs.iter().enumerate().filter(|(i, _)| dead.contains(i)) {
+        let (_, rec) = MemLog::open(log.clone());
+        if rec.decision_for(1).is_some() || rec.promised_for(1) != 0 {
+            return Err(format!("n{i} logged a decision or a promise for view 1"));
+        }
+    }
+    for i in 1..N {
+        if !logged_admitting(&logs[i], 0, &joiners, false) {
+            return Err(format!("n{i} had not logged the join decision for view 0"));
+        }
+        cut_view_1(&mut logs, i, base, u);
+    }
+    Ok((logs, before))
+}
+
+/// A lost dead view that ran a view change (s28, eighty-second part of `docs/MEMBERSHIP.md`).
+/// Life 0: [`dead_view_proposes_a_leave`]: the dead view 1 (0–6), installed by 0, 5 and 6
+/// only, proposes 5's leave, which three of seven cannot decide; 5's log holds the request.
+/// Life 1: 1–4 restart view 0 and fit `D` into view 1 = 1–4 (fix B holds: four of seven),
+/// unless the dead side comes back first (`back`, [`Back::During`]), in which case they may
+/// catch up into the dead view instead, which is then no longer dead. The dead side comes back
+/// at `back`.
+///
+/// Checked: no view id run with two member lists in any life, nor across lives from view 2 on
+/// ([`RunAcross`]); every member's installs as its highest logged decision makes them
+/// ([`installed_as_decided`]); every life's deliveries a prefix of the final sequence. 5, whose
+/// application asked to leave, ends stopped with [`StopReason::Left`] (the group went on
+/// without it, or its leave was asked again and decided); the other six end active in one
+/// running view, delivering identically. Where the fitting completed, 0 and 6 join again
+/// (`Gms::rejoined`).
+fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
+    let u = N + 2;
+    let base = dir(&format!("dead-view-asked-{back:?}"), seed);
+    let (logs, before) = dead_view_proposes_a_leave(seed, &base)?;
+    let mut lives = vec![before];
+    let mut across = RunAcross::from(2);
+    let four = [1, 2, 3, 4];
+    let dead = [0, N, N + 1];
+    let ids = |v: &[usize]| v.iter().map(|&i| NodeId(i as u32)).collect::<Vec<_>>();
+    let up: Vec<usize> = match back {
+        Back::Before => (0..u).collect(),
+        _ => four.to_vec(),
+    };
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &up, 1, u);
+    l.earlier = lives[0][0].clone();
+    if let Back::During = back {
+        let acked = |l: &Life| {
+            four.iter().any(|&i| {
+                (l.groups[i].as_ref()).is_some_and(|g| {
+                    g.gms()
+                        .proposal()
+                        .is_some_and(|(r, _)| squall_membership::restart::attempt_of(r) > 0)
+                })
+            })
+        };
+        step_until(&mut l, "a restart ballot acknowledged", acked)?;
+        for i in dead {
+            start_anew(&mut l, i);
+        }
+    } else if !matches!(back, Back::Before) {
+        l.until_restarted(&four)?;
+        let v = l.groups[1]
+            .as_ref()
+            .unwrap()
+            .view()
+            .unwrap()
+            .members
+            .clone();
+        if v != ids(&four) {
+            return Err(format!("life 1 did not fit D into 1-4: {v:?}"));
+        }
+        for _ in 0..400 {
+            l.step(true);
+        }
+        for _ in 0..1000 {
+            l.step(false);
+        }
+        if let Back::After = back {
+            for i in dead {
+                start_anew(&mut l, i);
+            }
+        } else {
+            across.note(&l)?;
+            let (logs, life1) = l.shutdown();
+            lives.push(life1);
+            let all: Vec<usize> = (0..u).collect();
+            l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
+            l.earlier = lives[0][0].clone();
+        }
+    }
+    let left = |l: &Life| {
+        (l.groups[N].as_ref())
+            .is_some_and(|g| matches!(g.gms().stopped(), Some(StopReason::Left { .. })))
+    };
+    step_until(&mut l, "5 stopped as left", left)?;
+    let six: Vec<usize> = (0..u).filter(|&i| i != N).collect();
+    let replayed = lives.iter().flatten().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(&mut l, &six, replayed, "every node but 5")?;
+    if !left(&l) {
+        return Err(format!("n5 did not stay left: {}", l.state()));
+    }
+    if let Back::Before = back {
+        if let Some(i) =
+            (0..u).find(|&i| (l.groups[i].as_ref()).is_some_and(|g| g.gms().rejoined().is_some()))
+        {
+            return Err(format!(
+                "n{i} joined again, with the dead view not dead: {}",
+                l.state()
+            ));
+        }
+    } else if !matches!(back, Back::During) {
+        let rejoined =
+            |i: usize| (l.groups[i].as_ref()).is_some_and(|g| g.gms().rejoined().is_some());
+        if let Some(&i) = [0, N + 1].iter().find(|&&i| !rejoined(i)) {
+            return Err(format!("n{i} did not join again: {}", l.state()));
+        }
+    }
+    across.note(&l)?;
+    let last = l.delivered[1].clone();
+    let (logs, _) = l.shutdown();
+    installed_as_decided(&logs)?;
+    all_prefixes(&lives, &last)?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// [`dead_view_asked_a_change`], the dead side starting with 1–4, 3 seeds: 1–4 catch up into
+/// the dead view, which is then restarted by all seven (nothing is fitted), and 5's leave is
+/// asked again there.
+#[test]
+fn a_dead_view_that_proposed_a_leave_restarts_whole_when_its_members_start_with_the_others() {
+    check_seeds("restart_dead_view_asked_before", 3, |seed| {
+        dead_view_asked_a_change(seed, Back::Before)
+    });
+}
+
+/// [`dead_view_asked_a_change`], the dead side back during the fitting restart, 3 seeds.
+#[test]
+fn a_dead_view_that_proposed_a_leave_and_comes_back_during_the_fitting_ends_in_one_view() {
+    check_seeds("restart_dead_view_asked_during", 3, |seed| {
+        dead_view_asked_a_change(seed, Back::During)
+    });
+}
+
+/// [`dead_view_asked_a_change`], the dead side back while the fitted view runs, 3 seeds.
+#[test]
+fn a_dead_view_that_proposed_a_leave_and_comes_back_after_the_fitting_joins_again_or_leaves() {
+    check_seeds("restart_dead_view_asked_after", 3, |seed| {
+        dead_view_asked_a_change(seed, Back::After)
+    });
+}
+
+/// [`dead_view_asked_a_change`], the dead side back in a later total restart, 3 seeds.
+#[test]
+fn a_dead_view_that_proposed_a_leave_and_comes_back_in_a_later_restart_joins_again_or_leaves() {
+    check_seeds("restart_dead_view_asked_later", 3, |seed| {
+        dead_view_asked_a_change(seed, Back::Later)
+    });
+}
+
+/// A dead view whose own view change could have been decided (s28, eighty-second part of
+/// `docs/MEMBERSHIP.md`). Life 0: view 0 = 0–4, 5–8 join in one decision `D`, and once 0 and the
+/// joiners are active in view 1 (every node) 1–4 crash. 5 asks to leave; 0 proposes it and 5–8
+/// acknowledge it: five of nine, a majority of view 1, so 0 would decide it once it suspects
+/// 1–4. Every member crashes first (nothing decided; 5's log holds `LeaveAsked { 1 }`), and
+/// 1–4's logs lose `Installed { 1 }` ([`cut_view_1`]). Life 1: 1–4 restart view 0 and adopt `D`.
+/// Fitting it would install another view 1 = 1–4 while a majority of the first one stands at
+/// view 1 and acknowledged a change there; fix B (`adoption_short`) refuses it: each of 1–4
+/// stops with [`StopReason::RestartShortOfAdopted`] naming 0 and 5–8. Life 2, the operator's
+/// end: all nine start. 1–4 catch up into view 1, the nine restart it, 5's leave is asked again
+/// and decided (5 stops with [`StopReason::Left`]), and the other eight end active in one
+/// running view, delivering identically, with the checks of [`dead_view_asked_a_change`].
+fn dead_view_could_have_decided(seed: u64) -> Result<(), String> {
+    use squall_membership::change::ChangeKind;
+    let joiners = [N, N + 1, N + 2, N + 3];
+    let u = N + joiners.len();
+    let base = dir("dead-view-could-decide", seed);
+    let all: Vec<usize> = (0..u).collect();
+    let dead: Vec<usize> = (0..u).filter(|i| !(1..N).contains(i)).collect();
+    let mut l = Life::start_in(seed, &base, &vec![Vec::new(); u], &all, 0, u);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    for &j in &joiners {
+        l.groups[j].as_mut().unwrap().join().unwrap();
+    }
+    let in_view_1 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.is_active() && g.view().is_some_and(|v| v.id == 1))
+    };
+    step_until(&mut l, "0 and the joiners active in view 1", |l| {
+        dead.iter().all(|&i| in_view_1(l, i))
+    })?;
+    for i in 1..N {
+        crash_keeping_log(&mut l, i);
+    }
+    l.groups[N].as_mut().unwrap().leave().unwrap();
+    let leaves_5 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| {
+            g.gms().proposal().is_some_and(|(r, ch)| {
+                r == 0
+                    && (ch.iter())
+                        .any(|c| c.node == NodeId(N as u32) && c.kind == ChangeKind::Leave)
+            })
+        })
+    };
+    step_until(&mut l, "the leave acknowledged by 0 and 5-8", |l| {
+        dead.iter().all(|&i| leaves_5(l, i))
+    })?;
+    if let Some(&i) = dead.iter().find(|&&i| {
+        (l.groups[i].as_ref()).is_none_or(|g| g.gms().decision().is_some() || g.stopped().is_some())
+    }) {
+        return Err(format!(
+            "n{i} decided or stopped before the crash: {}",
+            l.state()
+        ));
+    }
+    let (mut logs, before) = l.shutdown();
+    let (_, rec) = MemLog::open(logs[N].clone());
+    if rec.leave_pending(NodeId(N as u32)) != Some(1) {
+        return Err("n5's log does not hold its leave asked in view 1".into());
+    }
+    for i in 1..N {
+        cut_view_1(&mut logs, i, &base, u);
+    }
+    let mut lives = vec![before];
+    let mut across = RunAcross::from(2);
+    let four = [1, 2, 3, 4];
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &four, 1, u);
+    let short = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| {
+            matches!(
+                g.gms().stopped(),
+                Some(StopReason::RestartShortOfAdopted { .. })
+            )
+        })
+    };
+    let t0 = l.sim.now();
+    while !four.iter().all(|&i| short(&l, i) || l.restarted(i)) {
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!(
+                "life 1: neither stopped nor completed: {}",
+                l.state()
+            ));
+        }
+        l.step(false);
+    }
+    let fitted = four.iter().any(|&i| l.restarted(i));
+    if fitted {
+        for _ in 0..400 {
+            l.step(true);
+        }
+        for _ in 0..1000 {
+            l.step(false);
+        }
+    } else {
+        let named: Vec<NodeId> = dead.iter().map(|&i| NodeId(i as u32)).collect();
+        for &i in &four {
+            let why = l.groups[i]
+                .as_ref()
+                .and_then(|g| g.gms().stopped().cloned());
+            if !matches!(&why, Some(StopReason::RestartShortOfAdopted { view: 0, start, .. })
+                if named.iter().all(|n| start.contains(n)))
+            {
+                return Err(format!("n{i} did not stop naming 0 and 5-8: {why:?}"));
+            }
+        }
+    }
+    let life1 = across.note(&l);
+    let (logs, delivered) = l.shutdown();
+    lives.push(delivered);
+    let mut l = Life::start_in(seed + 2000, &base, &logs, &all, 2, u);
+    l.earlier = lives[0][0].clone();
+    let left = |l: &Life| {
+        (l.groups[N].as_ref())
+            .is_some_and(|g| matches!(g.gms().stopped(), Some(StopReason::Left { .. })))
+    };
+    let gone = step_until(&mut l, "5 stopped as left", left);
+    let rest: Vec<usize> = (0..u).filter(|&i| i != N).collect();
+    let replayed = lives.iter().flatten().map(Vec::len).max().unwrap_or(0);
+    let together =
+        gone.and_then(|()| together_and_carrying_on(&mut l, &rest, replayed, "every node but 5"));
+    let across = life1.and(across.note(&l));
+    let last = l.delivered[1].clone();
+    let (logs, _) = l.shutdown();
+    let checks = across
+        .and(installed_as_decided(&logs))
+        .and(all_prefixes(&lives, &last));
+    if fitted || checks.is_err() {
+        return Err(format!(
+            "life 1 fitted D into 1-4: {fitted}; {checks:?}; together: {together:?}"
+        ));
+    }
+    together?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// [`dead_view_could_have_decided`] over 3 seeds (`SQUALL_SEEDS`).
+#[test]
+fn a_dead_view_whose_majority_acknowledged_a_leave_stops_the_fitting_and_restarts_with_it() {
+    check_seeds(
+        "restart_dead_view_could_decide",
+        3,
+        dead_view_could_have_decided,
     );
 }

@@ -6152,7 +6152,7 @@ fn follow_before_the_admitted_words(seed: u64, hold: bool) -> Result<(Moment, Fo
     let up = [0, 1, 2];
     let mut l = Life::start(seed + 1000, &base, &logs, &up, 1);
     let t0 = l.sim.now();
-    while !(l.groups[0].as_ref()).is_some_and(|g| g.gms().decision().is_some()) {
+    while (l.groups[0].as_ref()).is_none_or(|g| g.gms().decision().is_none()) {
         if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
             return Err(format!("0 never decided the restart: {}", l.state()));
         }

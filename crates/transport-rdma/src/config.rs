@@ -99,7 +99,9 @@ pub struct RdmaConfig {
     pub retry_timeout_exp: u8,
     /// Transport retries before a work request fails with retry-exceeded (at most 7).
     pub retry_count: u8,
-    /// How long connection setup over the side channel may take.
+    /// How long one start attempt's connection setup over the side channel may take: the
+    /// whole exchange with every peer, each dial, read and write on both sides, ends by this
+    /// long after the attempt's start (since s28; before, each read got this long afresh).
     pub connect_timeout: Duration,
 }
 

@@ -28,7 +28,7 @@ pub mod provider;
 pub mod verbs;
 
 pub use config::{ConfigError, RdmaConfig};
-pub use node::{ConnectOnError, RdmaNode, StartError};
+pub use node::{ConnectOnError, RdmaNode, SidePhase, StartError};
 pub use provider::{Provider, ProviderError};
 #[cfg(feature = "verbs")]
 pub use verbs::{ErrorInjector, VerbsNic};

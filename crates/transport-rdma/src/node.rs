@@ -26,7 +26,7 @@ use squall_transport::{
 use thiserror::Error;
 
 use crate::config::{ConfigError, RdmaConfig};
-use crate::exchange::{Hello, ReadError, RemoteRegion};
+use crate::exchange::{DecodeError, Hello, MAX_HELLO, ReadError, RemoteRegion};
 use crate::provider::{
     MemoryKeys, Provider, ProviderError, Sge, WcStatus, WorkCompletion, WorkOp, WorkRequest,
 };
@@ -83,9 +83,60 @@ pub enum StartError {
         /// The node's address in the cluster map.
         expected: SocketAddr,
     },
-    /// Setup did not finish in time.
+    /// Setup did not finish in time: these higher-numbered peers never completed their
+    /// exchange on this node's listener (no connection of theirs had even sent its whole
+    /// hello by the deadline; one that had is a [`StartError::Deadline`] naming the peer).
     #[error("connecting to {0:?} did not finish within connect_timeout")]
     Timeout(Vec<NodeId>),
+    /// The start attempt's side-channel exchange with `peer` had not finished `phase` when
+    /// the attempt's deadline (`connect_timeout` after its start) passed. The deadline bounds
+    /// the whole attempt, every dial, read and write with every peer on both sides, so a
+    /// peer that trickles its bytes cannot hold a start longer (s28).
+    #[error(
+        "side channel with {peer}: {phase} was not done when the start attempt's deadline passed (connect_timeout {timeout:?} after its start)"
+    )]
+    Deadline {
+        /// The peer.
+        peer: NodeId,
+        /// Where its exchange stood.
+        phase: SidePhase,
+        /// The attempt's `connect_timeout`.
+        timeout: Duration,
+    },
+}
+
+/// A step of one start attempt's side-channel exchange with a peer, as a
+/// [`StartError::Deadline`] names it.
+///
+/// ```
+/// use squall_transport_rdma::SidePhase;
+/// assert_eq!(SidePhase::ReadHello.to_string(), "reading the peer's hello");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SidePhase {
+    /// Dialling the peer's listener (this node is the higher-numbered one).
+    Dial,
+    /// Sending this node's hello.
+    SendHello,
+    /// Reading the peer's hello.
+    ReadHello,
+    /// The nonce: read and echoed by the dialling side, read back by the accepting side.
+    Nonce,
+    /// The last byte each side sends once its queue pairs are ready, and reads from the peer.
+    Ready,
+}
+
+impl std::fmt::Display for SidePhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SidePhase::Dial => "dialling the peer",
+            SidePhase::SendHello => "sending this node's hello",
+            SidePhase::ReadHello => "reading the peer's hello",
+            SidePhase::Nonce => "the nonce's echo",
+            SidePhase::Ready => "the ready handshake",
+        })
+    }
 }
 
 /// Why [`RdmaNode::connect_on`] failed, with the listener it was given, handed back: the
@@ -302,6 +353,8 @@ impl<P: Provider> RdmaNode<P> {
         cluster: &BTreeMap<NodeId, SocketAddr>,
         layout: &[RegionSpec],
     ) -> Result<RdmaNode<P>, StartError> {
+        // One deadline for the whole attempt: every side-channel dial, read and write ends by it.
+        let deadline = Instant::now() + cfg.connect_timeout;
         let peers: Vec<NodeId> = cluster.keys().copied().filter(|&p| p != me).collect();
         cfg.validate(peers.len())?;
         RegionSpec::validate_all(layout)?;
@@ -355,7 +408,7 @@ impl<P: Provider> RdmaNode<P> {
                 .collect(),
         };
 
-        let hellos = exchange(&cfg, me, listener, cluster, &peers, hello_for)?;
+        let hellos = exchange(&cfg, me, listener, cluster, &peers, hello_for, deadline)?;
         let mut links = Vec::new();
         for (i, &peer) in peers.iter().enumerate() {
             let (hello, _) = &hellos[&peer];
@@ -420,8 +473,8 @@ impl<P: Provider> RdmaNode<P> {
             }
         }
         // Every queue pair is ready to receive; tell the peers, and wait until they are too.
-        for (_, stream) in hellos.into_values() {
-            ready(stream)?;
+        for (peer, (_, stream)) in hellos {
+            ready(peer, stream, deadline, node.cfg.connect_timeout)?;
         }
         tracing::info!(node = %me, peers = node.links.len(), "rdma transport connected");
         Ok(node)
@@ -688,23 +741,190 @@ fn attempt_nonce() -> u64 {
     h.finish()
 }
 
-/// The accepting side's half of a link's hello exchange, after the peer's hello: sends this
-/// node's hello and this attempt's `nonce`, and reads the nonce echoed back. A connection
-/// left in the listener's queue by a peer's earlier attempt (the peer gave up and closed it,
-/// or dropped it as it failed) holds only what that attempt wrote, before this attempt
-/// drew its nonce, so it fails here: end of stream, a reset, a timeout, or another number.
-fn confirm_accepted(stream: &mut TcpStream, hello: &Hello, nonce: u64) -> std::io::Result<()> {
-    hello.write_to(stream)?;
-    stream.write_all(&nonce.to_le_bytes())?;
-    let mut echo = [0u8; 8];
-    stream.read_exact(&mut echo)?;
-    if u64::from_le_bytes(echo) != nonce {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "the peer echoed another attempt's nonce",
-        ));
+/// A side-channel stream whose every read and write ends by one deadline: each is given
+/// only the time left until it, so a peer that trickles its bytes cannot stretch one start
+/// attempt beyond `connect_timeout` (before s28 each read got a fresh `connect_timeout`).
+struct Bounded<'a> {
+    stream: &'a mut TcpStream,
+    deadline: Instant,
+}
+
+impl Bounded<'_> {
+    /// The time left, or a `TimedOut` error once the deadline passed.
+    fn left(&self) -> std::io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the start attempt's deadline passed",
+            ));
+        }
+        Ok(left)
     }
-    Ok(())
+}
+
+impl Read for Bounded<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.left()?;
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+impl Write for Bounded<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let left = self.left()?;
+        self.stream.set_write_timeout(Some(left))?;
+        self.stream.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+/// A side-channel failure with `peer` in `phase`: [`StartError::Deadline`] if it timed out
+/// (a [`Bounded`] stream times out only at the attempt's deadline), else
+/// [`StartError::SideChannel`] with the cause.
+fn side_failure(peer: NodeId, phase: SidePhase, timeout: Duration, e: ReadError) -> StartError {
+    let timed_out = matches!(&e, ReadError::Io(io) if matches!(
+        io.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ));
+    if timed_out {
+        StartError::Deadline {
+            peer,
+            phase,
+            timeout,
+        }
+    } else {
+        StartError::SideChannel { peer, source: e }
+    }
+}
+
+/// A connection accepted on the side channel, served without blocking, so that a peer
+/// that sends slowly or not at all holds up no other peer's connection. Its hello (a
+/// 4-byte length and the body) is read, checked and answered with this node's hello and
+/// the attempt's nonce, and the nonce's echo (8 bytes) is read back.
+struct Accepted {
+    stream: TcpStream,
+    addr: SocketAddr,
+    /// What is read so far of what is awaited: the hello's length and body, then the echo.
+    read: Vec<u8>,
+    /// The peer's hello, once read and checked.
+    hello: Option<Hello>,
+    /// This node's length-prefixed hello and the nonce, once the peer's hello is checked.
+    out: Vec<u8>,
+    /// How many bytes of `out` are sent.
+    sent: usize,
+}
+
+/// What one [`Accepted::step`] came to.
+enum Step {
+    /// Nothing more can be done until the peer sends (or takes) more bytes.
+    Waiting { progressed: bool },
+    /// The connection echoed this attempt's nonce: it is the peer's.
+    Confirmed,
+    /// The connection failed or is not this attempt's: drop it (the reason).
+    Dropped(String),
+}
+
+impl Accepted {
+    fn new(stream: TcpStream, addr: SocketAddr) -> Accepted {
+        Accepted {
+            stream,
+            addr,
+            read: Vec::new(),
+            hello: None,
+            out: Vec::new(),
+            sent: 0,
+        }
+    }
+
+    /// Where the exchange stands.
+    fn phase(&self) -> SidePhase {
+        match self.hello {
+            None => SidePhase::ReadHello,
+            Some(_) if self.sent < self.out.len() => SidePhase::SendHello,
+            Some(_) => SidePhase::Nonce,
+        }
+    }
+
+    /// Goes as far as the bytes at hand allow. `answer` checks the peer's hello and gives
+    /// this node's hello for that peer; its error fails the whole attempt.
+    fn step(
+        &mut self,
+        nonce: u64,
+        answer: &dyn Fn(&Hello, SocketAddr) -> Result<Hello, StartError>,
+    ) -> Result<Step, StartError> {
+        let mut progressed = false;
+        let mut buf = [0u8; 1024];
+        loop {
+            while self.sent < self.out.len() {
+                match self.stream.write(&self.out[self.sent..]) {
+                    Ok(0) => return Ok(Step::Dropped("the connection closed".into())),
+                    Ok(n) => {
+                        self.sent += n;
+                        progressed = true;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        return Ok(Step::Waiting { progressed });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Ok(Step::Dropped(e.to_string())),
+                }
+            }
+            let need = match &self.hello {
+                None if self.read.len() < 4 => 4 - self.read.len(),
+                None => {
+                    let mut len = [0u8; 4];
+                    len.copy_from_slice(&self.read[..4]);
+                    let len = u32::from_le_bytes(len) as usize;
+                    if len > MAX_HELLO {
+                        return Ok(Step::Dropped(DecodeError::TooLarge(len).to_string()));
+                    }
+                    4 + len - self.read.len()
+                }
+                Some(_) => 8 - self.read.len(),
+            };
+            if need == 0 {
+                if self.hello.is_some() {
+                    let mut echo = [0u8; 8];
+                    echo.copy_from_slice(&self.read);
+                    if u64::from_le_bytes(echo) != nonce {
+                        return Ok(Step::Dropped(
+                            "the peer echoed another attempt's nonce".into(),
+                        ));
+                    }
+                    return Ok(Step::Confirmed);
+                }
+                let hello = match Hello::decode(&self.read[4..]) {
+                    Ok(h) => h,
+                    Err(e) => return Ok(Step::Dropped(e.to_string())),
+                };
+                let body = answer(&hello, self.addr)?.encode();
+                self.out = (body.len() as u32).to_le_bytes().to_vec();
+                self.out.extend_from_slice(&body);
+                self.out.extend_from_slice(&nonce.to_le_bytes());
+                self.hello = Some(hello);
+                self.read.clear();
+                continue;
+            }
+            let want = need.min(buf.len());
+            match self.stream.read(&mut buf[..want]) {
+                Ok(0) => return Ok(Step::Dropped("end of stream".into())),
+                Ok(n) => {
+                    self.read.extend_from_slice(&buf[..n]);
+                    progressed = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Ok(Step::Waiting { progressed });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Ok(Step::Dropped(e.to_string())),
+            }
+        }
+    }
 }
 
 /// Exchanges hellos with every peer; returns each peer's hello and the open stream.
@@ -716,6 +936,12 @@ fn confirm_accepted(stream: &mut TcpStream, hello: &Hello, nonce: u64) -> std::i
 /// that peers' earlier attempts opened and abandoned; such a connection holds a well-formed
 /// hello, but no echo, so it is dropped (logged) and the node goes on accepting (s27,
 /// docs/MEMBERSHIP.md, seventy-seventh part).
+///
+/// The whole exchange ends by `deadline` (s28, eighty-third part): every dial, read and
+/// write of a dialled link is given only the time left until it ([`Bounded`]), and
+/// accepted connections are served side by side without blocking ([`Accepted`]), so a
+/// connection that trickles its bytes holds up no other peer and is given up at the
+/// deadline.
 fn exchange(
     cfg: &RdmaConfig,
     me: NodeId,
@@ -723,8 +949,9 @@ fn exchange(
     cluster: &BTreeMap<NodeId, SocketAddr>,
     peers: &[NodeId],
     hello_for: impl Fn(NodeId) -> Hello,
+    deadline: Instant,
 ) -> Result<BTreeMap<NodeId, (Hello, TcpStream)>, StartError> {
-    let deadline = Instant::now() + cfg.connect_timeout;
+    let timeout = cfg.connect_timeout;
     let nonce = attempt_nonce();
     listener.set_nonblocking(true)?;
     let mut got = BTreeMap::new();
@@ -750,77 +977,151 @@ fn exchange(
             _ => Ok(()),
         }
     };
-    let io = |peer: NodeId| {
-        move |e: std::io::Error| StartError::SideChannel {
-            peer,
-            source: ReadError::Io(e),
-        }
+    let fail = |peer: NodeId, phase: SidePhase| {
+        move |e: std::io::Error| side_failure(peer, phase, timeout, ReadError::Io(e))
     };
     for &peer in peers.iter().filter(|&&p| p < me) {
         let addr = cluster[&peer];
         let mut stream = loop {
-            match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(StartError::Deadline {
+                    peer,
+                    phase: SidePhase::Dial,
+                    timeout,
+                });
+            }
+            match TcpStream::connect_timeout(&addr, left.min(Duration::from_millis(200))) {
                 Ok(s) => break s,
-                Err(_) if Instant::now() < deadline => {
+                Err(_) if Instant::now() + Duration::from_millis(20) < deadline => {
                     std::thread::sleep(Duration::from_millis(20))
                 }
-                Err(e) => return Err(io(peer)(e)),
+                Err(e) => return Err(fail(peer, SidePhase::Dial)(e)),
             }
         };
         stream
-            .set_read_timeout(Some(cfg.connect_timeout))
-            .map_err(io(peer))?;
-        stream.set_nodelay(true).map_err(io(peer))?;
-        hello_for(peer).write_to(&mut stream).map_err(io(peer))?;
-        let hello = Hello::read_from(&mut stream)
-            .map_err(|source| StartError::SideChannel { peer, source })?;
+            .set_nodelay(true)
+            .map_err(fail(peer, SidePhase::Dial))?;
+        let mut bounded = Bounded {
+            stream: &mut stream,
+            deadline,
+        };
+        hello_for(peer)
+            .write_to(&mut bounded)
+            .map_err(fail(peer, SidePhase::SendHello))?;
+        let hello = Hello::read_from(&mut bounded)
+            .map_err(|e| side_failure(peer, SidePhase::ReadHello, timeout, e))?;
         check(&hello, addr, Some(peer))?;
         // Echo the accepting side's nonce: this connection belongs to its current attempt.
         let mut echo = [0u8; 8];
-        stream.read_exact(&mut echo).map_err(io(peer))?;
-        stream.write_all(&echo).map_err(io(peer))?;
+        bounded
+            .read_exact(&mut echo)
+            .map_err(fail(peer, SidePhase::Nonce))?;
+        bounded
+            .write_all(&echo)
+            .map_err(fail(peer, SidePhase::Nonce))?;
         got.insert(peer, (hello, stream));
     }
+    let answer = |hello: &Hello, addr: SocketAddr| -> Result<Hello, StartError> {
+        check(hello, addr, None)?;
+        Ok(hello_for(hello.node))
+    };
     let mut waiting: Vec<NodeId> = peers.iter().copied().filter(|&p| p > me).collect();
+    let mut accepted: Vec<Accepted> = Vec::new();
     while !waiting.is_empty() {
-        match listener.accept() {
-            Ok((mut stream, addr)) => {
-                stream.set_nonblocking(false)?;
-                stream.set_read_timeout(Some(cfg.connect_timeout))?;
-                stream.set_nodelay(true)?;
-                let hello = match Hello::read_from(&mut stream) {
-                    Ok(h) => h,
-                    Err(e) => {
-                        tracing::warn!(%addr, error = %e, "refused a side-channel connection");
-                        continue;
+        let mut progressed = false;
+        loop {
+            match listener.accept() {
+                Ok((stream, addr)) => {
+                    stream.set_nonblocking(true)?;
+                    stream.set_nodelay(true)?;
+                    accepted.push(Accepted::new(stream, addr));
+                    progressed = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut k = 0;
+        while k < accepted.len() {
+            match accepted[k].step(nonce, &answer)? {
+                Step::Waiting { progressed: p } => {
+                    progressed |= p;
+                    k += 1;
+                }
+                Step::Confirmed => {
+                    let a = accepted.swap_remove(k);
+                    if let Some(hello) = a.hello {
+                        let peer = hello.node;
+                        a.stream
+                            .set_nonblocking(false)
+                            .map_err(fail(peer, SidePhase::Nonce))?;
+                        waiting.retain(|&p| p != peer);
+                        got.insert(peer, (hello, a.stream));
                     }
-                };
-                check(&hello, addr, None)?;
-                let peer = hello.node;
-                if let Err(e) = confirm_accepted(&mut stream, &hello_for(peer), nonce) {
-                    tracing::warn!(%addr, %peer, error = %e,
-                        "dropped a side-channel connection that did not echo this attempt's nonce (left from an earlier attempt of the peer)");
-                    continue;
+                    progressed = true;
                 }
-                waiting.retain(|&p| p != peer);
-                got.insert(peer, (hello, stream));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    return Err(StartError::Timeout(waiting));
+                Step::Dropped(reason) => {
+                    let a = accepted.swap_remove(k);
+                    match &a.hello {
+                        None => {
+                            tracing::warn!(addr = %a.addr, error = %reason, "refused a side-channel connection");
+                        }
+                        Some(hello) => {
+                            tracing::warn!(addr = %a.addr, peer = %hello.node, error = %reason,
+                                "dropped a side-channel connection that did not echo this attempt's nonce (left from an earlier attempt of the peer)");
+                        }
+                    }
+                    progressed = true;
                 }
-                std::thread::sleep(Duration::from_millis(5));
             }
-            Err(e) => return Err(e.into()),
+        }
+        if waiting.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            for a in &accepted {
+                tracing::warn!(addr = %a.addr, phase = %a.phase(),
+                    "a side-channel connection was still in its exchange at the start attempt's deadline");
+            }
+            let stalled = accepted.iter().find_map(|a| {
+                let peer = a.hello.as_ref()?.node;
+                waiting.contains(&peer).then(|| (peer, a.phase()))
+            });
+            return Err(match stalled {
+                Some((peer, phase)) => StartError::Deadline {
+                    peer,
+                    phase,
+                    timeout,
+                },
+                None => StartError::Timeout(waiting),
+            });
+        }
+        if !progressed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            std::thread::sleep(left.min(Duration::from_millis(2)));
         }
     }
     Ok(got)
 }
 
-fn ready(mut stream: TcpStream) -> Result<(), StartError> {
-    stream.write_all(&[1])?;
+/// The last step of a start with `peer`: each side sends one byte once its queue pairs are
+/// ready and reads the peer's, by the attempt's `deadline`.
+fn ready(
+    peer: NodeId,
+    mut stream: TcpStream,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(), StartError> {
+    let fail = |e: std::io::Error| side_failure(peer, SidePhase::Ready, timeout, ReadError::Io(e));
+    let mut bounded = Bounded {
+        stream: &mut stream,
+        deadline,
+    };
+    bounded.write_all(&[1]).map_err(fail)?;
     let mut b = [0u8; 1];
-    stream.read_exact(&mut b)?;
+    bounded.read_exact(&mut b).map_err(fail)?;
     Ok(())
 }
 

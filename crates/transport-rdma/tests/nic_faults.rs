@@ -12,7 +12,7 @@ use squall_transport::{
     Signal, Transport,
 };
 use squall_transport_rdma::mock::{MockFabric, MockNic};
-use squall_transport_rdma::{RdmaConfig, RdmaNode, StartError};
+use squall_transport_rdma::{RdmaConfig, RdmaNode, SidePhase, StartError};
 
 const R: RegionId = RegionId(0);
 
@@ -522,7 +522,7 @@ fn a_connection_a_peers_failed_attempt_left_in_a_handed_back_listener_is_not_tak
     );
     let one = start(second, NodeId(1), short.clone()).expect_err("node 0 never answered");
     assert!(
-        matches!(&one.error, StartError::SideChannel { peer, .. } if *peer == NodeId(0)),
+        matches!(&one.error, StartError::Deadline { peer, phase: SidePhase::ReadHello, .. } if *peer == NodeId(0)),
         "node 1's first start: {one}"
     );
     let again = RdmaConfig {
@@ -530,4 +530,206 @@ fn a_connection_a_peers_failed_attempt_left_in_a_handed_back_listener_is_not_tak
         ..common::config()
     };
     start_both(&fabric, &map, [zero.listener, one.listener], &again);
+}
+
+// s28 (eighty-third part; s27 review R2): one deadline bounds a start attempt's whole
+// side-channel exchange, on both sides. Each test's fake peer sends its bytes one at a
+// time, far faster than the 400 ms timeout would allow any single read, but far slower
+// in total (about 95 bytes of hello at 30 ms each, about 2.9 s).
+
+/// A well-formed side-channel hello from `node` of the test clusters, length-prefixed as
+/// it travels.
+fn hello_bytes(node: NodeId) -> Vec<u8> {
+    use squall_transport_rdma::exchange::{Hello, RemoteRegion};
+    use squall_transport_rdma::provider::{MemoryKeys, QpEndpoint};
+    let keys = MemoryKeys {
+        addr: 4096,
+        len: 4096,
+        lkey: 0,
+        rkey: 1,
+    };
+    let hello = Hello {
+        cluster_id: common::config().cluster_id,
+        node,
+        qp: QpEndpoint {
+            qp_number: 1,
+            psn: 0,
+            lid: 0,
+            gid: [0; 16],
+        },
+        control: keys,
+        regions: vec![RemoteRegion { id: R, keys }],
+    };
+    let mut out = Vec::new();
+    hello.write_to(&mut out).expect("to a vector");
+    out
+}
+
+/// Writes `bytes` one at a time, `gap` apart, until done or the peer is gone.
+fn trickle(stream: &mut std::net::TcpStream, bytes: &[u8], gap: Duration) {
+    use std::io::Write;
+    for b in bytes {
+        std::thread::sleep(gap);
+        if stream.write_all(&[*b]).is_err() {
+            return;
+        }
+    }
+}
+
+const GAP: Duration = Duration::from_millis(30);
+
+/// A config whose start attempts end 400 ms after they begin.
+fn deadline_400ms() -> RdmaConfig {
+    RdmaConfig {
+        connect_timeout: Duration::from_millis(400),
+        ..common::config()
+    }
+}
+
+/// The dialling side: node 1 dials "node 0", a fake that accepts and trickles its hello.
+/// Node 1's start must fail at its deadline, naming node 0 and the phase (reading its
+/// hello), not after the trickle (about 2.9 s; each single read would wait up to 400 ms).
+#[test]
+fn a_peer_that_trickles_its_hello_fails_the_dialling_start_at_its_deadline() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let (mut held, map) = common::listeners(2);
+    let one = held.pop().expect("two");
+    let fake = held.pop().expect("two");
+    let (result, took) = std::thread::scope(|s| {
+        s.spawn(move || {
+            if let Ok((mut stream, _)) = fake.accept() {
+                trickle(&mut stream, &hello_bytes(NodeId(0)), GAP);
+            }
+        });
+        let start = Instant::now();
+        let r = RdmaNode::connect_on(
+            one,
+            deadline_400ms(),
+            fabric.nic(NodeId(1)),
+            NodeId(1),
+            &map,
+            &layout(),
+        );
+        (r, start.elapsed())
+    });
+    let e = result.expect_err("the fake never finishes its hello in time");
+    assert!(
+        matches!(&e.error, StartError::Deadline { peer, phase: SidePhase::ReadHello, .. } if *peer == NodeId(0)),
+        "{e}"
+    );
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(1500),
+        "the start failed after {took:?}; its deadline was 400 ms"
+    );
+}
+
+/// The accepting side, alone: a connection that trickles a hello claiming to be node 1
+/// sits in node 0's listener. Node 0's start must fail at its deadline with node 1 never
+/// there, not after the trickle.
+#[test]
+fn a_trickling_connection_fails_the_accepting_start_at_its_deadline() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let ([zero, _one], map, _) = two_nodes();
+    let (result, took) = std::thread::scope(|s| {
+        let addr = map[&NodeId(0)];
+        s.spawn(move || {
+            if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
+                trickle(&mut stream, &hello_bytes(NodeId(1)), GAP);
+            }
+        });
+        let start = Instant::now();
+        let r = RdmaNode::connect_on(
+            zero,
+            deadline_400ms(),
+            fabric.nic(NodeId(0)),
+            NodeId(0),
+            &map,
+            &layout(),
+        );
+        (r, start.elapsed())
+    });
+    let e = result.expect_err("node 1 never came");
+    assert!(
+        matches!(&e.error, StartError::Timeout(w) if *w == [NodeId(1)]),
+        "{e}"
+    );
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(1500),
+        "the start failed after {took:?}; its deadline was 400 ms"
+    );
+}
+
+/// The accepting side, with the real peer behind the trickler: a connection trickling a
+/// hello claiming to be node 1 is queued in node 0's listener before node 1 dials. Node 0
+/// must serve node 1 beside it, and both must start well within their 2 s deadline (before,
+/// node 0 read the trickler's hello to its end, about 2.9 s, and node 1 gave up waiting).
+#[test]
+fn a_trickling_connection_does_not_hold_the_accepting_node_from_its_real_peer() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let ([zero, one], map, _) = two_nodes();
+    let cfg = RdmaConfig {
+        connect_timeout: Duration::from_secs(2),
+        ..common::config()
+    };
+    let addr = map[&NodeId(0)];
+    let mut trickler = std::net::TcpStream::connect(addr).expect("queued in node 0's listener");
+    let started = std::thread::scope(|s| {
+        s.spawn(move || trickle(&mut trickler, &hello_bytes(NodeId(1)), GAP));
+        let nodes: Vec<_> = [(zero, NodeId(0)), (one, NodeId(1))]
+            .into_iter()
+            .map(|(l, me)| {
+                let (nic, cfg, map) = (fabric.nic(me), cfg.clone(), &map);
+                s.spawn(move || {
+                    let start = Instant::now();
+                    let r = RdmaNode::connect_on(l, cfg, nic, me, map, &layout());
+                    (r.map(drop).map_err(|e| e.to_string()), start.elapsed())
+                })
+            })
+            .collect();
+        nodes
+            .into_iter()
+            .map(|h| h.join().expect("no panic"))
+            .collect::<Vec<_>>()
+    });
+    for (i, (r, took)) in started.iter().enumerate() {
+        assert!(r.is_ok(), "node {i}'s start: {r:?} after {took:?}");
+        assert!(
+            *took < Duration::from_millis(1500),
+            "node {i} took {took:?} to start"
+        );
+    }
+}
+
+/// The accepting side, a peer known but silent: a connection sends a whole hello from
+/// node 1 at once and then neither echoes the nonce nor closes. Node 0's start must fail
+/// at its deadline naming node 1 and the nonce's echo.
+#[test]
+fn a_peer_that_never_echoes_the_nonce_fails_the_accepting_start_naming_it_and_the_phase() {
+    use std::io::Write;
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let ([zero, _one], map, _) = two_nodes();
+    let mut silent = std::net::TcpStream::connect(map[&NodeId(0)]).expect("queued");
+    silent
+        .write_all(&hello_bytes(NodeId(1)))
+        .expect("into the socket buffer");
+    let start = Instant::now();
+    let e = RdmaNode::connect_on(
+        zero,
+        deadline_400ms(),
+        fabric.nic(NodeId(0)),
+        NodeId(0),
+        &map,
+        &layout(),
+    )
+    .expect_err("node 1 never echoes");
+    let took = start.elapsed();
+    drop(silent);
+    assert!(
+        matches!(&e.error, StartError::Deadline { peer, phase: SidePhase::Nonce, .. } if *peer == NodeId(1)),
+        "{e}"
+    );
+    assert!(
+        took < Duration::from_millis(1500),
+        "the start failed after {took:?}; its deadline was 400 ms"
+    );
 }

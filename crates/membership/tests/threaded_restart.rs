@@ -577,6 +577,8 @@ mod splits {
         stopped: Option<String>,
         /// Messages of this life delivered since its last view of all seven.
         fresh: usize,
+        /// Per node of its view: (node, its heartbeat landed here, suspected here).
+        rows: Vec<(u32, bool, bool)>,
     }
 
     /// The moment a split needs, checked by member `who` after each of its polls: restarting
@@ -779,6 +781,15 @@ mod splits {
                 && view.is_some()
                 && g.epoch().is_some()
                 && g.replay_backlog() == 0;
+            let rows = view.as_ref().map_or(Vec::new(), |v| {
+                let sst = gms.sst();
+                (v.1.iter())
+                    .filter_map(|&m| {
+                        let r = sst.row_of(m)?;
+                        Some((m.0, sst.get(r, heartbeat) > 0, sst.is_suspected(r)))
+                    })
+                    .collect()
+            });
             let fresh = rec.views.last().filter(|v| v.1.len() == U).map_or(0, |v| {
                 (rec.delivered[v.2.min(rec.delivered.len())..].iter())
                     .filter(|d| d.1[0] == sh.life)
@@ -838,6 +849,7 @@ mod splits {
                 r0,
                 stopped: stopped.clone(),
                 fresh,
+                rows,
             };
             if stopped.is_some() {
                 return rec;
@@ -1269,6 +1281,7 @@ mod splits {
         within(OP_TIMEOUT / 4, || {
             sh.entered.load(Ordering::Acquire) || sh.armed.load(Ordering::Acquire)
         });
+        let read = sh.st(3);
         run.faults.heal(id(1), id(2));
         // Let P' act on its read (catch up, before s27's seeding) before the partition.
         std::thread::sleep(Duration::from_millis(20));
@@ -1281,10 +1294,12 @@ mod splits {
         within(OP_TIMEOUT, echoed);
         let moment = format!(
             "shaped {shaped}, P''s clean read {}, 1 and 2 echoed: {}, P' caught up into the \
-             dead view {}",
+             dead view {}; P' at the read's deadline: view {:?}, (row, heard, suspected) {:?}",
             sh.armed.load(Ordering::Acquire),
             echoed(),
-            sh.entered.load(Ordering::Acquire)
+            sh.entered.load(Ordering::Acquire),
+            read.view.map(|v| v.0),
+            read.rows,
         );
         run.finish(before, &live, &dead, &moment)?;
         if sh.entered.load(Ordering::Acquire) {

@@ -17,6 +17,10 @@
 //!
 //! One round of each scenario by default (a few seconds); `SQUALL_SEEDS=<n>` runs `n` rounds
 //! (seeds from `SQUALL_SEED_BASE`, or exactly `SQUALL_SEED=<s>`).
+//!
+//! The block `splits` at the end (s28) builds the two s27 restart splits of
+//! `sim_restart_absent.rs` with real threads: seven members, the shape driven with the
+//! fabric's holds, partitions, `never_link` and `restart_node` (see its docs).
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;

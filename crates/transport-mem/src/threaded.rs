@@ -695,6 +695,78 @@ impl Faults {
         s.gates[s.link(b, a)].hold();
     }
 
+    /// Holds the link from `src` to `dst` one way: `src`'s ops to `dst` queue (and fail once
+    /// they have waited `op_timeout`, breaking the link both ways), while `dst`'s ops to `src`
+    /// apply at once. [`heal`](Self::heal) releases it. With it a test lets a peer's answers
+    /// reach a node while that node's own writes wait (a slow path in one direction).
+    ///
+    /// ```
+    /// use squall_transport::{LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};
+    /// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let r = RegionId(0);
+    /// let mut nodes = ThreadedFabric::new(ThreadedConfig::default())?.cluster(2, &[RegionSpec::new(r, 64)])?;
+    /// let faults = nodes[0].faults();
+    /// faults.hold(NodeId(0), NodeId(1));
+    /// nodes[0].region(r).unwrap().store(0, 5);
+    /// nodes[1].region(r).unwrap().store(0, 6);
+    /// nodes[0].write(NodeId(1), LocalSlice::new(r, 0, 8), RemoteAddr::new(r, 8), Signal::Unsignaled)?;
+    /// nodes[1].write(NodeId(0), LocalSlice::new(r, 0, 8), RemoteAddr::new(r, 8), Signal::Unsignaled)?;
+    /// assert_eq!(nodes[1].region(r).unwrap().load(1), 0); // held
+    /// assert_eq!(nodes[0].region(r).unwrap().load(1), 6); // the other way applies
+    /// faults.heal(NodeId(0), NodeId(1));
+    /// assert_eq!(nodes[1].region(r).unwrap().load(1), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hold(&self, src: NodeId, dst: NodeId) {
+        let s = &self.shared;
+        s.gates[s.link(src, dst)].hold();
+    }
+
+    /// Keeps the link between `a` and `b` from ever coming up, as a connection that a firewall
+    /// refuses: neither end is linked to the other (each sees it absent), and neither gets a
+    /// [`Event::PeerConnected`] or an [`Event::PeerFailed`] about the other, until one of them
+    /// is restarted ([`restart_node`](Self::restart_node) resets every link of the node it
+    /// restarts, this one included, and gives the peer only the new incarnation's
+    /// `PeerConnected`). For a pair one of which is not started yet (a late node of
+    /// [`ThreadedFabric::cluster_late`]); returns `false`, doing nothing, if both are started
+    /// (their link came up, or went down with a report owed).
+    ///
+    /// ```
+    /// use squall_transport::{Event, NodeId, PostError, RegionId, RegionSpec, Transport};
+    /// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let fabric = ThreadedFabric::new(ThreadedConfig::default())?;
+    /// let late = [NodeId(1), NodeId(2)];
+    /// let mut nodes = fabric.cluster_late(3, &[RegionSpec::new(RegionId(0), 64)], &late)?;
+    /// let faults = nodes[0].faults();
+    /// assert!(faults.never_link(NodeId(0), NodeId(1)));
+    /// faults.start_node(NodeId(1));
+    /// faults.start_node(NodeId(2));
+    /// let mut ev = [Event::PeerConnected { peer: NodeId(0), incarnation: 0 }; 4];
+    /// assert_eq!(nodes[0].poll(&mut ev), 1); // node 2 only
+    /// assert!(matches!(ev[0], Event::PeerConnected { peer: NodeId(2), .. }));
+    /// assert_eq!(nodes[0].fence(NodeId(1)), Err(PostError::NotConnected { peer: NodeId(1) }));
+    /// faults.crash(NodeId(1));
+    /// let _fresh = faults.restart_node(NodeId(1)).expect("it crashed");
+    /// assert_eq!(nodes[0].poll(&mut ev), 1); // the new process links; no failure reported
+    /// assert!(matches!(ev[0], Event::PeerConnected { peer: NodeId(1), .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn never_link(&self, a: NodeId, b: NodeId) -> bool {
+        let s = &self.shared;
+        let _faults = lock(&s.faults);
+        let started = |n: NodeId| s.started[n.index()].load(Ordering::Acquire);
+        if a == b || a.index() >= s.n || b.index() >= s.n || (started(a) && started(b)) {
+            return false;
+        }
+        for (src, dst) in [(a, b), (b, a)] {
+            let link = s.link(src, dst);
+            // Never linked: there is no failure to report (a restart resets the flag).
+            s.reported[link].store(true, Ordering::Release);
+            s.gates[link].close();
+        }
+        true
+    }
+
     /// Releases a hold between `a` and `b`: queued ops are applied in order, then new ops flow.
     pub fn heal(&self, a: NodeId, b: NodeId) {
         let s = &self.shared;

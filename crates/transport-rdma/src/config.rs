@@ -105,7 +105,10 @@ pub struct RdmaConfig {
     pub retry_count: u8,
     /// How long one start attempt's connection setup over the side channel may take: the
     /// whole exchange with every peer, each dial, read and write on both sides, ends by this
-    /// long after the attempt's start (since s28; before, each read got this long afresh).
+    /// long after the exchange began (since s28; before, each read got this long afresh).
+    /// The exchange begins after the regions are registered and the queue pairs created.
+    /// The closing ready bytes then have this long again, from when this node's queue pairs
+    /// are ready. At most [`RdmaConfig::MAX_CONNECT_TIMEOUT`].
     pub connect_timeout: Duration,
 }
 

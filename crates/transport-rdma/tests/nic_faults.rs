@@ -820,10 +820,10 @@ fn rest_of(stream: &mut std::net::TcpStream) -> Vec<u8> {
 
 /// D1: the ready bytes have an allowance of their own, `connect_timeout` after the node's
 /// queue pairs are ready, not the exchange's deadline. A fake node 0 completes the
-/// exchange 700 ms into node 1's 1 s attempt and sends its ready byte at 1.3 s, after the
-/// exchange's deadline. Node 1 must take it and start (before, it failed with `Deadline {
-/// phase: Ready }` at 1 s, while a peer reading node 1's byte, already sent, would have
-/// started).
+/// exchange 1.2 s into node 1's 2 s attempt and sends its ready byte at 2.5 s, after the
+/// exchange's deadline and well within the allowance (about 3.2 s). Node 1 must take it and
+/// start (before, it failed with `Deadline { phase: Ready }` at 2 s, while a peer reading
+/// node 1's byte, already sent, would have started).
 #[test]
 fn a_ready_byte_after_the_exchange_deadline_is_taken_within_the_ready_allowance() {
     use squall_transport_rdma::Provider;
@@ -835,7 +835,7 @@ fn a_ready_byte_after_the_exchange_deadline_is_taken_within_the_ready_allowance(
     let mut nic0 = fabric.nic(NodeId(0));
     let qp = nic0.create_qp(NodeId(1)).expect("a mock queue pair");
     let cfg = RdmaConfig {
-        connect_timeout: Duration::from_secs(1),
+        connect_timeout: Duration::from_secs(2),
         ..common::config()
     };
     let t0 = Instant::now();
@@ -847,9 +847,9 @@ fn a_ready_byte_after_the_exchange_deadline_is_taken_within_the_ready_allowance(
             stream
                 .set_read_timeout(Some(Duration::from_secs(5)))
                 .expect("timeout");
-            sleep_until(t0 + Duration::from_millis(700));
+            sleep_until(t0 + Duration::from_millis(1200));
             fake_accepting_exchange(&mut stream, &hello_with_qp(NodeId(0), qp));
-            sleep_until(t0 + Duration::from_millis(1300));
+            sleep_until(t0 + Duration::from_millis(2500));
             let mut b = [0u8; 1];
             if stream.write_all(&[1]).is_ok() {
                 let _ = stream.read_exact(&mut b);
@@ -860,7 +860,7 @@ fn a_ready_byte_after_the_exchange_deadline_is_taken_within_the_ready_allowance(
     });
     let node = result.unwrap_or_else(|e| panic!("node 1's start, after {took:?}: {e}"));
     assert!(
-        took >= Duration::from_millis(1300),
+        took >= Duration::from_millis(2500),
         "node 1 started after {took:?}, before the fake's ready byte"
     );
     drop((node, nic0));

@@ -83,9 +83,9 @@ pub enum StartError {
         /// The node's address in the cluster map.
         expected: SocketAddr,
     },
-    /// The start attempt's deadline passed with these higher-numbered peers (every one
-    /// missing) not connected on this node's listener, and no connection on it had sent a
-    /// whole hello from any of them. Where one had, the error is instead a
+    /// The start attempt's deadline passed before these higher-numbered peers (all that were
+    /// missing) connected on this node's listener, and no connection on it had sent a whole
+    /// hello from any of them. Where one had, the error is instead a
     /// [`StartError::Deadline`] naming that peer and its phase; every missing peer is then
     /// logged at `warn`.
     #[error("connecting to {0:?} did not finish within connect_timeout")]
@@ -163,8 +163,8 @@ impl std::fmt::Display for SidePhase {
 /// Why [`RdmaNode::connect_on`] failed, with the listener it was given, handed back: the
 /// port the cluster map names stays held, so the caller can correct the cause and start on
 /// it again (after a side-channel failure, a [`StartError::Deadline`] or a
-/// [`StartError::Timeout`], typically together with the other nodes) without releasing the port to anyone else. The listener is left
-/// non-blocking if the side channel was used.
+/// [`StartError::Timeout`], typically together with the other nodes) without releasing the
+/// port to anyone else. The listener is left non-blocking if the side channel was used.
 ///
 /// Displays as its [`StartError`]; `?` converts it into one (dropping the listener).
 ///

@@ -59,6 +59,10 @@ pub enum ConfigError {
     /// The connect timeout is zero.
     #[error("connect_timeout must be positive")]
     ConnectTimeout,
+    /// The connect timeout is longer than [`RdmaConfig::MAX_CONNECT_TIMEOUT`] (a start
+    /// attempt's deadline is taken by adding it to the current time; s28).
+    #[error("connect_timeout = {0:?} is too long; it must be at most one day (86400 s)")]
+    ConnectTimeoutTooLong(Duration),
 }
 
 /// Settings of one node's RDMA transport.
@@ -101,7 +105,10 @@ pub struct RdmaConfig {
     pub retry_count: u8,
     /// How long one start attempt's connection setup over the side channel may take: the
     /// whole exchange with every peer, each dial, read and write on both sides, ends by this
-    /// long after the attempt's start (since s28; before, each read got this long afresh).
+    /// long after the exchange began (since s28; before, each read got this long afresh).
+    /// The exchange begins after the regions are registered and the queue pairs created.
+    /// The closing ready bytes then have this long again, from when this node's queue pairs
+    /// are ready. At most [`RdmaConfig::MAX_CONNECT_TIMEOUT`].
     pub connect_timeout: Duration,
 }
 
@@ -127,6 +134,17 @@ impl Default for RdmaConfig {
 }
 
 impl RdmaConfig {
+    /// The longest `connect_timeout` [`validate`](Self::validate) takes: one day.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use squall_transport_rdma::{ConfigError, RdmaConfig};
+    /// let cfg = RdmaConfig { connect_timeout: Duration::MAX, ..RdmaConfig::default() };
+    /// assert_eq!(cfg.validate(1), Err(ConfigError::ConnectTimeoutTooLong(Duration::MAX)));
+    /// assert!(RdmaConfig { connect_timeout: RdmaConfig::MAX_CONNECT_TIMEOUT, ..cfg }.validate(1).is_ok());
+    /// ```
+    pub const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
     /// Checks every setting for a node with `peers` peers.
     pub fn validate(&self, peers: usize) -> Result<(), ConfigError> {
         if ![256, 512, 1024, 2048, 4096].contains(&self.mtu) {
@@ -167,6 +185,9 @@ impl RdmaConfig {
         }
         if self.connect_timeout.is_zero() {
             return Err(ConfigError::ConnectTimeout);
+        }
+        if self.connect_timeout > Self::MAX_CONNECT_TIMEOUT {
+            return Err(ConfigError::ConnectTimeoutTooLong(self.connect_timeout));
         }
         Ok(())
     }

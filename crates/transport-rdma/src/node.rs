@@ -83,17 +83,34 @@ pub enum StartError {
         /// The node's address in the cluster map.
         expected: SocketAddr,
     },
-    /// Setup did not finish in time: these higher-numbered peers never completed their
-    /// exchange on this node's listener (no connection of theirs had even sent its whole
-    /// hello by the deadline; one that had is a [`StartError::Deadline`] naming the peer).
+    /// The start attempt's deadline passed before these higher-numbered peers (all that were
+    /// missing) connected on this node's listener, and no connection on it had sent a whole
+    /// hello from any of them. Where one had, the error is instead a
+    /// [`StartError::Deadline`] naming that peer and its phase; every missing peer is then
+    /// logged at `warn`.
     #[error("connecting to {0:?} did not finish within connect_timeout")]
     Timeout(Vec<NodeId>),
     /// The start attempt's side-channel exchange with `peer` had not finished `phase` when
-    /// the attempt's deadline (`connect_timeout` after its start) passed. The deadline bounds
-    /// the whole attempt, every dial, read and write with every peer on both sides, so a
-    /// peer that trickles its bytes cannot hold a start longer (s28).
+    /// its deadline passed: `connect_timeout` after the exchange began, for every phase but
+    /// [`SidePhase::Ready`], whose allowance is `connect_timeout` after this node's queue
+    /// pairs were ready. The deadline bounds every dial, read and write with every peer on
+    /// both sides, so a peer that trickles its bytes cannot hold a start longer (s28). Like
+    /// [`StartError::Timeout`], it is worth starting again on the listener handed back
+    /// ([`ConnectOnError`]), typically together with the other nodes.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use squall_transport::NodeId;
+    /// use squall_transport_rdma::{SidePhase, StartError};
+    ///
+    /// let e = StartError::Deadline { peer: NodeId(2), phase: SidePhase::Nonce, timeout: Duration::from_secs(10) };
+    /// assert!(e.to_string().contains("the nonce's echo was not done"));
+    /// if let StartError::Deadline { peer, phase, .. } = e {
+    ///     assert_eq!((peer, phase), (NodeId(2), SidePhase::Nonce));
+    /// }
+    /// ```
     #[error(
-        "side channel with {peer}: {phase} was not done when the start attempt's deadline passed (connect_timeout {timeout:?} after its start)"
+        "side channel with {peer}: {phase} was not done when the start attempt's deadline passed (connect_timeout {timeout:?})"
     )]
     Deadline {
         /// The peer.
@@ -115,7 +132,9 @@ pub enum StartError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SidePhase {
-    /// Dialling the peer's listener (this node is the higher-numbered one).
+    /// Dialling the peer's listener (this node is the higher-numbered one): no time was left
+    /// for another try, or the last connect timed out. A dial refused until the deadline is a
+    /// [`StartError::SideChannel`] error carrying the refusal instead.
     Dial,
     /// Sending this node's hello.
     SendHello,
@@ -123,7 +142,9 @@ pub enum SidePhase {
     ReadHello,
     /// The nonce: read and echoed by the dialling side, read back by the accepting side.
     Nonce,
-    /// The last byte each side sends once its queue pairs are ready, and reads from the peer.
+    /// The last byte each side sends once its queue pairs are ready, and reads from the peer
+    /// (the accepting side reads first). Its allowance is `connect_timeout` after this node's
+    /// queue pairs were ready.
     Ready,
 }
 
@@ -141,9 +162,9 @@ impl std::fmt::Display for SidePhase {
 
 /// Why [`RdmaNode::connect_on`] failed, with the listener it was given, handed back: the
 /// port the cluster map names stays held, so the caller can correct the cause and start on
-/// it again (after a side-channel failure or a [`StartError::Timeout`], typically together
-/// with the other nodes) without releasing the port to anyone else. The listener is left
-/// non-blocking if the side channel was used.
+/// it again (after a side-channel failure, a [`StartError::Deadline`] or a
+/// [`StartError::Timeout`], typically together with the other nodes) without releasing the
+/// port to anyone else. The listener is left non-blocking if the side channel was used.
 ///
 /// Displays as its [`StartError`]; `?` converts it into one (dropping the listener).
 ///
@@ -353,8 +374,6 @@ impl<P: Provider> RdmaNode<P> {
         cluster: &BTreeMap<NodeId, SocketAddr>,
         layout: &[RegionSpec],
     ) -> Result<RdmaNode<P>, StartError> {
-        // One deadline for the whole attempt: every side-channel dial, read and write ends by it.
-        let deadline = Instant::now() + cfg.connect_timeout;
         let peers: Vec<NodeId> = cluster.keys().copied().filter(|&p| p != me).collect();
         cfg.validate(peers.len())?;
         RegionSpec::validate_all(layout)?;
@@ -408,6 +427,10 @@ impl<P: Provider> RdmaNode<P> {
                 .collect(),
         };
 
+        // One deadline for the whole exchange, taken only now, so that validating, allocating
+        // and registering the regions and creating the queue pairs take none of its time:
+        // every side-channel dial, read and write ends by it.
+        let deadline = after(cfg.connect_timeout)?;
         let hellos = exchange(&cfg, me, listener, cluster, &peers, hello_for, deadline)?;
         let mut links = Vec::new();
         for (i, &peer) in peers.iter().enumerate() {
@@ -473,8 +496,12 @@ impl<P: Provider> RdmaNode<P> {
             }
         }
         // Every queue pair is ready to receive; tell the peers, and wait until they are too.
+        // The ready bytes have an allowance of their own, `connect_timeout` from here (never
+        // less than the exchange's deadline): a peer whose exchange ended late in its own
+        // attempt still finds this node waiting (see `ready`).
+        let ready_by = after(node.cfg.connect_timeout)?.max(deadline);
         for (peer, (_, stream)) in hellos {
-            ready(peer, stream, deadline, node.cfg.connect_timeout)?;
+            ready(me, peer, stream, ready_by, node.cfg.connect_timeout)?;
         }
         tracing::info!(node = %me, peers = node.links.len(), "rdma transport connected");
         Ok(node)
@@ -763,19 +790,41 @@ impl Bounded<'_> {
     }
 }
 
+/// A socket timeout: `WouldBlock` or `TimedOut` (which one depends on the platform).
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 impl Read for Bounded<'_> {
+    /// Reads, waiting at most until the deadline. A socket timeout that fires before the
+    /// deadline (the kernel rounds timeouts to its tick) is retried with the time left.
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.left()?;
-        self.stream.set_read_timeout(Some(left))?;
-        self.stream.read(buf)
+        loop {
+            let left = self.left()?;
+            self.stream.set_read_timeout(Some(left))?;
+            match self.stream.read(buf) {
+                Err(e) if is_timeout(&e) => {}
+                done => return done,
+            }
+        }
     }
 }
 
 impl Write for Bounded<'_> {
+    /// Writes, waiting at most until the deadline, retrying an early socket timeout as
+    /// [`read`](Read::read) does.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let left = self.left()?;
-        self.stream.set_write_timeout(Some(left))?;
-        self.stream.write(buf)
+        loop {
+            let left = self.left()?;
+            self.stream.set_write_timeout(Some(left))?;
+            match self.stream.write(buf) {
+                Err(e) if is_timeout(&e) => {}
+                done => return done,
+            }
+        }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -787,10 +836,7 @@ impl Write for Bounded<'_> {
 /// (a [`Bounded`] stream times out only at the attempt's deadline), else
 /// [`StartError::SideChannel`] with the cause.
 fn side_failure(peer: NodeId, phase: SidePhase, timeout: Duration, e: ReadError) -> StartError {
-    let timed_out = matches!(&e, ReadError::Io(io) if matches!(
-        io.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    ));
+    let timed_out = matches!(&e, ReadError::Io(io) if is_timeout(io));
     if timed_out {
         StartError::Deadline {
             peer,
@@ -809,6 +855,8 @@ fn side_failure(peer: NodeId, phase: SidePhase, timeout: Duration, e: ReadError)
 struct Accepted {
     stream: TcpStream,
     addr: SocketAddr,
+    /// The order it was accepted in (0 first) within the attempt.
+    seq: u64,
     /// What is read so far of what is awaited: the hello's length and body, then the echo.
     read: Vec<u8>,
     /// The peer's hello, once read and checked.
@@ -830,10 +878,11 @@ enum Step {
 }
 
 impl Accepted {
-    fn new(stream: TcpStream, addr: SocketAddr) -> Accepted {
+    fn new(stream: TcpStream, addr: SocketAddr, seq: u64) -> Accepted {
         Accepted {
             stream,
             addr,
+            seq,
             read: Vec::new(),
             hello: None,
             out: Vec::new(),
@@ -927,6 +976,23 @@ impl Accepted {
     }
 }
 
+/// The most connections an accepting node keeps in their exchange at once, for `peers`
+/// higher-numbered peers: enough for each peer's connection and a few left from its
+/// earlier attempts, with room for strays. Past it the oldest that has not sent its
+/// hello is dropped.
+fn accept_cap(peers: usize) -> usize {
+    4 * peers + 16
+}
+
+/// An `accept` error that belongs to one connection, which went before it was accepted,
+/// and not to the listener.
+fn connection_gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+    )
+}
+
 /// Exchanges hellos with every peer; returns each peer's hello and the open stream.
 ///
 /// A node dials its lower-numbered peers and accepts its higher-numbered ones. On an
@@ -941,7 +1007,10 @@ impl Accepted {
 /// write of a dialled link is given only the time left until it ([`Bounded`]), and
 /// accepted connections are served side by side without blocking ([`Accepted`]), so a
 /// connection that trickles its bytes holds up no other peer and is given up at the
-/// deadline.
+/// deadline. At most [`accept_cap`] connections are kept in their exchange (past it the
+/// oldest without a whole hello is dropped); a connection that fails before or while it
+/// is set up is dropped, not the attempt; of two connections that both echo the nonce
+/// for one peer the one accepted later is kept (s28 follow-up).
 fn exchange(
     cfg: &RdmaConfig,
     me: NodeId,
@@ -1027,20 +1096,40 @@ fn exchange(
         Ok(hello_for(hello.node))
     };
     let mut waiting: Vec<NodeId> = peers.iter().copied().filter(|&p| p > me).collect();
+    // Connections in their exchange, oldest first, at most `cap` of them.
     let mut accepted: Vec<Accepted> = Vec::new();
+    let cap = accept_cap(waiting.len());
+    let mut next_seq = 0u64;
+    // The accept number of each accepted peer's confirmed connection.
+    let mut confirmed: BTreeMap<NodeId, u64> = BTreeMap::new();
     while !waiting.is_empty() {
         let mut progressed = false;
-        loop {
-            match listener.accept() {
-                Ok((stream, addr)) => {
-                    stream.set_nonblocking(true)?;
-                    stream.set_nodelay(true)?;
-                    accepted.push(Accepted::new(stream, addr));
-                    progressed = true;
-                }
+        while Instant::now() < deadline {
+            let (stream, addr) = match listener.accept() {
+                Ok(conn) => conn,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if connection_gone(&e) => {
+                    tracing::debug!(error = %e, "a side-channel connection went before it was accepted");
+                    continue;
+                }
                 Err(e) => return Err(e.into()),
+            };
+            progressed = true;
+            if let Err(e) = stream
+                .set_nonblocking(true)
+                .and_then(|()| stream.set_nodelay(true))
+            {
+                tracing::warn!(%addr, error = %e, "dropped a side-channel connection that could not be set up");
+                continue;
+            }
+            accepted.push(Accepted::new(stream, addr, next_seq));
+            next_seq += 1;
+            if accepted.len() > cap {
+                let k = accepted.iter().position(|a| a.hello.is_none()).unwrap_or(0);
+                let a = accepted.remove(k);
+                tracing::warn!(addr = %a.addr, phase = %a.phase(), cap,
+                    "too many side-channel connections in their exchange; dropped the oldest that had not sent its hello");
             }
         }
         let mut k = 0;
@@ -1051,19 +1140,26 @@ fn exchange(
                     k += 1;
                 }
                 Step::Confirmed => {
-                    let a = accepted.swap_remove(k);
+                    let a = accepted.remove(k);
                     if let Some(hello) = a.hello {
                         let peer = hello.node;
                         a.stream
                             .set_nonblocking(false)
                             .map_err(fail(peer, SidePhase::Nonce))?;
-                        waiting.retain(|&p| p != peer);
-                        got.insert(peer, (hello, a.stream));
+                        if confirmed.contains_key(&peer) {
+                            tracing::warn!(addr = %a.addr, %peer,
+                                "two side-channel connections echoed this attempt's nonce for one peer; keeping the one accepted later");
+                        }
+                        if confirmed.get(&peer).is_none_or(|&seq| seq < a.seq) {
+                            confirmed.insert(peer, a.seq);
+                            waiting.retain(|&p| p != peer);
+                            got.insert(peer, (hello, a.stream));
+                        }
                     }
                     progressed = true;
                 }
                 Step::Dropped(reason) => {
-                    let a = accepted.swap_remove(k);
+                    let a = accepted.remove(k);
                     match &a.hello {
                         None => {
                             tracing::warn!(addr = %a.addr, error = %reason, "refused a side-channel connection");
@@ -1081,6 +1177,8 @@ fn exchange(
             break;
         }
         if Instant::now() >= deadline {
+            tracing::warn!(node = %me, missing = ?waiting,
+                "the start attempt's deadline passed before these higher-numbered peers completed their side-channel exchange");
             for a in &accepted {
                 tracing::warn!(addr = %a.addr, phase = %a.phase(),
                     "a side-channel connection was still in its exchange at the start attempt's deadline");
@@ -1106,9 +1204,30 @@ fn exchange(
     Ok(got)
 }
 
-/// The last step of a start with `peer`: each side sends one byte once its queue pairs are
-/// ready and reads the peer's, by the attempt's `deadline`.
+/// The deadline `timeout` from now; [`ConfigError::ConnectTimeoutTooLong`] where the clock
+/// cannot represent it (`validate` bounds `connect_timeout` far below that).
+fn after(timeout: Duration) -> Result<Instant, StartError> {
+    Instant::now()
+        .checked_add(timeout)
+        .ok_or(StartError::Config(ConfigError::ConnectTimeoutTooLong(
+            timeout,
+        )))
+}
+
+/// The last step of a start between `me` and `peer`: each side sends one byte once its
+/// queue pairs are ready and reads the peer's, by `deadline` (the ready allowance).
+///
+/// The dialling (higher-numbered) side writes first and then reads; the accepting side
+/// reads first and writes only once it has the dialler's byte. So an accepting side that
+/// fails here (its allowance passed, or the peer went) has sent nothing, and its peer
+/// cannot start on the link; the one window left is a dialler whose allowance passes in
+/// the short time between the accepting side's read and the arrival of its reply. Any
+/// two-party commit over one TCP connection has such a window (s28 follow-up, eighty-third
+/// part). The order is deadlock-free with every node taking its peers in ascending order:
+/// each side waits only for its peer to reach it in that order, and the dialler's byte is
+/// sent before it waits.
 fn ready(
+    me: NodeId,
     peer: NodeId,
     mut stream: TcpStream,
     deadline: Instant,
@@ -1119,9 +1238,14 @@ fn ready(
         stream: &mut stream,
         deadline,
     };
-    bounded.write_all(&[1]).map_err(fail)?;
     let mut b = [0u8; 1];
-    bounded.read_exact(&mut b).map_err(fail)?;
+    if peer > me {
+        bounded.read_exact(&mut b).map_err(fail)?;
+        bounded.write_all(&[1]).map_err(fail)?;
+    } else {
+        bounded.write_all(&[1]).map_err(fail)?;
+        bounded.read_exact(&mut b).map_err(fail)?;
+    }
     Ok(())
 }
 

@@ -498,7 +498,13 @@ fn a_start_that_timed_out_starts_again_on_the_listener_handed_back() {
         "{e}"
     );
     assert_eq!(e.listener.local_addr().expect("addr"), map[&NodeId(0)]);
-    start_both(&fabric, &map, [e.listener, second], &short);
+    // The second start is a healthy pair: a deadline of seconds, not the first one's 300 ms
+    // (s28 follow-up, R5; on a loaded machine 300 ms could fail it for no fault).
+    let healthy = RdmaConfig {
+        connect_timeout: Duration::from_secs(3),
+        ..short
+    };
+    start_both(&fabric, &map, [e.listener, second], &healthy);
 }
 
 /// s27 (seventy-seventh part; s26 review R2): a listener handed back by a failed start may
@@ -538,10 +544,23 @@ fn a_connection_a_peers_failed_attempt_left_in_a_handed_back_listener_is_not_tak
 // in total (about 95 bytes of hello at 30 ms each, about 2.9 s).
 
 /// A well-formed side-channel hello from `node` of the test clusters, length-prefixed as
-/// it travels.
+/// it travels, naming a queue pair no mock NIC has.
 fn hello_bytes(node: NodeId) -> Vec<u8> {
+    hello_with_qp(
+        node,
+        squall_transport_rdma::provider::QpEndpoint {
+            qp_number: 1,
+            psn: 0,
+            lid: 0,
+            gid: [0; 16],
+        },
+    )
+}
+
+/// A well-formed side-channel hello from `node`, length-prefixed, naming queue pair `qp`.
+fn hello_with_qp(node: NodeId, qp: squall_transport_rdma::provider::QpEndpoint) -> Vec<u8> {
     use squall_transport_rdma::exchange::{Hello, RemoteRegion};
-    use squall_transport_rdma::provider::{MemoryKeys, QpEndpoint};
+    use squall_transport_rdma::provider::MemoryKeys;
     let keys = MemoryKeys {
         addr: 4096,
         len: 4096,
@@ -551,12 +570,7 @@ fn hello_bytes(node: NodeId) -> Vec<u8> {
     let hello = Hello {
         cluster_id: common::config().cluster_id,
         node,
-        qp: QpEndpoint {
-            qp_number: 1,
-            psn: 0,
-            lid: 0,
-            gid: [0; 16],
-        },
+        qp,
         control: keys,
         regions: vec![RemoteRegion { id: R, keys }],
     };
@@ -578,6 +592,27 @@ fn trickle(stream: &mut std::net::TcpStream, bytes: &[u8], gap: Duration) {
 
 const GAP: Duration = Duration::from_millis(30);
 
+/// The next connection on `listener`, waiting at most `within` (s28 follow-up, T3: a fake
+/// peer's listener gives up, so a node that never dials fails the test instead of hanging
+/// it). The connection is blocking.
+fn accept_within(listener: &TcpListener, within: Duration) -> Option<std::net::TcpStream> {
+    listener.set_nonblocking(true).expect("non-blocking");
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).expect("blocking");
+                return Some(stream);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => panic!("the fake peer's accept: {e}"),
+        }
+    }
+    None
+}
+
 /// A config whose start attempts end 400 ms after they begin.
 fn deadline_400ms() -> RdmaConfig {
     RdmaConfig {
@@ -597,7 +632,7 @@ fn a_peer_that_trickles_its_hello_fails_the_dialling_start_at_its_deadline() {
     let fake = held.pop().expect("two");
     let (result, took) = std::thread::scope(|s| {
         s.spawn(move || {
-            if let Ok((mut stream, _)) = fake.accept() {
+            if let Some(mut stream) = accept_within(&fake, Duration::from_secs(3)) {
                 trickle(&mut stream, &hello_bytes(NodeId(0)), GAP);
             }
         });
@@ -732,4 +767,331 @@ fn a_peer_that_never_echoes_the_nonce_fails_the_accepting_start_naming_it_and_th
         took < Duration::from_millis(1500),
         "the start failed after {took:?}; its deadline was 400 ms"
     );
+}
+
+// s28 follow-up (eighty-third part, "s28 follow-up: review findings"): the ready bytes'
+// allowance and order, the accepting side's cap on connections in their exchange, and two
+// connections claiming one peer. The fakes below speak the side channel's exchange in
+// whole messages, with queue pairs made on the mock fabric so that the real node can
+// connect to them.
+
+/// Until `at`.
+fn sleep_until(at: Instant) {
+    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+}
+
+/// A fake accepting peer's part of the exchange on `stream`: reads the dialler's hello,
+/// sends `hello` and a nonce, and reads the nonce's echo.
+fn fake_accepting_exchange(stream: &mut std::net::TcpStream, hello: &[u8]) {
+    use squall_transport_rdma::exchange::Hello;
+    use std::io::{Read, Write};
+    Hello::read_from(stream).expect("the node's hello");
+    stream.write_all(hello).expect("the fake's hello");
+    stream.write_all(&7u64.to_le_bytes()).expect("the nonce");
+    let mut echo = [0u8; 8];
+    stream.read_exact(&mut echo).expect("the echo");
+    assert_eq!(echo, 7u64.to_le_bytes(), "the node echoed another nonce");
+}
+
+/// A fake dialling peer's part of the exchange on `stream`: sends `hello`, reads the
+/// node's hello and nonce, and echoes the nonce.
+fn fake_dialling_exchange(stream: &mut std::net::TcpStream, hello: &[u8]) {
+    use squall_transport_rdma::exchange::Hello;
+    use std::io::{Read, Write};
+    stream.write_all(hello).expect("the fake's hello");
+    Hello::read_from(stream).expect("the node's hello");
+    let mut nonce = [0u8; 8];
+    stream.read_exact(&mut nonce).expect("the nonce");
+    stream.write_all(&nonce).expect("the echo");
+}
+
+/// Everything the node sends on `stream` until it closes it (at most 5 s).
+fn rest_of(stream: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut out = Vec::new();
+    stream
+        .read_to_end(&mut out)
+        .expect("the node closes the connection within 5 s");
+    out
+}
+
+/// D1: the ready bytes have an allowance of their own, `connect_timeout` after the node's
+/// queue pairs are ready, not the exchange's deadline. A fake node 0 completes the
+/// exchange 1.2 s into node 1's 2 s attempt and sends its ready byte at 2.5 s, after the
+/// exchange's deadline and well within the allowance (about 3.2 s). Node 1 must take it and
+/// start (before, it failed with `Deadline { phase: Ready }` at 2 s, while a peer reading
+/// node 1's byte, already sent, would have started).
+#[test]
+fn a_ready_byte_after_the_exchange_deadline_is_taken_within_the_ready_allowance() {
+    use squall_transport_rdma::Provider;
+    use std::io::{Read, Write};
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let (mut held, map) = common::listeners(2);
+    let one = held.pop().expect("two");
+    let fake = held.pop().expect("two");
+    let mut nic0 = fabric.nic(NodeId(0));
+    let qp = nic0.create_qp(NodeId(1)).expect("a mock queue pair");
+    let cfg = RdmaConfig {
+        connect_timeout: Duration::from_secs(2),
+        ..common::config()
+    };
+    let t0 = Instant::now();
+    let (result, took) = std::thread::scope(|s| {
+        s.spawn(move || {
+            let Some(mut stream) = accept_within(&fake, Duration::from_secs(3)) else {
+                return;
+            };
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            sleep_until(t0 + Duration::from_millis(1200));
+            fake_accepting_exchange(&mut stream, &hello_with_qp(NodeId(0), qp));
+            sleep_until(t0 + Duration::from_millis(2500));
+            let mut b = [0u8; 1];
+            if stream.write_all(&[1]).is_ok() {
+                let _ = stream.read_exact(&mut b);
+            }
+        });
+        let r = RdmaNode::connect_on(one, cfg, fabric.nic(NodeId(1)), NodeId(1), &map, &layout());
+        (r, t0.elapsed())
+    });
+    let node = result.unwrap_or_else(|e| panic!("node 1's start, after {took:?}: {e}"));
+    assert!(
+        took >= Duration::from_millis(2500),
+        "node 1 started after {took:?}, before the fake's ready byte"
+    );
+    drop((node, nic0));
+}
+
+/// T1, the dialling side: a fake node 0 completes the exchange at once and never sends its
+/// ready byte. Node 1's start must fail naming node 0 and the ready phase, within its
+/// allowance (400 ms after its queue pairs were ready).
+#[test]
+fn a_peer_that_never_sends_its_ready_byte_fails_the_dialling_start_naming_the_phase() {
+    use squall_transport_rdma::Provider;
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let (mut held, map) = common::listeners(2);
+    let one = held.pop().expect("two");
+    let fake = held.pop().expect("two");
+    let mut nic0 = fabric.nic(NodeId(0));
+    let qp = nic0.create_qp(NodeId(1)).expect("a mock queue pair");
+    let (result, took, sent) = std::thread::scope(|s| {
+        let fake = s.spawn(move || {
+            let mut stream = accept_within(&fake, Duration::from_secs(3))?;
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            fake_accepting_exchange(&mut stream, &hello_with_qp(NodeId(0), qp));
+            Some(rest_of(&mut stream))
+        });
+        let start = Instant::now();
+        let r = RdmaNode::connect_on(
+            one,
+            deadline_400ms(),
+            fabric.nic(NodeId(1)),
+            NodeId(1),
+            &map,
+            &layout(),
+        );
+        let took = start.elapsed();
+        let r = r.map(drop);
+        (r, took, fake.join().expect("no panic"))
+    });
+    let e = result.expect_err("the fake never sends its ready byte");
+    assert!(
+        matches!(&e.error, StartError::Deadline { peer, phase: SidePhase::Ready, .. } if *peer == NodeId(0)),
+        "{e}"
+    );
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(1500),
+        "the start failed after {took:?}; its ready allowance was 400 ms"
+    );
+    assert_eq!(
+        sent,
+        Some(vec![1]),
+        "the dialling node sends its ready byte first"
+    );
+}
+
+/// T1 and D1, the accepting side: a fake node 1 completes the exchange and never sends its
+/// ready byte. Node 0's start must fail naming node 1 and the ready phase, and must not have
+/// sent its own ready byte: the accepting side reads before it writes, so a peer can never
+/// start on a link whose accepting end failed (before, node 0 wrote first, and a dialler
+/// reading that byte started while node 0 failed).
+#[test]
+fn a_peer_that_never_sends_its_ready_byte_fails_the_accepting_start_which_sent_none() {
+    use squall_transport_rdma::Provider;
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let ([zero, _one], map, _) = two_nodes();
+    let mut nic1 = fabric.nic(NodeId(1));
+    let qp = nic1.create_qp(NodeId(0)).expect("a mock queue pair");
+    let mut stream = std::net::TcpStream::connect(map[&NodeId(0)]).expect("queued");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let (result, took, sent) = std::thread::scope(|s| {
+        let fake = s.spawn(move || {
+            fake_dialling_exchange(&mut stream, &hello_with_qp(NodeId(1), qp));
+            rest_of(&mut stream)
+        });
+        let start = Instant::now();
+        let r = RdmaNode::connect_on(
+            zero,
+            deadline_400ms(),
+            fabric.nic(NodeId(0)),
+            NodeId(0),
+            &map,
+            &layout(),
+        )
+        .map(drop);
+        let took = start.elapsed();
+        (r, took, fake.join().expect("no panic"))
+    });
+    let e = result.expect_err("the fake never sends its ready byte");
+    assert!(
+        matches!(&e.error, StartError::Deadline { peer, phase: SidePhase::Ready, .. } if *peer == NodeId(1)),
+        "{e}"
+    );
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(1500),
+        "the start failed after {took:?}; its ready allowance was 400 ms"
+    );
+    assert!(
+        sent.is_empty(),
+        "the accepting node sent {sent:?} though it never had the dialler's ready byte"
+    );
+    drop(nic1);
+}
+
+/// R1: an accepting node keeps at most 4 x peers + 16 connections in their exchange (20
+/// here); past that it closes the oldest that has not sent its hello. Thirty silent
+/// connections are queued in node 0's listener; the oldest must be closed while node 0's
+/// 2 s attempt is still running (before, every one was kept until the deadline).
+#[test]
+fn connections_past_the_cap_close_the_oldest_that_sent_no_hello() {
+    use std::io::Read;
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let ([zero, _one], map, _) = two_nodes();
+    let mut silent: Vec<_> = (0..30)
+        .map(|_| std::net::TcpStream::connect(map[&NodeId(0)]).expect("queued"))
+        .collect();
+    let cfg = RdmaConfig {
+        connect_timeout: Duration::from_secs(2),
+        ..common::config()
+    };
+    let (result, oldest, newest) = std::thread::scope(|s| {
+        let node = s.spawn(|| {
+            RdmaNode::connect_on(zero, cfg, fabric.nic(NodeId(0)), NodeId(0), &map, &layout())
+                .map(drop)
+        });
+        let start = Instant::now();
+        let mut b = [0u8; 1];
+        silent[0]
+            .set_read_timeout(Some(Duration::from_millis(1500)))
+            .expect("timeout");
+        let oldest = (
+            silent[0].read(&mut b).map_err(|e| e.kind()),
+            start.elapsed(),
+        );
+        silent[29]
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("timeout");
+        let newest = silent[29].read(&mut b).map_err(|e| e.kind());
+        (node.join().expect("no panic"), oldest, newest)
+    });
+    let e = result.expect_err("node 1 never came");
+    assert!(
+        matches!(&e.error, StartError::Timeout(w) if *w == [NodeId(1)]),
+        "{e}"
+    );
+    assert!(
+        matches!(oldest, (Ok(0), took) if took < Duration::from_millis(1500)),
+        "the oldest silent connection: {oldest:?} (Ok(0) is closed by node 0)"
+    );
+    assert!(
+        matches!(
+            newest,
+            Err(std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+        ),
+        "the newest silent connection was kept while the attempt ran: {newest:?}"
+    );
+}
+
+/// R2: two connections that both echo the nonce for one peer: the one accepted later is
+/// kept, whichever echoed first. Node 0 of three accepts A then B, both claiming node 1;
+/// B completes its exchange first, then A, then node 2's connection. Only B sends node 1's
+/// ready byte. Node 0 must start (before, the last echo won: it kept A and waited on it for
+/// a ready byte that never came).
+#[test]
+fn of_two_connections_claiming_one_peer_the_one_accepted_later_is_kept() {
+    use squall_transport_rdma::Provider;
+    use std::io::{Read, Write};
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let (mut held, map) = common::listeners(3);
+    let zero = held.remove(0);
+    let (mut nic1, mut nic2) = (fabric.nic(NodeId(1)), fabric.nic(NodeId(2)));
+    let qp1 = nic1.create_qp(NodeId(0)).expect("a mock queue pair");
+    let qp2 = nic2.create_qp(NodeId(0)).expect("a mock queue pair");
+    let addr = map[&NodeId(0)];
+    let connect = || {
+        let s = std::net::TcpStream::connect(addr).expect("queued");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        s
+    };
+    let (mut a, mut b) = (connect(), connect());
+    let result = std::thread::scope(|s| {
+        let node = s.spawn(|| {
+            RdmaNode::connect_on(
+                zero,
+                RdmaConfig {
+                    connect_timeout: Duration::from_secs(2),
+                    ..common::config()
+                },
+                fabric.nic(NodeId(0)),
+                NodeId(0),
+                &map,
+                &layout(),
+            )
+            .map(drop)
+        });
+        fake_dialling_exchange(&mut b, &hello_with_qp(NodeId(1), qp1));
+        fake_dialling_exchange(&mut a, &hello_with_qp(NodeId(1), qp1));
+        let mut c = connect();
+        fake_dialling_exchange(&mut c, &hello_with_qp(NodeId(2), qp2));
+        let mut byte = [0u8; 1];
+        for stream in [&mut b, &mut c] {
+            if stream.write_all(&[1]).is_ok() {
+                let _ = stream.read_exact(&mut byte);
+            }
+        }
+        node.join().expect("no panic")
+    });
+    result.unwrap_or_else(|e| panic!("node 0's start: {e}"));
+    drop((a, held, nic1, nic2));
+}
+
+/// D2: a `connect_timeout` too long to add to the clock is a configuration error naming
+/// it, not a panic (before, `Instant::now() + connect_timeout` panicked on overflow).
+#[test]
+fn a_connect_timeout_too_long_for_the_clock_is_a_config_error() {
+    let fabric = MockFabric::new(common::RETRY, 4096);
+    let ([zero, _one], map, _) = two_nodes();
+    let cfg = RdmaConfig {
+        connect_timeout: Duration::MAX,
+        ..common::config()
+    };
+    let e = RdmaNode::connect_on(zero, cfg, fabric.nic(NodeId(0)), NodeId(0), &map, &layout())
+        .expect_err("refused");
+    assert!(
+        matches!(
+            &e.error,
+            StartError::Config(squall_transport_rdma::ConfigError::ConnectTimeoutTooLong(d)) if *d == Duration::MAX
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("connect_timeout"), "{e}");
 }

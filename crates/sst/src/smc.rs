@@ -210,10 +210,7 @@ impl Smc {
             self.pushed = self.staged;
             pushed = true;
         }
-        if self.guard < self.pushed
-            && sst.landed(&mut self.guard_ticket)
-            && sst.row_push_landed()
-        {
+        if self.guard < self.pushed && sst.landed(&mut self.guard_ticket) && sst.row_push_landed() {
             // Every data write above precedes this on each link. No write of the guard is in
             // flight (its own pushes, or the last write of a whole-row push to a newly linked
             // member), so none can carry the new value ahead of that data.

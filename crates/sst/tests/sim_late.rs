@@ -429,8 +429,14 @@ fn a_whole_row_push_of_an_smc_table_posts_smc_sent_after_the_slots() {
     let n = 3;
     let mut b = SchemaBuilder::new(n);
     let before = b.counter("before");
-    let fields =
-        Smc::declare(&mut b, SmcConfig { window: 4, slot_size: 24 }).expect("valid smc config");
+    let fields = Smc::declare(
+        &mut b,
+        SmcConfig {
+            window: 4,
+            slot_size: 24,
+        },
+    )
+    .expect("valid smc config");
     let after = b.counter("after");
     let schema = b.build().expect("valid schema");
     let row_len = schema.row_range().len;
@@ -475,7 +481,10 @@ fn a_whole_row_push_of_an_smc_table_posts_smc_sent_after_the_slots() {
         .filter(|&&(peer, at, len)| peer == NodeId(2) && at + len <= row_len)
         .map(|&(_, at, len)| (at, len))
         .collect();
-    let whole = to_late.iter().position(|&(at, _)| at == 0).expect("a row push");
+    let whole = to_late
+        .iter()
+        .position(|&(at, _)| at == 0)
+        .expect("a row push");
     assert_eq!(
         to_late[whole..whole + 3],
         [

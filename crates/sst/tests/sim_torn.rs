@@ -23,8 +23,14 @@ fn message(k: u64) -> Vec<u8> {
 fn late_receiver(seed: u64) -> Result<(), String> {
     let n = 2;
     let mut b = SchemaBuilder::new(n);
-    let fields = Smc::declare(&mut b, SmcConfig { window: 4, slot_size: 32 })
-        .map_err(|e| e.to_string())?;
+    let fields = Smc::declare(
+        &mut b,
+        SmcConfig {
+            window: 8,
+            slot_size: 32,
+        },
+    )
+    .map_err(|e| e.to_string())?;
     let schema = b.build().map_err(|e| e.to_string())?;
     let layout = [RegionSpec::new(REGION, schema.table_len())];
     let cfg = SimConfig {
@@ -39,11 +45,13 @@ fn late_receiver(seed: u64) -> Result<(), String> {
     };
     let late = endpoints.pop().expect("two endpoints");
     let first = endpoints.pop().expect("two endpoints");
-    let mut ssts: Vec<Sst<SimNode>> = vec![Sst::new(first, schema.clone(), config.clone())
-        .map_err(|e| e.to_string())?];
+    let mut ssts: Vec<Sst<SimNode>> =
+        vec![Sst::new(first, schema.clone(), config.clone()).map_err(|e| e.to_string())?];
     let mut smcs = vec![Smc::new(fields, &mut ssts[0])];
     for k in 0..EARLY {
-        smcs[0].send(&mut ssts[0], &message(k)).map_err(|e| e.to_string())?;
+        smcs[0]
+            .send(&mut ssts[0], &message(k))
+            .map_err(|e| e.to_string())?;
         smcs[0].flush(&mut ssts[0]).map_err(|e| e.to_string())?;
     }
     sim.start_node(NodeId(1));
@@ -55,7 +63,8 @@ fn late_receiver(seed: u64) -> Result<(), String> {
     while sim.now() < end && got.len() < TOTAL as usize {
         for (i, (s, smc)) in ssts.iter_mut().zip(&mut smcs).enumerate() {
             s.poll_once().map_err(|e| format!("n{i}: {e}"))?;
-            if i == 0 && next < TOTAL && smc.send(s, &message(next)).is_ok() {
+            // The sender sends at random moments, some while its whole-row push is in flight.
+            if i == 0 && next < TOTAL && sim.random(3) == 0 && smc.send(s, &message(next)).is_ok() {
                 next += 1;
             }
             smc.poll(s, |_, k, m| {

@@ -457,7 +457,7 @@ impl<T: Transport> RoundRobin<T> {
         } else {
             None
         };
-        let sst = Sst::new(transport, schema, sst_cfg)?;
+        let mut sst = Sst::new(transport, schema, sst_cfg)?;
         let (log, recovery) = match &cfg.mode {
             Mode::Durable { path, fsync } => {
                 let options = LogOptions {
@@ -495,7 +495,7 @@ impl<T: Transport> RoundRobin<T> {
         let first_position = first_position.unwrap_or(0);
         let senders = cfg.sender_list();
         let my_rank = senders.iter().position(|&s| s == sst.member(sst.my_row()));
-        let smc = Smc::new(f.smc, &sst);
+        let smc = Smc::new(f.smc, &mut sst);
         let ns = senders.len();
         let plans = (0..ns)
             .map(|k| relay_plan(&sst, senders[k], &cfg))

@@ -233,10 +233,15 @@ fn epoch_reuse_without_zeroing_goes_wrong() {
 /// binomial pipeline relays them. Before the fix `RoundRobin::epoch` failed at the members
 /// already up ("large-message region on n2: have 0 bytes").
 fn late_member(seed: u64, n: usize) -> Result<(), String> {
+    late_member_in(SimConfig::seeded(seed), n)
+}
+
+/// [`late_member`] over the simulator `sim_cfg`.
+fn late_member_in(sim_cfg: SimConfig, n: usize) -> Result<(), String> {
     let cfg = config(n);
     let layout = RoundRobin::<SimNode>::layout(&cfg).unwrap();
     let late = NodeId(n as u32 - 1);
-    let (sim, endpoints) = Sim::cluster_late(SimConfig::seeded(seed), n, &layout, &[late]).unwrap();
+    let (sim, endpoints) = Sim::cluster_late(sim_cfg, n, &layout, &[late]).unwrap();
     let node = |t: SimNode| -> Result<Node, String> {
         let mux = Mux::new(t, &[cfg.table_region, cfg.large_region]);
         let rr = RoundRobin::epoch(mux.handle(), cfg.clone(), 0).map_err(|e| e.to_string())?;
@@ -304,6 +309,25 @@ fn an_epoch_starts_without_a_member_whose_link_is_not_up_and_takes_it_in_when_it
     check_seeds("epoch_late_member", 6, |seed| {
         late_member(seed, 3)?;
         late_member(seed, 5)
+    });
+}
+
+/// s28 (`docs/MEMBERSHIP.md`, eightieth part): [`late_member`] with the simulator's torn writes
+/// on, so the whole epoch row each member pushes to the late member when its link comes up
+/// lands in pieces. SMC's guard `smc_sent` goes in that push's last write, and a flush changes
+/// it only once that write landed (`Smc::new`, `Sst::row_push_landed`). Before, the row went in
+/// one write: the late member read the guard before the slots it vouches for, found a slot's
+/// header still zero and stopped reading that sender ("an epoch wedged without a failure" at
+/// seed 0).
+#[test]
+fn an_epoch_taking_in_a_late_member_over_torn_writes_delivers_only_slots_that_landed() {
+    check_seeds("epoch_late_member_torn", 6, |seed| {
+        let torn = SimConfig {
+            torn_writes: true,
+            ..SimConfig::seeded(seed)
+        };
+        late_member_in(torn.clone(), 3)?;
+        late_member_in(torn, 5)
     });
 }
 

@@ -84,7 +84,7 @@ impl SmcFields {
 /// let n1 = nodes.pop().unwrap();
 /// let mut a = Sst::new(nodes.pop().unwrap(), schema.clone(), SstConfig::new(RegionId(0), members.clone()))?;
 /// let mut b = Sst::new(n1, schema, SstConfig::new(RegionId(0), members))?;
-/// let (mut sa, mut sb) = (Smc::new(fields, &a), Smc::new(fields, &b));
+/// let (mut sa, mut sb) = (Smc::new(fields, &mut a), Smc::new(fields, &mut b));
 /// sa.send(&mut a, b"hi")?;
 /// sa.flush(&mut a)?;
 /// let mut got = Vec::new();
@@ -123,8 +123,13 @@ impl Smc {
         })
     }
 
-    /// The endpoint for `sst`, whose schema holds `fields`.
-    pub fn new<T: Transport>(fields: SmcFields, sst: &Sst<T>) -> Smc {
+    /// The endpoint for `sst`, whose schema holds `fields`. It lists the guard `smc_sent` among
+    /// the ranges a whole-row push of `sst` posts last ([`Sst::add_row_push_last`]): a push of
+    /// the whole row to a newly linked member places the ring's slots before the guard that
+    /// vouches for them, and [`flush`](Smc::flush) changes the guard only once that write
+    /// landed ([`Sst::row_push_landed`]).
+    pub fn new<T: Transport>(fields: SmcFields, sst: &mut Sst<T>) -> Smc {
+        sst.add_row_push_last(fields.sent.range());
         Smc {
             f: fields,
             staged: 0,
@@ -181,9 +186,10 @@ impl Smc {
     /// wraps), then the guard counter in a separate, later write. Returns whether it pushed.
     ///
     /// The guard's writes are signaled, and the guard word is not changed again until they have
-    /// all landed: a fabric may read a write's source when it applies it, so changing the guard
-    /// under an in-flight guard write could publish messages whose data is still queued behind
-    /// it. Data is pushed at once regardless; a later flush publishes it.
+    /// all landed, nor while a whole-row push's write of it is in flight
+    /// ([`Sst::row_push_landed`]): a fabric may read a write's source when it applies it, so
+    /// changing the guard under an in-flight guard write could publish messages whose data is
+    /// still queued behind it. Data is pushed at once regardless; a later flush publishes it.
     pub fn flush<T: Transport>(&mut self, sst: &mut Sst<T>) -> Result<bool, SmcError> {
         let mut pushed = false;
         let me = sst.my_row();
@@ -204,8 +210,10 @@ impl Smc {
             self.pushed = self.staged;
             pushed = true;
         }
-        if self.guard < self.pushed && sst.landed(&mut self.guard_ticket) {
-            // Every data write above precedes this on each link.
+        if self.guard < self.pushed && sst.landed(&mut self.guard_ticket) && sst.row_push_landed() {
+            // Every data write above precedes this on each link. No write of the guard is in
+            // flight (its own pushes, or the last write of a whole-row push to a newly linked
+            // member), so none can carry the new value ahead of that data.
             self.guard = self.pushed;
             sst.set(self.f.sent, self.guard);
             self.guard_ticket = sst.push_signaled(self.f.sent.range())?;

@@ -249,6 +249,9 @@ pub struct Sst<T: Transport> {
     /// The ranges a whole-row push posts last, one write each, in this order, after the words
     /// of none of them (see [`Sst::set_row_push_last`]); empty: one write of the whole row.
     pub(crate) row_push_last: Vec<FieldRange>,
+    /// The signaled writes of [`row_push_last`](Self::row_push_last)'s ranges that whole-row
+    /// pushes posted and that have not been seen landed (see [`Sst::row_push_landed`]).
+    pub(crate) row_push_ticket: Ticket,
 }
 
 /// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
@@ -369,6 +372,7 @@ impl<T: Transport> Sst<T> {
             pending: vec![None; n],
             expected: vec![None; n],
             row_push_last: Vec::new(),
+            row_push_ticket: Ticket::default(),
             schema,
         })
     }
@@ -620,7 +624,9 @@ impl<T: Transport> Sst<T> {
     /// Only the placement within a push is ordered. A write reads its source when the fabric
     /// applies it, so a guard that changes while the push is in flight may land newer than the
     /// words posted before it; the rule of [`push`](Sst::push) for guards applies as for any
-    /// write.
+    /// write. The writes of the listed ranges are posted signaled: a layer that must not
+    /// change its guard while one of them is in flight waits for
+    /// [`row_push_landed`](Sst::row_push_landed) (SMC does, for `smc_sent`).
     ///
     /// ```
     /// # use squall_sst::{SchemaBuilder, Sst, SstConfig};
@@ -644,6 +650,50 @@ impl<T: Transport> Sst<T> {
         self.row_push_last = last.to_vec();
     }
 
+    /// Adds `range` at the end of the ranges whole-row pushes post last (see
+    /// [`set_row_push_last`](Sst::set_row_push_last)), unless it is listed already: for a
+    /// protocol core that owns a guard in a table whose other guards its user lists, such as
+    /// [`Smc::new`](crate::Smc::new) for `smc_sent`. A later `set_row_push_last` replaces the
+    /// whole list.
+    ///
+    /// ```
+    /// # use squall_sst::{SchemaBuilder, Sst, SstConfig};
+    /// # use squall_transport::{NodeId, RegionId, RegionSpec};
+    /// # use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let mut b = SchemaBuilder::new(1);
+    /// let view = b.counter("view");
+    /// let sent = b.counter("sent");
+    /// let schema = b.build()?;
+    /// # let node = ThreadedFabric::new(ThreadedConfig::default())?
+    /// #     .cluster(1, &[RegionSpec::new(RegionId(0), schema.table_len())])?.remove(0);
+    /// let mut sst = Sst::new(node, schema, SstConfig::new(RegionId(0), vec![NodeId(0)]))?;
+    /// sst.add_row_push_last(sent.range());
+    /// sst.add_row_push_last(sent.range());
+    /// assert_eq!(sst.row_push_last(), [sent.range()]);
+    /// # let _ = view;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn add_row_push_last(&mut self, range: FieldRange) {
+        if !self.row_push_last.contains(&range) {
+            self.row_push_last.push(range);
+        }
+    }
+
+    /// Whether every write of a [`row_push_last`](Sst::row_push_last) range that a whole-row
+    /// push posted so far has been applied at its peer (writes to members suspected since
+    /// count as applied). A fabric may read a write's source when it applies it, so a guard
+    /// changed while its whole-row write is in flight can land ahead of data pushed after the
+    /// change: a layer that changes a listed guard only when this is true (and its own
+    /// signaled pushes of the guard [landed](Sst::landed)) never publishes it ahead of its data
+    /// on a newly linked peer. True when no whole-row push is in flight, and always for a
+    /// table that lists no ranges.
+    pub fn row_push_landed(&mut self) -> bool {
+        let mut ticket = std::mem::take(&mut self.row_push_ticket);
+        let done = self.landed(&mut ticket);
+        self.row_push_ticket = ticket;
+        done
+    }
+
     /// The ranges whole-row pushes post last, in order
     /// ([`set_row_push_last`](Sst::set_row_push_last)); empty if none were set.
     pub fn row_push_last(&self) -> &[FieldRange] {
@@ -652,8 +702,9 @@ impl<T: Transport> Sst<T> {
 
     /// The writes of one whole-row push, in posting order: the runs of words in none of
     /// [`row_push_last`](Sst::row_push_last), then each of its ranges (see
-    /// [`set_row_push_last`](Sst::set_row_push_last)).
-    fn whole_row_writes(&self) -> Vec<FieldRange> {
+    /// [`set_row_push_last`](Sst::set_row_push_last)), and how many of them come before the
+    /// listed ranges.
+    fn whole_row_writes(&self) -> (Vec<FieldRange>, usize) {
         let words = self.schema.row_range().len / 8;
         let clip = |r: &FieldRange| {
             let start = (r.offset / 8).min(words);
@@ -681,6 +732,7 @@ impl<T: Transport> Sst<T> {
                 len: (w - start) * 8,
             });
         }
+        let unlisted = writes.len();
         for r in &self.row_push_last {
             let (start, end) = clip(r);
             if end > start {
@@ -690,15 +742,24 @@ impl<T: Transport> Sst<T> {
                 });
             }
         }
-        writes
+        (writes, unlisted)
     }
 
     /// Pushes the whole local row to `row`'s member: one write, or, with ranges set by
     /// [`set_row_push_last`](Sst::set_row_push_last), the other words first and those ranges
-    /// last, in order on the link.
+    /// last, in order on the link, signaled (see [`row_push_landed`](Sst::row_push_landed)).
     pub(crate) fn post_whole_row(&mut self, row: usize) -> Result<(), SstError> {
-        for range in self.whole_row_writes() {
-            self.post_row_write(row, range, Signal::Unsignaled)?;
+        // Forget the guard writes already seen landed, so the ticket holds only those in flight.
+        self.row_push_landed();
+        let (writes, unlisted) = self.whole_row_writes();
+        for (k, range) in writes.into_iter().enumerate() {
+            if k < unlisted {
+                self.post_row_write(row, range, Signal::Unsignaled)?;
+            } else {
+                let op = self.post_row_write(row, range, Signal::Signaled)?;
+                self.awaited.insert(op);
+                self.row_push_ticket.ops.push((row, op));
+            }
         }
         Ok(())
     }

@@ -3,14 +3,16 @@
 //! `Detector::TransportOnly` posts no heartbeats and still suspects on transport failures; a
 //! member that gives up on a new incarnation it never linked (`Sst::suspect_incarnation`)
 //! makes the members linked to it suspect it too; a whole-row push with guards set posts them
-//! last, in order, each its own write.
+//! last, in order, each its own write (SMC's `smc_sent` among them).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use squall_sst::{Counter, Detector, Schema, SchemaBuilder, Sst, SstConfig, Suspicion};
+use squall_sst::{
+    Counter, Detector, Schema, SchemaBuilder, Smc, SmcConfig, Sst, SstConfig, Suspicion,
+};
 use squall_transport::{
     Event, LocalSlice, NodeId, OpId, PostError, Region, RegionId, RegionSpec, RemoteAddr, Signal,
     Time, Transport, Waker,
@@ -415,4 +417,82 @@ fn a_whole_row_push_to_a_late_member_posts_the_guards_last_in_order() {
             30 + r as u64
         );
     }
+}
+
+/// SMC lists its guard `smc_sent` among the ranges a whole-row push posts last (s28,
+/// `docs/MEMBERSHIP.md`, eightieth part): a member that sent before a late member's link came
+/// up pushes its ring's slots (and every other word) first and the guard last, its own write.
+/// Before, the row went in one write, and a fabric that places a write's words in any order
+/// could land the guard before the slots it vouches for.
+#[test]
+fn a_whole_row_push_of_an_smc_table_posts_smc_sent_after_the_slots() {
+    let n = 3;
+    let mut b = SchemaBuilder::new(n);
+    let before = b.counter("before");
+    let fields = Smc::declare(
+        &mut b,
+        SmcConfig {
+            window: 4,
+            slot_size: 24,
+        },
+    )
+    .expect("valid smc config");
+    let after = b.counter("after");
+    let schema = b.build().expect("valid schema");
+    let row_len = schema.row_range().len;
+    let layout = [RegionSpec::new(REGION, schema.table_len())];
+    let (sim, mut endpoints) =
+        Sim::cluster_late(SimConfig::seeded(5), n, &layout, &[NodeId(2)]).expect("valid sim");
+    let late = endpoints.pop().expect("three endpoints");
+    let writes = Rc::new(RefCell::new(Vec::new()));
+    let recording = |inner: SimNode| Recording {
+        inner,
+        writes: Rc::clone(&writes),
+    };
+    let mut ssts: Vec<Sst<Recording>> = (endpoints.into_iter())
+        .map(|t| Sst::new(recording(t), schema.clone(), config(n)).expect("valid table"))
+        .collect();
+    let mut smcs: Vec<Smc> = ssts.iter_mut().map(|s| Smc::new(fields, s)).collect();
+    for s in &mut ssts {
+        s.set(before, 1);
+        s.set(after, 2);
+    }
+    smcs[0].send(&mut ssts[0], b"early").expect("room");
+    smcs[0].flush(&mut ssts[0]).expect("pushed");
+    sim.start_node(NodeId(2));
+    ssts.push(Sst::new(recording(late), schema.clone(), config(n)).expect("valid table"));
+    smcs.push(Smc::new(fields, &mut ssts[2]));
+    let mut got = Vec::new();
+    let end = sim.now() + Duration::from_millis(1);
+    while sim.now() < end {
+        for (i, (s, smc)) in ssts.iter_mut().zip(&mut smcs).enumerate() {
+            s.poll_once().expect("no failure");
+            smc.poll(s, |from, k, m| {
+                if i == 2 {
+                    got.push((from, k, m.to_vec()));
+                }
+            })
+            .expect("no corrupt slot");
+        }
+        sim.advance(Duration::from_micros(5));
+    }
+    let sent = fields.sent().range();
+    let to_late: Vec<(usize, usize)> = (writes.borrow().iter())
+        .filter(|&&(peer, at, len)| peer == NodeId(2) && at + len <= row_len)
+        .map(|&(_, at, len)| (at, len))
+        .collect();
+    let whole = to_late
+        .iter()
+        .position(|&(at, _)| at == 0)
+        .expect("a row push");
+    assert_eq!(
+        to_late[whole..whole + 3],
+        [
+            (0, sent.offset),
+            (sent.offset + 8, row_len - sent.offset - 8),
+            (sent.offset, 8)
+        ],
+        "n0's pushes to n2: {to_late:?}"
+    );
+    assert_eq!(got, vec![(NodeId(0), 0, b"early".to_vec())]);
 }

@@ -131,8 +131,8 @@ fn smc_refuses_oversized_messages_and_a_full_window_without_sending() {
         .into_iter()
         .map(|n| Sst::new(n, schema.clone(), SstConfig::new(R, members(2))).expect("valid"))
         .collect();
-    let mut a = Smc::new(fields, &t[0]);
-    let mut rx = Smc::new(fields, &t[1]);
+    let mut a = Smc::new(fields, &mut t[0]);
+    let mut rx = Smc::new(fields, &mut t[1]);
     assert_eq!(
         a.send(&mut t[0], &[0; 31]),
         Err(SmcError::TooLarge { len: 31, max: 30 })

@@ -51,7 +51,7 @@ fn smc_three_members_on_threads_deliver_everything_in_order() {
                     };
                     let me = node_id(&cfg, &node);
                     let mut sst = Sst::new(node, schema, cfg).map_err(|e| e.to_string())?;
-                    let mut smc = Smc::new(fields, &sst);
+                    let mut smc = Smc::new(fields, &mut sst);
                     let mut next = [0u64; N];
                     let mut bad: Option<String> = None;
                     let mut finished = false;

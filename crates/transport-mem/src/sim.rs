@@ -11,6 +11,12 @@
 //! two moments the contract allows, as an RDMA NIC would — so a protocol that changes a source
 //! buffer too early is caught here.
 //!
+//! By default a write lands whole, in one step. With [`SimConfig::torn_writes`] a write longer
+//! than one word lands *torn*: its words are placed in a seeded random order, in up to
+//! [`TORN_PIECES`] pieces over separate steps, so a reader polling in between sees part of it
+//! (the contract makes only aligned words atomic; RDMA promises no placement order within a
+//! write). Writes on one link still land in order: the next op waits for the last piece.
+//!
 //! ```
 //! use squall_transport::{LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};
 //! use squall_transport_mem::sim::{Sim, SimConfig};
@@ -74,12 +80,44 @@ pub struct SimConfig {
     pub max_message_len: usize,
     /// Keep every trace entry (for tests that inspect the schedule), not only the hash.
     pub record_trace: bool,
+    /// Land each write longer than one word *torn*: the bytes are read from the source once,
+    /// when the write reaches the head of its link and its first piece lands (as a whole write
+    /// reads them at its one step), then its destination words (aligned 8-byte words; a partial
+    /// word at either end is one piece of its own) are dealt at random into 2 to
+    /// [`TORN_PIECES`] pieces. The first piece lands in that step, each further one in a later
+    /// step, a fresh link latency apart, so a reader polling in between sees a partial write.
+    /// The link stays FIFO: nothing posted after the write is applied before its last piece,
+    /// and a signaled write completes then. A fence, a cut or a crash behaves as for an
+    /// in-flight op: pieces not yet placed when the target cuts the link or the sender crashes
+    /// are never placed (what landed stays), and the write fails or is lost as a whole one
+    /// would. Off by default (every write lands whole, so seeds keep their schedules);
+    /// [`SimConfig::seeded`] turns it on when the environment variable `SQUALL_SIM_TORN_WRITES`
+    /// is `1`, to run a whole suite torn.
+    ///
+    /// ```
+    /// use squall_transport::{LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    /// let r = RegionId(0);
+    /// let cfg = SimConfig { torn_writes: true, ..SimConfig::seeded(3) };
+    /// let (sim, mut nodes) = Sim::cluster(cfg, 2, &[RegionSpec::new(r, 64)])?;
+    /// (0..8).for_each(|w| nodes[0].region(r).unwrap().store(w, 1));
+    /// nodes[0].write(NodeId(1), LocalSlice::new(r, 0, 64), RemoteAddr::new(r, 0), Signal::Unsignaled)?;
+    /// let mut seen = Vec::new();
+    /// while sim.step() {
+    ///     seen.push((0..8).filter(|&w| nodes[1].region(r).unwrap().load(w) == 1).count());
+    /// }
+    /// assert_eq!(seen.last(), Some(&8)); // every word landed in the end
+    /// assert!(seen.iter().any(|&n| n > 0 && n < 8)); // after some step, only part of them
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub torn_writes: bool,
     #[doc(hidden)]
     pub sabotage: Sabotage,
 }
 
 impl SimConfig {
-    /// Defaults with the given seed: 1–5 µs latencies, a 1 ms op timeout.
+    /// Defaults with the given seed: 1–5 µs latencies, a 1 ms op timeout, writes landing whole
+    /// (torn if `SQUALL_SIM_TORN_WRITES=1`: see [`torn_writes`](Self::torn_writes)).
     pub fn seeded(seed: u64) -> SimConfig {
         SimConfig {
             seed,
@@ -88,6 +126,7 @@ impl SimConfig {
             max_latency: Duration::from_micros(5),
             max_message_len: 64 * 1024,
             record_trace: false,
+            torn_writes: std::env::var("SQUALL_SIM_TORN_WRITES").is_ok_and(|v| v.trim() == "1"),
             sabotage: Sabotage::None,
         }
     }
@@ -109,6 +148,9 @@ impl SimConfig {
         Ok(())
     }
 }
+
+/// The most pieces a torn write lands in (see [`SimConfig::torn_writes`]).
+pub const TORN_PIECES: usize = 4;
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -174,6 +216,12 @@ enum Body {
         data: Vec<u8>,
     },
     Fence,
+    /// The pieces of a torn write not yet placed, the next one last: each a list of
+    /// (destination offset, bytes read from the source when the first piece landed).
+    Torn {
+        region: RegionId,
+        pieces: Vec<Vec<(usize, Vec<u8>)>>,
+    },
 }
 
 struct InFlight {
@@ -451,6 +499,15 @@ impl World {
         }
         let split = self.cfg.sabotage == Sabotage::SplitAtomics;
         let value = match &f.body {
+            Body::Write { src: from, dst: at } if self.cfg.torn_writes && from.len > 8 => {
+                let (from, at) = (*from, *at);
+                let pieces = self.tear(src, from, at);
+                return self.place(link, f, at.region, pieces);
+            }
+            Body::Torn { region, pieces } => {
+                let (region, pieces) = (*region, pieces.clone());
+                return self.place(link, f, region, pieces);
+            }
             Body::Write { src: from, dst: at } => {
                 let source = self.region(src, from.region).clone();
                 apply::write(
@@ -507,6 +564,69 @@ impl World {
         self.nodes[dst.index()].dirty = true;
         self.record(src, dst, f.op, f.kind, Outcome::Applied(value));
         self.complete(src, dst, &f, Ok(value));
+    }
+
+    /// Reads a torn write's source (once) and deals its destination words into pieces: 2 to
+    /// [`TORN_PIECES`] of them, each word in one at random, empty pieces dropped, the piece to
+    /// place first last.
+    fn tear(
+        &mut self,
+        src: NodeId,
+        from: LocalSlice,
+        at: RemoteAddr,
+    ) -> Vec<Vec<(usize, Vec<u8>)>> {
+        let mut bytes = vec![0; from.len];
+        let r = self
+            .region(src, from.region)
+            .read_bytes(from.offset, &mut bytes);
+        debug_assert!(r.is_ok(), "bounds are validated at post time");
+        let end = at.offset + from.len;
+        let mut words = Vec::new();
+        let mut o = at.offset;
+        while o < end {
+            let next = ((o / 8 + 1) * 8).min(end);
+            words.push((o, bytes[o - at.offset..next - at.offset].to_vec()));
+            o = next;
+        }
+        let count = self
+            .rng
+            .random_range(2..=TORN_PIECES.min(words.len()).max(2));
+        let mut pieces = vec![Vec::new(); count];
+        for w in words {
+            pieces[self.rng.random_range(0..count)].push(w);
+        }
+        pieces.retain(|p| !p.is_empty());
+        pieces
+    }
+
+    /// Places the next piece of a torn write; the rest goes back to the link's head, a fresh
+    /// latency later. The write is applied (recorded, completed) with its last piece.
+    fn place(
+        &mut self,
+        link: usize,
+        f: InFlight,
+        region: RegionId,
+        mut pieces: Vec<Vec<(usize, Vec<u8>)>>,
+    ) {
+        let (src, dst) = self.ends(link);
+        if let Some(piece) = pieces.pop() {
+            let target = self.region(dst, region);
+            for (offset, bytes) in &piece {
+                apply::write(target, *offset, Source::Bytes(bytes), bytes.len());
+            }
+        }
+        self.nodes[dst.index()].dirty = true;
+        if pieces.is_empty() {
+            self.record(src, dst, f.op, f.kind, Outcome::Applied(0));
+            self.complete(src, dst, &f, Ok(0));
+            return;
+        }
+        let ready = self.now + self.latency(src, dst);
+        self.links[link].push_front(InFlight {
+            ready,
+            body: Body::Torn { region, pieces },
+            ..f
+        });
     }
 
     /// Sabotage: the first half of an atomic has read `old`; its store comes as a later event.

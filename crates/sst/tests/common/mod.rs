@@ -64,13 +64,13 @@ impl Cluster {
         let (sim, endpoints) =
             Sim::cluster(sim_cfg, n, &[RegionSpec::new(REGION, schema.table_len())])
                 .expect("valid sim");
-        let nodes: Vec<Option<Sst<SimNode>>> = endpoints
+        let mut nodes: Vec<Option<Sst<SimNode>>> = endpoints
             .into_iter()
             .map(|t| Some(Sst::new(t, schema.clone(), cfg.clone()).expect("valid table")))
             .collect();
         let smc = nodes
-            .iter()
-            .map(|s| Smc::new(fields.smc, s.as_ref().expect("just built")))
+            .iter_mut()
+            .map(|s| Smc::new(fields.smc, s.as_mut().expect("just built")))
             .collect();
         Cluster {
             hung: vec![false; n],

@@ -632,6 +632,10 @@ struct RestartState {
     /// from a peer) admitted, none of them a member of the view before. Empty when this
     /// member's log lacks that decision. See [`never_logged`](Gms::never_logged).
     joined: Vec<NodeId>,
+    /// The view's joiners this restart has shown [never log it](Gms::never_logged): set
+    /// aside for good once shown (s28, eighty-fourth part of `docs/MEMBERSHIP.md`, item 3),
+    /// as `outsiders` are counted out for good.
+    aside: Vec<NodeId>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -2509,6 +2513,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // A suspected member's new incarnation that this member readmits once the others
         // published that they noticed the old one's failure (a round or two) counts: wait for
         // it rather than stop (s20, a bare-majority restart with a member bouncing).
+        let aside = self.never_logged(view);
+        if let Some(r) = &mut self.restart {
+            for j in aside {
+                if !r.aside.contains(&j) {
+                    r.aside.push(j);
+                }
+            }
+        }
         let counted = self.quorum_members(view);
         if self.cfg.partition_safety
             && !self.cfg.is_quorum(&counted, &|m| {
@@ -2570,9 +2582,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let leader_row = self.sst.row_of(leader).unwrap_or(0);
         let promised = self.restart.as_ref().map_or(0, |r| r.promised);
         if leader == self.me {
-            // The highest ballot any visible row promised or decided under.
+            // The highest ballot any visible row promised or decided under, less the rows of
+            // the members this restart counted out (`RestartState::outsiders`; s28, eighty-fourth
+            // part of `docs/MEMBERSHIP.md`, item 1). Such a member may lead ballots of its own
+            // (at it, it is `alive.first()`), and chasing them kept this ballot from committing.
+            // Its promise binds only its own acknowledgements, which this leader never counts;
+            // the ranks keep the ballots distinct; and whatever a counted member promised or
+            // decided is in that member's row, read here.
+            let outsiders = self.restart.as_ref().map(|r| r.outsiders.clone());
             let seen = (0..self.sst.rows())
                 .filter(|&r| r != self.sst.my_row())
+                .filter(|&r| {
+                    let node = self.cfg.universe.get(r);
+                    !(outsiders.as_ref()).is_some_and(|o| node.is_some_and(|n| o.contains(n)))
+                })
                 .flat_map(|r| {
                     [
                         self.proposal_of(r, view.id).map(|t| t.rank),
@@ -2911,8 +2934,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// and one writer's blocks land in order; a whole-row push posts the wedge and view blocks
     /// in a later write than the decision block, [`guards`], s27) or it publishes `view + 1`
     /// and the decision for
-    /// `view` it installed that with. A row one view ahead that publishes a decision for
-    /// `view + 1` instead does not count.
+    /// `view` it installed that with, unless that `view + 1` lost a shard
+    /// ([`lost_view`](Gms::lost_view): the member's next process restarts `view` again). A
+    /// row one view ahead that publishes a decision for `view + 1` instead does not count.
     ///
     /// A row read is not a promise (s27, seventy-second part): a row read wedged with nothing
     /// above `peer` may log and echo a higher-ranked decision right after the read, under a
@@ -2938,8 +2962,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             if decided.as_ref().is_some_and(|t| t.rank > peer) {
                 return false;
             }
-            let ahead = (self.read_block(row, self.f.view))
-                .is_some_and(|p| p.first() == Some(&(view.id + 2)) && decided.is_some());
+            let ahead = (self.read_block(row, self.f.view)).is_some_and(|p| {
+                p.first() == Some(&(view.id + 2)) && decided.is_some() && !self.lost_view(row, &p)
+            });
             if ahead || self.received_of(row, view.id).is_some() {
                 read.push(m);
             }
@@ -2986,14 +3011,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .and_then(|&m| self.sst.row_of(m))
                 .filter(|&row| !self.sst.is_suspected(row))
                 .is_some_and(|row| {
+                    // The `join` word first: it is a later write than the decision block (a
+                    // process publishes the decisions it holds before it asks to join), so a
+                    // read of the word set shows a decision block at least as new as that.
+                    let joins = self.asks_to_join(row);
                     let at = self
                         .read_block(row, self.f.view)
                         .and_then(|p| p.first().copied());
                     let decided = self.decision_of(row, view.id).map(|t| t.rank);
                     let ahead_below = at == Some(view.id + 2) && decided.is_some_and(|d| d < b);
-                    let gave_up = self.asks_to_join(row)
-                        && at == Some(view.id + 1)
-                        && decided.is_none_or(|d| d < b);
+                    let gave_up = joins && at == Some(view.id + 1) && decided.is_none_or(|d| d < b);
                     ahead_below || gave_up
                 });
             let never = self.never_echo(view, b);
@@ -3015,7 +3042,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// - an unsuspected peer publishing `view + 1` installed with a decision for `view` ranked
     ///   below `b`: it never held `b`'s decision (holding it, it would not have caught up
     ///   below it, and a later process restarts from its log, which holds it), and it is no
-    ///   longer at `view`.
+    ///   longer at `view`. Not a row whose `view + 1` lost a shard
+    ///   ([`lost_view`](Gms::lost_view)): that member's next process restarts `view` again.
     ///
     /// A member that promised above `b` never echoes `b`'s decision afterwards: it follows only
     /// a ballot at or above its promise (`restart_round`), a later process restores the promise
@@ -3038,14 +3066,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let Some(p) = self.read_block(row, self.f.view) else {
                 continue;
             };
+            // The proposal block before the decision block: the argument is that the read that
+            // showed the promise showed any decision echoed before it too (the member logs and
+            // publishes a decision before it acknowledges a later ballot).
+            let proposed = self.proposal_of(row, view.id).map(|t| t.rank);
             let decided = self.decision_of(row, view.id).map(|t| t.rank);
             let restarting = p.first() == Some(&(view.id + 1))
                 && self.restarting_in(&p)
                 && self.received_of(row, view.id).is_some();
-            let promised_above = restarting
-                && (self.proposal_of(row, view.id)).is_some_and(|t| t.rank > b)
-                && decided.is_none_or(|d| d < b);
-            let ahead_below = p.first() == Some(&(view.id + 2)) && decided.is_some_and(|d| d < b);
+            let promised_above =
+                restarting && proposed.is_some_and(|t| t > b) && decided.is_none_or(|d| d < b);
+            let ahead_below = p.first() == Some(&(view.id + 2))
+                && decided.is_some_and(|d| d < b)
+                && !self.lost_view(row, &p);
             if promised_above || ahead_below {
                 never.push(m);
             }
@@ -3099,6 +3132,18 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
     }
 
+    /// Whether `row`'s view block `p` names a view that lost a shard
+    /// ([`Inadequate::lost`](crate::view::Inadequate::lost)). Such a view ran nowhere, and
+    /// the next process of a member that installed it restarts the view *before* it
+    /// ([`crate::restart::restart_view`]), where it can still follow a restart ballot and echo
+    /// its decision. So a row showing it is no evidence that the member left the view before
+    /// for good (s28, eighty-fourth part of `docs/MEMBERSHIP.md`, item 2), as
+    /// [`superseded_by`](Gms::superseded_by) already reads it.
+    fn lost_view(&self, row: usize, p: &[u64]) -> bool {
+        self.decode_view(row, p)
+            .is_some_and(|v| v.inadequate.as_ref().is_some_and(|w| w.lost))
+    }
+
     /// Restart mode at `view`: whether `row` publishes `view + 1` but was not a member of
     /// `view` — a joiner admitted by `view`'s decision whose log ends at its first view. Its
     /// log holds no decision for `view` (it logged none: it joined), so nobody can catch up
@@ -3137,6 +3182,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// member that logged `view`; any two such sets are each more than half of the members
     /// that ever log `view`, so they intersect. Nothing was delivered in `view`: a delivery
     /// needs every member's `Installed` record.
+    ///
+    /// Once shown, a joiner stays set aside for the rest of this restart
+    /// ([`RestartState::aside`]; s28, eighty-fourth part, item 3), though it crash or the
+    /// other members' rows stop showing them restarted: the read showed it never logs `view`,
+    /// and that stays true. Its later process restarts from its log (two or more views before
+    /// `view`) and can come into `view` only by catching up through `view - 1`, which does not
+    /// name it (it joined in `view`): there it finds itself removed and joins again.
     fn never_logged(&self, view: &View) -> Vec<NodeId> {
         let Some(r) = &self.restart else {
             return Vec::new();
@@ -3151,22 +3203,26 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .filter(|m| !r.joined.contains(m))
             .all(|&m| logged(m));
         if r.joined.is_empty() || !old_restarted {
-            return Vec::new();
+            return r.aside.clone();
         }
-        (r.joined.iter().copied())
-            .filter(|&j| j != self.me && view.contains(j))
-            .filter(|&j| {
-                (self.sst.row_of(j)).is_some_and(|row| {
-                    !self.sst.is_suspected(row)
-                        && !self.unheard(row)
-                        && self.sst.get(row, self.sst.schema().heartbeat()) > 0
-                        && self.asks_to_join(row)
-                        && self.received_of(row, view.id).is_none()
-                        && (self.read_block(row, self.f.view))
-                            .is_some_and(|p| p[0] > 0 && p[0] < view.id)
-                })
-            })
-            .collect()
+        let mut never = r.aside.clone();
+        never.extend(
+            (r.joined.iter().copied())
+                .filter(|j| !r.aside.contains(j))
+                .filter(|&j| j != self.me && view.contains(j))
+                .filter(|&j| {
+                    (self.sst.row_of(j)).is_some_and(|row| {
+                        !self.sst.is_suspected(row)
+                            && !self.unheard(row)
+                            && self.sst.get(row, self.sst.schema().heartbeat()) > 0
+                            && self.asks_to_join(row)
+                            && self.received_of(row, view.id).is_none()
+                            && (self.read_block(row, self.f.view))
+                                .is_some_and(|p| p[0] > 0 && p[0] < view.id)
+                    })
+                }),
+        );
+        never
     }
 
     /// `records` (a view's, the first this life logs or a later one) with the

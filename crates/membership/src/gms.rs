@@ -5242,4 +5242,98 @@ mod tests {
             }
         }
     }
+
+    /// s28 review, item 2 (`docs/MEMBERSHIP.md`, eighty-fourth part): a row one view ahead,
+    /// installed with a decision for the view ranked below a ballot, shows its member never
+    /// echoes that ballot's decision (`never_echo`) only if its view did not lose a shard. A
+    /// member that installed a lost view restarts the view before it in its next process and
+    /// can still follow the ballot. Fails without the `lost_view` check (the lost row is
+    /// counted).
+    #[test]
+    fn a_row_one_view_ahead_in_a_view_that_lost_a_shard_is_no_evidence_of_never_echoing() {
+        let (ids, cfg, layout, v0) = four_in_two_shards();
+        let lost = v0.shards[1].members.clone();
+        let (failed, passive) = (lost[0], lost[1]);
+        let d = Decision {
+            rank: 1,
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: failed,
+            }],
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 0)).collect(),
+            },
+        };
+        let holders: Vec<bool> = v0.members.iter().map(|&m| m != passive).collect();
+        let next = |h: Option<&[NodeId]>| {
+            View::next_holding(1, d.next_members(&v0.members), Some(&v0.shards), h, &layout)
+        };
+        let lost_view = next(Some(&holder_ids(&v0, &holders)));
+        let kept_view = next(None);
+        assert!(
+            lost_view.inadequate.as_ref().is_some_and(|w| w.lost),
+            "{lost_view:?}"
+        );
+        assert!(
+            kept_view.inadequate.as_ref().is_none_or(|w| !w.lost),
+            "{kept_view:?}"
+        );
+        // Two members restarting at view 0 (their logs end there): an observer, and the peer
+        // whose row is made to show view 1 installed with `d`.
+        let (observer, peer) = (v0.shards[0].members[0], v0.shards[0].members[1]);
+        let mut log = MemLog::default();
+        for r in crate::restart::installed_records(&v0) {
+            log.append(&r).unwrap();
+        }
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(5), 4, &[spec]).unwrap();
+        let mut nodes: Vec<Option<SimNode>> = nodes.into_iter().map(Some).collect();
+        let build = |node: SimNode| {
+            let (log, rec) = MemLog::open(log.bytes().to_vec());
+            Gms::new(node, cfg.clone(), log, Some(&rec)).unwrap()
+        };
+        let mut o = build(nodes[observer.0 as usize].take().unwrap());
+        let mut p = build(nodes[peer.0 as usize].take().unwrap());
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            let _ = o.poll(&mut Idle, &mut out);
+            let _ = p.poll(&mut Idle, &mut out);
+            sim.advance(std::time::Duration::from_micros(100));
+        }
+        let b = crate::restart::ballot(1, 0);
+        let mut shown = |v: &View| {
+            p.publish_view_of(v).unwrap();
+            p.publish_decision(&d, Some(&holders)).unwrap();
+            let row = o.sst.row_of(peer).unwrap();
+            for _ in 0..20 {
+                let at = (o.read_block(row, o.f.view)).and_then(|b| o.decode_view(row, &b));
+                if at.is_some_and(|w| w.id == 1 && w.inadequate == v.inadequate)
+                    && o.decision_of(row, 0).is_some()
+                {
+                    break;
+                }
+                let _ = o.poll(&mut Idle, &mut out);
+                sim.advance(std::time::Duration::from_micros(20));
+            }
+            let at = (o.read_block(row, o.f.view)).and_then(|b| o.decode_view(row, &b));
+            assert_eq!(
+                at.as_ref(),
+                Some(v),
+                "the peer's view block at the observer"
+            );
+            assert_eq!(o.decision_of(row, 0).map(|t| t.rank), Some(1));
+            o.never_echo(&v0, b).contains(&peer)
+        };
+        // Its view adequate: the peer left view 0 below the ballot for good.
+        assert!(
+            shown(&kept_view),
+            "the row in an adequate view 1 is evidence"
+        );
+        // Its view lost a shard: its next process restarts view 0 again.
+        assert!(
+            !shown(&lost_view),
+            "the row in a lost view 1 is no evidence"
+        );
+    }
 }

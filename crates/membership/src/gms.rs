@@ -2582,23 +2582,27 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let leader_row = self.sst.row_of(leader).unwrap_or(0);
         let promised = self.restart.as_ref().map_or(0, |r| r.promised);
         if leader == self.me {
-            // The highest ballot any visible row promised or decided under, less the rows of
-            // the members this restart counted out (`RestartState::outsiders`; s28, eighty-fourth
-            // part of `docs/MEMBERSHIP.md`, item 1). Such a member may lead ballots of its own
-            // (at it, it is `alive.first()`), and chasing them kept this ballot from committing.
-            // Its promise binds only its own acknowledgements, which this leader never counts;
-            // the ranks keep the ballots distinct; and whatever a counted member promised or
-            // decided is in that member's row, read here.
+            // The highest ballot any visible row promised or decided under, less the promises
+            // of the members this restart counted out (`RestartState::outsiders`; s28,
+            // eighty-fourth part of `docs/MEMBERSHIP.md`, item 1). Such a member may lead
+            // ballots of its own (at it, it is `alive.first()`), and chasing them kept this
+            // ballot from committing. Its promise binds only its own acknowledgements, which
+            // this leader never counts; the ranks keep the ballots distinct; and a ballot that
+            // decides is acknowledged by a majority, which meets the members counted here.
+            // Decisions are read from every row: this ballot stays above every decision
+            // visible, so a later restart's adoption (the highest-ranked) finds its own.
             let outsiders = self.restart.as_ref().map(|r| r.outsiders.clone());
+            let counted_out = |r: usize| {
+                let node = self.cfg.universe.get(r);
+                (outsiders.as_ref()).is_some_and(|o| node.is_some_and(|n| o.contains(n)))
+            };
             let seen = (0..self.sst.rows())
                 .filter(|&r| r != self.sst.my_row())
-                .filter(|&r| {
-                    let node = self.cfg.universe.get(r);
-                    !(outsiders.as_ref()).is_some_and(|o| node.is_some_and(|n| o.contains(n)))
-                })
                 .flat_map(|r| {
                     [
-                        self.proposal_of(r, view.id).map(|t| t.rank),
+                        (!counted_out(r))
+                            .then(|| self.proposal_of(r, view.id).map(|t| t.rank))
+                            .flatten(),
                         self.decision_of(r, view.id).map(|t| t.rank),
                     ]
                 })

@@ -2510,9 +2510,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             r.missing = missing;
         }
-        // A suspected member's new incarnation that this member readmits once the others
-        // published that they noticed the old one's failure (a round or two) counts: wait for
-        // it rather than stop (s20, a bare-majority restart with a member bouncing).
+        // The view's joiners shown never to log it stay set aside (`RestartState::aside`).
         let aside = self.never_logged(view);
         if let Some(r) = &mut self.restart {
             for j in aside {
@@ -2521,6 +2519,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 }
             }
         }
+        // A suspected member's new incarnation that this member readmits once the others
+        // published that they noticed the old one's failure (a round or two) counts: wait for
+        // it rather than stop (s20, a bare-majority restart with a member bouncing).
         let counted = self.quorum_members(view);
         if self.cfg.partition_safety
             && !self.cfg.is_quorum(&counted, &|m| {

@@ -632,6 +632,10 @@ struct RestartState {
     /// from a peer) admitted, none of them a member of the view before. Empty when this
     /// member's log lacks that decision. See [`never_logged`](Gms::never_logged).
     joined: Vec<NodeId>,
+    /// The view's joiners this restart has shown [never log it](Gms::never_logged): set
+    /// aside for good once shown (s28, eighty-fourth part of `docs/MEMBERSHIP.md`, item 3),
+    /// as `outsiders` are counted out for good.
+    aside: Vec<NodeId>,
 }
 
 impl<T: Transport, L: Durable> std::fmt::Debug for Gms<T, L> {
@@ -2506,6 +2510,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             r.missing = missing;
         }
+        // The view's joiners shown never to log it stay set aside (`RestartState::aside`).
+        let aside = self.never_logged(view);
+        if let Some(r) = &mut self.restart {
+            for j in aside {
+                if !r.aside.contains(&j) {
+                    r.aside.push(j);
+                }
+            }
+        }
         // A suspected member's new incarnation that this member readmits once the others
         // published that they noticed the old one's failure (a round or two) counts: wait for
         // it rather than stop (s20, a bare-majority restart with a member bouncing).
@@ -2570,12 +2583,27 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let leader_row = self.sst.row_of(leader).unwrap_or(0);
         let promised = self.restart.as_ref().map_or(0, |r| r.promised);
         if leader == self.me {
-            // The highest ballot any visible row promised or decided under.
+            // The highest ballot any visible row promised or decided under, less the promises
+            // of the members this restart counted out (`RestartState::outsiders`; s28,
+            // eighty-fourth part of `docs/MEMBERSHIP.md`, item 1). Such a member may lead
+            // ballots of its own (at it, it is `alive.first()`), and chasing them kept this
+            // ballot from committing. Its promise binds only its own acknowledgements, which
+            // this leader never counts; the ranks keep the ballots distinct; and a ballot that
+            // decides is acknowledged by a majority, which meets the members counted here.
+            // Decisions are read from every row: this ballot stays above every decision
+            // visible, so a later restart's adoption (the highest-ranked) finds its own.
+            let outsiders = self.restart.as_ref().map(|r| r.outsiders.clone());
+            let counted_out = |r: usize| {
+                let node = self.cfg.universe.get(r);
+                (outsiders.as_ref()).is_some_and(|o| node.is_some_and(|n| o.contains(n)))
+            };
             let seen = (0..self.sst.rows())
                 .filter(|&r| r != self.sst.my_row())
                 .flat_map(|r| {
                     [
-                        self.proposal_of(r, view.id).map(|t| t.rank),
+                        (!counted_out(r))
+                            .then(|| self.proposal_of(r, view.id).map(|t| t.rank))
+                            .flatten(),
                         self.decision_of(r, view.id).map(|t| t.rank),
                     ]
                 })
@@ -2911,8 +2939,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// and one writer's blocks land in order; a whole-row push posts the wedge and view blocks
     /// in a later write than the decision block, [`guards`], s27) or it publishes `view + 1`
     /// and the decision for
-    /// `view` it installed that with. A row one view ahead that publishes a decision for
-    /// `view + 1` instead does not count.
+    /// `view` it installed that with, unless that `view + 1` lost a shard
+    /// ([`lost_view`](Gms::lost_view): the member's next process restarts `view` again). A
+    /// row one view ahead that publishes a decision for `view + 1` instead does not count.
     ///
     /// A row read is not a promise (s27, seventy-second part): a row read wedged with nothing
     /// above `peer` may log and echo a higher-ranked decision right after the read, under a
@@ -2938,8 +2967,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             if decided.as_ref().is_some_and(|t| t.rank > peer) {
                 return false;
             }
-            let ahead = (self.read_block(row, self.f.view))
-                .is_some_and(|p| p.first() == Some(&(view.id + 2)) && decided.is_some());
+            let ahead = (self.read_block(row, self.f.view)).is_some_and(|p| {
+                p.first() == Some(&(view.id + 2)) && decided.is_some() && !self.lost_view(row, &p)
+            });
             if ahead || self.received_of(row, view.id).is_some() {
                 read.push(m);
             }
@@ -2986,14 +3016,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .and_then(|&m| self.sst.row_of(m))
                 .filter(|&row| !self.sst.is_suspected(row))
                 .is_some_and(|row| {
+                    // The `join` word first: it is a later write than the decision block (a
+                    // process publishes the decisions it holds before it asks to join), so a
+                    // read of the word set shows a decision block at least as new as that.
+                    let joins = self.asks_to_join(row);
                     let at = self
                         .read_block(row, self.f.view)
                         .and_then(|p| p.first().copied());
                     let decided = self.decision_of(row, view.id).map(|t| t.rank);
                     let ahead_below = at == Some(view.id + 2) && decided.is_some_and(|d| d < b);
-                    let gave_up = self.asks_to_join(row)
-                        && at == Some(view.id + 1)
-                        && decided.is_none_or(|d| d < b);
+                    let gave_up = joins && at == Some(view.id + 1) && decided.is_none_or(|d| d < b);
                     ahead_below || gave_up
                 });
             let never = self.never_echo(view, b);
@@ -3015,7 +3047,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// - an unsuspected peer publishing `view + 1` installed with a decision for `view` ranked
     ///   below `b`: it never held `b`'s decision (holding it, it would not have caught up
     ///   below it, and a later process restarts from its log, which holds it), and it is no
-    ///   longer at `view`.
+    ///   longer at `view`. Not a row whose `view + 1` lost a shard
+    ///   ([`lost_view`](Gms::lost_view)): that member's next process restarts `view` again.
     ///
     /// A member that promised above `b` never echoes `b`'s decision afterwards: it follows only
     /// a ballot at or above its promise (`restart_round`), a later process restores the promise
@@ -3038,14 +3071,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let Some(p) = self.read_block(row, self.f.view) else {
                 continue;
             };
+            // The proposal block before the decision block: the argument is that the read that
+            // showed the promise showed any decision echoed before it too (the member logs and
+            // publishes a decision before it acknowledges a later ballot).
+            let proposed = self.proposal_of(row, view.id).map(|t| t.rank);
             let decided = self.decision_of(row, view.id).map(|t| t.rank);
             let restarting = p.first() == Some(&(view.id + 1))
                 && self.restarting_in(&p)
                 && self.received_of(row, view.id).is_some();
-            let promised_above = restarting
-                && (self.proposal_of(row, view.id)).is_some_and(|t| t.rank > b)
-                && decided.is_none_or(|d| d < b);
-            let ahead_below = p.first() == Some(&(view.id + 2)) && decided.is_some_and(|d| d < b);
+            let promised_above =
+                restarting && proposed.is_some_and(|t| t > b) && decided.is_none_or(|d| d < b);
+            let ahead_below = p.first() == Some(&(view.id + 2))
+                && decided.is_some_and(|d| d < b)
+                && !self.lost_view(row, &p);
             if promised_above || ahead_below {
                 never.push(m);
             }
@@ -3099,6 +3137,18 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             })
     }
 
+    /// Whether `row`'s view block `p` names a view that lost a shard
+    /// ([`Inadequate::lost`](crate::view::Inadequate::lost)). Such a view ran nowhere, and
+    /// the next process of a member that installed it restarts the view *before* it
+    /// ([`crate::restart::restart_view`]), where it can still follow a restart ballot and echo
+    /// its decision. So a row showing it is no evidence that the member left the view before
+    /// for good (s28, eighty-fourth part of `docs/MEMBERSHIP.md`, item 2), as
+    /// [`superseded_by`](Gms::superseded_by) already reads it.
+    fn lost_view(&self, row: usize, p: &[u64]) -> bool {
+        self.decode_view(row, p)
+            .is_some_and(|v| v.inadequate.as_ref().is_some_and(|w| w.lost))
+    }
+
     /// Restart mode at `view`: whether `row` publishes `view + 1` but was not a member of
     /// `view` — a joiner admitted by `view`'s decision whose log ends at its first view. Its
     /// log holds no decision for `view` (it logged none: it joined), so nobody can catch up
@@ -3137,6 +3187,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// member that logged `view`; any two such sets are each more than half of the members
     /// that ever log `view`, so they intersect. Nothing was delivered in `view`: a delivery
     /// needs every member's `Installed` record.
+    ///
+    /// Once shown, a joiner stays set aside for the rest of this restart
+    /// ([`RestartState::aside`]; s28, eighty-fourth part, item 3), though it crash or the
+    /// other members' rows stop showing them restarted: the read showed it never logs `view`,
+    /// and that stays true. Its later process restarts from its log (two or more views before
+    /// `view`) and can come into `view` only by catching up through `view - 1`, which does not
+    /// name it (it joined in `view`): there it finds itself removed and joins again.
     fn never_logged(&self, view: &View) -> Vec<NodeId> {
         let Some(r) = &self.restart else {
             return Vec::new();
@@ -3151,22 +3208,26 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .filter(|m| !r.joined.contains(m))
             .all(|&m| logged(m));
         if r.joined.is_empty() || !old_restarted {
-            return Vec::new();
+            return r.aside.clone();
         }
-        (r.joined.iter().copied())
-            .filter(|&j| j != self.me && view.contains(j))
-            .filter(|&j| {
-                (self.sst.row_of(j)).is_some_and(|row| {
-                    !self.sst.is_suspected(row)
-                        && !self.unheard(row)
-                        && self.sst.get(row, self.sst.schema().heartbeat()) > 0
-                        && self.asks_to_join(row)
-                        && self.received_of(row, view.id).is_none()
-                        && (self.read_block(row, self.f.view))
-                            .is_some_and(|p| p[0] > 0 && p[0] < view.id)
-                })
-            })
-            .collect()
+        let mut never = r.aside.clone();
+        never.extend(
+            (r.joined.iter().copied())
+                .filter(|j| !r.aside.contains(j))
+                .filter(|&j| j != self.me && view.contains(j))
+                .filter(|&j| {
+                    (self.sst.row_of(j)).is_some_and(|row| {
+                        !self.sst.is_suspected(row)
+                            && !self.unheard(row)
+                            && self.sst.get(row, self.sst.schema().heartbeat()) > 0
+                            && self.asks_to_join(row)
+                            && self.received_of(row, view.id).is_none()
+                            && (self.read_block(row, self.f.view))
+                                .is_some_and(|p| p[0] > 0 && p[0] < view.id)
+                    })
+                }),
+        );
+        never
     }
 
     /// `records` (a view's, the first this life logs or a later one) with the
@@ -5185,5 +5246,99 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// s28 review, item 2 (`docs/MEMBERSHIP.md`, eighty-fourth part): a row one view ahead,
+    /// installed with a decision for the view ranked below a ballot, shows its member never
+    /// echoes that ballot's decision (`never_echo`) only if its view did not lose a shard. A
+    /// member that installed a lost view restarts the view before it in its next process and
+    /// can still follow the ballot. Fails without the `lost_view` check (the lost row is
+    /// counted).
+    #[test]
+    fn a_row_one_view_ahead_in_a_view_that_lost_a_shard_is_no_evidence_of_never_echoing() {
+        let (ids, cfg, layout, v0) = four_in_two_shards();
+        let lost = v0.shards[1].members.clone();
+        let (failed, passive) = (lost[0], lost[1]);
+        let d = Decision {
+            rank: 1,
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: failed,
+            }],
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 0)).collect(),
+            },
+        };
+        let holders: Vec<bool> = v0.members.iter().map(|&m| m != passive).collect();
+        let next = |h: Option<&[NodeId]>| {
+            View::next_holding(1, d.next_members(&v0.members), Some(&v0.shards), h, &layout)
+        };
+        let lost_view = next(Some(&holder_ids(&v0, &holders)));
+        let kept_view = next(None);
+        assert!(
+            lost_view.inadequate.as_ref().is_some_and(|w| w.lost),
+            "{lost_view:?}"
+        );
+        assert!(
+            kept_view.inadequate.as_ref().is_none_or(|w| !w.lost),
+            "{kept_view:?}"
+        );
+        // Two members restarting at view 0 (their logs end there): an observer, and the peer
+        // whose row is made to show view 1 installed with `d`.
+        let (observer, peer) = (v0.shards[0].members[0], v0.shards[0].members[1]);
+        let mut log = MemLog::default();
+        for r in crate::restart::installed_records(&v0) {
+            log.append(&r).unwrap();
+        }
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(5), 4, &[spec]).unwrap();
+        let mut nodes: Vec<Option<SimNode>> = nodes.into_iter().map(Some).collect();
+        let build = |node: SimNode| {
+            let (log, rec) = MemLog::open(log.bytes().to_vec());
+            Gms::new(node, cfg.clone(), log, Some(&rec)).unwrap()
+        };
+        let mut o = build(nodes[observer.0 as usize].take().unwrap());
+        let mut p = build(nodes[peer.0 as usize].take().unwrap());
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            let _ = o.poll(&mut Idle, &mut out);
+            let _ = p.poll(&mut Idle, &mut out);
+            sim.advance(std::time::Duration::from_micros(100));
+        }
+        let b = crate::restart::ballot(1, 0);
+        let mut shown = |v: &View| {
+            p.publish_view_of(v).unwrap();
+            p.publish_decision(&d, Some(&holders)).unwrap();
+            let row = o.sst.row_of(peer).unwrap();
+            for _ in 0..20 {
+                let at = (o.read_block(row, o.f.view)).and_then(|b| o.decode_view(row, &b));
+                if at.is_some_and(|w| w.id == 1 && w.inadequate == v.inadequate)
+                    && o.decision_of(row, 0).is_some()
+                {
+                    break;
+                }
+                let _ = o.poll(&mut Idle, &mut out);
+                sim.advance(std::time::Duration::from_micros(20));
+            }
+            let at = (o.read_block(row, o.f.view)).and_then(|b| o.decode_view(row, &b));
+            assert_eq!(
+                at.as_ref(),
+                Some(v),
+                "the peer's view block at the observer"
+            );
+            assert_eq!(o.decision_of(row, 0).map(|t| t.rank), Some(1));
+            o.never_echo(&v0, b).contains(&peer)
+        };
+        // Its view adequate: the peer left view 0 below the ballot for good.
+        assert!(
+            shown(&kept_view),
+            "the row in an adequate view 1 is evidence"
+        );
+        // Its view lost a shard: its next process restarts view 0 again.
+        assert!(
+            !shown(&lost_view),
+            "the row in a lost view 1 is no evidence"
+        );
     }
 }

@@ -6696,3 +6696,191 @@ fn a_straggler_whose_whole_row_pushes_land_torn_is_waited_for() {
     TORN.with(|t| t.set(true));
     each_seed("restart_absent_straggler_torn", 3, straggler);
 }
+
+// ---- s28 (eighty-fourth part of `docs/MEMBERSHIP.md`): the review of the s27 restart
+// liveness rules ----
+
+/// Whether member `i`'s log holds `Installed { vid }`.
+fn logged_installed(l: &Life, i: usize, vid: u64) -> bool {
+    (l.groups[i].as_ref()).is_some_and(|g| {
+        let (_, rec) = MemLog::open(g.gms().log().bytes().to_vec());
+        (rec.records.iter()).any(|r| matches!(r, Record::Installed { view, .. } if *view == vid))
+    })
+}
+
+/// Starts crashed member `i` again as a new process from the log it had (an operator's
+/// start).
+fn start_again(l: &mut Life, i: usize) {
+    let t = l.sim.restart_node(NodeId(i as u32)).unwrap();
+    l.nodes[i] = Some(gate(t, &l.held[i]));
+    l.stalled[i] = None;
+    l.boot(i);
+}
+
+/// Item 3 of the s28 review: a set-aside joiner that crashes. Lives 0 and 1 as in
+/// [`rejoiners_decided_then_interrupted`]: 4, then 3 crash (views 1 = 0–3, 2 = 0–2); in life 1
+/// 0, 1, 3 and 4 start (2 down), and 0's ballot decides `D` = [Fail 2, Join 3, Join 4]. The life
+/// runs until 0 and 1 logged `Installed { 3 }` (view 3 = [0, 1, 3, 4]); then every process
+/// stops, and 3 and 4 get back their life-0 logs (ending at views 1 and 0: they never logged
+/// view 3) with their epoch logs of view 3 removed. Life 2: the same four start. 0 and 1
+/// restart view 3; 3 and 4 read them two or more views ahead and join again, so 0 and 1 set
+/// them aside (`Gms::never_logged`) and count their majority over [0, 1]. Then 3 and 4 crash,
+/// before the absent members' timeout counts them out, and 0 and 1 suspect them. Before the
+/// fix the set-aside held only while the joiners' rows were unsuspected: they were back in the
+/// count ([0, 1, 3, 4], two alive), and 0 and 1 stopped with `StopReason::RestartCutOff`
+/// although the restart could complete. Now the set-aside is sticky, 0 and 1 install view 4 =
+/// [0, 1]; 3 and 4 start again from their logs and join. Checked: no stop, the four end in one
+/// running view delivering identically, and no view id run with two member lists. The moment:
+/// 3 and 4 joined again while 0 and 1 were still restarting view 3.
+fn set_aside_joiners_crash(seed: u64) -> Result<Moment, String> {
+    let base = dir("set-aside-crash", seed);
+    let four = [0, 1, 3, 4];
+    let (life_0, before) = crashes_in_turn(seed, &base, &[4, 3])?;
+    let mut l = Life::start(seed + 1000, &base, &life_0, &four, 1);
+    if !until_0_and_1_log_the_ballot_admitting_3_and_4(&mut l) {
+        return Ok(Moment::Missed);
+    }
+    step_until(&mut l, "Installed { 3 } at 0 and 1", |l| {
+        logged_installed(l, 0, 3) && logged_installed(l, 1, 3)
+    })?;
+    let (mut logs, _) = l.shutdown();
+    cut_installed(&mut logs, &base, 4, N);
+    for j in [3, 4] {
+        logs[j] = life_0[j].clone();
+        let _ = std::fs::remove_file(config(&base, j, N).epoch_log(3).unwrap());
+    }
+    let mut l = Life::start(seed + 2000, &base, &logs, &four, 2);
+    step_until(&mut l, "3 and 4 joining again", |l| {
+        [3, 4]
+            .iter()
+            .all(|&j| (l.groups[j].as_ref()).is_some_and(|g| g.gms().rejoined().is_some()))
+    })?;
+    for _ in 0..100 {
+        l.step(false);
+    }
+    let waiting = [0, 1].iter().all(|&i| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| g.gms().restarting().is_some() && g.view().is_some_and(|v| v.id == 3))
+    });
+    if !waiting {
+        return Ok(Moment::Missed);
+    }
+    crash_keeping_log(&mut l, 3);
+    crash_keeping_log(&mut l, 4);
+    let t0 = l.sim.now();
+    while ![0, 1].iter().all(|&i| l.restarted(i)) {
+        if let Some(i) =
+            (0..2).find(|&i| l.groups[i].as_ref().is_some_and(|g| g.stopped().is_some()))
+        {
+            let why = (l.groups[i].as_ref()).map(|g| format!("{:?}", g.gms().stopped()));
+            return Err(format!("n{i} stopped: {why:?}: {}", l.state()));
+        }
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("0 and 1 did not restart: {}", l.state()));
+        }
+        l.step(false);
+    }
+    start_again(&mut l, 3);
+    start_again(&mut l, 4);
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(&mut l, &four, replayed, "0, 1, 3 and 4")?;
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+/// See [`set_aside_joiners_crash`].
+#[test]
+fn a_restart_whose_set_aside_joiners_crash_completes_without_them() {
+    check_seeds_reaching(
+        "set_aside_crash",
+        3,
+        "3 and 4 joining again while 0 and 1 restart view 3",
+        set_aside_joiners_crash,
+    );
+}
+
+/// Item 1 of the s28 review: dueling restart leaders with a counted-out member. Life 0: 4, then
+/// 3 crash (views 1 = 0–3, 2 = 0–2). 0's log is cut before it logged the decision `d` that
+/// installed view 2 (it ends at view 1), and it promised a restart ballot `bm` of view 1 led by
+/// 3, above `d` (`promised_later_than_logged`). Life 1: 0, 1 and 2 start, 3 and 4 not. 0
+/// restarts view 1 and reads 1 and 2 one view ahead with `d`, below its promise, while `bm` may
+/// still decide (3 is away): it waits. 1 and 2 restart view 2, count 0 out after the timeout
+/// (a linked member restarting an older view, `Gms::outsider_in_restart`), and 1 leads a
+/// ballot `b`. At that moment 2 stalls for 1.2 ms (under the suspicion timeout) and 3 starts:
+/// it reads `d` (which fails it) and joins again, so `bm` is dead and 0 catches up into view 2,
+/// still restarting. There 0 leads (at 0 it is `alive.first()`) a ballot above `b`. Before the
+/// fix 1 read 0's row among the others and moved to a ballot above 0's, 0 then moved above 1's,
+/// and so on: 1 abandoned each ballot before it committed (seed 0: 150 ballots each, until the
+/// duel happened to end). Now 1's `seen` leaves out the rows of the members it counted out,
+/// and the restart completes without 0; 0 and 3 join again. Checked: 1 led at most two
+/// ballots for view 2, 0, 1, 2 and 3 end in one running view delivering identically, with no
+/// view id run with two member lists. The moment: 0 caught up into view 2 while 1 and 2 still
+/// restarted it.
+fn counted_out_leader_duel(seed: u64) -> Result<Moment, String> {
+    let base = dir("counted-out-duel", seed);
+    let (mut logs, before) = crashes_in_turn(seed, &base, &[4, 3])?;
+    let (_, rec) = MemLog::open(logs[0].clone());
+    let mut log = MemLog::default();
+    for r in (rec.records.iter())
+        .take_while(|r| !matches!(r, Record::Decided { decision: d, .. } if d.trim.view == 1))
+    {
+        log.append(r).unwrap();
+    }
+    logs[0] = log.bytes().to_vec();
+    let _ = std::fs::remove_file(config(&base, 0, N).epoch_log(2).unwrap());
+    promised_later_than_logged(&mut logs, 0, 3);
+    let mut l = Life::start(seed + 1000, &base, &logs, &[0, 1, 2], 1);
+    step_until(&mut l, "1 leading with 0 counted out", |l| {
+        (l.groups[1].as_ref()).is_some_and(|g| {
+            g.gms().restarting().is_some()
+                && g.gms().leader() == Some(NodeId(1))
+                && g.gms().proposal().is_some()
+        })
+    })?;
+    l.stall(2, Duration::from_micros(1200));
+    l.start_late(3);
+    let at_2 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| g.gms().restarting().is_some() && g.view().is_some_and(|v| v.id == 2))
+    };
+    let t0 = l.sim.now();
+    while !at_2(&l, 0) {
+        if !at_2(&l, 1) || l.sim.now().saturating_since(t0) > Duration::from_millis(5) {
+            return Ok(Moment::Missed);
+        }
+        l.step(false);
+    }
+    if !at_2(&l, 1) {
+        return Ok(Moment::Missed);
+    }
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(&mut l, &[0, 1, 2, 3], replayed, "0, 1, 2 and 3")?;
+    // 1 led at most a ballot or two of its own for view 2, not one for each of 0's.
+    let led = (l.groups[1].as_ref()).map_or(0, |g| {
+        let (_, rec) = MemLog::open(g.gms().log().bytes().to_vec());
+        (rec.records.iter())
+            .filter(|r| {
+                matches!(r, Record::Promised { view: 2, rank }
+                    if squall_membership::restart::rank_of(*rank) == 1)
+            })
+            .count()
+    });
+    if led > 2 {
+        return Err(format!(
+            "1 led {led} restart ballots for view 2, chasing 0's (dueling leaders)"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+/// See [`counted_out_leader_duel`].
+#[test]
+fn a_counted_out_member_leading_its_own_ballots_does_not_keep_the_restart_leader_from_committing() {
+    check_seeds_reaching(
+        "counted_out_duel",
+        3,
+        "0 caught up into view 2 while 1 and 2 restart it",
+        counted_out_leader_duel,
+    );
+}

@@ -2752,8 +2752,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
-    /// Restart mode, a majority of `view` restarted: the table never suspects a member whose
-    /// link never came up (*absent*), so a restart would wait for it forever. After
+    /// Restart mode, a majority of `view` restarted (or, s28, restarted together with suspected
+    /// members whose new incarnation is pending and not refused readmission: their readmission
+    /// waits for this count-out): the table never suspects a member whose link never came up
+    /// (*absent*), so a restart would wait for it forever. After
     /// [`GmsConfig::restart_absent_timeout`] counted from the first round with that majority,
     /// each absent member of `view` counts as not restarted: it is suspected (logged at `warn`
     /// with who), and the inspector proposes its removal like any member that did not restart.

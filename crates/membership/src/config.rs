@@ -138,8 +138,9 @@ pub struct GmsConfig {
     /// (any [`ShardLayout`]); when set it replaces [`shards`](GmsConfig::shards). See
     /// [`Layout`] for an example through a group.
     pub layout: Option<Layout>,
-    /// Total restart (see [`crate::restart`]): once a majority of the last view restarted, how
-    /// long to wait for a member of that view whose link never came up (*absent*: not
+    /// Total restart (see [`crate::restart`]): once a majority of the last view restarted (a
+    /// restarted member that bounced, its new process not yet readmitted, counting as
+    /// restarted here), how long to wait for a member of that view whose link never came up (*absent*: not
     /// restarted, or unreachable) before counting it as not restarted: it is suspected, logged
     /// at `warn` with who is missing, and the inspector proposes its removal. The table never
     /// suspects an absent member for its silence, so without this a restart of a bare majority

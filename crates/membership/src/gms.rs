@@ -2040,6 +2040,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if !shard_gone && self.cfg.is_quorum(&view.members, &counted) {
             return None;
         }
+        self.readmission_unrefused(view, node)
+    }
+
+    /// Conditions (2)–(4) of [`readmission_in_restart`](Gms::readmission_in_restart) for
+    /// `node`, a member of `view` (the restart's view), whatever this member counts: `None`,
+    /// refused (a restart decision removes `node`, a view after `view` is visible, or no
+    /// pending incarnation); `Some(false)`, waiting for a counted member's `gms_noticed` word;
+    /// `Some(true)`, none of them holds the readmission back.
+    fn readmission_unrefused(&self, view: &View, node: NodeId) -> Option<bool> {
         // A restart decision that removes `node` (one adopting a logged decision that failed
         // it): the restart view does not count `node`, so readmitting it could only leave it
         // counted where the group goes on without it.
@@ -2544,6 +2553,28 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // Never act without a majority of the last view's logs (its joiners that never logged
         // it aside, `quorum_members`).
         if !self.cfg.is_quorum(&counted, &|m| restarted.contains(&m)) {
+            // A majority with the suspected members whose new incarnation is pending and not
+            // refused (s28, eighty-fifth part of `docs/MEMBERSHIP.md`): the absent timeout runs
+            // as if they had restarted. Readmitting them waits for the absent members to be
+            // counted out (the bare-majority half of `readmission_in_restart`'s first
+            // condition), which waited for a restarted majority: for good.
+            let coming = |m: NodeId| {
+                self.sst.row_of(m).is_some_and(|r| {
+                    self.sst.is_suspected(r) && self.sst.pending_incarnation(r).is_some()
+                }) && self.readmission_unrefused(view, m).is_some()
+            };
+            let holders: Vec<NodeId> = (restarted.iter().copied())
+                .filter(|&m| {
+                    (self.sst.row_of(m)).is_some_and(|r| self.restarts_holding_state(r, view.id))
+                })
+                .collect();
+            if self
+                .cfg
+                .is_quorum(&counted, &|m| restarted.contains(&m) || coming(m))
+                && crate::restart::unrestored_shard(view, &holders).is_none()
+            {
+                self.suspect_absent(view)?;
+            }
             return Ok(());
         }
         if let Some(why) = self.short_of_adopted_for_good(view) {
@@ -2749,8 +2780,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         Ok(())
     }
 
-    /// Restart mode, a majority of `view` restarted: the table never suspects a member whose
-    /// link never came up (*absent*), so a restart would wait for it forever. After
+    /// Restart mode, a majority of `view` restarted (or, s28, restarted together with suspected
+    /// members whose new incarnation is pending and not refused readmission: their readmission
+    /// waits for this count-out): the table never suspects a member whose link never came up
+    /// (*absent*), so a restart would wait for it forever. After
     /// [`GmsConfig::restart_absent_timeout`] counted from the first round with that majority,
     /// each absent member of `view` counts as not restarted: it is suspected (logged at `warn`
     /// with who), and the inspector proposes its removal like any member that did not restart.

@@ -6884,3 +6884,99 @@ fn a_counted_out_member_leading_its_own_ballots_does_not_keep_the_restart_leader
         counted_out_leader_duel,
     );
 }
+
+// ---- s28 (eighty-fifth part of `docs/MEMBERSHIP.md`): a bare-majority restart with a member
+// bouncing before the absent timeout counted the absent members out. ----
+
+/// When [`bounce_before_the_count_out`] crashes member 2.
+#[derive(Clone, Copy, Debug)]
+enum EarlyBounce {
+    /// After this many steps of the restart's life.
+    Step(usize),
+    /// The moment 0, the leader, first holds a proposal of the restart.
+    Proposal,
+}
+
+/// A bare majority (0, 1, 2) of the five-member view restarts; 3 and 4 never start (absent:
+/// their links never come up). Member 2 crashes at `at` and its new process starts at once
+/// from its log: 0 and 1 linked the old incarnation, so both suspect it and hold the new one
+/// pending. The moment: at the crash neither 0 nor 1 suspects 3 or 4 (the absent timeout,
+/// [`ABSENT`], has not counted them out) and 0 holds no decision of the restart. Before the
+/// eighty-fifth part 0 and 1 waited for good ("missing [2, 3, 4]"): the absent timeout runs
+/// only once a majority restarted, and the readmission of 2's new incarnation counted the
+/// never-linked 3 and 4 as live members of the view (a majority with 0 and 1), so neither
+/// wait ended. Checked: all three restart within 50 ms of virtual time and end active in one
+/// running view, delivering identically, with what each delivered before the shutdown a
+/// prefix, and no view id run with two member lists.
+fn bounce_before_the_count_out(seed: u64, at: EarlyBounce) -> Result<Moment, String> {
+    let base = dir("early-bounce", seed);
+    let (logs, before) = first_life(seed, &base, 1500);
+    let up = [0, 1, 2];
+    let mut l = Life::start(seed + 1000, &base, &logs, &up, 1);
+    let t0 = l.sim.now();
+    let mut steps = 0;
+    loop {
+        let due = match at {
+            EarlyBounce::Step(n) => steps >= n,
+            EarlyBounce::Proposal => {
+                (l.groups[0].as_ref()).is_some_and(|g| g.gms().proposal().is_some())
+            }
+        };
+        if due {
+            break;
+        }
+        if l.sim.now().saturating_since(t0) > Duration::from_millis(50) {
+            return Err(format!("the bounce's moment never came: {}", l.state()));
+        }
+        l.step(false);
+        steps += 1;
+    }
+    let counted_out = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_none_or(|g| {
+            g.gms().decision().is_some() || [3, 4].iter().any(|&r| g.gms().sst().is_suspected(r))
+        })
+    };
+    if counted_out(&l, 0) || counted_out(&l, 1) || (0..3).any(|i| l.restarted(i)) {
+        let _ = std::fs::remove_dir_all(&base);
+        return Ok(Moment::Missed);
+    }
+    l.delivered[2].clear();
+    l.restart_member(2);
+    l.until_restarted(&up)?;
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    together_and_carrying_on(&mut l, &up, replayed, "the restarted members")?;
+    for (i, b) in before.iter().enumerate() {
+        if !is_prefix(b, &l.delivered[0]) {
+            return Err(format!(
+                "n{i}'s deliveries before the shutdown are not kept"
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+/// [`bounce_before_the_count_out`] at step 50, 300 or 1500 of the restart (by seed, 3 seeds).
+#[test]
+fn a_member_bouncing_before_the_absent_timeout_of_a_bare_majority_restart_is_readmitted() {
+    check_seeds_reaching(
+        "early_bounce_step",
+        3,
+        "member 2 crashing before 3 and 4 are counted out",
+        |seed| {
+            let at = [50, 300, 1500][(seed % 3) as usize];
+            bounce_before_the_count_out(seed, EarlyBounce::Step(at))
+        },
+    );
+}
+
+/// [`bounce_before_the_count_out`] the moment 0 first holds a proposal (2 seeds).
+#[test]
+fn a_member_bouncing_at_the_first_proposal_of_a_bare_majority_restart_is_readmitted() {
+    check_seeds_reaching(
+        "early_bounce_proposal",
+        2,
+        "member 2 crashing at 0's first proposal, before 3 and 4 are counted out",
+        |seed| bounce_before_the_count_out(seed, EarlyBounce::Proposal),
+    );
+}

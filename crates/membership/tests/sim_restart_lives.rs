@@ -1582,3 +1582,109 @@ fn regression_soak_final_life_hangs_with_members_behind_holding_decisions_of_two
     };
     check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }
+
+// s28: plans found by the long soaks (`docs/MEMBERSHIP.md`, seventy-ninth part).
+
+/// The plan seen and not kept at the end of s27 (a 128-case soak on a branch without the first
+/// hang's fix; its full plan recovered from that soak's log): view [1, 2, 0, 5], whose member 0's
+/// log ends at view 0 and whose member 5 never logged a view, restarted by 1 and 2 alone.
+#[test]
+fn regression_soak_s27_plan_with_a_view_member_whose_log_is_empty() {
+    let plan = Plan {
+        seed: 2807266250841339666,
+        universe: 8,
+        initial: 3,
+        lives: vec![
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::Crash {
+                        node: 0,
+                        step: 1007,
+                    },
+                    Ev::Partition {
+                        side: 1,
+                        step: 137,
+                        len: None,
+                    },
+                    Ev::Start { node: 0, step: 461 },
+                    Ev::CrashLeaderAtDecision { step: 1071 },
+                ],
+                steps: 1971,
+                stop: Stop::Decision {
+                    from: 271,
+                    ran: false,
+                },
+            },
+            LifePlan {
+                who: Who::Majority(145),
+                in_turn: Some(155),
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 2,
+                        step: 2714,
+                    },
+                    Ev::Start {
+                        node: 5,
+                        step: 1348,
+                    },
+                    Ev::Crash { node: 0, step: 928 },
+                    Ev::Start {
+                        node: 0,
+                        step: 2076,
+                    },
+                    Ev::Partition {
+                        side: 3,
+                        step: 3203,
+                        len: Some(204),
+                    },
+                    Ev::Crash {
+                        node: 3,
+                        step: 1767,
+                    },
+                    Ev::Crash {
+                        node: 6,
+                        step: 2752,
+                    },
+                ],
+                steps: 3233,
+                stop: Stop::Install {
+                    from: 417,
+                    ran: true,
+                    join: true,
+                },
+            },
+            LifePlan {
+                who: Who::Mask(5),
+                in_turn: Some(334),
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 0,
+                        step: 2494,
+                    },
+                    Ev::Start {
+                        node: 3,
+                        step: 4823,
+                    },
+                    Ev::Partition {
+                        side: 6,
+                        step: 4116,
+                        len: Some(1497),
+                    },
+                    Ev::CrashLeaderAtDecision { step: 4026 },
+                ],
+                steps: 5215,
+                stop: Stop::Install {
+                    from: 1866,
+                    ran: true,
+                    join: false,
+                },
+            },
+        ],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}

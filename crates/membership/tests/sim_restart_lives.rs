@@ -776,8 +776,9 @@ impl<'p> Run<'p> {
                 }
                 if self.step - t0 > ROUND_STEPS {
                     return Err(format!(
-                        "final life: no view with everyone and no stop after {ROUND_STEPS} steps: {}; the logs at the final life's start: {}",
+                        "final life: no view with everyone and no stop after {ROUND_STEPS} steps: {}; {}; the logs at the final life's start: {}",
                         group_sim::describe(&self.n.groups),
+                        self.activity(),
                         logs_summary(&everyone_logs)
                     ));
                 }
@@ -810,6 +811,26 @@ impl<'p> Run<'p> {
                 }
             }
         }
+    }
+
+    /// Per started node: whether it is active and wedged, its replay backlog, whether it is
+    /// asked for a state, whom it asks for one, and its next position (for a hang's message).
+    fn activity(&self) -> String {
+        let s: Vec<String> = (self.n.groups.iter().enumerate())
+            .filter_map(|(i, g)| g.as_ref().map(|g| (i, g)))
+            .map(|(i, g)| {
+                format!(
+                    "n{i} active {} wedged {} backlog {} wants state {} from {:?} at {}",
+                    g.is_active(),
+                    g.gms().is_wedged(),
+                    g.replay_backlog(),
+                    g.state_wanted(),
+                    g.state_sender(),
+                    self.n.apps[i].next
+                )
+            })
+            .collect();
+        s.join("; ")
     }
 
     /// Everyone settled: new messages are delivered, at every member alike.
@@ -1682,6 +1703,88 @@ fn regression_soak_s27_plan_with_a_view_member_whose_log_is_empty() {
                     from: 1866,
                     ran: true,
                     join: false,
+                },
+            },
+        ],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Found by the s28 seed sweep (`SQUALL_SEED_BASE=10000`, seed 10236): the final life froze.
+/// At its start 0's log ends at view 3 = [1, 2, 0, 3, 4] (it ran it in life 2; 3 and 4 are its
+/// joiners, their logs empty), and 1's and 2's at view 2 = [1, 2, 0] holding the decision that
+/// made view 3. 0 restarts at view 3 and wedges it (its logged counts); 1 completes the
+/// restart of view 2 and runs view 3 again, as decided; 0 and 2 then join that view. 1 read
+/// 0's restart wedge block as a wedge of its running view 3 and wedged, and so did everyone,
+/// with nothing to propose: every joiner waited for a state 1 no longer served, with no stop.
+/// Fixed (`Gms::restart_wedge`; `docs/MEMBERSHIP.md`, seventy-ninth part).
+#[test]
+fn regression_soak_final_life_freezes_a_running_view_on_a_restart_wedge_of_its_number() {
+    let plan = Plan {
+        seed: 10236,
+        universe: 5,
+        initial: 3,
+        lives: vec![
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(279),
+                partitioned: None,
+                events: vec![Ev::Partition {
+                    side: 17,
+                    step: 2533,
+                    len: Some(943),
+                }],
+                steps: 3280,
+                stop: Stop::Install {
+                    from: 467,
+                    ran: false,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: Some(340),
+                partitioned: None,
+                events: vec![Ev::Delay {
+                    node: 7,
+                    step: 519,
+                    micros: 125,
+                }],
+                steps: 5111,
+                stop: Stop::Decision {
+                    from: 2286,
+                    ran: true,
+                },
+            },
+            LifePlan {
+                who: Who::Majority(17),
+                in_turn: Some(43),
+                partitioned: None,
+                events: vec![
+                    Ev::Crash {
+                        node: 0,
+                        step: 1965,
+                    },
+                    Ev::Delay {
+                        node: 5,
+                        step: 848,
+                        micros: 110,
+                    },
+                    Ev::Start {
+                        node: 1,
+                        step: 1117,
+                    },
+                    Ev::Start {
+                        node: 4,
+                        step: 1147,
+                    },
+                    Ev::Crash { node: 3, step: 425 },
+                    Ev::Start { node: 3, step: 595 },
+                ],
+                steps: 2154,
+                stop: Stop::Decision {
+                    from: 139,
+                    ran: true,
                 },
             },
         ],

@@ -1791,3 +1791,91 @@ fn regression_soak_final_life_freezes_a_running_view_on_a_restart_wedge_of_its_n
     };
     check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Found by the s28 proptest soak (`PROPTEST_RNG_SEED=3`, 512 cases, its 222nd): the final
+/// life hung with no stop. At its start 1's log ends at view 1 = [0, 1, 2] (it ran it in life
+/// 2), 0's and 2's at view 0 holding the restart's decision that made view 1. 2 completes the
+/// restart of view 0 and runs view 1 again, as decided (from its replay: active); 0 and 1,
+/// restarting at view 1, read it running and join again by transfer. Each asked the other (an
+/// initial member counts as a state holder by default), and neither ever served. Fixed
+/// (`Transfer::poll_joiner` asks a member that announced itself active first; see
+/// `docs/MEMBERSHIP.md`, seventy-ninth part).
+#[test]
+fn regression_soak_final_life_hangs_with_two_rejoiners_asking_each_other_for_the_state() {
+    let plan = Plan {
+        seed: 7429178989552063005,
+        universe: 6,
+        initial: 3,
+        lives: vec![
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: None,
+                partitioned: Some((2, Some(1930))),
+                events: vec![
+                    Ev::Partition {
+                        side: 10,
+                        step: 1829,
+                        len: None,
+                    },
+                    Ev::Partition {
+                        side: 1,
+                        step: 1720,
+                        len: Some(2701),
+                    },
+                    Ev::Delay {
+                        node: 6,
+                        step: 1691,
+                        micros: 130,
+                    },
+                    Ev::Partition {
+                        side: 6,
+                        step: 3563,
+                        len: Some(2213),
+                    },
+                    Ev::Crash { node: 2, step: 199 },
+                ],
+                steps: 4067,
+                stop: Stop::End,
+            },
+            LifePlan {
+                who: Who::Minority(228),
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::Crash {
+                        node: 7,
+                        step: 1384,
+                    },
+                    Ev::Partition {
+                        side: 1,
+                        step: 305,
+                        len: Some(622),
+                    },
+                    Ev::CrashLeaderAtDecision { step: 1738 },
+                ],
+                steps: 2846,
+                stop: Stop::Decision {
+                    from: 1131,
+                    ran: false,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(296),
+                partitioned: None,
+                events: vec![
+                    Ev::Crash { node: 4, step: 428 },
+                    Ev::CrashLeaderAtDecision { step: 956 },
+                    Ev::CrashLeaderAtDecision { step: 1449 },
+                ],
+                steps: 1833,
+                stop: Stop::Install {
+                    from: 225,
+                    ran: false,
+                    join: false,
+                },
+            },
+        ],
+    };
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}

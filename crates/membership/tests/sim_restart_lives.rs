@@ -1885,10 +1885,10 @@ fn regression_soak_final_life_hangs_with_two_rejoiners_asking_each_other_for_the
 /// log ends at view 1 = [1, 2, 3] (rank-1 decision `Fail(0)`), 1's and 2's at view 0 holding
 /// that decision and a promise of restart ballot (1, 0), 0's at view 0 holding that ballot's
 /// decision `[Fail(0), Fail(3)]`. In the final life 0, 1 and 2 restart view 0 (three of four)
-/// and (by reading the code) skip 3's row as a catch-up source (`dead_ahead` at 0, `below_promise` at 1
-/// and 2), but 3 is linked and restarting one view ahead, so it
-/// is neither absent nor an outsider, and the ballot waits for its acknowledgement; 3 waits for
-/// 1 and 2 at view 1.
+/// and (by reading the code) skip 3's row as a catch-up source (`dead_ahead` at 0,
+/// `below_promise` at 1 and 2), but 3 is linked and restarting one view ahead, so it is neither
+/// absent nor an outsider, and the ballot waits for its acknowledgement; 3 waits for 1 and 2 at
+/// view 1.
 #[test]
 #[ignore = "open: a member restarting one view ahead on a view the restart skips is never counted out"]
 fn regression_soak_final_life_hangs_with_a_member_one_view_ahead_on_a_skipped_view() {

@@ -2281,7 +2281,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // `vid`, then a restart of the view before installed `vid` again running): cleared
             // before the view block, so no peer reads it as a wedge of the running view (see
             // `restart_wedge`). An empty block reads as no wedge (`view_of`: no view).
-            if self.received_of(self.sst.my_row(), vid).is_some() {
+            if vid > 0 && self.received_of(self.sst.my_row(), vid).is_some() {
                 let none = vec![0; WedgeBlock::payload_len(self.cfg.universe.len())];
                 self.write_block(self.f.wedge, &none)?;
             }
@@ -3317,7 +3317,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let wanted = leader == self.me && !self.wanted(view, Vec::new()).is_empty();
             let others = alive.iter().any(|&m| {
                 let r = self.sst.row_of(m).unwrap_or(0);
-                self.received_of(r, view.id).is_some() && !self.restart_wedge(r)
+                self.received_of(r, view.id).is_some() && (view.id == 0 || !self.restart_wedge(r))
             });
             let proposed = self.proposal_of(leader_row, view.id).is_some();
             if wanted || others || proposed || alive.len() < view.members.len() {
@@ -3344,7 +3344,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// under way in its view: nobody proposes one, so every member would wedge with no leader
     /// proposing, and the group would freeze. (A member that leaves restart mode at `V` and
     /// installs the running `V` clears its block first: see
-    /// [`follow_as_outsider`](Gms::follow_as_outsider).)
+    /// [`follow_as_outsider`](Gms::follow_as_outsider).) Not in view 0, which no restart
+    /// installs: there a member running it must see a member restarting it wedge, to switch
+    /// into that restart ([`first_start_restart`](Gms::first_start_restart)).
     fn restart_wedge(&self, row: usize) -> bool {
         self.asks_to_join(row)
             || (self.read_block(row, self.f.view)).is_some_and(|p| self.restarting_in(&p))

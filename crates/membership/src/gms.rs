@@ -2290,6 +2290,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.log.append_all(&records)?;
             tracing::info!(me = %self.me, view = vid, "membership: joined");
             self.view = Some(v.clone());
+            // Its wedge block may be the restart's of a view under this number (it restarted at
+            // `vid`, then a restart of the view before installed `vid` again running): cleared
+            // before the view block, so no peer reads it as a wedge of the running view (see
+            // `restart_wedge`). An empty block reads as no wedge (`view_of`: no view).
+            if vid > 0 && self.received_of(self.sst.my_row(), vid).is_some() {
+                let none = vec![0; WedgeBlock::payload_len(self.cfg.universe.len())];
+                self.write_block(self.f.wedge, &none)?;
+            }
             self.sst.set(self.f.join, 0);
             self.sst.push(self.f.join.range())?;
             self.publish_view()?;
@@ -3403,7 +3411,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             let wanted = leader == self.me && !self.wanted(view, Vec::new()).is_empty();
             let others = alive.iter().any(|&m| {
                 let r = self.sst.row_of(m).unwrap_or(0);
-                self.received_of(r, view.id).is_some()
+                self.received_of(r, view.id).is_some() && (view.id == 0 || !self.restart_wedge(r))
             });
             let proposed = self.proposal_of(leader_row, view.id).is_some();
             if wanted || others || proposed || alive.len() < view.members.len() {
@@ -3420,6 +3428,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.follow(view, leader_row, leader_rank)?;
         }
         self.try_install(view, &alive, out)
+    }
+
+    /// Whether the wedge block of `row` is a restart's, not a wedge of a running view: its
+    /// view block says restarting, or it [asks to join](Gms::asks_to_join). A member restarting
+    /// at `V` wedges `V` (its logged counts); a restart of `V - 1` can complete meanwhile and
+    /// install `V` again, as decided, running (s28, seventy-ninth part of `docs/MEMBERSHIP.md`).
+    /// A member running that `V` must not read the restarting member's block as a view change
+    /// under way in its view: nobody proposes one, so every member would wedge with no leader
+    /// proposing, and the group would freeze. (A member that leaves restart mode at `V` and
+    /// installs the running `V` clears its block first: see
+    /// [`follow_as_outsider`](Gms::follow_as_outsider).) Not in view 0, which no restart
+    /// installs: there a member running it must see a member restarting it wedge, to switch
+    /// into that restart ([`first_start_restart`](Gms::first_start_restart)).
+    fn restart_wedge(&self, row: usize) -> bool {
+        self.asks_to_join(row)
+            || (self.read_block(row, self.f.view)).is_some_and(|p| self.restarting_in(&p))
     }
 
     /// The members of `view` this node does not suspect; stops the node if they are not a

@@ -600,12 +600,13 @@ impl<T: Transport> Transfer<T> {
     }
 
     fn known_active(&self, n: NodeId) -> bool {
-        self.initial.contains(&n)
-            || self
-                .universe
-                .iter()
-                .position(|&u| u == n)
-                .is_some_and(|k| self.load(8 * (self.u() + k)) != 0)
+        self.initial.contains(&n) || self.announced(n)
+    }
+
+    /// Whether `n` announced itself active (after its transfer, or a restart from its logs).
+    fn announced(&self, n: NodeId) -> bool {
+        (self.universe.iter().position(|&u| u == n))
+            .is_some_and(|k| self.load(8 * (self.u() + k)) != 0)
     }
 
     /// The member this joiner asked for the state in its current view, while it waits for it.
@@ -691,10 +692,14 @@ impl<T: Transport> Transfer<T> {
         let ctl = TransferConfig::out_ctl(u);
         if self.incoming.is_none() {
             let me = self.universe[self.me_index];
-            let Some(sender) = members
-                .iter()
-                .copied()
-                .find(|&m| m != me && !suspected(m) && self.known_active(m))
+            // A member that announced itself active first: an initial member is a holder only
+            // by default, and after a total restart it may be a member that joins again by
+            // transfer itself, asking this one (s28, seventy-ninth part of
+            // `docs/MEMBERSHIP.md`: two such joiners asked each other for good).
+            let candidates = || (members.iter().copied()).filter(|&m| m != me && !suspected(m));
+            let Some(sender) = candidates()
+                .find(|&m| self.announced(m))
+                .or_else(|| candidates().find(|&m| self.known_active(m)))
             else {
                 return Ok(None);
             };

@@ -109,7 +109,7 @@ fn smc_run_on<T: Transport + Send + 'static>(
                 let me = node.local_id().index();
                 let mut sst =
                     Sst::new(node, schema, SstConfig::new(REGION, members)).expect("table");
-                let mut smc = Smc::new(fields, &sst);
+                let mut smc = Smc::new(fields, &mut sst);
                 ready.wait();
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -132,7 +132,7 @@ fn smc_run_on<T: Transport + Send + 'static>(
         .collect();
     let node = nodes.remove(0);
     let mut sst = Sst::new(node, schema, SstConfig::new(REGION, members)).expect("table");
-    let mut smc = Smc::new(fields, &sst);
+    let mut smc = Smc::new(fields, &mut sst);
     let payload = vec![7u8; size];
     ready.wait();
     let start = Instant::now();
@@ -186,7 +186,7 @@ fn smc_one_thread(size: usize, msgs: u64) -> Duration {
             Sst::new(n, schema.clone(), SstConfig::new(REGION, members.clone())).expect("table")
         })
         .collect();
-    let mut smc: Vec<Smc> = t.iter().map(|s| Smc::new(fields, s)).collect();
+    let mut smc: Vec<Smc> = t.iter_mut().map(|s| Smc::new(fields, s)).collect();
     let payload = vec![7u8; size];
     let start = Instant::now();
     let mut sent = 0;

@@ -2015,3 +2015,99 @@ fn check_chain(
         x.members
     ))
 }
+
+/// Hand-built logs for the checker tests below: view 0 = [0, 1, 2]; `D` (rank 0) admits 3.
+/// Node 0 logged `D` and installed view 1 = [0, 1, 2, 3] (the dead branch); node 1 logged
+/// `D`, promised ballot (1, 1) of a restart of view 0 that fitted `D` (3 dropped, 0 failed)
+/// and installed view 1 = [1, 2] (the renumbering).
+fn dead_branch_logs() -> LogState {
+    let ids = |v: &[u32]| v.iter().map(|&i| NodeId(i)).collect::<Vec<_>>();
+    let change = |kind, node| squall_membership::change::Change {
+        kind,
+        node: NodeId(node),
+    };
+    let decided = |view, rank, changes| Record::Decided {
+        decision: Decision {
+            rank,
+            changes,
+            trim: squall_membership::trim::Trim {
+                view,
+                counts: vec![(NodeId(0), 5), (NodeId(1), 5), (NodeId(2), 5)],
+            },
+        },
+        holders: None,
+    };
+    let v0 = Record::Installed {
+        view: 0,
+        members: ids(&[0, 1, 2]),
+    };
+    let d = decided(0, 0, vec![change(ChangeKind::Join, 3)]);
+    let b = squall_membership::restart::ballot(1, 1);
+    let mut st = LogState {
+        recs: vec![
+            vec![
+                v0.clone(),
+                d.clone(),
+                Record::Installed {
+                    view: 1,
+                    members: ids(&[0, 1, 2, 3]),
+                },
+            ],
+            vec![
+                v0,
+                d,
+                Record::Promised { view: 0, rank: b },
+                decided(0, b, vec![change(ChangeKind::Fail, 0)]),
+                Record::Installed {
+                    view: 1,
+                    members: ids(&[1, 2]),
+                },
+            ],
+        ],
+        ..LogState::default()
+    };
+    let mut counts = LogCounts::default();
+    for j in 0..2 {
+        for (v, c) in scan_log(&st, j, 0, &mut counts).unwrap() {
+            let list = st.installs.entry(v).or_default();
+            if !list.contains(&c) {
+                list.push(c);
+            }
+        }
+    }
+    st
+}
+
+/// INV-2′ can fail: node 0, on the dead view 1 = [0, 1, 2, 3], logs a decision ending it.
+/// Without the renumbering (node 1's view 1 not noted) the same record passes.
+#[test]
+fn log_invariants_catch_a_decision_on_the_dead_branch() {
+    let mut st = dead_branch_logs();
+    let Some(Record::Decided { decision, holders }) = st.recs[1].get(3).cloned() else {
+        panic!("node 1's restart decision")
+    };
+    let mut d = decision;
+    d.trim.view = 1;
+    d.rank = 0;
+    d.changes.clear();
+    st.recs[0].push(Record::Decided {
+        decision: d,
+        holders,
+    });
+    let e = scan_log(&st, 0, 3, &mut LogCounts::default()).unwrap_err();
+    assert!(e.contains("INV-2′"), "{e}");
+    st.installs.entry(1).or_default().truncate(1);
+    scan_log(&st, 0, 3, &mut LogCounts::default()).unwrap();
+}
+
+/// INV-2′ can fail: a node behind (its log ends at view 0 with `D`) installs the dead view
+/// 1 = [0, 1, 2, 3] again after the renumbering.
+#[test]
+fn log_invariants_catch_a_reinstalled_dead_view() {
+    let mut st = dead_branch_logs();
+    let mut behind = st.recs[0][..2].to_vec();
+    behind.push(st.recs[0][2].clone());
+    st.recs.push(behind);
+    let e = scan_log(&st, 2, 2, &mut LogCounts::default()).unwrap_err();
+    assert!(e.contains("INV-2′") && e.contains("installed again"), "{e}");
+}

@@ -2113,3 +2113,71 @@ fn log_invariants_catch_a_reinstalled_dead_view() {
     let e = scan_log(&st, 2, 2, &mut LogCounts::default()).unwrap_err();
     assert!(e.contains("INV-2′") && e.contains("installed again"), "{e}");
 }
+
+/// Found by a strict INV-2 soak (s28, `SQUALL_STRICT_CHOSEN=1 SQUALL_PROPTEST_CASES=384`, not
+/// shrunk): a restart's decision for view 0 under ballot 2^32 (admit 5, fail 4) is logged by a
+/// majority of view 0; a later restart under ballot 2^33 + 1 adopts it and fits it (the join
+/// dropped, the absent 0 failed), so a decision ranked above the chosen one differs from it.
+/// That is the fitting (s16, s18; fix B holds: the fitted view is a majority of the adopted
+/// next view), which INV-2 counts and does not fail by default; nobody installed the adopted
+/// decision's view (no renumbering). With `SQUALL_STRICT_CHOSEN=1` the run fails on it, which
+/// this test then checks instead. See `docs/MEMBERSHIP.md`, eighty-sixth part.
+#[test]
+fn regression_strict_chosen_a_fitting_restart_changes_a_decision_a_majority_logged() {
+    let plan = Plan {
+        seed: 5414567340723307729,
+        universe: 8,
+        initial: 5,
+        lives: vec![
+            LifePlan {
+                who: Who::Minority(215),
+                in_turn: Some(158),
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 2,
+                        step: 1144,
+                    },
+                    Ev::Partition {
+                        side: 13,
+                        step: 522,
+                        len: Some(1325),
+                    },
+                    Ev::CrashLeaderAtDecision { step: 1927 },
+                    Ev::Start { node: 2, step: 111 },
+                    Ev::Crash { node: 0, step: 785 },
+                ],
+                steps: 2521,
+                stop: Stop::End,
+            },
+            LifePlan {
+                who: Who::Majority(141),
+                in_turn: Some(26),
+                partitioned: None,
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 527 },
+                    Ev::Start { node: 5, step: 922 },
+                    Ev::Start {
+                        node: 1,
+                        step: 2446,
+                    },
+                    Ev::Start { node: 0, step: 325 },
+                ],
+                steps: 3367,
+                stop: Stop::Install {
+                    from: 811,
+                    ran: true,
+                    join: true,
+                },
+            },
+        ],
+    };
+    if strict_chosen() {
+        let e = run(&plan).err().unwrap_or_default();
+        assert!(e.contains("INV-2: view 0's decision was chosen"), "{e}");
+        return;
+    }
+    let stats = run(&plan).unwrap_or_else(|e| panic!("{e}\n  plan: {plan:?}"));
+    assert_eq!(stats.log.chosen_changed, 1, "{:?}", stats.log);
+    assert_eq!(stats.log.renumbered, 0, "{:?}", stats.log);
+}

@@ -63,7 +63,10 @@ fn a_reader_between_steps_sees_a_torn_write_partly_placed() {
         "no seed showed a reader a partly placed write with torn_writes on"
     );
 
-    let (sim, mut nodes) = cluster(SimConfig::seeded(1));
+    let (sim, mut nodes) = cluster(SimConfig {
+        torn_writes: false,
+        ..SimConfig::seeded(1)
+    });
     write(&mut nodes[0], 0, 7, Signal::Unsignaled);
     while sim.step() {
         let n = landed(&nodes[1], 0, 7);

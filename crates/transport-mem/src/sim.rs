@@ -126,7 +126,7 @@ impl SimConfig {
             max_latency: Duration::from_micros(5),
             max_message_len: 64 * 1024,
             record_trace: false,
-            torn_writes: std::env::var("SQUALL_SIM_TORN_WRITES").is_ok_and(|v| v.trim() == "1"),
+            torn_writes: torn_from_env(),
             sabotage: Sabotage::None,
         }
     }
@@ -147,6 +147,11 @@ impl SimConfig {
         }
         Ok(())
     }
+}
+
+/// Whether `SQUALL_SIM_TORN_WRITES=1` asks [`SimConfig::seeded`] for torn writes.
+fn torn_from_env() -> bool {
+    std::env::var("SQUALL_SIM_TORN_WRITES").is_ok_and(|v| v.trim() == "1")
 }
 
 /// The most pieces a torn write lands in (see [`SimConfig::torn_writes`]).
@@ -1338,7 +1343,8 @@ pub fn seeds(default_count: u64) -> Vec<u64> {
 }
 
 /// Runs `check` for every seed of [`seeds`]; on the first failure, panics with the seed and the
-/// command line that replays it.
+/// command line that replays it (with `SQUALL_SIM_TORN_WRITES=1` in front when that variable
+/// turned torn writes on for [`SimConfig::seeded`]).
 ///
 /// ```
 /// squall_transport_mem::sim::check_seeds("doc", 3, |seed| if seed < 100 { Ok(()) } else { Err("big".into()) });
@@ -1350,11 +1356,20 @@ pub fn check_seeds(
 ) {
     for seed in seeds(default_count) {
         if let Err(why) = check(seed) {
-            panic!(
-                "{name}: seed {seed} failed: {why}\n  replay with: SQUALL_SEED={seed} cargo test {name}"
-            );
+            let replay = replay_line(name, seed, torn_from_env());
+            panic!("{name}: seed {seed} failed: {why}\n  replay with: {replay}");
         }
     }
+}
+
+/// The command line that replays `seed` of the check `name`, with torn writes on if `torn`.
+fn replay_line(name: &str, seed: u64, torn: bool) -> String {
+    let torn = if torn {
+        "SQUALL_SIM_TORN_WRITES=1 "
+    } else {
+        ""
+    };
+    format!("{torn}SQUALL_SEED={seed} cargo test {name}")
 }
 
 /// Cases a simulation proptest should run: `SQUALL_PROPTEST_CASES` if set, else `default`.
@@ -1368,4 +1383,18 @@ pub fn proptest_cases(default: u32) -> u32 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(default)
         .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replay_line;
+
+    #[test]
+    fn the_replay_line_names_the_torn_mode_when_it_is_on() {
+        assert_eq!(
+            replay_line("t", 3, true),
+            "SQUALL_SIM_TORN_WRITES=1 SQUALL_SEED=3 cargo test t"
+        );
+        assert_eq!(replay_line("t", 3, false), "SQUALL_SEED=3 cargo test t");
+    }
 }

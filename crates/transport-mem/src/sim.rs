@@ -11,9 +11,9 @@
 //! two moments the contract allows, as an RDMA NIC would — so a protocol that changes a source
 //! buffer too early is caught here.
 //!
-//! By default a write lands whole, in one step. With [`SimConfig::torn_writes`] a write longer
-//! than one word lands *torn*: its words are placed in a seeded random order, in up to
-//! [`TORN_PIECES`] pieces over separate steps, so a reader polling in between sees part of it
+//! By default a write lands whole, in one step. With [`SimConfig::torn_writes`] a write that
+//! touches more than one aligned word lands *torn*: its words are placed in a seeded random
+//! order, in up to 4 pieces over separate steps, so a reader polling in between sees part of it
 //! (the contract makes only aligned words atomic; RDMA promises no placement order within a
 //! write). Writes on one link still land in order: the next op waits for the last piece.
 //!
@@ -80,12 +80,13 @@ pub struct SimConfig {
     pub max_message_len: usize,
     /// Keep every trace entry (for tests that inspect the schedule), not only the hash.
     pub record_trace: bool,
-    /// Land each write longer than one word *torn*: the bytes are read from the source once,
-    /// when the write reaches the head of its link and its first piece lands (as a whole write
-    /// reads them at its one step), then its destination words (aligned 8-byte words; a partial
-    /// word at either end is one piece of its own) are dealt at random into 2 to
-    /// [`TORN_PIECES`] pieces. The first piece lands in that step, each further one in a later
-    /// step, a fresh link latency apart, so a reader polling in between sees a partial write.
+    /// Land each write that touches more than one aligned 8-byte word *torn* (an unaligned
+    /// 8-byte write included): the bytes are read from the source once, when the write reaches
+    /// the head of its link and its first piece lands (as a whole write reads them at its one
+    /// step), then its destination is cut at the aligned word boundaries (a partial word at
+    /// either end counts as one word) and the words are dealt at random into 2 to 4 pieces.
+    /// The first piece lands in that step, each further one in a later step, a fresh link
+    /// latency apart, so a reader polling in between sees a partial write.
     /// The link stays FIFO: nothing posted after the write is applied before its last piece,
     /// and a signaled write completes then. A fence, a cut or a crash behaves as for an
     /// in-flight op: pieces not yet placed when the target cuts the link or the sender crashes
@@ -149,13 +150,19 @@ impl SimConfig {
     }
 }
 
+/// Whether `len` bytes at `offset` touch more than one aligned 8-byte word (a write the torn
+/// mode may tear: the contract makes only aligned words atomic).
+fn spans_words(offset: usize, len: usize) -> bool {
+    len > 0 && offset / 8 != (offset + len - 1) / 8
+}
+
 /// Whether `SQUALL_SIM_TORN_WRITES=1` asks [`SimConfig::seeded`] for torn writes.
 fn torn_from_env() -> bool {
     std::env::var("SQUALL_SIM_TORN_WRITES").is_ok_and(|v| v.trim() == "1")
 }
 
 /// The most pieces a torn write lands in (see [`SimConfig::torn_writes`]).
-pub const TORN_PIECES: usize = 4;
+const TORN_PIECES: usize = 4;
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -504,15 +511,18 @@ impl World {
         }
         let split = self.cfg.sabotage == Sabotage::SplitAtomics;
         let value = match &f.body {
-            Body::Write { src: from, dst: at } if self.cfg.torn_writes && from.len > 8 => {
+            Body::Write { src: from, dst: at }
+                if self.cfg.torn_writes && spans_words(at.offset, from.len) =>
+            {
                 let (from, at) = (*from, *at);
                 let pieces = self.tear(src, from, at);
-                return self.place(link, f, at.region, pieces);
+                let body = Body::Torn {
+                    region: at.region,
+                    pieces,
+                };
+                return self.place(link, InFlight { body, ..f });
             }
-            Body::Torn { region, pieces } => {
-                let (region, pieces) = (*region, pieces.clone());
-                return self.place(link, f, region, pieces);
-            }
+            Body::Torn { .. } => return self.place(link, f),
             Body::Write { src: from, dst: at } => {
                 let source = self.region(src, from.region).clone();
                 apply::write(
@@ -604,34 +614,29 @@ impl World {
         pieces
     }
 
-    /// Places the next piece of a torn write; the rest goes back to the link's head, a fresh
-    /// latency later. The write is applied (recorded, completed) with its last piece.
-    fn place(
-        &mut self,
-        link: usize,
-        f: InFlight,
-        region: RegionId,
-        mut pieces: Vec<Vec<(usize, Vec<u8>)>>,
-    ) {
+    /// Places the next piece of `f`, a torn write (`Body::Torn`); the rest goes back to the
+    /// link's head, a fresh latency later. The write is applied (recorded, completed) with its
+    /// last piece.
+    fn place(&mut self, link: usize, mut f: InFlight) {
         let (src, dst) = self.ends(link);
-        if let Some(piece) = pieces.pop() {
-            let target = self.region(dst, region);
-            for (offset, bytes) in &piece {
-                apply::write(target, *offset, Source::Bytes(bytes), bytes.len());
+        let mut done = true;
+        if let Body::Torn { region, pieces } = &mut f.body {
+            if let Some(piece) = pieces.pop() {
+                let target = self.region(dst, *region);
+                for (offset, bytes) in &piece {
+                    apply::write(target, *offset, Source::Bytes(bytes), bytes.len());
+                }
             }
+            done = pieces.is_empty();
         }
         self.nodes[dst.index()].dirty = true;
-        if pieces.is_empty() {
+        if done {
             self.record(src, dst, f.op, f.kind, Outcome::Applied(0));
             self.complete(src, dst, &f, Ok(0));
             return;
         }
-        let ready = self.now + self.latency(src, dst);
-        self.links[link].push_front(InFlight {
-            ready,
-            body: Body::Torn { region, pieces },
-            ..f
-        });
+        f.ready = self.now + self.latency(src, dst);
+        self.links[link].push_front(f);
     }
 
     /// Sabotage: the first half of an atomic has read `old`; its store comes as a later event.

@@ -40,6 +40,44 @@ fn write(node: &mut SimNode, first: usize, value: u64, signal: Signal) -> OpId {
         .expect("linked")
 }
 
+/// An unaligned 8-byte write spans two aligned words, which the contract does not make atomic
+/// together: with the mode on it lands torn too (s28 review, `docs/MEMBERSHIP.md`, eightieth
+/// part, "s28 follow-up"). Node 0 writes bytes 4..12 of 0xff; a reader between steps sees, at
+/// some seed, one word's half placed and the other's not.
+#[test]
+fn an_unaligned_word_write_spanning_two_words_lands_torn() {
+    let mut partial = 0;
+    check_seeds("an_unaligned_word_write_lands_torn", 16, |seed| {
+        let (sim, mut nodes) = cluster(torn(seed));
+        let region = nodes[0].region(R).expect("registered");
+        region.store(0, u64::MAX);
+        region.store(1, u64::MAX);
+        nodes[0]
+            .write(
+                NodeId(1),
+                LocalSlice::new(R, 4, 8),
+                RemoteAddr::new(R, 4),
+                Signal::Unsignaled,
+            )
+            .expect("linked");
+        let target = nodes[1].region(R).expect("registered");
+        let halves = || [target.load(0) != 0, target.load(1) != 0];
+        let mut seen = Vec::new();
+        while sim.step() {
+            seen.push(halves());
+        }
+        if halves() != [true, true] {
+            return Err(format!("not every byte landed: {seen:?}"));
+        }
+        partial += usize::from(seen.iter().any(|h| h[0] != h[1]));
+        Ok(())
+    });
+    assert!(
+        partial > 0,
+        "no seed showed a reader half of an unaligned 8-byte write"
+    );
+}
+
 /// With the mode on, a reader polling between steps sees a write partly placed; every word
 /// lands in the end. With it off (the default), a write lands whole in one step.
 #[test]

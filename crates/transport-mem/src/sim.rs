@@ -112,6 +112,29 @@ pub struct SimConfig {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub torn_writes: bool,
+    /// With [`torn_writes`](Self::torn_writes): read each piece's bytes from the source when
+    /// that piece is placed, not once at the first piece, so a source changed while the write
+    /// is in flight lands partly old, partly new (the contract allows it: a write's source must
+    /// stay unchanged until the write completes). Off by default, and not set by
+    /// [`SimConfig::seeded`].
+    ///
+    /// ```
+    /// use squall_transport::{LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    /// let r = RegionId(0);
+    /// let cfg = SimConfig { torn_writes: true, torn_source: true, ..SimConfig::seeded(3) };
+    /// let (sim, mut nodes) = Sim::cluster(cfg, 2, &[RegionSpec::new(r, 64)])?;
+    /// (0..8).for_each(|w| nodes[0].region(r).unwrap().store(w, 1));
+    /// nodes[0].write(NodeId(1), LocalSlice::new(r, 0, 64), RemoteAddr::new(r, 0), Signal::Unsignaled)?;
+    /// let landed = |v| (0..8).filter(|&w| nodes[1].region(r).unwrap().load(w) == v).count();
+    /// while landed(1) == 0 && sim.step() {} // the first piece lands with 1s
+    /// (0..8).for_each(|w| nodes[0].region(r).unwrap().store(w, 2));
+    /// sim.run_until_idle(100); // the other pieces read 2s
+    /// assert_eq!(landed(1) + landed(2), 8);
+    /// assert!(landed(1) < 8 && landed(2) > 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub torn_source: bool,
     #[doc(hidden)]
     pub sabotage: Sabotage,
 }
@@ -128,6 +151,7 @@ impl SimConfig {
             max_message_len: 64 * 1024,
             record_trace: false,
             torn_writes: torn_from_env(),
+            torn_source: false,
             sabotage: Sabotage::None,
         }
     }
@@ -229,9 +253,13 @@ enum Body {
     },
     Fence,
     /// The pieces of a torn write not yet placed, the next one last: each a list of
-    /// (destination offset, bytes read from the source when the first piece landed).
+    /// (destination offset, bytes read from the source when the first piece landed, or read
+    /// again as the piece lands with `reread`).
     Torn {
         region: RegionId,
+        /// With `SimConfig::torn_source`: the source region, and the source and destination
+        /// offsets of the write's start, to read each piece's bytes again when it is placed.
+        reread: Option<(RegionId, usize, usize)>,
         pieces: Vec<Vec<(usize, Vec<u8>)>>,
     },
 }
@@ -516,8 +544,13 @@ impl World {
             {
                 let (from, at) = (*from, *at);
                 let pieces = self.tear(src, from, at);
+                let reread = self
+                    .cfg
+                    .torn_source
+                    .then_some((from.region, from.offset, at.offset));
                 let body = Body::Torn {
                     region: at.region,
+                    reread,
                     pieces,
                 };
                 return self.place(link, InFlight { body, ..f });
@@ -620,8 +653,20 @@ impl World {
     fn place(&mut self, link: usize, mut f: InFlight) {
         let (src, dst) = self.ends(link);
         let mut done = true;
-        if let Body::Torn { region, pieces } = &mut f.body {
-            if let Some(piece) = pieces.pop() {
+        if let Body::Torn {
+            region,
+            reread,
+            pieces,
+        } = &mut f.body
+        {
+            if let Some(mut piece) = pieces.pop() {
+                if let Some((from, src_at, dst_at)) = *reread {
+                    for (offset, bytes) in &mut piece {
+                        let r =
+                            (self.region(src, from)).read_bytes(src_at + *offset - dst_at, bytes);
+                        debug_assert!(r.is_ok(), "bounds are validated at post time");
+                    }
+                }
                 let target = self.region(dst, *region);
                 for (offset, bytes) in &piece {
                     apply::write(target, *offset, Source::Bytes(bytes), bytes.len());

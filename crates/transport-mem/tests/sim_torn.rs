@@ -191,3 +191,44 @@ fn the_conformance_suite_passes_with_torn_writes() {
         Ok(())
     });
 }
+
+/// Node 0's source words change from 1 to 2 once the first piece of its torn write landed:
+/// with `torn_source` each later piece reads the source again, so some seed ends with both
+/// values at the target; without it the source is read once and every word ends 1 (s28 review
+/// R4, `docs/MEMBERSHIP.md`, eightieth part, "s28 follow-up").
+fn source_changed_in_flight(reread: bool) -> usize {
+    let mut mixed = 0;
+    check_seeds("a_torn_source_is_read_again_for_each_piece", 16, |seed| {
+        let cfg = SimConfig {
+            torn_source: reread,
+            ..torn(seed)
+        };
+        let (sim, mut nodes) = cluster(cfg);
+        write(&mut nodes[0], 0, 1, Signal::Unsignaled);
+        while landed(&nodes[1], 0, 1) == 0 && sim.step() {}
+        let source = nodes[0].region(R).expect("registered");
+        (0..W).for_each(|w| source.store(w, 2));
+        while sim.step() {}
+        let (ones, twos) = (landed(&nodes[1], 0, 1), landed(&nodes[1], 0, 2));
+        if ones + twos != W || ones == 0 {
+            return Err(format!("{ones} words of 1 and {twos} of 2 landed"));
+        }
+        if !reread && twos > 0 {
+            return Err(format!(
+                "{twos} words read after the first piece without torn_source"
+            ));
+        }
+        mixed += usize::from(twos > 0);
+        Ok(())
+    });
+    mixed
+}
+
+#[test]
+fn a_torn_source_is_read_again_for_each_piece() {
+    assert!(
+        source_changed_in_flight(true) > 0,
+        "no seed placed a piece read after the source changed"
+    );
+    assert_eq!(source_changed_in_flight(false), 0);
+}

@@ -676,23 +676,21 @@ fn an_absent_member_that_starts_before_the_timeout_is_waited_for() {
 /// Members 1, 2 and 4 restart; 0 starts after half the absent timeout (3 never does): the
 /// restart waits for 0 and completes with it.
 fn straggler(seed: u64) {
-    {
-        let base = dir("straggler", seed);
-        let (logs, before) = first_life(seed, &base, 1500);
-        let mut l = Life::start(seed + 1000, &base, &logs, &[1, 2, 4], 1);
-        // Member 0 comes back after half the timeout (member 3 never does).
-        while l.sim.now().saturating_since(squall_transport::Time::ZERO) < ABSENT / 2 {
-            l.step(false);
-        }
-        assert!(
-            (0..N).all(|i| !l.restarted(i)),
-            "seed {seed}: restarted before the straggler came back: {}",
-            l.state()
-        );
-        l.start_late(0);
-        restart_and_carry_on(&mut l, &before, &[0, 1, 2, 4], Duration::from_millis(50));
-        let _ = std::fs::remove_dir_all(&base);
+    let base = dir("straggler", seed);
+    let (logs, before) = first_life(seed, &base, 1500);
+    let mut l = Life::start(seed + 1000, &base, &logs, &[1, 2, 4], 1);
+    // Member 0 comes back after half the timeout (member 3 never does).
+    while l.sim.now().saturating_since(squall_transport::Time::ZERO) < ABSENT / 2 {
+        l.step(false);
     }
+    assert!(
+        (0..N).all(|i| !l.restarted(i)),
+        "seed {seed}: restarted before the straggler came back: {}",
+        l.state()
+    );
+    l.start_late(0);
+    restart_and_carry_on(&mut l, &before, &[0, 1, 2, 4], Duration::from_millis(50));
+    let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]

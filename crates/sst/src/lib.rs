@@ -76,6 +76,8 @@ pub mod ring;
 pub mod schema;
 pub mod smc;
 mod table;
+#[cfg(test)]
+mod ticket_tests;
 
 pub use driver::{Driver, DriverConfig};
 pub use error::{SchemaError, SetupError, SmcError, SstError};

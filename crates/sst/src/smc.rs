@@ -123,8 +123,9 @@ impl Smc {
         })
     }
 
-    /// The endpoint for `sst`, whose schema holds `fields`. It lists the guard `smc_sent` among
-    /// the ranges a whole-row push of `sst` posts last ([`Sst::add_row_push_last`]): a push of
+    /// The endpoint for `sst`, whose schema holds `fields`. It registers the guard `smc_sent`
+    /// among the ranges a whole-row push of `sst` posts last, after those of
+    /// [`Sst::set_row_push_last`], which keeps it listed when called later: a push of
     /// the whole row to a newly linked member places the ring's slots before the guard that
     /// vouches for them, and [`flush`](Smc::flush) changes the guard only once that write
     /// landed ([`Sst::row_push_landed`]).
@@ -190,6 +191,12 @@ impl Smc {
     /// ([`Sst::row_push_landed`]): a fabric may read a write's source when it applies it, so
     /// changing the guard under an in-flight guard write could publish messages whose data is
     /// still queued behind it. Data is pushed at once regardless; a later flush publishes it.
+    ///
+    /// The whole-row wait is table-wide: after each late link or readmission, `sent` is held
+    /// for *every* member until the guard writes of that push complete, so one slow or flaky
+    /// joiner delays SMC delivery to the whole group. The delay is bounded by the transport's op
+    /// timeout: a write that does not complete fails, its member is suspected, and a write to a
+    /// suspected member counts as done.
     pub fn flush<T: Transport>(&mut self, sst: &mut Sst<T>) -> Result<bool, SmcError> {
         let mut pushed = false;
         let me = sst.my_row();

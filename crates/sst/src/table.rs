@@ -249,16 +249,22 @@ pub struct Sst<T: Transport> {
     /// The ranges a whole-row push posts last, one write each, in this order, after the words
     /// of none of them (see [`Sst::set_row_push_last`]); empty: one write of the whole row.
     pub(crate) row_push_last: Vec<FieldRange>,
+    /// The guards protocol cores over this table registered ([`Sst::add_row_push_last`]):
+    /// kept at the end of [`row_push_last`](Self::row_push_last) by every
+    /// [`Sst::set_row_push_last`].
+    pub(crate) row_push_guards: Vec<FieldRange>,
     /// The signaled writes of [`row_push_last`](Self::row_push_last)'s ranges that whole-row
     /// pushes posted and that have not been seen landed (see [`Sst::row_push_landed`]).
     pub(crate) row_push_ticket: Ticket,
 }
 
 /// The signaled writes of one [`Sst::push_signaled`]: one per peer. [`Sst::landed`] says when
-/// all of them were applied (or their peers suspected).
+/// all of them were applied (or their peers suspected, or readmitted as a newer incarnation).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ticket {
-    ops: Vec<(usize, OpId)>,
+    /// Per write: the row, the incarnation of its member this table knew when the write was
+    /// posted, and the op.
+    ops: Vec<(usize, u64, OpId)>,
 }
 
 impl Ticket {
@@ -372,6 +378,7 @@ impl<T: Transport> Sst<T> {
             pending: vec![None; n],
             expected: vec![None; n],
             row_push_last: Vec::new(),
+            row_push_guards: Vec::new(),
             row_push_ticket: Ticket::default(),
             schema,
         })
@@ -559,21 +566,36 @@ impl<T: Transport> Sst<T> {
         let mut ops = Vec::new();
         for row in 0..self.rows() {
             if self.reachable(row) {
-                let op = self.post_row_write(row, range, Signal::Signaled)?;
-                self.awaited.insert(op);
-                ops.push((row, op));
+                ops.push(self.post_awaited(row, range)?);
             }
         }
         Ok(Ticket { ops })
     }
 
-    /// Whether every write of `ticket` has been applied; writes to members suspected since count
-    /// as done. Forgets the writes it finds done (check a ticket until it lands rather than
-    /// dropping it, or its completions stay recorded).
+    /// Posts a signaled write of `range` to `row`'s member for a ticket: the entry, tagged with
+    /// the member's incarnation as known now (see [`landed`](Sst::landed)).
+    fn post_awaited(
+        &mut self,
+        row: usize,
+        range: FieldRange,
+    ) -> Result<(usize, u64, OpId), SstError> {
+        let op = self.post_row_write(row, range, Signal::Signaled)?;
+        self.awaited.insert(op);
+        Ok((row, self.known[row], op))
+    }
+
+    /// Whether every write of `ticket` has been applied. A write to a member suspected since, or
+    /// readmitted since as a newer incarnation (its old incarnation was suspected meanwhile,
+    /// even if no check of the ticket saw it), counts as done. Forgets the writes it finds done
+    /// (check a ticket until it lands rather than dropping it, or its completions stay
+    /// recorded).
     pub fn landed(&mut self, ticket: &mut Ticket) -> bool {
-        let (suspected, landed, awaited) = (&self.suspected, &mut self.landed, &mut self.awaited);
-        ticket.ops.retain(|&(row, op)| {
-            let done = suspected[row] || landed.remove(&op);
+        let (suspected, known) = (&self.suspected, &self.known);
+        let (landed, awaited) = (&mut self.landed, &mut self.awaited);
+        ticket.ops.retain(|&(row, incarnation, op)| {
+            // The completion is forgotten first, so a write that landed before its member was
+            // suspected leaves no id behind.
+            let done = landed.remove(&op) || suspected[row] || known[row] != incarnation;
             if done {
                 awaited.remove(&op);
             }
@@ -619,7 +641,9 @@ impl<T: Transport> Sst<T> {
     /// clipped to the row; a word in several ranges is posted with each. An empty `last` (the
     /// default) makes a whole-row push one write. The membership layer lists its view, wedge,
     /// heartbeat and `admitted` words (`docs/MEMBERSHIP.md`, fifty-ninth and seventy-eighth
-    /// parts).
+    /// parts). A guard that a protocol core over the table registered stays listed after
+    /// `last` (SMC's `smc_sent`, from [`Smc::new`](crate::Smc::new)): this call replaces only
+    /// the caller's ranges.
     ///
     /// Only the placement within a push is ordered. A write reads its source when the fabric
     /// applies it, so a guard that changes while the push is in flight may land newer than the
@@ -648,45 +672,37 @@ impl<T: Transport> Sst<T> {
     /// ```
     pub fn set_row_push_last(&mut self, last: &[FieldRange]) {
         self.row_push_last = last.to_vec();
+        for r in &self.row_push_guards {
+            if !self.row_push_last.contains(r) {
+                self.row_push_last.push(*r);
+            }
+        }
     }
 
-    /// Adds `range` at the end of the ranges whole-row pushes post last (see
-    /// [`set_row_push_last`](Sst::set_row_push_last)), unless it is listed already: for a
-    /// protocol core that owns a guard in a table whose other guards its user lists, such as
-    /// [`Smc::new`](crate::Smc::new) for `smc_sent`. A later `set_row_push_last` replaces the
-    /// whole list.
-    ///
-    /// ```
-    /// # use squall_sst::{SchemaBuilder, Sst, SstConfig};
-    /// # use squall_transport::{NodeId, RegionId, RegionSpec};
-    /// # use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
-    /// let mut b = SchemaBuilder::new(1);
-    /// let view = b.counter("view");
-    /// let sent = b.counter("sent");
-    /// let schema = b.build()?;
-    /// # let node = ThreadedFabric::new(ThreadedConfig::default())?
-    /// #     .cluster(1, &[RegionSpec::new(RegionId(0), schema.table_len())])?.remove(0);
-    /// let mut sst = Sst::new(node, schema, SstConfig::new(RegionId(0), vec![NodeId(0)]))?;
-    /// sst.add_row_push_last(sent.range());
-    /// sst.add_row_push_last(sent.range());
-    /// assert_eq!(sst.row_push_last(), [sent.range()]);
-    /// # let _ = view;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn add_row_push_last(&mut self, range: FieldRange) {
+    /// Registers `range` as a guard of a protocol core over this table, such as
+    /// [`Smc::new`](crate::Smc::new) for `smc_sent`: whole-row pushes post it last, after the
+    /// ranges listed by [`set_row_push_last`](Sst::set_row_push_last), now and after any later
+    /// call of it (which replaces only its caller's list).
+    pub(crate) fn add_row_push_last(&mut self, range: FieldRange) {
+        if !self.row_push_guards.contains(&range) {
+            self.row_push_guards.push(range);
+        }
         if !self.row_push_last.contains(&range) {
             self.row_push_last.push(range);
         }
     }
 
     /// Whether every write of a [`row_push_last`](Sst::row_push_last) range that a whole-row
-    /// push posted so far has been applied at its peer (writes to members suspected since
-    /// count as applied). A fabric may read a write's source when it applies it, so a guard
+    /// push posted so far has been applied at its peer (writes to members suspected since, or
+    /// readmitted since as a newer incarnation, count as applied). A fabric may read a write's source when it applies it, so a guard
     /// changed while its whole-row write is in flight can land ahead of data pushed after the
     /// change: a layer that changes a listed guard only when this is true (and its own
     /// signaled pushes of the guard [landed](Sst::landed)) never publishes it ahead of its data
     /// on a newly linked peer. True when no whole-row push is in flight, and always for a
     /// table that lists no ranges.
+    ///
+    /// Takes `&mut self` because it forgets the writes it finds applied, as
+    /// [`landed`](Sst::landed) does.
     pub fn row_push_landed(&mut self) -> bool {
         let mut ticket = std::mem::take(&mut self.row_push_ticket);
         let done = self.landed(&mut ticket);
@@ -695,7 +711,8 @@ impl<T: Transport> Sst<T> {
     }
 
     /// The ranges whole-row pushes post last, in order
-    /// ([`set_row_push_last`](Sst::set_row_push_last)); empty if none were set.
+    /// ([`set_row_push_last`](Sst::set_row_push_last)'s, then those a protocol core such as
+    /// [`Smc::new`](crate::Smc::new) registered); empty if none were set.
     pub fn row_push_last(&self) -> &[FieldRange] {
         &self.row_push_last
     }
@@ -756,9 +773,8 @@ impl<T: Transport> Sst<T> {
             if k < unlisted {
                 self.post_row_write(row, range, Signal::Unsignaled)?;
             } else {
-                let op = self.post_row_write(row, range, Signal::Signaled)?;
-                self.awaited.insert(op);
-                self.row_push_ticket.ops.push((row, op));
+                let entry = self.post_awaited(row, range)?;
+                self.row_push_ticket.ops.push(entry);
             }
         }
         Ok(())

@@ -426,6 +426,23 @@ fn a_whole_row_push_to_a_late_member_posts_the_guards_last_in_order() {
 /// could land the guard before the slots it vouches for.
 #[test]
 fn a_whole_row_push_of_an_smc_table_posts_smc_sent_after_the_slots() {
+    smc_row_push(false);
+}
+
+/// A list the table's user sets after `Smc::new` (as the GMS does at construction) keeps
+/// `smc_sent` posted last, after the user's ranges (s28 review R2, `docs/MEMBERSHIP.md`,
+/// eightieth part, "s28 follow-up"). Before, `Sst::set_row_push_last` replaced the whole list,
+/// dropping SMC's guard silently.
+#[test]
+fn a_row_push_list_set_after_smc_new_keeps_smc_sent_posted_last() {
+    smc_row_push(true);
+}
+
+/// n0 sends one message before n2's link comes up and pushes its whole row to n2; with
+/// `user_list`, every table lists `after` (`set_row_push_last`) after `Smc::new` registered
+/// `smc_sent`. The push must post the unlisted words first, in ascending runs, then `after`
+/// (if listed), then `smc_sent`; n2 delivers the message.
+fn smc_row_push(user_list: bool) {
     let n = 3;
     let mut b = SchemaBuilder::new(n);
     let before = b.counter("before");
@@ -456,12 +473,18 @@ fn a_whole_row_push_of_an_smc_table_posts_smc_sent_after_the_slots() {
     for s in &mut ssts {
         s.set(before, 1);
         s.set(after, 2);
+        if user_list {
+            s.set_row_push_last(&[after.range()]);
+        }
     }
     smcs[0].send(&mut ssts[0], b"early").expect("room");
     smcs[0].flush(&mut ssts[0]).expect("pushed");
     sim.start_node(NodeId(2));
     ssts.push(Sst::new(recording(late), schema.clone(), config(n)).expect("valid table"));
     smcs.push(Smc::new(fields, &mut ssts[2]));
+    if user_list {
+        ssts[2].set_row_push_last(&[after.range()]);
+    }
     let mut got = Vec::new();
     let end = sim.now() + Duration::from_millis(1);
     while sim.now() < end {
@@ -485,13 +508,25 @@ fn a_whole_row_push_of_an_smc_table_posts_smc_sent_after_the_slots() {
         .iter()
         .position(|&(at, _)| at == 0)
         .expect("a row push");
+    let mut listed = vec![(sent.offset, 8)];
+    if user_list {
+        listed.insert(0, (after.range().offset, 8));
+    }
+    let mut want = Vec::new();
+    let mut at = 0;
+    for &(start, len) in listed.iter().collect::<std::collections::BTreeSet<_>>() {
+        if start > at {
+            want.push((at, start - at));
+        }
+        at = start + len;
+    }
+    if row_len > at {
+        want.push((at, row_len - at));
+    }
+    want.extend(listed);
     assert_eq!(
-        to_late[whole..whole + 3],
-        [
-            (0, sent.offset),
-            (sent.offset + 8, row_len - sent.offset - 8),
-            (sent.offset, 8)
-        ],
+        to_late.get(whole..whole + want.len()),
+        Some(&want[..]),
         "n0's pushes to n2: {to_late:?}"
     );
     assert_eq!(got, vec![(NodeId(0), 0, b"early".to_vec())]);

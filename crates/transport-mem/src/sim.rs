@@ -11,9 +11,9 @@
 //! two moments the contract allows, as an RDMA NIC would — so a protocol that changes a source
 //! buffer too early is caught here.
 //!
-//! By default a write lands whole, in one step. With [`SimConfig::torn_writes`] a write longer
-//! than one word lands *torn*: its words are placed in a seeded random order, in up to
-//! [`TORN_PIECES`] pieces over separate steps, so a reader polling in between sees part of it
+//! By default a write lands whole, in one step. With [`SimConfig::torn_writes`] a write that
+//! touches more than one aligned word lands *torn*: its words are placed in a seeded random
+//! order, in up to 4 pieces over separate steps, so a reader polling in between sees part of it
 //! (the contract makes only aligned words atomic; RDMA promises no placement order within a
 //! write). Writes on one link still land in order: the next op waits for the last piece.
 //!
@@ -80,12 +80,13 @@ pub struct SimConfig {
     pub max_message_len: usize,
     /// Keep every trace entry (for tests that inspect the schedule), not only the hash.
     pub record_trace: bool,
-    /// Land each write longer than one word *torn*: the bytes are read from the source once,
-    /// when the write reaches the head of its link and its first piece lands (as a whole write
-    /// reads them at its one step), then its destination words (aligned 8-byte words; a partial
-    /// word at either end is one piece of its own) are dealt at random into 2 to
-    /// [`TORN_PIECES`] pieces. The first piece lands in that step, each further one in a later
-    /// step, a fresh link latency apart, so a reader polling in between sees a partial write.
+    /// Land each write that touches more than one aligned 8-byte word *torn* (an unaligned
+    /// 8-byte write included): the bytes are read from the source once, when the write reaches
+    /// the head of its link and its first piece lands (as a whole write reads them at its one
+    /// step), then its destination is cut at the aligned word boundaries (a partial word at
+    /// either end counts as one word) and the words are dealt at random into 2 to 4 pieces.
+    /// The first piece lands in that step, each further one in a later step, a fresh link
+    /// latency apart, so a reader polling in between sees a partial write.
     /// The link stays FIFO: nothing posted after the write is applied before its last piece,
     /// and a signaled write completes then. A fence, a cut or a crash behaves as for an
     /// in-flight op: pieces not yet placed when the target cuts the link or the sender crashes
@@ -111,6 +112,29 @@ pub struct SimConfig {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub torn_writes: bool,
+    /// With [`torn_writes`](Self::torn_writes): read each piece's bytes from the source when
+    /// that piece is placed, not once at the first piece, so a source changed while the write
+    /// is in flight lands partly old, partly new (the contract allows it: a write's source must
+    /// stay unchanged until the write completes). Off by default, and not set by
+    /// [`SimConfig::seeded`].
+    ///
+    /// ```
+    /// use squall_transport::{LocalSlice, NodeId, RegionId, RegionSpec, RemoteAddr, Signal, Transport};
+    /// use squall_transport_mem::sim::{Sim, SimConfig};
+    /// let r = RegionId(0);
+    /// let cfg = SimConfig { torn_writes: true, torn_source: true, ..SimConfig::seeded(3) };
+    /// let (sim, mut nodes) = Sim::cluster(cfg, 2, &[RegionSpec::new(r, 64)])?;
+    /// (0..8).for_each(|w| nodes[0].region(r).unwrap().store(w, 1));
+    /// nodes[0].write(NodeId(1), LocalSlice::new(r, 0, 64), RemoteAddr::new(r, 0), Signal::Unsignaled)?;
+    /// let landed = |v| (0..8).filter(|&w| nodes[1].region(r).unwrap().load(w) == v).count();
+    /// while landed(1) == 0 && sim.step() {} // the first piece lands with 1s
+    /// (0..8).for_each(|w| nodes[0].region(r).unwrap().store(w, 2));
+    /// sim.run_until_idle(100); // the other pieces read 2s
+    /// assert_eq!(landed(1) + landed(2), 8);
+    /// assert!(landed(1) < 8 && landed(2) > 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub torn_source: bool,
     #[doc(hidden)]
     pub sabotage: Sabotage,
 }
@@ -126,7 +150,8 @@ impl SimConfig {
             max_latency: Duration::from_micros(5),
             max_message_len: 64 * 1024,
             record_trace: false,
-            torn_writes: std::env::var("SQUALL_SIM_TORN_WRITES").is_ok_and(|v| v.trim() == "1"),
+            torn_writes: torn_from_env(),
+            torn_source: false,
             sabotage: Sabotage::None,
         }
     }
@@ -149,8 +174,19 @@ impl SimConfig {
     }
 }
 
+/// Whether `len` bytes at `offset` touch more than one aligned 8-byte word (a write the torn
+/// mode may tear: the contract makes only aligned words atomic).
+fn spans_words(offset: usize, len: usize) -> bool {
+    len > 0 && offset / 8 != (offset + len - 1) / 8
+}
+
+/// Whether `SQUALL_SIM_TORN_WRITES=1` asks [`SimConfig::seeded`] for torn writes.
+fn torn_from_env() -> bool {
+    std::env::var("SQUALL_SIM_TORN_WRITES").is_ok_and(|v| v.trim() == "1")
+}
+
 /// The most pieces a torn write lands in (see [`SimConfig::torn_writes`]).
-pub const TORN_PIECES: usize = 4;
+const TORN_PIECES: usize = 4;
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -217,9 +253,13 @@ enum Body {
     },
     Fence,
     /// The pieces of a torn write not yet placed, the next one last: each a list of
-    /// (destination offset, bytes read from the source when the first piece landed).
+    /// (destination offset, bytes read from the source when the first piece landed, or read
+    /// again as the piece lands with `reread`).
     Torn {
         region: RegionId,
+        /// With `SimConfig::torn_source`: the source region, and the source and destination
+        /// offsets of the write's start, to read each piece's bytes again when it is placed.
+        reread: Option<(RegionId, usize, usize)>,
         pieces: Vec<Vec<(usize, Vec<u8>)>>,
     },
 }
@@ -499,15 +539,23 @@ impl World {
         }
         let split = self.cfg.sabotage == Sabotage::SplitAtomics;
         let value = match &f.body {
-            Body::Write { src: from, dst: at } if self.cfg.torn_writes && from.len > 8 => {
+            Body::Write { src: from, dst: at }
+                if self.cfg.torn_writes && spans_words(at.offset, from.len) =>
+            {
                 let (from, at) = (*from, *at);
                 let pieces = self.tear(src, from, at);
-                return self.place(link, f, at.region, pieces);
+                let reread = self
+                    .cfg
+                    .torn_source
+                    .then_some((from.region, from.offset, at.offset));
+                let body = Body::Torn {
+                    region: at.region,
+                    reread,
+                    pieces,
+                };
+                return self.place(link, InFlight { body, ..f });
             }
-            Body::Torn { region, pieces } => {
-                let (region, pieces) = (*region, pieces.clone());
-                return self.place(link, f, region, pieces);
-            }
+            Body::Torn { .. } => return self.place(link, f),
             Body::Write { src: from, dst: at } => {
                 let source = self.region(src, from.region).clone();
                 apply::write(
@@ -599,34 +647,41 @@ impl World {
         pieces
     }
 
-    /// Places the next piece of a torn write; the rest goes back to the link's head, a fresh
-    /// latency later. The write is applied (recorded, completed) with its last piece.
-    fn place(
-        &mut self,
-        link: usize,
-        f: InFlight,
-        region: RegionId,
-        mut pieces: Vec<Vec<(usize, Vec<u8>)>>,
-    ) {
+    /// Places the next piece of `f`, a torn write (`Body::Torn`); the rest goes back to the
+    /// link's head, a fresh latency later. The write is applied (recorded, completed) with its
+    /// last piece.
+    fn place(&mut self, link: usize, mut f: InFlight) {
         let (src, dst) = self.ends(link);
-        if let Some(piece) = pieces.pop() {
-            let target = self.region(dst, region);
-            for (offset, bytes) in &piece {
-                apply::write(target, *offset, Source::Bytes(bytes), bytes.len());
+        let mut done = true;
+        if let Body::Torn {
+            region,
+            reread,
+            pieces,
+        } = &mut f.body
+        {
+            if let Some(mut piece) = pieces.pop() {
+                if let Some((from, src_at, dst_at)) = *reread {
+                    for (offset, bytes) in &mut piece {
+                        let r =
+                            (self.region(src, from)).read_bytes(src_at + *offset - dst_at, bytes);
+                        debug_assert!(r.is_ok(), "bounds are validated at post time");
+                    }
+                }
+                let target = self.region(dst, *region);
+                for (offset, bytes) in &piece {
+                    apply::write(target, *offset, Source::Bytes(bytes), bytes.len());
+                }
             }
+            done = pieces.is_empty();
         }
         self.nodes[dst.index()].dirty = true;
-        if pieces.is_empty() {
+        if done {
             self.record(src, dst, f.op, f.kind, Outcome::Applied(0));
             self.complete(src, dst, &f, Ok(0));
             return;
         }
-        let ready = self.now + self.latency(src, dst);
-        self.links[link].push_front(InFlight {
-            ready,
-            body: Body::Torn { region, pieces },
-            ..f
-        });
+        f.ready = self.now + self.latency(src, dst);
+        self.links[link].push_front(f);
     }
 
     /// Sabotage: the first half of an atomic has read `old`; its store comes as a later event.
@@ -1338,7 +1393,8 @@ pub fn seeds(default_count: u64) -> Vec<u64> {
 }
 
 /// Runs `check` for every seed of [`seeds`]; on the first failure, panics with the seed and the
-/// command line that replays it.
+/// command line that replays it (with `SQUALL_SIM_TORN_WRITES=1` in front when that variable
+/// turned torn writes on for [`SimConfig::seeded`]).
 ///
 /// ```
 /// squall_transport_mem::sim::check_seeds("doc", 3, |seed| if seed < 100 { Ok(()) } else { Err("big".into()) });
@@ -1350,11 +1406,20 @@ pub fn check_seeds(
 ) {
     for seed in seeds(default_count) {
         if let Err(why) = check(seed) {
-            panic!(
-                "{name}: seed {seed} failed: {why}\n  replay with: SQUALL_SEED={seed} cargo test {name}"
-            );
+            let replay = replay_line(name, seed, torn_from_env());
+            panic!("{name}: seed {seed} failed: {why}\n  replay with: {replay}");
         }
     }
+}
+
+/// The command line that replays `seed` of the check `name`, with torn writes on if `torn`.
+fn replay_line(name: &str, seed: u64, torn: bool) -> String {
+    let torn = if torn {
+        "SQUALL_SIM_TORN_WRITES=1 "
+    } else {
+        ""
+    };
+    format!("{torn}SQUALL_SEED={seed} cargo test {name}")
 }
 
 /// Cases a simulation proptest should run: `SQUALL_PROPTEST_CASES` if set, else `default`.
@@ -1368,4 +1433,18 @@ pub fn proptest_cases(default: u32) -> u32 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(default)
         .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replay_line;
+
+    #[test]
+    fn the_replay_line_names_the_torn_mode_when_it_is_on() {
+        assert_eq!(
+            replay_line("t", 3, true),
+            "SQUALL_SIM_TORN_WRITES=1 SQUALL_SEED=3 cargo test t"
+        );
+        assert_eq!(replay_line("t", 3, false), "SQUALL_SEED=3 cargo test t");
+    }
 }

@@ -136,8 +136,11 @@ fn execute(
     actions: &[Action],
     sabotage: Sabotage,
 ) -> (Sim, Vec<SimNode>, Run) {
+    // The model applies each write whole at its trace entry: torn writes stay off here even
+    // under `SQUALL_SIM_TORN_WRITES=1` (their placement is checked in `sim_torn.rs`).
     let cfg = SimConfig {
         record_trace: true,
+        torn_writes: false,
         sabotage,
         ..SimConfig::seeded(seed)
     };

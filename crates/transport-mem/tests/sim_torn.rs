@@ -40,6 +40,44 @@ fn write(node: &mut SimNode, first: usize, value: u64, signal: Signal) -> OpId {
         .expect("linked")
 }
 
+/// An unaligned 8-byte write spans two aligned words, which the contract does not make atomic
+/// together: with the mode on it lands torn too (s28 review, `docs/MEMBERSHIP.md`, eightieth
+/// part, "s28 follow-up"). Node 0 writes bytes 4..12 of 0xff; a reader between steps sees, at
+/// some seed, one word's half placed and the other's not.
+#[test]
+fn an_unaligned_word_write_spanning_two_words_lands_torn() {
+    let mut partial = 0;
+    check_seeds("an_unaligned_word_write_lands_torn", 16, |seed| {
+        let (sim, mut nodes) = cluster(torn(seed));
+        let region = nodes[0].region(R).expect("registered");
+        region.store(0, u64::MAX);
+        region.store(1, u64::MAX);
+        nodes[0]
+            .write(
+                NodeId(1),
+                LocalSlice::new(R, 4, 8),
+                RemoteAddr::new(R, 4),
+                Signal::Unsignaled,
+            )
+            .expect("linked");
+        let target = nodes[1].region(R).expect("registered");
+        let halves = || [target.load(0) != 0, target.load(1) != 0];
+        let mut seen = Vec::new();
+        while sim.step() {
+            seen.push(halves());
+        }
+        if halves() != [true, true] {
+            return Err(format!("not every byte landed: {seen:?}"));
+        }
+        partial += usize::from(seen.iter().any(|h| h[0] != h[1]));
+        Ok(())
+    });
+    assert!(
+        partial > 0,
+        "no seed showed a reader half of an unaligned 8-byte write"
+    );
+}
+
 /// With the mode on, a reader polling between steps sees a write partly placed; every word
 /// lands in the end. With it off (the default), a write lands whole in one step.
 #[test]
@@ -63,7 +101,10 @@ fn a_reader_between_steps_sees_a_torn_write_partly_placed() {
         "no seed showed a reader a partly placed write with torn_writes on"
     );
 
-    let (sim, mut nodes) = cluster(SimConfig::seeded(1));
+    let (sim, mut nodes) = cluster(SimConfig {
+        torn_writes: false,
+        ..SimConfig::seeded(1)
+    });
     write(&mut nodes[0], 0, 7, Signal::Unsignaled);
     while sim.step() {
         let n = landed(&nodes[1], 0, 7);
@@ -149,4 +190,45 @@ fn the_conformance_suite_passes_with_torn_writes() {
         }
         Ok(())
     });
+}
+
+/// Node 0's source words change from 1 to 2 once the first piece of its torn write landed:
+/// with `torn_source` each later piece reads the source again, so some seed ends with both
+/// values at the target; without it the source is read once and every word ends 1 (s28 review
+/// R4, `docs/MEMBERSHIP.md`, eightieth part, "s28 follow-up").
+fn source_changed_in_flight(reread: bool) -> usize {
+    let mut mixed = 0;
+    check_seeds("a_torn_source_is_read_again_for_each_piece", 16, |seed| {
+        let cfg = SimConfig {
+            torn_source: reread,
+            ..torn(seed)
+        };
+        let (sim, mut nodes) = cluster(cfg);
+        write(&mut nodes[0], 0, 1, Signal::Unsignaled);
+        while landed(&nodes[1], 0, 1) == 0 && sim.step() {}
+        let source = nodes[0].region(R).expect("registered");
+        (0..W).for_each(|w| source.store(w, 2));
+        while sim.step() {}
+        let (ones, twos) = (landed(&nodes[1], 0, 1), landed(&nodes[1], 0, 2));
+        if ones + twos != W || ones == 0 {
+            return Err(format!("{ones} words of 1 and {twos} of 2 landed"));
+        }
+        if !reread && twos > 0 {
+            return Err(format!(
+                "{twos} words read after the first piece without torn_source"
+            ));
+        }
+        mixed += usize::from(twos > 0);
+        Ok(())
+    });
+    mixed
+}
+
+#[test]
+fn a_torn_source_is_read_again_for_each_piece() {
+    assert!(
+        source_changed_in_flight(true) > 0,
+        "no seed placed a piece read after the source changed"
+    );
+    assert_eq!(source_changed_in_flight(false), 0);
 }

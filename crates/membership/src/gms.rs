@@ -1601,6 +1601,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// a row whose expected incarnation is not linked yet (see
     /// [`expected_incarnation`](Gms::expected_incarnation)): until it is readmitted, its words
     /// may be an older incarnation's (the row was frozen when that one failed).
+    ///
+    /// A block whose check word does not match (a write of it landing while this member reads:
+    /// RDMA places a write's words in any order, TCP copies them in ascending order while the
+    /// core reads) reads as nothing here, like one never written. A round never acts on such a
+    /// read of a block a peer had written whole before: [`poll`](Gms::poll) skips the round
+    /// while any block of a row it reads is torn ([`torn_block`](Gms::torn_block)).
     fn read_block(&self, row: usize, v: Vector) -> Option<Vec<u64>> {
         if (self.expected_at(row).is_some() && self.sst.is_suspected(row)) || self.unheard(row) {
             return None;
@@ -1609,6 +1615,50 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .map(|i| self.sst.get_at(row, v, i).unwrap_or(0))
             .collect();
         crate::block::open(&words).ok().map(<[u64]>::to_vec)
+    }
+
+    /// A row and block whose words read *torn* here (s28, eighty-eighth part of
+    /// `docs/MEMBERSHIP.md`): the sequence word is set and the check word does not match, so a
+    /// write of the block is landing right now. Rows checked: every row but this member's that
+    /// [`read_block`](Gms::read_block) would read (not suspected, not
+    /// [`unheard`](Gms::unheard)) and whose settings digest is this member's. A suspected row
+    /// is frozen (a torn block there stays torn; its readers treat it as before) and a row
+    /// with another or no digest yet is not read as a member's (`settings_differ`,
+    /// `refuse_settings`; the digest is the first thing a row publishes, so a row without it
+    /// has no block landed either, or only its first write, which reads as not yet written).
+    ///
+    /// A torn block reads as nothing (`block::open` refuses it). That is safe for a block's
+    /// first write (it reads as not landed yet, as before the write), but a *rewrite* read torn
+    /// hides a value that was there a moment before and will be there again (or a newer one):
+    /// a decision read as absent lowers the highest decision an inspector adopts or the stop
+    /// check reads, a view block read as absent makes a restarting member look like an
+    /// outsider, a wedge block read as absent makes a member look unwedged. So
+    /// [`poll`](Gms::poll) runs no protocol round while this finds one: the write completes
+    /// (a link's writes land in order, the next one after it), or the link fails and the row is
+    /// suspected, and the round runs then.
+    fn torn_block(&self) -> Option<(usize, &'static str)> {
+        let blocks = [
+            (self.f.view, "view"),
+            (self.f.wedge, "wedge"),
+            (self.f.prop, "proposal"),
+            (self.f.dec, "decision"),
+        ];
+        let me = self.sst.my_row();
+        (0..self.sst.rows())
+            .filter(|&r| r != me && !self.sst.is_suspected(r) && !self.unheard(r))
+            .filter(|&r| self.settings_of(r) == Some(self.digest))
+            .find_map(|r| {
+                blocks.iter().find_map(|&(v, name)| {
+                    let words: Vec<u64> = (0..v.len())
+                        .map(|i| self.sst.get_at(r, v, i).unwrap_or(0))
+                        .collect();
+                    matches!(
+                        crate::block::open(&words),
+                        Err(crate::block::BlockError::Torn)
+                    )
+                    .then_some((r, name))
+                })
+            })
     }
 
     fn publish_view(&mut self) -> Result<(), GmsError> {
@@ -1786,7 +1836,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// Runs one round: the table's failure detector and gossip, then the protocol. Never blocks.
     /// Returns whether anything happened; an error once the member has stopped (the first time
-    /// with a [`GmsEvent::Stopped`] in `out`).
+    /// with a [`GmsEvent::Stopped`] in `out`). No protocol step is taken in a round in which a
+    /// peer's block reads torn (a write of it is landing); the next round takes it.
     pub fn poll(
         &mut self,
         epoch: &mut dyn Epoch,
@@ -1800,6 +1851,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.publish_incarnations()?;
         if let Some(why) = self.settings_differ() {
             return Err(self.stop(why, out));
+        }
+        // A peer's block read torn: every reader below would take it as never written (see
+        // `torn_block`). The round waits for the write to land.
+        if let Some((row, block)) = self.torn_block() {
+            tracing::trace!(me = %self.me, row, block, "membership: a peer's block is landing (reads torn); the round waits");
+            return Ok(busy);
         }
         self.readmit_restarted()?;
         self.settle_expected()?;

@@ -6978,3 +6978,77 @@ fn a_member_bouncing_at_the_first_proposal_of_a_bare_majority_restart_is_readmit
         |seed| bounce_before_the_count_out(seed, EarlyBounce::Proposal),
     );
 }
+
+// ---- s28 (`docs/MEMBERSHIP.md`, eighty-eighth part): readers under torn writes ----
+
+/// The rounds a member skipped for a peer's block read torn (`Gms::poll`'s `trace` event
+/// "a peer's block is landing") while a [`TornRounds`] is the thread's subscriber, each as its
+/// fields (`me=n3 row=2 block="decision" …`).
+#[derive(Clone, Default)]
+struct TornRounds(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl TornRounds {
+    /// The events recorded so far that contain every one of `parts`.
+    fn with(&self, parts: &[&str]) -> Vec<String> {
+        let events = self.0.lock().unwrap();
+        (events.iter())
+            .filter(|e| parts.iter().all(|p| e.contains(p)))
+            .cloned()
+            .collect()
+    }
+}
+
+impl tracing::Subscriber for TornRounds {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        *m.level() == tracing::Level::TRACE
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={v:?} ", f.name()));
+            }
+        }
+        let mut s = Fields(String::new());
+        e.record(&mut s);
+        if s.0.contains("block is landing") {
+            self.0.lock().unwrap().push(s.0);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// [`refitted`] (form 1) at seed 0 with every write of every life torn (s28, eighty-eighth
+/// part). In life 2, 2–4 restart view 0 and 2 leads the ballot `b2`: at construction 2
+/// published its logged decision `D'` (ranked `b1`), and once 3 and 4 acknowledged it decides
+/// and rewrites its decision block with `b2`'s decision. 3 and 4 hold only `D` (the dead view's
+/// join of 5 and 6, ranked below) and have promised `b2`, so their stop check
+/// (`Gms::short_of_adopted_for_good`) reads the highest decision of every row. A poll while
+/// the pieces of 2's rewrite land read 2's block torn, as no decision: `D` was the highest, 2–4
+/// are no majority of its next view 0–6 with 0 and 1 counted out, and 3 and 4 stopped
+/// (`RestartShortOfAdopted`); 2 then suspected both and stopped cut off (`RestartCutOff`).
+/// Checked: the whole scenario completes torn, and some member's round waited on 2's decision
+/// block (the moment is reached; a schedule change that misses it must be re-seeded). With the
+/// wait removed (scratch: `Gms::poll` not returning when `Gms::torn_block` finds one) it fails
+/// at seed 0 as above.
+#[test]
+fn a_restart_leaders_decision_block_read_while_it_lands_is_waited_for() {
+    TORN.with(|t| t.set(true));
+    check_seeds("restart_refitted_torn", 1, |seed| {
+        let torn = TornRounds::default();
+        let _guard = tracing::subscriber::set_default(torn.clone());
+        refitted(seed, false)?;
+        if torn.with(&["row=2", "block=\"decision\""]).is_empty() {
+            return Err(format!(
+                "seed {seed} no longer reaches a round reading 2's decision block torn; re-seed"
+            ));
+        }
+        Ok(())
+    });
+}

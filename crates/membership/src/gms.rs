@@ -864,8 +864,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 // `Gms::ballot_may_decide`). A ballot it led itself was decided in the process
                 // that led it or never.
                 let mine = v.rank_of(me).map(|k| k as u64);
+                // Since the log last installed `id`: a promise in an earlier run of that
+                // number binds nothing (`Recovered::since_installed`).
                 let mut ballots: Vec<u64> = (recovered.iter())
-                    .flat_map(|r| &r.records)
+                    .flat_map(|r| r.since_installed(id))
                     .filter_map(|r| match *r {
                         Record::Promised { view, rank }
                             if view == id
@@ -2293,8 +2295,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // Its wedge block may be the restart's of a view under this number (it restarted at
             // `vid`, then a restart of the view before installed `vid` again running): cleared
             // before the view block, so no peer reads it as a wedge of the running view (see
-            // `restart_wedge`). An empty block reads as no wedge (`view_of`: no view).
-            if vid > 0 && self.received_of(self.sst.my_row(), vid).is_some() {
+            // `restart_wedge`). An empty block reads as no wedge (`view_of`: no view). So are
+            // its proposal and decision blocks for `vid` (a promise, or the decision its log
+            // held for the dead run of `vid`, re-published at construction): a leader of the
+            // running `vid` would otherwise extend that proposal or adopt that decision, with
+            // its trim of another run's epoch (s28, ninetieth part of `docs/MEMBERSHIP.md`).
+            let me = self.sst.my_row();
+            if vid > 0 && self.proposal_of(me, vid).is_some() {
+                let none = vec![0; ProposalBlock::payload_len(self.cfg.max_pending_changes)];
+                self.write_block(self.f.prop, &none)?;
+            }
+            if vid > 0 && self.decision_of(me, vid).is_some() {
+                let u = self.cfg.universe.len();
+                let none = vec![0; DecisionBlock::payload_len(u, self.cfg.max_pending_changes)];
+                self.write_block(self.f.dec, &none)?;
+            }
+            if vid > 0 && self.received_of(me, vid).is_some() {
                 let none = vec![0; WedgeBlock::payload_len(self.cfg.universe.len())];
                 self.write_block(self.f.wedge, &none)?;
             }
@@ -3409,11 +3425,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let leader_row = self.sst.row_of(leader).unwrap_or(0);
         if self.wedged.is_none() {
             let wanted = leader == self.me && !self.wanted(view, Vec::new()).is_empty();
+            // The view and `join` words are read before the wedge block: a member leaving
+            // restart mode at `view` (`follow_as_outsider`) clears its wedge block before it
+            // writes them, so a reader that sees them say running reads the cleared block; read
+            // the other way round, it could see the restart's wedge, then the running view, and
+            // take that wedge for a view change for good (s28, ninetieth part).
             let others = alive.iter().any(|&m| {
                 let r = self.sst.row_of(m).unwrap_or(0);
-                self.received_of(r, view.id).is_some() && (view.id == 0 || !self.restart_wedge(r))
+                (view.id == 0 || !self.restart_wedge(r)) && self.received_of(r, view.id).is_some()
             });
-            let proposed = self.proposal_of(leader_row, view.id).is_some();
+            let proposed = self.run_proposal_of(leader_row, view).is_some();
             if wanted || others || proposed || alive.len() < view.members.len() {
                 self.wedge_in(view, epoch)?;
                 tracing::debug!(me = %self.me, view = view.id, "membership: wedged");
@@ -3444,6 +3465,35 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     fn restart_wedge(&self, row: usize) -> bool {
         self.asks_to_join(row)
             || (self.read_block(row, self.f.view)).is_some_and(|p| self.restarting_in(&p))
+    }
+
+    /// Whether `row`'s proposal and decision blocks for `view` may belong to this run of it.
+    /// Running `view` (not view 0, see [`restart_wedge`](Gms::restart_wedge)), a row restarting
+    /// at its number holds its restart's promise and the decision its log held for an earlier
+    /// run of that number (re-published at construction): no leader of this run extends or
+    /// adopts them, whose trim counts another run's epoch (s28, ninetieth part of
+    /// `docs/MEMBERSHIP.md`). Read before the blocks (see `member_round`).
+    fn of_this_run(&self, row: usize, view: &View) -> bool {
+        self.restart.is_some() || view.id == 0 || !self.restart_wedge(row)
+    }
+
+    /// The proposal block of `row` for `view`, if it may belong to this run of it
+    /// ([`of_this_run`](Gms::of_this_run)); running, a restart ballot's (a promise) never does.
+    fn run_proposal_of(&self, row: usize, view: &View) -> Option<Tagged> {
+        if !self.of_this_run(row, view) {
+            return None;
+        }
+        (self.proposal_of(row, view.id))
+            .filter(|t| self.restart.is_some() || crate::restart::attempt_of(t.rank) == 0)
+    }
+
+    /// The decision block of `row` for `view`, if it may belong to this run of it
+    /// ([`of_this_run`](Gms::of_this_run)).
+    fn run_decision_of(&self, row: usize, view: &View) -> Option<Tagged> {
+        if !self.of_this_run(row, view) {
+            return None;
+        }
+        self.decision_of(row, view.id)
     }
 
     /// The members of `view` this node does not suspect; stops the node if they are not a
@@ -3817,7 +3867,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             Some((r, ch)) if *r == my_rank => ch.clone(),
             _ => (0..self.sst.rows())
                 .filter(|&r| !self.sst.is_suspected(r))
-                .filter_map(|r| self.proposal_of(r, view.id))
+                .filter_map(|r| self.run_proposal_of(r, view))
                 .max_by_key(|t| (t.rank, t.changes.len()))
                 .map(|t| t.changes)
                 .unwrap_or_default(),
@@ -3865,7 +3915,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         // Decide: adopt the highest-ranked decision visible anywhere, else compute the trim.
         let adopted = (0..self.sst.rows())
-            .filter_map(|r| self.decision_of(r, view.id))
+            .filter_map(|r| self.run_decision_of(r, view))
             .max_by_key(|t| t.rank);
         let fitted = match &adopted {
             // Every member of the adopted next view is here: the adopted value, unchanged.
@@ -5397,5 +5447,79 @@ mod tests {
             !shown(&lost_view),
             "the row in a lost view 1 is no evidence"
         );
+    }
+
+    /// s28 (ninetieth part of `docs/MEMBERSHIP.md`, the review's first item): n0 restarts at
+    /// view 1 from a log holding a decision for it (an earlier run of view 1: it fails n1)
+    /// and a restart promise, and re-publishes both; n1 and n2 run view 1 again (a restart of
+    /// view 0 installed it). Running, n1 neither reads n0's blocks as this run's nor wedges on
+    /// n0's promise (n0 is the lowest-ranked: its leader). Once n0 leaves restart mode and
+    /// installs the running view 1 (`follow_as_outsider`), its blocks for view 1 are empty,
+    /// so no later leader of view 1 adopts the dead run's decision. Fails without the
+    /// clearing in `follow_as_outsider` (n1 still reads the decision and the promise), and
+    /// without `of_this_run` (n1 reads them before, and wedges).
+    #[test]
+    fn a_member_joining_the_running_run_of_its_restart_view_leaves_no_dead_runs_blocks() {
+        let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(1), 3, &[spec]).unwrap();
+        let mut g: Vec<Gms<SimNode, MemLog>> = (nodes.into_iter())
+            .map(|n| Gms::new(n, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let settle = |g: &mut Vec<Gms<SimNode, MemLog>>| {
+            for _ in 0..3 {
+                for c in g.iter_mut() {
+                    c.sst.poll_once().unwrap();
+                }
+                sim.advance(std::time::Duration::from_micros(100));
+            }
+        };
+        settle(&mut g);
+        let v1 = View::new(1, ids.clone(), &crate::view::EvenShards::single());
+        let promise = crate::restart::ballot(1, 0);
+        let dead = Decision {
+            rank: 0,
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: NodeId(1),
+            }],
+            trim: Trim {
+                view: 1,
+                counts: ids.iter().map(|&m| (m, 7)).collect(),
+            },
+        };
+        g[0].view = Some(v1.clone());
+        g[0].restart = Some(RestartState {
+            promised: promise,
+            ..RestartState::default()
+        });
+        g[0].publish_view().unwrap();
+        g[0].publish_proposal(1, promise, &[]).unwrap();
+        g[0].publish_decision(&dead, None).unwrap();
+        for c in &mut g[1..] {
+            c.view = Some(v1.clone());
+            c.publish_view().unwrap();
+        }
+        settle(&mut g);
+        let row0 = g[1].sst.row_of(NodeId(0)).unwrap();
+        assert!(g[1].decision_of(row0, 1).is_some(), "n0 re-published it");
+        assert_eq!(
+            g[1].run_decision_of(row0, &v1),
+            None,
+            "a dead run's decision"
+        );
+        assert_eq!(g[1].run_proposal_of(row0, &v1), None, "a restart's promise");
+        let mut out = Vec::new();
+        g[1].member_round(&v1, &mut Idle, &mut out).unwrap();
+        assert_eq!(g[1].wedged, None, "wedged on n0's promise: {out:?}");
+
+        g[0].rejoin(1, 0, &mut out).unwrap();
+        g[0].follow_as_outsider(&mut out).unwrap();
+        assert_eq!(g[0].view().map(|v| v.id), Some(1), "{out:?}");
+        settle(&mut g);
+        assert!(!g[1].restart_wedge(row0), "n0 runs view 1");
+        assert_eq!(g[1].decision_of(row0, 1), None, "the dead run's decision");
+        assert_eq!(g[1].proposal_of(row0, 1), None, "the restart's promise");
     }
 }

@@ -603,7 +603,11 @@ struct RestartState {
     missing: Vec<NodeId>,
     /// A shard of the view none of whose members restarted yet (the restart waits).
     unrestored: Option<crate::restart::Unrestored>,
-    /// When it first saw a majority of the view restarted (the absent members' wait starts).
+    /// When it first saw a majority of the view restarted, or restarted and coming (the
+    /// absent members' wait starts).
+    absent_since: Option<squall_transport::Time>,
+    /// When it first saw a majority of the view restarted (the outsiders' wait starts; not
+    /// with members coming, s28, ninetieth part of `docs/MEMBERSHIP.md`).
     quorum_since: Option<squall_transport::Time>,
     /// Linked members of the view that are not restarting (outsiders: their logs held no
     /// view), counted as not restarted: failed for this restart, but not suspected in the
@@ -2597,7 +2601,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .is_quorum(&counted, &|m| restarted.contains(&m) || coming(m))
                 && crate::restart::unrestored_shard(view, &holders).is_none()
             {
-                self.suspect_absent(view)?;
+                // Absent members only: a member restarting an older view behind a promise
+                // may still catch up, and counted out as an outsider it would be for good
+                // (s28, ninetieth part of `docs/MEMBERSHIP.md`).
+                self.suspect_absent(view, false)?;
             }
             return Ok(());
         }
@@ -2628,7 +2635,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         // Every shard has a restarted member: the members of the view whose links never came up
         // may be counted as not restarted (after the timeout).
-        if self.suspect_absent(view)? {
+        if self.suspect_absent(view, true)? {
             return Ok(()); // the next round goes on without them
         }
         let Some(&leader) = alive.first() else {
@@ -2821,18 +2828,24 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// from; see [`follow_as_outsider`](Gms::follow_as_outsider)), or it restarts an older
     /// view and did not catch up into `view` (it joins again once the restart is installed).
     /// Returns whether it counted anyone out.
-    fn suspect_absent(&mut self, view: &View) -> Result<bool, GmsError> {
+    ///
+    /// `restarted`: a majority of `view` restarted. Without it (a majority only with members
+    /// coming) only absent members are counted out, and the outsiders' clock does not start:
+    /// an outsider counted out stays out for good (the restart state's list), and a member
+    /// restarting an older view behind a promise may still catch up once the coming member
+    /// is readmitted, or the coming member may die and the others go on with it (s28,
+    /// ninetieth part of `docs/MEMBERSHIP.md`).
+    fn suspect_absent(&mut self, view: &View, restarted: bool) -> Result<bool, GmsError> {
         let now = self.sst.now();
-        let Some(since) = self
-            .restart
-            .as_mut()
-            .map(|r| *r.quorum_since.get_or_insert(now))
-        else {
+        let Some(r) = self.restart.as_mut() else {
             return Ok(false);
         };
-        let waited = now.saturating_since(since);
+        let absent_since = *r.absent_since.get_or_insert(now);
+        let quorum_since = restarted.then(|| *r.quorum_since.get_or_insert(now));
+        let waited = now.saturating_since(absent_since);
         let absent_too = waited >= self.cfg.restart_absent_timeout;
-        let outsiders_too = waited >= self.cfg.suspicion_timeout;
+        let quorum_waited = quorum_since.map(|q| now.saturating_since(q));
+        let outsiders_too = quorum_waited.is_some_and(|w| w >= self.cfg.suspicion_timeout);
         let (mut absent, mut outsiders) = (Vec::new(), Vec::new());
         for m in view.members.iter().copied() {
             let Some(r) = self.sst.row_of(m) else {
@@ -2860,7 +2873,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         if !outsiders.is_empty() {
             tracing::warn!(
-                me = %self.me, view = view.id, ?outsiders, waited_ms = waited.as_millis() as u64,
+                me = %self.me, view = view.id, ?outsiders,
+                waited_ms = quorum_waited.map_or(0, |w| w.as_millis() as u64),
                 "membership: restart: members of the last view are connected but not restarting from a log that holds it (their logs hold no view, or they ask to join again: they are outsiders); counting them as not restarted"
             );
         }
@@ -5521,5 +5535,64 @@ mod tests {
         assert!(!g[1].restart_wedge(row0), "n0 runs view 1");
         assert_eq!(g[1].decision_of(row0, 1), None, "the dead run's decision");
         assert_eq!(g[1].proposal_of(row0, 1), None, "the restart's promise");
+    }
+
+    /// s28 (ninetieth part of `docs/MEMBERSHIP.md`, the review's third item): restart mode at
+    /// view 1, n1 restarted (its logged counts published), n2 restarting view 0 (an outsider
+    /// of the restart of view 1 unless it catches up). Counting with a majority only with
+    /// members coming (`restarted` false) never counts n2 out, however long; the outsiders'
+    /// clock starts with a restarted majority, and n2 is counted out a suspicion timeout after
+    /// it. Fails with the eighty-fifth part's single clock (the flag ignored: n2 counted out in
+    /// the first case).
+    #[test]
+    fn members_coming_start_the_absent_clock_only_not_the_outsiders() {
+        let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(1), 3, &[spec]).unwrap();
+        let mut g: Vec<Gms<SimNode, MemLog>> = (nodes.into_iter())
+            .map(|n| Gms::new(n, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let wait = |g: &mut Vec<Gms<SimNode, MemLog>>, ms: u64| {
+            for _ in 0..ms {
+                for c in g.iter_mut() {
+                    c.sst.poll_once().unwrap();
+                }
+                sim.advance(std::time::Duration::from_millis(1));
+            }
+        };
+        wait(&mut g, 3);
+        let v0 = g[2].view().cloned().unwrap();
+        let v1 = View::new(1, ids.clone(), &crate::view::EvenShards::single());
+        for c in g.iter_mut() {
+            c.restart = Some(RestartState::default());
+        }
+        for c in &mut g[..2] {
+            c.view = Some(v1.clone());
+            c.publish_view().unwrap();
+        }
+        g[1].wedge_in(&v1, &mut Idle).unwrap();
+        g[2].publish_view_of(&v0).unwrap();
+        wait(&mut g, 3);
+        let row2 = g[0].sst.row_of(NodeId(2)).unwrap();
+        assert!(g[0].outsider_in_restart(row2, &v1), "n2 restarts view 0");
+        let outsiders = |g: &Gms<SimNode, MemLog>| g.restart.as_ref().unwrap().outsiders.clone();
+        g[0].suspect_absent(&v1, false).unwrap();
+        wait(&mut g, 300);
+        g[0].suspect_absent(&v1, false).unwrap();
+        assert_eq!(
+            outsiders(&g[0]),
+            Vec::<NodeId>::new(),
+            "with members coming"
+        );
+        g[0].suspect_absent(&v1, true).unwrap();
+        assert_eq!(
+            outsiders(&g[0]),
+            Vec::<NodeId>::new(),
+            "the outsiders' clock starts now"
+        );
+        wait(&mut g, 150);
+        g[0].suspect_absent(&v1, true).unwrap();
+        assert_eq!(outsiders(&g[0]), vec![NodeId(2)], "a restarted majority");
     }
 }

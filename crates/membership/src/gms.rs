@@ -2070,8 +2070,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // installed the restart view counting the old incarnation did so before it noticed
         // the failure, so its view block lands here before its `gms_noticed` word does and is
         // read below (read after the words). Members whose link never came up here are not
-        // waited for: they are counted out by the absent timeout, which runs only once every
-        // shard has a restarted holder, i.e. after this readmission.
+        // waited for: they are counted out by the absent timeout. That timeout can run before
+        // this readmission (s28, eighty-fifth part: with a majority only counting the members
+        // coming, its clock starts while they are still pending); a member counted out there is
+        // suspected, and no longer read here either.
         let row_n = self.sst.row_of(node)?;
         let pending = self.sst.pending_incarnation(row_n)?;
         let me = self.sst.my_row();
@@ -2656,8 +2658,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // visible, so a later restart's adoption (the highest-ranked) finds its own.
             let outsiders = self.restart.as_ref().map(|r| r.outsiders.clone());
             let counted_out = |r: usize| {
-                let node = self.cfg.universe.get(r);
-                (outsiders.as_ref()).is_some_and(|o| node.is_some_and(|n| o.contains(n)))
+                (outsiders.as_ref())
+                    .is_some_and(|o| o.iter().any(|&n| self.sst.row_of(n) == Some(r)))
             };
             let seen = (0..self.sst.rows())
                 .filter(|&r| r != self.sst.my_row())
@@ -3269,10 +3271,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let Some(r) = &self.restart else {
             return Vec::new();
         };
+        // Restarted at `view`: its logged counts, and its view block (read after them, so a
+        // block written before them is the one read) says restarting at `view`. Counts for
+        // `view` alone are also a running wedge's (a member that ran `view`, or caught up past
+        // it): a joiner set aside on such a read would stay aside for good (s28, ninetieth
+        // part of `docs/MEMBERSHIP.md`).
         let logged = |m: NodeId| {
             (self.sst.row_of(m)).is_some_and(|row| {
-                (row == self.sst.my_row() || !self.sst.is_suspected(row))
+                let me = row == self.sst.my_row();
+                (me || !self.sst.is_suspected(row))
                     && self.received_of(row, view.id).is_some()
+                    && (me
+                        || (self.read_block(row, self.f.view)).is_some_and(|p| {
+                            p.first() == Some(&(view.id + 1)) && self.restarting_in(&p)
+                        }))
             })
         };
         let old_restarted = (view.members.iter())

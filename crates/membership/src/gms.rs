@@ -603,7 +603,11 @@ struct RestartState {
     missing: Vec<NodeId>,
     /// A shard of the view none of whose members restarted yet (the restart waits).
     unrestored: Option<crate::restart::Unrestored>,
-    /// When it first saw a majority of the view restarted (the absent members' wait starts).
+    /// When it first saw a majority of the view restarted, or restarted and coming (the
+    /// absent members' wait starts).
+    absent_since: Option<squall_transport::Time>,
+    /// When it first saw a majority of the view restarted (the outsiders' wait starts; not
+    /// with members coming, s28, ninetieth part of `docs/MEMBERSHIP.md`).
     quorum_since: Option<squall_transport::Time>,
     /// Linked members of the view that are not restarting (outsiders: their logs held no
     /// view), counted as not restarted: failed for this restart, but not suspected in the
@@ -864,8 +868,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 // `Gms::ballot_may_decide`). A ballot it led itself was decided in the process
                 // that led it or never.
                 let mine = v.rank_of(me).map(|k| k as u64);
+                // Since the log last installed `id`: a promise in an earlier run of that
+                // number binds nothing (`Recovered::since_installed`).
                 let mut ballots: Vec<u64> = (recovered.iter())
-                    .flat_map(|r| &r.records)
+                    .flat_map(|r| r.since_installed(id))
                     .filter_map(|r| match *r {
                         Record::Promised { view, rank }
                             if view == id
@@ -2121,8 +2127,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // installed the restart view counting the old incarnation did so before it noticed
         // the failure, so its view block lands here before its `gms_noticed` word does and is
         // read below (read after the words). Members whose link never came up here are not
-        // waited for: they are counted out by the absent timeout, which runs only once every
-        // shard has a restarted holder, i.e. after this readmission.
+        // waited for: they are counted out by the absent timeout. That timeout can run before
+        // this readmission (s28, eighty-fifth part: with a majority only counting the members
+        // coming, its clock starts while they are still pending); a member counted out there is
+        // suspected, and no longer read here either.
         let row_n = self.sst.row_of(node)?;
         let pending = self.sst.pending_incarnation(row_n)?;
         let me = self.sst.my_row();
@@ -2350,8 +2358,22 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // Its wedge block may be the restart's of a view under this number (it restarted at
             // `vid`, then a restart of the view before installed `vid` again running): cleared
             // before the view block, so no peer reads it as a wedge of the running view (see
-            // `restart_wedge`). An empty block reads as no wedge (`view_of`: no view).
-            if vid > 0 && self.received_of(self.sst.my_row(), vid).is_some() {
+            // `restart_wedge`). An empty block reads as no wedge (`view_of`: no view). So are
+            // its proposal and decision blocks for `vid` (a promise, or the decision its log
+            // held for the dead run of `vid`, re-published at construction): a leader of the
+            // running `vid` would otherwise extend that proposal or adopt that decision, with
+            // its trim of another run's epoch (s28, ninetieth part of `docs/MEMBERSHIP.md`).
+            let me = self.sst.my_row();
+            if vid > 0 && self.proposal_of(me, vid).is_some() {
+                let none = vec![0; ProposalBlock::payload_len(self.cfg.max_pending_changes)];
+                self.write_block(self.f.prop, &none)?;
+            }
+            if vid > 0 && self.decision_of(me, vid).is_some() {
+                let u = self.cfg.universe.len();
+                let none = vec![0; DecisionBlock::payload_len(u, self.cfg.max_pending_changes)];
+                self.write_block(self.f.dec, &none)?;
+            }
+            if vid > 0 && self.received_of(me, vid).is_some() {
                 let none = vec![0; WedgeBlock::payload_len(self.cfg.universe.len())];
                 self.write_block(self.f.wedge, &none)?;
             }
@@ -2638,7 +2660,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .is_quorum(&counted, &|m| restarted.contains(&m) || coming(m))
                 && crate::restart::unrestored_shard(view, &holders).is_none()
             {
-                self.suspect_absent(view)?;
+                // Absent members only: a member restarting an older view behind a promise
+                // may still catch up, and counted out as an outsider it would be for good
+                // (s28, ninetieth part of `docs/MEMBERSHIP.md`).
+                self.suspect_absent(view, false)?;
             }
             return Ok(());
         }
@@ -2669,7 +2694,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         // Every shard has a restarted member: the members of the view whose links never came up
         // may be counted as not restarted (after the timeout).
-        if self.suspect_absent(view)? {
+        if self.suspect_absent(view, true)? {
             return Ok(()); // the next round goes on without them
         }
         let Some(&leader) = alive.first() else {
@@ -2690,8 +2715,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // visible, so a later restart's adoption (the highest-ranked) finds its own.
             let outsiders = self.restart.as_ref().map(|r| r.outsiders.clone());
             let counted_out = |r: usize| {
-                let node = self.cfg.universe.get(r);
-                (outsiders.as_ref()).is_some_and(|o| node.is_some_and(|n| o.contains(n)))
+                (outsiders.as_ref())
+                    .is_some_and(|o| o.iter().any(|&n| self.sst.row_of(n) == Some(r)))
             };
             let seen = (0..self.sst.rows())
                 .filter(|&r| r != self.sst.my_row())
@@ -2862,18 +2887,24 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// from; see [`follow_as_outsider`](Gms::follow_as_outsider)), or it restarts an older
     /// view and did not catch up into `view` (it joins again once the restart is installed).
     /// Returns whether it counted anyone out.
-    fn suspect_absent(&mut self, view: &View) -> Result<bool, GmsError> {
+    ///
+    /// `restarted`: a majority of `view` restarted. Without it (a majority only with members
+    /// coming) only absent members are counted out, and the outsiders' clock does not start:
+    /// an outsider counted out stays out for good (the restart state's list), and a member
+    /// restarting an older view behind a promise may still catch up once the coming member
+    /// is readmitted, or the coming member may die and the others go on with it (s28,
+    /// ninetieth part of `docs/MEMBERSHIP.md`).
+    fn suspect_absent(&mut self, view: &View, restarted: bool) -> Result<bool, GmsError> {
         let now = self.sst.now();
-        let Some(since) = self
-            .restart
-            .as_mut()
-            .map(|r| *r.quorum_since.get_or_insert(now))
-        else {
+        let Some(r) = self.restart.as_mut() else {
             return Ok(false);
         };
-        let waited = now.saturating_since(since);
+        let absent_since = *r.absent_since.get_or_insert(now);
+        let quorum_since = restarted.then(|| *r.quorum_since.get_or_insert(now));
+        let waited = now.saturating_since(absent_since);
         let absent_too = waited >= self.cfg.restart_absent_timeout;
-        let outsiders_too = waited >= self.cfg.suspicion_timeout;
+        let quorum_waited = quorum_since.map(|q| now.saturating_since(q));
+        let outsiders_too = quorum_waited.is_some_and(|w| w >= self.cfg.suspicion_timeout);
         let (mut absent, mut outsiders) = (Vec::new(), Vec::new());
         for m in view.members.iter().copied() {
             let Some(r) = self.sst.row_of(m) else {
@@ -2901,7 +2932,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         if !outsiders.is_empty() {
             tracing::warn!(
-                me = %self.me, view = view.id, ?outsiders, waited_ms = waited.as_millis() as u64,
+                me = %self.me, view = view.id, ?outsiders,
+                waited_ms = quorum_waited.map_or(0, |w| w.as_millis() as u64),
                 "membership: restart: members of the last view are connected but not restarting from a log that holds it (their logs hold no view, or they ask to join again: they are outsiders); counting them as not restarted"
             );
         }
@@ -3296,10 +3328,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let Some(r) = &self.restart else {
             return Vec::new();
         };
+        // Restarted at `view`: its logged counts, and its view block (read after them, so a
+        // block written before them is the one read) says restarting at `view`. Counts for
+        // `view` alone are also a running wedge's (a member that ran `view`, or caught up past
+        // it): a joiner set aside on such a read would stay aside for good (s28, ninetieth
+        // part of `docs/MEMBERSHIP.md`).
         let logged = |m: NodeId| {
             (self.sst.row_of(m)).is_some_and(|row| {
-                (row == self.sst.my_row() || !self.sst.is_suspected(row))
+                let me = row == self.sst.my_row();
+                (me || !self.sst.is_suspected(row))
                     && self.received_of(row, view.id).is_some()
+                    && (me
+                        || (self.read_block(row, self.f.view)).is_some_and(|p| {
+                            p.first() == Some(&(view.id + 1)) && self.restarting_in(&p)
+                        }))
             })
         };
         let old_restarted = (view.members.iter())
@@ -3466,11 +3508,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let leader_row = self.sst.row_of(leader).unwrap_or(0);
         if self.wedged.is_none() {
             let wanted = leader == self.me && !self.wanted(view, Vec::new()).is_empty();
+            // The view and `join` words are read before the wedge block: a member leaving
+            // restart mode at `view` (`follow_as_outsider`) clears its wedge block before it
+            // writes them, so a reader that sees them say running reads the cleared block; read
+            // the other way round, it could see the restart's wedge, then the running view, and
+            // take that wedge for a view change for good (s28, ninetieth part).
             let others = alive.iter().any(|&m| {
                 let r = self.sst.row_of(m).unwrap_or(0);
-                self.received_of(r, view.id).is_some() && (view.id == 0 || !self.restart_wedge(r))
+                (view.id == 0 || !self.restart_wedge(r)) && self.received_of(r, view.id).is_some()
             });
-            let proposed = self.proposal_of(leader_row, view.id).is_some();
+            let proposed = self.run_proposal_of(leader_row, view).is_some();
             if wanted || others || proposed || alive.len() < view.members.len() {
                 self.wedge_in(view, epoch)?;
                 tracing::debug!(me = %self.me, view = view.id, "membership: wedged");
@@ -3501,6 +3548,35 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     fn restart_wedge(&self, row: usize) -> bool {
         self.asks_to_join(row)
             || (self.read_block(row, self.f.view)).is_some_and(|p| self.restarting_in(&p))
+    }
+
+    /// Whether `row`'s proposal and decision blocks for `view` may belong to this run of it.
+    /// Running `view` (not view 0, see [`restart_wedge`](Gms::restart_wedge)), a row restarting
+    /// at its number holds its restart's promise and the decision its log held for an earlier
+    /// run of that number (re-published at construction): no leader of this run extends or
+    /// adopts them, whose trim counts another run's epoch (s28, ninetieth part of
+    /// `docs/MEMBERSHIP.md`). Read before the blocks (see `member_round`).
+    fn of_this_run(&self, row: usize, view: &View) -> bool {
+        self.restart.is_some() || view.id == 0 || !self.restart_wedge(row)
+    }
+
+    /// The proposal block of `row` for `view`, if it may belong to this run of it
+    /// ([`of_this_run`](Gms::of_this_run)); running, a restart ballot's (a promise) never does.
+    fn run_proposal_of(&self, row: usize, view: &View) -> Option<Tagged> {
+        if !self.of_this_run(row, view) {
+            return None;
+        }
+        (self.proposal_of(row, view.id))
+            .filter(|t| self.restart.is_some() || crate::restart::attempt_of(t.rank) == 0)
+    }
+
+    /// The decision block of `row` for `view`, if it may belong to this run of it
+    /// ([`of_this_run`](Gms::of_this_run)).
+    fn run_decision_of(&self, row: usize, view: &View) -> Option<Tagged> {
+        if !self.of_this_run(row, view) {
+            return None;
+        }
+        self.decision_of(row, view.id)
     }
 
     /// The members of `view` this node does not suspect; stops the node if they are not a
@@ -3874,7 +3950,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             Some((r, ch)) if *r == my_rank => ch.clone(),
             _ => (0..self.sst.rows())
                 .filter(|&r| !self.sst.is_suspected(r))
-                .filter_map(|r| self.proposal_of(r, view.id))
+                .filter_map(|r| self.run_proposal_of(r, view))
                 .max_by_key(|t| (t.rank, t.changes.len()))
                 .map(|t| t.changes)
                 .unwrap_or_default(),
@@ -3922,7 +3998,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         }
         // Decide: adopt the highest-ranked decision visible anywhere, else compute the trim.
         let adopted = (0..self.sst.rows())
-            .filter_map(|r| self.decision_of(r, view.id))
+            .filter_map(|r| self.run_decision_of(r, view))
             .max_by_key(|t| t.rank);
         let fitted = match &adopted {
             // Every member of the adopted next view is here: the adopted value, unchanged.
@@ -5454,5 +5530,138 @@ mod tests {
             !shown(&lost_view),
             "the row in a lost view 1 is no evidence"
         );
+    }
+
+    /// s28 (ninetieth part of `docs/MEMBERSHIP.md`, the review's first item): n0 restarts at
+    /// view 1 from a log holding a decision for it (an earlier run of view 1: it fails n1)
+    /// and a restart promise, and re-publishes both; n1 and n2 run view 1 again (a restart of
+    /// view 0 installed it). Running, n1 neither reads n0's blocks as this run's nor wedges on
+    /// n0's promise (n0 is the lowest-ranked: its leader). Once n0 leaves restart mode and
+    /// installs the running view 1 (`follow_as_outsider`), its blocks for view 1 are empty,
+    /// so no later leader of view 1 adopts the dead run's decision. Fails without the
+    /// clearing in `follow_as_outsider` (n1 still reads the decision and the promise), and
+    /// without `of_this_run` (n1 reads them before, and wedges).
+    #[test]
+    fn a_member_joining_the_running_run_of_its_restart_view_leaves_no_dead_runs_blocks() {
+        let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(1), 3, &[spec]).unwrap();
+        let mut g: Vec<Gms<SimNode, MemLog>> = (nodes.into_iter())
+            .map(|n| Gms::new(n, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let settle = |g: &mut Vec<Gms<SimNode, MemLog>>| {
+            for _ in 0..3 {
+                for c in g.iter_mut() {
+                    c.sst.poll_once().unwrap();
+                }
+                sim.advance(std::time::Duration::from_micros(100));
+            }
+        };
+        settle(&mut g);
+        let v1 = View::new(1, ids.clone(), &crate::view::EvenShards::single());
+        let promise = crate::restart::ballot(1, 0);
+        let dead = Decision {
+            rank: 0,
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: NodeId(1),
+            }],
+            trim: Trim {
+                view: 1,
+                counts: ids.iter().map(|&m| (m, 7)).collect(),
+            },
+        };
+        g[0].view = Some(v1.clone());
+        g[0].restart = Some(RestartState {
+            promised: promise,
+            ..RestartState::default()
+        });
+        g[0].publish_view().unwrap();
+        g[0].publish_proposal(1, promise, &[]).unwrap();
+        g[0].publish_decision(&dead, None).unwrap();
+        for c in &mut g[1..] {
+            c.view = Some(v1.clone());
+            c.publish_view().unwrap();
+        }
+        settle(&mut g);
+        let row0 = g[1].sst.row_of(NodeId(0)).unwrap();
+        assert!(g[1].decision_of(row0, 1).is_some(), "n0 re-published it");
+        assert_eq!(
+            g[1].run_decision_of(row0, &v1),
+            None,
+            "a dead run's decision"
+        );
+        assert_eq!(g[1].run_proposal_of(row0, &v1), None, "a restart's promise");
+        let mut out = Vec::new();
+        g[1].member_round(&v1, &mut Idle, &mut out).unwrap();
+        assert_eq!(g[1].wedged, None, "wedged on n0's promise: {out:?}");
+
+        g[0].rejoin(1, 0, &mut out).unwrap();
+        g[0].follow_as_outsider(&mut out).unwrap();
+        assert_eq!(g[0].view().map(|v| v.id), Some(1), "{out:?}");
+        settle(&mut g);
+        assert!(!g[1].restart_wedge(row0), "n0 runs view 1");
+        assert_eq!(g[1].decision_of(row0, 1), None, "the dead run's decision");
+        assert_eq!(g[1].proposal_of(row0, 1), None, "the restart's promise");
+    }
+
+    /// s28 (ninetieth part of `docs/MEMBERSHIP.md`, the review's third item): restart mode at
+    /// view 1, n1 restarted (its logged counts published), n2 restarting view 0 (an outsider
+    /// of the restart of view 1 unless it catches up). Counting with a majority only with
+    /// members coming (`restarted` false) never counts n2 out, however long; the outsiders'
+    /// clock starts with a restarted majority, and n2 is counted out a suspicion timeout after
+    /// it. Fails with the eighty-fifth part's single clock (the flag ignored: n2 counted out in
+    /// the first case).
+    #[test]
+    fn members_coming_start_the_absent_clock_only_not_the_outsiders() {
+        let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
+        let spec = Gms::<SimNode, MemLog>::layout(&cfg).unwrap();
+        let (sim, nodes) = Sim::cluster(SimConfig::seeded(1), 3, &[spec]).unwrap();
+        let mut g: Vec<Gms<SimNode, MemLog>> = (nodes.into_iter())
+            .map(|n| Gms::new(n, cfg.clone(), MemLog::default(), None).unwrap())
+            .collect();
+        let wait = |g: &mut Vec<Gms<SimNode, MemLog>>, ms: u64| {
+            for _ in 0..ms {
+                for c in g.iter_mut() {
+                    c.sst.poll_once().unwrap();
+                }
+                sim.advance(std::time::Duration::from_millis(1));
+            }
+        };
+        wait(&mut g, 3);
+        let v0 = g[2].view().cloned().unwrap();
+        let v1 = View::new(1, ids.clone(), &crate::view::EvenShards::single());
+        for c in g.iter_mut() {
+            c.restart = Some(RestartState::default());
+        }
+        for c in &mut g[..2] {
+            c.view = Some(v1.clone());
+            c.publish_view().unwrap();
+        }
+        g[1].wedge_in(&v1, &mut Idle).unwrap();
+        g[2].publish_view_of(&v0).unwrap();
+        wait(&mut g, 3);
+        let row2 = g[0].sst.row_of(NodeId(2)).unwrap();
+        assert!(g[0].outsider_in_restart(row2, &v1), "n2 restarts view 0");
+        let outsiders = |g: &Gms<SimNode, MemLog>| g.restart.as_ref().unwrap().outsiders.clone();
+        g[0].suspect_absent(&v1, false).unwrap();
+        wait(&mut g, 300);
+        g[0].suspect_absent(&v1, false).unwrap();
+        assert_eq!(
+            outsiders(&g[0]),
+            Vec::<NodeId>::new(),
+            "with members coming"
+        );
+        g[0].suspect_absent(&v1, true).unwrap();
+        assert_eq!(
+            outsiders(&g[0]),
+            Vec::<NodeId>::new(),
+            "the outsiders' clock starts now"
+        );
+        wait(&mut g, 150);
+        g[0].suspect_absent(&v1, true).unwrap();
+        assert_eq!(outsiders(&g[0]), vec![NodeId(2)], "a restarted majority");
     }
 }

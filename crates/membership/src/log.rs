@@ -767,9 +767,35 @@ impl Recovered {
         }
     }
 
-    /// The highest restart ballot this member promised for view `view` (0 if none).
+    /// The records logged since the last [`Record::Installed`] of view `view` (all of them if
+    /// none names it): what this member did in its latest run of `view`. A view can run twice
+    /// (s28, ninetieth part of `docs/MEMBERSHIP.md`): a member restarting at `view` logged a
+    /// decision for it, then found a restart of the view before it running `view` again and
+    /// installed it anew; that decision belongs to the dead run and decides nothing in the new.
+    ///
+    /// ```
+    /// use squall_membership::log::{Durable, MemLog, Record};
+    /// use squall_transport::NodeId;
+    /// let mut log = MemLog::default();
+    /// log.append(&Record::Installed { view: 2, members: vec![NodeId(0)] })?;
+    /// log.append(&Record::Promised { view: 2, rank: 1 << 32 })?;
+    /// log.append(&Record::Installed { view: 2, members: vec![NodeId(0)] })?;
+    /// let (_, rec) = MemLog::open(log.bytes().to_vec());
+    /// assert!(rec.since_installed(2).is_empty());
+    /// assert_eq!(rec.since_installed(1).len(), 3);
+    /// # Ok::<(), squall_membership::log::LogError>(())
+    /// ```
+    pub fn since_installed(&self, view: u64) -> &[Record] {
+        let from = (self.records.iter())
+            .rposition(|r| matches!(r, Record::Installed { view: v, .. } if *v == view))
+            .map_or(0, |at| at + 1);
+        &self.records[from..]
+    }
+
+    /// The highest restart ballot this member promised for view `view` (0 if none) since it
+    /// last installed `view` (a promise in an earlier run of `view` binds nothing now).
     pub fn promised_for(&self, view: u64) -> u64 {
-        self.records
+        self.since_installed(view)
             .iter()
             .filter_map(|r| match r {
                 Record::Promised { view: v, rank } if *v == view => Some(*rank),
@@ -779,13 +805,15 @@ impl Recovered {
             .unwrap_or(0)
     }
 
-    /// The highest-ranked decision logged for view `view`.
+    /// The highest-ranked decision logged for view `view` since its last installation.
     pub fn decision_for(&self, view: u64) -> Option<&Decision> {
         self.decision_with_holders_for(view).map(|(d, _)| d)
     }
 
     /// The highest-ranked decision logged for view `view`, with its holders when they were
-    /// logged (see [`Record::Decided`]).
+    /// logged (see [`Record::Decided`]). Only a decision logged after the last
+    /// [`Record::Installed`] of `view` counts: one logged before it ended an earlier run of
+    /// `view`, which a restart replaced (s28, ninetieth part of `docs/MEMBERSHIP.md`).
     ///
     /// ```
     /// use squall_membership::change::Decision;
@@ -805,7 +833,7 @@ impl Recovered {
     /// # Ok::<(), squall_membership::log::LogError>(())
     /// ```
     pub fn decision_with_holders_for(&self, view: u64) -> Option<(&Decision, Option<&[bool]>)> {
-        self.records
+        self.since_installed(view)
             .iter()
             .filter_map(|r| match r {
                 Record::Decided { decision, holders } if decision.trim.view == view => {
@@ -1355,6 +1383,58 @@ mod tests {
         let mut b = Vec::new();
         encode_record(r, &mut b);
         b.len() - FRAME
+    }
+
+    /// s28 (ninetieth part of `docs/MEMBERSHIP.md`): a member restarting at view 1 logged a
+    /// promise and a decision for it, then found a restart of view 0 running view 1 again and
+    /// installed it anew (`Gms::follow_as_outsider`). After a crash its log must not give that
+    /// dead run's decision or promise back as view 1's: only what it logged since its last
+    /// `Installed` of view 1 counts. Fails with the whole log read (the old rule): the dead
+    /// run's decision and promise come back.
+    #[test]
+    fn a_decision_and_promise_of_a_dead_run_of_a_view_do_not_count_after_it_is_installed_again() {
+        let members = vec![NodeId(0), NodeId(1), NodeId(2)];
+        let mut b = sample();
+        let records = [
+            Record::Decided {
+                decision: decision(0, 0),
+                holders: None,
+            },
+            Record::Installed {
+                view: 1,
+                members: members.clone(),
+            },
+            Record::Promised {
+                view: 1,
+                rank: 1 << 32,
+            },
+            Record::Decided {
+                decision: decision(1, 1 << 32),
+                holders: None,
+            },
+        ];
+        for r in &records {
+            encode_record(r, &mut b);
+        }
+        let (_, dead) = MemLog::open(b.clone());
+        assert_eq!(dead.decision_for(1).map(|d| d.rank), Some(1 << 32));
+        assert_eq!(dead.promised_for(1), 1 << 32);
+        encode_record(&Record::StateDropped { view: 0 }, &mut b);
+        encode_record(&Record::Installed { view: 1, members }, &mut b);
+        let (_, rec) = MemLog::open(b.clone());
+        assert_eq!(rec.decision_for(1), None, "the dead run's decision");
+        assert_eq!(rec.promised_for(1), 0, "the dead run's promise");
+        assert!(rec.decision_for(0).is_some(), "view 0's decision is kept");
+        // A decision of the new run counts.
+        encode_record(
+            &Record::Decided {
+                decision: decision(1, 2),
+                holders: None,
+            },
+            &mut b,
+        );
+        let (_, rec) = MemLog::open(b);
+        assert_eq!(rec.decision_for(1).map(|d| d.rank), Some(2));
     }
 
     #[test]

@@ -1884,9 +1884,8 @@ fn regression_soak_final_life_hangs_with_two_rejoiners_asking_each_other_for_the
 /// C"): the final life hung with no stop. View 0 = [0, 1, 2, 3]; 3's log ended at view 1 = [1,
 /// 2, 3] (rank-1 decision `Fail(0)`), 1's and 2's at view 0 holding that decision and a promise
 /// of restart ballot (1, 0), 0's at view 0 holding that ballot's decision `[Fail(0), Fail(3)]`.
-/// Since the s28 merges (the eighty-fourth and eighty-fifth parts, the torn-write fabric) this
-/// plan's schedule no longer reaches that state (its final life starts from other logs and
-/// settles, with or without the fix). The shape is pinned by
+/// Since changes after it was pinned (not bisected) this plan's schedule no longer reaches
+/// that state (its final life starts from other logs and settles, with or without the fix). The shape is pinned by
 /// `regression_hang_c_a_member_one_view_ahead_on_a_dead_branch_is_counted_out` (eighty-ninth
 /// part); this plan stays as a soak plan.
 #[test]

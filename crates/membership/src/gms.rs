@@ -2970,6 +2970,18 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// reads (a promise above it, `below_promise`). Counted out, it is treated as a member that
     /// never started: the restart still needs a majority of `view`'s logs, and the member,
     /// reading the view the restart installs (two views ahead of its own), joins again.
+    ///
+    /// Also a member restarting exactly one view *ahead* whose row this member skips as a
+    /// catch-up source: [`dead_ahead`](Gms::dead_ahead) (its `view + 1` is a dead branch) or
+    /// [`below_promise`](Gms::below_promise) (it may be) (s28, hang C of the eighty-ninth part
+    /// of `docs/MEMBERSHIP.md`). It waits at `view + 1` for members restarting `view`, and this
+    /// restart waited for its acknowledgement: for good. Counted out, it is treated as a member
+    /// that is down, which is what the restart does when it is: the restart still needs a
+    /// majority of `view`'s logs, it fits the member out of the view it installs (so that view
+    /// differs from the member's `view + 1`), and a catch-up from the member's row stays
+    /// possible (the scan reads rows the table does not suspect). The member learns its branch
+    /// is dead when it reads the installed view under its number without it
+    /// ([`superseded_by`](Gms::superseded_by)) and joins again.
     fn outsider_in_restart(&self, row: usize, view: &View) -> bool {
         // Its heartbeat landed, so whatever it wrote at construction landed before it: in a
         // whole-row push the heartbeat is a later write than the view and wedge blocks and the
@@ -2979,8 +2991,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             && self.sst.get(row, self.sst.schema().heartbeat()) > 0
             && self.received_of(row, view.id).is_none()
             && (self.asks_to_join(row)
-                || (self.read_block(row, self.f.view))
-                    .is_none_or(|p| !self.restarting_in(&p) || p[0] <= view.id))
+                || (self.read_block(row, self.f.view)).is_none_or(|p| {
+                    !self.restarting_in(&p)
+                        || p[0] <= view.id
+                        || (p[0] == view.id + 2
+                            && (self.dead_ahead(row, view, view.id + 1)
+                                || self.below_promise(row, view, view.id + 1)))
+                }))
     }
 
     /// Whether the member of `row` asks to join ([`Fields::join`]). A node sets that word only
@@ -3017,8 +3034,18 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// ([`superseded_by`](Gms::superseded_by)). A lower-ranked decision making the *same* next
     /// view is not evidence: a later leader that adopted it decided the same view under its
     /// own rank, and the peer installed it.
+    ///
+    /// This member's decision is the higher-ranked of the one its log held when it was built
+    /// and the one it holds now ([`decision`](Gms::decision): a restart ballot's, led or
+    /// followed in this process, logged before it was published). That is the decision its
+    /// log holds now, which a new process of it would take (s28, hang C of the eighty-ninth
+    /// part of `docs/MEMBERSHIP.md`): without it, members that followed a ballot fitting such
+    /// a peer out saw the peer as a peer ahead ([`peer_ahead`](Gms::peer_ahead)) and never
+    /// installed, while they did not catch up from it either (`below_promise`).
     fn dead_ahead(&self, row: usize, view: &View, vid: u64) -> bool {
-        let Some(mine) = self.restart.as_ref().and_then(|r| r.logged.as_ref()) else {
+        let held = (self.decision.as_ref()).filter(|d| d.trim.view == view.id);
+        let logged = self.restart.as_ref().and_then(|r| r.logged.as_ref());
+        let Some(mine) = held.into_iter().chain(logged).max_by_key(|d| d.rank) else {
             return false;
         };
         vid == view.id + 1

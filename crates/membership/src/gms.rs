@@ -4791,6 +4791,59 @@ mod tests {
 
     /// Four members in two even shards of at most two: their ids, the config, its layout and
     /// view 0.
+    /// [`four_in_two_shards`]'s view 0 and `d`, the failure of shard 1's first member, and
+    /// the view 1 it leads to with its holders logged (shard 1's other member, `passive`,
+    /// holds no state: the shard is lost) and without them (the rule before s17: the survivor
+    /// counts as a holder).
+    struct LostShard {
+        cfg: GmsConfig,
+        layout: Layout,
+        v0: View,
+        /// Shard 1's members: the failed one, then `passive`.
+        lost: Vec<NodeId>,
+        passive: NodeId,
+        d: Decision,
+        /// Per member of view 0: whether it holds the state.
+        holders: Vec<bool>,
+        with_holders: View,
+        without_holders: View,
+    }
+
+    fn lost_shard() -> LostShard {
+        let (ids, cfg, layout, v0) = four_in_two_shards();
+        let lost = v0.shards[1].members.clone();
+        assert_eq!(lost.len(), 2, "{v0:?}");
+        let (failed, passive) = (lost[0], lost[1]);
+        let d = Decision {
+            rank: 1,
+            changes: vec![Change {
+                kind: ChangeKind::Fail,
+                node: failed,
+            }],
+            trim: Trim {
+                view: 0,
+                counts: ids.iter().map(|&m| (m, 0)).collect(),
+            },
+        };
+        let holders: Vec<bool> = v0.members.iter().map(|&m| m != passive).collect();
+        let next = |h: Option<&[NodeId]>| {
+            View::next_holding(1, d.next_members(&v0.members), Some(&v0.shards), h, &layout)
+        };
+        let with_holders = next(Some(&holder_ids(&v0, &holders)));
+        let without_holders = next(None);
+        LostShard {
+            cfg,
+            layout,
+            v0,
+            lost,
+            passive,
+            d,
+            holders,
+            with_holders,
+            without_holders,
+        }
+    }
+
     fn four_in_two_shards() -> (Vec<NodeId>, GmsConfig, Layout, View) {
         let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
         let mut cfg = GmsConfig::new(RegionId(0), ids.clone(), ids.clone());
@@ -4856,27 +4909,17 @@ mod tests {
     /// the decision without holders (as before s17's holder log), or when they are not logged.
     #[test]
     fn a_restart_catching_up_from_a_logged_decision_installs_the_view_as_it_was_installed() {
-        let (ids, cfg, layout, v0) = four_in_two_shards();
-        let lost = v0.shards[1].members.clone();
-        assert_eq!(lost.len(), 2, "{v0:?}");
-        let (failed, passive) = (lost[0], lost[1]);
-        let d = Decision {
-            rank: 1,
-            changes: vec![Change {
-                kind: ChangeKind::Fail,
-                node: failed,
-            }],
-            trim: Trim {
-                view: 0,
-                counts: ids.iter().map(|&m| (m, 0)).collect(),
-            },
-        };
-        let holders: Vec<bool> = v0.members.iter().map(|&m| m != passive).collect();
-        let next = |h: Option<&[NodeId]>| {
-            View::next_holding(1, d.next_members(&v0.members), Some(&v0.shards), h, &layout)
-        };
-        let live = next(Some(&holder_ids(&v0, &holders)));
-        let old_rule = next(None);
+        let LostShard {
+            cfg,
+            layout,
+            v0,
+            lost,
+            passive,
+            d,
+            holders,
+            with_holders: live,
+            without_holders: old_rule,
+        } = lost_shard();
         // The two rules differ here, else this test proves nothing.
         assert!(live.shards[1].members.is_empty(), "{live:?}");
         assert_eq!(old_rule.shards[1].members, vec![passive]);
@@ -5473,26 +5516,15 @@ mod tests {
     /// counted).
     #[test]
     fn a_row_one_view_ahead_in_a_view_that_lost_a_shard_is_no_evidence_of_never_echoing() {
-        let (ids, cfg, layout, v0) = four_in_two_shards();
-        let lost = v0.shards[1].members.clone();
-        let (failed, passive) = (lost[0], lost[1]);
-        let d = Decision {
-            rank: 1,
-            changes: vec![Change {
-                kind: ChangeKind::Fail,
-                node: failed,
-            }],
-            trim: Trim {
-                view: 0,
-                counts: ids.iter().map(|&m| (m, 0)).collect(),
-            },
-        };
-        let holders: Vec<bool> = v0.members.iter().map(|&m| m != passive).collect();
-        let next = |h: Option<&[NodeId]>| {
-            View::next_holding(1, d.next_members(&v0.members), Some(&v0.shards), h, &layout)
-        };
-        let lost_view = next(Some(&holder_ids(&v0, &holders)));
-        let kept_view = next(None);
+        let LostShard {
+            cfg,
+            v0,
+            d,
+            holders,
+            with_holders: lost_view,
+            without_holders: kept_view,
+            ..
+        } = lost_shard();
         assert!(
             lost_view.inadequate.as_ref().is_some_and(|w| w.lost),
             "{lost_view:?}"

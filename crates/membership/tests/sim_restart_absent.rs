@@ -5307,15 +5307,41 @@ fn a_member_that_promised_a_ballot_does_not_catch_up_on_reads_its_decision_follo
 
 // ---- s27 (seventy-sixth part of `docs/MEMBERSHIP.md`): restart liveness corners ----
 
-/// The `warn` events logged while a [`WarnLog`] is the thread's subscriber, each as its fields
-/// (`name=value`, the message included).
-#[derive(Clone, Default)]
-struct WarnLog(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+/// The events logged while an [`EventLog`] is the thread's subscriber, each as its fields
+/// (`name=value`, the message included): those of the levels and text it was made to keep.
+#[derive(Clone)]
+struct EventLog {
+    events: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Whether events of this level are kept.
+    level: fn(&tracing::Level) -> bool,
+    /// Text a kept event's fields contain (empty: any).
+    needle: &'static str,
+}
 
-impl WarnLog {
-    /// The events logged so far that contain every one of `parts`.
+impl EventLog {
+    /// The `warn` (and `error`) events.
+    fn warnings() -> Self {
+        EventLog {
+            events: Default::default(),
+            level: |l| *l <= tracing::Level::WARN,
+            needle: "",
+        }
+    }
+
+    /// The rounds a member skipped for a peer's block read torn (`Gms::poll`'s `trace` event
+    /// "a peer's block is landing"; s28, eighty-eighth part), e.g. `me=n3 row=2
+    /// block="decision" …`.
+    fn torn_rounds() -> Self {
+        EventLog {
+            events: Default::default(),
+            level: |l| *l == tracing::Level::TRACE,
+            needle: "block is landing",
+        }
+    }
+
+    /// The events kept so far that contain every one of `parts`.
     fn with(&self, parts: &[&str]) -> Vec<String> {
-        let events = self.0.lock().unwrap();
+        let events = self.events.lock().unwrap();
         (events.iter())
             .filter(|e| parts.iter().all(|p| e.contains(p)))
             .cloned()
@@ -5323,9 +5349,9 @@ impl WarnLog {
     }
 }
 
-impl tracing::Subscriber for WarnLog {
+impl tracing::Subscriber for EventLog {
     fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
-        *m.level() <= tracing::Level::WARN
+        (self.level)(m.level())
     }
     fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
         tracing::span::Id::from_u64(1)
@@ -5341,7 +5367,9 @@ impl tracing::Subscriber for WarnLog {
         }
         let mut s = Fields(String::new());
         e.record(&mut s);
-        self.0.lock().unwrap().push(s.0);
+        if s.0.contains(self.needle) {
+            self.events.lock().unwrap().push(s.0);
+        }
     }
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
@@ -5374,7 +5402,7 @@ enum Away {
 /// view (2, which `D` removes, joins again), delivering identically, with view 3 `D`'s next
 /// view, no view id run with two member lists, and life 0's deliveries a prefix.
 fn adopted_joiner_away(seed: u64, away: Away) -> Result<Moment, String> {
-    let warns = WarnLog::default();
+    let warns = EventLog::warnings();
     let _guard = tracing::subscriber::set_default(warns.clone());
     let base = dir(&format!("adopted-joiner-{away:?}"), seed);
     let four = [0, 1, 3, 4];
@@ -5663,7 +5691,7 @@ const LOST_LEADER: &str = "1-3 acknowledging 0's ballot, 0 crashed before decidi
 /// deliveries a prefix.
 fn lost_ballot_leader(seed: u64) -> Result<Moment, String> {
     use squall_membership::restart::attempt_of;
-    let warns = WarnLog::default();
+    let warns = EventLog::warnings();
     let _guard = tracing::subscriber::set_default(warns.clone());
     let joiners = [N, N + 1];
     let u = N + joiners.len();
@@ -6981,49 +7009,6 @@ fn a_member_bouncing_at_the_first_proposal_of_a_bare_majority_restart_is_readmit
 
 // ---- s28 (`docs/MEMBERSHIP.md`, eighty-eighth part): readers under torn writes ----
 
-/// The rounds a member skipped for a peer's block read torn (`Gms::poll`'s `trace` event
-/// "a peer's block is landing") while a [`TornRounds`] is the thread's subscriber, each as its
-/// fields (`me=n3 row=2 block="decision" …`).
-#[derive(Clone, Default)]
-struct TornRounds(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
-
-impl TornRounds {
-    /// The events recorded so far that contain every one of `parts`.
-    fn with(&self, parts: &[&str]) -> Vec<String> {
-        let events = self.0.lock().unwrap();
-        (events.iter())
-            .filter(|e| parts.iter().all(|p| e.contains(p)))
-            .cloned()
-            .collect()
-    }
-}
-
-impl tracing::Subscriber for TornRounds {
-    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
-        *m.level() == tracing::Level::TRACE
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, e: &tracing::Event<'_>) {
-        struct Fields(String);
-        impl tracing::field::Visit for Fields {
-            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                self.0.push_str(&format!("{}={v:?} ", f.name()));
-            }
-        }
-        let mut s = Fields(String::new());
-        e.record(&mut s);
-        if s.0.contains("block is landing") {
-            self.0.lock().unwrap().push(s.0);
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 /// [`refitted`] (form 1) at seed 0 with every write of every life torn (s28, eighty-eighth
 /// part). In life 2, 2–4 restart view 0 and 2 leads the ballot `b2`: at construction 2
 /// published its logged decision `D'` (ranked `b1`), and once 3 and 4 acknowledged it decides
@@ -7041,7 +7026,7 @@ impl tracing::Subscriber for TornRounds {
 fn a_restart_leaders_decision_block_read_while_it_lands_is_waited_for() {
     TORN.with(|t| t.set(true));
     check_seeds("restart_refitted_torn", 1, |seed| {
-        let torn = TornRounds::default();
+        let torn = EventLog::torn_rounds();
         let _guard = tracing::subscriber::set_default(torn.clone());
         refitted(seed, false)?;
         if torn.with(&["row=2", "block=\"decision\""]).is_empty() {

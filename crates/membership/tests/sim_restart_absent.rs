@@ -7096,6 +7096,29 @@ fn no_dead_run_decision(
     Ok(())
 }
 
+/// Whether member `i`'s table has `j`'s link up (`j` is not absent there).
+fn linked(l: &Life, i: usize, j: usize) -> bool {
+    (l.groups[i].as_ref()).is_some_and(|g| {
+        let sst = g.gms().sst();
+        sst.row_of(NodeId(j as u32))
+            .is_some_and(|r| !sst.is_absent(r))
+    })
+}
+
+/// How the new run of view 3 goes on in [`dead_run`] once 0, 3 and 4 started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DeadRunEnd {
+    /// 3 and 4 install the running view 3; the group carries on.
+    CarryOn,
+    /// 4 stalls once its link with 1 is up (its row, restarting at view 3 with the dead run's
+    /// blocks, lands at 1) and before it reads 1 running: 1 suspects it and decides a view
+    /// change with its frozen row in the table; 3 installs the running view 3.
+    Frozen,
+    /// 3 and 4 install the running view 3, then every process stops; in life 4, 1–4 restart
+    /// (0 later).
+    Stop,
+}
+
 /// What the lives before the new run of [`dead_run`] leave.
 struct DeadRun {
     logs: Vec<Vec<u8>>,
@@ -7173,12 +7196,12 @@ fn dead_run_lives(seed: u64, base: &Path, runs: &mut RunAcross) -> Result<Option
 /// identically, no view id ran with two member lists (in any life), every install follows the
 /// highest decision its log holds, and everything delivered in life 0 is a prefix of the end.
 /// The moment: 3 and 4 installed the running view 3.
-fn dead_run(seed: u64, stop: bool, with_0: bool) -> Result<Moment, String> {
+fn dead_run(seed: u64, end: DeadRunEnd, with_0: bool) -> Result<Moment, String> {
     let base = dir("dead-run", seed);
-    let (together, who) = if with_0 {
-        ((0..N).collect::<Vec<_>>(), "every node")
-    } else {
-        (vec![1, 2, 3, 4], "1-4")
+    let (together, who) = match (with_0, end) {
+        (true, _) => ((0..N).collect::<Vec<_>>(), "every node"),
+        (false, DeadRunEnd::Frozen) => (vec![1, 2, 3], "1-3"),
+        (false, _) => (vec![1, 2, 3, 4], "1-4"),
     };
     let mut runs = RunAcross::from(3);
     let Some(DeadRun { logs, before, b2 }) = dead_run_lives(seed, &base, &mut runs)? else {
@@ -7196,13 +7219,25 @@ fn dead_run(seed: u64, stop: bool, with_0: bool) -> Result<Moment, String> {
     for i in [0, 3, 4] {
         l.start_late(i);
     }
+    let rejoining: &[usize] = if end == DeadRunEnd::Frozen {
+        step_until(&mut l, "4 linked with 1", |l| {
+            linked(l, 4, 1) && linked(l, 1, 4)
+        })?;
+        if (l.groups[4].as_ref()).is_some_and(|g| g.gms().rejoined().is_some()) {
+            return Ok(Moment::Missed);
+        }
+        l.stall(4, Duration::from_millis(10));
+        &[3]
+    } else {
+        &[3, 4]
+    };
     step_until(&mut l, "3 and 4 installing the running view 3", |l| {
-        [3, 4].iter().all(|&i| {
+        rejoining.iter().all(|&i| {
             (l.groups[i].as_ref()).is_some_and(|g| installs_of(g.gms().log().bytes(), 3) == 2)
         })
     })?;
     let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
-    if stop {
+    if end == DeadRunEnd::Stop {
         runs.note(&l)?;
         let (logs, _) = l.shutdown();
         l = Life::start(seed + 4000, &base, &logs, &[1, 2, 3, 4], 4);
@@ -7232,7 +7267,7 @@ fn a_rejoined_members_dead_run_decision_is_not_taken_by_the_new_runs_leader() {
         "dead_run",
         3,
         "3 and 4 installing the running view 3 over their dead run",
-        |seed| dead_run(DEAD_RUN_SEEDS + seed, false, false),
+        |seed| dead_run(DEAD_RUN_SEEDS + seed, DeadRunEnd::Frozen, false),
     );
 }
 
@@ -7242,7 +7277,7 @@ fn a_total_restart_after_a_rejoin_into_the_new_run_does_not_count_the_dead_runs_
         "dead_run_stop",
         3,
         "3 and 4 installing the running view 3 over their dead run",
-        |seed| dead_run(DEAD_RUN_SEEDS + seed, true, false),
+        |seed| dead_run(DEAD_RUN_SEEDS + seed, DeadRunEnd::Stop, false),
     );
 }
 
@@ -7253,6 +7288,6 @@ fn regression_dead_run_holder_counted_out_of_the_new_run_joins_again() {
         "dead_run_with_0",
         3,
         "3 and 4 installing the running view 3 over their dead run",
-        |seed| dead_run(DEAD_RUN_SEEDS + seed, false, true),
+        |seed| dead_run(DEAD_RUN_SEEDS + seed, DeadRunEnd::CarryOn, true),
     );
 }

@@ -562,6 +562,11 @@ pub struct Gms<T: Transport, L: Durable> {
     /// [`expected`](Gms::expected) incarnation (the wait is bounded by
     /// [`GmsConfig::expected_link_wait`]).
     expected_since: Vec<Option<squall_transport::Time>>,
+    /// Per universe row: the incarnation whose join this member, leading, holds back for a
+    /// member's readmission ([`readmission_pending`](Gms::readmission_pending)), since when,
+    /// and whether the bound ran out (logged once; see
+    /// [`readmission_held`](Gms::readmission_held)).
+    readmission_since: Vec<Option<(u64, squall_transport::Time, bool)>>,
     /// Per universe row: since when a member of the installed view has had no link here
     /// (absent: it never connected), the wait bounded like an expected incarnation's (see
     /// [`settle_absent`](Gms::settle_absent)).
@@ -962,6 +967,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             expected: Vec::new(),
             unheard: Vec::new(),
             expected_since: Vec::new(),
+            readmission_since: Vec::new(),
             absent_since: Vec::new(),
             decided_expect: Vec::new(),
             restart_named: None,
@@ -3719,7 +3725,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 || self.sst.is_suspected(row)
                 || self.sst.get(row, self.f.join) == 0
                 || self.unheard(row)
-                || self.readmission_pending(view, row)
+                || self.readmission_held(view, row)
                 || self.refuse_settings(row)
             {
                 continue;
@@ -3815,6 +3821,52 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.sst.set(self.f.holds, word);
         self.sst.push(self.f.holds.range())?;
         Ok(())
+    }
+
+    /// Whether the join of `row`'s node is held back now: [`readmission_pending`] holds it, and
+    /// has held it for this incarnation for less than [`GmsConfig::expected_link_wait`] (s29,
+    /// ninety-fourth part of `docs/MEMBERSHIP.md`). A member whose link to the new process
+    /// never comes up cannot readmit it, and without a bound the join would wait for good.
+    /// Past the bound the join is proposed; that member then installs the view naming the
+    /// incarnation this leader readmitted and waits for its link
+    /// ([`expected_incarnation`](Gms::expected_incarnation)), bounded by the same setting
+    /// ([`settle_expected`](Gms::settle_expected)), after which it suspects that incarnation
+    /// and the view change removes it: the path a member whose suspicion was never published
+    /// takes from the start.
+    ///
+    /// [`readmission_pending`]: Gms::readmission_pending
+    fn readmission_held(&mut self, view: &View, row: usize) -> bool {
+        let u = self.cfg.universe.len();
+        self.readmission_since.resize(u, None);
+        if !self.readmission_pending(view, row) {
+            if let Some(s) = self.readmission_since.get_mut(row) {
+                *s = None;
+            }
+            return false;
+        }
+        let mine = (self.sst)
+            .get_at(self.sst.my_row(), self.f.admitted, row)
+            .unwrap_or(0);
+        let now = self.sst.now();
+        let bound = self.cfg.expected_link_wait();
+        let Some(slot) = self.readmission_since.get_mut(row) else {
+            return true;
+        };
+        let (since, warned) = match *slot {
+            Some((inc, t, w)) if inc == mine => (t, w),
+            _ => (now, false),
+        };
+        let waited = now.saturating_since(since);
+        let over = waited >= bound;
+        *slot = Some((mine, since, warned || over));
+        if over && !warned {
+            tracing::warn!(
+                me = %self.me, node = ?self.cfg.universe.get(row), incarnation = mine,
+                waited_ms = waited.as_millis() as u64, bound_ms = bound.as_millis() as u64,
+                "membership: a member that suspected the old incarnation has not readmitted the new one within expected_link_timeout; proposing its join without that readmission (that member waits for its link as an expected incarnation)"
+            );
+        }
+        !over
     }
 
     /// Whether `row`'s node is a new incarnation this member readmitted (its `admitted` word

@@ -3457,7 +3457,22 @@ fn regression_a_member_whose_unpublished_suspicion_and_late_link_meet_the_new_in
 /// wait lasted at least the bound, and then the four others end in one running view without
 /// `x`, active, delivering identically (new messages included). Without the bound `k` waits
 /// for good, the view delivers nothing more, and it fails ("did not come into ...").
-fn crash_rejoin_link_never_up(seed: u64, x: usize, k: usize) -> Result<(), String> {
+///
+/// `published` (s29, ninety-fourth part of `docs/MEMBERSHIP.md`): `k` ranks below `x`, so it
+/// publishes its suspicion of the old incarnation at once, before the join is proposed, and
+/// the leader's `readmission_pending` holds the join for `k`'s readmission, which never comes.
+/// The leader proposes it once it has held it for `expected_link_timeout` (checked: its `warn`
+/// saying so), and from there the case is the one above, the wait for `k` to start waiting
+/// bounded by that hold plus 2 ms. Without the bound the join waits for good and it fails
+/// ("never waited for the new incarnation's link").
+fn crash_rejoin_link_never_up(
+    seed: u64,
+    x: usize,
+    k: usize,
+    published: bool,
+) -> Result<(), String> {
+    let held = EventLog::held_joins();
+    let _guard = tracing::subscriber::set_default(held.clone());
     let base = dir(&format!("crash-rejoin-link-never-up-{x}-{k}"), seed);
     let all = [0, 1, 2, 3, 4];
     let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
@@ -3472,14 +3487,26 @@ fn crash_rejoin_link_never_up(seed: u64, x: usize, k: usize) -> Result<(), Strin
         let g = l.groups[k].as_ref().unwrap();
         g.view().is_some_and(|v| v.contains(node)) && g.gms().expected_incarnation(node).is_some()
     };
+    let hold = if published {
+        EXPECTED_LINK
+    } else {
+        Duration::ZERO
+    };
     while !waiting(&l) {
-        if l.sim.now().saturating_since(t1) > Duration::from_millis(2) {
+        if l.sim.now().saturating_since(t1) > hold + Duration::from_millis(2) {
             return Err(format!(
                 "seed {seed}: n{k} never waited for the new incarnation's link: {}",
                 l.state()
             ));
         }
         l.step(true);
+    }
+    let proposed_past_the_hold = !held.with(&[&format!("node=Some(NodeId({x}))")]).is_empty();
+    if proposed_past_the_hold != published {
+        return Err(format!(
+            "seed {seed}: the join of n{x}'s new incarnation was held for n{k}'s readmission \
+             past the bound: {proposed_past_the_hold}, expected {published}"
+        ));
     }
     let t2 = l.sim.now();
     while l.groups[k]
@@ -3556,8 +3583,26 @@ fn crash_rejoin_link_never_up(seed: u64, x: usize, k: usize) -> Result<(), Strin
 fn a_member_whose_link_to_the_new_incarnation_never_comes_up_suspects_it_after_the_bound() {
     for (x, k) in [(0, 3), (1, 4)] {
         check_seeds(&format!("crash_rejoin_link_never_up_{x}_{k}"), 2, |seed| {
-            crash_rejoin_link_never_up(seed, x, k)
+            crash_rejoin_link_never_up(seed, x, k, false)
         });
+    }
+}
+
+/// See [`crash_rejoin_link_never_up`] with `published` (s29, ninety-fourth part of
+/// `docs/MEMBERSHIP.md`): `k` ranks below `x`, publishes its suspicion of the old incarnation
+/// at once and never readmits the new one (its link never comes up). The leader holds the join
+/// for that readmission only for `expected_link_timeout`, then proposes it; `k` waits for the
+/// link for the same bound and suspects the incarnation, and the four others go on without
+/// `x`. Two `(x, k)` pairs, 2 seeds each. Without the bound on the hold it fails: the join is
+/// never proposed and `k` never waits ("never waited for the new incarnation's link").
+#[test]
+fn a_join_held_for_a_readmission_that_cannot_come_is_proposed_after_the_bound() {
+    for (x, k) in [(4, 3), (3, 1)] {
+        check_seeds(
+            &format!("crash_rejoin_link_never_up_published_{x}_{k}"),
+            2,
+            |seed| crash_rejoin_link_never_up(seed, x, k, true),
+        );
     }
 }
 
@@ -5325,6 +5370,16 @@ impl EventLog {
             events: Default::default(),
             level: |l| *l <= tracing::Level::WARN,
             needle: "",
+        }
+    }
+
+    /// The joins a leader proposed past the bound on its hold for a member's readmission
+    /// (`Gms::readmission_held`'s `warn`; s29, ninety-fourth part), e.g. `node=Some(NodeId(4))`.
+    fn held_joins() -> Self {
+        EventLog {
+            events: Default::default(),
+            level: |l| *l == tracing::Level::WARN,
+            needle: "without that readmission",
         }
     }
 

@@ -154,7 +154,11 @@ pub struct GmsConfig {
     /// before it counts the member failed, as it would a silent one: it publishes a suspicion
     /// of that incarnation (so the members linked to it cut it too), wedges and proposes its
     /// removal, logging at `warn` why. Without a bound, a one-way partition between the new
-    /// process and this member would stall the view for good. `None` (the default):
+    /// process and this member would stall the view for good. Also (s29) how long a leader
+    /// holds back the join of a new incarnation it readmitted for a member of the view that
+    /// published a suspicion of the old incarnation and has not readmitted the new one (its
+    /// link to the new process has not come up there): past it the join is proposed and that
+    /// member waits for the link as above. `None` (the default):
     /// [`DEFAULT_EXPECTED_LINK_FACTOR`] times [`suspicion_timeout`](GmsConfig::suspicion_timeout)
     /// (1 s with the defaults); set, it must exceed `suspicion_timeout`. See
     /// [`expected_link_wait`](GmsConfig::expected_link_wait).

@@ -562,6 +562,11 @@ pub struct Gms<T: Transport, L: Durable> {
     /// [`expected`](Gms::expected) incarnation (the wait is bounded by
     /// [`GmsConfig::expected_link_wait`]).
     expected_since: Vec<Option<squall_transport::Time>>,
+    /// Per universe row: the incarnation whose join this member, leading, holds back for a
+    /// member's readmission ([`readmission_pending`](Gms::readmission_pending)), since when,
+    /// and whether the bound ran out (logged once; see
+    /// [`readmission_held`](Gms::readmission_held)).
+    readmission_since: Vec<Option<(u64, squall_transport::Time, bool)>>,
     /// Per universe row: since when a member of the installed view has had no link here
     /// (absent: it never connected), the wait bounded like an expected incarnation's (see
     /// [`settle_absent`](Gms::settle_absent)).
@@ -962,6 +967,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             expected: Vec::new(),
             unheard: Vec::new(),
             expected_since: Vec::new(),
+            readmission_since: Vec::new(),
             absent_since: Vec::new(),
             decided_expect: Vec::new(),
             restart_named: None,
@@ -1989,6 +1995,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // hand that view to the new incarnation, which would take it for its own.
             if self.restart.is_some() {
                 if self.readmissible_in_restart(node) || self.joiner_readmissible_in_restart(node) {
+                    if let Some(view) = self.view.as_ref().filter(|v| v.contains(node))
+                        && self.linked_by_a_counted_member(view, node)
+                    {
+                        tracing::info!(me = %self.me, %node, view = view.id, "membership: restart: a member counted here links the new incarnation of a member suspected here; readmitting it");
+                    }
                     self.readmit(row)?;
                 }
                 continue;
@@ -2010,7 +2021,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// - `node` is a member of `L` and *every* member of its shard is counted failed here, so
     ///   without a readmission the every-shard rule blocks this member for good (suspicions are
     ///   final in this process): it would never again acknowledge, echo, lead or install, only
-    ///   catch up from a peer ahead or join again, which it still does;
+    ///   catch up from a peer ahead or join again, which it still does; or the members of `L`
+    ///   counted here, `node` aside, are fewer than a majority (s20); or a member of `L` counted
+    ///   here links exactly the pending incarnation (s29,
+    ///   [`linked_by_a_counted_member`](Gms::linked_by_a_counted_member)): it counts `node`,
+    ///   so neither side's ballots could be decided without the other;
     /// - no restart decision for `L` that it holds or reads in any row (suspected ones
     ///   included: the old incarnation's frozen words) *removes* `node`: every restart view
     ///   decided so far counts `node` (s19; before, any restart decision refused it, which hung
@@ -2097,13 +2112,46 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // this process): every member of `node`'s shard is counted failed (the every-shard
         // rule), or the members of `view` it counts, `node` aside, are fewer than a majority
         // (s20: a bare-majority restart with a member bouncing; it would stop with
-        // `RestartCutOff`, or wait for good without partition safety).
+        // `RestartCutOff`, or wait for good without partition safety), or a member it counts
+        // links the pending incarnation (s29: that member counts `node` and follows its
+        // ballots, whose acknowledgement from here never lands; both wait for good).
         let shard_gone = shard.members.iter().all(|&m| self.suspects(m));
         let counted = |m: NodeId| m != node && !self.suspects(m);
-        if !shard_gone && self.cfg.is_quorum(&view.members, &counted) {
+        if !shard_gone
+            && self.cfg.is_quorum(&view.members, &counted)
+            && !self.linked_by_a_counted_member(view, node)
+        {
             return None;
         }
         self.readmission_unrefused(view, node)
+    }
+
+    /// Restart mode at `view`: whether a member of `view` this member counts (unsuspected, its
+    /// link up) publishes in its `gms_linked` word ([`Fields::linked`]) that it counts exactly
+    /// the pending new incarnation of `node` live (s29, ninety-fourth part of
+    /// `docs/MEMBERSHIP.md`). That member linked the new process without ever suspecting an
+    /// older one (its absent timeout had not run out when the process came), so it counts
+    /// `node` restarted and may take it for its leader, acknowledging only its ballots; `node`'s
+    /// ballots wait for this member's acknowledgement, which never reaches a row held
+    /// suspected here. Without a readmission this member and that one wait on each other for
+    /// good, although a majority of `view` is here.
+    fn linked_by_a_counted_member(&self, view: &View, node: NodeId) -> bool {
+        let Some(row_n) = self.sst.row_of(node) else {
+            return false;
+        };
+        let Some(pending) = self.sst.pending_incarnation(row_n) else {
+            return false;
+        };
+        let me = self.sst.my_row();
+        view.members.iter().any(|&m| {
+            self.sst.row_of(m).is_some_and(|r| {
+                r != me
+                    && r != row_n
+                    && !self.suspects(m)
+                    && !self.sst.is_absent(r)
+                    && self.sst.get_at(r, self.f.linked, row_n).unwrap_or(0) == pending
+            })
+        })
     }
 
     /// Conditions (2)–(4) of [`readmission_in_restart`](Gms::readmission_in_restart) for
@@ -3677,7 +3725,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 || self.sst.is_suspected(row)
                 || self.sst.get(row, self.f.join) == 0
                 || self.unheard(row)
-                || self.readmission_pending(view, row)
+                || self.readmission_held(view, row)
                 || self.refuse_settings(row)
             {
                 continue;
@@ -3773,6 +3821,52 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.sst.set(self.f.holds, word);
         self.sst.push(self.f.holds.range())?;
         Ok(())
+    }
+
+    /// Whether the join of `row`'s node is held back now: [`readmission_pending`] holds it, and
+    /// has held it for this incarnation for less than [`GmsConfig::expected_link_wait`] (s29,
+    /// ninety-fourth part of `docs/MEMBERSHIP.md`). A member whose link to the new process
+    /// never comes up cannot readmit it, and without a bound the join would wait for good.
+    /// Past the bound the join is proposed; that member then installs the view naming the
+    /// incarnation this leader readmitted and waits for its link
+    /// ([`expected_incarnation`](Gms::expected_incarnation)), bounded by the same setting
+    /// ([`settle_expected`](Gms::settle_expected)), after which it suspects that incarnation
+    /// and the view change removes it: the path a member whose suspicion was never published
+    /// takes from the start.
+    ///
+    /// [`readmission_pending`]: Gms::readmission_pending
+    fn readmission_held(&mut self, view: &View, row: usize) -> bool {
+        let u = self.cfg.universe.len();
+        self.readmission_since.resize(u, None);
+        if !self.readmission_pending(view, row) {
+            if let Some(s) = self.readmission_since.get_mut(row) {
+                *s = None;
+            }
+            return false;
+        }
+        let mine = (self.sst)
+            .get_at(self.sst.my_row(), self.f.admitted, row)
+            .unwrap_or(0);
+        let now = self.sst.now();
+        let bound = self.cfg.expected_link_wait();
+        let Some(slot) = self.readmission_since.get_mut(row) else {
+            return true;
+        };
+        let (since, warned) = match *slot {
+            Some((inc, t, w)) if inc == mine => (t, w),
+            _ => (now, false),
+        };
+        let waited = now.saturating_since(since);
+        let over = waited >= bound;
+        *slot = Some((mine, since, warned || over));
+        if over && !warned {
+            tracing::warn!(
+                me = %self.me, node = ?self.cfg.universe.get(row), incarnation = mine,
+                waited_ms = waited.as_millis() as u64, bound_ms = bound.as_millis() as u64,
+                "membership: a member that suspected the old incarnation has not readmitted the new one within expected_link_timeout; proposing its join without that readmission (that member waits for its link as an expected incarnation)"
+            );
+        }
+        !over
     }
 
     /// Whether `row`'s node is a new incarnation this member readmitted (its `admitted` word

@@ -3457,7 +3457,24 @@ fn regression_a_member_whose_unpublished_suspicion_and_late_link_meet_the_new_in
 /// wait lasted at least the bound, and then the four others end in one running view without
 /// `x`, active, delivering identically (new messages included). Without the bound `k` waits
 /// for good, the view delivers nothing more, and it fails ("did not come into ...").
-fn crash_rejoin_link_never_up(seed: u64, x: usize, k: usize) -> Result<(), String> {
+///
+/// `published` (s29, ninety-fourth part of `docs/MEMBERSHIP.md`): `k` ranks below `x`, so it
+/// publishes its suspicion of the old incarnation at once, before the join is proposed, and
+/// the leader's `readmission_pending` holds the join for `k`'s readmission, which never comes.
+/// The leader proposes it once it has held it for `expected_link_timeout` (checked: its `warn`
+/// saying so), and from there the case is the one above: `k` starts waiting within that hold
+/// plus 2 ms of the crash (else within 2 ms). Without the bound the join waits for good and it
+/// fails ("never waited for the new incarnation's link"). Not `published` (`k`'s suspicion
+/// deferred), the hold happens only where the deferral ran out before the join was proposed
+/// (the torn schedules, eighty-eighth part); either order is checked with its own limit.
+fn crash_rejoin_link_never_up(
+    seed: u64,
+    x: usize,
+    k: usize,
+    published: bool,
+) -> Result<(), String> {
+    let held = EventLog::held_joins();
+    let _guard = tracing::subscriber::set_default(held.clone());
     let base = dir(&format!("crash-rejoin-link-never-up-{x}-{k}"), seed);
     let all = [0, 1, 2, 3, 4];
     let mut l = Life::start(seed, &base, &vec![Vec::new(); N], &all, 0);
@@ -3472,14 +3489,35 @@ fn crash_rejoin_link_never_up(seed: u64, x: usize, k: usize) -> Result<(), Strin
         let g = l.groups[k].as_ref().unwrap();
         g.view().is_some_and(|v| v.contains(node)) && g.gms().expected_incarnation(node).is_some()
     };
+    // Past the hold (the leader's `readmission_pending` bound) the join is proposed and `k`
+    // waits within 2 ms; without a hold, within 2 ms of the crash.
     while !waiting(&l) {
-        if l.sim.now().saturating_since(t1) > Duration::from_millis(2) {
+        if l.sim.now().saturating_since(t1) > EXPECTED_LINK + Duration::from_millis(2) {
             return Err(format!(
                 "seed {seed}: n{k} never waited for the new incarnation's link: {}",
                 l.state()
             ));
         }
         l.step(true);
+    }
+    let held_past_the_bound = !held.with(&[&format!("node=Some(NodeId({x}))")]).is_empty();
+    if published && !held_past_the_bound {
+        return Err(format!(
+            "seed {seed}: the join of n{x}'s new incarnation was not held for n{k}'s readmission"
+        ));
+    }
+    let within = Duration::from_millis(2)
+        + if held_past_the_bound {
+            EXPECTED_LINK
+        } else {
+            Duration::ZERO
+        };
+    let took = l.sim.now().saturating_since(t1);
+    if took > within {
+        return Err(format!(
+            "seed {seed}: n{k} waited for the new incarnation's link only {took:?} after the \
+             crash (held for a readmission past the bound: {held_past_the_bound})"
+        ));
     }
     let t2 = l.sim.now();
     while l.groups[k]
@@ -3556,8 +3594,26 @@ fn crash_rejoin_link_never_up(seed: u64, x: usize, k: usize) -> Result<(), Strin
 fn a_member_whose_link_to_the_new_incarnation_never_comes_up_suspects_it_after_the_bound() {
     for (x, k) in [(0, 3), (1, 4)] {
         check_seeds(&format!("crash_rejoin_link_never_up_{x}_{k}"), 2, |seed| {
-            crash_rejoin_link_never_up(seed, x, k)
+            crash_rejoin_link_never_up(seed, x, k, false)
         });
+    }
+}
+
+/// See [`crash_rejoin_link_never_up`] with `published` (s29, ninety-fourth part of
+/// `docs/MEMBERSHIP.md`): `k` ranks below `x`, publishes its suspicion of the old incarnation
+/// at once and never readmits the new one (its link never comes up). The leader holds the join
+/// for that readmission only for `expected_link_timeout`, then proposes it; `k` waits for the
+/// link for the same bound and suspects the incarnation, and the four others go on without
+/// `x`. Two `(x, k)` pairs, 2 seeds each. Without the bound on the hold it fails: the join is
+/// never proposed and `k` never waits ("never waited for the new incarnation's link").
+#[test]
+fn a_join_held_for_a_readmission_that_cannot_come_is_proposed_after_the_bound() {
+    for (x, k) in [(4, 3), (3, 1)] {
+        check_seeds(
+            &format!("crash_rejoin_link_never_up_published_{x}_{k}"),
+            2,
+            |seed| crash_rejoin_link_never_up(seed, x, k, true),
+        );
     }
 }
 
@@ -5336,6 +5392,16 @@ impl EventLog {
         }
     }
 
+    /// The joins a leader proposed past the bound on its hold for a member's readmission
+    /// (`Gms::readmission_held`'s `warn`; s29, ninety-fourth part), e.g. `node=Some(NodeId(4))`.
+    fn held_joins() -> Self {
+        EventLog {
+            events: Default::default(),
+            level: |l| *l == tracing::Level::WARN,
+            needle: "without that readmission",
+        }
+    }
+
     /// The rounds a member skipped for a peer's block read torn (`Gms::poll`'s `trace` event
     /// "a peer's block is landing"; s28, eighty-eighth part), e.g. `me=n3 row=2
     /// block="decision" …`.
@@ -6147,6 +6213,11 @@ enum Back {
     Before,
     /// During the fitting restart: as soon as one of 1–4 acknowledged a restart ballot.
     During,
+    /// During the fitting restart, with 1–4 split on 0 (s29, ninety-fourth part): 2 and 4
+    /// stall for 1.2 ms from 3.5 ms into life 1 (below the 1.5 ms suspicion timeout), so 1 and
+    /// 3 alone count the absent 0 out at the 4 ms absent timeout; the dead side then starts,
+    /// and 2 and 4 link 0's new process before their own timeout runs out.
+    Split,
     /// After it: while 1–4 run the fitted view 1 and deliver in it.
     After,
     /// In a later total restart: life 1 ends with 1–4 running the fitted view, and life 2
@@ -6305,6 +6376,20 @@ fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
         for i in dead {
             start_anew(&mut l, i);
         }
+    } else if let Back::Split = back {
+        split_on_0(&mut l, seed)?;
+        for i in dead {
+            start_anew(&mut l, i);
+        }
+        let linked = |l: &Life, i: usize| {
+            (l.groups[i].as_ref()).is_some_and(|g| {
+                let sst = g.gms().sst();
+                !sst.is_suspected(0) && !sst.is_absent(0) && sst.known_incarnation(0) > 0
+            })
+        };
+        step_until(&mut l, "2 and 4 linking 0's new process", |l| {
+            linked(l, 2) && linked(l, 4)
+        })?;
     } else if !matches!(back, Back::Before) {
         l.until_restarted(&four)?;
         let v = l.groups[1]
@@ -6356,7 +6441,7 @@ fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
                 l.state()
             ));
         }
-    } else if !matches!(back, Back::During) {
+    } else if !matches!(back, Back::During | Back::Split) {
         let rejoined =
             |i: usize| (l.groups[i].as_ref()).is_some_and(|g| g.gms().rejoined().is_some());
         if let Some(&i) = [0, N + 1].iter().find(|&&i| !rejoined(i)) {
@@ -6387,6 +6472,70 @@ fn a_dead_view_that_proposed_a_leave_restarts_whole_when_its_members_start_with_
 fn a_dead_view_that_proposed_a_leave_and_comes_back_during_the_fitting_ends_in_one_view() {
     check_seeds("restart_dead_view_asked_during", 3, |seed| {
         dead_view_asked_a_change(seed, Back::During)
+    });
+}
+
+/// [`Back::Split`]'s moment in life 1 of [`dead_view_asked_a_change`]: 2 and 4 stall from
+/// 3.5 ms into the life for 1.2 ms; within it 1 and 3 count the absent 0 out (suspect it) while
+/// nothing is decided. An error (re-seed) if the schedule does not bring it.
+fn split_on_0(l: &mut Life, seed: u64) -> Result<(), String> {
+    let t0 = l.sim.now();
+    let suspects_0 =
+        |l: &Life, i: usize| (l.groups[i].as_ref()).is_some_and(|g| g.gms().sst().is_suspected(0));
+    while l.sim.now().saturating_since(t0) < Duration::from_micros(3500) {
+        l.step(false);
+    }
+    if (1..N).any(|i| suspects_0(l, i)) {
+        return Err(group_sim::missed(
+            seed,
+            "1-4 not suspecting 0 3.5 ms into life 1",
+        ));
+    }
+    for i in [2, 4] {
+        l.stall(i, Duration::from_micros(1200));
+    }
+    let t1 = l.sim.now();
+    while !(suspects_0(l, 1) && suspects_0(l, 3)) {
+        if l.sim.now().saturating_since(t1) > Duration::from_micros(1000) {
+            return Err(group_sim::missed(
+                seed,
+                "1 and 3 counting 0 out while 2 and 4 stall",
+            ));
+        }
+        l.step(false);
+    }
+    // A restart ballot's decision (each of 1–4 holds the dead view's join decision `D`, an
+    // ordinary one, from its log).
+    let decided = |i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| {
+            (g.gms().decision()).is_some_and(|d| squall_membership::restart::attempt_of(d.rank) > 0)
+        })
+    };
+    if suspects_0(l, 2) || suspects_0(l, 4) || (1..N).any(decided) {
+        return Err(group_sim::missed(
+            seed,
+            &format!(
+                "1 and 3 alone counting 0 out, nothing decided ({})",
+                l.state()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// [`dead_view_asked_a_change`] with [`Back::Split`], 3 seeds (s29, ninety-fourth part of
+/// `docs/MEMBERSHIP.md`): 1 and 3 suspect 0 and hold its new process pending, 2 and 4 link it
+/// and count it, and each pair waits on the other's ballots. Restart mode readmits a pending
+/// incarnation that a counted member links (`Gms::linked_by_a_counted_member`), so the seven
+/// restart the dead view whole and 5 leaves. Without that rule it fails at seed 0: "5 stopped
+/// as left did not come", every member restarting view 1, 0 missing [1, 3] and 1 and 3
+/// missing [0] (the torn schedule's seed 0 of
+/// [`a_dead_view_that_proposed_a_leave_and_comes_back_during_the_fitting_ends_in_one_view`]).
+#[test]
+fn a_dead_view_that_proposed_a_leave_comes_back_while_the_fitting_members_are_split_on_its_leader()
+{
+    check_seeds("restart_dead_view_asked_split", 3, |seed| {
+        dead_view_asked_a_change(seed, Back::Split)
     });
 }
 

@@ -7037,3 +7037,126 @@ fn a_restart_leaders_decision_block_read_while_it_lands_is_waited_for() {
         Ok(())
     });
 }
+
+// ---- s29 (`docs/MEMBERSHIP.md`, ninety-second part): restart members that disagree on who is
+// counted out ----
+
+/// Life 0 of [`disagree_on_counted_out`]: a universe of six, view 0 = 0–4; node 5 joins
+/// (view 1 = 0–5), then crashes (view 2 = 0–4), and everyone stops once 0–4 run view 2.
+fn five_after_a_sixth_left(seed: u64, base: &Path) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    const U: usize = N + 1;
+    let all: Vec<usize> = (0..U).collect();
+    let mut l = Life::start_in(seed, base, &vec![Vec::new(); U], &all, 0, U);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    l.groups[N].as_mut().unwrap().join().unwrap();
+    let in_view = |l: &Life, members: &[usize], vid: u64| {
+        members.iter().all(|&i| {
+            (l.groups[i].as_ref())
+                .is_some_and(|g| g.is_active() && g.view().is_some_and(|v| v.id == vid))
+        })
+    };
+    step_until(&mut l, "0–5 in view 1", |l| in_view(l, &all, 1))?;
+    for _ in 0..100 {
+        l.step(true);
+    }
+    crash_keeping_log(&mut l, N);
+    step_until(&mut l, "0–4 in view 2", |l| in_view(l, &all[..N], 2))?;
+    for _ in 0..100 {
+        l.step(true);
+    }
+    Ok(l.shutdown())
+}
+
+/// s29 (the ninetieth part's item 4): restart members that disagree on who is counted out.
+/// Life 0 ([`five_after_a_sixth_left`]): view 1 = 0–5, view 2 = 0–4 (the decision `d` of
+/// view 1 fails 5). 0's log is cut before `d` (it ends at view 1), and it promised a restart
+/// ballot `bm` of view 1 led by 4, above `d` (`promised_later_than_logged`). Life 1: 0–3 start,
+/// 4 and 5 not. 0 restarts view 1 and waits below its promise (`bm` may decide: 4 is away, and
+/// 1–3 one view ahead below `bm` are no majority of view 1). 1–3 restart view 2, a majority,
+/// and count 0 out as an outsider a suspicion timeout later (`Gms::outsider_in_restart`: a
+/// linked member restarting an older view); 1 leads with `alive` = 1–4, 4 not yet counted out
+/// (the absent timeout is longer). Then 4 starts, restarting view 2 with logged counts: 0 reads
+/// it one view ahead below `bm`, so `bm` is dead, and catches up into view 2, restarting, before
+/// 4's own outsiders' clock runs out. The split: 4 never counts 0 out, so its leader is 0
+/// (`alive.first()`), while 1 (and 2, 3) lead or follow 1. Checked: 0–4 end in one running view
+/// delivering identically, with no view id run with two member lists, and neither 0 nor 1 led
+/// more than two restart ballots for view 2. The moment: 0 caught up into view 2 while 1–4
+/// still restart it, 1's leader is 1 and 4's is 0.
+fn disagree_on_counted_out(seed: u64) -> Result<Moment, String> {
+    const U: usize = N + 1;
+    let base = dir("disagree-counted-out", seed);
+    let (mut logs, before) = five_after_a_sixth_left(seed, &base)?;
+    let (_, rec) = MemLog::open(logs[0].clone());
+    let mut log = MemLog::default();
+    for r in (rec.records.iter())
+        .take_while(|r| !matches!(r, Record::Decided { decision: d, .. } if d.trim.view == 1))
+    {
+        log.append(r).unwrap();
+    }
+    logs[0] = log.bytes().to_vec();
+    let _ = std::fs::remove_file(config(&base, 0, U).epoch_log(2).unwrap());
+    promised_later_than_logged(&mut logs, 0, 4);
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &[0, 1, 2, 3], 1, U);
+    step_until(&mut l, "1 leading with 0 counted out", |l| {
+        (l.groups[1].as_ref()).is_some_and(|g| {
+            g.gms().restarting().is_some()
+                && g.gms().leader() == Some(NodeId(1))
+                && g.gms().proposal().is_some()
+        })
+    })?;
+    l.start_late(4);
+    let at_2 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| g.gms().restarting().is_some() && g.view().is_some_and(|v| v.id == 2))
+    };
+    let t0 = l.sim.now();
+    while !at_2(&l, 0) {
+        if !at_2(&l, 1) || l.sim.now().saturating_since(t0) > Duration::from_millis(5) {
+            return Ok(Moment::Missed);
+        }
+        l.step(false);
+    }
+    let leader_at = |l: &Life, i: usize| l.groups[i].as_ref().and_then(|g| g.gms().leader());
+    let split = (1..N).all(|i| at_2(&l, i))
+        && leader_at(&l, 4) == Some(NodeId(0))
+        && leader_at(&l, 1) == Some(NodeId(1));
+    if !split {
+        return Ok(Moment::Missed);
+    }
+    let five: Vec<usize> = (0..N).collect();
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    let together = together_and_carrying_on(&mut l, &five, replayed, "0–4");
+    let led = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).map_or(0, |g| {
+            let (_, rec) = MemLog::open(g.gms().log().bytes().to_vec());
+            (rec.records.iter())
+                .filter(|r| {
+                    matches!(r, Record::Promised { view: 2, rank }
+                        if squall_membership::restart::rank_of(*rank) == i as u64)
+                })
+                .count()
+        })
+    };
+    let (led_0, led_1) = (led(&l, 0), led(&l, 1));
+    together.map_err(|e| format!("{e} (0 led {led_0} ballots for view 2, 1 led {led_1})"))?;
+    if led_0 > 2 || led_1 > 2 {
+        return Err(format!(
+            "0 led {led_0} restart ballots for view 2 and 1 led {led_1} (dueling leaders)"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+/// See [`disagree_on_counted_out`].
+#[test]
+fn restart_members_that_disagree_on_who_is_counted_out_converge_on_one_leader() {
+    check_seeds_reaching(
+        "disagree_counted_out",
+        3,
+        "0 caught up into view 2, 1 leading and 4 following 0",
+        disagree_on_counted_out,
+    );
+}

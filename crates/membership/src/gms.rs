@@ -2891,11 +2891,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// it is *not* suspected in the table (its link is not cut): it is listed in the restart
     /// state, which [`suspects`](Gms::suspects) reads until the restart completes (or until
     /// it restarts `view` with logged counts: [`take_back_outsiders`](Gms::take_back_outsiders)),
-    /// so that it
-    /// can see the restarted group and join it in this process (its log held nothing, or
-    /// ended before `view` and it asked to join again, so it has nothing to restart `view`
-    /// from; see [`follow_as_outsider`](Gms::follow_as_outsider)), or it restarts an older
-    /// view and did not catch up into `view` (it joins again once the restart is installed).
+    /// so that it can see the restarted group and join it in this process (its log held
+    /// nothing, or ended before `view` and it asked to join again, so it has nothing to
+    /// restart `view` from; see [`follow_as_outsider`](Gms::follow_as_outsider)), or it
+    /// restarts an older view and did not catch up into `view` (it joins again once the
+    /// restart is installed).
     /// Returns whether it counted anyone out.
     ///
     /// `restarted`: a majority of `view` restarted. Without it (a majority only with members
@@ -3958,14 +3958,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// this member could still take part in. If that view holds a majority neither of `view`
     /// nor of the adopted next view (for a decision that admits members, no majority of the
     /// adopted next view: `adoption_short`), no later round can help (suspicions are never
-    /// withdrawn here, and a restart view only loses members), so every member that sees it
-    /// stops with [`StopReason::RestartShortOfAdopted`], naming the members of the adopted
-    /// next view to start. The inspector, which would otherwise wait at its commit (see
-    /// [`lead`](Gms::lead)), sees the same. Uses this member's own suspicions: stopping is
-    /// always safe (the member installs nothing). A member that counts out more of the
-    /// adopted next view than the inspector does (a false suspicion after a stall) may stop
-    /// where the inspector would have decided a restart view it could have run in; that is
-    /// the cost of a false suspicion in restart mode, as with [`StopReason::RestartCutOff`].
+    /// withdrawn here, and a restart view only loses members; an outsider is taken back only
+    /// if it catches up into `view`, which this stop does not wait for, as before s29), so
+    /// every member that sees it stops with [`StopReason::RestartShortOfAdopted`], naming the
+    /// members of the adopted next view to start. The inspector, which would otherwise wait at
+    /// its commit (see [`lead`](Gms::lead)), sees the same. Uses this member's own
+    /// suspicions: stopping is always safe (the member installs nothing). A member that counts
+    /// out more of the adopted next view than the inspector does (a false suspicion after a
+    /// stall) may stop where the inspector would have decided a restart view it could have
+    /// run in; that is the cost of a false suspicion in restart mode, as with
+    /// [`StopReason::RestartCutOff`].
     ///
     /// A restart decision (a ballot's) ranked at or above this member's promise is not
     /// checked (s26, sixty-sixth part of `docs/MEMBERSHIP.md`): it is the decision of the

@@ -617,7 +617,9 @@ struct RestartState {
     /// Linked members of the view that are not restarting (outsiders: their logs held no
     /// view), counted as not restarted: failed for this restart, but not suspected in the
     /// table, so their links stay up and they can join the restarted group in this process
-    /// (see [`suspect_absent`](Gms::suspect_absent)).
+    /// (see [`suspect_absent`](Gms::suspect_absent)). Taken back once its row shows it
+    /// restarting at the view with logged counts ([`take_back_outsiders`](Gms::take_back_outsiders);
+    /// s29, ninety-second part of `docs/MEMBERSHIP.md`).
     outsiders: Vec<NodeId>,
     /// The inspector adopted a logged decision whose fitted restart view holds too few of the
     /// view and of the adopted decision's next view: the members of that next view it waits
@@ -642,8 +644,8 @@ struct RestartState {
     /// member's log lacks that decision. See [`never_logged`](Gms::never_logged).
     joined: Vec<NodeId>,
     /// The view's joiners this restart has shown [never log it](Gms::never_logged): set
-    /// aside for good once shown (s28, eighty-fourth part of `docs/MEMBERSHIP.md`, item 3),
-    /// as `outsiders` are counted out for good.
+    /// aside for good once shown (s28, eighty-fourth part of `docs/MEMBERSHIP.md`, item 3). A
+    /// set-aside joiner never logs the view, so unlike `outsiders` none is ever taken back.
     aside: Vec<NodeId>,
 }
 
@@ -2609,6 +2611,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             self.wedge_in(view, epoch)?;
             out.push(GmsEvent::Wedged { view: view.id });
         }
+        self.take_back_outsiders(view);
         let alive: Vec<NodeId> = view
             .members
             .iter()
@@ -2709,8 +2712,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 && crate::restart::unrestored_shard(view, &holders).is_none()
             {
                 // Absent members only: a member restarting an older view behind a promise
-                // may still catch up, and counted out as an outsider it would be for good
-                // (s28, ninetieth part of `docs/MEMBERSHIP.md`).
+                // may still catch up, and counted out as an outsider it would be out until it
+                // did, failed meanwhile for the cut-off check (s28, ninetieth part of
+                // `docs/MEMBERSHIP.md`).
                 self.suspect_absent(view, false)?;
             }
             return Ok(());
@@ -2761,6 +2765,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // decides is acknowledged by a majority, which meets the members counted here.
             // Decisions are read from every row: this ballot stays above every decision
             // visible, so a later restart's adoption (the highest-ranked) finds its own.
+            // Since s29 (ninety-second part) such a member is taken back in the round that
+            // shows it restarting `view` with logged counts (`take_back_outsiders`, above), so
+            // this leaves out only a proposal block for `view` read from a counted-out row
+            // that does not (yet) show that.
             let outsiders = self.restart.as_ref().map(|r| r.outsiders.clone());
             let counted_out = |r: usize| {
                 (outsiders.as_ref())
@@ -2929,16 +2937,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// After [`GmsConfig::suspicion_timeout`], a linked member that is not restarting (see
     /// [`outsider_in_restart`](Gms::outsider_in_restart)) counts as not restarted too, but
     /// it is *not* suspected in the table (its link is not cut): it is listed in the restart
-    /// state, which [`suspects`](Gms::suspects) reads until the restart completes, so that it
-    /// can see the restarted group and join it in this process (its log held nothing, or
-    /// ended before `view` and it asked to join again, so it has nothing to restart `view`
-    /// from; see [`follow_as_outsider`](Gms::follow_as_outsider)), or it restarts an older
-    /// view and did not catch up into `view` (it joins again once the restart is installed).
+    /// state, which [`suspects`](Gms::suspects) reads until the restart completes (or until
+    /// it restarts `view` with logged counts: [`take_back_outsiders`](Gms::take_back_outsiders)),
+    /// so that it can see the restarted group and join it in this process (its log held
+    /// nothing, or ended before `view` and it asked to join again, so it has nothing to
+    /// restart `view` from; see [`follow_as_outsider`](Gms::follow_as_outsider)), or it
+    /// restarts an older view and did not catch up into `view` (it joins again once the
+    /// restart is installed).
     /// Returns whether it counted anyone out.
     ///
     /// `restarted`: a majority of `view` restarted. Without it (a majority only with members
     /// coming) only absent members are counted out, and the outsiders' clock does not start:
-    /// an outsider counted out stays out for good (the restart state's list), and a member
+    /// an outsider counted out stays out until it restarts `view` with logged counts (the
+    /// restart state's list; failed meanwhile for the cut-off check), and a member
     /// restarting an older view behind a promise may still catch up once the coming member
     /// is readmitted, or the coming member may die and the others go on with it (s28,
     /// ninetieth part of `docs/MEMBERSHIP.md`).
@@ -2992,6 +3003,58 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             r.outsiders.extend(outsiders);
         }
         Ok(true)
+    }
+
+    /// Restart mode at `view`: takes back the outsiders this restart counted out
+    /// ([`RestartState::outsiders`]) whose rows now show them restarting at `view` with logged
+    /// counts for it, as a member that restarted from a log holding `view` shows itself (s29,
+    /// ninety-second part of `docs/MEMBERSHIP.md`): typically a member restarting an older view
+    /// behind a promise that caught up into `view` once the promised ballot was shown dead. From
+    /// this round on it counts as restarted and alive, and it may lead (`alive.first()`).
+    ///
+    /// Without it, each member kept the outsiders its own clock had counted out, and members
+    /// whose clocks ran at other times disagreed for good: a member that counted such a member
+    /// out led its own ballots without it, while one that had not (its clock started later,
+    /// after the member caught up) followed that member's ballots as its leader. Each leader
+    /// waited for the other's followers and moved above the ballot it read in their proposal
+    /// blocks, and the restart dueled without end. With the take-back the outsider sets are a
+    /// function of the members' rows once these settle: a member not restarting `view` with
+    /// logged counts is counted out by every restarted member's clock, and one that is, by
+    /// none (or taken back), so every member picks the same leader.
+    ///
+    /// Safety does not rest on the outsider set: each ballot still commits only on the
+    /// acknowledgements of every member this leader counts alive, a majority of `view`, each
+    /// given at or above that member's logged promise; a member taken back counts only with
+    /// its own row's acknowledgement, and the leader's `seen` reads its proposal block again.
+    fn take_back_outsiders(&mut self, view: &View) {
+        let Some(r) = self.restart.as_ref() else {
+            return;
+        };
+        let back: Vec<NodeId> = (r.outsiders.iter().copied())
+            .filter(|&n| {
+                (self.sst.row_of(n)).is_some_and(|row| {
+                    // The wedge block first: the view block read after it is at least as new, so
+                    // a member that went on past `view` since does not show restarting at it.
+                    !self.sst.is_suspected(row)
+                        && !self.unheard(row)
+                        && !self.asks_to_join(row)
+                        && self.received_of(row, view.id).is_some()
+                        && (self.read_block(row, self.f.view)).is_some_and(|p| {
+                            p.first() == Some(&(view.id + 1)) && self.restarting_in(&p)
+                        })
+                })
+            })
+            .collect();
+        if back.is_empty() {
+            return;
+        }
+        tracing::info!(
+            me = %self.me, view = view.id, ?back,
+            "membership: restart: members counted out as outsiders now restart the view with logged counts; counting them again"
+        );
+        if let Some(r) = &mut self.restart {
+            r.outsiders.retain(|n| !back.contains(n));
+        }
     }
 
     /// Restart mode at `view`: whether the connected member of `row` is not restarting at all
@@ -3989,14 +4052,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// this member could still take part in. If that view holds a majority neither of `view`
     /// nor of the adopted next view (for a decision that admits members, no majority of the
     /// adopted next view: `adoption_short`), no later round can help (suspicions are never
-    /// withdrawn here, and a restart view only loses members), so every member that sees it
-    /// stops with [`StopReason::RestartShortOfAdopted`], naming the members of the adopted
-    /// next view to start. The inspector, which would otherwise wait at its commit (see
-    /// [`lead`](Gms::lead)), sees the same. Uses this member's own suspicions: stopping is
-    /// always safe (the member installs nothing). A member that counts out more of the
-    /// adopted next view than the inspector does (a false suspicion after a stall) may stop
-    /// where the inspector would have decided a restart view it could have run in; that is
-    /// the cost of a false suspicion in restart mode, as with [`StopReason::RestartCutOff`].
+    /// withdrawn here, and a restart view only loses members; an outsider is taken back only
+    /// if it catches up into `view`, which this stop does not wait for, as before s29), so
+    /// every member that sees it stops with [`StopReason::RestartShortOfAdopted`], naming the
+    /// members of the adopted next view to start. The inspector, which would otherwise wait at
+    /// its commit (see [`lead`](Gms::lead)), sees the same. Uses this member's own
+    /// suspicions: stopping is always safe (the member installs nothing). A member that counts
+    /// out more of the adopted next view than the inspector does (a false suspicion after a
+    /// stall) may stop where the inspector would have decided a restart view it could have
+    /// run in; that is the cost of a false suspicion in restart mode, as with
+    /// [`StopReason::RestartCutOff`].
     ///
     /// A restart decision (a ballot's) ranked at or above this member's promise is not
     /// checked (s26, sixty-sixth part of `docs/MEMBERSHIP.md`): it is the decision of the

@@ -30,7 +30,9 @@
 //! a majority of its own the dead view runs no view change. And (s28, `dead_view_asked`) a dead
 //! view that proposed a change it could not decide: its members, back during, after or in a
 //! later restart than the fitting, join again or stop as left; one a majority of it
-//! acknowledged stops the fitting.
+//! acknowledged stops the fitting. And (s29, `disagree_on_counted_out`) restart members that
+//! disagree on who is counted out: a member that only some counted out as an outsider catches
+//! up into the view, and they take it back, so every member follows one leader.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -6995,7 +6997,11 @@ fn a_restart_whose_set_aside_joiners_crash_completes_without_them() {
 /// fix 1 read 0's row among the others and moved to a ballot above 0's, 0 then moved above 1's,
 /// and so on: 1 abandoned each ballot before it committed (seed 0: 150 ballots each, until the
 /// duel happened to end). Now 1's `seen` leaves out the rows of the members it counted out,
-/// and the restart completes without 0; 0 and 3 join again. Checked: 1 led at most two
+/// and the restart completes without 0; 0 and 3 join again. Since s29 (ninety-second part of
+/// `docs/MEMBERSHIP.md`) 1 and 2 also take 0 back once its row shows it restarting view 2 with
+/// logged counts (`Gms::take_back_outsiders`): 0 then leads for all, extends 1's proposal
+/// (which fails 0), and the restart still completes without 0. With either rule the test
+/// passes; it fails with both reverted. Checked: 1 led at most two
 /// ballots for view 2, 0, 1, 2 and 3 end in one running view delivering identically, with no
 /// view id run with two member lists. The moment: 0 caught up into view 2 while 1 and 2 still
 /// restarted it.
@@ -7450,5 +7456,158 @@ fn regression_dead_run_holder_counted_out_of_the_new_run_joins_again() {
         3,
         "3 and 4 installing the running view 3 over their dead run",
         |seed| dead_run(DEAD_RUN_SEEDS + seed, DeadRunEnd::CarryOn, true),
+    );
+}
+
+// ---- s29 (`docs/MEMBERSHIP.md`, ninety-second part): restart members that disagree on who is
+// counted out ----
+
+/// Life 0 of [`disagree_on_counted_out`]: a universe of six, view 0 = 0–4; node 5 joins
+/// (view 1 = 0–5), then crashes (view 2 = 0–4), and everyone stops once 0–4 run view 2.
+fn five_after_a_sixth_left(seed: u64, base: &Path) -> Result<(Vec<Vec<u8>>, Vec<Seq>), String> {
+    const U: usize = N + 1;
+    let all: Vec<usize> = (0..U).collect();
+    let mut l = Life::start_in(seed, base, &vec![Vec::new(); U], &all, 0, U);
+    for _ in 0..600 {
+        l.step(true);
+    }
+    l.groups[N].as_mut().unwrap().join().unwrap();
+    let in_view = |l: &Life, members: &[usize], vid: u64| {
+        members.iter().all(|&i| {
+            (l.groups[i].as_ref())
+                .is_some_and(|g| g.is_active() && g.view().is_some_and(|v| v.id == vid))
+        })
+    };
+    step_until(&mut l, "0–5 in view 1", |l| in_view(l, &all, 1))?;
+    for _ in 0..100 {
+        l.step(true);
+    }
+    crash_keeping_log(&mut l, N);
+    step_until(&mut l, "0–4 in view 2", |l| in_view(l, &all[..N], 2))?;
+    for _ in 0..100 {
+        l.step(true);
+    }
+    Ok(l.shutdown())
+}
+
+/// s29 (the ninetieth part's item 4): restart members that disagree on who is counted out.
+/// Life 0 ([`five_after_a_sixth_left`]): view 1 = 0–5, view 2 = 0–4 (the decision `d` of
+/// view 1 fails 5). The log of `o` (0 or 3) is cut before `d` (it ends at view 1), and it
+/// promised a restart ballot `bm` of view 1 led by 4, above `d` (`promised_later_than_logged`).
+/// Life 1: 0–3 start, 4 and 5 not. `o` restarts view 1 and waits below its promise (`bm` may
+/// decide: 4 is away, and the three others one view ahead below `bm` are no majority of view
+/// 1). The three others restart view 2, a majority, and count `o` out as an outsider a
+/// suspicion timeout later (`Gms::outsider_in_restart`: a linked member restarting an older
+/// view); their leader `L` (1 for `o` = 0, else 0) leads with `alive` = the others and 4, which
+/// is not yet counted out (the absent timeout is longer). Then 4 starts, restarting view 2 with
+/// logged counts: `o` reads it one view ahead below `bm`, so `bm` is dead, and catches up into
+/// view 2, restarting, before 4's own outsiders' clock runs out. So 4 never counts `o` out
+/// while `L` and its followers do.
+///
+/// With `o` = 0 that is a split on the leader (`alive.first()`): 4's is 0, the others' is 1.
+/// Before the fix 0 and 1 each waited for the other's followers and moved above the ballot
+/// each read in 4's proposal block (which follows 0): on seeds 0–7 neither committed within
+/// 50 ms, each leading about 4,150 ballots. Now the others take 0 back once its row shows it
+/// restarting view 2 with logged counts (`Gms::take_back_outsiders`), and 0 leads for all. On
+/// takeover it extends the most advanced proposal visible, 1's, which fails 0, so the restart
+/// view is 1–4 and 0 joins again. With `o` = 3 (ranked above `L` = 0) every member's leader is
+/// 0 either way; 4, which did not count 3 out, installs once 3 echoes 0's decision failing it,
+/// and 3 joins again.
+///
+/// Checked: 0–4 end in one running view delivering identically, with no view id run with two
+/// member lists, and neither `o` nor `L` led more than two restart ballots for view 2. The
+/// moment: `o` caught up into view 2 while 1–4 still restart it, and with `o` = 0, 1's leader
+/// is 1 and 4's is 0.
+fn disagree_on_counted_out(seed: u64, o: usize) -> Result<Moment, String> {
+    const U: usize = N + 1;
+    let lead = if o == 0 { 1 } else { 0 };
+    let base = dir(&format!("disagree-counted-out-{o}"), seed);
+    let (mut logs, before) = five_after_a_sixth_left(seed, &base)?;
+    let (_, rec) = MemLog::open(logs[o].clone());
+    let mut log = MemLog::default();
+    for r in (rec.records.iter())
+        .take_while(|r| !matches!(r, Record::Decided { decision: d, .. } if d.trim.view == 1))
+    {
+        log.append(r).unwrap();
+    }
+    logs[o] = log.bytes().to_vec();
+    let _ = std::fs::remove_file(config(&base, o, U).epoch_log(2).unwrap());
+    promised_later_than_logged(&mut logs, o, 4);
+    let mut l = Life::start_in(seed + 1000, &base, &logs, &[0, 1, 2, 3], 1, U);
+    let fails_o = |ch: &[squall_membership::change::Change]| {
+        (ch.iter()).any(|c| c.node == NodeId(o as u32) && c.removes())
+    };
+    step_until(&mut l, "L leading with o counted out", |l| {
+        (l.groups[lead].as_ref()).is_some_and(|g| {
+            g.gms().restarting().is_some()
+                && g.gms().leader() == Some(NodeId(lead as u32))
+                && g.gms().proposal().is_some_and(|(_, ch)| fails_o(ch))
+        })
+    })?;
+    l.start_late(4);
+    let at_2 = |l: &Life, i: usize| {
+        (l.groups[i].as_ref())
+            .is_some_and(|g| g.gms().restarting().is_some() && g.view().is_some_and(|v| v.id == 2))
+    };
+    let t0 = l.sim.now();
+    while !at_2(&l, o) {
+        if !at_2(&l, lead) || l.sim.now().saturating_since(t0) > Duration::from_millis(5) {
+            return Ok(Moment::Missed);
+        }
+        l.step(false);
+    }
+    let leader_at = |l: &Life, i: usize| l.groups[i].as_ref().and_then(|g| g.gms().leader());
+    let split = (0..N).all(|i| at_2(&l, i))
+        && leader_at(&l, 4) == Some(NodeId(0))
+        && leader_at(&l, lead) == Some(NodeId(lead as u32));
+    if !split {
+        return Ok(Moment::Missed);
+    }
+    let five: Vec<usize> = (0..N).collect();
+    let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    let together = together_and_carrying_on(&mut l, &five, replayed, "0–4");
+    let led = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).map_or(0, |g| {
+            let (_, rec) = MemLog::open(g.gms().log().bytes().to_vec());
+            (rec.records.iter())
+                .filter(|r| {
+                    matches!(r, Record::Promised { view: 2, rank }
+                        if squall_membership::restart::rank_of(*rank) == i as u64)
+                })
+                .count()
+        })
+    };
+    let (led_o, led_l) = (led(&l, o), led(&l, lead));
+    together
+        .map_err(|e| format!("{e} ({o} led {led_o} ballots for view 2, {lead} led {led_l})"))?;
+    if led_o > 2 || led_l > 2 {
+        return Err(format!(
+            "{o} led {led_o} restart ballots for view 2 and {lead} led {led_l} (dueling leaders)"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Moment::Reached)
+}
+
+/// See [`disagree_on_counted_out`] (`o` = 0: the split on the leader).
+#[test]
+fn restart_members_that_disagree_on_who_is_counted_out_converge_on_one_leader() {
+    check_seeds_reaching(
+        "disagree_counted_out",
+        3,
+        "0 caught up into view 2, 1 leading and 4 following 0",
+        |seed| disagree_on_counted_out(seed, 0),
+    );
+}
+
+/// See [`disagree_on_counted_out`] (`o` = 3, ranked above the leader 0: no split on the
+/// leader; this form completed before the fix too).
+#[test]
+fn a_member_counted_out_by_some_restart_members_only_ranked_above_their_leader_completes() {
+    check_seeds_reaching(
+        "disagree_counted_out_above",
+        3,
+        "3 caught up into view 2 while 0 leads a ballot failing it",
+        |seed| disagree_on_counted_out(seed, 3),
     );
 }

@@ -2584,6 +2584,18 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if superseded {
             return self.rejoin(view.id, view.id, out);
         }
+        // The next view of this member's decision for this view is dead: members of it run
+        // another `view + 1` (a later run of this view, after a restart of the view before
+        // installed it again without this member, decided it), so that next view never runs
+        // and the peers' `view + 1` is no catch-up source for this log (s29, ninety-fifth part
+        // of `docs/MEMBERSHIP.md`): it joins again.
+        if let Some(gone) = self.next_view_dead(view) {
+            tracing::warn!(
+                me = %self.me, view = view.id, ?gone,
+                "membership: restart: members of the next view this member's decision makes run another view under that number; that view is dead"
+            );
+            return self.rejoin(view.id, view.id + 1, out);
+        }
         self.note_blocked(view, blocked);
         match (newer, next) {
             // Two or more views behind: the decisions in between are not in its log (a member
@@ -3154,9 +3166,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// a peer out saw the peer as a peer ahead ([`peer_ahead`](Gms::peer_ahead)) and never
     /// installed, while they did not catch up from it either (`below_promise`).
     fn dead_ahead(&self, row: usize, view: &View, vid: u64) -> bool {
-        let held = (self.decision.as_ref()).filter(|d| d.trim.view == view.id);
-        let logged = self.restart.as_ref().and_then(|r| r.logged.as_ref());
-        let Some(mine) = held.into_iter().chain(logged).max_by_key(|d| d.rank) else {
+        let Some(mine) = self.decision_held_for(view) else {
             return false;
         };
         vid == view.id + 1
@@ -3165,6 +3175,65 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                     && crate::change::next_members(&t.changes, &view.members)
                         != mine.next_members(&view.members)
             })
+    }
+
+    /// Restart mode at `view`: this member's decision for `view`, the one
+    /// [`dead_ahead`](Gms::dead_ahead) compares with: the higher-ranked of the decision its
+    /// log held for `view` when it was built ([`RestartState::logged`]) and the one it holds
+    /// now ([`decision`](Gms::decision), for `view`).
+    fn decision_held_for(&self, view: &View) -> Option<&Decision> {
+        let held = (self.decision.as_ref()).filter(|d| d.trim.view == view.id);
+        let logged = self.restart.as_ref().and_then(|r| r.logged.as_ref());
+        held.into_iter().chain(logged).max_by_key(|d| d.rank)
+    }
+
+    /// Restart mode at `view`: the members of the next view `N` of this member's decision for
+    /// `view` ([`decision_held_for`](Gms::decision_held_for)) that show `N` dead, if they do
+    /// (s29, ninety-fifth part of `docs/MEMBERSHIP.md`). A member of `N` counts when its row,
+    /// unsuspected, is one [`dead_ahead`](Gms::dead_ahead) skips and its view block says it
+    /// *runs* `view + 1` (not restarting, not asking to join, not a view that lost a shard)
+    /// with other members than `N`. `N` is dead when the members of `N` not so shown are no
+    /// quorum of `N`.
+    ///
+    /// Why it is dead: such a member logged that other `view + 1` before it published it, and
+    /// it never installs `N` afterwards. Its later processes restart at its last view, at or
+    /// after that `view + 1` (a step back passes only over a lost view, which ran nowhere), and
+    /// a rejoin of it installs only running views after the one its log ended at. So `N` never
+    /// has every member installed (nothing is delivered in it: that needs every member's
+    /// `Installed`) nor a quorum of `N` at `N` (no view change from it). Waiting for `N`, or
+    /// restarting `view` towards it, has no end, and the peers' `view + 1` is not a catch-up
+    /// source for this log (`dead_ahead`: this member's decision came from another run of
+    /// `view`). The member joins again instead.
+    ///
+    /// It never fires where `dead_ahead` skips a peer on a dead branch (the forty-second
+    /// part): there this member's decision is a restart's fitting of the peer's decision, and
+    /// every member of its next view restarted at `view` under that restart; none of them
+    /// catches up into the peer's `view + 1` (`dead_ahead`, or
+    /// [`below_promise`](Gms::below_promise) for one that holds only the promise), so no
+    /// quorum of them runs it.
+    fn next_view_dead(&self, view: &View) -> Option<Vec<NodeId>> {
+        let next = self.decision_held_for(view)?.next_members(&view.members);
+        let other =
+            |v: &View| v.members.len() != next.len() || v.members.iter().any(|m| !next.contains(m));
+        let gone: Vec<NodeId> = (0..self.sst.rows())
+            .filter(|&r| r != self.sst.my_row() && !self.sst.is_suspected(r))
+            .filter_map(|r| {
+                let node = *self.cfg.universe.get(r)?;
+                if !next.contains(&node)
+                    || self.asks_to_join(r)
+                    || !self.dead_ahead(r, view, view.id + 1)
+                {
+                    return None;
+                }
+                let p = self.read_block(r, self.f.view)?;
+                let runs = p.first() == Some(&(view.id + 2))
+                    && !self.restarting_in(&p)
+                    && !self.lost_view(r, &p);
+                (runs && self.decode_view(r, &p).is_some_and(|v| other(&v))).then_some(node)
+            })
+            .collect();
+        let dead = !gone.is_empty() && !self.cfg.is_quorum(&next, &|m| !gone.contains(&m));
+        dead.then_some(gone)
     }
 
     /// Restart mode at `view`: whether `row` publishes `view + 1` installed with a decision for

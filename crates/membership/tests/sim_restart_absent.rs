@@ -7352,10 +7352,13 @@ fn dead_run_lives(seed: u64, base: &Path, runs: &mut RunAcross) -> Result<Option
 /// (1–4, 1–3 when 4 is frozen; all five `with_0`) end active in one running view delivering
 /// identically; no view id from 3 on ran with two member lists in any life (`RunAcross`);
 /// every install follows the highest decision its log holds since it last joined
-/// (`installed_as_decided`); everything delivered in life 0 is a prefix of the end. Not
-/// checked without `with_0`: 0, which the new run counted out while it held `b2`, waits at
-/// view 3 for good (see [`regression_dead_run_holder_counted_out_of_the_new_run_joins_again`]).
-/// The moment: 3 and 4 (3 when 4 is frozen) installed the running view 3.
+/// (`installed_as_decided`); everything delivered in life 0 is a prefix of the end. With
+/// `with_0`, once 1-4 run together, 0 (which the new run counted out while it held `b2`, and
+/// whose first process every peer has failed) is restarted by the operator, and its new
+/// process must join again from view 3 on reading view 4 (`rejoined() == (3, 4)`; see
+/// [`regression_dead_run_holder_counted_out_of_the_new_run_joins_again`]).
+/// The moment: 3 and 4 (3 when 4 is frozen) installed the running view 3 (and, `with_0`, 0
+/// joined again so).
 fn dead_run(seed: u64, end: DeadRunEnd, with_0: bool) -> Result<Moment, String> {
     let base = dir("dead-run", seed);
     let (together, who) = match (with_0, end) {
@@ -7397,6 +7400,13 @@ fn dead_run(seed: u64, end: DeadRunEnd, with_0: bool) -> Result<Moment, String> 
         })
     })?;
     let replayed = before.iter().map(Vec::len).max().unwrap_or(0);
+    if with_0 {
+        // 0's first process is failed at every peer (3 and 4 cut it as they joined the new
+        // run, 1 and 2 named its incarnation failed without linking it) and waits at view 3
+        // (ninety-fifth part, "Left"); the operator restarts it once 1-4 run.
+        together_and_carrying_on(&mut l, &[1, 2, 3, 4], replayed, "1-4")?;
+        l.restart_member(0);
+    }
     if end == DeadRunEnd::Stop {
         runs.note(&l)?;
         let (logs, _) = l.shutdown();
@@ -7407,12 +7417,17 @@ fn dead_run(seed: u64, end: DeadRunEnd, with_0: bool) -> Result<Moment, String> 
         l.start_late(0);
     }
     together_and_carrying_on(&mut l, &together, replayed, who)?;
+    // `with_0`'s moment: 0's second process joined again from view 3 on reading view 4.
+    let rejoined_0 = (l.groups[0].as_ref()).and_then(|g| g.gms().rejoined());
     runs.note(&l)?;
     let (logs, end) = l.shutdown();
     all_prefixes(&[before], &end[together[0]])?;
     no_dead_run_decision(&logs, &b2)?;
     installed_as_decided(&logs)?;
     let _ = std::fs::remove_dir_all(&base);
+    if with_0 && rejoined_0 != Some((3, 4)) {
+        return Ok(Moment::Missed);
+    }
     Ok(Moment::Reached)
 }
 
@@ -7442,19 +7457,21 @@ fn a_total_restart_after_a_rejoin_into_the_new_run_does_not_count_the_dead_runs_
 }
 
 /// [`dead_run`] with all five required at the end. 0 holds `b2` (the dead run's decision for
-/// view 3, attempt 1) and restarts at view 3 after 1 and 2 counted its old incarnation out;
-/// 1 decides view 4 = 1–4 (fail 0, rank 1). In its first process 0 is cut off by 3 and 4 and
-/// reads no row of 1 or 2; restarted from its log (scratch: an operator's restart of 0), it
-/// reads all four at view 4 and skips each as a dead branch (`Gms::dead_ahead`: `b2` outranks
-/// their decision for view 3 and makes another next view), so it waits at view 3 for good,
-/// without a stop. Open (ninety-third part of `docs/MEMBERSHIP.md`, "Left").
+/// view 3, attempt 1, next view [0, 3, 4]) and restarts at view 3 after 1 and 2 counted its
+/// old incarnation out; 1 decides view 4 = 1–4 (fail 0, rank 1). In its first process 0 is cut
+/// off by 3 and 4 and reads no row of 1 or 2 (left open). Restarted from its log once 1-4
+/// run, it reads all four at view 4. `Gms::dead_ahead` skips each (`b2` outranks their
+/// decision for view 3 and makes another next view), and before s29 0 then waited at view 3
+/// for good, without a stop (ninety-third part of `docs/MEMBERSHIP.md`). Now 3 and 4, two of
+/// `b2`'s next view's three, run another view 4, so that view is dead (`Gms::next_view_dead`)
+/// and 0 joins again (ninety-fifth part).
 #[test]
-#[ignore = "the dead run's holder counted out of the new run waits at view 3 for good"]
 fn regression_dead_run_holder_counted_out_of_the_new_run_joins_again() {
     check_seeds_reaching(
         "dead_run_with_0",
         3,
-        "3 and 4 installing the running view 3 over their dead run",
+        "3 and 4 installing the running view 3 over their dead run, and 0 joining again from \
+         view 3 on reading view 4",
         |seed| dead_run(DEAD_RUN_SEEDS + seed, DeadRunEnd::CarryOn, true),
     );
 }

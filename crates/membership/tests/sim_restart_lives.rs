@@ -2835,17 +2835,17 @@ fn regression_checker_sweep_127_a_member_ahead_with_a_follower_holding_the_fitti
 }
 
 /// Found by the s29 soak (`docs/MEMBERSHIP.md`, ninety-first part; `PROPTEST_RNG_SEED=2912`
-/// with 512 cases, its 15th, not shrunk); open, so ignored. At the final life's start
+/// with 512 cases, its 15th, not shrunk). At the final life's start
 /// (checked here) 0's log ends at view 1 = [0, 1, 2]; 1's at view 1 with the rank-1 decision
 /// `[Fail(0), Join(4), Join(6)]`; 2's at view 2 = [1, 2, 4, 6], which it ran in life 2; 4's and
 /// 6's are empty (they were joining when that life stopped). In the final life 1 catches up
 /// and restarts view 2 with 2, both waiting for [4, 6]; 0, 4 and 6 ask to join. The restart
-/// needs three of view 2's four logs and has two. `Gms::never_logged` does not set 4 and 6
-/// aside: a joiner with no view block (its log empty) cannot be told from a node whose log
-/// was lost (seventy-fifth part, "s27 follow-up", "Left"). They are linked and heard, so
-/// nothing counts them absent and nothing stops: the group waits for good.
+/// needs three of view 2's four logs and had two: `Gms::never_logged` set aside only a joiner
+/// whose view block names an old view, not one with no view block (its log empty), and 4 and
+/// 6, linked and heard, were never counted absent, so nothing stopped and the group waited for
+/// good. Fixed: a joiner with no view block is set aside too; the restart completes without
+/// 4 and 6, and the group settles with everyone.
 #[test]
-#[ignore = "a final-life hang, open: a view's joiners with empty logs are never set aside (ninety-first part)"]
 fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_logs_are_empty() {
     let plan = Plan {
         seed: 12975580593743988164,

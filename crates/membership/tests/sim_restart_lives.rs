@@ -2965,3 +2965,127 @@ fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_logs_are_emp
     );
     check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Found by the s29 soak after the `never_logged` fix (`docs/MEMBERSHIP.md`, ninety-first
+/// part; `PROPTEST_RNG_SEED=2914`, 256 cases, about its 100th; not shrunk); open, so ignored.
+/// It fails the view check, not a hang: "life 3 step 10: n1 runs view 1 as [1, 4], a majority
+/// of no member list run for view 0 ([[0, 1, 2, 3, 4]]), nor of the next view of a logged
+/// decision for it that was one". At the final life's start (checked here) every log is at view
+/// 0 = [0–4]; 1's holds its own restart ballot (2, 1)'s decision `[Fail(0), Fail(3), Fail(2)]`
+/// (next view [1, 4]), logged as it crashed at its decision in life 1, where 0 and 2 were down
+/// and 3 had crashed and started again; 2, 3 and 4 hold only the promise of (2, 1). In the final
+/// life everyone restarts, 0 leads ballot (3, 0), adopts that decision unchanged with every
+/// member present, and 1 installs and runs [1, 4]: two of view 0's five. Not diagnosed further
+/// (the fails of members present, and how (2, 1) committed a decision whose survivors are no
+/// majority, are the open questions). The product code of `main` fails the same way.
+#[test]
+#[ignore = "open: a restart view with no majority of view 0 (ninety-first part)"]
+fn regression_soak_a_restart_adopts_a_ballot_decision_whose_next_view_is_no_majority() {
+    let plan = Plan {
+        seed: 7425126440950365164,
+        universe: 8,
+        initial: 5,
+        lives: vec![
+            LifePlan {
+                who: Who::Mask(195),
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 0,
+                        step: 3693,
+                    },
+                    Ev::Start {
+                        node: 4,
+                        step: 1629,
+                    },
+                    Ev::Crash { node: 7, step: 258 },
+                    Ev::Crash {
+                        node: 3,
+                        step: 3944,
+                    },
+                ],
+                steps: 4364,
+                stop: Stop::Install {
+                    from: 911,
+                    ran: false,
+                    join: true,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(362),
+                partitioned: None,
+                events: vec![
+                    Ev::Crash { node: 3, step: 936 },
+                    Ev::Start {
+                        node: 3,
+                        step: 2000,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 877 },
+                    Ev::Crash {
+                        node: 7,
+                        step: 1717,
+                    },
+                    Ev::Crash {
+                        node: 3,
+                        step: 1606,
+                    },
+                    Ev::Crash {
+                        node: 2,
+                        step: 1793,
+                    },
+                    Ev::Crash {
+                        node: 0,
+                        step: 1173,
+                    },
+                ],
+                steps: 2361,
+                stop: Stop::Decision {
+                    from: 512,
+                    ran: true,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(98),
+                partitioned: Some((2, None)),
+                events: vec![
+                    Ev::Crash {
+                        node: 3,
+                        step: 2125,
+                    },
+                    Ev::Start {
+                        node: 5,
+                        step: 1441,
+                    },
+                ],
+                steps: 2320,
+                stop: Stop::Decision {
+                    from: 7,
+                    ran: false,
+                },
+            },
+        ],
+    };
+    let logs = logs_at_final_life(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let view_0: Vec<NodeId> = (0..5).map(NodeId).collect();
+    let reached = (0..5).all(|i| {
+        log_tail(&logs[i])
+            == (
+                Some((0, view_0.clone())),
+                if i == 1 {
+                    vec![(0, (2 << 32) + 1)]
+                } else {
+                    vec![]
+                },
+            )
+    });
+    assert!(
+        reached,
+        "{}: {}",
+        group_sim::missed(plan.seed, "the failure's logs"),
+        logs_summary(&logs)
+    );
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}

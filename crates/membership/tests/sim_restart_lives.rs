@@ -2967,7 +2967,7 @@ fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_logs_are_emp
 }
 
 /// Found by the s29 soak after the `never_logged` fix (`docs/MEMBERSHIP.md`, ninety-first
-/// part; `PROPTEST_RNG_SEED=2914`, 256 cases, about its 100th; not shrunk); open, so ignored.
+/// part; `PROPTEST_RNG_SEED=2914`, 256 cases, its 101st; not shrunk); open, so ignored.
 /// It fails the view check, not a hang: "life 3 step 10: n1 runs view 1 as [1, 4], a majority
 /// of no member list run for view 0 ([[0, 1, 2, 3, 4]]), nor of the next view of a logged
 /// decision for it that was one". At the final life's start (checked here) every log is at view

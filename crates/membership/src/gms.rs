@@ -3509,10 +3509,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// never logged it, once every other member of `view` (each a member of the view before)
     /// restarted at it (its logged counts for `view` are here). Such a joiner's row is
     /// unsuspected and heard, its heartbeat landed, it asks to join, it publishes no counts for
-    /// `view`, and its view block names a view two or more before `view`: its log ends there (a
-    /// node logs a view before it publishes it, and a rejoining node's block is the one its log
-    /// ended at). Not one view before: a joiner was no member of the view before, so a log of
-    /// it ending at that number is another list's (a dead branch), left alone.
+    /// `view`, and its view block names no view or a view two or more before `view`: its log
+    /// holds no view or ends there (a node logs a view before it publishes it, a node restarting
+    /// from a log that holds one writes its view block before its first heartbeat, and a
+    /// rejoining node's block is the one its log ended at). Not one view before: a joiner was
+    /// no member of the view before, so a log of it ending at that number is another list's (a
+    /// dead branch), left alone.
+    ///
+    /// No view block: a joiner whose log stayed empty (a joiner's log gets its first records
+    /// with its first view). Such a node could also be one whose log was lost. Setting it aside
+    /// is still safe unless every node that logged a decision for `view` lost its log: every
+    /// other member of `view` restarted, so a decision acted on (logged by a majority) is missed
+    /// only if that majority is all joiners set aside (s29, ninety-first part of
+    /// `docs/MEMBERSHIP.md`).
     ///
     /// The restart of `view` counts its majority over the other members (s27, seventy-fifth
     /// part of `docs/MEMBERSHIP.md`, "s27 follow-up: the first and third hangs"). Why it is
@@ -3569,8 +3578,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                             && self.sst.get(row, self.sst.schema().heartbeat()) > 0
                             && self.asks_to_join(row)
                             && self.received_of(row, view.id).is_none()
-                            && (self.read_block(row, self.f.view))
-                                .is_some_and(|p| p[0] > 0 && p[0] < view.id)
+                            && (self.read_block(row, self.f.view)).is_none_or(|p| p[0] < view.id)
                     })
                 }),
         );

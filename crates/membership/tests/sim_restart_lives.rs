@@ -888,29 +888,54 @@ fn run(plan: &Plan) -> Result<Stats, String> {
     out.map(|()| r.stats)
 }
 
+/// A log's last installed view (id and members) and the decisions it logged after it, as
+/// (the view each ends, rank).
+type LogTail = (Option<(u64, Vec<NodeId>)>, Vec<(u64, u64)>);
+
+/// The [`LogTail`] of a GMS log's bytes.
+fn log_tail(bytes: &[u8]) -> LogTail {
+    let (_, rec) = MemLog::open(bytes.to_vec());
+    let mut last = None;
+    let mut decided = Vec::new();
+    for r in &rec.records {
+        match r {
+            Record::Installed { view, members } => {
+                last = Some((*view, members.clone()));
+                decided.clear();
+            }
+            Record::Decided { decision: d, .. } => decided.push((d.trim.view, d.rank)),
+            _ => {}
+        }
+    }
+    (last, decided)
+}
+
 /// Per node with a log: its last installed view (id and members) and the views of the
 /// decisions it logged after it, with their ranks (for a failure message).
 fn logs_summary(logs: &[Vec<u8>]) -> String {
     let s: Vec<String> = (logs.iter().enumerate())
         .filter(|(_, b)| !b.is_empty())
         .map(|(i, b)| {
-            let (_, rec) = MemLog::open(b.clone());
-            let mut last = None;
-            let mut decided = Vec::new();
-            for r in &rec.records {
-                match r {
-                    Record::Installed { view, members } => {
-                        last = Some((*view, members.clone()));
-                        decided.clear();
-                    }
-                    Record::Decided { decision: d, .. } => decided.push((d.trim.view, d.rank)),
-                    _ => {}
-                }
-            }
+            let (last, decided) = log_tail(b);
             format!("n{i}: installed {last:?}, decided (view, rank) {decided:?}")
         })
         .collect();
     s.join("; ")
+}
+
+/// The GMS logs at the start of `plan`'s final life (its faulty lives run, checked, and
+/// nothing more): for a pinned plan to check that it still reaches the state it was pinned
+/// for, since every protocol change may shift the simulator's schedules.
+fn logs_at_final_life(plan: &Plan) -> Result<Vec<Vec<u8>>, String> {
+    let mut r = Run::new(plan);
+    let out = (|| {
+        for k in 0..plan.lives.len() {
+            r.faulty_life(k)?;
+        }
+        Ok(r.logs.clone())
+    })();
+    let _ = std::fs::remove_dir_all(&r.base);
+    out
 }
 
 /// Whether `members` holds more than half of `of`.
@@ -2633,4 +2658,434 @@ fn regression_hang_c_a_member_one_view_ahead_on_a_dead_branch_is_counted_out() {
         };
         check(&plan).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
+}
+
+/// Rank of restart ballot (1, 0): attempt 1, led by node 0.
+const BALLOT_1_0: u64 = 1 << 32;
+
+/// Found by the s28 checker's 256-case soak (`docs/MEMBERSHIP.md`, eighty-sixth part; plan
+/// seed 5299729443550784587, proptest's first failing plan, shrunk) on code without the
+/// seventy-ninth part's transfer rule; on the current code it settles (ninety-first part).
+/// At the final life's start (checked here) 0, 1, 2 and 4 are at view 0 = [0–4] holding
+/// restart ballot (1, 0)'s decision, which makes view 1 = [0–4]; 3 is at view 1 = [0–4].
+/// In the final life everyone restarts; 2 completes the restart and runs view 1 again, as
+/// decided, active from its replay, while 0, 1, 3 and 4, restarting at view 1, read it
+/// running and join again by transfer. Without `Transfer::poll_joiner`'s rule (ask a member
+/// that announced itself active first) 0 asks 1, 1 asks 0, 3 and 4 ask 0, nobody asks 2,
+/// and the group never settles: hang B of the seventy-ninth part with four rejoiners.
+#[test]
+fn regression_checker_soak_final_life_hangs_with_four_rejoiners_asking_non_holders_for_the_state() {
+    let plan = Plan {
+        seed: 5299729443550784587,
+        universe: 5,
+        initial: 5,
+        lives: vec![
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(180),
+                partitioned: None,
+                events: vec![
+                    Ev::Delay {
+                        node: 7,
+                        step: 255,
+                        micros: 129,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 510 },
+                    Ev::CrashLeaderAtDecision { step: 1023 },
+                ],
+                steps: 2534,
+                stop: Stop::End,
+            },
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: Some(178),
+                partitioned: None,
+                events: vec![Ev::Delay {
+                    node: 3,
+                    step: 418,
+                    micros: 151,
+                }],
+                steps: 5102,
+                stop: Stop::Install {
+                    from: 195,
+                    ran: true,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Mask(38),
+                in_turn: Some(19),
+                partitioned: None,
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 4486 },
+                    Ev::Crash {
+                        node: 2,
+                        step: 3441,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 2690 },
+                ],
+                steps: 5404,
+                stop: Stop::Decision {
+                    from: 119,
+                    ran: true,
+                },
+            },
+        ],
+    };
+    let all: Vec<NodeId> = (0..5).map(NodeId).collect();
+    let logs = logs_at_final_life(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let reached = (logs.iter().enumerate()).all(|(i, b)| {
+        log_tail(b)
+            == if i == 3 {
+                (Some((1, all.clone())), vec![])
+            } else {
+                (Some((0, all.clone())), vec![(0, BALLOT_1_0)])
+            }
+    });
+    assert!(
+        reached,
+        "{}: {}",
+        group_sim::missed(plan.seed, "the hang's logs"),
+        logs_summary(&logs)
+    );
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The s28 sweep's seed 127 state (`docs/MEMBERSHIP.md`, eighty-sixth and ninety-first parts),
+/// rebuilt as a directed plan: the sweep's seed no longer reaches it. View 0 = [0, 1, 2, 3].
+/// Life 0 (hang C's): 0 crashes, 1 leads `Fail(0)` (rank 1), and the life stops at the first
+/// install of view 1 = [1, 2, 3]. Life 1 (seed 127's second life, `Behind`): the three at view
+/// 0 restart it without the member ahead; 0 leads ballot (1, 0), fits it out
+/// (`[Fail(0), Fail(ahead)]`), and one follower logs that decision beside the rank-1 one
+/// before 0 crashes at its decision; a partition then stops the other two as a minority. At
+/// the final life's start (checked here) 0 holds the ballot's decision, one member both
+/// decisions, one the rank-1 decision only, and one is at view 1 = [1, 2, 3]: the
+/// member ahead is on a dead branch. Hang C's rule (`Gms::outsider_in_restart`: a member
+/// restarting one view ahead whose row is skipped as a catch-up source, here `dead_ahead`
+/// from the logged ballot decision at two members and `below_promise` at the third, is
+/// counted out) lets the restart of view 0 complete; without it the three wait for the
+/// member ahead and it waits for them, as seed 127 hung on the s28 code.
+#[test]
+fn regression_checker_sweep_127_a_member_ahead_with_a_follower_holding_the_fitting_is_counted_out()
+{
+    for seed in [1, 2] {
+        let plan = Plan {
+            seed,
+            universe: 6,
+            initial: 4,
+            lives: vec![
+                LifePlan {
+                    who: Who::Everyone,
+                    in_turn: None,
+                    partitioned: None,
+                    events: vec![Ev::Crash {
+                        node: 0,
+                        step: 1000,
+                    }],
+                    steps: 4000,
+                    stop: Stop::Install {
+                        from: 0,
+                        ran: true,
+                        join: false,
+                    },
+                },
+                LifePlan {
+                    who: Who::Behind,
+                    in_turn: Some(77),
+                    partitioned: None,
+                    events: vec![
+                        Ev::CrashLeaderAtDecision { step: 810 },
+                        Ev::Partition {
+                            side: 38,
+                            step: 2180,
+                            len: Some(2412),
+                        },
+                    ],
+                    steps: 4905,
+                    stop: Stop::End,
+                },
+            ],
+        };
+        let logs = logs_at_final_life(&plan).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let view_0: Vec<NodeId> = (0..4).map(NodeId).collect();
+        let view_1: Vec<NodeId> = (1..4).map(NodeId).collect();
+        let mut tails: Vec<LogTail> = logs[1..4].iter().map(|b| log_tail(b)).collect();
+        tails.sort();
+        let at_0 = |ranks: Vec<u64>| {
+            (
+                Some((0, view_0.clone())),
+                ranks.into_iter().map(|r| (0, r)).collect::<Vec<_>>(),
+            )
+        };
+        let reached = log_tail(&logs[0]) == at_0(vec![BALLOT_1_0])
+            && tails
+                == vec![
+                    at_0(vec![1]),
+                    at_0(vec![1, BALLOT_1_0]),
+                    (Some((1, view_1)), vec![]),
+                ];
+        assert!(
+            reached,
+            "{}: {}",
+            group_sim::missed(seed, "seed 127's state"),
+            logs_summary(&logs)
+        );
+        check(&plan).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+/// Found by the s29 soak (`docs/MEMBERSHIP.md`, ninety-first part; `PROPTEST_RNG_SEED=2912`
+/// with 512 cases, its 15th, not shrunk). At the final life's start
+/// (checked here) 0's log ends at view 1 = [0, 1, 2]; 1's at view 1 with the rank-1 decision
+/// `[Fail(0), Join(4), Join(6)]`; 2's at view 2 = [1, 2, 4, 6], which it ran in life 2; 4's and
+/// 6's are empty (they were joining when that life stopped). In the final life 1 catches up
+/// and restarts view 2 with 2, both waiting for [4, 6]; 0, 4 and 6 ask to join. The restart
+/// needs three of view 2's four logs and had two: `Gms::never_logged` set aside only a joiner
+/// whose view block names an old view, not one with no view block (its log empty), and 4 and
+/// 6, linked and heard, were never counted absent, so nothing stopped and the group waited for
+/// good. Fixed: a joiner with no view block is set aside too; the restart completes without
+/// 4 and 6, and the group settles with everyone.
+#[test]
+fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_logs_are_empty() {
+    let plan = Plan {
+        seed: 12975580593743988164,
+        universe: 7,
+        initial: 3,
+        lives: vec![
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: Some(358),
+                partitioned: None,
+                events: vec![
+                    Ev::Delay {
+                        node: 6,
+                        step: 3276,
+                        micros: 128,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 883 },
+                    Ev::Start { node: 1, step: 483 },
+                    Ev::Delay {
+                        node: 6,
+                        step: 339,
+                        micros: 24,
+                    },
+                ],
+                steps: 4904,
+                stop: Stop::Install {
+                    from: 2380,
+                    ran: false,
+                    join: true,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(356),
+                partitioned: None,
+                events: vec![
+                    Ev::Crash {
+                        node: 3,
+                        step: 1347,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 2733 },
+                    Ev::Partition {
+                        side: 4,
+                        step: 2791,
+                        len: Some(2074),
+                    },
+                    Ev::Crash {
+                        node: 2,
+                        step: 2018,
+                    },
+                    Ev::Partition {
+                        side: 10,
+                        step: 1015,
+                        len: None,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 592 },
+                ],
+                steps: 3073,
+                stop: Stop::Decision {
+                    from: 75,
+                    ran: false,
+                },
+            },
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: Some(79),
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 4,
+                        step: 2441,
+                    },
+                    Ev::Start {
+                        node: 1,
+                        step: 1137,
+                    },
+                    Ev::Start {
+                        node: 6,
+                        step: 2226,
+                    },
+                    Ev::Partition {
+                        side: 2,
+                        step: 2824,
+                        len: None,
+                    },
+                    Ev::Start {
+                        node: 4,
+                        step: 2784,
+                    },
+                    Ev::Crash {
+                        node: 0,
+                        step: 2094,
+                    },
+                ],
+                steps: 3470,
+                stop: Stop::Install {
+                    from: 696,
+                    ran: true,
+                    join: false,
+                },
+            },
+        ],
+    };
+    let logs = logs_at_final_life(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let view_1: Vec<NodeId> = (0..3).map(NodeId).collect();
+    let view_2 = vec![NodeId(1), NodeId(2), NodeId(4), NodeId(6)];
+    let reached = log_tail(&logs[0]) == (Some((1, view_1.clone())), vec![])
+        && log_tail(&logs[1]) == (Some((1, view_1)), vec![(1, 1)])
+        && log_tail(&logs[2]) == (Some((2, view_2)), vec![])
+        && logs[4].is_empty()
+        && logs[6].is_empty();
+    assert!(
+        reached,
+        "{}: {}",
+        group_sim::missed(plan.seed, "the hang's logs"),
+        logs_summary(&logs)
+    );
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Found by the s29 soak after the `never_logged` fix (`docs/MEMBERSHIP.md`, ninety-first
+/// part; `PROPTEST_RNG_SEED=2914`, 256 cases, its 101st; not shrunk); open, so ignored.
+/// It fails the view check, not a hang: "life 3 step 10: n1 runs view 1 as [1, 4], a majority
+/// of no member list run for view 0 ([[0, 1, 2, 3, 4]]), nor of the next view of a logged
+/// decision for it that was one". At the final life's start (checked here) every log is at view
+/// 0 = [0–4]; 1's holds its own restart ballot (2, 1)'s decision `[Fail(0), Fail(3), Fail(2)]`
+/// (next view [1, 4]), logged as it crashed at its decision in life 1, where 0 and 2 were down
+/// and 3 had crashed and started again; 2, 3 and 4 hold only the promise of (2, 1). In the final
+/// life everyone restarts, 0 leads ballot (3, 0), adopts that decision unchanged with every
+/// member present, and 1 installs and runs [1, 4]: two of view 0's five. Not diagnosed further
+/// (the fails of members present, and how (2, 1) committed a decision whose survivors are no
+/// majority, are the open questions). The product code of `main` fails the same way.
+#[test]
+#[ignore = "open: a restart view with no majority of view 0 (ninety-first part)"]
+fn regression_soak_a_restart_adopts_a_ballot_decision_whose_next_view_is_no_majority() {
+    let plan = Plan {
+        seed: 7425126440950365164,
+        universe: 8,
+        initial: 5,
+        lives: vec![
+            LifePlan {
+                who: Who::Mask(195),
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 0,
+                        step: 3693,
+                    },
+                    Ev::Start {
+                        node: 4,
+                        step: 1629,
+                    },
+                    Ev::Crash { node: 7, step: 258 },
+                    Ev::Crash {
+                        node: 3,
+                        step: 3944,
+                    },
+                ],
+                steps: 4364,
+                stop: Stop::Install {
+                    from: 911,
+                    ran: false,
+                    join: true,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(362),
+                partitioned: None,
+                events: vec![
+                    Ev::Crash { node: 3, step: 936 },
+                    Ev::Start {
+                        node: 3,
+                        step: 2000,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 877 },
+                    Ev::Crash {
+                        node: 7,
+                        step: 1717,
+                    },
+                    Ev::Crash {
+                        node: 3,
+                        step: 1606,
+                    },
+                    Ev::Crash {
+                        node: 2,
+                        step: 1793,
+                    },
+                    Ev::Crash {
+                        node: 0,
+                        step: 1173,
+                    },
+                ],
+                steps: 2361,
+                stop: Stop::Decision {
+                    from: 512,
+                    ran: true,
+                },
+            },
+            LifePlan {
+                who: Who::Behind,
+                in_turn: Some(98),
+                partitioned: Some((2, None)),
+                events: vec![
+                    Ev::Crash {
+                        node: 3,
+                        step: 2125,
+                    },
+                    Ev::Start {
+                        node: 5,
+                        step: 1441,
+                    },
+                ],
+                steps: 2320,
+                stop: Stop::Decision {
+                    from: 7,
+                    ran: false,
+                },
+            },
+        ],
+    };
+    let logs = logs_at_final_life(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let view_0: Vec<NodeId> = (0..5).map(NodeId).collect();
+    let reached = (0..5).all(|i| {
+        log_tail(&logs[i])
+            == (
+                Some((0, view_0.clone())),
+                if i == 1 {
+                    vec![(0, (2 << 32) + 1)]
+                } else {
+                    vec![]
+                },
+            )
+    });
+    assert!(
+        reached,
+        "{}: {}",
+        group_sim::missed(plan.seed, "the failure's logs"),
+        logs_summary(&logs)
+    );
+    check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }

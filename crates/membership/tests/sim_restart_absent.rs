@@ -5404,6 +5404,16 @@ impl EventLog {
         }
     }
 
+    /// The readmissions in restart mode through the linked clause only (`Gms::readmit_restarted`'s
+    /// `info`; s29 follow-up of the ninety-fourth part), e.g. `me=n0 node=n3 linker=n2 …`.
+    fn linked_readmissions() -> Self {
+        EventLog {
+            events: Default::default(),
+            level: |l| *l == tracing::Level::INFO,
+            needle: "links the new incarnation",
+        }
+    }
+
     /// The rounds a member skipped for a peer's block read torn (`Gms::poll`'s `trace` event
     /// "a peer's block is landing"; s28, eighty-eighth part), e.g. `me=n3 row=2
     /// block="decision" …`.
@@ -5929,10 +5939,13 @@ const CRASHED_READ: &str = "3's new process, its log holding the promise of the 
 /// test sees `R` a partition {0} | {2, 3} holds it on its way to 2 and 3 (the schedule's
 /// `Sim::delay` on 1 too left 1 without `R` when it learnt of `P`'s failure, and its stop check
 /// stopped it). Once 1 logged `R`, `P` crashes, its log holding the promise of `b` and `D`, and
-/// its next process `P′` starts with 4. 0 and 1 hold `P′` pending (they count 0, 1 and 2, a
-/// majority, so they do not readmit it in restart mode); 2, which never linked `P`, links `P′`
-/// fresh and pushes its row (wedged at view 0, showing `D`), and so does 4 (restarting view 1
-/// with `D`). `P′` reads 3, 2 and 4, three of five, with nothing above `D`. Once `P′` left
+/// its next process `P′` starts with 4. 0 and 1 hold `P′` pending: they count 0, 1 and 2, a
+/// majority, and they hold `R`, a restart decision made with `P`'s acknowledgement, so they do
+/// not readmit it in restart mode although 2, a member they count, links it (the linked clause
+/// of `Gms::readmissible_in_restart` refuses while a restart decision for the view is held or
+/// read; checked: neither logs a readmission of 3 through that clause). 2, which never linked
+/// `P`, links `P′` fresh and pushes its row (wedged at view 0, showing `D`), and so does 4
+/// (restarting view 1 with `D`). `P′` reads 3, 2 and 4, three of five, with nothing above `D`. Once `P′` left
 /// view 0, or 20 steps after that read, the partition is lifted, {0, 1, 2} | {3, 4, 5, 6}
 /// starts, and 5 and 6 start.
 ///
@@ -5945,7 +5958,13 @@ const CRASHED_READ: &str = "3's new process, its log holding the promise of the 
 /// identically with life 0's deliveries a prefix, 1 and 2 logging `R`; then a total restart
 /// of all seven ends in one running view, delivering identically, every earlier delivery a
 /// prefix. The moment: [`CRASHED_READ`].
+///
+/// Before the s29 follow-up (ninety-fourth part of `docs/MEMBERSHIP.md`) 0 and 1 readmitted
+/// `P′` through the linked clause at every seed while holding `R` (the sixteenth part's "gap"
+/// precondition); the test passed, and now fails on the `info` event saying so.
 fn crashed_after_promising(seed: u64) -> Result<Moment, String> {
+    let linked = EventLog::linked_readmissions();
+    let _guard = tracing::subscriber::set_default(linked.clone());
     let joiners = [N, N + 1];
     let u = N + joiners.len();
     let base = dir("crashed-after-promising", seed);
@@ -6074,6 +6093,16 @@ fn crashed_after_promising(seed: u64) -> Result<Moment, String> {
         }
     }
     links_all();
+    // 0 and 1 hold `R` throughout (0 decided it, 1 logged it before `P` crashed).
+    if let Some(e) = ["me=n0 ", "me=n1 "]
+        .iter()
+        .find_map(|me| linked.with(&[me, "node=n3 "]).into_iter().next())
+    {
+        return Err(format!(
+            "a member holding the restart decision R readmitted 3's new process through the \
+             linked clause: {e}"
+        ));
+    }
     if let Some(i) = dead.iter().find(|&&i| l.restarted(i)) {
         return Err(format!(
             "n{i} ran a view on the dead side (3 caught up into the dead view 1: {caught_up}): {}",

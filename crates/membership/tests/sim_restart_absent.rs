@@ -3468,7 +3468,8 @@ fn regression_a_member_whose_unpublished_suspicion_and_late_link_meet_the_new_in
 /// plus 2 ms of the crash (else within 2 ms). Without the bound the join waits for good and it
 /// fails ("never waited for the new incarnation's link"). Not `published` (`k`'s suspicion
 /// deferred), the hold happens only where the deferral ran out before the join was proposed
-/// (the torn schedules, eighty-eighth part); either order is checked with its own limit.
+/// (the torn schedules, eighty-eighth part); torn, either order is checked with its own limit,
+/// and untorn a hold past the bound is an error (the deferred path is the one checked).
 fn crash_rejoin_link_never_up(
     seed: u64,
     x: usize,
@@ -3506,6 +3507,14 @@ fn crash_rejoin_link_never_up(
     if published && !held_past_the_bound {
         return Err(format!(
             "seed {seed}: the join of n{x}'s new incarnation was not held for n{k}'s readmission"
+        ));
+    }
+    // Untorn, a deferred suspicion is never published before the join is proposed: the
+    // deferred path must be the one taken (s29 follow-up of the ninety-fourth part).
+    if !published && held_past_the_bound && !sim_config(seed).torn_writes {
+        return Err(format!(
+            "seed {seed}: the join of n{x}'s new incarnation was held for n{k}'s readmission \
+             past the bound, untorn: n{k}'s suspicion was not deferred"
         ));
     }
     let within = Duration::from_millis(2)
@@ -3590,8 +3599,12 @@ fn crash_rejoin_link_never_up(
 /// process never comes up stops waiting for it after `expected_link_timeout` and the group
 /// goes on without it. Two `(x, k)` pairs, 2 seeds each; `k` ranks above `x`, so its suspicion
 /// of the old incarnation is deferred and the leader's `readmission_pending` does not hold the
-/// join back for it (where `k` published it, the join waits for `k`'s readmission instead and
-/// the running view without `x` is never stalled).
+/// join back for it: untorn, the leader's `warn` that it proposed the join past that hold is
+/// an error, so the test pins the deferred path (s29 follow-up of the ninety-fourth part;
+/// before it, the test also passed through the hold, and so with the hold's bound reverted).
+/// Torn, the deferral may run out before the join is proposed (eighty-eighth part); then the
+/// join is held for `k`'s readmission up to the bound, and `k`'s wait is checked against the
+/// bound plus 2 ms (with the bound reverted it fails torn at seed 0).
 #[test]
 fn a_member_whose_link_to_the_new_incarnation_never_comes_up_suspects_it_after_the_bound() {
     for (x, k) in [(0, 3), (1, 4)] {

@@ -3946,7 +3946,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// ([`expected_incarnation`](Gms::expected_incarnation)), bounded by the same setting
     /// ([`settle_expected`](Gms::settle_expected)), after which it suspects that incarnation
     /// and the view change removes it: the path a member whose suspicion was never published
-    /// takes from the start.
+    /// takes from the start. A leader that holds the row suspected itself (its own link to the
+    /// new process is not up) never gets here: [`wanted`](Gms::wanted) proposes joins only of
+    /// rows it does not suspect, so that wait has no bound (s29 follow-up).
     ///
     /// [`readmission_pending`]: Gms::readmission_pending
     fn readmission_held(&mut self, view: &View, row: usize) -> bool {

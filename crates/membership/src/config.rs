@@ -158,7 +158,16 @@ pub struct GmsConfig {
     /// holds back the join of a new incarnation it readmitted for a member of the view that
     /// published a suspicion of the old incarnation and has not readmitted the new one (its
     /// link to the new process has not come up there): past it the join is proposed and that
-    /// member waits for the link as above. `None` (the default):
+    /// member waits for the link as above. The cost of that bound: once the join goes in,
+    /// the view naming the new incarnation stalls its deliveries for up to
+    /// `expected_link_timeout` at that member, which then counts the process failed; a view
+    /// change removes it, and its incarnation stays excluded (suspected by all). A supervisor
+    /// that restarts the process under a lasting one-way partition repeats this for each new
+    /// process: each round costs a stall of up to about one timeout and two view changes. A
+    /// leader that cannot readmit the new incarnation itself never proposes its join (it
+    /// proposes only joins of rows it does not suspect), so this bound does not apply there
+    /// and the new process waits outside for as long as that member leads and its link does
+    /// not come up (a wait older than the bound). `None` (the default):
     /// [`DEFAULT_EXPECTED_LINK_FACTOR`] times [`suspicion_timeout`](GmsConfig::suspicion_timeout)
     /// (1 s with the defaults); set, it must exceed `suspicion_timeout`. See
     /// [`expected_link_wait`](GmsConfig::expected_link_wait).

@@ -599,6 +599,21 @@ pub struct Gms<T: Transport, L: Durable> {
 /// for the every-shard rule ([`crate::restart::Unrestored`]). View ids stay far below it.
 const STATELESS: u64 = 1 << 63;
 
+/// Why a member in restart mode would stay blocked without readmitting a suspected member's
+/// pending new incarnation: the clause of the first condition of `Gms::readmissible_in_restart`
+/// that holds (see `Gms::readmission_blocked`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Blocked {
+    /// Every member of the node's shard is counted failed here (s18).
+    ShardGone,
+    /// The members of the restart's view counted here, the node aside, are fewer than a
+    /// majority (s20).
+    Minority,
+    /// This member counts the named member, which links the pending incarnation without having
+    /// readmitted it, and no restart decision for the view is held or read here (s29).
+    Linked(NodeId),
+}
+
 /// A member restarting from its log.
 #[derive(Clone, Debug, Default)]
 struct RestartState {
@@ -1996,12 +2011,15 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             // decided by others and may still name the old incarnation; its own row would then
             // hand that view to the new incarnation, which would take it for its own.
             if self.restart.is_some() {
-                if self.readmissible_in_restart(node) || self.joiner_readmissible_in_restart(node) {
-                    if let Some(view) = self.view.as_ref().filter(|v| v.contains(node))
-                        && self.linked_by_a_counted_member(view, node)
+                if self.readmissible_in_restart(node) {
+                    // Logged only where the linked clause is what lets it in (s29 follow-up).
+                    if let Some(view) = self.view.as_ref()
+                        && let Some(Blocked::Linked(linker)) = self.readmission_blocked(view, node)
                     {
-                        tracing::info!(me = %self.me, %node, view = view.id, "membership: restart: a member counted here links the new incarnation of a member suspected here; readmitting it");
+                        tracing::info!(me = %self.me, %node, %linker, view = view.id, "membership: restart: a member counted here links the new incarnation of a member suspected here; readmitting it");
                     }
+                    self.readmit(row)?;
+                } else if self.joiner_readmissible_in_restart(node) {
                     self.readmit(row)?;
                 }
                 continue;
@@ -2025,9 +2043,12 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     ///   final in this process): it would never again acknowledge, echo, lead or install, only
     ///   catch up from a peer ahead or join again, which it still does; or the members of `L`
     ///   counted here, `node` aside, are fewer than a majority (s20); or a member of `L` counted
-    ///   here links exactly the pending incarnation (s29,
-    ///   [`linked_by_a_counted_member`](Gms::linked_by_a_counted_member)): it counts `node`,
-    ///   so neither side's ballots could be decided without the other;
+    ///   here links exactly the pending incarnation without having readmitted it (s29,
+    ///   [`linked_by_a_counted_member`](Gms::linked_by_a_counted_member)), and no restart
+    ///   decision for `L` is held here or read in any row, suspected ones included (the
+    ///   sixteenth part's condition, kept for this clause by the s29 follow-up: see
+    ///   [`restart_decided_here`](Gms::restart_decided_here)); that member counts `node`, and
+    ///   where `node` is its leader neither side's ballots can be decided without the other;
     /// - no restart decision for `L` that it holds or reads in any row (suspected ones
     ///   included: the old incarnation's frozen words) *removes* `node`: every restart view
     ///   decided so far counts `node` (s19; before, any restart decision refused it, which hung
@@ -2106,52 +2127,82 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         let (Some(view), Some(_)) = (&self.view, &self.restart) else {
             return None;
         };
+        self.readmission_blocked(view, node)?;
+        self.readmission_unrefused(view, node)
+    }
+
+    /// Restart mode at `view`: which clause of the first condition of
+    /// [`readmissible_in_restart`](Gms::readmissible_in_restart) holds for `node`, the first
+    /// that does in this order (`None`: none, or `node` is not a member of `view`). Without the
+    /// readmission this member is blocked for good (suspicions are final in this process):
+    /// every member of `node`'s shard is counted failed (the every-shard rule), or the members
+    /// of `view` it counts, `node` aside, are fewer than a majority (s20: a bare-majority
+    /// restart with a member bouncing; it would stop with `RestartCutOff`, or wait for good
+    /// without partition safety). Or (s29) a member it counts links the pending incarnation
+    /// without having readmitted it, and no restart decision for `view` is held or read here.
+    fn readmission_blocked(&self, view: &View, node: NodeId) -> Option<Blocked> {
         if !view.contains(node) {
             return None;
         }
         let shard = view.shard_of(node).and_then(|s| view.shards.get(s))?;
-        // Without the readmission this member is blocked for good (suspicions are final in
-        // this process): every member of `node`'s shard is counted failed (the every-shard
-        // rule), or the members of `view` it counts, `node` aside, are fewer than a majority
-        // (s20: a bare-majority restart with a member bouncing; it would stop with
-        // `RestartCutOff`, or wait for good without partition safety), or a member it counts
-        // links the pending incarnation (s29: that member counts `node` and follows its
-        // ballots, whose acknowledgement from here never lands; both wait for good).
-        let shard_gone = shard.members.iter().all(|&m| self.suspects(m));
+        if shard.members.iter().all(|&m| self.suspects(m)) {
+            return Some(Blocked::ShardGone);
+        }
         let counted = |m: NodeId| m != node && !self.suspects(m);
-        if !shard_gone
-            && self.cfg.is_quorum(&view.members, &counted)
-            && !self.linked_by_a_counted_member(view, node)
-        {
+        if !self.cfg.is_quorum(&view.members, &counted) {
+            return Some(Blocked::Minority);
+        }
+        // A decision for `view` made before this member suspected the old incarnation may
+        // count that incarnation's acknowledgement; readmitting the new one and then echoing
+        // it is the sixteenth part's "gap". This clause is not needed to unblock this member
+        // for good (it could still lead, acknowledge and echo), so it takes no such risk (s29
+        // follow-up of the ninety-fourth part of `docs/MEMBERSHIP.md`).
+        if self.restart_decided_here(view) {
             return None;
         }
-        self.readmission_unrefused(view, node)
+        self.linked_by_a_counted_member(view, node)
+            .map(Blocked::Linked)
     }
 
-    /// Restart mode at `view`: whether a member of `view` this member counts (unsuspected, its
-    /// link up) publishes in its `gms_linked` word ([`Fields::linked`]) that it counts exactly
-    /// the pending new incarnation of `node` live (s29, ninety-fourth part of
-    /// `docs/MEMBERSHIP.md`). That member linked the new process without ever suspecting an
-    /// older one (its absent timeout had not run out when the process came), so it counts
-    /// `node` restarted and may take it for its leader, acknowledging only its ballots; `node`'s
-    /// ballots wait for this member's acknowledgement, which never reaches a row held
-    /// suspected here. Without a readmission this member and that one wait on each other for
-    /// good, although a majority of `view` is here.
-    fn linked_by_a_counted_member(&self, view: &View, node: NodeId) -> bool {
-        let Some(row_n) = self.sst.row_of(node) else {
-            return false;
-        };
-        let Some(pending) = self.sst.pending_incarnation(row_n) else {
-            return false;
-        };
+    /// Restart mode at `view`: whether this member holds, or reads in any row (suspected ones
+    /// included: an old incarnation's frozen words), a decision of a restart ballot
+    /// (`attempt_of(rank) > 0`) for `view` (the sixteenth part's condition (2) of
+    /// `docs/MEMBERSHIP.md`, s18).
+    fn restart_decided_here(&self, view: &View) -> bool {
+        let restart_decision = |rank: u64| crate::restart::attempt_of(rank) > 0;
+        (self.decision.as_ref()).is_some_and(|d| restart_decision(d.rank))
+            || (0..self.sst.rows()).any(|row| {
+                self.decision_of(row, view.id)
+                    .is_some_and(|t| restart_decision(t.rank))
+            })
+    }
+
+    /// Restart mode at `view`: a member of `view` this member counts (unsuspected, its link
+    /// up) that publishes in its `gms_linked` word ([`Fields::linked`]) that it counts exactly
+    /// the pending new incarnation of `node` live, and in its `gms_admitted` word
+    /// ([`Fields::admitted`]) that it did not readmit that incarnation (s29, ninety-fourth part
+    /// of `docs/MEMBERSHIP.md`, and its follow-up). That member linked the new process without
+    /// ever suspecting an older one (its absent timeout had not run out when the process
+    /// came): a member that suspected the old incarnation links the new one only through a
+    /// readmission, which publishes `gms_admitted` (pushed before `gms_linked`, so read here
+    /// first). A member that readmitted it under another clause is not a linker, so one
+    /// readmission does not make every member that counts the readmitter readmit too. The
+    /// linker counts `node` restarted; where `node` ranks lowest among the members it counts
+    /// it takes `node` for its leader and acknowledges only its ballots, and `node`'s ballots
+    /// wait for this member's acknowledgement, which never reaches a row held suspected here:
+    /// without a readmission both wait for good, although a majority of `view` is here.
+    fn linked_by_a_counted_member(&self, view: &View, node: NodeId) -> Option<NodeId> {
+        let row_n = self.sst.row_of(node)?;
+        let pending = self.sst.pending_incarnation(row_n)?;
         let me = self.sst.my_row();
-        view.members.iter().any(|&m| {
+        view.members.iter().copied().find(|&m| {
             self.sst.row_of(m).is_some_and(|r| {
                 r != me
                     && r != row_n
                     && !self.suspects(m)
                     && !self.sst.is_absent(r)
                     && self.sst.get_at(r, self.f.linked, row_n).unwrap_or(0) == pending
+                    && self.sst.get_at(r, self.f.admitted, row_n).unwrap_or(0) < pending
             })
         })
     }
@@ -3972,7 +4023,9 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// ([`expected_incarnation`](Gms::expected_incarnation)), bounded by the same setting
     /// ([`settle_expected`](Gms::settle_expected)), after which it suspects that incarnation
     /// and the view change removes it: the path a member whose suspicion was never published
-    /// takes from the start.
+    /// takes from the start. A leader that holds the row suspected itself (its own link to the
+    /// new process is not up) never gets here: [`wanted`](Gms::wanted) proposes joins only of
+    /// rows it does not suspect, so that wait has no bound (s29 follow-up).
     ///
     /// [`readmission_pending`]: Gms::readmission_pending
     fn readmission_held(&mut self, view: &View, row: usize) -> bool {

@@ -3468,7 +3468,8 @@ fn regression_a_member_whose_unpublished_suspicion_and_late_link_meet_the_new_in
 /// plus 2 ms of the crash (else within 2 ms). Without the bound the join waits for good and it
 /// fails ("never waited for the new incarnation's link"). Not `published` (`k`'s suspicion
 /// deferred), the hold happens only where the deferral ran out before the join was proposed
-/// (the torn schedules, eighty-eighth part); either order is checked with its own limit.
+/// (the torn schedules, eighty-eighth part); torn, either order is checked with its own limit,
+/// and untorn a hold past the bound is an error (the deferred path is the one checked).
 fn crash_rejoin_link_never_up(
     seed: u64,
     x: usize,
@@ -3506,6 +3507,14 @@ fn crash_rejoin_link_never_up(
     if published && !held_past_the_bound {
         return Err(format!(
             "seed {seed}: the join of n{x}'s new incarnation was not held for n{k}'s readmission"
+        ));
+    }
+    // Untorn, a deferred suspicion is never published before the join is proposed: the
+    // deferred path must be the one taken (s29 follow-up of the ninety-fourth part).
+    if !published && held_past_the_bound && !sim_config(seed).torn_writes {
+        return Err(format!(
+            "seed {seed}: the join of n{x}'s new incarnation was held for n{k}'s readmission \
+             past the bound, untorn: n{k}'s suspicion was not deferred"
         ));
     }
     let within = Duration::from_millis(2)
@@ -3590,8 +3599,12 @@ fn crash_rejoin_link_never_up(
 /// process never comes up stops waiting for it after `expected_link_timeout` and the group
 /// goes on without it. Two `(x, k)` pairs, 2 seeds each; `k` ranks above `x`, so its suspicion
 /// of the old incarnation is deferred and the leader's `readmission_pending` does not hold the
-/// join back for it (where `k` published it, the join waits for `k`'s readmission instead and
-/// the running view without `x` is never stalled).
+/// join back for it: untorn, the leader's `warn` that it proposed the join past that hold is
+/// an error, so the test pins the deferred path (s29 follow-up of the ninety-fourth part;
+/// before it, the test also passed through the hold, and so with the hold's bound reverted).
+/// Torn, the deferral may run out before the join is proposed (eighty-eighth part); then the
+/// join is held for `k`'s readmission up to the bound, and `k`'s wait is checked against the
+/// bound plus 2 ms (with the bound reverted it fails torn at seed 0).
 #[test]
 fn a_member_whose_link_to_the_new_incarnation_never_comes_up_suspects_it_after_the_bound() {
     for (x, k) in [(0, 3), (1, 4)] {
@@ -5404,6 +5417,16 @@ impl EventLog {
         }
     }
 
+    /// The readmissions in restart mode through the linked clause only (`Gms::readmit_restarted`'s
+    /// `info`; s29 follow-up of the ninety-fourth part), e.g. `me=n0 node=n3 linker=n2 …`.
+    fn linked_readmissions() -> Self {
+        EventLog {
+            events: Default::default(),
+            level: |l| *l == tracing::Level::INFO,
+            needle: "links the new incarnation",
+        }
+    }
+
     /// The rounds a member skipped for a peer's block read torn (`Gms::poll`'s `trace` event
     /// "a peer's block is landing"; s28, eighty-eighth part), e.g. `me=n3 row=2
     /// block="decision" …`.
@@ -5929,10 +5952,13 @@ const CRASHED_READ: &str = "3's new process, its log holding the promise of the 
 /// test sees `R` a partition {0} | {2, 3} holds it on its way to 2 and 3 (the schedule's
 /// `Sim::delay` on 1 too left 1 without `R` when it learnt of `P`'s failure, and its stop check
 /// stopped it). Once 1 logged `R`, `P` crashes, its log holding the promise of `b` and `D`, and
-/// its next process `P′` starts with 4. 0 and 1 hold `P′` pending (they count 0, 1 and 2, a
-/// majority, so they do not readmit it in restart mode); 2, which never linked `P`, links `P′`
-/// fresh and pushes its row (wedged at view 0, showing `D`), and so does 4 (restarting view 1
-/// with `D`). `P′` reads 3, 2 and 4, three of five, with nothing above `D`. Once `P′` left
+/// its next process `P′` starts with 4. 0 and 1 hold `P′` pending: they count 0, 1 and 2, a
+/// majority, and they hold `R`, a restart decision made with `P`'s acknowledgement, so they do
+/// not readmit it in restart mode although 2, a member they count, links it (the linked clause
+/// of `Gms::readmissible_in_restart` refuses while a restart decision for the view is held or
+/// read; checked: neither logs a readmission of 3 through that clause). 2, which never linked
+/// `P`, links `P′` fresh and pushes its row (wedged at view 0, showing `D`), and so does 4
+/// (restarting view 1 with `D`). `P′` reads 3, 2 and 4, three of five, with nothing above `D`. Once `P′` left
 /// view 0, or 20 steps after that read, the partition is lifted, {0, 1, 2} | {3, 4, 5, 6}
 /// starts, and 5 and 6 start.
 ///
@@ -5945,7 +5971,13 @@ const CRASHED_READ: &str = "3's new process, its log holding the promise of the 
 /// identically with life 0's deliveries a prefix, 1 and 2 logging `R`; then a total restart
 /// of all seven ends in one running view, delivering identically, every earlier delivery a
 /// prefix. The moment: [`CRASHED_READ`].
+///
+/// Before the s29 follow-up (ninety-fourth part of `docs/MEMBERSHIP.md`) 0 and 1 readmitted
+/// `P′` through the linked clause at every seed while holding `R` (the sixteenth part's "gap"
+/// precondition); the test passed, and now fails on the `info` event saying so.
 fn crashed_after_promising(seed: u64) -> Result<Moment, String> {
+    let linked = EventLog::linked_readmissions();
+    let _guard = tracing::subscriber::set_default(linked.clone());
     let joiners = [N, N + 1];
     let u = N + joiners.len();
     let base = dir("crashed-after-promising", seed);
@@ -6074,6 +6106,16 @@ fn crashed_after_promising(seed: u64) -> Result<Moment, String> {
         }
     }
     links_all();
+    // 0 and 1 hold `R` throughout (0 decided it, 1 logged it before `P` crashed).
+    if let Some(e) = ["me=n0 ", "me=n1 "]
+        .iter()
+        .find_map(|me| linked.with(&[me, "node=n3 "]).into_iter().next())
+    {
+        return Err(format!(
+            "a member holding the restart decision R readmitted 3's new process through the \
+             linked clause: {e}"
+        ));
+    }
     if let Some(i) = dead.iter().find(|&&i| l.restarted(i)) {
         return Err(format!(
             "n{i} ran a view on the dead side (3 caught up into the dead view 1: {caught_up}): {}",
@@ -6350,6 +6392,8 @@ fn dead_view_proposes_a_leave(seed: u64, base: &Path) -> Result<(Vec<Vec<u8>>, V
 /// running view, delivering identically. Where the fitting completed, 0 and 6 join again
 /// (`Gms::rejoined`).
 fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
+    let linked = EventLog::linked_readmissions();
+    let _guard = tracing::subscriber::set_default(linked.clone());
     let u = N + 2;
     let base = dir(&format!("dead-view-asked-{back:?}"), seed);
     let (logs, before) = dead_view_proposes_a_leave(seed, &base)?;
@@ -6428,6 +6472,12 @@ fn dead_view_asked_a_change(seed: u64, back: Back) -> Result<(), String> {
             .is_some_and(|g| matches!(g.gms().stopped(), Some(StopReason::Left { .. })))
     };
     step_until(&mut l, "5 stopped as left", left)?;
+    if matches!(back, Back::Split) && linked.with(&["node=n0 "]).is_empty() {
+        return Err(format!(
+            "the linked clause never let 0's new process in: {}",
+            l.state()
+        ));
+    }
     let six: Vec<usize> = (0..u).filter(|&i| i != N).collect();
     let replayed = lives.iter().flatten().map(Vec::len).max().unwrap_or(0);
     together_and_carrying_on(&mut l, &six, replayed, "every node but 5")?;
@@ -6529,7 +6579,8 @@ fn split_on_0(l: &mut Life, seed: u64) -> Result<(), String> {
 /// `docs/MEMBERSHIP.md`): 1 and 3 suspect 0 and hold its new process pending, 2 and 4 link it
 /// and count it, and each pair waits on the other's ballots. Restart mode readmits a pending
 /// incarnation that a counted member links (`Gms::linked_by_a_counted_member`), so the seven
-/// restart the dead view whole and 5 leaves. Without that rule it fails at seed 0: "5 stopped
+/// restart the dead view whole and 5 leaves; checked (s29 follow-up): some member logs that
+/// readmission through the linked clause. Without that rule it fails at seed 0: "5 stopped
 /// as left did not come", every member restarting view 1, 0 missing [1, 3] and 1 and 3
 /// missing [0] (the torn schedule's seed 0 of
 /// [`a_dead_view_that_proposed_a_leave_and_comes_back_during_the_fitting_ends_in_one_view`]).

@@ -3864,6 +3864,16 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 });
             }
         }
+        // Restart mode: a proposed leave stands only while the survivors are a majority of
+        // `view` (the leave check below, at its proposal); a failure proposed since can break
+        // that, and the commit would then wait for good. The leaves are dropped, and the check
+        // below proposes again those that still fit (s29, ninety-sixth part).
+        if self.restart.is_some() {
+            let survives = |n: NodeId| !ch.iter().any(|c| c.node == n && c.removes());
+            if !self.cfg.is_quorum(&view.members, &survives) {
+                ch.retain(|c| c.kind != ChangeKind::Leave);
+            }
+        }
         for &m in &view.members {
             let row = self.sst.row_of(m).unwrap_or(0);
             // After this leave too, the survivors are still a majority.

@@ -4329,6 +4329,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             _ => None,
         };
+        let adopted_next =
+            (adopted.as_ref()).map(|t| crate::change::next_members(&t.changes, &view.members));
         let (decision, holders) = match adopted {
             Some(t) => (
                 Decision {
@@ -4383,20 +4385,25 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
         };
         // Restart mode: the next view holds a majority of `view` among the members counted
-        // here (the majority chain; s29, ninety-sixth part of `docs/MEMBERSHIP.md`). The commit
-        // check above counts `alive`; a member the decided changes remove is no survivor,
-        // whether the proposal failed it while it was suspected or an adopted decision did.
+        // here, or of an adopted decision's next view that holds one of `view` (the s18
+        // fitting, as `adoption_short` allows it): the majority chain (s29, ninety-sixth part of
+        // `docs/MEMBERSHIP.md`). The commit check above counts `alive`; a member the decided
+        // changes remove is no survivor, whether the proposal failed it while it was suspected
+        // or an adopted decision did.
         if self.restart.is_some() {
-            let kept = |m: NodeId| {
-                alive.contains(&m) && !decision.changes.iter().any(|c| c.node == m && c.removes())
-            };
-            let short = (!self.cfg.is_quorum(&self.quorum_members(view), &kept))
-                .then(|| decision.next_members(&view.members));
+            let quorum = self.quorum_members(view);
+            let next = decision.next_members(&view.members);
+            let kept = |m: NodeId| alive.contains(&m) && next.contains(&m);
+            let of_adopted = adopted_next.as_ref().is_some_and(|n| {
+                self.cfg.is_quorum(&quorum, &|m| n.contains(&m))
+                    && self.cfg.is_quorum(n, &|m| next.contains(&m))
+            });
+            let short = (!self.cfg.is_quorum(&quorum, &kept) && !of_adopted).then_some(next);
             if let Some(r) = &mut self.restart
                 && r.no_majority != short
             {
                 if let Some(next) = &short {
-                    tracing::warn!(me = %self.me, view = view.id, rank = my_rank, ?next, changes = ?decision.changes, "membership: the restart's decision would make a next view with no majority of the view; not committing");
+                    tracing::warn!(me = %self.me, view = view.id, rank = my_rank, ?next, changes = ?decision.changes, "membership: the restart's decision would make a next view with no majority of the view, nor of an adopted next view holding one; not committing");
                 }
                 r.no_majority = short.clone();
             }

@@ -641,6 +641,10 @@ struct RestartState {
     /// for, and those of them not here ([`adopted_not_here`](Gms::adopted_not_here)); reported
     /// once per change (see [`adoption_short`](Gms::adoption_short)).
     short_of_adopted: Option<(Vec<NodeId>, Vec<NodeId>)>,
+    /// The next view of the decision the inspector would commit, when the members it counts
+    /// that this next view keeps are no quorum of the view, so it does not commit (reported
+    /// once per change; s29, ninety-sixth part of `docs/MEMBERSHIP.md`).
+    no_majority: Option<Vec<NodeId>>,
     /// The decision for the view that its log held when it was built (the highest-ranked, not
     /// void): a peer one view ahead that installed that view with a lower-ranked decision
     /// making another next view is on a dead branch (see [`dead_ahead`](Gms::dead_ahead)).
@@ -3885,12 +3889,40 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     fn wanted(&mut self, view: &View, mut ch: Vec<Change>) -> Vec<Change> {
         let cap = self.cfg.max_pending_changes;
         let has = |ch: &[Change], n: NodeId| ch.iter().any(|c| c.node == n);
+        // Restart mode: the failure of a member this member counts again is dropped. Its row was
+        // suspected when the failure was proposed, and then its new incarnation was readmitted
+        // (it restarts from the same log: the same acceptor) or, counted out as an outsider, it
+        // was taken back. Kept, the failure would remove a member the commit counts alive, and
+        // the next view could hold no majority of `view` (s29, ninety-sixth part of
+        // `docs/MEMBERSHIP.md`). A proposal is no decision: the value is fixed at the commit,
+        // which every member it counts acknowledges.
+        if self.restart.is_some() {
+            let stale: Vec<NodeId> = (ch.iter())
+                .filter(|c| c.kind == ChangeKind::Fail && view.contains(c.node))
+                .map(|c| c.node)
+                .filter(|&n| !self.suspects(n))
+                .collect();
+            if !stale.is_empty() {
+                tracing::info!(me = %self.me, view = view.id, counted_again = ?stale, "membership: restart: dropping the proposed failure of members counted again");
+                ch.retain(|c| c.kind != ChangeKind::Fail || !stale.contains(&c.node));
+            }
+        }
         for &m in &view.members {
             if self.suspects(m) && !has(&ch, m) {
                 ch.push(Change {
                     kind: ChangeKind::Fail,
                     node: m,
                 });
+            }
+        }
+        // Restart mode: a proposed leave stands only while the survivors are a majority of
+        // `view` (the leave check below, at its proposal); a failure proposed since can break
+        // that, and the commit would then wait for good. The leaves are dropped, and the check
+        // below proposes again those that still fit (s29, ninety-sixth part).
+        if self.restart.is_some() {
+            let survives = |n: NodeId| !ch.iter().any(|c| c.node == n && c.removes());
+            if !self.cfg.is_quorum(&view.members, &survives) {
+                ch.retain(|c| c.kind != ChangeKind::Leave);
             }
         }
         for &m in &view.members {
@@ -4350,6 +4382,8 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             }
             _ => None,
         };
+        let adopted_next =
+            (adopted.as_ref()).map(|t| crate::change::next_members(&t.changes, &view.members));
         let (decision, holders) = match adopted {
             Some(t) => (
                 Decision {
@@ -4403,6 +4437,33 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 )
             }
         };
+        // Restart mode: the next view holds a majority of `view` among the members counted
+        // here, or of an adopted decision's next view that holds one of `view` (the s18
+        // fitting, as `adoption_short` allows it): the majority chain (s29, ninety-sixth part of
+        // `docs/MEMBERSHIP.md`). The commit check above counts `alive`; a member the decided
+        // changes remove is no survivor, whether the proposal failed it while it was suspected
+        // or an adopted decision did.
+        if self.restart.is_some() {
+            let quorum = self.quorum_members(view);
+            let next = decision.next_members(&view.members);
+            let kept = |m: NodeId| alive.contains(&m) && next.contains(&m);
+            let of_adopted = adopted_next.as_ref().is_some_and(|n| {
+                self.cfg.is_quorum(&quorum, &|m| n.contains(&m))
+                    && self.cfg.is_quorum(n, &|m| next.contains(&m))
+            });
+            let short = (!self.cfg.is_quorum(&quorum, &kept) && !of_adopted).then_some(next);
+            if let Some(r) = &mut self.restart
+                && r.no_majority != short
+            {
+                if let Some(next) = &short {
+                    tracing::warn!(me = %self.me, view = view.id, rank = my_rank, ?next, changes = ?decision.changes, "membership: the restart's decision would make a next view with no majority of the view, nor of an adopted next view holding one; not committing");
+                }
+                r.no_majority = short.clone();
+            }
+            if short.is_some() {
+                return Ok(());
+            }
+        }
         tracing::debug!(me = %self.me, view = view.id, rank = my_rank, ?holders, "membership: decided");
         self.log
             .append(&decided_record(&decision, holders.as_deref()))?;

@@ -7574,7 +7574,12 @@ fn disagree_on_counted_out(seed: u64, o: usize) -> Result<Moment, String> {
         l.step(false);
     }
     let leader_at = |l: &Life, i: usize| l.groups[i].as_ref().and_then(|g| g.gms().leader());
+    let counts_o_out = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.gms().counted_out().contains(&NodeId(o as u32)))
+    };
     let split = (0..N).all(|i| at_2(&l, i))
+        && counts_o_out(&l, lead)
+        && !counts_o_out(&l, 4)
         && leader_at(&l, 4) == Some(NodeId(0))
         && leader_at(&l, lead) == Some(NodeId(lead as u32));
     if !split {
@@ -7601,6 +7606,24 @@ fn disagree_on_counted_out(seed: u64, o: usize) -> Result<Moment, String> {
         return Err(format!(
             "{o} led {led_o} restart ballots for view 2 and {lead} led {led_l} (dueling leaders)"
         ));
+    }
+    // `o` = 0: once taken back, 0 is in `alive` everywhere, and the failure of it that 1
+    // proposed is dropped from the restart ballot's proposal (s29 follow-up): 0 stays in the
+    // restart view 3 and does not join again.
+    if o == 0 {
+        let g0 = l.groups[0].as_ref().map(|g| g.gms());
+        let rejoined = g0.and_then(|g| g.rejoined());
+        let restart_view = (l.groups[1].as_ref())
+            .and_then(|g| g.view())
+            .filter(|v| v.id == 3)
+            .map(|v| v.members.clone());
+        let five: Vec<NodeId> = (0..N as u32).map(NodeId).collect();
+        if rejoined.is_some() || restart_view.as_ref().is_none_or(|m| *m != five) {
+            return Err(format!(
+                "0 left the restart: the restart view 3 at 1 is {restart_view:?} (expected \
+                 {five:?}), 0 joined again {rejoined:?}"
+            ));
+        }
     }
     let _ = std::fs::remove_dir_all(&base);
     Ok(Moment::Reached)

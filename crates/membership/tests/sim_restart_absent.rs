@@ -7613,15 +7613,14 @@ fn disagree_on_counted_out(seed: u64, o: usize) -> Result<Moment, String> {
     if o == 0 {
         let g0 = l.groups[0].as_ref().map(|g| g.gms());
         let rejoined = g0.and_then(|g| g.rejoined());
-        let restart_view = (l.groups[1].as_ref())
+        let at_1 = (l.groups[1].as_ref())
             .and_then(|g| g.view())
-            .filter(|v| v.id == 3)
-            .map(|v| v.members.clone());
+            .map(|v| (v.id, v.members.clone()));
         let five: Vec<NodeId> = (0..N as u32).map(NodeId).collect();
-        if rejoined.is_some() || restart_view.as_ref().is_none_or(|m| *m != five) {
+        if rejoined.is_some() || at_1.as_ref() != Some(&(3, five.clone())) {
             return Err(format!(
-                "0 left the restart: the restart view 3 at 1 is {restart_view:?} (expected \
-                 {five:?}), 0 joined again {rejoined:?}"
+                "0 left the restart: 1 runs view {at_1:?} (expected view 3 = {five:?}), 0 \
+                 joined again: {rejoined:?}"
             ));
         }
     }

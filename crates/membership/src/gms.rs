@@ -3105,19 +3105,17 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Restart mode at `view`: whether the connected member of `row` is not restarting at all
-    /// — it [asks to join](Gms::asks_to_join) (it left restart mode for good in this process),
-    /// or it publishes no logged counts for `view` and its view block does not say restarting
-    /// (it has none: its log held no view, e.g. a joiner that never logged the view that
-    /// admitted it, so it came back as an idle outsider).
+    /// — it publishes no logged counts for `view`, and either its view block does not say
+    /// restarting (it has none: its log held no view, e.g. a joiner that never logged the view
+    /// that admitted it, so it came back as an idle outsider) or it
+    /// [asks to join](Gms::asks_to_join) (it left restart mode for good in this process; the
+    /// `join` word is read last, after the blocks).
     ///
-    /// A member asking to join counts whatever counts it shows (s29, "s29 follow-up: review
-    /// findings" of the ninety-second part of `docs/MEMBERSHIP.md`): one that restarted `view`
-    /// and then left restart mode ([`rejoin`](Gms::rejoin)) sets only its `join` word and keeps
-    /// its wedge and view blocks for `view`, and it never acknowledges a restart ballot in this
-    /// process again, so waiting for it waited for good (and a member this restart took back,
-    /// [`take_back_outsiders`](Gms::take_back_outsiders), was never counted out again). The
-    /// `join` word is read last: any value read is at least as new as the blocks read before
-    /// it.
+    /// A member that restarted `view` and then left restart mode ([`rejoin`](Gms::rejoin))
+    /// keeps its wedge block for `view`, so it is not counted out here (s29, "s29 follow-up:
+    /// review findings" of the ninety-second part of `docs/MEMBERSHIP.md`: counting it out
+    /// made a member that held this restart's decision stop with
+    /// [`StopReason::RestartCutOff`] instead of installing it; left open).
     ///
     /// A node restarting from a log writes its restarting view block at construction, before
     /// its first heartbeat, and one writer's writes land in order: its heartbeat pushes follow
@@ -3156,15 +3154,14 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         // incarnation whose own words have not landed: the heartbeat is the old incarnation's.
         !self.unheard(row)
             && self.sst.get(row, self.sst.schema().heartbeat()) > 0
-            && ((self.received_of(row, view.id).is_none()
-                && (self.read_block(row, self.f.view)).is_none_or(|p| {
-                    !self.restarting_in(&p)
-                        || p[0] <= view.id
-                        || (p[0] == view.id + 2
-                            && (self.dead_ahead(row, view, view.id + 1)
-                                || self.below_promise(row, view, view.id + 1)))
-                }))
-                || self.asks_to_join(row))
+            && self.received_of(row, view.id).is_none()
+            && ((self.read_block(row, self.f.view)).is_none_or(|p| {
+                !self.restarting_in(&p)
+                    || p[0] <= view.id
+                    || (p[0] == view.id + 2
+                        && (self.dead_ahead(row, view, view.id + 1)
+                            || self.below_promise(row, view, view.id + 1)))
+            }) || self.asks_to_join(row))
     }
 
     /// Whether the member of `row` asks to join ([`Fields::join`]). A node sets that word only

@@ -1079,6 +1079,33 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         self.restart.as_ref().map(|r| r.missing.as_slice())
     }
 
+    /// Restarting: the members of the last view this member counts out as outsiders, linked
+    /// but not restarting the view from a log that holds it (a restart fails them unless they
+    /// are taken back: their rows show them restarting the view with logged counts; s29,
+    /// ninety-second part of `docs/MEMBERSHIP.md`). Empty outside restart mode. Each
+    /// restarting member keeps its own, on its own clock.
+    ///
+    /// ```
+    /// use squall_membership::{Gms, GmsConfig, log::MemLog};
+    /// use squall_transport::{NodeId, RegionId};
+    /// use squall_transport_mem::sim::{Sim, SimConfig, SimNode};
+    ///
+    /// let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
+    /// let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids);
+    /// let layout = [Gms::<SimNode, MemLog>::layout(&cfg)?];
+    /// let (_sim, nodes) = Sim::cluster(SimConfig::seeded(1), 3, &layout).unwrap();
+    /// let mut nodes = nodes.into_iter();
+    /// let gms = Gms::new(nodes.next().unwrap(), cfg, MemLog::default(), None)?;
+    /// // A first start, not a restart: nobody is counted out.
+    /// assert!(gms.counted_out().is_empty());
+    /// # Ok::<(), squall_membership::GmsError>(())
+    /// ```
+    pub fn counted_out(&self) -> &[NodeId] {
+        self.restart
+            .as_ref()
+            .map_or(&[], |r| r.outsiders.as_slice())
+    }
+
     /// Restarting: why the restart waits although a majority of the last view restarted (a
     /// shard none of whose members restarted; see [`crate::restart::Unrestored`]).
     pub fn restart_blocked(&self) -> Option<&crate::restart::Unrestored> {
@@ -3073,9 +3100,10 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     }
 
     /// Restart mode at `view`: takes back the outsiders this restart counted out
-    /// ([`RestartState::outsiders`]) whose rows now show them restarting at `view` with logged
-    /// counts for it, as a member that restarted from a log holding `view` shows itself (s29,
-    /// ninety-second part of `docs/MEMBERSHIP.md`): typically a member restarting an older view
+    /// ([`RestartState::outsiders`]) whose rows now show them restarting at `view` (its number
+    /// and its member list) with logged counts for it, not asking to join, as a member that
+    /// restarted from a log holding `view` shows itself (s29, ninety-second part of
+    /// `docs/MEMBERSHIP.md`, and its "s29 follow-up: review findings"): typically a member restarting an older view
     /// behind a promise that caught up into `view` once the promised ballot was shown dead. From
     /// this round on it counts as restarted and alive, and it may lead (`alive.first()`).
     ///
@@ -3102,13 +3130,20 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 (self.sst.row_of(n)).is_some_and(|row| {
                     // The wedge block first: the view block read after it is at least as new, so
                     // a member that went on past `view` since does not show restarting at it.
+                    // The `join` word last: a member that leaves restart mode to join again sets
+                    // only that word, after its blocks, so a `join` read before them could be
+                    // older than they are.
                     !self.sst.is_suspected(row)
                         && !self.unheard(row)
-                        && !self.asks_to_join(row)
                         && self.received_of(row, view.id).is_some()
                         && (self.read_block(row, self.f.view)).is_some_and(|p| {
-                            p.first() == Some(&(view.id + 1)) && self.restarting_in(&p)
+                            p.first() == Some(&(view.id + 1))
+                                && self.restarting_in(&p)
+                                && self
+                                    .decode_view(row, &p)
+                                    .is_some_and(|v| v.members == view.members)
                         })
+                        && !self.asks_to_join(row)
                 })
             })
             .collect();
@@ -3128,16 +3163,23 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// — it publishes no logged counts for `view`, and either its view block does not say
     /// restarting (it has none: its log held no view, e.g. a joiner that never logged the view
     /// that admitted it, so it came back as an idle outsider) or it
-    /// [asks to join](Gms::asks_to_join) (it left restart mode for good in this process). A
-    /// node restarting from a log writes its restarting view block at construction, before its
-    /// first heartbeat, and one writer's writes land in order: its heartbeat pushes follow the
-    /// construction-time pushes, and a whole-row push (a late link, a readmission) posts the
-    /// heartbeat after the view and wedge blocks and the `join` word ([`guards`]; s27). So a
-    /// linked peer whose heartbeat landed without such a block (and still, a suspicion timeout
-    /// into the wait) is not
-    /// restarting: in this process it can neither restart `view` nor follow a restarting view
-    /// (outsiders skip restarting blocks), and the restart would wait for its acknowledgement
-    /// forever.
+    /// [asks to join](Gms::asks_to_join) (it left restart mode for good in this process; the
+    /// `join` word is read last, after the blocks).
+    ///
+    /// A member that restarted `view` and then left restart mode ([`rejoin`](Gms::rejoin))
+    /// keeps its wedge block for `view`, so it is not counted out here (s29, "s29 follow-up:
+    /// review findings" of the ninety-second part of `docs/MEMBERSHIP.md`: counting it out
+    /// made a member that held this restart's decision stop with
+    /// [`StopReason::RestartCutOff`] instead of installing it; left open).
+    ///
+    /// A node restarting from a log writes its restarting view block at construction, before
+    /// its first heartbeat, and one writer's writes land in order: its heartbeat pushes follow
+    /// the construction-time pushes, and a whole-row push (a late link, a readmission) posts
+    /// the heartbeat after the view and wedge blocks and the `join` word ([`guards`]; s27). So
+    /// a linked peer whose heartbeat landed without such a block (and still, a suspicion
+    /// timeout into the wait) is not restarting: in this process it can neither restart `view`
+    /// nor follow a restarting view (outsiders skip restarting blocks), and the restart would
+    /// wait for its acknowledgement forever.
     ///
     /// Also a member whose view block says restarting at a view *before* `view` (s27, "the
     /// second hang" of the seventy-fifth part of `docs/MEMBERSHIP.md`): it can take part only
@@ -3168,14 +3210,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         !self.unheard(row)
             && self.sst.get(row, self.sst.schema().heartbeat()) > 0
             && self.received_of(row, view.id).is_none()
-            && (self.asks_to_join(row)
-                || (self.read_block(row, self.f.view)).is_none_or(|p| {
-                    !self.restarting_in(&p)
-                        || p[0] <= view.id
-                        || (p[0] == view.id + 2
-                            && (self.dead_ahead(row, view, view.id + 1)
-                                || self.below_promise(row, view, view.id + 1)))
-                }))
+            && ((self.read_block(row, self.f.view)).is_none_or(|p| {
+                !self.restarting_in(&p)
+                    || p[0] <= view.id
+                    || (p[0] == view.id + 2
+                        && (self.dead_ahead(row, view, view.id + 1)
+                            || self.below_promise(row, view, view.id + 1)))
+            }) || self.asks_to_join(row))
     }
 
     /// Whether the member of `row` asks to join ([`Fields::join`]). A node sets that word only
@@ -4153,13 +4194,28 @@ impl<T: Transport, L: Durable> Gms<T, L> {
     /// Restart mode at `view`: whether the members read holding a decision for `view` ranked
     /// `rank` or above (this member, or an unsuspected peer restarting and wedged in `view`),
     /// together with the members this member counts out ([`suspects`](Gms::suspects)), are a
-    /// majority of it. Both are final here (a member's log only grows; a suspicion in restart
-    /// mode is never withdrawn), and neither is ever read as lacking the decision, so
+    /// majority of it. Neither is ever read as lacking the decision, so
     /// [`may_have_installed`](Gms::may_have_installed) holds at an inspector with this
-    /// member's suspicions now and in every later round. Counting only the holders (s26 as
-    /// merged) disagreed with the inspector where a holder is counted out: the inspector waited
-    /// under fix B while the stop check applied the s18 rule and never stopped (the review's R1;
-    /// "s26 follow-up: review findings" in `docs/MEMBERSHIP.md`).
+    /// member's suspicions. Counting only the holders (s26 as merged) disagreed with the
+    /// inspector where a holder is counted out: the inspector waited under fix B while the stop
+    /// check applied the s18 rule and never stopped (the review's R1; "s26 follow-up: review
+    /// findings" in `docs/MEMBERSHIP.md`).
+    ///
+    /// Holding is final (a member's log only grows), and so is a table suspicion in restart
+    /// mode, but counting out as an outsider is not since s29: a member taken back
+    /// ([`take_back_outsiders`](Gms::take_back_outsiders)) that lacks the decision goes from
+    /// counted here to not counted. The two checks still agree ("s29 follow-up: review
+    /// findings" of the ninety-second part of `docs/MEMBERSHIP.md`). The take-back runs at the
+    /// start of the round, before this check, so while a member is still counted out here its
+    /// row does not show it restarting `view` with logged counts as `read_for` reads one
+    /// (unless it asks to join, or shows another member list: then the inspector may read it
+    /// as lacking while this counts it, and the stop this allows is a needless one, safe, the
+    /// cost [`short_of_adopted_for_good`](Gms::short_of_adopted_for_good) names). Once taken
+    /// back it is counted neither here nor, once it acknowledges the inspector's ballot, by
+    /// the inspector: that ballot ranks above every decision visible, `rank` included, so its
+    /// row then shows a promise above `rank` without the decision (lacking). The inspector
+    /// reads `may_have_installed` only at its commit, when every member of its `alive`, the
+    /// taken-back member included, acknowledged its ballot.
     fn installable_for_good(&self, view: &View, rank: u64) -> bool {
         if crate::restart::attempt_of(rank) == 0 {
             return true;
@@ -4294,7 +4350,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             return Ok(()); // decided; what arrives now goes to the next view
         }
         // Extend my own proposal, or on takeover the most advanced one visible.
-        let base = match &self.proposal {
+        let mut base = match &self.proposal {
             Some((r, ch)) if *r == my_rank => ch.clone(),
             _ => (0..self.sst.rows())
                 .filter(|&r| !self.sst.is_suspected(r))
@@ -4303,6 +4359,19 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 .map(|t| t.changes)
                 .unwrap_or_default(),
         };
+        // Restart mode: a proposed failure of a member now in `alive` is dropped (s29,
+        // ninety-second part of `docs/MEMBERSHIP.md`, "s29 follow-up: review findings"): a
+        // member counted out as an outsider and taken back since (`take_back_outsiders`), or
+        // one another leader counted out that this one never did. A restart ballot decides
+        // either this proposal, for a restart that adopts no decision, or an adopted decision
+        // (read from decision blocks only), kept whole or fitted with this proposal's failures
+        // (`restart_changes`); no proposal block is ever the source of a decided value, so the
+        // failures an adopted decision carries stay, and nothing decided is dropped here. The
+        // commit still needs the acknowledgement of every member of `alive`, the dropped member
+        // included, and every member this leader suspects is still failed (`wanted`).
+        if self.restart.is_some() {
+            base.retain(|c| !(c.kind == ChangeKind::Fail && alive.contains(&c.node)));
+        }
         let changes = self.wanted(view, base);
         if changes.is_empty() && !force {
             return Ok(());

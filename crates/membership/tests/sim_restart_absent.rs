@@ -7050,9 +7050,10 @@ fn a_restart_whose_set_aside_joiners_crash_completes_without_them() {
 /// duel happened to end). Now 1's `seen` leaves out the rows of the members it counted out,
 /// and the restart completes without 0; 0 and 3 join again. Since s29 (ninety-second part of
 /// `docs/MEMBERSHIP.md`) 1 and 2 also take 0 back once its row shows it restarting view 2 with
-/// logged counts (`Gms::take_back_outsiders`): 0 then leads for all, extends 1's proposal
-/// (which fails 0), and the restart still completes without 0. With either rule the test
-/// passes; it fails with both reverted. Checked: 1 led at most two
+/// logged counts (`Gms::take_back_outsiders`): 0 then leads for all, and since the s29
+/// follow-up it drops the failure of 0 from 1's proposal (a restart ballot drops a proposed
+/// failure of a member in its `alive`), so the restart view 3 keeps 0 (at seeds 0-7: [0, 1, 2,
+/// 3], 3 joining in it). With either rule the test passes; it fails with both reverted. Checked: 1 led at most two
 /// ballots for view 2, 0, 1, 2 and 3 end in one running view delivering identically, with no
 /// view id run with two member lists. The moment: 0 caught up into view 2 while 1 and 2 still
 /// restarted it.
@@ -7577,15 +7578,18 @@ fn five_after_a_sixth_left(seed: u64, base: &Path) -> Result<(Vec<Vec<u8>>, Vec<
 /// each read in 4's proposal block (which follows 0): on seeds 0–7 neither committed within
 /// 50 ms, each leading about 4,150 ballots. Now the others take 0 back once its row shows it
 /// restarting view 2 with logged counts (`Gms::take_back_outsiders`), and 0 leads for all. On
-/// takeover it extends the most advanced proposal visible, 1's, which fails 0, so the restart
-/// view is 1–4 and 0 joins again. With `o` = 3 (ranked above `L` = 0) every member's leader is
-/// 0 either way; 4, which did not count 3 out, installs once 3 echoes 0's decision failing it,
-/// and 3 joins again.
+/// takeover it takes the most advanced proposal visible, 1's, and drops its failure of 0 (a
+/// restart ballot drops a proposed failure of a member in its `alive`; s29 follow-up), so the
+/// restart view 3 is 0–4 and 0 does not join again. With `o` = 3 (ranked above `L` = 0) every
+/// member's leader is 0 either way; if 0's ballot failing 3 commits before 0 takes 3 back, 4,
+/// which did not count 3 out, installs once 3 echoes it, and 3 joins again (seeds 1-4 and 6 of
+/// 0-7); otherwise 3 stays.
 ///
 /// Checked: 0–4 end in one running view delivering identically, with no view id run with two
-/// member lists, and neither `o` nor `L` led more than two restart ballots for view 2. The
-/// moment: `o` caught up into view 2 while 1–4 still restart it, and with `o` = 0, 1's leader
-/// is 1 and 4's is 0.
+/// member lists, and neither `o` nor `L` led more than two restart ballots for view 2; with
+/// `o` = 0, 0 did not join again and 1 runs view 3 = 0–4. The moment: `o` caught up into view
+/// 2 while 1–4 still restart it, `L` counts `o` out and 4 does not (`Gms::counted_out`), and
+/// with `o` = 0, 1's leader is 1 and 4's is 0.
 fn disagree_on_counted_out(seed: u64, o: usize) -> Result<Moment, String> {
     const U: usize = N + 1;
     let lead = if o == 0 { 1 } else { 0 };
@@ -7625,7 +7629,12 @@ fn disagree_on_counted_out(seed: u64, o: usize) -> Result<Moment, String> {
         l.step(false);
     }
     let leader_at = |l: &Life, i: usize| l.groups[i].as_ref().and_then(|g| g.gms().leader());
+    let counts_o_out = |l: &Life, i: usize| {
+        (l.groups[i].as_ref()).is_some_and(|g| g.gms().counted_out().contains(&NodeId(o as u32)))
+    };
     let split = (0..N).all(|i| at_2(&l, i))
+        && counts_o_out(&l, lead)
+        && !counts_o_out(&l, 4)
         && leader_at(&l, 4) == Some(NodeId(0))
         && leader_at(&l, lead) == Some(NodeId(lead as u32));
     if !split {
@@ -7652,6 +7661,23 @@ fn disagree_on_counted_out(seed: u64, o: usize) -> Result<Moment, String> {
         return Err(format!(
             "{o} led {led_o} restart ballots for view 2 and {lead} led {led_l} (dueling leaders)"
         ));
+    }
+    // `o` = 0: once taken back, 0 is in `alive` everywhere, and the failure of it that 1
+    // proposed is dropped from the restart ballot's proposal (s29 follow-up): 0 stays in the
+    // restart view 3 and does not join again.
+    if o == 0 {
+        let g0 = l.groups[0].as_ref().map(|g| g.gms());
+        let rejoined = g0.and_then(|g| g.rejoined());
+        let at_1 = (l.groups[1].as_ref())
+            .and_then(|g| g.view())
+            .map(|v| (v.id, v.members.clone()));
+        let five: Vec<NodeId> = (0..N as u32).map(NodeId).collect();
+        if rejoined.is_some() || at_1.as_ref() != Some(&(3, five.clone())) {
+            return Err(format!(
+                "0 left the restart: 1 runs view {at_1:?} (expected view 3 = {five:?}), 0 \
+                 joined again: {rejoined:?}"
+            ));
+        }
     }
     let _ = std::fs::remove_dir_all(&base);
     Ok(Moment::Reached)

@@ -938,6 +938,19 @@ fn logs_at_final_life(plan: &Plan) -> Result<Vec<Vec<u8>>, String> {
     out
 }
 
+/// Runs a pinned `plan` once its final life's starting `logs` showed `reached` (the state it
+/// was pinned for, named by `state`), failing with `missed`'s message and the logs' summary
+/// when they no longer do.
+fn check_pinned(plan: &Plan, seed: u64, logs: &[Vec<u8>], reached: bool, state: &str) {
+    assert!(
+        reached,
+        "{}: {}",
+        group_sim::missed(seed, state),
+        logs_summary(logs)
+    );
+    check(plan).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+}
+
 /// Whether `members` holds more than half of `of`.
 fn majority(members: &[NodeId], of: &[NodeId]) -> bool {
     2 * of.iter().filter(|m| members.contains(m)).count() > of.len()
@@ -2787,13 +2800,7 @@ fn regression_checker_soak_final_life_hangs_with_four_rejoiners_asking_non_holde
                 (Some((0, all.clone())), vec![(0, BALLOT_1_0)])
             }
     });
-    assert!(
-        reached,
-        "{}: {}",
-        group_sim::missed(plan.seed, "the hang's logs"),
-        logs_summary(&logs)
-    );
-    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+    check_pinned(&plan, plan.seed, &logs, reached, "the hang's logs");
 }
 
 /// The s28 sweep's seed 127 state (`docs/MEMBERSHIP.md`, eighty-sixth and ninety-first parts),
@@ -2869,13 +2876,7 @@ fn regression_checker_sweep_127_a_member_ahead_with_a_follower_holding_the_fitti
                     at_0(vec![1, BALLOT_1_0]),
                     (Some((1, view_1)), vec![]),
                 ];
-        assert!(
-            reached,
-            "{}: {}",
-            group_sim::missed(seed, "seed 127's state"),
-            logs_summary(&logs)
-        );
-        check(&plan).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        check_pinned(&plan, seed, &logs, reached, "seed 127's state");
     }
 }
 
@@ -3002,13 +3003,7 @@ fn regression_soak_final_life_hangs_restarting_a_view_whose_joiners_logs_are_emp
         && log_tail(&logs[2]) == (Some((2, view_2)), vec![])
         && logs[4].is_empty()
         && logs[6].is_empty();
-    assert!(
-        reached,
-        "{}: {}",
-        group_sim::missed(plan.seed, "the hang's logs"),
-        logs_summary(&logs)
-    );
-    check(&plan).unwrap_or_else(|e| panic!("{e}"));
+    check_pinned(&plan, plan.seed, &logs, reached, "the hang's logs");
 }
 
 /// Found by the s29 soak after the `never_logged` fix (`docs/MEMBERSHIP.md`, ninety-first
@@ -3121,11 +3116,11 @@ fn regression_soak_a_restart_adopts_a_ballot_decision_whose_next_view_is_no_majo
         matches!(r, Record::Decided { decision: d, .. }
             if d.rank == ballot && d.trim.view == 0 && !d.changes.iter().any(|c| c.node == NodeId(3)))
     });
-    assert!(
+    check_pinned(
+        &plan,
+        plan.seed,
+        &logs,
         keeps_3,
-        "{}: {}",
-        group_sim::missed(plan.seed, "n1's decision of ballot (2, 1) keeping 3"),
-        logs_summary(&logs)
+        "n1's decision of ballot (2, 1) keeping 3",
     );
-    check(&plan).unwrap_or_else(|e| panic!("{e}"));
 }

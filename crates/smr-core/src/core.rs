@@ -1111,6 +1111,33 @@ impl<S: StateMachine> ReplicaCore<S> {
         self.leaving = true;
     }
 
+    /// Takes `status`, the backend's [`StateTransfer::leave_status`] just read, as where the
+    /// leave stands: after every poll, and at once when a leave is asked, so that a status
+    /// asked before the next poll reports it. A status while not [`leaving`](Self::leaving)
+    /// is a leave this process did not ask for (a leave resumed after a total restart), and
+    /// makes the replica leaving. Each change is logged, at `warn` while held.
+    pub(crate) fn note_leave_status(&mut self, status: Option<LeaveReport>) {
+        if self.stopped.is_some() {
+            return;
+        }
+        if !self.leaving && status.is_some() {
+            // A leave this process did not ask for: the backend asks again, after a total
+            // restart, for a leave its log holds from before (`Group`'s resumed leave).
+            tracing::info!(replica = %self.me, "the backend is leaving the group, as asked before a restart");
+            self.leaving = true;
+        }
+        if self.leaving && status != self.leave_status {
+            match &status {
+                Some(s) if s.held => {
+                    tracing::warn!(replica = %self.me, status = %s, "leaving the group: held back");
+                }
+                Some(s) => tracing::info!(replica = %self.me, status = %s, "leaving the group"),
+                None => {}
+            }
+            self.leave_status = status;
+        }
+    }
+
     /// While leaving ([`leaving`](Self::leaving), or a leave the backend reports by itself):
     /// where the leave stands as the backend last said ([`StateTransfer::leave_status`], asked
     /// after every poll; each change is logged, at `warn` while it is
@@ -1519,23 +1546,7 @@ impl<S: StateMachine> ReplicaCore<S> {
             }
         }
         if self.stopped.is_none() {
-            let status = backend.leave_status();
-            if !self.leaving && status.is_some() {
-                // A leave this process did not ask for: the backend asks again, after a total
-                // restart, for a leave its log holds from before (`Group`'s resumed leave).
-                tracing::info!(replica = %self.me, "the backend is leaving the group, as asked before a restart");
-                self.leaving = true;
-            }
-            if self.leaving && status != self.leave_status {
-                match &status {
-                    Some(s) if s.held => {
-                        tracing::warn!(replica = %self.me, status = %s, "leaving the group: held back");
-                    }
-                    Some(s) => tracing::info!(replica = %self.me, status = %s, "leaving the group"),
-                    None => {}
-                }
-                self.leave_status = status;
-            }
+            self.note_leave_status(backend.leave_status());
         }
         if self.backend_stopped.is_none()
             && let Some(reason) = backend.stopped()

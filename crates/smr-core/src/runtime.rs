@@ -1154,18 +1154,26 @@ impl<B: TotalOrder, S: StateMachine> Driver<B, S> {
                     took += 1;
                 }
                 Ok(Job::Leave(reply)) => {
+                    // The backend's leave status is read at once, so a status asked right
+                    // after this job (in this batch, before the next poll) reports it.
                     let r = match (self.transfer)(&mut self.backend) {
-                        Some(t) => t.leave(),
+                        Some(t) => t.leave().map(|()| t.leave_status()),
                         None => Err(TransferError::Refused(
                             "this replica's backend has a fixed membership".into(),
                         )),
                     };
-                    if let Err(e) = &r {
-                        tracing::warn!(error = %e, "leave refused");
-                    } else {
-                        tracing::info!("leaving the group");
-                        self.core.leaving();
-                    }
+                    let r = match r {
+                        Err(e) => {
+                            tracing::warn!(error = %e, "leave refused");
+                            Err(e)
+                        }
+                        Ok(status) => {
+                            tracing::info!("leaving the group");
+                            self.core.leaving();
+                            self.core.note_leave_status(status);
+                            Ok(())
+                        }
+                    };
                     let _ = reply.send(r);
                     took += 1;
                 }

@@ -1402,6 +1402,25 @@ mod tests {
         assert!(replica.shutdown().is_ok());
     }
 
+    /// s29: a status asked together with the leave (both taken in one batch, before the
+    /// replica's next poll) already reports the backend's leave status, not "asked".
+    #[test]
+    fn a_status_taken_with_the_leave_reports_the_backends_leave_status() {
+        let (replica, script) = scripted(Some(squall_smr::LeaveReport::held(HOLD)), 1024);
+        let h = replica.handle();
+        script.lock().unwrap().stuck = true;
+        // The driver parks in its poll; both jobs queue behind it.
+        std::thread::sleep(Duration::from_millis(50));
+        let asked = h.leave().unwrap();
+        let status = h.status().unwrap();
+        script.lock().unwrap().stuck = false;
+        let (asked, status) = rt().block_on(async { (asked.await, status.await) });
+        assert!(matches!(asked, Ok(Ok(()))), "{asked:?}");
+        let leave = status.unwrap().leave.map(|l| l.message);
+        assert_eq!(leave.as_deref(), Some(HOLD));
+        replica.shutdown().unwrap();
+    }
+
     /// s27 review D3 and R5: a full job queue when the leave is asked is an error ("ask
     /// again"), not a refusal; a replica whose thread does not answer within the bound is
     /// answered `Pending`, not waited on for ever.

@@ -1545,9 +1545,7 @@ impl<S: StateMachine> ReplicaCore<S> {
                 self.take_upcall(backend, u);
             }
         }
-        if self.stopped.is_none() {
-            self.note_leave_status(backend.leave_status());
-        }
+        self.note_leave_status(backend.leave_status());
         if self.backend_stopped.is_none()
             && let Some(reason) = backend.stopped()
         {

@@ -5,6 +5,9 @@
 //! real or virtual) and its output; an operation whose outcome is unknown (its client crashed, or
 //! it timed out) has no response and may or may not have taken effect. [`check`] searches for a
 //! sequential order consistent with real time in which the model produces every recorded output.
+//! It never places an operation with an unknown outcome that leaves the state as it is (a read
+//! whose client gave up): such an operation need not take effect and explains no output, and
+//! placing it or not at every point after its call would double the orders searched.
 //! Histories split into independent parts by key ([`Model::partition`]) are checked part by
 //! part, which keeps the search small.
 //!
@@ -210,9 +213,10 @@ fn search<M: Model>(
                 steps: budget,
             });
         }
-        // Done when only calls of operations with unknown outcomes remain.
+        // Done when only operations with unknown outcomes remain (their returns, at the end,
+        // included: they need not be placed).
         let mut rest = list[HEAD].next;
-        while rest != NIL && list[rest].is_call && ops[list[rest].op].ret.is_none() {
+        while rest != NIL && ops[list[rest].op].ret.is_none() {
             rest = list[rest].next;
         }
         if rest == NIL {
@@ -221,10 +225,17 @@ fn search<M: Model>(
         if cursor != NIL && list[cursor].is_call {
             let op = list[cursor].op;
             let (next_state, output) = model.step(&state, &ops[op].input);
+            // An operation with an unknown outcome need not be placed at all, and placing one
+            // that leaves the state as it is never helps: any order that completes from the
+            // configuration with it placed completes, operation for operation, from the one
+            // without it (it constrains no other operation's place, and the states agree).
+            // Skipping it keeps pending reads (a client that gave up on a get or a scan) from
+            // doubling the configurations to search each.
+            let unneeded = ops[op].ret.is_none() && next_state == state;
             let matches = ops[op].output.as_ref().is_none_or(|o| *o == output);
             let mut bits = linearized.clone();
             bits[op / 64] |= 1 << (op % 64);
-            if matches && cache.insert((bits.clone(), next_state.clone())) {
+            if !unneeded && matches && cache.insert((bits.clone(), next_state.clone())) {
                 stack.push((cursor, state));
                 state = next_state;
                 linearized = bits;

@@ -4492,8 +4492,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                         })
                         .collect()
                 });
+                // Running mode: the leader's last checks of the leaves, on the value it decides
+                // (a leave's shard, then the majority), so every member installs the drops.
                 let changes = match &holders {
-                    Some(h) => keep_holders(self.me, view, changes, h),
+                    Some(h) => {
+                        let kept = keep_holders(self.me, view, changes, h);
+                        keep_majority(self.me, &self.cfg, view, kept)
+                    }
                     None => changes,
                 };
                 (
@@ -4899,6 +4904,44 @@ fn keep_holders(
         } else {
             i += 1;
         }
+    }
+    changes
+}
+
+/// `changes` without each leave that would leave the next view no majority of `view`: the
+/// leader's last check of a leave in running mode (`docs/MEMBERSHIP.md`, ninety-seventh part).
+/// [`Gms::wanted`] proposed the leave while the survivors were a majority, and a member failed
+/// before the commit, so the change now holds the leave and that failure together; committed
+/// whole, its next view holds no majority of `view` and every member stops with
+/// [`StopReason::Minority`] at the install. The leaves are checked in order, each against every
+/// failure and the leaves kept before it, so the earlier ones go first. A dropped leaver stays a
+/// member of the next view with its request still published, its leave held
+/// ([`LeaveStatus::HeldForMajority`]) until that view's leader finds it fits. The trim is the
+/// same either way: a leaver that wedged is one of its survivors ([`trim_survivors`]). A drop
+/// only adds a survivor, so the leaves [`keep_holders`] kept still keep their shards.
+fn keep_majority(
+    me: NodeId,
+    cfg: &GmsConfig,
+    view: &View,
+    mut changes: Vec<Change>,
+) -> Vec<Change> {
+    let mut i = 0;
+    while let Some(&c) = changes.get(i) {
+        if c.kind == ChangeKind::Leave {
+            let gone = |n: NodeId| {
+                (changes.iter().enumerate()).any(|(j, o)| {
+                    o.node == n
+                        && (o.kind == ChangeKind::Fail || (o.kind == ChangeKind::Leave && j <= i))
+                })
+            };
+            if !cfg.is_quorum(&view.members, &|n| !gone(n)) {
+                tracing::warn!(%me, leaver = %c.node, view = view.id, ?changes,
+                    "membership: leave dropped at the commit: with the failures in the same change the next view would hold no majority of the view; the leaver stays and its leave waits");
+                changes.remove(i);
+                continue;
+            }
+        }
+        i += 1;
     }
     changes
 }

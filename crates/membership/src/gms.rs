@@ -5804,6 +5804,45 @@ mod tests {
         );
     }
 
+    /// The leader's last check of a leave in running mode (`keep_majority`, `docs/MEMBERSHIP.md`,
+    /// ninety-seventh part), on a view of five: the leaves are kept in order while the members
+    /// that every failure and the leaves kept so far leave are a majority of the view; joiners
+    /// do not count.
+    #[test]
+    fn a_leave_whose_survivors_with_the_failures_are_no_majority_is_dropped_at_the_commit() {
+        let ids: Vec<NodeId> = (0..6).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids[..5].to_vec());
+        let layout = crate::view::EvenShards {
+            shards: 1,
+            min: 1,
+            max: 8,
+        };
+        let view = View::new(0, ids[..5].to_vec(), &layout);
+        let change = |kind, n| Change {
+            kind,
+            node: NodeId(n),
+        };
+        let (leave, fail, join) = (
+            |n| change(ChangeKind::Leave, n),
+            |n| change(ChangeKind::Fail, n),
+            |n| change(ChangeKind::Join, n),
+        );
+        let keep = |ch: &[Change]| keep_majority(NodeId(0), &cfg, &view, ch.to_vec());
+        // Three of five stay: both leaves stay.
+        assert_eq!(keep(&[leave(3), leave(4)]), [leave(3), leave(4)]);
+        // A failure after them: the second leave is dropped, the first stays (three stay).
+        assert_eq!(keep(&[leave(3), leave(4), fail(2)]), [leave(3), fail(2)]);
+        // Two failures: no leave fits.
+        assert_eq!(keep(&[leave(3), fail(1), fail(2)]), [fail(1), fail(2)]);
+        // A joiner is no survivor of the view: the leave is still dropped.
+        assert_eq!(
+            keep(&[leave(3), leave(4), fail(2), join(5)]),
+            [leave(3), fail(2), join(5)]
+        );
+        // Failures alone are left as they are.
+        assert_eq!(keep(&[fail(1), fail(2)]), [fail(1), fail(2)]);
+    }
+
     /// s26 (sixty-eighth part of `docs/MEMBERSHIP.md`): a leader does not act on the
     /// `gms_join` or `gms_leave` word of a row that is [`unheard`](Gms::unheard) (a readmitted
     /// incarnation whose own words have not landed: the words are the old incarnation's).

@@ -649,6 +649,39 @@ fn regression_view_installed_in_a_minority_stops_at_once() {
     );
 }
 
+/// Found by the proptest with the s30 decision check and without the s30 fix (`docs/MEMBERSHIP.md`,
+/// ninety-seventh part; `SQUALL_PROPTEST_CASES=256 PROPTEST_RNG_SEED=3001`): in view 0 = [n0–n3]
+/// n2 asks to leave, and the leader n0 crashes at its decision; n1 takes over n0's proposal
+/// `[Leave n2]` and extends it with n0's failure. Committed whole, `[Leave n2, Fail n0]` made
+/// [n1, n3], two of four ("step 2247: n1 holds a decision for view 0 … whose next view [NodeId(1),
+/// NodeId(3)] holds no majority of it"), and every member stopped. Now n1 drops the leave:
+/// view 1 = [n1, n2, n3], and n2 leaves in view 2 = [n1, n3].
+#[test]
+fn regression_a_leave_taken_over_from_a_crashed_leader_with_its_failure_keeps_a_majority() {
+    let plan = Plan {
+        seed: 13172923905711208193,
+        universe: 6,
+        initial: 4,
+        faults: vec![(7, Fault::CrashLeaderAtDecision), (1656, Fault::Leave(2))],
+        steps: 8000,
+    };
+    let c = run(&plan).unwrap();
+    let ids = |v: &[u32]| v.iter().map(|&i| NodeId(i)).collect::<Vec<_>>();
+    assert!(
+        c.crashed[0]
+            && c.installed.get(&1) == Some(&ids(&[1, 2, 3]))
+            && c.installed.get(&2) == Some(&ids(&[1, 3]))
+            && c.stopped[2] == Some(StopReason::Left { view: 2 }),
+        "{} (views {:?}, stopped {:?})",
+        missed(
+            plan.seed,
+            "n0 crashing at its decision of n2's leave, view 1 = [n1, n2, n3] and n2 leaving in view 2"
+        ),
+        c.installed,
+        c.stopped
+    );
+}
+
 #[test]
 fn seed_sweep_leader_crashes_once_its_decision_is_echoed() {
     squall_transport_mem::sim::check_seeds(

@@ -4914,11 +4914,11 @@ fn keep_holders(
 /// before the commit, so the change now holds the leave and that failure together; committed
 /// whole, its next view holds no majority of `view` and every member stops with
 /// [`StopReason::Minority`] at the install. The leaves are checked in order, each against every
-/// failure and the leaves kept before it, so the earlier ones go first. A dropped leaver stays a
-/// member of the next view with its request still published, its leave held
-/// ([`LeaveStatus::HeldForMajority`]) until that view's leader finds it fits. The trim is the
-/// same either way: a leaver that wedged is one of its survivors ([`trim_survivors`]). A drop
-/// only adds a survivor, so the leaves [`keep_holders`] kept still keep their shards.
+/// failure and the leaves kept before it, so an earlier leave is kept before a later one. A
+/// dropped leaver stays a member of the next view with its request still published, its leave
+/// held ([`LeaveStatus::HeldForMajority`]) until that view's leader finds it fits. The trim is
+/// the same either way: a leaver that wedged is one of its survivors ([`trim_survivors`]). A
+/// drop only adds a survivor, so the leaves [`keep_holders`] kept still keep their shards.
 fn keep_majority(
     me: NodeId,
     cfg: &GmsConfig,

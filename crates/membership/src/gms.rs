@@ -4492,8 +4492,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                         })
                         .collect()
                 });
+                // Running mode: the leader's last checks of the leaves, on the value it decides
+                // (a leave's shard, then the majority), so every member installs the drops.
                 let changes = match &holders {
-                    Some(h) => keep_holders(self.me, view, changes, h),
+                    Some(h) => {
+                        let kept = keep_holders(self.me, view, changes, h);
+                        keep_majority(self.me, &self.cfg, view, kept)
+                    }
                     None => changes,
                 };
                 (
@@ -4899,6 +4904,44 @@ fn keep_holders(
         } else {
             i += 1;
         }
+    }
+    changes
+}
+
+/// `changes` without each leave that would leave the next view no majority of `view`: the
+/// leader's last check of a leave in running mode (`docs/MEMBERSHIP.md`, ninety-seventh part).
+/// [`Gms::wanted`] proposed the leave while the survivors were a majority, and a member failed
+/// before the commit, so the change now holds the leave and that failure together; committed
+/// whole, its next view holds no majority of `view` and every member stops with
+/// [`StopReason::Minority`] at the install. The leaves are checked in order, each against every
+/// failure and the leaves kept before it, so an earlier leave is kept before a later one. A
+/// dropped leaver stays a member of the next view with its request still published, its leave
+/// held ([`LeaveStatus::HeldForMajority`]) until that view's leader finds it fits. The trim is
+/// the same either way: a leaver that wedged is one of its survivors ([`trim_survivors`]). A
+/// drop only adds a survivor, so the leaves [`keep_holders`] kept still keep their shards.
+fn keep_majority(
+    me: NodeId,
+    cfg: &GmsConfig,
+    view: &View,
+    mut changes: Vec<Change>,
+) -> Vec<Change> {
+    let mut i = 0;
+    while let Some(&c) = changes.get(i) {
+        if c.kind == ChangeKind::Leave {
+            let gone = |n: NodeId| {
+                (changes.iter().enumerate()).any(|(j, o)| {
+                    o.node == n
+                        && (o.kind == ChangeKind::Fail || (o.kind == ChangeKind::Leave && j <= i))
+                })
+            };
+            if !cfg.is_quorum(&view.members, &|n| !gone(n)) {
+                tracing::warn!(%me, leaver = %c.node, view = view.id, ?changes,
+                    "membership: leave dropped at the commit: with the failures in the same change the next view would hold no majority of the view; the leaver stays and its leave waits");
+                changes.remove(i);
+                continue;
+            }
+        }
+        i += 1;
     }
     changes
 }
@@ -5759,6 +5802,45 @@ mod tests {
             keep(&[leave(2), leave(1), fail(3)], &all),
             [leave(2), fail(3)]
         );
+    }
+
+    /// The leader's last check of a leave in running mode (`keep_majority`, `docs/MEMBERSHIP.md`,
+    /// ninety-seventh part), on a view of five: the leaves are kept in order while the members
+    /// that every failure and the leaves kept so far leave are a majority of the view; joiners
+    /// do not count.
+    #[test]
+    fn a_leave_whose_survivors_with_the_failures_are_no_majority_is_dropped_at_the_commit() {
+        let ids: Vec<NodeId> = (0..6).map(NodeId).collect();
+        let cfg = GmsConfig::new(RegionId(0), ids.clone(), ids[..5].to_vec());
+        let layout = crate::view::EvenShards {
+            shards: 1,
+            min: 1,
+            max: 8,
+        };
+        let view = View::new(0, ids[..5].to_vec(), &layout);
+        let change = |kind, n| Change {
+            kind,
+            node: NodeId(n),
+        };
+        let (leave, fail, join) = (
+            |n| change(ChangeKind::Leave, n),
+            |n| change(ChangeKind::Fail, n),
+            |n| change(ChangeKind::Join, n),
+        );
+        let keep = |ch: &[Change]| keep_majority(NodeId(0), &cfg, &view, ch.to_vec());
+        // Three of five stay: both leaves stay.
+        assert_eq!(keep(&[leave(3), leave(4)]), [leave(3), leave(4)]);
+        // A failure after them: the second leave is dropped, the first stays (three stay).
+        assert_eq!(keep(&[leave(3), leave(4), fail(2)]), [leave(3), fail(2)]);
+        // Two failures: no leave fits.
+        assert_eq!(keep(&[leave(3), fail(1), fail(2)]), [fail(1), fail(2)]);
+        // A joiner is no survivor of the view: the leave is still dropped.
+        assert_eq!(
+            keep(&[leave(3), leave(4), fail(2), join(5)]),
+            [leave(3), fail(2), join(5)]
+        );
+        // Failures alone are left as they are.
+        assert_eq!(keep(&[fail(1), fail(2)]), [fail(1), fail(2)]);
     }
 
     /// s26 (sixty-eighth part of `docs/MEMBERSHIP.md`): a leader does not act on the

@@ -225,6 +225,105 @@ fn a_leave_that_would_lose_the_majority_is_held_back() {
     );
 }
 
+/// Steps until the leader n0 proposes the leave of every one of `leavers`, while it has decided
+/// nothing; `Ok(false)` if it decided first (the seed missed the moment).
+fn leaves_proposed(c: &mut Cluster, leavers: &[u32]) -> Result<bool, String> {
+    let proposed = |c: &Cluster| {
+        c.gms(0).proposal().is_some_and(|(_, ch)| {
+            leavers
+                .iter()
+                .all(|&l| (ch.iter()).any(|x| x.node == NodeId(l) && x.kind == ChangeKind::Leave))
+        })
+    };
+    let reached = c.run_until(SETTLE, |c| proposed(c) || c.gms(0).decision().is_some())?;
+    Ok(reached && proposed(c) && c.gms(0).decision().is_none())
+}
+
+/// s30 (`docs/MEMBERSHIP.md`, ninety-seventh part): in view [n0, n1, n2], n2 asks to leave and
+/// the leader n0 proposes it (the survivors [n0, n1] are a majority); then n1 crashes before
+/// the commit, and the leader extends the proposal with n1's failure. `alive` = [n0, n2] is a
+/// majority and acknowledges, so the change committed `[Leave n2, Fail n1]`: the next view [n0]
+/// holds no majority of the view, and every member stopped with `Minority` at the install
+/// (a graceful leave and one failure stopped a group of three). The leader now drops the leave
+/// at its commit: view 1 is [n0, n2], n2 stays with its leave held (`HeldForMajority`). Then
+/// n3 joins (view 2 = [n0, n2, n3]) and n2's leave goes through in view 3 = [n0, n3].
+#[test]
+fn a_leave_proposed_then_a_failure_before_the_commit_keeps_a_majority() {
+    let mut c = Cluster::new(71, &config(4, 3));
+    c.run_until(200, |_| false).unwrap();
+    c.nodes[2].as_mut().unwrap().leave().unwrap();
+    assert!(
+        leaves_proposed(&mut c, &[2]).unwrap(),
+        "seed 71 no longer reaches n0's proposal of n2's leave before a decision; re-seed"
+    );
+    c.crash(1);
+    let done = c.run_until(SETTLE, |c| {
+        c.settled_on(1, &[0, 2]) || (c.stopped[0].is_some() && c.stopped[2].is_some())
+    });
+    assert_eq!(done, Ok(true));
+    assert_eq!(
+        (&c.stopped[0], &c.stopped[2]),
+        (&None, &None),
+        "views {:?}",
+        c.installed
+    );
+    assert!(c.settled_on(1, &[0, 2]), "views {:?}", c.views);
+    // The leaver learns that its leave was dropped: it is a member of view 1 and its leave
+    // waits there for a majority.
+    let status = c.gms(2).leave_status();
+    assert!(
+        matches!(status, Some(LeaveStatus::HeldForMajority { view: 1, .. })),
+        "n2: {status:?}"
+    );
+    c.run_until(2000, |_| false).unwrap();
+    assert!(c.settled_on(1, &[0, 2]), "views {:?}", c.views);
+    // A joiner makes room: the leave is proposed again and goes through.
+    c.nodes[3].as_mut().unwrap().request_join().unwrap();
+    let done = c.run_until(SETTLE, |c| c.settled_on(3, &[0, 3]));
+    assert_eq!(done, Ok(true), "views {:?}", c.installed);
+    assert_eq!(c.installed[&2], [NodeId(0), NodeId(2), NodeId(3)]);
+    assert_eq!(c.stopped[2], Some(StopReason::Left { view: 3 }));
+    let status = c.gms(2).leave_status();
+    assert!(
+        matches!(status, Some(LeaveStatus::Left { view: 3, .. })),
+        "n2: {status:?}"
+    );
+}
+
+/// The variant in a view of five (s30, ninety-seventh part): n3 and n4 ask to leave and the
+/// leader proposes both (the survivors [n0, n1, n2] are exactly a majority); then n2 crashes
+/// before the commit. Committed whole, the change made [n0, n1], two of five (every member
+/// stopped with `Minority`). The leader keeps the first leave and drops the second: view 1 is
+/// [n0, n1, n4], n3 left, and n4's leave, held there, goes through in view 2 = [n0, n1] (two
+/// of three).
+#[test]
+fn two_leaves_proposed_at_a_bare_majority_then_a_failure_keep_one_leave_and_a_majority() {
+    let mut c = Cluster::new(72, &config(5, 5));
+    c.run_until(200, |_| false).unwrap();
+    for i in [3, 4] {
+        c.nodes[i].as_mut().unwrap().leave().unwrap();
+    }
+    assert!(
+        leaves_proposed(&mut c, &[3, 4]).unwrap(),
+        "seed 72 no longer reaches n0's proposal of n3's and n4's leaves before a decision; re-seed"
+    );
+    c.crash(2);
+    let done = c.run_until(SETTLE, |c| {
+        c.settled_on(2, &[0, 1]) || (c.stopped[0].is_some() && c.stopped[1].is_some())
+    });
+    assert_eq!(done, Ok(true));
+    assert_eq!(
+        (&c.stopped[0], &c.stopped[1]),
+        (&None, &None),
+        "views {:?}",
+        c.installed
+    );
+    assert_eq!(c.installed[&1], [NodeId(0), NodeId(1), NodeId(4)]);
+    assert_eq!(c.stopped[3], Some(StopReason::Left { view: 1 }));
+    assert_eq!(c.stopped[4], Some(StopReason::Left { view: 2 }));
+    assert!(c.settled_on(2, &[0, 1]), "views {:?}", c.views);
+}
+
 #[test]
 fn an_inadequate_view_says_which_shard_lacks_members() {
     let mut cfg = config(4, 4);
@@ -544,6 +643,39 @@ fn regression_view_installed_in_a_minority_stops_at_once() {
         missed(
             plan.seed,
             "n2 installing view 1 = [n0, n2] and stopping in it as a minority"
+        ),
+        c.installed,
+        c.stopped
+    );
+}
+
+/// Found by the proptest with the s30 decision check and without the s30 fix (`docs/MEMBERSHIP.md`,
+/// ninety-seventh part; `SQUALL_PROPTEST_CASES=256 PROPTEST_RNG_SEED=3001`): in view 0 = [n0–n3]
+/// n2 asks to leave, and the leader n0 crashes at its decision; n1 takes over n0's proposal
+/// `[Leave n2]` and extends it with n0's failure. Committed whole, `[Leave n2, Fail n0]` made
+/// [n1, n3], two of four ("step 2247: n1 holds a decision for view 0 … whose next view [NodeId(1),
+/// NodeId(3)] holds no majority of it"), and every member stopped. Now n1 drops the leave:
+/// view 1 = [n1, n2, n3], and n2 leaves in view 2 = [n1, n3].
+#[test]
+fn regression_a_leave_taken_over_from_a_crashed_leader_with_its_failure_keeps_a_majority() {
+    let plan = Plan {
+        seed: 13172923905711208193,
+        universe: 6,
+        initial: 4,
+        faults: vec![(7, Fault::CrashLeaderAtDecision), (1656, Fault::Leave(2))],
+        steps: 8000,
+    };
+    let c = run(&plan).unwrap();
+    let ids = |v: &[u32]| v.iter().map(|&i| NodeId(i)).collect::<Vec<_>>();
+    assert!(
+        c.crashed[0]
+            && c.installed.get(&1) == Some(&ids(&[1, 2, 3]))
+            && c.installed.get(&2) == Some(&ids(&[1, 3]))
+            && c.stopped[2] == Some(StopReason::Left { view: 2 }),
+        "{} (views {:?}, stopped {:?})",
+        missed(
+            plan.seed,
+            "n0 crashing at its decision of n2's leave, view 1 = [n1, n2, n3] and n2 leaving in view 2"
         ),
         c.installed,
         c.stopped

@@ -434,6 +434,7 @@ impl Run {
             let (id, m) = (v.id, v.members.clone());
             self.check_members(i, id, &m)?;
         }
+        group_sim::check_decision_keeps_a_majority(i, self.groups[i].gms())?;
         // A joiner asks only a member that holds the state (or one that is gone: it cannot
         // know that yet). A restarted member waiting for its own state does not qualify.
         let asking = self.groups[i].state_sender();

@@ -2659,14 +2659,31 @@ fn regression_strict_chosen_a_fitting_restart_changes_a_decision_a_majority_logg
             },
         ],
     };
+    check_strict_chosen(&plan, 0);
+}
+
+/// Checks a pinned plan whose restart fits an adopted decision that a majority of its view
+/// logged: without `SQUALL_STRICT_CHOSEN` it passes, counting one `chosen_changed` and
+/// `renumbered` renumberings (of a run view, and of a logged install); with it, the run fails
+/// on INV-2.
+fn check_strict_chosen(plan: &Plan, renumbered: usize) {
     if strict_chosen() {
-        let e = run(&plan).err().unwrap_or_default();
+        let e = run(plan).err().unwrap_or_default();
         assert!(e.contains("INV-2: view 0's decision was chosen"), "{e}");
         return;
     }
-    let stats = run(&plan).unwrap_or_else(|e| panic!("{e}\n  plan: {plan:?}"));
-    assert_eq!(stats.log.chosen_changed, 1, "{:?}", stats.log);
-    assert_eq!(stats.log.renumbered, 0, "{:?}", stats.log);
+    let stats = run(plan).unwrap_or_else(|e| panic!("{e}\n  plan: {plan:?}"));
+    let got = (
+        stats.log.chosen_changed,
+        stats.renumbered,
+        stats.log.renumbered,
+    );
+    assert_eq!(
+        got,
+        (1, renumbered, renumbered),
+        "{}: {stats:?}",
+        group_sim::missed(plan.seed, "the fitting")
+    );
 }
 
 /// Hang C (s28, eighty-ninth part of `docs/MEMBERSHIP.md`), a directed plan that reaches it at
@@ -3122,5 +3139,193 @@ fn regression_soak_a_restart_adopts_a_ballot_decision_whose_next_view_is_no_majo
         &logs,
         keeps_3,
         "n1's decision of ballot (2, 1) keeping 3",
+    );
+}
+
+/// Found by the s30 strict soak (`SQUALL_STRICT_CHOSEN=1 SQUALL_PROPTEST_CASES=256
+/// PROPTEST_RNG_SEED=3001`, its sixth new plan, not shrunk). View 0 = [0–4]. In life 0, 6
+/// joins: the running ballot's decision `[Join 6]` (rank 1) is logged by all of view 0, and n4
+/// alone installs view 1 = [0–4, 6] before every process stops. Life 2 restarts the members
+/// behind (n0–n3; 4 and 6 not started): ballot (1, 0) adopts the decision and fits it (the
+/// join dropped, the absent 4 failed), and they run view 1 = [0, 1, 2, 3]. That is the
+/// legitimate renumbering of `docs/MEMBERSHIP.md`'s forty-second part (the first view 1 ran in
+/// an earlier life and never runs again), counted at the view and the log level with INV-2's
+/// `chosen_changed`. With `superseded_by` off it fails INV-2′ (n4 promises a restart ballot on its dead view 1),
+/// which the default suite did not in the eighty-sixth part. See the hundredth part.
+#[test]
+fn regression_strict_chosen_a_restart_of_the_members_behind_renumbers_a_view_one_member_ran() {
+    check_strict_chosen(
+        &Plan {
+            seed: 11502390899764873999,
+            universe: 7,
+            initial: 5,
+            lives: vec![
+                LifePlan {
+                    who: Who::Minority(126),
+                    in_turn: Some(364),
+                    partitioned: None,
+                    events: vec![
+                        Ev::CrashLeaderAtDecision { step: 812 },
+                        Ev::Crash {
+                            node: 6,
+                            step: 1523,
+                        },
+                        Ev::Partition {
+                            side: 11,
+                            step: 3781,
+                            len: Some(497),
+                        },
+                        Ev::Start {
+                            node: 6,
+                            step: 3184,
+                        },
+                        Ev::CrashLeaderAtDecision { step: 4174 },
+                    ],
+                    steps: 4192,
+                    stop: Stop::Install {
+                        from: 1157,
+                        ran: true,
+                        join: true,
+                    },
+                },
+                LifePlan {
+                    who: Who::Mask(76),
+                    in_turn: None,
+                    partitioned: Some((1, None)),
+                    events: vec![
+                        Ev::Delay {
+                            node: 6,
+                            step: 1438,
+                            micros: 56,
+                        },
+                        Ev::Partition {
+                            side: 44,
+                            step: 4362,
+                            len: Some(2558),
+                        },
+                        Ev::Crash { node: 6, step: 297 },
+                        Ev::Start {
+                            node: 2,
+                            step: 2214,
+                        },
+                        Ev::Start {
+                            node: 0,
+                            step: 2974,
+                        },
+                        Ev::Delay {
+                            node: 3,
+                            step: 1390,
+                            micros: 19,
+                        },
+                    ],
+                    steps: 4430,
+                    stop: Stop::Decision {
+                        from: 1124,
+                        ran: true,
+                    },
+                },
+                LifePlan {
+                    who: Who::Behind,
+                    in_turn: None,
+                    partitioned: None,
+                    events: vec![Ev::Partition {
+                        side: 41,
+                        step: 3213,
+                        len: None,
+                    }],
+                    steps: 5397,
+                    stop: Stop::Install {
+                        from: 1000,
+                        ran: true,
+                        join: true,
+                    },
+                },
+            ],
+        },
+        1,
+    );
+}
+
+/// Found by the s30 strict soak (`PROPTEST_RNG_SEED=3002`, its 21st new plan, not shrunk).
+/// View 0 = [0–4]. In life 0, the running ballot's `[Fail 0]` (rank 1) is logged by n1–n3, a
+/// majority, and nobody installs view 1. Life 2 restarts everyone in turn with n2 cut off:
+/// ballot (1, 0), led by 0 itself, adopts the decision and fits it (`[Fail 0, Fail 2]`), view 1
+/// = [1, 3, 4] runs, and 0 joins again in view 2. The fitting, with no renumbering.
+#[test]
+fn regression_strict_chosen_a_restart_led_by_the_failed_member_fits_its_own_failure() {
+    check_strict_chosen(
+        &Plan {
+            seed: 13586663894936566764,
+            universe: 5,
+            initial: 5,
+            lives: vec![
+                LifePlan {
+                    who: Who::Behind,
+                    in_turn: None,
+                    partitioned: None,
+                    events: vec![
+                        Ev::Crash {
+                            node: 5,
+                            step: 2964,
+                        },
+                        Ev::CrashLeaderAtDecision { step: 2286 },
+                        Ev::Partition {
+                            side: 14,
+                            step: 2597,
+                            len: Some(220),
+                        },
+                        Ev::Crash {
+                            node: 5,
+                            step: 2129,
+                        },
+                        Ev::Delay {
+                            node: 0,
+                            step: 140,
+                            micros: 17,
+                        },
+                        Ev::Start { node: 1, step: 205 },
+                    ],
+                    steps: 3267,
+                    stop: Stop::Install {
+                        from: 536,
+                        ran: false,
+                        join: false,
+                    },
+                },
+                LifePlan {
+                    who: Who::Majority(81),
+                    in_turn: None,
+                    partitioned: None,
+                    events: vec![
+                        Ev::Delay {
+                            node: 3,
+                            step: 244,
+                            micros: 170,
+                        },
+                        Ev::Start {
+                            node: 7,
+                            step: 1101,
+                        },
+                    ],
+                    steps: 1734,
+                    stop: Stop::End,
+                },
+                LifePlan {
+                    who: Who::Everyone,
+                    in_turn: Some(236),
+                    partitioned: Some((4, Some(2090))),
+                    events: vec![
+                        Ev::CrashLeaderAtDecision { step: 402 },
+                        Ev::Start {
+                            node: 7,
+                            step: 1480,
+                        },
+                    ],
+                    steps: 2351,
+                    stop: Stop::End,
+                },
+            ],
+        },
+        0,
     );
 }

@@ -3516,9 +3516,11 @@ fn regression_soak_a_restart_adopting_a_fitted_decision_with_no_majority_never_c
 /// SQUALL_PROPTEST_CASES=256 PROPTEST_RNG_SEED=3005`, its 44th new plan, not shrunk); torn
 /// writes on. View 0 = [0, 1, 2]. At the final life's start n0's log holds its restart decision
 /// (1, 0) for view 0, n1's and n2's none. In the final life n0 leads ballot (2, 0), decides
-/// `[]` and publishes it; n1 and n2 install view 1 = [0, 1, 2] and run it; n0 stays restarting
-/// at view 0, wedged, with no warning, for good. Without torn writes the same logs settle; the
-/// same hang with `transfer.rs` before hang D's fix. Open: see the hundredth part.
+/// `[]` and publishes it; n1 and n2 install view 1 = [0, 1, 2] with the old ballot (1, 0)'s
+/// decision and run it; n0 stays restarting at view 0, wedged, with no warning, for good: its
+/// catch-up from them is below its promise (`below_promise`), and its own decision waits for
+/// that catch-up (`peer_ahead`). Without torn writes the same logs settle; the same hang with
+/// `transfer.rs` before hang D's fix. Open: see the hundredth part.
 #[test]
 #[ignore = "open: a member holding its own restart decision stays at view 0 while the others run view 1 (hundredth part)"]
 fn regression_soak_torn_a_member_holding_its_restart_decision_stays_behind() {

@@ -411,6 +411,10 @@ fn tag(view: u64) -> u64 {
     (view + 1) << 32
 }
 
+/// The count of a joiner's request word that withdraws its request (never a chunk count: a
+/// sender skips a word with a nonzero count as acknowledgements of a finished transfer).
+const WITHDRAWN: u64 = 0xffff_ffff;
+
 /// The transfer machinery of one node (sans-IO over its own transport handle).
 pub(crate) struct Transfer<T: Transport> {
     t: T,
@@ -609,6 +613,20 @@ impl<T: Transport> Transfer<T> {
             .is_some_and(|k| self.load(8 * (self.u() + k)) != 0)
     }
 
+    /// Whether `peer` asked this node for the state in `view` and got none from it (its request
+    /// word here is the view's tag, no chunk acknowledged, not withdrawn): a joiner of the view,
+    /// waiting for a transfer itself. (A joiner serves nobody, so a joiner's request words are
+    /// all of this kind.)
+    fn asks_me(&self, peer: NodeId, view: u64) -> bool {
+        self.index_of(peer)
+            .is_some_and(|k| k != self.me_index && self.load(8 * k) == tag(view))
+    }
+
+    /// `n`'s index in the universe.
+    fn index_of(&self, n: NodeId) -> Option<usize> {
+        self.universe.iter().position(|&u| u == n)
+    }
+
     /// The member this joiner asked for the state in its current view, while it waits for it.
     pub(crate) fn asking(&self) -> Option<NodeId> {
         self.incoming.as_ref().map(|i| i.sender)
@@ -668,6 +686,9 @@ impl<T: Transport> Transfer<T> {
                 tracing::debug!(me = %self.universe[self.me_index], %peer, "transfer: a failed incarnation holds no state any more");
             }
             self.store(at, 0);
+            // Its request word too: a later incarnation that restarted with state may serve
+            // this node, and must not be taken for a joiner asking it (see `poll_joiner`).
+            self.store(8 * k, 0);
         }
     }
 
@@ -690,13 +711,38 @@ impl<T: Transport> Transfer<T> {
         };
         let u = self.u();
         let ctl = TransferConfig::out_ctl(u);
+        // The requests crossed: the member asked asks this joiner in turn, so it is a joiner
+        // too. The higher-indexed of the two withdraws its request and asks another; the lower
+        // one keeps waiting, and is served once the other is active (s30, hundredth part of
+        // `docs/MEMBERSHIP.md`). The withdrawal is safe: the lower one sends nothing while it
+        // waits on this joiner, and it sends only after this joiner's chunks, which follow the
+        // withdrawal on the same link.
+        if let Some(inc) = &self.incoming
+            && inc.consumed == 0
+            && self.index_of(inc.sender) < Some(self.me_index)
+            && self.asks_me(inc.sender, view)
+        {
+            let sender = inc.sender;
+            let mine = 8 * self.me_index;
+            self.store(mine, tag(view) | WITHDRAWN);
+            self.write(sender, mine, 8, mine);
+            tracing::debug!(me = %self.universe[self.me_index], %sender, view, "transfer: the member asked for the state asks this joiner too; asking another");
+            self.incoming = None;
+        }
         if self.incoming.is_none() {
             let me = self.universe[self.me_index];
             // A member that announced itself active first: an initial member is a holder only
             // by default, and after a total restart it may be a member that joins again by
             // transfer itself, asking this one (s28, seventy-ninth part of
             // `docs/MEMBERSHIP.md`: two such joiners asked each other for good).
-            let candidates = || (members.iter().copied()).filter(|&m| m != me && !suspected(m));
+            // Never one that asked this joiner for the state in this view: it is a joiner
+            // itself, with no state to send (s30, hundredth part: two members that joined again
+            // after a total restart asked each other when the restarted holder's announcement
+            // had not landed yet; a request waiting at a joiner is served once it is active).
+            let candidates = || {
+                (members.iter().copied())
+                    .filter(|&m| m != me && !suspected(m) && !self.asks_me(m, view))
+            };
             let Some(sender) = candidates()
                 .find(|&m| self.announced(m))
                 .or_else(|| candidates().find(|&m| self.known_active(m)))

@@ -36,6 +36,7 @@
 //! per seed).
 #![allow(clippy::unwrap_used)]
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -55,6 +56,12 @@ use squall_transport_mem::sim::{Sim, SimConfig, SimNode, check_seeds, proptest_c
 
 mod group_sim;
 use group_sim::chain::{self, App, Chain, Hooks, Nodes};
+
+thread_local! {
+    /// Whether the runs this thread starts tear every write (`SimConfig::torn_writes`; also on
+    /// for every run with `SQUALL_SIM_TORN_WRITES=1`): for a pinned plan found in torn mode.
+    static TORN: Cell<bool> = const { Cell::new(false) };
+}
 
 /// The absent members' timeout (virtual time; suspicion comes after 1.5 ms).
 const ABSENT: Duration = Duration::from_millis(4);
@@ -281,7 +288,8 @@ impl<'p> Run<'p> {
     ) -> (Sim, Vec<Option<SimNode>>) {
         let layout = Group::<SimNode, MemLog>::layout(&config(base, 0, plan)).unwrap();
         let ids: Vec<NodeId> = late.iter().map(|&i| NodeId(i as u32)).collect();
-        let cfg = SimConfig::seeded(plan.seed ^ (life as u64) << 40);
+        let mut cfg = SimConfig::seeded(plan.seed ^ (life as u64) << 40);
+        cfg.torn_writes |= TORN.with(Cell::get);
         let (sim, nodes) = Sim::cluster_late(cfg, plan.universe, &layout, &ids).unwrap();
         (sim, nodes.into_iter().map(Some).collect())
     }
@@ -2659,14 +2667,31 @@ fn regression_strict_chosen_a_fitting_restart_changes_a_decision_a_majority_logg
             },
         ],
     };
+    check_strict_chosen(&plan, 0);
+}
+
+/// Checks a pinned plan whose restart fits an adopted decision that a majority of its view
+/// logged: without `SQUALL_STRICT_CHOSEN` it passes, counting one `chosen_changed` and
+/// `renumbered` renumberings (of a run view, and of a logged install); with it, the run fails
+/// on INV-2.
+fn check_strict_chosen(plan: &Plan, renumbered: usize) {
     if strict_chosen() {
-        let e = run(&plan).err().unwrap_or_default();
+        let e = run(plan).err().unwrap_or_default();
         assert!(e.contains("INV-2: view 0's decision was chosen"), "{e}");
         return;
     }
-    let stats = run(&plan).unwrap_or_else(|e| panic!("{e}\n  plan: {plan:?}"));
-    assert_eq!(stats.log.chosen_changed, 1, "{:?}", stats.log);
-    assert_eq!(stats.log.renumbered, 0, "{:?}", stats.log);
+    let stats = run(plan).unwrap_or_else(|e| panic!("{e}\n  plan: {plan:?}"));
+    let got = (
+        stats.log.chosen_changed,
+        stats.renumbered,
+        stats.log.renumbered,
+    );
+    assert_eq!(
+        got,
+        (1, renumbered, renumbered),
+        "{}: {stats:?}",
+        group_sim::missed(plan.seed, "the fitting")
+    );
 }
 
 /// Hang C (s28, eighty-ninth part of `docs/MEMBERSHIP.md`), a directed plan that reaches it at
@@ -3122,5 +3147,441 @@ fn regression_soak_a_restart_adopts_a_ballot_decision_whose_next_view_is_no_majo
         &logs,
         keeps_3,
         "n1's decision of ballot (2, 1) keeping 3",
+    );
+}
+
+/// Found by the s30 strict soak (`SQUALL_STRICT_CHOSEN=1 SQUALL_PROPTEST_CASES=256
+/// PROPTEST_RNG_SEED=3001`, its sixth new plan, not shrunk). View 0 = [0–4]. In life 0, 6
+/// joins: the running ballot's decision `[Join 6]` (rank 1) is logged by all of view 0, and n4
+/// alone installs view 1 = [0–4, 6] before every process stops. Life 2 restarts the members
+/// behind (n0–n3; 4 and 6 not started): ballot (1, 0) adopts the decision and fits it (the
+/// join dropped, the absent 4 failed), and they run view 1 = [0, 1, 2, 3]. That is the
+/// legitimate renumbering of `docs/MEMBERSHIP.md`'s forty-second part (the first view 1 ran in
+/// an earlier life and never runs again), counted at the view and the log level with INV-2's
+/// `chosen_changed`. With `superseded_by` off it fails INV-2′ (n4 promises a restart ballot on its dead view 1),
+/// which the default suite did not in the eighty-sixth part. See the hundredth part.
+#[test]
+fn regression_strict_chosen_a_restart_of_the_members_behind_renumbers_a_view_one_member_ran() {
+    check_strict_chosen(
+        &Plan {
+            seed: 11502390899764873999,
+            universe: 7,
+            initial: 5,
+            lives: vec![
+                LifePlan {
+                    who: Who::Minority(126),
+                    in_turn: Some(364),
+                    partitioned: None,
+                    events: vec![
+                        Ev::CrashLeaderAtDecision { step: 812 },
+                        Ev::Crash {
+                            node: 6,
+                            step: 1523,
+                        },
+                        Ev::Partition {
+                            side: 11,
+                            step: 3781,
+                            len: Some(497),
+                        },
+                        Ev::Start {
+                            node: 6,
+                            step: 3184,
+                        },
+                        Ev::CrashLeaderAtDecision { step: 4174 },
+                    ],
+                    steps: 4192,
+                    stop: Stop::Install {
+                        from: 1157,
+                        ran: true,
+                        join: true,
+                    },
+                },
+                LifePlan {
+                    who: Who::Mask(76),
+                    in_turn: None,
+                    partitioned: Some((1, None)),
+                    events: vec![
+                        Ev::Delay {
+                            node: 6,
+                            step: 1438,
+                            micros: 56,
+                        },
+                        Ev::Partition {
+                            side: 44,
+                            step: 4362,
+                            len: Some(2558),
+                        },
+                        Ev::Crash { node: 6, step: 297 },
+                        Ev::Start {
+                            node: 2,
+                            step: 2214,
+                        },
+                        Ev::Start {
+                            node: 0,
+                            step: 2974,
+                        },
+                        Ev::Delay {
+                            node: 3,
+                            step: 1390,
+                            micros: 19,
+                        },
+                    ],
+                    steps: 4430,
+                    stop: Stop::Decision {
+                        from: 1124,
+                        ran: true,
+                    },
+                },
+                LifePlan {
+                    who: Who::Behind,
+                    in_turn: None,
+                    partitioned: None,
+                    events: vec![Ev::Partition {
+                        side: 41,
+                        step: 3213,
+                        len: None,
+                    }],
+                    steps: 5397,
+                    stop: Stop::Install {
+                        from: 1000,
+                        ran: true,
+                        join: true,
+                    },
+                },
+            ],
+        },
+        1,
+    );
+}
+
+/// Found by the s30 strict soak (`PROPTEST_RNG_SEED=3002`, its 21st new plan, not shrunk).
+/// View 0 = [0–4]. In life 0, the running ballot's `[Fail 0]` (rank 1) is logged by n1–n3, a
+/// majority, and nobody installs view 1. Life 2 restarts everyone in turn with n2 cut off:
+/// ballot (1, 0), led by 0 itself, adopts the decision and fits it (`[Fail 0, Fail 2]`), view 1
+/// = [1, 3, 4] runs, and 0 joins again in view 2. The fitting, with no renumbering.
+#[test]
+fn regression_strict_chosen_a_restart_led_by_the_failed_member_fits_its_own_failure() {
+    check_strict_chosen(
+        &Plan {
+            seed: 13586663894936566764,
+            universe: 5,
+            initial: 5,
+            lives: vec![
+                LifePlan {
+                    who: Who::Behind,
+                    in_turn: None,
+                    partitioned: None,
+                    events: vec![
+                        Ev::Crash {
+                            node: 5,
+                            step: 2964,
+                        },
+                        Ev::CrashLeaderAtDecision { step: 2286 },
+                        Ev::Partition {
+                            side: 14,
+                            step: 2597,
+                            len: Some(220),
+                        },
+                        Ev::Crash {
+                            node: 5,
+                            step: 2129,
+                        },
+                        Ev::Delay {
+                            node: 0,
+                            step: 140,
+                            micros: 17,
+                        },
+                        Ev::Start { node: 1, step: 205 },
+                    ],
+                    steps: 3267,
+                    stop: Stop::Install {
+                        from: 536,
+                        ran: false,
+                        join: false,
+                    },
+                },
+                LifePlan {
+                    who: Who::Majority(81),
+                    in_turn: None,
+                    partitioned: None,
+                    events: vec![
+                        Ev::Delay {
+                            node: 3,
+                            step: 244,
+                            micros: 170,
+                        },
+                        Ev::Start {
+                            node: 7,
+                            step: 1101,
+                        },
+                    ],
+                    steps: 1734,
+                    stop: Stop::End,
+                },
+                LifePlan {
+                    who: Who::Everyone,
+                    in_turn: Some(236),
+                    partitioned: Some((4, Some(2090))),
+                    events: vec![
+                        Ev::CrashLeaderAtDecision { step: 402 },
+                        Ev::Start {
+                            node: 7,
+                            step: 1480,
+                        },
+                    ],
+                    steps: 2351,
+                    stop: Stop::End,
+                },
+            ],
+        },
+        0,
+    );
+}
+
+/// Found by the s30 torn soak (`SQUALL_SIM_TORN_WRITES=1 SQUALL_PROPTEST_CASES=256
+/// PROPTEST_RNG_SEED=3004`, its 154th new plan, not shrunk); it reaches its state with torn
+/// writes only, so the test turns them on. View 0 = [0, 1, 2]. Life 1 stops as n0 installs
+/// view 1 = [0, 1, 2] while n1 and n2 hold the restart decision (1, 0). In the final life n2
+/// restarts view 0 from its log, installs view 1 and announces itself active; n0 and n1 find the
+/// group went on without them and join again by transfer. Each asked the other (an initial
+/// member, a holder by default) before n2's announcement landed, and kept waiting: the final
+/// life hung. Fixed in `transfer.rs`: a joiner whose sender asks it in turn withdraws its
+/// request if it is the higher-indexed of the two, and no joiner asks a member that asks it.
+/// See `docs/MEMBERSHIP.md`, hundredth part.
+#[test]
+fn regression_soak_torn_two_members_joining_again_ask_each_other_for_the_state() {
+    let plan = Plan {
+        seed: 3662647221336221107,
+        universe: 5,
+        initial: 3,
+        lives: vec![
+            LifePlan {
+                who: Who::Mask(208),
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 874 },
+                    Ev::Partition {
+                        side: 6,
+                        step: 2382,
+                        len: Some(370),
+                    },
+                    Ev::Start {
+                        node: 0,
+                        step: 2040,
+                    },
+                    Ev::CrashLeaderAtDecision { step: 1995 },
+                ],
+                steps: 3031,
+                stop: Stop::Install {
+                    from: 1082,
+                    ran: false,
+                    join: false,
+                },
+            },
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: Some(24),
+                partitioned: None,
+                events: vec![
+                    Ev::Crash { node: 5, step: 493 },
+                    Ev::Partition {
+                        side: 10,
+                        step: 238,
+                        len: None,
+                    },
+                    Ev::Start {
+                        node: 2,
+                        step: 1447,
+                    },
+                ],
+                steps: 1514,
+                stop: Stop::Install {
+                    from: 66,
+                    ran: false,
+                    join: false,
+                },
+            },
+        ],
+    };
+    TORN.with(|t| t.set(true));
+    let logs = logs_at_final_life(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let ids = |m: &[u32]| m.iter().map(|&i| NodeId(i)).collect::<Vec<_>>();
+    let tail = |i: usize| log_tail(&logs[i]);
+    let reached = tail(0).0 == Some((1, ids(&[0, 1, 2])))
+        && (1..3).all(|i| tail(i) == (Some((0, ids(&[0, 1, 2]))), vec![(0, 1 << 32)]));
+    check_pinned(
+        &plan,
+        plan.seed,
+        &logs,
+        reached,
+        "n0 one view ahead of n1 and n2",
+    );
+}
+
+/// Found by the s30 strict soak (`SQUALL_STRICT_CHOSEN=1 SQUALL_PROPTEST_CASES=256
+/// PROPTEST_RNG_SEED=3003`, its 197th new plan, not shrunk): a final-life hang. View 0 =
+/// [0, 1, 2, 3]. Life 0 ends with n0's running decision `[Fail 2]` (rank 0) in its log. In life 1,
+/// n1's restart ballot (1, 1) adopts it and fits it (the absent 0 failed too): `[Fail 2, Fail
+/// 0]`, next view [1, 3], 2 of 4, a majority of the adopted next view [0, 1, 3] only (the s18
+/// exception of the ninety-sixth part's check). n1 logs it and crashes at once. In the final life
+/// everyone restarts view 0; n0 leads (2, 0), adopts n1's decision (the highest) unchanged, and
+/// its next view [1, 3] holds a majority of neither view 0 nor the adopted next view (itself):
+/// the check refuses to commit ("not committing"), for good. Open: see the hundredth part.
+#[test]
+#[ignore = "open: a restart adopting a fitted decision whose next view holds no majority of the view never commits (hundredth part)"]
+fn regression_soak_a_restart_adopting_a_fitted_decision_with_no_majority_never_commits() {
+    let plan = Plan {
+        seed: 476926817412912057,
+        universe: 5,
+        initial: 4,
+        lives: vec![
+            LifePlan {
+                who: Who::Majority(134),
+                in_turn: None,
+                partitioned: None,
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 2639 },
+                    Ev::CrashLeaderAtDecision { step: 4187 },
+                    Ev::Partition {
+                        side: 11,
+                        step: 4010,
+                        len: None,
+                    },
+                    Ev::Start {
+                        node: 2,
+                        step: 2377,
+                    },
+                    Ev::Partition {
+                        side: 12,
+                        step: 5041,
+                        len: Some(1483),
+                    },
+                ],
+                steps: 5160,
+                stop: Stop::Decision {
+                    from: 104,
+                    ran: true,
+                },
+            },
+            LifePlan {
+                who: Who::Majority(4),
+                in_turn: Some(193),
+                partitioned: None,
+                events: vec![
+                    Ev::CrashLeaderAtDecision { step: 3357 },
+                    Ev::Crash { node: 4, step: 776 },
+                    Ev::CrashLeaderAtDecision { step: 334 },
+                    Ev::Start {
+                        node: 6,
+                        step: 1790,
+                    },
+                    Ev::Partition {
+                        side: 6,
+                        step: 3553,
+                        len: Some(1805),
+                    },
+                    Ev::Crash {
+                        node: 3,
+                        step: 1122,
+                    },
+                    Ev::Start {
+                        node: 3,
+                        step: 5417,
+                    },
+                ],
+                steps: 5912,
+                stop: Stop::End,
+            },
+        ],
+    };
+    let logs = logs_at_final_life(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let (_, rec) = MemLog::open(logs[1].clone());
+    let fitted = rec.records.iter().any(|r| {
+        matches!(r, Record::Decided { decision: d, .. }
+            if d.rank == (1 << 32) + 1
+                && d.trim.view == 0
+                && d.next_members(&[NodeId(0), NodeId(1), NodeId(2), NodeId(3)]) == [NodeId(1), NodeId(3)])
+    });
+    check_pinned(
+        &plan,
+        plan.seed,
+        &logs,
+        fitted,
+        "n1's decision (1, 1) making [1, 3]",
+    );
+}
+
+/// Found by the s30 torn soak on the hang-D fix (`SQUALL_SIM_TORN_WRITES=1
+/// SQUALL_PROPTEST_CASES=256 PROPTEST_RNG_SEED=3005`, its 44th new plan, not shrunk); torn
+/// writes on. View 0 = [0, 1, 2]. At the final life's start n0's log holds its restart decision
+/// (1, 0) for view 0, n1's and n2's none. In the final life n0 leads ballot (2, 0), decides
+/// `[]` and publishes it; n1 and n2 install view 1 = [0, 1, 2] with the old ballot (1, 0)'s
+/// decision and run it; n0 stays restarting at view 0, wedged, with no warning, for good: its
+/// catch-up from them is below its promise (`below_promise`), and its own decision waits for
+/// that catch-up (`peer_ahead`). Without torn writes the same logs settle; the same hang with
+/// `transfer.rs` before hang D's fix. Open: see the hundredth part.
+#[test]
+#[ignore = "open: a member holding its own restart decision stays at view 0 while the others run view 1 (hundredth part)"]
+fn regression_soak_torn_a_member_holding_its_restart_decision_stays_behind() {
+    let plan = Plan {
+        seed: 7845445468947087244,
+        universe: 8,
+        initial: 3,
+        lives: vec![
+            LifePlan {
+                who: Who::Minority(179),
+                in_turn: Some(353),
+                partitioned: None,
+                events: vec![
+                    Ev::Crash { node: 7, step: 864 },
+                    Ev::CrashLeaderAtDecision { step: 3338 },
+                    Ev::CrashLeaderAtDecision { step: 1660 },
+                ],
+                steps: 3474,
+                stop: Stop::End,
+            },
+            LifePlan {
+                who: Who::Everyone,
+                in_turn: Some(390),
+                partitioned: None,
+                events: vec![
+                    Ev::Start {
+                        node: 1,
+                        step: 4177,
+                    },
+                    Ev::Partition {
+                        side: 7,
+                        step: 2132,
+                        len: None,
+                    },
+                    Ev::Start { node: 0, step: 716 },
+                    Ev::Start { node: 6, step: 831 },
+                    Ev::Crash {
+                        node: 3,
+                        step: 2681,
+                    },
+                    Ev::Crash { node: 5, step: 658 },
+                ],
+                steps: 4215,
+                stop: Stop::Decision {
+                    from: 543,
+                    ran: false,
+                },
+            },
+        ],
+    };
+    TORN.with(|t| t.set(true));
+    let logs = logs_at_final_life(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let tail = |i: usize| log_tail(&logs[i]);
+    let v0 = Some((0, vec![NodeId(0), NodeId(1), NodeId(2)]));
+    let reached = tail(0) == (v0.clone(), vec![(0, 1 << 32)])
+        && (1..3).all(|i| tail(i) == (v0.clone(), vec![]));
+    check_pinned(
+        &plan,
+        plan.seed,
+        &logs,
+        reached,
+        "n0 alone holding decision (1, 0)",
     );
 }

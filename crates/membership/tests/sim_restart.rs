@@ -167,7 +167,10 @@ impl Life {
                 }
             }
             if g.state_wanted() {
-                let next = self.delivered[i].last().map_or(0, |l| l.0 + 1);
+                // Past the last delivery, or at the state it took (it may be asked before it
+                // delivers anything; docs/MEMBERSHIP.md, ninety-ninth part).
+                let next =
+                    (self.delivered[i].last()).map_or(self.joined_at[i].unwrap_or(0), |l| l.0 + 1);
                 g.provide_state(next, &[])
                     .map_err(|e| format!("n{i}: {e}"))?;
             }

@@ -1019,18 +1019,16 @@ fn regression_the_only_member_of_the_newest_view_restarts_during_the_restart_and
     );
 }
 
-/// Found by the bounce proptest in s30 (docs/MEMBERSHIP.md, ninety-ninth part), not
-/// diagnosed: a bare majority (0, 1, 2) restarts view 0 and 0 restarts at the restart's
-/// decision (`When::Decided`), down 52 steps. 1 and 2 install view 1 = [0, 1, 2] from a
-/// decision of attempt 1 (their logs also hold a promise of attempt 2); 0's next process
-/// holds attempt 2's decision for view 0 (Fail 3, Fail 4), logged by its first process, and
-/// stays restarting view 0, waiting for 3 and 4, for good; 1 and 2 do not suspect 0. Fails
-/// with "restart of view 0 never completed". It fails the same with the ninety-ninth part's
-/// harness change reverted.
+/// Found by the bounce proptest in s30 (docs/MEMBERSHIP.md, ninety-ninth part): a bare
+/// majority (0, 1, 2) restarts view 0; 0 leads, decides ballot attempt 1 (Fail 3, Fail 4),
+/// logs it and crashes there (`When::Decided`), down 52 steps. Its next process leads attempt
+/// 2, which 1 and 2 promise, and decides it with the same changes and trim. 1 and 2 install
+/// view 1 = [0, 1, 2] from attempt 1's decision. Nobody echoes attempt 2's decision, and 0
+/// did not catch up from 1 and 2 (their decision is below its promise): it stayed restarting
+/// view 0 for good ("restart of view 0 never completed"). Fixed by `Gms::holds_same_above`.
 #[test]
-#[ignore = "liveness defect found in s30, not diagnosed: the bounced member of a bare-majority restart stays restarting view 0 (docs/MEMBERSHIP.md, ninety-ninth part)"]
 fn regression_a_bare_majority_restart_whose_member_restarts_at_the_decision_completes() {
-    pinned(&Plan {
+    let went = pinned(&Plan {
         seed: 290204,
         crash: Some((1, 1475)),
         shutdown: 657,
@@ -1043,6 +1041,11 @@ fn regression_a_bare_majority_restart_whose_member_restarts_at_the_decision_comp
             down: 52,
         }),
     });
+    assert!(
+        went.bounced > 0,
+        "{} ({went:?})",
+        missed(290204, "the restart leader restarting at its decision")
+    );
 }
 
 #[test]

@@ -3334,12 +3334,13 @@ impl<T: Transport, L: Durable> Gms<T, L> {
 
     /// Restart mode at `view`: whether `row` runs `view + 1` (not restarting it) installed with
     /// a decision for `view` ranked below the one this member holds, with the same changes and
-    /// trim. The peer's `view + 1` is then the view this member's own decision installs, so it
-    /// catches up from it although the peer's decision is below its promise
-    /// ([`below_promise`](Gms::below_promise)): its own decision is echoed by nobody once the
-    /// others run `view + 1` (s30, ninety-ninth part of `docs/MEMBERSHIP.md`: a restart leader
-    /// crashed holding its decision, its next process decided a later ballot with the same
-    /// value, and the followers installed the first decision).
+    /// trim (and the same holders where both are known). The peer's `view + 1` is then the view
+    /// this member's own decision installs, so it catches up from it although the peer's
+    /// decision is below its promise ([`below_promise`](Gms::below_promise)): its own decision
+    /// is echoed by nobody once the others run `view + 1` (s30, ninety-ninth part of
+    /// `docs/MEMBERSHIP.md`: a restart leader crashed holding its decision, its next process
+    /// decided a later ballot with the same value, and the followers installed the first
+    /// decision).
     fn holds_same_above(&self, row: usize, view: &View, p: &[u64]) -> bool {
         let Some(mine) = self.decision.as_ref().filter(|d| d.trim.view == view.id) else {
             return false;
@@ -3355,6 +3356,11 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             && (mine.trim.counts.iter())
                 .zip(&t.trim)
                 .all(|(c, n)| c.1 == *n)
+            && match (&self.decided_holders, &t.holders) {
+                // The holders place the next view's shards: they must agree where both are known.
+                (Some(a), Some(b)) => holder_ids(view, a) == holder_ids(view, b),
+                _ => true,
+            }
     }
 
     /// Restart mode at `view`: whether `row` publishes `view + 1` installed with a decision for

@@ -2637,7 +2637,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             if self.joiner_root(row, view, vid) || self.dead_ahead(row, view, vid) {
                 continue;
             }
-            if self.below_promise(row, view, vid) {
+            if self.below_promise(row, view, vid) && !self.holds_same_above(row, view, &p) {
                 // Reported where a followed ballot is what blocks (not a decision held here).
                 let peer = self.decision_of(row, view.id).map_or(0, |t| t.rank);
                 let holds_above = (self.decision.as_ref())
@@ -3330,6 +3330,37 @@ impl<T: Transport, L: Durable> Gms<T, L> {
             .collect();
         let dead = !gone.is_empty() && !self.cfg.is_quorum(&next, &|m| !gone.contains(&m));
         dead.then_some(gone)
+    }
+
+    /// Restart mode at `view`: whether `row` runs `view + 1` (not restarting it) installed with
+    /// a decision for `view` ranked below the one this member holds, with the same changes and
+    /// trim (and the same holders where both are known). The peer's `view + 1` is then the view
+    /// this member's own decision installs, so it catches up from it although the peer's
+    /// decision is below its promise ([`below_promise`](Gms::below_promise)): its own decision
+    /// is echoed by nobody once the others run `view + 1` (s30, ninety-ninth part of
+    /// `docs/MEMBERSHIP.md`: a restart leader crashed holding its decision, its next process
+    /// decided a later ballot with the same value, and the followers installed the first
+    /// decision).
+    fn holds_same_above(&self, row: usize, view: &View, p: &[u64]) -> bool {
+        let Some(mine) = self.decision.as_ref().filter(|d| d.trim.view == view.id) else {
+            return false;
+        };
+        let Some(t) = self.decision_of(row, view.id) else {
+            return false;
+        };
+        p.first() == Some(&(view.id + 2))
+            && !self.restarting_in(p)
+            && t.rank < mine.rank
+            && t.changes == mine.changes
+            && mine.trim.counts.len() <= t.trim.len()
+            && (mine.trim.counts.iter())
+                .zip(&t.trim)
+                .all(|(c, n)| c.1 == *n)
+            && match (&self.decided_holders, &t.holders) {
+                // The holders place the next view's shards: they must agree where both are known.
+                (Some(a), Some(b)) => holder_ids(view, a) == holder_ids(view, b),
+                _ => true,
+            }
     }
 
     /// Restart mode at `view`: whether `row` publishes `view + 1` installed with a decision for

@@ -45,6 +45,20 @@ struct App {
     has_state: bool,
     /// The view its deliveries are in (the last it reported, or took its state in).
     view: u64,
+    /// The position of the state it took by transfer (none for an initial member).
+    took: Option<u64>,
+}
+
+/// A state this run's application gave a member that a joiner asked.
+#[derive(Debug)]
+struct Served {
+    member: usize,
+    /// The position given (the application's next position to apply).
+    position: u64,
+    /// The position of the state this member took by transfer itself, if it joined.
+    took: Option<u64>,
+    /// With [`Run::probe_zero`]: what `provide_state(0, ..)` answered first.
+    zero: Option<Result<(), TransferError>>,
 }
 
 struct Run {
@@ -70,6 +84,11 @@ struct Run {
     /// View id -> the position the first node to report it (not as a joiner's first view)
     /// started it at.
     starts: BTreeMap<u64, u64>,
+    /// Every state provided, in order.
+    served: Vec<Served>,
+    /// Before each provide, try position 0 first (the rule of a harness that counts only
+    /// the deliveries of its own process).
+    probe_zero: bool,
 }
 
 impl Run {
@@ -120,6 +139,8 @@ impl Run {
             refused: Vec::new(),
             uniform: Uniform::default(),
             starts: BTreeMap::new(),
+            served: Vec::new(),
+            probe_zero: false,
         }
     }
 
@@ -190,6 +211,7 @@ impl Run {
                             next,
                             has_state: true,
                             view: v.id,
+                            took: Some(next),
                         };
                         self.uniform.check(i, SHARD, v.id, next)?;
                         if next > 0 {
@@ -236,7 +258,15 @@ impl Run {
             let mut s = a.hash.to_le_bytes().to_vec();
             s.extend_from_slice(&a.next.to_le_bytes());
             s.resize(self.state_size.max(16), a.next as u8);
-            match self.groups[i].provide_state(a.next, &s) {
+            let (next, took) = (a.next, a.took);
+            let zero = (self.probe_zero).then(|| self.groups[i].provide_state(0, &s));
+            self.served.push(Served {
+                member: i,
+                position: next,
+                took,
+                zero,
+            });
+            match self.groups[i].provide_state(next, &s) {
                 Err(TransferError::TooLarge { .. }) => {
                     let view = self.groups[i].view().map_or(0, |v| v.id);
                     self.refused.push((i, view));
@@ -395,6 +425,53 @@ fn the_joiner_crashes_mid_transfer_the_group_carries_on() {
                 return Err("the crashed joiner is still in the view".into());
             }
             Ok(())
+        },
+    );
+}
+
+/// The shape of the threaded split test's one failure (docs/MEMBERSHIP.md, ninety-ninth
+/// part): a member that took its state by transfer and delivered nothing since is asked for
+/// the state by the next joiner (a joiner asks a member that announced itself active, as
+/// one does after its transfer, before an initial member). Its application is at the state's
+/// position, which is the view's first position and the group's next position: `Group`
+/// takes a snapshot there and refuses one at 0, the position a harness gives when it counts
+/// only the deliveries of its own process ("got 0", as in the threaded failure).
+#[test]
+fn a_member_that_joined_by_transfer_serves_the_next_joiner_at_its_states_position() {
+    check_seeds(
+        "a_member_that_joined_by_transfer_serves_the_next_joiner_at_its_states_position",
+        3,
+        |seed| {
+            let mut r = Run::new(seed, 5, 3, 512, 3000);
+            r.probe_zero = true;
+            r.run(300, 10_000)?;
+            // No submissions from here on: 3 delivers nothing after its transfer.
+            r.groups[3].join().unwrap();
+            r.run(6000, 0)?;
+            r.settled(&[0, 1, 2, 3])?;
+            let took = r.apps[3].took.ok_or("3 took no state")?;
+            if r.apps[3].next != took {
+                return Err(format!("3 delivered past its state at {took}"));
+            }
+            r.groups[4].join().unwrap();
+            r.run(6000, 0)?;
+            r.settled(&[0, 1, 2, 3, 4])?;
+            if r.apps[4].took != Some(took) {
+                return Err(format!("4 took {:?}, not {took}", r.apps[4].took));
+            }
+            let s = (r.served.iter().find(|s| s.member == 3))
+                .ok_or_else(|| format!("3 was never asked: {:?}", r.served))?;
+            if s.position != took || s.took != Some(took) {
+                return Err(format!("3 served {s:?}, its state at {took}"));
+            }
+            match &s.zero {
+                Some(Err(TransferError::Position {
+                    position: 0,
+                    first,
+                    next,
+                })) if *first == took && *next == took => Ok(()),
+                other => Err(format!("provide_state(0) at 3 answered {other:?}")),
+            }
         },
     );
 }

@@ -167,7 +167,10 @@ impl Life {
                 }
             }
             if g.state_wanted() {
-                let next = self.delivered[i].last().map_or(0, |l| l.0 + 1);
+                // Past the last delivery, or at the state it took (it may be asked before it
+                // delivers anything; docs/MEMBERSHIP.md, ninety-ninth part).
+                let next =
+                    (self.delivered[i].last()).map_or(self.joined_at[i].unwrap_or(0), |l| l.0 + 1);
                 g.provide_state(next, &[])
                     .map_err(|e| format!("n{i}: {e}"))?;
             }
@@ -1013,6 +1016,35 @@ fn regression_the_only_member_of_the_newest_view_restarts_during_the_restart_and
             2,
             "a single node logging the newest view, restarting during the restart and joining again"
         )
+    );
+}
+
+/// Found by the bounce proptest in s30 (docs/MEMBERSHIP.md, ninety-ninth part): a bare
+/// majority (0, 1, 2) restarts view 0; 0 leads, decides ballot attempt 1 (Fail 3, Fail 4),
+/// logs it and crashes there (`When::Decided`), down 52 steps. Its next process leads attempt
+/// 2, which 1 and 2 promise, and decides it with the same changes and trim. 1 and 2 install
+/// view 1 = [0, 1, 2] from attempt 1's decision. Nobody echoes attempt 2's decision, and 0
+/// did not catch up from 1 and 2 (their decision is below its promise): it stayed restarting
+/// view 0 for good ("restart of view 0 never completed"). Fixed by `Gms::holds_same_above`.
+#[test]
+fn regression_a_bare_majority_restart_whose_member_restarts_at_the_decision_completes() {
+    let went = pinned(&Plan {
+        seed: 290204,
+        crash: Some((1, 1475)),
+        shutdown: 657,
+        bare_majority: true,
+        again: Some(350),
+        at_decision: false,
+        bounce: Some(Bounce {
+            pick: 3,
+            when: When::Decided,
+            down: 52,
+        }),
+    });
+    assert!(
+        went.bounced > 0,
+        "{} ({went:?})",
+        missed(290204, "the restart leader restarting at its decision")
     );
 }
 

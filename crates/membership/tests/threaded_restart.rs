@@ -193,7 +193,9 @@ fn member(i: usize, life: u8, node: ThreadedNode, base: PathBuf, ctl: Arc<Ctl>) 
             }
         }
         if g.state_wanted() {
-            let next = rec.delivered.last().map_or(0, |l| l.0 + 1);
+            // The application's next position: past its last delivery, or the position of
+            // the state it took (a member that joined again may be asked before it delivers).
+            let next = (rec.delivered.last()).map_or(rec.joined_at.unwrap_or(0), |l| l.0 + 1);
             g.provide_state(next, &[]).unwrap();
         }
         ctl.delivered[i].store(rec.delivered.len() as u64, Ordering::Release);
@@ -763,7 +765,10 @@ mod splits {
                 }
             }
             if g.state_wanted() {
-                let next = rec.delivered.last().map_or(0, |l| l.0 + 1);
+                // Past the last delivery, or at the state it took (docs/MEMBERSHIP.md,
+                // ninety-ninth part: a member that joined again by transfer was asked by the
+                // next joiner before it delivered anything, and this gave 0).
+                let next = (rec.delivered.last()).map_or(rec.joined_at.unwrap_or(0), |l| l.0 + 1);
                 if let Err(e) = g.provide_state(next, &[]) {
                     rec.failed = Some(format!("n{i}: provide_state: {e}"));
                     return rec;

@@ -39,6 +39,14 @@
 //! heartbeats only where no lower-ranked member detected the failure itself; the row is frozen
 //! at once either way. The one trade-off, that lateness, is the knob.
 //!
+//! # Whose suspicions count
+//!
+//! By default every row's suspected flags are adopted. A table whose rows are more than the
+//! group (a membership table over a universe, of which a view is a subset) names the rows that
+//! count with [`Sst::set_gossip_sources`]: only their flags spread, and only their cuts make this
+//! member accused (rule 2). A node outside the view gets no member removed, as in Derecho,
+//! whose view tables have the view's members as rows.
+//!
 //! Rules 1–2 need a transport that reports a deliberate cut as `Remote`: the simulator, the
 //! threaded fabric and TCP (its `Cut` frame) do; `squall-transport-rdma` reports a peer that
 //! moved its queue pair to error as `ConnectionLost` or `TimedOut`, so there a suspect still

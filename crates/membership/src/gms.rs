@@ -1894,6 +1894,21 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         GmsError::Stopped(why)
     }
 
+    /// Makes the table count only the suspicions of the members of the view this member is in
+    /// (installed, or restarted in restart mode): a node outside it (a joiner, a spare, a left
+    /// or removed member) that suspects a member must not get it removed, as in Derecho, whose
+    /// view tables have the view's members as rows (s30, hundred-and-first part of
+    /// `docs/MEMBERSHIP.md`). With no view (a joiner, an idle outsider) no row counts: such a
+    /// node adopts no suspicion, so it cuts no member on another's word (a member it cut would
+    /// freeze it and could not run with it once it joins). It learns the suspicions of a view's
+    /// members once it installs that view (their flags stay set).
+    fn count_view_suspicions(&mut self) {
+        match &self.view {
+            Some(view) => self.sst.set_gossip_sources(&view.members),
+            None => self.sst.set_gossip_sources(&[]),
+        }
+    }
+
     /// Runs one round: the table's failure detector and gossip, then the protocol. Never blocks.
     /// Returns whether anything happened; an error once the member has stopped (the first time
     /// with a [`GmsEvent::Stopped`] in `out`). No protocol step is taken in a round in which a
@@ -1906,6 +1921,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
         if let Some(why) = &self.stopped {
             return Err(GmsError::Stopped(why.clone()));
         }
+        self.count_view_suspicions();
         let busy = self.sst.poll_once()?.is_busy();
         self.co_suspect()?;
         self.publish_incarnations()?;

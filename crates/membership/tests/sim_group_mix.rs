@@ -353,14 +353,13 @@ fn regression_the_fault_budget_counts_a_restarted_node_that_the_view_still_names
 }
 
 /// Found by the s30 soak (`SQUALL_PROPTEST_CASES=48 PROPTEST_RNG_SEED=3002`, `docs/MEMBERSHIP.md`,
-/// ninety-seventh part), not fixed: no node crashes (the `Rejoin`s find none and are skipped),
-/// n2 is cut off with n5 (not a member) from step 3134 for 503 steps, and the survivor n0 stops
-/// in view 0 = [n0–n3]: "minority: in view 0 this member suspects [NodeId(2), NodeId(3)]". n3
-/// was never cut off: n5 suspected it while cut off, and after the heal the gossip made n0 and
-/// n1 suspect it too (a scratch trace). It fails the same with `gms.rs` of `main` (906ef16), so
-/// the leave fix of that part is not its cause.
+/// ninety-seventh and hundred-and-first parts): no node crashes (the `Rejoin`s find none and are
+/// skipped), n2 is cut off with n5 (not a member) from step 3134 for 503 steps. n5 adopted n2's
+/// suspicion of n3 and, after the heal, n0 and n1 adopted n5's: with n2 suspected they stopped
+/// as a minority ("minority: in view 0 this member suspects [NodeId(2), NodeId(3)]"), though n3
+/// was never cut off. Now a member counts only the suspicions of its view's members, and a node
+/// with no view adopts none.
 #[test]
-#[ignore = "s30 soak failure, not fixed: a non-member (n5) cut off with n2 suspects n3; after the heal its gossiped suspicion stops n0 and n1 as a minority (fails on main too)"]
 fn regression_soak_s30_a_member_never_cut_off_is_suspected_beside_a_partitioned_one() {
     let plan = Plan {
         seed: 16131749396308446656,

@@ -39,6 +39,14 @@
 //! heartbeats only where no lower-ranked member detected the failure itself; the row is frozen
 //! at once either way. The one trade-off, that lateness, is the knob.
 //!
+//! # Whose suspicions count
+//!
+//! By default every row's suspected flags are adopted. A table whose rows are more than the
+//! group (a membership table over a universe, of which a view is a subset) names the rows that
+//! count with [`Sst::set_gossip_sources`]: only their flags spread, and only their cuts make this
+//! member accused (rule 2). A node outside the view gets no member removed, as in Derecho,
+//! whose view tables have the view's members as rows.
+//!
 //! Rules 1–2 need a transport that reports a deliberate cut as `Remote`: the simulator, the
 //! threaded fabric and TCP (its `Cut` frame) do; `squall-transport-rdma` reports a peer that
 //! moved its queue pair to error as `ConnectionLost` or `TimedOut`, so there a suspect still
@@ -132,6 +140,60 @@ impl<T: Transport> Sst<T> {
         Ok(())
     }
 
+    /// Counts the suspicions of `nodes` only: from now on this member adopts the suspected
+    /// flags of their rows alone, and only a cut by one of them ([`Suspicion::Remote`]) makes it
+    /// [accused](Sst::is_accused). Other rows stay rows (written to, read, timed out, suspected
+    /// on their own failures); their flags and their cuts accuse nobody. For a membership layer
+    /// whose table spans a universe of which a view is a subset: a node outside the view (a
+    /// joiner, a spare, a left member) must not get a member removed, as in Derecho, where a
+    /// view's table has the view's members as rows. Suspicions already adopted stay. By
+    /// default every row counts (the table's members are the group). Unknown nodes are ignored.
+    ///
+    /// ```
+    /// use squall_sst::{SchemaBuilder, Sst, SstConfig};
+    /// use squall_transport::{NodeId, RegionId, RegionSpec};
+    /// use squall_transport_mem::threaded::{ThreadedConfig, ThreadedFabric};
+    /// let schema = SchemaBuilder::new(3).build()?;
+    /// let layout = [RegionSpec::new(RegionId(0), schema.table_len())];
+    /// let members = vec![NodeId(0), NodeId(1), NodeId(2)];
+    /// let mut t = Vec::new();
+    /// for node in ThreadedFabric::new(ThreadedConfig::default())?.cluster(3, &layout)? {
+    ///     t.push(Sst::new(node, schema.clone(), SstConfig::new(RegionId(0), members.clone()))?);
+    /// }
+    /// // n0 counts n0 and n1 only: n2 (no member of its view) suspects n1, n0 does not adopt it.
+    /// t[0].set_gossip_sources(&[NodeId(0), NodeId(1)]);
+    /// assert!(!t[0].is_gossip_source(2));
+    /// t[2].suspect(NodeId(1))?;
+    /// t[0].poll_once()?;
+    /// assert!(!t[0].is_suspected(1));
+    /// // n1 was cut by n2, which it does not count: it is not accused.
+    /// t[1].set_gossip_sources(&[NodeId(0), NodeId(1)]);
+    /// t[1].poll_once()?;
+    /// assert!(t[1].is_suspected(2) && !t[1].is_accused());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_gossip_sources(&mut self, nodes: &[NodeId]) {
+        // Called on every GMS poll: compared in place, so an unchanged set allocates nothing.
+        let mut changed = false;
+        for r in 0..self.rows() {
+            let counts = nodes.contains(&self.member(r));
+            if let Some(s) = self.gossip_source.get_mut(r)
+                && *s != counts
+            {
+                *s = counts;
+                changed = true;
+            }
+        }
+        if changed {
+            tracing::info!(me = %self.member(self.me), ?nodes, "sst: suspicions counted from these rows only");
+        }
+    }
+
+    /// Whether `row`'s suspected flags count (see [`set_gossip_sources`](Sst::set_gossip_sources)).
+    pub fn is_gossip_source(&self, row: usize) -> bool {
+        self.gossip_source.get(row).copied().unwrap_or(false)
+    }
+
     /// Whether this member knows that another member suspects it: a peer cut the link to it
     /// ([`Suspicion::Remote`]). It is being removed, so from then on it freezes the rows of the
     /// members it suspects but no longer publishes any suspicion (it accuses nobody).
@@ -164,7 +226,7 @@ impl<T: Transport> Sst<T> {
     /// itself, see [`SstConfig::accusation_delay_intervals`](crate::SstConfig)), or never (the
     /// peer cut the link, or this member is accused).
     fn mark_suspected(&mut self, row: usize, why: Suspicion) -> bool {
-        if why == Suspicion::Remote && !self.accused {
+        if why == Suspicion::Remote && !self.accused && self.gossip_source[row] {
             self.accused = true;
             tracing::warn!(
                 me = %self.member(self.me), by = %self.member(row), dropped = self.deferred.len(),
@@ -367,11 +429,11 @@ impl<T: Transport> Sst<T> {
                 new += usize::from(self.mark_suspected(row, Suspicion::Timeout));
             }
         }
-        // 4. Gossip: adopt the suspicions in every live row.
+        // 4. Gossip: adopt the suspicions in every live row that counts.
         let flags = self.schema.suspected();
         let row_len = self.schema.row_len();
         for row in 0..self.rows() {
-            if row == self.me || self.suspected[row] {
+            if row == self.me || self.suspected[row] || !self.gossip_source[row] {
                 continue;
             }
             for j in 0..self.rows() {

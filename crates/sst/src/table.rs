@@ -234,6 +234,9 @@ pub struct Sst<T: Transport> {
     pub(crate) history: Vec<(NodeId, Suspicion, Time)>,
     /// A peer cut the link to this member: it publishes no suspicion any more.
     pub(crate) accused: bool,
+    /// Per row: whether its suspected flags count (gossip is adopted from it, and its cut makes
+    /// this member accused). Every row by default; see [`Sst::set_gossip_sources`].
+    pub(crate) gossip_source: Vec<bool>,
     /// Suspicions of lower-ranked members awaiting publication: row, and when.
     pub(crate) deferred: Vec<(usize, Time)>,
     /// Per row: the member's incarnation as this member knows it (0 for a link up from the
@@ -373,6 +376,7 @@ impl<T: Transport> Sst<T> {
             landed: HashSet::new(),
             history: Vec::new(),
             accused: false,
+            gossip_source: vec![true; n],
             deferred: Vec::new(),
             known: vec![0; n],
             pending: vec![None; n],

@@ -68,35 +68,9 @@ pub struct Cluster {
     pub partition_safety: bool,
 }
 
-/// Running mode: the decision node `i` holds for its view (decided or echoed) makes a next view
-/// that holds a majority of the view (joiners do not count). Checked after every poll, so a
-/// decision that would stop every member with `Minority` at the install fails the run where it
-/// is decided (s30, ninety-seventh part of `docs/MEMBERSHIP.md`: a leave and a failure in one
-/// change). A restarting member is left to the restart's own checks. `group_sim` has the same
-/// check for its `Group` runs.
-pub fn check_decision_keeps_a_majority<
-    T: squall_transport::Transport,
-    L: squall_membership::log::Durable,
->(
-    i: usize,
-    g: &Gms<T, L>,
-) -> Result<(), String> {
-    if g.restarting().is_some() {
-        return Ok(());
-    }
-    let (Some(v), Some(d)) = (g.view(), g.decision()) else {
-        return Ok(());
-    };
-    let next = d.next_members(&v.members);
-    let kept = v.members.iter().filter(|m| next.contains(m)).count();
-    if 2 * kept <= v.members.len() {
-        return Err(format!(
-            "n{i} holds a decision for view {} {:?} whose next view {next:?} holds no majority of it: {:?}",
-            v.id, v.members, d.changes
-        ));
-    }
-    Ok(())
-}
+mod majority;
+#[allow(unused_imports)] // Not every test crate that includes this module checks decisions.
+pub use majority::check_decision_keeps_a_majority;
 
 impl Cluster {
     pub fn new(seed: u64, cfg: &GmsConfig) -> Cluster {

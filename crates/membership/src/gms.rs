@@ -4544,7 +4544,7 @@ impl<T: Transport, L: Durable> Gms<T, L> {
                 let changes = match &holders {
                     Some(h) => {
                         let kept = keep_holders(self.me, view, changes, h);
-                        keep_majority(self.me, &self.cfg, view, kept)
+                        keep_majority(self.me, &self.cfg, view, alive, kept)
                     }
                     None => changes,
                 };
@@ -4966,19 +4966,26 @@ fn keep_holders(
 /// held ([`LeaveStatus::HeldForMajority`]) until that view's leader finds it fits. The trim is
 /// the same either way: a leaver that wedged is one of its survivors ([`trim_survivors`]). A
 /// drop only adds a survivor, so the leaves [`keep_holders`] kept still keep their shards.
+/// Only the leave of a member of `alive` (unsuspected, acknowledged, so wedged) is ever
+/// dropped: a suspected leaver is removed by its leave as by a failure (the commit's
+/// `removals_cover`) and may never have wedged, so keeping it would put a member that holds
+/// no part of the trim into the next view; its leave counts as gone, and such a decision
+/// stops the members with `Minority` at the install, as before (s30 review).
 fn keep_majority(
     me: NodeId,
     cfg: &GmsConfig,
     view: &View,
+    alive: &[NodeId],
     mut changes: Vec<Change>,
 ) -> Vec<Change> {
     let mut i = 0;
     while let Some(&c) = changes.get(i) {
-        if c.kind == ChangeKind::Leave {
+        if c.kind == ChangeKind::Leave && alive.contains(&c.node) {
             let gone = |n: NodeId| {
                 (changes.iter().enumerate()).any(|(j, o)| {
                     o.node == n
-                        && (o.kind == ChangeKind::Fail || (o.kind == ChangeKind::Leave && j <= i))
+                        && (o.kind == ChangeKind::Fail
+                            || (o.kind == ChangeKind::Leave && (j <= i || !alive.contains(&n))))
                 })
             };
             if !cfg.is_quorum(&view.members, &|n| !gone(n)) {
@@ -5874,7 +5881,7 @@ mod tests {
             |n| change(ChangeKind::Fail, n),
             |n| change(ChangeKind::Join, n),
         );
-        let keep = |ch: &[Change]| keep_majority(NodeId(0), &cfg, &view, ch.to_vec());
+        let keep = |ch: &[Change]| keep_majority(NodeId(0), &cfg, &view, &ids[..5], ch.to_vec());
         // Three of five stay: both leaves stay.
         assert_eq!(keep(&[leave(3), leave(4)]), [leave(3), leave(4)]);
         // A failure after them: the second leave is dropped, the first stays (three stay).
@@ -5888,6 +5895,15 @@ mod tests {
         );
         // Failures alone are left as they are.
         assert_eq!(keep(&[fail(1), fail(2)]), [fail(1), fail(2)]);
+        // A suspected leaver (not alive: it may never have wedged) is removed by its leave
+        // whatever the count: its leave is never dropped, and it counts as gone for the others.
+        let alive = [NodeId(0), NodeId(1), NodeId(3)];
+        let keep_alive = |ch: &[Change]| keep_majority(NodeId(0), &cfg, &view, &alive, ch.to_vec());
+        assert_eq!(
+            keep_alive(&[leave(3), leave(4), fail(2)]),
+            [leave(4), fail(2)],
+            "the suspected leaver 4 stays removed; the alive leaver 3 is dropped ({{0, 1, 3}} stays)"
+        );
     }
 
     /// s26 (sixty-eighth part of `docs/MEMBERSHIP.md`): a leader does not act on the

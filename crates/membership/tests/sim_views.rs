@@ -324,6 +324,40 @@ fn two_leaves_proposed_at_a_bare_majority_then_a_failure_keep_one_leave_and_a_ma
     assert!(c.settled_on(2, &[0, 1]), "views {:?}", c.views);
 }
 
+/// s30 review of `keep_majority` (`docs/MEMBERSHIP.md`, "s30 review findings", 1): in view
+/// [n0–n4] the leaves of n3 and n4 are proposed at a bare majority, then n4 crashes before it
+/// wedges (`wanted` adds no failure: the change already names n4) and n2 crashes. `alive` =
+/// [n0, n1, n3] commits. The leader used to keep n3's leave and drop the *suspected* n4's
+/// ([n0, n1, n4] is three of five), so view 1 was [n0, n1, n4] with a member outside the trim.
+/// Now only an alive leaver's leave is dropped: view 1 is [n0, n1, n3], and n3 leaves in view 2.
+#[test]
+fn a_leaver_that_crashes_before_it_wedges_is_removed_and_an_alive_leaver_waits() {
+    let mut c = Cluster::new(72, &config(5, 5));
+    c.run_until(200, |_| false).unwrap();
+    for i in [3, 4] {
+        c.nodes[i].as_mut().unwrap().leave().unwrap();
+    }
+    assert!(
+        leaves_proposed(&mut c, &[3, 4]).unwrap(),
+        "seed 72 no longer reaches n0's proposal of n3's and n4's leaves before a decision; re-seed"
+    );
+    c.crash(4);
+    c.crash(2);
+    let done = c.run_until(SETTLE, |c| {
+        c.settled_on(2, &[0, 1]) || (c.stopped[0].is_some() && c.stopped[1].is_some())
+    });
+    assert_eq!(done, Ok(true));
+    assert_eq!(
+        (&c.stopped[0], &c.stopped[1]),
+        (&None, &None),
+        "views {:?}",
+        c.installed
+    );
+    assert_eq!(c.installed[&1], [NodeId(0), NodeId(1), NodeId(3)]);
+    assert_eq!(c.stopped[3], Some(StopReason::Left { view: 2 }));
+    assert!(c.settled_on(2, &[0, 1]), "views {:?}", c.views);
+}
+
 #[test]
 fn an_inadequate_view_says_which_shard_lacks_members() {
     let mut cfg = config(4, 4);

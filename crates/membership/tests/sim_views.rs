@@ -298,6 +298,17 @@ fn a_leave_proposed_then_a_failure_before_the_commit_keeps_a_majority() {
 /// of three).
 #[test]
 fn two_leaves_proposed_at_a_bare_majority_then_a_failure_keep_one_leave_and_a_majority() {
+    let mut c = leaves_of_3_and_4_proposed_in_a_view_of_five();
+    c.crash(2);
+    settle_n0_and_n1(&mut c);
+    assert_eq!(c.installed[&1], [NodeId(0), NodeId(1), NodeId(4)]);
+    assert_eq!(c.stopped[3], Some(StopReason::Left { view: 1 }));
+    assert_eq!(c.stopped[4], Some(StopReason::Left { view: 2 }));
+    assert!(c.settled_on(2, &[0, 1]), "views {:?}", c.views);
+}
+
+/// View [n0–n4] on seed 72 with n3's and n4's leaves in n0's proposal, before a decision.
+fn leaves_of_3_and_4_proposed_in_a_view_of_five() -> Cluster {
     let mut c = Cluster::new(72, &config(5, 5));
     c.run_until(200, |_| false).unwrap();
     for i in [3, 4] {
@@ -307,7 +318,11 @@ fn two_leaves_proposed_at_a_bare_majority_then_a_failure_keep_one_leave_and_a_ma
         leaves_proposed(&mut c, &[3, 4]).unwrap(),
         "seed 72 no longer reaches n0's proposal of n3's and n4's leaves before a decision; re-seed"
     );
-    c.crash(2);
+    c
+}
+
+/// Runs until n0 and n1 settle on view 2 or both stop, and asserts that neither stopped.
+fn settle_n0_and_n1(c: &mut Cluster) {
     let done = c.run_until(SETTLE, |c| {
         c.settled_on(2, &[0, 1]) || (c.stopped[0].is_some() && c.stopped[1].is_some())
     });
@@ -318,10 +333,6 @@ fn two_leaves_proposed_at_a_bare_majority_then_a_failure_keep_one_leave_and_a_ma
         "views {:?}",
         c.installed
     );
-    assert_eq!(c.installed[&1], [NodeId(0), NodeId(1), NodeId(4)]);
-    assert_eq!(c.stopped[3], Some(StopReason::Left { view: 1 }));
-    assert_eq!(c.stopped[4], Some(StopReason::Left { view: 2 }));
-    assert!(c.settled_on(2, &[0, 1]), "views {:?}", c.views);
 }
 
 /// s30 review of `keep_majority` (`docs/MEMBERSHIP.md`, "s30 review findings", 1): in view
@@ -332,27 +343,10 @@ fn two_leaves_proposed_at_a_bare_majority_then_a_failure_keep_one_leave_and_a_ma
 /// Now only an alive leaver's leave is dropped: view 1 is [n0, n1, n3], and n3 leaves in view 2.
 #[test]
 fn a_leaver_that_crashes_before_it_wedges_is_removed_and_an_alive_leaver_waits() {
-    let mut c = Cluster::new(72, &config(5, 5));
-    c.run_until(200, |_| false).unwrap();
-    for i in [3, 4] {
-        c.nodes[i].as_mut().unwrap().leave().unwrap();
-    }
-    assert!(
-        leaves_proposed(&mut c, &[3, 4]).unwrap(),
-        "seed 72 no longer reaches n0's proposal of n3's and n4's leaves before a decision; re-seed"
-    );
+    let mut c = leaves_of_3_and_4_proposed_in_a_view_of_five();
     c.crash(4);
     c.crash(2);
-    let done = c.run_until(SETTLE, |c| {
-        c.settled_on(2, &[0, 1]) || (c.stopped[0].is_some() && c.stopped[1].is_some())
-    });
-    assert_eq!(done, Ok(true));
-    assert_eq!(
-        (&c.stopped[0], &c.stopped[1]),
-        (&None, &None),
-        "views {:?}",
-        c.installed
-    );
+    settle_n0_and_n1(&mut c);
     assert_eq!(c.installed[&1], [NodeId(0), NodeId(1), NodeId(3)]);
     assert_eq!(c.stopped[3], Some(StopReason::Left { view: 2 }));
     assert!(c.settled_on(2, &[0, 1]), "views {:?}", c.views);
